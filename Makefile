@@ -1,0 +1,32 @@
+# Thin targets; the logic lives in hack/.
+GO ?= go
+
+.PHONY: build test unit lint demo deps iso bench
+
+build:
+	$(GO) build -o bin/ ./cmd/...
+
+# The full suite: unit tests plus integration tests against a real libvirtd,
+# qemu and the real clients. Needs root (network namespaces) and the host
+# dependencies (hack/install-deps.sh); hack/test.sh prepares what it can.
+test:
+	bash hack/test.sh
+
+# Pure-logic tests only, no libvirtd needed.
+unit:
+	$(GO) test -short ./...
+
+lint:
+	$(GO) vet ./...
+
+demo:
+	bash hack/demo.sh
+
+deps:
+	bash hack/install-deps.sh
+
+iso:
+	bash hack/build-marker-iso.sh testdata/iso/marker.iso
+
+bench:
+	bash hack/bench.sh

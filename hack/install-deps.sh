@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs every host dependency of the project from Debian's packages.
+# Idempotent: packages already present are skipped by apt.
+set -euo pipefail
+
+PKGS=(
+  # libvirt and qemu (TCG works without /dev/kvm)
+  libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils qemu-block-extra ovmf
+  dnsmasq-base iproute2 iptables
+  # the boot-marker ISO
+  grub-pc-bin grub-efi-amd64-bin grub-common xorriso mtools
+  # real protocol clients
+  ipmitool freeipmi-tools python3-sushy python3-pyghmi redfishtool curl
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+echo "host dependencies present"
