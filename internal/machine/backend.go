@@ -1,0 +1,67 @@
+package machine
+
+import "context"
+
+// Backend carries out what the Service decides, on real VMs (libvirt) or in
+// memory (sim). Backends hold no BMC semantics: a Once override, pending BIOS
+// settings and the like are the Service's business.
+//
+// Every method is safe for concurrent use. Reads (List, Get, Stale) are served
+// from memory and cost no round trip to a hypervisor.
+type Backend interface {
+	// List returns a snapshot of every machine, in a stable order.
+	List() []*Machine
+	// Get returns one machine by ID (UUID, any case) or by name.
+	Get(id string) (*Machine, error)
+
+	// Save stores s with the machine and prepares the machine's definition so
+	// that its next start boots as s says (s.Boot's effective target first,
+	// s.Boot.Mode firmware, s.SecureBoot). A running machine keeps running as
+	// it was started. Idempotent.
+	Save(ctx context.Context, id string, s Settings) error
+	// Start powers the machine on with its stored definition. Starting a
+	// machine that is on is an ErrConflict.
+	Start(ctx context.Context, id string) error
+	// Stop powers the machine off: at once when force, else by an ACPI request
+	// that the guest may ignore. Stopping a machine that is off succeeds.
+	Stop(ctx context.Context, id string, force bool) error
+	// Reboot asks the guest to reboot (ACPI).
+	Reboot(ctx context.Context, id string) error
+	// Reset restarts a running machine at once, keeping the configuration it
+	// runs with (a warm reset).
+	Reset(ctx context.Context, id string) error
+	// NMI injects a non-maskable interrupt.
+	NMI(ctx context.Context, id string) error
+	// SetIndicator turns the identify light on or off (in memory).
+	SetIndicator(id string, on bool) error
+	// Stale reports whether a running machine runs with a boot configuration
+	// (boot order, firmware) other than the one its next start would use, so
+	// that only a cold restart applies the stored settings.
+	Stale(id string) bool
+
+	// Subscribe delivers events until cancel is called. Slow readers lose
+	// events rather than block the backend; List and Get stay authoritative.
+	Subscribe() (events <-chan Event, cancel func())
+}
+
+// EventKind says what happened to a machine.
+type EventKind int
+
+// Event kinds.
+const (
+	// EventChanged: anything about the machine changed (power, definition,
+	// settings). The snapshot in the event is the new one.
+	EventChanged EventKind = iota + 1
+	// EventReboot: the guest rebooted itself (or was rebooted by ACPI) and the
+	// machine kept running.
+	EventReboot
+	// EventRemoved: the machine is gone.
+	EventRemoved
+)
+
+// Event is a change of one machine.
+type Event struct {
+	Kind    EventKind
+	ID      string
+	Machine *Machine // nil for EventRemoved
+}

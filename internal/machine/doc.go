@@ -1,0 +1,10 @@
+// Package machine is the one model of a server and its BMC that every
+// protocol face uses. Redfish and IPMI translate their requests into calls on
+// a Service; the Service carries a real BMC's semantics (a Once boot override
+// applies to the next boot and then reverts, pending BIOS settings apply at
+// the next reset, a reset that restarts the machine applies pending firmware
+// changes) and a Backend (libvirt, sim) carries them out.
+//
+// What it does not do: decode protocols, authenticate, or talk to libvirt.
+// Faces import this package; this package imports no backend.
+package machine

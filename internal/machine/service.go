@@ -1,0 +1,376 @@
+package machine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"go.uber.org/zap"
+)
+
+// Service is the machine model the protocol faces use. It owns a real BMC's
+// semantics and leaves carrying them out to a Backend.
+type Service struct {
+	be  Backend
+	log *zap.Logger
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex // per machine: mutations are serialised
+}
+
+// NewService returns a Service over be. Call Watch to react to guest reboots.
+func NewService(be Backend, log *zap.Logger) *Service {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Service{be: be, log: log, locks: map[string]*sync.Mutex{}}
+}
+
+// Backend returns the backend the service drives.
+func (s *Service) Backend() Backend { return s.be }
+
+// List returns every machine.
+func (s *Service) List() []*Machine { return s.be.List() }
+
+// Get returns one machine by UUID or name.
+func (s *Service) Get(id string) (*Machine, error) { return s.be.Get(id) }
+
+func (s *Service) lock(id string) func() {
+	s.mu.Lock()
+	l, ok := s.locks[id]
+	if !ok {
+		l = &sync.Mutex{}
+		s.locks[id] = l
+	}
+	s.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// resolve returns the machine and holds its lock; call the returned unlock.
+func (s *Service) resolve(id string) (*Machine, func(), error) {
+	m, err := s.be.Get(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	unlock := s.lock(m.ID)
+	// Re-read under the lock: the snapshot may have changed meanwhile.
+	m, err = s.be.Get(m.ID)
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return m, unlock, nil
+}
+
+// Reset performs a power action with a real BMC's semantics.
+func (s *Service) Reset(ctx context.Context, id string, rt ResetType) error {
+	m, unlock, err := s.resolve(id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	on := m.Power == PowerOn || m.Power == PowerPoweringOff
+	switch rt {
+	case ResetOn, ResetForceOn:
+		if on {
+			return nil
+		}
+		return s.start(ctx, m)
+	case ResetForceOff:
+		return s.be.Stop(ctx, m.ID, true)
+	case ResetGracefulShutdown:
+		if !on {
+			return nil
+		}
+		return s.be.Stop(ctx, m.ID, false)
+	case ResetPushPowerButton:
+		if on {
+			return s.be.Stop(ctx, m.ID, false)
+		}
+		return s.start(ctx, m)
+	case ResetForceRestart:
+		if !on {
+			return s.start(ctx, m)
+		}
+		return s.restart(ctx, m)
+	case ResetPowerCycle:
+		if !on {
+			return s.start(ctx, m)
+		}
+		return s.coldRestart(ctx, m)
+	case ResetGracefulRestart:
+		if !on {
+			return s.start(ctx, m)
+		}
+		// The guest reboots itself; HandleReboot applies pending changes then.
+		return s.be.Reboot(ctx, m.ID)
+	case ResetNmi:
+		if !on {
+			return fmt.Errorf("%w: %s is off, an NMI needs a running machine", ErrConflict, m.Name)
+		}
+		return s.be.NMI(ctx, m.ID)
+	default:
+		return invalidf("unknown reset type %q", rt)
+	}
+}
+
+// beforeBoot returns the settings that take effect as the machine boots:
+// pending BIOS settings become current.
+func beforeBoot(st Settings) (Settings, bool) {
+	if len(st.BIOSPending) == 0 {
+		return st, false
+	}
+	st = st.Clone()
+	if st.BIOS == nil {
+		st.BIOS = map[string]any{}
+	}
+	maps.Copy(st.BIOS, st.BIOSPending)
+	st.BIOSPending = nil
+	return st, true
+}
+
+// afterBoot returns the settings once a boot has begun: a Once override is
+// spent.
+func afterBoot(st Settings) (Settings, bool) {
+	if st.Boot.Enabled != BootOnce {
+		return st, false
+	}
+	st = st.Clone()
+	st.Boot.Enabled = BootDisabled
+	st.Boot.Target = BootNone
+	return st, true
+}
+
+// start powers an off machine on: pending BIOS settings apply, the machine
+// boots its override, and a Once override is then spent.
+func (s *Service) start(ctx context.Context, m *Machine) error {
+	st, changed := beforeBoot(m.Settings)
+	if changed {
+		if err := s.be.Save(ctx, m.ID, st); err != nil {
+			return err
+		}
+	}
+	if err := s.be.Start(ctx, m.ID); err != nil {
+		return err
+	}
+	return s.spend(ctx, m.ID, st)
+}
+
+func (s *Service) spend(ctx context.Context, id string, st Settings) error {
+	if st, changed := afterBoot(st); changed {
+		if err := s.be.Save(ctx, id, st); err != nil {
+			return fmt.Errorf("machine started, but spending its Once override failed: %w", err)
+		}
+	}
+	return nil
+}
+
+// coldRestart stops a running machine at once and starts it again, so it
+// boots with its stored definition.
+func (s *Service) coldRestart(ctx context.Context, m *Machine) error {
+	if err := s.be.Stop(ctx, m.ID, true); err != nil {
+		return err
+	}
+	return s.start(ctx, m)
+}
+
+// restart resets a running machine: warm when it already runs with the
+// configuration it should boot with, cold when stored changes (boot order,
+// firmware) need a new start.
+func (s *Service) restart(ctx context.Context, m *Machine) error {
+	if s.be.Stale(m.ID) {
+		return s.coldRestart(ctx, m)
+	}
+	st, changed := beforeBoot(m.Settings)
+	if changed {
+		if err := s.be.Save(ctx, m.ID, st); err != nil {
+			return err
+		}
+	}
+	if err := s.be.Reset(ctx, m.ID); err != nil {
+		return err
+	}
+	return s.spend(ctx, m.ID, st)
+}
+
+// HandleReboot reacts to a guest-initiated reboot as a real BMC sees a boot:
+// pending changes apply, restarting the machine cold when its boot
+// configuration changed.
+func (s *Service) HandleReboot(ctx context.Context, id string) error {
+	m, unlock, err := s.resolve(id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if m.Power != PowerOn {
+		return nil
+	}
+	return s.restart(ctx, m)
+}
+
+// Watch subscribes to the backend's events and, until ctx ends, reacts to
+// guest reboots in a goroutine of its own. The subscription is in place when
+// Watch returns.
+func (s *Service) Watch(ctx context.Context) {
+	events, cancel := s.be.Subscribe()
+	go func() {
+		defer cancel()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-events:
+				if !ok {
+					return
+				}
+				if ev.Kind != EventReboot {
+					continue
+				}
+				if err := s.HandleReboot(ctx, ev.ID); err != nil && !errors.Is(err, context.Canceled) {
+					s.log.Warn("applying pending changes at guest reboot failed", zap.String("machine", ev.ID), zap.Error(err))
+				}
+			}
+		}
+	}()
+}
+
+// BootPatch is a change of the boot override; nil fields stay as they are.
+type BootPatch struct {
+	Target  *BootSource
+	Enabled *BootEnabled
+	Mode    *BootMode
+}
+
+// SetBoot changes the boot override. Setting a target while the override is
+// Disabled makes it Once, as on real BMCs; setting the target None disables it.
+func (s *Service) SetBoot(ctx context.Context, id string, p BootPatch) (*Machine, error) {
+	m, unlock, err := s.resolve(id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	st := m.Settings.Clone()
+	b := st.Boot
+	if p.Target != nil {
+		if !slices.Contains(BootSources, *p.Target) {
+			return nil, invalidf("boot source %q is not one of %v", *p.Target, BootSources)
+		}
+		b.Target = *p.Target
+		if p.Enabled == nil && b.Enabled == BootDisabled && b.Target != BootNone {
+			b.Enabled = BootOnce
+		}
+	}
+	if p.Enabled != nil {
+		if !slices.Contains(BootEnabledValues, *p.Enabled) {
+			return nil, invalidf("boot override lifetime %q is not one of %v", *p.Enabled, BootEnabledValues)
+		}
+		b.Enabled = *p.Enabled
+	}
+	if b.Target == BootNone && p.Target != nil {
+		b.Enabled = BootDisabled
+	}
+	if p.Mode != nil {
+		if !slices.Contains(BootModes, *p.Mode) {
+			return nil, invalidf("boot mode %q is not one of %v", *p.Mode, BootModes)
+		}
+		if *p.Mode == BootModeLegacy && st.SecureBoot {
+			return nil, fmt.Errorf("%w: secure boot is enabled; disable it before switching to Legacy", ErrConflict)
+		}
+		b.Mode = *p.Mode
+	}
+	if b == st.Boot {
+		return m, nil
+	}
+	st.Boot = b
+	if err := s.be.Save(ctx, m.ID, st); err != nil {
+		return nil, err
+	}
+	return s.be.Get(m.ID)
+}
+
+// SetSecureBoot requests secure boot on or off from the next start on.
+func (s *Service) SetSecureBoot(ctx context.Context, id string, on bool) (*Machine, error) {
+	m, unlock, err := s.resolve(id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if m.Settings.SecureBoot == on {
+		return m, nil
+	}
+	if on && m.Settings.Boot.Mode != BootModeUEFI {
+		return nil, fmt.Errorf("%w: secure boot needs UEFI; set the boot mode to UEFI first", ErrConflict)
+	}
+	st := m.Settings.Clone()
+	st.SecureBoot = on
+	if err := s.be.Save(ctx, m.ID, st); err != nil {
+		return nil, err
+	}
+	return s.be.Get(m.ID)
+}
+
+// SetBIOSPending stages BIOS attributes for the next reset. Unknown
+// attributes and values of the wrong type or outside their list are refused
+// as a whole.
+func (s *Service) SetBIOSPending(ctx context.Context, id string, attrs map[string]any) (*Machine, error) {
+	if err := ValidateBIOS(attrs); err != nil {
+		return nil, err
+	}
+	m, unlock, err := s.resolve(id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	st := m.Settings.Clone()
+	if st.BIOSPending == nil {
+		st.BIOSPending = map[string]any{}
+	}
+	maps.Copy(st.BIOSPending, attrs)
+	if err := s.be.Save(ctx, m.ID, st); err != nil {
+		return nil, err
+	}
+	return s.be.Get(m.ID)
+}
+
+// ResetBIOS stages the default BIOS attributes for the next reset.
+func (s *Service) ResetBIOS(ctx context.Context, id string) error {
+	m, unlock, err := s.resolve(id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st := m.Settings.Clone()
+	st.BIOSPending = DefaultBIOS()
+	return s.be.Save(ctx, m.ID, st)
+}
+
+// UpdateSettings applies fn to a machine's settings and stores the result;
+// for settings without BMC semantics (credentials, the IPMI endpoint).
+func (s *Service) UpdateSettings(ctx context.Context, id string, fn func(*Settings) error) (*Machine, error) {
+	m, unlock, err := s.resolve(id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	st := m.Settings.Clone()
+	if err := fn(&st); err != nil {
+		return nil, err
+	}
+	if err := s.be.Save(ctx, m.ID, st); err != nil {
+		return nil, err
+	}
+	return s.be.Get(m.ID)
+}
+
+// SetIndicator turns the identify light on or off.
+func (s *Service) SetIndicator(id string, on bool) error {
+	m, err := s.be.Get(id)
+	if err != nil {
+		return err
+	}
+	return s.be.SetIndicator(m.ID, on)
+}

@@ -1,0 +1,217 @@
+package machine
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// PowerState is the power state of a machine, in Redfish's words.
+type PowerState string
+
+// Power states (Redfish Resource.PowerState).
+const (
+	PowerOn          PowerState = "On"
+	PowerOff         PowerState = "Off"
+	PowerPoweringOn  PowerState = "PoweringOn"
+	PowerPoweringOff PowerState = "PoweringOff"
+)
+
+// ResetType is a power action, in Redfish's words; IPMI chassis control maps
+// onto the same values.
+type ResetType string
+
+// Reset types (Redfish Resource.ResetType).
+const (
+	ResetOn               ResetType = "On"
+	ResetForceOff         ResetType = "ForceOff"
+	ResetGracefulShutdown ResetType = "GracefulShutdown"
+	ResetGracefulRestart  ResetType = "GracefulRestart"
+	ResetForceRestart     ResetType = "ForceRestart"
+	ResetNmi              ResetType = "Nmi"
+	ResetForceOn          ResetType = "ForceOn"
+	ResetPushPowerButton  ResetType = "PushPowerButton"
+	ResetPowerCycle       ResetType = "PowerCycle"
+)
+
+// ResetTypes lists every supported reset type, in the order Redfish shows them.
+var ResetTypes = []ResetType{
+	ResetOn, ResetForceOff, ResetGracefulShutdown, ResetGracefulRestart,
+	ResetForceRestart, ResetNmi, ResetForceOn, ResetPushPowerButton, ResetPowerCycle,
+}
+
+// BootSource is a boot override target.
+type BootSource string
+
+// Boot sources (Redfish ComputerSystem.BootSource).
+const (
+	BootNone      BootSource = "None"
+	BootPxe       BootSource = "Pxe"
+	BootHdd       BootSource = "Hdd"
+	BootCd        BootSource = "Cd"
+	BootBiosSetup BootSource = "BiosSetup"
+	BootUefiHttp  BootSource = "UefiHttp"
+	BootUsb       BootSource = "Usb"
+)
+
+// BootSources lists the supported override targets.
+var BootSources = []BootSource{BootNone, BootPxe, BootHdd, BootCd, BootBiosSetup, BootUefiHttp, BootUsb}
+
+// BootEnabled says how long a boot override lasts.
+type BootEnabled string
+
+// Override lifetimes (Redfish ComputerSystem.BootSourceOverrideEnabled).
+const (
+	BootDisabled   BootEnabled = "Disabled"
+	BootOnce       BootEnabled = "Once"
+	BootContinuous BootEnabled = "Continuous"
+)
+
+// BootEnabledValues lists the override lifetimes.
+var BootEnabledValues = []BootEnabled{BootDisabled, BootOnce, BootContinuous}
+
+// BootMode is the firmware a machine boots with.
+type BootMode string
+
+// Firmware modes (Redfish ComputerSystem.BootSourceOverrideMode).
+const (
+	BootModeUEFI   BootMode = "UEFI"
+	BootModeLegacy BootMode = "Legacy"
+)
+
+// BootModes lists the firmware modes.
+var BootModes = []BootMode{BootModeUEFI, BootModeLegacy}
+
+// Boot is the boot override a BMC holds.
+type Boot struct {
+	Target  BootSource
+	Enabled BootEnabled
+	Mode    BootMode
+}
+
+// Effective reports the device the next boot uses first: the override target
+// when an override is active, else None (the machine's own order).
+func (b Boot) Effective() BootSource {
+	if b.Enabled == BootDisabled || b.Target == "" {
+		return BootNone
+	}
+	return b.Target
+}
+
+// Credential is one user of a BMC. The password is kept as given: IPMI's RAKP
+// needs it as a key, so a hash would not do.
+type Credential struct {
+	Username string
+	Password string
+}
+
+// IPMIEndpoint is where a machine's IPMI BMC listens.
+type IPMIEndpoint struct {
+	Address string // IP to bind; empty means all
+	Port    int
+}
+
+// Settings is the state a BMC holds beyond what the hypervisor knows. Backends
+// store it with the machine (libvirt: the domain's <metadata>) so a restarted
+// or second daemon sees the same state.
+type Settings struct {
+	Boot Boot
+	// SecureBoot is the requested secure boot state, effective at the next start.
+	SecureBoot bool
+	// BIOS holds the current BIOS attributes; BIOSPending the ones that apply
+	// at the next reset.
+	BIOS        map[string]any
+	BIOSPending map[string]any
+	// Credentials, when set, are this system's own users; they give access to
+	// this system only.
+	Credentials []Credential
+	// IPMI, when set, is this machine's IPMI endpoint.
+	IPMI *IPMIEndpoint
+}
+
+// Clone returns a deep copy.
+func (s Settings) Clone() Settings {
+	c := s
+	c.BIOS = maps.Clone(s.BIOS)
+	c.BIOSPending = maps.Clone(s.BIOSPending)
+	c.Credentials = slices.Clone(s.Credentials)
+	if s.IPMI != nil {
+		ep := *s.IPMI
+		c.IPMI = &ep
+	}
+	return c
+}
+
+// NIC is a network interface.
+type NIC struct {
+	MAC     string
+	Network string // the libvirt network or bridge it is attached to
+	Model   string
+}
+
+// DiskDevice is the kind of a block device.
+type DiskDevice string
+
+// Block device kinds.
+const (
+	DeviceDisk   DiskDevice = "disk"
+	DeviceCDROM  DiskDevice = "cdrom"
+	DeviceFloppy DiskDevice = "floppy"
+)
+
+// Disk is a block device of the machine.
+type Disk struct {
+	ID       string // stable within the machine: the target device name (sda, vdb)
+	Device   DiskDevice
+	Bus      string
+	Source   string // file, block device, volume or URL; empty for an empty drive
+	Capacity int64  // bytes; 0 when unknown or empty
+	ReadOnly bool
+}
+
+// Inventory is the hardware a machine has.
+type Inventory struct {
+	VCPUs       int
+	Sockets     int
+	Cores       int // per socket
+	Threads     int // per core
+	MemoryBytes int64
+	Arch        string // x86_64, aarch64
+	MachineType string // q35, pc
+	NICs        []NIC
+	Disks       []Disk
+}
+
+// Machine is a snapshot of one machine. Snapshots are values: a backend makes
+// a new one on every change and never mutates one it has handed out.
+type Machine struct {
+	ID   string // the UUID, lower case
+	Name string
+	Inventory
+	Power PowerState
+	// Mode and SecureBootActive describe the firmware the machine runs with
+	// now (or would run with, when off, before pending changes).
+	Mode             BootMode
+	SecureBootActive bool
+	Settings         Settings
+	// IndicatorLED is the identify light; it lives in memory only.
+	IndicatorLED bool
+	// Generation grows whenever the snapshot changes. Together with ID it
+	// identifies a snapshot, which lets faces cache what they render.
+	Generation uint64
+}
+
+// Errors callers branch on. Backends wrap them.
+var (
+	ErrNotFound    = errors.New("machine not found")
+	ErrInvalid     = errors.New("invalid request")
+	ErrConflict    = errors.New("conflicting state")
+	ErrUnsupported = errors.New("not supported")
+	ErrUnavailable = errors.New("backend unavailable")
+)
+
+// invalidf returns an ErrInvalid with a message.
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}

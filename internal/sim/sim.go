@@ -1,0 +1,294 @@
+package sim
+
+import (
+	"context"
+	"crypto/sha1"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bmlab/bmlab/internal/machine"
+)
+
+// Backend is the simulated backend.
+type Backend struct {
+	delay time.Duration
+
+	mu     sync.RWMutex
+	byID   map[string]*node
+	byName map[string]*node
+	order  []string
+
+	gen  atomic.Uint64
+	subs machine.Broadcaster
+}
+
+type node struct {
+	m       *machine.Machine // current snapshot, replaced on change
+	running bootConfig       // what the machine was started with
+	timer   *time.Timer      // a pending power transition
+}
+
+// bootConfig is what a start fixes until the next start.
+type bootConfig struct {
+	target machine.BootSource
+	mode   machine.BootMode
+	secure bool
+}
+
+func configOf(s machine.Settings) bootConfig {
+	return bootConfig{target: s.Boot.Effective(), mode: s.Boot.Mode, secure: s.SecureBoot}
+}
+
+// Option configures the backend.
+type Option func(*Backend)
+
+// WithDelay sets how long power transitions take (default 0: instantaneous).
+func WithDelay(d time.Duration) Option { return func(b *Backend) { b.delay = d } }
+
+// New returns a backend with n machines named sim-0001, sim-0002, ...
+// Their UUIDs are derived from their names, so they are stable across runs.
+func New(n int, opts ...Option) *Backend {
+	b := &Backend{byID: map[string]*node{}, byName: map[string]*node{}}
+	for _, o := range opts {
+		o(b)
+	}
+	for i := 1; i <= n; i++ {
+		b.add(fmt.Sprintf("sim-%04d", i), i)
+	}
+	return b
+}
+
+// UUIDFor returns the UUID a machine of the given name gets.
+func UUIDFor(name string) string {
+	h := sha1.Sum([]byte("bmlab-sim/" + name))
+	h[6] = (h[6] & 0x0f) | 0x50 // version 5
+	h[8] = (h[8] & 0x3f) | 0x80 // RFC 4122 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+func (b *Backend) add(name string, i int) {
+	id := UUIDFor(name)
+	m := &machine.Machine{
+		ID:   id,
+		Name: name,
+		Inventory: machine.Inventory{
+			VCPUs: 4, Sockets: 1, Cores: 2, Threads: 2,
+			MemoryBytes: 8 << 30,
+			Arch:        "x86_64",
+			MachineType: "q35",
+			NICs: []machine.NIC{
+				{MAC: fmt.Sprintf("52:54:00:%02x:%02x:%02x", (i>>16)&0xff, (i>>8)&0xff, i&0xff), Network: "baremetal", Model: "virtio"},
+			},
+			Disks: []machine.Disk{
+				{ID: "vda", Device: machine.DeviceDisk, Bus: "virtio", Source: "/sim/" + name + ".qcow2", Capacity: 120 << 30},
+				{ID: "sda", Device: machine.DeviceCDROM, Bus: "sata", ReadOnly: true},
+			},
+		},
+		Power:      machine.PowerOff,
+		Mode:       machine.BootModeUEFI,
+		Settings:   machine.DefaultSettings(machine.BootModeUEFI, false),
+		Generation: b.gen.Add(1),
+	}
+	n := &node{m: m}
+	b.byID[id] = n
+	b.byName[name] = n
+	b.order = append(b.order, id)
+}
+
+// List implements machine.Backend.
+func (b *Backend) List() []*machine.Machine {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	out := make([]*machine.Machine, 0, len(b.order))
+	for _, id := range b.order {
+		out = append(out, b.byID[id].m)
+	}
+	return out
+}
+
+func (b *Backend) find(id string) (*node, error) {
+	if n, ok := b.byID[strings.ToLower(id)]; ok {
+		return n, nil
+	}
+	if n, ok := b.byName[id]; ok {
+		return n, nil
+	}
+	return nil, fmt.Errorf("%w: %q", machine.ErrNotFound, id)
+}
+
+// Get implements machine.Backend.
+func (b *Backend) Get(id string) (*machine.Machine, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	n, err := b.find(id)
+	if err != nil {
+		return nil, err
+	}
+	return n.m, nil
+}
+
+// update replaces a node's snapshot with a changed copy and announces it.
+// Callers hold b.mu.
+func (b *Backend) update(n *node, fn func(m *machine.Machine)) {
+	c := *n.m
+	c.Settings = n.m.Settings.Clone()
+	fn(&c)
+	c.Generation = b.gen.Add(1)
+	n.m = &c
+	b.subs.Send(machine.Event{Kind: machine.EventChanged, ID: c.ID, Machine: &c})
+}
+
+// Save implements machine.Backend.
+func (b *Backend) Save(_ context.Context, id string, s machine.Settings) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.find(id)
+	if err != nil {
+		return err
+	}
+	b.update(n, func(m *machine.Machine) {
+		m.Settings = s.Clone()
+		if m.Power == machine.PowerOff {
+			m.Mode, m.SecureBootActive = s.Boot.Mode, s.SecureBoot
+		}
+	})
+	return nil
+}
+
+// transition moves n to state mid now and to final after the delay.
+// Callers hold b.mu.
+func (b *Backend) transition(n *node, mid, final machine.PowerState, then func(*machine.Machine)) {
+	if n.timer != nil {
+		n.timer.Stop()
+		n.timer = nil
+	}
+	if b.delay <= 0 {
+		b.update(n, func(m *machine.Machine) { m.Power = final; then(m) })
+		return
+	}
+	b.update(n, func(m *machine.Machine) { m.Power = mid })
+	n.timer = time.AfterFunc(b.delay, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		n.timer = nil
+		b.update(n, func(m *machine.Machine) { m.Power = final; then(m) })
+	})
+}
+
+// Start implements machine.Backend.
+func (b *Backend) Start(_ context.Context, id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.find(id)
+	if err != nil {
+		return err
+	}
+	if n.m.Power == machine.PowerOn || n.m.Power == machine.PowerPoweringOn {
+		return fmt.Errorf("%w: %s is already on", machine.ErrConflict, n.m.Name)
+	}
+	n.running = configOf(n.m.Settings)
+	mode, secure := n.m.Settings.Boot.Mode, n.m.Settings.SecureBoot
+	b.transition(n, machine.PowerPoweringOn, machine.PowerOn, func(m *machine.Machine) {
+		m.Mode, m.SecureBootActive = mode, secure
+	})
+	return nil
+}
+
+// Stop implements machine.Backend.
+func (b *Backend) Stop(_ context.Context, id string, force bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.find(id)
+	if err != nil {
+		return err
+	}
+	if n.m.Power == machine.PowerOff {
+		return nil
+	}
+	if force {
+		if n.timer != nil {
+			n.timer.Stop()
+			n.timer = nil
+		}
+		b.update(n, func(m *machine.Machine) { m.Power = machine.PowerOff })
+		return nil
+	}
+	b.transition(n, machine.PowerPoweringOff, machine.PowerOff, func(*machine.Machine) {})
+	return nil
+}
+
+// Reboot implements machine.Backend: the guest reboots after the delay.
+func (b *Backend) Reboot(_ context.Context, id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.find(id)
+	if err != nil {
+		return err
+	}
+	if n.m.Power != machine.PowerOn {
+		return fmt.Errorf("%w: %s is not on", machine.ErrConflict, n.m.Name)
+	}
+	mid := n.m.ID
+	time.AfterFunc(b.delay, func() { b.subs.Send(machine.Event{Kind: machine.EventReboot, ID: mid}) })
+	return nil
+}
+
+// Reset implements machine.Backend.
+func (b *Backend) Reset(_ context.Context, id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.find(id)
+	if err != nil {
+		return err
+	}
+	if n.m.Power != machine.PowerOn {
+		return fmt.Errorf("%w: %s is not on", machine.ErrConflict, n.m.Name)
+	}
+	b.update(n, func(*machine.Machine) {})
+	return nil
+}
+
+// NMI implements machine.Backend.
+func (b *Backend) NMI(_ context.Context, id string) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	n, err := b.find(id)
+	if err != nil {
+		return err
+	}
+	if n.m.Power != machine.PowerOn {
+		return fmt.Errorf("%w: %s is not on", machine.ErrConflict, n.m.Name)
+	}
+	return nil
+}
+
+// SetIndicator implements machine.Backend.
+func (b *Backend) SetIndicator(id string, on bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.find(id)
+	if err != nil {
+		return err
+	}
+	if n.m.IndicatorLED != on {
+		b.update(n, func(m *machine.Machine) { m.IndicatorLED = on })
+	}
+	return nil
+}
+
+// Stale implements machine.Backend.
+func (b *Backend) Stale(id string) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	n, err := b.find(id)
+	if err != nil || n.m.Power == machine.PowerOff {
+		return false
+	}
+	return n.running != configOf(n.m.Settings)
+}
+
+// Subscribe implements machine.Backend.
+func (b *Backend) Subscribe() (<-chan machine.Event, func()) { return b.subs.Subscribe() }
