@@ -7,6 +7,9 @@ PKGS=(
   # libvirt and qemu (TCG works without /dev/kvm)
   libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils qemu-block-extra ovmf
   dnsmasq-base iproute2 iptables
+  # a subreaper: where PID 1 does not reap orphans, libvirt's daemonized qemu
+  # processes would stay zombies and libvirtd would wait for them forever
+  tini
   # the boot-marker ISO
   grub-pc-bin grub-efi-amd64-bin grub-common xorriso mtools
   # real protocol clients

@@ -3,29 +3,44 @@
 # here). libvirtd runs inside the network namespace "labci" so every bridge,
 # tap and dnsmasq it creates stays inside that namespace; clients reach it
 # through its unix socket as usual. Idempotent.
+#
+# Both daemons run in the foreground under `tini -s`, a subreaper: libvirt
+# daemonizes qemu (capability probes, domains), and where PID 1 does not reap
+# orphans (containers, micro-VMs) those would stay zombies that libvirtd
+# waits on forever, hanging every define.
 set -euo pipefail
 
 NS=${LAB_NETNS:-labci}
 SOCK=/var/run/libvirt/libvirt-sock
+LOG=/var/log/libvirt
 
 if ! ip netns list | grep -qw "$NS"; then
   ip netns add "$NS"
 fi
 ip -n "$NS" link set lo up
 
-mkdir -p /var/run/libvirt /var/log/libvirt
-if ! pgrep -x virtlogd >/dev/null; then
-  virtlogd -d
+# running NAME: a live (not zombie) process of that name exists.
+running() {
+  local pid
+  for pid in $(pgrep -x "$1"); do
+    [ "$(ps -o stat= -p "$pid" | cut -c1)" != Z ] && return 0
+  done
+  return 1
+}
+
+mkdir -p /var/run/libvirt "$LOG"
+if ! running virtlogd; then
+  setsid tini -s -- virtlogd </dev/null >>"$LOG/virtlogd.out" 2>&1 &
 fi
-if ! pgrep -x libvirtd >/dev/null; then
-  ip netns exec "$NS" libvirtd -d
+if ! running libvirtd; then
+  setsid ip netns exec "$NS" tini -s -- libvirtd </dev/null >>"$LOG/libvirtd.out" 2>&1 &
 fi
-for _ in $(seq 1 100); do
-  if [ -S "$SOCK" ] && virsh -c qemu:///system version >/dev/null 2>&1; then
+for _ in $(seq 1 150); do
+  if [ -S "$SOCK" ] && timeout 5 virsh -c qemu:///system version >/dev/null 2>&1; then
     echo "libvirtd is up (netns $NS)"
     exit 0
   fi
-  sleep 0.1
+  sleep 0.2
 done
-echo "libvirtd did not come up; see /var/log/libvirt" >&2
+echo "libvirtd did not come up; see $LOG/libvirtd.log and $LOG/libvirtd.out" >&2
 exit 1

@@ -85,9 +85,8 @@ func Python(t testing.TB, modules ...string) string {
 }
 
 var (
-	isoOnce sync.Once
-	isoPath string
-	isoErr  error
+	imgMu   sync.Mutex
+	imgErrs = map[string]error{}
 )
 
 // RepoRoot returns the repository's top directory.
@@ -96,29 +95,77 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// MarkerISO returns the path of the boot-marker ISO, building it once with
-// hack/build-marker-iso.sh when it is not there yet. Its marker line is
-// Marker. The file lives under testdata/iso, which qemu can read.
-func MarkerISO(t testing.TB) string {
+// MarkerISO returns the path of the boot-marker ISO, which prints Marker on
+// the serial console and powers the VM off. It is built once with
+// hack/build-marker-iso.sh under testdata/iso, which qemu can read.
+func MarkerISO(t testing.TB) string { return markerImage(t, "marker.iso", Marker) }
+
+// MarkerDisk returns a bootable image that prints DiskMarker instead: attached
+// as a disk (format raw) it shows that a VM booted its disk, not its CD.
+// Attach a copy (CopyFile) when the VM may write to it.
+func MarkerDisk(t testing.TB) string { return markerImage(t, "disk-marker.img", DiskMarker) }
+
+func markerImage(t testing.TB, name, marker string) string {
 	t.Helper()
 	Integration(t)
-	isoOnce.Do(func() {
-		root := RepoRoot()
-		isoPath = filepath.Join(root, "testdata", "iso", "marker.iso")
-		if _, err := os.Stat(isoPath); err == nil {
-			return
+	imgMu.Lock()
+	defer imgMu.Unlock()
+	root := RepoRoot()
+	p := filepath.Join(root, "testdata", "iso", name)
+	err, done := imgErrs[name]
+	if !done {
+		if _, serr := os.Stat(p); serr != nil {
+			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+				out, berr := exec.Command("bash", filepath.Join(root, "hack", "build-marker-iso.sh"), p, marker).CombinedOutput()
+				if berr != nil {
+					err = &buildError{out: string(out), err: berr}
+				}
+			}
 		}
-		if err := os.MkdirAll(filepath.Dir(isoPath), 0o755); err != nil {
-			isoErr = err
-			return
-		}
-		out, err := exec.Command("bash", filepath.Join(root, "hack", "build-marker-iso.sh"), isoPath, Marker).CombinedOutput()
-		if err != nil {
-			isoErr = &buildError{out: string(out), err: err}
-		}
-	})
-	Require(t, isoErr == nil, "the marker ISO (grub-mkrescue): "+errString(isoErr))
-	return isoPath
+		imgErrs[name] = err
+	}
+	Require(t, err == nil, "the marker image "+name+" (grub-mkrescue): "+errString(err))
+	return p
+}
+
+// DiskMarker is the line MarkerDisk prints.
+const DiskMarker = "BMLAB-DISK-BOOTED"
+
+// QemuDir returns a fresh directory that qemu (which may run as an
+// unprivileged user) can traverse and write, removed when the test ends.
+func QemuDir(t testing.TB) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "bmlab-qemu-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(d, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// CopyFile copies src to dst (mode 0666 so qemu may write it).
+func CopyFile(t testing.TB, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o666); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Count returns how often marker occurs in the file at path (0 when the
+// file does not exist yet).
+func Count(path, marker string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(b), marker)
 }
 
 // Marker is the line the marker ISO prints on the serial console.

@@ -1,0 +1,636 @@
+package virt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/digitalocean/go-libvirt"
+	"go.uber.org/zap"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/bmlab/bmlab/internal/machine"
+)
+
+// Config configures the libvirt backend.
+type Config struct {
+	URI       string        // default qemu:///system
+	Keepalive time.Duration // default 5 s
+	// Domains are shell patterns (path.Match) of domain names to serve;
+	// empty serves every domain.
+	Domains []string
+	// Firmware defaults to DetectFirmware().
+	Firmware *Firmware
+	// Resync is how often the whole view is re-read as a safety net behind
+	// events; default 60 s.
+	Resync time.Duration
+}
+
+// Backend is a machine.Backend over libvirt domains.
+type Backend struct {
+	cfg  Config
+	fw   Firmware
+	log  *zap.Logger
+	conn *Conn
+
+	mu     sync.RWMutex
+	doms   map[string]*entry // by UUID
+	byName map[string]string
+	order  []string // UUIDs sorted by name
+
+	gen    atomic.Uint64
+	subs   machine.Broadcaster
+	synced chan struct{} // closed after the first full sync
+	once   sync.Once
+}
+
+type entry struct {
+	m      *machine.Machine
+	dom    libvirt.Domain
+	live   string // boot signature of the running definition; "" when off
+	next   string // boot signature of the persistent definition
+	meta   *bmcMeta
+	led    bool
+	xmlDef string // persistent XML, the base for the next Save
+}
+
+// New returns a backend; Run connects it and keeps its view current.
+func New(cfg Config, log *zap.Logger) (*Backend, error) {
+	if cfg.URI == "" {
+		cfg.URI = "qemu:///system"
+	}
+	if cfg.Resync <= 0 {
+		cfg.Resync = 60 * time.Second
+	}
+	for _, p := range cfg.Domains {
+		if _, err := path.Match(p, ""); err != nil {
+			return nil, fmt.Errorf("domain pattern %q: %w", p, err)
+		}
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	conn, err := NewConn(cfg.URI, cfg.Keepalive, log)
+	if err != nil {
+		return nil, err
+	}
+	fw := DetectFirmware()
+	if cfg.Firmware != nil {
+		fw = *cfg.Firmware
+	}
+	return &Backend{
+		cfg: cfg, fw: fw, log: log, conn: conn,
+		doms: map[string]*entry{}, byName: map[string]string{},
+		synced: make(chan struct{}),
+	}, nil
+}
+
+// Conn returns the backend's libvirt connection.
+func (b *Backend) Conn() *Conn { return b.conn }
+
+// Run connects to libvirt and keeps the view current until ctx ends.
+func (b *Backend) Run(ctx context.Context) {
+	b.conn.Run(ctx, b.onConnect)
+}
+
+// WaitSynced blocks until the first full read of the domains is done.
+func (b *Backend) WaitSynced(ctx context.Context) error {
+	select {
+	case <-b.synced:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the first libvirt sync: %w", ctx.Err())
+	}
+}
+
+// Connect connects and waits for the first sync; the backend then keeps
+// itself current in the background until ctx ends.
+func (b *Backend) Connect(ctx context.Context, wait time.Duration) error {
+	go b.Run(ctx)
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := b.WaitSynced(wctx); err != nil {
+		return fmt.Errorf("libvirt at %s: %w (is libvirtd running? hack/start-libvirtd.sh starts it)", b.cfg.URI, err)
+	}
+	return nil
+}
+
+var refreshEvents = []libvirt.DomainEventID{
+	libvirt.DomainEventIDLifecycle,
+	libvirt.DomainEventIDReboot,
+	libvirt.DomainEventIDMetadataChange,
+	libvirt.DomainEventIDDeviceAdded,
+	libvirt.DomainEventIDDeviceRemoved,
+	libvirt.DomainEventIDTrayChange,
+	libvirt.DomainEventIDDiskChange,
+}
+
+func (b *Backend) onConnect(ctx context.Context, l *libvirt.Libvirt) {
+	type ev struct {
+		id  libvirt.DomainEventID
+		dom libvirt.Domain
+		evt int32
+	}
+	merged := make(chan ev, 1024)
+	for _, id := range refreshEvents {
+		ch, err := l.SubscribeEvents(ctx, id, libvirt.OptDomain{})
+		if err != nil {
+			b.log.Error("subscribing to libvirt events failed; relying on periodic resync", zap.Int32("event", int32(id)), zap.Error(err))
+			continue
+		}
+		go func(id libvirt.DomainEventID) {
+			for e := range ch {
+				x := ev{id: id, evt: -1}
+				switch m := e.(type) {
+				case *libvirt.DomainEventCallbackLifecycleMsg:
+					x.dom, x.evt = m.Msg.Dom, m.Msg.Event
+				case *libvirt.DomainEventCallbackRebootMsg:
+					x.dom = m.Msg.Dom
+				case *libvirt.DomainEventCallbackMetadataChangeMsg:
+					x.dom = m.Dom
+				case *libvirt.DomainEventCallbackDeviceAddedMsg:
+					x.dom = m.Dom
+				case *libvirt.DomainEventCallbackDeviceRemovedMsg:
+					x.dom = m.Msg.Dom
+				case *libvirt.DomainEventCallbackTrayChangeMsg:
+					x.dom = m.Msg.Dom
+				case *libvirt.DomainEventCallbackDiskChangeMsg:
+					x.dom = m.Msg.Dom
+				default:
+					continue
+				}
+				select {
+				case merged <- x:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}(id)
+	}
+	b.syncAll(l)
+	b.once.Do(func() { close(b.synced) })
+	t := time.NewTicker(b.cfg.Resync)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			b.syncAll(l)
+		case e := <-merged:
+			if e.id == libvirt.DomainEventIDLifecycle && e.evt == int32(libvirt.DomainEventUndefined) {
+				b.remove(uuidString(e.dom.UUID))
+				continue
+			}
+			b.refresh(l, e.dom)
+			if e.id == libvirt.DomainEventIDReboot {
+				b.subs.Send(machine.Event{Kind: machine.EventReboot, ID: uuidString(e.dom.UUID)})
+			}
+		}
+	}
+}
+
+func uuidString(u libvirt.UUID) string {
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+}
+
+func parseUUID(s string) (libvirt.UUID, error) {
+	var u libvirt.UUID
+	h := strings.ReplaceAll(s, "-", "")
+	if len(h) != 32 {
+		return u, fmt.Errorf("%w: %q is not a UUID", machine.ErrNotFound, s)
+	}
+	for i := 0; i < 16; i++ {
+		var v byte
+		if _, err := fmt.Sscanf(h[2*i:2*i+2], "%02x", &v); err != nil {
+			return u, fmt.Errorf("%w: %q is not a UUID", machine.ErrNotFound, s)
+		}
+		u[i] = v
+	}
+	return u, nil
+}
+
+func (b *Backend) wanted(name string) bool {
+	if len(b.cfg.Domains) == 0 {
+		return true
+	}
+	for _, p := range b.cfg.Domains {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// syncAll re-reads every domain and drops the ones that are gone.
+func (b *Backend) syncAll(l *libvirt.Libvirt) {
+	doms, _, err := l.ConnectListAllDomains(1, 0)
+	if err != nil {
+		b.log.Warn("listing libvirt domains failed", zap.Error(err))
+		return
+	}
+	seen := map[string]bool{}
+	for _, d := range doms {
+		if !b.wanted(d.Name) {
+			continue
+		}
+		seen[uuidString(d.UUID)] = true
+		b.refresh(l, d)
+	}
+	b.mu.RLock()
+	var gone []string
+	for id := range b.doms {
+		if !seen[id] {
+			gone = append(gone, id)
+		}
+	}
+	b.mu.RUnlock()
+	for _, id := range gone {
+		b.remove(id)
+	}
+}
+
+func (b *Backend) remove(id string) {
+	b.mu.Lock()
+	e, ok := b.doms[id]
+	if ok {
+		delete(b.doms, id)
+		delete(b.byName, e.m.Name)
+		b.reorder()
+	}
+	b.mu.Unlock()
+	if ok {
+		b.subs.Send(machine.Event{Kind: machine.EventRemoved, ID: id})
+	}
+}
+
+// reorder rebuilds the name order; callers hold b.mu.
+func (b *Backend) reorder() {
+	b.order = b.order[:0]
+	for id := range b.doms {
+		b.order = append(b.order, id)
+	}
+	sort.Slice(b.order, func(i, j int) bool { return b.doms[b.order[i]].m.Name < b.doms[b.order[j]].m.Name })
+}
+
+// refresh re-reads one domain: state, persistent and live definitions.
+func (b *Backend) refresh(l *libvirt.Libvirt, d libvirt.Domain) {
+	if !b.wanted(d.Name) {
+		return
+	}
+	id := uuidString(d.UUID)
+	e, err := b.read(l, d)
+	if err != nil {
+		var lerr libvirt.Error
+		if errors.As(err, &lerr) && lerr.Code == uint32(libvirt.ErrNoDomain) {
+			b.remove(id)
+			return
+		}
+		b.log.Warn("reading domain failed", zap.String("domain", d.Name), zap.Error(err))
+		return
+	}
+	b.mu.Lock()
+	old, existed := b.doms[id]
+	if existed {
+		e.led = old.led
+		e.m.IndicatorLED = old.led
+		if sameMachine(old.m, e.m) {
+			e.m = old.m // nothing changed: keep the generation (and faces' caches)
+		}
+	}
+	changed := !existed || e.m != old.m
+	if changed {
+		e.m.Generation = b.gen.Add(1)
+	}
+	b.doms[id] = e
+	if !existed || old.m.Name != e.m.Name {
+		if existed {
+			delete(b.byName, old.m.Name)
+		}
+		b.byName[e.m.Name] = id
+		b.reorder()
+	}
+	b.mu.Unlock()
+	if changed {
+		b.subs.Send(machine.Event{Kind: machine.EventChanged, ID: id, Machine: e.m})
+	}
+}
+
+// sameMachine compares snapshots ignoring the generation.
+func sameMachine(a, b *machine.Machine) bool {
+	x, y := *a, *b
+	x.Generation, y.Generation = 0, 0
+	return fmt.Sprintf("%#v", x) == fmt.Sprintf("%#v", y) &&
+		fmt.Sprintf("%#v", a.Settings.BIOS) == fmt.Sprintf("%#v", b.Settings.BIOS)
+}
+
+func (b *Backend) read(l *libvirt.Libvirt, d libvirt.Domain) (*entry, error) {
+	state, _, err := l.DomainGetState(d, 0)
+	if err != nil {
+		return nil, err
+	}
+	inactive, err := l.DomainGetXMLDesc(d, libvirt.DomainXMLInactive|libvirt.DomainXMLSecure)
+	if err != nil {
+		return nil, err
+	}
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(inactive); err != nil {
+		return nil, fmt.Errorf("parse domain XML of %s: %w", d.Name, err)
+	}
+	e := &entry{dom: d, xmlDef: inactive, next: bootSignature(&def)}
+	power := powerOf(libvirt.DomainState(state))
+	running := &def
+	if power != machine.PowerOff {
+		liveXML, err := l.DomainGetXMLDesc(d, 0)
+		if err != nil {
+			return nil, err
+		}
+		var live libvirtxml.Domain
+		if err := live.Unmarshal(liveXML); err != nil {
+			return nil, fmt.Errorf("parse live XML of %s: %w", d.Name, err)
+		}
+		e.live = bootSignature(&live)
+		running = &live
+	}
+	mode, secure := firmwareOf(running)
+	m := &machine.Machine{
+		ID:               uuidString(d.UUID),
+		Name:             d.Name,
+		Inventory:        inventoryOf(running),
+		Power:            power,
+		Mode:             mode,
+		SecureBootActive: secure,
+	}
+	for i, dk := range m.Disks {
+		if dk.Device == machine.DeviceDisk && dk.Source != "" {
+			if _, capacity, _, err := l.DomainGetBlockInfo(d, dk.ID, 0); err == nil {
+				m.Disks[i].Capacity = int64(capacity)
+			}
+		}
+	}
+	var meta *bmcMeta
+	if def.Metadata != nil {
+		if meta, err = findMeta(def.Metadata.XML); err != nil {
+			return nil, err
+		}
+	}
+	e.meta = meta
+	if meta != nil {
+		if m.Settings, err = meta.settings(); err != nil {
+			return nil, err
+		}
+	} else {
+		nm, ns := firmwareOf(&def)
+		m.Settings = machine.DefaultSettings(nm, ns)
+	}
+	e.m = m
+	return e, nil
+}
+
+func powerOf(s libvirt.DomainState) machine.PowerState {
+	switch s {
+	case libvirt.DomainRunning, libvirt.DomainBlocked, libvirt.DomainPaused, libvirt.DomainPmsuspended:
+		return machine.PowerOn
+	case libvirt.DomainShutdown:
+		return machine.PowerPoweringOff
+	default:
+		return machine.PowerOff
+	}
+}
+
+// List implements machine.Backend.
+func (b *Backend) List() []*machine.Machine {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	out := make([]*machine.Machine, 0, len(b.order))
+	for _, id := range b.order {
+		out = append(out, b.doms[id].m)
+	}
+	return out
+}
+
+func (b *Backend) find(id string) (*entry, error) {
+	if e, ok := b.doms[strings.ToLower(id)]; ok {
+		return e, nil
+	}
+	if u, ok := b.byName[id]; ok {
+		return b.doms[u], nil
+	}
+	return nil, fmt.Errorf("%w: no domain %q", machine.ErrNotFound, id)
+}
+
+// Get implements machine.Backend.
+func (b *Backend) Get(id string) (*machine.Machine, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	e, err := b.find(id)
+	if err != nil {
+		return nil, err
+	}
+	return e.m, nil
+}
+
+// Stale implements machine.Backend.
+func (b *Backend) Stale(id string) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	e, err := b.find(id)
+	if err != nil || e.live == "" {
+		return false
+	}
+	return e.live != e.next
+}
+
+// SetIndicator implements machine.Backend.
+func (b *Backend) SetIndicator(id string, on bool) error {
+	b.mu.Lock()
+	e, err := b.find(id)
+	if err != nil {
+		b.mu.Unlock()
+		return err
+	}
+	changed := e.led != on
+	if changed {
+		e.led = on
+		c := *e.m
+		c.IndicatorLED = on
+		c.Generation = b.gen.Add(1)
+		e.m = &c
+	}
+	b.mu.Unlock()
+	if changed {
+		b.subs.Send(machine.Event{Kind: machine.EventChanged, ID: e.m.ID, Machine: e.m})
+	}
+	return nil
+}
+
+// Subscribe implements machine.Backend.
+func (b *Backend) Subscribe() (<-chan machine.Event, func()) { return b.subs.Subscribe() }
+
+// op resolves a machine for an operation.
+func (b *Backend) op(id string) (*libvirt.Libvirt, *entry, error) {
+	b.mu.RLock()
+	e, err := b.find(id)
+	b.mu.RUnlock()
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := b.conn.Client()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", machine.ErrUnavailable, err)
+	}
+	return l, e, nil
+}
+
+// done re-reads a domain after an operation so the caller's next read sees
+// its effect, without waiting for the event.
+func (b *Backend) done(l *libvirt.Libvirt, e *entry, err error, what string) error {
+	b.refresh(l, e.dom)
+	if err != nil {
+		return b.wrap(err, what, e.m.Name)
+	}
+	return nil
+}
+
+// wrap turns a libvirt error into the model's sentinels, naming the domain.
+func (b *Backend) wrap(err error, what, name string) error {
+	var lerr libvirt.Error
+	if errors.As(err, &lerr) {
+		switch libvirt.ErrorNumber(lerr.Code) {
+		case libvirt.ErrNoDomain:
+			return fmt.Errorf("%s %s: %w: %v", what, name, machine.ErrNotFound, err)
+		case libvirt.ErrOperationInvalid:
+			return fmt.Errorf("%s %s: %w: %v", what, name, machine.ErrConflict, err)
+		case libvirt.ErrConfigUnsupported, libvirt.ErrNoSupport, libvirt.ErrArgumentUnsupported:
+			return fmt.Errorf("%s %s: %w: %v", what, name, machine.ErrUnsupported, err)
+		case libvirt.ErrXMLError, libvirt.ErrXMLDetail, libvirt.ErrInvalidArg:
+			return fmt.Errorf("%s %s: %w: %v", what, name, machine.ErrInvalid, err)
+		}
+	}
+	return fmt.Errorf("%s %s: %w", what, name, err)
+}
+
+// Save implements machine.Backend: the settings go into the domain's
+// <metadata>, and the persistent definition is rewritten to boot as they
+// say, in one DefineXML.
+func (b *Backend) Save(_ context.Context, id string, s machine.Settings) error {
+	l, e, err := b.op(id)
+	if err != nil {
+		return err
+	}
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(e.xmlDef); err != nil {
+		return fmt.Errorf("parse domain XML of %s: %w", e.m.Name, err)
+	}
+	defaultBoot := ""
+	resetPending := false
+	if e.meta != nil {
+		defaultBoot, resetPending = e.meta.DefaultBoot, e.meta.ResetNVRAM
+	}
+	if defaultBoot == "" {
+		defaultBoot = strings.Join(bootOrderOf(&def), ",")
+	}
+	resetNVRAM, err := applySettings(&def, s, strings.Split(defaultBoot, ","), b.fw)
+	if err != nil {
+		return fmt.Errorf("configure %s: %w", e.m.Name, err)
+	}
+	meta, err := toMeta(s, defaultBoot, resetPending || resetNVRAM)
+	if err != nil {
+		return err
+	}
+	if def.Metadata == nil {
+		def.Metadata = &libvirtxml.DomainMetadata{}
+	}
+	if def.Metadata.XML, err = replaceMeta(def.Metadata.XML, meta); err != nil {
+		return err
+	}
+	out, err := def.Marshal()
+	if err != nil {
+		return fmt.Errorf("encode domain XML of %s: %w", e.m.Name, err)
+	}
+	_, err = l.DomainDefineXMLFlags(out, libvirt.DomainDefineValidate)
+	return b.done(l, e, err, "define")
+}
+
+// Start implements machine.Backend.
+func (b *Backend) Start(ctx context.Context, id string) error {
+	l, e, err := b.op(id)
+	if err != nil {
+		return err
+	}
+	var flags uint32
+	if e.meta != nil && e.meta.ResetNVRAM {
+		flags |= uint32(libvirt.DomainStartResetNvram)
+	}
+	_, err = l.DomainCreateWithFlags(e.dom, flags)
+	if err == nil && flags != 0 {
+		// The new firmware's NVRAM exists now; clear the mark.
+		b.refresh(l, e.dom)
+		b.mu.RLock()
+		e2, ferr := b.find(e.m.ID)
+		b.mu.RUnlock()
+		if ferr == nil {
+			if serr := b.Save(ctx, id, e2.m.Settings); serr != nil {
+				b.log.Warn("clearing the NVRAM reset mark failed", zap.String("domain", e.m.Name), zap.Error(serr))
+			}
+		}
+	}
+	return b.done(l, e, err, "start")
+}
+
+// Stop implements machine.Backend.
+func (b *Backend) Stop(_ context.Context, id string, force bool) error {
+	l, e, err := b.op(id)
+	if err != nil {
+		return err
+	}
+	if e.m.Power == machine.PowerOff {
+		return nil
+	}
+	if force {
+		err = l.DomainDestroyFlags(e.dom, libvirt.DomainDestroyDefault)
+	} else {
+		err = l.DomainShutdownFlags(e.dom, libvirt.DomainShutdownAcpiPowerBtn)
+	}
+	var lerr libvirt.Error
+	if errors.As(err, &lerr) && lerr.Code == uint32(libvirt.ErrOperationInvalid) {
+		err = nil // it stopped meanwhile
+	}
+	return b.done(l, e, err, "stop")
+}
+
+// Reboot implements machine.Backend.
+func (b *Backend) Reboot(_ context.Context, id string) error {
+	l, e, err := b.op(id)
+	if err != nil {
+		return err
+	}
+	err = l.DomainReboot(e.dom, libvirt.DomainRebootAcpiPowerBtn)
+	return b.done(l, e, err, "reboot")
+}
+
+// Reset implements machine.Backend.
+func (b *Backend) Reset(_ context.Context, id string) error {
+	l, e, err := b.op(id)
+	if err != nil {
+		return err
+	}
+	err = l.DomainReset(e.dom, 0)
+	return b.done(l, e, err, "reset")
+}
+
+// NMI implements machine.Backend.
+func (b *Backend) NMI(_ context.Context, id string) error {
+	l, e, err := b.op(id)
+	if err != nil {
+		return err
+	}
+	err = l.DomainInjectNmi(e.dom, 0)
+	return b.done(l, e, err, "inject NMI into")
+}

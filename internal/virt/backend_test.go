@@ -1,0 +1,185 @@
+package virt_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/digitalocean/go-libvirt"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/testenv"
+	"github.com/bmlab/bmlab/internal/virt"
+	"github.com/bmlab/bmlab/internal/virt/virttest"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// bootTimeout is generous: TCG on a busy 2-core machine.
+const bootTimeout = 60 * time.Second
+
+// TestOnceAndContinuousBootTheMarker is the real-BMC boot semantics on real
+// qemu: a Once override to Cd boots the marker ISO and the next boot boots
+// the disk; Continuous keeps booting the CD. BIOS and UEFI.
+func TestOnceAndContinuousBootTheMarker(t *testing.T) {
+	for _, fw := range []string{"bios", "uefi"} {
+		t.Run(fw, func(t *testing.T) {
+			lab := virttest.New(t, "vt-boot-"+fw+"-")
+			vm := lab.NewVM(t, "a", virttest.VMOptions{UEFI: fw == "uefi", DiskMarker: true})
+			ctx := context.Background()
+			svc := lab.Service
+
+			m, _ := svc.Get(vm.ID)
+			wantMode := machine.BootModeLegacy
+			if fw == "uefi" {
+				wantMode = machine.BootModeUEFI
+			}
+			if m.Mode != wantMode || m.Settings.Boot.Mode != wantMode {
+				t.Fatalf("mode active %s stored %s, want %s", m.Mode, m.Settings.Boot.Mode, wantMode)
+			}
+
+			// Once to Cd: this boot shows the CD's marker.
+			if _, err := svc.SetBoot(ctx, vm.ID, machine.BootPatch{Target: ptr(machine.BootCd), Enabled: ptr(machine.BootOnce)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := svc.Reset(ctx, vm.ID, machine.ResetOn); err != nil {
+				t.Fatal(err)
+			}
+			cd := vm.WaitMarker(t, testenv.Marker, 0, bootTimeout)
+			if _, disk := vm.Markers(); disk != 0 {
+				t.Fatalf("the disk booted although the Once override said Cd")
+			}
+			m, _ = svc.Get(vm.ID)
+			if m.Settings.Boot.Enabled != machine.BootDisabled {
+				t.Errorf("Once override not spent after the boot: %+v", m.Settings.Boot)
+			}
+			// The marker powers the VM off; the next boot is from the disk.
+			lab.WaitPower(t, vm.ID, machine.PowerOff, bootTimeout)
+			if err := svc.Reset(ctx, vm.ID, machine.ResetOn); err != nil {
+				t.Fatal(err)
+			}
+			vm.WaitMarker(t, testenv.DiskMarker, 0, bootTimeout)
+			if c, _ := vm.Markers(); c != cd {
+				t.Errorf("the CD booted again after the Once override was spent")
+			}
+			lab.WaitPower(t, vm.ID, machine.PowerOff, bootTimeout)
+
+			// Continuous: every boot is from the CD.
+			if _, err := svc.SetBoot(ctx, vm.ID, machine.BootPatch{Target: ptr(machine.BootCd), Enabled: ptr(machine.BootContinuous)}); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 2; i++ {
+				if err := svc.Reset(ctx, vm.ID, machine.ResetOn); err != nil {
+					t.Fatal(err)
+				}
+				cd = vm.WaitMarker(t, testenv.Marker, cd, bootTimeout)
+				lab.WaitPower(t, vm.ID, machine.PowerOff, bootTimeout)
+			}
+			m, _ = svc.Get(vm.ID)
+			if m.Settings.Boot.Enabled != machine.BootContinuous || m.Settings.Boot.Target != machine.BootCd {
+				t.Errorf("Continuous override lost: %+v", m.Settings.Boot)
+			}
+		})
+	}
+}
+
+// TestForceRestartAppliesAPendingOverride: a Once override set while the VM
+// runs takes effect at ForceRestart (a cold restart, since the boot order the
+// VM runs with differs), as a real BMC's reset does.
+func TestForceRestartAppliesAPendingOverride(t *testing.T) {
+	lab := virttest.New(t, "vt-reset-")
+	// No disk and a network-only order without a NIC: the firmware finds
+	// nothing to boot and the VM keeps running.
+	vm := lab.NewVM(t, "a", virttest.VMOptions{BootOrder: []string{"network"}})
+	ctx := context.Background()
+	svc := lab.Service
+	if err := svc.Reset(ctx, vm.ID, machine.ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	lab.WaitPower(t, vm.ID, machine.PowerOn, 10*time.Second)
+	if st := lab.DomainState(t, vm.Name); st != libvirt.DomainRunning {
+		t.Fatalf("libvirt state %d, want running", st)
+	}
+	if _, err := svc.SetBoot(ctx, vm.ID, machine.BootPatch{Target: ptr(machine.BootCd), Enabled: ptr(machine.BootOnce)}); err != nil {
+		t.Fatal(err)
+	}
+	if !lab.Backend.Stale(vm.ID) {
+		t.Fatalf("a pending boot override on a running VM should make it stale")
+	}
+	if c, _ := vm.Markers(); c != 0 {
+		t.Fatalf("marker before the reset")
+	}
+	if err := svc.Reset(ctx, vm.ID, machine.ResetForceRestart); err != nil {
+		t.Fatal(err)
+	}
+	vm.WaitMarker(t, testenv.Marker, 0, bootTimeout)
+}
+
+// TestSettingsLiveInTheDomain: a second backend (a restarted daemon) sees
+// the state the first one stored, because it lives in the domain's metadata.
+func TestSettingsLiveInTheDomain(t *testing.T) {
+	lab := virttest.New(t, "vt-meta-")
+	vm := lab.NewVM(t, "a", virttest.VMOptions{})
+	ctx := context.Background()
+	if _, err := lab.Service.SetBoot(ctx, vm.ID, machine.BootPatch{Target: ptr(machine.BootPxe), Enabled: ptr(machine.BootContinuous), Mode: ptr(machine.BootModeUEFI)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lab.Service.SetBIOSPending(ctx, vm.ID, map[string]any{"ProcTurboMode": "Disabled"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lab.Service.UpdateSettings(ctx, vm.ID, func(s *machine.Settings) error {
+		s.Credentials = []machine.Credential{{Username: "node", Password: "s3cret"}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	x := lab.LiveXML(t, vm.Name, libvirt.DomainXMLInactive)
+	for _, want := range []string{virt.MetadataNS, `<boot dev="network"`, "OVMF"} {
+		if !strings.Contains(strings.ReplaceAll(x, "'", `"`), want) {
+			t.Errorf("persistent XML lacks %s:\n%s", want, x)
+		}
+	}
+
+	be2, err := virt.New(virt.Config{Domains: []string{"vt-meta-*"}}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := be2.Connect(cctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	m, err := be2.Get(vm.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := machine.Boot{Target: machine.BootPxe, Enabled: machine.BootContinuous, Mode: machine.BootModeUEFI}
+	if m.Settings.Boot != want {
+		t.Errorf("second daemon sees boot %+v, want %+v", m.Settings.Boot, want)
+	}
+	if m.Settings.BIOSPending["ProcTurboMode"] != "Disabled" {
+		t.Errorf("second daemon sees BIOS pending %v", m.Settings.BIOSPending)
+	}
+	if len(m.Settings.Credentials) != 1 || m.Settings.Credentials[0].Password != "s3cret" {
+		t.Errorf("second daemon sees credentials %v", m.Settings.Credentials)
+	}
+	// The first backend learns of a change made through the second one by
+	// events, without a poll.
+	if err := machine.NewService(be2, nil).Reset(ctx, vm.ID, machine.ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	lab.WaitPower(t, vm.ID, machine.PowerOn, 5*time.Second)
+}
+
+// TestUnknownDomain: lookups of what is not there are ErrNotFound.
+func TestUnknownDomain(t *testing.T) {
+	lab := virttest.New(t, "vt-none-")
+	if _, err := lab.Service.Get("00000000-0000-0000-0000-000000000000"); err == nil {
+		t.Fatal("want an error")
+	}
+	if err := lab.Service.Reset(context.Background(), "vt-none-x", machine.ResetOn); err == nil {
+		t.Fatal("want an error")
+	}
+}

@@ -1,0 +1,209 @@
+package virt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/digitalocean/go-libvirt"
+	"libvirt.org/go/libvirtxml"
+)
+
+// DomainSpec describes a VM that looks like a bare-metal server: disks, a
+// CD-ROM drive for virtual media, NICs, a serial console that is both a pty
+// (for consoles and SOL) and a log file.
+type DomainSpec struct {
+	Name      string
+	UUID      string // empty: libvirt picks one
+	MemoryMiB uint
+	VCPUs     uint
+	Machine   string // "q35" (default) or "pc"
+	UEFI      bool
+	Disks     []DiskSpec
+	// CDROM is the ISO in the CD-ROM drive; empty leaves the drive empty. The
+	// drive always exists so that "boot from Cd" has a target.
+	CDROM     string
+	NICs      []NICSpec
+	SerialLog string // file that receives the serial console's output
+	// BootOrder is the domain's own order (os/boot devices); default hd, network.
+	BootOrder []string
+	// Metadata is extra inner XML for <metadata> (ownership marks).
+	Metadata string
+}
+
+// DiskSpec is a disk of a DomainSpec.
+type DiskSpec struct {
+	Path   string
+	Format string // qcow2 (default) or raw
+	Bus    string // virtio (default), sata, scsi
+}
+
+// NICSpec is a NIC of a DomainSpec: on a libvirt network or a bridge.
+type NICSpec struct {
+	Network string
+	Bridge  string
+	MAC     string
+	Model   string // virtio (default)
+}
+
+// DomainXML builds the libvirt definition of s.
+func (s DomainSpec) DomainXML(fw Firmware) (string, error) {
+	mt := s.Machine
+	if mt == "" {
+		mt = "q35"
+	}
+	d := libvirtxml.Domain{
+		Type: "qemu",
+		Name: s.Name,
+		UUID: s.UUID,
+		Memory: &libvirtxml.DomainMemory{
+			Value: s.MemoryMiB, Unit: "MiB",
+		},
+		VCPU: &libvirtxml.DomainVCPU{Value: max(s.VCPUs, 1)},
+		OS: &libvirtxml.DomainOS{
+			Type: &libvirtxml.DomainOSType{Arch: "x86_64", Machine: mt, Type: "hvm"},
+		},
+		Features:   &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}, APIC: &libvirtxml.DomainFeatureAPIC{}},
+		OnPoweroff: "destroy",
+		OnReboot:   "restart",
+		OnCrash:    "destroy",
+		Devices:    &libvirtxml.DomainDeviceList{},
+	}
+	if s.Metadata != "" {
+		d.Metadata = &libvirtxml.DomainMetadata{XML: s.Metadata}
+	}
+	order := s.BootOrder
+	if len(order) == 0 {
+		order = []string{"hd", "network"}
+	}
+	for _, dev := range order {
+		d.OS.BootDevices = append(d.OS.BootDevices, libvirtxml.DomainBootDevice{Dev: dev})
+	}
+	if s.UEFI {
+		if fw.Code == "" || fw.Vars == "" {
+			return "", fmt.Errorf("domain %s wants UEFI but no OVMF firmware was found; install the ovmf package", s.Name)
+		}
+		d.OS.Loader = &libvirtxml.DomainLoader{Path: fw.Code, Readonly: "yes", Type: "pflash", Secure: "no"}
+		d.OS.NVRam = &libvirtxml.DomainNVRam{Template: fw.Vars}
+	}
+	dev := d.Devices
+	for i, dk := range s.Disks {
+		format, bus := dk.Format, dk.Bus
+		if format == "" {
+			format = "qcow2"
+		}
+		if bus == "" {
+			bus = "virtio"
+		}
+		dev.Disks = append(dev.Disks, libvirtxml.DomainDisk{
+			Device: "disk",
+			Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: format},
+			Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: dk.Path}},
+			Target: &libvirtxml.DomainDiskTarget{Dev: diskName(bus, i), Bus: bus},
+		})
+	}
+	cd := libvirtxml.DomainDisk{
+		Device:   "cdrom",
+		Driver:   &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
+		Target:   &libvirtxml.DomainDiskTarget{Dev: "sdz", Bus: CDROMBus(mt)},
+		ReadOnly: &libvirtxml.DomainDiskReadOnly{},
+	}
+	if cd.Target.Bus == "ide" {
+		cd.Target.Dev = "hdc"
+	}
+	if s.CDROM != "" {
+		cd.Source = &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.CDROM}}
+	}
+	dev.Disks = append(dev.Disks, cd)
+	for _, n := range s.NICs {
+		model := n.Model
+		if model == "" {
+			model = "virtio"
+		}
+		in := libvirtxml.DomainInterface{Model: &libvirtxml.DomainInterfaceModel{Type: model}}
+		if n.MAC != "" {
+			in.MAC = &libvirtxml.DomainInterfaceMAC{Address: n.MAC}
+		}
+		switch {
+		case n.Network != "":
+			in.Source = &libvirtxml.DomainInterfaceSource{Network: &libvirtxml.DomainInterfaceSourceNetwork{Network: n.Network}}
+		case n.Bridge != "":
+			in.Source = &libvirtxml.DomainInterfaceSource{Bridge: &libvirtxml.DomainInterfaceSourceBridge{Bridge: n.Bridge}}
+		default:
+			return "", fmt.Errorf("domain %s: a NIC needs a network or a bridge", s.Name)
+		}
+		dev.Interfaces = append(dev.Interfaces, in)
+	}
+	port := uint(0)
+	serial := libvirtxml.DomainSerial{
+		Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
+		Target: &libvirtxml.DomainSerialTarget{Port: &port},
+	}
+	if s.SerialLog != "" {
+		serial.Log = &libvirtxml.DomainChardevLog{File: s.SerialLog, Append: "on"}
+	}
+	dev.Serials = append(dev.Serials, serial)
+	dev.Consoles = append(dev.Consoles, libvirtxml.DomainConsole{
+		Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
+		Target: &libvirtxml.DomainConsoleTarget{Type: "serial", Port: &port},
+	})
+	return d.Marshal()
+}
+
+// CDROMBus returns the bus a CD-ROM drive belongs on for a machine type:
+// SATA on q35 (which has no IDE), IDE on pc (i440fx).
+func CDROMBus(machineType string) string {
+	if machineType == "pc" || strings.HasPrefix(machineType, "pc-i440fx") {
+		return "ide"
+	}
+	return "sata"
+}
+
+func diskName(bus string, i int) string {
+	prefix := "vd"
+	if bus == "sata" || bus == "scsi" {
+		prefix = "sd"
+	}
+	return prefix + string(rune('a'+i))
+}
+
+// DefineDomain defines s (or redefines it when it exists) and returns its
+// UUID.
+func DefineDomain(_ context.Context, l *libvirt.Libvirt, s DomainSpec, fw Firmware) (string, error) {
+	x, err := s.DomainXML(fw)
+	if err != nil {
+		return "", err
+	}
+	d, err := l.DomainDefineXMLFlags(x, libvirt.DomainDefineValidate)
+	if err != nil {
+		return "", fmt.Errorf("define domain %s: %w", s.Name, err)
+	}
+	return uuidString(d.UUID), nil
+}
+
+// DeleteDomain stops and undefines a domain, NVRAM included; a domain that
+// does not exist is not an error.
+func DeleteDomain(_ context.Context, l *libvirt.Libvirt, name string) error {
+	d, err := l.DomainLookupByName(name)
+	if err != nil {
+		if isNoDomain(err) {
+			return nil
+		}
+		return fmt.Errorf("look up domain %s: %w", name, err)
+	}
+	if err := l.DomainDestroyFlags(d, libvirt.DomainDestroyDefault); err != nil && !isNotRunning(err) && !isNoDomain(err) {
+		return fmt.Errorf("stop domain %s: %w", name, err)
+	}
+	if err := l.DomainUndefineFlags(d, libvirt.DomainUndefineNvram|libvirt.DomainUndefineManagedSave); err != nil && !isNoDomain(err) {
+		return fmt.Errorf("undefine domain %s: %w", name, err)
+	}
+	return nil
+}
+
+func isNoDomain(err error) bool { return libvirt.IsNotFound(err) }
+
+func isNotRunning(err error) bool {
+	var lerr libvirt.Error
+	return errors.As(err, &lerr) && lerr.Code == uint32(libvirt.ErrOperationInvalid)
+}

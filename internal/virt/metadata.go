@@ -1,0 +1,204 @@
+package virt
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/bmlab/bmlab/internal/machine"
+)
+
+// MetadataNS is the XML namespace of the BMC state kept in a domain's
+// <metadata>.
+const MetadataNS = "http://bmlab.dev/xmlns/bmc/1"
+
+// bmcMeta is the stored form of machine.Settings plus what the backend needs
+// to undo its own changes. Readable with `virsh dumpxml`.
+type bmcMeta struct {
+	XMLName     xml.Name   `xml:"http://bmlab.dev/xmlns/bmc/1 bmc"`
+	Boot        metaBoot   `xml:"boot"`
+	DefaultBoot string     `xml:"default-boot,omitempty"` // the domain's own boot order before the BMC changed it, "hd,cdrom"
+	SecureBoot  bool       `xml:"secure-boot"`
+	ResetNVRAM  bool       `xml:"reset-nvram,omitempty"` // the firmware changed: the next start recreates the NVRAM
+	BIOS        string     `xml:"bios,omitempty"`        // JSON object
+	BIOSPending string     `xml:"bios-pending,omitempty"`
+	Users       []metaUser `xml:"user"`
+	IPMI        *metaIPMI  `xml:"ipmi"`
+}
+
+type metaBoot struct {
+	Target  string `xml:"target,attr"`
+	Enabled string `xml:"enabled,attr"`
+	Mode    string `xml:"mode,attr"`
+}
+
+type metaUser struct {
+	Name     string `xml:"name,attr"`
+	Password string `xml:"password,attr"`
+}
+
+type metaIPMI struct {
+	Address string `xml:"address,attr,omitempty"`
+	Port    int    `xml:"port,attr"`
+}
+
+func toMeta(s machine.Settings, defaultBoot string, resetNVRAM bool) (*bmcMeta, error) {
+	m := &bmcMeta{
+		Boot:        metaBoot{Target: string(s.Boot.Target), Enabled: string(s.Boot.Enabled), Mode: string(s.Boot.Mode)},
+		DefaultBoot: defaultBoot,
+		SecureBoot:  s.SecureBoot,
+		ResetNVRAM:  resetNVRAM,
+	}
+	for _, p := range []struct {
+		dst *string
+		src map[string]any
+	}{{&m.BIOS, s.BIOS}, {&m.BIOSPending, s.BIOSPending}} {
+		if len(p.src) == 0 {
+			continue
+		}
+		b, err := json.Marshal(p.src)
+		if err != nil {
+			return nil, fmt.Errorf("encode BIOS settings: %w", err)
+		}
+		*p.dst = string(b)
+	}
+	for _, c := range s.Credentials {
+		m.Users = append(m.Users, metaUser{Name: c.Username, Password: c.Password})
+	}
+	if s.IPMI != nil {
+		m.IPMI = &metaIPMI{Address: s.IPMI.Address, Port: s.IPMI.Port}
+	}
+	return m, nil
+}
+
+func (m *bmcMeta) settings() (machine.Settings, error) {
+	s := machine.Settings{
+		Boot: machine.Boot{
+			Target:  machine.BootSource(m.Boot.Target),
+			Enabled: machine.BootEnabled(m.Boot.Enabled),
+			Mode:    machine.BootMode(m.Boot.Mode),
+		},
+		SecureBoot: m.SecureBoot,
+	}
+	if s.Boot.Target == "" {
+		s.Boot.Target = machine.BootNone
+	}
+	if s.Boot.Enabled == "" {
+		s.Boot.Enabled = machine.BootDisabled
+	}
+	for _, p := range []struct {
+		dst *map[string]any
+		src string
+	}{{&s.BIOS, m.BIOS}, {&s.BIOSPending, m.BIOSPending}} {
+		if p.src == "" {
+			continue
+		}
+		d := json.NewDecoder(strings.NewReader(p.src))
+		d.UseNumber()
+		var v map[string]any
+		if err := d.Decode(&v); err != nil {
+			return s, fmt.Errorf("decode stored BIOS settings: %w", err)
+		}
+		for k, x := range v {
+			if n, ok := x.(json.Number); ok {
+				if i, err := n.Int64(); err == nil {
+					v[k] = int(i)
+				}
+			}
+		}
+		*p.dst = v
+	}
+	if s.BIOS == nil {
+		s.BIOS = machine.DefaultBIOS()
+	}
+	for _, u := range m.Users {
+		s.Credentials = append(s.Credentials, machine.Credential{Username: u.Name, Password: u.Password})
+	}
+	if m.IPMI != nil {
+		s.IPMI = &machine.IPMIEndpoint{Address: m.IPMI.Address, Port: m.IPMI.Port}
+	}
+	return s, nil
+}
+
+// findMeta returns the project's element from a <metadata> inner XML, or nil.
+func findMeta(inner string) (*bmcMeta, error) {
+	if !strings.Contains(inner, MetadataNS) {
+		return nil, nil
+	}
+	d := xml.NewDecoder(strings.NewReader("<metadata>" + inner + "</metadata>"))
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("parse domain metadata: %w", err)
+		}
+		se, ok := tok.(xml.StartElement)
+		if !ok || se.Name.Space != MetadataNS || se.Name.Local != "bmc" {
+			continue
+		}
+		var m bmcMeta
+		if err := d.DecodeElement(&m, &se); err != nil {
+			return nil, fmt.Errorf("parse %s metadata: %w", MetadataNS, err)
+		}
+		return &m, nil
+	}
+}
+
+// replaceMeta returns inner with the project's element replaced by m (or
+// added), keeping every other element as it was.
+func replaceMeta(inner string, m *bmcMeta) (string, error) {
+	enc, err := xml.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("encode metadata: %w", err)
+	}
+	kept, err := withoutElement(inner, MetadataNS)
+	if err != nil {
+		return "", err
+	}
+	return kept + string(enc), nil
+}
+
+// withoutElement removes the top-level elements in namespace ns from an
+// inner XML fragment.
+func withoutElement(inner, ns string) (string, error) {
+	if !strings.Contains(inner, ns) {
+		return inner, nil
+	}
+	const open = "<metadata>"
+	src := open + inner + "</metadata>"
+	d := xml.NewDecoder(strings.NewReader(src))
+	var out bytes.Buffer
+	depth := 0
+	last := int64(len(open))
+	for {
+		start := d.InputOffset()
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return "", fmt.Errorf("parse domain metadata: %w", err)
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			depth++
+			if depth == 2 && t.Name.Space == ns {
+				out.WriteString(src[last:start])
+				if err := d.Skip(); err != nil {
+					return "", fmt.Errorf("parse domain metadata: %w", err)
+				}
+				depth--
+				last = d.InputOffset()
+			}
+		case xml.EndElement:
+			depth--
+		}
+	}
+	out.WriteString(src[last : len(src)-len("</metadata>")])
+	return out.String(), nil
+}

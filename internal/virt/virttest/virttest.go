@@ -1,0 +1,189 @@
+// Package virttest gives integration tests a libvirt backend connected to
+// the real libvirtd and throwaway VMs that boot the marker images. Only
+// _test.go files import it.
+package virttest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/digitalocean/go-libvirt"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/testenv"
+	"github.com/bmlab/bmlab/internal/virt"
+)
+
+// Lab is a connected backend and the model over it.
+type Lab struct {
+	Backend *virt.Backend
+	Service *machine.Service
+	Client  *libvirt.Libvirt
+	prefix  string
+}
+
+// New connects to the system libvirtd (or fails/skips per testenv rules).
+// Domains whose names start with prefix are the test's; only they are
+// served, and any left over from an earlier run are removed first.
+func New(t testing.TB, prefix string) *Lab {
+	t.Helper()
+	testenv.Libvirt(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	be, err := virt.New(virt.Config{Domains: []string{prefix + "*"}, Keepalive: time.Second}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Connect(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	l, err := be.Conn().Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab := &Lab{Backend: be, Client: l, prefix: prefix}
+	lab.Service = machine.NewService(be, zaptest.NewLogger(t))
+	lab.Service.Watch(ctx)
+	doms, _, err := l.ConnectListAllDomains(1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range doms {
+		if strings.HasPrefix(d.Name, prefix) {
+			_ = virt.DeleteDomain(ctx, l, d.Name)
+		}
+	}
+	return lab
+}
+
+// VM is a throwaway domain.
+type VM struct {
+	Name, ID  string
+	SerialLog string
+}
+
+// VMOptions shape a test VM.
+type VMOptions struct {
+	UEFI bool
+	// NoCD leaves the CD-ROM drive empty; by default it holds the marker ISO.
+	NoCD bool
+	// DiskMarker gives the VM a bootable disk that prints testenv.DiskMarker;
+	// by default the VM has no disk at all.
+	DiskMarker bool
+	// Machine is q35 by default.
+	Machine   string
+	BootOrder []string
+}
+
+// NewVM defines a VM named prefix+name and removes it when the test ends.
+func (lab *Lab) NewVM(t testing.TB, name string, o VMOptions) *VM {
+	t.Helper()
+	dir := testenv.QemuDir(t)
+	spec := virt.DomainSpec{
+		Name:      lab.prefix + name,
+		MemoryMiB: 128,
+		VCPUs:     1,
+		Machine:   o.Machine,
+		UEFI:      o.UEFI,
+		SerialLog: filepath.Join(dir, "serial.log"),
+		BootOrder: o.BootOrder,
+	}
+	if o.UEFI {
+		spec.MemoryMiB = 256
+	}
+	if !o.NoCD {
+		spec.CDROM = testenv.MarkerISO(t)
+	}
+	if o.DiskMarker {
+		disk := filepath.Join(dir, "disk.img")
+		testenv.CopyFile(t, testenv.MarkerDisk(t), disk)
+		spec.Disks = []virt.DiskSpec{{Path: disk, Format: "raw"}}
+	}
+	ctx := context.Background()
+	id, err := virt.DefineDomain(ctx, lab.Client, spec, virt.DetectFirmware())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := virt.DeleteDomain(context.Background(), lab.Client, spec.Name); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	vm := &VM{Name: spec.Name, ID: id, SerialLog: spec.SerialLog}
+	if !testenv.WaitFor(5*time.Second, func() bool { _, err := lab.Service.Get(id); return err == nil }) {
+		t.Fatalf("the backend never saw domain %s", spec.Name)
+	}
+	return vm
+}
+
+// WaitMarker waits until marker appears in the VM's serial log more often
+// than before, and returns the new count.
+func (vm *VM) WaitMarker(t testing.TB, marker string, before int, timeout time.Duration) int {
+	t.Helper()
+	var n int
+	if !testenv.WaitFor(timeout, func() bool { n = testenv.Count(vm.SerialLog, marker); return n > before }) {
+		b, _ := os.ReadFile(vm.SerialLog)
+		tail := string(b)
+		if len(tail) > 600 {
+			tail = tail[len(tail)-600:]
+		}
+		t.Fatalf("%s: marker %q did not appear within %s (count stays %d); serial log ends:\n%q", vm.Name, marker, timeout, before, tail)
+	}
+	return n
+}
+
+// Markers returns how often each marker appears in the serial log.
+func (vm *VM) Markers() (cd, disk int) {
+	return testenv.Count(vm.SerialLog, testenv.Marker), testenv.Count(vm.SerialLog, testenv.DiskMarker)
+}
+
+// WaitPower waits until the model reports the power state.
+func (lab *Lab) WaitPower(t testing.TB, id string, want machine.PowerState, timeout time.Duration) {
+	t.Helper()
+	var got machine.PowerState
+	ok := testenv.WaitFor(timeout, func() bool {
+		m, err := lab.Service.Get(id)
+		if err != nil {
+			return false
+		}
+		got = m.Power
+		return got == want
+	})
+	if !ok {
+		t.Fatalf("%s: power %s, want %s after %s", id, got, want, timeout)
+	}
+}
+
+// DomainState asks libvirt directly (not the cache) for a domain's state.
+func (lab *Lab) DomainState(t testing.TB, name string) libvirt.DomainState {
+	t.Helper()
+	d, err := lab.Client.DomainLookupByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := lab.Client.DomainGetState(d, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return libvirt.DomainState(st)
+}
+
+// LiveXML returns a domain's live XML straight from libvirt.
+func (lab *Lab) LiveXML(t testing.TB, name string, flags libvirt.DomainXMLFlags) string {
+	t.Helper()
+	d, err := lab.Client.DomainLookupByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := lab.Client.DomainGetXMLDesc(d, flags)
+	if err != nil {
+		t.Fatal(fmt.Errorf("dumpxml %s: %w", name, err))
+	}
+	return x
+}
