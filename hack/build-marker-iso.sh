@@ -4,11 +4,20 @@
 # boots in about a second (BIOS), which makes "the VM really booted from this
 # media" a fast and honest assertion: read the serial log.
 #
-# usage: build-marker-iso.sh OUT.iso [MARKER]
+# usage: build-marker-iso.sh OUT.iso [MARKER] [halt|stay]
+#   halt (default): power the VM off after the marker, a clean "boot done".
+#   stay: leave the VM running at grub's prompt, for tests that need a
+#         running machine that has visibly booted.
 set -euo pipefail
 
-out=${1:?usage: build-marker-iso.sh OUT.iso [MARKER]}
+out=${1:?usage: build-marker-iso.sh OUT.iso [MARKER] [halt|stay]}
 marker=${2:-BMLAB-MARKER-BOOTED}
+after=${3:-halt}
+case "$after" in
+  halt) last=halt ;;
+  stay) last="" ;;
+  *) echo "third argument must be halt or stay, not $after" >&2; exit 2 ;;
+esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -19,7 +28,7 @@ terminal_input serial console
 terminal_output serial console
 echo "$marker"
 echo "$marker"
-halt
+$last
 CFG
 grub-mkrescue -o "$out" "$work" -- -volid BMLAB_MARKER >/dev/null 2>&1 || {
   echo "grub-mkrescue failed: install grub-pc-bin grub-efi-amd64-bin xorriso mtools (hack/install-deps.sh)" >&2

@@ -98,14 +98,15 @@ func RepoRoot() string {
 // MarkerISO returns the path of the boot-marker ISO, which prints Marker on
 // the serial console and powers the VM off. It is built once with
 // hack/build-marker-iso.sh under testdata/iso, which qemu can read.
-func MarkerISO(t testing.TB) string { return markerImage(t, "marker.iso", Marker) }
+func MarkerISO(t testing.TB) string { return markerImage(t, "marker.iso", Marker, "halt") }
 
-// MarkerDisk returns a bootable image that prints DiskMarker instead: attached
-// as a disk (format raw) it shows that a VM booted its disk, not its CD.
-// Attach a copy (CopyFile) when the VM may write to it.
-func MarkerDisk(t testing.TB) string { return markerImage(t, "disk-marker.img", DiskMarker) }
+// MarkerDisk returns a bootable image that prints DiskMarker instead and
+// then stays at grub's prompt: attached as a disk (format raw) it shows that a
+// VM booted its disk, not its CD, and leaves the VM running. Attach a copy
+// (CopyFile) when the VM may write to it.
+func MarkerDisk(t testing.TB) string { return markerImage(t, "disk-marker.img", DiskMarker, "stay") }
 
-func markerImage(t testing.TB, name, marker string) string {
+func markerImage(t testing.TB, name, marker, after string) string {
 	t.Helper()
 	Integration(t)
 	imgMu.Lock()
@@ -116,7 +117,7 @@ func markerImage(t testing.TB, name, marker string) string {
 	if !done {
 		if _, serr := os.Stat(p); serr != nil {
 			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-				out, berr := exec.Command("bash", filepath.Join(root, "hack", "build-marker-iso.sh"), p, marker).CombinedOutput()
+				out, berr := exec.Command("bash", filepath.Join(root, "hack", "build-marker-iso.sh"), p, marker, after).CombinedOutput()
 				if berr != nil {
 					err = &buildError{out: string(out), err: berr}
 				}

@@ -55,7 +55,8 @@ func TestOnceAndContinuousBootTheMarker(t *testing.T) {
 			if m.Settings.Boot.Enabled != machine.BootDisabled {
 				t.Errorf("Once override not spent after the boot: %+v", m.Settings.Boot)
 			}
-			// The marker powers the VM off; the next boot is from the disk.
+			// The marker powers the VM off; the next boot is from the disk,
+			// which stays running.
 			lab.WaitPower(t, vm.ID, machine.PowerOff, bootTimeout)
 			if err := svc.Reset(ctx, vm.ID, machine.ResetOn); err != nil {
 				t.Fatal(err)
@@ -64,7 +65,12 @@ func TestOnceAndContinuousBootTheMarker(t *testing.T) {
 			if c, _ := vm.Markers(); c != cd {
 				t.Errorf("the CD booted again after the Once override was spent")
 			}
-			lab.WaitPower(t, vm.ID, machine.PowerOff, bootTimeout)
+			if err := svc.Reset(ctx, vm.ID, machine.ResetForceOff); err != nil {
+				t.Fatal(err)
+			}
+			if st := lab.DomainState(t, vm.Name); st != libvirt.DomainShutoff {
+				t.Fatalf("after ForceOff libvirt says state %d", st)
+			}
 
 			// Continuous: every boot is from the CD.
 			if _, err := svc.SetBoot(ctx, vm.ID, machine.BootPatch{Target: ptr(machine.BootCd), Enabled: ptr(machine.BootContinuous)}); err != nil {
@@ -90,15 +96,15 @@ func TestOnceAndContinuousBootTheMarker(t *testing.T) {
 // VM runs with differs), as a real BMC's reset does.
 func TestForceRestartAppliesAPendingOverride(t *testing.T) {
 	lab := virttest.New(t, "vt-reset-")
-	// No disk and a network-only order without a NIC: the firmware finds
-	// nothing to boot and the VM keeps running.
-	vm := lab.NewVM(t, "a", virttest.VMOptions{BootOrder: []string{"network"}})
+	// The disk marker boots and stays at grub's prompt: a running VM.
+	vm := lab.NewVM(t, "a", virttest.VMOptions{DiskMarker: true})
 	ctx := context.Background()
 	svc := lab.Service
 	if err := svc.Reset(ctx, vm.ID, machine.ResetOn); err != nil {
 		t.Fatal(err)
 	}
 	lab.WaitPower(t, vm.ID, machine.PowerOn, 10*time.Second)
+	vm.WaitMarker(t, testenv.DiskMarker, 0, bootTimeout)
 	if st := lab.DomainState(t, vm.Name); st != libvirt.DomainRunning {
 		t.Fatalf("libvirt state %d, want running", st)
 	}
@@ -106,7 +112,8 @@ func TestForceRestartAppliesAPendingOverride(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !lab.Backend.Stale(vm.ID) {
-		t.Fatalf("a pending boot override on a running VM should make it stale")
+		live, next := lab.Backend.Signatures(vm.ID)
+		t.Fatalf("a pending boot override on a running VM should make it stale; live %q next %q", live, next)
 	}
 	if c, _ := vm.Markers(); c != 0 {
 		t.Fatalf("marker before the reset")
