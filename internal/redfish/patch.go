@@ -92,7 +92,7 @@ func (fs fields) check(body, rendered map[string]any) []messageObject {
 		v := body[k]
 		f, ok := fs[k]
 		if !ok {
-			if strings.HasPrefix(k, "@") {
+			if strings.Contains(k, "@") {
 				continue
 			}
 			if _, has := rendered[k]; has {
