@@ -20,7 +20,7 @@ const (
 
 // fixture is a Server over a sim backend with n machines.
 type fixture struct {
-	t   *testing.T
+	t   testing.TB
 	be  *sim.Backend
 	svc *machine.Service
 	srv *Server
@@ -28,7 +28,7 @@ type fixture struct {
 	ids []string
 }
 
-func newFixture(t *testing.T, n int, opts ...Option) *fixture {
+func newFixture(t testing.TB, n int, opts ...Option) *fixture {
 	t.Helper()
 	be := sim.New(n)
 	svc := machine.NewService(be, nil)
