@@ -1,0 +1,67 @@
+package redfish
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// discard is a ResponseWriter that keeps nothing, so a benchmark measures the
+// service and not a recorder.
+type discard struct{ h http.Header }
+
+func (d *discard) Header() http.Header         { return d.h }
+func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discard) WriteHeader(int)             {}
+
+func benchGet(b *testing.B, n int, path func(f *fixture) string) {
+	f := newFixture(b, n)
+	r := httptest.NewRequest("GET", path(f), nil)
+	r.SetBasicAuth(testUser, testPass)
+	w := &discard{h: http.Header{}}
+	f.h.ServeHTTP(w, r) // fill the caches
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		clear(w.h)
+		f.h.ServeHTTP(w, r)
+	}
+}
+
+func BenchmarkGetSystem(b *testing.B) {
+	benchGet(b, 10, func(f *fixture) string { return f.sys(0) })
+}
+
+func BenchmarkGetSystems1000(b *testing.B) {
+	benchGet(b, 1000, func(*fixture) string { return systemsURI })
+}
+
+// A GET of a cached resource allocates next to nothing beyond what net/http
+// itself does, and the 1,000-system collection is served well within 5 ms.
+func TestHotPathCost(t *testing.T) {
+	f := newFixture(t, 1000)
+	r := httptest.NewRequest("GET", f.sys(0), nil)
+	r.SetBasicAuth(testUser, testPass)
+	w := &discard{h: http.Header{}}
+	f.h.ServeHTTP(w, r)
+	allocs := testing.AllocsPerRun(200, func() {
+		clear(w.h)
+		f.h.ServeHTTP(w, r)
+	})
+	if allocs > 2 {
+		t.Errorf("GET of a cached system: %.1f allocations, want at most 2", allocs)
+	}
+	rc := httptest.NewRequest("GET", systemsURI, nil)
+	rc.SetBasicAuth(testUser, testPass)
+	best := time.Hour
+	for range 20 {
+		start := time.Now()
+		f.h.ServeHTTP(&discard{h: http.Header{}}, rc)
+		best = min(best, time.Since(start))
+	}
+	if best > 5*time.Millisecond {
+		t.Errorf("GET of a 1,000-system collection: best of 20 took %v, want under 5ms", best)
+	}
+	t.Logf("cached system GET: %.1f allocs; 1,000-system collection: %v", allocs, best)
+}

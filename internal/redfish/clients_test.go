@@ -1,0 +1,163 @@
+package redfish
+
+import (
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stmcginnis/gofish"
+	"github.com/stmcginnis/gofish/schemas"
+
+	"github.com/bmlab/bmlab/internal/testenv"
+)
+
+// listen serves the fixture on a loopback listener.
+func (f *fixture) listen(t *testing.T) string {
+	t.Helper()
+	ts := httptest.NewServer(f.h) // 127.0.0.1, a free port
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+func TestGofish(t *testing.T) {
+	testenv.Integration(t)
+	for _, basic := range []bool{true, false} {
+		name := map[bool]string{true: "basic", false: "session"}[basic]
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, 3)
+			c, err := gofish.Connect(gofish.ClientConfig{Endpoint: f.listen(t), Username: testUser, Password: testPass, BasicAuth: basic})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Logout()
+			systems, err := c.Service.Systems()
+			if err != nil || len(systems) != 3 {
+				t.Fatalf("systems: %d, %v", len(systems), err)
+			}
+			var sys *schemas.ComputerSystem
+			for _, s := range systems {
+				if s.UUID == f.ids[0] {
+					sys = s
+				}
+			}
+			if sys == nil || sys.PowerState != schemas.OffPowerState {
+				t.Fatalf("system %s not found, or not off", f.ids[0])
+			}
+			if sys.MemorySummary.TotalSystemMemoryGiB == nil || *sys.MemorySummary.TotalSystemMemoryGiB != 8 {
+				t.Errorf("memory %v", sys.MemorySummary.TotalSystemMemoryGiB)
+			}
+			err = sys.SetBoot(&schemas.Boot{
+				BootSourceOverrideTarget:  schemas.PxeBootSource,
+				BootSourceOverrideEnabled: schemas.OnceBootSourceOverrideEnabled,
+				BootSourceOverrideMode:    schemas.UEFIBootSourceOverrideMode,
+			})
+			if err != nil {
+				t.Fatalf("SetBoot: %v", err)
+			}
+			if _, err := sys.Reset(schemas.OnResetType); err != nil {
+				t.Fatalf("Reset: %v", err)
+			}
+			m, _ := f.svc.Get(f.ids[0])
+			if m.Power != "On" || m.Settings.Boot.Enabled != "Disabled" {
+				t.Errorf("after gofish reset: power %s, boot %+v", m.Power, m.Settings.Boot)
+			}
+			if _, err := sys.Reset("Explode"); err == nil {
+				t.Errorf("unknown reset type accepted")
+			}
+			procs, err := sys.Processors()
+			if err != nil || len(procs) != 1 || procs[0].TotalThreads == nil || *procs[0].TotalThreads != 4 {
+				t.Errorf("processors %v %v", procs, err)
+			}
+			nics, err := sys.EthernetInterfaces()
+			if err != nil || len(nics) != 1 || nics[0].MACAddress == "" {
+				t.Errorf("NICs %v %v", nics, err)
+			}
+			storage, err := sys.Storage()
+			if err != nil || len(storage) != 1 {
+				t.Fatalf("storage %v %v", storage, err)
+			}
+			drives, err := storage[0].Drives()
+			if err != nil || len(drives) != 2 {
+				t.Errorf("drives %d %v", len(drives), err)
+			}
+			bios, err := sys.Bios()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := bios.UpdateBiosAttributes(schemas.SettingsAttributes{"QuietBoot": true}); err != nil {
+				t.Fatalf("BIOS update: %v", err)
+			}
+			if m, _ := f.svc.Get(f.ids[0]); m.Settings.BIOSPending["QuietBoot"] != true {
+				t.Errorf("pending BIOS %v", m.Settings.BIOSPending)
+			}
+			sb, err := sys.SecureBoot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sb.SecureBootEnable = true
+			if err := sb.Update(); err != nil {
+				t.Fatalf("secure boot update: %v", err)
+			}
+			managers, err := c.Service.Managers()
+			if err != nil || len(managers) != 3 || managers[0].ServiceEntryPointUUID == "" {
+				t.Errorf("managers %d %v", len(managers), err)
+			}
+			chassis, err := c.Service.Chassis()
+			if err != nil || len(chassis) != 3 {
+				t.Errorf("chassis %d %v", len(chassis), err)
+			}
+			regs, err := c.Service.Registries()
+			if err != nil || len(regs) != 2 {
+				t.Errorf("registries %d %v", len(regs), err)
+			}
+		})
+	}
+}
+
+func TestSushy(t *testing.T) {
+	testenv.Integration(t)
+	py := testenv.Python(t, "sushy")
+	f := newFixture(t, 2)
+	out, err := exec.Command(py, "testdata/sushy_client.py", f.listen(t), testUser, testPass, f.ids[0], "sim-0001").CombinedOutput()
+	t.Logf("sushy:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "DONE") {
+		t.Fatalf("sushy client failed: %v", err)
+	}
+}
+
+func TestRedfishtool(t *testing.T) {
+	testenv.Integration(t)
+	rt := testenv.Command(t, "redfishtool")
+	f := newFixture(t, 2)
+	host := strings.TrimPrefix(f.listen(t), "http://")
+	run := func(args ...string) string {
+		t.Helper()
+		base := []string{"-r", host, "-S", "Never", "-u", testUser, "-p", testPass}
+		out, err := exec.Command(rt, append(base, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("redfishtool %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	for _, auth := range []string{"Basic", "Session"} {
+		if out := run("-A", auth, "Systems"); !strings.Contains(out, f.ids[1]) {
+			t.Errorf("%s: Systems lacks %s:\n%s", auth, f.ids[1], out)
+		}
+		if out := run("-A", auth, "-I", f.ids[0], "Systems", "get"); !strings.Contains(out, `"PowerState"`) {
+			t.Errorf("%s: system get:\n%s", auth, out)
+		}
+	}
+	run("-A", "Session", "-I", f.ids[0], "Systems", "reset", "On")
+	run("-A", "Basic", "-I", f.ids[0], "Systems", "setBootOverride", "Continuous", "Hdd")
+	m, _ := f.svc.Get(f.ids[0])
+	if m.Power != "On" || m.Settings.Boot.Target != "Hdd" || m.Settings.Boot.Enabled != "Continuous" {
+		t.Errorf("after redfishtool: power %s boot %+v", m.Power, m.Settings.Boot)
+	}
+	if out := run("-A", "Basic", "Managers"); !strings.Contains(out, f.ids[0]) {
+		t.Errorf("Managers:\n%s", out)
+	}
+	if out := run("-A", "Basic", "SessionService"); !strings.Contains(out, "SessionTimeout") {
+		t.Errorf("SessionService:\n%s", out)
+	}
+}

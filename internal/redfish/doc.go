@@ -1,0 +1,23 @@
+// Package redfish is the Redfish face of vbmcd: one HTTP handler that serves
+// every machine of a machine.Service as a ComputerSystem with its Manager and
+// Chassis, plus the service-wide resources (SessionService, AccountService,
+// TaskService, Registries, $metadata).
+//
+// Resources are built by small pure functions from a machine snapshot
+// (resources.go); a rendered body is cached by (URI, machine Generation), so a
+// GET of an unchanged resource is a map lookup and a write, and its ETag is
+// computed once per render. Writes (PATCH, actions) are validated here
+// (property names, types, enums, with Base registry messages) and carried out
+// by the machine model, which owns the BMC semantics (Once/Continuous boot
+// overrides, pending BIOS settings, secure boot at the next start).
+//
+// Authentication is HTTP Basic or a Redfish session (X-Auth-Token). The
+// service-wide credentials reach every system; a machine's own credentials
+// (machine.Settings.Credentials) reach that system, its Manager and Chassis
+// only, and collections list only what the caller may see.
+//
+// What it does not do: talk to a hypervisor, decide BMC semantics, or serve
+// virtual media (a later issue; the router has room for it). It does not
+// listen either: the caller wraps Handler in an http.Server, with TLSConfig
+// for HTTPS.
+package redfish

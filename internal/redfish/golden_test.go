@@ -1,0 +1,182 @@
+package redfish
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmlab/bmlab/internal/machine"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// golden compares got with testdata/name, or rewrites it under -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s differs (-want +got; go test -update rewrites it):\n%s", name, diff)
+	}
+}
+
+func indent(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(b, '\n')
+}
+
+// goldenMachine is a fixed machine: two sockets, a small memory, a disk
+// backed by a plain file, a block device on SCSI, an empty CD-ROM, two NICs,
+// a Once override to Cd, pending BIOS changes.
+func goldenMachine() *machine.Machine {
+	st := machine.DefaultSettings(machine.BootModeUEFI, true)
+	st.Boot = machine.Boot{Target: machine.BootCd, Enabled: machine.BootOnce, Mode: machine.BootModeUEFI}
+	st.BIOSPending = map[string]any{"ProcTurboMode": "Disabled", "PxeRetryCount": 5}
+	return &machine.Machine{
+		ID:   "9b0a5b1e-4c7d-5e2f-8a6b-1c2d3e4f5a6b",
+		Name: "node-0",
+		Inventory: machine.Inventory{
+			VCPUs: 6, Sockets: 2, Cores: 3, Threads: 1,
+			MemoryBytes: 512 << 20,
+			Arch:        "x86_64",
+			MachineType: "q35",
+			NICs: []machine.NIC{
+				{MAC: "52:54:00:AA:BB:01", Network: "baremetal", Model: "virtio"},
+				{MAC: "52:54:00:aa:bb:02", Network: "provisioning", Model: "e1000"},
+			},
+			Disks: []machine.Disk{
+				{ID: "vda", Device: machine.DeviceDisk, Bus: "virtio", Source: "/var/lib/bmlab/node-0.img", Capacity: 20 << 30},
+				{ID: "sdb", Device: machine.DeviceDisk, Bus: "scsi", Source: "/dev/vg0/data", Capacity: 100 << 30},
+				{ID: "sda", Device: machine.DeviceCDROM, Bus: "sata", ReadOnly: true},
+			},
+		},
+		Power:            machine.PowerOn,
+		Mode:             machine.BootModeUEFI,
+		SecureBootActive: true,
+		Settings:         st,
+		IndicatorLED:     true,
+		Generation:       7,
+	}
+}
+
+var goldenIdentity = identity{
+	ServiceUUID:  testService,
+	Manufacturer: "bmlab",
+	Model:        "bmlab virtual server",
+	Firmware:     "1.0.0",
+	SessionTTL:   1800,
+}
+
+func TestResourceBuildersGolden(t *testing.T) {
+	m := goldenMachine()
+	u := systemURI(m.ID)
+	cases := map[string]any{
+		"service_root.json":        serviceRoot(goldenIdentity),
+		"odata.json":               odataDocument(),
+		"system.json":              system(m, goldenIdentity),
+		"processors.json":          collection(u+"/Processors", "ProcessorCollection", "Processors Collection", ids(u+"/Processors", processorIDs(m))),
+		"processor.json":           processor(m, "CPU2"),
+		"memory.json":              memory(m, "DIMM1"),
+		"ethernet_interface.json":  ethernetInterface(m, "525400aabb01"),
+		"simple_storage.json":      simpleStorage(m, "1"),
+		"storage.json":             storage(m, "1"),
+		"drive_file.json":          drive(m, "1", "vda"),
+		"drive_cdrom.json":         drive(m, "1", "sda"),
+		"secure_boot.json":         secureBoot(m),
+		"bios.json":                bios(m),
+		"bios_settings.json":       biosSettings(m),
+		"manager.json":             manager(m, goldenIdentity),
+		"chassis.json":             chassis(m, goldenIdentity),
+		"session_service.json":     sessionService(goldenIdentity),
+		"account_service.json":     accountService(),
+		"task_service.json":        taskService(),
+		"registry_file.json":       registryFile(baseRegistryPrefix, baseRegistryID, registryURI),
+		"base_registry.json":       registryBody(),
+		"bios_registry.json":       biosRegistry(),
+		"error_reset_type.json":    errorBody(newError(400, MsgActionParameterValueNotInList, "Explode", "ResetType", "ComputerSystem.Reset")),
+	}
+	for name, v := range cases {
+		t.Run(name, func(t *testing.T) { golden(t, name, indent(t, v)) })
+	}
+	t.Run("metadata.xml", func(t *testing.T) { golden(t, "metadata.xml", []byte(metadataXML())) })
+}
+
+// The resources point at each other: every @odata.id a builder writes for a
+// sub-resource is one the sub-resource's builder claims as its own.
+func TestBuildersAgreeOnURIs(t *testing.T) {
+	m := goldenMachine()
+	sys := system(m, goldenIdentity)
+	for _, k := range []string{"Processors", "Memory", "EthernetInterfaces", "SimpleStorage", "Storage", "SecureBoot", "Bios"} {
+		if got := sys[k].(ref).ID; got != systemURI(m.ID)+"/"+k {
+			t.Errorf("%s link %q", k, got)
+		}
+	}
+	if got := secureBoot(m)["@odata.id"]; got != sys["SecureBoot"].(ref).ID {
+		t.Errorf("SecureBoot @odata.id %v", got)
+	}
+	if got := bios(m)["@Redfish.Settings"].(obj)["SettingsObject"].(ref).ID; got != biosSettings(m)["@odata.id"] {
+		t.Errorf("Bios settings object %q, settings resource %v", got, biosSettings(m)["@odata.id"])
+	}
+	for _, d := range storage(m, "1")["Drives"].([]ref) {
+		id := d.ID[len(d.ID)-3:]
+		if got := drive(m, "1", id)["@odata.id"]; got != d.ID {
+			t.Errorf("drive %s: @odata.id %v", d.ID, got)
+		}
+	}
+	if got := manager(m, goldenIdentity)["Links"].(obj)["ManagerForServers"].([]ref)[0].ID; got != sys["@odata.id"] {
+		t.Errorf("manager for %q", got)
+	}
+}
+
+func TestInventoryArithmetic(t *testing.T) {
+	cases := []struct {
+		name          string
+		inv           machine.Inventory
+		count, thread int
+		gib           float64
+	}{
+		{"topology as given", machine.Inventory{VCPUs: 8, Sockets: 2, Cores: 2, Threads: 2, MemoryBytes: 16 << 30}, 2, 4, 16},
+		{"topology that does not add up", machine.Inventory{VCPUs: 3, Sockets: 2, Cores: 2, Threads: 1, MemoryBytes: 768 << 20}, 1, 3, 0.75},
+		{"no topology", machine.Inventory{VCPUs: 1, MemoryBytes: 256 << 20}, 1, 1, 0.25},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &machine.Machine{ID: "00000000-0000-5000-8000-000000000001", Inventory: tc.inv}
+			ps := processorIDs(m)
+			if len(ps) != tc.count {
+				t.Fatalf("%d processors, want %d", len(ps), tc.count)
+			}
+			threads := 0
+			for _, p := range ps {
+				threads += processor(m, p)["TotalThreads"].(int)
+			}
+			if threads != tc.inv.VCPUs {
+				t.Errorf("threads add up to %d, want the %d vCPUs", threads, tc.inv.VCPUs)
+			}
+			if got := processor(m, ps[0])["TotalThreads"].(int); got != tc.thread {
+				t.Errorf("TotalThreads %d, want %d", got, tc.thread)
+			}
+			got := system(m, goldenIdentity)["MemorySummary"].(obj)["TotalSystemMemoryGiB"].(float64)
+			if got != tc.gib {
+				t.Errorf("TotalSystemMemoryGiB %v, want %v", got, tc.gib)
+			}
+		})
+	}
+}

@@ -1,0 +1,617 @@
+package redfish
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/bmlab/bmlab/internal/machine"
+)
+
+// resolve finds the machine a scoped route names and checks that the caller
+// may reach it. A caller limited to some systems gets 401 for every other id,
+// existing or not: to it the others are separate BMCs that do not know its
+// credentials, and it learns nothing about which exist.
+func (s *Server) resolve(c *call, rt *route) *apiError {
+	m, err := s.svc.Get(c.params[0])
+	if err != nil && !errors.Is(err, machine.ErrNotFound) {
+		return s.modelError(c, err)
+	}
+	if m != nil && c.who.canAccess(m) {
+		c.m = m
+		return nil
+	}
+	if !c.who.all {
+		return unauthorized("The credentials are not valid for this system.")
+	}
+	kind := map[scope]string{scopeSystem: "ComputerSystem", scopeManager: "Manager", scopeChassis: "Chassis"}[rt.scope]
+	return newError(http.StatusNotFound, MsgResourceNotFound, kind, c.params[0])
+}
+
+// serveCached serves a GET from the render cache.
+func serveCached(s *Server, c *call) *apiError {
+	e, err := s.current(c)
+	if err != nil {
+		return err
+	}
+	h := c.w.Header()
+	if inm := c.r.Header["If-None-Match"]; len(inm) > 0 && etagListed(inm[0], e.etag) {
+		h["Etag"] = e.hETag
+		c.w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	h["Content-Type"] = e.hType
+	h["Etag"] = e.hETag
+	h["Content-Length"] = e.hLen
+	c.w.WriteHeader(http.StatusOK)
+	c.w.Write(e.body)
+	return nil
+}
+
+// current returns the rendering of the resource c names, from the cache when
+// the machine has not changed since it was rendered.
+func (s *Server) current(c *call) (*entry, *apiError) {
+	var gen uint64
+	if c.m != nil {
+		gen = c.m.Generation
+	}
+	if e := s.cache.get(c.path, gen); e != nil {
+		return e, nil
+	}
+	v := c.rt.render(s, c)
+	var e *entry
+	switch v := v.(type) {
+	case nil:
+		return nil, notFound(c)
+	case *entry:
+		e = v
+	case obj:
+		if v == nil {
+			return nil, notFound(c)
+		}
+		e = renderJSON(gen, v)
+	default:
+		e = renderJSON(gen, v)
+	}
+	s.cache.put(c.path, e)
+	return e, nil
+}
+
+func notFound(c *call) *apiError {
+	p := c.path
+	kind := "Resource"
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		p = p[i+1:]
+	}
+	if c.rt != nil && len(c.rt.segs) >= 2 {
+		kind = c.rt.segs[len(c.rt.segs)-2]
+	}
+	return newError(http.StatusNotFound, MsgResourceNotFound, kind, p)
+}
+
+func etagListed(list, etag string) bool {
+	for _, t := range strings.Split(list, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || t == etag {
+			return true
+		}
+	}
+	return false
+}
+
+// writeJSON renders v and writes it with its ETag.
+func (s *Server) writeJSON(c *call, status int, v any) {
+	e := renderJSON(0, v)
+	h := c.w.Header()
+	h["Content-Type"] = e.hType
+	h["Etag"] = e.hETag
+	h["Content-Length"] = e.hLen
+	c.w.WriteHeader(status)
+	c.w.Write(e.body)
+}
+
+// fail writes a Redfish error response. Failures of the service itself (5xx)
+// are logged; the client's mistakes are not.
+func (s *Server) fail(c *call, e *apiError) {
+	h := c.w.Header()
+	for _, kv := range e.header {
+		h.Set(kv[0], kv[1])
+	}
+	delete(h, "Etag")
+	if e.status >= 500 {
+		s.log.Error("request failed", zap.String("method", c.r.Method), zap.String("path", c.r.URL.Path),
+			zap.Int("status", e.status), zap.String("error", e.Error()), zap.String("detail", e.detail))
+	}
+	b, _ := json.Marshal(errorBody(e))
+	h["Content-Type"] = hdrJSON
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	c.w.WriteHeader(e.status)
+	c.w.Write(b)
+}
+
+// modelError translates an error of the machine model into a response.
+func (s *Server) modelError(c *call, err error) *apiError {
+	var be *machine.BIOSError
+	switch {
+	case errors.As(err, &be):
+		return biosError(be)
+	case errors.Is(err, machine.ErrNotFound):
+		return notFound(c)
+	case errors.Is(err, machine.ErrConflict):
+		return newError(http.StatusConflict, MsgResourceInUse).with(err.Error())
+	case errors.Is(err, machine.ErrInvalid), errors.Is(err, machine.ErrUnsupported):
+		e := newError(http.StatusBadRequest, MsgGeneralError).with(err.Error())
+		e.messages[0].Resolution = "Correct the request and resubmit it: " + err.Error()
+		return e
+	case errors.Is(err, machine.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return newError(http.StatusServiceUnavailable, MsgServiceTemporarilyUnavailable, "5").
+			with(err.Error()).withHeader("Retry-After", "5")
+	}
+	return newError(http.StatusInternalServerError, MsgInternalError).with(err.Error())
+}
+
+func biosError(be *machine.BIOSError) *apiError {
+	v := argText(be.Value)
+	switch be.Reason {
+	case "unknown":
+		return newError(http.StatusBadRequest, MsgPropertyUnknown, be.Attribute)
+	case "type":
+		return newError(http.StatusBadRequest, MsgPropertyValueTypeError, v, be.Attribute)
+	}
+	if _, isNum := be.Value.(float64); isNum {
+		return newError(http.StatusBadRequest, MsgPropertyValueOutOfRange, v, be.Attribute)
+	}
+	if _, isNum := be.Value.(int); isNum {
+		return newError(http.StatusBadRequest, MsgPropertyValueOutOfRange, v, be.Attribute)
+	}
+	return newError(http.StatusBadRequest, MsgPropertyValueNotInList, v, be.Attribute)
+}
+
+// ctx is the context of a change: it outlives the client's connection, so a
+// power action that began is carried through.
+func ctx(c *call) context.Context { return context.WithoutCancel(c.r.Context()) }
+
+func (s *Server) logChange(c *call, what string, fields ...zap.Field) {
+	fs := append([]zap.Field{zap.String("user", c.who.user), zap.String("path", c.path)}, fields...)
+	if c.m != nil {
+		fs = append(fs, zap.String("machine", c.m.Name))
+	}
+	s.log.Info(what, fs...)
+}
+
+// --- static and versioned documents ---
+
+func getVersions(s *Server, c *call) *apiError {
+	s.writeJSON(c, http.StatusOK, obj{"v1": rootURI + "/"})
+	return nil
+}
+
+func renderStatic(build func(*Server) any) renderFunc {
+	return func(s *Server, _ *call) any { return build(s) }
+}
+
+func renderMetadata(*Server, *call) any { return newEntry(0, []byte(metadataXML()), hdrXML) }
+
+// --- systems, managers, chassis ---
+
+// visible lists the machines c.who may reach.
+func (s *Server) visible(c *call) []*machine.Machine {
+	ms := s.svc.List()
+	if c.who.all {
+		return ms
+	}
+	out := ms[:0:0]
+	for _, m := range ms {
+		if c.who.canAccess(m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// writeCollection writes a collection of machine-level members by hand:
+// with a thousand systems this is the hot path of an inventory scan.
+func (s *Server) writeCollection(c *call, uri, odataType, name string) {
+	ms := s.visible(c)
+	b := make([]byte, 0, 256+len(ms)*(len(uri)+56))
+	b = append(b, `{"@odata.id":"`...)
+	b = append(b, uri...)
+	b = append(b, `","@odata.type":"#`...)
+	b = append(b, odataType...)
+	b = append(b, '.')
+	b = append(b, odataType...)
+	b = append(b, `","Members":[`...)
+	for i, m := range ms {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"@odata.id":"`...)
+		b = append(b, uri...)
+		b = append(b, '/')
+		b = append(b, m.ID...) // a UUID: nothing to escape
+		b = append(b, `"}`...)
+	}
+	b = append(b, `],"Members@odata.count":`...)
+	b = strconv.AppendInt(b, int64(len(ms)), 10)
+	b = append(b, `,"Name":`...)
+	nb, _ := json.Marshal(name)
+	b = append(b, nb...)
+	b = append(b, '}')
+	e := newEntry(0, b, hdrJSON)
+	h := c.w.Header()
+	h["Content-Type"] = e.hType
+	h["Etag"] = e.hETag
+	h["Content-Length"] = e.hLen
+	c.w.WriteHeader(http.StatusOK)
+	c.w.Write(b)
+}
+
+func getSystems(s *Server, c *call) *apiError {
+	s.writeCollection(c, systemsURI, "ComputerSystemCollection", "Computer System Collection")
+	return nil
+}
+
+func getManagers(s *Server, c *call) *apiError {
+	s.writeCollection(c, managersURI, "ManagerCollection", "Manager Collection")
+	return nil
+}
+
+func getChassisCollection(s *Server, c *call) *apiError {
+	s.writeCollection(c, chassisURI, "ChassisCollection", "Chassis Collection")
+	return nil
+}
+
+func renderSystem(s *Server, c *call) any  { return system(c.m, s.id) }
+func renderManager(s *Server, c *call) any { return manager(c.m, s.id) }
+func renderChassis(s *Server, c *call) any { return chassis(c.m, s.id) }
+
+func subCollection(c *call, odataType, name string, members []string) any {
+	return collection(c.path, odataType, name, ids(c.path, members))
+}
+
+func renderProcessors(_ *Server, c *call) any {
+	return subCollection(c, "ProcessorCollection", "Processors Collection", processorIDs(c.m))
+}
+func renderProcessor(_ *Server, c *call) any { return processor(c.m, c.params[1]) }
+func renderMemories(_ *Server, c *call) any {
+	return subCollection(c, "MemoryCollection", "Memory Collection", memoryIDs(c.m))
+}
+func renderMemory(_ *Server, c *call) any { return memory(c.m, c.params[1]) }
+func renderNICs(_ *Server, c *call) any {
+	return subCollection(c, "EthernetInterfaceCollection", "Ethernet Interface Collection", nicIDs(c.m))
+}
+func renderNIC(_ *Server, c *call) any { return ethernetInterface(c.m, c.params[1]) }
+func renderSimpleStorages(_ *Server, c *call) any {
+	return subCollection(c, "SimpleStorageCollection", "Simple Storage Collection", []string{storageID})
+}
+func renderSimpleStorage(_ *Server, c *call) any { return simpleStorage(c.m, c.params[1]) }
+func renderStorages(_ *Server, c *call) any {
+	return subCollection(c, "StorageCollection", "Storage Collection", []string{storageID})
+}
+func renderStorage(_ *Server, c *call) any {
+	return storage(c.m, c.params[1])
+}
+func renderDrive(_ *Server, c *call) any {
+	did, err := url.PathUnescape(c.params[2])
+	if err != nil {
+		return nil
+	}
+	return drive(c.m, c.params[1], did)
+}
+func renderSecureBoot(_ *Server, c *call) any   { return secureBoot(c.m) }
+func renderBios(_ *Server, c *call) any         { return bios(c.m) }
+func renderBiosSettings(_ *Server, c *call) any { return biosSettings(c.m) }
+
+// --- changes ---
+
+// begin reads and checks the body of a PATCH: If-Match against the current
+// ETag, then the properties against schema and the current rendering.
+func (s *Server) begin(c *call, schema fields) (map[string]any, *apiError) {
+	cur, err := s.current(c)
+	if err != nil {
+		return nil, err
+	}
+	if im := c.r.Header["If-Match"]; len(im) > 0 && !etagListed(im[0], cur.etag) {
+		return nil, newError(http.StatusPreconditionFailed, MsgPreconditionFailed)
+	}
+	body, err := readObject(c.r)
+	if err != nil {
+		return nil, err
+	}
+	if len(body) == 0 {
+		return nil, newError(http.StatusBadRequest, MsgEmptyJSON)
+	}
+	var rendered map[string]any
+	_ = json.Unmarshal(cur.body, &rendered)
+	if msgs := schema.check(body, rendered); len(msgs) > 0 {
+		return nil, &apiError{status: http.StatusBadRequest, messages: msgs}
+	}
+	return body, nil
+}
+
+// respondChanged answers a successful PATCH with the new representation.
+func (s *Server) respondChanged(c *call) *apiError {
+	m, err := s.svc.Get(c.m.ID)
+	if err != nil {
+		return s.modelError(c, err)
+	}
+	c.m = m
+	return serveCached(s, c)
+}
+
+var systemSchema = fields{
+	"Boot": {sub: fields{
+		"BootSourceOverrideTarget":  {enum: strs(machine.BootSources)},
+		"BootSourceOverrideEnabled": {enum: strs(machine.BootEnabledValues)},
+		"BootSourceOverrideMode":    {enum: strs(machine.BootModes)},
+	}},
+	"IndicatorLED":            {enum: []string{"Lit", "Blinking", "Off"}},
+	"LocationIndicatorActive": {kind: kindBool},
+}
+
+func patchSystem(s *Server, c *call) *apiError {
+	body, aerr := s.begin(c, systemSchema)
+	if aerr != nil {
+		return aerr
+	}
+	led, hasLED := body["IndicatorLED"].(string)
+	lia, hasLIA := body["LocationIndicatorActive"].(bool)
+	if hasLED && hasLIA && (led != "Off") != lia {
+		return newError(http.StatusBadRequest, MsgPropertyValueConflict, "IndicatorLED", "LocationIndicatorActive")
+	}
+	if boot, ok := body["Boot"].(map[string]any); ok {
+		var p machine.BootPatch
+		if v, ok := boot["BootSourceOverrideTarget"].(string); ok {
+			t := machine.BootSource(v)
+			p.Target = &t
+		}
+		if v, ok := boot["BootSourceOverrideEnabled"].(string); ok {
+			e := machine.BootEnabled(v)
+			p.Enabled = &e
+		}
+		if v, ok := boot["BootSourceOverrideMode"].(string); ok {
+			md := machine.BootMode(v)
+			p.Mode = &md
+		}
+		if _, err := s.svc.SetBoot(ctx(c), c.m.ID, p); err != nil {
+			if errors.Is(err, machine.ErrConflict) && p.Mode != nil {
+				return newError(http.StatusConflict, MsgPropertyValueConflict, "BootSourceOverrideMode", "SecureBootEnable").with(err.Error())
+			}
+			return s.modelError(c, err)
+		}
+		s.logChange(c, "boot override changed", zap.Any("boot", boot))
+	}
+	if hasLED || hasLIA {
+		on := lia
+		if hasLED {
+			on = led != "Off"
+		}
+		if err := s.svc.SetIndicator(c.m.ID, on); err != nil {
+			return s.modelError(c, err)
+		}
+	}
+	return s.respondChanged(c)
+}
+
+var secureBootSchema = fields{"SecureBootEnable": {kind: kindBool}}
+
+func patchSecureBoot(s *Server, c *call) *apiError {
+	body, aerr := s.begin(c, secureBootSchema)
+	if aerr != nil {
+		return aerr
+	}
+	if on, ok := body["SecureBootEnable"].(bool); ok {
+		if _, err := s.svc.SetSecureBoot(ctx(c), c.m.ID, on); err != nil {
+			if errors.Is(err, machine.ErrConflict) {
+				return newError(http.StatusConflict, MsgPropertyValueConflict, "SecureBootEnable", "BootSourceOverrideMode").with(err.Error())
+			}
+			return s.modelError(c, err)
+		}
+		s.logChange(c, "secure boot changed", zap.Bool("enable", on))
+	}
+	return s.respondChanged(c)
+}
+
+var biosSettingsSchema = fields{
+	"Attributes": {kind: kindObject},
+	"@Redfish.SettingsApplyTime": {sub: fields{
+		"ApplyTime": {enum: []string{"OnReset"}},
+	}},
+}
+
+func patchBiosSettings(s *Server, c *call) *apiError {
+	body, aerr := s.begin(c, biosSettingsSchema)
+	if aerr != nil {
+		return aerr
+	}
+	if attrs, ok := body["Attributes"].(map[string]any); ok && len(attrs) > 0 {
+		if _, err := s.svc.SetBIOSPending(ctx(c), c.m.ID, attrs); err != nil {
+			return s.modelError(c, err)
+		}
+		s.logChange(c, "BIOS settings staged", zap.Int("attributes", len(attrs)))
+	}
+	return s.respondChanged(c)
+}
+
+// --- actions ---
+
+// actionParams reads an action's body: an object whose keys are among
+// allowed. An empty body is an empty object.
+func actionParams(c *call, action string, allowed ...string) (map[string]any, *apiError) {
+	body, err := readObject(c.r)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(body))
+	for k := range body {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !slices.Contains(allowed, k) && !strings.HasPrefix(k, "@") {
+			return nil, newError(http.StatusBadRequest, MsgActionParameterUnknown, action, k)
+		}
+	}
+	return body, nil
+}
+
+// enumParam reads a required string parameter that must be one of values.
+func enumParam(body map[string]any, action, name string, values []string) (string, *apiError) {
+	v, ok := body[name]
+	if !ok {
+		return "", newError(http.StatusBadRequest, MsgActionParameterMissing, action, name)
+	}
+	str, ok := v.(string)
+	if !ok {
+		return "", newError(http.StatusBadRequest, MsgActionParameterValueTypeError, argText(v), name, action)
+	}
+	if !slices.Contains(values, str) {
+		return "", newError(http.StatusBadRequest, MsgActionParameterValueNotInList, str, name, action)
+	}
+	return str, nil
+}
+
+func postReset(s *Server, c *call) *apiError {
+	const action = "ComputerSystem.Reset"
+	body, aerr := actionParams(c, action, "ResetType")
+	if aerr != nil {
+		return aerr
+	}
+	rt, aerr := enumParam(body, action, "ResetType", strs(machine.ResetTypes))
+	if aerr != nil {
+		return aerr
+	}
+	if err := s.svc.Reset(ctx(c), c.m.ID, machine.ResetType(rt)); err != nil {
+		return s.modelError(c, err)
+	}
+	s.logChange(c, "reset", zap.String("type", rt))
+	c.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func postResetBios(s *Server, c *call) *apiError {
+	if _, aerr := actionParams(c, "Bios.ResetBios"); aerr != nil {
+		return aerr
+	}
+	if err := s.svc.ResetBIOS(ctx(c), c.m.ID); err != nil {
+		return s.modelError(c, err)
+	}
+	s.logChange(c, "BIOS defaults staged")
+	c.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// postResetKeys accepts the key resets; the emulated firmware keeps no key
+// databases, so there is nothing to change.
+func postResetKeys(s *Server, c *call) *apiError {
+	const action = "SecureBoot.ResetKeys"
+	body, aerr := actionParams(c, action, "ResetKeysType")
+	if aerr != nil {
+		return aerr
+	}
+	kt, aerr := enumParam(body, action, "ResetKeysType", secureBootKeyResets)
+	if aerr != nil {
+		return aerr
+	}
+	s.logChange(c, "secure boot keys reset", zap.String("type", kt))
+	c.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// --- sessions and accounts ---
+
+var loginSchema = fields{"UserName": {kind: kindString}, "Password": {kind: kindString}}
+
+func postSession(s *Server, c *call) *apiError {
+	body, err := readObject(c.r)
+	if err != nil {
+		return err
+	}
+	if msgs := loginSchema.check(body, nil); len(msgs) > 0 {
+		return &apiError{status: http.StatusBadRequest, messages: msgs}
+	}
+	for _, k := range []string{"UserName", "Password"} {
+		if _, ok := body[k]; !ok {
+			return newError(http.StatusBadRequest, MsgPropertyMissing, k)
+		}
+	}
+	user, pass := body["UserName"].(string), body["Password"].(string)
+	who := s.verify(user, pass)
+	if who == nil {
+		s.log.Info("login refused", zap.String("user", user), zap.String("remote", c.r.RemoteAddr))
+		return unauthorized("The credentials were not accepted.")
+	}
+	sess := s.sessions.create(who, s.now(), s.ttl, s.maxSessions)
+	if sess == nil {
+		return newError(http.StatusServiceUnavailable, MsgSessionLimitExceeded)
+	}
+	s.log.Info("session created", zap.String("user", user), zap.String("session", sess.id), zap.String("remote", c.r.RemoteAddr))
+	h := c.w.Header()
+	h.Set("X-Auth-Token", sess.token)
+	h.Set("Location", sessionsURI+"/"+sess.id)
+	s.writeJSON(c, http.StatusCreated, sessionResource(sess.id, user))
+	return nil
+}
+
+func getSessions(s *Server, c *call) *apiError {
+	ss := s.sessions.visible(c.who)
+	members := make([]string, len(ss))
+	for i, sess := range ss {
+		members[i] = sessionsURI + "/" + sess.id
+	}
+	sort.Strings(members)
+	s.writeJSON(c, http.StatusOK, collection(sessionsURI, "SessionCollection", "Session Collection", members))
+	return nil
+}
+
+// ownSession returns the session c.params[0] when c.who may see it.
+func (s *Server) ownSession(c *call) (*session, *apiError) {
+	sess := s.sessions.get(c.params[0])
+	if sess == nil || !(c.who.all || (!sess.who.all && sess.who.user == c.who.user)) {
+		return nil, newError(http.StatusNotFound, MsgResourceNotFound, "Session", c.params[0])
+	}
+	return sess, nil
+}
+
+func getSession(s *Server, c *call) *apiError {
+	sess, err := s.ownSession(c)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(c, http.StatusOK, sessionResource(sess.id, sess.who.user))
+	return nil
+}
+
+func deleteSession(s *Server, c *call) *apiError {
+	sess, err := s.ownSession(c)
+	if err != nil {
+		return err
+	}
+	s.sessions.remove(sess)
+	s.log.Info("session deleted", zap.String("user", c.who.user), zap.String("session", sess.id))
+	c.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// The AccountService is read-only and shows the caller its own account.
+func getAccounts(s *Server, c *call) *apiError {
+	s.writeJSON(c, http.StatusOK, collection(accountsURI, "ManagerAccountCollection", "Accounts Collection",
+		[]string{accountsURI + "/" + url.PathEscape(c.who.user)}))
+	return nil
+}
+
+func getAccount(s *Server, c *call) *apiError {
+	if c.params[0] != c.who.user {
+		return newError(http.StatusNotFound, MsgResourceNotFound, "ManagerAccount", c.params[0])
+	}
+	s.writeJSON(c, http.StatusOK, account(c.who.user))
+	return nil
+}

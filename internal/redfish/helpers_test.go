@@ -1,0 +1,117 @@
+package redfish
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/sim"
+)
+
+const (
+	testUser    = "admin"
+	testPass    = "s3cret"
+	testService = "11111111-2222-5333-8444-555555555555"
+)
+
+// fixture is a Server over a sim backend with n machines.
+type fixture struct {
+	t   testing.TB
+	be  *sim.Backend
+	svc *machine.Service
+	srv *Server
+	h   http.Handler
+	ids []string
+}
+
+func newFixture(t testing.TB, n int, opts ...Option) *fixture {
+	t.Helper()
+	be := sim.New(n)
+	svc := machine.NewService(be, nil)
+	opts = append([]Option{WithCredentials(testUser, testPass), WithServiceUUID(testService),
+		WithVendor("bmlab", "bmlab virtual server"), WithFirmwareVersion("1.0.0")}, opts...)
+	srv := New(svc, nil, opts...)
+	f := &fixture{t: t, be: be, svc: svc, srv: srv, h: srv.Handler()}
+	for _, m := range be.List() {
+		f.ids = append(f.ids, m.ID)
+	}
+	return f
+}
+
+// req describes a request; auth "" means the service credentials, "-" none.
+type req struct {
+	method, path string
+	body         string
+	ctype        string
+	header       map[string]string
+	user, pass   string
+	noAuth       bool
+}
+
+func (f *fixture) do(q req) *httptest.ResponseRecorder {
+	f.t.Helper()
+	var body io.Reader
+	if q.body != "" {
+		body = bytes.NewBufferString(q.body)
+	}
+	if q.method == "" {
+		q.method = http.MethodGet
+	}
+	r := httptest.NewRequest(q.method, q.path, body)
+	if q.body != "" {
+		ct := q.ctype
+		if ct == "" {
+			ct = "application/json"
+		}
+		r.Header.Set("Content-Type", ct)
+	}
+	if !q.noAuth {
+		u, p := q.user, q.pass
+		if u == "" {
+			u, p = testUser, testPass
+		}
+		r.SetBasicAuth(u, p)
+	}
+	for k, v := range q.header {
+		r.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, r)
+	return w
+}
+
+func decode(t *testing.T, w *httptest.ResponseRecorder) map[string]any {
+	t.Helper()
+	var v map[string]any
+	if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil {
+		t.Fatalf("body is not JSON (%v): %s", err, w.Body.String())
+	}
+	return v
+}
+
+// messageIDs returns the MessageIds of an error response, without the
+// registry prefix.
+func messageIDs(t *testing.T, w *httptest.ResponseRecorder) []string {
+	t.Helper()
+	v := decode(t, w)
+	e, _ := v["error"].(map[string]any)
+	infos, _ := e["@Message.ExtendedInfo"].([]any)
+	var out []string
+	for _, i := range infos {
+		id, _ := i.(map[string]any)["MessageId"].(string)
+		out = append(out, trimRegistry(id))
+	}
+	return out
+}
+
+func trimRegistry(id string) string {
+	const p = baseRegistryID + "."
+	if len(id) > len(p) && id[:len(p)] == p {
+		return id[len(p):]
+	}
+	return id
+}

@@ -1,0 +1,237 @@
+package redfish
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The Base message registry this service speaks (DMTF Base.1.16.0). Only the
+// messages the service emits are listed; their texts are the registry's.
+const (
+	baseRegistryPrefix  = "Base"
+	baseRegistryVersion = "1.16.0"
+	baseRegistryID      = baseRegistryPrefix + "." + baseRegistryVersion
+)
+
+// message is one entry of a message registry.
+type message struct {
+	Text       string // with %1, %2 ... placeholders
+	Severity   string // OK, Warning, Critical
+	Resolution string
+	NumArgs    int
+}
+
+// MessageID names a Base registry message.
+type MessageID string
+
+// Base registry messages used by this service.
+const (
+	MsgSuccess                       MessageID = "Success"
+	MsgGeneralError                  MessageID = "GeneralError"
+	MsgCreated                       MessageID = "Created"
+	MsgMalformedJSON                 MessageID = "MalformedJSON"
+	MsgEmptyJSON                     MessageID = "EmptyJSON"
+	MsgUnrecognizedRequestBody       MessageID = "UnrecognizedRequestBody"
+	MsgPropertyUnknown               MessageID = "PropertyUnknown"
+	MsgPropertyNotWritable           MessageID = "PropertyNotWritable"
+	MsgPropertyMissing               MessageID = "PropertyMissing"
+	MsgPropertyValueTypeError        MessageID = "PropertyValueTypeError"
+	MsgPropertyValueNotInList        MessageID = "PropertyValueNotInList"
+	MsgPropertyValueOutOfRange       MessageID = "PropertyValueOutOfRange"
+	MsgPropertyValueConflict         MessageID = "PropertyValueConflict"
+	MsgActionNotSupported            MessageID = "ActionNotSupported"
+	MsgActionParameterMissing        MessageID = "ActionParameterMissing"
+	MsgActionParameterUnknown        MessageID = "ActionParameterUnknown"
+	MsgActionParameterValueTypeError MessageID = "ActionParameterValueTypeError"
+	MsgActionParameterValueNotInList MessageID = "ActionParameterValueNotInList"
+	MsgResourceNotFound              MessageID = "ResourceNotFound"
+	MsgResourceInUse                 MessageID = "ResourceInUse"
+	MsgResourceInStandby             MessageID = "ResourceInStandby"
+	MsgNoValidSession                MessageID = "NoValidSession"
+	MsgInsufficientPrivilege         MessageID = "InsufficientPrivilege"
+	MsgSessionLimitExceeded          MessageID = "SessionLimitExceeded"
+	MsgSessionTerminated             MessageID = "SessionTerminated"
+	MsgOperationNotAllowed           MessageID = "OperationNotAllowed"
+	MsgHeaderInvalid                 MessageID = "HeaderInvalid"
+	MsgPreconditionFailed            MessageID = "PreconditionFailed"
+	MsgPayloadTooLarge               MessageID = "PayloadTooLarge"
+	MsgInternalError                 MessageID = "InternalError"
+	MsgServiceTemporarilyUnavailable MessageID = "ServiceTemporarilyUnavailable"
+)
+
+var baseMessages = map[MessageID]message{
+	MsgSuccess:      {"The request completed successfully.", "OK", "None", 0},
+	MsgGeneralError: {"A general error has occurred.  See Resolution for information on how to resolve the error, or @Message.ExtendedInfo if Resolution is not provided.", "Critical", "None.", 0},
+	MsgCreated:      {"The resource has been created successfully.", "OK", "None.", 0},
+	MsgMalformedJSON: {"The request body submitted was malformed JSON and could not be parsed by the receiving service.", "Critical",
+		"Ensure that the request body is valid JSON and resubmit the request.", 0},
+	MsgEmptyJSON: {"The request body submitted contained an empty JSON object and the service is unable to process it.", "Warning",
+		"Add properties in the JSON object and resubmit the request.", 0},
+	MsgUnrecognizedRequestBody: {"The service detected a malformed request body that it was unable to interpret.", "Warning",
+		"Correct the request body and resubmit the request if it failed.", 0},
+	MsgPropertyUnknown: {"The property %1 is not in the list of valid properties for the resource.", "Warning",
+		"Remove the unknown property from the request body and resubmit the request if the operation failed.", 1},
+	MsgPropertyNotWritable: {"The property %1 is a read only property and cannot be assigned a value.", "Warning",
+		"Remove the property from the request body and resubmit the request if the operation failed.", 1},
+	MsgPropertyMissing: {"The property %1 is a required property and must be included in the request.", "Warning",
+		"Ensure that the property is in the request body and has a valid value and resubmit the request if the operation failed.", 1},
+	MsgPropertyValueTypeError: {"The value '%1' for the property %2 is of a different type than the property can accept.", "Warning",
+		"Correct the value for the property in the request body and resubmit the request if the operation failed.", 2},
+	MsgPropertyValueNotInList: {"The value '%1' for the property %2 is not in the list of acceptable values.", "Warning",
+		"Choose a value from the enumeration list that the implementation can support and resubmit the request if the operation failed.", 2},
+	MsgPropertyValueOutOfRange: {"The value '%1' for the property %2 is not in the supported range of acceptable values.", "Warning",
+		"Correct the value for the property in the request body and resubmit the request if the operation failed.", 2},
+	MsgPropertyValueConflict: {"The property '%1' could not be written because its value would conflict with the value of the '%2' property.", "Warning",
+		"No resolution is required.", 2},
+	MsgActionNotSupported: {"The action %1 is not supported by the resource.", "Critical",
+		"The action supplied cannot be resubmitted to the implementation.  Perhaps the action was invalid, the wrong resource was the target or the implementation documentation may be of assistance.", 1},
+	MsgActionParameterMissing: {"The action %1 requires the parameter %2 to be present in the request body.", "Critical",
+		"Supply the action with the required parameter in the request body when the request is resubmitted.", 2},
+	MsgActionParameterUnknown: {"The action %1 was submitted with the invalid parameter %2.", "Warning",
+		"Correct the invalid action parameter and resubmit the request if the operation failed.", 2},
+	MsgActionParameterValueTypeError: {"The value '%1' for the parameter %2 in the action %3 is of a different type than the parameter can accept.", "Warning",
+		"Correct the value for the parameter in the request body and resubmit the request if the operation failed.", 3},
+	MsgActionParameterValueNotInList: {"The value '%1' for the parameter %2 in the action %3 is not in the list of acceptable values.", "Warning",
+		"Choose a value from the enumeration list that the implementation can support and resubmit the request if the operation failed.", 3},
+	MsgResourceNotFound: {"The requested resource of type %1 named '%2' was not found.", "Critical",
+		"Provide a valid resource identifier and resubmit the request.", 2},
+	MsgResourceInUse: {"The change to the requested resource failed because the resource is in use or in transition.", "Warning",
+		"Remove the condition and resubmit the request if the operation failed.", 0},
+	MsgResourceInStandby: {"The request could not be performed because the resource is in standby.", "Critical",
+		"Ensure that the resource is in the correct power state and resubmit the request.", 0},
+	MsgNoValidSession: {"There is no valid session established with the implementation.", "Critical",
+		"Establish a session before attempting any operations.", 0},
+	MsgInsufficientPrivilege: {"There are insufficient privileges for the account or credentials associated with the current session to perform the requested operation.", "Critical",
+		"Either abandon the operation or change the associated access rights and resubmit the request if the operation failed.", 0},
+	MsgSessionLimitExceeded: {"The session establishment failed due to the number of simultaneous sessions exceeding the limit of the implementation.", "Critical",
+		"Reduce the number of other sessions before trying to establish the session or increase the limit of simultaneous sessions, if supported.", 0},
+	MsgSessionTerminated:   {"The session was successfully terminated.", "OK", "No resolution is required.", 0},
+	MsgOperationNotAllowed: {"The HTTP method is not allowed on this resource.", "Critical", "None.", 0},
+	MsgHeaderInvalid: {"Header '%1' is invalid.", "Critical",
+		"Resubmit the request with a valid request header.", 1},
+	MsgPreconditionFailed: {"The ETag supplied did not match the ETag required to change this resource.", "Critical",
+		"Try the operation again using the appropriate ETag.", 0},
+	MsgPayloadTooLarge: {"The supplied payload exceeds the maximum size supported by the service.", "Critical",
+		"Check that the supplied payload is correct and supported by this service.", 0},
+	MsgInternalError: {"The request failed due to an internal service error.  The service is still operational.", "Critical",
+		"Resubmit the request.  If the problem persists, consider resetting the service.", 0},
+	MsgServiceTemporarilyUnavailable: {"The service is temporarily unavailable.  Retry in %1 seconds.", "Critical",
+		"Wait for the indicated retry duration and retry the operation.", 1},
+}
+
+// messageObject is one entry of @Message.ExtendedInfo (Message.v1_1_2).
+type messageObject struct {
+	ODataType       string   `json:"@odata.type"`
+	MessageID       string   `json:"MessageId"`
+	Message         string   `json:"Message"`
+	MessageArgs     []string `json:"MessageArgs"`
+	Severity        string   `json:"Severity"`
+	MessageSeverity string   `json:"MessageSeverity"`
+	Resolution      string   `json:"Resolution"`
+}
+
+// newMessage fills a registry message with its arguments.
+func newMessage(id MessageID, args ...string) messageObject {
+	m, ok := baseMessages[id]
+	if !ok {
+		panic(fmt.Sprintf("redfish: message %q is not in the registry table", id))
+	}
+	text := m.Text
+	for i := len(args); i > 0; i-- { // %10 before %1
+		text = strings.ReplaceAll(text, fmt.Sprintf("%%%d", i), args[i-1])
+	}
+	if args == nil {
+		args = []string{}
+	}
+	return messageObject{
+		ODataType:       "#Message.v1_1_2.Message",
+		MessageID:       baseRegistryID + "." + string(id),
+		Message:         text,
+		MessageArgs:     args,
+		Severity:        m.Severity,
+		MessageSeverity: m.Severity,
+		Resolution:      m.Resolution,
+	}
+}
+
+// apiError is a Redfish error response: an HTTP status and the messages of
+// its @Message.ExtendedInfo.
+type apiError struct {
+	status   int
+	messages []messageObject
+	detail   string      // extra human-readable text for the top-level message
+	header   [][2]string // headers to add (Allow, WWW-Authenticate, Retry-After)
+}
+
+func (e *apiError) Error() string {
+	if len(e.messages) == 0 {
+		return fmt.Sprintf("HTTP %d", e.status)
+	}
+	return fmt.Sprintf("HTTP %d %s: %s", e.status, e.messages[0].MessageID, e.messages[0].Message)
+}
+
+func newError(status int, id MessageID, args ...string) *apiError {
+	return &apiError{status: status, messages: []messageObject{newMessage(id, args...)}}
+}
+
+func (e *apiError) with(detail string) *apiError { e.detail = detail; return e }
+
+func (e *apiError) withHeader(k, v string) *apiError {
+	e.header = append(e.header, [2]string{k, v})
+	return e
+}
+
+// errorBody is the JSON of a Redfish error response (Redfish spec "Error
+// responses"): one general code and the specific messages.
+func errorBody(e *apiError) map[string]any {
+	code := baseRegistryID + "." + string(MsgGeneralError)
+	msg := "A general error has occurred. See ExtendedInfo for more information."
+	if len(e.messages) == 1 {
+		code = e.messages[0].MessageID
+		msg = e.messages[0].Message
+	}
+	if e.detail != "" {
+		msg += " " + e.detail
+	}
+	return map[string]any{"error": map[string]any{
+		"code":                  code,
+		"message":               msg,
+		"@Message.ExtendedInfo": e.messages,
+	}}
+}
+
+// registryBody renders the Base message registry as a MessageRegistry
+// resource, listing the messages this service uses.
+func registryBody() map[string]any {
+	msgs := map[string]any{}
+	for id, m := range baseMessages {
+		entry := map[string]any{
+			"Description":     m.Text,
+			"Message":         m.Text,
+			"Severity":        m.Severity,
+			"MessageSeverity": m.Severity,
+			"NumberOfArgs":    m.NumArgs,
+			"Resolution":      m.Resolution,
+		}
+		if m.NumArgs > 0 {
+			types := make([]string, m.NumArgs)
+			for i := range types {
+				types[i] = "string"
+			}
+			entry["ParamTypes"] = types
+		}
+		msgs[string(id)] = entry
+	}
+	return map[string]any{
+		"@odata.type":     "#MessageRegistry.v1_5_0.MessageRegistry",
+		"@odata.id":       registryURI,
+		"Id":              baseRegistryID,
+		"Name":            "Base Message Registry",
+		"Language":        "en",
+		"Description":     "The base messages for Redfish (the subset this service emits)",
+		"RegistryPrefix":  baseRegistryPrefix,
+		"RegistryVersion": baseRegistryVersion,
+		"OwningEntity":    "DMTF",
+		"Messages":        msgs,
+	}
+}

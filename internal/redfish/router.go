@@ -1,0 +1,241 @@
+package redfish
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/bmlab/bmlab/internal/machine"
+)
+
+// handlerFunc serves one method of a route; a returned error is written as a
+// Redfish error response.
+type handlerFunc func(s *Server, c *call) *apiError
+
+// renderFunc builds a resource for a GET; nil means "no such resource".
+type renderFunc func(s *Server, c *call) any
+
+// scope says whether, and as what, a route's first parameter names a machine.
+type scope int
+
+const (
+	scopeNone scope = iota
+	scopeSystem
+	scopeManager
+	scopeChassis
+)
+
+// route is one URI pattern under /redfish/v1 and what serves it. A "*"
+// segment is a parameter.
+type route struct {
+	segs   []string
+	scope  scope
+	public string // methods served without authentication ("GET", "POST")
+
+	// render, when set, serves GET from the render cache (keyed by the
+	// machine's Generation for scoped routes, once for unscoped ones).
+	render renderFunc
+	get    handlerFunc
+	patch  handlerFunc
+	post   handlerFunc
+	del    handlerFunc
+
+	allow    string
+	allowHdr []string
+}
+
+// call is the state of one request.
+type call struct {
+	w      http.ResponseWriter
+	r      *http.Request
+	path   string // canonical path: no trailing slash except the root's
+	params [4]string
+	np     int
+	rt     *route
+
+	who     *principal
+	session *session
+	m       *machine.Machine
+}
+
+func (rt *route) handler(method string) handlerFunc {
+	switch method {
+	case http.MethodGet:
+		if rt.render != nil {
+			return serveCached
+		}
+		return rt.get
+	case http.MethodPatch:
+		return rt.patch
+	case http.MethodPost:
+		return rt.post
+	case http.MethodDelete:
+		return rt.del
+	}
+	return nil
+}
+
+func (rt *route) finish() *route {
+	var ms []string
+	if rt.render != nil || rt.get != nil {
+		ms = append(ms, "GET", "HEAD")
+	}
+	if rt.patch != nil {
+		ms = append(ms, "PATCH")
+	}
+	if rt.post != nil {
+		ms = append(ms, "POST")
+	}
+	if rt.del != nil {
+		ms = append(ms, "DELETE")
+	}
+	rt.allow = strings.Join(ms, ", ")
+	rt.allowHdr = []string{rt.allow}
+	return rt
+}
+
+// uriFor builds the route's URI for a machine id and further parameters.
+func (rt *route) uriFor(id string, rest []string) string {
+	var b strings.Builder
+	b.WriteString(rootURI)
+	for _, seg := range rt.segs {
+		b.WriteByte('/')
+		if seg == "*" {
+			if id != "" {
+				b.WriteString(id)
+				id = ""
+				continue
+			}
+			b.WriteString(rest[0])
+			rest = rest[1:]
+			continue
+		}
+		b.WriteString(seg)
+	}
+	return b.String()
+}
+
+// match finds the route of c.path and fills c.params; nil when none matches.
+func (s *Server) match(c *call) *route {
+	p := c.path
+	if p == "/redfish" {
+		c.rt = versionRoute
+		return c.rt
+	}
+	if p == rootURI+"/" {
+		c.rt = s.routes[0]
+		return c.rt
+	}
+	rest, ok := strings.CutPrefix(p, rootURI+"/")
+	if !ok {
+		return nil
+	}
+	for _, rt := range s.routes[1:] {
+		if matchSegs(rt.segs, rest, c) {
+			c.rt = rt
+			return rt
+		}
+	}
+	return nil
+}
+
+func matchSegs(segs []string, rest string, c *call) bool {
+	n := 0
+	for i, seg := range segs {
+		var part string
+		var more bool
+		part, rest, more = strings.Cut(rest, "/")
+		if part == "" || (more && i == len(segs)-1) || (!more && i < len(segs)-1) {
+			return false
+		}
+		if seg == "*" {
+			if n == len(c.params) {
+				return false
+			}
+			c.params[n] = part
+			n++
+			continue
+		}
+		if part != seg {
+			return false
+		}
+	}
+	c.np = n
+	return true
+}
+
+func r(path string, rt route) *route {
+	if path != "" {
+		rt.segs = strings.Split(path, "/")
+	}
+	switch {
+	case strings.HasPrefix(path, "Systems/*"):
+		rt.scope = scopeSystem
+	case strings.HasPrefix(path, "Managers/*"):
+		rt.scope = scopeManager
+	case strings.HasPrefix(path, "Chassis/*"):
+		rt.scope = scopeChassis
+	}
+	return rt.finish()
+}
+
+var versionRoute = r("", route{public: "GET", get: getVersions})
+
+// table lists every resource of the service. The first entry is the service
+// root. Virtual media (Managers/*/VirtualMedia, Systems/*/VirtualMedia) will
+// join here as routes of their own.
+func (s *Server) table() []*route {
+	return []*route{
+		r("", route{public: "GET", render: renderStatic(func(s *Server) any { return serviceRoot(s.id) })}),
+		r("odata", route{public: "GET", render: renderStatic(func(*Server) any { return odataDocument() })}),
+		r("$metadata", route{public: "GET", render: renderMetadata}),
+
+		r("Systems", route{get: getSystems}),
+		r("Systems/*", route{render: renderSystem, patch: patchSystem}),
+		r("Systems/*/Actions/ComputerSystem.Reset", route{post: postReset}),
+		r("Systems/*/Processors", route{render: renderProcessors}),
+		r("Systems/*/Processors/*", route{render: renderProcessor}),
+		r("Systems/*/Memory", route{render: renderMemories}),
+		r("Systems/*/Memory/*", route{render: renderMemory}),
+		r("Systems/*/EthernetInterfaces", route{render: renderNICs}),
+		r("Systems/*/EthernetInterfaces/*", route{render: renderNIC}),
+		r("Systems/*/SimpleStorage", route{render: renderSimpleStorages}),
+		r("Systems/*/SimpleStorage/*", route{render: renderSimpleStorage}),
+		r("Systems/*/Storage", route{render: renderStorages}),
+		r("Systems/*/Storage/*", route{render: renderStorage}),
+		r("Systems/*/Storage/*/Drives/*", route{render: renderDrive}),
+		r("Systems/*/SecureBoot", route{render: renderSecureBoot, patch: patchSecureBoot}),
+		r("Systems/*/SecureBoot/Actions/SecureBoot.ResetKeys", route{post: postResetKeys}),
+		r("Systems/*/Bios", route{render: renderBios}),
+		r("Systems/*/Bios/Settings", route{render: renderBiosSettings, patch: patchBiosSettings}),
+		r("Systems/*/Bios/Actions/Bios.ResetBios", route{post: postResetBios}),
+
+		r("Managers", route{get: getManagers}),
+		r("Managers/*", route{render: renderManager}),
+		r("Chassis", route{get: getChassisCollection}),
+		r("Chassis/*", route{render: renderChassis}),
+
+		r("SessionService", route{render: renderStatic(func(s *Server) any { return sessionService(s.id) })}),
+		r("SessionService/Sessions", route{public: "POST", get: getSessions, post: postSession}),
+		r("SessionService/Sessions/*", route{get: getSession, del: deleteSession}),
+		r("AccountService", route{render: renderStatic(func(*Server) any { return accountService() })}),
+		r("AccountService/Accounts", route{get: getAccounts}),
+		r("AccountService/Accounts/*", route{get: getAccount}),
+		r("TaskService", route{render: renderStatic(func(*Server) any { return taskService() })}),
+		r("TaskService/Tasks", route{render: renderStatic(func(*Server) any {
+			return collection(tasksURI, "TaskCollection", "Task Collection", nil)
+		})}),
+
+		r("Registries", route{render: renderStatic(func(*Server) any {
+			return collection(registriesURI, "MessageRegistryFileCollection", "Registry File Collection",
+				[]string{baseFileURI, biosRegFileURI})
+		})}),
+		r("Registries/"+baseRegistryPrefix, route{render: renderStatic(func(*Server) any {
+			return registryFile(baseRegistryPrefix, baseRegistryID, registryURI)
+		})}),
+		r("Registries/"+baseRegistryPrefix+"/"+baseRegistryID, route{render: renderStatic(func(*Server) any { return registryBody() })}),
+		r("Registries/"+biosRegistryPrefix, route{render: renderStatic(func(*Server) any {
+			return registryFile(biosRegistryPrefix, biosRegistryID, biosRegistryURI)
+		})}),
+		r("Registries/"+biosRegistryPrefix+"/"+biosRegistryID, route{render: renderStatic(func(*Server) any { return biosRegistry() })}),
+	}
+}

@@ -1,0 +1,232 @@
+package redfish
+
+import (
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/bmlab/bmlab/internal/machine"
+)
+
+// Server is the Redfish service over a machine.Service. It is safe for
+// concurrent use; make one with New and serve Handler.
+type Server struct {
+	svc *machine.Service
+	log *zap.Logger
+	id  identity
+	now func() time.Time
+
+	admin       *principal // the service-wide user; nil when none is set
+	adminUser   [32]byte   // SHA-256 of the service user name and password
+	adminPass   [32]byte
+	ttl         time.Duration
+	maxSessions int
+
+	cache    renderCache
+	basic    basicCache
+	sessions sessionStore
+	routes   []*route
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithCredentials sets the service-wide user, which may reach every system.
+// Without it only machines' own credentials (machine.Settings.Credentials)
+// authenticate, each for its own system.
+func WithCredentials(user, pass string) Option {
+	return func(s *Server) {
+		s.admin = &principal{all: true, user: user}
+		s.adminUser, s.adminPass = sum(user), sum(pass)
+	}
+}
+
+// WithSessionTimeout sets how long an idle session lives (default 30 min).
+func WithSessionTimeout(d time.Duration) Option {
+	return func(s *Server) {
+		if d > 0 {
+			s.ttl = d
+		}
+	}
+}
+
+// WithServiceUUID sets the service root's UUID, which Managers show as
+// ServiceEntryPointUUID. Keep it stable across restarts (vbmcd keeps it in
+// its state directory); the default is derived from the host name.
+func WithServiceUUID(uuid string) Option {
+	return func(s *Server) {
+		if uuid != "" {
+			s.id.ServiceUUID = strings.ToLower(uuid)
+		}
+	}
+}
+
+// WithVendor sets the Manufacturer and Model systems report.
+func WithVendor(manufacturer, model string) Option {
+	return func(s *Server) {
+		if manufacturer != "" {
+			s.id.Manufacturer = manufacturer
+		}
+		if model != "" {
+			s.id.Model = model
+		}
+	}
+}
+
+// WithFirmwareVersion sets the BIOS and BMC firmware version shown.
+func WithFirmwareVersion(v string) Option {
+	return func(s *Server) {
+		if v != "" {
+			s.id.Firmware = v
+		}
+	}
+}
+
+// WithMaxSessions caps the number of live sessions (default 1024).
+func WithMaxSessions(n int) Option {
+	return func(s *Server) {
+		if n > 0 {
+			s.maxSessions = n
+		}
+	}
+}
+
+// WithClock replaces time.Now, for tests of session expiry.
+func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+
+// New returns a Server over svc. log may be nil.
+func New(svc *machine.Service, log *zap.Logger, opts ...Option) *Server {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	host, _ := os.Hostname()
+	s := &Server{
+		svc: svc,
+		log: log,
+		now: time.Now,
+		id: identity{
+			ServiceUUID:  nameUUID("service/" + host),
+			Manufacturer: "bmlab",
+			Model:        "bmlab virtual server",
+			Firmware:     "1.0.0",
+		},
+		ttl:         30 * time.Minute,
+		maxSessions: 1024,
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	s.id.SessionTTL = int(s.ttl / time.Second)
+	s.cache.m = map[string]*entry{}
+	s.basic.m = map[string]*principal{}
+	s.sessions.byToken = map[string]*session{}
+	s.sessions.byID = map[string]*session{}
+	s.routes = s.table()
+	return s
+}
+
+// Handler returns the HTTP handler of the service (every path under
+// /redfish).
+func (s *Server) Handler() http.Handler { return s }
+
+// Common header values, shared read-only by every response.
+var (
+	hdrJSON      = []string{"application/json; charset=utf-8"}
+	hdrXML       = []string{"application/xml; charset=utf-8"}
+	hdrOData     = []string{"4.0"}
+	hdrNoCache   = []string{"no-cache"}
+	hdrChallenge = `Basic realm="bmlab Redfish", charset="UTF-8"`
+)
+
+// ServeHTTP implements http.Handler. It is the edge where requests are
+// logged: at debug level each request, at info level each change, at error
+// level each failure of the service itself.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if ce := s.log.Check(zap.DebugLevel, "request"); ce != nil {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		s.serve(rec, r)
+		ce.Write(zap.String("method", r.Method), zap.String("path", r.URL.Path),
+			zap.Int("status", rec.status), zap.Duration("took", time.Since(start)),
+			zap.String("remote", r.RemoteAddr))
+		return
+	}
+	s.serve(w, r)
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h["Odata-Version"] = hdrOData
+	h["Cache-Control"] = hdrNoCache
+	c := &call{w: w, r: r}
+	p := r.URL.Path
+	if len(p) > 1 && p[len(p)-1] == '/' && p != rootURI+"/" {
+		p = p[:len(p)-1]
+	}
+	if p == rootURI {
+		p = rootURI + "/"
+	}
+	c.path = p
+	rt := s.match(c)
+	method := r.Method
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	public := rt != nil && strings.Contains(rt.public, method)
+	if !public {
+		if err := s.authenticate(c); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	if rt == nil {
+		s.fail(c, newError(http.StatusNotFound, MsgResourceNotFound, "Resource", r.URL.Path))
+		return
+	}
+	hf := rt.handler(method)
+	if hf == nil {
+		s.fail(c, newError(http.StatusMethodNotAllowed, MsgOperationNotAllowed).
+			withHeader("Allow", rt.allow))
+		return
+	}
+	if rt.scope != scopeNone {
+		if err := s.resolve(c, rt); err != nil {
+			s.fail(c, err)
+			return
+		}
+		if c.m.ID != c.params[0] {
+			// A name or a differently cased UUID: send the client to the
+			// canonical URI, keeping the method (308).
+			u := rt.uriFor(c.m.ID, c.params[1:c.np])
+			if r.URL.RawQuery != "" {
+				u += "?" + r.URL.RawQuery
+			}
+			h.Set("Location", u)
+			w.WriteHeader(http.StatusPermanentRedirect)
+			return
+		}
+	}
+	h["Allow"] = rt.allowHdr
+	if method == http.MethodPost || method == http.MethodPatch {
+		if err := checkContentType(r); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	if err := hf(s, c); err != nil {
+		s.fail(c, err)
+	}
+}

@@ -1,0 +1,66 @@
+package rfbench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestReadResponse(t *testing.T) {
+	stream := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}" +
+		"HTTP/1.1 204 No Content\r\n\r\n" +
+		"HTTP/1.1 401 Unauthorized\r\ncontent-length: 5\r\n\r\nnope!"
+	br := bufio.NewReader(strings.NewReader(stream))
+	type got struct{ Status, N int }
+	var all []got
+	for range 3 {
+		s, n, err := readResponse(br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, got{s, n})
+	}
+	if diff := cmp.Diff([]got{{200, 2}, {204, 0}, {401, 5}}, all); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestServerCPUReadsProc(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	if _, err := serverCPU(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoopbackOnly(t *testing.T) {
+	for host, ok := range map[string]bool{"127.0.0.1": true, "::1": true, "localhost": true, "10.0.0.1": false, "example.com": false} {
+		if err := loopbackOnly(host); (err == nil) != ok {
+			t.Errorf("%s: %v", host, err)
+		}
+	}
+}
+
+// Run against a server it did not start: the in-process Redfish handler.
+func TestRunAgainstAServer(t *testing.T) {
+	url, stop := serveForTest(t)
+	defer stop()
+	var out bytes.Buffer
+	err := Run(context.Background(), []string{"-url", url, "-c", "2", "-d", "300ms", "-warmup", "50ms",
+		"-server-pid", itoa(os.Getpid())}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(out.String())
+	for _, want := range []string{"throughput", "p99", "ms/request", "(0 not 200)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
