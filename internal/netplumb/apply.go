@@ -273,6 +273,13 @@ func (p *Plumber) Down(ctx context.Context, t Topology) (*DownResult, error) {
 		case l.Alias != p.owner:
 			res.Foreign = append(res.Foreign, n)
 			continue
+		case l.Kind == KindVeth && !l.LinkElsewhere:
+			// Deleting a veth end deletes its peer: keep both when the
+			// peer is someone else's.
+			if peer, ok := o.Links[o.name(l.Link)]; ok && peer.Alias != p.owner {
+				res.Foreign = append(res.Foreign, peer.Name)
+				continue
+			}
 		}
 		if err := ctx.Err(); err != nil {
 			return res, err

@@ -155,7 +155,7 @@ func Diff(t Topology, owner string, o Observed) *Plan {
 		if s.kind == KindVeth {
 			done[s.peer] = true
 			if !foreign[s.name] && !foreign[s.peer] {
-				p.vethPair(s, byName[s.peer], o)
+				p.vethPair(s, byName[s.peer], o, owner)
 			}
 			continue
 		}
@@ -169,7 +169,7 @@ func Diff(t Topology, owner string, o Observed) *Plan {
 		case l.Kind != s.kind || (s.kind == KindVLAN && (l.VLANID != s.vlanID || o.name(l.Link) != s.parent)):
 			p.add(Difference{Link: s.name, Kind: WrongType, Want: typeText(s), Got: observedTypeText(l, o),
 				Fix: "delete and create " + describe(s)})
-			p.Steps = append(p.Steps, Step{Op: OpDelete, Link: s.name})
+			p.deleteStep(l, o, owner)
 			exists = false
 		}
 		if !exists {
@@ -183,7 +183,7 @@ func Diff(t Topology, owner string, o Observed) *Plan {
 // vethPair plans both ends of a veth pair. A veth end never exists alone:
 // unless the two ends are each other's peers, whatever is left of the pair
 // is deleted and the pair created again.
-func (p *Plan) vethPair(a, b linkSpec, o Observed) {
+func (p *Plan) vethPair(a, b linkSpec, o Observed, owner string) {
 	la, ea := o.Links[a.name]
 	lb, eb := o.Links[b.name]
 	paired := func(l ObservedLink, peer string) bool {
@@ -220,12 +220,26 @@ func (p *Plan) vethPair(a, b linkSpec, o Observed) {
 	}
 	for _, e := range ends {
 		if e.exists {
-			p.Steps = append(p.Steps, Step{Op: OpDelete, Link: e.s.name})
+			p.deleteStep(e.l, o, owner)
 		}
 	}
 	p.Steps = append(p.Steps, Step{Op: OpCreate, Link: a.name, Arg: b.name, spec: a})
 	p.settle(a, ObservedLink{}, o, true)
 	p.settle(b, ObservedLink{}, o, true)
+}
+
+// deleteStep schedules the deletion of an owned link. Deleting a veth end
+// deletes its peer too, so a peer the lab does not own blocks the plan.
+func (p *Plan) deleteStep(l ObservedLink, o Observed, owner string) {
+	p.Steps = append(p.Steps, Step{Op: OpDelete, Link: l.Name})
+	if l.Kind != KindVeth || l.LinkElsewhere {
+		return
+	}
+	if peer, ok := o.Links[o.name(l.Link)]; ok && peer.Alias != owner && !p.has(peer.Name, Foreign) {
+		p.add(Difference{Link: peer.Name, Kind: Foreign, Want: "alias " + owner, Got: aliasText(peer.Alias), Blocking: true,
+			Fix: fmt.Sprintf("%s is the veth peer of the lab's %s, which must be recreated, and deleting it would delete %s too: delete %s yourself (ip link del %s) if it is stale",
+				peer.Name, l.Name, peer.Name, l.Name, l.Name)})
+	}
 }
 
 // settle adds the differences and steps for a link's MTU, master, state and
@@ -265,6 +279,10 @@ func (p *Plan) settle(s linkSpec, l ObservedLink, o Observed, created bool) {
 }
 
 func (p *Plan) add(d Difference) { p.Differences = append(p.Differences, d) }
+
+func (p *Plan) has(link string, kind DiffKind) bool {
+	return slices.ContainsFunc(p.Differences, func(d Difference) bool { return d.Link == link && d.Kind == kind })
+}
 
 func describe(s linkSpec) string {
 	switch s.kind {

@@ -60,9 +60,9 @@ func TestDiff(t *testing.T) {
 		steps: []string{"create baremetal", "set-up baremetal", "create veth0 veth1", "set-master veth0 baremetal",
 			"set-up veth0", "set-master veth1 virbr0", "set-up veth1"},
 	}, {
-		name: "veth pair deleted",
-		top:  seed(),
-		edit: func(m map[string]ObservedLink) { delete(m, "veth0"); delete(m, "veth1") },
+		name:  "veth pair deleted",
+		top:   seed(),
+		edit:  func(m map[string]ObservedLink) { delete(m, "veth0"); delete(m, "veth1") },
 		diffs: []string{"veth0: missing (want veth, got none)", "veth1: missing (want veth, got none)"},
 		steps: []string{"create veth0 veth1", "set-master veth0 baremetal", "set-up veth0",
 			"set-master veth1 virbr0", "set-up veth1"},
@@ -105,9 +105,12 @@ func TestDiff(t *testing.T) {
 		},
 		diffs: []string{"veth1: foreign (want alias bmlab:test, got alias bmlab:other)"},
 	}, {
-		name:  "libvirt's bridge missing",
-		top:   seed(),
-		edit:  func(m map[string]ObservedLink) { delete(m, "virbr0"); set(m, "veth1", func(l *ObservedLink) { l.Master = 0 }) },
+		name: "libvirt's bridge missing",
+		top:  seed(),
+		edit: func(m map[string]ObservedLink) {
+			delete(m, "virbr0")
+			set(m, "veth1", func(l *ObservedLink) { l.Master = 0 })
+		},
 		diffs: []string{"virbr0: external-missing (want present, got none)", "veth1: wrong-master (want virbr0, got none)"},
 		steps: []string{"set-master veth1 virbr0"},
 	}, {
@@ -135,8 +138,20 @@ func TestDiff(t *testing.T) {
 			set(m, "veth0", func(l *ObservedLink) { l.Link = 1 })
 			set(m, "veth1", func(l *ObservedLink) { l.Link = 1 })
 		},
-		diffs: []string{"veth0: peer-missing (want veth1, got lo)", "veth1: peer-missing (want veth0, got lo)"},
+		diffs: []string{"veth0: peer-missing (want veth1, got lo)", "veth1: peer-missing (want veth0, got lo)",
+			"lo: foreign (want alias bmlab:test, got no alias)"},
 		steps: []string{"delete veth0", "delete veth1", "create veth0 veth1", "set-master veth0 baremetal",
+			"set-up veth0", "set-master veth1 virbr0", "set-up veth1"},
+	}, {
+		name: "owned veth end with an owned stray peer",
+		top:  seed(),
+		edit: func(m map[string]ObservedLink) {
+			m["stray"] = ObservedLink{Index: 7, Name: "stray", Kind: KindVeth, Alias: testOwner, Link: 5}
+			set(m, "veth1", func(l *ObservedLink) { l.Link = 7 })
+			delete(m, "veth0")
+		},
+		diffs: []string{"veth1: peer-missing (want veth0, got stray)"},
+		steps: []string{"delete veth1", "create veth0 veth1", "set-master veth0 baremetal",
 			"set-up veth0", "set-master veth1 virbr0", "set-up veth1"},
 	}, {
 		name:  "address missing",
