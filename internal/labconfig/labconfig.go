@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"regexp"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -191,6 +192,10 @@ func setMTU(mtu *int, def int) {
 	}
 }
 
+// labName keeps the lab's name fit for link aliases, file names and
+// libvirt metadata.
+var labName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,46}[a-z0-9])?$`)
+
 // Validate checks the configuration, naming the field at fault.
 func (c *Config) Validate() error {
 	var errs []error
@@ -200,8 +205,8 @@ func (c *Config) Validate() error {
 	if c.Kind != Kind {
 		errs = append(errs, fmt.Errorf("kind: %q is not supported; use %q", c.Kind, Kind))
 	}
-	if c.Name == "" || len(c.Name) > 48 {
-		errs = append(errs, fmt.Errorf("name: %q must be 1 to 48 characters", c.Name))
+	if !labName.MatchString(c.Name) {
+		errs = append(errs, fmt.Errorf("name: %q must be 1 to 48 lower-case letters, digits and inner dashes", c.Name))
 	}
 	switch c.Network.ProvisioningNetwork {
 	case ProvisioningManaged, ProvisioningUnmanaged, ProvisioningDisabled:

@@ -91,6 +91,7 @@ func TestParseErrorsNameTheField(t *testing.T) {
 	tests := []struct{ yaml, want string }{
 		{"network:\n  bridgez: []\n", `not a lab configuration: json: unknown field "bridgez"`},
 		{"kind: Cluster\n", `kind: "Cluster" is not supported`},
+		{"name: ../x\n", `name: "../x" must be`},
 		{"network:\n  provisioningNetwork: managed\n", `network.provisioningNetwork: "managed" is not one of`},
 		{"network:\n  bridges: [{name: a-very-long-bridge-name}]\n", "network.bridges[0].name: interface name"},
 		{"network:\n  bridges: [{name: bm}]\n  veths: [{name: v0, peer: v1, master: nosuch0, peerMaster: v0}]\n", `master of "v1" is "v0", a veth`},
