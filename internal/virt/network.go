@@ -20,8 +20,10 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/digitalocean/go-libvirt"
+	"github.com/digitalocean/go-libvirt/socket/dialers"
 	"libvirt.org/go/libvirtxml"
 )
 
@@ -267,3 +269,44 @@ func isNetworkError(err error, code libvirt.ErrorNumber) bool {
 	var e libvirt.Error
 	return errors.As(err, &e) && e.Code == uint32(code)
 }
+
+// NetworkConn is a connection to libvirtd for the network tasks above, for
+// callers (labctl) that must not import go-libvirt themselves. The lead's
+// general connection type may replace it.
+type NetworkConn struct {
+	L *libvirt.Libvirt
+}
+
+// NetworkDial connects to the libvirtd behind the unix socket (the system
+// socket when "") and opens the qemu:///system driver.
+func NetworkDial(ctx context.Context, socket string) (*NetworkConn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if socket == "" {
+		socket = "/var/run/libvirt/libvirt-sock"
+	}
+	l := libvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(socket), dialers.WithLocalTimeout(5*time.Second)))
+	if err := l.ConnectToURI(libvirt.QEMUSystem); err != nil {
+		return nil, fmt.Errorf("connect to libvirtd on %s: %w", socket, err)
+	}
+	return &NetworkConn{L: l}, nil
+}
+
+// State is GetNetworkState.
+func (c *NetworkConn) State(ctx context.Context, name string) (NetworkState, error) {
+	return GetNetworkState(ctx, c.L, name)
+}
+
+// Ensure is EnsureNetwork.
+func (c *NetworkConn) Ensure(ctx context.Context, spec NetworkSpec) (bool, error) {
+	return EnsureNetwork(ctx, c.L, spec)
+}
+
+// Delete is DeleteNetwork.
+func (c *NetworkConn) Delete(ctx context.Context, name, lab string) (bool, error) {
+	return DeleteNetwork(ctx, c.L, name, lab)
+}
+
+// Close disconnects.
+func (c *NetworkConn) Close() error { return c.L.Disconnect() }
