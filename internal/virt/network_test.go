@@ -112,11 +112,7 @@ func TestNetworkBootsVMOnLabBridge(t *testing.T) {
 	}
 
 	spec := NetworkSpec{Name: br, Bridge: br, Lab: lab}
-	t.Cleanup(func() {
-		if _, err := DeleteNetwork(ctx, l, br, lab); err != nil {
-			t.Errorf("DeleteNetwork: %v", err)
-		}
-	})
+	t.Cleanup(func() { networkTestDelete(t, br, lab) })
 	if changed, err := EnsureNetwork(ctx, l, spec); err != nil || !changed {
 		t.Fatalf("first EnsureNetwork = %v, %v; want changed", changed, err)
 	}
@@ -219,6 +215,21 @@ func TestEnsureNetworkLeavesForeignNetworkAlone(t *testing.T) {
 	}
 	if deleted, err := DeleteNetwork(ctx, l, "np-none-"+netnstest.Rand(3), lab); err != nil || deleted {
 		t.Errorf("DeleteNetwork of a missing network = %v, %v; want false, nil", deleted, err)
+	}
+}
+
+// networkTestDelete deletes the test's network on a fresh connection, so a
+// libvirtd restarted during the test does not leak it.
+func networkTestDelete(t *testing.T, name, lab string) {
+	t.Helper()
+	c, err := NetworkDial(context.Background(), "")
+	if err != nil {
+		t.Errorf("clean up libvirt network %s: %v", name, err)
+		return
+	}
+	defer c.Close()
+	if _, err := c.Delete(context.Background(), name, lab); err != nil {
+		t.Errorf("clean up libvirt network %s: %v", name, err)
 	}
 }
 
