@@ -122,3 +122,16 @@ func TestLoad(t *testing.T) {
 		t.Errorf("Load(bad yaml) = %v, want an error naming the file", err)
 	}
 }
+
+func TestSeedExampleIsTheDefault(t *testing.T) {
+	c, err := Load(filepath.Join("testdata", "seed.yaml"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	want := Default()
+	want.Network.Bridges[0].LibvirtNetwork = &yes
+	if d := cmp.Diff(want, c, prefixes); d != "" {
+		t.Errorf("testdata/seed.yaml differs from Default() (-want +got):\n%s", d)
+	}
+}

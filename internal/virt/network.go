@@ -188,7 +188,7 @@ func EnsureNetwork(ctx context.Context, l *libvirt.Libvirt, spec NetworkSpec) (c
 	}
 	if !st.Active {
 		if err := l.NetworkCreate(net); err != nil && !isNetworkError(err, libvirt.ErrOperationInvalid) {
-			return true, fmt.Errorf("start libvirt network %q on bridge %q: %w", spec.Name, spec.Bridge, err)
+			return true, fmt.Errorf("start libvirt network %q on bridge %q (the bridge must exist in libvirtd's network namespace): %w", spec.Name, spec.Bridge, err)
 		}
 	}
 	if !st.Autostart {
