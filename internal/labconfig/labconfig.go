@@ -1,0 +1,269 @@
+package labconfig
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"regexp"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/bmlab/bmlab/internal/netplumb"
+)
+
+// APIVersion and Kind head every lab configuration file.
+const (
+	APIVersion = "bmlab.dev/v1alpha1"
+	Kind       = "Lab"
+)
+
+// DefaultPath is where labctl looks for the file when no --config is given.
+const DefaultPath = "lab.yaml"
+
+// Provisioning network modes, as install-config's
+// platform.baremetal.provisioningNetwork spells them.
+const (
+	ProvisioningManaged   = "Managed"
+	ProvisioningUnmanaged = "Unmanaged"
+	ProvisioningDisabled  = "Disabled"
+)
+
+// Seed lab defaults.
+const (
+	DefaultName          = "seed"
+	DefaultMTU           = 1500
+	DefaultLibvirtBridge = "virbr0"
+	BaremetalBridge      = "baremetal"
+	ProvisioningBridge   = "provisioning"
+	SeedVeth             = "bmlab-veth0" // in baremetal
+	SeedVethPeer         = "bmlab-veth1" // in libvirt's bridge
+	DefaultNMConfDir     = "/etc/NetworkManager/conf.d"
+)
+
+// Config is the lab's configuration file.
+type Config struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Name names the lab; the lab marks what it creates with it.
+	Name    string  `json:"name"`
+	Network Network `json:"network"`
+}
+
+// Network is the lab's host network.
+type Network struct {
+	// ProvisioningNetwork is Managed, Unmanaged or Disabled (the default);
+	// unless it is Disabled the lab has a provisioning bridge.
+	ProvisioningNetwork string `json:"provisioningNetwork,omitempty"`
+	// MTU is the MTU of every link that does not set its own (default 1500).
+	MTU int `json:"mtu,omitempty"`
+	// LibvirtBridge is the bridge of the libvirt network (default virbr0)
+	// whose DHCP, DNS and NAT the lab borrows through the seed veth pair.
+	LibvirtBridge string `json:"libvirtBridge,omitempty"`
+	// Bridges default to baremetal, and provisioning unless
+	// ProvisioningNetwork is Disabled.
+	Bridges []Bridge `json:"bridges,omitempty"`
+	// Veths default to bmlab-veth0 in baremetal paired with bmlab-veth1 in
+	// LibvirtBridge; an empty list (veths: []) means none.
+	Veths []Veth `json:"veths,omitempty"`
+	VLANs []VLAN `json:"vlans,omitempty"`
+	// NetworkManagerConfDir receives the unmanaged-devices snippet when
+	// NetworkManager is present (default /etc/NetworkManager/conf.d).
+	NetworkManagerConfDir string `json:"networkManagerConfDir,omitempty"`
+}
+
+// Bridge is a bridge the lab owns.
+type Bridge struct {
+	Name      string         `json:"name"`
+	MTU       int            `json:"mtu,omitempty"`
+	Addresses []netip.Prefix `json:"addresses,omitempty"`
+	// LibvirtNetwork (default true) defines a libvirt network with the
+	// bridge's name and bridge, which the IPI installer's bridge check needs.
+	LibvirtNetwork *bool `json:"libvirtNetwork,omitempty"`
+}
+
+// Veth is a veth pair the lab owns.
+type Veth struct {
+	Name       string `json:"name"`
+	Master     string `json:"master,omitempty"`
+	Peer       string `json:"peer"`
+	PeerMaster string `json:"peerMaster,omitempty"`
+	MTU        int    `json:"mtu,omitempty"`
+}
+
+// VLAN is an 802.1Q sub-interface the lab owns.
+type VLAN struct {
+	Name      string         `json:"name"`
+	Parent    string         `json:"parent"`
+	ID        int            `json:"id"`
+	Master    string         `json:"master,omitempty"`
+	MTU       int            `json:"mtu,omitempty"`
+	Addresses []netip.Prefix `json:"addresses,omitempty"`
+}
+
+// Default returns the seed lab's configuration.
+func Default() *Config {
+	c := &Config{}
+	c.SetDefaults()
+	return c
+}
+
+// Load reads the file at path, fills in defaults and validates it. When
+// mustExist is false and the file does not exist, it returns Default().
+func Load(path string, mustExist bool) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && !mustExist {
+		return Default(), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read lab configuration: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes a configuration file, fills in defaults and validates it.
+func Parse(data []byte) (*Config, error) {
+	c := &Config{}
+	if err := yaml.UnmarshalStrict(data, c); err != nil {
+		// sigs.k8s.io/yaml goes through JSON; say so only once.
+		msg := strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: ")
+		return nil, fmt.Errorf("not a lab configuration: %s", msg)
+	}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// SetDefaults fills in what the file leaves out, so that an empty file
+// describes the seed lab.
+func (c *Config) SetDefaults() {
+	if c.APIVersion == "" {
+		c.APIVersion = APIVersion
+	}
+	if c.Kind == "" {
+		c.Kind = Kind
+	}
+	if c.Name == "" {
+		c.Name = DefaultName
+	}
+	n := &c.Network
+	if n.ProvisioningNetwork == "" {
+		n.ProvisioningNetwork = ProvisioningDisabled
+	}
+	if n.MTU == 0 {
+		n.MTU = DefaultMTU
+	}
+	if n.LibvirtBridge == "" {
+		n.LibvirtBridge = DefaultLibvirtBridge
+	}
+	if n.NetworkManagerConfDir == "" {
+		n.NetworkManagerConfDir = DefaultNMConfDir
+	}
+	if n.Bridges == nil {
+		n.Bridges = []Bridge{{Name: BaremetalBridge}}
+		if n.ProvisioningNetwork != ProvisioningDisabled {
+			n.Bridges = append(n.Bridges, Bridge{Name: ProvisioningBridge})
+		}
+	}
+	if n.Veths == nil {
+		n.Veths = []Veth{{Name: SeedVeth, Master: BaremetalBridge, Peer: SeedVethPeer, PeerMaster: n.LibvirtBridge}}
+	}
+	for i := range n.Bridges {
+		setMTU(&n.Bridges[i].MTU, n.MTU)
+	}
+	for i := range n.Veths {
+		setMTU(&n.Veths[i].MTU, n.MTU)
+	}
+	for i := range n.VLANs {
+		setMTU(&n.VLANs[i].MTU, n.MTU)
+	}
+}
+
+func setMTU(mtu *int, def int) {
+	if *mtu == 0 {
+		*mtu = def
+	}
+}
+
+// labName keeps the lab's name fit for link aliases, file names and
+// libvirt metadata.
+var labName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,46}[a-z0-9])?$`)
+
+// Validate checks the configuration, naming the field at fault.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.APIVersion != APIVersion {
+		errs = append(errs, fmt.Errorf("apiVersion: %q is not supported; use %q", c.APIVersion, APIVersion))
+	}
+	if c.Kind != Kind {
+		errs = append(errs, fmt.Errorf("kind: %q is not supported; use %q", c.Kind, Kind))
+	}
+	if !labName.MatchString(c.Name) {
+		errs = append(errs, fmt.Errorf("name: %q must be 1 to 48 lower-case letters, digits and inner dashes", c.Name))
+	}
+	switch c.Network.ProvisioningNetwork {
+	case ProvisioningManaged, ProvisioningUnmanaged, ProvisioningDisabled:
+	default:
+		errs = append(errs, fmt.Errorf("network.provisioningNetwork: %q is not one of Managed, Unmanaged, Disabled", c.Network.ProvisioningNetwork))
+	}
+	names := func(field string, ns ...string) {
+		for _, n := range ns {
+			if n == "" {
+				continue
+			}
+			if err := netplumb.ValidName(n); err != nil {
+				errs = append(errs, fmt.Errorf("network.%s: %w", field, err))
+			}
+		}
+	}
+	names("libvirtBridge", c.Network.LibvirtBridge)
+	for i, b := range c.Network.Bridges {
+		names(fmt.Sprintf("bridges[%d].name", i), b.Name)
+	}
+	for i, v := range c.Network.Veths {
+		names(fmt.Sprintf("veths[%d]", i), v.Name, v.Peer, v.Master, v.PeerMaster)
+	}
+	for i, v := range c.Network.VLANs {
+		names(fmt.Sprintf("vlans[%d]", i), v.Name, v.Parent, v.Master)
+	}
+	if len(errs) == 0 {
+		if err := c.Network.Topology().Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("network: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Topology is the network part as netplumb declares it.
+func (n Network) Topology() netplumb.Topology {
+	var t netplumb.Topology
+	for _, b := range n.Bridges {
+		t.Bridges = append(t.Bridges, netplumb.Bridge{Name: b.Name, MTU: b.MTU, Addresses: b.Addresses})
+	}
+	for _, v := range n.Veths {
+		t.Veths = append(t.Veths, netplumb.Veth(v))
+	}
+	for _, v := range n.VLANs {
+		t.VLANs = append(t.VLANs, netplumb.VLAN(v))
+	}
+	return t
+}
+
+// LibvirtNetworks returns the bridges that get a libvirt network of the
+// same name.
+func (n Network) LibvirtNetworks() []string {
+	var out []string
+	for _, b := range n.Bridges {
+		if b.LibvirtNetwork == nil || *b.LibvirtNetwork {
+			out = append(out, b.Name)
+		}
+	}
+	return out
+}

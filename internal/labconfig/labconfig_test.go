@@ -1,0 +1,137 @@
+package labconfig
+
+import (
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmlab/bmlab/internal/netplumb"
+)
+
+// prefixes compares netip.Prefix values, whose fields are unexported.
+var prefixes = cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })
+
+func TestDefaultIsTheSeedLab(t *testing.T) {
+	c := Default()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate(Default()) = %v", err)
+	}
+	want := netplumb.Topology{
+		Bridges: []netplumb.Bridge{{Name: "baremetal", MTU: 1500}},
+		Veths:   []netplumb.Veth{{Name: "bmlab-veth0", Master: "baremetal", Peer: "bmlab-veth1", PeerMaster: "virbr0", MTU: 1500}},
+	}
+	if d := cmp.Diff(want, c.Network.Topology(), prefixes); d != "" {
+		t.Errorf("default topology (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"baremetal"}, c.Network.LibvirtNetworks()); d != "" {
+		t.Errorf("LibvirtNetworks (-want +got):\n%s", d)
+	}
+	if c.Name != "seed" || c.Network.ProvisioningNetwork != ProvisioningDisabled {
+		t.Errorf("name %q provisioningNetwork %q, want seed Disabled", c.Name, c.Network.ProvisioningNetwork)
+	}
+}
+
+func TestParse(t *testing.T) {
+	no := false
+	tests := []struct {
+		name string
+		yaml string
+		want Network
+	}{{
+		name: "empty file is the seed lab",
+		yaml: "",
+		want: Default().Network,
+	}, {
+		name: "managed provisioning adds the provisioning bridge",
+		yaml: "network:\n  provisioningNetwork: Managed\n  libvirtBridge: virbr1\n  mtu: 9000\n",
+		want: Network{
+			ProvisioningNetwork: "Managed", MTU: 9000, LibvirtBridge: "virbr1", NetworkManagerConfDir: DefaultNMConfDir,
+			Bridges: []Bridge{{Name: "baremetal", MTU: 9000}, {Name: "provisioning", MTU: 9000}},
+			Veths:   []Veth{{Name: "bmlab-veth0", Master: "baremetal", Peer: "bmlab-veth1", PeerMaster: "virbr1", MTU: 9000}},
+		},
+	}, {
+		name: "explicit links, no veths, a VLAN with an address",
+		yaml: `apiVersion: bmlab.dev/v1alpha1
+kind: Lab
+name: l1
+network:
+  bridges:
+  - name: bm
+    mtu: 1400
+    libvirtNetwork: false
+  veths: []
+  vlans:
+  - {name: bm.10, parent: bm, id: 10, addresses: [10.9.0.1/24]}
+`,
+		want: Network{
+			ProvisioningNetwork: "Disabled", MTU: 1500, LibvirtBridge: "virbr0", NetworkManagerConfDir: DefaultNMConfDir,
+			Bridges: []Bridge{{Name: "bm", MTU: 1400, LibvirtNetwork: &no}},
+			Veths:   []Veth{},
+			VLANs:   []VLAN{{Name: "bm.10", Parent: "bm", ID: 10, MTU: 1500, Addresses: []netip.Prefix{netip.MustParsePrefix("10.9.0.1/24")}}},
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(tt.yaml))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if d := cmp.Diff(tt.want, c.Network, prefixes); d != "" {
+				t.Errorf("network (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestParseErrorsNameTheField(t *testing.T) {
+	tests := []struct{ yaml, want string }{
+		{"network:\n  bridgez: []\n", `not a lab configuration: json: unknown field "bridgez"`},
+		{"kind: Cluster\n", `kind: "Cluster" is not supported`},
+		{"name: ../x\n", `name: "../x" must be`},
+		{"network:\n  provisioningNetwork: managed\n", `network.provisioningNetwork: "managed" is not one of`},
+		{"network:\n  bridges: [{name: a-very-long-bridge-name}]\n", "network.bridges[0].name: interface name"},
+		{"network:\n  bridges: [{name: bm}]\n  veths: [{name: v0, peer: v1, master: nosuch0, peerMaster: v0}]\n", `master of "v1" is "v0", a veth`},
+		{"network:\n  vlans: [{name: v, parent: eth0, id: 5000}]\n", "id 5000 is not in 1..4094"},
+		{"network:\n  bridges: [{name: bm, addresses: [10.0.0.1]}]\n", "10.0.0.1"},
+	}
+	for _, tt := range tests {
+		_, err := Parse([]byte(tt.yaml))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%q) = %v, want an error containing %q", tt.yaml, err, tt.want)
+		}
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "lab.yaml")
+	if c, err := Load(missing, false); err != nil || c.Name != DefaultName {
+		t.Errorf("Load(missing, false) = %v, %v; want the default", c, err)
+	}
+	if _, err := Load(missing, true); err == nil {
+		t.Error("Load(missing, true) = nil error, want one")
+	}
+	if err := os.WriteFile(missing, []byte("name: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(missing, true); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("Load(bad yaml) = %v, want an error naming the file", err)
+	}
+}
+
+func TestSeedExampleIsTheDefault(t *testing.T) {
+	c, err := Load(filepath.Join("testdata", "seed.yaml"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	want := Default()
+	want.Network.Bridges[0].LibvirtNetwork = &yes
+	if d := cmp.Diff(want, c, prefixes); d != "" {
+		t.Errorf("testdata/seed.yaml differs from Default() (-want +got):\n%s", d)
+	}
+}

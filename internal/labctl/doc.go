@@ -1,0 +1,7 @@
+// Package labctl is the labctl command line: a cobra root command with one
+// package per subcommand (kind's layout). Run is the whole program short of
+// main: it parses args, runs the subcommand and returns its error, which the
+// caller prints once (cobra's own error and usage printing are silenced).
+//
+// Subcommands: net (check, repair, down).
+package labctl

@@ -1,0 +1,50 @@
+package labctl
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/bmlab/bmlab/internal/labconfig"
+	"github.com/bmlab/bmlab/internal/labctl/cli"
+	labnet "github.com/bmlab/bmlab/internal/labctl/net"
+)
+
+// Streams are the command's standard streams.
+type Streams = cli.Streams
+
+// Run runs labctl with args (without the program name). logger should log at
+// debug level; without -v, Run raises it to warnings.
+func Run(ctx context.Context, logger *zap.Logger, streams Streams, args []string) error {
+	cmd := NewCommand(logger, streams)
+	cmd.SetArgs(args)
+	return cmd.ExecuteContext(ctx)
+}
+
+// NewCommand returns the root command.
+func NewCommand(logger *zap.Logger, streams Streams) *cobra.Command {
+	g := &cli.Globals{Logger: logger, Streams: streams}
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:           "labctl",
+		Short:         "labctl builds and repairs a bare-metal lab of VMs for OpenShift, Metal3 and Ironic",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			g.ConfigSet = cmd.Flags().Changed("config")
+			if !verbose {
+				g.Logger = logger.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
+			}
+		},
+	}
+	cmd.SetIn(streams.In)
+	cmd.SetOut(streams.Out)
+	cmd.SetErr(streams.ErrOut)
+	cmd.PersistentFlags().StringVarP(&g.ConfigPath, "config", "c", labconfig.DefaultPath,
+		"the lab configuration file (without it and without "+labconfig.DefaultPath+": the seed lab)")
+	cmd.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "debug logs on stderr")
+	cmd.AddCommand(labnet.NewCommand(g))
+	return cmd
+}

@@ -1,0 +1,87 @@
+package net
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bmlab/bmlab/internal/labctl/cli"
+	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/virt"
+)
+
+type downReport struct {
+	Lab             string   `json:"lab"`
+	LibvirtNetworks []string `json:"libvirtNetworks"`
+	Links           []string `json:"links"`
+	// Foreign are links and networks with lab names that are not the lab's;
+	// down left them.
+	Foreign               []string `json:"foreign"`
+	NetworkManagerSnippet string   `json:"networkManagerSnippet,omitempty"`
+}
+
+func newDownCommand(g *cli.Globals, f *flags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "down",
+		Short: "Remove the links, libvirt networks and NetworkManager snippet the lab owns, nothing else",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runDown(cmd, g, f) },
+	}
+}
+
+func runDown(cmd *cobra.Command, g *cli.Globals, f *flags) error {
+	ctx := cmd.Context()
+	l, err := open(ctx, g, f)
+	if err != nil {
+		return err
+	}
+	defer l.close()
+	rep := downReport{Lab: l.cfg.Name, LibvirtNetworks: []string{}, Links: []string{}, Foreign: []string{}}
+	// Libvirt networks first: they sit on the bridges.
+	if l.lv != nil {
+		for _, name := range l.cfg.Network.LibvirtNetworks() {
+			deleted, err := l.lv.Delete(ctx, name, l.cfg.Name)
+			switch {
+			case errors.Is(err, virt.ErrNetworkForeign):
+				rep.Foreign = append(rep.Foreign, "libvirt network "+name)
+			case err != nil:
+				return err
+			case deleted:
+				rep.LibvirtNetworks = append(rep.LibvirtNetworks, name)
+			}
+		}
+	}
+	res, err := l.p.Down(ctx, l.top)
+	if err != nil {
+		return err
+	}
+	rep.Links = res.Deleted
+	rep.Foreign = append(rep.Foreign, res.Foreign...)
+	if path, removed, err := netplumb.RemoveUnmanagedSnippet(l.cfg.Network.NetworkManagerConfDir, l.cfg.Name); err != nil {
+		return err
+	} else if removed {
+		rep.NetworkManagerSnippet = path
+	}
+
+	out := g.Streams.Out
+	if f.output == "json" {
+		return printJSON(out, rep)
+	}
+	for _, n := range rep.LibvirtNetworks {
+		fmt.Fprintf(out, "✓ deleted libvirt network %s\n", n)
+	}
+	for _, n := range rep.Links {
+		fmt.Fprintf(out, "✓ deleted link %s\n", n)
+	}
+	if rep.NetworkManagerSnippet != "" {
+		fmt.Fprintf(out, "✓ removed %s\n", rep.NetworkManagerSnippet)
+	}
+	for _, n := range rep.Foreign {
+		fmt.Fprintf(out, "! left %s alone: it has a lab name but is not the lab's\n", n)
+	}
+	if len(rep.LibvirtNetworks)+len(rep.Links) == 0 && rep.NetworkManagerSnippet == "" {
+		fmt.Fprintf(out, "✓ nothing of lab %q to remove\n", l.cfg.Name)
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+package net
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bmlab/bmlab/internal/labctl/cli"
+	"github.com/bmlab/bmlab/internal/netplumb"
+)
+
+type repairReport struct {
+	Lab         string   `json:"lab"`
+	Differences []row    `json:"differences"`
+	Steps       []string `json:"steps"`
+	// LibvirtNetworks are the networks repair defined, started or corrected.
+	LibvirtNetworks []string `json:"libvirtNetworks"`
+	// NetworkManagerSnippet is the file written, if any.
+	NetworkManagerSnippet string `json:"networkManagerSnippet,omitempty"`
+}
+
+func newRepairCommand(g *cli.Globals, f *flags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "repair",
+		Short: "Print the differences, then change only what differs (idempotent)",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runRepair(cmd, g, f) },
+	}
+}
+
+func runRepair(cmd *cobra.Command, g *cli.Globals, f *flags) error {
+	ctx := cmd.Context()
+	l, err := open(ctx, g, f)
+	if err != nil {
+		return err
+	}
+	defer l.close()
+	plan, rows, err := l.differences(ctx)
+	if err != nil {
+		return err
+	}
+	out := g.Streams.Out
+	table := f.output == "table"
+	if table && len(rows) > 0 {
+		if err := printRows(out, rows); err != nil {
+			return err
+		}
+	}
+	rep := repairReport{Lab: l.cfg.Name, Differences: rows, Steps: []string{}, LibvirtNetworks: []string{}}
+	for _, r := range rows {
+		if r.Blocking {
+			if !table {
+				_ = printJSON(out, rep)
+			}
+			return fmt.Errorf("nothing changed: %s", nextStep(rows))
+		}
+	}
+
+	if err := l.p.ApplyPlan(ctx, l.top, plan); err != nil {
+		return err
+	}
+	for _, s := range plan.Steps {
+		rep.Steps = append(rep.Steps, s.String())
+		if table {
+			fmt.Fprintf(out, "✓ %s\n", s)
+		}
+	}
+	if l.lv != nil {
+		for _, name := range l.cfg.Network.LibvirtNetworks() {
+			changed, err := l.lv.Ensure(ctx, l.networkSpec(name))
+			if err != nil {
+				return err
+			}
+			if changed {
+				rep.LibvirtNetworks = append(rep.LibvirtNetworks, name)
+				if table {
+					fmt.Fprintf(out, "✓ libvirt network %s: defined, active, autostarted on bridge %s\n", name, name)
+				}
+			}
+		}
+	}
+	if l.nmOK {
+		path, changed, err := netplumb.WriteUnmanagedSnippet(l.cfg.Network.NetworkManagerConfDir, l.cfg.Name, l.top.Names())
+		if err != nil {
+			return err
+		}
+		if changed {
+			rep.NetworkManagerSnippet = path
+			if table {
+				fmt.Fprintf(out, "✓ NetworkManager found: wrote %s so it leaves the lab's links alone; `nmcli general reload conf` applies it now\n", path)
+			}
+		}
+	}
+	if !table {
+		return printJSON(out, rep)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintf(out, "✓ nothing to repair: the network of lab %q matches its configuration\n", l.cfg.Name)
+	}
+	return nil
+}

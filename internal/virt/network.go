@@ -1,0 +1,312 @@
+package virt
+
+// Libvirt networks for the lab's bridges.
+//
+// The IPI bare-metal installer accepts a bridge for its bootstrap VM only
+// when libvirt lists it as an interface or when an active libvirt network has
+// that same name and that bridge. The lab does not rely on libvirt's
+// interface listing (it needs netcf, absent on many hosts): for each lab
+// bridge it defines a network named like the bridge, in forward mode
+// "bridge", which attaches guests to the existing host bridge and adds no
+// address, DHCP or NAT of its own (those come from libvirt's own network
+// through netplumb's veth pair).
+//
+// Ownership is recorded in the network's <metadata> under NetworkXMLNS; a
+// network with the lab's name but no such mark is foreign and is never
+// changed or deleted.
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/digitalocean/go-libvirt"
+	"github.com/digitalocean/go-libvirt/socket/dialers"
+	"libvirt.org/go/libvirtxml"
+)
+
+// NetworkXMLNS is the XML namespace of the lab's mark in a libvirt
+// network's <metadata>.
+const NetworkXMLNS = "http://bmlab.dev/xmlns/lab/1"
+
+// ErrNetworkForeign means a libvirt network has a lab name but is not the lab's.
+var ErrNetworkForeign = errors.New("libvirt network not owned by the lab")
+
+// NetworkSpec declares a libvirt network that attaches guests to an existing
+// host bridge. For the installer's bridge check, Name equals Bridge.
+type NetworkSpec struct {
+	Name   string
+	Bridge string
+	Lab    string // the owning lab
+}
+
+// NetworkState is what libvirt says about a network.
+type NetworkState struct {
+	Name      string `json:"name"`
+	Exists    bool   `json:"exists"`
+	Active    bool   `json:"active"`
+	Autostart bool   `json:"autostart"`
+	Forward   string `json:"forward,omitempty"`
+	Bridge    string `json:"bridge,omitempty"`
+	Owner     string `json:"owner,omitempty"` // the lab named in the metadata
+}
+
+// NetworkProblems lists how the state falls short of the spec, in words for
+// people; none means the network is what the spec wants.
+func NetworkProblems(spec NetworkSpec, st NetworkState) []string {
+	switch {
+	case !st.Exists:
+		return []string{"missing"}
+	case st.Owner != spec.Lab:
+		return []string{fmt.Sprintf("not the lab's (owner %q)", st.Owner)}
+	}
+	var out []string
+	if st.Forward != "bridge" || st.Bridge != spec.Bridge {
+		out = append(out, fmt.Sprintf("wants forward mode bridge on %s, has %s on %s", spec.Bridge, orNetworkNone(st.Forward), orNetworkNone(st.Bridge)))
+	}
+	if !st.Active {
+		out = append(out, "inactive")
+	}
+	if !st.Autostart {
+		out = append(out, "not autostarted")
+	}
+	return out
+}
+
+func orNetworkNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// networkOwnerMark is the lab's element inside <metadata>.
+type networkOwnerMark struct {
+	XMLName xml.Name `xml:"http://bmlab.dev/xmlns/lab/1 lab"`
+	Name    string   `xml:"name,attr"`
+}
+
+// NetworkXML builds the network's definition.
+func NetworkXML(spec NetworkSpec, uuid string) (string, error) {
+	mark, err := xml.Marshal(networkOwnerMark{Name: spec.Lab})
+	if err != nil {
+		return "", err
+	}
+	n := libvirtxml.Network{
+		Name:     spec.Name,
+		UUID:     uuid,
+		Metadata: &libvirtxml.NetworkMetadata{XML: string(mark)},
+		Forward:  &libvirtxml.NetworkForward{Mode: "bridge"},
+		Bridge:   &libvirtxml.NetworkBridge{Name: spec.Bridge},
+	}
+	return n.Marshal()
+}
+
+// networkOwner returns the lab named in a network's metadata, or "".
+func networkOwner(n *libvirtxml.Network) string {
+	if n.Metadata == nil {
+		return ""
+	}
+	// The metadata may hold other applications' elements beside the lab's.
+	var all struct {
+		Marks []networkOwnerMark `xml:"http://bmlab.dev/xmlns/lab/1 lab"`
+	}
+	if err := xml.Unmarshal([]byte("<metadata>"+n.Metadata.XML+"</metadata>"), &all); err != nil || len(all.Marks) == 0 {
+		return ""
+	}
+	return all.Marks[0].Name
+}
+
+// GetNetworkState reads a network's state; a missing network is no error.
+func GetNetworkState(ctx context.Context, l *libvirt.Libvirt, name string) (NetworkState, error) {
+	st := NetworkState{Name: name}
+	if err := ctx.Err(); err != nil {
+		return st, err
+	}
+	net, err := l.NetworkLookupByName(name)
+	if isNetworkNotFound(err) {
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("look up libvirt network %q: %w", name, err)
+	}
+	st.Exists = true
+	x, err := l.NetworkGetXMLDesc(net, 0)
+	if err != nil {
+		return st, fmt.Errorf("libvirt network %q XML: %w", name, err)
+	}
+	var n libvirtxml.Network
+	if err := n.Unmarshal(x); err != nil {
+		return st, fmt.Errorf("libvirt network %q XML: %w", name, err)
+	}
+	st.Owner = networkOwner(&n)
+	if n.Forward != nil {
+		st.Forward = n.Forward.Mode
+	}
+	if n.Bridge != nil {
+		st.Bridge = n.Bridge.Name
+	}
+	active, err := l.NetworkIsActive(net)
+	if err != nil {
+		return st, fmt.Errorf("libvirt network %q: %w", name, err)
+	}
+	auto, err := l.NetworkGetAutostart(net)
+	if err != nil {
+		return st, fmt.Errorf("libvirt network %q: %w", name, err)
+	}
+	st.Active, st.Autostart = active == 1, auto == 1
+	return st, nil
+}
+
+// EnsureNetwork defines, starts and autostarts the network, or corrects the
+// lab's own network when its definition drifted. It returns whether it
+// changed anything. A network of that name that is not the lab's stops it
+// with ErrNetworkForeign. The bridge must exist in libvirtd's network
+// namespace before the network can start.
+func EnsureNetwork(ctx context.Context, l *libvirt.Libvirt, spec NetworkSpec) (changed bool, err error) {
+	st, err := GetNetworkState(ctx, l, spec.Name)
+	if err != nil {
+		return false, err
+	}
+	if st.Exists && st.Owner != spec.Lab {
+		return false, fmt.Errorf("libvirt network %q has owner %q, not the lab %q: %w; remove it (virsh net-destroy %s; virsh net-undefine %s) or rename the lab's bridge",
+			spec.Name, st.Owner, spec.Lab, ErrNetworkForeign, spec.Name, spec.Name)
+	}
+	if len(NetworkProblems(spec, st)) == 0 {
+		return false, nil
+	}
+	var net libvirt.Network
+	if !st.Exists || st.Forward != "bridge" || st.Bridge != spec.Bridge {
+		if net, err = networkDefine(l, spec, st); err != nil {
+			return false, err
+		}
+		st.Active = false // new, or stopped to be redefined
+	} else if net, err = l.NetworkLookupByName(spec.Name); err != nil {
+		return false, fmt.Errorf("look up libvirt network %q: %w", spec.Name, err)
+	}
+	if !st.Active {
+		if err := l.NetworkCreate(net); err != nil && !isNetworkError(err, libvirt.ErrOperationInvalid) {
+			return true, fmt.Errorf("start libvirt network %q on bridge %q (the bridge must exist in libvirtd's network namespace): %w", spec.Name, spec.Bridge, err)
+		}
+	}
+	if !st.Autostart {
+		if err := l.NetworkSetAutostart(net, 1); err != nil {
+			return true, fmt.Errorf("autostart libvirt network %q: %w", spec.Name, err)
+		}
+	}
+	st, err = GetNetworkState(ctx, l, spec.Name)
+	if err != nil {
+		return true, err
+	}
+	if p := NetworkProblems(spec, st); len(p) > 0 {
+		return true, fmt.Errorf("libvirt network %q read back: %v", spec.Name, p)
+	}
+	return true, nil
+}
+
+// networkDefine defines (or redefines, keeping its UUID) the lab's network;
+// an active network with the old definition is stopped first so the new one
+// takes effect when started.
+func networkDefine(l *libvirt.Libvirt, spec NetworkSpec, st NetworkState) (libvirt.Network, error) {
+	var uuid string
+	if st.Exists {
+		old, err := l.NetworkLookupByName(spec.Name)
+		if err != nil {
+			return libvirt.Network{}, fmt.Errorf("look up libvirt network %q: %w", spec.Name, err)
+		}
+		uuid = fmt.Sprintf("%x-%x-%x-%x-%x", old.UUID[0:4], old.UUID[4:6], old.UUID[6:8], old.UUID[8:10], old.UUID[10:16])
+		if st.Active {
+			if err := l.NetworkDestroy(old); err != nil && !isNetworkError(err, libvirt.ErrOperationInvalid) {
+				return libvirt.Network{}, fmt.Errorf("stop libvirt network %q to redefine it: %w", spec.Name, err)
+			}
+		}
+	}
+	x, err := NetworkXML(spec, uuid)
+	if err != nil {
+		return libvirt.Network{}, err
+	}
+	net, err := l.NetworkDefineXML(x)
+	if err != nil {
+		return libvirt.Network{}, fmt.Errorf("define libvirt network %q: %w", spec.Name, err)
+	}
+	return net, nil
+}
+
+// DeleteNetwork stops and undefines the lab's network; a missing network is
+// no error, a foreign one is ErrNetworkForeign and is left alone. It returns
+// whether it deleted anything.
+func DeleteNetwork(ctx context.Context, l *libvirt.Libvirt, name, lab string) (deleted bool, err error) {
+	st, err := GetNetworkState(ctx, l, name)
+	if err != nil || !st.Exists {
+		return false, err
+	}
+	if st.Owner != lab {
+		return false, fmt.Errorf("libvirt network %q has owner %q, not the lab %q: %w; left alone", name, st.Owner, lab, ErrNetworkForeign)
+	}
+	net, err := l.NetworkLookupByName(name)
+	if isNetworkNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up libvirt network %q: %w", name, err)
+	}
+	if st.Active {
+		if err := l.NetworkDestroy(net); err != nil && !isNetworkError(err, libvirt.ErrOperationInvalid) && !isNetworkNotFound(err) {
+			return false, fmt.Errorf("stop libvirt network %q: %w", name, err)
+		}
+	}
+	if err := l.NetworkUndefine(net); err != nil && !isNetworkNotFound(err) {
+		return false, fmt.Errorf("undefine libvirt network %q: %w", name, err)
+	}
+	return true, nil
+}
+
+func isNetworkNotFound(err error) bool { return isNetworkError(err, libvirt.ErrNoNetwork) }
+
+func isNetworkError(err error, code libvirt.ErrorNumber) bool {
+	var e libvirt.Error
+	return errors.As(err, &e) && e.Code == uint32(code)
+}
+
+// NetworkConn is a connection to libvirtd for the network tasks above, for
+// callers (labctl) that must not import go-libvirt themselves. The lead's
+// general connection type may replace it.
+type NetworkConn struct {
+	L *libvirt.Libvirt
+}
+
+// NetworkDial connects to the libvirtd behind the unix socket (the system
+// socket when "") and opens the qemu:///system driver.
+func NetworkDial(ctx context.Context, socket string) (*NetworkConn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if socket == "" {
+		socket = "/var/run/libvirt/libvirt-sock"
+	}
+	l := libvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(socket), dialers.WithLocalTimeout(5*time.Second)))
+	if err := l.ConnectToURI(libvirt.QEMUSystem); err != nil {
+		return nil, fmt.Errorf("connect to libvirtd on %s: %w", socket, err)
+	}
+	return &NetworkConn{L: l}, nil
+}
+
+// State is GetNetworkState.
+func (c *NetworkConn) State(ctx context.Context, name string) (NetworkState, error) {
+	return GetNetworkState(ctx, c.L, name)
+}
+
+// Ensure is EnsureNetwork.
+func (c *NetworkConn) Ensure(ctx context.Context, spec NetworkSpec) (bool, error) {
+	return EnsureNetwork(ctx, c.L, spec)
+}
+
+// Delete is DeleteNetwork.
+func (c *NetworkConn) Delete(ctx context.Context, name, lab string) (bool, error) {
+	return DeleteNetwork(ctx, c.L, name, lab)
+}
+
+// Close disconnects.
+func (c *NetworkConn) Close() error { return c.L.Disconnect() }
