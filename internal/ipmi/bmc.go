@@ -46,7 +46,6 @@ type sess struct {
 	consoleID uint32
 	state     sessState
 	suite     session.Suite
-	reqPriv   uint8 // as asked in Open Session, echoed back (FreeIPMI checks it)
 	ex        session.Exchange
 	limit     uint8 // highest privilege the session may take
 	priv      uint8 // present privilege
@@ -363,6 +362,13 @@ func (b *bmc) openSession(p []byte, from net.Addr) []byte {
 		resp.Status = wire.StatusInvalidRole
 		return reply()
 	}
+	// A requested level is echoed (FreeIPMI's Intel workaround checks that);
+	// 0 asks for the highest level the algorithms allow, administrator for
+	// every suite offered (IPMI v2.0 §13.18); FreeIPMI accepts any level at
+	// or above the one it wants.
+	if req.MaxPrivilege == 0 {
+		resp.MaxPrivilege = privAdmin
+	}
 	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -379,7 +385,7 @@ func (b *bmc) openSession(p []byte, from net.Addr) []byte {
 	}
 	b.sessions[id] = &sess{
 		id: id, consoleID: req.ConsoleID, state: stateOpened, suite: suite,
-		reqPriv: req.MaxPrivilege, addr: from, last: now,
+		addr: from, last: now,
 	}
 	resp.BMCID = id
 	resp.Algorithms = suite.Algorithms

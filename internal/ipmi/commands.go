@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"net"
 	"time"
 
 	"go.uber.org/zap"
@@ -22,6 +23,8 @@ const (
 	cmdGetChannelAuthCaps     = 0x38
 	cmdSetSessionPrivilege    = 0x3b
 	cmdCloseSession           = 0x3c
+	cmdGetSessionInfo         = 0x3d
+	cmdGetChannelAccess       = 0x41
 	cmdGetChannelInfo         = 0x42
 	cmdGetUserAccess          = 0x44
 	cmdGetUserName            = 0x46
@@ -41,6 +44,7 @@ const (
 	cmdGetSDRRepoInfo = 0x20
 	cmdReserveSDRRepo = 0x22
 	cmdGetSDR         = 0x23
+	cmdClearSDRRepo   = 0x27
 	cmdGetSELInfo     = 0x40
 	cmdReserveSEL     = 0x42
 	cmdGetSELEntry    = 0x43
@@ -73,6 +77,8 @@ func init() {
 		{wire.NetFnApp, cmdSetSessionPrivilege}:    {privCallback, (*bmc).setSessionPrivilege},
 		{wire.NetFnApp, cmdCloseSession}:           {privCallback, (*bmc).closeSession},
 		{wire.NetFnApp, cmdGetChannelInfo}:         {privUser, (*bmc).getChannelInfo},
+		{wire.NetFnApp, cmdGetChannelAccess}:       {privUser, (*bmc).getChannelAccess},
+		{wire.NetFnApp, cmdGetSessionInfo}:         {privUser, (*bmc).getSessionInfo},
 		{wire.NetFnApp, cmdGetUserAccess}:          {privOperator, (*bmc).getUserAccess},
 		{wire.NetFnApp, cmdGetUserName}:            {privOperator, (*bmc).getUserName},
 		{wire.NetFnApp, cmdActivatePayload}:        {privUser, (*bmc).activatePayload},
@@ -89,6 +95,7 @@ func init() {
 		{wire.NetFnStorage, cmdGetSDRRepoInfo}: {privUser, (*bmc).getSDRRepoInfo},
 		{wire.NetFnStorage, cmdReserveSDRRepo}: {privUser, (*bmc).reserve},
 		{wire.NetFnStorage, cmdGetSDR}:         {privUser, (*bmc).getRecord},
+		{wire.NetFnStorage, cmdClearSDRRepo}:   {privOperator, (*bmc).clearSEL},
 		{wire.NetFnStorage, cmdGetSELInfo}:     {privUser, (*bmc).getSELInfo},
 		{wire.NetFnStorage, cmdReserveSEL}:     {privUser, (*bmc).reserve},
 		{wire.NetFnStorage, cmdGetSELEntry}:    {privUser, (*bmc).getRecord},
@@ -329,6 +336,66 @@ func (b *bmc) getChannelInfo(_ *sessRef, d []byte) (wire.CompletionCode, []byte)
 		0xf2, 0x1b, 0x00, // IPMI forum enterprise number, 7154
 		0x00, 0x00,
 	}
+}
+
+// getChannelAccess (IPMI v2.0 §22.23): always available, alerting off,
+// administrator limit.
+func (b *bmc) getChannelAccess(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 2 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	if !validChannel(d[0]) || d[1]>>6 == 0 || d[1]>>6 == 3 {
+		return wire.CodeInvalidDataField, nil
+	}
+	return wire.CodeOK, []byte{0x22, privAdmin}
+}
+
+// getSessionInfo (IPMI v2.0 §22.20): the current session (index 0) or the
+// n-th active one.
+func (b *bmc) getSessionInfo(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) < 1 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var active []*sess
+	for _, ss := range b.sessions {
+		if ss.state == stateActive {
+			active = append(active, ss)
+		}
+	}
+	var target *sess
+	switch idx := int(d[0]); {
+	case idx == 0 && s != nil:
+		target = b.sessions[s.id]
+	case idx >= 1 && idx <= len(active):
+		target = active[idx-1]
+	case idx == 0xff && len(d) == 5:
+		target = b.sessions[binary.LittleEndian.Uint32(d[1:5])]
+	default:
+		return wire.CodeInvalidDataField, nil
+	}
+	out := []byte{0x01, byte(b.cfg.maxSessions), byte(len(active))}
+	if target == nil {
+		return wire.CodeOK, out
+	}
+	uid := byte(0)
+	for i, u := range b.users {
+		if u.Username == target.user {
+			uid = byte(i + 2)
+		}
+	}
+	out = append(out, uid, target.priv, 0x10|lanChannel)
+	ip, port := make([]byte, 4), uint16(0)
+	if a, ok := target.addr.(*net.UDPAddr); ok {
+		if v4 := a.IP.To4(); v4 != nil {
+			copy(ip, v4)
+		}
+		port = uint16(a.Port)
+	}
+	out = append(out, ip...)
+	out = append(out, 0, 0, 0, 0, 0, 0) // console MAC: unknown
+	return wire.CodeOK, binary.LittleEndian.AppendUint16(out, port)
 }
 
 const maxUsers = 16
