@@ -81,7 +81,7 @@ func newLab(t testing.TB, n int, host string, be machine.Backend, opts ...Option
 	return l
 }
 
-func (l *lab) dial(t testing.TB, i int, suite uint8) *client.Client {
+func (l *lab) dial(t testing.TB, i int, suite int) *client.Client {
 	t.Helper()
 	c, err := client.Dial(context.Background(), l.addrs[i], client.Config{Username: testUser, Password: testPass, Suite: suite})
 	if err != nil {

@@ -27,10 +27,14 @@ func (e *StatusError) Error() string { return fmt.Sprintf("%s: status %s", e.Ste
 // Config is how to log in.
 type Config struct {
 	Username, Password string
-	Suite              uint8 // 3 or 17 (default 17)
+	Suite              int   // 3 or 17 (default 17), or Suite0
 	Privilege          uint8 // default 4 (administrator)
 	Timeout            time.Duration
 }
+
+// Suite0 asks for cipher suite 0 (no authentication, integrity or
+// encryption), which the BMC refuses unless enabled.
+const Suite0 = -1
 
 // Client is one session.
 type Client struct {
@@ -107,7 +111,11 @@ func typ(t wire.PayloadType) func(wire.V2Packet) bool {
 }
 
 func (c *Client) handshake() error {
-	suite, ok := session.Suites[c.cfg.Suite]
+	id := uint8(c.cfg.Suite)
+	if c.cfg.Suite == Suite0 {
+		id = 0
+	}
+	suite, ok := session.Suites[id]
 	if !ok {
 		return fmt.Errorf("cipher suite %d unknown", c.cfg.Suite)
 	}
