@@ -277,3 +277,27 @@ c.set_power("on", wait=False)
 	}
 	waitPower(t, l, 0, machine.PowerOn)
 }
+
+// TestCrossProtocol: what ipmitool sets is the model's boot override (what
+// Redfish's BootSourceOverride* renders), and a Once override set through
+// the model (as Redfish's PATCH does) is what `chassis bootparam get 5` and
+// pyghmi report.
+func TestCrossProtocol(t *testing.T) {
+	testenv.Integration(t)
+	testenv.Command(t, "ipmitool")
+	l := newLab(t, 1, "127.0.0.1", nil)
+	l.mustIpmitool(t, 0, nil, "chassis", "bootdev", "cdrom", "options=efiboot")
+	if b := l.machine(t, 0).Settings.Boot; b.Target != machine.BootCd || b.Enabled != machine.BootOnce || b.Mode != machine.BootModeUEFI {
+		t.Errorf("model after ipmitool bootdev cdrom: %+v", b)
+	}
+	pxe, once := machine.BootPxe, machine.BootOnce
+	if _, err := l.svc.SetBoot(context.Background(), l.ids[0], machine.BootPatch{Target: &pxe, Enabled: &once}); err != nil {
+		t.Fatal(err)
+	}
+	out := l.mustIpmitool(t, 0, nil, "chassis", "bootparam", "get", "5")
+	for _, want := range []string{"Force PXE", "Options apply to only next boot", "BIOS EFI boot"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bootparam get 5 after a model Once Pxe override lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -25,7 +25,7 @@ func defaultConfig() config {
 		maxSessions: 16,
 		idle:        60 * time.Second, // IPMI v2.0 §6.12.15: 60 s ± 3 s by default
 		halfOpen:    10 * time.Second,
-		replyWithin: 75 * time.Millisecond,
+		replyWithin: 50 * time.Millisecond,
 	}
 }
 
@@ -71,7 +71,7 @@ func WithSessionTimeout(d time.Duration) Option {
 }
 
 // WithReplyWithin bounds how long a power command waits for the backend
-// before it answers "accepted" and lets the work go on (default 75 ms, so
+// before it answers "accepted" and lets the work go on (default 50 ms, so
 // that ipmitool's 1 s timeout is never hit).
 func WithReplyWithin(d time.Duration) Option {
 	return func(c *config) {
