@@ -1,0 +1,303 @@
+package ipmi
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/testenv"
+)
+
+// ipmitool runs the real ipmitool against BMC i of the lab with its default
+// options, plus extra (e.g. "-C", "3"), and returns its output.
+func (l *lab) ipmitool(t *testing.T, i int, extra []string, args ...string) (string, error) {
+	t.Helper()
+	bin := testenv.Command(t, "ipmitool")
+	host, port, _ := net.SplitHostPort(l.addrs[i])
+	argv := append([]string{"-I", "lanplus", "-H", host, "-p", port, "-U", testUser, "-P", testPass}, extra...)
+	argv = append(argv, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	out, err := exec.CommandContext(ctx, bin, argv...).CombinedOutput()
+	t.Logf("ipmitool %s (%v): %s", strings.Join(append(extra, args...), " "), time.Since(start).Round(time.Millisecond), strings.TrimSpace(string(out)))
+	return string(out), err
+}
+
+func (l *lab) mustIpmitool(t *testing.T, i int, extra []string, args ...string) string {
+	t.Helper()
+	out, err := l.ipmitool(t, i, extra, args...)
+	if err != nil {
+		t.Fatalf("ipmitool %v: %v\n%s", args, err, out)
+	}
+	return out
+}
+
+func waitPower(t *testing.T, l *lab, i int, want machine.PowerState) {
+	t.Helper()
+	if !testenv.WaitFor(5*time.Second, func() bool { return l.machine(t, i).Power == want }) {
+		t.Fatalf("power %s, want %s", l.machine(t, i).Power, want)
+	}
+}
+
+func TestIpmitoolPower(t *testing.T) {
+	testenv.Integration(t)
+	testenv.Command(t, "ipmitool")
+	l := newLab(t, 1, "127.0.0.1", nil)
+	for _, extra := range [][]string{nil, {"-C", "3"}, {"-C", "17"}} {
+		t.Run(strings.Join(append([]string{"suite"}, extra...), ""), func(t *testing.T) {
+			if out := l.mustIpmitool(t, 0, extra, "power", "status"); !strings.Contains(out, "Chassis Power is off") {
+				t.Fatalf("power status: %q", out)
+			}
+			l.mustIpmitool(t, 0, extra, "power", "on")
+			waitPower(t, l, 0, machine.PowerOn)
+			if out := l.mustIpmitool(t, 0, extra, "power", "status"); !strings.Contains(out, "Chassis Power is on") {
+				t.Fatalf("power status: %q", out)
+			}
+			l.mustIpmitool(t, 0, extra, "power", "cycle")
+			waitPower(t, l, 0, machine.PowerOn)
+			l.mustIpmitool(t, 0, extra, "power", "reset")
+			waitPower(t, l, 0, machine.PowerOn)
+			l.mustIpmitool(t, 0, extra, "power", "diag")
+			l.mustIpmitool(t, 0, extra, "power", "soft")
+			waitPower(t, l, 0, machine.PowerOff)
+			l.mustIpmitool(t, 0, extra, "power", "on")
+			waitPower(t, l, 0, machine.PowerOn)
+			l.mustIpmitool(t, 0, extra, "power", "off")
+			waitPower(t, l, 0, machine.PowerOff)
+		})
+	}
+}
+
+func TestIpmitoolBootdev(t *testing.T) {
+	testenv.Integration(t)
+	testenv.Command(t, "ipmitool")
+	l := newLab(t, 1, "127.0.0.1", nil)
+	tests := []struct {
+		args []string
+		want machine.Boot
+		get5 string // what `chassis bootparam get 5` says
+	}{
+		{[]string{"pxe"}, machine.Boot{Target: machine.BootPxe, Enabled: machine.BootOnce, Mode: machine.BootModeLegacy}, "Force PXE"},
+		{[]string{"disk", "options=persistent"}, machine.Boot{Target: machine.BootHdd, Enabled: machine.BootContinuous, Mode: machine.BootModeLegacy}, "Force Boot from default Hard-Drive"},
+		{[]string{"cdrom", "options=efiboot"}, machine.Boot{Target: machine.BootCd, Enabled: machine.BootOnce, Mode: machine.BootModeUEFI}, "Force Boot from CD/DVD"},
+		{[]string{"bios", "options=persistent,efiboot"}, machine.Boot{Target: machine.BootBiosSetup, Enabled: machine.BootContinuous, Mode: machine.BootModeUEFI}, "Force Boot into BIOS Setup"},
+		{[]string{"safe"}, machine.Boot{Target: machine.BootHdd, Enabled: machine.BootOnce, Mode: machine.BootModeLegacy}, "Force Boot from default Hard-Drive"},
+		{[]string{"none"}, machine.Boot{Target: machine.BootNone, Enabled: machine.BootDisabled, Mode: machine.BootModeLegacy}, "No override"},
+	}
+	for _, tt := range tests {
+		l.mustIpmitool(t, 0, nil, append([]string{"chassis", "bootdev"}, tt.args...)...)
+		if got := l.machine(t, 0).Settings.Boot; got != tt.want {
+			t.Errorf("bootdev %v: model has %+v, want %+v", tt.args, got, tt.want)
+		}
+		out := l.mustIpmitool(t, 0, nil, "chassis", "bootparam", "get", "5")
+		if !strings.Contains(out, tt.get5) {
+			t.Errorf("bootdev %v: bootparam get 5 does not say %q:\n%s", tt.args, tt.get5, out)
+		}
+		persistent := tt.want.Enabled == machine.BootContinuous
+		if strings.Contains(out, "Options apply to all future boots") != persistent {
+			t.Errorf("bootdev %v: persistence misreported:\n%s", tt.args, out)
+		}
+		if strings.Contains(out, "BIOS EFI boot") != (tt.want.Mode == machine.BootModeUEFI) {
+			t.Errorf("bootdev %v: boot type misreported:\n%s", tt.args, out)
+		}
+	}
+}
+
+// TestIronicRawCommands sends the raw commands Ironic's ipmitool driver uses
+// and checks the model and the read-back.
+func TestIronicRawCommands(t *testing.T) {
+	testenv.Integration(t)
+	testenv.Command(t, "ipmitool")
+	l := newLab(t, 1, "127.0.0.1", nil)
+	l.mustIpmitool(t, 0, nil, "raw", "0x00", "0x08", "0x03", "0x08")
+	l.mustIpmitool(t, 0, nil, "raw", "0x00", "0x08", "0x05", "0xa0", "0x08")
+	want := machine.Boot{Target: machine.BootHdd, Enabled: machine.BootOnce, Mode: machine.BootModeUEFI}
+	if got := l.machine(t, 0).Settings.Boot; got != want {
+		t.Errorf("after 0xa0 0x08: %+v, want %+v", got, want)
+	}
+	l.mustIpmitool(t, 0, nil, "raw", "0x00", "0x08", "0x05", "0xe0", "0x14")
+	want = machine.Boot{Target: machine.BootCd, Enabled: machine.BootContinuous, Mode: machine.BootModeUEFI}
+	if got := l.machine(t, 0).Settings.Boot; got != want {
+		t.Errorf("after 0xe0 0x14: %+v, want %+v", got, want)
+	}
+	out := l.mustIpmitool(t, 0, nil, "raw", "0x00", "0x09", "0x05", "0x00", "0x00")
+	if got := strings.Join(strings.Fields(out), " "); got != "01 05 e0 14 00 00 00" {
+		t.Errorf("get boot flags: %q, want 01 05 e0 14 00 00 00", got)
+	}
+	out = l.mustIpmitool(t, 0, nil, "raw", "0x00", "0x09", "0x03", "0x00", "0x00")
+	if got := strings.Join(strings.Fields(out), " "); got != "01 03 08" {
+		t.Errorf("get valid-bit clearing: %q, want 01 03 08", got)
+	}
+	// Bad data is 0xCC, unknown commands 0xC1.
+	if out, err := l.ipmitool(t, 0, nil, "raw", "0x00", "0x08", "0x05", "0x80", "0x10"); err == nil || !strings.Contains(out, "rsp=0xcc") {
+		t.Errorf("diagnostic partition: want 0xcc, got %v %s", err, out)
+	}
+	if out, err := l.ipmitool(t, 0, nil, "raw", "0x00", "0x7f"); err == nil || !strings.Contains(out, "rsp=0xc1") {
+		t.Errorf("unknown command: want 0xc1, got %v %s", err, out)
+	}
+}
+
+// TestSpentOnceReadsNotValid: a Once override reads back valid until the
+// machine boots, then not valid.
+func TestSpentOnceReadsNotValid(t *testing.T) {
+	testenv.Integration(t)
+	testenv.Command(t, "ipmitool")
+	l := newLab(t, 1, "127.0.0.1", nil)
+	l.mustIpmitool(t, 0, nil, "chassis", "bootdev", "pxe", "options=efiboot")
+	out := l.mustIpmitool(t, 0, nil, "raw", "0x00", "0x09", "0x05", "0x00", "0x00")
+	if got := strings.Join(strings.Fields(out), " "); got != "01 05 a0 04 00 00 00" {
+		t.Fatalf("before boot: %q", got)
+	}
+	l.mustIpmitool(t, 0, nil, "power", "on")
+	waitPower(t, l, 0, machine.PowerOn)
+	out = l.mustIpmitool(t, 0, nil, "raw", "0x00", "0x09", "0x05", "0x00", "0x00")
+	if got := strings.Join(strings.Fields(out), " "); got != "01 05 20 00 00 00 00" {
+		t.Errorf("after boot: %q, want the valid bit clear", got)
+	}
+}
+
+func TestIpmitoolInfo(t *testing.T) {
+	testenv.Integration(t)
+	testenv.Command(t, "ipmitool")
+	l := newLab(t, 1, "127.0.0.1", nil)
+	for _, args := range [][]string{
+		{"mc", "info"}, {"mc", "guid"}, {"chassis", "status"}, {"sel", "info"}, {"sel", "list"},
+		{"sdr", "list"}, {"user", "list", "1"}, {"channel", "info", "1"}, {"chassis", "identify", "5"},
+		{"chassis", "identify", "force"}, {"sol", "info", "1"}, {"session", "info", "active"}, {"channel", "getciphers", "ipmi"},
+	} {
+		out, err := l.ipmitool(t, 0, nil, args...)
+		if err != nil {
+			t.Errorf("%v: %v\n%s", args, err, out)
+		}
+		switch args[1] {
+		case "info":
+			if args[0] == "mc" && !strings.Contains(out, "IPMI Version              : 2.0") {
+				t.Errorf("mc info: %s", out)
+			}
+		case "guid":
+			if !strings.Contains(strings.ToLower(out), l.ids[0]) {
+				t.Errorf("mc guid does not show the machine's UUID %s:\n%s", l.ids[0], out)
+			}
+		case "list":
+			if args[0] == "user" && !strings.Contains(out, testUser) {
+				t.Errorf("user list: %s", out)
+			}
+		}
+	}
+	if !l.machine(t, 0).IndicatorLED {
+		t.Errorf("identify force: LED off")
+	}
+}
+
+func TestFreeIPMI(t *testing.T) {
+	testenv.Integration(t)
+	power := testenv.Command(t, "ipmi-power")
+	chassis := testenv.Command(t, "ipmi-chassis")
+	l := newLab(t, 1, "127.0.0.1", nil)
+	run := func(bin string, args ...string) string {
+		t.Helper()
+		argv := append([]string{"-h", l.addrs[0], "-u", testUser, "-p", testPass, "-D", "LAN_2_0"}, args...)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, bin, argv...).CombinedOutput()
+		t.Logf("%s %s: %s", bin, strings.Join(args, " "), strings.TrimSpace(string(out)))
+		if err != nil {
+			t.Fatalf("%s %v: %v", bin, args, err)
+		}
+		return string(out)
+	}
+	if out := run(power, "--stat"); !strings.Contains(out, ": off") {
+		t.Errorf("ipmi-power --stat: %q", out)
+	}
+	run(power, "--on")
+	waitPower(t, l, 0, machine.PowerOn)
+	if out := run(power, "--stat"); !strings.Contains(out, ": on") {
+		t.Errorf("ipmi-power --stat: %q", out)
+	}
+	run(power, "--reset")
+	run(power, "--cycle")
+	waitPower(t, l, 0, machine.PowerOn)
+	run(power, "--off")
+	waitPower(t, l, 0, machine.PowerOff)
+	run(chassis, "--chassis-control=POWER-UP")
+	waitPower(t, l, 0, machine.PowerOn)
+	run(chassis, "--chassis-identify=FORCE")
+	if out := run(chassis, "--get-chassis-status"); !strings.Contains(out, "System Power                        : on") ||
+		!strings.Contains(out, "Chassis Identify state              : Indefinite on") {
+		t.Errorf("ipmi-chassis --get-chassis-status: %q", out)
+	}
+	run(chassis, "--chassis-control=POWER-DOWN")
+	waitPower(t, l, 0, machine.PowerOff)
+	// Boot flags moved from ipmi-chassis to ipmi-config in FreeIPMI 1.x.
+	cfg := testenv.Command(t, "ipmi-config")
+	run(cfg, "--category=chassis", "--commit", "--key-pair=Chassis_Boot_Flags:Boot_Device=PXE",
+		"--key-pair=Chassis_Boot_Flags:BIOS_Boot_Type=EFI", "--key-pair=Chassis_Boot_Flags:Boot_Flags_Persistent=Yes")
+	want := machine.Boot{Target: machine.BootPxe, Enabled: machine.BootContinuous, Mode: machine.BootModeUEFI}
+	if got := l.machine(t, 0).Settings.Boot; got != want {
+		t.Errorf("ipmi-config boot flags: model has %+v, want %+v", got, want)
+	}
+	if out := run(cfg, "--category=chassis", "--checkout", "--section=Chassis_Boot_Flags"); !strings.Contains(out, "Boot_Device                                   PXE") {
+		t.Errorf("ipmi-config --checkout: %q", out)
+	}
+}
+
+func TestPyghmi(t *testing.T) {
+	testenv.Integration(t)
+	py := testenv.Python(t, "pyghmi")
+	l := newLab(t, 1, "127.0.0.1", nil)
+	host, port, _ := net.SplitHostPort(l.addrs[0])
+	script := `
+import sys
+from pyghmi.ipmi import command
+c = command.Command(bmc=sys.argv[1], port=int(sys.argv[2]), userid=sys.argv[3], password=sys.argv[4])
+print("before", c.get_bootdev())
+c.set_bootdev("network", persist=True, uefiboot=True)
+print("after", c.get_bootdev())
+print("power", c.get_power())
+c.set_power("on", wait=False)
+`
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, "-c", script, host, port, testUser, testPass).CombinedOutput()
+	t.Logf("pyghmi: %s", out)
+	if err != nil {
+		t.Fatalf("pyghmi: %v", err)
+	}
+	want := machine.Boot{Target: machine.BootPxe, Enabled: machine.BootContinuous, Mode: machine.BootModeUEFI}
+	if got := l.machine(t, 0).Settings.Boot; got != want {
+		t.Errorf("model %+v, want %+v", got, want)
+	}
+	if !strings.Contains(string(out), "after {'bootdev': 'network', 'persistent': True, 'uefimode': True}") {
+		t.Errorf("pyghmi get_bootdev after set: %s", out)
+	}
+	waitPower(t, l, 0, machine.PowerOn)
+}
+
+// TestCrossProtocol: what ipmitool sets is the model's boot override (what
+// Redfish's BootSourceOverride* renders), and a Once override set through
+// the model (as Redfish's PATCH does) is what `chassis bootparam get 5` and
+// pyghmi report.
+func TestCrossProtocol(t *testing.T) {
+	testenv.Integration(t)
+	testenv.Command(t, "ipmitool")
+	l := newLab(t, 1, "127.0.0.1", nil)
+	l.mustIpmitool(t, 0, nil, "chassis", "bootdev", "cdrom", "options=efiboot")
+	if b := l.machine(t, 0).Settings.Boot; b.Target != machine.BootCd || b.Enabled != machine.BootOnce || b.Mode != machine.BootModeUEFI {
+		t.Errorf("model after ipmitool bootdev cdrom: %+v", b)
+	}
+	pxe, once := machine.BootPxe, machine.BootOnce
+	if _, err := l.svc.SetBoot(context.Background(), l.ids[0], machine.BootPatch{Target: &pxe, Enabled: &once}); err != nil {
+		t.Fatal(err)
+	}
+	out := l.mustIpmitool(t, 0, nil, "chassis", "bootparam", "get", "5")
+	for _, want := range []string{"Force PXE", "Options apply to only next boot", "BIOS EFI boot"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bootparam get 5 after a model Once Pxe override lacks %q:\n%s", want, out)
+		}
+	}
+}

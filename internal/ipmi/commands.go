@@ -1,0 +1,650 @@
+package ipmi
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"net"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/bmlab/bmlab/internal/ipmi/session"
+	"github.com/bmlab/bmlab/internal/ipmi/wire"
+	"github.com/bmlab/bmlab/internal/machine"
+)
+
+// Commands, by network function (IPMI v2.0 Appendix G).
+const (
+	// App (NetFn 06h)
+	cmdGetDeviceID            = 0x01
+	cmdGetACPIPowerState      = 0x07
+	cmdGetSystemGUID          = 0x37
+	cmdGetChannelAuthCaps     = 0x38
+	cmdSetSessionPrivilege    = 0x3b
+	cmdCloseSession           = 0x3c
+	cmdGetSessionInfo         = 0x3d
+	cmdGetChannelAccess       = 0x41
+	cmdGetChannelInfo         = 0x42
+	cmdGetUserAccess          = 0x44
+	cmdGetUserName            = 0x46
+	cmdActivatePayload        = 0x48
+	cmdDeactivatePayload      = 0x49
+	cmdGetPayloadStatus       = 0x4a
+	cmdGetChannelCipherSuites = 0x54
+
+	// Chassis (NetFn 00h)
+	cmdGetChassisStatus = 0x01
+	cmdChassisControl   = 0x02
+	cmdChassisIdentify  = 0x04
+	cmdSetBootOptions   = 0x08
+	cmdGetBootOptions   = 0x09
+
+	// Storage (NetFn 0Ah)
+	cmdGetSDRRepoInfo = 0x20
+	cmdReserveSDRRepo = 0x22
+	cmdGetSDR         = 0x23
+	cmdClearSDRRepo   = 0x27
+	cmdGetSELInfo     = 0x40
+	cmdReserveSEL     = 0x42
+	cmdGetSELEntry    = 0x43
+	cmdClearSEL       = 0x47
+	cmdGetSELTime     = 0x48
+
+	// Transport (NetFn 0Ch)
+	cmdSetSOLConfig = 0x21
+	cmdGetSOLConfig = 0x22
+)
+
+type handler struct {
+	priv uint8 // minimum session privilege (IPMI v2.0 Appendix G)
+	fn   func(b *bmc, s *sessRef, d []byte) (wire.CompletionCode, []byte)
+}
+
+type key struct {
+	netFn wire.NetFn
+	cmd   uint8
+}
+
+var handlers map[key]handler
+
+func init() {
+	handlers = map[key]handler{
+		{wire.NetFnApp, cmdGetDeviceID}:            {privUser, (*bmc).getDeviceID},
+		{wire.NetFnApp, cmdGetACPIPowerState}:      {privUser, (*bmc).getACPIPowerState},
+		{wire.NetFnApp, cmdGetSystemGUID}:          {privUser, (*bmc).getSystemGUID},
+		{wire.NetFnApp, cmdGetChannelAuthCaps}:     {privCallback, (*bmc).getChannelAuthCaps},
+		{wire.NetFnApp, cmdSetSessionPrivilege}:    {privCallback, (*bmc).setSessionPrivilege},
+		{wire.NetFnApp, cmdCloseSession}:           {privCallback, (*bmc).closeSession},
+		{wire.NetFnApp, cmdGetChannelInfo}:         {privUser, (*bmc).getChannelInfo},
+		{wire.NetFnApp, cmdGetChannelAccess}:       {privUser, (*bmc).getChannelAccess},
+		{wire.NetFnApp, cmdGetSessionInfo}:         {privUser, (*bmc).getSessionInfo},
+		{wire.NetFnApp, cmdGetUserAccess}:          {privOperator, (*bmc).getUserAccess},
+		{wire.NetFnApp, cmdGetUserName}:            {privOperator, (*bmc).getUserName},
+		{wire.NetFnApp, cmdActivatePayload}:        {privUser, (*bmc).activatePayload},
+		{wire.NetFnApp, cmdDeactivatePayload}:      {privUser, (*bmc).deactivatePayload},
+		{wire.NetFnApp, cmdGetPayloadStatus}:       {privUser, (*bmc).getPayloadStatus},
+		{wire.NetFnApp, cmdGetChannelCipherSuites}: {privCallback, (*bmc).getChannelCipherSuites},
+
+		{wire.NetFnChassis, cmdGetChassisStatus}: {privUser, (*bmc).getChassisStatus},
+		{wire.NetFnChassis, cmdChassisControl}:   {privOperator, (*bmc).chassisControl},
+		{wire.NetFnChassis, cmdChassisIdentify}:  {privOperator, (*bmc).chassisIdentify},
+		{wire.NetFnChassis, cmdSetBootOptions}:   {privOperator, (*bmc).setBootOptions},
+		{wire.NetFnChassis, cmdGetBootOptions}:   {privUser, (*bmc).getBootOptions},
+
+		{wire.NetFnStorage, cmdGetSDRRepoInfo}: {privUser, (*bmc).getSDRRepoInfo},
+		{wire.NetFnStorage, cmdReserveSDRRepo}: {privUser, (*bmc).reserve},
+		{wire.NetFnStorage, cmdGetSDR}:         {privUser, (*bmc).getRecord},
+		{wire.NetFnStorage, cmdClearSDRRepo}:   {privOperator, (*bmc).clearSEL},
+		{wire.NetFnStorage, cmdGetSELInfo}:     {privUser, (*bmc).getSELInfo},
+		{wire.NetFnStorage, cmdReserveSEL}:     {privUser, (*bmc).reserve},
+		{wire.NetFnStorage, cmdGetSELEntry}:    {privUser, (*bmc).getRecord},
+		{wire.NetFnStorage, cmdClearSEL}:       {privOperator, (*bmc).clearSEL},
+		{wire.NetFnStorage, cmdGetSELTime}:     {privUser, (*bmc).getSELTime},
+
+		{wire.NetFnTransport, cmdGetSOLConfig}: {privUser, (*bmc).getSOLConfig},
+		{wire.NetFnTransport, cmdSetSOLConfig}: {privAdmin, (*bmc).setSOLConfig},
+	}
+}
+
+// command runs one request. s is nil outside a session, where only the
+// commands sessionless lets through arrive.
+func (b *bmc) command(s *sessRef, req wire.Request) (wire.CompletionCode, []byte) {
+	if req.RsLUN != 0 {
+		return wire.CodeInvalidForLUN, nil
+	}
+	h, ok := handlers[key{req.NetFn, req.Cmd}]
+	if !ok {
+		return wire.CodeInvalidCommand, nil
+	}
+	if s != nil {
+		b.mu.Lock()
+		ss := b.sessions[s.id]
+		priv := uint8(0)
+		if ss != nil {
+			priv = ss.priv
+		}
+		b.mu.Unlock()
+		if priv < h.priv {
+			return wire.CodeInsufficientPriv, nil
+		}
+	}
+	return h.fn(b, s, req.Data)
+}
+
+// codeFor turns a model error into a completion code: what the client did
+// wrong (0xCC, 0xD5) is told apart from what failed underneath (0xFF).
+func codeFor(err error) wire.CompletionCode {
+	switch {
+	case err == nil:
+		return wire.CodeOK
+	case errors.Is(err, machine.ErrInvalid):
+		return wire.CodeInvalidDataField
+	case errors.Is(err, machine.ErrConflict):
+		return wire.CodeNotInPresentState
+	case errors.Is(err, machine.ErrUnsupported):
+		return wire.CodeInvalidCommand
+	case errors.Is(err, machine.ErrNotFound), errors.Is(err, machine.ErrUnavailable):
+		return wire.CodeDestinationUnavail
+	case errors.Is(err, context.DeadlineExceeded):
+		return wire.CodeTimeout
+	}
+	return wire.CodeUnspecified
+}
+
+func (b *bmc) machine() (*machine.Machine, wire.CompletionCode) {
+	m, err := b.svc.Get(b.id)
+	if err != nil {
+		return nil, codeFor(err)
+	}
+	return m, wire.CodeOK
+}
+
+func isOn(m *machine.Machine) bool {
+	return m.Power == machine.PowerOn || m.Power == machine.PowerPoweringOff
+}
+
+// getDeviceID (IPMI v2.0 §20.1).
+func (b *bmc) getDeviceID(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 0 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	return wire.CodeOK, []byte{
+		0x20,       // device ID
+		0x01,       // device revision; no device SDRs
+		0x01, 0x00, // firmware 1.00, normal operation
+		0x02,             // IPMI version 2.0
+		0x86,             // chassis device, SEL device, SDR repository device
+		0x00, 0x00, 0x00, // manufacturer ID: none
+		0x01, 0x00, // product ID
+	}
+}
+
+// getACPIPowerState (IPMI v2.0 §20.7): S0/G0 working or S5/G2 soft-off.
+func (b *bmc) getACPIPowerState(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 0 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	m, cc := b.machine()
+	if cc != wire.CodeOK {
+		return cc, nil
+	}
+	if isOn(m) {
+		return wire.CodeOK, []byte{0x00, 0x00} // S0/G0, D0
+	}
+	return wire.CodeOK, []byte{0x05, 0x03} // S5/G2, D3
+}
+
+// getSystemGUID (IPMI v2.0 §22.14): the machine's UUID.
+func (b *bmc) getSystemGUID(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 0 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	g := b.guid
+	return wire.CodeOK, g[:]
+}
+
+func validChannel(c byte) bool { c &= 0x0f; return c == currentChannel || c == lanChannel }
+
+// getChannelAuthCaps (IPMI v2.0 §22.13). With bit 7 of the channel byte the
+// console asks for the v2.0 extended data: RMCP+ only, non-null user names.
+func (b *bmc) getChannelAuthCaps(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 2 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	if !validChannel(d[0]) || d[1]&0x0f == 0 || d[1]&0x0f > privOEM {
+		return wire.CodeInvalidDataField, nil
+	}
+	v2 := d[0]&0x80 != 0
+	out := []byte{lanChannel, 0x00, 0x04, 0x00, 0, 0, 0, 0}
+	if v2 {
+		out[1] = 0x80 // IPMI v2.0+ extended capabilities available
+		out[3] = 0x02 // IPMI v2.0 connections supported, v1.5 not
+	}
+	return wire.CodeOK, out
+}
+
+// getChannelCipherSuites (IPMI v2.0 §22.15), answered outside sessions too:
+// ipmitool asks before it opens one. Records are returned 16 bytes at a time.
+func (b *bmc) getChannelCipherSuites(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 3 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	if !validChannel(d[0]) || d[1]&0x3f > 1 {
+		return wire.CodeInvalidDataField, nil
+	}
+	var recs []byte
+	if d[2]&0x80 != 0 {
+		for _, id := range b.cfg.suites() {
+			s := session.Suites[id]
+			recs = append(recs, 0xc0, id, s.Auth, 0x40|s.Integrity, 0x80|s.Conf)
+		}
+	} else {
+		seen := map[byte]bool{}
+		for _, id := range b.cfg.suites() {
+			s := session.Suites[id]
+			for _, a := range []byte{s.Auth, 0x40 | s.Integrity, 0x80 | s.Conf} {
+				if !seen[a] {
+					seen[a] = true
+					recs = append(recs, a)
+				}
+			}
+		}
+	}
+	idx := int(d[2]&0x3f) * 16
+	out := []byte{lanChannel}
+	if idx < len(recs) {
+		out = append(out, recs[idx:min(idx+16, len(recs))]...)
+	}
+	return wire.CodeOK, out
+}
+
+// setSessionPrivilege (IPMI v2.0 §22.18).
+func (b *bmc) setSessionPrivilege(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 1 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	if s == nil {
+		return wire.CodeInsufficientPriv, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ss := b.sessions[s.id]
+	if ss == nil {
+		return wire.CodeInsufficientPriv, nil
+	}
+	lvl := d[0] & 0x0f
+	switch {
+	case lvl == 0:
+	case lvl > privOEM:
+		return wire.CodeInvalidDataField, nil
+	case lvl == privOEM:
+		return 0x80, nil // requested level not available for this user
+	case lvl > ss.limit:
+		return 0x81, nil // exceeds the channel or user privilege limit
+	default:
+		ss.priv = lvl
+	}
+	return wire.CodeOK, []byte{ss.priv}
+}
+
+// closeSession (IPMI v2.0 §22.19): a session closes itself, or an
+// administrator closes another.
+func (b *bmc) closeSession(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 4 && len(d) != 5 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	id := binary.LittleEndian.Uint32(d[0:4])
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if id == 0 {
+		return 0x88, nil // invalid session handle (handles are not supported)
+	}
+	target := b.sessions[id]
+	if target == nil {
+		return 0x87, nil // invalid session ID
+	}
+	if s == nil || (id != s.id && b.sessions[s.id] != nil && b.sessions[s.id].priv < privAdmin) {
+		return wire.CodeInsufficientPriv, nil
+	}
+	if id == s.id {
+		target.closing = true // the answer still needs the keys; inSession drops it after sealing
+		return wire.CodeOK, nil
+	}
+	b.dropLocked(id)
+	return wire.CodeOK, nil
+}
+
+// getChannelInfo (IPMI v2.0 §22.24): an 802.3 LAN channel, multi-session.
+func (b *bmc) getChannelInfo(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 1 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	if !validChannel(d[0]) {
+		return wire.CodeInvalidDataField, nil
+	}
+	b.mu.Lock()
+	active := 0
+	for _, s := range b.sessions {
+		if s.state == stateActive {
+			active++
+		}
+	}
+	b.mu.Unlock()
+	return wire.CodeOK, []byte{
+		lanChannel, 0x04, 0x01, 0x80 | byte(min(active, 0x3f)),
+		0xf2, 0x1b, 0x00, // IPMI forum enterprise number, 7154
+		0x00, 0x00,
+	}
+}
+
+// getChannelAccess (IPMI v2.0 §22.23): always available, alerting off,
+// administrator limit.
+func (b *bmc) getChannelAccess(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 2 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	if !validChannel(d[0]) || d[1]>>6 == 0 || d[1]>>6 == 3 {
+		return wire.CodeInvalidDataField, nil
+	}
+	return wire.CodeOK, []byte{0x22, privAdmin}
+}
+
+// getSessionInfo (IPMI v2.0 §22.20): the current session (index 0) or the
+// n-th active one.
+func (b *bmc) getSessionInfo(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) < 1 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var active []*sess
+	for _, ss := range b.sessions {
+		if ss.state == stateActive {
+			active = append(active, ss)
+		}
+	}
+	var target *sess
+	switch idx := int(d[0]); {
+	case idx == 0 && s != nil:
+		target = b.sessions[s.id]
+	case idx >= 1 && idx <= len(active):
+		target = active[idx-1]
+	case idx == 0xff && len(d) == 5:
+		target = b.sessions[binary.LittleEndian.Uint32(d[1:5])]
+	default:
+		return wire.CodeInvalidDataField, nil
+	}
+	out := []byte{0x01, byte(b.cfg.maxSessions), byte(len(active))}
+	if target == nil {
+		return wire.CodeOK, out
+	}
+	uid := byte(0)
+	for i, u := range b.users {
+		if u.Username == target.user {
+			uid = byte(i + 2)
+		}
+	}
+	out = append(out, uid, target.priv, 0x10|lanChannel)
+	ip, port := make([]byte, 4), uint16(0)
+	if a, ok := target.addr.(*net.UDPAddr); ok {
+		if v4 := a.IP.To4(); v4 != nil {
+			copy(ip, v4)
+		}
+		port = uint16(a.Port)
+	}
+	out = append(out, ip...)
+	out = append(out, 0, 0, 0, 0, 0, 0) // console MAC: unknown
+	return wire.CodeOK, binary.LittleEndian.AppendUint16(out, port)
+}
+
+const maxUsers = 16
+
+// users are numbered from 2: user 1 is the anonymous (null) user, disabled.
+func (b *bmc) userByID(id byte) (machine.Credential, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := int(id) - 2
+	if i < 0 || i >= len(b.users) {
+		return machine.Credential{}, false
+	}
+	return b.users[i], true
+}
+
+// getUserAccess (IPMI v2.0 §22.27).
+func (b *bmc) getUserAccess(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 2 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	uid := d[1] & 0x3f
+	if !validChannel(d[0]) || uid == 0 || uid > maxUsers {
+		return wire.CodeInvalidDataField, nil
+	}
+	b.mu.Lock()
+	n := min(len(b.users), maxUsers-1)
+	b.mu.Unlock()
+	access := byte(0x0f) // no access
+	if _, ok := b.userByID(uid); ok {
+		access = 0x10 | privAdmin // IPMI messaging enabled, administrator
+	}
+	enabled := byte(n)
+	if _, ok := b.userByID(uid); ok {
+		enabled |= 0x40
+	} else {
+		enabled |= 0x80
+	}
+	return wire.CodeOK, []byte{maxUsers, enabled, 0x01, access}
+}
+
+// getUserName (IPMI v2.0 §22.29). Passwords are never returned.
+func (b *bmc) getUserName(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 1 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	uid := d[0] & 0x3f
+	if uid == 0 || uid > maxUsers {
+		return wire.CodeInvalidDataField, nil
+	}
+	name := make([]byte, 16)
+	if u, ok := b.userByID(uid); ok {
+		copy(name, u.Username)
+	}
+	return wire.CodeOK, name
+}
+
+// getChassisStatus (IPMI v2.0 §28.2).
+func (b *bmc) getChassisStatus(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 0 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	m, cc := b.machine()
+	if cc != wire.CodeOK {
+		return cc, nil
+	}
+	var power, last byte
+	if isOn(m) {
+		power = 0x01
+	}
+	b.mu.Lock()
+	if b.powerOnByIPMI {
+		last = 0x10 // last power-on was by an IPMI command
+	}
+	misc := byte(0x40) // chassis identify state is reported
+	if m.IndicatorLED {
+		if !b.identifyUntil.IsZero() {
+			misc |= 0x10 // temporary
+		} else {
+			misc |= 0x20 // indefinite
+		}
+	}
+	b.mu.Unlock()
+	return wire.CodeOK, []byte{power, last, misc, 0x00}
+}
+
+// chassisControl (IPMI v2.0 §28.3). The answer comes within
+// config.replyWithin; a slower backend keeps working after it.
+func (b *bmc) chassisControl(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 1 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	var rt machine.ResetType
+	switch d[0] & 0x0f {
+	case 0x00:
+		rt = machine.ResetForceOff
+	case 0x01:
+		rt = machine.ResetOn
+	case 0x02:
+		rt = machine.ResetPowerCycle
+	case 0x03:
+		rt = machine.ResetForceRestart
+	case 0x04:
+		rt = machine.ResetNmi
+	case 0x05:
+		rt = machine.ResetGracefulShutdown
+	default:
+		return wire.CodeInvalidDataField, nil
+	}
+	m, cc := b.machine()
+	if cc != wire.CodeOK {
+		return cc, nil
+	}
+	if rt == machine.ResetOn && m.Power == machine.PowerPoweringOn {
+		return wire.CodeOK, nil // already on its way
+	}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Minute)
+		defer cancel()
+		done <- b.svc.Reset(ctx, b.id, rt)
+	}()
+	starts := rt == machine.ResetOn || rt == machine.ResetPowerCycle || rt == machine.ResetForceRestart
+	t := time.NewTimer(b.cfg.replyWithin)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err == nil && starts {
+			b.mu.Lock()
+			b.powerOnByIPMI = true
+			b.mu.Unlock()
+		}
+		return codeFor(err), nil
+	case <-t.C:
+		if starts {
+			b.mu.Lock()
+			b.powerOnByIPMI = true
+			b.mu.Unlock()
+		}
+		go func() {
+			if err := <-done; err != nil {
+				b.log.Warn("chassis control failed after the answer", zap.String("action", string(rt)), zap.Error(err))
+			}
+		}()
+		return wire.CodeOK, nil
+	}
+}
+
+// chassisIdentify (IPMI v2.0 §28.5): interval in seconds (default 15, 0
+// off), or on until told otherwise with "force on".
+func (b *bmc) chassisIdentify(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) > 2 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	interval := 15 * time.Second
+	if len(d) >= 1 {
+		interval = time.Duration(d[0]) * time.Second
+	}
+	force := len(d) == 2 && d[1]&0x01 != 0
+	on := force || interval > 0
+	if err := b.svc.SetIndicator(b.id, on); err != nil {
+		return codeFor(err), nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.identifyTimer != nil {
+		b.identifyTimer.Stop()
+		b.identifyTimer = nil
+	}
+	b.identifyUntil = time.Time{}
+	if on && !force {
+		b.identifyUntil = time.Now().Add(interval)
+		b.identifyTimer = time.AfterFunc(interval, func() {
+			b.mu.Lock()
+			b.identifyUntil = time.Time{}
+			b.identifyTimer = nil
+			b.mu.Unlock()
+			if err := b.svc.SetIndicator(b.id, false); err != nil {
+				b.log.Debug("identify off", zap.Error(err))
+			}
+		})
+	}
+	return wire.CodeOK, nil
+}
+
+// SEL and SDR repository: present, well-formed and empty (IPMI v2.0 §31,
+// §33).
+func (b *bmc) getSELInfo(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 0 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	return wire.CodeOK, []byte{
+		0x51,       // SEL version 1.5 (also 2.0)
+		0x00, 0x00, // entries
+		0xff, 0xff, // free space
+		0xff, 0xff, 0xff, 0xff, // most recent addition: never
+		0xff, 0xff, 0xff, 0xff, // most recent erase: never
+		0x02, // Reserve SEL supported
+	}
+}
+
+func (b *bmc) getSDRRepoInfo(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 0 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	return wire.CodeOK, []byte{
+		0x51,
+		0x00, 0x00,
+		0xff, 0xff,
+		0x00, 0x00, 0x00, 0x00,
+		0x00, 0x00, 0x00, 0x00,
+		0x02, // Reserve SDR Repository supported
+	}
+}
+
+func (b *bmc) reserve(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 0 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	b.mu.Lock()
+	b.reservation++
+	if b.reservation == 0 {
+		b.reservation = 1
+	}
+	r := b.reservation
+	b.mu.Unlock()
+	return wire.CodeOK, binary.LittleEndian.AppendUint16(nil, r)
+}
+
+// getRecord serves Get SEL Entry and Get SDR: there are no records.
+func (b *bmc) getRecord(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 6 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	return wire.CodeNotPresent, nil
+}
+
+func (b *bmc) clearSEL(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 6 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	if d[2] != 'C' || d[3] != 'L' || d[4] != 'R' || (d[5] != 0x00 && d[5] != 0xaa) {
+		return wire.CodeInvalidDataField, nil
+	}
+	return wire.CodeOK, []byte{0x01} // erasure completed
+}
+
+func (b *bmc) getSELTime(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 0 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	return wire.CodeOK, binary.LittleEndian.AppendUint32(nil, uint32(time.Now().Unix()))
+}

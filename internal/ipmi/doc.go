@@ -1,0 +1,17 @@
+// Package ipmi is the IPMI 2.0 lanplus face of the lab's BMCs: many BMCs in
+// one process, each on its own UDP address and port and each bound to one
+// machine of the machine model, so that what IPMI changes is what Redfish
+// reports and the reverse.
+//
+// The layers follow gebn/bmc's shape: package wire encodes and decodes bytes,
+// package session holds the RMCP+ key mathematics and sequence windows, and
+// this package keeps the session state machine (Open Session, RAKP 1–4,
+// privilege), answers commands, runs Serial-over-LAN and owns the sockets.
+// A Manager reconciles listeners with the model: it starts, stops and rebinds
+// BMCs as machines gain, change or lose their IPMI endpoint, without a
+// restart.
+//
+// What it does not do: IPMI v1.5 sessions (refused; see DECISION.md), LAN
+// configuration, sensors, FRU data or users managed over IPMI (credentials
+// come from the model or the daemon). Secrets are never logged.
+package ipmi

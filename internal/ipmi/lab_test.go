@@ -1,0 +1,101 @@
+package ipmi
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/bmlab/bmlab/internal/ipmi/client"
+	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/sim"
+)
+
+const (
+	testUser = "admin"
+	testPass = "s3cret-pass"
+)
+
+// lab is a Manager over the sim backend with one BMC per machine on
+// 127.0.0.1 (or ::1), ports picked free.
+type lab struct {
+	svc   *machine.Service
+	be    machine.Backend
+	mgr   *Manager
+	addrs []string // host:port per machine, in List order
+	ids   []string
+}
+
+func freePort(t testing.TB, host string) int {
+	t.Helper()
+	c, err := net.ListenPacket("udp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).Port
+}
+
+func newLab(t testing.TB, n int, host string, be machine.Backend, opts ...Option) *lab {
+	t.Helper()
+	if be == nil {
+		be = sim.New(n)
+	}
+	svc := machine.NewService(be, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	svc.Watch(ctx)
+	l := &lab{svc: svc, be: be}
+	for _, m := range svc.List() {
+		port := freePort(t, host)
+		if _, err := svc.UpdateSettings(ctx, m.ID, func(s *machine.Settings) error {
+			s.IPMI = &machine.IPMIEndpoint{Address: host, Port: port}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		l.addrs = append(l.addrs, net.JoinHostPort(host, strconv.Itoa(port)))
+		l.ids = append(l.ids, m.ID)
+	}
+	opts = append([]Option{WithCredentials(machine.Credential{Username: testUser, Password: testPass})}, opts...)
+	l.mgr = NewManager(svc, zaptest.NewLogger(t), opts...)
+	done := make(chan error, 1)
+	go func() { done <- l.mgr.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return within 10 s of cancel")
+		}
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for len(l.mgr.Endpoints()) < len(l.ids) {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d BMCs listening", len(l.mgr.Endpoints()), len(l.ids))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return l
+}
+
+func (l *lab) dial(t testing.TB, i int, suite int) *client.Client {
+	t.Helper()
+	c, err := client.Dial(context.Background(), l.addrs[i], client.Config{Username: testUser, Password: testPass, Suite: suite})
+	if err != nil {
+		t.Fatalf("dial %s: %v", l.addrs[i], err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func (l *lab) machine(t testing.TB, i int) *machine.Machine {
+	t.Helper()
+	m, err := l.svc.Get(l.ids[i])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}

@@ -1,0 +1,298 @@
+package ipmi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/bmlab/bmlab/internal/machine"
+)
+
+// Manager runs one BMC per machine that has an IPMI endpoint and keeps the
+// set of listeners equal to what the model says, as machines gain, change or
+// lose their endpoint.
+type Manager struct {
+	svc *machine.Service
+	log *zap.Logger
+	cfg config
+
+	mu      sync.Mutex
+	bmcs    map[string]*bmc
+	failed  map[string]endpoint // endpoints that would not bind, retried on the tick
+	running bool
+}
+
+// NewManager returns a Manager over svc. Nothing listens until Run.
+func NewManager(svc *machine.Service, log *zap.Logger, opts ...Option) *Manager {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return &Manager{svc: svc, log: log, cfg: cfg, bmcs: map[string]*bmc{}, failed: map[string]endpoint{}}
+}
+
+// reconcileEvery is how often Run re-reads the whole model (events may be
+// lost by a slow reader) and retries endpoints that would not bind.
+const reconcileEvery = 5 * time.Second
+
+// shutdownWithin bounds how long Run takes to stop its BMCs.
+const shutdownWithin = 5 * time.Second
+
+// Run serves until ctx ends, then closes every BMC and returns nil. It
+// returns an error only when it cannot start.
+func (m *Manager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.running {
+		m.mu.Unlock()
+		return errors.New("ipmi: manager already running")
+	}
+	m.running = true
+	m.mu.Unlock()
+
+	events, cancel := m.svc.Backend().Subscribe()
+	defer cancel()
+	m.reconcileAll(ctx)
+	tick := time.NewTicker(reconcileEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			m.shutdown()
+			return nil
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			switch ev.Kind {
+			case machine.EventRemoved:
+				m.stop(ev.ID)
+			case machine.EventChanged:
+				if ev.Machine != nil {
+					if m.cfg.portBase > 0 && ev.Machine.Settings.IPMI == nil {
+						m.assignPorts(ctx)
+						continue // the recorded port comes back as an event
+					}
+					m.ensure(ctx, ev.Machine)
+				}
+			}
+		case now := <-tick.C:
+			m.reconcileAll(ctx)
+			m.mu.Lock()
+			for _, b := range m.bmcs {
+				b.sweep(now)
+			}
+			m.mu.Unlock()
+		}
+	}
+}
+
+func (m *Manager) shutdown() {
+	m.mu.Lock()
+	all := m.bmcs
+	m.bmcs = map[string]*bmc{}
+	m.running = false
+	m.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		var wg sync.WaitGroup
+		for _, b := range all {
+			wg.Add(1)
+			go func() { defer wg.Done(); b.close() }()
+		}
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(shutdownWithin):
+		m.log.Warn("ipmi BMCs did not stop in time", zap.Duration("waited", shutdownWithin))
+	}
+}
+
+func (m *Manager) reconcileAll(ctx context.Context) {
+	if m.cfg.portBase > 0 {
+		m.assignPorts(ctx)
+	}
+	seen := map[string]bool{}
+	for _, mc := range m.svc.List() {
+		seen[mc.ID] = true
+		m.ensure(ctx, mc)
+	}
+	m.mu.Lock()
+	var gone []string
+	for id := range m.bmcs {
+		if !seen[id] {
+			gone = append(gone, id)
+		}
+	}
+	m.mu.Unlock()
+	for _, id := range gone {
+		m.stop(id)
+	}
+}
+
+// assignPorts records the lowest free port at or above the base for every
+// machine without an endpoint, in the model's stable order. The address is
+// left empty: such BMCs bind the Manager's address.
+func (m *Manager) assignPorts(ctx context.Context) {
+	all := m.svc.List()
+	used := map[int]bool{}
+	for _, mc := range all {
+		if ep := mc.Settings.IPMI; ep != nil {
+			used[ep.Port] = true
+		}
+	}
+	next := m.cfg.portBase
+	for _, mc := range all {
+		if mc.Settings.IPMI != nil {
+			continue
+		}
+		for used[next] {
+			next++
+		}
+		if next > 65535 {
+			m.log.Error("no free IPMI port left", zap.Int("base", m.cfg.portBase))
+			return
+		}
+		port := next
+		_, err := m.svc.UpdateSettings(ctx, mc.ID, func(s *machine.Settings) error {
+			if s.IPMI == nil { // a concurrent writer may have set one
+				s.IPMI = &machine.IPMIEndpoint{Port: port}
+			}
+			return nil
+		})
+		if err != nil {
+			m.log.Warn("recording an IPMI port failed", zap.String("machine", mc.Name), zap.Int("port", port), zap.Error(err))
+			continue
+		}
+		used[port] = true
+		m.log.Info("assigned IPMI port", zap.String("machine", mc.Name), zap.Int("port", port))
+	}
+}
+
+func (m *Manager) endpointOf(mc *machine.Machine) (endpoint, bool) {
+	ep := mc.Settings.IPMI
+	if ep == nil || ep.Port <= 0 || ep.Port > 65535 {
+		return endpoint{}, false
+	}
+	addr := ep.Address
+	if addr == "" {
+		addr = m.cfg.addr
+	}
+	return endpoint{addr: addr, port: ep.Port}, true
+}
+
+func (m *Manager) credsOf(mc *machine.Machine) []machine.Credential {
+	if len(mc.Settings.Credentials) > 0 {
+		return mc.Settings.Credentials
+	}
+	return m.cfg.creds
+}
+
+// ensure makes the machine's BMC match its snapshot: started, rebound,
+// stopped, or given new users.
+func (m *Manager) ensure(ctx context.Context, mc *machine.Machine) {
+	want, ok := m.endpointOf(mc)
+	m.mu.Lock()
+	cur := m.bmcs[mc.ID]
+	if cur != nil && ok && cur.ep == want {
+		cur.setUsers(m.credsOf(mc))
+		m.mu.Unlock()
+		return
+	}
+	if !ok {
+		delete(m.failed, mc.ID)
+	}
+	if !ok && cur == nil {
+		m.mu.Unlock()
+		return
+	}
+	delete(m.bmcs, mc.ID)
+	m.mu.Unlock()
+	if cur != nil {
+		cur.close()
+		m.log.Info("ipmi BMC stopped", zap.String("machine", mc.Name), zap.String("addr", hostPort(cur.ep)))
+	}
+	if !ok {
+		return
+	}
+	b, err := m.start(ctx, mc, want)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		if m.failed[mc.ID] != want {
+			m.log.Error("ipmi BMC cannot listen", zap.String("machine", mc.Name), zap.String("addr", hostPort(want)), zap.Error(err))
+		}
+		m.failed[mc.ID] = want
+		return
+	}
+	delete(m.failed, mc.ID)
+	if !m.running {
+		go b.close()
+		return
+	}
+	m.bmcs[mc.ID] = b
+	if len(b.users) == 0 {
+		m.log.Warn("ipmi BMC has no users: nobody can log in", zap.String("machine", mc.Name))
+	}
+}
+
+func hostPort(ep endpoint) string { return net.JoinHostPort(ep.addr, strconv.Itoa(ep.port)) }
+
+func (m *Manager) start(ctx context.Context, mc *machine.Machine, ep endpoint) (*bmc, error) {
+	network := "udp"
+	if ip := net.ParseIP(ep.addr); ep.addr != "" && ip == nil {
+		return nil, fmt.Errorf("address %q is not an IP address", ep.addr)
+	}
+	conn, err := net.ListenPacket(network, hostPort(ep))
+	if err != nil {
+		return nil, err
+	}
+	log := m.log.With(zap.String("machine", mc.Name), zap.String("addr", conn.LocalAddr().String()))
+	b := newBMC(ctx, mc, m.svc, &m.cfg, log)
+	b.conn = conn
+	b.ep = ep
+	b.users = m.credsOf(mc)
+	go b.serve()
+	log.Info("ipmi BMC listening")
+	return b, nil
+}
+
+func (m *Manager) stop(id string) {
+	m.mu.Lock()
+	b := m.bmcs[id]
+	delete(m.bmcs, id)
+	delete(m.failed, id)
+	m.mu.Unlock()
+	if b != nil {
+		b.close()
+		m.log.Info("ipmi BMC stopped", zap.String("machine", id), zap.String("addr", hostPort(b.ep)))
+	}
+}
+
+// Endpoint is a BMC as the Manager runs it.
+type Endpoint struct {
+	MachineID string
+	Addr      string // host:port actually bound
+}
+
+// Endpoints lists the BMCs running now.
+func (m *Manager) Endpoints() []Endpoint {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Endpoint, 0, len(m.bmcs))
+	for id, b := range m.bmcs {
+		out = append(out, Endpoint{MachineID: id, Addr: b.conn.LocalAddr().String()})
+	}
+	return out
+}

@@ -1,0 +1,89 @@
+package ipmi
+
+import (
+	"time"
+
+	"github.com/bmlab/bmlab/internal/machine"
+)
+
+// Option configures a Manager.
+type Option func(*config)
+
+type config struct {
+	creds       []machine.Credential
+	portBase    int
+	addr        string
+	cipher0     bool
+	maxSessions int
+	idle        time.Duration
+	halfOpen    time.Duration
+	replyWithin time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		maxSessions: 16,
+		idle:        60 * time.Second, // IPMI v2.0 §6.12.15: 60 s ± 3 s by default
+		halfOpen:    10 * time.Second,
+		replyWithin: 50 * time.Millisecond,
+	}
+}
+
+// WithCredentials sets the daemon's users, which every BMC accepts unless its
+// machine has credentials of its own (Settings.Credentials).
+func WithCredentials(creds ...machine.Credential) Option {
+	return func(c *config) { c.creds = append([]machine.Credential(nil), creds...) }
+}
+
+// WithPortBase gives every machine that has no IPMI endpoint the lowest free
+// port at or above base, recorded with the machine (so it is stable across
+// restarts and as machines are added). 0 (the default) assigns nothing.
+func WithPortBase(base int) Option { return func(c *config) { c.portBase = base } }
+
+// WithAddress is the address BMCs bind when their endpoint names none
+// (default: every address, IPv4 and IPv6).
+func WithAddress(addr string) Option { return func(c *config) { c.addr = addr } }
+
+// WithCipherSuite0 offers and accepts cipher suite 0: no authentication, no
+// integrity, no encryption. Off by default; anyone who can reach the port
+// could then control the machine.
+func WithCipherSuite0(on bool) Option { return func(c *config) { c.cipher0 = on } }
+
+// WithSessionLimit sets how many sessions (established or being set up) one
+// BMC holds at once (default 16). Open Session beyond it is answered with
+// "insufficient resources" after expired sessions are dropped.
+func WithSessionLimit(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxSessions = n
+		}
+	}
+}
+
+// WithSessionTimeout sets how long an idle session lives (default 60 s, the
+// spec's default, IPMI v2.0 §6.12.15).
+func WithSessionTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.idle = d
+		}
+	}
+}
+
+// WithReplyWithin bounds how long a power command waits for the backend
+// before it answers "accepted" and lets the work go on (default 50 ms, so
+// that ipmitool's 1 s timeout is never hit).
+func WithReplyWithin(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.replyWithin = d
+		}
+	}
+}
+
+func (c *config) suites() []uint8 {
+	if c.cipher0 {
+		return []uint8{17, 3, 0}
+	}
+	return []uint8{17, 3}
+}
