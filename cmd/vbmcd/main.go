@@ -1,0 +1,23 @@
+// Command vbmcd gives every libvirt VM a Redfish and an IPMI BMC; see
+// internal/vbmcd.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/bmlab/bmlab/internal/vbmcd"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := vbmcd.Run(ctx, vbmcd.Streams{Out: os.Stdout, ErrOut: os.Stderr}, os.Args[1:])
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "vbmcd:", err)
+		os.Exit(1)
+	}
+}

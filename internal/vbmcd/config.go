@@ -1,0 +1,176 @@
+package vbmcd
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"sigs.k8s.io/yaml"
+)
+
+// Config is everything the daemon is told. Every field is a flag, a key of
+// the YAML config file (the flag's name) and an environment variable
+// (VBMCD_ + the flag's name in upper case with '_' for '-'). Flags win over
+// the environment, which wins over the file.
+type Config struct {
+	Backend         string
+	LibvirtURI      string
+	Domains         []string
+	SimNodes        int
+	SimDelay        time.Duration
+	RedfishAddr     string
+	Username        string
+	Password        string
+	CredentialsFile string
+	TLSCert         string
+	TLSKey          string
+	InsecureHTTP    bool
+	StateDir        string
+	SessionTimeout  time.Duration
+
+	IPMI               bool
+	IPMIAddr           string
+	IPMIPortBase       int
+	IPMICipher0        bool
+	IPMIMaxSessions    int
+	IPMISessionTimeout time.Duration
+
+	LogLevel  string
+	LogFormat string
+}
+
+func (c *Config) bind(fs *pflag.FlagSet) {
+	fs.StringVar(&c.Backend, "backend", "libvirt", "machines to serve: libvirt (VMs) or sim (simulated servers)")
+	fs.StringVar(&c.LibvirtURI, "libvirt-uri", "qemu:///system", "libvirt URI (qemu:///system, qemu+unix:///system?socket=PATH, qemu+tcp://HOST/system)")
+	fs.StringSliceVar(&c.Domains, "domains", nil, "serve only domains whose names match these shell patterns (default: all)")
+	fs.IntVar(&c.SimNodes, "sim-nodes", 8, "number of simulated servers (--backend sim)")
+	fs.DurationVar(&c.SimDelay, "sim-delay", 2*time.Second, "how long a simulated power transition takes")
+	fs.StringVar(&c.RedfishAddr, "redfish-addr", ":8000", "Redfish listen address host:port")
+	fs.StringVar(&c.Username, "username", "admin", "the service-wide BMC user (Redfish and IPMI)")
+	fs.StringVar(&c.Password, "password", "password", "the service-wide BMC password")
+	fs.StringVar(&c.CredentialsFile, "credentials-file", "", "YAML file with username: and password: (instead of --username/--password)")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "TLS certificate for Redfish (default: a self-signed one kept in --state-dir)")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "TLS key for --tls-cert")
+	fs.BoolVar(&c.InsecureHTTP, "insecure-http", false, "serve Redfish over plain HTTP")
+	fs.StringVar(&c.StateDir, "state-dir", "/var/lib/vbmcd", "where vbmcd keeps its TLS certificate and service UUID")
+	fs.DurationVar(&c.SessionTimeout, "session-timeout", 30*time.Minute, "idle timeout of Redfish sessions")
+	fs.BoolVar(&c.IPMI, "ipmi", true, "serve IPMI lanplus BMCs for machines that have an IPMI endpoint")
+	fs.StringVar(&c.IPMIAddr, "ipmi-addr", "", "address IPMI BMCs bind when their endpoint names none (default: all)")
+	fs.IntVar(&c.IPMIPortBase, "ipmi-port-base", 0, "give every machine without an IPMI endpoint the lowest free port from here on (0: off)")
+	fs.BoolVar(&c.IPMICipher0, "ipmi-cipher0", false, "accept IPMI cipher suite 0 (no authentication at all)")
+	fs.IntVar(&c.IPMIMaxSessions, "ipmi-max-sessions", 16, "IPMI sessions per BMC")
+	fs.DurationVar(&c.IPMISessionTimeout, "ipmi-session-timeout", 60*time.Second, "idle timeout of IPMI sessions")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", "console", "console or json")
+}
+
+// EnvName is the environment variable of a flag.
+func EnvName(flag string) string {
+	return "VBMCD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// fill sets every flag the command line did not set from the environment,
+// then from the config file.
+func fill(fs *pflag.FlagSet, file string, getenv func(string) string) error {
+	values := map[string]any{}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("config file: %w", err)
+		}
+		if err := yaml.UnmarshalStrict(b, &values); err != nil {
+			return fmt.Errorf("config file %s: %w", file, err)
+		}
+		for k := range values {
+			if f := fs.Lookup(k); f == nil || k == "config" {
+				return fmt.Errorf("config file %s: unknown setting %q (settings are the flags' names, see vbmcd --help)", file, k)
+			}
+		}
+	}
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed || f.Name == "config" || f.Name == "help" {
+			return
+		}
+		if v := getenv(EnvName(f.Name)); v != "" {
+			if serr := f.Value.Set(v); serr != nil {
+				err = fmt.Errorf("%s=%q: %w", EnvName(f.Name), v, serr)
+			}
+			return
+		}
+		v, ok := values[f.Name]
+		if !ok {
+			return
+		}
+		for _, s := range flagStrings(v) {
+			if serr := f.Value.Set(s); serr != nil {
+				err = fmt.Errorf("config file %s: %s: %w", file, f.Name, serr)
+				return
+			}
+		}
+	})
+	return err
+}
+
+// flagStrings turns a YAML value into the strings a flag parses; a list
+// becomes one Set per item (string slices append).
+func flagStrings(v any) []string {
+	switch x := v.(type) {
+	case []any:
+		var out []string
+		for _, i := range x {
+			out = append(out, fmt.Sprint(i))
+		}
+		return out
+	case float64:
+		if x == float64(int64(x)) {
+			return []string{fmt.Sprint(int64(x))}
+		}
+	}
+	return []string{fmt.Sprint(v)}
+}
+
+// credentials reads the credentials file when one is given.
+func (c *Config) credentials() (user, pass string, err error) {
+	if c.CredentialsFile == "" {
+		return c.Username, c.Password, nil
+	}
+	b, err := os.ReadFile(c.CredentialsFile)
+	if err != nil {
+		return "", "", fmt.Errorf("credentials file: %w", err)
+	}
+	var f struct {
+		Username string `json:"username"`
+		Password string `json:"password"`
+	}
+	if err := yaml.UnmarshalStrict(b, &f); err != nil {
+		return "", "", fmt.Errorf("credentials file %s: %w (want username: and password:)", c.CredentialsFile, err)
+	}
+	if f.Username == "" || f.Password == "" {
+		return "", "", fmt.Errorf("credentials file %s: username and password must both be set", c.CredentialsFile)
+	}
+	return f.Username, f.Password, nil
+}
+
+func (c *Config) validate() error {
+	switch c.Backend {
+	case "libvirt", "sim":
+	default:
+		return fmt.Errorf("--backend %q: use libvirt or sim", c.Backend)
+	}
+	if c.Backend == "sim" && c.SimNodes < 1 {
+		return fmt.Errorf("--sim-nodes %d: the sim backend needs at least one node", c.SimNodes)
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return fmt.Errorf("--tls-cert and --tls-key go together")
+	}
+	if c.InsecureHTTP && c.TLSCert != "" {
+		return fmt.Errorf("--insecure-http and --tls-cert contradict each other; drop one")
+	}
+	if c.IPMIPortBase < 0 || c.IPMIPortBase > 65535 {
+		return fmt.Errorf("--ipmi-port-base %d: want a UDP port (1-65535) or 0 for off", c.IPMIPortBase)
+	}
+	return nil
+}

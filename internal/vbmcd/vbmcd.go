@@ -1,0 +1,262 @@
+package vbmcd
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/bmlab/bmlab/internal/ipmi"
+	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/redfish"
+	"github.com/bmlab/bmlab/internal/sim"
+	"github.com/bmlab/bmlab/internal/vbmcd/ipmicmd"
+	"github.com/bmlab/bmlab/internal/virt"
+)
+
+// Streams are the command's standard streams.
+type Streams struct {
+	Out, ErrOut io.Writer
+}
+
+// Run runs vbmcd with args (without the program name) until ctx ends.
+func Run(ctx context.Context, streams Streams, args []string) error {
+	cmd := NewCommand(streams, os.Getenv)
+	cmd.SetArgs(args)
+	return cmd.ExecuteContext(ctx)
+}
+
+// NewCommand returns the root command; getenv supplies VBMCD_* variables.
+func NewCommand(streams Streams, getenv func(string) string) *cobra.Command {
+	var cfg Config
+	var configFile string
+	cmd := &cobra.Command{
+		Use:   "vbmcd",
+		Short: "vbmcd gives every libvirt VM a Redfish and an IPMI lanplus BMC",
+		Long: `vbmcd serves a BMC for every libvirt domain (or simulated server):
+Redfish on one listener (/redfish/v1/Systems/<domain uuid>, with sessions,
+boot override, secure boot, BIOS) and IPMI 2.0 lanplus on one UDP port per
+machine. Both faces share one machine model, so a change made through one is
+what the other reports.
+
+Every flag can also be set in the YAML file given by --config (keys are the
+flags' names) or as an environment variable VBMCD_<FLAG> (for example
+VBMCD_REDFISH_ADDR). Flags win over the environment, which wins over the file.`,
+		Args:          cobra.NoArgs,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := fill(cmd.Flags(), configFile, getenv); err != nil {
+				return err
+			}
+			if err := cfg.validate(); err != nil {
+				return err
+			}
+			log, err := newLogger(cfg, streams.ErrOut)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = log.Sync() }()
+			return serve(cmd.Context(), cfg, log, streams.Out)
+		},
+	}
+	cmd.SetOut(streams.Out)
+	cmd.SetErr(streams.ErrOut)
+	pf := cmd.PersistentFlags()
+	cfg.bind(pf)
+	pf.StringVar(&configFile, "config", getenv("VBMCD_CONFIG"), "YAML config file (keys are the flags' names)")
+
+	open := func(ctx context.Context) (*machine.Service, func(), error) {
+		if err := fill(cmd.PersistentFlags(), configFile, getenv); err != nil {
+			return nil, nil, err
+		}
+		if cfg.Backend != "libvirt" {
+			return nil, nil, fmt.Errorf("the sim backend keeps its machines inside the running daemon; use --ipmi-port-base with it, or --backend libvirt")
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		be, err := newLibvirt(ctx, cfg, zap.NewNop())
+		if err != nil {
+			cancel()
+			return nil, nil, err
+		}
+		return machine.NewService(be, zap.NewNop()), cancel, nil
+	}
+	cmd.AddCommand(ipmicmd.NewCommand(open, streams.Out))
+	return cmd
+}
+
+func newLogger(cfg Config, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", cfg.LogLevel)
+	}
+	ec := zap.NewProductionEncoderConfig()
+	ec.EncodeTime = zapcore.ISO8601TimeEncoder
+	var enc zapcore.Encoder
+	switch cfg.LogFormat {
+	case "json":
+		enc = zapcore.NewJSONEncoder(ec)
+	case "console":
+		ec.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc = zapcore.NewConsoleEncoder(ec)
+	default:
+		return nil, fmt.Errorf("--log-format %q: use console or json", cfg.LogFormat)
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
+}
+
+func newLibvirt(ctx context.Context, cfg Config, log *zap.Logger) (*virt.Backend, error) {
+	be, err := virt.New(virt.Config{URI: cfg.LibvirtURI, Domains: cfg.Domains}, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := be.Connect(ctx, 20*time.Second); err != nil {
+		return nil, err
+	}
+	return be, nil
+}
+
+// serve runs the daemon until ctx ends.
+func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) error {
+	user, pass, err := cfg.credentials()
+	if err != nil {
+		return err
+	}
+	var be machine.Backend
+	switch cfg.Backend {
+	case "sim":
+		be = sim.New(cfg.SimNodes, sim.WithDelay(cfg.SimDelay))
+	default:
+		lb, err := newLibvirt(ctx, cfg, log.Named("libvirt"))
+		if err != nil {
+			return err
+		}
+		be = lb
+	}
+	svc := machine.NewService(be, log.Named("machine"))
+	svc.Watch(ctx)
+
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state directory: %w (choose another with --state-dir)", err)
+	}
+	uuid, err := serviceUUID(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	rf := redfish.New(svc, log.Named("redfish"),
+		redfish.WithCredentials(user, pass),
+		redfish.WithSessionTimeout(cfg.SessionTimeout),
+		redfish.WithServiceUUID(uuid))
+	srv := &http.Server{Handler: rf.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(log.Named("http"))}
+	scheme := "https"
+	if cfg.InsecureHTTP {
+		scheme = "http"
+	} else {
+		tc, err := redfish.TLSConfig(cfg.StateDir, cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return err
+		}
+		srv.TLSConfig = tc
+	}
+	ln, err := net.Listen("tcp", cfg.RedfishAddr)
+	if err != nil {
+		return fmt.Errorf("redfish listener: %w (is another vbmcd or sushy-emulator running? choose another --redfish-addr)", err)
+	}
+
+	errc := make(chan error, 2)
+	go func() {
+		var err error
+		if srv.TLSConfig != nil {
+			err = srv.ServeTLS(ln, "", "")
+		} else {
+			err = srv.Serve(ln)
+		}
+		if !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("redfish server: %w", err)
+		}
+	}()
+	var ipmiDone chan struct{}
+	if cfg.IPMI {
+		opts := []ipmi.Option{
+			ipmi.WithCredentials(machine.Credential{Username: user, Password: pass}),
+			ipmi.WithAddress(cfg.IPMIAddr),
+			ipmi.WithCipherSuite0(cfg.IPMICipher0),
+			ipmi.WithSessionLimit(cfg.IPMIMaxSessions),
+			ipmi.WithSessionTimeout(cfg.IPMISessionTimeout),
+		}
+		if cfg.IPMIPortBase > 0 {
+			opts = append(opts, ipmi.WithPortBase(cfg.IPMIPortBase))
+		}
+		mgr := ipmi.NewManager(svc, log.Named("ipmi"), opts...)
+		ipmiDone = make(chan struct{})
+		go func() {
+			defer close(ipmiDone)
+			if err := mgr.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				errc <- fmt.Errorf("ipmi: %w", err)
+			}
+		}()
+	}
+
+	n := len(svc.List())
+	addr := ln.Addr().String()
+	fmt.Fprintf(out, "vbmcd: serving %d %s machine(s); Redfish at %s://%s/redfish/v1 (user %s)\n", n, cfg.Backend, scheme, displayAddr(addr), user)
+	log.Info("vbmcd started", zap.Int("machines", n), zap.String("redfish", scheme+"://"+addr), zap.Bool("ipmi", cfg.IPMI))
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	if ipmiDone != nil {
+		select {
+		case <-ipmiDone:
+		case <-sctx.Done():
+		}
+	}
+	return runErr
+}
+
+// displayAddr turns ":8000" into "localhost:8000" for the banner.
+func displayAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || host == "::" || host == "0.0.0.0" {
+		return "localhost:" + port
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// serviceUUID returns the service's UUID, made once and kept in dir.
+func serviceUUID(dir string) (string, error) {
+	p := filepath.Join(dir, "service-uuid")
+	if b, err := os.ReadFile(p); err == nil {
+		if s := strings.TrimSpace(string(b)); len(s) == 36 {
+			return s, nil
+		}
+	}
+	var u [16]byte
+	if _, err := rand.Read(u[:]); err != nil {
+		return "", err
+	}
+	u[6] = (u[6] & 0x0f) | 0x40
+	u[8] = (u[8] & 0x3f) | 0x80
+	s := fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+	if err := os.WriteFile(p, []byte(s+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("keep the service UUID: %w", err)
+	}
+	return s, nil
+}
