@@ -28,6 +28,14 @@ running() {
   return 1
 }
 
+# Without udev, /dev/kvm keeps the kernel's root-only mode. libvirt probes
+# qemu with KVM, then finds /dev/kvm unusable by the qemu user, declares its
+# capability cache outdated and probes again on every define (~20 s each).
+# Give it udev's usual group and mode.
+if [ -c /dev/kvm ] && getent group kvm >/dev/null; then
+  chgrp kvm /dev/kvm && chmod 0660 /dev/kvm
+fi
+
 mkdir -p /var/run/libvirt "$LOG"
 if ! running virtlogd; then
   setsid tini -s -- virtlogd </dev/null >>"$LOG/virtlogd.out" 2>&1 &

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
+	"github.com/bmlab/bmlab/internal/labctl/demo"
 	labnet "github.com/bmlab/bmlab/internal/labctl/net"
 )
 
@@ -45,6 +46,6 @@ func NewCommand(logger *zap.Logger, streams Streams) *cobra.Command {
 	cmd.PersistentFlags().StringVarP(&g.ConfigPath, "config", "c", labconfig.DefaultPath,
 		"the lab configuration file (without it and without "+labconfig.DefaultPath+": the seed lab)")
 	cmd.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "debug logs on stderr")
-	cmd.AddCommand(labnet.NewCommand(g))
+	cmd.AddCommand(labnet.NewCommand(g), demo.NewCommand(g))
 	return cmd
 }

@@ -34,13 +34,14 @@ func seedTopology() netplumb.Topology {
 	return c.Network.Topology()
 }
 
-// requireVLAN skips (fails under CI) when the kernel cannot make 802.1Q
-// sub-interfaces (CONFIG_VLAN_8021Q).
+// requireVLAN skips when the kernel cannot make 802.1Q sub-interfaces
+// (CONFIG_VLAN_8021Q), under CI too: that is the kernel's build, not a
+// package the project could install.
 func requireVLAN(t *testing.T, h *netlink.Handle) {
 	t.Helper()
 	br := netnstest.Bridge(t, h, "np-vlanprobe")
 	err := h.LinkAdd(&netlink.Vlan{LinkAttrs: netlink.LinkAttrs{Name: "np-vlanprobe.1", ParentIndex: br.Attrs().Index}, VlanId: 1})
-	testenv.Require(t, err == nil, "kernel 802.1Q VLAN support (CONFIG_VLAN_8021Q): "+fmt.Sprint(err))
+	testenv.Kernel(t, err == nil, "802.1Q VLAN support (CONFIG_VLAN_8021Q): "+fmt.Sprint(err))
 	must(t, h.LinkDel(br))
 }
 
