@@ -197,9 +197,13 @@ func (s *Service) restart(ctx context.Context, m *Machine) error {
 	return s.spend(ctx, m.ID, st)
 }
 
-// HandleReboot reacts to a guest-initiated reboot as a real BMC sees a boot:
-// pending changes apply, restarting the machine cold when its boot
-// configuration changed.
+// HandleReboot reacts to a reboot the machine went through while running
+// (the guest's own, an ACPI reboot, or a warm reset), as a real BMC sees a
+// boot: when the boot configuration it runs with is stale, it restarts the
+// machine cold so the stored one applies; otherwise the reboot itself is the
+// boot, and only pending BIOS settings and a Once override are settled. It
+// never resets the machine again for a reboot that already happened (a
+// reset raises a reboot event of its own).
 func (s *Service) HandleReboot(ctx context.Context, id string) error {
 	m, unlock, err := s.resolve(id)
 	if err != nil {
@@ -209,7 +213,16 @@ func (s *Service) HandleReboot(ctx context.Context, id string) error {
 	if m.Power != PowerOn {
 		return nil
 	}
-	return s.restart(ctx, m)
+	if s.be.Stale(m.ID) {
+		return s.coldRestart(ctx, m)
+	}
+	st, changed := beforeBoot(m.Settings)
+	if changed {
+		if err := s.be.Save(ctx, m.ID, st); err != nil {
+			return err
+		}
+	}
+	return s.spend(ctx, m.ID, st)
 }
 
 // Watch subscribes to the backend's events and, until ctx ends, reacts to

@@ -267,3 +267,38 @@ func TestUnknownMachine(t *testing.T) {
 		t.Errorf("lookup by name: %v", err)
 	}
 }
+
+// countingBackend counts warm resets, to show a reboot event does not cause
+// another reset (a reset raises a reboot event itself: a loop otherwise).
+type countingBackend struct {
+	*sim.Backend
+	resets int
+}
+
+func (c *countingBackend) Reset(ctx context.Context, id string) error {
+	c.resets++
+	return c.Backend.Reset(ctx, id)
+}
+
+func TestRebootEventDoesNotResetAgain(t *testing.T) {
+	ctx := context.Background()
+	be := &countingBackend{Backend: sim.New(1)}
+	svc := machine.NewService(be, nil)
+	id := be.List()[0].ID
+	if err := svc.Reset(ctx, id, machine.ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.SetBIOSPending(ctx, id, map[string]any{"QuietBoot": true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.HandleReboot(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if be.resets != 0 {
+		t.Errorf("a reboot event caused %d resets, want 0", be.resets)
+	}
+	m, _ := svc.Get(id)
+	if m.Settings.BIOS["QuietBoot"] != true {
+		t.Errorf("pending BIOS not applied by the reboot: %v", m.Settings.BIOS)
+	}
+}

@@ -190,3 +190,23 @@ func TestUnknownDomain(t *testing.T) {
 		t.Fatal("want an error")
 	}
 }
+
+// TestWarmResetReboots: ForceRestart of a VM that runs with the stored
+// configuration is a warm reset, and the VM really boots again.
+func TestWarmResetReboots(t *testing.T) {
+	lab := virttest.New(t, "vt-warm-")
+	vm := lab.NewVM(t, "a", virttest.VMOptions{DiskMarker: true, NoCD: true})
+	ctx := context.Background()
+	if err := lab.Service.Reset(ctx, vm.ID, machine.ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	n := vm.WaitMarker(t, testenv.DiskMarker, 0, bootTimeout)
+	if lab.Backend.Stale(vm.ID) {
+		live, next := lab.Backend.Signatures(vm.ID)
+		t.Fatalf("freshly started VM is stale: live %q next %q", live, next)
+	}
+	if err := lab.Service.Reset(ctx, vm.ID, machine.ResetForceRestart); err != nil {
+		t.Fatal(err)
+	}
+	vm.WaitMarker(t, testenv.DiskMarker, n, bootTimeout)
+}
