@@ -2,7 +2,8 @@
 # Builds the boot-marker ISO: a grub-mkrescue image that boots under BIOS and
 # UEFI, prints a marker line on the serial console and halts. Under TCG it
 # boots in about a second (BIOS), which makes "the VM really booted from this
-# media" a fast and honest assertion: read the serial log.
+# media" a fast and honest assertion: read the serial log. The marker is
+# printed once per boot, so counting it counts boots.
 #
 # usage: build-marker-iso.sh OUT.iso [MARKER] [halt|stay]
 #   halt (default): power the VM off after the marker, a clean "boot done".
@@ -26,7 +27,7 @@ cat >"$work/boot/grub/grub.cfg" <<CFG
 serial --unit=0 --speed=115200
 terminal_input serial console
 terminal_output serial console
-echo "$marker"
+echo ""
 echo "$marker"
 $last
 CFG

@@ -243,7 +243,8 @@ func (s *Service) Watch(ctx context.Context) {
 				if ev.Kind != EventReboot {
 					continue
 				}
-				if err := s.HandleReboot(ctx, ev.ID); err != nil && !errors.Is(err, context.Canceled) {
+				// A machine gone meanwhile (undefined, filtered out) needs nothing.
+				if err := s.HandleReboot(ctx, ev.ID); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrNotFound) {
 					s.log.Warn("applying pending changes at guest reboot failed", zap.String("machine", ev.ID), zap.Error(err))
 				}
 			}

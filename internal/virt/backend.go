@@ -393,6 +393,11 @@ func (b *Backend) read(l *libvirt.Libvirt, d libvirt.Domain) (*entry, error) {
 	return e, nil
 }
 
+func isInternal(err error) bool {
+	var lerr libvirt.Error
+	return errors.As(err, &lerr) && lerr.Code == uint32(libvirt.ErrInternalError)
+}
+
 func powerOf(s libvirt.DomainState) machine.PowerState {
 	switch s {
 	case libvirt.DomainRunning, libvirt.DomainBlocked, libvirt.DomainPaused, libvirt.DomainPmsuspended:
@@ -569,6 +574,15 @@ func (b *Backend) Start(ctx context.Context, id string) error {
 		flags |= uint32(libvirt.DomainStartResetNvram)
 	}
 	_, err = l.DomainCreateWithFlags(e.dom, flags)
+	// A start right after a destroy (a cold restart) now and then fails
+	// inside qemu ("process exited while connecting to monitor") while the
+	// old process lets go of its resources; a real BMC's power cycle holds
+	// off for a moment too. Retry a few times.
+	for try := 1; try <= 4 && isInternal(err); try++ {
+		b.log.Debug("start failed; retrying", zap.String("domain", e.m.Name), zap.Int("try", try), zap.Error(err))
+		time.Sleep(time.Duration(try) * 150 * time.Millisecond)
+		_, err = l.DomainCreateWithFlags(e.dom, flags)
+	}
 	if err == nil && flags != 0 {
 		// The new firmware's NVRAM exists now; clear the mark.
 		b.refresh(l, e.dom)
