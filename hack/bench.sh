@@ -1,11 +1,30 @@
 #!/usr/bin/env bash
-# Benchmarks the Redfish service over the sim backend (loopback only):
-# a system GET at 8 keep-alive connections, then the 1,000-system
-# collection on one connection. Extra arguments go to both runs.
+# Benchmarks the Redfish service (loopback only):
+#  1. GET /Systems/{id} at 8 keep-alive connections, sim backend;
+#  2. the 1,000-system collection on one connection, sim backend;
+#  3. GET /Systems/{id} at 8 connections over HTTPS with the libvirt backend
+#     (three real domains served by vbmcd inside `labctl demo`), when run as
+#     root with libvirtd reachable.
+# Extra arguments go to runs 1 and 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-go build -o bin/rfbench ./cmd/rfbench
-echo "== GET /redfish/v1/Systems/{id}, 8 connections, Basic auth"
+go build -o bin/ ./cmd/...
+echo "== GET /redfish/v1/Systems/{id}, 8 connections, Basic auth, sim backend"
 bin/rfbench -c 8 -d "${BENCH_DURATION:-10s}" "$@"
-echo "== GET /redfish/v1/Systems with 1,000 systems, 1 connection"
+echo "== GET /redfish/v1/Systems with 1,000 systems, 1 connection, sim backend"
 bin/rfbench -systems 1000 -path /redfish/v1/Systems -c 1 -d "${BENCH_DURATION:-5s}" "$@"
+
+if [ "$(id -u)" != 0 ] || ! [ -S /var/run/libvirt/libvirt-sock ]; then
+  echo "== libvirt backend: skipped (needs root and libvirtd; hack/start-libvirtd.sh)"
+  exit 0
+fi
+mkdir -p testdata/iso
+[ -f testdata/iso/marker.iso ] || bash hack/build-marker-iso.sh testdata/iso/marker.iso >/dev/null
+out=$(mktemp)
+bin/labctl demo --nodes 3 --prefix bmlab-bench- --redfish-addr 127.0.0.1:18443 --ipmi-port-base 16400 >"$out" 2>&1 &
+pid=$!
+trap 'kill -INT $pid 2>/dev/null; wait $pid 2>/dev/null; rm -f "$out"' EXIT
+for _ in $(seq 1 100); do grep -q "vbmcd: serving" "$out" && break; sleep 0.2; done
+id=$(grep -o 'Systems/[0-9a-f-]\{36\}' "$out" | head -1 | cut -d/ -f2)
+echo "== GET /redfish/v1/Systems/{id}, 8 connections, Basic auth, HTTPS, libvirt backend"
+bin/rfbench -url https://127.0.0.1:18443 -server-pid "$pid" -path "/redfish/v1/Systems/$id" -c 8 -d "${BENCH_DURATION:-10s}"

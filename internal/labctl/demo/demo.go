@@ -79,7 +79,9 @@ func run(ctx context.Context, g *cli.Globals, f *flags) error {
 	if err != nil {
 		return err
 	}
-	bctx, cancel := context.WithCancel(ctx)
+	// The demo's own connection outlives Ctrl-C (ctx), so it can remove the
+	// VMs afterwards; it ends when run returns.
+	bctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := be.Connect(bctx, 20*time.Second); err != nil {
 		return err
@@ -110,6 +112,12 @@ func run(ctx context.Context, g *cli.Globals, f *flags) error {
 	}
 	if !f.keep {
 		defer func() {
+			// A fresh client: the connection may have been re-made meanwhile.
+			l, err := be.Conn().Client()
+			if err != nil {
+				log.Warn("cannot remove the demo VMs: libvirt is not connected", zap.Error(err))
+				return
+			}
 			for _, n := range nodes {
 				if err := virt.DeleteDomain(context.Background(), l, n.name); err != nil {
 					log.Warn("removing a demo VM failed", zap.String("vm", n.name), zap.Error(err))
@@ -147,7 +155,6 @@ Credentials: %[1]s / %[2]s. Try, in another terminal:
 Ctrl-C stops the demo.
 
 `, f.username, f.password, f.redfishAddr, first.id, f.ipmiPortBase, filepath.Join(f.dir, first.name+".serial.log"))
-	cancel() // the daemon opens its own connection
 	err = vbmcd.Run(ctx, vbmcd.Streams{Out: out, ErrOut: g.Streams.ErrOut}, []string{
 		"--domains", f.prefix + "*", "--redfish-addr", f.redfishAddr,
 		"--username", f.username, "--password", f.password, "--log-level", "warn",
