@@ -210,3 +210,51 @@ func TestWarmResetReboots(t *testing.T) {
 	}
 	vm.WaitMarker(t, testenv.DiskMarker, n, bootTimeout)
 }
+
+// TestFirmwareFollowsTheBMC: BootSourceOverrideMode switches a Legacy VM to
+// UEFI at its next start, and secure boot on makes the firmware refuse the
+// unsigned marker ISO, as real secure boot does.
+func TestFirmwareFollowsTheBMC(t *testing.T) {
+	fw := virt.DetectFirmware()
+	testenv.Require(t, fw.Code != "" && fw.SecureCode != "", "OVMF with and without secure boot (package ovmf)")
+	lab := virttest.New(t, "vt-fw-")
+	vm := lab.NewVM(t, "a", virttest.VMOptions{})
+	ctx := context.Background()
+	svc := lab.Service
+
+	if _, err := svc.SetBoot(ctx, vm.ID, machine.BootPatch{Target: ptr(machine.BootCd), Enabled: ptr(machine.BootOnce), Mode: ptr(machine.BootModeUEFI)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Reset(ctx, vm.ID, machine.ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	if x := lab.LiveXML(t, vm.Name, 0); !strings.Contains(x, fw.Code) {
+		t.Errorf("the started VM does not run OVMF (%s)", fw.Code)
+	}
+	m, _ := svc.Get(vm.ID)
+	if m.Mode != machine.BootModeUEFI {
+		t.Errorf("active mode %s, want UEFI", m.Mode)
+	}
+	n := vm.WaitMarker(t, testenv.Marker, 0, 2*bootTimeout)
+	lab.WaitPower(t, vm.ID, machine.PowerOff, bootTimeout)
+
+	if _, err := svc.SetSecureBoot(ctx, vm.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.SetBoot(ctx, vm.ID, machine.BootPatch{Target: ptr(machine.BootCd), Enabled: ptr(machine.BootOnce)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Reset(ctx, vm.ID, machine.ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	m, _ = svc.Get(vm.ID)
+	if !m.SecureBootActive {
+		t.Errorf("secure boot not active after the start")
+	}
+	// The enrolled keys refuse grub from the marker ISO: OVMF says so on
+	// the serial console, and the marker never appears.
+	vm.WaitMarker(t, "Access Denied", testenv.Count(vm.SerialLog, "Access Denied"), 2*bootTimeout)
+	if c, _ := vm.Markers(); c != n {
+		t.Errorf("the unsigned ISO booted with secure boot on")
+	}
+}
