@@ -510,7 +510,6 @@ type progressReader struct {
 	fn    func(done, total int64)
 	stall *time.Timer
 	d     time.Duration
-	last  time.Time
 }
 
 func (p *progressReader) Read(b []byte) (int, error) {
@@ -519,10 +518,7 @@ func (p *progressReader) Read(b []byte) (int, error) {
 		p.n += int64(n)
 		p.stall.Reset(p.d)
 		if p.fn != nil {
-			if now := time.Now(); now.Sub(p.last) > 100*time.Millisecond || err != nil {
-				p.last = now
-				p.fn(p.n, p.total)
-			}
+			p.fn(p.n, p.total)
 		}
 	}
 	return n, err
