@@ -34,6 +34,13 @@ type Backend interface {
 	NMI(ctx context.Context, id string) error
 	// SetIndicator turns the identify light on or off (in memory).
 	SetIndicator(id string, on bool) error
+	// SetMedia puts the local file src into the machine's drive for slot, or
+	// empties it when src is "": live on a running machine and in its
+	// persistent definition. The CD drive stays when emptied (so "boot from
+	// Cd" keeps a target); the removable drive is plugged in with its medium
+	// and unplugged on eject. Media is always read-only to the guest.
+	// Idempotent.
+	SetMedia(ctx context.Context, id string, slot MediaSlot, src string) error
 	// Stale reports whether a running machine runs with a boot configuration
 	// (boot order, firmware) other than the one its next start would use, so
 	// that only a cold restart applies the stored settings.

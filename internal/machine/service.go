@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -19,14 +20,24 @@ type Service struct {
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // per machine: mutations are serialised
+
+	media mediaTasks
 }
 
 // NewService returns a Service over be. Call Watch to react to guest reboots.
-func NewService(be Backend, log *zap.Logger) *Service {
+func NewService(be Backend, log *zap.Logger, opts ...ServiceOption) *Service {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Service{be: be, log: log, locks: map[string]*sync.Mutex{}}
+	s := &Service{be: be, log: log, locks: map[string]*sync.Mutex{}}
+	s.media.wait = 2 * time.Minute
+	s.media.byID = map[string]*MediaTask{}
+	s.media.active = map[string]*MediaTask{}
+	s.media.last = map[string]*MediaTask{}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Backend returns the backend the service drives.
@@ -66,14 +77,38 @@ func (s *Service) resolve(id string) (*Machine, func(), error) {
 	return m, unlock, nil
 }
 
-// Reset performs a power action with a real BMC's semantics.
+// boots reports whether a reset of a machine in power state p starts a boot.
+func boots(rt ResetType, p PowerState) bool {
+	on := p == PowerOn || p == PowerPoweringOff
+	switch rt {
+	case ResetOn, ResetForceOn, ResetPushPowerButton:
+		return !on
+	case ResetForceRestart, ResetPowerCycle, ResetGracefulRestart:
+		return true
+	}
+	return false
+}
+
+// Reset performs a power action with a real BMC's semantics. An action that
+// boots the machine first waits for virtual media that is still loading
+// (bounded, see WithMediaWait), so no boot sees half an image.
 func (s *Service) Reset(ctx context.Context, id string, rt ResetType) error {
+	if m, err := s.be.Get(id); err == nil && boots(rt, m.Power) {
+		if err := s.waitMedia(ctx, m.ID); err != nil {
+			return err
+		}
+	}
 	m, unlock, err := s.resolve(id)
 	if err != nil {
 		return err
 	}
 	defer unlock()
 	on := m.Power == PowerOn || m.Power == PowerPoweringOff
+	if boots(rt, m.Power) {
+		if t := s.pendingMedia(m.ID); t != nil {
+			return loadingError(t, 0) // an insert began after the wait
+		}
+	}
 	switch rt {
 	case ResetOn, ResetForceOn:
 		if on {

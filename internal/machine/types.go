@@ -128,6 +128,9 @@ type Settings struct {
 	Credentials []Credential
 	// IPMI, when set, is this machine's IPMI endpoint.
 	IPMI *IPMIEndpoint
+	// Media holds per-member virtual media settings and where the inserted
+	// images came from; what is inserted derives from the drives.
+	Media []MediaSettings
 }
 
 // Clone returns a deep copy.
@@ -139,6 +142,12 @@ func (s Settings) Clone() Settings {
 	if s.IPMI != nil {
 		ep := *s.IPMI
 		c.IPMI = &ep
+	}
+	if s.Media != nil {
+		c.Media = make([]MediaSettings, len(s.Media))
+		for i, ms := range s.Media {
+			c.Media[i] = ms.clone()
+		}
 	}
 	return c
 }

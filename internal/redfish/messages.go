@@ -26,37 +26,44 @@ type MessageID string
 
 // Base registry messages used by this service.
 const (
-	MsgSuccess                       MessageID = "Success"
-	MsgGeneralError                  MessageID = "GeneralError"
-	MsgCreated                       MessageID = "Created"
-	MsgMalformedJSON                 MessageID = "MalformedJSON"
-	MsgEmptyJSON                     MessageID = "EmptyJSON"
-	MsgUnrecognizedRequestBody       MessageID = "UnrecognizedRequestBody"
-	MsgPropertyUnknown               MessageID = "PropertyUnknown"
-	MsgPropertyNotWritable           MessageID = "PropertyNotWritable"
-	MsgPropertyMissing               MessageID = "PropertyMissing"
-	MsgPropertyValueTypeError        MessageID = "PropertyValueTypeError"
-	MsgPropertyValueNotInList        MessageID = "PropertyValueNotInList"
-	MsgPropertyValueOutOfRange       MessageID = "PropertyValueOutOfRange"
-	MsgPropertyValueConflict         MessageID = "PropertyValueConflict"
-	MsgActionNotSupported            MessageID = "ActionNotSupported"
-	MsgActionParameterMissing        MessageID = "ActionParameterMissing"
-	MsgActionParameterUnknown        MessageID = "ActionParameterUnknown"
-	MsgActionParameterValueTypeError MessageID = "ActionParameterValueTypeError"
-	MsgActionParameterValueNotInList MessageID = "ActionParameterValueNotInList"
-	MsgResourceNotFound              MessageID = "ResourceNotFound"
-	MsgResourceInUse                 MessageID = "ResourceInUse"
-	MsgResourceInStandby             MessageID = "ResourceInStandby"
-	MsgNoValidSession                MessageID = "NoValidSession"
-	MsgInsufficientPrivilege         MessageID = "InsufficientPrivilege"
-	MsgSessionLimitExceeded          MessageID = "SessionLimitExceeded"
-	MsgSessionTerminated             MessageID = "SessionTerminated"
-	MsgOperationNotAllowed           MessageID = "OperationNotAllowed"
-	MsgHeaderInvalid                 MessageID = "HeaderInvalid"
-	MsgPreconditionFailed            MessageID = "PreconditionFailed"
-	MsgPayloadTooLarge               MessageID = "PayloadTooLarge"
-	MsgInternalError                 MessageID = "InternalError"
-	MsgServiceTemporarilyUnavailable MessageID = "ServiceTemporarilyUnavailable"
+	MsgSuccess                         MessageID = "Success"
+	MsgGeneralError                    MessageID = "GeneralError"
+	MsgCreated                         MessageID = "Created"
+	MsgMalformedJSON                   MessageID = "MalformedJSON"
+	MsgEmptyJSON                       MessageID = "EmptyJSON"
+	MsgUnrecognizedRequestBody         MessageID = "UnrecognizedRequestBody"
+	MsgPropertyUnknown                 MessageID = "PropertyUnknown"
+	MsgPropertyNotWritable             MessageID = "PropertyNotWritable"
+	MsgPropertyMissing                 MessageID = "PropertyMissing"
+	MsgPropertyValueTypeError          MessageID = "PropertyValueTypeError"
+	MsgPropertyValueNotInList          MessageID = "PropertyValueNotInList"
+	MsgPropertyValueOutOfRange         MessageID = "PropertyValueOutOfRange"
+	MsgPropertyValueConflict           MessageID = "PropertyValueConflict"
+	MsgActionNotSupported              MessageID = "ActionNotSupported"
+	MsgActionParameterMissing          MessageID = "ActionParameterMissing"
+	MsgActionParameterUnknown          MessageID = "ActionParameterUnknown"
+	MsgActionParameterValueTypeError   MessageID = "ActionParameterValueTypeError"
+	MsgActionParameterValueNotInList   MessageID = "ActionParameterValueNotInList"
+	MsgResourceNotFound                MessageID = "ResourceNotFound"
+	MsgResourceInUse                   MessageID = "ResourceInUse"
+	MsgResourceInStandby               MessageID = "ResourceInStandby"
+	MsgNoValidSession                  MessageID = "NoValidSession"
+	MsgInsufficientPrivilege           MessageID = "InsufficientPrivilege"
+	MsgSessionLimitExceeded            MessageID = "SessionLimitExceeded"
+	MsgSessionTerminated               MessageID = "SessionTerminated"
+	MsgOperationNotAllowed             MessageID = "OperationNotAllowed"
+	MsgHeaderInvalid                   MessageID = "HeaderInvalid"
+	MsgPreconditionFailed              MessageID = "PreconditionFailed"
+	MsgPayloadTooLarge                 MessageID = "PayloadTooLarge"
+	MsgInternalError                   MessageID = "InternalError"
+	MsgServiceTemporarilyUnavailable   MessageID = "ServiceTemporarilyUnavailable"
+	MsgResourceMissingAtURI            MessageID = "ResourceMissingAtURI"
+	MsgCouldNotEstablishConnection     MessageID = "CouldNotEstablishConnection"
+	MsgResourceAtURIUnauthorized       MessageID = "ResourceAtUriUnauthorized"
+	MsgActionParameterValueFormatError MessageID = "ActionParameterValueFormatError"
+	MsgPropertyValueFormatError        MessageID = "PropertyValueFormatError"
+	MsgInsufficientStorage             MessageID = "InsufficientStorage"
+	MsgOperationFailed                 MessageID = "OperationFailed"
 )
 
 var baseMessages = map[MessageID]message{
@@ -117,6 +124,20 @@ var baseMessages = map[MessageID]message{
 		"Resubmit the request.  If the problem persists, consider resetting the service.", 0},
 	MsgServiceTemporarilyUnavailable: {"The service is temporarily unavailable.  Retry in %1 seconds.", "Critical",
 		"Wait for the indicated retry duration and retry the operation.", 1},
+	MsgResourceMissingAtURI: {"The resource at the URI '%1' was not found.", "Critical",
+		"Place a valid resource at the URI or correct the URI and resubmit the request.", 1},
+	MsgCouldNotEstablishConnection: {"The service failed to establish a connection with the URI '%1'.", "Critical",
+		"Ensure that the URI contains a valid and reachable node name, protocol information and other URI components.", 1},
+	MsgResourceAtURIUnauthorized: {"While accessing the resource at '%1', the service received an authorization error '%2'.", "Critical",
+		"Ensure that the appropriate access is provided for the service in order for it to access the URI.", 2},
+	MsgActionParameterValueFormatError: {"The value '%1' for the parameter %2 in the action %3 is of a different format than the parameter can accept.", "Warning",
+		"Correct the value for the parameter in the request body and resubmit the request if the operation failed.", 3},
+	MsgPropertyValueFormatError: {"The value '%1' for the property %2 is of a different format than the property can accept.", "Warning",
+		"Correct the value for the property in the request body and resubmit the request if the operation failed.", 2},
+	MsgInsufficientStorage: {"Insufficient storage or memory available to complete the request.", "Critical",
+		"Increase the free storage space or memory and resubmit the request.", 0},
+	MsgOperationFailed: {"An error occurred internal to the service as part of the overall request.  Partial results may have been returned.", "Warning",
+		"Resubmit the request.  If the problem persists, consider resetting the service or provider.", 0},
 }
 
 // messageObject is one entry of @Message.ExtendedInfo (Message.v1_1_2).

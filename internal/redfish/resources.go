@@ -240,6 +240,7 @@ func system(m *machine.Machine, id identity) obj {
 		"Storage":            ref{u + "/Storage"},
 		"SecureBoot":         ref{u + "/SecureBoot"},
 		"Bios":               ref{u + "/Bios"},
+		"VirtualMedia":       ref{u + "/VirtualMedia"},
 		"Links": obj{
 			"Chassis":   []ref{{chassisOf(m.ID)}},
 			"ManagedBy": []ref{{managerURI(m.ID)}},
@@ -556,6 +557,7 @@ func manager(m *machine.Machine, id identity) obj {
 		"Model":                 id.Model + " BMC",
 		"FirmwareVersion":       id.Firmware,
 		"PowerState":            "On",
+		"VirtualMedia":          ref{managerURI(m.ID) + "/VirtualMedia"},
 		"Status":                status("Enabled"),
 		"Links": obj{
 			"ManagerForServers": []ref{{systemURI(m.ID)}},

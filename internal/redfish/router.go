@@ -180,11 +180,24 @@ func r(path string, rt route) *route {
 
 var versionRoute = r("", route{public: "GET", get: getVersions})
 
-// table lists every resource of the service. The first entry is the service
-// root. Virtual media (Managers/*/VirtualMedia, Systems/*/VirtualMedia) will
-// join here as routes of their own.
-func (s *Server) table() []*route {
+// mediaRoutes are the virtual media resources under base (a Manager or a
+// System): they change with tasks as well as with the machine, so they are
+// not served from the render cache.
+func mediaRoutes(base string) []*route {
 	return []*route{
+		r(base+"/VirtualMedia", route{get: getVirtualMediaCollection}),
+		r(base+"/VirtualMedia/*", route{get: getVirtualMedia, patch: patchVirtualMedia}),
+		r(base+"/VirtualMedia/*/Actions/"+insertAction, route{post: postInsertMedia}),
+		r(base+"/VirtualMedia/*/Actions/"+ejectAction, route{post: postEjectMedia}),
+		r(base+"/VirtualMedia/*/Certificates", route{get: getMediaCertificates, post: postMediaCertificate}),
+		r(base+"/VirtualMedia/*/Certificates/*", route{get: getMediaCertificate, del: deleteMediaCertificate}),
+	}
+}
+
+// table lists every resource of the service. The first entry is the service
+// root.
+func (s *Server) table() []*route {
+	routes := []*route{
 		r("", route{public: "GET", render: renderStatic(func(s *Server) any { return serviceRoot(s.id) })}),
 		r("odata", route{public: "GET", render: renderStatic(func(*Server) any { return odataDocument() })}),
 		r("$metadata", route{public: "GET", render: renderMetadata}),
@@ -221,9 +234,9 @@ func (s *Server) table() []*route {
 		r("AccountService/Accounts", route{get: getAccounts}),
 		r("AccountService/Accounts/*", route{get: getAccount}),
 		r("TaskService", route{render: renderStatic(func(*Server) any { return taskService() })}),
-		r("TaskService/Tasks", route{render: renderStatic(func(*Server) any {
-			return collection(tasksURI, "TaskCollection", "Task Collection", nil)
-		})}),
+		r("TaskService/Tasks", route{get: getTasks}),
+		r("TaskService/Tasks/*", route{get: getTask}),
+		r("TaskService/TaskMonitors/*", route{get: getTaskMonitor}),
 
 		r("Registries", route{render: renderStatic(func(*Server) any {
 			return collection(registriesURI, "MessageRegistryFileCollection", "Registry File Collection",
@@ -238,4 +251,6 @@ func (s *Server) table() []*route {
 		})}),
 		r("Registries/"+biosRegistryPrefix+"/"+biosRegistryID, route{render: renderStatic(func(*Server) any { return biosRegistry() })}),
 	}
+	routes = append(routes, mediaRoutes("Managers/*")...)
+	return append(routes, mediaRoutes("Systems/*")...)
 }

@@ -24,6 +24,7 @@ type Server struct {
 	adminPass   [32]byte
 	ttl         time.Duration
 	maxSessions int
+	insertWait  time.Duration // how long InsertMedia waits before answering 202
 
 	cache    renderCache
 	basic    basicCache
@@ -115,6 +116,7 @@ func New(svc *machine.Service, log *zap.Logger, opts ...Option) *Server {
 		},
 		ttl:         30 * time.Minute,
 		maxSessions: 1024,
+		insertWait:  time.Second,
 	}
 	for _, o := range opts {
 		o(s)

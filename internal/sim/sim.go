@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -292,3 +293,45 @@ func (b *Backend) Stale(id string) bool {
 
 // Subscribe implements machine.Backend.
 func (b *Backend) Subscribe() (<-chan machine.Event, func()) { return b.subs.Subscribe() }
+
+// SetMedia implements machine.Backend: the CD drive's source changes; the
+// removable medium is a USB disk that appears and disappears with it.
+func (b *Backend) SetMedia(_ context.Context, id string, slot machine.MediaSlot, src string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.find(id)
+	if err != nil {
+		return err
+	}
+	disks := slices.Clone(n.m.Disks)
+	switch slot {
+	case machine.SlotCD:
+		i := slices.IndexFunc(disks, func(d machine.Disk) bool { return d.Device == machine.DeviceCDROM })
+		if i < 0 {
+			return fmt.Errorf("%w: %s has no CD-ROM drive", machine.ErrUnsupported, n.m.Name)
+		}
+		if disks[i].Source == src {
+			return nil
+		}
+		disks[i].Source = src
+	case machine.SlotRemovable:
+		i := slices.IndexFunc(disks, func(d machine.Disk) bool { return d.Bus == "usb" })
+		switch {
+		case i >= 0 && src == "":
+			disks = slices.Delete(disks, i, i+1)
+		case i >= 0:
+			if disks[i].Source == src {
+				return nil
+			}
+			disks[i].Source = src
+		case src != "":
+			disks = append(disks, machine.Disk{ID: "sdy", Device: machine.DeviceDisk, Bus: "usb", Source: src, ReadOnly: true})
+		default:
+			return nil
+		}
+	default:
+		return fmt.Errorf("%w: no virtual media %q", machine.ErrNotFound, slot)
+	}
+	b.update(n, func(m *machine.Machine) { m.Disks = disks })
+	return nil
+}

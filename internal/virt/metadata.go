@@ -18,15 +18,33 @@ const MetadataNS = "http://bmlab.dev/xmlns/bmc/1"
 // bmcMeta is the stored form of machine.Settings plus what the backend needs
 // to undo its own changes. Readable with `virsh dumpxml`.
 type bmcMeta struct {
-	XMLName     xml.Name   `xml:"http://bmlab.dev/xmlns/bmc/1 bmc"`
-	Boot        metaBoot   `xml:"boot"`
-	DefaultBoot string     `xml:"default-boot,omitempty"` // the domain's own boot order before the BMC changed it, "hd,cdrom"
-	SecureBoot  bool       `xml:"secure-boot"`
-	ResetNVRAM  bool       `xml:"reset-nvram,omitempty"` // the firmware changed: the next start recreates the NVRAM
-	BIOS        string     `xml:"bios,omitempty"`        // JSON object
-	BIOSPending string     `xml:"bios-pending,omitempty"`
-	Users       []metaUser `xml:"user"`
-	IPMI        *metaIPMI  `xml:"ipmi"`
+	XMLName     xml.Name    `xml:"http://bmlab.dev/xmlns/bmc/1 bmc"`
+	Boot        metaBoot    `xml:"boot"`
+	DefaultBoot string      `xml:"default-boot,omitempty"` // the domain's own boot order before the BMC changed it, "hd,cdrom"
+	SecureBoot  bool        `xml:"secure-boot"`
+	ResetNVRAM  bool        `xml:"reset-nvram,omitempty"` // the firmware changed: the next start recreates the NVRAM
+	BIOS        string      `xml:"bios,omitempty"`        // JSON object
+	BIOSPending string      `xml:"bios-pending,omitempty"`
+	Users       []metaUser  `xml:"user"`
+	IPMI        *metaIPMI   `xml:"ipmi"`
+	Media       []metaMedia `xml:"media"`
+}
+
+// metaMedia is one virtual media member: trust settings and the origin of
+// the file in its drive.
+type metaMedia struct {
+	Slot     string     `xml:"slot,attr"`
+	Verify   bool       `xml:"verify-certificate,attr,omitempty"`
+	Image    string     `xml:"image,attr,omitempty"`
+	Path     string     `xml:"path,attr,omitempty"`
+	User     string     `xml:"user,attr,omitempty"`
+	Protocol string     `xml:"protocol,attr,omitempty"`
+	Certs    []metaCert `xml:"certificate"`
+}
+
+type metaCert struct {
+	ID  string `xml:"id,attr"`
+	PEM string `xml:",chardata"`
 }
 
 type metaBoot struct {
@@ -70,6 +88,14 @@ func toMeta(s machine.Settings, defaultBoot string, resetNVRAM bool) (*bmcMeta, 
 	}
 	if s.IPMI != nil {
 		m.IPMI = &metaIPMI{Address: s.IPMI.Address, Port: s.IPMI.Port}
+	}
+	for _, ms := range s.Media {
+		mm := metaMedia{Slot: string(ms.Slot), Verify: ms.VerifyCertificate, Image: ms.Image, Path: ms.Path,
+			User: ms.UserName, Protocol: ms.TransferProtocol}
+		for _, c := range ms.Certificates {
+			mm.Certs = append(mm.Certs, metaCert{ID: c.ID, PEM: c.PEM})
+		}
+		m.Media = append(m.Media, mm)
 	}
 	return m, nil
 }
@@ -119,6 +145,14 @@ func (m *bmcMeta) settings() (machine.Settings, error) {
 	}
 	if m.IPMI != nil {
 		s.IPMI = &machine.IPMIEndpoint{Address: m.IPMI.Address, Port: m.IPMI.Port}
+	}
+	for _, mm := range m.Media {
+		ms := machine.MediaSettings{Slot: machine.MediaSlot(mm.Slot), VerifyCertificate: mm.Verify, Image: mm.Image,
+			Path: mm.Path, UserName: mm.User, TransferProtocol: mm.Protocol}
+		for _, c := range mm.Certs {
+			ms.Certificates = append(ms.Certificates, machine.Certificate{ID: c.ID, PEM: c.PEM})
+		}
+		s.Media = append(s.Media, ms)
 	}
 	return s, nil
 }

@@ -1,0 +1,216 @@
+package machine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+// MediaSlot is a virtual media member of a BMC.
+type MediaSlot string
+
+// Virtual media members.
+const (
+	// SlotCD is the CD/DVD drive every machine has (libvirt: a cdrom device
+	// on the machine type's bus). Eject empties it and keeps the drive.
+	SlotCD MediaSlot = "Cd"
+	// SlotRemovable is a USB stick (or floppy) that appears when media is
+	// inserted and goes away on eject, as a plugged-in stick does.
+	SlotRemovable MediaSlot = "Removable"
+)
+
+// MediaSlots lists the members in the order BMCs show them.
+var MediaSlots = []MediaSlot{SlotCD, SlotRemovable}
+
+// MediaSettings is what a BMC keeps about one member beyond the drive's
+// contents: trust settings for HTTPS images and where the inserted image came
+// from. It is stored with the machine (Settings.Media); the image fields
+// describe the drive only while the drive holds Path.
+type MediaSettings struct {
+	Slot MediaSlot
+	// VerifyCertificate: HTTPS images are checked against Certificates, or
+	// against the host's roots when there are none.
+	VerifyCertificate bool
+	Certificates      []Certificate
+
+	Image            string // the URI as the client gave it
+	Path             string // the local file attached to the drive
+	UserName         string // never the password
+	TransferProtocol string // HTTP, HTTPS, OEM (a local file)
+}
+
+// Certificate is a PEM certificate trusted for a member's HTTPS images.
+type Certificate struct {
+	ID  string
+	PEM string
+}
+
+func (ms MediaSettings) clone() MediaSettings {
+	ms.Certificates = slices.Clone(ms.Certificates)
+	return ms
+}
+
+// Media is the state of one member as a BMC reports it. It derives from the
+// machine's drives: a drive that holds a file is inserted, whatever put it
+// there.
+type Media struct {
+	MediaSettings
+	// Drive is the drive behind the member; nil when it has none now (the
+	// removable member with nothing plugged in).
+	Drive    *Disk
+	Inserted bool
+	// Task is an insert in progress or the last one, when it failed or is
+	// still running; nil otherwise.
+	Task *MediaTask
+}
+
+// driveFor finds the drive a member uses.
+func driveFor(m *Machine, slot MediaSlot) *Disk {
+	for i := range m.Disks {
+		d := &m.Disks[i]
+		switch slot {
+		case SlotCD:
+			if d.Device == DeviceCDROM {
+				return d
+			}
+		case SlotRemovable:
+			if d.Device == DeviceFloppy || d.Bus == "usb" {
+				return d
+			}
+		}
+	}
+	return nil
+}
+
+// MediaOf derives a member's state from a machine snapshot, without tasks.
+func MediaOf(m *Machine, slot MediaSlot) Media {
+	md := Media{MediaSettings: MediaSettings{Slot: slot}}
+	for _, ms := range m.Settings.Media {
+		if ms.Slot == slot {
+			md.MediaSettings = ms.clone()
+		}
+	}
+	d := driveFor(m, slot)
+	md.Drive = d
+	if d == nil || d.Source == "" {
+		md.Image, md.Path, md.UserName, md.TransferProtocol = "", "", "", ""
+		return md
+	}
+	md.Inserted = true
+	if md.Path != d.Source {
+		// Someone else (virsh change-media, an operator) put this there: show
+		// the file as it is.
+		md.Image, md.Path, md.UserName, md.TransferProtocol = d.Source, d.Source, "", "OEM"
+	}
+	return md
+}
+
+// ImageName is the last path element of an image URI.
+func ImageName(image string) string {
+	if image == "" {
+		return ""
+	}
+	p := image
+	if i := strings.IndexAny(p, "?#"); i >= 0 {
+		p = p[:i]
+	}
+	return path.Base(p)
+}
+
+// InsertRequest is an InsertMedia action (or a PATCH of Image).
+type InsertRequest struct {
+	Image            string
+	UserName         string
+	Password         string
+	TransferProtocol string // optional; must match the URI's scheme
+	TransferMethod   string // Stream or Upload; either way the image is copied
+	WriteProtected   *bool  // nil: true
+	Inserted         *bool  // nil: true
+}
+
+// Transfer protocol types (Redfish VirtualMedia.TransferProtocolType) the
+// service accepts.
+var TransferProtocols = []string{"HTTP", "HTTPS", "OEM"}
+
+// TransferMethods are the Redfish transfer methods; the service always
+// uploads (copies the image to the BMC) and reports Upload.
+var TransferMethods = []string{"Stream", "Upload"}
+
+// MediaErrorKind says why an image could not be fetched.
+type MediaErrorKind string
+
+// Reasons an insert fails.
+const (
+	MediaUnreachable MediaErrorKind = "unreachable" // connection refused, no route, DNS, timeout
+	MediaNotFound    MediaErrorKind = "not-found"   // HTTP 404/410, no such local file
+	MediaTLS         MediaErrorKind = "tls"         // certificate not trusted, handshake failed
+	MediaAuth        MediaErrorKind = "auth"        // HTTP 401/403
+	MediaNotImage    MediaErrorKind = "not-image"   // not an ISO 9660/UDF image (for the CD)
+	MediaNoSpace     MediaErrorKind = "no-space"    // the cache's disk is full, or the image exceeds the cache's bound
+	MediaForbidden   MediaErrorKind = "forbidden"   // a local path outside the allowed directory, an unsupported scheme
+	MediaFailed      MediaErrorKind = "failed"      // anything else: interrupted transfer, HTTP 5xx
+)
+
+// MediaError is a failed fetch of an image; fetchers return it.
+type MediaError struct {
+	Kind  MediaErrorKind
+	Image string // the URI, without credentials
+	Err   error
+}
+
+func (e *MediaError) Error() string { return fmt.Sprintf("image %s: %v", e.Image, e.Err) }
+func (e *MediaError) Unwrap() error { return e.Err }
+
+// ImageRequest asks a fetcher for an image.
+type ImageRequest struct {
+	Image             string
+	UserName          string
+	Password          string
+	VerifyCertificate bool
+	Certificates      []string // PEM
+	// ISO asks for a check that the image is an ISO 9660 (or UDF) image.
+	ISO bool
+	// InUse lists the local files some machine's drive holds; a cache must
+	// not evict them.
+	InUse []string
+	// Progress, when set, is called as bytes arrive (total -1 when unknown).
+	Progress func(done, total int64)
+}
+
+// FetchedImage is an image on local disk, readable by the hypervisor.
+type FetchedImage struct {
+	Path   string
+	Size   int64
+	SHA256 string // empty for local files used in place
+}
+
+// ImageFetcher makes images local files a hypervisor can read. Fetch returns
+// only a complete, checked file; release lets the fetcher evict it again
+// once the caller has attached it (or given up). Errors are *MediaError.
+type ImageFetcher interface {
+	Fetch(ctx context.Context, req ImageRequest) (img FetchedImage, release func(), err error)
+}
+
+// mediaTarget checks that a machine can hold media in slot.
+func mediaTarget(m *Machine, slot MediaSlot) error {
+	switch slot {
+	case SlotCD:
+		if driveFor(m, SlotCD) == nil {
+			return fmt.Errorf("%w: %s has no CD-ROM drive", ErrUnsupported, m.Name)
+		}
+	case SlotRemovable:
+	default:
+		return fmt.Errorf("%w: no virtual media %q", ErrNotFound, slot)
+	}
+	return nil
+}
+
+// IsMediaError reports whether err is a fetch failure and returns it.
+func IsMediaError(err error) (*MediaError, bool) {
+	var me *MediaError
+	ok := errors.As(err, &me)
+	return me, ok
+}

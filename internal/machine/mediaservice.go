@@ -1,0 +1,512 @@
+package machine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// ServiceOption configures a Service.
+type ServiceOption func(*Service)
+
+// WithImageFetcher lets the service insert virtual media; without one every
+// insert is refused as unsupported.
+func WithImageFetcher(f ImageFetcher) ServiceOption {
+	return func(s *Service) { s.media.fetcher = f }
+}
+
+// WithMediaWait bounds how long a power-on waits for virtual media that is
+// still loading before it fails with ErrConflict (default 2 min).
+func WithMediaWait(d time.Duration) ServiceOption {
+	return func(s *Service) {
+		if d > 0 {
+			s.media.wait = d
+		}
+	}
+}
+
+// maxFinishedTasks is how many finished tasks the service remembers.
+const maxFinishedTasks = 64
+
+type mediaTasks struct {
+	fetcher ImageFetcher
+	wait    time.Duration
+
+	mu     sync.Mutex
+	seq    int
+	byID   map[string]*MediaTask
+	order  []string              // task ids, oldest first
+	active map[string]*MediaTask // running insert per member (machine/slot)
+	last   map[string]*MediaTask // last failed insert per member, until the next insert or eject
+}
+
+func memberKey(id string, slot MediaSlot) string { return id + "/" + string(slot) }
+
+// TaskState is a Redfish TaskState.
+type TaskState string
+
+// Task states.
+const (
+	TaskRunning   TaskState = "Running"
+	TaskCompleted TaskState = "Completed"
+	TaskException TaskState = "Exception"
+	TaskCancelled TaskState = "Cancelled"
+)
+
+// MediaTask is an insert of virtual media that loads in the background.
+type MediaTask struct {
+	ID          string
+	MachineID   string
+	MachineName string
+	Slot        MediaSlot
+	Image       string
+	Started     time.Time
+
+	done   chan struct{}
+	cancel context.CancelFunc
+
+	mu    sync.Mutex
+	state TaskState
+	got   int64
+	total int64
+	err   error
+	ended time.Time
+}
+
+// TaskStatus is a snapshot of a task.
+type TaskStatus struct {
+	State   TaskState
+	Percent int // 0..100
+	Err     error
+	Ended   time.Time // zero while running
+}
+
+// Status returns the task's current state.
+func (t *MediaTask) Status() TaskStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := TaskStatus{State: t.state, Err: t.err, Ended: t.ended}
+	switch {
+	case t.state == TaskCompleted:
+		st.Percent = 100
+	case t.total > 0:
+		// Loading is the work; attaching takes a moment more, so a running
+		// task never says 100.
+		st.Percent = int(min(99, t.got*100/t.total))
+	}
+	return st
+}
+
+// Done is closed when the task has finished.
+func (t *MediaTask) Done() <-chan struct{} { return t.done }
+
+func (t *MediaTask) progress(got, total int64) {
+	t.mu.Lock()
+	t.got, t.total = got, total
+	t.mu.Unlock()
+}
+
+// finish ends the task once; it reports whether this call ended it.
+func (t *MediaTask) finish(state TaskState, err error) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.state != TaskRunning {
+		return false
+	}
+	t.state, t.err, t.ended = state, err, time.Now()
+	close(t.done)
+	return true
+}
+
+func (t *MediaTask) running() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.state == TaskRunning
+}
+
+// Tasks returns the remembered tasks, oldest first.
+func (s *Service) Tasks() []*MediaTask {
+	s.media.mu.Lock()
+	defer s.media.mu.Unlock()
+	out := make([]*MediaTask, 0, len(s.media.order))
+	for _, id := range s.media.order {
+		out = append(out, s.media.byID[id])
+	}
+	return out
+}
+
+// Task returns one task by id.
+func (s *Service) Task(id string) (*MediaTask, error) {
+	s.media.mu.Lock()
+	defer s.media.mu.Unlock()
+	t, ok := s.media.byID[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: no task %q", ErrNotFound, id)
+	}
+	return t, nil
+}
+
+// Media returns the state of every virtual media member of a machine.
+func (s *Service) Media(id string) (*Machine, []Media, error) {
+	m, err := s.be.Get(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]Media, 0, len(MediaSlots))
+	for _, slot := range MediaSlots {
+		out = append(out, s.mediaOf(m, slot))
+	}
+	return m, out, nil
+}
+
+// mediaOf is MediaOf with the member's task: a running insert shows as
+// inserted (it cannot be inserted twice; eject cancels it).
+func (s *Service) mediaOf(m *Machine, slot MediaSlot) Media {
+	md := MediaOf(m, slot)
+	s.media.mu.Lock()
+	t := s.media.active[memberKey(m.ID, slot)]
+	if t == nil {
+		t = s.media.last[memberKey(m.ID, slot)]
+	}
+	s.media.mu.Unlock()
+	md.Task = t
+	if t != nil && t.running() && !md.Inserted {
+		md.Inserted = true
+		md.Image = t.Image
+	}
+	return md
+}
+
+// AttachedImages lists the files that machines' media drives hold.
+func (s *Service) AttachedImages() []string {
+	var out []string
+	for _, m := range s.be.List() {
+		for _, d := range m.Disks {
+			if d.Source != "" && (d.Device == DeviceCDROM || d.Device == DeviceFloppy || d.Bus == "usb") {
+				out = append(out, d.Source)
+			}
+		}
+	}
+	return out
+}
+
+// checkInsert validates an insert request.
+func checkInsert(req InsertRequest) (scheme string, err error) {
+	if req.Image == "" {
+		return "", invalidf("Image is required")
+	}
+	if req.Inserted != nil && !*req.Inserted {
+		return "", fmt.Errorf("%w: Inserted false (configure without inserting) is not supported; insert with Inserted true", ErrUnsupported)
+	}
+	if req.WriteProtected != nil && !*req.WriteProtected {
+		return "", fmt.Errorf("%w: writable media is not supported; images are shared read-only", ErrUnsupported)
+	}
+	if req.TransferMethod != "" && !slices.Contains(TransferMethods, req.TransferMethod) {
+		return "", invalidf("TransferMethod %q is not one of %v", req.TransferMethod, TransferMethods)
+	}
+	scheme = "OEM"
+	if u, perr := url.Parse(req.Image); perr == nil && u.Scheme != "" && u.Scheme != "file" {
+		scheme = strings.ToUpper(u.Scheme)
+	}
+	if req.TransferProtocol != "" && !strings.EqualFold(req.TransferProtocol, scheme) {
+		return "", invalidf("TransferProtocolType %s does not match the image URI %s", req.TransferProtocol, redact(req.Image))
+	}
+	return scheme, nil
+}
+
+// redact drops credentials from a URI for messages.
+func redact(image string) string {
+	u, err := url.Parse(image)
+	if err != nil || u.User == nil {
+		return image
+	}
+	u.User = nil
+	return u.String()
+}
+
+// InsertMedia starts inserting an image into a member and returns the task
+// that loads it. The image is attached only once it is complete and checked;
+// until then the member shows as inserted and power-on waits for it (see
+// WithMediaWait). A member that holds media, or is loading some, refuses
+// with ErrConflict: eject first, as on real BMCs.
+func (s *Service) InsertMedia(_ context.Context, id string, slot MediaSlot, req InsertRequest) (*MediaTask, error) {
+	if s.media.fetcher == nil {
+		return nil, fmt.Errorf("%w: virtual media needs an image cache, and this service has none", ErrUnsupported)
+	}
+	scheme, err := checkInsert(req)
+	if err != nil {
+		return nil, err
+	}
+	m, unlock, err := s.resolve(id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := mediaTarget(m, slot); err != nil {
+		return nil, err
+	}
+	md := s.mediaOf(m, slot)
+	if md.Inserted {
+		what := "holds " + redact(md.Image)
+		if md.Task != nil && md.Task.running() {
+			what = "is loading " + redact(md.Image)
+		}
+		return nil, fmt.Errorf("%w: virtual media %s of %s %s; eject it first", ErrConflict, slot, m.Name, what)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &MediaTask{
+		MachineID: m.ID, MachineName: m.Name, Slot: slot, Image: redact(req.Image),
+		Started: time.Now(), done: make(chan struct{}), cancel: cancel, state: TaskRunning,
+	}
+	s.media.mu.Lock()
+	s.media.seq++
+	t.ID = strconv.Itoa(s.media.seq)
+	s.media.byID[t.ID] = t
+	s.media.order = append(s.media.order, t.ID)
+	s.media.active[memberKey(m.ID, slot)] = t
+	delete(s.media.last, memberKey(m.ID, slot))
+	s.pruneTasks()
+	s.media.mu.Unlock()
+
+	fr := ImageRequest{
+		Image: req.Image, UserName: req.UserName, Password: req.Password,
+		VerifyCertificate: md.VerifyCertificate, ISO: slot == SlotCD,
+		InUse: s.AttachedImages(), Progress: t.progress,
+	}
+	for _, c := range md.Certificates {
+		fr.Certificates = append(fr.Certificates, c.PEM)
+	}
+	rec := MediaSettings{Image: req.Image, UserName: req.UserName, TransferProtocol: scheme}
+	go s.runInsert(ctx, t, fr, rec)
+	return t, nil
+}
+
+// pruneTasks forgets the oldest finished tasks; callers hold s.media.mu.
+func (s *Service) pruneTasks() {
+	finished := 0
+	for _, id := range s.media.order {
+		if !s.media.byID[id].running() {
+			finished++
+		}
+	}
+	for i := 0; finished > maxFinishedTasks && i < len(s.media.order); {
+		id := s.media.order[i]
+		if t := s.media.byID[id]; !t.running() {
+			delete(s.media.byID, id)
+			s.media.order = slices.Delete(s.media.order, i, i+1)
+			finished--
+			continue
+		}
+		i++
+	}
+}
+
+func (s *Service) endTask(t *MediaTask, state TaskState, err error) {
+	if !t.finish(state, err) {
+		return
+	}
+	t.cancel()
+	key := memberKey(t.MachineID, t.Slot)
+	s.media.mu.Lock()
+	if s.media.active[key] == t {
+		delete(s.media.active, key)
+		if state == TaskException {
+			s.media.last[key] = t
+		}
+	}
+	s.media.mu.Unlock()
+	if err != nil && state == TaskException {
+		s.log.Warn("virtual media insert failed", zap.String("machine", t.MachineName),
+			zap.String("slot", string(t.Slot)), zap.String("image", t.Image), zap.Error(err))
+	}
+}
+
+// runInsert loads the image and attaches it, unless the insert was
+// cancelled meanwhile. Nothing is attached unless the whole image is there.
+func (s *Service) runInsert(ctx context.Context, t *MediaTask, fr ImageRequest, rec MediaSettings) {
+	img, release, err := s.media.fetcher.Fetch(ctx, fr)
+	if err != nil {
+		if ctx.Err() != nil {
+			s.endTask(t, TaskCancelled, fmt.Errorf("ejected while loading"))
+			return
+		}
+		s.endTask(t, TaskException, err)
+		return
+	}
+	defer release()
+	unlock := s.lock(t.MachineID)
+	defer unlock()
+	if !t.running() {
+		return // ejected meanwhile
+	}
+	err = s.attach(ctx, t, img.Path, rec)
+	if err != nil {
+		s.endTask(t, TaskException, err)
+		return
+	}
+	s.endTask(t, TaskCompleted, nil)
+}
+
+// attach puts a loaded image into the drive and records where it came from.
+// Callers hold the machine's lock.
+func (s *Service) attach(ctx context.Context, t *MediaTask, path string, rec MediaSettings) error {
+	m, err := s.be.Get(t.MachineID)
+	if err != nil {
+		return err
+	}
+	if md := MediaOf(m, t.Slot); md.Inserted {
+		return fmt.Errorf("%w: virtual media %s of %s was filled by someone else meanwhile (%s)", ErrConflict, t.Slot, m.Name, md.Image)
+	}
+	if err := s.be.SetMedia(ctx, m.ID, t.Slot, path); err != nil {
+		return fmt.Errorf("attach %s to %s of %s: %w", path, t.Slot, m.Name, err)
+	}
+	st := m.Settings.Clone()
+	ms := settingsFor(&st, t.Slot)
+	ms.Image, ms.Path, ms.UserName, ms.TransferProtocol = rec.Image, path, rec.UserName, rec.TransferProtocol
+	if err := s.be.Save(ctx, m.ID, st); err != nil {
+		// Nothing half-attached: take the medium out again.
+		if uerr := s.be.SetMedia(ctx, m.ID, t.Slot, ""); uerr != nil {
+			s.log.Error("undoing a media attach failed", zap.String("machine", m.Name), zap.Error(uerr))
+		}
+		return fmt.Errorf("record media of %s: %w", m.Name, err)
+	}
+	return nil
+}
+
+// settingsFor returns the member's entry in st, adding it when missing.
+func settingsFor(st *Settings, slot MediaSlot) *MediaSettings {
+	for i := range st.Media {
+		if st.Media[i].Slot == slot {
+			return &st.Media[i]
+		}
+	}
+	st.Media = append(st.Media, MediaSettings{Slot: slot})
+	return &st.Media[len(st.Media)-1]
+}
+
+// EjectMedia empties a member: an insert in progress is cancelled, an
+// inserted medium is taken out (live when the machine runs). Ejecting an
+// empty member succeeds.
+func (s *Service) EjectMedia(ctx context.Context, id string, slot MediaSlot) error {
+	m, unlock, err := s.resolve(id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if slot != SlotCD && slot != SlotRemovable {
+		return fmt.Errorf("%w: no virtual media %q", ErrNotFound, slot)
+	}
+	key := memberKey(m.ID, slot)
+	s.media.mu.Lock()
+	t := s.media.active[key]
+	delete(s.media.last, key)
+	s.media.mu.Unlock()
+	if t != nil {
+		s.endTask(t, TaskCancelled, fmt.Errorf("ejected while loading"))
+	}
+	md := MediaOf(m, slot)
+	if md.Inserted {
+		if err := s.be.SetMedia(ctx, m.ID, slot, ""); err != nil {
+			return err
+		}
+	}
+	if md.Image == "" && md.Path == "" {
+		return nil
+	}
+	st := m.Settings.Clone()
+	ms := settingsFor(&st, slot)
+	ms.Image, ms.Path, ms.UserName, ms.TransferProtocol = "", "", "", ""
+	return s.be.Save(ctx, m.ID, st)
+}
+
+// MediaPatch changes a member's trust settings; nil fields stay.
+type MediaPatch struct {
+	VerifyCertificate *bool
+	AddCertificate    *string // PEM
+	RemoveCertificate *string // certificate id
+}
+
+// SetMediaSettings changes a member's VerifyCertificate and certificates.
+// It returns the id of an added certificate.
+func (s *Service) SetMediaSettings(ctx context.Context, id string, slot MediaSlot, p MediaPatch) (string, error) {
+	if slot != SlotCD && slot != SlotRemovable {
+		return "", fmt.Errorf("%w: no virtual media %q", ErrNotFound, slot)
+	}
+	m, unlock, err := s.resolve(id)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	st := m.Settings.Clone()
+	ms := settingsFor(&st, slot)
+	added := ""
+	if p.VerifyCertificate != nil {
+		ms.VerifyCertificate = *p.VerifyCertificate
+	}
+	if p.AddCertificate != nil {
+		n := 1
+		for _, c := range ms.Certificates {
+			if v, err := strconv.Atoi(c.ID); err == nil && v >= n {
+				n = v + 1
+			}
+		}
+		added = strconv.Itoa(n)
+		ms.Certificates = append(ms.Certificates, Certificate{ID: added, PEM: *p.AddCertificate})
+	}
+	if p.RemoveCertificate != nil {
+		i := slices.IndexFunc(ms.Certificates, func(c Certificate) bool { return c.ID == *p.RemoveCertificate })
+		if i < 0 {
+			return "", fmt.Errorf("%w: no certificate %q", ErrNotFound, *p.RemoveCertificate)
+		}
+		ms.Certificates = slices.Delete(ms.Certificates, i, i+1)
+	}
+	return added, s.be.Save(ctx, m.ID, st)
+}
+
+// pendingMedia returns a running insert into one of the machine's members.
+func (s *Service) pendingMedia(id string) *MediaTask {
+	s.media.mu.Lock()
+	defer s.media.mu.Unlock()
+	for _, slot := range MediaSlots {
+		if t := s.media.active[memberKey(id, slot)]; t != nil {
+			return t
+		}
+	}
+	return nil
+}
+
+// ErrMediaLoading marks a power-on refused because media is still loading.
+var ErrMediaLoading = errors.New("virtual media still loading")
+
+// waitMedia waits, within the service's bound, until no insert into the
+// machine is running.
+func (s *Service) waitMedia(ctx context.Context, id string) error {
+	timer := time.NewTimer(s.media.wait)
+	defer timer.Stop()
+	for {
+		t := s.pendingMedia(id)
+		if t == nil {
+			return nil
+		}
+		select {
+		case <-t.Done():
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			return loadingError(t, s.media.wait)
+		}
+	}
+}
+
+func loadingError(t *MediaTask, waited time.Duration) error {
+	return fmt.Errorf("%w: %w: %s of %s is still loading %s (%d%% after %s, task %s); power on once the task completes",
+		ErrConflict, ErrMediaLoading, t.Slot, t.MachineName, t.Image, t.Status().Percent, waited.Round(time.Second), t.ID)
+}

@@ -1,0 +1,720 @@
+package media
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/bmlab/bmlab/internal/machine"
+)
+
+// Config configures a Cache.
+type Config struct {
+	// Dir holds the images; it and the files in it are made readable by
+	// everyone, so that qemu (user libvirt-qemu) can open them. Default
+	// /var/lib/bmlab/media.
+	Dir string
+	// MaxBytes bounds the images kept; the least recently used image that no
+	// machine holds is evicted to make room. Default 20 GiB.
+	MaxBytes int64
+	// LocalDir, when set, allows images given as a local path (or file://
+	// URI) inside it; they are used in place, not copied. Empty refuses
+	// local paths.
+	LocalDir string
+	// StallTimeout fails a download that receives nothing for this long
+	// (default 60 s).
+	StallTimeout time.Duration
+	Log          *zap.Logger
+}
+
+// Cache is a machine.ImageFetcher that downloads images over HTTP(S) into a
+// directory, once per content.
+type Cache struct {
+	cfg     Config
+	objects string // content-addressed files: <sha256>.img
+	tmp     string
+	log     *zap.Logger
+
+	keyMu sync.Map // per URL+user: one fetch at a time
+
+	mu      sync.Mutex
+	idx     index
+	pins    map[string]int // sha256 -> fetches that returned it and are not released
+	statfs  func(path string) (free int64, err error)
+	nowFunc func() time.Time
+}
+
+// index is the cache's record, kept as index.json in Dir.
+type index struct {
+	Entries map[string]*entry  `json:"entries"` // by key (URL and user)
+	Objects map[string]*object `json:"objects"` // by sha256
+}
+
+// entry is what a server said about a URL when it was last fetched.
+type entry struct {
+	URL          string    `json:"url"`
+	ETag         string    `json:"etag,omitempty"`
+	LastModified string    `json:"lastModified,omitempty"`
+	Length       int64     `json:"length"`
+	SHA256       string    `json:"sha256"`
+	Fetched      time.Time `json:"fetched"`
+}
+
+type object struct {
+	Size     int64     `json:"size"`
+	LastUsed time.Time `json:"lastUsed"`
+}
+
+// New opens (or creates) a cache directory. Leftover partial downloads are
+// removed and index entries whose files are gone are dropped.
+func New(cfg Config) (*Cache, error) {
+	if cfg.Dir == "" {
+		cfg.Dir = "/var/lib/bmlab/media"
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = 20 << 30
+	}
+	if cfg.StallTimeout <= 0 {
+		cfg.StallTimeout = 60 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	if cfg.LocalDir != "" {
+		d, err := filepath.EvalSymlinks(cfg.LocalDir)
+		if err != nil {
+			return nil, fmt.Errorf("allowed local image directory: %w", err)
+		}
+		cfg.LocalDir = d
+	}
+	c := &Cache{
+		cfg: cfg, log: cfg.Log,
+		objects: filepath.Join(cfg.Dir, "objects"),
+		tmp:     filepath.Join(cfg.Dir, "tmp"),
+		pins:    map[string]int{},
+		statfs:  freeBytes,
+		nowFunc: time.Now,
+	}
+	for _, d := range []string{cfg.Dir, c.objects, c.tmp} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("image cache: %w", err)
+		}
+		// qemu must traverse to the images whatever the umask was.
+		if err := os.Chmod(d, 0o755); err != nil {
+			return nil, fmt.Errorf("image cache: %w", err)
+		}
+	}
+	if err := c.load(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Dir returns the cache's directory.
+func (c *Cache) Dir() string { return c.cfg.Dir }
+
+func (c *Cache) indexPath() string { return filepath.Join(c.cfg.Dir, "index.json") }
+
+func (c *Cache) objectPath(sum string) string { return filepath.Join(c.objects, sum+".img") }
+
+func (c *Cache) load() error {
+	c.idx = index{Entries: map[string]*entry{}, Objects: map[string]*object{}}
+	if names, err := os.ReadDir(c.tmp); err == nil {
+		for _, n := range names {
+			os.Remove(filepath.Join(c.tmp, n.Name()))
+		}
+	}
+	b, err := os.ReadFile(c.indexPath())
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("image cache index: %w", err)
+	default:
+		if err := json.Unmarshal(b, &c.idx); err != nil {
+			c.log.Warn("image cache index unreadable; starting empty", zap.Error(err))
+			c.idx = index{}
+		}
+	}
+	if c.idx.Entries == nil {
+		c.idx.Entries = map[string]*entry{}
+	}
+	if c.idx.Objects == nil {
+		c.idx.Objects = map[string]*object{}
+	}
+	// The directory is the truth: objects without a file are forgotten, files
+	// the index does not know are adopted (their name is their hash).
+	names, err := os.ReadDir(c.objects)
+	if err != nil {
+		return fmt.Errorf("image cache: %w", err)
+	}
+	onDisk := map[string]int64{}
+	for _, n := range names {
+		sum, ok := strings.CutSuffix(n.Name(), ".img")
+		if !ok || !validSum(sum) {
+			continue
+		}
+		if fi, err := n.Info(); err == nil {
+			onDisk[sum] = fi.Size()
+		}
+	}
+	for sum, o := range c.idx.Objects {
+		if size, ok := onDisk[sum]; !ok || size != o.Size {
+			delete(c.idx.Objects, sum)
+		}
+	}
+	for sum, size := range onDisk {
+		if _, ok := c.idx.Objects[sum]; !ok {
+			c.idx.Objects[sum] = &object{Size: size}
+		}
+	}
+	for k, e := range c.idx.Entries {
+		if _, ok := c.idx.Objects[e.SHA256]; !ok {
+			delete(c.idx.Entries, k)
+		}
+	}
+	return nil
+}
+
+func validSum(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+// save writes the index atomically; callers hold c.mu.
+func (c *Cache) save() {
+	b, err := json.MarshalIndent(&c.idx, "", "  ")
+	if err == nil {
+		tmp := c.indexPath() + ".new"
+		if err = os.WriteFile(tmp, b, 0o644); err == nil {
+			err = os.Rename(tmp, c.indexPath())
+		}
+	}
+	if err != nil {
+		c.log.Warn("writing the image cache index failed", zap.Error(err))
+	}
+}
+
+// Stats describe the cache.
+type Stats struct {
+	Images int
+	Bytes  int64
+}
+
+// Stats returns the number and total size of the cached images.
+func (c *Cache) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var s Stats
+	for _, o := range c.idx.Objects {
+		s.Images++
+		s.Bytes += o.Size
+	}
+	return s
+}
+
+func fail(kind machine.MediaErrorKind, image string, format string, args ...any) error {
+	return &machine.MediaError{Kind: kind, Image: image, Err: fmt.Errorf(format, args...)}
+}
+
+// Fetch implements machine.ImageFetcher.
+func (c *Cache) Fetch(ctx context.Context, req machine.ImageRequest) (machine.FetchedImage, func(), error) {
+	nop := func() {}
+	u, err := url.Parse(req.Image)
+	if err != nil {
+		return machine.FetchedImage{}, nop, fail(machine.MediaForbidden, req.Image, "not a URI: %v", err)
+	}
+	shown := *u
+	shown.User = nil
+	image := shown.String()
+	switch u.Scheme {
+	case "http", "https":
+	case "", "file":
+		img, err := c.local(u, image, req.ISO)
+		return img, nop, err
+	default:
+		return machine.FetchedImage{}, nop, fail(machine.MediaForbidden, image,
+			"transfer protocol %q is not supported; use http, https or an allowed local path", u.Scheme)
+	}
+	user, pass := req.UserName, req.Password
+	if u.User != nil && user == "" {
+		user = u.User.Username()
+		pass, _ = u.User.Password()
+	}
+	key := image + "\x00" + user
+	lk, _ := c.keyMu.LoadOrStore(key, &sync.Mutex{})
+	kmu := lk.(*sync.Mutex)
+	kmu.Lock()
+	defer kmu.Unlock()
+
+	img, err := c.fetch(ctx, &shown, key, user, pass, req)
+	if err != nil {
+		return machine.FetchedImage{}, nop, err
+	}
+	var once sync.Once
+	return img, func() { once.Do(func() { c.unpin(img.SHA256) }) }, nil
+}
+
+// local checks a local image: inside the allowed directory, a regular file,
+// an ISO when asked.
+func (c *Cache) local(u *url.URL, image string, iso bool) (machine.FetchedImage, error) {
+	if c.cfg.LocalDir == "" {
+		return machine.FetchedImage{}, fail(machine.MediaForbidden, image,
+			"local images are not allowed; the operator may allow a directory (vbmcd --media-local-dir)")
+	}
+	p := u.Path
+	if u.Scheme == "" {
+		p = image
+	}
+	if !filepath.IsAbs(p) {
+		return machine.FetchedImage{}, fail(machine.MediaForbidden, image, "a local image needs an absolute path")
+	}
+	real, err := filepath.EvalSymlinks(filepath.Clean(p))
+	if err != nil {
+		return machine.FetchedImage{}, fail(machine.MediaNotFound, image, "%v", err)
+	}
+	rel, err := filepath.Rel(c.cfg.LocalDir, real)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return machine.FetchedImage{}, fail(machine.MediaForbidden, image, "%s is outside the allowed directory %s", real, c.cfg.LocalDir)
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return machine.FetchedImage{}, fail(machine.MediaNotFound, image, "%v", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return machine.FetchedImage{}, fail(machine.MediaForbidden, image, "%s is not a regular file", real)
+	}
+	if iso {
+		if err := checkISO(real); err != nil {
+			return machine.FetchedImage{}, fail(machine.MediaNotImage, image, "%v", err)
+		}
+	}
+	return machine.FetchedImage{Path: real, Size: fi.Size()}, nil
+}
+
+// client builds the HTTP client for one request's trust settings. Images
+// are fetched directly, never through a proxy, as a BMC does.
+func (c *Cache) client(req machine.ImageRequest) (*http.Client, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if !req.VerifyCertificate {
+		tc.InsecureSkipVerify = true
+	} else if len(req.Certificates) > 0 {
+		pool := x509.NewCertPool()
+		for i, pem := range req.Certificates {
+			if !pool.AppendCertsFromPEM([]byte(pem)) {
+				return nil, fmt.Errorf("certificate %d of the member is not PEM", i+1)
+			}
+		}
+		tc.RootCAs = pool
+	}
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       tc,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 30 * time.Second,
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     true,
+	}
+	return &http.Client{Transport: tr}, nil
+}
+
+// fresh reports whether a cached entry may be revalidated with the server's
+// validators. A Last-Modified within a second of the fetch may hide a change
+// made in the same second (the header has one-second resolution), so such
+// an entry is fetched again unless it has an ETag.
+func (e *entry) usable() bool {
+	if e.ETag != "" && !strings.HasPrefix(e.ETag, "W/") {
+		return true
+	}
+	if e.LastModified == "" {
+		return false
+	}
+	lm, err := http.ParseTime(e.LastModified)
+	return err == nil && e.Fetched.Sub(lm) >= 2*time.Second
+}
+
+// same reports whether a 200 response describes the cached content (a
+// server that ignored the conditional request).
+func (e *entry) same(h http.Header, length int64) bool {
+	if !e.usable() || (length >= 0 && length != e.Length) {
+		return false
+	}
+	if et := h.Get("ETag"); e.ETag != "" && !strings.HasPrefix(e.ETag, "W/") {
+		return et == e.ETag
+	}
+	return h.Get("ETag") == "" && h.Get("Last-Modified") == e.LastModified
+}
+
+func (c *Cache) fetch(ctx context.Context, u *url.URL, key, user, pass string, req machine.ImageRequest) (machine.FetchedImage, error) {
+	image := u.String()
+	hc, err := c.client(req)
+	if err != nil {
+		return machine.FetchedImage{}, fail(machine.MediaTLS, image, "%v", err)
+	}
+	defer hc.CloseIdleConnections()
+
+	c.mu.Lock()
+	cached := c.idx.Entries[key]
+	if cached != nil {
+		cp := *cached
+		cached = &cp
+		c.pins[cached.SHA256]++ // keep it while we ask the server
+	}
+	c.mu.Unlock()
+	unpinCached := func() {
+		if cached != nil {
+			c.unpin(cached.SHA256)
+		}
+	}
+
+	// A stall watchdog: the request fails when nothing arrives for a while.
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stall := time.AfterFunc(c.cfg.StallTimeout, func() { cancel(errStalled) })
+	defer stall.Stop()
+
+	hr, err := http.NewRequestWithContext(rctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		unpinCached()
+		return machine.FetchedImage{}, fail(machine.MediaForbidden, image, "%v", err)
+	}
+	hr.Header.Set("User-Agent", "bmlab-vbmcd")
+	if user != "" {
+		hr.SetBasicAuth(user, pass)
+	}
+	if cached != nil && cached.usable() {
+		if cached.ETag != "" {
+			hr.Header.Set("If-None-Match", cached.ETag)
+		} else {
+			hr.Header.Set("If-Modified-Since", cached.LastModified)
+		}
+	}
+	resp, err := hc.Do(hr)
+	if err != nil {
+		unpinCached()
+		return machine.FetchedImage{}, classify(image, err, context.Cause(rctx))
+	}
+	defer resp.Body.Close()
+	stall.Reset(c.cfg.StallTimeout)
+
+	if cached != nil && (resp.StatusCode == http.StatusNotModified ||
+		(resp.StatusCode == http.StatusOK && cached.same(resp.Header, resp.ContentLength))) {
+		if img, ok := c.hit(cached); ok {
+			c.log.Debug("image cache hit", zap.String("image", image), zap.Int("status", resp.StatusCode))
+			return img, nil // stays pinned for the caller
+		}
+		unpinCached()
+		if resp.StatusCode == http.StatusNotModified {
+			// The file went away: ask again without validators.
+			resp.Body.Close()
+			c.mu.Lock()
+			delete(c.idx.Entries, key)
+			c.mu.Unlock()
+			return c.fetch(ctx, u, key, user, pass, req)
+		}
+	} else {
+		unpinCached()
+	}
+	switch {
+	case resp.StatusCode == http.StatusOK:
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
+		return machine.FetchedImage{}, fail(machine.MediaNotFound, image, "the server answered %s", resp.Status)
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return machine.FetchedImage{}, fail(machine.MediaAuth, image, "the server answered %s", resp.Status)
+	default:
+		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "the server answered %s", resp.Status)
+	}
+	return c.download(rctx, stall, resp, image, key, req)
+}
+
+var errStalled = errors.New("no data received")
+
+// hit returns a cached object after checking its file; it stays pinned.
+func (c *Cache) hit(e *entry) (machine.FetchedImage, bool) {
+	p := c.objectPath(e.SHA256)
+	fi, err := os.Stat(p)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o := c.idx.Objects[e.SHA256]
+	if err != nil || o == nil || fi.Size() != o.Size {
+		delete(c.idx.Objects, e.SHA256)
+		return machine.FetchedImage{}, false
+	}
+	o.LastUsed = c.nowFunc()
+	c.save()
+	return machine.FetchedImage{Path: p, Size: o.Size, SHA256: e.SHA256}, true
+}
+
+func (c *Cache) unpin(sum string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pins[sum] <= 1 {
+		delete(c.pins, sum)
+		return
+	}
+	c.pins[sum]--
+}
+
+// classify turns a transport error into a MediaError that says which.
+func classify(image string, err, cause error) error {
+	var (
+		certErr  *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostErr  x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		recErr   tls.RecordHeaderError
+		alertErr tls.AlertError
+		dnsErr   *net.DNSError
+		opErr    *net.OpError
+	)
+	switch {
+	case errors.Is(cause, errStalled):
+		return fail(machine.MediaFailed, image, "the transfer stalled: %v", err)
+	case errors.As(err, &certErr), errors.As(err, &unknown), errors.As(err, &hostErr), errors.As(err, &invalid):
+		return fail(machine.MediaTLS, image, "TLS certificate not trusted (VerifyCertificate is on): %v", err)
+	case errors.As(err, &recErr), errors.As(err, &alertErr), strings.Contains(err.Error(), "tls:"):
+		return fail(machine.MediaTLS, image, "TLS handshake failed: %v", err)
+	case errors.As(err, &dnsErr), errors.As(err, &opErr), errors.Is(err, context.DeadlineExceeded):
+		return fail(machine.MediaUnreachable, image, "cannot connect: %v", err)
+	}
+	return fail(machine.MediaUnreachable, image, "%v", err)
+}
+
+// progressReader counts bytes, reports them, and feeds the stall watchdog.
+type progressReader struct {
+	r     io.Reader
+	n     int64
+	total int64
+	fn    func(done, total int64)
+	stall *time.Timer
+	d     time.Duration
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.n += int64(n)
+		p.stall.Reset(p.d)
+		if p.fn != nil {
+			p.fn(p.n, p.total)
+		}
+	}
+	return n, err
+}
+
+// download stores a response body as a new object, checked and hashed.
+func (c *Cache) download(ctx context.Context, stall *time.Timer, resp *http.Response, image, key string, req machine.ImageRequest) (machine.FetchedImage, error) {
+	length := resp.ContentLength
+	if length > c.cfg.MaxBytes {
+		return machine.FetchedImage{}, fail(machine.MediaNoSpace, image,
+			"the image is %d bytes, more than the cache may hold (%d bytes)", length, c.cfg.MaxBytes)
+	}
+	if length > 0 {
+		if err := c.makeRoom(length, req.InUse); err != nil {
+			return machine.FetchedImage{}, &machine.MediaError{Kind: machine.MediaNoSpace, Image: image, Err: err}
+		}
+	}
+	f, err := os.CreateTemp(c.tmp, "dl-*")
+	if err != nil {
+		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "create a file in the cache: %v", err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	h := sha256.New()
+	pr := &progressReader{r: resp.Body, total: length, fn: req.Progress, stall: stall, d: c.cfg.StallTimeout}
+	if req.Progress != nil {
+		req.Progress(0, length)
+	}
+	// One byte over the bound tells an oversized image of unknown length.
+	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(pr, c.cfg.MaxBytes+1))
+	switch {
+	case err != nil && errors.Is(err, syscall.ENOSPC):
+		return machine.FetchedImage{}, fail(machine.MediaNoSpace, image, "disk full in %s after %d bytes", c.cfg.Dir, n)
+	case err != nil && errors.Is(context.Cause(ctx), errStalled):
+		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "the transfer stalled after %d bytes", n)
+	case err != nil && ctx.Err() != nil:
+		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "the transfer was cancelled after %d bytes", n)
+	case err != nil:
+		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "the transfer was interrupted after %d of %s bytes: %v", n, lengthText(length), err)
+	case n > c.cfg.MaxBytes:
+		return machine.FetchedImage{}, fail(machine.MediaNoSpace, image, "the image is larger than the cache may hold (%d bytes)", c.cfg.MaxBytes)
+	case length >= 0 && n != length:
+		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "the transfer was interrupted after %d of %d bytes", n, length)
+	}
+	if err := f.Close(); err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			return machine.FetchedImage{}, fail(machine.MediaNoSpace, image, "disk full in %s", c.cfg.Dir)
+		}
+		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "write the image: %v", err)
+	}
+	if req.ISO {
+		if err := checkISO(tmp); err != nil {
+			return machine.FetchedImage{}, fail(machine.MediaNotImage, image, "%v", err)
+		}
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "%v", err)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	dst := c.objectPath(sum)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, have := c.idx.Objects[sum]; have {
+		if fi, err := os.Stat(dst); err == nil && fi.Size() == n {
+			os.Remove(tmp) // same content under another URL or validators: one copy
+		} else if err := os.Rename(tmp, dst); err != nil {
+			return machine.FetchedImage{}, fail(machine.MediaFailed, image, "%v", err)
+		}
+	} else if err := os.Rename(tmp, dst); err != nil {
+		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "%v", err)
+	}
+	ok = true
+	now := c.nowFunc()
+	c.idx.Objects[sum] = &object{Size: n, LastUsed: now}
+	c.idx.Entries[key] = &entry{
+		URL: image, ETag: resp.Header.Get("ETag"), LastModified: resp.Header.Get("Last-Modified"),
+		Length: n, SHA256: sum, Fetched: now,
+	}
+	c.pins[sum]++
+	if length < 0 {
+		c.trimLocked(req.InUse)
+	}
+	c.save()
+	c.log.Info("image downloaded", zap.String("image", image), zap.Int64("bytes", n), zap.String("sha256", sum))
+	return machine.FetchedImage{Path: dst, Size: n, SHA256: sum}, nil
+}
+
+func lengthText(n int64) string {
+	if n < 0 {
+		return "unknown"
+	}
+	return fmt.Sprint(n)
+}
+
+// makeRoom evicts least recently used images that nobody holds until need
+// more bytes fit under the bound, and checks the disk has them.
+func (c *Cache) makeRoom(need int64, inUse []string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var total int64
+	for _, o := range c.idx.Objects {
+		total += o.Size
+	}
+	if total+need > c.cfg.MaxBytes {
+		total = c.evictLocked(total, c.cfg.MaxBytes-need, inUse)
+		if total+need > c.cfg.MaxBytes {
+			return fmt.Errorf("the cache's bound (%d bytes) cannot fit %d more bytes: %d bytes are images that machines hold", c.cfg.MaxBytes, need, total)
+		}
+		c.save()
+	}
+	free, err := c.statfs(c.cfg.Dir)
+	if err == nil && free < need+(64<<20) {
+		return fmt.Errorf("disk full: %s has %d bytes free, the image needs %d", c.cfg.Dir, free, need)
+	}
+	return nil
+}
+
+// trimLocked evicts down to the bound after an image of unknown length.
+func (c *Cache) trimLocked(inUse []string) {
+	var total int64
+	for _, o := range c.idx.Objects {
+		total += o.Size
+	}
+	if total > c.cfg.MaxBytes {
+		c.evictLocked(total, c.cfg.MaxBytes, inUse)
+	}
+}
+
+// evictLocked removes unused objects, oldest use first, until total is at
+// most limit; it returns the new total. Callers hold c.mu.
+func (c *Cache) evictLocked(total, limit int64, inUse []string) int64 {
+	held := map[string]bool{}
+	for _, p := range inUse {
+		held[filepath.Clean(p)] = true
+	}
+	type cand struct {
+		sum string
+		o   *object
+	}
+	var cs []cand
+	for sum, o := range c.idx.Objects {
+		if c.pins[sum] > 0 || held[c.objectPath(sum)] {
+			continue
+		}
+		cs = append(cs, cand{sum, o})
+	}
+	sort.Slice(cs, func(i, j int) bool { return cs[i].o.LastUsed.Before(cs[j].o.LastUsed) })
+	for _, x := range cs {
+		if total <= limit {
+			break
+		}
+		if err := os.Remove(c.objectPath(x.sum)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			c.log.Warn("evicting an image failed", zap.String("sha256", x.sum), zap.Error(err))
+			continue
+		}
+		total -= x.o.Size
+		delete(c.idx.Objects, x.sum)
+		for k, e := range c.idx.Entries {
+			if e.SHA256 == x.sum {
+				delete(c.idx.Entries, k)
+			}
+		}
+		c.log.Info("image evicted", zap.String("sha256", x.sum), zap.Int64("bytes", x.o.Size))
+	}
+	return total
+}
+
+func freeBytes(path string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// checkISO looks for an ISO 9660 or UDF volume descriptor at sector 16
+// (ECMA-119 §6.2.1, ECMA-167 2/9.1): "CD001" or "BEA01" at byte 32769.
+func checkISO(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b := make([]byte, 5)
+	if _, err := f.ReadAt(b, 32769); err != nil {
+		return fmt.Errorf("not an ISO 9660 image: too short (%v)", err)
+	}
+	if !bytes.Equal(b, []byte("CD001")) && !bytes.Equal(b, []byte("BEA01")) {
+		return fmt.Errorf("not an ISO 9660 image: no volume descriptor (CD001) at byte 32769")
+	}
+	return nil
+}

@@ -1,0 +1,601 @@
+package redfish
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/bmlab/bmlab/internal/machine"
+)
+
+// Virtual media lives under the Manager (where sushy and Ironic look first)
+// and under the System (newer clients); both show the same members.
+
+const (
+	insertAction = "VirtualMedia.InsertMedia"
+	ejectAction  = "VirtualMedia.EjectMedia"
+	monitorsURI  = taskServiceURI + "/TaskMonitors"
+)
+
+// WithInsertWait sets how long InsertMedia waits for an image before it
+// answers 202 with a task (default 1 s): a small or cached image is
+// answered 204 (or its error) at once, a large download gets a task.
+func WithInsertWait(d time.Duration) Option {
+	return func(s *Server) {
+		if d >= 0 {
+			s.insertWait = d
+		}
+	}
+}
+
+// mediaBase is the resource a virtual media route hangs under.
+func mediaBase(c *call) string {
+	if c.rt.scope == scopeSystem {
+		return systemURI(c.m.ID)
+	}
+	return managerURI(c.m.ID)
+}
+
+func mediaSlot(id string) (machine.MediaSlot, bool) {
+	for _, s := range machine.MediaSlots {
+		if string(s) == id {
+			return s, true
+		}
+	}
+	return "", false
+}
+
+func mediaTypes(slot machine.MediaSlot) []string {
+	if slot == machine.SlotCD {
+		return []string{"CD", "DVD"}
+	}
+	return []string{"USBStick", "Floppy"}
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// virtualMedia builds one member.
+func virtualMedia(base string, md machine.Media) obj {
+	u := base + "/VirtualMedia/" + string(md.Slot)
+	name := "Virtual CD"
+	if md.Slot == machine.SlotRemovable {
+		name = "Virtual Removable Media"
+	}
+	st := status("Enabled")
+	connected := "NotConnected"
+	var protocol, method any
+	if md.Inserted {
+		connected = "URI"
+		method = "Upload"
+		protocol = nullable(md.TransferProtocol)
+	}
+	if md.Task != nil {
+		ts := md.Task.Status()
+		switch ts.State {
+		case machine.TaskRunning:
+			st = obj{"State": "Starting", "Health": "OK"}
+			protocol = nullable(schemeOf(md.Image))
+		case machine.TaskException:
+			st = obj{"State": "Enabled", "Health": "Warning"}
+		}
+	}
+	return obj{
+		"@odata.id":            u,
+		"@odata.type":          "#VirtualMedia.v1_6_0.VirtualMedia",
+		"Id":                   string(md.Slot),
+		"Name":                 name,
+		"MediaTypes":           mediaTypes(md.Slot),
+		"Image":                nullable(md.Image),
+		"ImageName":            nullable(machine.ImageName(md.Image)),
+		"Inserted":             md.Inserted,
+		"WriteProtected":       true,
+		"ConnectedVia":         connected,
+		"TransferProtocolType": protocol,
+		"TransferMethod":       method,
+		"VerifyCertificate":    md.VerifyCertificate,
+		"UserName":             nullable(md.UserName),
+		"Password":             nil,
+		"Status":               st,
+		"Certificates":         ref{u + "/Certificates"},
+		"Actions": obj{
+			"#" + insertAction: obj{
+				"target": u + "/Actions/" + insertAction,
+				"TransferProtocolType@Redfish.AllowableValues": machine.TransferProtocols,
+				"TransferMethod@Redfish.AllowableValues":       machine.TransferMethods,
+			},
+			"#" + ejectAction: obj{"target": u + "/Actions/" + ejectAction},
+		},
+	}
+}
+
+func schemeOf(image string) string {
+	scheme, _, ok := strings.Cut(image, "://")
+	if !ok || strings.EqualFold(scheme, "file") {
+		return "OEM"
+	}
+	return strings.ToUpper(scheme)
+}
+
+// member reads the machine's media and picks the one the route names.
+func (s *Server) member(c *call) (machine.Media, *apiError) {
+	slot, ok := mediaSlot(c.params[1])
+	if !ok {
+		return machine.Media{}, newError(http.StatusNotFound, MsgResourceNotFound, "VirtualMedia", c.params[1])
+	}
+	_, mds, err := s.svc.Media(c.m.ID)
+	if err != nil {
+		return machine.Media{}, s.modelError(c, err)
+	}
+	for _, md := range mds {
+		if md.Slot == slot {
+			return md, nil
+		}
+	}
+	return machine.Media{}, newError(http.StatusNotFound, MsgResourceNotFound, "VirtualMedia", c.params[1])
+}
+
+func getVirtualMediaCollection(s *Server, c *call) *apiError {
+	base := mediaBase(c)
+	members := make([]string, len(machine.MediaSlots))
+	for i, slot := range machine.MediaSlots {
+		members[i] = base + "/VirtualMedia/" + string(slot)
+	}
+	s.writeJSON(c, http.StatusOK, collection(base+"/VirtualMedia", "VirtualMediaCollection", "Virtual Media Services", members))
+	return nil
+}
+
+func getVirtualMedia(s *Server, c *call) *apiError {
+	md, aerr := s.member(c)
+	if aerr != nil {
+		return aerr
+	}
+	body := virtualMedia(mediaBase(c), md)
+	e := renderJSON(0, body)
+	if inm := c.r.Header["If-None-Match"]; len(inm) > 0 && etagListed(inm[0], e.etag) {
+		c.w.Header()["Etag"] = e.hETag
+		c.w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	s.writeJSON(c, http.StatusOK, body)
+	return nil
+}
+
+// insertParams are InsertMedia's parameters and the PATCH properties that
+// mean the same.
+var insertParams = []string{"Image", "Inserted", "WriteProtected", "TransferProtocolType", "TransferMethod", "UserName", "Password"}
+
+// insertRequest reads the parameters from an action body (or a PATCH).
+func insertRequest(body map[string]any, action string) (machine.InsertRequest, *apiError) {
+	var req machine.InsertRequest
+	typeErr := func(k string, v any) *apiError {
+		if action == "" {
+			return newError(http.StatusBadRequest, MsgPropertyValueTypeError, argText(v), k)
+		}
+		return newError(http.StatusBadRequest, MsgActionParameterValueTypeError, argText(v), k, action)
+	}
+	for _, k := range insertParams {
+		v, ok := body[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "Inserted", "WriteProtected":
+			b, ok := v.(bool)
+			if !ok {
+				return req, typeErr(k, v)
+			}
+			if k == "Inserted" {
+				req.Inserted = &b
+			} else {
+				req.WriteProtected = &b
+			}
+		default:
+			if v == nil && (k == "Image" || k == "UserName" || k == "Password") {
+				continue
+			}
+			str, ok := v.(string)
+			if !ok {
+				return req, typeErr(k, v)
+			}
+			switch k {
+			case "Image":
+				req.Image = str
+			case "UserName":
+				req.UserName = str
+			case "Password":
+				req.Password = str
+			case "TransferProtocolType", "TransferMethod":
+				values, dst := machine.TransferProtocols, &req.TransferProtocol
+				if k == "TransferMethod" {
+					values, dst = machine.TransferMethods, &req.TransferMethod
+				}
+				if !slices.Contains(values, str) {
+					if action == "" {
+						return req, newError(http.StatusBadRequest, MsgPropertyValueNotInList, str, k)
+					}
+					return req, newError(http.StatusBadRequest, MsgActionParameterValueNotInList, str, k, action)
+				}
+				*dst = str
+			}
+		}
+	}
+	return req, nil
+}
+
+func postInsertMedia(s *Server, c *call) *apiError {
+	slot, ok := mediaSlot(c.params[1])
+	if !ok {
+		return newError(http.StatusNotFound, MsgResourceNotFound, "VirtualMedia", c.params[1])
+	}
+	body, aerr := actionParams(c, insertAction, insertParams...)
+	if aerr != nil {
+		return aerr
+	}
+	if img, _ := body["Image"].(string); img == "" {
+		if _, present := body["Image"]; present && body["Image"] != nil {
+			return newError(http.StatusBadRequest, MsgActionParameterValueTypeError, argText(body["Image"]), "Image", insertAction)
+		}
+		return newError(http.StatusBadRequest, MsgActionParameterMissing, insertAction, "Image")
+	}
+	req, aerr := insertRequest(body, insertAction)
+	if aerr != nil {
+		return aerr
+	}
+	return s.insert(c, slot, req, insertAction)
+}
+
+// insert starts an insert and answers: 204 when the image is attached
+// within the insert wait, its error when it failed by then, else 202 with
+// the task and its monitor.
+func (s *Server) insert(c *call, slot machine.MediaSlot, req machine.InsertRequest, action string) *apiError {
+	t, err := s.svc.InsertMedia(ctx(c), c.m.ID, slot, req)
+	if err != nil {
+		return s.mediaModelError(c, err, action)
+	}
+	s.logChange(c, "virtual media insert", zap.String("slot", string(slot)), zap.String("image", t.Image), zap.String("task", t.ID))
+	timer := time.NewTimer(s.insertWait)
+	defer timer.Stop()
+	select {
+	case <-t.Done():
+		st := t.Status()
+		switch st.State {
+		case machine.TaskCompleted:
+			c.w.WriteHeader(http.StatusNoContent)
+			return nil
+		case machine.TaskException:
+			return s.mediaModelError(c, st.Err, action)
+		}
+	case <-timer.C:
+	}
+	c.w.Header().Set("Location", monitorsURI+"/"+t.ID)
+	s.writeJSON(c, http.StatusAccepted, task(t))
+	return nil
+}
+
+func postEjectMedia(s *Server, c *call) *apiError {
+	slot, ok := mediaSlot(c.params[1])
+	if !ok {
+		return newError(http.StatusNotFound, MsgResourceNotFound, "VirtualMedia", c.params[1])
+	}
+	if _, aerr := actionParams(c, ejectAction); aerr != nil {
+		return aerr
+	}
+	if err := s.svc.EjectMedia(ctx(c), c.m.ID, slot); err != nil {
+		return s.modelError(c, err)
+	}
+	s.logChange(c, "virtual media eject", zap.String("slot", string(slot)))
+	c.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// patchVirtualMedia serves older clients that insert and eject by PATCH
+// (Image and Inserted), and VerifyCertificate.
+func patchVirtualMedia(s *Server, c *call) *apiError {
+	md, aerr := s.member(c)
+	if aerr != nil {
+		return aerr
+	}
+	cur := renderJSON(0, virtualMedia(mediaBase(c), md))
+	if im := c.r.Header["If-Match"]; len(im) > 0 && !etagListed(im[0], cur.etag) {
+		return newError(http.StatusPreconditionFailed, MsgPreconditionFailed)
+	}
+	body, aerr := readObject(c.r)
+	if aerr != nil {
+		return aerr
+	}
+	if len(body) == 0 {
+		return newError(http.StatusBadRequest, MsgEmptyJSON)
+	}
+	writable := append(slices.Clone(insertParams), "VerifyCertificate")
+	for k := range body {
+		if strings.Contains(k, "@") || slices.Contains(writable, k) {
+			continue
+		}
+		if _, has := virtualMedia("", md)[k]; has {
+			return newError(http.StatusBadRequest, MsgPropertyNotWritable, k)
+		}
+		return newError(http.StatusBadRequest, MsgPropertyUnknown, k)
+	}
+	if v, ok := body["VerifyCertificate"]; ok {
+		b, ok := v.(bool)
+		if !ok {
+			return newError(http.StatusBadRequest, MsgPropertyValueTypeError, argText(v), "VerifyCertificate")
+		}
+		if _, err := s.svc.SetMediaSettings(ctx(c), c.m.ID, md.Slot, machine.MediaPatch{VerifyCertificate: &b}); err != nil {
+			return s.modelError(c, err)
+		}
+	}
+	req, aerr := insertRequest(body, "")
+	if aerr != nil {
+		return aerr
+	}
+	_, hasImage := body["Image"]
+	_, hasInserted := body["Inserted"]
+	eject := (hasImage && req.Image == "") || (req.Inserted != nil && !*req.Inserted)
+	switch {
+	case eject:
+		if err := s.svc.EjectMedia(ctx(c), c.m.ID, md.Slot); err != nil {
+			return s.modelError(c, err)
+		}
+		s.logChange(c, "virtual media eject", zap.String("slot", string(md.Slot)))
+	case req.Image != "":
+		return s.insert(c, md.Slot, req, "")
+	case hasInserted:
+		return newError(http.StatusBadRequest, MsgPropertyMissing, "Image")
+	}
+	md, aerr = s.member(c)
+	if aerr != nil {
+		return aerr
+	}
+	s.writeJSON(c, http.StatusOK, virtualMedia(mediaBase(c), md))
+	return nil
+}
+
+// mediaModelError maps a failed insert to the Base message that says why.
+func (s *Server) mediaModelError(c *call, err error, action string) *apiError {
+	me, ok := machine.IsMediaError(err)
+	if !ok {
+		if errors.Is(err, machine.ErrConflict) {
+			return newError(http.StatusConflict, MsgResourceInUse).with(err.Error())
+		}
+		return s.modelError(c, err)
+	}
+	param := func(id MessageID) *apiError {
+		if action == "" {
+			return newError(http.StatusBadRequest, MsgPropertyValueFormatError, me.Image, "Image")
+		}
+		return newError(http.StatusBadRequest, id, me.Image, "Image", action)
+	}
+	var e *apiError
+	switch me.Kind {
+	case machine.MediaNotFound:
+		e = newError(http.StatusBadRequest, MsgResourceMissingAtURI, me.Image)
+	case machine.MediaUnreachable, machine.MediaTLS:
+		e = newError(http.StatusBadRequest, MsgCouldNotEstablishConnection, me.Image)
+	case machine.MediaAuth:
+		e = newError(http.StatusBadRequest, MsgResourceAtURIUnauthorized, me.Image, me.Err.Error())
+	case machine.MediaNotImage, machine.MediaForbidden:
+		e = param(MsgActionParameterValueFormatError)
+	case machine.MediaNoSpace:
+		e = newError(http.StatusInsufficientStorage, MsgInsufficientStorage)
+	default:
+		e = newError(http.StatusInternalServerError, MsgOperationFailed)
+	}
+	return e.with(err.Error())
+}
+
+// --- certificates of a member ---
+
+func certificatesURI(c *call) string {
+	return mediaBase(c) + "/VirtualMedia/" + c.params[1] + "/Certificates"
+}
+
+func getMediaCertificates(s *Server, c *call) *apiError {
+	md, aerr := s.member(c)
+	if aerr != nil {
+		return aerr
+	}
+	u := certificatesURI(c)
+	var members []string
+	for _, cert := range md.Certificates {
+		members = append(members, u+"/"+cert.ID)
+	}
+	col := collection(u, "CertificateCollection", "Certificates", members)
+	col["@Redfish.SupportedCertificates"] = []string{"PEM"}
+	s.writeJSON(c, http.StatusOK, col)
+	return nil
+}
+
+func certificate(u string, cert machine.Certificate) obj {
+	o := obj{
+		"@odata.id":         u + "/" + cert.ID,
+		"@odata.type":       "#Certificate.v1_5_0.Certificate",
+		"Id":                cert.ID,
+		"Name":              "HTTPS certificate for virtual media",
+		"CertificateString": cert.PEM,
+		"CertificateType":   "PEM",
+	}
+	if b, _ := pem.Decode([]byte(cert.PEM)); b != nil {
+		if x, err := x509.ParseCertificate(b.Bytes); err == nil {
+			o["Subject"] = obj{"CommonName": x.Subject.CommonName}
+			o["Issuer"] = obj{"CommonName": x.Issuer.CommonName}
+			o["ValidNotBefore"] = x.NotBefore.UTC().Format(time.RFC3339)
+			o["ValidNotAfter"] = x.NotAfter.UTC().Format(time.RFC3339)
+		}
+	}
+	return o
+}
+
+func postMediaCertificate(s *Server, c *call) *apiError {
+	md, aerr := s.member(c)
+	if aerr != nil {
+		return aerr
+	}
+	body, aerr := readObject(c.r)
+	if aerr != nil {
+		return aerr
+	}
+	str, _ := body["CertificateString"].(string)
+	if str == "" {
+		return newError(http.StatusBadRequest, MsgPropertyMissing, "CertificateString")
+	}
+	if t, ok := body["CertificateType"]; ok && t != "PEM" {
+		return newError(http.StatusBadRequest, MsgPropertyValueNotInList, argText(t), "CertificateType")
+	}
+	b, _ := pem.Decode([]byte(str))
+	if b == nil || b.Type != "CERTIFICATE" {
+		return newError(http.StatusBadRequest, MsgPropertyValueFormatError, "(certificate)", "CertificateString")
+	}
+	if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+		return newError(http.StatusBadRequest, MsgPropertyValueFormatError, "(certificate)", "CertificateString").with(err.Error())
+	}
+	id, err := s.svc.SetMediaSettings(ctx(c), c.m.ID, md.Slot, machine.MediaPatch{AddCertificate: &str})
+	if err != nil {
+		return s.modelError(c, err)
+	}
+	s.logChange(c, "virtual media certificate added", zap.String("slot", string(md.Slot)), zap.String("id", id))
+	u := certificatesURI(c)
+	c.w.Header().Set("Location", u+"/"+id)
+	s.writeJSON(c, http.StatusCreated, certificate(u, machine.Certificate{ID: id, PEM: str}))
+	return nil
+}
+
+func (s *Server) mediaCertificate(c *call) (machine.Media, machine.Certificate, *apiError) {
+	md, aerr := s.member(c)
+	if aerr != nil {
+		return md, machine.Certificate{}, aerr
+	}
+	for _, cert := range md.Certificates {
+		if cert.ID == c.params[2] {
+			return md, cert, nil
+		}
+	}
+	return md, machine.Certificate{}, newError(http.StatusNotFound, MsgResourceNotFound, "Certificate", c.params[2])
+}
+
+func getMediaCertificate(s *Server, c *call) *apiError {
+	_, cert, aerr := s.mediaCertificate(c)
+	if aerr != nil {
+		return aerr
+	}
+	s.writeJSON(c, http.StatusOK, certificate(certificatesURI(c), cert))
+	return nil
+}
+
+func deleteMediaCertificate(s *Server, c *call) *apiError {
+	md, cert, aerr := s.mediaCertificate(c)
+	if aerr != nil {
+		return aerr
+	}
+	if _, err := s.svc.SetMediaSettings(ctx(c), c.m.ID, md.Slot, machine.MediaPatch{RemoveCertificate: &cert.ID}); err != nil {
+		return s.modelError(c, err)
+	}
+	c.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// --- tasks ---
+
+func task(t *machine.MediaTask) obj {
+	st := t.Status()
+	health := "OK"
+	msg := newMessage(MsgSuccess)
+	switch st.State {
+	case machine.TaskException:
+		health = "Critical"
+		msg = newMessage(MsgOperationFailed)
+		msg.Message += " " + st.Err.Error()
+	case machine.TaskCancelled:
+		health = "Warning"
+		msg = newMessage(MsgOperationFailed)
+		msg.Message += " The insert was cancelled: the media was ejected while loading."
+	case machine.TaskRunning:
+		msg = newMessage(MsgSuccess)
+		msg.Message = "Loading the image."
+	}
+	o := obj{
+		"@odata.id":       tasksURI + "/" + t.ID,
+		"@odata.type":     "#Task.v1_7_1.Task",
+		"Id":              t.ID,
+		"Name":            "Insert " + t.Image + " into " + string(t.Slot) + " of " + t.MachineName,
+		"TaskState":       string(st.State),
+		"TaskStatus":      health,
+		"PercentComplete": st.Percent,
+		"StartTime":       t.Started.UTC().Format(time.RFC3339),
+		"TaskMonitor":     monitorsURI + "/" + t.ID,
+		"Messages":        []messageObject{msg},
+		"Payload": obj{
+			"HttpOperation": "POST",
+			"TargetUri":     managerURI(t.MachineID) + "/VirtualMedia/" + string(t.Slot) + "/Actions/" + insertAction,
+		},
+	}
+	if !st.Ended.IsZero() {
+		o["EndTime"] = st.Ended.UTC().Format(time.RFC3339)
+	}
+	return o
+}
+
+// visibleTask returns the task when the caller may reach its machine.
+func (s *Server) visibleTask(c *call, id string) (*machine.MediaTask, *apiError) {
+	t, err := s.svc.Task(id)
+	if err == nil {
+		if m, gerr := s.svc.Get(t.MachineID); gerr == nil && c.who.canAccess(m) {
+			return t, nil
+		}
+	}
+	return nil, newError(http.StatusNotFound, MsgResourceNotFound, "Task", id)
+}
+
+func getTasks(s *Server, c *call) *apiError {
+	var members []string
+	for _, t := range s.svc.Tasks() {
+		if m, err := s.svc.Get(t.MachineID); err == nil && c.who.canAccess(m) {
+			members = append(members, tasksURI+"/"+t.ID)
+		}
+	}
+	s.writeJSON(c, http.StatusOK, collection(tasksURI, "TaskCollection", "Task Collection", members))
+	return nil
+}
+
+func getTask(s *Server, c *call) *apiError {
+	t, aerr := s.visibleTask(c, c.params[0])
+	if aerr != nil {
+		return aerr
+	}
+	s.writeJSON(c, http.StatusOK, task(t))
+	return nil
+}
+
+// getTaskMonitor answers 202 with the task while it runs, then what the
+// operation would have answered: 204 on success, its error on failure.
+func getTaskMonitor(s *Server, c *call) *apiError {
+	t, aerr := s.visibleTask(c, c.params[0])
+	if aerr != nil {
+		return aerr
+	}
+	st := t.Status()
+	switch st.State {
+	case machine.TaskRunning:
+		c.w.Header().Set("Location", monitorsURI+"/"+t.ID)
+		c.w.Header().Set("Retry-After", "1")
+		s.writeJSON(c, http.StatusAccepted, task(t))
+	case machine.TaskCompleted:
+		c.w.WriteHeader(http.StatusNoContent)
+	case machine.TaskException:
+		return s.mediaModelError(c, st.Err, insertAction)
+	default:
+		s.writeJSON(c, http.StatusOK, task(t))
+	}
+	return nil
+}
