@@ -49,6 +49,8 @@ type Config struct {
 	// Name names the lab; the lab marks what it creates with it.
 	Name    string  `json:"name"`
 	Network Network `json:"network"`
+	// Cluster is what `labctl up --mode ipi-baremetal` installs.
+	Cluster Cluster `json:"cluster,omitzero"`
 }
 
 // Network is the lab's host network.
@@ -184,6 +186,7 @@ func (c *Config) SetDefaults() {
 	for i := range n.VLANs {
 		setMTU(&n.VLANs[i].MTU, n.MTU)
 	}
+	c.setClusterDefaults()
 }
 
 func setMTU(mtu *int, def int) {
@@ -233,6 +236,7 @@ func (c *Config) Validate() error {
 	for i, v := range c.Network.VLANs {
 		names(fmt.Sprintf("vlans[%d]", i), v.Name, v.Parent, v.Master)
 	}
+	errs = append(errs, c.validateCluster()...)
 	if len(errs) == 0 {
 		if err := c.Network.Topology().Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("network: %w", err))

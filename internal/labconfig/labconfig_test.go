@@ -12,8 +12,12 @@ import (
 	"github.com/bmlab/bmlab/internal/netplumb"
 )
 
-// prefixes compares netip.Prefix values, whose fields are unexported.
-var prefixes = cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })
+// prefixes compares netip.Prefix values, whose fields are unexported;
+// netips compares netip.Prefix and netip.Addr values.
+var (
+	prefixes = cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })
+	netips   = cmp.Options{prefixes, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })}
+)
 
 func TestDefaultIsTheSeedLab(t *testing.T) {
 	c := Default()
@@ -131,7 +135,7 @@ func TestSeedExampleIsTheDefault(t *testing.T) {
 	yes := true
 	want := Default()
 	want.Network.Bridges[0].LibvirtNetwork = &yes
-	if d := cmp.Diff(want, c, prefixes); d != "" {
+	if d := cmp.Diff(want, c, netips); d != "" {
 		t.Errorf("testdata/seed.yaml differs from Default() (-want +got):\n%s", d)
 	}
 }

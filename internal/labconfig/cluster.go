@@ -1,0 +1,315 @@
+package labconfig
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// BMC kinds: how install-config addresses each node's BMC.
+const (
+	// BMCRedfishVirtualMedia boots the discovery and install images from
+	// virtual media; the only kind that works with a Disabled provisioning
+	// network.
+	BMCRedfishVirtualMedia = "redfish-virtualmedia"
+	// BMCRedfish is Redfish power and boot control with PXE on the
+	// provisioning network.
+	BMCRedfish = "redfish"
+	// BMCIPMI is IPMI lanplus, one UDP port per node, with PXE on the
+	// provisioning network.
+	BMCIPMI = "ipmi"
+)
+
+// Cluster defaults, those of the seed lab.
+const (
+	DefaultBaseDomain      = "bmlab.test" // RFC 2606: never a real zone
+	DefaultMasters         = 3
+	DefaultMasterVCPUs     = 4
+	DefaultMasterMemoryMiB = 16 * 1024
+	DefaultWorkers         = 2
+	DefaultWorkerVCPUs     = 2
+	DefaultWorkerMemoryMiB = 8 * 1024
+	DefaultDiskGiB         = 120 // thin: qcow2 grows as it is written
+	DefaultRedfishPort     = 8000
+	DefaultIPMIPortBase    = 6230
+	DefaultBMCUsername     = "admin"
+	DefaultBMCPassword     = "password"
+	DefaultPullSecret      = "pull-secret.json"
+)
+
+// Seed network values. 192.168.111.0/24 is the dev-scripts convention; it is
+// configuration text here, nothing in the tests sends traffic to it.
+var (
+	DefaultMachineNetwork          = netip.MustParsePrefix("192.168.111.0/24")
+	DefaultDHCPRange               = IPRange{Start: netip.MustParseAddr("192.168.111.20"), End: netip.MustParseAddr("192.168.111.60")}
+	DefaultAPIVIP                  = netip.MustParseAddr("192.168.111.5")
+	DefaultIngressVIP              = netip.MustParseAddr("192.168.111.4")
+	DefaultProvisioningNetworkCIDR = netip.MustParsePrefix("172.22.0.0/24") // the installer's own default
+)
+
+// Cluster is the OpenShift cluster `labctl up --mode ipi-baremetal` builds:
+// its nodes, its network and how the installer reaches the nodes' BMCs.
+// Whether it has a provisioning network is network.provisioningNetwork.
+type Cluster struct {
+	// Name is metadata.name in install-config (default: the lab's name).
+	Name       string `json:"clusterName,omitempty"`
+	BaseDomain string `json:"baseDomain,omitempty"`
+	Masters    Role   `json:"masters,omitzero"`
+	Workers    Role   `json:"workers,omitzero"`
+	// MachineNetwork is the nodes' subnet on the baremetal bridge.
+	MachineNetwork netip.Prefix `json:"machineNetwork,omitzero"`
+	// DHCPRange is the part of MachineNetwork that DHCP hands out; the VIPs
+	// must stay outside it.
+	DHCPRange  IPRange    `json:"dhcpRange,omitzero"`
+	APIVIP     netip.Addr `json:"apiVIP,omitzero"`
+	IngressVIP netip.Addr `json:"ingressVIP,omitzero"`
+	// ProvisioningNetworkCIDR is the provisioning subnet when
+	// network.provisioningNetwork is Managed or Unmanaged (default
+	// 172.22.0.0/24, as the installer's); unset when Disabled.
+	ProvisioningNetworkCIDR netip.Prefix `json:"provisioningNetworkCIDR,omitzero"`
+	BMC                     BMC          `json:"bmc,omitzero"`
+	// PullSecret is the path of the pull secret file (default
+	// pull-secret.json, relative to the lab file's directory).
+	PullSecret string `json:"pullSecret,omitempty"`
+	// SSHKey is the path of the public key the nodes accept (default: the
+	// first of ~/.ssh/id_ed25519.pub, ~/.ssh/id_rsa.pub that exists).
+	SSHKey string `json:"sshKey,omitempty"`
+	// Installer is the path of openshift-install (default: the lab's
+	// directory, then PATH).
+	Installer string `json:"installer,omitempty"`
+}
+
+// Role sizes the nodes of one role. Memory is in MiB, disks in GiB; disks
+// are thin, so their size is a ceiling, not an allocation.
+type Role struct {
+	// Count is the number of nodes; nil means the default (a pointer
+	// because 0 workers is a valid compact cluster). Set after defaults.
+	Count      *int  `json:"count,omitempty"`
+	VCPUs      int   `json:"vcpus,omitempty"`
+	MemoryMiB  int   `json:"memoryMiB,omitempty"`
+	DiskGiB    int   `json:"diskGiB,omitempty"`
+	ExtraDisks []int `json:"extraDisks,omitempty"` // sizes in GiB
+}
+
+// N is the number of nodes (0 when Count is unset).
+func (r Role) N() int {
+	if r.Count == nil {
+		return 0
+	}
+	return *r.Count
+}
+
+// IPRange is an inclusive range of addresses.
+type IPRange struct {
+	Start netip.Addr `json:"start"`
+	End   netip.Addr `json:"end"`
+}
+
+// Contains reports whether a is in the range.
+func (r IPRange) Contains(a netip.Addr) bool {
+	return r.Start.IsValid() && a.Compare(r.Start) >= 0 && a.Compare(r.End) <= 0
+}
+
+func (r IPRange) String() string { return r.Start.String() + "-" + r.End.String() }
+
+// BMC says how the installer (and Ironic in the cluster) reaches vbmcd.
+type BMC struct {
+	// Kind is redfish-virtualmedia (default), redfish or ipmi.
+	Kind string `json:"kind,omitempty"`
+	// Address is the host or IP the BMCs are reached at (default: the first
+	// address of the machine network, the host's side of the baremetal bridge).
+	Address string `json:"address,omitempty"`
+	// RedfishPort is vbmcd's Redfish port (default 8000).
+	RedfishPort int `json:"redfishPort,omitempty"`
+	// IPMIPortBase is the UDP port of the first node's IPMI BMC; the others
+	// follow (default 6230).
+	IPMIPortBase int    `json:"ipmiPortBase,omitempty"`
+	Username     string `json:"username,omitempty"`
+	Password     string `json:"password,omitempty"`
+	// TLS (default true) serves Redfish over HTTPS with vbmcd's self-signed
+	// certificate, so install-config turns certificate verification off.
+	TLS *bool `json:"tls,omitempty"`
+}
+
+// UseTLS reports whether Redfish is served over HTTPS (the default).
+func (b BMC) UseTLS() bool { return b.TLS == nil || *b.TLS }
+
+func (c *Config) setClusterDefaults() {
+	k := &c.Cluster
+	if k.Name == "" {
+		k.Name = c.Name
+	}
+	if k.BaseDomain == "" {
+		k.BaseDomain = DefaultBaseDomain
+	}
+	k.Masters.setDefaults(DefaultMasters, DefaultMasterVCPUs, DefaultMasterMemoryMiB)
+	k.Workers.setDefaults(DefaultWorkers, DefaultWorkerVCPUs, DefaultWorkerMemoryMiB)
+	if !k.MachineNetwork.IsValid() {
+		k.MachineNetwork = DefaultMachineNetwork
+		// The other addresses default with the network, never alone: a
+		// changed network with the seed's VIPs would fail validation for
+		// a value the user never wrote.
+		if !k.DHCPRange.Start.IsValid() {
+			k.DHCPRange = DefaultDHCPRange
+		}
+		if !k.APIVIP.IsValid() {
+			k.APIVIP = DefaultAPIVIP
+		}
+		if !k.IngressVIP.IsValid() {
+			k.IngressVIP = DefaultIngressVIP
+		}
+	}
+	if c.Network.ProvisioningNetwork != ProvisioningDisabled && !k.ProvisioningNetworkCIDR.IsValid() {
+		k.ProvisioningNetworkCIDR = DefaultProvisioningNetworkCIDR
+	}
+	b := &k.BMC
+	if b.Kind == "" {
+		b.Kind = BMCRedfishVirtualMedia
+	}
+	if b.Address == "" && k.MachineNetwork.IsValid() {
+		b.Address = k.MachineNetwork.Masked().Addr().Next().String()
+	}
+	if b.RedfishPort == 0 {
+		b.RedfishPort = DefaultRedfishPort
+	}
+	if b.IPMIPortBase == 0 {
+		b.IPMIPortBase = DefaultIPMIPortBase
+	}
+	if b.Username == "" {
+		b.Username = DefaultBMCUsername
+	}
+	if b.Password == "" {
+		b.Password = DefaultBMCPassword
+	}
+	if b.TLS == nil {
+		yes := true
+		b.TLS = &yes
+	}
+	if k.PullSecret == "" {
+		k.PullSecret = DefaultPullSecret
+	}
+}
+
+func (r *Role) setDefaults(count, vcpus, memMiB int) {
+	if r.Count == nil {
+		r.Count = &count
+	}
+	if r.VCPUs == 0 {
+		r.VCPUs = vcpus
+	}
+	if r.MemoryMiB == 0 {
+		r.MemoryMiB = memMiB
+	}
+	if r.DiskGiB == 0 {
+		r.DiskGiB = DefaultDiskGiB
+	}
+}
+
+// validateCluster checks the cluster section's shape. The rules the
+// OpenShift installer applies (VIPs in the machine network, DNS names, BMC
+// schemes) are internal/ipi's, which words them as the installer does.
+func (c *Config) validateCluster() []error {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf("cluster."+format, a...)) }
+	k := &c.Cluster
+	if k.Name == "" {
+		add("clusterName: must be set")
+	}
+	if k.BaseDomain == "" {
+		add("baseDomain: must be set")
+	}
+	for _, r := range []struct {
+		field string
+		role  Role
+		min   int
+	}{{"masters", k.Masters, 1}, {"workers", k.Workers, 0}} {
+		if r.role.N() < r.min {
+			add("%s.count: %d is less than %d", r.field, r.role.N(), r.min)
+		}
+		if r.role.VCPUs < 1 || r.role.MemoryMiB < 1 || r.role.DiskGiB < 1 {
+			add("%s: vcpus %d, memoryMiB %d and diskGiB %d must all be positive", r.field, r.role.VCPUs, r.role.MemoryMiB, r.role.DiskGiB)
+		}
+		for i, d := range r.role.ExtraDisks {
+			if d < 1 {
+				add("%s.extraDisks[%d]: %d GiB must be positive", r.field, i, d)
+			}
+		}
+	}
+	mn := k.MachineNetwork
+	if mn != mn.Masked() {
+		add("machineNetwork: %s has host bits set; use %s", mn, mn.Masked())
+	}
+	if k.DHCPRange.Start.IsValid() != k.DHCPRange.End.IsValid() {
+		add("dhcpRange: set both start and end")
+	} else if k.DHCPRange.Start.IsValid() {
+		if k.DHCPRange.End.Less(k.DHCPRange.Start) {
+			add("dhcpRange: end %s is before start %s", k.DHCPRange.End, k.DHCPRange.Start)
+		}
+		if !mn.Contains(k.DHCPRange.Start) || !mn.Contains(k.DHCPRange.End) {
+			add("dhcpRange: %s is not inside machineNetwork %s", k.DHCPRange, mn)
+		}
+	}
+	if !k.APIVIP.IsValid() || !k.IngressVIP.IsValid() {
+		add("apiVIP and ingressVIP: both must be set when machineNetwork is")
+	}
+	if c.Network.ProvisioningNetwork == ProvisioningDisabled && k.ProvisioningNetworkCIDR.IsValid() {
+		add("provisioningNetworkCIDR: %s is set but network.provisioningNetwork is Disabled", k.ProvisioningNetworkCIDR)
+	}
+	switch k.BMC.Kind {
+	case BMCRedfishVirtualMedia, BMCRedfish, BMCIPMI:
+	default:
+		add("bmc.kind: %q is not one of %s, %s, %s", k.BMC.Kind, BMCRedfishVirtualMedia, BMCRedfish, BMCIPMI)
+	}
+	if k.BMC.Address == "" {
+		add("bmc.address: must be set")
+	}
+	for _, p := range []struct {
+		field string
+		port  int
+	}{{"redfishPort", k.BMC.RedfishPort}, {"ipmiPortBase", k.BMC.IPMIPortBase}} {
+		if p.port < 1 || p.port > 65535 {
+			add("bmc.%s: %d is not a port (1-65535)", p.field, p.port)
+		}
+	}
+	if last := k.BMC.IPMIPortBase + k.Masters.N() + k.Workers.N() - 1; k.BMC.Kind == BMCIPMI && last > 65535 {
+		add("bmc.ipmiPortBase: %d leaves no port for every node (the last would be %d)", k.BMC.IPMIPortBase, last)
+	}
+	return errs
+}
+
+// Profiles for `labctl up --profile`.
+const (
+	ProfileDefault = "default"
+	// ProfileTiny keeps the node counts and shrinks every node to 1 vCPU,
+	// a few hundred MiB and small disks: enough to define and boot the
+	// lab's VMs on a small machine for a demo, not to install OpenShift.
+	ProfileTiny = "tiny"
+)
+
+// Tiny profile sizes.
+const (
+	TinyVCPUs           = 1
+	TinyMasterMemoryMiB = 512
+	TinyWorkerMemoryMiB = 256
+	TinyDiskGiB         = 2
+)
+
+// ApplyProfile resizes the nodes after the file is loaded; a profile wins
+// over the file, as a flag does. "" and "default" change nothing.
+func (c *Config) ApplyProfile(name string) error {
+	switch name {
+	case "", ProfileDefault:
+		return nil
+	case ProfileTiny:
+		c.Cluster.Masters.shrink(TinyMasterMemoryMiB)
+		c.Cluster.Workers.shrink(TinyWorkerMemoryMiB)
+		return nil
+	}
+	return fmt.Errorf("profile: %q is not one of %s, %s", name, ProfileDefault, ProfileTiny)
+}
+
+func (r *Role) shrink(memMiB int) {
+	r.VCPUs = TinyVCPUs
+	r.MemoryMiB = memMiB
+	r.DiskGiB = TinyDiskGiB
+	r.ExtraDisks = nil
+}

@@ -1,0 +1,133 @@
+package labconfig
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func intp(n int) *int { return &n }
+
+func TestClusterDefaultsAreTheSeed(t *testing.T) {
+	yes := true
+	want := Cluster{
+		Name:           "seed",
+		BaseDomain:     "bmlab.test",
+		Masters:        Role{Count: intp(3), VCPUs: 4, MemoryMiB: 16384, DiskGiB: 120},
+		Workers:        Role{Count: intp(2), VCPUs: 2, MemoryMiB: 8192, DiskGiB: 120},
+		MachineNetwork: netip.MustParsePrefix("192.168.111.0/24"),
+		DHCPRange:      IPRange{Start: netip.MustParseAddr("192.168.111.20"), End: netip.MustParseAddr("192.168.111.60")},
+		APIVIP:         netip.MustParseAddr("192.168.111.5"),
+		IngressVIP:     netip.MustParseAddr("192.168.111.4"),
+		BMC: BMC{Kind: "redfish-virtualmedia", Address: "192.168.111.1", RedfishPort: 8000, IPMIPortBase: 6230,
+			Username: "admin", Password: "password", TLS: &yes},
+		PullSecret: "pull-secret.json",
+	}
+	if d := cmp.Diff(want, Default().Cluster, netips); d != "" {
+		t.Errorf("default cluster (-want +got):\n%s", d)
+	}
+}
+
+func TestParseCluster(t *testing.T) {
+	no := false
+	tests := []struct {
+		name string
+		yaml string
+		want func(*Cluster)
+	}{{
+		name: "compact cluster, ipmi, managed provisioning",
+		yaml: `network: {provisioningNetwork: Managed}
+cluster:
+  clusterName: c1
+  workers: {count: 0}
+  masters: {extraDisks: [10, 20]}
+  bmc: {kind: ipmi, tls: false}
+`,
+		want: func(c *Cluster) {
+			c.Name = "c1"
+			c.Workers.Count = intp(0)
+			c.Masters.ExtraDisks = []int{10, 20}
+			c.BMC.Kind = "ipmi"
+			c.BMC.TLS = &no
+			c.ProvisioningNetworkCIDR = netip.MustParsePrefix("172.22.0.0/24")
+		},
+	}, {
+		name: "another machine network takes none of the seed's addresses",
+		yaml: `cluster:
+  machineNetwork: 10.10.0.0/24
+  apiVIP: 10.10.0.5
+  ingressVIP: 10.10.0.6
+`,
+		want: func(c *Cluster) {
+			c.MachineNetwork = netip.MustParsePrefix("10.10.0.0/24")
+			c.DHCPRange = IPRange{}
+			c.APIVIP = netip.MustParseAddr("10.10.0.5")
+			c.IngressVIP = netip.MustParseAddr("10.10.0.6")
+			c.BMC.Address = "10.10.0.1"
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Parse([]byte(tt.yaml))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			want := Default().Cluster
+			tt.want(&want)
+			if d := cmp.Diff(want, got.Cluster, netips); d != "" {
+				t.Errorf("cluster (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestParseClusterErrorsNameTheField(t *testing.T) {
+	tests := []struct{ yaml, want string }{
+		{"cluster:\n  mastrs: {}\n", `unknown field "mastrs"`},
+		{"cluster:\n  masters: {count: 0}\n", "cluster.masters.count: 0 is less than 1"},
+		{"cluster:\n  workers: {vcpus: -1}\n", "cluster.workers: vcpus -1, memoryMiB 8192 and diskGiB 120 must all be positive"},
+		{"cluster:\n  workers: {extraDisks: [0]}\n", "cluster.workers.extraDisks[0]: 0 GiB must be positive"},
+		{"cluster:\n  machineNetwork: 10.0.0.1/24\n  apiVIP: 10.0.0.5\n  ingressVIP: 10.0.0.6\n", "cluster.machineNetwork: 10.0.0.1/24 has host bits set; use 10.0.0.0/24"},
+		{"cluster:\n  machineNetwork: 10.0.0.0/24\n", "cluster.apiVIP and ingressVIP: both must be set"},
+		{"cluster:\n  dhcpRange: {start: 192.168.111.60, end: 192.168.111.20}\n", "cluster.dhcpRange: end 192.168.111.20 is before start 192.168.111.60"},
+		{"cluster:\n  dhcpRange: {start: 192.168.112.2, end: 192.168.112.9}\n", "cluster.dhcpRange: 192.168.112.2-192.168.112.9 is not inside machineNetwork 192.168.111.0/24"},
+		{"cluster:\n  provisioningNetworkCIDR: 172.22.0.0/24\n", "cluster.provisioningNetworkCIDR: 172.22.0.0/24 is set but network.provisioningNetwork is Disabled"},
+		{"cluster:\n  bmc: {kind: idrac}\n", `cluster.bmc.kind: "idrac" is not one of`},
+		{"cluster:\n  bmc: {redfishPort: 70000}\n", "cluster.bmc.redfishPort: 70000 is not a port"},
+		{"cluster:\n  bmc: {kind: ipmi, ipmiPortBase: 65534}\n", "cluster.bmc.ipmiPortBase: 65534 leaves no port for every node (the last would be 65538)"},
+	}
+	for _, tt := range tests {
+		_, err := Parse([]byte(tt.yaml))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%q) = %v, want an error containing %q", tt.yaml, err, tt.want)
+		}
+	}
+}
+
+func TestApplyProfile(t *testing.T) {
+	c, err := Parse([]byte("cluster:\n  workers: {count: 1, extraDisks: [50]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyProfile(ProfileTiny); err != nil {
+		t.Fatal(err)
+	}
+	want := Default().Cluster
+	want.Masters = Role{Count: intp(3), VCPUs: 1, MemoryMiB: 512, DiskGiB: 2}
+	want.Workers = Role{Count: intp(1), VCPUs: 1, MemoryMiB: 256, DiskGiB: 2}
+	if d := cmp.Diff(want, c.Cluster, netips); d != "" {
+		t.Errorf("tiny (-want +got):\n%s", d)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate after tiny: %v", err)
+	}
+	d := Default()
+	if err := d.ApplyProfile(""); err != nil || !cmp.Equal(d, Default(), netips) {
+		t.Errorf(`ApplyProfile("") = %v or changed the config`, err)
+	}
+	if err := d.ApplyProfile("huge"); err == nil || !strings.Contains(err.Error(), `profile: "huge" is not one of default, tiny`) {
+		t.Errorf(`ApplyProfile("huge") = %v`, err)
+	}
+}
