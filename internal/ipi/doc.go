@@ -1,0 +1,30 @@
+// Package ipi turns a lab into what the OpenShift installer's IPI bare-metal
+// flow wants, checks it the way the installer would, and runs the installer.
+//
+// The API, in the order `labctl up --mode ipi-baremetal` uses it:
+//
+//   - ReadInputs(cfg, labDir) reads the pull secret and the SSH public key
+//     the lab file points at, with messages that say where to get them.
+//   - Precheck(cfg, pullSecret, sshKey) validates the install-config the lab
+//     will produce before any VM exists (placeholder MACs and UUIDs), so a
+//     bad VIP or BMC kind fails in a second, not after the VMs are built.
+//   - Generate(cfg, nodes, pullSecret, sshKey) builds the InstallConfig from
+//     the lab file and the nodes the pipeline defined: one Node per domain
+//     with its name, role, UUID (the Redfish System id) and the MAC of its
+//     NIC on the baremetal bridge. BMCAddress builds each node's bmc.address.
+//   - Validate(ic, dhcpRange) returns every problem, each worded as the
+//     installer words it ("platform.baremetal.apiVIPs: Invalid value:
+//     \"10.0.0.9\": IP expected to be in one of the machine networks: ..."),
+//     plus a few rules of the lab's own (VIPs outside the DHCP range).
+//   - Write(dir, ic) writes dir/install-config.yaml, mode 0600 (it holds the
+//     pull secret and the BMC passwords), fields in the installer's order.
+//   - RunInstaller(ctx, opts, onLine) runs `openshift-install create cluster`
+//     in the lab's directory, hands every output line to onLine and keeps a
+//     log; when the binary is absent it returns an *InstallerNotFoundError
+//     that says where to get it and that `labctl up` again resumes.
+//
+// What it does not do: define networks, disks, domains or BMCs (the labctl
+// pipeline does, and hands the result over as []Node); talk to libvirt (the
+// installer's own check that externalBridge and provisioningBridge exist as
+// host interfaces is left to the installer); reach any network.
+package ipi

@@ -1,0 +1,189 @@
+package ipi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+	yamlv3 "sigs.k8s.io/yaml/goyaml.v3"
+)
+
+// FileName is the name the installer reads in its asset directory.
+const FileName = "install-config.yaml"
+
+// Host roles and boot modes, as install-config spells them.
+const (
+	RoleMaster = "master"
+	RoleWorker = "worker"
+
+	BootModeUEFI           = "UEFI"
+	BootModeUEFISecureBoot = "UEFISecureBoot"
+	BootModeLegacy         = "legacy"
+)
+
+// InstallConfig mirrors the parts of the installer's install-config v1
+// (pkg/types/installconfig.go) that a bare-metal IPI lab sets. Addresses
+// and CIDRs are strings, as a user may have typed them, so that Validate
+// can report a malformed one the way the installer does.
+type InstallConfig struct {
+	APIVersion   string        `json:"apiVersion"`
+	BaseDomain   string        `json:"baseDomain"`
+	Metadata     Metadata      `json:"metadata"`
+	Networking   Networking    `json:"networking"`
+	Compute      []MachinePool `json:"compute"`
+	ControlPlane MachinePool   `json:"controlPlane"`
+	Platform     Platform      `json:"platform"`
+	PullSecret   string        `json:"pullSecret"`
+	SSHKey       string        `json:"sshKey,omitempty"`
+}
+
+// Metadata holds the cluster's name.
+type Metadata struct {
+	Name string `json:"name"`
+}
+
+// Networking is install-config's networking section.
+type Networking struct {
+	NetworkType    string                `json:"networkType"`
+	MachineNetwork []MachineNetworkEntry `json:"machineNetwork"`
+	ClusterNetwork []ClusterNetworkEntry `json:"clusterNetwork"`
+	ServiceNetwork []string              `json:"serviceNetwork"`
+}
+
+// MachineNetworkEntry is one machine network.
+type MachineNetworkEntry struct {
+	CIDR string `json:"cidr"`
+}
+
+// ClusterNetworkEntry is one pod network.
+type ClusterNetworkEntry struct {
+	CIDR       string `json:"cidr"`
+	HostPrefix int    `json:"hostPrefix"`
+}
+
+// MachinePool is a control plane or compute pool; only its size matters
+// on bare metal, the hosts themselves are platform.baremetal.hosts.
+type MachinePool struct {
+	Name     string `json:"name"`
+	Replicas int    `json:"replicas"`
+}
+
+// Platform holds the one platform a lab uses.
+type Platform struct {
+	BareMetal *BareMetal `json:"baremetal"`
+}
+
+// BareMetal is platform.baremetal (pkg/types/baremetal/platform.go).
+type BareMetal struct {
+	APIVIPs                 []string `json:"apiVIPs"`
+	IngressVIPs             []string `json:"ingressVIPs"`
+	ProvisioningNetwork     string   `json:"provisioningNetwork"`
+	ExternalBridge          string   `json:"externalBridge,omitempty"`
+	ProvisioningBridge      string   `json:"provisioningBridge,omitempty"`
+	ProvisioningNetworkCIDR string   `json:"provisioningNetworkCIDR,omitempty"`
+	Hosts                   []Host   `json:"hosts"`
+}
+
+// Host is one bare-metal host the installer hands to Ironic.
+type Host struct {
+	Name            string           `json:"name"`
+	Role            string           `json:"role"`
+	BMC             BMC              `json:"bmc"`
+	BootMACAddress  string           `json:"bootMACAddress"`
+	BootMode        string           `json:"bootMode,omitempty"`
+	RootDeviceHints *RootDeviceHints `json:"rootDeviceHints,omitempty"`
+}
+
+// BMC is how Ironic reaches a host's BMC.
+type BMC struct {
+	Address                        string `json:"address"`
+	Username                       string `json:"username"`
+	Password                       string `json:"password"`
+	DisableCertificateVerification bool   `json:"disableCertificateVerification,omitempty"`
+}
+
+// RootDeviceHints picks the disk the OS is installed on.
+type RootDeviceHints struct {
+	DeviceName string `json:"deviceName,omitempty"`
+}
+
+// Marshal renders ic as YAML with the fields in the order of the structs
+// above (the installer's documentation order), not sorted: sigs.k8s.io/yaml
+// sorts keys, so the JSON it would convert is re-read as an ordered YAML
+// node tree and printed in block style instead.
+func Marshal(ic *InstallConfig) ([]byte, error) {
+	j, err := json.Marshal(ic)
+	if err != nil {
+		return nil, fmt.Errorf("marshal install-config: %w", err)
+	}
+	var doc yamlv3.Node
+	if err := yamlv3.Unmarshal(j, &doc); err != nil {
+		return nil, fmt.Errorf("marshal install-config: %w", err)
+	}
+	blockStyle(&doc)
+	var buf bytes.Buffer
+	enc := yamlv3.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, fmt.Errorf("marshal install-config: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("marshal install-config: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// blockStyle drops the flow and quoting styles JSON input leaves on every
+// node; the encoder then quotes only the scalars that need it.
+func blockStyle(n *yamlv3.Node) {
+	n.Style = 0
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
+}
+
+// Parse reads an install-config; unknown fields are errors, since a field
+// this package does not know would be dropped by a Write.
+func Parse(data []byte) (*InstallConfig, error) {
+	ic := &InstallConfig{}
+	if err := yaml.UnmarshalStrict(data, ic); err != nil {
+		msg := strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: ")
+		return nil, fmt.Errorf("not an install-config this lab writes: %s", msg)
+	}
+	return ic, nil
+}
+
+// Write writes dir/install-config.yaml, mode 0600 (it holds the pull secret
+// and the BMC passwords), replacing any previous one atomically.
+func Write(dir string, ic *InstallConfig) error {
+	data, err := Marshal(ic)
+	if err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(dir, FileName), data)
+}
+
+// writeFile writes a private file through a temporary one and a rename, so
+// a reader never sees half of it and an old file's mode does not survive.
+func writeFile(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(f.Name()) // after a successful rename: not found, ignored
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path) // CreateTemp made it 0600
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
