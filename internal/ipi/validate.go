@@ -445,7 +445,7 @@ func (c *checker) provisioning(bm *BareMetal, machine []netip.Prefix) {
 			c.required(f+".password", "missing Password")
 		}
 	}
-	if bm.ProvisioningNetwork == labconfig.ProvisioningDisabled {
+	if bm.ProvisioningNetwork != labconfig.ProvisioningManaged && bm.ProvisioningNetwork != labconfig.ProvisioningUnmanaged {
 		return
 	}
 	// The installer defaults these two; the lab writes them out and
