@@ -169,11 +169,7 @@ func TestWriteIsPrivate(t *testing.T) {
 	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := labconfig.Default()
-	ic, err := Generate(*cfg, labNodes(cfg.Cluster), testPullSecret, testSSHKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ic := validLab(t)
 	if err := Write(dir, ic); err != nil {
 		t.Fatal(err)
 	}

@@ -193,7 +193,9 @@ func TestValidateRules(t *testing.T) {
 		want: []string{`platform.baremetal.hosts[0].bmc.password: Required value: missing Password`},
 	}, {
 		rule: "a Disabled provisioning network takes only virtual-media BMCs", src: "pkg/types/baremetal/validation/platform.go validateProvisioningNetworkDisabledSupported",
-		pass: func(ic *InstallConfig) { hosts(ic)[0].BMC.Address = "idrac-virtualmedia://10.1.1.1/redfish/v1/Systems/System.Embedded.1" },
+		pass: func(ic *InstallConfig) {
+			hosts(ic)[0].BMC.Address = "idrac-virtualmedia://10.1.1.1/redfish/v1/Systems/System.Embedded.1"
+		},
 		fail: func(ic *InstallConfig) {
 			hosts(ic)[0].BMC.Address = "ipmi://192.168.111.1:6230"
 			hosts(ic)[1].BMC.Address = "redfish+https://192.168.111.1:8000/redfish/v1/Systems/x"
@@ -210,7 +212,11 @@ func TestValidateRules(t *testing.T) {
 	}, {
 		rule: "Managed needs a provisioning bridge and CIDR", src: "lab (the installer defaults them)",
 		pass: managed,
-		fail: func(ic *InstallConfig) { managed(ic); ic.Platform.BareMetal.ProvisioningBridge = ""; ic.Platform.BareMetal.ProvisioningNetworkCIDR = "" },
+		fail: func(ic *InstallConfig) {
+			managed(ic)
+			ic.Platform.BareMetal.ProvisioningBridge = ""
+			ic.Platform.BareMetal.ProvisioningNetworkCIDR = ""
+		},
 		want: []string{
 			`platform.baremetal.provisioningBridge: Required value: a provisioning bridge is required when provisioningNetwork is Managed`,
 			`platform.baremetal.provisioningNetworkCIDR: Required value: a provisioning network CIDR is required when provisioningNetwork is Managed`,
@@ -231,11 +237,17 @@ func TestValidateRules(t *testing.T) {
 	}, {
 		rule: "secure boot needs a driver that supports it", src: "pkg/types/baremetal/validation/platform.go validateBootMode",
 		pass: func(ic *InstallConfig) { hosts(ic)[0].BootMode = "UEFISecureBoot" },
-		fail: func(ic *InstallConfig) { managed(ic); hosts(ic)[0].BootMode = "UEFISecureBoot"; hosts(ic)[0].BMC.Address = "ipmi://10.1.1.1" },
+		fail: func(ic *InstallConfig) {
+			managed(ic)
+			hosts(ic)[0].BootMode = "UEFISecureBoot"
+			hosts(ic)[0].BMC.Address = "ipmi://10.1.1.1"
+		},
 		want: []string{`platform.baremetal.hosts[0].bootMode: Invalid value: "UEFISecureBoot": driver ipmi does not support UEFI secure boot`},
 	}, {
 		rule: "root device hint is a /dev path", src: "pkg/types/baremetal/validation/platform.go ValidateHostRootDeviceHints",
-		pass: func(ic *InstallConfig) { hosts(ic)[0].RootDeviceHints.DeviceName = "/dev/disk/by-path/pci-0000:04:00.0" },
+		pass: func(ic *InstallConfig) {
+			hosts(ic)[0].RootDeviceHints.DeviceName = "/dev/disk/by-path/pci-0000:04:00.0"
+		},
 		fail: func(ic *InstallConfig) { hosts(ic)[0].RootDeviceHints.DeviceName = "vda" },
 		want: []string{`platform.baremetal.hosts[0].rootDeviceHints.deviceName: Invalid value: "vda": Device Name of root device hint must be a /dev/ path`},
 	}, {
