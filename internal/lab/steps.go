@@ -237,7 +237,7 @@ func (l *Lab) ensureBMCs(ctx context.Context) (bool, error) {
 		svc := machine.NewService(l.Be, l.Log)
 		for i, n := range l.Spec.Nodes {
 			want := &machine.IPMIEndpoint{Port: l.Spec.BMC.IPMIPortBase + i}
-			m, err := waitMachine(ctx, svc, n.UUID)
+			m, err := svc.Await(ctx, n.UUID, 10*time.Second)
 			if err != nil {
 				return changed, err
 			}
@@ -272,21 +272,6 @@ func (l *Lab) ensureBMCs(ctx context.Context) (bool, error) {
 		return true, err
 	}
 	return true, l.checkBMCs(ctx)
-}
-
-func waitMachine(ctx context.Context, svc *machine.Service, id string) (*machine.Machine, error) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		m, err := svc.Get(id)
-		if err == nil || time.Now().After(deadline) {
-			return m, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // checkBMCs waits until every node's Redfish system answers with its UUID.
