@@ -349,3 +349,9 @@ func (l *Lab) stopBMCs(context.Context) error {
 	l.State.Vbmcd = nil
 	return nil
 }
+
+// VbmcdRunning reports whether the lab's vbmcd runs.
+func (l *Lab) VbmcdRunning() bool {
+	d := l.State.Vbmcd
+	return d != nil && processMatches(d.PID, l.Spec.VbmcdPath, d.Args)
+}
