@@ -43,7 +43,7 @@ func NewCommand(logger *zap.Logger, streams Streams) *cobra.Command {
 	cmd.SetIn(streams.In)
 	cmd.SetOut(streams.Out)
 	cmd.SetErr(streams.ErrOut)
-	cmd.PersistentFlags().StringVarP(&g.ConfigPath, "config", "c", labconfig.DefaultPath,
+	cmd.PersistentFlags().StringVarP(&g.ConfigPath, "config", "f", labconfig.DefaultPath,
 		"the lab configuration file (without it and without "+labconfig.DefaultPath+": the seed lab)")
 	cmd.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "debug logs on stderr")
 	cmd.AddCommand(labnet.NewCommand(g), demo.NewCommand(g))

@@ -58,7 +58,7 @@ func TestNetCheckRepairDown(t *testing.T) {
 	ns, h := netnstest.New(t)
 	netnstest.Bridge(t, h, "virbr0")
 	cfg, confDir := labFile(t, "name: clitest\nnetwork:")
-	base := []string{"net", "--netns", ns, "--no-libvirt", "-c", cfg}
+	base := []string{"net", "--netns", ns, "--no-libvirt", "-f", cfg}
 	cmd := func(sub string, extra ...string) []string {
 		return append(append([]string{"net", sub}, base[1:]...), extra...)
 	}
@@ -138,7 +138,7 @@ func TestNetRepairStopsOnForeignLink(t *testing.T) {
 	netnstest.Bridge(t, h, "virbr0")
 	netnstest.Bridge(t, h, "baremetal") // someone else's
 	cfg, _ := labFile(t, "network:")
-	out, err := run(t, "net", "repair", "--netns", ns, "--no-libvirt", "-c", cfg)
+	out, err := run(t, "net", "repair", "--netns", ns, "--no-libvirt", "-f", cfg)
 	if err == nil || !strings.Contains(err.Error(), "nothing changed: 1 of them the lab must not repair itself") {
 		t.Fatalf("repair with a foreign baremetal = %v", err)
 	}
@@ -161,8 +161,8 @@ func TestNetUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"net", "check", "-o", "yaml"}, `--output "yaml": use table or json`},
-		{[]string{"net", "check", "-c", bad}, bad + `: not a lab configuration: json: unknown field "bridgez"`},
-		{[]string{"net", "check", "-c", filepath.Join(dir, "none.yaml")}, "no such file"},
+		{[]string{"net", "check", "-f", bad}, bad + `: not a lab configuration: json: unknown field "bridgez"`},
+		{[]string{"net", "check", "-f", filepath.Join(dir, "none.yaml")}, "no such file"},
 		{[]string{"net", "check", "extra"}, `unknown command "extra"`},
 		{[]string{"net", "frobnicate"}, `unknown command "frobnicate"`},
 	}
@@ -182,7 +182,7 @@ func TestNetWithLibvirt(t *testing.T) {
 	suffix := netnstest.Rand(3)
 	br := "np-bm-" + suffix
 	cfg, _ := labFile(t, "name: np-"+suffix+"\nnetwork:\n  bridges: [{name: "+br+"}]\n  veths: []")
-	args := func(sub string) []string { return []string{"net", sub, "--netns", "labci", "-c", cfg} }
+	args := func(sub string) []string { return []string{"net", sub, "--netns", "labci", "-f", cfg} }
 	t.Cleanup(func() { _, _ = run(t, args("down")...) })
 
 	if _, err := run(t, args("check")...); err == nil {

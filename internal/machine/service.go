@@ -423,3 +423,20 @@ func (s *Service) SetIndicator(id string, on bool) error {
 	}
 	return s.be.SetIndicator(m.ID, on)
 }
+
+// Await returns the machine once the backend knows it, waiting up to
+// timeout (a domain defined a moment ago reaches the backend by an event).
+func (s *Service) Await(ctx context.Context, id string, timeout time.Duration) (*Machine, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		m, err := s.be.Get(id)
+		if err == nil || time.Now().After(deadline) {
+			return m, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

@@ -30,6 +30,11 @@ type Config struct {
 	StateDir        string
 	SessionTimeout  time.Duration
 
+	MediaDir      string
+	MediaMaxBytes int64
+	MediaLocalDir string
+	MediaWait     time.Duration
+
 	IPMI               bool
 	IPMIAddr           string
 	IPMIPortBase       int
@@ -56,6 +61,10 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.InsecureHTTP, "insecure-http", false, "serve Redfish over plain HTTP")
 	fs.StringVar(&c.StateDir, "state-dir", "/var/lib/vbmcd", "where vbmcd keeps its TLS certificate and service UUID")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 30*time.Minute, "idle timeout of Redfish sessions")
+	fs.StringVar(&c.MediaDir, "media-dir", "/var/lib/bmlab/media", "virtual media image cache (qemu must be able to read it)")
+	fs.Int64Var(&c.MediaMaxBytes, "media-max-bytes", 20<<30, "size bound of the image cache; least recently used images no VM holds are evicted")
+	fs.StringVar(&c.MediaLocalDir, "media-local-dir", "", "allow virtual media images given as local paths inside this directory (default: refused)")
+	fs.DurationVar(&c.MediaWait, "media-wait", 2*time.Minute, "how long a power-on waits for virtual media that is still downloading")
 	fs.BoolVar(&c.IPMI, "ipmi", true, "serve IPMI lanplus BMCs for machines that have an IPMI endpoint")
 	fs.StringVar(&c.IPMIAddr, "ipmi-addr", "", "address IPMI BMCs bind when their endpoint names none (default: all)")
 	fs.IntVar(&c.IPMIPortBase, "ipmi-port-base", 0, "give every machine without an IPMI endpoint the lowest free port from here on (0: off)")
@@ -168,6 +177,9 @@ func (c *Config) validate() error {
 	}
 	if c.InsecureHTTP && c.TLSCert != "" {
 		return fmt.Errorf("--insecure-http and --tls-cert contradict each other; drop one")
+	}
+	if c.MediaMaxBytes <= 0 {
+		return fmt.Errorf("--media-max-bytes %d: want a positive size in bytes", c.MediaMaxBytes)
 	}
 	if c.IPMIPortBase < 0 || c.IPMIPortBase > 65535 {
 		return fmt.Errorf("--ipmi-port-base %d: want a UDP port (1-65535) or 0 for off", c.IPMIPortBase)

@@ -6,9 +6,10 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -58,6 +59,7 @@ func daemon(t *testing.T, prefix string) string {
 	cfg.RedfishAddr = "127.0.0.1:0"
 	cfg.Username, cfg.Password = "admin", "e2e-pass"
 	cfg.StateDir = t.TempDir()
+	cfg.MediaDir, cfg.MediaMaxBytes, cfg.MediaWait = testenv.QemuDir(t), 1<<30, time.Minute
 	cfg.SessionTimeout = time.Minute
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
@@ -307,5 +309,47 @@ func TestE2EAuth(t *testing.T) {
 	}
 	if r := do("GET", "/redfish/v1/Systems/"+a.ID, "node-a", "wrong", "", "", ""); r.StatusCode != http.StatusUnauthorized {
 		t.Errorf("wrong password: %d, want 401", r.StatusCode)
+	}
+}
+
+// TestE2EVirtualMedia: the daemon's virtual media is wired: an image served
+// on loopback, inserted over Redfish, boots the VM.
+func TestE2EVirtualMedia(t *testing.T) {
+	lab := virttest.New(t, "e2e-vmedia-")
+	vm := lab.NewVM(t, "a", virttest.VMOptions{NoCD: true, DiskMarker: true})
+	url := daemon(t, "e2e-vmedia-")
+	iso := testenv.MarkerISO(t)
+	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, iso) }))
+	defer img.Close()
+
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	post := func(method, path, body string) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+		req.SetBasicAuth("admin", "e2e-pass")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	vmPath := "/redfish/v1/Managers/" + vm.ID + "/VirtualMedia/Cd"
+	if c := post("POST", vmPath+"/Actions/VirtualMedia.InsertMedia", `{"Image":"`+img.URL+`/boot.iso"}`); c/100 != 2 {
+		t.Fatalf("InsertMedia: %d", c)
+	}
+	if c := post("POST", vmPath+"/Actions/VirtualMedia.InsertMedia", `{"Image":"`+img.URL+`/boot.iso"}`); c != http.StatusConflict {
+		t.Errorf("second InsertMedia: %d, want 409", c)
+	}
+	if c := post("PATCH", "/redfish/v1/Systems/"+vm.ID, `{"Boot":{"BootSourceOverrideTarget":"Cd","BootSourceOverrideEnabled":"Once"}}`); c/100 != 2 {
+		t.Fatalf("PATCH boot: %d", c)
+	}
+	if c := post("POST", "/redfish/v1/Systems/"+vm.ID+"/Actions/ComputerSystem.Reset", `{"ResetType":"On"}`); c/100 != 2 {
+		t.Fatalf("Reset On: %d", c)
+	}
+	vm.WaitMarker(t, testenv.Marker, 0, bootTimeout)
+	if _, d := vm.Markers(); d != 0 {
+		t.Errorf("the disk booted although the inserted CD was the Once target")
 	}
 }

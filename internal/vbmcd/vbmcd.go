@@ -19,6 +19,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/ipmi"
 	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/media"
 	"github.com/bmlab/bmlab/internal/redfish"
 	"github.com/bmlab/bmlab/internal/sim"
 	"github.com/bmlab/bmlab/internal/vbmcd/ipmicmd"
@@ -144,7 +145,11 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) erro
 		}
 		be = lb
 	}
-	svc := machine.NewService(be, log.Named("machine"))
+	cache, err := media.New(media.Config{Dir: cfg.MediaDir, MaxBytes: cfg.MediaMaxBytes, LocalDir: cfg.MediaLocalDir, Log: log.Named("media")})
+	if err != nil {
+		return fmt.Errorf("virtual media cache: %w (choose another --media-dir)", err)
+	}
+	svc := machine.NewService(be, log.Named("machine"), machine.WithImageFetcher(cache), machine.WithMediaWait(cfg.MediaWait))
 	svc.Watch(ctx)
 
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {

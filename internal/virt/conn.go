@@ -25,10 +25,11 @@ type Conn struct {
 	keepalive time.Duration
 	log       *zap.Logger
 
-	mu      sync.RWMutex
-	l       *libvirt.Libvirt
-	up      bool
-	changed chan struct{} // closed and replaced whenever up changes
+	mu       sync.RWMutex
+	l        *libvirt.Libvirt
+	up       bool
+	connects int
+	changed  chan struct{} // closed and replaced whenever up changes
 }
 
 // ErrNotConnected is returned while the daemon is unreachable.
@@ -109,9 +110,19 @@ func (c *Conn) WaitConnected(ctx context.Context) error {
 	}
 }
 
+// Connects counts the connections made so far (reconnects included).
+func (c *Conn) Connects() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.connects
+}
+
 func (c *Conn) setUp(l *libvirt.Libvirt, up bool) {
 	c.mu.Lock()
 	c.l, c.up = l, up
+	if up {
+		c.connects++
+	}
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.mu.Unlock()

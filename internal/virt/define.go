@@ -2,6 +2,7 @@ package virt
 
 import (
 	"context"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"strings"
@@ -206,4 +207,59 @@ func isNoDomain(err error) bool { return libvirt.IsNotFound(err) }
 func isNotRunning(err error) bool {
 	var lerr libvirt.Error
 	return errors.As(err, &lerr) && lerr.Code == uint32(libvirt.ErrOperationInvalid)
+}
+
+// DomainOwner reports whether a domain exists and which lab owns it: the
+// name attribute of the element <lab> in namespace ns in its <metadata>
+// ("" when the domain carries no such mark, i.e. it is foreign).
+func DomainOwner(_ context.Context, l *libvirt.Libvirt, name, ns string) (found bool, owner string, err error) {
+	d, err := l.DomainLookupByName(name)
+	if err != nil {
+		if isNoDomain(err) {
+			return false, "", nil
+		}
+		return false, "", fmt.Errorf("look up domain %s: %w", name, err)
+	}
+	x, err := l.DomainGetXMLDesc(d, libvirt.DomainXMLInactive)
+	if err != nil {
+		return true, "", fmt.Errorf("read domain %s: %w", name, err)
+	}
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(x); err != nil {
+		return true, "", fmt.Errorf("parse domain %s: %w", name, err)
+	}
+	if def.Metadata == nil {
+		return true, "", nil
+	}
+	return true, labMark(def.Metadata.XML, ns), nil
+}
+
+// labMark returns the name attribute of the first <lab> element in
+// namespace ns of a metadata fragment.
+func labMark(inner, ns string) string {
+	d := xml.NewDecoder(strings.NewReader("<m>" + inner + "</m>"))
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return ""
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Space == ns && se.Name.Local == "lab" {
+			for _, a := range se.Attr {
+				if a.Name.Local == "name" {
+					return a.Value
+				}
+			}
+		}
+	}
+}
+
+// LabMarkXML is the metadata element that marks a domain as the lab's.
+func LabMarkXML(ns, lab string) string {
+	var b strings.Builder
+	b.WriteString(`<lab xmlns="`)
+	_ = xml.EscapeText(&b, []byte(ns))
+	b.WriteString(`" name="`)
+	_ = xml.EscapeText(&b, []byte(lab))
+	b.WriteString(`"/>`)
+	return b.String()
 }

@@ -128,7 +128,7 @@ func run(ctx context.Context, g *cli.Globals, f *flags) error {
 	}
 	for i, n := range nodes {
 		port := f.ipmiPortBase + i
-		if _, err := waitGet(ctx, svc, n.id); err != nil {
+		if _, err := svc.Await(ctx, n.id, 10*time.Second); err != nil {
 			return err
 		}
 		if _, err := svc.UpdateSettings(ctx, n.id, func(s *machine.Settings) error {
@@ -163,19 +163,4 @@ Ctrl-C stops the demo.
 		return err
 	}
 	return nil
-}
-
-func waitGet(ctx context.Context, svc *machine.Service, id string) (*machine.Machine, error) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		m, err := svc.Get(id)
-		if err == nil || time.Now().After(deadline) {
-			return m, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
