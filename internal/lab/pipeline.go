@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -29,6 +30,11 @@ type Step struct {
 	// Nil for steps that create nothing.
 	Delete func(ctx context.Context) error
 }
+
+// ErrStop, returned (wrapped) by a step's Ensure, ends Up early without an
+// error: the step is not done, its message is shown, and `labctl up` again
+// resumes there (for example when openshift-install is not there yet).
+var ErrStop = errors.New("stopped")
 
 // Lab is a lab being brought up or down.
 type Lab struct {
@@ -107,6 +113,11 @@ func (l *Lab) Up(ctx context.Context, until string) error {
 	for _, s := range steps {
 		l.Rep.Start(s.Name)
 		changed, err := s.Ensure(ctx)
+		if errors.Is(err, ErrStop) {
+			l.Rep.Note(s.Name, strings.TrimSuffix(err.Error(), ": "+ErrStop.Error()))
+			l.Rep.Done(s.Name, false, err)
+			return l.State.Save(l.Spec.Dir)
+		}
 		l.Rep.Done(s.Name, changed, err)
 		if err != nil {
 			if serr := l.State.Save(l.Spec.Dir); serr != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/bmlab/bmlab/internal/labctl/cli"
 	"github.com/bmlab/bmlab/internal/labctl/demo"
 	labnet "github.com/bmlab/bmlab/internal/labctl/net"
+	"github.com/bmlab/bmlab/internal/labctl/up"
 )
 
 // Streams are the command's standard streams.
@@ -47,5 +48,6 @@ func NewCommand(logger *zap.Logger, streams Streams) *cobra.Command {
 		"the lab configuration file (without it and without "+labconfig.DefaultPath+": the seed lab)")
 	cmd.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "debug logs on stderr")
 	cmd.AddCommand(labnet.NewCommand(g), demo.NewCommand(g))
+	cmd.AddCommand(up.NewCommands(g)...)
 	return cmd
 }
