@@ -1,0 +1,452 @@
+package virt
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/digitalocean/go-libvirt"
+	"github.com/digitalocean/go-libvirt/socket/dialers"
+	"github.com/google/go-cmp/cmp"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
+	"github.com/bmlab/bmlab/internal/testenv"
+)
+
+// labNetTestLab owns every lt- network and pool the tests make, so a run
+// can remove what a crashed one left behind.
+const labNetTestLab = "lt-lab"
+
+func labNetTestSpec(name, bridge string) LabNetworkSpec {
+	a := netip.MustParseAddr
+	return LabNetworkSpec{
+		Name: name, Bridge: bridge, Lab: labNetTestLab,
+		CIDR:      netip.MustParsePrefix("10.198.77.0/24"),
+		DHCPStart: a("10.198.77.100"), DHCPEnd: a("10.198.77.199"),
+		Domain: "ocp.lab.local",
+		APIVIP: a("10.198.77.5"), IngressVIP: a("10.198.77.6"),
+		Hosts: []LabHost{
+			{MAC: "52:54:00:77:00:10", IP: a("10.198.77.10"), Hostname: "master-0"},
+			{MAC: "52:54:00:77:00:11", IP: a("10.198.77.11"), Hostname: "master-1"},
+		},
+	}
+}
+
+func TestLabNetworkSpecValidate(t *testing.T) {
+	a := netip.MustParseAddr
+	for _, tc := range []struct {
+		name string
+		edit func(*LabNetworkSpec)
+		want string // in the error; "" for none
+	}{
+		{"good", func(*LabNetworkSpec) {}, ""},
+		{"no VIPs, no hosts, no domain", func(s *LabNetworkSpec) {
+			s.APIVIP, s.IngressVIP, s.Hosts, s.Domain = netip.Addr{}, netip.Addr{}, nil, ""
+		}, ""},
+		{"IPv6", func(s *LabNetworkSpec) { s.CIDR = netip.MustParsePrefix("fd00::/64") }, "want an IPv4 prefix"},
+		{"long bridge", func(s *LabNetworkSpec) { s.Bridge = "lt-0123456789abc" }, "1 to 15 bytes"},
+		{"range outside", func(s *LabNetworkSpec) { s.DHCPEnd = a("10.198.78.9") }, "DHCP range"},
+		{"range on the bridge", func(s *LabNetworkSpec) { s.DHCPStart = a("10.198.77.1") }, "DHCP range"},
+		{"VIP in range", func(s *LabNetworkSpec) { s.IngressVIP = a("10.198.77.150") }, "inside the DHCP range"},
+		{"no domain", func(s *LabNetworkSpec) { s.Domain = "" }, "need a domain"},
+		{"dotted hostname", func(s *LabNetworkSpec) { s.Hosts[0].Hostname = "master-0.x" }, "single DNS label"},
+		{"bad MAC", func(s *LabNetworkSpec) { s.Hosts[0].MAC = "52:54:00" }, "not an Ethernet address"},
+		{"host on a VIP", func(s *LabNetworkSpec) { s.Hosts[0].IP = a("10.198.77.5") }, "not a free host address"},
+		{"same IP", func(s *LabNetworkSpec) { s.Hosts[1].IP = s.Hosts[0].IP }, "same IP"},
+		{"same MAC, other case", func(s *LabNetworkSpec) { s.Hosts[1].MAC = strings.ToUpper(s.Hosts[0].MAC) }, "same MAC"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := labNetTestSpec("lt-v", "lt-v")
+			tc.edit(&s)
+			err := s.Validate()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("Validate() = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLabNetworkXML(t *testing.T) {
+	spec := labNetTestSpec("lt-x", "lt-x")
+	x, err := LabNetworkXML(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<forward mode="nat">`, `<bridge name="lt-x"`, `<ip address="10.198.77.1" prefix="24">`,
+		`<range start="10.198.77.100" end="10.198.77.199">`, `<domain name="ocp.lab.local" localOnly="yes">`,
+		`<host mac="52:54:00:77:00:10" name="master-0" ip="10.198.77.10">`, `<hostname>master-0.ocp.lab.local</hostname>`,
+		`<hostname>api.ocp.lab.local</hostname>`, `<hostname>api-int.ocp.lab.local</hostname>`,
+		`<options xmlns="` + dnsmasqXMLNS + `">`, `<option value="address=/apps.ocp.lab.local/10.198.77.6">`,
+		`xmlns="` + NetworkXMLNS + `" name="lt-lab"`} {
+		if !strings.Contains(x, want) {
+			t.Errorf("lab network XML lacks %s:\n%s", want, x)
+		}
+	}
+	// What libvirt writes back uses the dnsmasq: prefix; the view must not care.
+	var n libvirtxml.Network
+	if err := n.Unmarshal(strings.ReplaceAll(strings.ReplaceAll(x, `<options xmlns="`+dnsmasqXMLNS+`">`,
+		`<dnsmasq:options xmlns:dnsmasq="`+dnsmasqXMLNS+`">`), "</options>", "</dnsmasq:options>")); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := labNetwork(spec)
+	if d := cmp.Diff(viewLabNetwork(want), viewLabNetwork(&n)); d != "" {
+		t.Errorf("view of the prefixed XML differs (-want +got):\n%s", d)
+	}
+}
+
+func TestLabNetDiff(t *testing.T) {
+	spec := labNetTestSpec("lt-d", "lt-d")
+	view := func(s LabNetworkSpec) labNetView {
+		n, err := labNetwork(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return viewLabNetwork(n)
+	}
+	fewer := spec
+	fewer.Hosts = spec.Hosts[:1]
+	if d, add := labNetDiff(view(spec), view(spec)); len(d) != 0 || add {
+		t.Errorf("same spec: %v, %v", d, add)
+	}
+	if d, add := labNetDiff(view(spec), view(fewer)); len(d) != 2 || !add {
+		t.Errorf("a host more: %v, additions only %v; want DHCP and DNS host, additions only", d, add)
+	}
+	if d, add := labNetDiff(view(fewer), view(spec)); len(d) != 2 || add {
+		t.Errorf("a host less: %v, additions only %v; want 2 differences, not additions", d, add)
+	}
+	mtu := fewer
+	mtu.MTU = 9000
+	if d, add := labNetDiff(view(mtu), view(spec)); len(d) != 3 || add {
+		t.Errorf("MTU and a host less: %v, additions only %v", d, add)
+	}
+}
+
+// labNetTestConn connects to libvirtd after checking that it runs in the
+// network namespace labci: the lab network carries an address, which must
+// never appear in the host's namespace. It removes lt- networks of the test
+// lab that an earlier run left.
+func labNetTestConn(t *testing.T) *libvirt.Libvirt {
+	t.Helper()
+	testenv.Libvirt(t)
+	where, err := libvirtdNetns("labci")
+	testenv.Require(t, err == nil, "libvirtd running inside network namespace labci (hack/start-libvirtd.sh): "+errString(err))
+	l := libvirt.NewWithDialer(dialers.NewLocal(dialers.WithLocalTimeout(5 * time.Second)))
+	if err := l.ConnectToURI(libvirt.QEMUSystem); err != nil {
+		t.Fatalf("connect to libvirtd: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Disconnect() })
+	t.Logf("libvirtd %s", where)
+	nets, _, err := l.ConnectListAllNetworks(1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nets {
+		if strings.HasPrefix(n.Name, "lt-") {
+			_, _ = DeleteLabNetwork(context.Background(), l, n.Name, labNetTestLab)
+		}
+	}
+	return l
+}
+
+// libvirtdNetns checks that every libvirtd process is in the named network
+// namespace.
+func libvirtdNetns(ns string) (string, error) {
+	var want syscall.Stat_t
+	if err := syscall.Stat("/run/netns/"+ns, &want); err != nil {
+		return "", err
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/comm")
+	var pids []string
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || strings.TrimSpace(string(b)) != "libvirtd" {
+			continue
+		}
+		dir := filepath.Dir(p)
+		var st syscall.Stat_t
+		if err := syscall.Stat(dir+"/ns/net", &st); err != nil {
+			return "", err
+		}
+		if st.Dev != want.Dev || st.Ino != want.Ino {
+			return "", errors.New("libvirtd " + dir + " is not in netns " + ns)
+		}
+		pids = append(pids, filepath.Base(dir))
+	}
+	if len(pids) == 0 {
+		return "", errors.New("no libvirtd process")
+	}
+	return "pid " + strings.Join(pids, ",") + " in netns " + ns, nil
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func labNetLive(t *testing.T, l *libvirt.Libvirt, name string) *libvirtxml.Network {
+	t.Helper()
+	n, err := l.NetworkLookupByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := l.NetworkGetXMLDesc(n, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d libvirtxml.Network
+	if err := d.Unmarshal(x); err != nil {
+		t.Fatal(err)
+	}
+	return &d
+}
+
+func TestEnsureLabNetwork(t *testing.T) {
+	l := labNetTestConn(t)
+	ctx := context.Background()
+	id := netnstest.Rand(3)
+	spec := labNetTestSpec("lt-net-"+id, "lt-br-"+id)
+	t.Cleanup(func() {
+		if _, err := DeleteLabNetwork(context.Background(), l, spec.Name, spec.Lab); err != nil {
+			t.Errorf("clean up: %v", err)
+		}
+	})
+	h, err := netplumb.OpenNamespace("labci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	bridgeIndex := func() int {
+		t.Helper()
+		link, err := h.LinkByName(spec.Bridge)
+		if err != nil {
+			t.Fatalf("bridge %s in labci: %v", spec.Bridge, err)
+		}
+		return link.Attrs().Index
+	}
+
+	start := time.Now()
+	if changed, err := EnsureLabNetwork(ctx, l, spec); err != nil || !changed {
+		t.Fatalf("first EnsureLabNetwork = %v, %v; want changed", changed, err)
+	}
+	t.Logf("defined and started in %v", time.Since(start).Round(time.Millisecond))
+	if changed, err := EnsureLabNetwork(ctx, l, spec); err != nil || changed {
+		t.Fatalf("second EnsureLabNetwork = %v, %v; want unchanged", changed, err)
+	}
+	if d, err := LabNetworkDrift(ctx, l, spec); err != nil || len(d) != 0 {
+		t.Fatalf("drift after ensure: %v, %v", d, err)
+	}
+	st, err := GetNetworkState(ctx, l, spec.Name)
+	if err != nil || !st.Active || !st.Autostart || st.Forward != "nat" || st.Bridge != spec.Bridge || st.Owner != spec.Lab {
+		t.Fatalf("network state %+v, %v", st, err)
+	}
+	index := bridgeIndex()
+
+	// The running network, as libvirt reports it, has the reservations, the
+	// records and the dnsmasq option.
+	live := labNetLive(t, l, spec.Name)
+	want, _ := labNetwork(spec)
+	if d := cmp.Diff(viewLabNetwork(want), viewLabNetwork(live)); d != "" {
+		t.Errorf("live network differs (-want +got):\n%s", d)
+	}
+	// libvirt's dnsmasq gets them as dnsmasq options and files.
+	conf := labNetReadFile(t, "/var/lib/libvirt/dnsmasq/"+spec.Name+".conf")
+	for _, want := range []string{"address=/apps.ocp.lab.local/10.198.77.6", "local=/ocp.lab.local/", "domain=ocp.lab.local",
+		"interface=" + spec.Bridge, "dhcp-range=10.198.77.100,10.198.77.199"} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("dnsmasq conf lacks %q:\n%s", want, conf)
+		}
+	}
+	hostsfile := labNetReadFile(t, "/var/lib/libvirt/dnsmasq/"+spec.Name+".hostsfile")
+	for _, want := range []string{"52:54:00:77:00:10,10.198.77.10,master-0", "52:54:00:77:00:11,10.198.77.11,master-1"} {
+		if !strings.Contains(hostsfile, want) {
+			t.Errorf("dnsmasq hostsfile lacks %q:\n%s", want, hostsfile)
+		}
+	}
+
+	// dnsmasq answers for hosts, the API and any name under apps.
+	labNetResolve(t, "10.198.77.1", map[string]string{
+		"master-0.ocp.lab.local":                             "10.198.77.10",
+		"master-1.ocp.lab.local":                             "10.198.77.11",
+		"api.ocp.lab.local":                                  "10.198.77.5",
+		"api-int.ocp.lab.local":                              "10.198.77.5",
+		"console-openshift-console.apps.ocp.lab.local":       "10.198.77.6",
+		"oauth-openshift.apps.ocp.lab.local":                 "10.198.77.6",
+		"canary-openshift-ingress-canary.apps.ocp.lab.local": "10.198.77.6",
+	})
+
+	// A host more goes in live: same bridge, the new host resolves.
+	more := spec
+	more.Hosts = append(append([]LabHost{}, spec.Hosts...),
+		LabHost{MAC: "52:54:00:77:00:20", IP: netip.MustParseAddr("10.198.77.20"), Hostname: "worker-0"})
+	if changed, err := EnsureLabNetwork(ctx, l, more); err != nil || !changed {
+		t.Fatalf("EnsureLabNetwork with a host more = %v, %v; want changed", changed, err)
+	}
+	if got := bridgeIndex(); got != index {
+		t.Errorf("adding a host restarted the network: bridge index %d, was %d", got, index)
+	}
+	if d, err := LabNetworkDrift(ctx, l, more); err != nil || len(d) != 0 {
+		t.Fatalf("drift after adding a host: %v, %v", d, err)
+	}
+	if !strings.Contains(labNetReadFile(t, "/var/lib/libvirt/dnsmasq/"+spec.Name+".hostsfile"), "52:54:00:77:00:20,10.198.77.20,worker-0") {
+		t.Error("the added host is not in dnsmasq's hostsfile")
+	}
+	labNetResolve(t, "10.198.77.1", map[string]string{"worker-0.ocp.lab.local": "10.198.77.20"})
+	if changed, err := EnsureLabNetwork(ctx, l, more); err != nil || changed {
+		t.Fatalf("EnsureLabNetwork again = %v, %v; want unchanged", changed, err)
+	}
+
+	// Any other change redefines and restarts: a new bridge, same UUID.
+	uuid := live.UUID
+	mtu := more
+	mtu.MTU = 9000
+	if d, err := LabNetworkDrift(ctx, l, mtu); err != nil || len(d) != 1 || !strings.Contains(d[0], "MTU") {
+		t.Errorf("drift with another MTU: %v, %v", d, err)
+	}
+	if changed, err := EnsureLabNetwork(ctx, l, mtu); err != nil || !changed {
+		t.Fatalf("EnsureLabNetwork with MTU 9000 = %v, %v; want changed", changed, err)
+	}
+	if got := bridgeIndex(); got == index {
+		t.Errorf("the MTU change did not restart the network (bridge index %d)", got)
+	}
+	if live := labNetLive(t, l, spec.Name); live.UUID != uuid || live.MTU == nil || live.MTU.Size != 9000 {
+		t.Errorf("redefined network: UUID %s (was %s), MTU %+v", live.UUID, uuid, live.MTU)
+	}
+
+	if deleted, err := DeleteLabNetwork(ctx, l, spec.Name, spec.Lab); err != nil || !deleted {
+		t.Fatalf("DeleteLabNetwork = %v, %v; want deleted", deleted, err)
+	}
+	if deleted, err := DeleteLabNetwork(ctx, l, spec.Name, spec.Lab); err != nil || deleted {
+		t.Fatalf("second DeleteLabNetwork = %v, %v; want nothing to delete", deleted, err)
+	}
+	if _, err := h.LinkByName(spec.Bridge); err == nil {
+		t.Errorf("bridge %s still in labci after delete", spec.Bridge)
+	}
+}
+
+func TestEnsureLabNetworkLeavesForeignAlone(t *testing.T) {
+	l := labNetTestConn(t)
+	ctx := context.Background()
+	id := netnstest.Rand(3)
+	spec := labNetTestSpec("lt-fx-"+id, "lt-fxb-"+id)
+
+	// Someone else's networks: one with the lab's name, one on the lab's
+	// bridge. Defined, never started, no lab mark, no address.
+	foreign := func(name, bridge string) (libvirt.Network, string) {
+		x, err := (&libvirtxml.Network{Name: name, Bridge: &libvirtxml.NetworkBridge{Name: bridge}}).Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := l.NetworkDefineXML(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.NetworkUndefine(n) })
+		before, err := l.NetworkGetXMLDesc(n, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, before
+	}
+	n, before := foreign(spec.Name, "lt-o-"+id)
+	_, err := EnsureLabNetwork(ctx, l, spec)
+	if !errors.Is(err, ErrNetworkForeign) || !strings.Contains(err.Error(), "virsh net-undefine "+spec.Name) {
+		t.Errorf("EnsureLabNetwork on a foreign network = %v, want ErrNetworkForeign with a fix", err)
+	}
+	if _, err := DeleteLabNetwork(ctx, l, spec.Name, spec.Lab); !errors.Is(err, ErrNetworkForeign) {
+		t.Errorf("DeleteLabNetwork on a foreign network = %v, want ErrNetworkForeign", err)
+	}
+	after, err := l.NetworkGetXMLDesc(n, 0)
+	if err != nil || after != before {
+		t.Errorf("the foreign network changed: %v\nbefore:\n%s\nafter:\n%s", err, before, after)
+	}
+	if active, err := l.NetworkIsActive(n); err != nil || active != 0 {
+		t.Errorf("the foreign network was started: %d, %v", active, err)
+	}
+
+	other := spec
+	other.Name = "lt-fy-" + id
+	_, before = foreign("lt-fz-"+id, other.Bridge)
+	_, err = EnsureLabNetwork(ctx, l, other)
+	if !errors.Is(err, ErrNetworkForeign) || !strings.Contains(err.Error(), `libvirt network "lt-fz-`+id+`"`) {
+		t.Errorf("EnsureLabNetwork on another network's bridge = %v, want ErrNetworkForeign naming it", err)
+	}
+	if st, err := GetNetworkState(ctx, l, other.Name); err != nil || st.Exists {
+		t.Errorf("EnsureLabNetwork defined %s beside a foreign network on its bridge: %+v, %v", other.Name, st, err)
+	}
+	if deleted, err := DeleteLabNetwork(ctx, l, other.Name, spec.Lab); err != nil || deleted {
+		t.Errorf("DeleteLabNetwork of a missing network = %v, %v; want false, nil", deleted, err)
+	}
+}
+
+func labNetReadFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// labNetResolve asks the dnsmasq at server (inside labci) for the A record
+// of each name, from a copy of the test binary run in labci, so that no
+// goroutine of this process switches namespace.
+func labNetResolve(t *testing.T, server string, want map[string]string) {
+	t.Helper()
+	var names []string
+	for n := range want {
+		names = append(names, n)
+	}
+	cmd := exec.Command(testenv.Command(t, "ip"), "netns", "exec", "labci", os.Args[0], "-test.run=^TestLabNetResolveHelper$", "-test.v")
+	cmd.Env = append(os.Environ(), "LT_DNS_SERVER="+server, "LT_DNS_NAMES="+strings.Join(names, ","))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("resolve in labci: %v\n%s", err, out)
+	}
+	got := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 3 && f[0] == "RESOLVED" {
+			got[f[1]] = f[2]
+		}
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("DNS answers from %s differ (-want +got):\n%s\n%s", server, d, out)
+	}
+}
+
+// TestLabNetResolveHelper is labNetResolve's child; it does nothing in a
+// normal run.
+func TestLabNetResolveHelper(t *testing.T) {
+	server := os.Getenv("LT_DNS_SERVER")
+	if server == "" {
+		t.Skip("helper for labNetResolve")
+	}
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "udp", net.JoinHostPort(server, "53"))
+	}}
+	for _, name := range strings.Split(os.Getenv("LT_DNS_NAMES"), ",") {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		addrs, err := r.LookupNetIP(ctx, "ip4", name+".")
+		cancel()
+		if err != nil || len(addrs) == 0 {
+			t.Logf("%s: %v", name, err)
+			continue
+		}
+		t.Logf("%s: %v", name, addrs)
+		os.Stdout.WriteString("RESOLVED " + name + " " + addrs[0].Unmap().String() + "\n")
+	}
+}
