@@ -27,11 +27,13 @@ type flags struct {
 	vbmcd      string
 	uri        string
 	output     string
+	netns      string
 }
 
 func (f *flags) bind(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.vbmcd, "vbmcd", "", "the vbmcd binary to run (default: next to labctl, then PATH)")
 	cmd.Flags().StringVar(&f.uri, "libvirt-uri", "qemu:///system", "libvirt URI")
+	cmd.Flags().StringVar(&f.netns, "netns", "", "make the lab's links in this named network namespace (where libvirtd runs), not the current one")
 }
 
 // NewCommands returns up, status and down.
@@ -105,11 +107,16 @@ func withLab(ctx context.Context, g *cli.Globals, f *flags, fn func(*lab.Lab) er
 	if err != nil {
 		return err
 	}
+	own := ownNAT(cfg)
 	spec := SpecFromConfig(cfg, dir, vb)
+	if err := reserve(cfg, &spec); err != nil {
+		return err
+	}
 	l, err := lab.Open(ctx, spec, f.uri, g.Logger, cli.NewStatus(g.Streams.Out))
 	if err != nil {
 		return err
 	}
+	l.Before = []lab.Step{networkStep(l, cfg, f, own)}
 	l.After = ipiSteps(l, cfg, f)
 	return fn(l)
 }
