@@ -153,6 +153,7 @@ func TestLibvirtPower(t *testing.T) {
 		}
 		run("--on")
 		waitState(t, vl, vm.Name, libvirt.DomainRunning, 30*time.Second)
+		waitPower(t, l, 0, machine.PowerOn)
 		if out := run("--stat"); !strings.Contains(out, ": on") {
 			t.Errorf("ipmi-power --stat: %q", out)
 		}
