@@ -82,6 +82,7 @@ type bmc struct {
 	reservation   uint16
 
 	powerOnByIPMI bool
+	powerFault    bool      // the last chassis control failed (§28.2 power control fault)
 	identifyUntil time.Time // zero: off or indefinite (see the machine's LED)
 	identifyTimer *time.Timer
 

@@ -466,6 +466,9 @@ func (b *bmc) getChassisStatus(_ *sessRef, d []byte) (wire.CompletionCode, []byt
 		power = 0x01
 	}
 	b.mu.Lock()
+	if b.powerFault {
+		power |= 0x10 // power control fault: a command did not reach its state
+	}
 	if b.powerOnByIPMI {
 		last = 0x10 // last power-on was by an IPMI command
 	}
@@ -482,7 +485,12 @@ func (b *bmc) getChassisStatus(_ *sessRef, d []byte) (wire.CompletionCode, []byt
 }
 
 // chassisControl (IPMI v2.0 §28.3). The answer comes within
-// config.replyWithin; a slower backend keeps working after it.
+// config.replyWithin; a slower backend keeps working after it. A failure
+// that comes back in time is the completion code; one that comes later (a
+// start libvirt refuses after a second of work) is what a real BMC reports
+// for a command it accepted but could not carry out: "power control fault"
+// in Get Chassis Status (§28.2, current power state bit 4), until the next
+// chassis control succeeds.
 func (b *bmc) chassisControl(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
 	if len(d) != 1 {
 		return wire.CodeDataLengthInvalid, nil
@@ -522,11 +530,12 @@ func (b *bmc) chassisControl(_ *sessRef, d []byte) (wire.CompletionCode, []byte)
 	defer t.Stop()
 	select {
 	case err := <-done:
+		b.mu.Lock()
+		b.powerFault = err != nil
 		if err == nil && starts {
-			b.mu.Lock()
 			b.powerOnByIPMI = true
-			b.mu.Unlock()
 		}
+		b.mu.Unlock()
 		return codeFor(err), nil
 	case <-t.C:
 		if starts {
@@ -535,8 +544,12 @@ func (b *bmc) chassisControl(_ *sessRef, d []byte) (wire.CompletionCode, []byte)
 			b.mu.Unlock()
 		}
 		go func() {
-			if err := <-done; err != nil {
-				b.log.Warn("chassis control failed after the answer", zap.String("action", string(rt)), zap.Error(err))
+			err := <-done
+			b.mu.Lock()
+			b.powerFault = err != nil
+			b.mu.Unlock()
+			if err != nil {
+				b.log.Warn("chassis control failed after the answer; chassis status reports a power control fault", zap.String("action", string(rt)), zap.Error(err))
 			}
 		}()
 		return wire.CodeOK, nil

@@ -46,18 +46,32 @@ func newLab(t testing.TB, n int, host string, be machine.Backend, opts ...Option
 	}
 	svc := machine.NewService(be, nil)
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	svc.Watch(ctx)
-	l := &lab{svc: svc, be: be}
+	var ids []string
 	for _, m := range svc.List() {
+		ids = append(ids, m.ID)
+	}
+	return serveLab(t, svc, ids, host, opts...)
+}
+
+// serveLab gives each of the machines ids a BMC on host (a free port,
+// recorded in the model) and runs a Manager over svc until the test ends.
+func serveLab(t testing.TB, svc *machine.Service, ids []string, host string, opts ...Option) *lab {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &lab{svc: svc, be: svc.Backend()}
+	for _, id := range ids {
 		port := freePort(t, host)
-		if _, err := svc.UpdateSettings(ctx, m.ID, func(s *machine.Settings) error {
+		if _, err := svc.UpdateSettings(ctx, id, func(s *machine.Settings) error {
 			s.IPMI = &machine.IPMIEndpoint{Address: host, Port: port}
 			return nil
 		}); err != nil {
+			cancel()
 			t.Fatal(err)
 		}
 		l.addrs = append(l.addrs, net.JoinHostPort(host, strconv.Itoa(port)))
-		l.ids = append(l.ids, m.ID)
+		l.ids = append(l.ids, id)
 	}
 	opts = append([]Option{WithCredentials(machine.Credential{Username: testUser, Password: testPass})}, opts...)
 	l.mgr = NewManager(svc, zaptest.NewLogger(t), opts...)

@@ -89,6 +89,19 @@ func solActivate(t *testing.T, l *lab, i int) (io.WriteCloser, *syncBuffer, *exe
 	return in, out, cmd
 }
 
+// solLeave types ipmitool's escape sequence ~. and waits for it to exit.
+func solLeave(t *testing.T, in io.Writer, out *syncBuffer, cmd *exec.Cmd) {
+	t.Helper()
+	_, _ = in.Write([]byte("\r~."))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("ipmitool did not leave on ~.:\n%q", out.String())
+	}
+}
+
 func TestIpmitoolSOL(t *testing.T) {
 	testenv.Integration(t)
 	be := &consoleSim{Backend: sim.New(1)}
@@ -107,14 +120,7 @@ func TestIpmitoolSOL(t *testing.T) {
 		}
 		// Leave with the escape sequence, as a user would; the payload is
 		// deactivated and the next round can activate it again.
-		_, _ = in.Write([]byte("\r~."))
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("round %d: ipmitool did not leave on ~.:\n%q", round, out.String())
-		}
+		solLeave(t, in, out, cmd)
 		if !testenv.WaitFor(3*time.Second, func() bool {
 			l.mgr.mu.Lock()
 			defer l.mgr.mu.Unlock()
