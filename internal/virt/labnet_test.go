@@ -132,11 +132,27 @@ func TestLabNetDiff(t *testing.T) {
 	}
 }
 
-// labNetTestConn connects to libvirtd after checking that it runs in the
-// network namespace labci: the lab network carries an address, which must
-// never appear in the host's namespace. It removes lt- networks of the test
-// lab that an earlier run left.
+// labNetTestConn is ltConn, after removing lt- networks of the test lab
+// that an earlier run left.
 func labNetTestConn(t *testing.T) *libvirt.Libvirt {
+	t.Helper()
+	l := ltConn(t)
+	nets, _, err := l.ConnectListAllNetworks(1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nets {
+		if strings.HasPrefix(n.Name, "lt-") {
+			_, _ = DeleteLabNetwork(context.Background(), l, n.Name, labNetTestLab)
+		}
+	}
+	return l
+}
+
+// ltConn connects to libvirtd after checking that it runs in the network
+// namespace labci: the lab network carries an address, which must never
+// appear in the host's namespace.
+func ltConn(t *testing.T) *libvirt.Libvirt {
 	t.Helper()
 	testenv.Libvirt(t)
 	where, err := libvirtdNetns("labci")
@@ -147,15 +163,6 @@ func labNetTestConn(t *testing.T) *libvirt.Libvirt {
 	}
 	t.Cleanup(func() { _ = l.Disconnect() })
 	t.Logf("libvirtd %s", where)
-	nets, _, err := l.ConnectListAllNetworks(1, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range nets {
-		if strings.HasPrefix(n.Name, "lt-") {
-			_, _ = DeleteLabNetwork(context.Background(), l, n.Name, labNetTestLab)
-		}
-	}
 	return l
 }
 
