@@ -116,7 +116,7 @@ func withLab(ctx context.Context, g *cli.Globals, f *flags, fn func(*lab.Lab) er
 	if err != nil {
 		return err
 	}
-	l.Before = []lab.Step{networkStep(l, cfg, f, own)}
+	l.Before = []lab.Step{networkStep(l, cfg, f, own), storageStep(l, cfg)}
 	l.After = ipiSteps(l, cfg, f)
 	return fn(l)
 }

@@ -109,7 +109,7 @@ func TestUpUntilInstallConfig(t *testing.T) {
 		t.Fatalf("up: %v", err)
 	}
 	t.Logf("up --until install-config took %s", time.Since(start))
-	for _, want := range []string{"✓ preflight", "✓ network", "✓ nodes", "✓ bmcs", "✓ install-config"} {
+	for _, want := range []string{"✓ preflight", "✓ network", "✓ storage", "✓ nodes", "✓ bmcs", "✓ install-config"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("up output lacks %q", want)
 		}
@@ -179,7 +179,7 @@ func TestUpUntilInstallConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second up: %v", err)
 	}
-	if strings.Count(out, "(no change)") != 5 {
+	if strings.Count(out, "(no change)") != 6 {
 		t.Errorf("second up changed something:\n%s", out)
 	}
 
@@ -219,10 +219,14 @@ func TestUpUntilInstallConfig(t *testing.T) {
 	}
 	t.Logf("down took %s", time.Since(start))
 	left, _ := exec.Command("virsh", "list", "--all", "--name").Output()
+	pools, _ := exec.Command("virsh", "pool-list", "--all", "--name").Output()
 	nets, _ := exec.Command("virsh", "net-list", "--all", "--name").Output()
 	links, _ := exec.Command("ip", "-n", "labci", "-br", "link").Output()
-	for _, s := range []string{string(left), string(nets), string(links)} {
-		for _, name := range []string{"lup-", "baremetal", "bmnat-lup", "bmlab-veth"} {
+	if _, err := os.Stat(filepath.Join(dir, ".bmlab", "disks")); err == nil {
+		t.Errorf("down left the disks directory behind")
+	}
+	for _, s := range []string{string(left), string(nets), string(links), string(pools)} {
+		for _, name := range []string{"lup-", "baremetal", "bmnat-lup", "bmlab-veth", "lup-disks"} {
 			if strings.Contains(s, name) {
 				t.Errorf("down left %s behind:\n%s", name, s)
 			}
