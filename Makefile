@@ -1,7 +1,7 @@
 # Thin targets; the logic lives in hack/.
 GO ?= go
 
-.PHONY: build test unit lint demo deps iso bench
+.PHONY: build test unit lint demo demo-down deps iso bench
 
 build:
 	$(GO) build -o bin/ ./cmd/...
@@ -21,6 +21,9 @@ lint:
 
 demo:
 	bash hack/demo.sh
+
+demo-down:
+	bin/labctl down --profile tiny -f _out/demo/lab.yaml --netns labci
 
 deps:
 	bash hack/install-deps.sh

@@ -1,27 +1,54 @@
 #!/usr/bin/env bash
-# The demo (`make demo`): a few VMs that boot the marker ISO, each with a
-# Redfish and an IPMI BMC served by one vbmcd, endpoints printed. Runs in the
-# foreground; Ctrl-C stops it and removes the demo VMs. Without /dev/kvm the
-# VMs run under TCG (software emulation): slower, still real.
+# The demo (`make demo`): `labctl up --profile tiny` for a small OpenShift
+# IPI bare-metal lab (3 masters, 2 workers), up to install-config.yaml:
+# network (the lab's NAT network with DHCP reservations and DNS, the
+# baremetal bridge and its veth), storage, UEFI nodes, one vbmcd giving each a
+# Redfish (virtual media) BMC, and the install-config. It prints the nodes
+# and their BMC endpoints, then leaves the lab up; `make demo-down` removes it.
 #
-#   DEMO_NODES=5 make demo     how many VMs (default 3)
-#   DEMO_BACKEND=sim make demo simulated servers, no libvirt
+# libvirtd runs in the network namespace labci (hack/start-libvirtd.sh), so
+# everything with an address stays in there. Without KVM the VMs use TCG.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" != 0 ]; then
-  echo "make demo needs root (it installs packages and starts libvirtd): sudo make demo" >&2
+  echo "make demo needs root (it installs packages, starts libvirtd, makes bridges): sudo make demo" >&2
   exit 1
 fi
 command -v go >/dev/null || { echo "Go is not on PATH: install Go 1.26 (https://go.dev/dl) and retry" >&2; exit 1; }
 bash hack/install-deps.sh
+bash hack/start-libvirtd.sh
 go build -o bin/ ./cmd/...
 
-if [ "${DEMO_BACKEND:-libvirt}" = sim ]; then
-  exec bin/vbmcd --backend sim --sim-nodes "${DEMO_NODES:-3}" --redfish-addr 127.0.0.1:8000 \
-    --ipmi-addr 127.0.0.1 --ipmi-port-base 6230 --state-dir /tmp/bmlab-demo-state
+dir=$PWD/_out/demo
+mkdir -p "$dir"
+chmod 755 "$PWD/_out" "$dir"
+if [ ! -f "$dir/lab.yaml" ]; then
+  cat >"$dir/lab.yaml" <<LAB
+apiVersion: bmlab.dev/v1alpha1
+kind: Lab
+name: demo
+cluster:
+  clusterName: ocp
+  baseDomain: demo.invalid
+  machineNetwork: 10.198.50.0/24
+  dhcpRange: {start: 10.198.50.20, end: 10.198.50.60}
+  apiVIP: 10.198.50.5
+  ingressVIP: 10.198.50.4
+  sshKey: id_demo.pub
+LAB
+  # Placeholders: enough for install-config; put your real pull secret here
+  # (and your own key) before running the installer.
+  echo '{"auths":{"registry.invalid":{"auth":"cGxhY2Vob2xkZXI6cGxhY2Vob2xkZXI="}}}' >"$dir/pull-secret.json"
+  ssh-keygen -q -t ed25519 -N '' -C bmlab-demo -f "$dir/id_demo"
 fi
-bash hack/start-libvirtd.sh
-mkdir -p testdata/iso
-[ -f testdata/iso/marker.iso ] || bash hack/build-marker-iso.sh testdata/iso/marker.iso BMLAB-MARKER-BOOTED halt >/dev/null
-exec bin/labctl demo --nodes "${DEMO_NODES:-3}" --iso testdata/iso/marker.iso
+run() { bin/labctl "$@" -f "$dir/lab.yaml" --netns labci; }
+run up --profile tiny --until install-config
+uuid=$(run status --profile tiny -o json | sed -n 's/.*"uuid": "\(.*\)".*/\1/p' | head -1)
+cat <<MSG
+
+The lab is up (install-config: $dir/install/install-config.yaml). Try:
+  curl -sk -u admin:password https://127.0.0.1:8000/redfish/v1/Systems/$uuid | python3 -m json.tool
+  curl -sk -u admin:password https://127.0.0.1:8000/redfish/v1/Managers/$uuid/VirtualMedia/Cd
+Remove it with: make demo-down
+MSG

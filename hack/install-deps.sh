@@ -14,6 +14,8 @@ PKGS=(
   grub-pc-bin grub-efi-amd64-bin grub-common xorriso mtools
   # real protocol clients
   ipmitool freeipmi-tools python3-sushy python3-pyghmi redfishtool curl
+  # the demo lab's placeholder SSH key
+  openssh-client
 )
 
 missing=()
