@@ -47,8 +47,9 @@ type Lab struct {
 	// inserted by the caller around the built-in ones.
 	Before []Step // before nodes
 	After  []Step // after BMCs
-	// VolumePath, when set, gives each node's disk (made by a storage step).
-	VolumePath func(NodeSpec) string
+	// VolumePaths, when set, gives each node's disks, first the boot disk
+	// (made by a storage step).
+	VolumePaths func(NodeSpec) []string
 }
 
 // Open loads the lab's state and connects to libvirt.

@@ -32,6 +32,9 @@ type NodeSpec struct {
 	VCPUs     uint
 	MemoryMiB uint
 	DiskGiB   uint
+	// ExtraDiskGiB are further disks (vdb, vdc, ...), e.g. for storage
+	// operators; thin like the first.
+	ExtraDiskGiB []uint
 	// MAC and UUID are derived from the lab's and the node's names, so
 	// a lab brought down and up again has the same BMC addresses and boot
 	// MACs.

@@ -162,8 +162,8 @@ func (l *Lab) ensureNodes(ctx context.Context) (bool, error) {
 			BootOrder: []string{"hd", "network"},
 			Metadata:  virt.LabMarkXML(LabNS, l.Spec.Name),
 		}
-		if p := l.volumePath(n); p != "" {
-			spec.Disks = []virt.DiskSpec{{Path: p}}
+		for _, p := range l.volumePaths(n) {
+			spec.Disks = append(spec.Disks, virt.DiskSpec{Path: p})
 		}
 		if _, err := virt.DefineDomain(ctx, lc, spec, virt.DetectFirmware()); err != nil {
 			return changed, err
@@ -177,12 +177,12 @@ func (l *Lab) ensureNodes(ctx context.Context) (bool, error) {
 	return changed, nil
 }
 
-// volumePath is the node's disk; set by a storage step through VolumePath.
-func (l *Lab) volumePath(n NodeSpec) string {
-	if l.VolumePath == nil {
-		return ""
+// volumePaths are the node's disks, from a storage step (VolumePaths).
+func (l *Lab) volumePaths(n NodeSpec) []string {
+	if l.VolumePaths == nil {
+		return nil
 	}
-	return l.VolumePath(n)
+	return l.VolumePaths(n)
 }
 
 // deleteNodes removes the lab's domains, and only those.

@@ -2,6 +2,7 @@ package up
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 
 	"github.com/bmlab/bmlab/internal/lab"
@@ -14,10 +15,15 @@ import (
 func storageStep(l *lab.Lab, cfg *labconfig.Config) lab.Step {
 	pool := cfg.Name + "-disks"
 	dir := filepath.Join(lab.StateDir(l.Spec.Dir), "disks")
-	paths := map[string]string{}
-	l.VolumePath = func(n lab.NodeSpec) string { return paths[n.Name] }
-	volume := func(n lab.NodeSpec) virt.VolumeSpec {
-		return virt.VolumeSpec{Pool: pool, Name: n.Name + ".qcow2", CapacityBytes: uint64(n.DiskGiB) << 30, Format: "qcow2", Lab: cfg.Name}
+	paths := map[string][]string{}
+	l.VolumePaths = func(n lab.NodeSpec) []string { return paths[n.Name] }
+	// volumes are the node's disks: the boot disk, then the extra ones.
+	volumes := func(n lab.NodeSpec) []virt.VolumeSpec {
+		out := []virt.VolumeSpec{{Pool: pool, Name: n.Name + ".qcow2", CapacityBytes: uint64(n.DiskGiB) << 30, Format: "qcow2", Lab: cfg.Name}}
+		for i, gib := range n.ExtraDiskGiB {
+			out = append(out, virt.VolumeSpec{Pool: pool, Name: fmt.Sprintf("%s-extra%d.qcow2", n.Name, i+1), CapacityBytes: uint64(gib) << 30, Format: "qcow2", Lab: cfg.Name})
+		}
+		return out
 	}
 	return lab.Step{
 		Name: "storage",
@@ -31,12 +37,15 @@ func storageStep(l *lab.Lab, cfg *labconfig.Config) lab.Step {
 				return false, err
 			}
 			for _, n := range l.Spec.Nodes {
-				p, c, err := virt.EnsureVolume(ctx, lc, volume(n))
-				if err != nil {
-					return changed, err
+				paths[n.Name] = nil
+				for _, v := range volumes(n) {
+					p, c, err := virt.EnsureVolume(ctx, lc, v)
+					if err != nil {
+						return changed, err
+					}
+					paths[n.Name] = append(paths[n.Name], p)
+					changed = changed || c
 				}
-				paths[n.Name] = p
-				changed = changed || c
 			}
 			return changed, nil
 		},
@@ -46,8 +55,10 @@ func storageStep(l *lab.Lab, cfg *labconfig.Config) lab.Step {
 				return err
 			}
 			for _, n := range l.Spec.Nodes {
-				if _, err := virt.DeleteVolume(ctx, lc, pool, volume(n).Name, cfg.Name); err != nil {
-					return err
+				for _, v := range volumes(n) {
+					if _, err := virt.DeleteVolume(ctx, lc, pool, v.Name, cfg.Name); err != nil {
+						return err
+					}
 				}
 			}
 			_, err = virt.DeletePool(ctx, lc, pool, cfg.Name)

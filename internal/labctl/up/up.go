@@ -158,10 +158,15 @@ func SpecFromConfig(cfg *labconfig.Config, dir, vbmcd string) lab.Spec {
 		role string
 		spec labconfig.Role
 	}{{"master", k.Masters}, {"worker", k.Workers}} {
+		var extra []uint
+		for _, gib := range r.spec.ExtraDisks {
+			extra = append(extra, uint(gib))
+		}
 		for i := 0; i < r.spec.N(); i++ {
 			s.Nodes = append(s.Nodes, lab.NodeSpec{
 				Name: fmt.Sprintf("%s-%s-%d", cfg.Name, r.role, i), Role: r.role,
 				VCPUs: uint(r.spec.VCPUs), MemoryMiB: uint(r.spec.MemoryMiB), DiskGiB: uint(r.spec.DiskGiB),
+				ExtraDiskGiB: extra,
 			})
 		}
 	}
@@ -233,4 +238,3 @@ func printStatus(g *cli.Globals, l *lab.Lab, output string) error {
 		return fmt.Errorf("--output %q: use table or json", output)
 	}
 }
-

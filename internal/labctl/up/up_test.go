@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
 	"go.uber.org/zap/zaptest"
+	"golang.org/x/crypto/ssh"
 	"sigs.k8s.io/yaml"
 
 	"github.com/bmlab/bmlab/internal/ipi"
@@ -153,7 +153,9 @@ func TestUpUntilInstallConfig(t *testing.T) {
 		}
 		var sys struct {
 			UUID               string
-			EthernetInterfaces struct{ ODataID string `json:"@odata.id"` }
+			EthernetInterfaces struct {
+				ODataID string `json:"@odata.id"`
+			}
 		}
 		json.NewDecoder(resp.Body).Decode(&sys)
 		resp.Body.Close()
