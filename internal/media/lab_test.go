@@ -1,6 +1,8 @@
 package media_test
 
 import (
+	"context"
+	"github.com/digitalocean/go-libvirt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -181,4 +183,41 @@ func TestIronicFlowSushyUEFI1GiB(t *testing.T) {
 	if st2 := b.cache.Stats(); st2 != st {
 		t.Fatalf("cache changed on an unchanged image: %+v -> %+v", st, st2)
 	}
+}
+
+// TestRemovableMediaOnRealQemu: the Removable member is a USB stick. Insert
+// plugs it into a running VM (live and in the definition), eject pulls it
+// out, and a VM with nothing else to boot boots the marker image from it.
+func TestRemovableMediaOnRealQemu(t *testing.T) {
+	lab := virttest.New(t, "vm-usb-")
+	ctx := context.Background()
+	b := newBMC(t, lab)
+	img := serve(t, testenv.MarkerISO(t), "stick.img")
+	stick := func(id string) string { return "/redfish/v1/Managers/" + id + "/VirtualMedia/Removable" }
+
+	// A running VM: plug, check, pull.
+	run := lab.NewVM(t, "run", virttest.VMOptions{NoCD: true, DiskMarker: true})
+	if err := lab.Service.Reset(ctx, run.ID, machine.ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	run.WaitMarker(t, testenv.DiskMarker, 0, bootTimeout)
+	b.must(http.StatusNoContent, "POST", stick(run.ID)+"/Actions/VirtualMedia.InsertMedia", `{"Image":"`+img+`"}`)
+	for what, flags := range map[string]int{"live": 0, "persistent": 2} {
+		x := lab.LiveXML(t, run.Name, libvirt.DomainXMLFlags(flags))
+		if !strings.Contains(x, "bus='usb'") || !strings.Contains(x, b.cache.Dir()) {
+			t.Errorf("%s definition lacks the USB stick:\n%s", what, x)
+		}
+	}
+	b.must(http.StatusNoContent, "POST", stick(run.ID)+"/Actions/VirtualMedia.EjectMedia", "")
+	if x := lab.LiveXML(t, run.Name, 0); strings.Contains(x, "bus='usb'") {
+		t.Errorf("eject left the USB stick plugged in:\n%s", x)
+	}
+
+	// An off VM with no disk and an empty CD boots from the stick.
+	boot := lab.NewVM(t, "boot", virttest.VMOptions{NoCD: true})
+	b.must(http.StatusNoContent, "POST", stick(boot.ID)+"/Actions/VirtualMedia.InsertMedia", `{"Image":"`+img+`"}`)
+	sys := "/redfish/v1/Systems/" + boot.ID
+	b.must(http.StatusOK, "PATCH", sys, `{"Boot":{"BootSourceOverrideTarget":"Usb","BootSourceOverrideEnabled":"Once"}}`)
+	b.must(http.StatusNoContent, "POST", sys+"/Actions/ComputerSystem.Reset", `{"ResetType":"On"}`)
+	boot.WaitMarker(t, testenv.Marker, 0, bootTimeout)
 }
