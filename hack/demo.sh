@@ -47,8 +47,9 @@ run up --profile tiny --until install-config
 uuid=$(run status --profile tiny -o json | sed -n 's/.*"uuid": "\(.*\)".*/\1/p' | head -1)
 cat <<MSG
 
-The lab is up (install-config: $dir/install/install-config.yaml). Try:
-  curl -sk -u admin:password https://127.0.0.1:8000/redfish/v1/Systems/$uuid | python3 -m json.tool
-  curl -sk -u admin:password https://127.0.0.1:8000/redfish/v1/Managers/$uuid/VirtualMedia/Cd
+The lab is up (install-config: $dir/install/install-config.yaml). Its
+network, and vbmcd with it, live in the namespace labci. Try:
+  ip netns exec labci curl -sk -u admin:password https://10.198.50.1:8000/redfish/v1/Systems/$uuid | python3 -m json.tool
+  ip netns exec labci curl -sk -u admin:password https://10.198.50.1:8000/redfish/v1/Managers/$uuid/VirtualMedia/Cd
 Remove it with: make demo-down
 MSG

@@ -23,6 +23,10 @@ type Spec struct {
 	BMC     BMCSpec
 	// VbmcdPath is the vbmcd binary labctl starts and supervises.
 	VbmcdPath string
+	// Netns is the network namespace the lab's network lives in (where
+	// libvirtd runs); vbmcd runs there too, so the BMC addresses in
+	// install-config are reachable from the nodes. "" is the current one.
+	Netns string
 }
 
 // NodeSpec is one VM that plays a bare-metal server.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/virt"
 )
 
@@ -261,6 +263,10 @@ func (l *Lab) ensureBMCs(ctx context.Context) (bool, error) {
 	}
 	defer f.Close()
 	cmd := exec.Command(l.Spec.VbmcdPath, args...)
+	if l.Spec.Netns != "" {
+		// ip netns exec execs vbmcd in place: same PID, same command line.
+		cmd = exec.Command("ip", append([]string{"netns", "exec", l.Spec.Netns, l.Spec.VbmcdPath}, args...)...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -274,12 +280,22 @@ func (l *Lab) ensureBMCs(ctx context.Context) (bool, error) {
 	return true, l.checkBMCs(ctx)
 }
 
-// checkBMCs waits until every node's Redfish system answers with its UUID.
+// BMCClient is an HTTP client that reaches the lab's BMCs where the nodes
+// reach them: its sockets live in the lab's network namespace.
+func (l *Lab) BMCClient() *http.Client {
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext:     netplumb.DialContextIn(l.Spec.Netns),
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // vbmcd's own self-signed certificate
+	}}
+}
+
+// checkBMCs waits until every node's Redfish system answers with its UUID,
+// at the address install-config gives (reached from the lab's namespace).
 func (l *Lab) checkBMCs(ctx context.Context) error {
-	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // vbmcd's own self-signed certificate
+	hc := l.BMCClient()
 	deadline := time.Now().Add(30 * time.Second)
 	for _, n := range l.Spec.Nodes {
-		url := fmt.Sprintf("https://127.0.0.1:%d/redfish/v1/Systems/%s", l.Spec.BMC.RedfishPort, n.UUID)
+		url := fmt.Sprintf("https://%s/redfish/v1/Systems/%s", net.JoinHostPort(l.Spec.BMC.Host, strconv.Itoa(l.Spec.BMC.RedfishPort)), n.UUID)
 		for {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 			req.SetBasicAuth(l.Spec.BMC.Username, l.Spec.BMC.Password)

@@ -109,6 +109,7 @@ func withLab(ctx context.Context, g *cli.Globals, f *flags, fn func(*lab.Lab) er
 	}
 	own := ownNAT(cfg)
 	spec := SpecFromConfig(cfg, dir, vb)
+	spec.Netns = f.netns
 	if err := reserve(cfg, &spec); err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labctl"
+	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
@@ -139,13 +140,18 @@ func TestUpUntilInstallConfig(t *testing.T) {
 	if err := json.Unmarshal([]byte(sout[strings.Index(sout, "{"):]), &st); err != nil {
 		t.Fatalf("status json: %v", err)
 	}
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	// The BMCs are reached where the nodes reach them: at the address in
+	// install-config, from the lab's namespace.
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext:     netplumb.DialContextIn("labci"),
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+	}}
 	for _, h := range hosts {
 		uuid := h.BMC.Address[strings.LastIndex(h.BMC.Address, "/")+1:]
 		if !strings.HasPrefix(h.BMC.Address, "redfish-virtualmedia+https://10.198.61.1:18710/redfish/v1/Systems/") {
 			t.Errorf("%s: BMC address %s", h.Name, h.BMC.Address)
 		}
-		req, _ := http.NewRequest("GET", "https://127.0.0.1:18710/redfish/v1/Systems/"+uuid, nil)
+		req, _ := http.NewRequest("GET", strings.TrimPrefix(h.BMC.Address, "redfish-virtualmedia+"), nil)
 		req.SetBasicAuth("admin", "lab-pass")
 		resp, err := hc.Do(req)
 		if err != nil {
@@ -187,11 +193,18 @@ func TestUpUntilInstallConfig(t *testing.T) {
 
 	// A virtual-media boot of one node shows the marker.
 	iso := testenv.MarkerISO(t)
-	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, iso) }))
+	// The image server, like an Ironic conductor's, is on the lab's network.
+	ln, err := netplumb.ListenIn("labci", "tcp", "10.198.61.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, iso) }))
+	img.Listener = ln
+	img.Start()
 	defer img.Close()
 	h := hosts[0]
 	uuid := h.BMC.Address[strings.LastIndex(h.BMC.Address, "/")+1:]
-	base := "https://127.0.0.1:18710/redfish/v1"
+	base := "https://10.198.61.1:18710/redfish/v1"
 	for _, c := range []struct{ method, path, body string }{
 		{"POST", "/Managers/" + uuid + "/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia", `{"Image":"` + img.URL + `/boot.iso"}`},
 		{"PATCH", "/Systems/" + uuid, `{"Boot":{"BootSourceOverrideTarget":"Cd","BootSourceOverrideEnabled":"Once"}}`},
