@@ -1,13 +1,11 @@
 package virt
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -408,52 +406,25 @@ func labNetReadFile(t *testing.T, path string) string {
 }
 
 // labNetResolve asks the dnsmasq at server (inside labci) for the A record
-// of each name, from a copy of the test binary run in labci, so that no
-// goroutine of this process switches namespace.
+// of each name, from a socket made in labci.
 func labNetResolve(t *testing.T, server string, want map[string]string) {
 	t.Helper()
-	var names []string
-	for n := range want {
-		names = append(names, n)
-	}
-	cmd := exec.Command(testenv.Command(t, "ip"), "netns", "exec", "labci", os.Args[0], "-test.run=^TestLabNetResolveHelper$", "-test.v")
-	cmd.Env = append(os.Environ(), "LT_DNS_SERVER="+server, "LT_DNS_NAMES="+strings.Join(names, ","))
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("resolve in labci: %v\n%s", err, out)
-	}
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return netplumb.DialContextIn("labci")(ctx, "udp", net.JoinHostPort(server, "53"))
+	}}
 	got := map[string]string{}
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) == 3 && f[0] == "RESOLVED" {
-			got[f[1]] = f[2]
+	for name := range want {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		addrs, err := r.LookupHost(ctx, name)
+		cancel()
+		if err != nil {
+			t.Errorf("resolve %s at %s: %v", name, server, err)
+			continue
 		}
+		got[name] = strings.Join(addrs, ",")
 	}
 	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("DNS answers from %s differ (-want +got):\n%s\n%s", server, d, out)
+		t.Errorf("DNS answers from %s differ (-want +got):\n%s", server, d)
 	}
 }
 
-// TestLabNetResolveHelper is labNetResolve's child; it does nothing in a
-// normal run.
-func TestLabNetResolveHelper(t *testing.T) {
-	server := os.Getenv("LT_DNS_SERVER")
-	if server == "" {
-		t.Skip("helper for labNetResolve")
-	}
-	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "udp", net.JoinHostPort(server, "53"))
-	}}
-	for _, name := range strings.Split(os.Getenv("LT_DNS_NAMES"), ",") {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		addrs, err := r.LookupNetIP(ctx, "ip4", name+".")
-		cancel()
-		if err != nil || len(addrs) == 0 {
-			t.Logf("%s: %v", name, err)
-			continue
-		}
-		t.Logf("%s: %v", name, addrs)
-		os.Stdout.WriteString("RESOLVED " + name + " " + addrs[0].Unmap().String() + "\n")
-	}
-}
