@@ -427,4 +427,3 @@ func labNetResolve(t *testing.T, server string, want map[string]string) {
 		t.Errorf("DNS answers from %s differ (-want +got):\n%s", server, d)
 	}
 }
-
