@@ -3,6 +3,7 @@ package ipmi
 import (
 	"context"
 	"encoding/binary"
+	"github.com/bmlab/bmlab/internal/machine"
 	"io"
 	"net"
 	"sync"
@@ -97,18 +98,21 @@ func (s *solSession) stopped() bool {
 // it ends (the machine stopped) until the payload is deactivated.
 func (s *solSession) reader() {
 	defer s.wg.Done()
+	// A machine that is off has no console yet. Wake up when this machine
+	// changes (it starts), not only on the retry timer: a fast boot prints
+	// its first lines within a few hundred milliseconds of the start.
+	events, cancel := s.b.svc.Backend().Subscribe()
+	defer cancel()
 	buf := make([]byte, 1024)
 	for !s.stopped() {
 		ctx, cancel := context.WithTimeout(s.b.ctx, 5*time.Second)
 		con, err := s.open(ctx)
 		cancel()
 		if err != nil {
-			select {
-			case <-s.quit:
+			if !s.waitChange(events) {
 				return
-			case <-time.After(solRetryEvery):
-				continue
 			}
+			continue
 		}
 		s.mu.Lock()
 		if s.stopped() {
@@ -140,6 +144,29 @@ func (s *solSession) reader() {
 		s.con = nil
 		s.mu.Unlock()
 		_ = con.Close()
+	}
+}
+
+// waitChange waits until this machine changes or the retry interval
+// passes; false when the payload is deactivated.
+func (s *solSession) waitChange(events <-chan machine.Event) bool {
+	timer := time.NewTimer(solRetryEvery)
+	defer timer.Stop()
+	for {
+		select {
+		case <-s.quit:
+			return false
+		case <-timer.C:
+			return true
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			if ev.ID == s.b.id {
+				return true
+			}
+		}
 	}
 }
 
