@@ -185,7 +185,7 @@ func (b *Backend) onConnect(ctx context.Context, l *libvirt.Libvirt) {
 			b.syncAll(l)
 		case e := <-merged:
 			if e.id == libvirt.DomainEventIDLifecycle && e.evt == int32(libvirt.DomainEventUndefined) {
-				b.remove(uuidString(e.dom.UUID))
+				b.remove(uuidString(e.dom.UUID), "undefined (libvirt event)")
 				continue
 			}
 			b.refresh(l, e.dom)
@@ -252,14 +252,15 @@ func (b *Backend) syncAll(l *libvirt.Libvirt) {
 	}
 	b.mu.RUnlock()
 	for _, id := range gone {
-		b.remove(id)
+		b.remove(id, "absent from libvirt's domain list")
 	}
 }
 
-func (b *Backend) remove(id string) {
+func (b *Backend) remove(id, why string) {
 	b.mu.Lock()
 	e, ok := b.doms[id]
 	if ok {
+		b.log.Info("domain left the view", zap.String("domain", e.m.Name), zap.String("uuid", id), zap.String("why", why))
 		delete(b.doms, id)
 		delete(b.byName, e.m.Name)
 		b.reorder()
@@ -289,7 +290,7 @@ func (b *Backend) refresh(l *libvirt.Libvirt, d libvirt.Domain) {
 	if err != nil {
 		var lerr libvirt.Error
 		if errors.As(err, &lerr) && lerr.Code == uint32(libvirt.ErrNoDomain) {
-			b.remove(id)
+			b.remove(id, "libvirt says no such domain: "+err.Error())
 			return
 		}
 		b.log.Warn("reading domain failed", zap.String("domain", d.Name), zap.Error(err))
