@@ -2,12 +2,11 @@ package ipmi
 
 import (
 	"context"
+	"github.com/bmlab/bmlab/internal/testenv"
 	"net"
 	"strconv"
 	"testing"
 	"time"
-
-	"go.uber.org/zap/zaptest"
 
 	"github.com/bmlab/bmlab/internal/ipmi/client"
 	"github.com/bmlab/bmlab/internal/machine"
@@ -74,7 +73,7 @@ func serveLab(t testing.TB, svc *machine.Service, ids []string, host string, opt
 		l.ids = append(l.ids, id)
 	}
 	opts = append([]Option{WithCredentials(machine.Credential{Username: testUser, Password: testPass})}, opts...)
-	l.mgr = NewManager(svc, zaptest.NewLogger(t), opts...)
+	l.mgr = NewManager(svc, testenv.Logger(t), opts...)
 	done := make(chan error, 1)
 	go func() { done <- l.mgr.Run(ctx) }()
 	t.Cleanup(func() {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/digitalocean/go-libvirt"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/bmlab/bmlab/internal/ipmi/client"
 	"github.com/bmlab/bmlab/internal/ipmi/wire"
@@ -279,7 +278,7 @@ func TestLibvirtCrossProtocol(t *testing.T) {
 	vl := virttest.New(t, "it-xproto-")
 	vm := vl.NewVM(t, "a", virttest.VMOptions{})
 	l := serveLab(t, vl.Service, []string{vm.ID}, "127.0.0.1")
-	rf := httptest.NewServer(redfish.New(vl.Service, zaptest.NewLogger(t), redfish.WithCredentials(testUser, testPass)).Handler())
+	rf := httptest.NewServer(redfish.New(vl.Service, testenv.Logger(t), redfish.WithCredentials(testUser, testPass)).Handler())
 	t.Cleanup(rf.Close)
 	do := func(method string, body any) map[string]any {
 		t.Helper()

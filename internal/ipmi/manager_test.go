@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
-
 	"github.com/bmlab/bmlab/internal/ipmi/client"
 	"github.com/bmlab/bmlab/internal/ipmi/wire"
 	"github.com/bmlab/bmlab/internal/machine"
@@ -20,7 +18,7 @@ import (
 func runManager(t *testing.T, svc *machine.Service, opts ...Option) *Manager {
 	t.Helper()
 	opts = append([]Option{WithCredentials(machine.Credential{Username: testUser, Password: testPass})}, opts...)
-	mgr := NewManager(svc, zaptest.NewLogger(t), opts...)
+	mgr := NewManager(svc, testenv.Logger(t), opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Run(ctx) }()
@@ -109,7 +107,7 @@ func TestPortBase(t *testing.T) {
 	func() {
 		mgrCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		mgr := NewManager(svc, zaptest.NewLogger(t), WithPortBase(base), WithAddress("127.0.0.1"))
+		mgr := NewManager(svc, testenv.Logger(t), WithPortBase(base), WithAddress("127.0.0.1"))
 		done := make(chan error, 1)
 		go func() { done <- mgr.Run(mgrCtx) }()
 		if !testenv.WaitFor(3*time.Second, func() bool { return len(mgr.Endpoints()) == 3 }) {

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
-
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/testenv"
 	"github.com/bmlab/bmlab/internal/virt"
@@ -107,7 +105,7 @@ func TestUpAgainDownUp(t *testing.T) {
 	spec := tinySpec(t, "ltup")
 	bridge(t, spec.Bridge)
 	rep := &recorder{}
-	l, err := lab.Open(ctx, spec, "qemu:///system", zaptest.NewLogger(t), rep)
+	l, err := lab.Open(ctx, spec, "qemu:///system", testenv.Logger(t), rep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +204,7 @@ func TestForeignDomainStopsTheRun(t *testing.T) {
 	testenv.Command(t, "go")
 	ctx := context.Background()
 	spec := tinySpec(t, "ltfor")
-	l, err := lab.Open(ctx, spec, "qemu:///system", zaptest.NewLogger(t), &recorder{})
+	l, err := lab.Open(ctx, spec, "qemu:///system", testenv.Logger(t), &recorder{})
 	if err != nil {
 		t.Fatal(err)
 	}

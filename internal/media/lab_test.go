@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
-
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/media"
 	"github.com/bmlab/bmlab/internal/redfish"
@@ -35,12 +33,12 @@ type bmc struct {
 
 func newBMC(t *testing.T, lab *virttest.Lab) *bmc {
 	t.Helper()
-	cache, err := media.New(media.Config{Dir: filepath.Join(testenv.QemuDir(t), "media"), Log: zaptest.NewLogger(t)})
+	cache, err := media.New(media.Config{Dir: filepath.Join(testenv.QemuDir(t), "media"), Log: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := machine.NewService(lab.Backend, zaptest.NewLogger(t), machine.WithImageFetcher(cache))
-	srv := redfish.New(svc, zaptest.NewLogger(t), redfish.WithCredentials("admin", "pw"))
+	svc := machine.NewService(lab.Backend, testenv.Logger(t), machine.WithImageFetcher(cache))
+	srv := redfish.New(svc, testenv.Logger(t), redfish.WithCredentials("admin", "pw"))
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return &bmc{t: t, svc: svc, url: ts.URL, cache: cache}

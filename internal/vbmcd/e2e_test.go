@@ -19,7 +19,6 @@ import (
 	"github.com/digitalocean/go-libvirt"
 	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/schemas"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
@@ -64,7 +63,7 @@ func daemon(t *testing.T, prefix string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- serve(ctx, cfg, zaptest.NewLogger(t), out) }()
+	go func() { done <- serve(ctx, cfg, testenv.Logger(t), out) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

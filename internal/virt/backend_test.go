@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/digitalocean/go-libvirt"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
@@ -149,7 +148,7 @@ func TestSettingsLiveInTheDomain(t *testing.T) {
 		}
 	}
 
-	be2, err := virt.New(virt.Config{Domains: []string{"vt-meta-*"}}, zaptest.NewLogger(t))
+	be2, err := virt.New(virt.Config{Domains: []string{"vt-meta-*"}}, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
-
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
 	"github.com/bmlab/bmlab/internal/virt"
@@ -85,7 +83,7 @@ func TestReconnectAndResync(t *testing.T) {
 	vm := lab.NewVM(t, "a", virttest.VMOptions{NoCD: true, DiskMarker: true})
 	proxy, sock := newCutProxy(t, testenv.LibvirtSocket)
 
-	be, err := virt.New(virt.Config{URI: "qemu+unix:///system?socket=" + sock, Domains: []string{"vt-recon-*"}, Keepalive: 500 * time.Millisecond}, zaptest.NewLogger(t))
+	be, err := virt.New(virt.Config{URI: "qemu+unix:///system?socket=" + sock, Domains: []string{"vt-recon-*"}, Keepalive: 500 * time.Millisecond}, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

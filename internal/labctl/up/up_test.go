@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
 	"golang.org/x/crypto/ssh"
 	"sigs.k8s.io/yaml"
 
@@ -90,7 +89,7 @@ cluster:
 func labctlRun(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	err := labctl.Run(context.Background(), zaptest.NewLogger(t), labctl.Streams{In: strings.NewReader(""), Out: &out, ErrOut: &out}, args)
+	err := labctl.Run(context.Background(), testenv.Logger(t), labctl.Streams{In: strings.NewReader(""), Out: &out, ErrOut: &out}, args)
 	t.Logf("labctl %s:\n%s", strings.Join(args, " "), out.String())
 	return out.String(), err
 }

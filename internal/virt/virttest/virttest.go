@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/digitalocean/go-libvirt"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
@@ -36,7 +35,7 @@ func New(t testing.TB, prefix string) *Lab {
 	testenv.Libvirt(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	be, err := virt.New(virt.Config{Domains: []string{prefix + "*"}, Keepalive: time.Second}, zaptest.NewLogger(t))
+	be, err := virt.New(virt.Config{Domains: []string{prefix + "*"}, Keepalive: time.Second}, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +47,7 @@ func New(t testing.TB, prefix string) *Lab {
 		t.Fatal(err)
 	}
 	lab := &Lab{Backend: be, Client: l, prefix: prefix}
-	lab.Service = machine.NewService(be, zaptest.NewLogger(t))
+	lab.Service = machine.NewService(be, testenv.Logger(t))
 	lab.Service.Watch(ctx)
 	doms, _, err := l.ConnectListAllDomains(1, 0)
 	if err != nil {
