@@ -1,4 +1,3 @@
-// Command labctl builds and repairs a bare-metal lab; see internal/labctl.
 package main
 
 import (

@@ -1,6 +1,3 @@
-// Command rfbench measures the Redfish service: N keep-alive connections
-// GET one resource as fast as they can; it reports requests per second,
-// latency percentiles and the server's CPU time per request.
 package main
 
 import (

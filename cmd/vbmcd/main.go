@@ -1,5 +1,3 @@
-// Command vbmcd gives every libvirt VM a Redfish and an IPMI BMC; see
-// internal/vbmcd.
 package main
 
 import (
