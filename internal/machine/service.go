@@ -183,16 +183,26 @@ func afterBoot(st Settings) (Settings, bool) {
 // start powers an off machine on: pending BIOS settings apply, the machine
 // boots its override, and a Once override is then spent.
 func (s *Service) start(ctx context.Context, m *Machine) error {
-	st, changed := beforeBoot(m.Settings)
-	if changed {
-		if err := s.be.Save(ctx, m.ID, st); err != nil {
-			return err
-		}
+	st, err := s.settleBIOS(ctx, m)
+	if err != nil {
+		return err
 	}
 	if err := s.be.Start(ctx, m.ID); err != nil {
 		return err
 	}
 	return s.spend(ctx, m.ID, st)
+}
+
+// settleBIOS makes pending BIOS settings current, as a boot does, and
+// returns the settings the boot runs with.
+func (s *Service) settleBIOS(ctx context.Context, m *Machine) (Settings, error) {
+	st, changed := beforeBoot(m.Settings)
+	if changed {
+		if err := s.be.Save(ctx, m.ID, st); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
 }
 
 func (s *Service) spend(ctx context.Context, id string, st Settings) error {
@@ -220,11 +230,9 @@ func (s *Service) restart(ctx context.Context, m *Machine) error {
 	if s.be.Stale(m.ID) {
 		return s.coldRestart(ctx, m)
 	}
-	st, changed := beforeBoot(m.Settings)
-	if changed {
-		if err := s.be.Save(ctx, m.ID, st); err != nil {
-			return err
-		}
+	st, err := s.settleBIOS(ctx, m)
+	if err != nil {
+		return err
 	}
 	if err := s.be.Reset(ctx, m.ID); err != nil {
 		return err
@@ -251,11 +259,9 @@ func (s *Service) HandleReboot(ctx context.Context, id string) error {
 	if s.be.Stale(m.ID) {
 		return s.coldRestart(ctx, m)
 	}
-	st, changed := beforeBoot(m.Settings)
-	if changed {
-		if err := s.be.Save(ctx, m.ID, st); err != nil {
-			return err
-		}
+	st, err := s.settleBIOS(ctx, m)
+	if err != nil {
+		return err
 	}
 	return s.spend(ctx, m.ID, st)
 }

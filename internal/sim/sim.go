@@ -120,6 +120,19 @@ func (b *Backend) find(id string) (*node, error) {
 	return nil, fmt.Errorf("%w: %q", machine.ErrNotFound, id)
 }
 
+// findOn finds a machine that is on; an operation that needs a running
+// machine gets ErrConflict otherwise. Callers hold b.mu.
+func (b *Backend) findOn(id string) (*node, error) {
+	n, err := b.find(id)
+	if err != nil {
+		return nil, err
+	}
+	if n.m.Power != machine.PowerOn {
+		return nil, fmt.Errorf("%w: %s is not on", machine.ErrConflict, n.m.Name)
+	}
+	return n, nil
+}
+
 // Get implements machine.Backend.
 func (b *Backend) Get(id string) (*machine.Machine, error) {
 	b.mu.RLock()
@@ -225,12 +238,9 @@ func (b *Backend) Stop(_ context.Context, id string, force bool) error {
 func (b *Backend) Reboot(_ context.Context, id string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	n, err := b.find(id)
+	n, err := b.findOn(id)
 	if err != nil {
 		return err
-	}
-	if n.m.Power != machine.PowerOn {
-		return fmt.Errorf("%w: %s is not on", machine.ErrConflict, n.m.Name)
 	}
 	mid := n.m.ID
 	time.AfterFunc(b.delay, func() { b.subs.Send(machine.Event{Kind: machine.EventReboot, ID: mid}) })
@@ -241,12 +251,9 @@ func (b *Backend) Reboot(_ context.Context, id string) error {
 func (b *Backend) Reset(_ context.Context, id string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	n, err := b.find(id)
+	n, err := b.findOn(id)
 	if err != nil {
 		return err
-	}
-	if n.m.Power != machine.PowerOn {
-		return fmt.Errorf("%w: %s is not on", machine.ErrConflict, n.m.Name)
 	}
 	b.update(n, func(*machine.Machine) {})
 	return nil
@@ -256,14 +263,8 @@ func (b *Backend) Reset(_ context.Context, id string) error {
 func (b *Backend) NMI(_ context.Context, id string) error {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	n, err := b.find(id)
-	if err != nil {
-		return err
-	}
-	if n.m.Power != machine.PowerOn {
-		return fmt.Errorf("%w: %s is not on", machine.ErrConflict, n.m.Name)
-	}
-	return nil
+	_, err := b.findOn(id)
+	return err
 }
 
 // SetIndicator implements machine.Backend.
