@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -323,12 +324,11 @@ func (b *Backend) refresh(l *libvirt.Libvirt, d libvirt.Domain) {
 	}
 }
 
-// sameMachine compares snapshots ignoring the generation.
+// sameMachine compares snapshots by value, ignoring the generation.
 func sameMachine(a, b *machine.Machine) bool {
 	x, y := *a, *b
 	x.Generation, y.Generation = 0, 0
-	return fmt.Sprintf("%#v", x) == fmt.Sprintf("%#v", y) &&
-		fmt.Sprintf("%#v", a.Settings.BIOS) == fmt.Sprintf("%#v", b.Settings.BIOS)
+	return reflect.DeepEqual(x, y)
 }
 
 func (b *Backend) read(l *libvirt.Libvirt, d libvirt.Domain) (*entry, error) {
