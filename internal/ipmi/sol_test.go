@@ -48,28 +48,9 @@ func (c *consoleSim) OpenConsole(_ context.Context, _ string) (io.ReadWriteClose
 	return ours, nil
 }
 
-// syncBuffer is a bytes.Buffer safe to write from exec's copier and read
-// from the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // solActivate runs `ipmitool sol activate` under a pseudo-terminal (script
 // gives it one) and returns its stdin and output.
-func solActivate(t *testing.T, l *lab, i int) (io.WriteCloser, *syncBuffer, *exec.Cmd) {
+func solActivate(t *testing.T, l *lab, i int) (io.WriteCloser, *testenv.Buffer, *exec.Cmd) {
 	t.Helper()
 	bin := testenv.Command(t, "ipmitool")
 	scr := testenv.Command(t, "script")
@@ -80,7 +61,7 @@ func solActivate(t *testing.T, l *lab, i int) (io.WriteCloser, *syncBuffer, *exe
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &syncBuffer{}
+	out := &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -90,7 +71,7 @@ func solActivate(t *testing.T, l *lab, i int) (io.WriteCloser, *syncBuffer, *exe
 }
 
 // solLeave types ipmitool's escape sequence ~. and waits for it to exit.
-func solLeave(t *testing.T, in io.Writer, out *syncBuffer, cmd *exec.Cmd) {
+func solLeave(t *testing.T, in io.Writer, out *testenv.Buffer, cmd *exec.Cmd) {
 	t.Helper()
 	_, _ = in.Write([]byte("\r~."))
 	done := make(chan error, 1)

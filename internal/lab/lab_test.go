@@ -41,32 +41,6 @@ func (r *recorder) Done(step string, changed bool, err error) {
 	r.changed[step] = changed
 }
 
-var (
-	buildOnce sync.Once
-	vbmcdBin  string
-	buildErr  error
-)
-
-func vbmcd(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "bmlab-vbmcd-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		vbmcdBin = filepath.Join(dir, "vbmcd")
-		out, err := exec.Command("go", "build", "-o", vbmcdBin, filepath.Join(testenv.RepoRoot(), "cmd", "vbmcd")).CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("%v: %s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return vbmcdBin
-}
-
 // bridge makes a bridge inside libvirtd's namespace (labci), where the
 // nodes' NICs join it; no address, no traffic.
 func bridge(t *testing.T, name string) {
@@ -94,13 +68,12 @@ func tinySpec(t *testing.T, name string) lab.Spec {
 		},
 		Bridge:    name + "-br",
 		BMC:       lab.BMCSpec{Kind: "redfish-virtualmedia", Host: "127.0.0.1", RedfishPort: 18700, Username: "admin", Password: "lab-pass"},
-		VbmcdPath: vbmcd(t),
+		VbmcdPath: testenv.Binary(t, "vbmcd"),
 	}
 }
 
 func TestUpAgainDownUp(t *testing.T) {
 	testenv.Libvirt(t)
-	testenv.Command(t, "go")
 	ctx := context.Background()
 	spec := tinySpec(t, "ltup")
 	bridge(t, spec.Bridge)
@@ -201,7 +174,6 @@ func TestUpAgainDownUp(t *testing.T) {
 
 func TestForeignDomainStopsTheRun(t *testing.T) {
 	testenv.Libvirt(t)
-	testenv.Command(t, "go")
 	ctx := context.Background()
 	spec := tinySpec(t, "ltfor")
 	l, err := lab.Open(ctx, spec, "qemu:///system", testenv.Logger(t), &recorder{})

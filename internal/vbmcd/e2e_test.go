@@ -1,7 +1,6 @@
 package vbmcd
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,23 +24,6 @@ import (
 )
 
 const bootTimeout = 90 * time.Second
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // caFile is the certificate sushy verifies the daemon's TLS with: the
 // self-signed one vbmcd generates into its state directory.
@@ -61,7 +42,7 @@ func daemon(t *testing.T, prefix string) string {
 	cfg.MediaDir, cfg.MediaMaxBytes, cfg.MediaWait = testenv.QemuDir(t), 1<<30, time.Minute
 	cfg.SessionTimeout = time.Minute
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() { done <- serve(ctx, cfg, testenv.Logger(t), out) }()
 	t.Cleanup(func() {

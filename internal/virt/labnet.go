@@ -385,15 +385,9 @@ type labNetState struct {
 
 func getLabNetState(ctx context.Context, l *libvirt.Libvirt, name string) (labNetState, error) {
 	var st labNetState
-	if err := ctx.Err(); err != nil {
+	net, found, err := findNetwork(ctx, l, name)
+	if err != nil || !found {
 		return st, err
-	}
-	net, err := l.NetworkLookupByName(name)
-	if isNetworkNotFound(err) {
-		return st, nil
-	}
-	if err != nil {
-		return st, fmt.Errorf("look up libvirt network %q: %w", name, err)
 	}
 	st.net, st.exists = net, true
 	if st.def, err = networkDef(l, net, libvirt.NetworkXMLInactive); err != nil {

@@ -119,18 +119,28 @@ func networkOwner(n *libvirtxml.Network) string {
 	return all.Marks[0].Name
 }
 
+// findNetwork looks a network up by name; a missing one is found=false,
+// not an error.
+func findNetwork(ctx context.Context, l *libvirt.Libvirt, name string) (net libvirt.Network, found bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return net, false, err
+	}
+	net, err = l.NetworkLookupByName(name)
+	if isNetworkNotFound(err) {
+		return net, false, nil
+	}
+	if err != nil {
+		return net, false, fmt.Errorf("look up libvirt network %q: %w", name, err)
+	}
+	return net, true, nil
+}
+
 // GetNetworkState reads a network's state; a missing network is no error.
 func GetNetworkState(ctx context.Context, l *libvirt.Libvirt, name string) (NetworkState, error) {
 	st := NetworkState{Name: name}
-	if err := ctx.Err(); err != nil {
+	net, found, err := findNetwork(ctx, l, name)
+	if err != nil || !found {
 		return st, err
-	}
-	net, err := l.NetworkLookupByName(name)
-	if isNetworkNotFound(err) {
-		return st, nil
-	}
-	if err != nil {
-		return st, fmt.Errorf("look up libvirt network %q: %w", name, err)
 	}
 	st.Exists = true
 	x, err := l.NetworkGetXMLDesc(net, 0)

@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,31 +25,6 @@ import (
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
-// vbmcd builds the vbmcd binary labctl up starts.
-func vbmcd(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "bmlab-bin-")
-		if buildErr != nil {
-			return
-		}
-		out, err := exec.Command("go", "build", "-o", binDir+"/", filepath.Join(testenv.RepoRoot(), "cmd", "vbmcd")).CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("%v: %s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return filepath.Join(binDir, "vbmcd")
-}
 
 // labFile writes a lab whose machine network lives only inside libvirtd's
 // namespace (labci): nothing leaves this machine.
@@ -96,10 +70,9 @@ func labctlRun(t *testing.T, args ...string) (string, error) {
 
 func TestUpUntilInstallConfig(t *testing.T) {
 	testenv.Libvirt(t)
-	testenv.Command(t, "go")
 	dir := testenv.QemuDir(t)
 	cfg := labFile(t, dir, "lup", 18710)
-	common := []string{"-f", cfg, "--netns", "labci", "--vbmcd", vbmcd(t)}
+	common := []string{"-f", cfg, "--netns", "labci", "--vbmcd", testenv.Binary(t, "vbmcd")}
 	up := append([]string{"up", "--profile", "tiny", "--until", "install-config"}, common...)
 	t.Cleanup(func() { _, _ = labctlRun(t, append([]string{"down", "--profile", "tiny"}, common...)...) })
 
