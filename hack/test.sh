@@ -9,9 +9,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" != 0 ]; then
-  echo "make test needs root: the integration tests make network namespaces and talk to the system libvirtd (run: sudo make test)" >&2
+  echo "make test needs root: the integration tests make network namespaces and talk to the system libvirtd (run it as root, or: sudo make test)" >&2
   exit 1
 fi
+# sudo's secure_path leaves out go.dev's install location.
+[ -x /usr/local/go/bin/go ] && export PATH=$PATH:/usr/local/go/bin
 command -v go >/dev/null || { echo "Go is not on PATH: install Go 1.26 (https://go.dev/dl) and retry" >&2; exit 1; }
 
 bash hack/install-deps.sh
