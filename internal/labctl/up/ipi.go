@@ -12,25 +12,52 @@ import (
 	"github.com/bmlab/bmlab/internal/labconfig"
 )
 
+// precheck validates, before anything is built, the install-config the run
+// will write, the installer's way: a run that would reach install-config
+// fails now, not after the nodes exist. Runs that stop earlier (--until
+// nodes, say) need no pull secret.
+func precheck(cfg *labconfig.Config, f *flags, dir string, steps []string) error {
+	if f.until != "" {
+		for _, s := range steps {
+			if s == f.until {
+				return nil // stops before install-config
+			}
+			if s == "install-config" {
+				break
+			}
+		}
+	}
+	pull, key, err := readInputs(cfg, f, dir)
+	if err != nil {
+		return err
+	}
+	if err := ipi.Precheck(*cfg, pull, key); err != nil {
+		return fmt.Errorf("the lab file would give an install-config that fails the installer's checks; nothing was changed:\n%w", err)
+	}
+	return nil
+}
+
+// readInputs reads the pull secret and SSH key, with the flags' overrides.
+func readInputs(cfg *labconfig.Config, f *flags, dir string) (string, string, error) {
+	k := cfg.Cluster
+	if f.pullSecret != "" {
+		k.PullSecret = f.pullSecret
+	}
+	if f.sshKey != "" {
+		k.SSHKey = f.sshKey
+	}
+	return ipi.ReadInputs(k, dir)
+}
+
 // ipiSteps are the install-config and installer steps of ipi-baremetal.
 func ipiSteps(l *lab.Lab, cfg *labconfig.Config, f *flags) []lab.Step {
 	dir := l.Spec.Dir
 	installDir := filepath.Join(dir, "install")
-	inputs := func() (string, string, error) {
-		k := cfg.Cluster
-		if f.pullSecret != "" {
-			k.PullSecret = f.pullSecret
-		}
-		if f.sshKey != "" {
-			k.SSHKey = f.sshKey
-		}
-		return ipi.ReadInputs(k, dir)
-	}
 	return []lab.Step{
 		{
 			Name: "install-config",
 			Ensure: func(context.Context) (bool, error) {
-				pull, key, err := inputs()
+				pull, key, err := readInputs(cfg, f, dir)
 				if err != nil {
 					return false, err
 				}

@@ -1,6 +1,9 @@
 package up
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -38,5 +41,28 @@ func TestSpecFromConfig(t *testing.T) {
 	}
 	if own := ownNAT(cfg); !own || cfg.Network.LibvirtBridge != "bmnat-s" || cfg.Network.Veths[0].PeerMaster != "bmnat-s" {
 		t.Errorf("own NAT %v: bridge %s veths %+v", own, cfg.Network.LibvirtBridge, cfg.Network.Veths)
+	}
+}
+
+func TestPrecheckStopsBadLabFilesFirst(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "pull-secret.json"), []byte(`{"auths":{"registry.invalid":{"auth":"dTpw"}}}`), 0o600)
+	os.WriteFile(filepath.Join(dir, "id.pub"), []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl test\n"), 0o644)
+	cfg, err := labconfig.Parse([]byte("apiVersion: bmlab.dev/v1alpha1\nkind: Lab\nname: s\ncluster:\n  sshKey: id.pub\n  apiVIP: 10.1.1.1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []string{"preflight", "network", "storage", "nodes", "bmcs", "install-config", "installer"}
+	err = precheck(cfg, &flags{}, dir, steps)
+	if err == nil || !strings.Contains(err.Error(), "platform.baremetal.apiVIPs") || !strings.Contains(err.Error(), "nothing was changed") {
+		t.Fatalf("precheck: %v", err)
+	}
+	// A run that stops before install-config needs neither inputs nor the check.
+	if err := precheck(cfg, &flags{until: "nodes"}, t.TempDir(), steps); err != nil {
+		t.Errorf("--until nodes: %v", err)
+	}
+	// Without a pull secret a full run stops with where to get one.
+	if err := precheck(cfg, &flags{}, t.TempDir(), steps); err == nil || !strings.Contains(err.Error(), "pull secret") {
+		t.Errorf("missing pull secret: %v", err)
 	}
 }

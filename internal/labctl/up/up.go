@@ -47,7 +47,10 @@ func NewCommands(g *cli.Globals) []*cobra.Command {
 			if f.mode != "ipi-baremetal" {
 				return fmt.Errorf("--mode %q: only ipi-baremetal is available yet (hybrid is planned)", f.mode)
 			}
-			return withLab(cmd.Context(), g, f, func(l *lab.Lab) error {
+			return withLab(cmd.Context(), g, f, func(l *lab.Lab, cfg *labconfig.Config) error {
+				if err := precheck(cfg, f, l.Spec.Dir, l.StepNames()); err != nil {
+					return err
+				}
 				if err := l.Up(cmd.Context(), f.until); err != nil {
 					return err
 				}
@@ -67,7 +70,7 @@ func NewCommands(g *cli.Globals) []*cobra.Command {
 		Short: "Show the lab's nodes, power, BMC endpoints, MACs and IPs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withLab(cmd.Context(), g, f, func(l *lab.Lab) error { return printStatus(g, l, f.output) })
+			return withLab(cmd.Context(), g, f, func(l *lab.Lab, _ *labconfig.Config) error { return printStatus(g, l, f.output) })
 		},
 	}
 	status.Flags().StringVarP(&f.output, "output", "o", "table", "table or json")
@@ -79,7 +82,7 @@ func NewCommands(g *cli.Globals) []*cobra.Command {
 		Short: "Remove exactly what up created, nothing else",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withLab(cmd.Context(), g, f, func(l *lab.Lab) error { return l.Down(cmd.Context()) })
+			return withLab(cmd.Context(), g, f, func(l *lab.Lab, _ *labconfig.Config) error { return l.Down(cmd.Context()) })
 		},
 	}
 	down.Flags().StringVar(&f.profile, "profile", "", "the profile the lab was brought up with")
@@ -87,7 +90,7 @@ func NewCommands(g *cli.Globals) []*cobra.Command {
 	return []*cobra.Command{up, status, down}
 }
 
-func withLab(ctx context.Context, g *cli.Globals, f *flags, fn func(*lab.Lab) error) error {
+func withLab(ctx context.Context, g *cli.Globals, f *flags, fn func(*lab.Lab, *labconfig.Config) error) error {
 	cfg, err := labconfig.Load(g.ConfigPath, g.ConfigSet)
 	if err != nil {
 		return err
@@ -119,7 +122,7 @@ func withLab(ctx context.Context, g *cli.Globals, f *flags, fn func(*lab.Lab) er
 	}
 	l.Before = []lab.Step{networkStep(l, cfg, f, own), storageStep(l, cfg)}
 	l.After = ipiSteps(l, cfg, f)
-	return fn(l)
+	return fn(l, cfg)
 }
 
 func findVbmcd(given string) (string, error) {
