@@ -159,13 +159,21 @@ func (c *Conn) Run(ctx context.Context, onConnect func(ctx context.Context, l *l
 		}
 		backoff = 100 * time.Millisecond
 		c.log.Info("connected to libvirt", zap.String("uri", c.uri))
-		connCtx, cancel := context.WithCancel(ctx)
+		// connCtx is not derived from ctx: the client's event subscriptions
+		// must end only after the connection is closed. Cancelled first,
+		// they would send deregister calls racing the disconnect, on which
+		// libvirtd frees the same callbacks; libvirt 9.0 then logs "could
+		// not find event callback ... for deletion" and, after enough
+		// rounds, crashes with heap corruption (seen here). Closed first,
+		// libvirtd drops the callbacks itself and the deregisters fail
+		// locally without being sent.
+		connCtx, cancel := context.WithCancel(context.Background())
 		c.setUp(l, true)
 		go onConnect(connCtx, l)
-		c.watch(connCtx, l)
-		cancel()
+		c.watch(ctx, l)
 		c.setUp(nil, false)
 		_ = l.Disconnect()
+		cancel()
 		if ctx.Err() == nil {
 			c.log.Warn("lost the libvirt connection; reconnecting", zap.String("uri", c.uri))
 		}
