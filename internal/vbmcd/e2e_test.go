@@ -164,9 +164,19 @@ func TestE2EBIOS(t *testing.T) {
 		t.Fatalf("after ForceOff libvirt state %d, want shut off", s)
 	}
 
-	// Continuous to Cd keeps booting the CD.
-	sys = gofishSystem(t, gc, vm.ID)
-	if err := sys.SetBoot(&schemas.Boot{BootSourceOverrideTarget: schemas.CdBootSource, BootSourceOverrideEnabled: schemas.ContinuousBootSourceOverrideEnabled}); err != nil {
+	// Continuous to Cd keeps booting the CD. gofish sends If-Match with the
+	// ETag it read; a late libvirt event (the ForceOff's) may change the
+	// system in between, and the BMC then rightly answers 412: re-read and
+	// try again, as sushy does.
+	var err error
+	for try := 0; try < 3; try++ {
+		sys = gofishSystem(t, gc, vm.ID)
+		err = sys.SetBoot(&schemas.Boot{BootSourceOverrideTarget: schemas.CdBootSource, BootSourceOverrideEnabled: schemas.ContinuousBootSourceOverrideEnabled})
+		if err == nil || !strings.Contains(err.Error(), "412") {
+			break
+		}
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
