@@ -33,14 +33,10 @@ type Node struct {
 	UUID string
 	// BootMAC is the MAC of the node's NIC on the baremetal bridge.
 	BootMAC string
-	// IPMIPort is the UDP port of the node's IPMI BMC when the BMC kind is
-	// ipmi; 0 means cluster.bmc.ipmiPortBase plus the node's index in the
-	// slice given to Generate.
-	IPMIPort int
 	// RootDevice is the OS disk as the node sees it (default /dev/vda).
 	RootDevice string
-	// BMCAddress, when set, is used as bmc.address instead of the one
-	// BMCAddress builds from the lab file.
+	// BMCAddress is the node's bmc.address, made by BMCAddress where the
+	// lab plan resolves the node's endpoint; Generate never makes one.
 	BMCAddress string
 }
 
@@ -93,20 +89,13 @@ func Generate(cfg labconfig.Config, nodes []Node, pullSecret, sshKey string) (*I
 	}
 	// vbmcd's certificate is self-signed unless the lab says otherwise.
 	insecure := k.BMC.Kind != labconfig.BMCIPMI && k.BMC.UseTLS()
-	for i, n := range nodes {
+	for _, n := range nodes {
 		if n.Role != RoleMaster && n.Role != RoleWorker {
 			return nil, fmt.Errorf("node %q: role %q is not %s or %s", n.Name, n.Role, RoleMaster, RoleWorker)
 		}
 		addr := n.BMCAddress
 		if addr == "" {
-			port := n.IPMIPort
-			if port == 0 {
-				port = k.BMC.IPMIPortBase + i
-			}
-			var err error
-			if addr, err = BMCAddress(k.BMC, n.UUID, port); err != nil {
-				return nil, fmt.Errorf("node %q: %w", n.Name, err)
-			}
+			return nil, fmt.Errorf("node %q: no BMC address (the lab plan gives every node one)", n.Name)
 		}
 		root := n.RootDevice
 		if root == "" {
@@ -181,12 +170,14 @@ func PlaceholderNodes(k labconfig.Cluster) []Node {
 	add := func(role string, n int) {
 		for i := range n {
 			j := len(nodes) + 1
-			nodes = append(nodes, Node{
+			n := Node{
 				Name:    fmt.Sprintf("%s-%d", role, i),
 				Role:    role,
 				UUID:    fmt.Sprintf("00000000-0000-4000-8000-%012x", j),
 				BootMAC: fmt.Sprintf("02:00:00:00:%02x:%02x", j>>8&0xff, j&0xff),
-			})
+			}
+			n.BMCAddress, _ = BMCAddress(k.BMC, n.UUID, k.BMC.IPMIPortBase+j-1)
+			nodes = append(nodes, n)
 		}
 	}
 	add(RoleMaster, k.Masters.N())

@@ -31,12 +31,17 @@ func labNodes(k labconfig.Cluster) []Node {
 	}{{RoleMaster, k.Masters.N()}, {RoleWorker, k.Workers.N()}} {
 		for i := range r.n {
 			j := len(nodes)
-			nodes = append(nodes, Node{
+			n := Node{
 				Name:    fmt.Sprintf("%s-%s-%d", k.Name, r.role, i),
 				Role:    r.role,
 				UUID:    fmt.Sprintf("7d2bd0a4-5a4e-4c9b-9d0e-%012d", j),
 				BootMAC: fmt.Sprintf("52:54:00:6b:3c:%02x", 0x10+j),
-			})
+			}
+			var err error
+			if n.BMCAddress, err = BMCAddress(k.BMC, n.UUID, k.BMC.IPMIPortBase+j); err != nil {
+				panic(err)
+			}
+			nodes = append(nodes, n)
 		}
 	}
 	return nodes
@@ -143,7 +148,7 @@ func TestBMCAddress(t *testing.T) {
 func TestGenerateIPMIPortsAndOverrides(t *testing.T) {
 	cfg := mustParse(t, "network: {provisioningNetwork: Managed}\ncluster: {bmc: {kind: ipmi}}\n")
 	nodes := labNodes(cfg.Cluster)[:3]
-	nodes[1].IPMIPort = 7000
+	nodes[1].BMCAddress = "ipmi://192.168.111.1:7000"
 	nodes[2].BMCAddress = "ipmi://10.0.0.9:623"
 	nodes[2].RootDevice = "/dev/sda"
 	ic, err := Generate(*cfg, nodes, testPullSecret, "")
@@ -157,6 +162,9 @@ func TestGenerateIPMIPortsAndOverrides(t *testing.T) {
 	want := []string{"ipmi://192.168.111.1:6230 /dev/vda false", "ipmi://192.168.111.1:7000 /dev/vda false", "ipmi://10.0.0.9:623 /dev/sda false"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("hosts (-want +got):\n%s", d)
+	}
+	if _, err := Generate(*cfg, []Node{{Name: "m", Role: "master"}}, "", ""); err == nil || !strings.Contains(err.Error(), `node "m": no BMC address`) {
+		t.Errorf("Generate(no address) = %v", err)
 	}
 	if _, err := Generate(*cfg, []Node{{Name: "n", Role: "arbiter"}}, "", ""); err == nil || !strings.Contains(err.Error(), `node "n": role "arbiter" is not master or worker`) {
 		t.Errorf("Generate(arbiter) = %v", err)

@@ -76,6 +76,10 @@ type Cluster struct {
 	// Installer is the path of openshift-install (default: the lab's
 	// directory, then PATH).
 	Installer string `json:"installer,omitempty"`
+	// Image is the RHCOS qcow2 the hybrid mode's nodes boot (a path, or an
+	// http(s) URL downloaded once into the lab's directory); each node's
+	// disk is a thin clone of it. IPI labs do not use it.
+	Image string `json:"image,omitempty"`
 }
 
 // Role sizes the nodes of one role. Memory is in MiB, disks in GiB; disks

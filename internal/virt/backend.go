@@ -289,8 +289,7 @@ func (b *Backend) refresh(l *libvirt.Libvirt, d libvirt.Domain) {
 	id := uuidString(d.UUID)
 	e, err := b.read(l, d)
 	if err != nil {
-		var lerr libvirt.Error
-		if errors.As(err, &lerr) && lerr.Code == uint32(libvirt.ErrNoDomain) {
+		if IsCode(err, libvirt.ErrNoDomain) {
 			b.remove(id, "libvirt says no such domain: "+err.Error())
 			return
 		}
@@ -395,8 +394,7 @@ func (b *Backend) read(l *libvirt.Libvirt, d libvirt.Domain) (*entry, error) {
 }
 
 func isInternal(err error) bool {
-	var lerr libvirt.Error
-	return errors.As(err, &lerr) && lerr.Code == uint32(libvirt.ErrInternalError)
+	return IsCode(err, libvirt.ErrInternalError)
 }
 
 func powerOf(s libvirt.DomainState) machine.PowerState {
@@ -613,8 +611,7 @@ func (b *Backend) Stop(_ context.Context, id string, force bool) error {
 	} else {
 		err = l.DomainShutdownFlags(e.dom, libvirt.DomainShutdownAcpiPowerBtn)
 	}
-	var lerr libvirt.Error
-	if errors.As(err, &lerr) && lerr.Code == uint32(libvirt.ErrOperationInvalid) {
+	if IsCode(err, libvirt.ErrOperationInvalid) {
 		err = nil // it stopped meanwhile
 	}
 	return b.done(l, e, err, "stop")

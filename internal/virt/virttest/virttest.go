@@ -14,6 +14,7 @@ import (
 
 	"github.com/digitalocean/go-libvirt"
 
+	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
 	"github.com/bmlab/bmlab/internal/virt"
@@ -55,7 +56,7 @@ func New(t testing.TB, prefix string) *Lab {
 	}
 	for _, d := range doms {
 		if strings.HasPrefix(d.Name, prefix) {
-			_ = virt.DeleteDomain(ctx, l, d.Name)
+			_ = labvirt.DeleteDomain(ctx, l, d.Name)
 		}
 	}
 	return lab
@@ -84,7 +85,7 @@ type VMOptions struct {
 func (lab *Lab) NewVM(t testing.TB, name string, o VMOptions) *VM {
 	t.Helper()
 	dir := testenv.QemuDir(t)
-	spec := virt.DomainSpec{
+	spec := labvirt.DomainSpec{
 		Name:      lab.prefix + name,
 		MemoryMiB: 128,
 		VCPUs:     1,
@@ -102,15 +103,15 @@ func (lab *Lab) NewVM(t testing.TB, name string, o VMOptions) *VM {
 	if o.DiskMarker {
 		disk := filepath.Join(dir, "disk.img")
 		testenv.CopyFile(t, testenv.MarkerDisk(t), disk)
-		spec.Disks = []virt.DiskSpec{{Path: disk, Format: "raw"}}
+		spec.Disks = []labvirt.DiskSpec{{Path: disk, Format: "raw"}}
 	}
 	ctx := context.Background()
-	id, err := virt.DefineDomain(ctx, lab.Client, spec, virt.DetectFirmware())
+	id, err := labvirt.DefineDomain(ctx, lab.Client, spec, virt.DetectFirmware())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := virt.DeleteDomain(context.Background(), lab.Client, spec.Name); err != nil {
+		if err := labvirt.DeleteDomain(context.Background(), lab.Client, spec.Name); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})

@@ -1,4 +1,4 @@
-package virt
+package labvirt
 
 // Libvirt networks for the lab's bridges.
 //
@@ -11,13 +11,12 @@ package virt
 // address, DHCP or NAT of its own (those come from libvirt's own network
 // through netplumb's veth pair).
 //
-// Ownership is recorded in the network's <metadata> under NetworkXMLNS; a
+// Ownership is the lab's mark (MarkXML) in the network's <metadata>; a
 // network with the lab's name but no such mark is foreign and is never
 // changed or deleted.
 
 import (
 	"context"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"time"
@@ -25,11 +24,9 @@ import (
 	"github.com/digitalocean/go-libvirt"
 	"github.com/digitalocean/go-libvirt/socket/dialers"
 	"libvirt.org/go/libvirtxml"
-)
 
-// NetworkXMLNS is the XML namespace of the lab's mark in a libvirt
-// network's <metadata>.
-const NetworkXMLNS = "http://bmlab.dev/xmlns/lab/1"
+	"github.com/bmlab/bmlab/internal/virt"
+)
 
 // ErrNetworkForeign means a libvirt network has a lab name but is not the lab's.
 var ErrNetworkForeign = errors.New("libvirt network not owned by the lab")
@@ -82,22 +79,12 @@ func orNetworkNone(s string) string {
 	return s
 }
 
-// networkOwnerMark is the lab's element inside <metadata>.
-type networkOwnerMark struct {
-	XMLName xml.Name `xml:"http://bmlab.dev/xmlns/lab/1 lab"`
-	Name    string   `xml:"name,attr"`
-}
-
 // NetworkXML builds the network's definition.
 func NetworkXML(spec NetworkSpec, uuid string) (string, error) {
-	mark, err := xml.Marshal(networkOwnerMark{Name: spec.Lab})
-	if err != nil {
-		return "", err
-	}
 	n := libvirtxml.Network{
 		Name:     spec.Name,
 		UUID:     uuid,
-		Metadata: &libvirtxml.NetworkMetadata{XML: string(mark)},
+		Metadata: &libvirtxml.NetworkMetadata{XML: MarkXML(spec.Lab)},
 		Forward:  &libvirtxml.NetworkForward{Mode: "bridge"},
 		Bridge:   &libvirtxml.NetworkBridge{Name: spec.Bridge},
 	}
@@ -109,14 +96,7 @@ func networkOwner(n *libvirtxml.Network) string {
 	if n.Metadata == nil {
 		return ""
 	}
-	// The metadata may hold other applications' elements beside the lab's.
-	var all struct {
-		Marks []networkOwnerMark `xml:"http://bmlab.dev/xmlns/lab/1 lab"`
-	}
-	if err := xml.Unmarshal([]byte("<metadata>"+n.Metadata.XML+"</metadata>"), &all); err != nil || len(all.Marks) == 0 {
-		return ""
-	}
-	return all.Marks[0].Name
+	return MarkOf(n.Metadata.XML)
 }
 
 // findNetwork looks a network up by name; a missing one is found=false,
@@ -275,10 +255,7 @@ func DeleteNetwork(ctx context.Context, l *libvirt.Libvirt, name, lab string) (d
 
 func isNetworkNotFound(err error) bool { return isNetworkError(err, libvirt.ErrNoNetwork) }
 
-func isNetworkError(err error, code libvirt.ErrorNumber) bool {
-	var e libvirt.Error
-	return errors.As(err, &e) && e.Code == uint32(code)
-}
+func isNetworkError(err error, code libvirt.ErrorNumber) bool { return virt.IsCode(err, code) }
 
 // NetworkConn is a connection to libvirtd for the network tasks above, for
 // callers (labctl) that must not import go-libvirt themselves. The lead's

@@ -1,4 +1,4 @@
-package virt
+package labvirt
 
 // The lab's disks: a libvirt directory pool and thin qcow2 volumes in it.
 //

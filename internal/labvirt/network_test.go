@@ -1,4 +1,4 @@
-package virt
+package labvirt
 
 import (
 	"context"
@@ -210,7 +210,7 @@ func TestEnsureNetworkLeavesForeignNetworkAlone(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the foreign network is gone: %v", err)
 	}
-	if strings.Contains(after, NetworkXMLNS) {
+	if strings.Contains(after, MarkNS) {
 		t.Errorf("the foreign network was marked:\n%s", after)
 	}
 	if deleted, err := DeleteNetwork(ctx, l, "np-none-"+netnstest.Rand(3), lab); err != nil || deleted {

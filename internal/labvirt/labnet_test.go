@@ -1,4 +1,4 @@
-package virt
+package labvirt
 
 import (
 	"context"
@@ -86,7 +86,7 @@ func TestLabNetworkXML(t *testing.T) {
 		`<host mac="52:54:00:77:00:10" name="master-0" ip="10.198.77.10">`, `<hostname>master-0.ocp.lab.local</hostname>`,
 		`<hostname>api.ocp.lab.local</hostname>`, `<hostname>api-int.ocp.lab.local</hostname>`,
 		`<options xmlns="` + dnsmasqXMLNS + `">`, `<option value="address=/apps.ocp.lab.local/10.198.77.6">`,
-		`xmlns="` + NetworkXMLNS + `" name="lt-lab"`} {
+		`xmlns="` + MarkNS + `" name="lt-lab"`} {
 		if !strings.Contains(x, want) {
 			t.Errorf("lab network XML lacks %s:\n%s", want, x)
 		}

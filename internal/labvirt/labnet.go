@@ -1,4 +1,4 @@
-package virt
+package labvirt
 
 // The lab's own NAT network: what libvirt's `default` network is in the seed
 // lab, but defined and owned by the lab.
@@ -28,7 +28,7 @@ package virt
 //     address=/D/ answers for D and every name below it.
 //
 // Ownership is the same mark as for the bridge networks (network.go): the
-// lab's element in <metadata> under NetworkXMLNS. A network with the spec's
+// lab's element in <metadata> under MarkNS. A network with the spec's
 // name but without the lab's mark, or any other network on the spec's
 // bridge, is foreign: EnsureLabNetwork stops with ErrNetworkForeign, naming
 // it and saying how to fix it, and changes nothing.

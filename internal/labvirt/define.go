@@ -1,14 +1,14 @@
-package virt
+package labvirt
 
 import (
 	"context"
-	"encoding/xml"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
+
+	"github.com/bmlab/bmlab/internal/virt"
 )
 
 // DomainSpec describes a VM that looks like a bare-metal server: disks, a
@@ -49,7 +49,7 @@ type NICSpec struct {
 }
 
 // DomainXML builds the libvirt definition of s.
-func (s DomainSpec) DomainXML(fw Firmware) (string, error) {
+func (s DomainSpec) DomainXML(fw virt.Firmware) (string, error) {
 	mt := s.Machine
 	if mt == "" {
 		mt = "q35"
@@ -171,7 +171,7 @@ func diskName(bus string, i int) string {
 
 // DefineDomain defines s (or redefines it when it exists) and returns its
 // UUID.
-func DefineDomain(_ context.Context, l *libvirt.Libvirt, s DomainSpec, fw Firmware) (string, error) {
+func DefineDomain(_ context.Context, l *libvirt.Libvirt, s DomainSpec, fw virt.Firmware) (string, error) {
 	x, err := s.DomainXML(fw)
 	if err != nil {
 		return "", err
@@ -180,7 +180,7 @@ func DefineDomain(_ context.Context, l *libvirt.Libvirt, s DomainSpec, fw Firmwa
 	if err != nil {
 		return "", fmt.Errorf("define domain %s: %w", s.Name, err)
 	}
-	return uuidString(d.UUID), nil
+	return virt.UUIDString(d.UUID), nil
 }
 
 // DeleteDomain stops and undefines a domain, NVRAM included; a domain that
@@ -202,17 +202,14 @@ func DeleteDomain(_ context.Context, l *libvirt.Libvirt, name string) error {
 	return nil
 }
 
-func isNoDomain(err error) bool { return libvirt.IsNotFound(err) }
+func isNoDomain(err error) bool { return virt.IsCode(err, libvirt.ErrNoDomain) }
 
-func isNotRunning(err error) bool {
-	var lerr libvirt.Error
-	return errors.As(err, &lerr) && lerr.Code == uint32(libvirt.ErrOperationInvalid)
-}
+func isNotRunning(err error) bool { return virt.IsCode(err, libvirt.ErrOperationInvalid) }
 
 // DomainOwner reports whether a domain exists and which lab owns it: the
-// name attribute of the element <lab> in namespace ns in its <metadata>
+// lab's mark in its <metadata>
 // ("" when the domain carries no such mark, i.e. it is foreign).
-func DomainOwner(_ context.Context, l *libvirt.Libvirt, name, ns string) (found bool, owner string, err error) {
+func DomainOwner(_ context.Context, l *libvirt.Libvirt, name string) (found bool, owner string, err error) {
 	d, err := l.DomainLookupByName(name)
 	if err != nil {
 		if isNoDomain(err) {
@@ -231,35 +228,5 @@ func DomainOwner(_ context.Context, l *libvirt.Libvirt, name, ns string) (found 
 	if def.Metadata == nil {
 		return true, "", nil
 	}
-	return true, labMark(def.Metadata.XML, ns), nil
-}
-
-// labMark returns the name attribute of the first <lab> element in
-// namespace ns of a metadata fragment.
-func labMark(inner, ns string) string {
-	d := xml.NewDecoder(strings.NewReader("<m>" + inner + "</m>"))
-	for {
-		tok, err := d.Token()
-		if err != nil {
-			return ""
-		}
-		if se, ok := tok.(xml.StartElement); ok && se.Name.Space == ns && se.Name.Local == "lab" {
-			for _, a := range se.Attr {
-				if a.Name.Local == "name" {
-					return a.Value
-				}
-			}
-		}
-	}
-}
-
-// LabMarkXML is the metadata element that marks a domain as the lab's.
-func LabMarkXML(ns, lab string) string {
-	var b strings.Builder
-	b.WriteString(`<lab xmlns="`)
-	_ = xml.EscapeText(&b, []byte(ns))
-	b.WriteString(`" name="`)
-	_ = xml.EscapeText(&b, []byte(lab))
-	b.WriteString(`"/>`)
-	return b.String()
+	return true, MarkOf(def.Metadata.XML), nil
 }

@@ -1,4 +1,4 @@
-package virt
+package labvirt
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
 	"github.com/bmlab/bmlab/internal/testenv"
+	"github.com/bmlab/bmlab/internal/virt"
 )
 
 // storageTestDir is a fresh directory under /tmp with the given mode,
@@ -260,7 +261,7 @@ func TestStorage(t *testing.T) {
 func storageTestStartVM(t *testing.T, l *libvirt.Libvirt, disk string) {
 	t.Helper()
 	spec := DomainSpec{Name: "lt-vm-" + netnstest.Rand(3), MemoryMiB: 128, VCPUs: 1, Disks: []DiskSpec{{Path: disk}}}
-	x, err := spec.DomainXML(Firmware{})
+	x, err := spec.DomainXML(virt.Firmware{})
 	if err != nil {
 		t.Fatal(err)
 	}

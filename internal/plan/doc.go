@@ -1,0 +1,17 @@
+// Package plan resolves a lab once: from the lab file, the profile and the
+// flags every labctl command shares (Options) it makes the Plan, every fact
+// about the lab: its nodes (name, role, MAC, UUID, IP, sizes, disks, serial
+// log), its network (the NAT network and bridge, the baremetal and
+// provisioning bridges, veths, MTU, VLANs, the bridge-named libvirt
+// networks), its storage pool, its BMC endpoints (scheme, address, port,
+// path, credentials), the vbmcd invocation and the installer directory.
+//
+// `labctl up`, `down`, `status` and `net` all read the plan, so they cannot
+// disagree about a lab: nothing outside this package derives a name, an
+// address or a path.
+//
+// Resolve is pure (it reads only its arguments), which is what the golden
+// files in testdata/ pin down. What it does not do: look at the host. Whether
+// the plan's objects exist, and whose they are, is the actions' business
+// (internal/lab).
+package plan

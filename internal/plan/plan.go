@@ -1,0 +1,459 @@
+package plan
+
+import (
+	"crypto/sha1"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/labconfig"
+	"github.com/bmlab/bmlab/internal/netplumb"
+)
+
+// Modes of `labctl up`.
+const (
+	ModeIPI    = "ipi-baremetal"
+	ModeHybrid = "hybrid"
+)
+
+// Roles of nodes.
+const (
+	RoleBootstrap = "bootstrap"
+	RoleMaster    = "master"
+	RoleWorker    = "worker"
+)
+
+// Options are what, beside the lab file, selects and shapes a lab: the
+// flags every labctl command shares.
+type Options struct {
+	// ConfigPath is the lab file; ConfigSet says the user named it (then
+	// it must exist). Without it, lab.yaml in the working directory, else
+	// the seed lab.
+	ConfigPath string
+	ConfigSet  bool
+	// Dir is the lab's directory (default: the lab file's directory when
+	// the user named it, else the working directory).
+	Dir        string
+	Profile    string
+	Mode       string
+	Netns      string
+	LibvirtURI string
+	// Vbmcd is the vbmcd binary ("" when not found: only up needs it).
+	Vbmcd string
+}
+
+// Plan is every fact about a lab, resolved once. Commands read it; none
+// recomputes a fact.
+type Plan struct {
+	Lab        string `json:"lab"`
+	Mode       string `json:"mode"`
+	Profile    string `json:"profile,omitempty"`
+	Dir        string `json:"dir"`
+	StateDir   string `json:"stateDir"`
+	LibvirtURI string `json:"libvirtURI"`
+	// Netns is the network namespace of the lab's links and vbmcd (where
+	// libvirtd runs); "" is labctl's own.
+	Netns     string    `json:"netns,omitempty"`
+	Nodes     []Node    `json:"nodes"`
+	Network   Network   `json:"network"`
+	Storage   Storage   `json:"storage"`
+	BMC       BMC       `json:"bmc"`
+	Vbmcd     Vbmcd     `json:"vbmcd"`
+	Installer Installer `json:"installer"`
+	Hybrid    *Hybrid   `json:"hybrid,omitempty"`
+
+	// Config is the lab file as resolved (defaults and profile applied),
+	// for install-config generation; not part of the plan's own facts.
+	Config *labconfig.Config `json:"-"`
+}
+
+// Node is one VM.
+type Node struct {
+	Name      string `json:"name"`
+	Role      string `json:"role"`
+	MAC       string `json:"mac"`
+	UUID      string `json:"uuid"`
+	IP        string `json:"ip"`
+	VCPUs     uint   `json:"vcpus"`
+	MemoryMiB uint   `json:"memoryMiB"`
+	// Disks are the node's volumes, the boot disk first.
+	Disks     []Disk `json:"disks"`
+	SerialLog string `json:"serialLog"`
+	// BMC is the node's endpoint; empty for hybrid nodes, which have none.
+	BMC Endpoint `json:"bmc,omitzero"`
+	// Ignition is the file qemu hands the node through fw_cfg (hybrid).
+	Ignition string `json:"ignition,omitempty"`
+}
+
+// Disk is a thin volume of the lab's pool.
+type Disk struct {
+	Volume  string `json:"volume"`
+	Path    string `json:"path"`
+	SizeGiB uint   `json:"sizeGiB"`
+	// Backing is the image the volume is a thin clone of (hybrid).
+	Backing string `json:"backing,omitempty"`
+}
+
+// Endpoint is how installers reach a node's BMC.
+type Endpoint struct {
+	// Address is bmc.address in install-config.
+	Address string `json:"address"`
+	// SystemURL is the node's Redfish System, which vbmcd serves for every
+	// node whatever the kind; labctl checks the BMC there.
+	SystemURL string `json:"systemURL"`
+	IPMIPort  int    `json:"ipmiPort,omitempty"`
+}
+
+// Network is the lab's host network.
+type Network struct {
+	// NAT is the lab's own NAT network (nil when the lab borrows another
+	// libvirt network's bridge, LibvirtBridge in the lab file).
+	NAT *NAT `json:"nat,omitempty"`
+	// Topology is the links netplumb makes; its veth's far end is on the
+	// NAT bridge.
+	Topology netplumb.Topology `json:"topology"`
+	// BridgeNetworks are libvirt networks named like each lab bridge,
+	// which the installer's bridge check accepts.
+	BridgeNetworks []string `json:"bridgeNetworks"`
+	// NodeNetwork is the libvirt network the nodes' NIC joins.
+	NodeNetwork string `json:"nodeNetwork"`
+	// NMConfDir receives NetworkManager's unmanaged-devices snippet.
+	NMConfDir string `json:"nmConfDir"`
+}
+
+// NAT is the lab's own libvirt NAT network: the machine network, with a
+// DHCP reservation and DNS record per node.
+type NAT struct {
+	Name       string       `json:"name"`
+	Bridge     string       `json:"bridge"`
+	CIDR       netip.Prefix `json:"cidr"`
+	Gateway    netip.Addr   `json:"gateway"`
+	DHCPStart  netip.Addr   `json:"dhcpStart"`
+	DHCPEnd    netip.Addr   `json:"dhcpEnd"`
+	MTU        int          `json:"mtu"`
+	Domain     string       `json:"domain"`
+	APIVIP     netip.Addr   `json:"apiVIP"`
+	IngressVIP netip.Addr   `json:"ingressVIP"`
+}
+
+// Storage is the lab's pool.
+type Storage struct {
+	Pool string `json:"pool"`
+	Dir  string `json:"dir"`
+}
+
+// BMC is how vbmcd serves the lab's BMCs.
+type BMC struct {
+	Kind         string `json:"kind"`
+	Scheme       string `json:"scheme"` // https or http
+	Host         string `json:"host"`
+	RedfishPort  int    `json:"redfishPort"`
+	IPMIPortBase int    `json:"ipmiPortBase,omitempty"`
+	Username     string `json:"username"`
+	Password     string `json:"-"`
+}
+
+// Vbmcd is the lab's vbmcd invocation.
+type Vbmcd struct {
+	Path string   `json:"path"`
+	Args []string `json:"args"`
+	// Env marks the process as the lab's (MarkEnv=<lab>), so down finds
+	// it without the state file.
+	Env []string `json:"env"`
+	// CredentialsFile (0600) holds the BMC user and password: never on
+	// the command line, where every local user reads it.
+	CredentialsFile string `json:"credentialsFile"`
+	Log             string `json:"log"`
+}
+
+// MarkEnv is the environment variable that marks a process as a lab's.
+const MarkEnv = "BMLAB_LAB"
+
+// Installer is where the installer runs.
+type Installer struct {
+	Binary string `json:"binary,omitempty"`
+	Dir    string `json:"dir"`
+}
+
+// Hybrid is what only the hybrid mode needs.
+type Hybrid struct {
+	// Image is the RHCOS qcow2 (path or URL) the nodes' disks clone.
+	Image string `json:"image"`
+	// ImageCache is where a downloaded image is kept.
+	ImageCache string `json:"imageCache"`
+	// IgnitionDir holds each node's merged ignition, readable by qemu.
+	IgnitionDir string `json:"ignitionDir"`
+}
+
+// Load reads the lab file, applies the profile and resolves the plan.
+func Load(o Options) (*Plan, error) {
+	cfg, err := labconfig.Load(o.ConfigPath, o.ConfigSet)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.ApplyProfile(o.Profile); err != nil {
+		return nil, err
+	}
+	if o.Dir == "" {
+		if o.ConfigSet {
+			o.Dir = filepath.Dir(o.ConfigPath)
+		} else if o.Dir, err = os.Getwd(); err != nil {
+			return nil, err
+		}
+	}
+	if o.Dir, err = filepath.Abs(o.Dir); err != nil {
+		return nil, err
+	}
+	return Resolve(cfg, o)
+}
+
+// Resolve turns a loaded lab file and the options into the plan. It is pure:
+// it reads nothing but its arguments.
+func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
+	if o.Mode == "" {
+		o.Mode = ModeIPI
+	}
+	if o.Mode != ModeIPI && o.Mode != ModeHybrid {
+		return nil, fmt.Errorf("--mode %q: use %s or %s", o.Mode, ModeIPI, ModeHybrid)
+	}
+	if o.LibvirtURI == "" {
+		o.LibvirtURI = "qemu:///system"
+	}
+	k := cfg.Cluster
+	state := filepath.Join(o.Dir, ".bmlab")
+	p := &Plan{
+		Lab: cfg.Name, Mode: o.Mode, Profile: o.Profile, Dir: o.Dir, StateDir: state,
+		LibvirtURI: o.LibvirtURI, Netns: o.Netns, Config: cfg,
+		Storage:   Storage{Pool: cfg.Name + "-disks", Dir: filepath.Join(state, "disks")},
+		Installer: Installer{Binary: k.Installer, Dir: filepath.Join(o.Dir, "install")},
+	}
+	p.Network = resolveNetwork(cfg)
+	p.BMC = BMC{
+		Kind: k.BMC.Kind, Scheme: "http", Host: k.BMC.Address, RedfishPort: k.BMC.RedfishPort,
+		Username: k.BMC.Username, Password: k.BMC.Password,
+	}
+	if k.BMC.UseTLS() {
+		p.BMC.Scheme = "https"
+	}
+	if k.BMC.Kind == labconfig.BMCIPMI {
+		p.BMC.IPMIPortBase = k.BMC.IPMIPortBase
+	}
+	if o.Mode == ModeHybrid {
+		p.Hybrid = &Hybrid{
+			Image:       k.Image,
+			ImageCache:  filepath.Join(state, "images"),
+			IgnitionDir: filepath.Join(state, "ignition"),
+		}
+		if k.Image == "" {
+			return nil, errors.New("cluster.image: the hybrid mode boots its nodes from an RHCOS qcow2; name it (a path or an http(s) URL) in the lab file")
+		}
+	}
+	if err := p.resolveNodes(cfg); err != nil {
+		return nil, err
+	}
+	p.Vbmcd = p.vbmcd(o.Vbmcd)
+	return p, nil
+}
+
+// natBridge names the bridge of the lab's own NAT network: bmnat-<lab>
+// when that fits the kernel's 15 bytes, else a prefix and a hash, so two
+// long lab names never share a bridge.
+func natBridge(lab string) string {
+	b := "bmnat-" + lab
+	if len(b) <= 15 {
+		return b
+	}
+	h := sha256.Sum256([]byte(lab))
+	return fmt.Sprintf("bmnat-%s%x", lab[:4], h[:3])[:15] // 6+4+5 bytes
+}
+
+func resolveNetwork(cfg *labconfig.Config) Network {
+	n := cfg.Network
+	out := Network{NodeNetwork: labconfig.BaremetalBridge, NMConfDir: n.NetworkManagerConfDir, BridgeNetworks: n.LibvirtNetworks()}
+	if len(n.Bridges) > 0 && !hasBridge(n, labconfig.BaremetalBridge) {
+		out.NodeNetwork = n.Bridges[0].Name
+	}
+	top := n.Topology()
+	// The lab brings its own NAT network (the machine network, with DHCP
+	// reservations and DNS) instead of borrowing libvirt's default one on
+	// virbr0: the veth that would join virbr0 joins the lab's NAT bridge.
+	if n.LibvirtBridge == labconfig.DefaultLibvirtBridge && cfg.Cluster.MachineNetwork.IsValid() {
+		k := cfg.Cluster
+		br := natBridge(cfg.Name)
+		for i, v := range top.Veths {
+			if v.PeerMaster == labconfig.DefaultLibvirtBridge {
+				top.Veths[i].PeerMaster = br
+			}
+		}
+		out.NAT = &NAT{
+			Name: cfg.Name + "-machine", Bridge: br, CIDR: k.MachineNetwork,
+			Gateway:   k.MachineNetwork.Masked().Addr().Next(),
+			DHCPStart: k.DHCPRange.Start, DHCPEnd: k.DHCPRange.End, MTU: n.MTU,
+			Domain: k.Name + "." + k.BaseDomain, APIVIP: k.APIVIP, IngressVIP: k.IngressVIP,
+		}
+	}
+	out.Topology = top
+	return out
+}
+
+func hasBridge(n labconfig.Network, name string) bool {
+	for _, b := range n.Bridges {
+		if b.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveNodes names the nodes <lab>-<role>-N (and <lab>-bootstrap in the
+// hybrid mode), derives MACs and UUIDs from the names, reserves the DHCP
+// range's addresses in order and gives each its disks and BMC endpoint.
+func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
+	k := cfg.Cluster
+	type group struct {
+		role string
+		spec labconfig.Role
+		n    int
+	}
+	groups := []group{{RoleMaster, k.Masters, k.Masters.N()}, {RoleWorker, k.Workers, k.Workers.N()}}
+	if p.Mode == ModeHybrid {
+		// The bootstrap is sized like a master and first in line.
+		groups = append([]group{{RoleBootstrap, k.Masters, 1}}, groups...)
+	}
+	ip := k.DHCPRange.Start
+	for _, g := range groups {
+		for i := 0; i < g.n; i++ {
+			name := fmt.Sprintf("%s-%s-%d", cfg.Name, g.role, i)
+			if g.role == RoleBootstrap {
+				name = cfg.Name + "-bootstrap"
+			}
+			if !ip.IsValid() || !k.DHCPRange.Contains(ip) {
+				return fmt.Errorf("cluster.dhcpRange: %s has no room for %d nodes; widen it", k.DHCPRange, len(p.Nodes)+1)
+			}
+			n := Node{
+				Name: name, Role: g.role, MAC: MACFor(cfg.Name, name), UUID: UUIDFor(cfg.Name, name), IP: ip.String(),
+				VCPUs: uint(g.spec.VCPUs), MemoryMiB: uint(g.spec.MemoryMiB),
+				SerialLog: filepath.Join(p.StateDir, "logs", name+".serial.log"),
+			}
+			ip = ip.Next()
+			disk := Disk{Volume: name + ".qcow2", SizeGiB: uint(g.spec.DiskGiB)}
+			if p.Hybrid != nil {
+				disk.Backing = filepath.Join(p.Hybrid.ImageCache, "rhcos.qcow2")
+				n.Ignition = filepath.Join(p.Hybrid.IgnitionDir, name+".ign")
+			}
+			n.Disks = append(n.Disks, disk)
+			for j, gib := range g.spec.ExtraDisks {
+				n.Disks = append(n.Disks, Disk{Volume: fmt.Sprintf("%s-extra%d.qcow2", name, j+1), SizeGiB: uint(gib)})
+			}
+			for j := range n.Disks {
+				n.Disks[j].Path = filepath.Join(p.Storage.Dir, n.Disks[j].Volume)
+			}
+			if p.Mode == ModeIPI {
+				if err := p.endpoint(&n, len(p.Nodes)); err != nil {
+					return err
+				}
+			}
+			p.Nodes = append(p.Nodes, n)
+		}
+	}
+	return nil
+}
+
+// endpoint gives node i its BMC address: the one place it is made.
+func (p *Plan) endpoint(n *Node, i int) error {
+	b := p.Config.Cluster.BMC
+	host := net.JoinHostPort(p.BMC.Host, strconv.Itoa(p.BMC.RedfishPort))
+	n.BMC.SystemURL = fmt.Sprintf("%s://%s/redfish/v1/Systems/%s", p.BMC.Scheme, host, n.UUID)
+	if p.BMC.Kind == labconfig.BMCIPMI {
+		n.BMC.IPMIPort = p.BMC.IPMIPortBase + i
+	}
+	addr, err := ipi.BMCAddress(b, n.UUID, n.BMC.IPMIPort)
+	if err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	n.BMC.Address = addr
+	return nil
+}
+
+// vbmcd is the lab's vbmcd invocation. It listens on the BMC address only
+// (when that is an IP), so labs on different machine networks share ports.
+func (p *Plan) vbmcd(path string) Vbmcd {
+	if p.Mode != ModeIPI {
+		return Vbmcd{}
+	}
+	listen := ""
+	if a, err := netip.ParseAddr(p.BMC.Host); err == nil {
+		listen = a.String()
+	}
+	v := Vbmcd{
+		Path:            path,
+		Env:             []string{MarkEnv + "=" + p.Lab},
+		CredentialsFile: filepath.Join(p.StateDir, "vbmcd", "credentials.yaml"),
+		Log:             filepath.Join(p.StateDir, "vbmcd.log"),
+	}
+	var names string
+	for i, n := range p.Nodes {
+		if i > 0 {
+			names += ","
+		}
+		names += n.Name
+	}
+	v.Args = []string{
+		"--libvirt-uri", p.LibvirtURI,
+		"--domains", names,
+		"--redfish-addr", net.JoinHostPort(listen, strconv.Itoa(p.BMC.RedfishPort)),
+		"--credentials-file", v.CredentialsFile,
+		"--state-dir", filepath.Join(p.StateDir, "vbmcd"),
+		"--media-dir", filepath.Join(p.StateDir, "media"),
+		"--log-format", "json",
+	}
+	if p.BMC.Scheme == "http" {
+		v.Args = append(v.Args, "--insecure-http")
+	}
+	if p.BMC.Kind == labconfig.BMCIPMI && listen != "" {
+		v.Args = append(v.Args, "--ipmi-addr", listen)
+	}
+	return v
+}
+
+// MACFor returns a node's boot MAC: the qemu prefix and three bytes of a
+// hash of the lab's and the node's names, so a lab brought down and up again
+// keeps its MACs.
+func MACFor(lab, node string) string {
+	h := sha256.Sum256([]byte(lab + "/" + node))
+	return fmt.Sprintf("52:54:00:%02x:%02x:%02x", h[0], h[1], h[2])
+}
+
+// UUIDFor returns a node's domain UUID (name-based, version 5 layout), so
+// the BMC addresses survive down and up.
+func UUIDFor(lab, node string) string {
+	h := sha1.Sum([]byte("bmlab-lab/" + lab + "/" + node))
+	h[6] = (h[6] & 0x0f) | 0x50
+	h[8] = (h[8] & 0x3f) | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+// Node returns the node with that name.
+func (p *Plan) Node(name string) (Node, bool) {
+	for _, n := range p.Nodes {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return Node{}, false
+}
+
+// NodeNames lists the nodes' names in order.
+func (p *Plan) NodeNames() []string {
+	out := make([]string, len(p.Nodes))
+	for i, n := range p.Nodes {
+		out[i] = n.Name
+	}
+	return out
+}
