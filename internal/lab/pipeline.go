@@ -4,160 +4,158 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
-	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/bmlab/bmlab/internal/virt"
+	"github.com/bmlab/bmlab/internal/plan"
 )
 
 // Reporter is told what the pipeline does; labctl turns it into status
-// lines. Implementations must be safe for use from one goroutine at a time.
+// lines. Calls come from one goroutine.
 type Reporter interface {
 	Start(step string)
 	Note(step, msg string)
 	Done(step string, changed bool, err error)
 }
 
-// Step is one idempotent stage of the pipeline.
-type Step struct {
-	Name string
+// Action is one idempotent step.
+type Action interface {
+	Name() string
 	// Ensure creates what is missing and verifies what is there; it
 	// reports whether it changed anything.
-	Ensure func(ctx context.Context) (changed bool, err error)
-	// Delete removes what Ensure created; absent things are not an error.
-	// Nil for steps that create nothing.
-	Delete func(ctx context.Context) error
+	Ensure(ctx context.Context, e *Env) (changed bool, err error)
+	// Delete removes what the lab owns of the action's kind, found by the
+	// lab's mark as well as by the plan, and fails while any of it is
+	// left. Absent things are success.
+	Delete(ctx context.Context, e *Env) error
 }
 
-// ErrStop, returned (wrapped) by a step's Ensure, ends Up early without an
-// error: the step is not done, its message is shown, and `labctl up` again
-// resumes there (for example when openshift-install is not there yet).
+// Env is what every action works with.
+type Env struct {
+	Plan *plan.Plan
+	Host Host
+	Rep  Reporter
+	Log  *zap.Logger
+	// PullSecret and SSHKey override the lab file's paths (flags).
+	PullSecret, SSHKey string
+}
+
+// nothingToDelete marks actions that create nothing on the host; Down
+// does not list them.
+type nothingToDelete interface{ createsNothing() }
+
+// ErrStop, returned (wrapped) by an Ensure, ends Up early without an
+// error: the action is not done, its message is shown, and `labctl up`
+// again resumes there (for example when openshift-install is not there yet).
 var ErrStop = errors.New("stopped")
 
-// Lab is a lab being brought up or down.
-type Lab struct {
-	Spec  Spec
-	State *State
-	Be    *virt.Backend
-	Log   *zap.Logger
-	Rep   Reporter
-	// Extra steps (network, storage, install-config, installer) are
-	// inserted by the caller around the built-in ones.
-	Before []Step // before nodes
-	After  []Step // after BMCs
-	// VolumePaths, when set, gives each node's disks, first the boot disk
-	// (made by a storage step).
-	VolumePaths func(NodeSpec) []string
+// Pipeline returns the actions of a mode, in order.
+func Pipeline(mode string) ([]Action, error) {
+	switch mode {
+	case plan.ModeIPI:
+		return []Action{preflight{}, network{}, storage{}, nodes{}, bmcs{}, installConfig{}, installer{}}, nil
+	case plan.ModeHybrid:
+		return hybridPipeline(), nil
+	}
+	return nil, fmt.Errorf("--mode %q: use %s or %s", mode, plan.ModeIPI, plan.ModeHybrid)
 }
 
-// Open loads the lab's state and connects to libvirt.
-func Open(ctx context.Context, spec Spec, uri string, log *zap.Logger, rep Reporter) (*Lab, error) {
-	spec.Fill()
-	st, err := LoadState(spec.Dir, spec.Name)
-	if err != nil {
-		return nil, err
-	}
-	be, err := virt.New(virt.Config{URI: uri, Domains: nodeNames(spec)}, log.Named("libvirt"))
-	if err != nil {
-		return nil, err
-	}
-	if err := be.Connect(ctx, 20*time.Second); err != nil {
-		return nil, err
-	}
-	return &Lab{Spec: spec, State: st, Be: be, Log: log, Rep: rep}, nil
-}
-
-func nodeNames(s Spec) []string {
-	var out []string
-	for _, n := range s.Nodes {
-		out = append(out, n.Name)
+// Names lists the actions' names.
+func Names(actions []Action) []string {
+	out := make([]string, len(actions))
+	for i, a := range actions {
+		out[i] = a.Name()
 	}
 	return out
 }
 
-// Steps returns the pipeline in order.
-func (l *Lab) Steps() []Step {
-	steps := []Step{{Name: "preflight", Ensure: l.preflight}}
-	steps = append(steps, l.Before...)
-	steps = append(steps,
-		Step{Name: "nodes", Ensure: l.ensureNodes, Delete: l.deleteNodes},
-		Step{Name: "bmcs", Ensure: l.ensureBMCs, Delete: l.stopBMCs},
-	)
-	return append(steps, l.After...)
+// CheckUntil says whether until names an action.
+func CheckUntil(actions []Action, until string) error {
+	if until == "" || slices.Contains(Names(actions), until) {
+		return nil
+	}
+	return fmt.Errorf("--until %q: not a step; the steps are %s", until, strings.Join(Names(actions), ", "))
 }
 
-// StepNames lists the steps, for --until.
-func (l *Lab) StepNames() []string {
-	var out []string
-	for _, s := range l.Steps() {
-		out = append(out, s.Name)
+// Up runs the actions in order, stopping after until (when not empty). It
+// records the last completed action; since every action is idempotent,
+// running Up again resumes.
+func Up(ctx context.Context, e *Env, actions []Action, until string) error {
+	if err := CheckUntil(actions, until); err != nil {
+		return err
 	}
-	return out
-}
-
-// Up runs every step in order, stopping after until (when not empty). It
-// records the last completed step; running it again resumes, since every
-// step is idempotent.
-func (l *Lab) Up(ctx context.Context, until string) error {
-	steps := l.Steps()
-	if until != "" {
-		found := false
-		for _, s := range steps {
-			found = found || s.Name == until
-		}
-		if !found {
-			return fmt.Errorf("--until %q: not a step; the steps are %s", until, strings.Join(l.StepNames(), ", "))
-		}
+	st, err := LoadState(e.Plan)
+	if err != nil {
+		return err
 	}
-	for _, s := range steps {
-		l.Rep.Start(s.Name)
-		changed, err := s.Ensure(ctx)
+	for _, a := range actions {
+		e.Rep.Start(a.Name())
+		changed, err := a.Ensure(ctx, e)
 		if errors.Is(err, ErrStop) {
-			l.Rep.Note(s.Name, strings.TrimSuffix(err.Error(), ": "+ErrStop.Error()))
-			l.Rep.Done(s.Name, false, err)
-			return l.State.Save(l.Spec.Dir)
+			e.Rep.Note(a.Name(), strings.TrimSuffix(err.Error(), ": "+ErrStop.Error()))
+			e.Rep.Done(a.Name(), false, err)
+			return nil
 		}
-		l.Rep.Done(s.Name, changed, err)
+		e.Rep.Done(a.Name(), changed, err)
 		if err != nil {
-			if serr := l.State.Save(l.Spec.Dir); serr != nil {
-				l.Log.Warn("saving the lab state failed", zap.Error(serr))
-			}
-			return fmt.Errorf("%s: %w", s.Name, err)
+			return fmt.Errorf("%s: %w", a.Name(), err)
 		}
-		l.State.Done = s.Name
-		if err := l.State.Save(l.Spec.Dir); err != nil {
+		st.Done = a.Name()
+		if err := st.Save(e.Plan); err != nil {
 			return err
 		}
-		if s.Name == until {
+		if a.Name() == until {
 			break
 		}
 	}
 	return nil
 }
 
-// Down runs every step's Delete in reverse order. It goes on past failures
-// and returns them all, so one stuck object does not keep the rest.
-func (l *Lab) Down(ctx context.Context) error {
-	steps := l.Steps()
-	var errs []string
-	for i := len(steps) - 1; i >= 0; i-- {
-		s := steps[i]
-		if s.Delete == nil {
+// Down runs every action's Delete in reverse order. It goes on past
+// failures and returns them all, so one stuck object does not keep the
+// rest. It needs no state: each Delete finds what bears the lab's mark.
+func Down(ctx context.Context, e *Env, actions []Action) error {
+	var errs []error
+	for _, a := range slices.Backward(actions) {
+		if _, ok := a.(nothingToDelete); ok {
 			continue
 		}
-		l.Rep.Start("remove " + s.Name)
-		err := s.Delete(ctx)
-		l.Rep.Done("remove "+s.Name, err == nil, err)
+		name := "remove " + a.Name()
+		e.Rep.Start(name)
+		err := a.Delete(ctx, e)
+		e.Rep.Done(name, err == nil, err)
 		if err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %v", s.Name, err))
+			errs = append(errs, fmt.Errorf("%s: %w", a.Name(), err))
 		}
 	}
 	if len(errs) > 0 {
-		_ = l.State.Save(l.Spec.Dir)
-		return fmt.Errorf("down left things behind: %s", strings.Join(errs, "; "))
+		return fmt.Errorf("down left things behind:\n%w", errors.Join(errs...))
 	}
-	l.State.Done = ""
-	return l.State.Save(l.Spec.Dir)
+	return RemoveState(e.Plan)
+}
+
+// remaining fails when objects of a kind that bear the lab's mark are
+// still there: a Delete never reports success while leaving them.
+func remaining(ctx context.Context, e *Env, kind Kind) error {
+	left, err := e.Host.Marked(ctx, kind, e.Plan.Lab)
+	if err != nil {
+		return err
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("%ss of lab %q still there: %s", kind, e.Plan.Lab, strings.Join(left, ", "))
+	}
+	return nil
+}
+
+// union is the plan's names and the marked ones, without duplicates.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }

@@ -6,73 +6,60 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/bmlab/bmlab/internal/plan"
 )
 
-// State records what the lab created, in the lab's directory.
+// State is the little the lab records beside its marks: the last action
+// done, for `labctl status`. Nothing depends on it to find the lab's
+// objects.
 type State struct {
-	Lab      string   `json:"lab"`
-	Domains  []string `json:"domains,omitempty"`
-	Volumes  []string `json:"volumes,omitempty"`
-	Pool     string   `json:"pool,omitempty"`
-	Networks []string `json:"networks,omitempty"`
-	// Vbmcd is the supervised daemon, when running.
-	Vbmcd *Daemon `json:"vbmcd,omitempty"`
-	// Done is the last step that completed.
+	Lab  string `json:"lab"`
+	Mode string `json:"mode"`
 	Done string `json:"done,omitempty"`
 }
 
-// Daemon is a process labctl started.
-type Daemon struct {
-	PID  int      `json:"pid"`
-	Args []string `json:"args"`
-	Log  string   `json:"log"`
-}
-
-// StateDir is where a lab keeps its state and logs.
-func StateDir(dir string) string { return filepath.Join(dir, ".bmlab") }
-
-func statePath(dir string) string { return filepath.Join(StateDir(dir), "state.json") }
+func statePath(p *plan.Plan) string { return filepath.Join(p.StateDir, "state.json") }
 
 // LoadState reads the lab's state; a lab never brought up has an empty one.
-func LoadState(dir, lab string) (*State, error) {
-	b, err := os.ReadFile(statePath(dir))
+func LoadState(p *plan.Plan) (*State, error) {
+	b, err := os.ReadFile(statePath(p))
 	if errors.Is(err, os.ErrNotExist) {
-		return &State{Lab: lab}, nil
+		return &State{Lab: p.Lab, Mode: p.Mode}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lab state: %w", err)
 	}
 	var s State
 	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("lab state %s is damaged: %w (remove it only after `labctl down` cleaned up)", statePath(dir), err)
+		return nil, fmt.Errorf("lab state %s is damaged (%v): remove it; labctl finds the lab's objects by their marks", statePath(p), err)
 	}
-	if s.Lab != lab {
-		return nil, fmt.Errorf("the directory %s holds lab %q, not %q; use another directory or name", dir, s.Lab, lab)
+	if s.Lab != p.Lab {
+		return nil, fmt.Errorf("the directory %s holds lab %q, not %q; use another directory or name", p.Dir, s.Lab, p.Lab)
 	}
 	return &s, nil
 }
 
 // Save writes the state atomically.
-func (s *State) Save(dir string) error {
-	if err := os.MkdirAll(StateDir(dir), 0o755); err != nil {
+func (s *State) Save(p *plan.Plan) error {
+	if err := os.MkdirAll(p.StateDir, 0o755); err != nil {
 		return fmt.Errorf("lab state: %w", err)
 	}
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := statePath(dir) + ".tmp"
+	tmp := statePath(p) + ".tmp"
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("lab state: %w", err)
 	}
-	return os.Rename(tmp, statePath(dir))
+	return os.Rename(tmp, statePath(p))
 }
 
-func addUnique(list []string, v string) []string {
-	for _, x := range list {
-		if x == v {
-			return list
-		}
+// RemoveState forgets the last action done.
+func RemoveState(p *plan.Plan) error {
+	if err := os.Remove(statePath(p)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("lab state: %w", err)
 	}
-	return append(list, v)
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/bmlab/bmlab/internal/labctl/demo"
 	labnet "github.com/bmlab/bmlab/internal/labctl/net"
 	"github.com/bmlab/bmlab/internal/labctl/up"
+	"github.com/bmlab/bmlab/internal/plan"
 )
 
 // Streams are the command's standard streams.
@@ -46,7 +47,13 @@ func NewCommand(logger *zap.Logger, streams Streams) *cobra.Command {
 	cmd.SetErr(streams.ErrOut)
 	cmd.PersistentFlags().StringVarP(&g.ConfigPath, "config", "f", labconfig.DefaultPath,
 		"the lab configuration file (without it and without "+labconfig.DefaultPath+": the seed lab)")
-	cmd.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "debug logs on stderr")
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&g.Profile, "profile", "", "tiny: shrink every node for a demo on a small machine (give it to every command of that lab)")
+	pf.StringVar(&g.Mode, "mode", plan.ModeIPI, "ipi-baremetal or hybrid")
+	pf.StringVar(&g.Netns, "netns", "", "the named network namespace (ip netns) of the lab's links and vbmcd, where libvirtd runs (default: labctl's own)")
+	pf.StringVar(&g.LibvirtURI, "libvirt-uri", "qemu:///system", "libvirt URI")
+	pf.StringVar(&g.Vbmcd, "vbmcd", "", "the vbmcd binary up starts (default: next to labctl, then PATH)")
+	pf.BoolVarP(&verbose, "verbose", "v", false, "debug logs on stderr")
 	cmd.AddCommand(labnet.NewCommand(g), demo.NewCommand(g))
 	cmd.AddCommand(up.NewCommands(g)...)
 	return cmd

@@ -56,8 +56,10 @@ type checkJSON struct {
 
 func TestNetCheckRepairDown(t *testing.T) {
 	ns, h := netnstest.New(t)
-	netnstest.Bridge(t, h, "virbr0")
-	cfg, confDir := labFile(t, "name: clitest\nnetwork:")
+	netnstest.Bridge(t, h, "lvbr0")
+	// A libvirt bridge of its own: without --no-libvirt the lab would bring
+	// its own NAT network, which these links-only tests leave out.
+	cfg, confDir := labFile(t, "name: clitest\nnetwork:\n  libvirtBridge: lvbr0")
 	base := []string{"net", "--netns", ns, "--no-libvirt", "-f", cfg}
 	cmd := func(sub string, extra ...string) []string {
 		return append(append([]string{"net", sub}, base[1:]...), extra...)
@@ -125,7 +127,7 @@ func TestNetCheckRepairDown(t *testing.T) {
 			t.Errorf("down output lacks %q:\n%s", want, out)
 		}
 	}
-	if _, err := h.LinkByName("virbr0"); err != nil {
+	if _, err := h.LinkByName("lvbr0"); err != nil {
 		t.Errorf("down removed libvirt's bridge: %v", err)
 	}
 	if out, err := run(t, cmd("down")...); err != nil || !strings.Contains(out, "nothing of lab \"clitest\" to remove") {
@@ -135,9 +137,9 @@ func TestNetCheckRepairDown(t *testing.T) {
 
 func TestNetRepairStopsOnForeignLink(t *testing.T) {
 	ns, h := netnstest.New(t)
-	netnstest.Bridge(t, h, "virbr0")
+	netnstest.Bridge(t, h, "lvbr0")
 	netnstest.Bridge(t, h, "baremetal") // someone else's
-	cfg, _ := labFile(t, "network:")
+	cfg, _ := labFile(t, "network:\n  libvirtBridge: lvbr0")
 	out, err := run(t, "net", "repair", "--netns", ns, "--no-libvirt", "-f", cfg)
 	if err == nil || !strings.Contains(err.Error(), "nothing changed: 1 of them the lab must not repair itself") {
 		t.Fatalf("repair with a foreign baremetal = %v", err)

@@ -31,6 +31,10 @@ type DomainSpec struct {
 	BootOrder []string
 	// Metadata is extra inner XML for <metadata> (ownership marks).
 	Metadata string
+	// Ignition, when set, is a file qemu hands the guest through fw_cfg as
+	// opt/com.coreos/config, where Ignition on (RH)COS looks for its
+	// config on qemu. qemu must be able to read the file.
+	Ignition string
 }
 
 // DiskSpec is a disk of a DomainSpec.
@@ -149,6 +153,11 @@ func (s DomainSpec) DomainXML(fw virt.Firmware) (string, error) {
 		Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
 		Target: &libvirtxml.DomainConsoleTarget{Type: "serial", Port: &port},
 	})
+	if s.Ignition != "" {
+		d.SysInfo = append(d.SysInfo, libvirtxml.DomainSysInfo{FWCfg: &libvirtxml.DomainSysInfoFWCfg{
+			Entry: []libvirtxml.DomainSysInfoEntry{{Name: "opt/com.coreos/config", File: s.Ignition}},
+		}})
+	}
 	return d.Marshal()
 }
 

@@ -19,10 +19,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/digitalocean/go-libvirt"
-	"github.com/digitalocean/go-libvirt/socket/dialers"
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bmlab/bmlab/internal/virt"
@@ -258,24 +256,24 @@ func isNetworkNotFound(err error) bool { return isNetworkError(err, libvirt.ErrN
 func isNetworkError(err error, code libvirt.ErrorNumber) bool { return virt.IsCode(err, code) }
 
 // NetworkConn is a connection to libvirtd for the network tasks above, for
-// callers (labctl) that must not import go-libvirt themselves. The lead's
-// general connection type may replace it.
+// callers (labctl net) that must not import go-libvirt themselves.
 type NetworkConn struct {
 	L *libvirt.Libvirt
 }
 
-// NetworkDial connects to the libvirtd behind the unix socket (the system
-// socket when "") and opens the qemu:///system driver.
-func NetworkDial(ctx context.Context, socket string) (*NetworkConn, error) {
+// NetworkDial connects to the libvirt URI (qemu:///system and the others
+// virt.DialerFor knows).
+func NetworkDial(ctx context.Context, uri string) (*NetworkConn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if socket == "" {
-		socket = "/var/run/libvirt/libvirt-sock"
+	d, target, err := virt.DialerFor(uri)
+	if err != nil {
+		return nil, err
 	}
-	l := libvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(socket), dialers.WithLocalTimeout(5*time.Second)))
-	if err := l.ConnectToURI(libvirt.QEMUSystem); err != nil {
-		return nil, fmt.Errorf("connect to libvirtd on %s: %w", socket, err)
+	l := libvirt.NewWithDialer(d)
+	if err := l.ConnectToURI(target); err != nil {
+		return nil, fmt.Errorf("connect to libvirtd at %s: %w", uri, err)
 	}
 	return &NetworkConn{L: l}, nil
 }
@@ -293,6 +291,16 @@ func (c *NetworkConn) Ensure(ctx context.Context, spec NetworkSpec) (bool, error
 // Delete is DeleteNetwork.
 func (c *NetworkConn) Delete(ctx context.Context, name, lab string) (bool, error) {
 	return DeleteNetwork(ctx, c.L, name, lab)
+}
+
+// NATDrift is LabNetworkDrift.
+func (c *NetworkConn) NATDrift(ctx context.Context, spec LabNetworkSpec) ([]string, error) {
+	return LabNetworkDrift(ctx, c.L, spec)
+}
+
+// EnsureNAT is EnsureLabNetwork.
+func (c *NetworkConn) EnsureNAT(ctx context.Context, spec LabNetworkSpec) (bool, error) {
+	return EnsureLabNetwork(ctx, c.L, spec)
 }
 
 // Close disconnects.

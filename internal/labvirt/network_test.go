@@ -222,7 +222,7 @@ func TestEnsureNetworkLeavesForeignNetworkAlone(t *testing.T) {
 // libvirtd restarted during the test does not leak it.
 func networkTestDelete(t *testing.T, name, lab string) {
 	t.Helper()
-	c, err := NetworkDial(context.Background(), "")
+	c, err := NetworkDial(context.Background(), "qemu:///system")
 	if err != nil {
 		t.Errorf("clean up libvirt network %s: %v", name, err)
 		return

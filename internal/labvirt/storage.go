@@ -100,6 +100,10 @@ type VolumeSpec struct {
 	CapacityBytes uint64
 	Format        string // "qcow2" (also when empty); nothing else yet
 	Lab           string // the owning lab, as in the pool's mark
+	// Backing, when set, is a qcow2 image the volume is a thin clone of
+	// (copy on write: the image is never written). CapacityBytes must be
+	// at least the image's virtual size.
+	Backing string
 }
 
 // poolMark is the content of PoolMarkFile.
@@ -621,12 +625,16 @@ func EnsureVolume(ctx context.Context, l *libvirt.Libvirt, spec VolumeSpec) (pat
 				return err
 			}
 		}
-		x, err := (&libvirtxml.StorageVolume{
+		v := &libvirtxml.StorageVolume{
 			Name:       spec.Name,
 			Capacity:   &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: capacity},
 			Allocation: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: 0},
 			Target:     &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: format}},
-		}).Marshal()
+		}
+		if spec.Backing != "" {
+			v.BackingStore = &libvirtxml.StorageVolumeBackingStore{Path: spec.Backing, Format: &libvirtxml.StorageVolumeTargetFormat{Type: "qcow2"}}
+		}
+		x, err := v.Marshal()
 		if err != nil {
 			return err
 		}

@@ -297,3 +297,48 @@ func isNotFound(err error) bool {
 	var nf netlink.LinkNotFoundError
 	return errors.As(err, &nf) || errors.Is(err, unix.ENODEV)
 }
+
+// Owned lists the links of the namespace that carry the lab's alias,
+// whatever topology declared them: what `labctl down` removes when the lab
+// file that declared them is gone or has changed.
+func (p *Plumber) Owned() ([]string, error) {
+	o, err := Observe(p.h)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for name, l := range o.Links {
+		if l.Alias == p.owner {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// DownOwned deletes every link that carries the lab's alias: veths and
+// VLANs first, bridges last. A veth whose peer is someone else's is kept
+// (deleting one end deletes both) and reported as foreign.
+func (p *Plumber) DownOwned(ctx context.Context) (*DownResult, error) {
+	o, err := Observe(p.h)
+	if err != nil {
+		return nil, err
+	}
+	var t Topology
+	for name, l := range o.Links {
+		if l.Alias != p.owner {
+			continue
+		}
+		switch l.Kind {
+		case KindBridge:
+			t.Bridges = append(t.Bridges, Bridge{Name: name})
+		default:
+			// Names() orders VLANs before bridges; a veth listed as a VLAN
+			// is only a name to delete here.
+			t.VLANs = append(t.VLANs, VLAN{Name: name})
+		}
+	}
+	slices.SortFunc(t.Bridges, func(a, b Bridge) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(t.VLANs, func(a, b VLAN) int { return strings.Compare(a.Name, b.Name) })
+	return p.Down(ctx, t)
+}

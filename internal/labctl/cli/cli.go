@@ -4,9 +4,15 @@
 package cli
 
 import (
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 
 	"go.uber.org/zap"
+
+	"github.com/bmlab/bmlab/internal/labconfig"
+	"github.com/bmlab/bmlab/internal/plan"
 )
 
 // Streams are the command's standard streams. What people read goes to Out;
@@ -26,4 +32,62 @@ type Globals struct {
 	// user named it (then it must exist).
 	ConfigPath string
 	ConfigSet  bool
+	// Profile, Mode, Netns and LibvirtURI select and shape the lab with the
+	// lab file; every subcommand takes them, so the same flags select the
+	// same lab everywhere.
+	Profile    string
+	Mode       string
+	Netns      string
+	LibvirtURI string
+	// Vbmcd is the vbmcd binary labctl starts (up only).
+	Vbmcd string
+}
+
+// LoadPlan resolves the lab the flags select.
+func (g *Globals) LoadPlan() (*plan.Plan, error) {
+	vb, _ := FindVbmcd(g.Vbmcd)
+	return plan.Load(plan.Options{
+		ConfigPath: g.ConfigPath, ConfigSet: g.ConfigSet, Profile: g.Profile, Mode: g.Mode,
+		Netns: g.Netns, LibvirtURI: g.LibvirtURI, Vbmcd: vb,
+	})
+}
+
+// LoadPlanNamed resolves the seed lab renamed to name, for commands that
+// find a lab by its marks when its lab file is gone (down --lab).
+func (g *Globals) LoadPlanNamed(name string) (*plan.Plan, error) {
+	cfg := labconfig.Default()
+	cfg.Name = name
+	cfg.Cluster.Name = name
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("--lab: %w", err)
+	}
+	if err := cfg.ApplyProfile(g.Profile); err != nil {
+		return nil, err
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	return plan.Resolve(cfg, plan.Options{Dir: dir, Profile: g.Profile, Mode: plan.ModeIPI, Netns: g.Netns, LibvirtURI: g.LibvirtURI})
+}
+
+// FindVbmcd returns the vbmcd binary: the one given, else next to labctl,
+// else on PATH; "" when there is none (only up needs it, and says so).
+func FindVbmcd(given string) (string, error) {
+	if given != "" {
+		return filepath.Abs(given)
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "vbmcd")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		p := filepath.Join(d, "vbmcd")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", nil
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bmlab/bmlab/internal/labctl/cli"
+	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/vbmcd"
 	"github.com/bmlab/bmlab/internal/virt"
@@ -97,14 +98,14 @@ func run(ctx context.Context, g *cli.Globals, f *flags) error {
 	var nodes []node
 	for i := 1; i <= f.nodes; i++ {
 		name := fmt.Sprintf("%s%d", f.prefix, i)
-		spec := virt.DomainSpec{
+		spec := labvirt.DomainSpec{
 			Name: name, MemoryMiB: 128, VCPUs: 1, UEFI: f.uefi, CDROM: iso,
 			SerialLog: filepath.Join(f.dir, name+".serial.log"),
 		}
 		if f.uefi {
 			spec.MemoryMiB = 256
 		}
-		id, err := virt.DefineDomain(ctx, l, spec, virt.DetectFirmware())
+		id, err := labvirt.DefineDomain(ctx, l, spec, virt.DetectFirmware())
 		if err != nil {
 			return err
 		}
@@ -119,7 +120,7 @@ func run(ctx context.Context, g *cli.Globals, f *flags) error {
 				return
 			}
 			for _, n := range nodes {
-				if err := virt.DeleteDomain(context.Background(), l, n.name); err != nil {
+				if err := labvirt.DeleteDomain(context.Background(), l, n.name); err != nil {
 					log.Warn("removing a demo VM failed", zap.String("vm", n.name), zap.Error(err))
 				}
 			}

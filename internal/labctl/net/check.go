@@ -35,11 +35,11 @@ func runCheck(cmd *cobra.Command, g *cli.Globals, f *flags) error {
 	}
 	out := g.Streams.Out
 	if f.output == "json" {
-		if err := printJSON(out, checkReport{Lab: l.cfg.Name, InSync: len(rows) == 0, Differences: rows}); err != nil {
+		if err := printJSON(out, checkReport{Lab: l.plan.Lab, InSync: len(rows) == 0, Differences: rows}); err != nil {
 			return err
 		}
 	} else if len(rows) == 0 {
-		fmt.Fprintf(out, "✓ the network of lab %q matches its configuration\n", l.cfg.Name)
+		fmt.Fprintf(out, "✓ the network of lab %q matches its configuration\n", l.plan.Lab)
 	} else if err := printRows(out, rows); err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/labctl/cli"
 	"github.com/bmlab/bmlab/internal/netplumb"
-	"github.com/bmlab/bmlab/internal/virt"
+	"github.com/bmlab/bmlab/internal/labvirt"
 )
 
 type downReport struct {
@@ -37,13 +37,13 @@ func runDown(cmd *cobra.Command, g *cli.Globals, f *flags) error {
 		return err
 	}
 	defer l.close()
-	rep := downReport{Lab: l.cfg.Name, LibvirtNetworks: []string{}, Links: []string{}, Foreign: []string{}}
+	rep := downReport{Lab: l.plan.Lab, LibvirtNetworks: []string{}, Links: []string{}, Foreign: []string{}}
 	// Libvirt networks first: they sit on the bridges.
 	if l.lv != nil {
-		for _, name := range l.cfg.Network.LibvirtNetworks() {
-			deleted, err := l.lv.Delete(ctx, name, l.cfg.Name)
+		for _, name := range l.plan.Network.BridgeNetworks {
+			deleted, err := l.lv.Delete(ctx, name, l.plan.Lab)
 			switch {
-			case errors.Is(err, virt.ErrNetworkForeign):
+			case errors.Is(err, labvirt.ErrNetworkForeign):
 				rep.Foreign = append(rep.Foreign, "libvirt network "+name)
 			case err != nil:
 				return err
@@ -58,7 +58,18 @@ func runDown(cmd *cobra.Command, g *cli.Globals, f *flags) error {
 	}
 	rep.Links = res.Deleted
 	rep.Foreign = append(rep.Foreign, res.Foreign...)
-	if path, removed, err := netplumb.RemoveUnmanagedSnippet(l.cfg.Network.NetworkManagerConfDir, l.cfg.Name); err != nil {
+	if nat := l.plan.Network.NAT; l.lv != nil && nat != nil {
+		deleted, err := l.lv.Delete(ctx, nat.Name, l.plan.Lab)
+		switch {
+		case errors.Is(err, labvirt.ErrNetworkForeign):
+			rep.Foreign = append(rep.Foreign, "libvirt network "+nat.Name)
+		case err != nil:
+			return err
+		case deleted:
+			rep.LibvirtNetworks = append(rep.LibvirtNetworks, nat.Name)
+		}
+	}
+	if path, removed, err := netplumb.RemoveUnmanagedSnippet(l.plan.Network.NMConfDir, l.plan.Lab); err != nil {
 		return err
 	} else if removed {
 		rep.NetworkManagerSnippet = path
@@ -81,7 +92,7 @@ func runDown(cmd *cobra.Command, g *cli.Globals, f *flags) error {
 		fmt.Fprintf(out, "! left %s alone: it has a lab name but is not the lab's\n", n)
 	}
 	if len(rep.LibvirtNetworks)+len(rep.Links) == 0 && rep.NetworkManagerSnippet == "" {
-		fmt.Fprintf(out, "✓ nothing of lab %q to remove\n", l.cfg.Name)
+		fmt.Fprintf(out, "✓ nothing of lab %q to remove\n", l.plan.Lab)
 	}
 	return nil
 }

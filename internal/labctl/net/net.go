@@ -12,17 +12,16 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/vishvananda/netlink"
 
-	"github.com/bmlab/bmlab/internal/labconfig"
+	labactions "github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
+	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/netplumb"
-	"github.com/bmlab/bmlab/internal/virt"
+	"github.com/bmlab/bmlab/internal/plan"
 )
 
 type flags struct {
-	output        string
-	netns         string
-	noLibvirt     bool
-	libvirtSocket string
+	output    string
+	noLibvirt bool
 }
 
 // NewCommand returns `labctl net` and its subcommands.
@@ -31,8 +30,10 @@ func NewCommand(g *cli.Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "net",
 		Short: "Check and repair the lab's bridges, veth pairs and libvirt networks",
-		Long: `The lab's host network is declared in the lab configuration (network:).
-'check' lists every difference from it and exits non-zero when there is one;
+		Long: `The lab's host network is what the lab plan says: the lab file, with the
+same -f, --profile, --mode and --netns as up, down and status take. 'check'
+lists every difference from it (its NAT network, bridges, veths, the
+bridge-named libvirt networks) and exits non-zero when there is one;
 'repair' prints the same list, then changes only what differs; 'down' removes
 what the lab owns and nothing else. A link or libvirt network with a lab name
 that the lab did not create is never changed: the command stops and says how
@@ -48,20 +49,18 @@ to clear it.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
-	pf.StringVar(&f.netns, "netns", "", "work in this named network namespace (ip netns) instead of the current one; libvirtd must run there for its networks")
-	pf.BoolVar(&f.noLibvirt, "no-libvirt", false, "leave libvirt networks out")
-	pf.StringVar(&f.libvirtSocket, "libvirt-socket", "", "libvirtd's unix socket (default /var/run/libvirt/libvirt-sock)")
+	pf.BoolVar(&f.noLibvirt, "no-libvirt", false, "leave libvirt networks (the lab's NAT network and the bridge-named ones) out")
 	cmd.AddCommand(newCheckCommand(g, f), newRepairCommand(g, f), newDownCommand(g, f))
 	return cmd
 }
 
 // lab is what every subcommand works on.
 type lab struct {
-	cfg  *labconfig.Config
+	plan *plan.Plan
 	top  netplumb.Topology
 	h    *netlink.Handle
 	p    *netplumb.Plumber
-	lv   *virt.NetworkConn // nil with --no-libvirt
+	lv   *labvirt.NetworkConn // nil with --no-libvirt
 	nmOK bool              // NetworkManager is installed
 }
 
@@ -69,24 +68,24 @@ func open(ctx context.Context, g *cli.Globals, f *flags) (*lab, error) {
 	if f.output != "table" && f.output != "json" {
 		return nil, fmt.Errorf("--output %q: use table or json", f.output)
 	}
-	cfg, err := labconfig.Load(g.ConfigPath, g.ConfigSet)
+	p, err := g.LoadPlan()
 	if err != nil {
 		return nil, err
 	}
-	h, err := netplumb.OpenNamespace(f.netns)
+	h, err := netplumb.OpenNamespace(p.Netns)
 	if err != nil {
 		return nil, err
 	}
-	l := &lab{cfg: cfg, top: cfg.Network.Topology(), h: h,
-		p:    netplumb.New(h, cfg.Name, g.Logger.Named("netplumb")),
-		nmOK: netplumb.NetworkManagerPresent(cfg.Network.NetworkManagerConfDir)}
-	if !f.noLibvirt && len(cfg.Network.LibvirtNetworks()) > 0 {
-		if l.lv, err = virt.NetworkDial(ctx, f.libvirtSocket); err != nil {
+	l := &lab{plan: p, top: p.Network.Topology, h: h,
+		p:    netplumb.New(h, p.Lab, g.Logger.Named("netplumb")),
+		nmOK: netplumb.NetworkManagerPresent(p.Network.NMConfDir)}
+	if !f.noLibvirt && (len(p.Network.BridgeNetworks) > 0 || p.Network.NAT != nil) {
+		if l.lv, err = labvirt.NetworkDial(ctx, p.LibvirtURI); err != nil {
 			h.Close()
 			return nil, fmt.Errorf("%w; start libvirtd, or pass --no-libvirt to leave libvirt networks out", err)
 		}
 	}
-	g.Logger.Debug("lab opened", zapFields(cfg, f)...)
+	g.Logger.Debug("lab opened", zapFields(p, f)...)
 	return l, nil
 }
 
@@ -97,8 +96,8 @@ func (l *lab) close() {
 	l.h.Close()
 }
 
-func (l *lab) networkSpec(name string) virt.NetworkSpec {
-	return virt.NetworkSpec{Name: name, Bridge: name, Lab: l.cfg.Name}
+func (l *lab) networkSpec(name string) labvirt.NetworkSpec {
+	return labvirt.NetworkSpec{Name: name, Bridge: name, Lab: l.plan.Lab}
 }
 
 // row is one difference, whatever it is in: a link, a libvirt network, the
@@ -120,17 +119,34 @@ func (l *lab) differences(ctx context.Context) (*netplumb.Plan, []row, error) {
 		return nil, nil, err
 	}
 	rows := []row{}
+	if l.lv != nil && l.plan.Network.NAT != nil {
+		// First: the veth's far end is on its bridge.
+		spec := labactions.NATSpec(l.plan)
+		drift, err := l.lv.NATDrift(ctx, spec)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(drift) > 0 {
+			r := row{Object: "libvirt network " + spec.Name, Kind: "nat-network", Want: "active NAT network " + spec.CIDR.String() + " on " + spec.Bridge,
+				Got: strings.Join(drift, ", "), Fix: "define, correct or start it"}
+			if st, err := l.lv.State(ctx, spec.Name); err == nil && st.Exists && st.Owner != l.plan.Lab {
+				r.Blocking = true
+				r.Fix = fmt.Sprintf("the lab never changes a network it does not own: virsh net-destroy %s; virsh net-undefine %s, if it is stale", spec.Name, spec.Name)
+			}
+			rows = append(rows, r)
+		}
+	}
 	for _, d := range plan.Differences {
 		rows = append(rows, row{Object: d.Link, Kind: string(d.Kind), Want: d.Want, Got: d.Got, Blocking: d.Blocking, Fix: d.Fix})
 	}
 	if l.lv != nil {
-		for _, name := range l.cfg.Network.LibvirtNetworks() {
+		for _, name := range l.plan.Network.BridgeNetworks {
 			spec := l.networkSpec(name)
 			st, err := l.lv.State(ctx, name)
 			if err != nil {
 				return nil, nil, err
 			}
-			problems := virt.NetworkProblems(spec, st)
+			problems := labvirt.NetworkProblems(spec, st)
 			if len(problems) == 0 {
 				continue
 			}
@@ -143,9 +159,9 @@ func (l *lab) differences(ctx context.Context) (*netplumb.Plan, []row, error) {
 			rows = append(rows, r)
 		}
 	}
-	if l.nmOK && !netplumb.UnmanagedSnippetCurrent(l.cfg.Network.NetworkManagerConfDir, l.cfg.Name, l.top.Names()) {
+	if l.nmOK && !netplumb.UnmanagedSnippetCurrent(l.plan.Network.NMConfDir, l.plan.Lab, l.top.Names()) {
 		rows = append(rows, row{Object: "NetworkManager", Kind: "unmanaged-missing",
-			Want: netplumb.UnmanagedSnippetPath(l.cfg.Network.NetworkManagerConfDir, l.cfg.Name),
+			Want: netplumb.UnmanagedSnippetPath(l.plan.Network.NMConfDir, l.plan.Lab),
 			Fix:  "write the unmanaged-devices snippet for the lab's links"})
 	}
 	return plan, rows, nil

@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/bmlab/bmlab/internal/labconfig"
+	"github.com/bmlab/bmlab/internal/plan"
 )
 
 func printJSON(w io.Writer, v any) error {
@@ -37,6 +37,6 @@ func dash(s string) string {
 	return s
 }
 
-func zapFields(cfg *labconfig.Config, f *flags) []zap.Field {
-	return []zap.Field{zap.String("lab", cfg.Name), zap.String("netns", f.netns), zap.Bool("libvirt", !f.noLibvirt)}
+func zapFields(p *plan.Plan, f *flags) []zap.Field {
+	return []zap.Field{zap.String("lab", p.Lab), zap.String("netns", p.Netns), zap.Bool("libvirt", !f.noLibvirt)}
 }

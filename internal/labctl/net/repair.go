@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	labactions "github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
 	"github.com/bmlab/bmlab/internal/netplumb"
 )
@@ -46,7 +47,7 @@ func runRepair(cmd *cobra.Command, g *cli.Globals, f *flags) error {
 			return err
 		}
 	}
-	rep := repairReport{Lab: l.cfg.Name, Differences: rows, Steps: []string{}, LibvirtNetworks: []string{}}
+	rep := repairReport{Lab: l.plan.Lab, Differences: rows, Steps: []string{}, LibvirtNetworks: []string{}}
 	for _, r := range rows {
 		if r.Blocking {
 			if !table {
@@ -56,6 +57,24 @@ func runRepair(cmd *cobra.Command, g *cli.Globals, f *flags) error {
 		}
 	}
 
+	if l.lv != nil && l.plan.Network.NAT != nil {
+		// First: the veth's far end is on its bridge.
+		spec := labactions.NATSpec(l.plan)
+		changed, err := l.lv.EnsureNAT(ctx, spec)
+		if err != nil {
+			return err
+		}
+		if changed {
+			rep.LibvirtNetworks = append(rep.LibvirtNetworks, spec.Name)
+			if table {
+				fmt.Fprintf(out, "✓ libvirt network %s: NAT network %s on %s, defined, active, autostarted\n", spec.Name, spec.CIDR, spec.Bridge)
+			}
+			// Libvirt made the bridge just now: plan the links again.
+			if plan, err = l.p.Plan(l.top); err != nil {
+				return err
+			}
+		}
+	}
 	if err := l.p.ApplyPlan(ctx, l.top, plan); err != nil {
 		return err
 	}
@@ -66,7 +85,7 @@ func runRepair(cmd *cobra.Command, g *cli.Globals, f *flags) error {
 		}
 	}
 	if l.lv != nil {
-		for _, name := range l.cfg.Network.LibvirtNetworks() {
+		for _, name := range l.plan.Network.BridgeNetworks {
 			changed, err := l.lv.Ensure(ctx, l.networkSpec(name))
 			if err != nil {
 				return err
@@ -80,7 +99,7 @@ func runRepair(cmd *cobra.Command, g *cli.Globals, f *flags) error {
 		}
 	}
 	if l.nmOK {
-		path, changed, err := netplumb.WriteUnmanagedSnippet(l.cfg.Network.NetworkManagerConfDir, l.cfg.Name, l.top.Names())
+		path, changed, err := netplumb.WriteUnmanagedSnippet(l.plan.Network.NMConfDir, l.plan.Lab, l.top.Names())
 		if err != nil {
 			return err
 		}
@@ -95,7 +114,7 @@ func runRepair(cmd *cobra.Command, g *cli.Globals, f *flags) error {
 		return printJSON(out, rep)
 	}
 	if len(rows) == 0 {
-		fmt.Fprintf(out, "✓ nothing to repair: the network of lab %q matches its configuration\n", l.cfg.Name)
+		fmt.Fprintf(out, "✓ nothing to repair: the network of lab %q matches its configuration\n", l.plan.Lab)
 	}
 	return nil
 }

@@ -1,0 +1,33 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/bmlab/bmlab/internal/ipi"
+)
+
+// installer runs `openshift-install create cluster` in the installer
+// directory, streaming its lines. When openshift-install is not there, up
+// stops with a message that says where to get it (ErrStop).
+type installer struct{}
+
+func (installer) Name() string { return "installer" }
+
+func (installer) Ensure(ctx context.Context, e *Env) (bool, error) {
+	dir := e.Plan.Installer.Dir
+	err := ipi.RunInstaller(ctx, ipi.InstallerOptions{
+		Binary: e.Plan.Installer.Binary, Dir: dir,
+		InstallConfig: filepath.Join(dir, ipi.FileName),
+	}, func(line string) { e.Rep.Note("installer", line) })
+	if errors.Is(err, ipi.ErrInstallerNotFound) {
+		return false, fmt.Errorf("%w: %w", err, ErrStop)
+	}
+	return err == nil, err
+}
+
+func (installer) Delete(context.Context, *Env) error { return nil }
+
+func (installer) createsNothing() {}

@@ -1,0 +1,85 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/bmlab/bmlab/internal/labvirt"
+	"github.com/bmlab/bmlab/internal/plan"
+)
+
+// nodes defines a UEFI domain per node, shut off, with its disks, its boot
+// NIC, an empty CD-ROM drive for virtual media, a serial log and the lab's
+// mark.
+type nodes struct{}
+
+func (nodes) Name() string { return "nodes" }
+
+func (nodes) Ensure(ctx context.Context, e *Env) (bool, error) {
+	return ensureDomains(ctx, e, e.Plan.Nodes)
+}
+
+func ensureDomains(ctx context.Context, e *Env, list []plan.Node) (bool, error) {
+	p := e.Plan
+	changed := false
+	for _, n := range list {
+		found, owner, err := e.Host.Owner(ctx, KindDomain, n.Name)
+		if err != nil {
+			return changed, err
+		}
+		if found && owner != p.Lab {
+			return changed, fmt.Errorf("domain %s exists and is not this lab's (owner %q): rename the lab (name: in the lab file) or remove that domain yourself (virsh undefine --nvram %s)", n.Name, owner, n.Name)
+		}
+		if found {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(n.SerialLog), 0o755); err != nil {
+			return changed, err
+		}
+		if err := e.Host.DefineDomain(ctx, DomainSpec(p, n)); err != nil {
+			return changed, err
+		}
+		changed = true
+	}
+	return changed, nil
+}
+
+// DomainSpec is a node's domain as libvirt defines it.
+func DomainSpec(p *plan.Plan, n plan.Node) labvirt.DomainSpec {
+	spec := labvirt.DomainSpec{
+		Name: n.Name, UUID: n.UUID, MemoryMiB: n.MemoryMiB, VCPUs: n.VCPUs, UEFI: true,
+		NICs:      []labvirt.NICSpec{{Network: p.Network.NodeNetwork, MAC: n.MAC}},
+		SerialLog: n.SerialLog,
+		BootOrder: []string{"hd", "network"},
+		Metadata:  labvirt.MarkXML(p.Lab),
+		Ignition:  n.Ignition,
+	}
+	for _, d := range n.Disks {
+		spec.Disks = append(spec.Disks, labvirt.DiskSpec{Path: d.Path})
+	}
+	return spec
+}
+
+// Delete removes the lab's domains: the plan's and any other that bears
+// the lab's mark.
+func (nodes) Delete(ctx context.Context, e *Env) error {
+	marked, err := e.Host.Marked(ctx, KindDomain, e.Plan.Lab)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range union(e.Plan.NodeNames(), marked) {
+		if err := e.Host.Delete(ctx, KindDomain, name, e.Plan.Lab); errors.Is(err, ErrForeign) {
+			e.Rep.Note("remove nodes", "left "+name+" alone: it is not this lab's")
+		} else if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return remaining(ctx, e, KindDomain)
+}

@@ -1,0 +1,204 @@
+package lab
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// preflight checks the host can carry the plan, and that no object the plan
+// names belongs to someone else, before anything is made.
+type preflight struct{}
+
+func (preflight) Name() string { return "preflight" }
+
+func (preflight) Ensure(ctx context.Context, e *Env) (bool, error) {
+	p := e.Plan
+	if _, err := os.Stat("/dev/kvm"); err != nil {
+		e.Rep.Note("preflight", "no /dev/kvm: the VMs run under TCG (software emulation), much slower than KVM")
+	}
+	var mem, cpus, disk uint
+	for _, n := range p.Nodes {
+		mem += n.MemoryMiB
+		cpus += n.VCPUs
+		for _, d := range n.Disks {
+			disk += d.SizeGiB
+		}
+	}
+	if total := memTotalMiB(); total > 0 {
+		ratio := float64(mem) / float64(total)
+		msg := fmt.Sprintf("memory: %d MiB planned of %d MiB (%.0f%%)", mem, total, 100*ratio)
+		if ratio > 1 {
+			msg += fmt.Sprintf(": overcommitted %.1fx; VMs that touch it all will swap or be killed", ratio)
+		}
+		e.Rep.Note("preflight", msg)
+	}
+	if n := uint(runtime.NumCPU()); cpus > n {
+		e.Rep.Note("preflight", fmt.Sprintf("CPU: %d vCPUs planned on %d host CPUs (overcommitted %.1fx)", cpus, n, float64(cpus)/float64(n)))
+	}
+	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		return false, fmt.Errorf("lab directory: %w", err)
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(p.Dir, &fs); err == nil {
+		free := fs.Bavail * uint64(fs.Bsize) >> 30
+		e.Rep.Note("preflight", fmt.Sprintf("disk: %d GiB of thin disks planned, %d GiB free in %s (thin: space is used as the VMs write)", disk, free, p.Dir))
+		if free < 1 {
+			return false, fmt.Errorf("less than 1 GiB free in %s", p.Dir)
+		}
+	}
+	if err := QemuCanReach(p.Dir); err != nil {
+		return false, err
+	}
+	return false, Clashes(ctx, e)
+}
+
+func (preflight) Delete(context.Context, *Env) error { return nil }
+
+// clash is an object the plan names that is not the lab's, and the lab
+// file setting that gives the lab another one.
+type clash struct {
+	kind    Kind
+	name    string
+	owner   string
+	setting string
+}
+
+// Clashes lists every object the plan would create that exists and bears
+// another mark (or none), and a machine network that overlaps another
+// libvirt network's; one error names them all, with the settings that
+// avoid them. Nothing has been created when it fails.
+func Clashes(ctx context.Context, e *Env) error {
+	p := e.Plan
+	var found []clash
+	check := func(kind Kind, name, setting string) error {
+		ok, owner, err := e.Host.Owner(ctx, kind, name)
+		if err != nil {
+			return err
+		}
+		if ok && owner != p.Lab {
+			found = append(found, clash{kind, name, owner, setting})
+		}
+		return nil
+	}
+	var err error
+	for _, n := range p.Nodes {
+		err = firstErr(err, check(KindDomain, n.Name, "name (the nodes are named <name>-<role>-N)"))
+	}
+	for _, b := range p.Network.Topology.Bridges {
+		err = firstErr(err, check(KindLink, b.Name, "network.bridges[].name"))
+	}
+	for _, v := range p.Network.Topology.Veths {
+		err = firstErr(err, check(KindLink, v.Name, "network.veths[].name"))
+		err = firstErr(err, check(KindLink, v.Peer, "network.veths[].peer"))
+	}
+	for _, name := range p.Network.BridgeNetworks {
+		err = firstErr(err, check(KindNetwork, name, "network.bridges[].name (each gets a libvirt network of its name)"))
+	}
+	if nat := p.Network.NAT; nat != nil {
+		err = firstErr(err, check(KindNetwork, nat.Name, "name"))
+		err = firstErr(err, check(KindLink, nat.Bridge, "name"))
+	}
+	err = firstErr(err, check(KindPool, p.Storage.Pool, "name"))
+	if err != nil {
+		return err
+	}
+	var msgs []string
+	for _, c := range found {
+		whose := "has no lab's mark"
+		if c.owner != "" {
+			whose = fmt.Sprintf("belongs to lab %q", c.owner)
+		}
+		msgs = append(msgs, fmt.Sprintf("%s %s %s: give this lab its own (%s)", c.kind, c.name, whose, c.setting))
+	}
+	if nat := p.Network.NAT; nat != nil {
+		cidrs, err := e.Host.NetworkCIDRs(ctx)
+		if err != nil {
+			return err
+		}
+		for name, list := range cidrs {
+			if name == nat.Name {
+				continue
+			}
+			for _, c := range list {
+				if c.Overlaps(nat.CIDR) {
+					msgs = append(msgs, fmt.Sprintf("libvirt network %s has %s, which overlaps the machine network %s: give this lab another (cluster.machineNetwork, with dhcpRange, apiVIP, ingressVIP and bmc.address)", name, c, nat.CIDR))
+				}
+			}
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("lab %q would clash with what is on this host; nothing was created:\n  %s", p.Lab, strings.Join(msgs, "\n  "))
+}
+
+func firstErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func memTotalMiB() uint {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kib, _ := strconv.ParseUint(fields[1], 10, 64)
+			return uint(kib / 1024)
+		}
+	}
+	return 0
+}
+
+// QemuCanReach checks that qemu, which runs as an unprivileged user
+// (libvirt-qemu on Debian), can enter every directory down to dir: the
+// classic "permission denied" when disks live in a home directory.
+func QemuCanReach(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	uid, gids := -1, map[int]bool{}
+	if u, err := user.Lookup("libvirt-qemu"); err == nil {
+		uid, _ = strconv.Atoi(u.Uid)
+		if g, err := u.GroupIds(); err == nil {
+			for _, s := range g {
+				n, _ := strconv.Atoi(s)
+				gids[n] = true
+			}
+		}
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		mode := fi.Mode().Perm()
+		ok := mode&0o001 != 0 ||
+			(int(st.Uid) == uid && mode&0o100 != 0) ||
+			(gids[int(st.Gid)] && mode&0o010 != 0)
+		if !ok {
+			return fmt.Errorf("permission denied for qemu: user libvirt-qemu cannot enter %s (mode %v), so VMs could not open their disks and logs under %s; run `chmod o+x %s` or put the lab elsewhere", d, mode, abs, d)
+		}
+		if d == "/" {
+			return nil
+		}
+	}
+}
+
+func (preflight) createsNothing() {}

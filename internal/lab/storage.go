@@ -1,0 +1,85 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/bmlab/bmlab/internal/labvirt"
+)
+
+// storage ensures the lab's directory pool and one thin qcow2 volume per
+// disk of every node.
+type storage struct{}
+
+func (storage) Name() string { return "storage" }
+
+func (storage) Ensure(ctx context.Context, e *Env) (bool, error) {
+	p := e.Plan
+	changed, err := e.Host.EnsurePool(ctx, labvirt.PoolSpec{Name: p.Storage.Pool, Dir: p.Storage.Dir, Lab: p.Lab})
+	if err != nil {
+		return false, err
+	}
+	for _, n := range p.Nodes {
+		for _, d := range n.Disks {
+			c, err := e.Host.EnsureVolume(ctx, labvirt.VolumeSpec{
+				Pool: p.Storage.Pool, Name: d.Volume, CapacityBytes: uint64(d.SizeGiB) << 30,
+				Format: "qcow2", Lab: p.Lab, Backing: d.Backing,
+			})
+			if err != nil {
+				return changed, err
+			}
+			changed = changed || c
+		}
+	}
+	return changed, nil
+}
+
+// Delete removes the lab's pools (their volumes with them) and the pools
+// whose directory is gone when they are proven the lab's by name and
+// layout (see the package doc).
+func (storage) Delete(ctx context.Context, e *Env) error {
+	p := e.Plan
+	marked, err := e.Host.Marked(ctx, KindPool, p.Lab)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range union([]string{p.Storage.Pool}, marked) {
+		if err := e.Host.Delete(ctx, KindPool, name, p.Lab); errors.Is(err, ErrForeign) {
+			// A pool whose directory is gone is handled below.
+			continue
+		} else if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	dangling, err := e.Host.DanglingPools(ctx)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, d := range dangling {
+		switch {
+		case d.Name == p.Storage.Pool && labvirt.HasLayoutSuffix(d.Dir, ".bmlab/disks"):
+			if err := e.Host.DeleteDanglingPool(ctx, d.Name); err != nil {
+				errs = append(errs, err)
+			} else {
+				e.Rep.Note("remove storage", fmt.Sprintf("removed pool %s: its directory %s was gone (nothing lost with it)", d.Name, d.Dir))
+			}
+		case d.Name == p.Storage.Pool:
+			errs = append(errs, fmt.Errorf("storage pool %s has the lab's pool name but its directory %s is gone and was not laid out by labctl (…/.bmlab/disks): not proven the lab's, left alone; if it is, remove it: virsh pool-undefine %s", d.Name, d.Dir, d.Name))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	// A dangling pool of the plan's name is the lab's too: it must be gone.
+	if dangling, err = e.Host.DanglingPools(ctx); err != nil {
+		return err
+	}
+	for _, d := range dangling {
+		if d.Name == p.Storage.Pool {
+			return fmt.Errorf("storage pool %s (directory %s gone) is still defined", d.Name, d.Dir)
+		}
+	}
+	return remaining(ctx, e, KindPool)
+}

@@ -1,0 +1,177 @@
+package labvirt
+
+// Discovery: what bears a lab's mark, found without the lab's state file,
+// for `labctl down` after the lab's directory is gone.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/digitalocean/go-libvirt"
+	"libvirt.org/go/libvirtxml"
+)
+
+// MarkedDomains lists the domains (running or not) that bear lab's mark.
+func MarkedDomains(ctx context.Context, l *libvirt.Libvirt, lab string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	doms, _, err := l.ConnectListAllDomains(1, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list domains: %w", err)
+	}
+	var out []string
+	for _, d := range doms {
+		x, err := l.DomainGetXMLDesc(d, libvirt.DomainXMLInactive)
+		if isNoDomain(err) {
+			continue // gone meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read domain %s: %w", d.Name, err)
+		}
+		var def libvirtxml.Domain
+		if err := def.Unmarshal(x); err != nil {
+			return nil, fmt.Errorf("parse domain %s: %w", d.Name, err)
+		}
+		if def.Metadata != nil && MarkOf(def.Metadata.XML) == lab {
+			out = append(out, d.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// MarkedNetworks lists the libvirt networks (active or not) that bear lab's
+// mark: its NAT network and its bridge-named networks.
+func MarkedNetworks(ctx context.Context, l *libvirt.Libvirt, lab string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	nets, _, err := l.ConnectListAllNetworks(1, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list libvirt networks: %w", err)
+	}
+	var out []string
+	for _, n := range nets {
+		def, err := networkDef(l, n, libvirt.NetworkXMLInactive)
+		if isNetworkNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if networkOwner(def) == lab {
+			out = append(out, n.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// NetworkOwner says whether a libvirt network exists and whose mark it
+// bears ("" when none).
+func NetworkOwner(ctx context.Context, l *libvirt.Libvirt, name string) (found bool, owner string, err error) {
+	st, err := GetNetworkState(ctx, l, name)
+	return st.Exists, st.Owner, err
+}
+
+// PoolOwner says whether a storage pool exists and which lab's mark its
+// directory holds ("" when none, or when its directory is gone).
+func PoolOwner(ctx context.Context, l *libvirt.Libvirt, name string) (found bool, owner string, err error) {
+	st, err := getPoolState(ctx, l, name)
+	return st.exists, st.owner(), err
+}
+
+// DanglingPool is a pool whose directory no longer exists.
+type DanglingPool struct {
+	Name string
+	Dir  string
+}
+
+// MarkedPools lists the pools whose directory holds lab's mark, and the
+// pools whose directory is gone (the mark went with it), which the caller
+// must prove to be the lab's some other way (DeleteDanglingPool).
+func MarkedPools(ctx context.Context, l *libvirt.Libvirt, lab string) (marked []string, dangling []DanglingPool, err error) {
+	pools, _, err := l.ConnectListAllStoragePools(1, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list storage pools: %w", err)
+	}
+	for _, p := range pools {
+		st, err := getPoolState(ctx, l, p.Name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !st.exists {
+			continue
+		}
+		if owner := st.owner(); owner != "" && owner == lab {
+			marked = append(marked, p.Name)
+			continue
+		}
+		if st.typ == "dir" && st.dir != "" {
+			if _, err := os.Stat(st.dir); errors.Is(err, fs.ErrNotExist) {
+				dangling = append(dangling, DanglingPool{Name: p.Name, Dir: st.dir})
+			}
+		}
+	}
+	slices.Sort(marked)
+	return marked, dangling, nil
+}
+
+// DeleteDanglingPool undefines a directory pool whose directory is gone.
+// Nothing is lost with it: its volumes were files in that directory. It
+// refuses a pool whose directory exists (that is DeletePool's, with the
+// mark's proof).
+func DeleteDanglingPool(ctx context.Context, l *libvirt.Libvirt, name string) (deleted bool, err error) {
+	st, err := getPoolState(ctx, l, name)
+	if err != nil || !st.exists {
+		return false, err
+	}
+	if _, err := os.Stat(st.dir); !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("storage pool %q: its directory %s exists; it is not dangling", name, st.dir)
+	}
+	if err := l.StoragePoolDestroy(st.pool); err != nil && !isLibvirtError(err, libvirt.ErrOperationInvalid) && !isLibvirtError(err, libvirt.ErrNoStoragePool) {
+		return false, fmt.Errorf("stop storage pool %q: %w", name, err)
+	}
+	if err := l.StoragePoolUndefine(st.pool); err != nil && !isLibvirtError(err, libvirt.ErrNoStoragePool) {
+		return false, fmt.Errorf("undefine storage pool %q: %w", name, err)
+	}
+	return true, nil
+}
+
+// DomainPower is a domain's state in words (running, shut off, ...), or
+// "absent".
+func DomainPower(_ context.Context, l *libvirt.Libvirt, name string) (string, error) {
+	d, err := l.DomainLookupByName(name)
+	if isNoDomain(err) {
+		return "absent", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("look up domain %s: %w", name, err)
+	}
+	st, _, err := l.DomainGetState(d, 0)
+	if err != nil {
+		return "", fmt.Errorf("domain %s state: %w", name, err)
+	}
+	switch libvirt.DomainState(st) {
+	case libvirt.DomainRunning, libvirt.DomainBlocked:
+		return "On", nil
+	case libvirt.DomainPaused, libvirt.DomainPmsuspended:
+		return "Paused", nil
+	case libvirt.DomainShutdown:
+		return "PoweringOff", nil
+	default:
+		return "Off", nil
+	}
+}
+
+// HasLayoutSuffix reports whether dir ends with the path elements suffix
+// (e.g. ".bmlab/disks").
+func HasLayoutSuffix(dir, suffix string) bool {
+	return strings.HasSuffix(strings.TrimRight(dir, "/"), "/"+suffix)
+}
