@@ -66,7 +66,7 @@ func (bmcs) Ensure(ctx context.Context, e *Env) (bool, error) {
 		}
 		changed = true
 	}
-	return changed, CheckBMCs(ctx, p, 30*time.Second)
+	return changed, e.Host.CheckBMCs(ctx, p, 30*time.Second)
 }
 
 // Delete stops every vbmcd that bears the lab's mark.
@@ -120,9 +120,9 @@ func BMCClient(p *plan.Plan) *http.Client {
 	}}
 }
 
-// CheckBMCs waits until every node's Redfish System answers with its UUID
-// at the plan's address, reached from the lab's namespace.
-func CheckBMCs(ctx context.Context, p *plan.Plan, wait time.Duration) error {
+// CheckBMCs implements Host: every node's Redfish System answers with its
+// UUID at the plan's address, reached from the lab's namespace.
+func (r *RealHost) CheckBMCs(ctx context.Context, p *plan.Plan, wait time.Duration) error {
 	hc := BMCClient(p)
 	deadline := time.Now().Add(wait)
 	for _, n := range p.Nodes {

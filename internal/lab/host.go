@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"time"
 
 	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/netplumb"
@@ -62,6 +63,9 @@ type Host interface {
 	Daemons(ctx context.Context, lab string) ([]Daemon, error)
 	StartDaemon(ctx context.Context, v plan.Vbmcd, netns string) (Daemon, error)
 	StopDaemon(ctx context.Context, pid int) error
+	// CheckBMCs waits until every node's BMC answers with its UUID at the
+	// plan's address, reached from the lab's namespace.
+	CheckBMCs(ctx context.Context, p *plan.Plan, wait time.Duration) error
 }
 
 // Daemon is a running process of a lab.

@@ -104,7 +104,17 @@ func Clashes(ctx context.Context, e *Env) error {
 	}
 	if nat := p.Network.NAT; nat != nil {
 		err = firstErr(err, check(KindNetwork, nat.Name, "name"))
-		err = firstErr(err, check(KindLink, nat.Bridge, "name"))
+		// libvirt makes the NAT bridge (no alias): it is the lab's when the
+		// lab's NAT network is there, and a clash when it is there alone.
+		if nfound, owner, nerr := e.Host.Owner(ctx, KindNetwork, nat.Name); nerr != nil {
+			err = firstErr(err, nerr)
+		} else if !nfound || owner != p.Lab {
+			if bfound, _, berr := e.Host.Owner(ctx, KindLink, nat.Bridge); berr != nil {
+				err = firstErr(err, berr)
+			} else if bfound {
+				found = append(found, clash{KindLink, nat.Bridge, "", "name (the NAT bridge is bmnat-<name>)"})
+			}
+		}
 	}
 	err = firstErr(err, check(KindPool, p.Storage.Pool, "name"))
 	if err != nil {

@@ -31,8 +31,8 @@ import (
 type RealHost struct {
 	be     *virt.Backend
 	cancel context.CancelFunc // ends the backend's connection
-	h   *netlink.Handle
-	log *zap.Logger
+	h      *netlink.Handle
+	log    *zap.Logger
 }
 
 // OpenHost connects to the plan's libvirt and opens the plan's network

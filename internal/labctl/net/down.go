@@ -7,8 +7,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bmlab/bmlab/internal/labctl/cli"
-	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/labvirt"
+	"github.com/bmlab/bmlab/internal/netplumb"
 )
 
 type downReport struct {

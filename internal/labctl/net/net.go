@@ -61,7 +61,7 @@ type lab struct {
 	h    *netlink.Handle
 	p    *netplumb.Plumber
 	lv   *labvirt.NetworkConn // nil with --no-libvirt
-	nmOK bool              // NetworkManager is installed
+	nmOK bool                 // NetworkManager is installed
 }
 
 func open(ctx context.Context, g *cli.Globals, f *flags) (*lab, error) {

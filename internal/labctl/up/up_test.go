@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ import (
 
 // labFile writes a lab whose machine network lives only inside libvirtd's
 // namespace (labci): nothing leaves this machine.
-func labFile(t *testing.T, dir, name string, port int) string {
+func labFile(t *testing.T, dir, name string, port int, extra ...string) string {
 	t.Helper()
 	pub, _, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -53,6 +54,9 @@ cluster:
   bmc: {redfishPort: %d, username: admin, password: lab-pass}
   sshKey: id.pub
 `, name, port)
+	for _, e := range extra {
+		lab = strings.ReplaceAll(lab, e[:strings.Index(e, "=")], e[strings.Index(e, "=")+1:])
+	}
 	p := filepath.Join(dir, "lab.yaml")
 	if err := os.WriteFile(p, []byte(lab), 0o644); err != nil {
 		t.Fatal(err)
@@ -163,6 +167,32 @@ func TestUpUntilInstallConfig(t *testing.T) {
 		t.Errorf("second up changed something:\n%s", out)
 	}
 
+	// labctl net agrees with up: right after up, check finds nothing.
+	netArgs := func(sub string) []string { return append([]string{"net", sub, "--profile", "tiny"}, common...) }
+	if out, err := labctlRun(t, netArgs("check")...); err != nil {
+		t.Fatalf("net check right after up = %v:\n%s", err, out)
+	}
+	// A broken veth is found and repaired to exactly what up made.
+	ip := testenv.Command(t, "ip")
+	if o, err := exec.Command(ip, "-n", "labci", "link", "del", "bmlab-veth0").CombinedOutput(); err != nil {
+		t.Fatalf("break the veth: %v: %s", err, o)
+	}
+	if out, err := labctlRun(t, netArgs("check")...); err == nil || !strings.Contains(out, "bmlab-veth0") {
+		t.Fatalf("net check after the veth was deleted = %v:\n%s", err, out)
+	}
+	if out, err := labctlRun(t, netArgs("repair")...); err != nil || !strings.Contains(out, "✓ create bmlab-veth0 bmlab-veth1") {
+		t.Fatalf("net repair = %v:\n%s", err, out)
+	}
+	if out, err := labctlRun(t, netArgs("check")...); err != nil {
+		t.Fatalf("net check after repair = %v:\n%s", err, out)
+	}
+	if master := linkMaster(t, "bmlab-veth1"); master != "bmnat-lup" {
+		t.Errorf("after repair bmlab-veth1's master is %q, want the lab's NAT bridge bmnat-lup", master)
+	}
+	if out, err := labctlRun(t, up...); err != nil || strings.Count(out, "(no change)") != 6 {
+		t.Errorf("up after repair = %v (want no change):\n%s", err, out)
+	}
+
 	// A virtual-media boot of one node shows the marker.
 	iso := testenv.MarkerISO(t)
 	// The image server, like an Ironic conductor's, is on the lab's network.
@@ -218,5 +248,172 @@ func TestUpUntilInstallConfig(t *testing.T) {
 				t.Errorf("down left %s behind:\n%s", name, s)
 			}
 		}
+	}
+}
+
+func linkMaster(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command("ip", "-n", "labci", "-o", "link", "show", name).Output()
+	if err != nil {
+		t.Fatalf("ip link show %s: %v", name, err)
+	}
+	f := strings.Fields(string(out))
+	for i := range f {
+		if f[i] == "master" && i+1 < len(f) {
+			return f[i+1]
+		}
+	}
+	return ""
+}
+
+// leftovers lists what of a lab is still on the host: domains, libvirt
+// networks, pools, links in labci, and vbmcd processes marked as its.
+func leftovers(t *testing.T, lab string, links ...string) []string {
+	t.Helper()
+	var out []string
+	for _, c := range [][]string{{"list", "--all", "--name"}, {"net-list", "--all", "--name"}, {"pool-list", "--all", "--name"}} {
+		b, err := exec.Command("virsh", c...).Output()
+		if err != nil {
+			t.Fatalf("virsh %v: %v", c, err)
+		}
+		for _, l := range strings.Fields(string(b)) {
+			if strings.HasPrefix(l, lab+"-") || slices.Contains(links, l) {
+				out = append(out, c[0]+" "+l)
+			}
+		}
+	}
+	b, _ := exec.Command("ip", "-n", "labci", "-br", "link").Output()
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && slices.Contains(links, strings.Split(f[0], "@")[0]) {
+			out = append(out, "link "+f[0])
+		}
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && slices.Contains(strings.Split(string(env), "\x00"), "BMLAB_LAB="+lab) {
+			if st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); !strings.Contains(string(st), ") Z ") {
+				out = append(out, "process "+e.Name())
+			}
+		}
+	}
+	return out
+}
+
+// TestDownAfterLabDirDeleted: the lab's directory (lab file, state, disks)
+// goes; down finds the lab by its marks and leaves nothing of it.
+func TestDownAfterLabDirDeleted(t *testing.T) {
+	testenv.Libvirt(t)
+	dir := testenv.QemuDir(t)
+	cfg := labFile(t, dir, "lgone", 18711, "10.198.61.=10.198.62.")
+	common := []string{"--netns", "labci", "--vbmcd", testenv.Binary(t, "vbmcd")}
+	links := []string{"baremetal", "bmlab-veth0", "bmlab-veth1", "bmnat-lgone"}
+	t.Cleanup(func() { _, _ = labctlRun(t, append([]string{"down", "--lab", "lgone"}, common...)...) })
+	if out, err := labctlRun(t, append([]string{"up", "--profile", "tiny", "--until", "bmcs", "-f", cfg}, common...)...); err != nil {
+		t.Fatalf("up: %v\n%s", err, out)
+	}
+	if left := leftovers(t, "lgone", links...); len(left) < 5+2+1+4+1 {
+		t.Fatalf("up made less than expected: %v", left)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out, err := labctlRun(t, append([]string{"down", "--lab", "lgone"}, common...)...)
+	if err != nil {
+		t.Fatalf("down --lab after the directory was deleted: %v\n%s", err, out)
+	}
+	t.Logf("down took %s", time.Since(start))
+	if left := leftovers(t, "lgone", links...); len(left) > 0 {
+		t.Errorf("down printed\n%s\nbut left %v", out, left)
+	}
+	if !strings.Contains(out, "removed pool lgone-disks: its directory") {
+		t.Errorf("down does not say how it proved the pool the lab's:\n%s", out)
+	}
+}
+
+// TestTwoLabs: a second lab with the first one's bridges stops before
+// creating anything and names the settings; with its own bridges, another
+// machine network and TLS off it comes up beside the first, on the same
+// Redfish port, and its install-config's http addresses answer.
+func TestTwoLabs(t *testing.T) {
+	testenv.Libvirt(t)
+	vb := testenv.Binary(t, "vbmcd")
+	dirA, dirB := testenv.QemuDir(t), testenv.QemuDir(t)
+	cfgA := labFile(t, dirA, "laba", 18712, "10.198.61.=10.198.63.")
+	common := []string{"--netns", "labci", "--vbmcd", vb, "--profile", "tiny"}
+	t.Cleanup(func() {
+		_, _ = labctlRun(t, append([]string{"down", "--lab", "laba"}, common...)...)
+		_, _ = labctlRun(t, append([]string{"down", "--lab", "labb"}, common...)...)
+	})
+	if out, err := labctlRun(t, append([]string{"up", "--until", "bmcs", "-f", cfgA}, common...)...); err != nil {
+		t.Fatalf("up A: %v\n%s", err, out)
+	}
+	// B with A's bridges and machine network: refused, nothing created.
+	clashing := labFile(t, dirB, "labb", 18712, "10.198.61.=10.198.63.")
+	_, err := labctlRun(t, append([]string{"up", "--until", "bmcs", "-f", clashing}, common...)...)
+	for _, want := range []string{
+		`lab "labb" would clash with what is on this host; nothing was created`,
+		`link baremetal belongs to lab "laba": give this lab its own (network.bridges[].name)`,
+		`link bmlab-veth0 belongs to lab "laba": give this lab its own (network.veths[].name)`,
+		`libvirt network baremetal belongs to lab "laba"`,
+		`overlaps the machine network 10.198.63.0/24: give this lab another (cluster.machineNetwork`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("up of a clashing lab = %v\nwant it to contain %q", err, want)
+		}
+	}
+	if left := leftovers(t, "labb", "bmnat-labb"); len(left) > 0 {
+		t.Errorf("the refused lab created %v", left)
+	}
+	// B with its own bridges, network and plain HTTP: beside A.
+	own := labFile(t, dirB, "labb", 18712, "10.198.61.=10.198.64.",
+		"  sshKey: id.pub\n=  sshKey: id.pub\nnetwork:\n  bridges: [{name: bm-labb}]\n  veths: [{name: labb-veth0, master: bm-labb, peer: labb-veth1, peerMaster: virbr0}]\n",
+		"password: lab-pass}=password: lab-pass, tls: false}")
+	out, err := labctlRun(t, append([]string{"up", "--until", "install-config", "-f", own}, common...)...)
+	if err != nil {
+		t.Fatalf("up B beside A: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dirB, "install", "install-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ic ipi.InstallConfig
+	if err := yaml.Unmarshal(b, &ic); err != nil {
+		t.Fatal(err)
+	}
+	if ic.Platform.BareMetal.ExternalBridge != "bm-labb" {
+		t.Errorf("B's install-config externalBridge = %q, want bm-labb", ic.Platform.BareMetal.ExternalBridge)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: netplumb.DialContextIn("labci")}}
+	for _, h := range ic.Platform.BareMetal.Hosts {
+		url := strings.TrimPrefix(h.BMC.Address, "redfish-virtualmedia+")
+		if !strings.HasPrefix(url, "http://10.198.64.1:18712/") || h.BMC.DisableCertificateVerification {
+			t.Errorf("%s: address %s (tls: false wants http, no certificate setting)", h.Name, h.BMC.Address)
+			continue
+		}
+		req, _ := http.NewRequest("GET", url, nil)
+		req.SetBasicAuth("admin", "lab-pass")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", h.Name, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: GET %s = %d", h.Name, url, resp.StatusCode)
+		}
+	}
+	// A is untouched and still answers.
+	for _, l := range []string{"up", "net"} {
+		args := []string{l, "--until", "bmcs", "-f", cfgA}
+		if l == "net" {
+			args = []string{"net", "check", "-f", cfgA}
+		}
+		if out, err := labctlRun(t, append(args, common...)...); err != nil || (l == "up" && strings.Count(out, "(no change)") != 5) {
+			t.Errorf("labctl %s for A after B came up = %v:\n%s", l, err, out)
+		}
+	}
+	if out, err := labctlRun(t, append([]string{"net", "check", "-f", own}, common...)...); err != nil {
+		t.Errorf("net check B = %v:\n%s", err, out)
 	}
 }
