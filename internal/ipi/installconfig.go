@@ -74,8 +74,14 @@ type MachinePool struct {
 
 // Platform holds the one platform a lab uses.
 type Platform struct {
-	BareMetal *BareMetal `json:"baremetal"`
+	BareMetal *BareMetal `json:"baremetal,omitempty"`
+	// None is platform none, the UPI flow's: the installer creates no
+	// machines and the cluster brings its own VIPs, DNS and load balancer.
+	None *None `json:"none,omitempty"`
 }
+
+// None is platform.none: it has no fields.
+type None struct{}
 
 // BareMetal is platform.baremetal (pkg/types/baremetal/platform.go).
 type BareMetal struct {

@@ -120,9 +120,16 @@ func Validate(ic *InstallConfig, dhcpRange labconfig.IPRange) ErrorList {
 	}
 	machine := c.names(ic)
 	c.networking(ic.Networking)
-	if bm := ic.Platform.BareMetal; bm == nil {
-		c.invalid("platform", "", "must specify one of the platforms (baremetal)")
-	} else {
+	bm := ic.Platform.BareMetal
+	switch {
+	case bm != nil && ic.Platform.None != nil:
+		c.invalid("platform", "", "must only specify a single type of platform; cannot use both \"baremetal\" and \"none\"")
+	case ic.Platform.None != nil:
+		// platform none: the installer checks names, networks, pools and
+		// the pull secret only.
+	case bm == nil:
+		c.invalid("platform", "", "must specify one of the platforms (baremetal, none)")
+	default:
 		c.vips(bm, machine, dhcpRange)
 		c.platform(bm, ic)
 		c.provisioning(bm, machine)
