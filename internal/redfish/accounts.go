@@ -98,12 +98,9 @@ func patchAccountService(s *Server, c *call) *apiError {
 	if s.accounts == nil {
 		return newError(http.StatusMethodNotAllowed, MsgOperationNotAllowed).with("vbmcd runs without an account store (no state directory).")
 	}
-	body, err := readObject(c.r)
+	body, err := readChecked(c, accountServiceSchema)
 	if err != nil {
 		return err
-	}
-	if msgs := accountServiceSchema.check(body, nil); len(msgs) > 0 {
-		return &apiError{status: http.StatusBadRequest, messages: msgs}
 	}
 	p := s.accounts.Policy()
 	if v, ok := body["AccountLockoutThreshold"].(float64); ok {
@@ -117,6 +114,18 @@ func patchAccountService(s *Server, c *call) *apiError {
 	}
 	s.logChange(c, "lockout policy changed", zap.Int("threshold", p.Threshold), zap.Duration("duration", p.Duration))
 	return getAccountService(s, c)
+}
+
+// readChecked reads a request body and checks it against schema.
+func readChecked(c *call, schema fields) (map[string]any, *apiError) {
+	body, err := readObject(c.r)
+	if err != nil {
+		return nil, err
+	}
+	if msgs := schema.check(body, nil); len(msgs) > 0 {
+		return nil, &apiError{status: http.StatusBadRequest, messages: msgs}
+	}
+	return body, nil
 }
 
 func accountURI(id string) string { return accountsURI + "/" + url.PathEscape(id) }
@@ -237,12 +246,9 @@ func postAccount(s *Server, c *call) *apiError {
 	if s.accounts == nil {
 		return newError(http.StatusMethodNotAllowed, MsgOperationNotAllowed).with("vbmcd runs without an account store (no state directory).")
 	}
-	body, err := readObject(c.r)
+	body, err := readChecked(c, accountCreateSchema)
 	if err != nil {
 		return err
-	}
-	if msgs := accountCreateSchema.check(body, nil); len(msgs) > 0 {
-		return &apiError{status: http.StatusBadRequest, messages: msgs}
 	}
 	for _, k := range []string{"UserName", "Password", "RoleId"} {
 		if _, ok := body[k]; !ok {
@@ -300,15 +306,12 @@ func patchAccount(s *Server, c *call) *apiError {
 	if self {
 		return errBuiltin
 	}
-	body, err := readObject(c.r)
+	body, err := readChecked(c, accountPatchSchema)
 	if err != nil {
 		return err
 	}
 	if len(body) == 0 {
 		return newError(http.StatusBadRequest, MsgEmptyJSON)
-	}
-	if msgs := accountPatchSchema.check(body, nil); len(msgs) > 0 {
-		return &apiError{status: http.StatusBadRequest, messages: msgs}
 	}
 	var ch accounts.Change
 	for k, v := range body {
