@@ -2,6 +2,7 @@ package redfish
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"golang.org/x/crypto/bcrypt"
@@ -124,5 +125,26 @@ func TestPerSystemAccountAndLockout(t *testing.T) {
 	}
 	if w := f.do(req{path: "/redfish/v1/Systems", user: "tenant", pass: "tenant-pass"}); w.Code != http.StatusUnauthorized {
 		t.Errorf("deleted account: %d", w.Code)
+	}
+}
+
+// A stored Operator account on the hot path: after the first request its
+// Basic credentials are cached, so a GET costs no bcrypt and the privilege
+// check is one AND (compare with BenchmarkGetSystem, the bootstrap user).
+func BenchmarkGetSystemStoredAccount(b *testing.B) {
+	opt, st := withStore(b)
+	f := newFixture(b, 10, opt)
+	if _, err := st.Create(accounts.New{UserName: "op", Password: "op-password", Role: accounts.Operator, Enabled: true}); err != nil {
+		b.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", f.sys(0), nil)
+	r.SetBasicAuth("op", "op-password")
+	w := &discard{h: http.Header{}}
+	f.h.ServeHTTP(w, r)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		clear(w.h)
+		f.h.ServeHTTP(w, r)
 	}
 }
