@@ -439,10 +439,15 @@ func (b *bmc) rakp1(p []byte) []byte {
 		b.dropLocked(s.id)
 		return b.rakp2ErrLocked(m.Tag, s.consoleID, wire.StatusUnauthorizedRole)
 	}
-	pass, ok := b.lookupLocked(string(m.Username))
+	pass, limit, ok := b.lookupLocked(string(m.Username))
 	if !ok {
 		b.dropLocked(s.id)
 		return b.rakp2ErrLocked(m.Tag, s.consoleID, wire.StatusUnauthorizedName)
+	}
+	if priv > limit {
+		// Above the user's privilege limit (its role's, IPMI v2.0 §13.20).
+		b.dropLocked(s.id)
+		return b.rakp2ErrLocked(m.Tag, s.consoleID, wire.StatusUnauthorizedRole)
 	}
 	s.ex = session.Exchange{
 		Auth: s.suite.Auth, ConsoleID: s.consoleID, BMCID: s.id,
@@ -464,15 +469,28 @@ func (b *bmc) rakp2ErrLocked(tag uint8, consoleID uint32, st wire.Status) []byte
 	return v2Plain(wire.PayloadRAKP2, wire.RAKP2{Tag: tag, Status: st, ConsoleID: consoleID}.Append(nil))
 }
 
-// lookupLocked finds a user's password. Every user of a BMC is an
-// administrator (the model has no per-user privileges).
-func (b *bmc) lookupLocked(name string) (string, bool) {
+// lookupLocked finds a user's password (its RAKP key) and privilege limit:
+// the daemon's or the machine's own users are administrators; stored
+// accounts have their role's limit and must be enabled and not locked.
+func (b *bmc) lookupLocked(name string) (string, uint8, bool) {
 	for _, u := range b.users {
 		if u.Username == name {
-			return u.Password, true
+			return u.Password, privAdmin, true
 		}
 	}
-	return "", false
+	if st := b.cfg.accounts; st != nil {
+		if key, a, _, err := st.Key(b.id, name); err == nil {
+			return string(key), a.Role.IPMILimit(), true
+		}
+	}
+	return "", 0, false
+}
+
+// authFailed counts a failed login of a stored account towards its lock.
+func (b *bmc) authFailed(name string) {
+	if b.cfg.accounts != nil {
+		b.cfg.accounts.Failed(name)
+	}
 }
 
 // rakp3 checks RAKP Message 3 and answers with Message 4 (IPMI v2.0 §13.22,
@@ -494,13 +512,15 @@ func (b *bmc) rakp3(p []byte) []byte {
 	}
 	if m.Status != wire.StatusOK {
 		// The console refused our RAKP 2 (most often: its password differs).
+		b.authFailed(s.user)
 		return fail(m.Status)
 	}
-	pass, ok := b.lookupLocked(s.user)
+	pass, _, ok := b.lookupLocked(s.user)
 	if !ok {
 		return fail(wire.StatusUnauthorizedName)
 	}
 	if !session.Equal(s.ex.RAKP3Code([]byte(pass)), m.AuthCode) {
+		b.authFailed(s.user)
 		return fail(wire.StatusInvalidIntegrityValue)
 	}
 	sik := s.ex.SIK([]byte(pass)) // no BMC key: Kg is Kuid (IPMI v2.0 §13.31)

@@ -26,8 +26,11 @@ const (
 	cmdGetSessionInfo         = 0x3d
 	cmdGetChannelAccess       = 0x41
 	cmdGetChannelInfo         = 0x42
+	cmdSetUserAccess          = 0x43
 	cmdGetUserAccess          = 0x44
+	cmdSetUserName            = 0x45
 	cmdGetUserName            = 0x46
+	cmdSetUserPassword        = 0x47
 	cmdActivatePayload        = 0x48
 	cmdDeactivatePayload      = 0x49
 	cmdGetPayloadStatus       = 0x4a
@@ -81,6 +84,9 @@ func init() {
 		{wire.NetFnApp, cmdGetSessionInfo}:         {privUser, (*bmc).getSessionInfo},
 		{wire.NetFnApp, cmdGetUserAccess}:          {privOperator, (*bmc).getUserAccess},
 		{wire.NetFnApp, cmdGetUserName}:            {privOperator, (*bmc).getUserName},
+		{wire.NetFnApp, cmdSetUserAccess}:          {privAdmin, (*bmc).setUserAccess},
+		{wire.NetFnApp, cmdSetUserName}:            {privAdmin, (*bmc).setUserName},
+		{wire.NetFnApp, cmdSetUserPassword}:        {privAdmin, (*bmc).setUserPassword},
 		{wire.NetFnApp, cmdActivatePayload}:        {privUser, (*bmc).activatePayload},
 		{wire.NetFnApp, cmdDeactivatePayload}:      {privUser, (*bmc).deactivatePayload},
 		{wire.NetFnApp, cmdGetPayloadStatus}:       {privUser, (*bmc).getPayloadStatus},
@@ -396,60 +402,6 @@ func (b *bmc) getSessionInfo(s *sessRef, d []byte) (wire.CompletionCode, []byte)
 	out = append(out, ip...)
 	out = append(out, 0, 0, 0, 0, 0, 0) // console MAC: unknown
 	return wire.CodeOK, binary.LittleEndian.AppendUint16(out, port)
-}
-
-const maxUsers = 16
-
-// users are numbered from 2: user 1 is the anonymous (null) user, disabled.
-func (b *bmc) userByID(id byte) (machine.Credential, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	i := int(id) - 2
-	if i < 0 || i >= len(b.users) {
-		return machine.Credential{}, false
-	}
-	return b.users[i], true
-}
-
-// getUserAccess (IPMI v2.0 §22.27).
-func (b *bmc) getUserAccess(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 2 {
-		return wire.CodeDataLengthInvalid, nil
-	}
-	uid := d[1] & 0x3f
-	if !validChannel(d[0]) || uid == 0 || uid > maxUsers {
-		return wire.CodeInvalidDataField, nil
-	}
-	b.mu.Lock()
-	n := min(len(b.users), maxUsers-1)
-	b.mu.Unlock()
-	access := byte(0x0f) // no access
-	if _, ok := b.userByID(uid); ok {
-		access = 0x10 | privAdmin // IPMI messaging enabled, administrator
-	}
-	enabled := byte(n)
-	if _, ok := b.userByID(uid); ok {
-		enabled |= 0x40
-	} else {
-		enabled |= 0x80
-	}
-	return wire.CodeOK, []byte{maxUsers, enabled, 0x01, access}
-}
-
-// getUserName (IPMI v2.0 §22.29). Passwords are never returned.
-func (b *bmc) getUserName(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 1 {
-		return wire.CodeDataLengthInvalid, nil
-	}
-	uid := d[0] & 0x3f
-	if uid == 0 || uid > maxUsers {
-		return wire.CodeInvalidDataField, nil
-	}
-	name := make([]byte, 16)
-	if u, ok := b.userByID(uid); ok {
-		copy(name, u.Username)
-	}
-	return wire.CodeOK, name
 }
 
 // getChassisStatus (IPMI v2.0 §28.2).

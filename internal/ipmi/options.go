@@ -3,6 +3,7 @@ package ipmi
 import (
 	"time"
 
+	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/machine"
 )
 
@@ -11,6 +12,7 @@ type Option func(*config)
 
 type config struct {
 	creds       []machine.Credential
+	accounts    *accounts.Store
 	portBase    int
 	addr        string
 	cipher0     bool
@@ -34,6 +36,12 @@ func defaultConfig() config {
 func WithCredentials(creds ...machine.Credential) Option {
 	return func(c *config) { c.creds = append([]machine.Credential(nil), creds...) }
 }
+
+// WithAccounts adds the stored accounts (shared with Redfish): each BMC
+// knows the global ones and those of its machine, with the privilege limit
+// of their role, and its user commands (IPMI v2.0 §22.26-§22.30) change
+// them.
+func WithAccounts(st *accounts.Store) Option { return func(c *config) { c.accounts = st } }
 
 // WithPortBase gives every machine that has no IPMI endpoint the lowest free
 // port at or above base, recorded with the machine (so it is stable across

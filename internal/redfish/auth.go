@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/machine"
 )
 
@@ -22,6 +25,28 @@ type principal struct {
 	all  bool
 	user string
 	pass string // kept to check machines' credentials, which are stored as given
+
+	// priv is what the principal may do (a role's privileges); routes
+	// check it with one AND.
+	priv accounts.Privilege
+	// acct is the ID of a stored account ("" for the bootstrap user and
+	// machines' own users); system the machine such an account is bound
+	// to; gen the store generation it was verified at.
+	acct   string
+	role   accounts.Role
+	system string
+	gen    uint64
+}
+
+// fromAccount is the principal of a stored account.
+func fromAccount(a accounts.Account, gen uint64) *principal {
+	return &principal{all: a.System == "", user: a.UserName, priv: a.Role.Privileges(), acct: a.ID, role: a.Role, system: a.System, gen: gen}
+}
+
+// stale reports whether p came from the account store and the store has
+// changed since (a password, role, lock or deletion may apply to it).
+func (s *Server) stale(p *principal) bool {
+	return p.acct != "" && s.accounts != nil && p.gen != s.accounts.Generation()
 }
 
 // canAccess reports whether p may reach machine m (its System, Manager,
@@ -29,6 +54,9 @@ type principal struct {
 func (p *principal) canAccess(m *machine.Machine) bool {
 	if p.all {
 		return true
+	}
+	if p.acct != "" {
+		return p.system == m.ID
 	}
 	for _, c := range m.Settings.Credentials {
 		okUser := equalConst(c.Username, p.user)
@@ -65,7 +93,18 @@ func (s *Server) verify(user, pass string) *principal {
 			return s.admin
 		}
 	}
-	cand := &principal{user: user, pass: pass}
+	if s.accounts != nil {
+		gen := s.accounts.Generation()
+		a, found, err := s.accounts.Verify(user, pass)
+		if found {
+			if err != nil {
+				s.log.Info("login refused", zap.String("user", user), zap.Error(err))
+				return nil
+			}
+			return fromAccount(a, gen)
+		}
+	}
+	cand := &principal{user: user, pass: pass, priv: accounts.AllPrivileges}
 	for _, m := range s.svc.List() {
 		if cand.canAccess(m) {
 			return cand
@@ -114,14 +153,22 @@ func (s *Server) authenticate(c *call) *apiError {
 		if sess == nil {
 			return unauthorized("The session token is unknown or expired.")
 		}
-		c.who, c.session = sess.who, sess
+		who := sess.who.Load()
+		if s.stale(who) {
+			if who = s.refresh(who); who == nil {
+				s.sessions.remove(sess)
+				return unauthorized("The session's account was changed, disabled, locked or deleted.")
+			}
+			sess.who.Store(who)
+		}
+		c.who, c.session = who, sess
 		return nil
 	}
 	auth := h["Authorization"]
 	if len(auth) == 0 {
 		return unauthorized("Credentials are required.")
 	}
-	if p := s.basic.get(auth[0]); p != nil {
+	if p := s.basic.get(auth[0]); p != nil && !s.stale(p) {
 		c.who = p
 		return nil
 	}
@@ -157,7 +204,7 @@ func parseBasic(h string) (user, pass string, ok bool) {
 type session struct {
 	id      string
 	token   string
-	who     *principal
+	who     atomic.Pointer[principal]
 	created time.Time
 	last    atomic.Int64 // unix nanoseconds of the last use
 }
@@ -206,7 +253,8 @@ func (st *sessionStore) create(who *principal, now time.Time, ttl time.Duration,
 	if len(st.byID) >= max {
 		return nil
 	}
-	sess := &session{id: randomHex(8), token: randomHex(24), who: who, created: now}
+	sess := &session{id: randomHex(8), token: randomHex(24), created: now}
+	sess.who.Store(who)
 	sess.last.Store(now.UnixNano())
 	st.byToken[sess.token] = sess
 	st.byID[sess.id] = sess
@@ -220,7 +268,7 @@ func (st *sessionStore) visible(who *principal) []*session {
 	defer st.mu.RUnlock()
 	var out []*session
 	for _, sess := range st.byID {
-		if who.all || (!sess.who.all && sess.who.user == who.user) {
+		if who.sees(sess.who.Load()) {
 			out = append(out, sess)
 		}
 	}
@@ -231,6 +279,26 @@ func (st *sessionStore) get(id string) *session {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	return st.byID[id]
+}
+
+// sees reports whether p may see (list, read, delete) other's sessions:
+// its own, and every session for a user who manages accounts everywhere.
+func (p *principal) sees(other *principal) bool {
+	if p.all && p.priv&accounts.ConfigureUsers != 0 {
+		return true
+	}
+	return !other.all == !p.all && other.user == p.user
+}
+
+// refresh re-reads a stored account's principal after the store changed;
+// nil when it can no longer log in.
+func (s *Server) refresh(p *principal) *principal {
+	gen := s.accounts.Generation()
+	a, err := s.accounts.Get(p.acct)
+	if err != nil || !a.Enabled || a.Locked || !a.HasPassword {
+		return nil
+	}
+	return fromAccount(a, gen)
 }
 
 func randomHex(n int) string {

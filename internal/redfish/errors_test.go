@@ -111,9 +111,9 @@ func TestErrorResponses(t *testing.T) {
 		{name: "GET on an action", header: "Allow",
 			req:  func(f *fixture) req { return req{path: f.sys(0) + "/Actions/ComputerSystem.Reset"} },
 			want: outcome{Status: 405, IDs: []string{"OperationNotAllowed"}, Header: "POST"}},
-		{name: "PATCH on the read-only AccountService", header: "Allow",
+		{name: "PATCH on the read-only TaskService", header: "Allow",
 			req: func(f *fixture) req {
-				return req{method: "PATCH", path: "/redfish/v1/AccountService", body: `{"MinPasswordLength": 8}`}
+				return req{method: "PATCH", path: "/redfish/v1/TaskService", body: `{"ServiceEnabled": false}`}
 			},
 			want: outcome{Status: 405, IDs: []string{"OperationNotAllowed"}, Header: "GET, HEAD"}},
 		{name: "wrong Content-Type",

@@ -3,6 +3,7 @@ package redfish
 import (
 	"encoding/json"
 	"flag"
+	"github.com/bmlab/bmlab/internal/accounts"
 	"os"
 	"path/filepath"
 	"testing"
@@ -105,7 +106,10 @@ func TestResourceBuildersGolden(t *testing.T) {
 		"manager.json":            manager(m, goldenIdentity),
 		"chassis.json":            chassis(m, goldenIdentity),
 		"session_service.json":    sessionService(goldenIdentity),
-		"account_service.json":    accountService(),
+		"account_service.json":    accountService(accounts.DefaultPolicy),
+		"account.json":            accountResource("3", "ops", accounts.Operator, true, false, m.ID),
+		"role_operator.json":      role(accounts.Operator),
+		"roles.json":              roleCollection(),
 		"task_service.json":       taskService(),
 		"registry_file.json":      registryFile(baseRegistryPrefix, baseRegistryID, registryURI),
 		"base_registry.json":      registryBody(),

@@ -575,7 +575,7 @@ func getSessions(s *Server, c *call) *apiError {
 // ownSession returns the session c.params[0] when c.who may see it.
 func (s *Server) ownSession(c *call) (*session, *apiError) {
 	sess := s.sessions.get(c.params[0])
-	if sess == nil || !(c.who.all || (!sess.who.all && sess.who.user == c.who.user)) {
+	if sess == nil || !c.who.sees(sess.who.Load()) {
 		return nil, newError(http.StatusNotFound, MsgResourceNotFound, "Session", c.params[0])
 	}
 	return sess, nil
@@ -586,7 +586,7 @@ func getSession(s *Server, c *call) *apiError {
 	if err != nil {
 		return err
 	}
-	s.writeJSON(c, http.StatusOK, sessionResource(sess.id, sess.who.user))
+	s.writeJSON(c, http.StatusOK, sessionResource(sess.id, sess.who.Load().user))
 	return nil
 }
 
@@ -598,20 +598,5 @@ func deleteSession(s *Server, c *call) *apiError {
 	s.sessions.remove(sess)
 	s.log.Info("session deleted", zap.String("user", c.who.user), zap.String("session", sess.id))
 	c.w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-// The AccountService is read-only and shows the caller its own account.
-func getAccounts(s *Server, c *call) *apiError {
-	s.writeJSON(c, http.StatusOK, collection(accountsURI, "ManagerAccountCollection", "Accounts Collection",
-		[]string{accountsURI + "/" + url.PathEscape(c.who.user)}))
-	return nil
-}
-
-func getAccount(s *Server, c *call) *apiError {
-	if c.params[0] != c.who.user {
-		return newError(http.StatusNotFound, MsgResourceNotFound, "ManagerAccount", c.params[0])
-	}
-	s.writeJSON(c, http.StatusOK, account(c.who.user))
 	return nil
 }

@@ -65,6 +65,7 @@ const (
 	kindString kind = iota // enum when field.enum is set
 	kindBool
 	kindObject // any object (its members are checked elsewhere)
+	kindInt    // a whole number, at least 0
 )
 
 // field describes a writable property.
@@ -113,6 +114,10 @@ func (fs fields) check(body, rendered map[string]any) []messageObject {
 			msgs = append(msgs, f.sub.check(o, sub)...)
 		case f.kind == kindObject:
 			if _, ok := v.(map[string]any); !ok {
+				msgs = append(msgs, newMessage(MsgPropertyValueTypeError, argText(v), k))
+			}
+		case f.kind == kindInt:
+			if n, ok := v.(float64); !ok || n != float64(int64(n)) || n < 0 {
 				msgs = append(msgs, newMessage(MsgPropertyValueTypeError, argText(v), k))
 			}
 		case f.kind == kindBool:

@@ -611,39 +611,6 @@ func sessionResource(sid, user string) obj {
 	}
 }
 
-func accountService() obj {
-	return obj{
-		"@odata.id":                       accountServiceURI,
-		"@odata.type":                     "#AccountService.v1_13_0.AccountService",
-		"Id":                              "AccountService",
-		"Name":                            "Account Service",
-		"ServiceEnabled":                  true,
-		"AuthFailureLoggingThreshold":     0,
-		"MinPasswordLength":               1,
-		"AccountLockoutThreshold":         0,
-		"AccountLockoutDuration":          0,
-		"AccountLockoutCounterResetAfter": 0,
-		"LocalAccountAuth":                "Enabled",
-		"Accounts":                        ref{accountsURI},
-		"Status":                          status("Enabled"),
-	}
-}
-
-func account(user string) obj {
-	return obj{
-		"@odata.id":    accountsURI + "/" + url.PathEscape(user),
-		"@odata.type":  "#ManagerAccount.v1_10_0.ManagerAccount",
-		"Id":           user,
-		"Name":         "User Account",
-		"UserName":     user,
-		"RoleId":       "Administrator",
-		"Enabled":      true,
-		"Locked":       false,
-		"Password":     nil,
-		"AccountTypes": []string{"Redfish"},
-	}
-}
-
 func taskService() obj {
 	return obj{
 		"@odata.id":                       taskServiceURI,

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/machine"
 )
 
@@ -39,8 +40,24 @@ type route struct {
 	post   handlerFunc
 	del    handlerFunc
 
+	// write is the privilege a PATCH, POST or DELETE needs (default
+	// ConfigureComponents); a GET needs Login.
+	write accounts.Privilege
+
 	allow    string
 	allowHdr []string
+}
+
+// need is the privilege method needs on this route (DSP0266 §13.2; the
+// Redfish Privilege Registry's defaults for the resources served).
+func (rt *route) need(method string) accounts.Privilege {
+	if method == http.MethodGet {
+		return accounts.Login
+	}
+	if rt.write != 0 {
+		return rt.write
+	}
+	return accounts.ConfigureComponents
 }
 
 // call is the state of one request.
@@ -229,10 +246,12 @@ func (s *Server) table() []*route {
 
 		r("SessionService", route{render: renderStatic(func(s *Server) any { return sessionService(s.id) })}),
 		r("SessionService/Sessions", route{public: "POST", get: getSessions, post: postSession}),
-		r("SessionService/Sessions/*", route{get: getSession, del: deleteSession}),
-		r("AccountService", route{render: renderStatic(func(*Server) any { return accountService() })}),
-		r("AccountService/Accounts", route{get: getAccounts}),
-		r("AccountService/Accounts/*", route{get: getAccount}),
+		r("SessionService/Sessions/*", route{get: getSession, del: deleteSession, write: accounts.Login}),
+		r("AccountService", route{get: getAccountService, patch: patchAccountService, write: accounts.ConfigureUsers}),
+		r("AccountService/Accounts", route{get: getAccounts, post: postAccount, write: accounts.ConfigureUsers}),
+		r("AccountService/Accounts/*", route{get: getAccount, patch: patchAccount, del: deleteAccount, write: accounts.ConfigureSelf}),
+		r("AccountService/Roles", route{render: renderStatic(func(*Server) any { return roleCollection() })}),
+		r("AccountService/Roles/*", route{get: getRole}),
 		r("TaskService", route{render: renderStatic(func(*Server) any { return taskService() })}),
 		r("TaskService/Tasks", route{get: getTasks}),
 		r("TaskService/Tasks/*", route{get: getTask}),

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/machine"
 )
 
@@ -26,6 +27,8 @@ type Server struct {
 	maxSessions int
 	insertWait  time.Duration // how long InsertMedia waits before answering 202
 
+	accounts *accounts.Store // nil: no stored accounts
+
 	cache    renderCache
 	basic    basicCache
 	sessions sessionStore
@@ -40,10 +43,15 @@ type Option func(*Server)
 // authenticate, each for its own system.
 func WithCredentials(user, pass string) Option {
 	return func(s *Server) {
-		s.admin = &principal{all: true, user: user}
+		s.admin = &principal{all: true, user: user, priv: accounts.AllPrivileges, role: accounts.Administrator}
 		s.adminUser, s.adminPass = sum(user), sum(pass)
 	}
 }
+
+// WithAccounts serves the accounts of st (AccountService Accounts, which
+// the IPMI face shares); without it only the bootstrap user and machines'
+// own credentials exist.
+func WithAccounts(st *accounts.Store) Option { return func(s *Server) { s.accounts = st } }
 
 // WithSessionTimeout sets how long an idle session lives (default 30 min).
 func WithSessionTimeout(d time.Duration) Option {
@@ -203,6 +211,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.fail(c, newError(http.StatusMethodNotAllowed, MsgOperationNotAllowed).
 			withHeader("Allow", rt.allow))
 		return
+	}
+	if !public {
+		if need := rt.need(method); c.who.priv&need != need {
+			s.fail(c, newError(http.StatusForbidden, MsgInsufficientPrivilege).
+				with("The account's role does not hold the privilege this operation needs."))
+			return
+		}
 	}
 	if rt.scope != scopeNone {
 		if err := s.resolve(c, rt); err != nil {

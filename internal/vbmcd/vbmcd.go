@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/bmlab/bmlab/internal/accounts"
 	"io"
 	"net"
 	"net/http"
@@ -155,12 +156,17 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) erro
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w (choose another with --state-dir)", err)
 	}
+	store, err := accounts.Open(cfg.StateDir, accounts.WithReserved(user))
+	if err != nil {
+		return err
+	}
 	uuid, err := serviceUUID(cfg.StateDir)
 	if err != nil {
 		return err
 	}
 	rf := redfish.New(svc, log.Named("redfish"),
 		redfish.WithCredentials(user, pass),
+		redfish.WithAccounts(store),
 		redfish.WithSessionTimeout(cfg.SessionTimeout),
 		redfish.WithServiceUUID(uuid))
 	srv := &http.Server{Handler: rf.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(log.Named("http"))}
@@ -195,6 +201,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) erro
 	if cfg.IPMI {
 		opts := []ipmi.Option{
 			ipmi.WithCredentials(machine.Credential{Username: user, Password: pass}),
+			ipmi.WithAccounts(store),
 			ipmi.WithAddress(cfg.IPMIAddr),
 			ipmi.WithCipherSuite0(cfg.IPMICipher0),
 			ipmi.WithSessionLimit(cfg.IPMIMaxSessions),

@@ -1,0 +1,18 @@
+// Package accounts is the BMC user store that both protocol faces share: a
+// Redfish ManagerAccount and an IPMI user (IPMI v2.0 §22.26-§22.30) are the
+// same record, so a user made on one face logs in on the other.
+//
+// An account has a role (Administrator, Operator, ReadOnly: Redfish's
+// predefined roles, DSP0266 §13.2.3), which gives its Redfish privileges and
+// its IPMI privilege limit; it is global (reaches every system) or bound to
+// one system (reaches that system only, on both faces). Passwords are kept
+// twice: a bcrypt hash, which Redfish checks, and the cleartext sealed with
+// AES-256-GCM, because IPMI's RAKP needs the key K_UID itself (see
+// DECISION.md). Repeated failures lock an account for a while.
+//
+// The store lives in two files of the state directory, both 0600:
+// accounts.json and accounts.key. It does not hold the bootstrap
+// administrator (the daemon's --username/--credentials-file user) nor the
+// per-machine credentials kept in the machines' settings: the faces check
+// those first, as before.
+package accounts

@@ -1,0 +1,369 @@
+package redfish
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/bmlab/bmlab/internal/accounts"
+)
+
+// The AccountService (DSP0266 §13, Redfish AccountService and
+// ManagerAccount schemas) over the shared account store. The bootstrap
+// administrator and machines' own users show as accounts that cannot be
+// changed here (they come from vbmcd's flags and the machines' settings).
+
+const rolesURI = accountServiceURI + "/Roles"
+
+func roleNames() []string {
+	out := make([]string, len(accounts.Roles))
+	for i, r := range accounts.Roles {
+		out[i] = string(r)
+	}
+	return out
+}
+
+func roleCollection() obj {
+	members := make([]string, len(accounts.Roles))
+	for i, r := range accounts.Roles {
+		members[i] = rolesURI + "/" + string(r)
+	}
+	return collection(rolesURI, "RoleCollection", "Roles Collection", members)
+}
+
+func getRole(s *Server, c *call) *apiError {
+	r := accounts.Role(c.params[0])
+	if !r.Valid() {
+		return newError(http.StatusNotFound, MsgResourceNotFound, "Role", c.params[0])
+	}
+	s.writeJSON(c, http.StatusOK, role(r))
+	return nil
+}
+
+func role(r accounts.Role) obj {
+	return obj{
+		"@odata.id":          rolesURI + "/" + string(r),
+		"@odata.type":        "#Role.v1_3_1.Role",
+		"Id":                 string(r),
+		"Name":               string(r) + " Role",
+		"RoleId":             string(r),
+		"IsPredefined":       true,
+		"AssignedPrivileges": r.AssignedPrivileges(),
+		"OemPrivileges":      []string{},
+	}
+}
+
+func (s *Server) policy() accounts.Policy {
+	if s.accounts == nil {
+		return accounts.Policy{}
+	}
+	return s.accounts.Policy()
+}
+
+func getAccountService(s *Server, c *call) *apiError {
+	s.writeJSON(c, http.StatusOK, accountService(s.policy()))
+	return nil
+}
+
+func accountService(p accounts.Policy) obj {
+	secs := int(p.Duration / time.Second)
+	return obj{
+		"@odata.id":                       accountServiceURI,
+		"@odata.type":                     "#AccountService.v1_13_0.AccountService",
+		"Id":                              "AccountService",
+		"Name":                            "Account Service",
+		"ServiceEnabled":                  true,
+		"AuthFailureLoggingThreshold":     0,
+		"MinPasswordLength":               accounts.MinPasswordLength,
+		"MaxPasswordLength":               accounts.MaxPasswordLength,
+		"AccountLockoutThreshold":         p.Threshold,
+		"AccountLockoutDuration":          secs,
+		"AccountLockoutCounterResetAfter": secs,
+		"LocalAccountAuth":                "Enabled",
+		"Accounts":                        ref{accountsURI},
+		"Roles":                           ref{rolesURI},
+		"Status":                          status("Enabled"),
+	}
+}
+
+var accountServiceSchema = fields{
+	"AccountLockoutThreshold": {kind: kindInt},
+	"AccountLockoutDuration":  {kind: kindInt},
+}
+
+func patchAccountService(s *Server, c *call) *apiError {
+	if s.accounts == nil {
+		return newError(http.StatusMethodNotAllowed, MsgOperationNotAllowed).with("vbmcd runs without an account store (no state directory).")
+	}
+	body, err := readChecked(c, accountServiceSchema)
+	if err != nil {
+		return err
+	}
+	p := s.accounts.Policy()
+	if v, ok := body["AccountLockoutThreshold"].(float64); ok {
+		p.Threshold = int(v)
+	}
+	if v, ok := body["AccountLockoutDuration"].(float64); ok {
+		p.Duration = time.Duration(v) * time.Second
+	}
+	if e := s.accounts.SetPolicy(p); e != nil {
+		return newError(http.StatusInternalServerError, MsgInternalError).with(e.Error())
+	}
+	s.logChange(c, "lockout policy changed", zap.Int("threshold", p.Threshold), zap.Duration("duration", p.Duration))
+	return getAccountService(s, c)
+}
+
+// readChecked reads a request body and checks it against schema.
+func readChecked(c *call, schema fields) (map[string]any, *apiError) {
+	body, err := readObject(c.r)
+	if err != nil {
+		return nil, err
+	}
+	if msgs := schema.check(body, nil); len(msgs) > 0 {
+		return nil, &apiError{status: http.StatusBadRequest, messages: msgs}
+	}
+	return body, nil
+}
+
+func accountURI(id string) string { return accountsURI + "/" + url.PathEscape(id) }
+
+func accountResource(id, user string, role accounts.Role, enabled, locked bool, system string) obj {
+	o := obj{
+		"@odata.id":    accountURI(id),
+		"@odata.type":  "#ManagerAccount.v1_10_0.ManagerAccount",
+		"Id":           id,
+		"Name":         "User Account",
+		"UserName":     user,
+		"RoleId":       string(role),
+		"Enabled":      enabled,
+		"Locked":       locked,
+		"Password":     nil,
+		"AccountTypes": []string{"Redfish", "IPMI"},
+		"Links":        obj{"Role": ref{rolesURI + "/" + string(role)}},
+	}
+	if system != "" {
+		o["Oem"] = obj{"Bmlab": obj{"System": system}}
+	}
+	return o
+}
+
+// manages reports whether who may manage account a: global administrators
+// every account, a system's administrators the accounts of that system.
+func (p *principal) manages(a accounts.Account) bool {
+	if p.priv&accounts.ConfigureUsers == 0 {
+		return false
+	}
+	if p.acct == "" {
+		return p.all
+	}
+	return p.system == "" || p.system == a.System
+}
+
+// builtin is the account of a principal not in the store (the bootstrap
+// administrator, a machine's own user); its ID is the user name.
+func builtin(p *principal) obj {
+	return accountResource(p.user, p.user, accounts.Administrator, true, false, "")
+}
+
+func getAccounts(s *Server, c *call) *apiError {
+	var members []string
+	if c.who.acct == "" {
+		members = append(members, accountURI(c.who.user))
+	}
+	if s.accounts != nil {
+		for _, a := range s.accounts.List("") {
+			if a.ID == c.who.acct || c.who.manages(a) {
+				members = append(members, accountURI(a.ID))
+			}
+		}
+	}
+	s.writeJSON(c, http.StatusOK, collection(accountsURI, "ManagerAccountCollection", "Accounts Collection", members))
+	return nil
+}
+
+// account finds c.params[0] among the accounts c.who may see.
+func (s *Server) account(c *call) (accounts.Account, bool, *apiError) {
+	id := c.params[0]
+	if c.who.acct == "" && id == c.who.user {
+		return accounts.Account{}, true, nil
+	}
+	if s.accounts != nil {
+		if a, err := s.accounts.Get(id); err == nil && (a.ID == c.who.acct || c.who.manages(a)) {
+			return a, false, nil
+		}
+	}
+	return accounts.Account{}, false, newError(http.StatusNotFound, MsgResourceNotFound, "ManagerAccount", id)
+}
+
+func getAccount(s *Server, c *call) *apiError {
+	a, self, err := s.account(c)
+	if err != nil {
+		return err
+	}
+	if self {
+		s.writeJSON(c, http.StatusOK, builtin(c.who))
+		return nil
+	}
+	s.writeJSON(c, http.StatusOK, accountResource(a.ID, a.UserName, a.Role, a.Enabled, a.Locked, a.System))
+	return nil
+}
+
+var accountCreateSchema = fields{
+	"UserName": {kind: kindString},
+	"Password": {kind: kindString},
+	"RoleId":   {enum: roleNames()},
+	"Enabled":  {kind: kindBool},
+	"Oem":      {sub: fields{"Bmlab": {sub: fields{"System": {kind: kindString}}}}},
+}
+
+var accountPatchSchema = fields{
+	"UserName": {kind: kindString},
+	"Password": {kind: kindString},
+	"RoleId":   {enum: roleNames()},
+	"Enabled":  {kind: kindBool},
+	"Locked":   {kind: kindBool},
+}
+
+// storeError turns an account store error into a Redfish error.
+func storeError(err error, prop string) *apiError {
+	switch {
+	case errors.Is(err, accounts.ErrExists):
+		return newError(http.StatusConflict, MsgResourceInUse).with(err.Error())
+	case errors.Is(err, accounts.ErrInvalid):
+		return newError(http.StatusBadRequest, MsgPropertyValueFormatError, "(hidden)", prop).with(err.Error())
+	case errors.Is(err, accounts.ErrFull):
+		return newError(http.StatusBadRequest, MsgInsufficientStorage).with(err.Error())
+	case errors.Is(err, accounts.ErrNotFound):
+		return newError(http.StatusNotFound, MsgResourceNotFound, "ManagerAccount", "")
+	}
+	return newError(http.StatusInternalServerError, MsgInternalError).with(err.Error())
+}
+
+func postAccount(s *Server, c *call) *apiError {
+	if s.accounts == nil {
+		return newError(http.StatusMethodNotAllowed, MsgOperationNotAllowed).with("vbmcd runs without an account store (no state directory).")
+	}
+	body, err := readChecked(c, accountCreateSchema)
+	if err != nil {
+		return err
+	}
+	for _, k := range []string{"UserName", "Password", "RoleId"} {
+		if _, ok := body[k]; !ok {
+			return newError(http.StatusBadRequest, MsgPropertyMissing, k)
+		}
+	}
+	n := accounts.New{
+		UserName: body["UserName"].(string),
+		Password: body["Password"].(string),
+		Role:     accounts.Role(body["RoleId"].(string)),
+		Enabled:  true,
+	}
+	if v, ok := body["Enabled"].(bool); ok {
+		n.Enabled = v
+	}
+	if oem, ok := body["Oem"].(map[string]any); ok {
+		if b, ok := oem["Bmlab"].(map[string]any); ok {
+			n.System, _ = b["System"].(string)
+		}
+	}
+	if n.System != "" {
+		m, e := s.svc.Get(n.System)
+		if e != nil {
+			return newError(http.StatusBadRequest, MsgPropertyValueNotInList, n.System, "Oem/Bmlab/System").with("No such system.")
+		}
+		n.System = m.ID
+	}
+	if c.who.acct != "" && c.who.system != "" {
+		// A system's administrator makes accounts of that system only.
+		if n.System != "" && n.System != c.who.system {
+			return newError(http.StatusForbidden, MsgInsufficientPrivilege).with("A system's account manages the accounts of its own system only.")
+		}
+		n.System = c.who.system
+	} else if !c.who.all {
+		return newError(http.StatusForbidden, MsgInsufficientPrivilege)
+	}
+	a, e := s.accounts.Create(n)
+	if e != nil {
+		return storeError(e, "Password")
+	}
+	s.logChange(c, "account created", zap.String("account", a.UserName), zap.String("role", string(a.Role)), zap.String("system", a.System))
+	c.w.Header().Set("Location", accountURI(a.ID))
+	s.writeJSON(c, http.StatusCreated, accountResource(a.ID, a.UserName, a.Role, a.Enabled, a.Locked, a.System))
+	return nil
+}
+
+var errBuiltin = newError(http.StatusMethodNotAllowed, MsgOperationNotAllowed).
+	with("This account is set by vbmcd's --username/--credentials-file or the machine's settings, not here.")
+
+func patchAccount(s *Server, c *call) *apiError {
+	a, self, err := s.account(c)
+	if err != nil {
+		return err
+	}
+	if self {
+		return errBuiltin
+	}
+	body, err := readChecked(c, accountPatchSchema)
+	if err != nil {
+		return err
+	}
+	if len(body) == 0 {
+		return newError(http.StatusBadRequest, MsgEmptyJSON)
+	}
+	var ch accounts.Change
+	for k, v := range body {
+		switch k {
+		case "Password":
+			p := v.(string)
+			ch.Password = &p
+		case "UserName":
+			u := v.(string)
+			ch.UserName = &u
+		case "RoleId":
+			r := accounts.Role(v.(string))
+			ch.Role = &r
+		case "Enabled":
+			e := v.(bool)
+			ch.Enabled = &e
+		case "Locked":
+			if v.(bool) {
+				return newError(http.StatusBadRequest, MsgPropertyValueNotInList, "true", "Locked").with("An account is locked by failed logins only; PATCH Locked to false to unlock it.")
+			}
+			ch.Unlock = true
+		}
+	}
+	// ConfigureSelf changes one's own password; the rest needs ConfigureUsers.
+	onlyPassword := ch.UserName == nil && ch.Role == nil && ch.Enabled == nil && !ch.Unlock
+	if !c.who.manages(a) && !(a.ID == c.who.acct && onlyPassword) {
+		return newError(http.StatusForbidden, MsgInsufficientPrivilege).with("Changing this account needs the ConfigureUsers privilege.")
+	}
+	a, e := s.accounts.Update(a.ID, ch)
+	if e != nil {
+		return storeError(e, "Password")
+	}
+	s.logChange(c, "account changed", zap.String("account", a.UserName))
+	s.writeJSON(c, http.StatusOK, accountResource(a.ID, a.UserName, a.Role, a.Enabled, a.Locked, a.System))
+	return nil
+}
+
+func deleteAccount(s *Server, c *call) *apiError {
+	a, self, err := s.account(c)
+	if err != nil {
+		return err
+	}
+	if self {
+		return errBuiltin
+	}
+	if !c.who.manages(a) {
+		return newError(http.StatusForbidden, MsgInsufficientPrivilege).with("Deleting an account needs the ConfigureUsers privilege.")
+	}
+	if e := s.accounts.Delete(a.ID); e != nil {
+		return storeError(e, "")
+	}
+	s.logChange(c, "account deleted", zap.String("account", a.UserName))
+	c.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
