@@ -54,6 +54,8 @@ type Host interface {
 	DeleteDanglingPool(ctx context.Context, name string) error
 
 	DefineDomain(ctx context.Context, spec labvirt.DomainSpec) error
+	// Start starts a domain (false when it runs already).
+	Start(ctx context.Context, name string) (bool, error)
 	// Power is a domain's power state (On, Off, ..., absent).
 	Power(ctx context.Context, name string) (string, error)
 	// SetIPMIPort records a node's IPMI endpoint with its domain.

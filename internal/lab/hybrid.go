@@ -1,16 +1,101 @@
 package lab
 
 import (
-	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
 
 	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/upi"
 )
 
-// errHybridMissing is what --mode hybrid says until its actions exist.
-var errHybridMissing = errors.New("--mode hybrid is not built yet; use --mode ipi-baremetal")
+// hybridPipeline is the kcli-style UPI flow on the lab's host: the
+// installer's own ignition, merged with static pods for the cluster's VIPs
+// (keepalived), DNS (coredns) and ingress load balancer (haproxy), so the
+// lab needs no DNS or PXE control.
+func hybridPipeline() []Action {
+	return []Action{
+		preflight{}, hybridInstallConfig{}, network{}, storage{},
+		manifests{}, ignition{}, controlPlane{}, bootstrapComplete{},
+		removeBootstrap{}, workers{}, installComplete{},
+	}
+}
 
-// hybridPipeline is the kcli-style UPI flow.
-func hybridPipeline() []Action { return []Action{refuse{}} }
+// HybridInstallConfig builds the hybrid mode's install-config: platform
+// none, the lab network as machine network, replicas from the lab.
+func HybridInstallConfig(e *Env) (*ipi.InstallConfig, error) {
+	p := e.Plan
+	pull, key, err := Inputs(e)
+	if err != nil {
+		return nil, err
+	}
+	k := p.Config.Cluster
+	ic := &ipi.InstallConfig{
+		APIVersion: "v1",
+		BaseDomain: k.BaseDomain,
+		Metadata:   ipi.Metadata{Name: k.Name},
+		Networking: ipi.Networking{
+			NetworkType:    ipi.NetworkType,
+			MachineNetwork: []ipi.MachineNetworkEntry{{CIDR: k.MachineNetwork.String()}},
+			ClusterNetwork: []ipi.ClusterNetworkEntry{{CIDR: ipi.ClusterNetwork, HostPrefix: ipi.ClusterHostPrefix}},
+			ServiceNetwork: []string{ipi.ServiceNetwork},
+		},
+		// UPI: the installer makes no machines; compute replicas are 0
+		// and the workers join by their CSRs.
+		Compute:      []ipi.MachinePool{{Name: ipi.RoleWorker, Replicas: 0}},
+		ControlPlane: ipi.MachinePool{Name: ipi.RoleMaster, Replicas: k.Masters.N()},
+		Platform:     ipi.Platform{None: &ipi.None{}},
+		PullSecret:   pull,
+		SSHKey:       key,
+	}
+	if errs := ipi.Validate(ic, k.DHCPRange); len(errs) > 0 {
+		return nil, fmt.Errorf("install-config.yaml would fail the installer's checks:\n%w", errs)
+	}
+	return ic, nil
+}
 
-// HybridInstallConfig builds the hybrid mode's install-config.
-func HybridInstallConfig(*Env) (*ipi.InstallConfig, error) { return nil, errHybridMissing }
+// Cluster is the plan's cluster as the static pods and the ignition merge
+// see it; sshKey is the key the nodes accept.
+func Cluster(p *plan.Plan, sshKey string) upi.Cluster {
+	k := p.Config.Cluster
+	h := p.Hybrid
+	c := upi.Cluster{
+		Name: k.Name, BaseDomain: k.BaseDomain, MachineNetwork: k.MachineNetwork,
+		APIVIP: k.APIVIP, IngressVIP: k.IngressVIP,
+		APIRouterID: h.APIRouterID, IngressRouterID: h.IngressRouterID,
+		Upstream: h.Upstream, SSHKey: sshKey,
+		Images: upi.Images{Keepalived: h.KeepalivedImage, CoreDNS: h.CoreDNSImage, HAProxy: h.HAProxyImage},
+	}
+	for _, n := range p.Nodes {
+		ip, _ := netip.ParseAddr(n.IP)
+		c.Nodes = append(c.Nodes, upi.Node{Name: n.Name, Role: n.Role, IP: ip, MAC: n.MAC})
+	}
+	return c
+}
+
+// installerFor runs openshift-install in the plan's installer directory,
+// its lines under the action's status line.
+func installerFor(e *Env, step string) *upi.Installer {
+	return &upi.Installer{
+		Options: ipi.InstallerOptions{Binary: e.Plan.Installer.Binary, Dir: e.Plan.Installer.Dir},
+		OnLine:  func(line string) { e.Rep.Note(step, line) },
+	}
+}
+
+// nodesOf returns the plan's nodes with one of the roles.
+func nodesOf(p *plan.Plan, roles ...string) []plan.Node {
+	var out []plan.Node
+	for _, n := range p.Nodes {
+		for _, r := range roles {
+			if n.Role == r {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// marker files in the state directory record what happened outside the
+// host's objects (the installer's waits), so that up resumes after them.
+func marker(p *plan.Plan, name string) string { return filepath.Join(p.StateDir, name) }

@@ -182,6 +182,16 @@ func (f *fakeHost) DefineDomain(_ context.Context, s labvirt.DomainSpec) error {
 	return nil
 }
 
+func (f *fakeHost) Start(_ context.Context, name string) (bool, error) {
+	if err := f.call("start " + name); err != nil {
+		return false, err
+	}
+	if _, ok := f.objs[KindDomain][name]; !ok {
+		return false, fmt.Errorf("no domain %s", name)
+	}
+	return f.put(Kind("running"), name, "on"), nil
+}
+
 func (f *fakeHost) Power(_ context.Context, name string) (string, error) {
 	if _, ok := f.objs[KindDomain][name]; ok {
 		return "Off", nil

@@ -306,6 +306,15 @@ func (r *RealHost) DefineDomain(ctx context.Context, spec labvirt.DomainSpec) er
 	return err
 }
 
+// Start implements Host.
+func (r *RealHost) Start(ctx context.Context, name string) (bool, error) {
+	lc, err := r.client()
+	if err != nil {
+		return false, err
+	}
+	return labvirt.StartDomain(ctx, lc, name)
+}
+
 // Power implements Host.
 func (r *RealHost) Power(ctx context.Context, name string) (string, error) {
 	lc, err := r.client()

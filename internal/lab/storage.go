@@ -20,10 +20,29 @@ func (storage) Ensure(ctx context.Context, e *Env) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	var imageBytes uint64
+	if p.Hybrid != nil {
+		c, err := ensureImage(ctx, e)
+		if err != nil {
+			return changed, err
+		}
+		changed = changed || c
+		if imageBytes, err = virtualSize(ctx, p.Hybrid.Backing); err != nil {
+			return changed, err
+		}
+	}
 	for _, n := range p.Nodes {
+		if n.Role == "bootstrap" && exists(marker(p, bootstrapRemoved)) {
+			continue
+		}
 		for _, d := range n.Disks {
+			capacity := uint64(d.SizeGiB) << 30
+			if d.Backing != "" && imageBytes > capacity {
+				// A clone is at least as large as its image.
+				capacity = imageBytes
+			}
 			c, err := e.Host.EnsureVolume(ctx, labvirt.VolumeSpec{
-				Pool: p.Storage.Pool, Name: d.Volume, CapacityBytes: uint64(d.SizeGiB) << 30,
+				Pool: p.Storage.Pool, Name: d.Volume, CapacityBytes: capacity,
 				Format: "qcow2", Lab: p.Lab, Backing: d.Backing,
 			})
 			if err != nil {

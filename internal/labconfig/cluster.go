@@ -80,7 +80,37 @@ type Cluster struct {
 	// http(s) URL downloaded once into the lab's directory); each node's
 	// disk is a thin clone of it. IPI labs do not use it.
 	Image string `json:"image,omitempty"`
+	// Hybrid holds the hybrid mode's settings.
+	Hybrid Hybrid `json:"hybrid,omitzero"`
 }
+
+// Hybrid are the settings of `labctl up --mode hybrid`.
+type Hybrid struct {
+	// APIRouterID and IngressRouterID are keepalived's virtual_router_id
+	// for the VIPs (default: derived from the cluster's name). Set them
+	// when another cluster on the same network has the same ones.
+	APIRouterID     int `json:"apiRouterID,omitempty"`
+	IngressRouterID int `json:"ingressRouterID,omitempty"`
+	// The static pods' images (default: the OKD images of the same names).
+	KeepalivedImage string `json:"keepalivedImage,omitempty"`
+	CoreDNSImage    string `json:"corednsImage,omitempty"`
+	HAProxyImage    string `json:"haproxyImage,omitempty"`
+	// ApproverImage runs the CSR auto-approver (needs oc).
+	ApproverImage string `json:"approverImage,omitempty"`
+	// HostsFile receives the api and console/oauth entries for the lab
+	// host (default /etc/hosts).
+	HostsFile string `json:"hostsFile,omitempty"`
+}
+
+// Default images of the hybrid mode's static pods: OKD's, by tag. A lab
+// for a given release should pin the release payload's digests here.
+const (
+	DefaultKeepalivedImage = "quay.io/openshift/origin-keepalived-ipfailover:latest"
+	DefaultCoreDNSImage    = "quay.io/openshift/origin-coredns:latest"
+	DefaultHAProxyImage    = "quay.io/openshift/origin-haproxy-router:latest"
+	DefaultApproverImage   = "quay.io/openshift/origin-cli:latest"
+	DefaultHostsFile       = "/etc/hosts"
+)
 
 // Role sizes the nodes of one role. Memory is in MiB, disks in GiB; disks
 // are thin, so their size is a ceiling, not an allocation.
@@ -191,6 +221,16 @@ func (c *Config) setClusterDefaults() {
 	if k.PullSecret == "" {
 		k.PullSecret = DefaultPullSecret
 	}
+	h := &k.Hybrid
+	for _, d := range []struct {
+		v   *string
+		def string
+	}{{&h.KeepalivedImage, DefaultKeepalivedImage}, {&h.CoreDNSImage, DefaultCoreDNSImage},
+		{&h.HAProxyImage, DefaultHAProxyImage}, {&h.ApproverImage, DefaultApproverImage}, {&h.HostsFile, DefaultHostsFile}} {
+		if *d.v == "" {
+			*d.v = d.def
+		}
+	}
 }
 
 func (r *Role) setDefaults(count, vcpus, memMiB int) {
@@ -257,6 +297,17 @@ func (c *Config) validateCluster() []error {
 	}
 	if c.Network.ProvisioningNetwork == ProvisioningDisabled && k.ProvisioningNetworkCIDR.IsValid() {
 		add("provisioningNetworkCIDR: %s is set but network.provisioningNetwork is Disabled", k.ProvisioningNetworkCIDR)
+	}
+	for _, r := range []struct {
+		field string
+		id    int
+	}{{"hybrid.apiRouterID", k.Hybrid.APIRouterID}, {"hybrid.ingressRouterID", k.Hybrid.IngressRouterID}} {
+		if r.id < 0 || r.id > 255 {
+			add("%s: %d is not a VRRP router ID (1-255)", r.field, r.id)
+		}
+	}
+	if id := k.Hybrid.APIRouterID; id != 0 && id == k.Hybrid.IngressRouterID {
+		add("hybrid.ingressRouterID: %d is the API's too; the VIPs need distinct router IDs", id)
 	}
 	switch k.BMC.Kind {
 	case BMCRedfishVirtualMedia, BMCRedfish, BMCIPMI:

@@ -175,3 +175,21 @@ func DomainPower(_ context.Context, l *libvirt.Libvirt, name string) (string, er
 func HasLayoutSuffix(dir, suffix string) bool {
 	return strings.HasSuffix(strings.TrimRight(dir, "/"), "/"+suffix)
 }
+
+// StartDomain starts a defined domain; one that runs already is no change.
+func StartDomain(_ context.Context, l *libvirt.Libvirt, name string) (bool, error) {
+	d, err := l.DomainLookupByName(name)
+	if err != nil {
+		return false, fmt.Errorf("look up domain %s: %w", name, err)
+	}
+	if active, err := l.DomainIsActive(d); err == nil && active == 1 {
+		return false, nil
+	}
+	if err := l.DomainCreate(d); err != nil {
+		if isNotRunning(err) { // "domain is already running": a race with another starter
+			return false, nil
+		}
+		return false, fmt.Errorf("start domain %s: %w", name, err)
+	}
+	return true, nil
+}

@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labconfig"
@@ -183,12 +185,27 @@ type Installer struct {
 
 // Hybrid is what only the hybrid mode needs.
 type Hybrid struct {
-	// Image is the RHCOS qcow2 (path or URL) the nodes' disks clone.
-	Image string `json:"image"`
-	// ImageCache is where a downloaded image is kept.
-	ImageCache string `json:"imageCache"`
+	// Image is the RHCOS qcow2 (path or URL) the nodes' disks clone;
+	// Backing is where the clones find it: the path itself, or the cache
+	// file a URL is downloaded to once.
+	Image   string `json:"image"`
+	Backing string `json:"backing"`
 	// IgnitionDir holds each node's merged ignition, readable by qemu.
 	IgnitionDir string `json:"ignitionDir"`
+	// APIRouterID and IngressRouterID are keepalived's virtual_router_id
+	// for the VIPs.
+	APIRouterID     int `json:"apiRouterID"`
+	IngressRouterID int `json:"ingressRouterID"`
+	// Upstream is where the nodes' coredns forwards other names: the lab
+	// network's own DNS (libvirt's dnsmasq on the NAT bridge).
+	Upstream []netip.Addr `json:"upstream"`
+	// Images of the static pods and the CSR approver.
+	KeepalivedImage string `json:"keepalivedImage"`
+	CoreDNSImage    string `json:"corednsImage"`
+	HAProxyImage    string `json:"haproxyImage"`
+	ApproverImage   string `json:"approverImage"`
+	// HostsFile gets the api and console/oauth entries for the lab host.
+	HostsFile string `json:"hostsFile"`
 }
 
 // Load reads the lab file, applies the profile and resolves the plan.
@@ -245,13 +262,29 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		p.BMC.IPMIPortBase = k.BMC.IPMIPortBase
 	}
 	if o.Mode == ModeHybrid {
-		p.Hybrid = &Hybrid{
-			Image:       k.Image,
-			ImageCache:  filepath.Join(state, "images"),
-			IgnitionDir: filepath.Join(state, "ignition"),
-		}
 		if k.Image == "" {
 			return nil, errors.New("cluster.image: the hybrid mode boots its nodes from an RHCOS qcow2; name it (a path or an http(s) URL) in the lab file")
+		}
+		h := k.Hybrid
+		p.Hybrid = &Hybrid{
+			Image: k.Image, Backing: k.Image, IgnitionDir: filepath.Join(state, "ignition"),
+			KeepalivedImage: h.KeepalivedImage, CoreDNSImage: h.CoreDNSImage, HAProxyImage: h.HAProxyImage,
+			ApproverImage: h.ApproverImage, HostsFile: h.HostsFile,
+		}
+		if IsURL(k.Image) {
+			p.Hybrid.Backing = filepath.Join(state, "images", path.Base(k.Image))
+		} else if !filepath.IsAbs(k.Image) {
+			p.Hybrid.Backing = filepath.Join(o.Dir, k.Image)
+		}
+		p.Hybrid.APIRouterID, p.Hybrid.IngressRouterID = RouterIDs(k.Name)
+		if h.APIRouterID != 0 {
+			p.Hybrid.APIRouterID = h.APIRouterID
+		}
+		if h.IngressRouterID != 0 {
+			p.Hybrid.IngressRouterID = h.IngressRouterID
+		}
+		if p.Network.NAT != nil {
+			p.Hybrid.Upstream = []netip.Addr{p.Network.NAT.Gateway}
 		}
 	}
 	if err := p.resolveNodes(cfg); err != nil {
@@ -344,7 +377,7 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 			ip = ip.Next()
 			disk := Disk{Volume: name + ".qcow2", SizeGiB: uint(g.spec.DiskGiB)}
 			if p.Hybrid != nil {
-				disk.Backing = filepath.Join(p.Hybrid.ImageCache, "rhcos.qcow2")
+				disk.Backing = p.Hybrid.Backing
 				n.Ignition = filepath.Join(p.Hybrid.IgnitionDir, name+".ign")
 			}
 			n.Disks = append(n.Disks, disk)
@@ -420,6 +453,23 @@ func (p *Plan) vbmcd(path string) Vbmcd {
 		v.Args = append(v.Args, "--ipmi-addr", listen)
 	}
 	return v
+}
+
+// IsURL reports whether an image is given by an http(s) URL.
+func IsURL(s string) bool { return strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://") }
+
+// RouterIDs derives keepalived's virtual_router_ids from the cluster's
+// name: deterministic, distinct for the two VIPs, in 1-255. Two clusters
+// on one network may still draw the same; preflight finds that and the lab
+// file's cluster.hybrid.*RouterID settle it.
+func RouterIDs(cluster string) (api, ingress int) {
+	h := sha256.Sum256([]byte("bmlab-vrrp/" + cluster))
+	api = 1 + int(h[0])%255
+	ingress = 1 + int(h[1])%255
+	if ingress == api {
+		ingress = 1 + api%255
+	}
+	return api, ingress
 }
 
 // MACFor returns a node's boot MAC: the qemu prefix and three bytes of a

@@ -1,0 +1,107 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/bmlab/bmlab/internal/upi"
+)
+
+// installComplete waits for `openshift-install wait-for install-complete`,
+// writes the lab host's entries for api and the console and oauth hosts,
+// and says where the kubeconfig and kubeadmin password are.
+type installComplete struct{}
+
+func (installComplete) Name() string { return "install-complete" }
+
+func (installComplete) Ensure(ctx context.Context, e *Env) (bool, error) {
+	p := e.Plan
+	changed := false
+	if !exists(marker(p, "install-complete")) {
+		if err := installerFor(e, "install-complete").WaitFor(ctx, upi.InstallComplete); err != nil {
+			return false, stopIfMissing(err)
+		}
+		if err := os.WriteFile(marker(p, "install-complete"), nil, 0o644); err != nil {
+			return false, err
+		}
+		changed = true
+	}
+	c, err := ensureHosts(p.Hybrid.HostsFile, p.Lab, hostsEntries(e))
+	if err != nil {
+		return changed, err
+	}
+	e.Rep.Note("install-complete", "kubeconfig: "+filepath.Join(p.Installer.Dir, "auth", "kubeconfig"))
+	e.Rep.Note("install-complete", "kubeadmin password: "+filepath.Join(p.Installer.Dir, "auth", "kubeadmin-password"))
+	return changed || c, nil
+}
+
+// Delete removes the lab's entries from the hosts file.
+func (installComplete) Delete(_ context.Context, e *Env) error {
+	if err := removeFiles([]string{marker(e.Plan, "install-complete")}, ""); err != nil {
+		return err
+	}
+	_, err := ensureHosts(e.Plan.Hybrid.HostsFile, e.Plan.Lab, nil)
+	return err
+}
+
+// hostsEntries are api (the API VIP) and the console and oauth routes (the
+// ingress VIP, else the API VIP).
+func hostsEntries(e *Env) []string {
+	k := e.Plan.Config.Cluster
+	domain := k.Name + "." + k.BaseDomain
+	ingress := k.IngressVIP
+	if !ingress.IsValid() {
+		ingress = k.APIVIP
+	}
+	return []string{
+		fmt.Sprintf("%s api.%s", k.APIVIP, domain),
+		fmt.Sprintf("%s console-openshift-console.apps.%s oauth-openshift.apps.%s", ingress, domain, domain),
+	}
+}
+
+// ensureHosts puts lines between the lab's marker comments in a hosts file
+// (none: removes the block) and reports whether it changed the file. The
+// rest of the file is left as it is.
+func ensureHosts(path, lab string, lines []string) (bool, error) {
+	begin, end := "# bmlab "+lab+" begin", "# bmlab "+lab+" end"
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return false, err
+	}
+	var kept []string
+	in := false
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		switch {
+		case l == begin:
+			in = true
+		case l == end:
+			in = false
+		case !in && !(l == "" && len(kept) == 0):
+			kept = append(kept, l)
+		}
+	}
+	if len(lines) > 0 {
+		kept = append(kept, begin)
+		kept = append(kept, lines...)
+		kept = append(kept, end)
+	}
+	want := strings.Join(kept, "\n")
+	if want != "" {
+		want += "\n"
+	}
+	if want == string(b) {
+		return false, nil
+	}
+	if len(b) == 0 && len(lines) == 0 {
+		return false, nil
+	}
+	mode := os.FileMode(0o644)
+	if st, err := os.Stat(path); err == nil {
+		mode = st.Mode().Perm()
+	}
+	// In place, not by rename: /etc/hosts may be a bind mount.
+	return true, os.WriteFile(path, []byte(want), mode)
+}

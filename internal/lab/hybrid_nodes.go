@@ -1,0 +1,154 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/upi"
+)
+
+// State markers of the hybrid flow.
+const (
+	bootstrapDone    = "bootstrap-complete"
+	bootstrapRemoved = "bootstrap-removed"
+)
+
+// controlPlane defines and starts the bootstrap and the masters; each
+// boots its ignition through fw_cfg.
+type controlPlane struct{}
+
+func (controlPlane) Name() string { return "control-plane" }
+
+func (controlPlane) Ensure(ctx context.Context, e *Env) (bool, error) {
+	roles := []string{plan.RoleMaster}
+	if !exists(marker(e.Plan, bootstrapRemoved)) {
+		roles = append([]string{plan.RoleBootstrap}, roles...)
+	}
+	return startNodes(ctx, e, nodesOf(e.Plan, roles...))
+}
+
+// Delete is the nodes action's: every domain of the lab.
+func (controlPlane) Delete(ctx context.Context, e *Env) error { return nodes{}.Delete(ctx, e) }
+
+// workers defines and starts the workers, after the bootstrap is gone.
+type workers struct{}
+
+func (workers) Name() string { return "workers" }
+
+func (workers) Ensure(ctx context.Context, e *Env) (bool, error) {
+	return startNodes(ctx, e, nodesOf(e.Plan, plan.RoleWorker))
+}
+
+func (workers) Delete(context.Context, *Env) error { return nil }
+func (workers) createsNothing()                    {}
+
+func startNodes(ctx context.Context, e *Env, list []plan.Node) (bool, error) {
+	changed, err := ensureDomains(ctx, e, list)
+	if err != nil {
+		return changed, err
+	}
+	for _, n := range list {
+		if _, err := os.Stat(n.Ignition); err != nil {
+			return changed, fmt.Errorf("node %s: its ignition: %w", n.Name, err)
+		}
+		c, err := e.Host.Start(ctx, n.Name)
+		if err != nil {
+			return changed, err
+		}
+		changed = changed || c
+	}
+	return changed, nil
+}
+
+// bootstrapComplete waits for `openshift-install wait-for
+// bootstrap-complete`, a few times. On failure everything stays, and the
+// error says where the logs are and how to gather the bootstrap's.
+type bootstrapComplete struct{}
+
+// BootstrapAttempts is how often bootstrap-complete is waited for.
+const BootstrapAttempts = 3
+
+func (bootstrapComplete) Name() string { return "bootstrap-complete" }
+
+func (bootstrapComplete) Ensure(ctx context.Context, e *Env) (bool, error) {
+	p := e.Plan
+	if exists(marker(p, bootstrapDone)) {
+		return false, nil
+	}
+	var err error
+	for i := 1; i <= BootstrapAttempts; i++ {
+		if err = installerFor(e, "bootstrap-complete").WaitFor(ctx, upi.BootstrapComplete); err == nil {
+			break
+		}
+		if errors.Is(err, ErrStop) || ctx.Err() != nil || errors.Is(stopIfMissing(err), ErrStop) {
+			return false, stopIfMissing(err)
+		}
+		e.Rep.Note("bootstrap-complete", fmt.Sprintf("attempt %d of %d failed", i, BootstrapAttempts))
+	}
+	if err != nil {
+		var masters []string
+		var bootstrap string
+		for _, n := range p.Nodes {
+			switch n.Role {
+			case plan.RoleMaster:
+				masters = append(masters, "--master "+n.IP)
+			case plan.RoleBootstrap:
+				bootstrap = n.IP
+			}
+		}
+		return false, fmt.Errorf("%w\nthe bootstrap did not complete; everything is kept. Logs: %s and the nodes' consoles in %s. Gather the bootstrap's: openshift-install gather bootstrap --dir %s --bootstrap %s %s",
+			err, filepath.Join(p.Installer.Dir, ".openshift_install.log"), filepath.Join(p.StateDir, "logs"), p.Installer.Dir, bootstrap, strings.Join(masters, " "))
+	}
+	return true, os.WriteFile(marker(p, bootstrapDone), nil, 0o644)
+}
+
+// Delete forgets the marker.
+func (bootstrapComplete) Delete(_ context.Context, e *Env) error {
+	return removeFiles([]string{marker(e.Plan, bootstrapDone), marker(e.Plan, bootstrapRemoved)}, "")
+}
+
+// removeBootstrap deletes the bootstrap's domain, its disks and its
+// ignition, and nothing else; only after bootstrap-complete.
+type removeBootstrap struct{}
+
+func (removeBootstrap) Name() string { return "remove-bootstrap" }
+
+func (removeBootstrap) Ensure(ctx context.Context, e *Env) (bool, error) {
+	p := e.Plan
+	if !exists(marker(p, bootstrapDone)) {
+		return false, errors.New("the bootstrap has not completed; it stays")
+	}
+	b := nodesOf(p, plan.RoleBootstrap)
+	if len(b) != 1 {
+		return false, errors.New("the plan has no bootstrap node")
+	}
+	n := b[0]
+	found, _, err := e.Host.Owner(ctx, KindDomain, n.Name)
+	if err != nil {
+		return false, err
+	}
+	if err := e.Host.Delete(ctx, KindDomain, n.Name, p.Lab); err != nil {
+		return false, err
+	}
+	for _, d := range n.Disks {
+		if err := e.Host.Delete(ctx, KindVolume, p.Storage.Pool+"/"+d.Volume, p.Lab); err != nil {
+			return found, err
+		}
+	}
+	gone := !exists(n.Ignition)
+	if err := removeFiles([]string{n.Ignition}, ""); err != nil {
+		return found, err
+	}
+	if err := os.WriteFile(marker(p, bootstrapRemoved), nil, 0o644); err != nil {
+		return found, err
+	}
+	return found || !gone, nil
+}
+
+func (removeBootstrap) Delete(context.Context, *Env) error { return nil }
+func (removeBootstrap) createsNothing()                    {}
