@@ -54,6 +54,9 @@ type Host interface {
 	DeleteDanglingPool(ctx context.Context, name string) error
 
 	DefineDomain(ctx context.Context, spec labvirt.DomainSpec) error
+	// DomainMarks are the marks' attributes of every marked domain, by
+	// domain, whichever lab's.
+	DomainMarks(ctx context.Context) (map[string]map[string]string, error)
 	// Start starts a domain (false when it runs already).
 	Start(ctx context.Context, name string) (bool, error)
 	// Power is a domain's power state (On, Off, ..., absent).

@@ -110,7 +110,7 @@ func (ignition) Ensure(ctx context.Context, e *Env) (bool, error) {
 
 // Delete removes the merged configs.
 func (ignition) Delete(_ context.Context, e *Env) error {
-	return removeFiles(nil, e.Plan.Hybrid.IgnitionDir)
+	return removeFiles(nil, filepath.Join(e.Plan.StateDir, "ignition"))
 }
 
 func nodeIndex(c upi.Cluster, name string) int {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/bmlab/bmlab/internal/labconfig"
+	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/upi"
 )
 
@@ -43,8 +45,17 @@ func (installComplete) Delete(_ context.Context, e *Env) error {
 	if err := removeFiles([]string{marker(e.Plan, "install-complete")}, ""); err != nil {
 		return err
 	}
-	_, err := ensureHosts(e.Plan.Hybrid.HostsFile, e.Plan.Lab, nil)
+	_, err := ensureHosts(hostsFile(e.Plan), e.Plan.Lab, nil)
 	return err
+}
+
+// hostsFile is the plan's, or the default for a lab whose mode is not
+// known (down --lab).
+func hostsFile(p *plan.Plan) string {
+	if p.Hybrid != nil {
+		return p.Hybrid.HostsFile
+	}
+	return labconfig.DefaultHostsFile
 }
 
 // hostsEntries are api (the API VIP) and the console and oauth routes (the

@@ -182,6 +182,16 @@ func (f *fakeHost) DefineDomain(_ context.Context, s labvirt.DomainSpec) error {
 	return nil
 }
 
+func (f *fakeHost) DomainMarks(context.Context) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	for name, owner := range f.objs[KindDomain] {
+		if owner != "" {
+			out[name] = map[string]string{"name": owner}
+		}
+	}
+	return out, nil
+}
+
 func (f *fakeHost) Start(_ context.Context, name string) (bool, error) {
 	if err := f.call("start " + name); err != nil {
 		return false, err

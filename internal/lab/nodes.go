@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/plan"
@@ -54,13 +55,27 @@ func DomainSpec(p *plan.Plan, n plan.Node) labvirt.DomainSpec {
 		NICs:      []labvirt.NICSpec{{Network: p.Network.NodeNetwork, MAC: n.MAC}},
 		SerialLog: n.SerialLog,
 		BootOrder: []string{"hd", "network"},
-		Metadata:  labvirt.MarkXML(p.Lab),
+		Metadata:  labvirt.MarkXML(p.Lab, markAttrs(p)...),
 		Ignition:  n.Ignition,
 	}
 	for _, d := range n.Disks {
 		spec.Disks = append(spec.Disks, labvirt.DiskSpec{Path: d.Path})
 	}
 	return spec
+}
+
+// markAttrs are what a hybrid lab's domains tell other labs: the segment
+// and the VIPs and router IDs the cluster holds on it.
+func markAttrs(p *plan.Plan) []string {
+	if p.Hybrid == nil {
+		return nil
+	}
+	k := p.Config.Cluster
+	return []string{
+		"segment", p.Hybrid.Segment,
+		"apiVIP", k.APIVIP.String(), "ingressVIP", k.IngressVIP.String(),
+		"apiRouterID", strconv.Itoa(p.Hybrid.APIRouterID), "ingressRouterID", strconv.Itoa(p.Hybrid.IngressRouterID),
+	}
 }
 
 // Delete removes the lab's domains: the plan's and any other that bears

@@ -62,6 +62,13 @@ func Pipeline(mode string) ([]Action, error) {
 	return nil, fmt.Errorf("--mode %q: use %s or %s", mode, plan.ModeIPI, plan.ModeHybrid)
 }
 
+// Teardown is every action that owns something on the host, of both
+// modes, in up's order: what down runs when the lab's mode is not known
+// (down --lab, after the lab file is gone).
+func Teardown() []Action {
+	return []Action{network{}, storage{}, nodes{}, ignition{}, bmcs{}, installConfig{}, hybridInstallConfig{}, bootstrapComplete{}, installComplete{}}
+}
+
 // Names lists the actions' names.
 func Names(actions []Action) []string {
 	out := make([]string, len(actions))

@@ -8,6 +8,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -144,6 +145,13 @@ func Clashes(ctx context.Context, e *Env) error {
 			}
 		}
 	}
+	if p.Hybrid != nil {
+		m, err := segmentClashes(ctx, e)
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, m...)
+	}
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -212,3 +220,40 @@ func QemuCanReach(dir string) error {
 }
 
 func (preflight) createsNothing() {}
+
+// segmentClashes: clusters on one layer-2 segment must not share a VIP or
+// a keepalived router ID (VRRP would make them fight for the address).
+func segmentClashes(ctx context.Context, e *Env) ([]string, error) {
+	p := e.Plan
+	k := p.Config.Cluster
+	marks, err := e.Host.DomainMarks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mine := map[string]string{
+		"apiVIP": k.APIVIP.String(), "ingressVIP": k.IngressVIP.String(),
+		"apiRouterID": strconv.Itoa(p.Hybrid.APIRouterID), "ingressRouterID": strconv.Itoa(p.Hybrid.IngressRouterID),
+	}
+	settings := map[string]string{"apiVIP": "cluster.apiVIP", "ingressVIP": "cluster.ingressVIP",
+		"apiRouterID": "cluster.hybrid.apiRouterID", "ingressRouterID": "cluster.hybrid.ingressRouterID"}
+	seen := map[string]bool{}
+	var msgs []string
+	for _, m := range marks {
+		if m["name"] == p.Lab || m["segment"] != p.Hybrid.Segment || seen[m["name"]] {
+			continue
+		}
+		seen[m["name"]] = true
+		for _, key := range []string{"apiVIP", "ingressVIP", "apiRouterID", "ingressRouterID"} {
+			for _, other := range []string{"apiVIP", "ingressVIP", "apiRouterID", "ingressRouterID"} {
+				if strings.HasSuffix(key, "VIP") != strings.HasSuffix(other, "VIP") || m[other] == "" || m[other] == "invalid IP" {
+					continue
+				}
+				if mine[key] == m[other] {
+					msgs = append(msgs, fmt.Sprintf("lab %q on the same network %s holds %s %s: give this lab another (%s)", m["name"], p.Hybrid.Segment, other, m[other], settings[key]))
+				}
+			}
+		}
+	}
+	slices.Sort(msgs)
+	return msgs, nil
+}

@@ -306,6 +306,15 @@ func (r *RealHost) DefineDomain(ctx context.Context, spec labvirt.DomainSpec) er
 	return err
 }
 
+// DomainMarks implements Host.
+func (r *RealHost) DomainMarks(ctx context.Context) (map[string]map[string]string, error) {
+	lc, err := r.client()
+	if err != nil {
+		return nil, err
+	}
+	return labvirt.DomainMarks(ctx, lc)
+}
+
 // Start implements Host.
 func (r *RealHost) Start(ctx context.Context, name string) (bool, error) {
 	lc, err := r.client()

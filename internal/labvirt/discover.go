@@ -18,6 +18,23 @@ import (
 
 // MarkedDomains lists the domains (running or not) that bear lab's mark.
 func MarkedDomains(ctx context.Context, l *libvirt.Libvirt, lab string) ([]string, error) {
+	marks, err := DomainMarks(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for name, m := range marks {
+		if m["name"] == lab {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// DomainMarks returns the mark's attributes of every domain that has one,
+// by domain name, whichever lab it is.
+func DomainMarks(ctx context.Context, l *libvirt.Libvirt) (map[string]map[string]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -25,7 +42,7 @@ func MarkedDomains(ctx context.Context, l *libvirt.Libvirt, lab string) ([]strin
 	if err != nil {
 		return nil, fmt.Errorf("list domains: %w", err)
 	}
-	var out []string
+	out := map[string]map[string]string{}
 	for _, d := range doms {
 		x, err := l.DomainGetXMLDesc(d, libvirt.DomainXMLInactive)
 		if isNoDomain(err) {
@@ -38,11 +55,12 @@ func MarkedDomains(ctx context.Context, l *libvirt.Libvirt, lab string) ([]strin
 		if err := def.Unmarshal(x); err != nil {
 			return nil, fmt.Errorf("parse domain %s: %w", d.Name, err)
 		}
-		if def.Metadata != nil && MarkOf(def.Metadata.XML) == lab {
-			out = append(out, d.Name)
+		if def.Metadata != nil {
+			if m := MarkAttrs(def.Metadata.XML); m != nil {
+				out[d.Name] = m
+			}
 		}
 	}
-	slices.Sort(out)
 	return out, nil
 }
 

@@ -206,6 +206,10 @@ type Hybrid struct {
 	ApproverImage   string `json:"approverImage"`
 	// HostsFile gets the api and console/oauth entries for the lab host.
 	HostsFile string `json:"hostsFile"`
+	// Segment names the layer-2 network the nodes are on (the bridge their
+	// baremetal bridge is joined to): clusters on one segment must not
+	// share VIPs or keepalived router IDs.
+	Segment string `json:"segment"`
 }
 
 // Load reads the lab file, applies the profile and resolves the plan.
@@ -283,8 +287,10 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		if h.IngressRouterID != 0 {
 			p.Hybrid.IngressRouterID = h.IngressRouterID
 		}
+		p.Hybrid.Segment = cfg.Network.LibvirtBridge
 		if p.Network.NAT != nil {
 			p.Hybrid.Upstream = []netip.Addr{p.Network.NAT.Gateway}
+			p.Hybrid.Segment = p.Network.NAT.Bridge
 		}
 	}
 	if err := p.resolveNodes(cfg); err != nil {

@@ -77,6 +77,10 @@ directory or state file is gone. With --lab NAME no lab file is needed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withLab(cmd.Context(), g, f, func(e *lab.Env) error {
+				if f.lab != "" {
+					// The mode is not known: every action's delete.
+					return lab.Down(cmd.Context(), e, lab.Teardown())
+				}
 				actions, err := lab.Pipeline(e.Plan.Mode)
 				if err != nil {
 					return err
