@@ -50,21 +50,7 @@ func reparse(t *testing.T, version string, raw []byte) report.Report {
 // installerIgnition is what the fixture installer writes for testCluster.
 func installerIgnition(t *testing.T, version string, workers int) map[string][]byte {
 	t.Helper()
-	ic, err := upitest.ParseInstallConfig([]byte(`apiVersion: v1
-baseDomain: lab.test
-metadata:
-  name: hyb
-controlPlane:
-  name: master
-  replicas: 3
-compute:
-- name: worker
-  replicas: ` + string(rune('0'+workers)) + `
-platform:
-  none: {}
-pullSecret: '{"auths":{"registry.lab.test":{"auth":"Zml4dHVyZTpmaXh0dXJl"}}}'
-sshKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIInstallerKeyOfTheFixture installer@bmlab
-`))
+	ic, err := upitest.ParseInstallConfig([]byte(installConfigYAML(workers)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -74,4 +75,27 @@ func nodeOf(c Cluster, role string) Node {
 		}
 	}
 	panic("no " + role)
+}
+
+// installConfigYAML is an install-config for the fixture installer:
+// cluster hyb.lab.test, three masters, platform none.
+func installConfigYAML(workers int) string {
+	return `apiVersion: v1
+baseDomain: lab.test
+metadata:
+  name: hyb
+controlPlane:
+  name: master
+  replicas: 3
+compute:
+- name: worker
+  replicas: ` + strconv.Itoa(workers) + `
+networking:
+  machineNetwork:
+  - cidr: 10.17.0.0/24
+platform:
+  none: {}
+pullSecret: '{"auths":{"registry.lab.test":{"auth":"Zml4dHVyZTpmaXh0dXJl"}}}'
+sshKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIInstallerKeyOfTheFixture installer@bmlab
+`
 }
