@@ -432,3 +432,28 @@ func TestDispatcherScript(t *testing.T) {
 		}
 	})
 }
+
+// TestMergeIgnitionTwice merges into an already merged config: nothing
+// changes, so a resumed pipeline that merges its own output again is safe.
+func TestMergeIgnitionTwice(t *testing.T) {
+	c := testCluster(2)
+	for _, version := range []string{"3.2.0", "3.6.0"} {
+		for file, raw := range installerIgnition(t, version, 2) {
+			if !strings.HasSuffix(file, ".ign") {
+				continue
+			}
+			n := nodeOf(c, RoleMaster)
+			once, err := MergeIgnition(file, raw, n, c, extraFiles(n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			twice, err := MergeIgnition(file, once, n, c, extraFiles(n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(once), string(twice)); diff != "" {
+				t.Errorf("%s %s: second merge changed it:\n%s", version, file, diff)
+			}
+		}
+	}
+}
