@@ -22,6 +22,8 @@
 //     in the lab's directory, hands every output line to onLine and keeps a
 //     log; when the binary is absent it returns an *InstallerNotFoundError
 //     that says where to get it and that `labctl up` again resumes.
+//     RunInstallerCommand does the same for any other command (create
+//     manifests, create ignition-configs, wait-for; internal/upi uses it).
 //
 // What it does not do: define networks, disks, domains or BMCs (the labctl
 // pipeline does, and hands the result over as []Node); talk to libvirt (the

@@ -57,14 +57,19 @@ func (e *InstallerNotFoundError) Is(target error) bool { return target == ErrIns
 
 // InstallerError is a run of openshift-install that failed.
 type InstallerError struct {
-	Err  error    // the exit status, or the context's error
-	Tail []string // the last lines it printed
-	Dir  string
+	Err     error    // the exit status, or the context's error
+	Tail    []string // the last lines it printed
+	Dir     string
+	Command []string // e.g. ["create", "cluster"]; empty means create cluster
 }
 
 func (e *InstallerError) Error() string {
+	cmd := "create cluster"
+	if len(e.Command) > 0 {
+		cmd = strings.Join(e.Command, " ")
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s create cluster failed: %v; its log is %s", InstallerName, e.Err, filepath.Join(e.Dir, InstallerLogName))
+	fmt.Fprintf(&b, "%s %s failed: %v; its log is %s", InstallerName, cmd, e.Err, filepath.Join(e.Dir, InstallerLogName))
 	if len(e.Tail) > 0 {
 		b.WriteString("; last output:")
 		for _, l := range e.Tail {
@@ -137,12 +142,27 @@ func FindInstaller(binary, dir string) (string, error) {
 // install-config.yaml is unchanged. When ctx ends the installer gets an
 // interrupt, then StopGrace to exit.
 func RunInstaller(ctx context.Context, opts InstallerOptions, onLine func(string)) error {
+	return RunInstallerCommand(ctx, opts, []string{"create", "cluster"}, onLine)
+}
+
+// RunInstallerCommand runs `openshift-install COMMAND... --dir opts.Dir
+// --log-level L` the way RunInstaller runs create cluster: output lines to
+// onLine and Dir/openshift-install.out, the last ones in an
+// *InstallerError, an interrupt then StopGrace when ctx ends. A "create"
+// command stages install-config.yaml first (as RunInstaller does); other
+// commands (wait-for) work from the installer's state alone.
+func RunInstallerCommand(ctx context.Context, opts InstallerOptions, command []string, onLine func(string)) error {
+	if len(command) == 0 {
+		return errors.New("run " + InstallerName + ": no command")
+	}
 	bin, err := FindInstaller(opts.Binary, opts.Dir)
 	if err != nil {
 		return err
 	}
-	if err := stageInstallConfig(opts); err != nil {
-		return err
+	if command[0] == "create" {
+		if err := stageInstallConfig(opts); err != nil {
+			return err
+		}
 	}
 	out, err := os.OpenFile(filepath.Join(opts.Dir, OutputLogName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -154,7 +174,8 @@ func RunInstaller(ctx context.Context, opts InstallerOptions, onLine func(string
 	if level == "" {
 		level = "info"
 	}
-	cmd := exec.CommandContext(ctx, bin, "create", "cluster", "--dir", opts.Dir, "--log-level", level)
+	args := append(append([]string(nil), command...), "--dir", opts.Dir, "--log-level", level)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = opts.Dir
 	cmd.Env = append(os.Environ(), opts.Env...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
@@ -211,7 +232,7 @@ func RunInstaller(ctx context.Context, opts InstallerOptions, onLine func(string
 		if ctx.Err() != nil {
 			waitErr = fmt.Errorf("%w (stopped; `labctl up` again resumes)", ctx.Err())
 		}
-		return &InstallerError{Err: waitErr, Tail: tail, Dir: opts.Dir}
+		return &InstallerError{Err: waitErr, Tail: tail, Dir: opts.Dir, Command: command}
 	}
 	return nil
 }

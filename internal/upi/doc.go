@@ -7,7 +7,26 @@
 //
 // Every transformation is a pure function of the cluster's facts (Cluster,
 // Node) and the installer's output; the labctl hybrid pipeline resolves the
-// facts once in the lab plan and calls these. What it does not do: talk to
-// libvirt, run the installer, or decide addresses; those belong to the plan
-// and the pipeline's actions.
+// facts once in the lab plan and calls these:
+//
+//   - EditManifests(dir, cluster, opts) after `create manifests`: removes the
+//     Machine, MachineSet and ControlPlaneMachineSet manifests (by kind),
+//     sets the Scheduler's mastersSchedulable (true without workers), writes
+//     the default IngressController (replicas and placement on the routers'
+//     nodes) and a CSR approver; idempotent. Its parts (IsMachineManifest,
+//     SetMastersSchedulable, IngressController, CSRApprover) are pure.
+//   - MergeIgnition(file, installer, node, cluster, extra) after `create
+//     ignition-configs`: the node's hostname, SSH key, extra files (the
+//     static pods) and a NetworkManager dispatcher that puts the node's IP
+//     first in resolv.conf, added to the installer's config in its own spec
+//     version (3.2.0 to 3.6.0); the installer's entries win and stay byte for
+//     byte, the pointer configs' merge source and CA stay.
+//   - Installer runs `create manifests`, `create ignition-configs` and
+//     `wait-for` through ipi.RunInstallerCommand (output streamed, its tail in
+//     errors). Package upitest has a fixture openshift-install for tests.
+//
+// What it does not do: talk to libvirt, decide addresses, retry the
+// installer's waits, or remove the bootstrap; those belong to the plan and
+// the pipeline's actions. The ignition merge does not fetch the configs the
+// pointer configs reference (the machine config server serves them at boot).
 package upi

@@ -1,0 +1,272 @@
+package upi
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+
+	"github.com/bmlab/bmlab/internal/upi/upitest"
+)
+
+const testApproverImage = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:cli"
+
+// TestAddedManifestsGolden pins the IngressController and the CSR approver
+// for a compact cluster (routers on the masters) and one with workers.
+func TestAddedManifestsGolden(t *testing.T) {
+	for _, workers := range []int{0, 2} {
+		ms, err := AddedManifests(testCluster(workers), ManifestOptions{ApproverImage: testApproverImage})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all strings.Builder
+		for _, m := range ms {
+			all.WriteString("# " + m.Name + "\n")
+			all.Write(m.Data)
+			all.WriteString("---\n")
+		}
+		golden(t, filepath.Join("manifests", "added-"+strconv.Itoa(workers)+"-workers.yaml"), []byte(all.String()))
+	}
+}
+
+func TestIngressControllerPlacement(t *testing.T) {
+	for _, tc := range []struct {
+		workers  int
+		replicas int32
+		label    string
+		tolerate bool
+	}{
+		{0, 3, "node-role.kubernetes.io/master", true},
+		{1, 1, "node-role.kubernetes.io/worker", false},
+		{4, 4, "node-role.kubernetes.io/worker", false},
+	} {
+		b, err := IngressController(testCluster(tc.workers))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ic ingressController
+		if err := yaml.UnmarshalStrict(b, &ic); err != nil {
+			t.Fatal(err)
+		}
+		if ic.Spec.Replicas != tc.replicas {
+			t.Errorf("%d workers: replicas %d, want %d", tc.workers, ic.Spec.Replicas, tc.replicas)
+		}
+		if diff := cmp.Diff(map[string]string{tc.label: ""}, ic.Spec.NodePlacement.NodeSelector.MatchLabels); diff != "" {
+			t.Errorf("%d workers: node selector (-want +got):\n%s", tc.workers, diff)
+		}
+		if got := len(ic.Spec.NodePlacement.Tolerations) > 0; got != tc.tolerate {
+			t.Errorf("%d workers: tolerations %v", tc.workers, ic.Spec.NodePlacement.Tolerations)
+		}
+		if ic.Kind != "IngressController" || ic.APIVersion != "operator.openshift.io/v1" ||
+			ic.Metadata.Name != "default" || ic.Metadata.Namespace != "openshift-ingress-operator" {
+			t.Errorf("object %s %s %s/%s", ic.APIVersion, ic.Kind, ic.Metadata.Namespace, ic.Metadata.Name)
+		}
+	}
+	if _, err := IngressController(Cluster{}); err == nil || !strings.Contains(err.Error(), "neither masters nor workers") {
+		t.Errorf("empty cluster: %v", err)
+	}
+	if _, err := CSRApprover(""); err == nil || !strings.Contains(err.Error(), "no image") {
+		t.Errorf("no approver image: %v", err)
+	}
+}
+
+func TestIsMachineManifest(t *testing.T) {
+	machine := "apiVersion: machine.openshift.io/v1beta1\nkind: Machine\nmetadata:\n  name: m\n"
+	set := "apiVersion: machine.openshift.io/v1beta1\nkind: MachineSet\nmetadata:\n  name: s\n"
+	cpms := "apiVersion: machine.openshift.io/v1\nkind: ControlPlaneMachineSet\n"
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n"
+	for _, tc := range []struct {
+		name, data string
+		want       bool
+		err        string
+	}{
+		{"machine", machine, true, ""},
+		{"machineset", set, true, ""},
+		{"cpms", cpms, true, ""},
+		{"capi machine", "apiVersion: cluster.x-k8s.io/v1beta1\nkind: Machine\n", true, ""},
+		{"several machines", "---\n" + machine + "---\n" + machine + "\n---\n", true, ""},
+		{"configmap", cm, false, ""},
+		{"kind Machine of another group", "apiVersion: example.com/v1\nkind: Machine\n", false, ""},
+		{"machine config", "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\n", false, ""},
+		{"empty", "", false, ""},
+		{"mixed", machine + "---\n" + cm, false, "1 machine objects mixed with 1 others"},
+		{"bad yaml", "kind: [", false, "document 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := IsMachineManifest([]byte(tc.data))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSetMastersSchedulable(t *testing.T) {
+	const sched = "apiVersion: config.openshift.io/v1\nkind: Scheduler\nmetadata:\n  name: cluster\nspec:\n  mastersSchedulable: false\n  policy:\n    name: \"\"\n  profile: HighNodeUtilization\nstatus: {}\n"
+	got, err := SetMastersSchedulable([]byte(sched), false)
+	if err != nil || string(got) != sched {
+		t.Errorf("already false: %q, %v; want the same bytes", got, err)
+	}
+	got, err = SetMastersSchedulable([]byte(sched), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "apiVersion: config.openshift.io/v1\nkind: Scheduler\nmetadata:\n  name: cluster\nspec:\n  mastersSchedulable: true\n  policy:\n    name: \"\"\n  profile: HighNodeUtilization\nstatus: {}\n"
+	if diff := cmp.Diff(want, string(got)); diff != "" {
+		t.Errorf("set true (-want +got):\n%s", diff)
+	}
+	if _, err := SetMastersSchedulable([]byte("apiVersion: v1\nkind: ConfigMap\n"), true); err == nil || !strings.Contains(err.Error(), "want a config.openshift.io Scheduler") {
+		t.Errorf("not a scheduler: %v", err)
+	}
+}
+
+// manifestsDir writes the fixture installer's manifests for a cluster with
+// workers workers into a new directory.
+func manifestsDir(t *testing.T, workers int) string {
+	t.Helper()
+	ic, err := upitest.ParseInstallConfig([]byte("baseDomain: lab.test\nmetadata:\n  name: hyb\npullSecret: '{}'\ncompute:\n- name: worker\n  replicas: " + strconv.Itoa(workers) + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, data := range upitest.Manifests(ic) {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// snapshot is every file under dir by relative path.
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		out[rel] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestEditManifests edits the fixture installer's manifests: the machine
+// manifests go, the scheduler follows the workers, the added manifests
+// appear, nothing else changes, and a second run changes nothing.
+func TestEditManifests(t *testing.T) {
+	opts := ManifestOptions{ApproverImage: testApproverImage}
+	approver := []string{
+		"openshift/99_bmlab-csr-approver-0-namespace.yaml",
+		"openshift/99_bmlab-csr-approver-1-serviceaccount.yaml",
+		"openshift/99_bmlab-csr-approver-2-clusterrole.yaml",
+		"openshift/99_bmlab-csr-approver-3-clusterrolebinding.yaml",
+		"openshift/99_bmlab-csr-approver-4-cronjob.yaml",
+	}
+	machines := []string{
+		"openshift/99_openshift-cluster-api_master-machines-0.yaml",
+		"openshift/99_openshift-cluster-api_master-machines-1.yaml",
+		"openshift/99_openshift-cluster-api_master-machines-2.yaml",
+		"openshift/99_openshift-cluster-api_worker-machineset-0.yaml",
+		"openshift/99_openshift-machine-api_master-control-plane-machine-set.yaml",
+	}
+	for _, tc := range []struct {
+		workers     int
+		schedulable bool
+		// installerSchedulable is what the fixture (like the installer)
+		// already wrote: the scheduler changes only when it differs.
+		installerSchedulable bool
+	}{
+		{workers: 0, schedulable: true, installerSchedulable: true},
+		{workers: 2, schedulable: false, installerSchedulable: false},
+	} {
+		t.Run(strconv.Itoa(tc.workers)+" workers", func(t *testing.T) {
+			c := testCluster(tc.workers)
+			dir := manifestsDir(t, tc.workers)
+			before := snapshot(t, dir)
+			changed, err := EditManifests(dir, c, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := append(append([]string{IngressControllerManifest}, approver...), machines...)
+			if diff := cmp.Diff(want, changed, sortStrings); diff != "" {
+				t.Errorf("changed files (-want +got):\n%s", diff)
+			}
+			after := snapshot(t, dir)
+			for name, data := range before {
+				if changedSet(changed)[name] {
+					continue
+				}
+				if after[name] != data {
+					t.Errorf("%s changed", name)
+				}
+			}
+			for _, m := range machines {
+				if _, ok := after[m]; ok {
+					t.Errorf("%s still there", m)
+				}
+			}
+			if !strings.Contains(after[SchedulerManifest], "mastersSchedulable: "+strconv.FormatBool(tc.schedulable)+"\n") {
+				t.Errorf("scheduler: %s", after[SchedulerManifest])
+			}
+			again, err := EditManifests(dir, c, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(again) != 0 {
+				t.Errorf("second run changed %v", again)
+			}
+			if diff := cmp.Diff(after, snapshot(t, dir)); diff != "" {
+				t.Errorf("second run changed the directory:\n%s", diff)
+			}
+		})
+	}
+	t.Run("scheduler disagrees with the workers", func(t *testing.T) {
+		dir := manifestsDir(t, 2) // the installer wrote false
+		changed, err := EditManifests(dir, testCluster(0), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !changedSet(changed)[SchedulerManifest] {
+			t.Errorf("scheduler not among %v", changed)
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, SchedulerManifest))
+		golden(t, filepath.Join("manifests", "cluster-scheduler-02-config.yml"), b)
+	})
+	t.Run("no manifests", func(t *testing.T) {
+		_, err := EditManifests(t.TempDir(), testCluster(0), opts)
+		if err == nil || !strings.Contains(err.Error(), "openshift-install create manifests") {
+			t.Errorf("error %v", err)
+		}
+	})
+}
+
+func changedSet(names []string) map[string]bool {
+	m := map[string]bool{}
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
