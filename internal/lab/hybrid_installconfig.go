@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/plan"
 )
 
 // hybridInstallConfig writes install-config.yaml (platform none) into the
@@ -57,9 +58,14 @@ func (hybridInstallConfig) Ensure(_ context.Context, e *Env) (bool, error) {
 	return true, nil
 }
 
-// Delete removes install-config.yaml and its copy.
+// Delete removes the installer's directory with the copy: its assets (the
+// ignition configs, their certificates, auth/) belong to the cluster that
+// down removes, and a later up must not resume from them.
 func (hybridInstallConfig) Delete(_ context.Context, e *Env) error {
-	return removeFiles([]string{filepath.Join(e.Plan.Installer.Dir, ipi.FileName), filepath.Join(e.Plan.StateDir, ipi.FileName)}, "")
+	if e.Plan.Mode != plan.ModeHybrid {
+		return removeFiles([]string{filepath.Join(e.Plan.StateDir, ipi.FileName)}, "")
+	}
+	return removeFiles([]string{filepath.Join(e.Plan.StateDir, ipi.FileName)}, e.Plan.Installer.Dir)
 }
 
 // installerConsumed reports whether openshift-install has taken the

@@ -177,6 +177,9 @@ func TestHybridEndToEnd(t *testing.T) {
 	if h, _ := os.ReadFile(hosts); string(h) != "127.0.0.1 localhost\n" {
 		t.Errorf("down left the hosts entries:\n%s", h)
 	}
+	if _, err := os.Stat(installDir); err == nil {
+		t.Error("down left the installer's assets, which a later up would resume from")
+	}
 }
 
 func domState(t *testing.T, name string) string {

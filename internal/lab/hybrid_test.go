@@ -1,0 +1,104 @@
+package lab
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/bmlab/bmlab/internal/labconfig"
+	"github.com/bmlab/bmlab/internal/plan"
+)
+
+func hybridPlan(t *testing.T, name, extra string) *plan.Plan {
+	t.Helper()
+	cfg, err := labconfig.Parse([]byte("name: " + name + "\ncluster: {image: /img/rhcos.qcow2" + extra + "}\n"))
+	must(t, err)
+	p, err := plan.Resolve(cfg, plan.Options{Dir: "/labs/" + name, Mode: plan.ModeHybrid})
+	must(t, err)
+	return p
+}
+
+func TestCheckVIPs(t *testing.T) {
+	for _, tt := range []struct{ extra, want string }{
+		{"", ""},
+		{", apiVIP: 192.168.111.30", "cluster.apiVIP: 192.168.111.30 is in the DHCP range 192.168.111.20-192.168.111.60, where dnsmasq may lease it to someone"},
+		{", ingressVIP: 192.168.111.5", "cluster.ingressVIP: 192.168.111.5 is the API VIP too; the hybrid mode needs two"},
+		{", apiVIP: 192.168.111.1", "cluster.apiVIP: 192.168.111.1 is the lab host's own address on the network"},
+	} {
+		err := CheckVIPs(hybridPlan(t, "v", tt.extra))
+		if (err == nil) != (tt.want == "") || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("CheckVIPs(%s) = %v, want %q", tt.extra, err, tt.want)
+		}
+	}
+}
+
+// markedHost is a fake host whose domains carry other labs' cluster marks.
+type markedHost struct {
+	*fakeHost
+	marks map[string]map[string]string
+}
+
+func (m markedHost) DomainMarks(context.Context) (map[string]map[string]string, error) {
+	return m.marks, nil
+}
+
+func TestSegmentClashes(t *testing.T) {
+	p := hybridPlan(t, "one", "")
+	other := hybridPlan(t, "two", ", apiVIP: 192.168.111.6, ingressVIP: 192.168.111.7")
+	mark := func(q *plan.Plan, segment string) map[string]string {
+		k := q.Config.Cluster
+		return map[string]string{"name": q.Lab, "segment": segment, "apiVIP": k.APIVIP.String(), "ingressVIP": k.IngressVIP.String(),
+			"apiRouterID": itoa(q.Hybrid.APIRouterID), "ingressRouterID": itoa(q.Hybrid.IngressRouterID)}
+	}
+	if p.Hybrid.APIRouterID == other.Hybrid.APIRouterID {
+		t.Fatalf("two cluster names drew the same router ID %d", p.Hybrid.APIRouterID)
+	}
+	e := &Env{Plan: p}
+	// Another lab on another segment: no clash whatever it holds.
+	e.Host = markedHost{newFake(), map[string]map[string]string{"x-master-0": mark(p, "elsewhere")}}
+	if msgs, err := segmentClashes(context.Background(), e); err != nil || len(msgs) != 0 {
+		t.Errorf("other segment: %v %v", msgs, err)
+	}
+	// Same segment, distinct VIPs and IDs: no clash.
+	e.Host = markedHost{newFake(), map[string]map[string]string{"two-master-0": mark(other, p.Hybrid.Segment)}}
+	if msgs, err := segmentClashes(context.Background(), e); err != nil || len(msgs) != 0 {
+		t.Errorf("distinct: %v %v", msgs, err)
+	}
+	// Same segment, same VIPs and router IDs: every one named.
+	same := mark(p, p.Hybrid.Segment)
+	same["name"] = "three"
+	e.Host = markedHost{newFake(), map[string]map[string]string{"three-master-0": same, "three-master-1": same}}
+	msgs, err := segmentClashes(context.Background(), e)
+	must(t, err)
+	if len(msgs) != 4 || !strings.Contains(strings.Join(msgs, "\n"), `lab "three" on the same network bmnat-one holds apiVIP 192.168.111.5: give this lab another (cluster.apiVIP)`) ||
+		!strings.Contains(strings.Join(msgs, "\n"), "(cluster.hybrid.ingressRouterID)") {
+		t.Errorf("clashes:\n%s", strings.Join(msgs, "\n"))
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestHostsBlock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hosts")
+	must(t, os.WriteFile(path, []byte("127.0.0.1 localhost\n# bmlab other begin\n10.0.0.1 api.other\n# bmlab other end\n"), 0o644))
+	lines := []string{"10.0.0.5 api.c.x", "10.0.0.4 console.apps.c.x"}
+	for i, want := range []bool{true, false} {
+		changed, err := ensureHosts(path, "mine", lines)
+		must(t, err)
+		if changed != want {
+			t.Errorf("round %d: changed %v", i, changed)
+		}
+	}
+	b, _ := os.ReadFile(path)
+	if string(b) != "127.0.0.1 localhost\n# bmlab other begin\n10.0.0.1 api.other\n# bmlab other end\n# bmlab mine begin\n10.0.0.5 api.c.x\n10.0.0.4 console.apps.c.x\n# bmlab mine end\n" {
+		t.Errorf("hosts:\n%s", b)
+	}
+	_, err := ensureHosts(path, "mine", nil)
+	must(t, err)
+	if b, _ := os.ReadFile(path); string(b) != "127.0.0.1 localhost\n# bmlab other begin\n10.0.0.1 api.other\n# bmlab other end\n" {
+		t.Errorf("after removal:\n%s", b)
+	}
+}
