@@ -62,7 +62,9 @@ func Calls(dir string) []string {
 // exit code. It prints on stderr in the installer's non-terminal format
 // (level=info msg="...").
 func Main(args []string, stdout, stderr io.Writer) int {
-	r := &run{stdout: stdout, stderr: stderr, dir: ".", level: "info"}
+	r := &run{stdout: stdout, stderr: stderr, dir: ".", level: "info", sig: make(chan os.Signal, 1)}
+	signal.Notify(r.sig, os.Interrupt)
+	defer signal.Stop(r.sig)
 	var words []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -118,6 +120,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 type run struct {
 	stdout, stderr io.Writer
 	dir, level     string
+	// sig gets interrupts from the start, as the real installer's handler
+	// does: one that arrived before a wait began would otherwise kill the
+	// process without its "Received interrupt signal" line.
+	sig chan os.Signal
 }
 
 var levels = map[string]int{"debug": 0, "info": 1, "warning": 2, "error": 3, "fatal": 4}
@@ -297,13 +303,10 @@ func (r *run) wait() bool {
 	if d <= 0 {
 		return true
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt)
-	defer signal.Stop(sig)
 	select {
 	case <-time.After(d):
 		return true
-	case <-sig:
+	case <-r.sig:
 		r.log("warning", "Received interrupt signal")
 		return false
 	}
