@@ -288,6 +288,9 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 			p.Hybrid.IngressRouterID = h.IngressRouterID
 		}
 		p.Hybrid.Segment = cfg.Network.LibvirtBridge
+		// Without a NAT network of its own, the lab borrows another
+		// libvirt network, whose dnsmasq listens on its first address.
+		p.Hybrid.Upstream = []netip.Addr{k.MachineNetwork.Masked().Addr().Next()}
 		if p.Network.NAT != nil {
 			p.Hybrid.Upstream = []netip.Addr{p.Network.NAT.Gateway}
 			p.Hybrid.Segment = p.Network.NAT.Bridge

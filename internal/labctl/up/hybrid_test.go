@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/testenv"
 	"github.com/bmlab/bmlab/internal/upi/upitest"
 )
@@ -207,4 +208,57 @@ func qemuCmdline(t *testing.T, name string) string {
 	}
 	t.Fatalf("no qemu process for %s", name)
 	return ""
+}
+
+// TestTwoHybridLabsOneNetwork: lab B joins lab A's network (its veth goes
+// to A's NAT bridge). With A's VIPs and router IDs it is refused before
+// anything is made, naming each; with its own it passes preflight.
+func TestTwoHybridLabsOneNetwork(t *testing.T) {
+	testenv.Libvirt(t)
+	dirA, dirB := testenv.QemuDir(t), testenv.QemuDir(t)
+	cfgA, _ := hybridLab(t, dirA, "hya", "10.198.68")
+	commonA := []string{"--mode", "hybrid", "--profile", "tiny", "-f", cfgA, "--netns", "labci"}
+	t.Cleanup(func() { _, _ = labctlRun(t, append([]string{"down"}, commonA...)...) })
+	if out, err := labctlRun(t, append([]string{"up", "--until", "control-plane"}, commonA...)...); err != nil {
+		t.Fatalf("up A: %v\n%s", err, out)
+	}
+	cfgB, _ := hybridLab(t, dirB, "hyb2", "10.198.68")
+	joinA := "network:\n  libvirtBridge: bmnat-hya\n  bridges: [{name: bm-hyb2}]\n  veths: [{name: hyb2-veth0, master: bm-hyb2, peer: hyb2-veth1, peerMaster: bmnat-hya}]\n"
+	b, err := os.ReadFile(cfgB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same VIPs as A, and A's router IDs forced.
+	apiID, ingID := plan.RouterIDs("hya")
+	same := strings.Replace(string(b), "  hybrid: {", fmt.Sprintf("  hybrid: {apiRouterID: %d, ingressRouterID: %d, ", apiID, ingID), 1) + joinA
+	if err := os.WriteFile(cfgB, []byte(same), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	commonB := []string{"--mode", "hybrid", "--profile", "tiny", "-f", cfgB, "--netns", "labci"}
+	t.Cleanup(func() { _, _ = labctlRun(t, append([]string{"down"}, commonB...)...) })
+	_, err = labctlRun(t, append([]string{"up", "--until", "preflight"}, commonB...)...)
+	for _, want := range []string{
+		`lab "hya" on the same network bmnat-hya holds apiVIP 10.198.68.5: give this lab another (cluster.apiVIP)`,
+		`lab "hya" on the same network bmnat-hya holds ingressVIP 10.198.68.4: give this lab another (cluster.ingressVIP)`,
+		fmt.Sprintf(`holds apiRouterID %d: give this lab another (cluster.hybrid.apiRouterID)`, apiID),
+		fmt.Sprintf(`holds ingressRouterID %d: give this lab another (cluster.hybrid.ingressRouterID)`, ingID),
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("B with A's VIPs and IDs: %v\nwant %q", err, want)
+		}
+	}
+	// Its own VIPs, and router IDs from its own name: accepted.
+	own := strings.NewReplacer("apiVIP: 10.198.68.5", "apiVIP: 10.198.68.7", "ingressVIP: 10.198.68.4", "ingressVIP: 10.198.68.6").Replace(string(b)) + joinA
+	if err := os.WriteFile(cfgB, []byte(own), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := labctlRun(t, append([]string{"up", "--until", "preflight"}, commonB...)...); err != nil {
+		t.Errorf("B with its own VIPs: %v\n%s", err, out)
+	}
+	if a, b := plan.RouterIDs("hya"); a == apiID && b == ingID {
+		bAPI, bIng := plan.RouterIDs("hyb2")
+		if bAPI == a || bAPI == b || bIng == a || bIng == b {
+			t.Errorf("the two cluster names draw overlapping router IDs: %d,%d and %d,%d", a, b, bAPI, bIng)
+		}
+	}
 }
