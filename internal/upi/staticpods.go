@@ -1,0 +1,310 @@
+package upi
+
+// The static pods that give a hybrid cluster its own VIPs (keepalived), DNS
+// (coredns) and ingress load balancer (haproxy), with their daemons'
+// configuration files. kcli's facts, typed: the pods are corev1.Pods, the
+// configurations pure functions of the cluster, every one run by the real
+// daemon in the tests.
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Where the static pods and their configurations go on a node.
+const (
+	ManifestsDir  = "/etc/kubernetes/manifests"
+	ResourcesDir  = "/etc/kubernetes/static-pod-resources/bmlab"
+	SysctlFile    = "/etc/sysctl.d/90-bmlab-nonlocal-bind.conf"
+	PodNamespace  = "kube-system"
+	ReadyzURL     = "https://localhost:6443/readyz"
+	interfaceMark = "@INTERFACE@"
+)
+
+// Keepalived priorities: the bootstrap holds the API VIP while it lives.
+const (
+	BootstrapPriority = 150
+	MasterPriority    = 100
+)
+
+// StaticPodFiles returns the static pods of node n and their
+// configurations:
+//   - every node: coredns (api, api-int, *.apps, node names, upstream);
+//   - bootstrap and masters: keepalived (the API VIP; masters also hold the
+//     ingress VIP), and ip_nonlocal_bind;
+//   - masters, when the cluster has workers: haproxy, 80 and 443 on the
+//     ingress VIP to the workers' routers.
+func StaticPodFiles(c Cluster, n Node) ([]File, error) {
+	if err := checkCluster(c); err != nil {
+		return nil, err
+	}
+	corefile := Corefile(c)
+	files := []File{{Path: ResourcesDir + "/coredns/Corefile", Mode: 0o644, Contents: []byte(corefile)}}
+	pod, err := podYAML(corednsPod(c))
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, File{Path: ManifestsDir + "/coredns.yaml", Mode: 0o644, Contents: pod})
+	if n.Role == RoleBootstrap || n.Role == RoleMaster {
+		conf, err := KeepalivedConf(c, n)
+		if err != nil {
+			return nil, err
+		}
+		pod, err := podYAML(keepalivedPod(c))
+		if err != nil {
+			return nil, err
+		}
+		files = append(files,
+			File{Path: ResourcesDir + "/keepalived/keepalived.conf.tmpl", Mode: 0o644, Contents: []byte(conf)},
+			File{Path: ResourcesDir + "/keepalived/render.sh", Mode: 0o755, Contents: []byte(RenderScript(n.IP))},
+			File{Path: ManifestsDir + "/keepalived.yaml", Mode: 0o644, Contents: pod},
+			File{Path: SysctlFile, Mode: 0o644, Contents: []byte("# bmlab: keepalived and haproxy bind the VIPs before they hold them\nnet.ipv4.ip_nonlocal_bind = 1\n")},
+		)
+	}
+	if n.Role == RoleMaster && len(nodesWith(c, RoleWorker)) > 0 {
+		pod, err := podYAML(haproxyPod(c))
+		if err != nil {
+			return nil, err
+		}
+		files = append(files,
+			File{Path: ResourcesDir + "/haproxy/haproxy.cfg", Mode: 0o644, Contents: []byte(HAProxyConf(c))},
+			File{Path: ManifestsDir + "/haproxy.yaml", Mode: 0o644, Contents: pod})
+	}
+	return files, nil
+}
+
+func checkCluster(c Cluster) error {
+	switch {
+	case c.Name == "" || c.BaseDomain == "":
+		return fmt.Errorf("static pods: the cluster needs a name and a base domain")
+	case !c.APIVIP.IsValid():
+		return fmt.Errorf("static pods: the cluster has no API VIP")
+	case c.APIRouterID < 1 || c.APIRouterID > 255 || (c.IngressVIP.IsValid() && (c.IngressRouterID < 1 || c.IngressRouterID > 255 || c.IngressRouterID == c.APIRouterID)):
+		return fmt.Errorf("static pods: router IDs %d and %d: want two distinct IDs in 1-255", c.APIRouterID, c.IngressRouterID)
+	case len(c.Upstream) == 0:
+		return fmt.Errorf("static pods: coredns needs an upstream DNS server")
+	}
+	for _, n := range c.Nodes {
+		if !n.IP.IsValid() {
+			return fmt.Errorf("static pods: node %s has no IP", n.Name)
+		}
+	}
+	return nil
+}
+
+func nodesWith(c Cluster, roles ...string) []Node {
+	var out []Node
+	for _, n := range c.Nodes {
+		if slices.Contains(roles, n.Role) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func domain(c Cluster) string { return c.Name + "." + c.BaseDomain }
+
+// ingressVIP is the ingress VIP, else the API VIP.
+func ingressVIP(c Cluster) netip.Addr {
+	if c.IngressVIP.IsValid() {
+		return c.IngressVIP
+	}
+	return c.APIVIP
+}
+
+// KeepalivedConf is node n's keepalived.conf, with @INTERFACE@ where the
+// interface that carries n's IP goes (RenderScript fills it in on the
+// node, whose NIC name is not known in advance).
+//
+// VRRP runs unicast between the bootstrap and the masters: an overloaded
+// host drops multicast and lets a master take the API VIP too early. The
+// API instance tracks the API's readyz, so a node whose API is not ready
+// never holds the VIP (a failing tracked script puts the instance in
+// FAULT); the bootstrap has the higher priority while it lives. The ingress
+// instance runs on the masters only (routers or haproxy are there).
+func KeepalivedConf(c Cluster, n Node) (string, error) {
+	if n.Role != RoleBootstrap && n.Role != RoleMaster {
+		return "", fmt.Errorf("keepalived runs on the bootstrap and the masters, not on %s (%s)", n.Name, n.Role)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# bmlab: keepalived for %s of cluster %s\n", n.Name, domain(c))
+	fmt.Fprintf(&b, "global_defs {\n    router_id %s\n    enable_script_security\n    script_user root\n    vrrp_garp_master_refresh 10\n}\n\n", n.Name)
+	fmt.Fprintf(&b, "vrrp_script chk_api {\n    script \"/usr/bin/curl -o /dev/null -kfs --max-time 1 %s\"\n    interval 1\n    fall 2\n    rise 2\n}\n", ReadyzURL)
+	prio := MasterPriority
+	if n.Role == RoleBootstrap {
+		prio = BootstrapPriority
+	}
+	instance(&b, c, n, "api", c.APIVIP, c.APIRouterID, prio, nodesWith(c, RoleBootstrap, RoleMaster), "chk_api")
+	if c.IngressVIP.IsValid() && n.Role == RoleMaster {
+		instance(&b, c, n, "ingress", c.IngressVIP, c.IngressRouterID, MasterPriority, nodesWith(c, RoleMaster), "")
+	}
+	return b.String(), nil
+}
+
+func instance(b *strings.Builder, c Cluster, n Node, what string, vip netip.Addr, id, prio int, members []Node, script string) {
+	fmt.Fprintf(b, "\nvrrp_instance %s_%s {\n    state BACKUP\n    interface %s\n    virtual_router_id %d\n    priority %d\n    advert_int 1\n", strings.ReplaceAll(c.Name, "-", "_"), what, interfaceMark, id, prio)
+	fmt.Fprintf(b, "    unicast_src_ip %s\n    unicast_peer {\n", n.IP)
+	for _, m := range members {
+		if m.Name != n.Name {
+			fmt.Fprintf(b, "        %s\n", m.IP)
+		}
+	}
+	fmt.Fprintf(b, "    }\n    authentication {\n        auth_type PASS\n        auth_pass %s\n    }\n", authPass(c, what))
+	fmt.Fprintf(b, "    virtual_ipaddress {\n        %s/32 dev %s\n    }\n", vip, interfaceMark)
+	if script != "" {
+		fmt.Fprintf(b, "    track_script {\n        %s\n    }\n", script)
+	}
+	b.WriteString("}\n")
+}
+
+// authPass is VRRP's (8-character) password of one of the cluster's
+// instances: not a secret against anyone on the network, but it keeps
+// clusters that share a segment from taking each other's adverts.
+func authPass(c Cluster, what string) string {
+	h := sha256.Sum256([]byte(domain(c) + "/" + what))
+	return fmt.Sprintf("%x", h[:4])
+}
+
+// RenderScript writes keepalived.conf from its template, with the
+// interface that carries ip (found with `ip -o -4 addr`). Arguments:
+// template, output.
+func RenderScript(ip netip.Addr) string {
+	return `#!/bin/sh
+# bmlab: fill in the interface that carries this node's IP (` + ip.String() + `).
+set -eu
+in=${1:-/config/keepalived.conf.tmpl}
+out=${2:-/etc/keepalived/keepalived.conf}
+iface=$(ip -o -4 addr show | awk -v ip="` + ip.String() + `" '{split($4, a, "/"); if (a[1] == ip) {print $2; exit}}')
+if [ -z "$iface" ]; then
+    echo "no interface has ` + ip.String() + `" >&2
+    exit 1
+fi
+sed "s/` + interfaceMark + `/$iface/g" "$in" >"$out.tmp"
+mv "$out.tmp" "$out"
+`
+}
+
+// Corefile is coredns's configuration on every node: api and api-int to
+// the API VIP, *.apps to the ingress VIP (else the API VIP), every node's
+// name (short and in the cluster's domain) to its IP, everything else to
+// the upstream servers.
+func Corefile(c Cluster) string {
+	d := domain(c)
+	var b strings.Builder
+	fmt.Fprintf(&b, "# bmlab: coredns of cluster %s\n.:53 {\n    errors\n    hosts {\n", d)
+	fmt.Fprintf(&b, "        %s api.%s api-int.%s\n", c.APIVIP, d, d)
+	for _, n := range c.Nodes {
+		fmt.Fprintf(&b, "        %s %s %s.%s\n", n.IP, n.Name, n.Name, d)
+	}
+	b.WriteString("        fallthrough\n    }\n")
+	fmt.Fprintf(&b, "    template IN A apps.%s {\n        answer \"{{ .Name }} 60 IN A %s\"\n    }\n", d, ingressVIP(c))
+	fmt.Fprintf(&b, "    template IN AAAA apps.%s {\n        rcode NOERROR\n    }\n", d)
+	b.WriteString("    forward .")
+	for _, u := range c.Upstream {
+		fmt.Fprintf(&b, " %s", u)
+	}
+	b.WriteString("\n    cache 30\n    reload\n}\n")
+	return b.String()
+}
+
+// HAProxyConf balances 80 and 443 on the ingress VIP, TCP mode, to the
+// workers' routers, with health checks.
+func HAProxyConf(c Cluster) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# bmlab: haproxy of cluster %s: the ingress VIP to the workers' routers\n", domain(c))
+	b.WriteString("global\n    maxconn 20000\n\ndefaults\n    mode tcp\n    timeout connect 5s\n    timeout client 1m\n    timeout server 1m\n")
+	for _, port := range []int{80, 443} {
+		name := "ingress-" + strconv.Itoa(port)
+		fmt.Fprintf(&b, "\nfrontend %s\n    bind %s:%d\n    default_backend %s\n", name, ingressVIP(c), port, name)
+		fmt.Fprintf(&b, "\nbackend %s\n    balance roundrobin\n", name)
+		for _, w := range nodesWith(c, RoleWorker) {
+			fmt.Fprintf(&b, "    server %s %s:%d check inter 2s\n", w.Name, w.IP, port)
+		}
+	}
+	return b.String()
+}
+
+// The pods.
+
+func staticPod(name string, containers []corev1.Container, init []corev1.Container, volumes []corev1.Volume) corev1.Pod {
+	return corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: "bmlab-" + name, Namespace: PodNamespace, Labels: map[string]string{"app": "bmlab-" + name}},
+		Spec: corev1.PodSpec{
+			HostNetwork:       true,
+			PriorityClassName: "system-node-critical",
+			Tolerations:       []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			InitContainers:    init,
+			Containers:        containers,
+			Volumes:           volumes,
+		},
+	}
+}
+
+func hostDir(name, path string) corev1.Volume {
+	t := corev1.HostPathDirectory
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: &t}}}
+}
+
+func privileged() *corev1.SecurityContext {
+	yes := true
+	return &corev1.SecurityContext{Privileged: &yes}
+}
+
+func keepalivedPod(c Cluster) corev1.Pod {
+	mounts := []corev1.VolumeMount{{Name: "config", MountPath: "/config"}, {Name: "run", MountPath: "/etc/keepalived"}}
+	return staticPod("keepalived",
+		[]corev1.Container{{
+			Name: "keepalived", Image: c.Images.Keepalived,
+			Command:         []string{"keepalived", "--dont-fork", "--log-console", "--log-detail", "--vrrp", "-f", "/etc/keepalived/keepalived.conf"},
+			SecurityContext: privileged(), VolumeMounts: mounts,
+		}},
+		[]corev1.Container{{
+			Name: "render", Image: c.Images.Keepalived,
+			Command:      []string{"/bin/sh", "/config/render.sh", "/config/keepalived.conf.tmpl", "/etc/keepalived/keepalived.conf"},
+			VolumeMounts: mounts,
+		}},
+		[]corev1.Volume{hostDir("config", ResourcesDir+"/keepalived"), {Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+	)
+}
+
+func corednsPod(c Cluster) corev1.Pod {
+	return staticPod("coredns",
+		[]corev1.Container{{
+			Name: "coredns", Image: c.Images.CoreDNS,
+			Args:         []string{"-conf", "/config/Corefile"},
+			VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/config"}},
+		}},
+		nil,
+		[]corev1.Volume{hostDir("config", ResourcesDir+"/coredns")},
+	)
+}
+
+func haproxyPod(c Cluster) corev1.Pod {
+	return staticPod("haproxy",
+		[]corev1.Container{{
+			Name: "haproxy", Image: c.Images.HAProxy,
+			Command:         []string{"haproxy", "-db", "-f", "/config/haproxy.cfg"},
+			SecurityContext: privileged(),
+			VolumeMounts:    []corev1.VolumeMount{{Name: "config", MountPath: "/config"}},
+		}},
+		nil,
+		[]corev1.Volume{hostDir("config", ResourcesDir+"/haproxy")},
+	)
+}
+
+func podYAML(p corev1.Pod) ([]byte, error) {
+	b, err := yaml.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("pod %s: %w", p.Name, err)
+	}
+	return b, nil
+}
