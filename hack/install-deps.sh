@@ -16,6 +16,8 @@ PKGS=(
   ipmitool freeipmi-tools python3-sushy python3-pyghmi redfishtool curl
   # the demo lab's placeholder SSH key
   openssh-client
+  # the daemons the hybrid mode's static pods configure, and a DNS client
+  keepalived haproxy bind9-dnsutils
 )
 
 missing=()

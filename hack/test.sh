@@ -22,6 +22,8 @@ mkdir -p testdata/iso
 [ -f testdata/iso/marker.iso ] || bash hack/build-marker-iso.sh testdata/iso/marker.iso BMLAB-MARKER-BOOTED halt >/dev/null
 [ -f testdata/iso/disk-marker.img ] || bash hack/build-marker-iso.sh testdata/iso/disk-marker.img BMLAB-DISK-BOOTED stay >/dev/null
 
+bash hack/build-coredns.sh
+
 go build ./...
 go vet ./...
 # One package at a time: the VM tests boot qemu under TCG and time real

@@ -220,7 +220,7 @@ func Corefile(c Cluster) string {
 func HAProxyConf(c Cluster) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# bmlab: haproxy of cluster %s: the ingress VIP to the workers' routers\n", domain(c))
-	b.WriteString("global\n    maxconn 20000\n\ndefaults\n    mode tcp\n    timeout connect 5s\n    timeout client 1m\n    timeout server 1m\n")
+	b.WriteString("global\n    maxconn 4000\n\ndefaults\n    mode tcp\n    timeout connect 5s\n    timeout client 1m\n    timeout server 1m\n")
 	for _, port := range []int{80, 443} {
 		name := "ingress-" + strconv.Itoa(port)
 		fmt.Fprintf(&b, "\nfrontend %s\n    bind %s:%d\n    default_backend %s\n", name, ingressVIP(c), port, name)

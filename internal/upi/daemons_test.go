@@ -1,0 +1,327 @@
+package upi
+
+// The generated configurations run in the real daemons (Debian's keepalived
+// and haproxy, coredns built from its module by hack/build-coredns.sh), in
+// throwaway network namespaces that stand for the nodes on one bridge.
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
+	"github.com/bmlab/bmlab/internal/testenv"
+)
+
+// segment is a bridge in a namespace of its own and the nodes plugged
+// into it, each a namespace with eth0 at its IP (/24).
+type segment struct {
+	t      *testing.T
+	suffix string
+	sw     string
+}
+
+func newSegment(t *testing.T) *segment {
+	t.Helper()
+	testenv.Root(t)
+	s := &segment{t: t, suffix: netnstest.Rand(3)}
+	s.sw = "upsw-" + s.suffix
+	s.ip("netns", "add", s.sw)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", s.sw).Run() })
+	s.ip("-n", s.sw, "link", "add", "br0", "type", "bridge")
+	s.ip("-n", s.sw, "link", "set", "br0", "up")
+	return s
+}
+
+func (s *segment) ip(args ...string) {
+	s.t.Helper()
+	if out, err := exec.Command(testenv.Command(s.t, "ip"), args...).CombinedOutput(); err != nil {
+		s.t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// node makes namespace name-<suffix> with eth0 at ip on the bridge and
+// returns the namespace's name.
+func (s *segment) node(name, ip string) string {
+	s.t.Helper()
+	ns := name + "-" + s.suffix
+	s.ip("netns", "add", ns)
+	s.t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	peer := "p" + strings.ReplaceAll(name, "-", "")
+	if len(peer) > 15 {
+		peer = peer[:15]
+	}
+	s.ip("-n", s.sw, "link", "add", peer, "type", "veth", "peer", "name", "eth0", "netns", ns)
+	s.ip("-n", s.sw, "link", "set", peer, "master", "br0", "up")
+	s.ip("-n", ns, "link", "set", "lo", "up")
+	s.ip("-n", ns, "link", "set", "eth0", "up")
+	s.ip("-n", ns, "addr", "add", ip+"/24", "dev", "eth0")
+	return ns
+}
+
+// run starts a daemon in a namespace and stops it at the end of the test.
+func run(t *testing.T, ns string, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, name}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("%s in %s said:\n%s", name, ns, out.String())
+		}
+	})
+	return cmd
+}
+
+func holds(ns, vip string) bool {
+	out, err := exec.Command("ip", "-n", ns, "-4", "-o", "addr", "show", "dev", "eth0").Output()
+	return err == nil && strings.Contains(string(out), " "+vip+"/32 ")
+}
+
+// readyz serves the API's readyz over HTTPS on localhost:6443 in ns; the
+// returned func stops it.
+func readyz(t *testing.T, ns string) func() {
+	t.Helper()
+	ln, err := netplumb.ListenIn(ns, "tcp", "127.0.0.1:6443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+	srv.Listener = ln
+	srv.StartTLS()
+	var once sync.Once
+	stop := func() { once.Do(srv.Close) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// keepalived renders n's configuration on its namespace with the
+// generated render script, as the pod's init container does, and runs it.
+func keepalived(t *testing.T, c Cluster, n Node, ns string) *exec.Cmd {
+	t.Helper()
+	files, err := StaticPodFiles(c, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, f := range files {
+		if strings.Contains(f.Path, "/keepalived/") {
+			if err := os.WriteFile(filepath.Join(dir, filepath.Base(f.Path)), f.Contents, os.FileMode(f.Mode)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	conf := filepath.Join(dir, "keepalived.conf")
+	if out, err := exec.Command("ip", "netns", "exec", ns, "sh", filepath.Join(dir, "render.sh"), filepath.Join(dir, "keepalived.conf.tmpl"), conf).CombinedOutput(); err != nil {
+		t.Fatalf("render.sh on %s: %v\n%s", n.Name, err, out)
+	}
+	b, _ := os.ReadFile(conf)
+	if !strings.Contains(string(b), "interface eth0") || strings.Contains(string(b), interfaceMark) {
+		t.Fatalf("render.sh did not find eth0 for %s:\n%s", n.IP, b)
+	}
+	return run(t, ns, testenv.Command(t, "keepalived"), "--dont-fork", "--log-console", "--vrrp", "-f", conf,
+		"--pid="+filepath.Join(dir, "k.pid"), "--vrrp_pid="+filepath.Join(dir, "v.pid"), "--checkers_pid="+filepath.Join(dir, "c.pid"))
+}
+
+// TestKeepalivedMovesTheAPIVIP: the API VIP lands on the bootstrap; when
+// the bootstrap dies it moves within seconds to the master whose API is
+// ready, never to the one whose readyz fails (although that one would win
+// on address), and it goes to that one as soon as its API is ready.
+func TestKeepalivedMovesTheAPIVIP(t *testing.T) {
+	testenv.Integration(t)
+	testenv.Command(t, "keepalived")
+	testenv.Command(t, "curl")
+	s := newSegment(t)
+	c := podCluster(0)
+	c.Nodes = c.Nodes[:3] // bootstrap .20, master-0 .21, master-1 .22
+	ns := map[string]string{}
+	for _, n := range c.Nodes {
+		ns[n.Name] = s.node(n.Name, n.IP.String())
+	}
+	boot, m0, m1 := ns["ocp-bootstrap"], ns["ocp-master-0"], ns["ocp-master-1"]
+	readyz(t, boot)
+	stopM0 := readyz(t, m0)
+	// master-1's API is not ready: nothing listens on its 6443.
+	keepalived(t, c, c.Nodes[0], boot)
+	keepalived(t, c, c.Nodes[1], m0)
+	keepalived(t, c, c.Nodes[2], m1)
+
+	api := c.APIVIP.String()
+	if !testenv.WaitFor(15*time.Second, func() bool { return holds(boot, api) }) {
+		t.Fatal("the API VIP never landed on the bootstrap")
+	}
+	time.Sleep(3 * time.Second) // masters settle as BACKUP
+	if holds(m0, api) || holds(m1, api) {
+		t.Fatal("a master holds the API VIP beside the bootstrap")
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return holds(m0, c.IngressVIP.String()) || holds(m1, c.IngressVIP.String()) }) || holds(boot, c.IngressVIP.String()) {
+		t.Error("the ingress VIP is not on a master (or is on the bootstrap)")
+	}
+
+	// The bootstrap goes away as a destroyed VM does: silent, no goodbye
+	// advert (keepalived stopping would send one).
+	s.ip("-n", boot, "link", "set", "eth0", "down")
+	gone := time.Now()
+	var m1Held bool
+	moved := testenv.WaitFor(15*time.Second, func() bool {
+		m1Held = m1Held || holds(m1, api)
+		return holds(m0, api)
+	})
+	if !moved {
+		t.Fatal("the API VIP did not move to the ready master")
+	}
+	t.Logf("API VIP moved to the ready master %s after the bootstrap died", time.Since(gone).Round(100*time.Millisecond))
+	if m1Held {
+		t.Error("the master whose readyz fails held the API VIP")
+	}
+
+	// master-0's API goes unready: it gives the VIP up, and the unready
+	// master-1 still never takes it.
+	stopM0()
+	if !testenv.WaitFor(10*time.Second, func() bool { return !holds(m0, api) }) {
+		t.Fatal("master-0 kept the API VIP with its readyz failing")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if holds(m1, api) {
+			t.Fatal("the unready master-1 took the API VIP")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// master-1's API becomes ready: it takes the VIP, so its check, and
+	// nothing else, kept it out.
+	readyz(t, m1)
+	if !testenv.WaitFor(15*time.Second, func() bool { return holds(m1, api) }) {
+		t.Error("master-1 did not take the API VIP once its API was ready")
+	}
+}
+
+// TestHAProxyBalances: haproxy accepts the generated configuration and
+// balances the ingress VIP's 80 and 443 to both workers.
+func TestHAProxyBalances(t *testing.T) {
+	testenv.Integration(t)
+	haproxy := testenv.Command(t, "haproxy")
+	s := newSegment(t)
+	c := podCluster(2)
+	m0 := s.node("ocp-master-0", c.Nodes[1].IP.String())
+	client := s.node("client", "10.0.0.99")
+	// keepalived's part, by hand: the VIP on master-0.
+	s.ip("-n", m0, "addr", "add", c.IngressVIP.String()+"/32", "dev", "eth0")
+	for _, w := range c.Nodes[4:] {
+		wns := s.node(w.Name, w.IP.String())
+		for _, port := range []string{"80", "443"} {
+			ln, err := netplumb.ListenIn(wns, "tcp", net.JoinHostPort(w.IP.String(), port))
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := w.Name
+			srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) { io.WriteString(rw, name) })}
+			go func() { _ = srv.Serve(ln) }()
+			t.Cleanup(func() { srv.Close() })
+		}
+	}
+	conf := filepath.Join(t.TempDir(), "haproxy.cfg")
+	if err := os.WriteFile(conf, []byte(HAProxyConf(c)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(haproxy, "-c", "-f", conf).CombinedOutput(); err != nil {
+		t.Fatalf("haproxy -c rejects the configuration: %v\n%s", err, out)
+	}
+	run(t, m0, haproxy, "-db", "-f", conf)
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: netplumb.DialContextIn(client), DisableKeepAlives: true}}
+	for _, port := range []string{"80", "443"} {
+		seen := map[string]int{}
+		ok := testenv.WaitFor(15*time.Second, func() bool {
+			resp, err := hc.Get("http://" + net.JoinHostPort(c.IngressVIP.String(), port) + "/")
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				seen[string(b)]++
+			}
+			return seen["ocp-worker-0"] > 1 && seen["ocp-worker-1"] > 1
+		})
+		if !ok {
+			t.Errorf("port %s: answers %v, want both workers", port, seen)
+		}
+	}
+}
+
+// coredns is the binary hack/build-coredns.sh builds from its module.
+func coredns(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(testenv.RepoRoot(), "_out", "tools", "coredns")
+	testenv.Require(t, fileExists(p), "coredns at "+p+" (hack/build-coredns.sh builds it)")
+	return p
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// TestCorednsAnswers: the generated Corefile, in coredns v1.15.0, answers
+// api, api-int, *.apps and the node names, and forwards the rest to the
+// upstream (another coredns standing for the lab network's DNS).
+func TestCorednsAnswers(t *testing.T) {
+	testenv.Integration(t)
+	bin := coredns(t)
+	dig := testenv.Command(t, "dig")
+	s := newSegment(t)
+	c := podCluster(1)
+	up := s.node("upstream", c.Upstream[0].String())
+	upConf := filepath.Join(t.TempDir(), "Corefile")
+	if err := os.WriteFile(upConf, []byte(".:53 {\n    hosts {\n        10.9.9.9 only-upstream.example.test\n    }\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, up, bin, "-conf", upConf)
+	node := c.Nodes[1]
+	nns := s.node(node.Name, node.IP.String())
+	conf := filepath.Join(t.TempDir(), "Corefile")
+	if err := os.WriteFile(conf, []byte(Corefile(c)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, nns, bin, "-conf", conf)
+	query := func(name string) string {
+		out, _ := exec.CommandContext(context.Background(), "ip", "netns", "exec", nns, dig, "+short", "+time=1", "+tries=1", "@"+node.IP.String(), name, "A").Output()
+		return strings.TrimSpace(string(out))
+	}
+	for name, want := range map[string]string{
+		"api.ocp.lab.test":                            "10.0.0.5",
+		"api-int.ocp.lab.test":                        "10.0.0.5",
+		"console-openshift-console.apps.ocp.lab.test": "10.0.0.4",
+		"a.b.apps.ocp.lab.test":                       "10.0.0.4",
+		"ocp-master-1":                                "10.0.0.22",
+		"ocp-worker-0.ocp.lab.test":                   "10.0.0.24",
+		"only-upstream.example.test":                  "10.9.9.9",
+	} {
+		var got string
+		testenv.WaitFor(10*time.Second, func() bool { got = query(name); return got == want })
+		if got != want {
+			t.Errorf("%s: got %q, want %s", name, got, want)
+		}
+	}
+	if got := query("nothing.apps.other.test"); got != "" {
+		t.Errorf("a name nobody knows answered %q", got)
+	}
+}
