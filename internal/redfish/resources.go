@@ -95,6 +95,7 @@ func serviceRoot(id identity) obj {
 		"SessionService": ref{sessionServiceURI},
 		"AccountService": ref{accountServiceURI},
 		"TaskService":    ref{taskServiceURI},
+		"EventService":   ref{eventServiceURI},
 		"Registries":     ref{registriesURI},
 		"Links":          obj{"Sessions": ref{sessionsURI}},
 		"ProtocolFeaturesSupported": obj{
@@ -127,6 +128,7 @@ func odataDocument() obj {
 			single("SessionService", sessionServiceURI),
 			single("AccountService", accountServiceURI),
 			single("TaskService", taskServiceURI),
+			single("EventService", eventServiceURI),
 			single("Registries", registriesURI),
 		},
 	}

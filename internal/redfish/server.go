@@ -33,6 +33,7 @@ type Server struct {
 	basic    basicCache
 	sessions sessionStore
 	routes   []*route
+	events   *events
 }
 
 // Option configures a Server.
@@ -125,6 +126,7 @@ func New(svc *machine.Service, log *zap.Logger, opts ...Option) *Server {
 		ttl:         30 * time.Minute,
 		maxSessions: 1024,
 		insertWait:  time.Second,
+		events:      newEvents(log.Named("events")),
 	}
 	for _, o := range opts {
 		o(s)

@@ -169,6 +169,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) erro
 		redfish.WithAccounts(store),
 		redfish.WithSessionTimeout(cfg.SessionTimeout),
 		redfish.WithServiceUUID(uuid))
+	go rf.RunEvents(ctx)
 	srv := &http.Server{Handler: rf.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(log.Named("http"))}
 	scheme := "https"
 	if cfg.InsecureHTTP {
