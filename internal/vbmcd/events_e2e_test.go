@@ -1,0 +1,71 @@
+package vbmcd
+
+import (
+	"crypto/tls"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bmlab/bmlab/internal/testenv"
+	"github.com/bmlab/bmlab/internal/virt/virttest"
+)
+
+// TestE2EEvents: a subscriber on 127.0.0.1 gets an event when a VM is
+// powered on through Redfish, and one when it is destroyed behind vbmcd's
+// back (virsh), from libvirt's lifecycle event.
+func TestE2EEvents(t *testing.T) {
+	lab := virttest.New(t, "e2e-events-")
+	vm := lab.NewVM(t, "a", virttest.VMOptions{NoCD: true, DiskMarker: true})
+	url := daemon(t, "e2e-events-")
+	var mu sync.Mutex
+	var got []string
+	ls := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, string(b))
+		mu.Unlock()
+	}))
+	defer ls.Close()
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	post := func(path, body string) int {
+		req, _ := http.NewRequest("POST", url+path, strings.NewReader(body))
+		req.SetBasicAuth("admin", "e2e-pass")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("/redfish/v1/EventService/Subscriptions", `{"Destination":"`+ls.URL+`","Context":"e2e"}`); code != 201 {
+		t.Fatalf("subscribe = %d", code)
+	}
+	seen := func(text string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, g := range got {
+			if strings.Contains(g, text) && strings.Contains(g, `"Context":"e2e"`) {
+				return true
+			}
+		}
+		return false
+	}
+	if code := post("/redfish/v1/Systems/"+vm.ID+"/Actions/ComputerSystem.Reset", `{"ResetType":"On"}`); code/100 != 2 {
+		t.Fatalf("reset On = %d", code)
+	}
+	if !testenv.WaitFor(30*time.Second, func() bool { return seen("changed from Off to On") }) {
+		t.Fatalf("no power-on event; got %v", got)
+	}
+	if out, err := exec.Command("virsh", "destroy", vm.Name).CombinedOutput(); err != nil {
+		t.Fatalf("virsh destroy: %v\n%s", err, out)
+	}
+	if !testenv.WaitFor(30*time.Second, func() bool { return seen("to Off.") }) {
+		t.Fatalf("no event for the destroy behind vbmcd's back; got %v", got)
+	}
+}
