@@ -221,7 +221,8 @@ func TestKeepalivedMovesTheAPIVIP(t *testing.T) {
 }
 
 // TestHAProxyBalances: haproxy accepts the generated configuration and
-// balances the ingress VIP's 80 and 443 to both workers.
+// balances the ingress VIP's 80 and 443 to both workers; once a worker's
+// router reports not ready, it gets nothing.
 func TestHAProxyBalances(t *testing.T) {
 	testenv.Integration(t)
 	haproxy := testenv.Command(t, "haproxy")
@@ -231,8 +232,22 @@ func TestHAProxyBalances(t *testing.T) {
 	client := s.node("client", "10.0.0.99")
 	// keepalived's part, by hand: the VIP on master-0.
 	s.ip("-n", m0, "addr", "add", c.IngressVIP.String()+"/32", "dev", "eth0")
+	var ready sync.Map // worker name → bool
 	for _, w := range c.Nodes[4:] {
 		wns := s.node(w.Name, w.IP.String())
+		ready.Store(w.Name, true)
+		hln, err := netplumb.ListenIn(wns, "tcp", net.JoinHostPort(w.IP.String(), "1936"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wname := w.Name
+		health := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+			if ok, _ := ready.Load(wname); ok != true {
+				rw.WriteHeader(http.StatusServiceUnavailable)
+			}
+		})}
+		go func() { _ = health.Serve(hln) }()
+		t.Cleanup(func() { health.Close() })
 		for _, port := range []string{"80", "443"} {
 			ln, err := netplumb.ListenIn(wns, "tcp", net.JoinHostPort(w.IP.String(), port))
 			if err != nil {
@@ -267,6 +282,23 @@ func TestHAProxyBalances(t *testing.T) {
 		if !ok {
 			t.Errorf("port %s: answers %v, want both workers", port, seen)
 		}
+	}
+	// worker-1's router goes unready: after haproxy's checks notice (2 s
+	// apart, 3 failures by default), every request goes to worker-0.
+	ready.Store("ocp-worker-1", false)
+	time.Sleep(7 * time.Second)
+	seen := map[string]int{}
+	for range 10 {
+		resp, err := hc.Get("http://" + net.JoinHostPort(c.IngressVIP.String(), "80") + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		seen[string(b)]++
+	}
+	if seen["ocp-worker-0"] != 10 {
+		t.Errorf("with worker-1's router unready: answers %v, want all from worker-0", seen)
 	}
 }
 

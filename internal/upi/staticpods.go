@@ -137,7 +137,8 @@ func KeepalivedConf(c Cluster, n Node) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# bmlab: keepalived for %s of cluster %s\n", n.Name, domain(c))
 	fmt.Fprintf(&b, "global_defs {\n    router_id %s\n    enable_script_security\n    script_user root\n    vrrp_garp_master_refresh 10\n}\n\n", n.Name)
-	fmt.Fprintf(&b, "vrrp_script chk_api {\n    script \"/usr/bin/curl -o /dev/null -kfs --max-time 1 %s\"\n    interval 1\n    fall 2\n    rise 2\n}\n", ReadyzURL)
+	// init_fail: a node is no candidate before its first check passes.
+	fmt.Fprintf(&b, "vrrp_script chk_api {\n    script \"/usr/bin/curl -o /dev/null -kfs --max-time 1 %s\"\n    interval 1\n    fall 2\n    rise 2\n    init_fail\n}\n", ReadyzURL)
 	prio := MasterPriority
 	if n.Role == RoleBootstrap {
 		prio = BootstrapPriority
@@ -215,8 +216,12 @@ func Corefile(c Cluster) string {
 	return b.String()
 }
 
+// RouterHealthPort serves the OpenShift router's /healthz/ready.
+const RouterHealthPort = 1936
+
 // HAProxyConf balances 80 and 443 on the ingress VIP, TCP mode, to the
-// workers' routers, with health checks.
+// workers' routers; a worker whose router is not ready (its
+// /healthz/ready on RouterHealthPort fails) gets nothing.
 func HAProxyConf(c Cluster) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# bmlab: haproxy of cluster %s: the ingress VIP to the workers' routers\n", domain(c))
@@ -224,9 +229,9 @@ func HAProxyConf(c Cluster) string {
 	for _, port := range []int{80, 443} {
 		name := "ingress-" + strconv.Itoa(port)
 		fmt.Fprintf(&b, "\nfrontend %s\n    bind %s:%d\n    default_backend %s\n", name, ingressVIP(c), port, name)
-		fmt.Fprintf(&b, "\nbackend %s\n    balance roundrobin\n", name)
+		fmt.Fprintf(&b, "\nbackend %s\n    balance roundrobin\n    option httpchk GET /healthz/ready\n", name)
 		for _, w := range nodesWith(c, RoleWorker) {
-			fmt.Fprintf(&b, "    server %s %s:%d check inter 2s\n", w.Name, w.IP, port)
+			fmt.Fprintf(&b, "    server %s %s:%d check port %d inter 2s\n", w.Name, w.IP, port, RouterHealthPort)
 		}
 	}
 	return b.String()
