@@ -41,6 +41,25 @@ func daemon(t *testing.T, prefix string) string {
 	cfg.StateDir = t.TempDir()
 	cfg.MediaDir, cfg.MediaMaxBytes, cfg.MediaWait = testenv.QemuDir(t), 1<<30, time.Minute
 	cfg.SessionTimeout = time.Minute
+	out := start(t, cfg)
+	re := regexp.MustCompile(`Redfish at (https://[0-9.:]+)/redfish/v1`)
+	var url string
+	if !testenv.WaitFor(30*time.Second, func() bool {
+		m := re.FindStringSubmatch(out.String())
+		if m != nil {
+			url = m[1]
+		}
+		return url != ""
+	}) {
+		t.Fatalf("vbmcd did not start; output:\n%s", out.String())
+	}
+	caFile = filepath.Join(cfg.StateDir, "redfish-tls.crt")
+	return url
+}
+
+// start runs serve with cfg until the test ends and returns its output.
+func start(t *testing.T, cfg Config) *testenv.Buffer {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &testenv.Buffer{}
 	done := make(chan error, 1)
@@ -56,19 +75,7 @@ func daemon(t *testing.T, prefix string) string {
 			t.Errorf("vbmcd did not shut down within 10 s")
 		}
 	})
-	re := regexp.MustCompile(`Redfish at (https://[0-9.:]+)/redfish/v1`)
-	var url string
-	if !testenv.WaitFor(30*time.Second, func() bool {
-		m := re.FindStringSubmatch(out.String())
-		if m != nil {
-			url = m[1]
-		}
-		return url != ""
-	}) {
-		t.Fatalf("vbmcd did not start; output:\n%s", out.String())
-	}
-	caFile = filepath.Join(cfg.StateDir, "redfish-tls.crt")
-	return url
+	return out
 }
 
 type sushyState struct {

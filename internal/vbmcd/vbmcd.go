@@ -169,7 +169,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) erro
 		redfish.WithAccounts(store),
 		redfish.WithSessionTimeout(cfg.SessionTimeout),
 		redfish.WithServiceUUID(uuid))
-	srv := &http.Server{Handler: rf.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(log.Named("http"))}
+	srv := newHTTPServer(rf.Handler(), log)
 	scheme := "https"
 	if cfg.InsecureHTTP {
 		scheme = "http"
