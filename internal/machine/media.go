@@ -100,6 +100,7 @@ func MediaOf(m *Machine, slot MediaSlot) Media {
 		return md
 	}
 	md.Inserted = true
+	md.Image = redact(md.Image) // recorded by an older version with the password
 	if md.Path != d.Source {
 		// Someone else (virsh change-media, an operator) put this there: show
 		// the file as it is.

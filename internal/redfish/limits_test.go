@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap"
@@ -97,6 +98,50 @@ func TestRefusedLoginLogsTruncatedName(t *testing.T) {
 		u, _ := e.ContextMap()["user"].(string)
 		if len(u) > maxLogName+len("…") {
 			t.Errorf("logged user name of %d bytes, want at most %d", len(u), maxLogName+len("…"))
+		}
+	}
+}
+
+// An image URI's password is used for the fetch and kept nowhere: not in the
+// machine's record (libvirt: the domain metadata) nor in GET VirtualMedia.
+func TestImageURICredentialsRedacted(t *testing.T) {
+	f := newMediaFixture(t)
+	img := strings.Replace(f.images.URL, "http://", "http://imguser:img-secret@", 1) + "/small.iso"
+	wantCode(t, f.insert(0, img), http.StatusNoContent, "insert with user:pass@")
+	w := f.do(req{path: f.cd(0)})
+	if strings.Contains(w.Body.String(), "img-secret") {
+		t.Errorf("GET VirtualMedia shows the password: %s", w.Body.String())
+	}
+	if got, want := decode(t, w)["Image"], f.images.URL+"/small.iso"; got != want {
+		t.Errorf("Image %v, want %s", got, want)
+	}
+	m, _ := f.svc.Get(f.ids[0])
+	if rec := fmt.Sprintf("%+v", m.Settings.Media); strings.Contains(rec, "img-secret") {
+		t.Errorf("the machine's record keeps the password: %s", rec)
+	}
+}
+
+// What a client gives with virtual media is kept or re-sent: it is bounded.
+func TestVirtualMediaInputLimits(t *testing.T) {
+	f := newMediaFixture(t)
+	long := f.images.URL + "/" + strings.Repeat("a", 4096) + ".iso"
+	if w := f.insert(0, long); w.Code != http.StatusBadRequest {
+		t.Errorf("a %d-byte image URI: %d, want 400: %s", len(long), w.Code, w.Body.String())
+	}
+	certs := f.cd(0) + "/Certificates"
+	certPEM, _, err := selfSigned(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemText := strings.ReplaceAll(string(certPEM), "\n", `\n`)
+	for i := range 9 {
+		w := f.post(certs, `{"CertificateString":"`+pemText+`","CertificateType":"PEM"}`)
+		want := http.StatusCreated
+		if i == 8 {
+			want = http.StatusBadRequest
+		}
+		if w.Code != want {
+			t.Fatalf("certificate %d: %d, want %d: %s", i+1, w.Code, want, w.Body.String())
 		}
 	}
 }
