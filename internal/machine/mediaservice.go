@@ -297,7 +297,7 @@ func (s *Service) InsertMedia(_ context.Context, id string, slot MediaSlot, req 
 	fr := ImageRequest{
 		Image: req.Image, UserName: req.UserName, Password: req.Password,
 		VerifyCertificate: md.VerifyCertificate, ISO: slot == SlotCD,
-		InUse: s.AttachedImages(), Progress: t.progress,
+		InUse: s.AttachedImages, Progress: t.progress,
 	}
 	for _, c := range md.Certificates {
 		fr.Certificates = append(fr.Certificates, c.PEM)
@@ -408,7 +408,7 @@ func settingsFor(st *Settings, slot MediaSlot) *MediaSettings {
 			return &st.Media[i]
 		}
 	}
-	st.Media = append(st.Media, MediaSettings{Slot: slot})
+	st.Media = append(st.Media, MediaSettings{Slot: slot, VerifyCertificate: true})
 	return &st.Media[len(st.Media)-1]
 }
 

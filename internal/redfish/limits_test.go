@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -144,4 +145,22 @@ func TestVirtualMediaInputLimits(t *testing.T) {
 			t.Fatalf("certificate %d: %d, want %d: %s", i+1, w.Code, want, w.Body.String())
 		}
 	}
+}
+
+// HTTPS images are verified unless the client turns VerifyCertificate off
+// for the member (issue 15: media downloads did not verify by default).
+func TestVirtualMediaVerifiesCertificatesByDefault(t *testing.T) {
+	f := newMediaFixture(t)
+	tlsSrv := httptest.NewTLSServer(f.images.Config.Handler)
+	defer tlsSrv.Close()
+	if v := decode(t, f.do(req{path: f.cd(0)})); v["VerifyCertificate"] != true {
+		t.Errorf("a fresh member's VerifyCertificate %v, want true", v["VerifyCertificate"])
+	}
+	w := f.insert(0, tlsSrv.URL+"/small.iso")
+	if got := messageIDs(t, w); w.Code != http.StatusBadRequest || len(got) == 0 || got[0] != string(MsgCouldNotEstablishConnection) ||
+		!strings.Contains(w.Body.String(), "not trusted") {
+		t.Errorf("an untrusted HTTPS image: %d %v, want 400 CouldNotEstablishConnection saying the certificate is not trusted: %s", w.Code, got, w.Body.String())
+	}
+	wantCode(t, f.do(req{method: http.MethodPatch, path: f.cd(0), body: `{"VerifyCertificate":false}`}), http.StatusOK, "PATCH VerifyCertificate false")
+	wantCode(t, f.insert(0, tlsSrv.URL+"/small.iso"), http.StatusNoContent, "insert without verification")
 }

@@ -2,12 +2,15 @@ package vbmcd
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
+
+	"github.com/bmlab/bmlab/internal/media"
 )
 
 // Config is everything the daemon is told. Every field is a flag, a key of
@@ -34,6 +37,14 @@ type Config struct {
 	MediaMaxBytes int64
 	MediaLocalDir string
 	MediaWait     time.Duration
+
+	MediaAllowLoopback bool
+	MediaDenyPrivate   bool
+	MediaAllowCIDRs    []string
+	MediaDenyCIDRs     []string
+	MediaCAFile        string
+	MediaInsecureTLS   bool
+	MediaGroup         string
 
 	IPMI               bool
 	IPMIAddr           string
@@ -65,6 +76,13 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.Int64Var(&c.MediaMaxBytes, "media-max-bytes", 20<<30, "size bound of the image cache; least recently used images no VM holds are evicted")
 	fs.StringVar(&c.MediaLocalDir, "media-local-dir", "", "allow virtual media images given as local paths inside this directory (default: refused)")
 	fs.DurationVar(&c.MediaWait, "media-wait", 2*time.Minute, "how long a power-on waits for virtual media that is still downloading")
+	fs.BoolVar(&c.MediaAllowLoopback, "media-allow-loopback", false, "allow virtual media images from loopback addresses (an image server on this host)")
+	fs.BoolVar(&c.MediaDenyPrivate, "media-deny-private", false, "refuse virtual media images from private addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) too")
+	fs.StringSliceVar(&c.MediaAllowCIDRs, "media-allow-cidr", nil, "allow virtual media images from these ranges whatever else says (except --media-deny-cidr)")
+	fs.StringSliceVar(&c.MediaDenyCIDRs, "media-deny-cidr", nil, "refuse virtual media images from these ranges")
+	fs.StringVar(&c.MediaCAFile, "media-ca-file", "", "PEM bundle trusted for HTTPS image servers, with the system's roots")
+	fs.BoolVar(&c.MediaInsecureTLS, "media-insecure-tls", false, "never verify image servers' certificates (whatever VerifyCertificate says)")
+	fs.StringVar(&c.MediaGroup, "media-group", "", "group qemu reads images as (default: libvirt-qemu, else kvm)")
 	fs.BoolVar(&c.IPMI, "ipmi", true, "serve IPMI lanplus BMCs for machines that have an IPMI endpoint")
 	fs.StringVar(&c.IPMIAddr, "ipmi-addr", "", "address IPMI BMCs bind when their endpoint names none (default: all)")
 	fs.IntVar(&c.IPMIPortBase, "ipmi-port-base", 0, "give every machine without an IPMI endpoint the lowest free port from here on (0: off)")
@@ -181,8 +199,30 @@ func (c *Config) validate() error {
 	if c.MediaMaxBytes <= 0 {
 		return fmt.Errorf("--media-max-bytes %d: want a positive size in bytes", c.MediaMaxBytes)
 	}
+	if _, err := c.mediaPolicy(); err != nil {
+		return err
+	}
 	if c.IPMIPortBase < 0 || c.IPMIPortBase > 65535 {
 		return fmt.Errorf("--ipmi-port-base %d: want a UDP port (1-65535) or 0 for off", c.IPMIPortBase)
 	}
 	return nil
+}
+
+// mediaPolicy is the virtual media fetcher's address policy.
+func (c *Config) mediaPolicy() (media.Policy, error) {
+	p := media.Policy{AllowLoopback: c.MediaAllowLoopback, DenyPrivate: c.MediaDenyPrivate}
+	for _, l := range []struct {
+		flag  string
+		cidrs []string
+		dst   *[]netip.Prefix
+	}{{"--media-allow-cidr", c.MediaAllowCIDRs, &p.Allow}, {"--media-deny-cidr", c.MediaDenyCIDRs, &p.Deny}} {
+		for _, s := range l.cidrs {
+			pf, err := netip.ParsePrefix(s)
+			if err != nil {
+				return p, fmt.Errorf("%s %q: want a range such as 192.168.10.0/24 or fd00::/64", l.flag, s)
+			}
+			*l.dst = append(*l.dst, pf.Masked())
+		}
+	}
+	return p, nil
 }

@@ -40,6 +40,7 @@ func daemon(t *testing.T, prefix string) string {
 	cfg.Username, cfg.Password = "admin", "e2e-pass"
 	cfg.StateDir = t.TempDir()
 	cfg.MediaDir, cfg.MediaMaxBytes, cfg.MediaWait = testenv.QemuDir(t), 1<<30, time.Minute
+	cfg.MediaAllowLoopback = true // the tests serve images on loopback
 	cfg.SessionTimeout = time.Minute
 	out := start(t, cfg)
 	re := regexp.MustCompile(`Redfish at (https://[0-9.:]+)/redfish/v1`)

@@ -146,7 +146,17 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) erro
 		}
 		be = lb
 	}
-	cache, err := media.New(media.Config{Dir: cfg.MediaDir, MaxBytes: cfg.MediaMaxBytes, LocalDir: cfg.MediaLocalDir, Log: log.Named("media")})
+	policy, err := cfg.mediaPolicy()
+	if err != nil {
+		return err
+	}
+	if cfg.MediaInsecureTLS {
+		log.Warn("--media-insecure-tls: image servers' certificates are never verified; anyone on the path can replace the images machines boot")
+	}
+	cache, err := media.New(media.Config{
+		Dir: cfg.MediaDir, MaxBytes: cfg.MediaMaxBytes, LocalDir: cfg.MediaLocalDir, Group: cfg.MediaGroup,
+		Policy: policy, CAFile: cfg.MediaCAFile, InsecureTLS: cfg.MediaInsecureTLS, Log: log.Named("media"),
+	})
 	if err != nil {
 		return fmt.Errorf("virtual media cache: %w (choose another --media-dir)", err)
 	}
