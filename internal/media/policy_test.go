@@ -180,9 +180,7 @@ func TestImagesReadableByQemuOnly(t *testing.T) {
 	gid, _ := strconv.Atoi(g.Gid)
 	srv := newImageServer(t, false)
 	srv.set(fakeISO(40<<10, "q"), `"q"`, time.Now().Add(-time.Hour))
-	parent := t.TempDir()
-	os.Chmod(parent, 0o755)
-	c := newCache(t, Config{Dir: filepath.Join(parent, "media")})
+	c := newCache(t, Config{Dir: filepath.Join(testenv.QemuDir(t), "media")})
 	img := mustFetch(t, c, machine.ImageRequest{Image: srv.URL + "/q.iso", ISO: true})
 	for path, want := range map[string]os.FileMode{
 		c.Dir(): 0o750 | os.ModeDir, filepath.Dir(img.Path): 0o750 | os.ModeDir,

@@ -64,7 +64,7 @@ func start(t *testing.T, cfg Config) *testenv.Buffer {
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &testenv.Buffer{}
 	done := make(chan error, 1)
-	go func() { done <- serve(ctx, cfg, testenv.Logger(t), out) }()
+	go func() { done <- serve(ctx, cfg, testenv.Logger(t), out, false) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

@@ -74,3 +74,75 @@ func TestHTTPServerLimits(t *testing.T) {
 		t.Errorf("a 100 KiB header: %s, want 431", resp.Status)
 	}
 }
+
+// An empty password is refused everywhere, the built-in one on a listener
+// any network reaches; a lab's private address gets a warning instead.
+func TestPasswordRules(t *testing.T) {
+	for _, tc := range []struct {
+		redfish, ipmi, pass string
+		ok                  bool
+	}{
+		{"127.0.0.1:8000", "", "", false},
+		{"127.0.0.1:8000", "", DefaultPassword, true},
+		{"localhost:8000", "", DefaultPassword, true},
+		{":8000", "", DefaultPassword, false},
+		{"0.0.0.0:8000", "", DefaultPassword, false},
+		{"[::]:8000", "", DefaultPassword, false},
+		{"203.0.113.9:8000", "", DefaultPassword, false},
+		{"127.0.0.1:8000", "0.0.0.0", DefaultPassword, false},
+		{"192.168.111.1:8000", "", DefaultPassword, true},
+		{":8000", "", "a-real-secret", true},
+	} {
+		c := Config{RedfishAddr: tc.redfish, IPMIAddr: tc.ipmi, IPMI: true}
+		if err := c.checkPassword(tc.pass); (err == nil) != tc.ok {
+			t.Errorf("redfish %q ipmi %q password %q: %v, want ok %v", tc.redfish, tc.ipmi, tc.pass, err, tc.ok)
+		}
+	}
+	c := Config{RedfishAddr: "192.168.111.1:8000", IPMI: true}
+	if w := c.warnings(false, true); len(w) != 2 {
+		t.Errorf("built-in password on a private address: warnings %q, want one per listener", w)
+	}
+}
+
+// Listeners default to loopback; IPMI binds where Redfish binds unless told.
+func TestListenDefaults(t *testing.T) {
+	var c Config
+	c.bind(pflag.NewFlagSet("vbmcd", pflag.ContinueOnError))
+	if reach(c.RedfishAddr) != reachLocal || c.ipmiAddr() != "127.0.0.1" {
+		t.Errorf("defaults: redfish %q, ipmi %q; want loopback", c.RedfishAddr, c.ipmiAddr())
+	}
+	c.RedfishAddr = "192.168.111.1:8000"
+	if got := c.ipmiAddr(); got != "192.168.111.1" {
+		t.Errorf("IPMI binds %q, want the Redfish host", got)
+	}
+	c.IPMIAddr = "10.0.0.1"
+	if got := c.ipmiAddr(); got != "10.0.0.1" {
+		t.Errorf("IPMI binds %q, want --ipmi-addr", got)
+	}
+}
+
+// Unsafe settings are said out loud.
+func TestUnsafeSettingsWarn(t *testing.T) {
+	c := Config{RedfishAddr: "127.0.0.1:0", IPMI: true, IPMICipher0: true, InsecureHTTP: true}
+	got := strings.Join(c.warnings(true, false), "\n")
+	for _, want := range []string{"--ipmi-cipher0", "--insecure-http", "--password on the command line"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no warning about %s in:\n%s", want, got)
+		}
+	}
+	if w := (&Config{RedfishAddr: "127.0.0.1:0", IPMI: true}).warnings(false, true); len(w) != 0 {
+		t.Errorf("safe settings warn: %q", w)
+	}
+}
+
+// The daemon refuses an empty password before it listens.
+func TestDaemonRefusesEmptyPassword(t *testing.T) {
+	var cfg Config
+	cfg.bind(pflag.NewFlagSet("vbmcd", pflag.ContinueOnError))
+	cfg.Backend, cfg.Password = "sim", ""
+	cfg.StateDir, cfg.MediaDir = t.TempDir(), t.TempDir()
+	err := serve(t.Context(), cfg, testenv.Logger(t), &testenv.Buffer{}, false)
+	if err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Errorf("empty password: %v, want a refusal", err)
+	}
+}

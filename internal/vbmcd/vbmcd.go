@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,7 +71,7 @@ VBMCD_REDFISH_ADDR). Flags win over the environment, which wins over the file.`,
 				return err
 			}
 			defer func() { _ = log.Sync() }()
-			return serve(cmd.Context(), cfg, log, streams.Out)
+			return serve(cmd.Context(), cfg, log, streams.Out, cmd.Flags().Changed("password"))
 		},
 	}
 	cmd.SetOut(streams.Out)
@@ -130,10 +131,17 @@ func newLibvirt(ctx context.Context, cfg Config, log *zap.Logger) (*virt.Backend
 }
 
 // serve runs the daemon until ctx ends.
-func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) error {
+// passwordFlag says --password was given on the command line.
+func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, passwordFlag bool) error {
 	user, pass, err := cfg.credentials()
 	if err != nil {
 		return err
+	}
+	if err := cfg.checkPassword(pass); err != nil {
+		return err
+	}
+	for _, w := range cfg.warnings(passwordFlag && cfg.CredentialsFile == "", pass == DefaultPassword) {
+		log.Warn(w)
 	}
 	var be machine.Backend
 	switch cfg.Backend {
@@ -184,7 +192,11 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) erro
 	if cfg.InsecureHTTP {
 		scheme = "http"
 	} else {
-		tc, err := redfish.TLSConfig(cfg.StateDir, cfg.TLSCert, cfg.TLSKey)
+		sans := cfg.TLSSANs
+		if host, _, err := net.SplitHostPort(cfg.RedfishAddr); err == nil && reach(host) != reachLocal && !unspecified(host) {
+			sans = append([]string{host}, sans...)
+		}
+		tc, err := redfish.TLSConfig(cfg.StateDir, cfg.TLSCert, cfg.TLSKey, sans...)
 		if err != nil {
 			return err
 		}
@@ -212,7 +224,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) erro
 		opts := []ipmi.Option{
 			ipmi.WithCredentials(machine.Credential{Username: user, Password: pass}),
 			ipmi.WithAccounts(store),
-			ipmi.WithAddress(cfg.IPMIAddr),
+			ipmi.WithAddress(cfg.ipmiAddr()),
 			ipmi.WithCipherSuite0(cfg.IPMICipher0),
 			ipmi.WithSessionLimit(cfg.IPMIMaxSessions),
 			ipmi.WithSessionTimeout(cfg.IPMISessionTimeout),
@@ -251,6 +263,12 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) erro
 		}
 	}
 	return runErr
+}
+
+// unspecified reports whether a listen host means every address.
+func unspecified(host string) bool {
+	ip, err := netip.ParseAddr(host)
+	return host == "" || (err == nil && ip.IsUnspecified())
 }
 
 // displayAddr turns ":8000" into "localhost:8000" for the banner.
