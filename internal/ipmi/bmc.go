@@ -5,7 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	mrand "math/rand/v2"
 	"net"
+	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,6 +57,7 @@ type sess struct {
 	window    session.Window
 	outSeq    uint32
 	addr      net.Addr
+	src       netip.Addr // the source address Open Session came from
 	last      time.Time
 	closing   bool // Close Session answered; drop once the answer is sealed
 }
@@ -371,14 +375,12 @@ func (b *bmc) openSession(p []byte, from net.Addr) []byte {
 		resp.MaxPrivilege = privAdmin
 	}
 	now := time.Now()
+	src := sourceOf(from)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.sessions) >= b.cfg.maxSessions {
-		b.sweepLocked(now)
-		if len(b.sessions) >= b.cfg.maxSessions {
-			resp.Status = wire.StatusNoResources
-			return reply()
-		}
+	if !b.roomLocked(now, src) {
+		resp.Status = wire.StatusNoResources
+		return reply()
 	}
 	id := randomID()
 	for b.sessions[id] != nil {
@@ -386,11 +388,66 @@ func (b *bmc) openSession(p []byte, from net.Addr) []byte {
 	}
 	b.sessions[id] = &sess{
 		id: id, consoleID: req.ConsoleID, state: stateOpened, suite: suite,
-		addr: from, last: now,
+		addr: from, src: src, last: now,
 	}
 	resp.BMCID = id
 	resp.Algorithms = suite.Algorithms
 	return reply()
+}
+
+// roomLocked makes room for a session that src is opening. Open Session
+// needs no credentials and its source address can be forged, so sessions
+// not yet authenticated (IPMI v2.0 §13.17-§13.20: before RAKP Message 3 is
+// checked) never push out an established one: a source keeps at most
+// pendingPerSource of them (its oldest goes), and when the table is full
+// one pending session chosen at random goes, so a flood of forged requests
+// cannot predict which to push out and an honest console, whose handshake
+// takes a few round trips, gets through. false: every slot holds an
+// established session. Callers hold b.mu.
+func (b *bmc) roomLocked(now time.Time, src netip.Addr) bool {
+	var pending []*sess
+	var oldest *sess
+	own := 0
+	for _, s := range b.sessions {
+		if s.state == stateActive {
+			continue
+		}
+		pending = append(pending, s)
+		if s.src == src {
+			own++
+			if oldest == nil || s.last.Before(oldest.last) {
+				oldest = s
+			}
+		}
+	}
+	if own >= pendingPerSource {
+		b.dropLocked(oldest.id)
+		return true
+	}
+	if len(b.sessions) < b.cfg.maxSessions {
+		return true
+	}
+	b.sweepLocked(now)
+	if len(b.sessions) < b.cfg.maxSessions {
+		return true
+	}
+	pending = slices.DeleteFunc(pending, func(s *sess) bool { return b.sessions[s.id] != s })
+	if len(pending) == 0 {
+		return false
+	}
+	b.dropLocked(pending[mrand.IntN(len(pending))].id)
+	return true
+}
+
+// pendingPerSource bounds the sessions one source address may have in set-up.
+const pendingPerSource = 4
+
+// sourceOf is the IP address of a UDP peer.
+func sourceOf(a net.Addr) netip.Addr {
+	if u, ok := a.(*net.UDPAddr); ok {
+		return u.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
 }
 
 // algStatus says which proposed algorithm no offered suite has (IPMI v2.0

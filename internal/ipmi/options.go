@@ -26,7 +26,10 @@ func defaultConfig() config {
 	return config{
 		maxSessions: 16,
 		idle:        60 * time.Second, // IPMI v2.0 §6.12.15: 60 s ± 3 s by default
-		halfOpen:    10 * time.Second,
+		// A console runs Open Session, RAKP 1 and RAKP 3 back to back (IPMI
+		// v2.0 §13.15); a session not active 5 s after its last message is
+		// not coming.
+		halfOpen:    5 * time.Second,
 		replyWithin: 50 * time.Millisecond,
 	}
 }
@@ -58,8 +61,9 @@ func WithAddress(addr string) Option { return func(c *config) { c.addr = addr } 
 func WithCipherSuite0(on bool) Option { return func(c *config) { c.cipher0 = on } }
 
 // WithSessionLimit sets how many sessions (established or being set up) one
-// BMC holds at once (default 16). Open Session beyond it is answered with
-// "insufficient resources" after expired sessions are dropped.
+// BMC holds at once (default 16). When they are all taken, Open Session
+// pushes out a session still in set-up (chosen at random), or is answered
+// with "insufficient resources" when every one is established.
 func WithSessionLimit(n int) Option {
 	return func(c *config) {
 		if n > 0 {

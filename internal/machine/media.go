@@ -32,7 +32,8 @@ var MediaSlots = []MediaSlot{SlotCD, SlotRemovable}
 type MediaSettings struct {
 	Slot MediaSlot
 	// VerifyCertificate: HTTPS images are checked against Certificates, or
-	// against the host's roots when there are none.
+	// against the host's roots when there are none. On for a member that
+	// has no settings yet; a client turns it off per member.
 	VerifyCertificate bool
 	Certificates      []Certificate
 
@@ -87,7 +88,7 @@ func driveFor(m *Machine, slot MediaSlot) *Disk {
 
 // MediaOf derives a member's state from a machine snapshot, without tasks.
 func MediaOf(m *Machine, slot MediaSlot) Media {
-	md := Media{MediaSettings: MediaSettings{Slot: slot}}
+	md := Media{MediaSettings: MediaSettings{Slot: slot, VerifyCertificate: true}}
 	for _, ms := range m.Settings.Media {
 		if ms.Slot == slot {
 			md.MediaSettings = ms.clone()
@@ -100,6 +101,7 @@ func MediaOf(m *Machine, slot MediaSlot) Media {
 		return md
 	}
 	md.Inserted = true
+	md.Image = redact(md.Image) // recorded by an older version with the password
 	if md.Path != d.Source {
 		// Someone else (virsh change-media, an operator) put this there: show
 		// the file as it is.
@@ -173,9 +175,10 @@ type ImageRequest struct {
 	Certificates      []string // PEM
 	// ISO asks for a check that the image is an ISO 9660 (or UDF) image.
 	ISO bool
-	// InUse lists the local files some machine's drive holds; a cache must
-	// not evict them.
-	InUse []string
+	// InUse lists the local files some machine's drive holds now; a cache
+	// must not evict them. It is called when eviction is decided, not when
+	// the request starts, so an image attached meanwhile is held.
+	InUse func() []string
 	// Progress, when set, is called as bytes arrive (total -1 when unknown).
 	Progress func(done, total int64)
 }

@@ -209,6 +209,14 @@ func checkInsert(req InsertRequest) (scheme string, err error) {
 	if req.WriteProtected != nil && !*req.WriteProtected {
 		return "", fmt.Errorf("%w: writable media is not supported; images are shared read-only", ErrUnsupported)
 	}
+	switch {
+	case len(req.Image) > MaxImageURI:
+		return "", invalidf("Image is %d bytes long; at most %d are accepted", len(req.Image), MaxImageURI)
+	case len(req.UserName) > MaxMediaCredential:
+		return "", invalidf("UserName is %d bytes long; at most %d are accepted", len(req.UserName), MaxMediaCredential)
+	case len(req.Password) > MaxMediaCredential:
+		return "", invalidf("Password is %d bytes long; at most %d are accepted", len(req.Password), MaxMediaCredential)
+	}
 	if req.TransferMethod != "" && !slices.Contains(TransferMethods, req.TransferMethod) {
 		return "", invalidf("TransferMethod %q is not one of %v", req.TransferMethod, TransferMethods)
 	}
@@ -222,7 +230,17 @@ func checkInsert(req InsertRequest) (scheme string, err error) {
 	return scheme, nil
 }
 
-// redact drops credentials from a URI for messages.
+// Bounds of what a client gives with virtual media: every one is kept with
+// the machine (in libvirt, the domain's metadata) or sent on each fetch.
+const (
+	MaxImageURI        = 2048     // bytes of an image URI
+	MaxMediaCredential = 256      // bytes of an image server's user name or password
+	MaxCertificates    = 8        // certificates trusted per member
+	MaxCertificatePEM  = 16 << 10 // bytes of one PEM certificate
+)
+
+// redact drops credentials (user:password@) from a URI, for messages and
+// for what is stored and shown.
 func redact(image string) string {
 	u, err := url.Parse(image)
 	if err != nil || u.User == nil {
@@ -279,12 +297,14 @@ func (s *Service) InsertMedia(_ context.Context, id string, slot MediaSlot, req 
 	fr := ImageRequest{
 		Image: req.Image, UserName: req.UserName, Password: req.Password,
 		VerifyCertificate: md.VerifyCertificate, ISO: slot == SlotCD,
-		InUse: s.AttachedImages(), Progress: t.progress,
+		InUse: s.AttachedImages, Progress: t.progress,
 	}
 	for _, c := range md.Certificates {
 		fr.Certificates = append(fr.Certificates, c.PEM)
 	}
-	rec := MediaSettings{Image: req.Image, UserName: req.UserName, TransferProtocol: scheme}
+	// What is recorded (and shown by GET VirtualMedia) never holds the
+	// URI's password; the fetcher has had the URI as given.
+	rec := MediaSettings{Image: redact(req.Image), UserName: req.UserName, TransferProtocol: scheme}
 	go s.runInsert(ctx, t, fr, rec)
 	return t, nil
 }
@@ -388,7 +408,7 @@ func settingsFor(st *Settings, slot MediaSlot) *MediaSettings {
 			return &st.Media[i]
 		}
 	}
-	st.Media = append(st.Media, MediaSettings{Slot: slot})
+	st.Media = append(st.Media, MediaSettings{Slot: slot, VerifyCertificate: true})
 	return &st.Media[len(st.Media)-1]
 }
 
@@ -452,6 +472,12 @@ func (s *Service) SetMediaSettings(ctx context.Context, id string, slot MediaSlo
 		ms.VerifyCertificate = *p.VerifyCertificate
 	}
 	if p.AddCertificate != nil {
+		if len(*p.AddCertificate) > MaxCertificatePEM {
+			return "", invalidf("the certificate is %d bytes long; at most %d are accepted", len(*p.AddCertificate), MaxCertificatePEM)
+		}
+		if len(ms.Certificates) >= MaxCertificates {
+			return "", invalidf("virtual media %s of %s trusts %d certificates already, the most it may; delete one first", slot, m.Name, len(ms.Certificates))
+		}
 		n := 1
 		for _, c := range ms.Certificates {
 			if v, err := strconv.Atoi(c.ID); err == nil && v >= n {

@@ -15,8 +15,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/user"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,10 +31,15 @@ import (
 
 // Config configures a Cache.
 type Config struct {
-	// Dir holds the images; it and the files in it are made readable by
-	// everyone, so that qemu (user libvirt-qemu) can open them. Default
-	// /var/lib/bmlab/media.
+	// Dir holds the images. Default /var/lib/bmlab/media. It is made 0750
+	// and the images 0640, owned by the group qemu runs with (Group), so
+	// that qemu can open them and other users cannot; the index is 0600.
 	Dir string
+	// Group is the group (name or number) the hypervisor reads images as.
+	// Default: libvirt-qemu, else kvm (Debian's qemu runs as user
+	// libvirt-qemu, a member of both); when neither exists the images are
+	// private to vbmcd (0700/0600).
+	Group string
 	// MaxBytes bounds the images kept; the least recently used image that no
 	// machine holds is evicted to make room. Default 20 GiB.
 	MaxBytes int64
@@ -43,7 +50,18 @@ type Config struct {
 	// StallTimeout fails a download that receives nothing for this long
 	// (default 60 s).
 	StallTimeout time.Duration
-	Log          *zap.Logger
+	// Deadline bounds a whole fetch, however slowly the server keeps
+	// sending (default 1 h).
+	Deadline time.Duration
+	// Policy says which addresses images may come from.
+	Policy Policy
+	// CAFile is a PEM bundle trusted for HTTPS images, with the system's
+	// roots, when the member has no certificates of its own.
+	CAFile string
+	// InsecureTLS never verifies image servers' certificates, whatever a
+	// member's VerifyCertificate says.
+	InsecureTLS bool
+	Log         *zap.Logger
 }
 
 // Cache is a machine.ImageFetcher that downloads images over HTTP(S) into a
@@ -54,13 +72,18 @@ type Cache struct {
 	tmp     string
 	log     *zap.Logger
 
-	keyMu sync.Map // per URL+user: one fetch at a time
+	roots *x509.CertPool // system roots and CAFile; nil: the system's
+	gid   int            // the images' group; -1: none (private files)
 
-	mu      sync.Mutex
-	idx     index
-	pins    map[string]int // sha256 -> fetches that returned it and are not released
-	statfs  func(path string) (free int64, err error)
-	nowFunc func() time.Time
+	keyMu sync.Mutex
+	keys  map[string]*keyLock // per URL+user: one fetch at a time
+
+	mu       sync.Mutex
+	idx      index
+	pins     map[string]int // sha256 -> fetches that returned it and are not released
+	reserved int64          // bytes promised to downloads in progress
+	statfs   func(path string) (free int64, err error)
+	nowFunc  func() time.Time
 }
 
 // index is the cache's record, kept as index.json in Dir.
@@ -96,6 +119,9 @@ func New(cfg Config) (*Cache, error) {
 	if cfg.StallTimeout <= 0 {
 		cfg.StallTimeout = 60 * time.Second
 	}
+	if cfg.Deadline <= 0 {
+		cfg.Deadline = time.Hour
+	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
@@ -111,15 +137,31 @@ func New(cfg Config) (*Cache, error) {
 		objects: filepath.Join(cfg.Dir, "objects"),
 		tmp:     filepath.Join(cfg.Dir, "tmp"),
 		pins:    map[string]int{},
+		keys:    map[string]*keyLock{},
 		statfs:  freeBytes,
 		nowFunc: time.Now,
 	}
+	var err error
+	if c.gid, err = lookupGroup(cfg.Group); err != nil {
+		return nil, err
+	}
+	if cfg.CAFile != "" {
+		b, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("image servers' CA file: %w", err)
+		}
+		if c.roots, err = x509.SystemCertPool(); err != nil {
+			c.roots = x509.NewCertPool()
+		}
+		if !c.roots.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("image servers' CA file %s: no PEM certificate in it", cfg.CAFile)
+		}
+	}
 	for _, d := range []string{cfg.Dir, c.objects, c.tmp} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("image cache: %w", err)
 		}
-		// qemu must traverse to the images whatever the umask was.
-		if err := os.Chmod(d, 0o755); err != nil {
+		if err := c.share(d, true); err != nil {
 			return nil, fmt.Errorf("image cache: %w", err)
 		}
 	}
@@ -174,6 +216,10 @@ func (c *Cache) load() error {
 		}
 		if fi, err := n.Info(); err == nil {
 			onDisk[sum] = fi.Size()
+			// An older version made images world-readable.
+			if err := c.share(filepath.Join(c.objects, n.Name()), false); err != nil {
+				return fmt.Errorf("image cache: %w", err)
+			}
 		}
 	}
 	for sum, o := range c.idx.Objects {
@@ -207,7 +253,8 @@ func (c *Cache) save() {
 	b, err := json.MarshalIndent(&c.idx, "", "  ")
 	if err == nil {
 		tmp := c.indexPath() + ".new"
-		if err = os.WriteFile(tmp, b, 0o644); err == nil {
+		os.Remove(tmp) // WriteFile keeps an existing file's mode
+		if err = os.WriteFile(tmp, b, 0o600); err == nil {
 			err = os.Rename(tmp, c.indexPath())
 		}
 	}
@@ -263,10 +310,9 @@ func (c *Cache) Fetch(ctx context.Context, req machine.ImageRequest) (machine.Fe
 		pass, _ = u.User.Password()
 	}
 	key := image + "\x00" + user
-	lk, _ := c.keyMu.LoadOrStore(key, &sync.Mutex{})
-	kmu := lk.(*sync.Mutex)
-	kmu.Lock()
-	defer kmu.Unlock()
+	defer c.lockKey(key)()
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Deadline)
+	defer cancel()
 
 	img, err := c.fetch(ctx, &shown, key, user, pass, req)
 	if err != nil {
@@ -305,19 +351,23 @@ func (c *Cache) local(u *url.URL, image string, iso bool) (machine.FetchedImage,
 	if !fi.Mode().IsRegular() {
 		return machine.FetchedImage{}, fail(machine.MediaForbidden, image, "%s is not a regular file", real)
 	}
-	if iso {
-		if err := checkISO(real); err != nil {
-			return machine.FetchedImage{}, fail(machine.MediaNotImage, image, "%v", err)
-		}
+	if err := checkImage(real, iso); err != nil {
+		return machine.FetchedImage{}, fail(machine.MediaNotImage, image, "%v", err)
 	}
 	return machine.FetchedImage{Path: real, Size: fi.Size()}, nil
 }
 
+// maxRedirects is how many redirects one fetch follows.
+const maxRedirects = 5
+
 // client builds the HTTP client for one request's trust settings. Images
-// are fetched directly, never through a proxy, as a BMC does.
+// are fetched directly, never through a proxy, as a BMC does; every
+// connection's address is checked against the policy; at most maxRedirects
+// redirects are followed, each to http or https, and the image server's
+// credentials go only to the host and port they were given for.
 func (c *Cache) client(req machine.ImageRequest) (*http.Client, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if !req.VerifyCertificate {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: c.roots}
+	if !req.VerifyCertificate || c.cfg.InsecureTLS {
 		tc.InsecureSkipVerify = true
 	} else if len(req.Certificates) > 0 {
 		pool := x509.NewCertPool()
@@ -328,16 +378,43 @@ func (c *Cache) client(req machine.ImageRequest) (*http.Client, error) {
 		}
 		tc.RootCAs = pool
 	}
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: c.cfg.Policy.control}
 	tr := &http.Transport{
 		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dialer.DialContext,
 		TLSClientConfig:       tc,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: 30 * time.Second,
 		DisableCompression:    true,
 		ForceAttemptHTTP2:     true,
 	}
-	return &http.Client{Transport: tr}, nil
+	check := func(r *http.Request, via []*http.Request) error {
+		if len(via) > maxRedirects {
+			return errTooManyRedirects
+		}
+		if r.URL.Scheme != "http" && r.URL.Scheme != "https" {
+			return errRedirectScheme
+		}
+		if hostPort(r.URL) != hostPort(via[0].URL) {
+			r.Header.Del("Authorization")
+		}
+		return nil
+	}
+	return &http.Client{Transport: tr, CheckRedirect: check}, nil
+}
+
+var (
+	errTooManyRedirects = fmt.Errorf("more than %d redirects", maxRedirects)
+	errRedirectScheme   = errors.New("a redirect to a scheme other than http or https")
+)
+
+// hostPort is a URL's host and port, the port made explicit.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 // fresh reports whether a cached entry may be revalidated with the server's
@@ -414,7 +491,7 @@ func (c *Cache) fetch(ctx context.Context, u *url.URL, key, user, pass string, r
 	resp, err := hc.Do(hr)
 	if err != nil {
 		unpinCached()
-		return machine.FetchedImage{}, classify(image, err, context.Cause(rctx))
+		return machine.FetchedImage{}, c.classify(image, err, context.Cause(rctx))
 	}
 	defer resp.Body.Close()
 	stall.Reset(c.cfg.StallTimeout)
@@ -477,29 +554,35 @@ func (c *Cache) unpin(sum string) {
 	c.pins[sum]--
 }
 
-// classify turns a transport error into a MediaError that says which.
-func classify(image string, err, cause error) error {
+// classify turns a transport error into a MediaError that says which kind,
+// in words that do not tell a closed port from a filtered one or from one
+// that speaks something else (the details go to the operator's log).
+func (c *Cache) classify(image string, err, cause error) error {
 	var (
-		certErr  *tls.CertificateVerificationError
-		unknown  x509.UnknownAuthorityError
-		hostErr  x509.HostnameError
-		invalid  x509.CertificateInvalidError
-		recErr   tls.RecordHeaderError
-		alertErr tls.AlertError
-		dnsErr   *net.DNSError
-		opErr    *net.OpError
+		certErr *tls.CertificateVerificationError
+		unknown x509.UnknownAuthorityError
+		hostErr x509.HostnameError
+		invalid x509.CertificateInvalidError
+		dnsErr  *net.DNSError
 	)
+	c.log.Info("image fetch failed", zap.String("image", image), zap.Error(err))
 	switch {
 	case errors.Is(cause, errStalled):
-		return fail(machine.MediaFailed, image, "the transfer stalled: %v", err)
+		return fail(machine.MediaFailed, image, "the transfer stalled")
+	case errors.Is(err, ErrDenied):
+		return &machine.MediaError{Kind: machine.MediaForbidden, Image: image, Err: ErrDenied}
+	case errors.Is(err, errTooManyRedirects):
+		return fail(machine.MediaForbidden, image, "the image server sent %v", errTooManyRedirects)
+	case errors.Is(err, errRedirectScheme):
+		return fail(machine.MediaForbidden, image, "the image server sent %v", errRedirectScheme)
 	case errors.As(err, &certErr), errors.As(err, &unknown), errors.As(err, &hostErr), errors.As(err, &invalid):
-		return fail(machine.MediaTLS, image, "TLS certificate not trusted (VerifyCertificate is on): %v", err)
-	case errors.As(err, &recErr), errors.As(err, &alertErr), strings.Contains(err.Error(), "tls:"):
-		return fail(machine.MediaTLS, image, "TLS handshake failed: %v", err)
-	case errors.As(err, &dnsErr), errors.As(err, &opErr), errors.Is(err, context.DeadlineExceeded):
-		return fail(machine.MediaUnreachable, image, "cannot connect: %v", err)
+		return fail(machine.MediaTLS, image, "the image server's TLS certificate is not trusted (VerifyCertificate is on)")
+	case errors.As(err, &dnsErr):
+		return fail(machine.MediaUnreachable, image, "cannot resolve the image server's name")
+	case errors.Is(cause, context.DeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
+		return fail(machine.MediaUnreachable, image, "the image server did not answer in time")
 	}
-	return fail(machine.MediaUnreachable, image, "%v", err)
+	return fail(machine.MediaUnreachable, image, "cannot connect to the image server")
 }
 
 // progressReader counts bytes, reports them, and feeds the stall watchdog.
@@ -525,16 +608,24 @@ func (p *progressReader) Read(b []byte) (int, error) {
 }
 
 // download stores a response body as a new object, checked and hashed.
+// Room is reserved under the cache's bound before the first byte is
+// written (the whole length when the server says it, else a step at a
+// time as the body grows), so concurrent downloads and downloads of
+// unknown length stay within the bound together.
 func (c *Cache) download(ctx context.Context, stall *time.Timer, resp *http.Response, image, key string, req machine.ImageRequest) (machine.FetchedImage, error) {
 	length := resp.ContentLength
 	if length > c.cfg.MaxBytes {
 		return machine.FetchedImage{}, fail(machine.MediaNoSpace, image,
 			"the image is %d bytes, more than the cache may hold (%d bytes)", length, c.cfg.MaxBytes)
 	}
-	if length > 0 {
-		if err := c.makeRoom(length, req.InUse); err != nil {
-			return machine.FetchedImage{}, &machine.MediaError{Kind: machine.MediaNoSpace, Image: image, Err: err}
-		}
+	res := &reservation{c: c, inUse: req.InUse}
+	defer res.release()
+	first := length
+	if first < 0 {
+		first = min(growStep, c.cfg.MaxBytes)
+	}
+	if err := res.grow(first); err != nil {
+		return machine.FetchedImage{}, &machine.MediaError{Kind: machine.MediaNoSpace, Image: image, Err: err}
 	}
 	f, err := os.CreateTemp(c.tmp, "dl-*")
 	if err != nil {
@@ -554,16 +645,21 @@ func (c *Cache) download(ctx context.Context, stall *time.Timer, resp *http.Resp
 		req.Progress(0, length)
 	}
 	// One byte over the bound tells an oversized image of unknown length.
-	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(pr, c.cfg.MaxBytes+1))
+	n, err := io.Copy(io.MultiWriter(&boundedWriter{w: f, res: res}, h), io.LimitReader(pr, c.cfg.MaxBytes+1))
+	var roomErr *noRoomError
 	switch {
+	case errors.As(err, &roomErr):
+		return machine.FetchedImage{}, &machine.MediaError{Kind: machine.MediaNoSpace, Image: image, Err: fmt.Errorf("after %d bytes: %w", n, roomErr.err)}
 	case err != nil && errors.Is(err, syscall.ENOSPC):
 		return machine.FetchedImage{}, fail(machine.MediaNoSpace, image, "disk full in %s after %d bytes", c.cfg.Dir, n)
 	case err != nil && errors.Is(context.Cause(ctx), errStalled):
 		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "the transfer stalled after %d bytes", n)
+	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "the transfer took longer than %v and was stopped after %d bytes", c.cfg.Deadline, n)
 	case err != nil && ctx.Err() != nil:
 		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "the transfer was cancelled after %d bytes", n)
 	case err != nil:
-		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "the transfer was interrupted after %d of %s bytes: %v", n, lengthText(length), err)
+		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "the transfer was interrupted after %d of %s bytes", n, lengthText(length))
 	case n > c.cfg.MaxBytes:
 		return machine.FetchedImage{}, fail(machine.MediaNoSpace, image, "the image is larger than the cache may hold (%d bytes)", c.cfg.MaxBytes)
 	case length >= 0 && n != length:
@@ -575,12 +671,10 @@ func (c *Cache) download(ctx context.Context, stall *time.Timer, resp *http.Resp
 		}
 		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "write the image: %v", err)
 	}
-	if req.ISO {
-		if err := checkISO(tmp); err != nil {
-			return machine.FetchedImage{}, fail(machine.MediaNotImage, image, "%v", err)
-		}
+	if err := checkImage(tmp, req.ISO); err != nil {
+		return machine.FetchedImage{}, fail(machine.MediaNotImage, image, "%v", err)
 	}
-	if err := os.Chmod(tmp, 0o644); err != nil {
+	if err := c.share(tmp, false); err != nil {
 		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "%v", err)
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
@@ -599,15 +693,15 @@ func (c *Cache) download(ctx context.Context, stall *time.Timer, resp *http.Resp
 	}
 	ok = true
 	now := c.nowFunc()
+	// The reservation becomes the object in one step under the lock.
+	c.reserved -= res.n
+	res.n = 0
 	c.idx.Objects[sum] = &object{Size: n, LastUsed: now}
 	c.idx.Entries[key] = &entry{
 		URL: image, ETag: resp.Header.Get("ETag"), LastModified: resp.Header.Get("Last-Modified"),
 		Length: n, SHA256: sum, Fetched: now,
 	}
 	c.pins[sum]++
-	if length < 0 {
-		c.trimLocked(req.InUse)
-	}
 	c.save()
 	c.log.Info("image downloaded", zap.String("image", image), zap.Int64("bytes", n), zap.String("sha256", sum))
 	return machine.FetchedImage{Path: dst, Size: n, SHA256: sum}, nil
@@ -620,21 +714,79 @@ func lengthText(n int64) string {
 	return fmt.Sprint(n)
 }
 
-// makeRoom evicts least recently used images that nobody holds until need
-// more bytes fit under the bound, and checks the disk has them.
-func (c *Cache) makeRoom(need int64, inUse []string) error {
+// growStep is how much room a download of unknown length takes at a time.
+const growStep = 64 << 20
+
+// reservation is the room one download holds under the cache's bound.
+type reservation struct {
+	c     *Cache
+	n     int64
+	inUse func() []string
+}
+
+// grow reserves more bytes, evicting images nobody holds if need be.
+func (r *reservation) grow(more int64) error {
+	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.makeRoomLocked(more, r.inUse); err != nil {
+		return err
+	}
+	c.reserved += more
+	r.n += more
+	return nil
+}
+
+func (r *reservation) release() {
+	r.c.mu.Lock()
+	r.c.reserved -= r.n
+	r.n = 0
+	r.c.mu.Unlock()
+}
+
+// noRoomError is a download that outgrew the room it could reserve.
+type noRoomError struct{ err error }
+
+func (e *noRoomError) Error() string { return e.err.Error() }
+
+// boundedWriter writes no byte the reservation does not cover, growing it
+// as the body grows.
+type boundedWriter struct {
+	w   io.Writer
+	res *reservation
+	n   int64
+}
+
+func (b *boundedWriter) Write(p []byte) (int, error) {
+	if over := b.n + int64(len(p)) - b.res.n; over > 0 {
+		// A step at a time; the exact need when a step no longer fits.
+		if err := b.res.grow(max(over, growStep)); err != nil {
+			if err := b.res.grow(over); err != nil {
+				return 0, &noRoomError{err}
+			}
+		}
+	}
+	n, err := b.w.Write(p)
+	b.n += int64(n)
+	return n, err
+}
+
+// makeRoomLocked evicts least recently used images that nobody holds until
+// need more bytes fit under the bound next to the objects and the other
+// downloads' reservations, and checks the disk has them. Which images are
+// held is asked now, under the cache's lock: an image a machine attached
+// since the download started is held. Callers hold c.mu.
+func (c *Cache) makeRoomLocked(need int64, inUse func() []string) error {
 	var total int64
 	for _, o := range c.idx.Objects {
 		total += o.Size
 	}
-	if total+need > c.cfg.MaxBytes {
-		total = c.evictLocked(total, c.cfg.MaxBytes-need, inUse)
-		if total+need > c.cfg.MaxBytes {
-			return fmt.Errorf("the cache's bound (%d bytes) cannot fit %d more bytes: %d bytes are images that machines hold", c.cfg.MaxBytes, need, total)
-		}
+	if total+c.reserved+need > c.cfg.MaxBytes {
+		total = c.evictLocked(total, c.cfg.MaxBytes-c.reserved-need, inUse)
 		c.save()
+		if total+c.reserved+need > c.cfg.MaxBytes {
+			return fmt.Errorf("the cache's bound (%d bytes) cannot fit %d more bytes: %d bytes are images that machines hold and %d are promised to downloads in progress", c.cfg.MaxBytes, need, total, c.reserved)
+		}
 	}
 	free, err := c.statfs(c.cfg.Dir)
 	if err == nil && free < need+(64<<20) {
@@ -643,23 +795,14 @@ func (c *Cache) makeRoom(need int64, inUse []string) error {
 	return nil
 }
 
-// trimLocked evicts down to the bound after an image of unknown length.
-func (c *Cache) trimLocked(inUse []string) {
-	var total int64
-	for _, o := range c.idx.Objects {
-		total += o.Size
-	}
-	if total > c.cfg.MaxBytes {
-		c.evictLocked(total, c.cfg.MaxBytes, inUse)
-	}
-}
-
 // evictLocked removes unused objects, oldest use first, until total is at
 // most limit; it returns the new total. Callers hold c.mu.
-func (c *Cache) evictLocked(total, limit int64, inUse []string) int64 {
+func (c *Cache) evictLocked(total, limit int64, inUse func() []string) int64 {
 	held := map[string]bool{}
-	for _, p := range inUse {
-		held[filepath.Clean(p)] = true
+	if inUse != nil {
+		for _, p := range inUse() {
+			held[filepath.Clean(p)] = true
+		}
 	}
 	type cand struct {
 		sum string
@@ -701,6 +844,28 @@ func freeBytes(path string) (int64, error) {
 	return int64(st.Bavail) * int64(st.Bsize), nil
 }
 
+// checkImage checks that a file is an image a drive can hold: an ISO 9660
+// or UDF image for the CD; for the removable member that, or a disk or
+// floppy image with a boot sector signature (55 AA at byte 510: an MBR, a
+// GPT's protective MBR, a FAT volume). Anything else (an HTML page, a
+// service's answer) never reaches the machine.
+func checkImage(path string, iso bool) error {
+	errISO := checkISO(path)
+	if iso || errISO == nil {
+		return errISO
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b := make([]byte, 2)
+	if _, err := f.ReadAt(b, 510); err == nil && b[0] == 0x55 && b[1] == 0xaa {
+		return nil
+	}
+	return fmt.Errorf("not a disk image: neither an ISO 9660 volume descriptor at byte 32769 nor a boot sector signature (55 AA) at byte 510")
+}
+
 // checkISO looks for an ISO 9660 or UDF volume descriptor at sector 16
 // (ECMA-119 §6.2.1, ECMA-167 2/9.1): "CD001" or "BEA01" at byte 32769.
 func checkISO(path string) error {
@@ -717,4 +882,69 @@ func checkISO(path string) error {
 		return fmt.Errorf("not an ISO 9660 image: no volume descriptor (CD001) at byte 32769")
 	}
 	return nil
+}
+
+// keyLock serialises fetches of one URL and user; it is dropped when no
+// fetch needs it, so the map holds only keys being fetched.
+type keyLock struct {
+	mu sync.Mutex
+	n  int // fetches holding or waiting for mu
+}
+
+// lockKey takes the lock of key and returns its release.
+func (c *Cache) lockKey(key string) func() {
+	c.keyMu.Lock()
+	l := c.keys[key]
+	if l == nil {
+		l = &keyLock{}
+		c.keys[key] = l
+	}
+	l.n++
+	c.keyMu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		c.keyMu.Lock()
+		if l.n--; l.n == 0 {
+			delete(c.keys, key)
+		}
+		c.keyMu.Unlock()
+	}
+}
+
+// lookupGroup resolves Config.Group; -1 when it is empty and neither
+// libvirt-qemu nor kvm exists.
+func lookupGroup(name string) (int, error) {
+	if name == "" {
+		for _, n := range []string{"libvirt-qemu", "kvm"} {
+			if g, err := user.LookupGroup(n); err == nil {
+				return strconv.Atoi(g.Gid)
+			}
+		}
+		return -1, nil
+	}
+	if id, err := strconv.Atoi(name); err == nil {
+		return id, nil
+	}
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		return 0, fmt.Errorf("image cache group %q: %w (give the group qemu runs with, e.g. libvirt-qemu)", name, err)
+	}
+	return strconv.Atoi(g.Gid)
+}
+
+// share gives a cache directory or image the group qemu reads with and no
+// access to others: 0750 and 0640, or 0700 and 0600 without a group.
+func (c *Cache) share(path string, dir bool) error {
+	mode := os.FileMode(0o600)
+	if c.gid >= 0 {
+		mode = 0o640
+		if err := os.Chown(path, -1, c.gid); err != nil {
+			return fmt.Errorf("give %s to group %d (qemu's): %w", path, c.gid, err)
+		}
+	}
+	if dir {
+		mode |= 0o100 | (mode&0o040)>>2
+	}
+	return os.Chmod(path, mode)
 }

@@ -99,8 +99,12 @@ func (s *imageServer) set(body []byte, etag string, modified time.Time) {
 	s.body, s.etag, s.modified = body, etag, modified
 }
 
+// newCache opens a cache in a temporary directory. The tests' image servers
+// are on loopback, so the policy allows it, as an operator who serves images
+// on the BMC host would (vbmcd --media-allow-loopback).
 func newCache(t *testing.T, cfg Config) *Cache {
 	t.Helper()
+	cfg.Policy.AllowLoopback = true
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
 	}
@@ -153,10 +157,6 @@ func TestUnchangedImageIsFetchedOnce(t *testing.T) {
 			}
 			if !strings.HasPrefix(a.Path, filepath.Join(c.Dir(), "objects")+"/") {
 				t.Fatalf("image at %s, outside the cache's objects", a.Path)
-			}
-			fi, err := os.Stat(a.Path)
-			if err != nil || fi.Mode().Perm()&0o004 == 0 {
-				t.Fatalf("image not world-readable for qemu: %v %v", fi.Mode(), err)
 			}
 		})
 	}
@@ -299,7 +299,7 @@ func TestSizeBoundEvictsLeastRecentlyUsedUnheld(t *testing.T) {
 		if i == 2 {
 			inUse = []string{imgs[0].Path} // a machine holds the oldest one
 		}
-		imgs = append(imgs, mustFetch(t, c, machine.ImageRequest{Image: srv.URL + "/" + tag + ".iso", InUse: inUse}))
+		imgs = append(imgs, mustFetch(t, c, machine.ImageRequest{Image: srv.URL + "/" + tag + ".iso", InUse: func() []string { return inUse }}))
 	}
 	if _, err := os.Stat(imgs[0].Path); err != nil {
 		t.Fatalf("the held image was evicted: %v", err)

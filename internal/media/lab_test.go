@@ -33,7 +33,8 @@ type bmc struct {
 
 func newBMC(t *testing.T, lab *virttest.Lab) *bmc {
 	t.Helper()
-	cache, err := media.New(media.Config{Dir: filepath.Join(testenv.QemuDir(t), "media"), Log: testenv.Logger(t)})
+	cache, err := media.New(media.Config{Dir: filepath.Join(testenv.QemuDir(t), "media"), Log: testenv.Logger(t),
+		Policy: media.Policy{AllowLoopback: true}}) // the test serves images on loopback
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,11 +36,19 @@ type principal struct {
 	role   accounts.Role
 	system string
 	gen    uint64
+
+	// id names who the principal is, for matching sessions to their owner
+	// and counting them: a stored account by its ID (a deleted and re-made
+	// user of the same name is someone else), the bootstrap user by name,
+	// a machine's user by name and password (two machines may each have an
+	// "admin" with different passwords).
+	id string
 }
 
 // fromAccount is the principal of a stored account.
 func fromAccount(a accounts.Account, gen uint64) *principal {
-	return &principal{all: a.System == "", user: a.UserName, priv: a.Role.Privileges(), acct: a.ID, role: a.Role, system: a.System, gen: gen}
+	return &principal{all: a.System == "", user: a.UserName, priv: a.Role.Privileges(), acct: a.ID, role: a.Role, system: a.System, gen: gen,
+		id: "account/" + a.ID}
 }
 
 // stale reports whether p came from the account store and the store has
@@ -82,15 +90,16 @@ func equalConst(a, b string) bool {
 
 func sum(s string) [32]byte { return sha256.Sum256([]byte(s)) }
 
-// verify checks a user name and password against the service credentials
-// and every machine's own; nil when neither knows them.
-func (s *Server) verify(user, pass string) *principal {
+// verify checks a user name and password against the service credentials,
+// the stored accounts and every machine's own; nil when none knows them,
+// with why when a stored account refused them (disabled, locked).
+func (s *Server) verify(user, pass string) (*principal, error) {
 	if s.admin != nil {
 		u, p := sum(user), sum(pass)
 		okU := subtle.ConstantTimeCompare(u[:], s.adminUser[:])
 		okP := subtle.ConstantTimeCompare(p[:], s.adminPass[:])
 		if okU&okP == 1 {
-			return s.admin
+			return s.admin, nil
 		}
 	}
 	if s.accounts != nil {
@@ -98,31 +107,62 @@ func (s *Server) verify(user, pass string) *principal {
 		a, found, err := s.accounts.Verify(user, pass)
 		if found {
 			if err != nil {
-				s.log.Info("login refused", zap.String("user", user), zap.Error(err))
-				return nil
+				return nil, err
 			}
-			return fromAccount(a, gen)
+			return fromAccount(a, gen), nil
 		}
 	}
-	cand := &principal{user: user, pass: pass, priv: accounts.AllPrivileges}
+	ps := sum(pass)
+	cand := &principal{user: user, pass: pass, priv: accounts.AllPrivileges,
+		id: "machine/" + hex.EncodeToString(ps[:8]) + "/" + user}
 	for _, m := range s.svc.List() {
 		if cand.canAccess(m) {
-			return cand
+			return cand, nil
 		}
 	}
-	return nil
+	return nil, nil
 }
 
-// basicCache maps a raw Authorization header value to the principal it was
+// maxLogName is how much of a refused user name a log line carries.
+const maxLogName = 64
+
+// logName is a user name as logs show it: cut to maxLogName bytes, so that
+// a refused login costs a log line of bounded size.
+func logName(user string) string {
+	if len(user) <= maxLogName {
+		return user
+	}
+	return strings.ToValidUTF8(user[:maxLogName], "") + "…"
+}
+
+// refused logs a refused login at the edge.
+func (s *Server) refused(c *call, user string, why error) {
+	fs := []zap.Field{zap.String("user", logName(user)), zap.String("remote", c.r.RemoteAddr)}
+	if why != nil {
+		fs = append(fs, zap.Error(why))
+	}
+	s.log.Info("login refused", fs...)
+}
+
+// basicCache maps an Authorization header value to the principal it was
 // verified as, so a request with known credentials costs one map lookup and
-// no decoding or hashing. Only verified values are kept, and at most
-// basicCacheSize of them.
+// no decoding or hashing. Only verified values in their canonical form are
+// kept ("Basic " and the standard base64 of user:password, see canonicalBasic),
+// so one pair of credentials has one key whatever a client pads or re-encodes,
+// a key is at most maxAuthHeader bytes, and at most basicCacheSize of them
+// exist: the cache holds at most a few hundred KiB.
 type basicCache struct {
 	mu sync.RWMutex
 	m  map[string]*principal
 }
 
-const basicCacheSize = 4096
+const (
+	basicCacheSize = 1024
+	// maxAuthHeader bounds an Authorization header; longer ones are refused
+	// before they are decoded. Stored accounts' names and passwords take at
+	// most 16 and 20 bytes (IPMI's limits).
+	maxAuthHeader = 512
+)
 
 func (b *basicCache) get(h string) *principal {
 	b.mu.RLock()
@@ -138,6 +178,18 @@ func (b *basicCache) put(h string, p *principal) {
 	}
 	b.m[h] = p
 	b.mu.Unlock()
+}
+
+// canonicalBasic reports whether h is the one spelling of its credentials
+// the cache keys on: "Basic " then the padded standard base64 of
+// user:password, nothing else (RFC 7617 §2).
+func canonicalBasic(h, user, pass string) bool {
+	const prefix = "Basic "
+	n := len(user) + 1 + len(pass)
+	if len(h) != len(prefix)+base64.StdEncoding.EncodedLen(n) || h[:len(prefix)] != prefix {
+		return false
+	}
+	return base64.StdEncoding.EncodeToString([]byte(user+":"+pass)) == h[len(prefix):]
 }
 
 func unauthorized(detail string) *apiError {
@@ -168,6 +220,9 @@ func (s *Server) authenticate(c *call) *apiError {
 	if len(auth) == 0 {
 		return unauthorized("Credentials are required.")
 	}
+	if len(auth[0]) > maxAuthHeader {
+		return unauthorized("The Authorization header is too long.")
+	}
 	if p := s.basic.get(auth[0]); p != nil && !s.stale(p) {
 		c.who = p
 		return nil
@@ -176,11 +231,14 @@ func (s *Server) authenticate(c *call) *apiError {
 	if !ok {
 		return unauthorized("Only Basic authentication and sessions are supported.")
 	}
-	p := s.verify(user, pass)
+	p, why := s.verify(user, pass)
 	if p == nil {
+		s.refused(c, user, why)
 		return unauthorized("The credentials were not accepted.")
 	}
-	s.basic.put(auth[0], p)
+	if canonicalBasic(auth[0], user, pass) {
+		s.basic.put(auth[0], p)
+	}
 	c.who = p
 	return nil
 }
@@ -240,17 +298,22 @@ func (st *sessionStore) remove(sess *session) {
 }
 
 // create opens a session, after dropping expired ones; nil when max live
-// sessions exist.
-func (st *sessionStore) create(who *principal, now time.Time, ttl time.Duration, max int) *session {
+// sessions exist, or perUser of who's own.
+func (st *sessionStore) create(who *principal, now time.Time, ttl time.Duration, max, perUser int) *session {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	own := 0
 	for _, sess := range st.byID {
 		if now.Sub(time.Unix(0, sess.last.Load())) > ttl {
 			delete(st.byToken, sess.token)
 			delete(st.byID, sess.id)
+			continue
+		}
+		if sess.who.Load().id == who.id {
+			own++
 		}
 	}
-	if len(st.byID) >= max {
+	if len(st.byID) >= max || own >= perUser {
 		return nil
 	}
 	sess := &session{id: randomHex(8), token: randomHex(24), created: now}
@@ -287,7 +350,7 @@ func (p *principal) sees(other *principal) bool {
 	if p.all && p.priv&accounts.ConfigureUsers != 0 {
 		return true
 	}
-	return !other.all == !p.all && other.user == p.user
+	return other.id == p.id
 }
 
 // refresh re-reads a stored account's principal after the store changed;

@@ -544,12 +544,12 @@ func postSession(s *Server, c *call) *apiError {
 		}
 	}
 	user, pass := body["UserName"].(string), body["Password"].(string)
-	who := s.verify(user, pass)
+	who, why := s.verify(user, pass)
 	if who == nil {
-		s.log.Info("login refused", zap.String("user", user), zap.String("remote", c.r.RemoteAddr))
+		s.refused(c, user, why)
 		return unauthorized("The credentials were not accepted.")
 	}
-	sess := s.sessions.create(who, s.now(), s.ttl, s.maxSessions)
+	sess := s.sessions.create(who, s.now(), s.ttl, s.maxSessions, s.maxPerUser)
 	if sess == nil {
 		return newError(http.StatusServiceUnavailable, MsgSessionLimitExceeded)
 	}

@@ -25,6 +25,7 @@ type Server struct {
 	adminPass   [32]byte
 	ttl         time.Duration
 	maxSessions int
+	maxPerUser  int           // live sessions one principal may hold
 	insertWait  time.Duration // how long InsertMedia waits before answering 202
 
 	accounts *accounts.Store // nil: no stored accounts
@@ -44,7 +45,7 @@ type Option func(*Server)
 // authenticate, each for its own system.
 func WithCredentials(user, pass string) Option {
 	return func(s *Server) {
-		s.admin = &principal{all: true, user: user, priv: accounts.AllPrivileges, role: accounts.Administrator}
+		s.admin = &principal{all: true, user: user, priv: accounts.AllPrivileges, role: accounts.Administrator, id: "bootstrap/" + user}
 		s.adminUser, s.adminPass = sum(user), sum(pass)
 	}
 }
@@ -104,6 +105,16 @@ func WithMaxSessions(n int) Option {
 	}
 }
 
+// WithMaxUserSessions caps the live sessions of one user (default 64), so
+// that no user can take every session (WithMaxSessions) from the others.
+func WithMaxUserSessions(n int) Option {
+	return func(s *Server) {
+		if n > 0 {
+			s.maxPerUser = n
+		}
+	}
+}
+
 // WithClock replaces time.Now, for tests of session expiry.
 func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
 
@@ -125,6 +136,7 @@ func New(svc *machine.Service, log *zap.Logger, opts ...Option) *Server {
 		},
 		ttl:         30 * time.Minute,
 		maxSessions: 1024,
+		maxPerUser:  64,
 		insertWait:  time.Second,
 		events:      newEvents(log.Named("events")),
 	}

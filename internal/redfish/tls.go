@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -23,12 +24,16 @@ const (
 	selfSignedKey  = "redfish-tls.key"
 )
 
-// TLSConfig returns the TLS configuration of the service: the user's
-// certificate and key when both are given, else a self-signed ECDSA pair
-// kept in stateDir, generated on the first call and reused afterwards (so
-// clients that pinned it keep working across restarts). The self-signed
-// certificate names 127.0.0.1, ::1, localhost and the host name.
-func TLSConfig(stateDir, certFile, keyFile string) (*tls.Config, error) {
+// TLSConfig returns the TLS configuration of the service: TLS 1.2 or later
+// with AEAD cipher suites only, and the user's certificate and key when both
+// are given, else a self-signed ECDSA pair kept in stateDir, generated on the
+// first call and reused afterwards (so clients that pinned it keep working
+// across restarts) while it is valid for another 30 days and names every
+// SAN asked for. The self-signed certificate is a leaf (not a CA: it signs
+// nothing), valid for selfSignedDays, and names 127.0.0.1, ::1, localhost,
+// the host name and sans (host names or IP addresses, such as the listen
+// address and vbmcd's --tls-san).
+func TLSConfig(stateDir, certFile, keyFile string, sans ...string) (*tls.Config, error) {
 	switch {
 	case certFile != "" && keyFile != "":
 	case certFile != "" || keyFile != "":
@@ -39,7 +44,7 @@ func TLSConfig(stateDir, certFile, keyFile string) (*tls.Config, error) {
 		}
 		certFile = filepath.Join(stateDir, selfSignedCert)
 		keyFile = filepath.Join(stateDir, selfSignedKey)
-		if err := ensureSelfSigned(certFile, keyFile); err != nil {
+		if err := ensureSelfSigned(certFile, keyFile, sans, time.Now()); err != nil {
 			return nil, err
 		}
 	}
@@ -50,20 +55,37 @@ func TLSConfig(stateDir, certFile, keyFile string) (*tls.Config, error) {
 	return &tls.Config{
 		Certificates: []tls.Certificate{pair},
 		MinVersion:   tls.VersionTLS12,
+		CipherSuites: aeadSuites, // TLS 1.3's are all AEAD and not configurable
 	}, nil
 }
 
-// ensureSelfSigned writes a self-signed pair unless both files exist.
-func ensureSelfSigned(certFile, keyFile string) error {
-	_, errC := os.Stat(certFile)
+// aeadSuites are the TLS 1.2 suites offered: forward secret and AEAD only
+// (no CBC, no SHA-1 MAC, no RSA key exchange).
+var aeadSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// selfSignedDays is the self-signed certificate's validity; it is renewed
+// when fewer than 30 days are left.
+const selfSignedDays = 365
+
+// ensureSelfSigned writes a self-signed pair unless both files exist and
+// the certificate is still good: a leaf, valid for 30 more days, naming
+// every SAN in sans.
+func ensureSelfSigned(certFile, keyFile string, sans []string, now time.Time) error {
 	_, errK := os.Stat(keyFile)
-	if errC == nil && errK == nil {
+	if b, err := os.ReadFile(certFile); err == nil && errK == nil && stillGood(b, sans, now) {
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(certFile), 0o700); err != nil {
 		return fmt.Errorf("TLS: state directory: %w", err)
 	}
-	certPEM, keyPEM, err := selfSigned(time.Now())
+	certPEM, keyPEM, err := selfSigned(now, sans...)
 	if err != nil {
 		return err
 	}
@@ -75,7 +97,29 @@ func ensureSelfSigned(certFile, keyFile string) error {
 	return writeAtomic(certFile, certPEM, 0o644)
 }
 
-func selfSigned(now time.Time) (certPEM, keyPEM []byte, err error) {
+// stillGood reports whether a kept self-signed certificate may be reused.
+func stillGood(certPEM []byte, sans []string, now time.Time) bool {
+	b, _ := pem.Decode(certPEM)
+	if b == nil {
+		return false
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil || c.IsCA || now.Add(30*24*time.Hour).After(c.NotAfter) {
+		return false // an older version's CA, or about to expire
+	}
+	for _, san := range sans {
+		if ip := net.ParseIP(san); ip != nil {
+			if !slices.ContainsFunc(c.IPAddresses, ip.Equal) {
+				return false
+			}
+		} else if !slices.Contains(c.DNSNames, san) {
+			return false
+		}
+	}
+	return true
+}
+
+func selfSigned(now time.Time, sans ...string) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("TLS: generate key: %w", err)
@@ -88,17 +132,27 @@ func selfSigned(now time.Time) (certPEM, keyPEM []byte, err error) {
 	if h, err := os.Hostname(); err == nil && h != "" && h != "localhost" {
 		dns = append(dns, h)
 	}
+	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	for _, san := range sans {
+		if ip := net.ParseIP(san); ip != nil {
+			if !slices.ContainsFunc(ips, ip.Equal) {
+				ips = append(ips, ip)
+			}
+		} else if san != "" && !slices.Contains(dns, san) {
+			dns = append(dns, san)
+		}
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
 		Subject:               pkix.Name{CommonName: "bmlab vbmcd", Organization: []string{"bmlab"}},
 		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.AddDate(10, 0, 0),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		NotAfter:              now.AddDate(0, 0, selfSignedDays),
+		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
-		IsCA:                  true,
+		IsCA:                  false,
 		DNSNames:              dns,
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		IPAddresses:           ips,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {

@@ -36,7 +36,7 @@ type mediaFixture struct {
 
 func newMediaFixture(t *testing.T, opts ...Option) *mediaFixture {
 	t.Helper()
-	cache, err := media.New(media.Config{Dir: t.TempDir()})
+	cache, err := media.New(media.Config{Dir: t.TempDir(), Policy: media.Policy{AllowLoopback: true}}) // the image server is on loopback
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +65,10 @@ func newMediaFixture(t *testing.T, opts ...Option) *mediaFixture {
 			w.Write(isoBytes(128 << 10)[32<<10:])
 		case "/not.iso":
 			w.Write(make([]byte, 64<<10))
+		case "/stick.img": // a disk image: a boot sector signature
+			disk := make([]byte, 64<<10)
+			disk[510], disk[511] = 0x55, 0xaa
+			w.Write(disk)
 		default:
 			http.NotFound(w, r)
 		}
@@ -134,7 +138,8 @@ func TestVirtualMediaInsertEject(t *testing.T) {
 
 	// The removable member is a USB stick that comes and goes.
 	usb := managerURI(f.ids[0]) + "/VirtualMedia/Removable"
-	wantCode(t, f.post(usb+"/Actions/VirtualMedia.InsertMedia", `{"Image":"`+f.images.URL+`/not.iso"}`), http.StatusNoContent, "insert removable")
+	wantCode(t, f.post(usb+"/Actions/VirtualMedia.InsertMedia", `{"Image":"`+f.images.URL+`/not.iso"}`), http.StatusBadRequest, "insert a removable image that is no disk image")
+	wantCode(t, f.post(usb+"/Actions/VirtualMedia.InsertMedia", `{"Image":"`+f.images.URL+`/stick.img"}`), http.StatusNoContent, "insert removable")
 	m, _ = f.svc.Get(f.ids[0])
 	if d := machine.MediaOf(m, machine.SlotRemovable); !d.Inserted || d.Drive.Bus != "usb" {
 		t.Fatalf("removable: %+v", d)
@@ -243,7 +248,7 @@ func TestPowerOnWaitIsBounded(t *testing.T) {
 }
 
 func mustCache(t *testing.T) *media.Cache {
-	c, err := media.New(media.Config{Dir: t.TempDir()})
+	c, err := media.New(media.Config{Dir: t.TempDir(), Policy: media.Policy{AllowLoopback: true}}) // the image server is on loopback
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,12 +2,16 @@ package vbmcd
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
+
+	"github.com/bmlab/bmlab/internal/media"
 )
 
 // Config is everything the daemon is told. Every field is a flag, a key of
@@ -26,6 +30,7 @@ type Config struct {
 	CredentialsFile string
 	TLSCert         string
 	TLSKey          string
+	TLSSANs         []string
 	InsecureHTTP    bool
 	StateDir        string
 	SessionTimeout  time.Duration
@@ -34,6 +39,14 @@ type Config struct {
 	MediaMaxBytes int64
 	MediaLocalDir string
 	MediaWait     time.Duration
+
+	MediaAllowLoopback bool
+	MediaDenyPrivate   bool
+	MediaAllowCIDRs    []string
+	MediaDenyCIDRs     []string
+	MediaCAFile        string
+	MediaInsecureTLS   bool
+	MediaGroup         string
 
 	IPMI               bool
 	IPMIAddr           string
@@ -52,12 +65,13 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.Domains, "domains", nil, "serve only domains whose names match these shell patterns (default: all)")
 	fs.IntVar(&c.SimNodes, "sim-nodes", 8, "number of simulated servers (--backend sim)")
 	fs.DurationVar(&c.SimDelay, "sim-delay", 2*time.Second, "how long a simulated power transition takes")
-	fs.StringVar(&c.RedfishAddr, "redfish-addr", ":8000", "Redfish listen address host:port")
+	fs.StringVar(&c.RedfishAddr, "redfish-addr", "127.0.0.1:8000", "Redfish listen address host:port (\":8000\" for every address; off loopback a password of your own is required)")
 	fs.StringVar(&c.Username, "username", "admin", "the service-wide BMC user (Redfish and IPMI)")
-	fs.StringVar(&c.Password, "password", "password", "the service-wide BMC password")
+	fs.StringVar(&c.Password, "password", DefaultPassword, "the service-wide BMC password (visible to every local user in the process list: prefer --credentials-file or VBMCD_PASSWORD)")
 	fs.StringVar(&c.CredentialsFile, "credentials-file", "", "YAML file with username: and password: (instead of --username/--password)")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "TLS certificate for Redfish (default: a self-signed one kept in --state-dir)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "TLS key for --tls-cert")
+	fs.StringSliceVar(&c.TLSSANs, "tls-san", nil, "names and addresses the self-signed certificate is for, besides the listen address, loopback and the host name")
 	fs.BoolVar(&c.InsecureHTTP, "insecure-http", false, "serve Redfish over plain HTTP")
 	fs.StringVar(&c.StateDir, "state-dir", "/var/lib/vbmcd", "where vbmcd keeps its TLS certificate and service UUID")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 30*time.Minute, "idle timeout of Redfish sessions")
@@ -65,8 +79,15 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.Int64Var(&c.MediaMaxBytes, "media-max-bytes", 20<<30, "size bound of the image cache; least recently used images no VM holds are evicted")
 	fs.StringVar(&c.MediaLocalDir, "media-local-dir", "", "allow virtual media images given as local paths inside this directory (default: refused)")
 	fs.DurationVar(&c.MediaWait, "media-wait", 2*time.Minute, "how long a power-on waits for virtual media that is still downloading")
+	fs.BoolVar(&c.MediaAllowLoopback, "media-allow-loopback", false, "allow virtual media images from loopback addresses (an image server on this host)")
+	fs.BoolVar(&c.MediaDenyPrivate, "media-deny-private", false, "refuse virtual media images from private addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) too")
+	fs.StringSliceVar(&c.MediaAllowCIDRs, "media-allow-cidr", nil, "allow virtual media images from these ranges whatever else says (except --media-deny-cidr)")
+	fs.StringSliceVar(&c.MediaDenyCIDRs, "media-deny-cidr", nil, "refuse virtual media images from these ranges")
+	fs.StringVar(&c.MediaCAFile, "media-ca-file", "", "PEM bundle trusted for HTTPS image servers, with the system's roots")
+	fs.BoolVar(&c.MediaInsecureTLS, "media-insecure-tls", false, "never verify image servers' certificates (whatever VerifyCertificate says)")
+	fs.StringVar(&c.MediaGroup, "media-group", "", "group qemu reads images as (default: libvirt-qemu, else kvm)")
 	fs.BoolVar(&c.IPMI, "ipmi", true, "serve IPMI lanplus BMCs for machines that have an IPMI endpoint")
-	fs.StringVar(&c.IPMIAddr, "ipmi-addr", "", "address IPMI BMCs bind when their endpoint names none (default: all)")
+	fs.StringVar(&c.IPMIAddr, "ipmi-addr", "", "address IPMI BMCs bind when their endpoint names none (default: --redfish-addr's host)")
 	fs.IntVar(&c.IPMIPortBase, "ipmi-port-base", 0, "give every machine without an IPMI endpoint the lowest free port from here on (0: off)")
 	fs.BoolVar(&c.IPMICipher0, "ipmi-cipher0", false, "accept IPMI cipher suite 0 (no authentication at all)")
 	fs.IntVar(&c.IPMIMaxSessions, "ipmi-max-sessions", 16, "IPMI sessions per BMC")
@@ -163,6 +184,106 @@ func (c *Config) credentials() (user, pass string, err error) {
 	return f.Username, f.Password, nil
 }
 
+// DefaultPassword is the built-in password, accepted on loopback only.
+const DefaultPassword = "password"
+
+// checkPassword refuses an empty password anywhere, and the built-in one
+// on a listener that every network may reach (every address, or a public
+// one). On a private address (a lab's own network, where labctl puts BMCs)
+// the built-in one is only warned about: see warnings.
+func (c *Config) checkPassword(pass string) error {
+	if pass == "" {
+		return fmt.Errorf("the BMC password is empty; set one with --credentials-file (a 0600 YAML file with username: and password:) or VBMCD_PASSWORD")
+	}
+	if pass != DefaultPassword {
+		return nil
+	}
+	for _, l := range c.listeners() {
+		if reach(l.addr) == reachAll {
+			return fmt.Errorf("%s %q is reachable from any network and the BMC password is the built-in one; set your own with --credentials-file (a 0600 YAML file with username: and password:) or VBMCD_PASSWORD, or listen on 127.0.0.1 or a private address", l.flag, l.addr)
+		}
+	}
+	return nil
+}
+
+type listener struct{ flag, addr string }
+
+// listeners are the addresses the daemon listens on by default.
+func (c *Config) listeners() []listener {
+	ls := []listener{{"--redfish-addr", c.RedfishAddr}}
+	if c.IPMI {
+		ls = append(ls, listener{"--ipmi-addr", c.ipmiAddr()})
+	}
+	return ls
+}
+
+type reachability int
+
+const (
+	reachLocal   reachability = iota // loopback
+	reachPrivate                     // a private address: the lab's networks
+	reachAll                         // every address, or a public one
+)
+
+// reach says who can reach a listener on addr (host or host:port).
+func reach(addr string) reachability {
+	host := addr
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		host = h
+	}
+	if host == "localhost" {
+		return reachLocal
+	}
+	ip, err := netip.ParseAddr(host)
+	switch {
+	case err != nil || ip.IsUnspecified():
+		return reachAll // "", a name (may resolve anywhere), 0.0.0.0, ::
+	case ip.IsLoopback():
+		return reachLocal
+	case ip.IsPrivate() || ip.IsLinkLocalUnicast():
+		return reachPrivate
+	}
+	return reachAll
+}
+
+// ipmiAddr is the address IPMI BMCs bind when their endpoint names none:
+// --ipmi-addr, else the Redfish listener's host ("" when that is every
+// address).
+func (c *Config) ipmiAddr() string {
+	if c.IPMIAddr != "" {
+		return c.IPMIAddr
+	}
+	host, _, err := net.SplitHostPort(c.RedfishAddr)
+	if err != nil {
+		return ""
+	}
+	return host
+}
+
+// warnings are the settings an operator must know are unsafe; passwordFlag
+// says --password was given on the command line, builtin that the password
+// is the built-in one.
+func (c *Config) warnings(passwordFlag, builtin bool) []string {
+	var w []string
+	if builtin {
+		for _, l := range c.listeners() {
+			if reach(l.addr) != reachLocal {
+				w = append(w, fmt.Sprintf("%s %q is reachable from other machines and the BMC password is the built-in one; set your own with --credentials-file", l.flag, l.addr))
+			}
+		}
+	}
+	if c.InsecureHTTP {
+		w = append(w, "--insecure-http: Redfish credentials and session tokens cross the network in clear text")
+	}
+	if c.IPMI && c.IPMICipher0 {
+		w = append(w, "--ipmi-cipher0: IPMI cipher suite 0 is on; anyone who can reach an IPMI port controls its machine as an administrator, with no password")
+	}
+	if passwordFlag {
+		w = append(w, "--password on the command line is visible to every local user (/proc/*/cmdline); use --credentials-file or VBMCD_PASSWORD")
+	}
+	return w
+}
+
 func (c *Config) validate() error {
 	switch c.Backend {
 	case "libvirt", "sim":
@@ -181,8 +302,30 @@ func (c *Config) validate() error {
 	if c.MediaMaxBytes <= 0 {
 		return fmt.Errorf("--media-max-bytes %d: want a positive size in bytes", c.MediaMaxBytes)
 	}
+	if _, err := c.mediaPolicy(); err != nil {
+		return err
+	}
 	if c.IPMIPortBase < 0 || c.IPMIPortBase > 65535 {
 		return fmt.Errorf("--ipmi-port-base %d: want a UDP port (1-65535) or 0 for off", c.IPMIPortBase)
 	}
 	return nil
+}
+
+// mediaPolicy is the virtual media fetcher's address policy.
+func (c *Config) mediaPolicy() (media.Policy, error) {
+	p := media.Policy{AllowLoopback: c.MediaAllowLoopback, DenyPrivate: c.MediaDenyPrivate}
+	for _, l := range []struct {
+		flag  string
+		cidrs []string
+		dst   *[]netip.Prefix
+	}{{"--media-allow-cidr", c.MediaAllowCIDRs, &p.Allow}, {"--media-deny-cidr", c.MediaDenyCIDRs, &p.Deny}} {
+		for _, s := range l.cidrs {
+			pf, err := netip.ParsePrefix(s)
+			if err != nil {
+				return p, fmt.Errorf("%s %q: want a range such as 192.168.10.0/24 or fd00::/64", l.flag, s)
+			}
+			*l.dst = append(*l.dst, pf.Masked())
+		}
+	}
+	return p, nil
 }

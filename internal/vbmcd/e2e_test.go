@@ -40,22 +40,9 @@ func daemon(t *testing.T, prefix string) string {
 	cfg.Username, cfg.Password = "admin", "e2e-pass"
 	cfg.StateDir = t.TempDir()
 	cfg.MediaDir, cfg.MediaMaxBytes, cfg.MediaWait = testenv.QemuDir(t), 1<<30, time.Minute
+	cfg.MediaAllowLoopback = true // the tests serve images on loopback
 	cfg.SessionTimeout = time.Minute
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &testenv.Buffer{}
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, cfg, testenv.Logger(t), out) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("vbmcd: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("vbmcd did not shut down within 10 s")
-		}
-	})
+	out := start(t, cfg)
 	re := regexp.MustCompile(`Redfish at (https://[0-9.:]+)/redfish/v1`)
 	var url string
 	if !testenv.WaitFor(30*time.Second, func() bool {
@@ -69,6 +56,27 @@ func daemon(t *testing.T, prefix string) string {
 	}
 	caFile = filepath.Join(cfg.StateDir, "redfish-tls.crt")
 	return url
+}
+
+// start runs serve with cfg until the test ends and returns its output.
+func start(t *testing.T, cfg Config) *testenv.Buffer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &testenv.Buffer{}
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, testenv.Logger(t), out, false) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("vbmcd: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("vbmcd did not shut down within 10 s")
+		}
+	})
+	return out
 }
 
 type sushyState struct {

@@ -5,14 +5,16 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/bmlab/bmlab/internal/accounts"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/bmlab/bmlab/internal/accounts"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -70,7 +72,7 @@ VBMCD_REDFISH_ADDR). Flags win over the environment, which wins over the file.`,
 				return err
 			}
 			defer func() { _ = log.Sync() }()
-			return serve(cmd.Context(), cfg, log, streams.Out)
+			return serve(cmd.Context(), cfg, log, streams.Out, cmd.Flags().Changed("password"))
 		},
 	}
 	cmd.SetOut(streams.Out)
@@ -130,10 +132,17 @@ func newLibvirt(ctx context.Context, cfg Config, log *zap.Logger) (*virt.Backend
 }
 
 // serve runs the daemon until ctx ends.
-func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) error {
+// passwordFlag says --password was given on the command line.
+func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, passwordFlag bool) error {
 	user, pass, err := cfg.credentials()
 	if err != nil {
 		return err
+	}
+	if err := cfg.checkPassword(pass); err != nil {
+		return err
+	}
+	for _, w := range cfg.warnings(passwordFlag && cfg.CredentialsFile == "", pass == DefaultPassword) {
+		log.Warn(w)
 	}
 	var be machine.Backend
 	switch cfg.Backend {
@@ -146,7 +155,17 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) erro
 		}
 		be = lb
 	}
-	cache, err := media.New(media.Config{Dir: cfg.MediaDir, MaxBytes: cfg.MediaMaxBytes, LocalDir: cfg.MediaLocalDir, Log: log.Named("media")})
+	policy, err := cfg.mediaPolicy()
+	if err != nil {
+		return err
+	}
+	if cfg.MediaInsecureTLS {
+		log.Warn("--media-insecure-tls: image servers' certificates are never verified; anyone on the path can replace the images machines boot")
+	}
+	cache, err := media.New(media.Config{
+		Dir: cfg.MediaDir, MaxBytes: cfg.MediaMaxBytes, LocalDir: cfg.MediaLocalDir, Group: cfg.MediaGroup,
+		Policy: policy, CAFile: cfg.MediaCAFile, InsecureTLS: cfg.MediaInsecureTLS, Log: log.Named("media"),
+	})
 	if err != nil {
 		return fmt.Errorf("virtual media cache: %w (choose another --media-dir)", err)
 	}
@@ -170,12 +189,16 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) erro
 		redfish.WithSessionTimeout(cfg.SessionTimeout),
 		redfish.WithServiceUUID(uuid))
 	go rf.RunEvents(ctx)
-	srv := &http.Server{Handler: rf.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(log.Named("http"))}
+	srv := newHTTPServer(rf.Handler(), log)
 	scheme := "https"
 	if cfg.InsecureHTTP {
 		scheme = "http"
 	} else {
-		tc, err := redfish.TLSConfig(cfg.StateDir, cfg.TLSCert, cfg.TLSKey)
+		sans := cfg.TLSSANs
+		if host, _, err := net.SplitHostPort(cfg.RedfishAddr); err == nil && reach(host) != reachLocal && !unspecified(host) {
+			sans = append([]string{host}, sans...)
+		}
+		tc, err := redfish.TLSConfig(cfg.StateDir, cfg.TLSCert, cfg.TLSKey, sans...)
 		if err != nil {
 			return err
 		}
@@ -203,7 +226,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) erro
 		opts := []ipmi.Option{
 			ipmi.WithCredentials(machine.Credential{Username: user, Password: pass}),
 			ipmi.WithAccounts(store),
-			ipmi.WithAddress(cfg.IPMIAddr),
+			ipmi.WithAddress(cfg.ipmiAddr()),
 			ipmi.WithCipherSuite0(cfg.IPMICipher0),
 			ipmi.WithSessionLimit(cfg.IPMIMaxSessions),
 			ipmi.WithSessionTimeout(cfg.IPMISessionTimeout),
@@ -242,6 +265,12 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) erro
 		}
 	}
 	return runErr
+}
+
+// unspecified reports whether a listen host means every address.
+func unspecified(host string) bool {
+	ip, err := netip.ParseAddr(host)
+	return host == "" || (err == nil && ip.IsUnspecified())
 }
 
 // displayAddr turns ":8000" into "localhost:8000" for the banner.
