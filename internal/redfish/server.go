@@ -143,7 +143,7 @@ func New(svc *machine.Service, log *zap.Logger, opts ...Option) *Server {
 	}
 	s.id.SessionTTL = int(s.ttl / time.Second)
 	s.cache.m = map[string]*entry{}
-	s.basic.m = map[string]*principal{}
+	s.basic.init()
 	s.sessions.byToken = map[string]*session{}
 	s.sessions.byID = map[string]*session{}
 	s.routes = s.table()
