@@ -202,6 +202,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		p = rootURI + "/"
 	}
 	c.path = p
+	switch r.Method {
+	case http.MethodPost, http.MethodPatch, http.MethodPut:
+		// A body is read only up to maxBody, whoever sends it; the writer
+		// makes the server close the connection rather than drain the rest.
+		if r.ContentLength > maxBody {
+			s.fail(c, newError(http.StatusRequestEntityTooLarge, MsgPayloadTooLarge))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	}
 	rt := s.match(c)
 	method := r.Method
 	if method == http.MethodHead {

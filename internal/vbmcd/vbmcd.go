@@ -187,7 +187,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		redfish.WithAccounts(store),
 		redfish.WithSessionTimeout(cfg.SessionTimeout),
 		redfish.WithServiceUUID(uuid))
-	srv := newHTTPServer(rf.Handler(), log)
+	srv := newHTTPServer(rf.Handler(), log, defaultHTTPLimits)
 	scheme := "https"
 	if cfg.InsecureHTTP {
 		scheme = "http"
