@@ -145,7 +145,7 @@ func New(svc *machine.Service, log *zap.Logger, opts ...Option) *Server {
 	}
 	s.id.SessionTTL = int(s.ttl / time.Second)
 	s.cache.m = map[string]*entry{}
-	s.basic.m = map[string]*principal{}
+	s.basic.init()
 	s.sessions.byToken = map[string]*session{}
 	s.sessions.byID = map[string]*session{}
 	s.routes = s.table()
@@ -204,6 +204,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		p = rootURI + "/"
 	}
 	c.path = p
+	switch r.Method {
+	case http.MethodPost, http.MethodPatch, http.MethodPut:
+		// A body is read only up to maxBody, whoever sends it; the writer
+		// makes the server close the connection rather than drain the rest.
+		if r.ContentLength > maxBody {
+			s.fail(c, newError(http.StatusRequestEntityTooLarge, MsgPayloadTooLarge))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	}
 	rt := s.match(c)
 	method := r.Method
 	if method == http.MethodHead {

@@ -2,7 +2,11 @@ package vbmcd
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"regexp"
@@ -48,7 +52,7 @@ func simDaemon(t *testing.T, edit func(*Config)) (string, *testenv.Buffer) {
 // The Redfish listener bounds headers and holds no connection forever
 // (issue 15: no ReadTimeout, IdleTimeout or MaxHeaderBytes).
 func TestHTTPServerLimits(t *testing.T) {
-	srv := newHTTPServer(http.NotFoundHandler(), testenv.Logger(t))
+	srv := newHTTPServer(http.NotFoundHandler(), testenv.Logger(t), defaultHTTPLimits)
 	for name, d := range map[string]time.Duration{
 		"ReadHeaderTimeout": srv.ReadHeaderTimeout, "ReadTimeout": srv.ReadTimeout,
 		"WriteTimeout": srv.WriteTimeout, "IdleTimeout": srv.IdleTimeout,
@@ -72,6 +76,118 @@ func TestHTTPServerLimits(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("a 100 KiB header: %s, want 431", resp.Status)
+	}
+}
+
+// Clients that drip a request or sit on an idle connection are cut off by
+// the server (issue 15: a slowly dripped session-login body or an idle
+// keep-alive held a connection indefinitely). The limits are shortened so
+// the test need not wait the defaults out; each connection is given ten
+// times its limit before the test gives up.
+func TestSlowClientsDisconnected(t *testing.T) {
+	l := httpLimits{readHeader: 300 * time.Millisecond, read: 600 * time.Millisecond, write: time.Second, idle: 300 * time.Millisecond, maxHeader: 4 << 10}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusRequestTimeout)
+		}
+	})
+	srv := newHTTPServer(h, testenv.Logger(t), l)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	addr := ln.Addr().String()
+
+	// closed waits for the server to end conn while drip keeps writing to
+	// it; false when conn is still open after wait.
+	closed := func(conn net.Conn, wait time.Duration, drip string) bool {
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				if drip == "" {
+					continue
+				}
+				if _, err := conn.Write([]byte{drip[i%len(drip)]}); err != nil {
+					return
+				}
+			}
+		}()
+		conn.SetReadDeadline(time.Now().Add(wait))
+		_, err := io.Copy(io.Discard, conn)
+		var ne net.Error
+		return !(errors.As(err, &ne) && ne.Timeout())
+	}
+	dial := func() net.Conn {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+
+	conn := dial()
+	fmt.Fprintf(conn, "POST /redfish/v1/SessionService/Sessions HTTP/1.1\r\nHost: %s\r\nX-Slow: ", addr)
+	if !closed(conn, 10*l.readHeader, "x") {
+		t.Errorf("a header dripped a byte per 50 ms: connection still open after %v (ReadHeaderTimeout %v)", 10*l.readHeader, l.readHeader)
+	}
+
+	conn = dial()
+	fmt.Fprintf(conn, "POST /redfish/v1/SessionService/Sessions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n", addr)
+	if !closed(conn, 10*l.read, `{"UserName":"admin",`) {
+		t.Errorf("a body dripped a byte per 50 ms: connection still open after %v (ReadTimeout %v)", 10*l.read, l.read)
+	}
+
+	conn = dial()
+	fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if !closed(conn, 10*l.idle, "") {
+		t.Errorf("an idle kept-alive connection still open after %v (IdleTimeout %v)", 10*l.idle, l.idle)
+	}
+}
+
+// A body over the service's limit is answered with the Redfish error, not
+// read to its end.
+func TestOversizedBodyRefused(t *testing.T) {
+	addr, _ := simDaemon(t, nil)
+	url := "http://" + addr + "/redfish/v1/SessionService/Sessions"
+	for _, chunked := range []bool{false, true} {
+		var body io.Reader = bytes.NewReader([]byte(`{"UserName": "` + strings.Repeat("x", 2<<20) + `"}`))
+		if chunked {
+			body = io.MultiReader(body) // no length: sent chunked
+		}
+		req, err := http.NewRequest(http.MethodPost, url, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("chunked %v: %v", chunked, err)
+		}
+		var v struct {
+			Error struct {
+				Info []struct{ MessageId string } `json:"@Message.ExtendedInfo"`
+			} `json:"error"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&v)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || err != nil || len(v.Error.Info) == 0 ||
+			!strings.HasSuffix(v.Error.Info[0].MessageId, ".PayloadTooLarge") {
+			t.Errorf("a 2 MiB body (chunked %v): %s %+v (%v), want 413 with Base PayloadTooLarge", chunked, resp.Status, v, err)
+		}
 	}
 }
 

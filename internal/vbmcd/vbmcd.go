@@ -189,7 +189,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		redfish.WithSessionTimeout(cfg.SessionTimeout),
 		redfish.WithServiceUUID(uuid))
 	go rf.RunEvents(ctx)
-	srv := newHTTPServer(rf.Handler(), log)
+	srv := newHTTPServer(rf.Handler(), log, defaultHTTPLimits)
 	scheme := "https"
 	if cfg.InsecureHTTP {
 		scheme = "http"
