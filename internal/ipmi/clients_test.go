@@ -244,6 +244,25 @@ func TestFreeIPMI(t *testing.T) {
 	if out := run(cfg, "--category=chassis", "--checkout", "--section=Chassis_Boot_Flags"); !strings.Contains(out, "Boot_Device                                   PXE") {
 		t.Errorf("ipmi-config --checkout: %q", out)
 	}
+	// The issue's CD-DVD, set with ipmi-chassis-config and read back with
+	// ipmi-chassis. (ipmi-chassis's own --set-boot-flags is a hidden legacy
+	// option; FreeIPMI 1.6.10 sends the BMC's current device for an option
+	// given and zero for one not given, so it cannot set a device on any BMC.
+	// Its "invalid parameters" comes from `-h 127.0.0.1` without a port,
+	// which FreeIPMI takes for in-band access.)
+	chassisCfg := testenv.Command(t, "ipmi-chassis-config")
+	run(chassisCfg, "--commit", "--key-pair=Chassis_Boot_Flags:Boot_Device=CD-DVD",
+		"--key-pair=Chassis_Boot_Flags:BIOS_Boot_Type=EFI", "--key-pair=Chassis_Boot_Flags:Boot_Flags_Persistent=No")
+	want = machine.Boot{Target: machine.BootCd, Enabled: machine.BootOnce, Mode: machine.BootModeUEFI}
+	if got := l.machine(t, 0).Settings.Boot; got != want {
+		t.Errorf("ipmi-chassis-config CD-DVD: model has %+v, want %+v", got, want)
+	}
+	out := run(chassis, "--get-boot-flags")
+	for _, w := range []string{"Boot device selector          : Force boot from default CD/DVD", "BIOS boot type                : Extensible firmware Interface boot"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("ipmi-chassis --get-boot-flags lacks %q", w)
+		}
+	}
 }
 
 func TestPyghmi(t *testing.T) {
