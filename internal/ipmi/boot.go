@@ -162,8 +162,12 @@ func (b *bmc) setBootOptions(_ *sessRef, d []byte) (wire.CompletionCode, []byte)
 		if len(data) != 2 {
 			return wire.CodeDataLengthInvalid, nil
 		}
+		// Data 1 is the write mask, data 2 the acknowledge bits; only bits
+		// 4:0 are defined (IPMI v2.0 §28.13, parameter 4), so reserved bits a
+		// client sets (FreeIPMI writes FFh FFh) are not kept.
+		mask := data[0] & 0x1f
 		b.mu.Lock()
-		b.bootAck = b.bootAck&^data[0] | data[1]&data[0]
+		b.bootAck = b.bootAck&^mask | data[1]&mask
 		b.mu.Unlock()
 		return wire.CodeOK, nil
 	case bootParamFlags:

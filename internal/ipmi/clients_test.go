@@ -244,6 +244,25 @@ func TestFreeIPMI(t *testing.T) {
 	if out := run(cfg, "--category=chassis", "--checkout", "--section=Chassis_Boot_Flags"); !strings.Contains(out, "Boot_Device                                   PXE") {
 		t.Errorf("ipmi-config --checkout: %q", out)
 	}
+	// The issue's CD-DVD, set with ipmi-chassis-config and read back with
+	// ipmi-chassis. (ipmi-chassis's own --set-boot-flags is a hidden legacy
+	// option; FreeIPMI 1.6.10 sends the BMC's current device for an option
+	// given and zero for one not given, so it cannot set a device on any BMC.
+	// Its "invalid parameters" comes from `-h 127.0.0.1` without a port,
+	// which FreeIPMI takes for in-band access.)
+	chassisCfg := testenv.Command(t, "ipmi-chassis-config")
+	run(chassisCfg, "--commit", "--key-pair=Chassis_Boot_Flags:Boot_Device=CD-DVD",
+		"--key-pair=Chassis_Boot_Flags:BIOS_Boot_Type=EFI", "--key-pair=Chassis_Boot_Flags:Boot_Flags_Persistent=No")
+	want = machine.Boot{Target: machine.BootCd, Enabled: machine.BootOnce, Mode: machine.BootModeUEFI}
+	if got := l.machine(t, 0).Settings.Boot; got != want {
+		t.Errorf("ipmi-chassis-config CD-DVD: model has %+v, want %+v", got, want)
+	}
+	out := run(chassis, "--get-boot-flags")
+	for _, w := range []string{"Boot device selector          : Force boot from default CD/DVD", "BIOS boot type                : Extensible firmware Interface boot"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("ipmi-chassis --get-boot-flags lacks %q", w)
+		}
+	}
 }
 
 func TestPyghmi(t *testing.T) {
@@ -298,6 +317,67 @@ func TestCrossProtocol(t *testing.T) {
 	for _, want := range []string{"Force PXE", "Options apply to only next boot", "BIOS EFI boot"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bootparam get 5 after a model Once Pxe override lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestFreeIPMISetBootFlags drives the issue's command,
+// `ipmi-chassis --set-boot-flags --boot-device=CD-DVD`, against a BMC.
+//
+// Its "invalid parameters" never reached a BMC: FreeIPMI takes `-h
+// 127.0.0.1` (or localhost) without a port for in-band access and fails in
+// ipmi_ctx_open_inband before sending a packet; with host:port it speaks
+// LAN. And FreeIPMI 1.6.10's set_boot_flags (ipmi-chassis.c) inverts its
+// "option given" test: for an option given it writes back the value it just
+// read with Get System Boot Options, for one not given it sends zero. So
+// against a BMC with no override it sends "valid, no override" (captured
+// in TestBootOptionsBytes), and against a BMC already at CD/DVD it keeps
+// CD/DVD. Both are checked here; a FreeIPMI with the test fixed sets CD/DVD
+// in both.
+func TestFreeIPMISetBootFlags(t *testing.T) {
+	testenv.Integration(t)
+	chassis := testenv.Command(t, "ipmi-chassis")
+	l := newLab(t, 1, "127.0.0.1", nil)
+	run := func(args ...string) string {
+		t.Helper()
+		argv := append([]string{"-h", l.addrs[0], "-u", testUser, "-p", testPass, "-D", "LAN_2_0"}, args...)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, chassis, argv...).CombinedOutput()
+		t.Logf("ipmi-chassis %s: %s", strings.Join(args, " "), strings.TrimSpace(string(out)))
+		if err != nil {
+			t.Fatalf("ipmi-chassis %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	cd := machine.Boot{Target: machine.BootCd, Enabled: machine.BootOnce, Mode: machine.BootModeLegacy}
+	none := machine.Boot{Target: machine.BootNone, Enabled: machine.BootDisabled, Mode: machine.BootModeLegacy}
+
+	// From no override: accepted (exit 0), and the model holds what was sent.
+	run("--set-boot-flags", "--boot-device=CD-DVD")
+	switch got := l.machine(t, 0).Settings.Boot; got {
+	case cd:
+	case none:
+		t.Logf("FreeIPMI wrote back the BMC's device (no override) for --boot-device, as 1.6.10 does")
+	default:
+		t.Errorf("after --boot-device=CD-DVD from no override: model %+v, want %+v or (FreeIPMI 1.6.10) %+v", got, cd, none)
+	}
+
+	// From CD/DVD, EFI (as Redfish or ipmitool would leave it): the
+	// read-modify-write round-trips through the BMC and keeps CD/DVD.
+	target, mode := machine.BootCd, machine.BootModeUEFI
+	if _, err := l.svc.SetBoot(context.Background(), l.machine(t, 0).ID, machine.BootPatch{Target: &target, Mode: &mode}); err != nil {
+		t.Fatal(err)
+	}
+	run("--set-boot-flags", "--boot-device=CD-DVD", "--boot-type=EFI")
+	want := machine.Boot{Target: machine.BootCd, Enabled: machine.BootOnce, Mode: machine.BootModeUEFI}
+	if got := l.machine(t, 0).Settings.Boot; got != want {
+		t.Errorf("after --boot-device=CD-DVD --boot-type=EFI: model %+v, want %+v", got, want)
+	}
+	out := run("--get-boot-flags")
+	for _, w := range []string{"Boot device selector          : Force boot from default CD/DVD", "BIOS boot type                : Extensible firmware Interface boot"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("ipmi-chassis --get-boot-flags lacks %q", w)
 		}
 	}
 }

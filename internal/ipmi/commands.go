@@ -47,7 +47,6 @@ const (
 	cmdGetSDRRepoInfo = 0x20
 	cmdReserveSDRRepo = 0x22
 	cmdGetSDR         = 0x23
-	cmdClearSDRRepo   = 0x27
 	cmdGetSELInfo     = 0x40
 	cmdReserveSEL     = 0x42
 	cmdGetSELEntry    = 0x43
@@ -100,13 +99,15 @@ func init() {
 
 		{wire.NetFnStorage, cmdGetSDRRepoInfo}: {privUser, (*bmc).getSDRRepoInfo},
 		{wire.NetFnStorage, cmdReserveSDRRepo}: {privUser, (*bmc).reserve},
-		{wire.NetFnStorage, cmdGetSDR}:         {privUser, (*bmc).getRecord},
-		{wire.NetFnStorage, cmdClearSDRRepo}:   {privOperator, (*bmc).clearSEL},
+		{wire.NetFnStorage, cmdGetSDR}:         {privUser, (*bmc).getSDR},
 		{wire.NetFnStorage, cmdGetSELInfo}:     {privUser, (*bmc).getSELInfo},
 		{wire.NetFnStorage, cmdReserveSEL}:     {privUser, (*bmc).reserve},
 		{wire.NetFnStorage, cmdGetSELEntry}:    {privUser, (*bmc).getRecord},
 		{wire.NetFnStorage, cmdClearSEL}:       {privOperator, (*bmc).clearSEL},
 		{wire.NetFnStorage, cmdGetSELTime}:     {privUser, (*bmc).getSELTime},
+
+		{wire.NetFnSensor, cmdGetSensorReading}:    {privUser, (*bmc).getSensorReading},
+		{wire.NetFnSensor, cmdGetSensorThresholds}: {privUser, (*bmc).getSensorThresholds},
 
 		{wire.NetFnTransport, cmdGetSOLConfig}: {privUser, (*bmc).getSOLConfig},
 		{wire.NetFnTransport, cmdSetSOLConfig}: {privAdmin, (*bmc).setSOLConfig},
@@ -180,7 +181,7 @@ func (b *bmc) getDeviceID(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
 		0x01,       // device revision; no device SDRs
 		0x01, 0x00, // firmware 1.00, normal operation
 		0x02,             // IPMI version 2.0
-		0x86,             // chassis device, SEL device, SDR repository device
+		0x87,             // chassis device, SEL device, SDR repository device, sensor device
 		0x00, 0x00, 0x00, // manufacturer ID: none
 		0x01, 0x00, // product ID
 	}
@@ -545,8 +546,8 @@ func (b *bmc) chassisIdentify(_ *sessRef, d []byte) (wire.CompletionCode, []byte
 	return wire.CodeOK, nil
 }
 
-// SEL and SDR repository: present, well-formed and empty (IPMI v2.0 §31,
-// §33).
+// SEL: present, well-formed and empty (IPMI v2.0 §31). The SDR repository
+// is in sdr.go.
 func (b *bmc) getSELInfo(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
 	if len(d) != 0 {
 		return wire.CodeDataLengthInvalid, nil
@@ -558,20 +559,6 @@ func (b *bmc) getSELInfo(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
 		0xff, 0xff, 0xff, 0xff, // most recent addition: never
 		0xff, 0xff, 0xff, 0xff, // most recent erase: never
 		0x02, // Reserve SEL supported
-	}
-}
-
-func (b *bmc) getSDRRepoInfo(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 0 {
-		return wire.CodeDataLengthInvalid, nil
-	}
-	return wire.CodeOK, []byte{
-		0x51,
-		0x00, 0x00,
-		0xff, 0xff,
-		0x00, 0x00, 0x00, 0x00,
-		0x00, 0x00, 0x00, 0x00,
-		0x02, // Reserve SDR Repository supported
 	}
 }
 
@@ -589,7 +576,7 @@ func (b *bmc) reserve(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
 	return wire.CodeOK, binary.LittleEndian.AppendUint16(nil, r)
 }
 
-// getRecord serves Get SEL Entry and Get SDR: there are no records.
+// getRecord serves Get SEL Entry: there are no records.
 func (b *bmc) getRecord(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
 	if len(d) != 6 {
 		return wire.CodeDataLengthInvalid, nil

@@ -9,9 +9,11 @@
 // privilege), answers commands, runs Serial-over-LAN and owns the sockets.
 // A Manager reconciles listeners with the model: it starts, stops and rebinds
 // BMCs as machines gain, change or lose their IPMI endpoint, without a
-// restart.
+// restart. Users are the shared account store's (users.go). The SDR
+// repository holds four threshold sensors (two temperatures, a fan, the power
+// drawn) whose readings follow the machine's power state (sdr.go).
 //
 // What it does not do: IPMI v1.5 sessions (refused; see DECISION.md), LAN
-// configuration, sensors, FRU data or users managed over IPMI (credentials
-// come from the model or the daemon). Secrets are never logged.
+// configuration, FRU data, SEL entries, sensor events or writable SDRs.
+// Secrets are never logged.
 package ipmi
