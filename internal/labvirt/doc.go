@@ -1,0 +1,13 @@
+// Package labvirt builds a lab's libvirt objects: the directory storage pool
+// and its thin qcow2 volumes (optionally clones of a backing image), the
+// lab's own NAT network with DHCP reservations and DNS, the bridge-named
+// networks the IPI installer's bridge check accepts, and the node domains
+// (with an empty CD-ROM, a serial log, fw_cfg ignition when asked). Every
+// object carries the lab's ownership mark (MarkXML, or a mark file in a
+// pool's directory), and the Discover functions find what bears it.
+//
+// What it does not do: serve BMCs or watch domains (that is internal/virt,
+// the BMC backend), decide names or addresses (internal/plan), or order the
+// steps (internal/lab). Nothing here changes or deletes an object without
+// the lab's mark.
+package labvirt
