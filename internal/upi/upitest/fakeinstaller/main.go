@@ -1,6 +1,3 @@
-// Command fakeinstaller is the test fixture standing in for openshift-install
-// (see package upitest): it writes realistic manifests and ignition configs and
-// answers wait-for with the exit codes the test chooses.
 package main
 
 import (
