@@ -1,6 +1,7 @@
 package media
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -257,17 +258,27 @@ func TestSizeBoundUnknownLengthAndConcurrent(t *testing.T) {
 		}
 	}))
 	c := newCache(t, Config{MaxBytes: bound})
-	errs := make(chan error, 4)
+	// Each image stays held, as by a machine that attached it, until all
+	// four fetches ended: a download that starts after another finished
+	// may otherwise evict the finished image, and how many are "kept"
+	// would depend on scheduling.
+	type result struct {
+		err     error
+		release func()
+	}
+	res := make(chan result, 4)
 	for i := range 4 {
 		go func() {
-			_, err := fetch(t, c, machine.ImageRequest{Image: fmt.Sprintf("%s/%d.iso", srv, i)})
-			errs <- err
+			_, release, err := c.Fetch(context.Background(), machine.ImageRequest{Image: fmt.Sprintf("%s/%d.iso", srv, i)})
+			res <- result{err, release}
 		}()
 	}
 	close(gate)
 	ok := 0
 	for range 4 {
-		err := <-errs
+		r := <-res
+		defer r.release()
+		err := r.err
 		switch {
 		case err == nil:
 			ok++
