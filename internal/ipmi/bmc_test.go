@@ -3,6 +3,7 @@ package ipmi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -68,5 +69,27 @@ func TestCipherSuitesBeforeSession(t *testing.T) {
 	}
 	if l.machine(t, 0).Power != machine.PowerOff {
 		t.Errorf("machine powered on by a session-less request")
+	}
+}
+
+// TestCodeFor: each kind of model error has its completion code; a setting
+// the machine cannot take is D6h, never C1h (unknown command).
+func TestCodeFor(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want wire.CompletionCode
+	}{
+		{nil, wire.CodeOK},
+		{fmt.Errorf("boot: %w", machine.ErrInvalid), wire.CodeInvalidDataField},
+		{fmt.Errorf("nmi: %w", machine.ErrConflict), wire.CodeNotInPresentState},
+		{fmt.Errorf("%w: node-1 has no CD-ROM drive", machine.ErrUnsupported), wire.CodeSubFunctionDisabled},
+		{fmt.Errorf("get: %w", machine.ErrNotFound), wire.CodeDestinationUnavail},
+		{fmt.Errorf("libvirt: %w", machine.ErrUnavailable), wire.CodeDestinationUnavail},
+		{context.DeadlineExceeded, wire.CodeTimeout},
+		{errors.New("disk on fire"), wire.CodeUnspecified},
+	} {
+		if got := codeFor(c.err); got != c.want {
+			t.Errorf("codeFor(%v) = %#x, want %#x", c.err, got, c.want)
+		}
 	}
 }

@@ -140,7 +140,8 @@ func (b *bmc) command(s *sessRef, req wire.Request) (wire.CompletionCode, []byte
 }
 
 // codeFor turns a model error into a completion code: what the client did
-// wrong (0xCC, 0xD5) is told apart from what failed underneath (0xFF).
+// wrong (0xCC, 0xD5), what this machine cannot do (0xD6) and what failed
+// underneath (0xFF) are told apart.
 func codeFor(err error) wire.CompletionCode {
 	switch {
 	case err == nil:
@@ -150,7 +151,12 @@ func codeFor(err error) wire.CompletionCode {
 	case errors.Is(err, machine.ErrConflict):
 		return wire.CodeNotInPresentState
 	case errors.Is(err, machine.ErrUnsupported):
-		return wire.CodeInvalidCommand
+		// A setting this machine cannot take (no CD-ROM drive, no secure
+		// boot firmware): the command is known and well formed, the
+		// sub-function is unavailable here (IPMI v2.0 §5.2, D6h), not
+		// an unknown command (C1h), which clients report as "Invalid
+		// command" and read as an unsupported BMC.
+		return wire.CodeSubFunctionDisabled
 	case errors.Is(err, machine.ErrNotFound), errors.Is(err, machine.ErrUnavailable):
 		return wire.CodeDestinationUnavail
 	case errors.Is(err, context.DeadlineExceeded):

@@ -52,8 +52,10 @@ const (
 	thrUNR
 )
 
-// sensor is one full sensor record and how its reading is made. Readings
-// are linear: value = m * raw (B = 0, exponents 0).
+// sensor is one full sensor record and how its reading is made: the
+// machine model's sensor (machine.Sensors, which Redfish's Thermal and Power
+// show too) in IPMI's encoding. Readings are linear: value = m * raw
+// (B = 0, exponents 0).
 type sensor struct {
 	number  byte
 	name    string // at most 16 bytes
@@ -65,20 +67,32 @@ type sensor struct {
 	readOn  byte    // raw reading while the machine is on
 	readOff byte    // raw reading while it is off
 	offNA   bool    // no reading while off (the sensor's device is unpowered)
+	src     machine.Sensor
 }
 
-var sensorTable = []sensor{
-	{number: 0x01, name: "CPU Temp", typ: sensorTypeTemperature, entity: entityProcessor, unit: unitDegreesC, m: 1,
-		thr: [6]byte{5, 0, 0, 85, 90, 95}, readOn: 45, offNA: true},
-	{number: 0x02, name: "System Temp", typ: sensorTypeTemperature, entity: entitySystemBoard, unit: unitDegreesC, m: 1,
-		thr: [6]byte{5, 0, 0, 75, 80, 85}, readOn: 32, readOff: 24},
-	{number: 0x03, name: "FAN1", typ: sensorTypeFan, entity: entityFan, unit: unitRPM, m: 40,
-		thr: [6]byte{15, 10, 5, 0, 0, 0}, readOn: 120, offNA: true}, // 4800 RPM, lower thresholds 600/400/200
-	{number: 0x04, name: "Pwr Consumption", typ: sensorTypeCurrent, entity: entityPowerSupply, unit: unitWatts, m: 4,
-		thr: [6]byte{0, 0, 0, 200, 225, 250}, readOn: 45, readOff: 2}, // 180 W on, 8 W standby
-}
+// sensorTable encodes machine.Sensors; the multiplier m keeps each range
+// within a byte (4800 RPM is 120 × 40, 180 W is 45 × 4).
+var sensorTable = func() []sensor {
+	enc := map[machine.SensorKind]struct{ typ, unit, m byte }{
+		machine.SensorTemperature: {sensorTypeTemperature, unitDegreesC, 1},
+		machine.SensorFan:         {sensorTypeFan, unitRPM, 40},
+		machine.SensorPower:       {sensorTypeCurrent, unitWatts, 4},
+	}
+	entity := map[string]byte{"CPU": entityProcessor, "SystemBoard": entitySystemBoard, "Fan": entityFan, "PowerSupply": entityPowerSupply}
+	var out []sensor
+	for _, ms := range machine.Sensors {
+		e := enc[ms.Kind]
+		raw := func(v float64) byte { return byte(v / float64(e.m)) }
+		s := sensor{number: ms.Number, name: ms.Name, typ: e.typ, entity: entity[ms.Context], unit: e.unit, m: e.m,
+			readOn: raw(ms.On), readOff: raw(ms.Off), offNA: ms.OffNA, src: ms}
+		for i, v := range ms.Thresholds {
+			s.thr[i] = raw(v)
+		}
+		out = append(out, s)
+	}
+	return out
+}()
 
-// readable returns the mask of thresholds the sensor has (non-zero ones).
 func (s sensor) readable() byte {
 	var mask byte
 	for i, v := range s.thr {
@@ -147,21 +161,11 @@ var sdrRecords = func() [][]byte {
 // reading is what Get Sensor Reading returns for s on machine m: raw value,
 // whether there is one, and the threshold comparison status.
 func (s sensor) reading(m *machine.Machine) (raw byte, ok bool, status byte) {
-	on := isOn(m)
-	if !on && s.offNA {
+	v, ok := s.src.Reading(m)
+	if !ok {
 		return 0, false, 0
 	}
-	raw = s.readOff
-	if on {
-		raw = s.readOn
-	}
-	t := s.thr
-	for i, cmp := range []bool{raw <= t[0], raw <= t[1], raw <= t[2], raw >= t[3], raw >= t[4], raw >= t[5]} {
-		if cmp && t[i] != 0 {
-			status |= 1 << i
-		}
-	}
-	return raw, true, status
+	return byte(v / float64(s.m)), true, s.src.Crossed(v)
 }
 
 // getSDRRepoInfo (IPMI v2.0 §33.9).
