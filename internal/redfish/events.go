@@ -12,18 +12,26 @@ package redfish
 //
 // Delivery never blocks the daemon: each subscription has its own bounded
 // queue and goroutine; a full queue drops the event (counted), a failed POST
-// is retried DeliveryRetryAttempts times DeliveryRetryIntervalSeconds apart,
-// then dropped. Subscriptions live in memory: a restarted vbmcd has none,
-// as after a BMC reset, and clients (Metal3's BMCEventSubscription) create
-// them again.
+// is retried DeliveryRetryAttempts times DeliveryRetryIntervalSeconds apart.
+// Then the subscription's DeliveryRetryPolicy decides: TerminateAfterRetries
+// (the default) deletes the subscription, RetryForever drops the event and
+// keeps the subscription.
+//
+// A subscription made by an account bound to some systems receives the
+// events of those systems only. Subscriptions and the retry settings are
+// kept in the state directory (WithEventStore), so a restarted vbmcd keeps
+// delivering to the listeners Metal3 and Ironic registered once.
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,7 +48,7 @@ import (
 const (
 	eventServiceURI   = rootURI + "/EventService"
 	subscriptionsURI  = eventServiceURI + "/Subscriptions"
-	maxSubscriptions  = 64
+	maxSubscriptions  = 128
 	subscriberQueue   = 64
 	maxDestinationLen = 1024
 	maxContextLen     = 256
@@ -55,9 +63,12 @@ type subscription struct {
 	ID          string
 	Destination string
 	Context     string
-	EventTypes  []string
-	Prefixes    []string
-	Headers     map[string]string
+	EventTypes  []string          `json:",omitempty"`
+	Prefixes    []string          `json:",omitempty"`
+	Headers     map[string]string `json:",omitempty"`
+	Policy      string
+	// Systems limits the events to these systems' (nil: every system).
+	Systems []string `json:",omitempty"`
 
 	queue   chan []byte
 	dropped atomic.Int64
@@ -66,10 +77,21 @@ type subscription struct {
 	stop    chan struct{}
 }
 
+// Delivery retry policies (EventDestination.DeliveryRetryPolicy).
+const (
+	policyTerminate = "TerminateAfterRetries"
+	policyForever   = "RetryForever"
+)
+
+var retryPolicies = []string{policyTerminate, policyForever}
+
 // wants reports whether the subscription takes an event of this type from
-// this registry.
-func (sub *subscription) wants(eventType, prefix string) bool {
+// this registry about this system ("": an event about no one system).
+func (sub *subscription) wants(eventType, prefix, system string) bool {
 	if len(sub.EventTypes) > 0 && !slices.Contains(sub.EventTypes, eventType) {
+		return false
+	}
+	if sub.Systems != nil && (system == "" || !slices.Contains(sub.Systems, system)) {
 		return false
 	}
 	return len(sub.Prefixes) == 0 || slices.Contains(sub.Prefixes, prefix)
@@ -85,6 +107,7 @@ type events struct {
 	client   *http.Client
 	log      *zap.Logger
 	prev     map[string]*machine.Machine
+	path     string // where subscriptions are kept ("": in memory only)
 }
 
 func newEvents(log *zap.Logger) *events {
@@ -102,6 +125,120 @@ func WithEventRetry(attempts int, interval time.Duration) Option {
 		s.events.attempts = max(attempts, 1)
 		s.events.interval = interval
 	}
+}
+
+// WithEventStore keeps subscriptions and retry settings in the file path
+// (0600: HttpHeaders may hold a listener's secrets) and loads those kept
+// there. A file that cannot be read is logged and left alone; the service
+// starts with none rather than not at all.
+func WithEventStore(path string) Option {
+	return func(s *Server) {
+		e := s.events
+		e.path = path
+		if err := e.load(); err != nil {
+			e.log.Error("event subscriptions not loaded; starting with none", zap.String("file", path), zap.Error(err))
+		}
+	}
+}
+
+// stored is the file WithEventStore keeps.
+type stored struct {
+	Attempts      int
+	IntervalSecs  int
+	Subscriptions []*subscription
+}
+
+func (e *events) load() error {
+	b, err := os.ReadFile(e.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var st stored
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("%s: %w", e.path, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if st.Attempts > 0 {
+		e.attempts, e.interval = st.Attempts, time.Duration(st.IntervalSecs)*time.Second
+	}
+	for _, sub := range st.Subscriptions {
+		n, err := strconv.Atoi(sub.ID)
+		if err != nil || sub.Destination == "" || e.subs[sub.ID] != nil || len(e.subs) >= maxSubscriptions {
+			continue
+		}
+		if !slices.Contains(retryPolicies, sub.Policy) {
+			sub.Policy = policyTerminate
+		}
+		e.next = max(e.next, n)
+		e.start(sub)
+	}
+	return nil
+}
+
+// save writes the subscriptions and settings; e.mu is held.
+func (e *events) save() {
+	if e.path == "" {
+		return
+	}
+	st := stored{Attempts: e.attempts, IntervalSecs: int(e.interval / time.Second)}
+	for _, sub := range e.subs {
+		st.Subscriptions = append(st.Subscriptions, sub)
+	}
+	slices.SortFunc(st.Subscriptions, func(a, b *subscription) int { x, _ := strconv.Atoi(a.ID); y, _ := strconv.Atoi(b.ID); return x - y })
+	b, _ := json.MarshalIndent(st, "", "  ")
+	tmp := e.path + ".tmp"
+	err := os.WriteFile(tmp, b, 0o600)
+	if err == nil {
+		err = os.Rename(tmp, e.path)
+	}
+	if err != nil {
+		e.log.Error("event subscriptions not saved; they will be lost at restart", zap.String("file", e.path), zap.Error(err))
+	}
+}
+
+// start gives a new subscription its queue and sender; e.mu is held.
+func (e *events) start(sub *subscription) {
+	sub.queue = make(chan []byte, subscriberQueue)
+	sub.stop = make(chan struct{})
+	e.subs[sub.ID] = sub
+	go e.deliver(sub)
+}
+
+// remove deletes a subscription and stops its sender; it reports whether
+// the subscription was still there.
+func (e *events) remove(sub *subscription) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.subs[sub.ID] != sub {
+		return false
+	}
+	delete(e.subs, sub.ID)
+	close(sub.stop)
+	e.save()
+	return true
+}
+
+// view renders a subscription; its writable fields change under e.mu.
+func (e *events) view(sub *subscription) obj {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return sub.resource()
+}
+
+func (e *events) policyOf(sub *subscription) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return sub.Policy
+}
+
+func (e *events) retry() (int, time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.attempts, e.interval
 }
 
 // RunEvents turns the machines' changes into events until ctx ends.
@@ -142,10 +279,10 @@ func (e *events) machineEvent(ev machine.Event) {
 	}
 	sys := systemsURI + "/" + m.ID
 	if old.Power != m.Power {
-		e.publish("ResourceUpdated", sys, fmt.Sprintf("The power state of system %s changed from %s to %s.", m.ID, old.Power, m.Power))
+		e.publish(m.ID, "ResourceUpdated", sys, fmt.Sprintf("The power state of system %s changed from %s to %s.", m.ID, old.Power, m.Power))
 	}
 	if old.Settings.Boot.Enabled == machine.BootOnce && m.Settings.Boot.Enabled == machine.BootDisabled {
-		e.publish("ResourceUpdated", sys, fmt.Sprintf("The one-time boot override of system %s (%s) was used.", m.ID, old.Settings.Boot.Target))
+		e.publish(m.ID, "ResourceUpdated", sys, fmt.Sprintf("The one-time boot override of system %s (%s) was used.", m.ID, old.Settings.Boot.Target))
 	}
 	for _, nm := range m.Settings.Media {
 		was := ""
@@ -157,25 +294,25 @@ func (e *events) machineEvent(ev machine.Event) {
 		uri := managersURI + "/" + m.ID + "/VirtualMedia/" + string(nm.Slot)
 		switch {
 		case was == "" && nm.Path != "":
-			e.publish("ResourceUpdated", uri, fmt.Sprintf("Virtual media %s of system %s was inserted.", nm.Slot, m.ID))
+			e.publish(m.ID, "ResourceUpdated", uri, fmt.Sprintf("Virtual media %s of system %s was inserted.", nm.Slot, m.ID))
 		case was != "" && nm.Path == "":
-			e.publish("ResourceUpdated", uri, fmt.Sprintf("Virtual media %s of system %s was ejected.", nm.Slot, m.ID))
+			e.publish(m.ID, "ResourceUpdated", uri, fmt.Sprintf("Virtual media %s of system %s was ejected.", nm.Slot, m.ID))
 		}
 	}
 }
 
-// publish queues a ResourceEvent message for every subscription that wants
-// it.
-func (e *events) publish(eventType, origin, message string) {
-	e.send(eventType, "ResourceEvent.1.0.ResourceChanged", message, "OK", origin, nil)
+// publish queues a ResourceEvent message about a system for every
+// subscription that wants it.
+func (e *events) publish(system, eventType, origin, message string) {
+	e.send(system, eventType, "ResourceEvent.1.0.ResourceChanged", message, "OK", origin, nil)
 }
 
-func (e *events) send(eventType, messageID, message, severity, origin string, args []string) {
+func (e *events) send(system, eventType, messageID, message, severity, origin string, args []string) {
 	prefix, _, _ := strings.Cut(messageID, ".")
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, sub := range e.subs {
-		if !sub.wants(eventType, prefix) {
+		if !sub.wants(eventType, prefix, system) {
 			continue
 		}
 		id := strconv.FormatInt(e.eventID.Add(1), 10)
@@ -216,20 +353,26 @@ func (e *events) deliver(sub *subscription) {
 		case body := <-sub.queue:
 			if e.post(sub, body) {
 				sub.sent.Add(1)
-			} else {
-				sub.failed.Add(1)
+				continue
+			}
+			sub.failed.Add(1)
+			if e.policyOf(sub) == policyTerminate && e.remove(sub) {
+				e.log.Warn("event subscription terminated: its listener failed every retry (DeliveryRetryPolicy TerminateAfterRetries)",
+					zap.String("subscription", sub.ID), zap.String("destination", truncate(sub.Destination, 256)))
+				return
 			}
 		}
 	}
 }
 
 func (e *events) post(sub *subscription, body []byte) bool {
-	for i := 0; i < e.attempts; i++ {
+	attempts, interval := e.retry()
+	for i := 0; i < attempts; i++ {
 		if i > 0 {
 			select {
 			case <-sub.stop:
 				return false
-			case <-time.After(e.interval):
+			case <-time.After(interval):
 			}
 		}
 		req, err := http.NewRequest(http.MethodPost, sub.Destination, bytes.NewReader(body))
@@ -272,7 +415,8 @@ func (sub *subscription) resource() obj {
 		"Id": sub.ID, "Name": "Event Subscription " + sub.ID,
 		"Destination": sub.Destination, "Context": sub.Context, "Protocol": "Redfish",
 		"SubscriptionType": "RedfishEvent", "EventFormatType": "Event",
-		"EventTypes": nonNil(sub.EventTypes), "RegistryPrefixes": nonNil(sub.Prefixes),
+		"DeliveryRetryPolicy": sub.Policy,
+		"EventTypes":          nonNil(sub.EventTypes), "RegistryPrefixes": nonNil(sub.Prefixes),
 		// Headers are write-only: they may carry the listener's secrets.
 		"HttpHeaders": []obj{},
 		"Oem":         obj{"Bmlab": obj{"Delivered": sub.sent.Load(), "Failed": sub.failed.Load(), "Dropped": sub.dropped.Load()}},
@@ -280,14 +424,14 @@ func (sub *subscription) resource() obj {
 	return o
 }
 
-func getEventService(s *Server, c *call) *apiError {
-	e := s.events
-	s.writeJSON(c, http.StatusOK, obj{
+func (e *events) resource() obj {
+	attempts, interval := e.retry()
+	return obj{
 		"@odata.id": eventServiceURI, "@odata.type": "#EventService.v1_10_0.EventService",
 		"Id": "EventService", "Name": "Event Service", "ServiceEnabled": true,
 		"Status":                       obj{"State": "Enabled", "Health": "OK"},
-		"DeliveryRetryAttempts":        e.attempts,
-		"DeliveryRetryIntervalSeconds": int(e.interval / time.Second),
+		"DeliveryRetryAttempts":        attempts,
+		"DeliveryRetryIntervalSeconds": int(interval / time.Second),
 		"EventFormatTypes":             []string{"Event"},
 		"RegistryPrefixes":             []string{"ResourceEvent", "Base"},
 		"EventTypesForSubscription":    eventTypes,
@@ -295,15 +439,52 @@ func getEventService(s *Server, c *call) *apiError {
 		"Actions": obj{"#EventService.SubmitTestEvent": obj{
 			"target": eventServiceURI + "/Actions/EventService.SubmitTestEvent",
 		}},
-	})
+	}
+}
+
+func getEventService(s *Server, c *call) *apiError {
+	s.writeJSON(c, http.StatusOK, s.events.resource())
 	return nil
+}
+
+var eventServicePatch = fields{"DeliveryRetryAttempts": {kind: kindInt}, "DeliveryRetryIntervalSeconds": {kind: kindInt}}
+
+// patchEventService changes the retry settings: 1 to 10 attempts, 1 to 3600
+// seconds apart.
+func patchEventService(s *Server, c *call) *apiError {
+	e := s.events
+	body, err := readPatch(c, eventServicePatch, e.resource())
+	if err != nil {
+		return err
+	}
+	attempts, interval := e.retry()
+	if v, ok := body["DeliveryRetryAttempts"].(float64); ok {
+		if v < 1 || v > 10 {
+			return newError(http.StatusBadRequest, MsgPropertyValueOutOfRange, argText(v), "DeliveryRetryAttempts").with("From 1 to 10.")
+		}
+		attempts = int(v)
+	}
+	if v, ok := body["DeliveryRetryIntervalSeconds"].(float64); ok {
+		if v < 1 || v > 3600 {
+			return newError(http.StatusBadRequest, MsgPropertyValueOutOfRange, argText(v), "DeliveryRetryIntervalSeconds").with("From 1 to 3600.")
+		}
+		interval = time.Duration(v) * time.Second
+	}
+	e.mu.Lock()
+	e.attempts, e.interval = attempts, interval
+	e.save()
+	e.mu.Unlock()
+	s.logChange(c, "event retry settings changed", zap.Int("attempts", attempts), zap.Duration("interval", interval))
+	return getEventService(s, c)
 }
 
 func getSubscriptions(s *Server, c *call) *apiError {
 	s.events.mu.Lock()
 	ids := make([]string, 0, len(s.events.subs))
-	for id := range s.events.subs {
-		ids = append(ids, id)
+	for id, sub := range s.events.subs {
+		if s.seesSubscription(c.who, sub) {
+			ids = append(ids, id)
+		}
 	}
 	s.events.mu.Unlock()
 	slices.SortFunc(ids, func(a, b string) int { x, _ := strconv.Atoi(a); y, _ := strconv.Atoi(b); return x - y })
@@ -322,10 +503,43 @@ func (s *Server) subscription(c *call) (*subscription, *apiError) {
 	s.events.mu.Lock()
 	defer s.events.mu.Unlock()
 	sub, ok := s.events.subs[c.params[0]]
-	if !ok {
+	if !ok || !s.seesSubscription(c.who, sub) {
 		return nil, newError(http.StatusNotFound, MsgResourceNotFound, "EventDestination", c.params[0])
 	}
 	return sub, nil
+}
+
+// scope is the systems whose events a subscription of this caller may
+// receive (nil: every system).
+func (s *Server) scope(p *principal) []string {
+	if p.all {
+		return nil
+	}
+	out := []string{}
+	for _, m := range s.svc.List() {
+		if p.canAccess(m) {
+			out = append(out, m.ID)
+		}
+	}
+	return out
+}
+
+// seesSubscription reports whether the caller may see a subscription: one
+// limited to some systems sees the subscriptions whose systems it reaches.
+func (s *Server) seesSubscription(p *principal, sub *subscription) bool {
+	if p.all {
+		return true
+	}
+	if sub.Systems == nil {
+		return false
+	}
+	mine := s.scope(p)
+	for _, id := range sub.Systems {
+		if !slices.Contains(mine, id) {
+			return false
+		}
+	}
+	return true
 }
 
 func getSubscription(s *Server, c *call) *apiError {
@@ -333,7 +547,7 @@ func getSubscription(s *Server, c *call) *apiError {
 	if err != nil {
 		return err
 	}
-	s.writeJSON(c, http.StatusOK, sub.resource())
+	s.writeJSON(c, http.StatusOK, s.events.view(sub))
 	return nil
 }
 
@@ -342,20 +556,53 @@ func deleteSubscription(s *Server, c *call) *apiError {
 	if err != nil {
 		return err
 	}
-	s.events.mu.Lock()
-	delete(s.events.subs, sub.ID)
-	s.events.mu.Unlock()
-	close(sub.stop)
+	s.events.remove(sub)
 	s.logChange(c, "event subscription deleted", zap.String("subscription", sub.ID))
-	s.writeJSON(c, http.StatusOK, sub.resource())
+	s.writeJSON(c, http.StatusOK, s.events.view(sub))
 	return nil
 }
 
 var subscriptionSchema = fields{
 	"Destination": {kind: kindString}, "Context": {kind: kindString},
-	"Protocol":         {kind: kindString, enum: []string{"Redfish"}},
-	"SubscriptionType": {kind: kindString, enum: []string{"RedfishEvent"}},
-	"EventFormatType":  {kind: kindString, enum: []string{"Event"}},
+	"Protocol":            {kind: kindString, enum: []string{"Redfish"}},
+	"SubscriptionType":    {kind: kindString, enum: []string{"RedfishEvent"}},
+	"EventFormatType":     {kind: kindString, enum: []string{"Event"}},
+	"DeliveryRetryPolicy": {kind: kindString, enum: retryPolicies},
+}
+
+var subscriptionPatch = fields{
+	"Context":             {kind: kindString},
+	"DeliveryRetryPolicy": {kind: kindString, enum: retryPolicies},
+}
+
+// patchSubscription changes a subscription's Context or retry policy
+// (the writable properties of EventDestination).
+func patchSubscription(s *Server, c *call) *apiError {
+	sub, err := s.subscription(c)
+	if err != nil {
+		return err
+	}
+	e := s.events
+	body, err := readPatch(c, subscriptionPatch, e.view(sub))
+	if err != nil {
+		return err
+	}
+	if v, ok := body["Context"].(string); ok && len(v) > maxContextLen {
+		return newError(http.StatusBadRequest, MsgPropertyValueFormatError, truncate(v, 64), "Context").with("At most 256 bytes.")
+	}
+	e.mu.Lock()
+	if v, ok := body["Context"].(string); ok {
+		sub.Context = v
+	}
+	if v, ok := body["DeliveryRetryPolicy"].(string); ok {
+		sub.Policy = v
+	}
+	e.save()
+	cur := sub.resource()
+	e.mu.Unlock()
+	s.logChange(c, "event subscription changed", zap.String("subscription", sub.ID))
+	s.writeJSON(c, http.StatusOK, cur)
+	return nil
 }
 
 func postSubscription(s *Server, c *call) *apiError {
@@ -381,7 +628,10 @@ func postSubscription(s *Server, c *call) *apiError {
 		return newError(http.StatusBadRequest, MsgPropertyValueFormatError, truncate(dest, 64), "Destination").
 			with("The destination must be an http or https URL of at most 1024 bytes.")
 	}
-	sub := &subscription{Destination: dest, Headers: map[string]string{}}
+	sub := &subscription{Destination: dest, Headers: map[string]string{}, Policy: policyTerminate, Systems: s.scope(c.who)}
+	if v, ok := body["DeliveryRetryPolicy"].(string); ok {
+		sub.Policy = v
+	}
 	if v, ok := body["Context"].(string); ok {
 		if len(v) > maxContextLen {
 			return newError(http.StatusBadRequest, MsgPropertyValueFormatError, truncate(v, 64), "Context").with("At most 256 bytes.")
@@ -407,14 +657,12 @@ func postSubscription(s *Server, c *call) *apiError {
 	}
 	e.next++
 	sub.ID = strconv.Itoa(e.next)
-	sub.queue = make(chan []byte, subscriberQueue)
-	sub.stop = make(chan struct{})
-	e.subs[sub.ID] = sub
+	e.start(sub)
+	e.save()
 	e.mu.Unlock()
-	go e.deliver(sub)
 	s.logChange(c, "event subscription created", zap.String("subscription", sub.ID), zap.String("destination", truncate(dest, 256)))
 	c.w.Header().Set("Location", subscriptionURI(sub.ID))
-	s.writeJSON(c, http.StatusCreated, sub.resource())
+	s.writeJSON(c, http.StatusCreated, s.events.view(sub))
 	return nil
 }
 
@@ -498,7 +746,13 @@ func postSubmitTestEvent(s *Server, c *call) *apiError {
 		}
 	}
 	severity := str("MessageSeverity", str("Severity", "OK"))
-	s.events.send(eventType, str("MessageId", "Base.1.0.Success"), str("Message", "A test event from bmlab."), severity, str("OriginOfCondition", ""), args)
+	// A test event from an account bound to one system goes to that
+	// system's subscriptions only.
+	system := ""
+	if sc := s.scope(c.who); len(sc) > 0 {
+		system = sc[0]
+	}
+	s.events.send(system, eventType, str("MessageId", "Base.1.0.Success"), str("Message", "A test event from bmlab."), severity, str("OriginOfCondition", ""), args)
 	c.w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -513,9 +767,9 @@ func truncate(s string, n int) string {
 // eventRoutes are the EventService's; subscribing needs ConfigureManager.
 func eventRoutes() []*route {
 	return []*route{
-		r("EventService", route{get: getEventService}),
+		r("EventService", route{get: getEventService, patch: patchEventService, write: accounts.ConfigureManager}),
 		r("EventService/Subscriptions", route{get: getSubscriptions, post: postSubscription, write: accounts.ConfigureManager}),
-		r("EventService/Subscriptions/*", route{get: getSubscription, del: deleteSubscription, write: accounts.ConfigureManager}),
+		r("EventService/Subscriptions/*", route{get: getSubscription, patch: patchSubscription, del: deleteSubscription, write: accounts.ConfigureManager}),
 		r("EventService/Actions/EventService.SubmitTestEvent", route{post: postSubmitTestEvent, write: accounts.ConfigureManager}),
 	}
 }

@@ -31,7 +31,7 @@ var caFile string
 
 // daemon runs vbmcd in-process over the real libvirtd, serving only the
 // domains whose names start with prefix, and returns its Redfish URL.
-func daemon(t *testing.T, prefix string) string {
+func daemon(t *testing.T, prefix string, mods ...func(*Config)) string {
 	t.Helper()
 	var cfg Config
 	cfg.Backend, cfg.LibvirtURI = "libvirt", "qemu:///system"
@@ -42,6 +42,9 @@ func daemon(t *testing.T, prefix string) string {
 	cfg.MediaDir, cfg.MediaMaxBytes, cfg.MediaWait = testenv.QemuDir(t), 1<<30, time.Minute
 	cfg.MediaAllowLoopback = true // the tests serve images on loopback
 	cfg.SessionTimeout = time.Minute
+	for _, mod := range mods {
+		mod(&cfg)
+	}
 	out := start(t, cfg)
 	re := regexp.MustCompile(`Redfish at (https://[0-9.:]+)/redfish/v1`)
 	var url string

@@ -3,9 +3,11 @@ package vbmcd
 import (
 	"crypto/tls"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,12 +18,15 @@ import (
 )
 
 // TestE2EEvents: a subscriber on 127.0.0.1 gets an event when a VM is
-// powered on through Redfish, and one when it is destroyed behind vbmcd's
-// back (virsh), from libvirt's lifecycle event.
+// powered on through Redfish, one when it is destroyed behind vbmcd's back
+// (virsh), from libvirt's lifecycle event, and one when ipmitool powers it
+// on through the same machine's IPMI face.
 func TestE2EEvents(t *testing.T) {
+	ipmitool := testenv.Command(t, "ipmitool")
 	lab := virttest.New(t, "e2e-events-")
 	vm := lab.NewVM(t, "a", virttest.VMOptions{NoCD: true, DiskMarker: true})
-	url := daemon(t, "e2e-events-")
+	port := freeUDPPort(t)
+	url := daemon(t, "e2e-events-", func(c *Config) { c.IPMI, c.IPMIPortBase = true, port })
 	var mu sync.Mutex
 	var got []string
 	ls := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -68,4 +73,25 @@ func TestE2EEvents(t *testing.T) {
 	if !testenv.WaitFor(30*time.Second, func() bool { return seen("to Off.") }) {
 		t.Fatalf("no event for the destroy behind vbmcd's back; got %v", got)
 	}
+	mu.Lock()
+	got = nil
+	mu.Unlock()
+	ipmi := exec.Command(ipmitool, "-I", "lanplus", "-H", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "admin", "-P", "e2e-pass", "chassis", "power", "on")
+	if out, err := ipmi.CombinedOutput(); err != nil {
+		t.Fatalf("ipmitool power on: %v\n%s", err, out)
+	}
+	if !testenv.WaitFor(30*time.Second, func() bool { return seen("changed from Off to On") }) {
+		t.Fatalf("no power-on event for ipmitool's power on; got %v", got)
+	}
+}
+
+// freeUDPPort returns a UDP port on 127.0.0.1 that was free a moment ago.
+func freeUDPPort(t *testing.T) int {
+	t.Helper()
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).Port
 }

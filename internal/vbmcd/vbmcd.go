@@ -187,7 +187,8 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		redfish.WithCredentials(user, pass),
 		redfish.WithAccounts(store),
 		redfish.WithSessionTimeout(cfg.SessionTimeout),
-		redfish.WithServiceUUID(uuid))
+		redfish.WithServiceUUID(uuid),
+		redfish.WithEventStore(filepath.Join(cfg.StateDir, "event-subscriptions.json")))
 	go rf.RunEvents(ctx)
 	srv := newHTTPServer(rf.Handler(), log, defaultHTTPLimits)
 	scheme := "https"
