@@ -98,6 +98,9 @@ func patchAccountService(s *Server, c *call) *apiError {
 	if s.accounts == nil {
 		return newError(http.StatusMethodNotAllowed, MsgOperationNotAllowed).with("vbmcd runs without an account store (no state directory).")
 	}
+	if err := ifMatch(c, renderJSON(0, accountService(s.policy())).etag); err != nil {
+		return err
+	}
 	body, err := readChecked(c, accountServiceSchema)
 	if err != nil {
 		return err
@@ -116,13 +119,27 @@ func patchAccountService(s *Server, c *call) *apiError {
 	return getAccountService(s, c)
 }
 
+// readPatch checks a PATCH of the resource rendered as cur: If-Match against
+// its ETag, then the body against schema (a property cur has that schema
+// lacks is PropertyNotWritable).
+func readPatch(c *call, schema fields, cur obj) (map[string]any, *apiError) {
+	if err := ifMatch(c, renderJSON(0, cur).etag); err != nil {
+		return nil, err
+	}
+	return checkBody(c, schema, cur)
+}
+
 // readChecked reads a request body and checks it against schema.
 func readChecked(c *call, schema fields) (map[string]any, *apiError) {
+	return checkBody(c, schema, nil)
+}
+
+func checkBody(c *call, schema fields, cur obj) (map[string]any, *apiError) {
 	body, err := readObject(c.r)
 	if err != nil {
 		return nil, err
 	}
-	if msgs := schema.check(body, nil); len(msgs) > 0 {
+	if msgs := schema.check(body, cur); len(msgs) > 0 {
 		return nil, &apiError{status: http.StatusBadRequest, messages: msgs}
 	}
 	return body, nil
@@ -304,7 +321,13 @@ func patchAccount(s *Server, c *call) *apiError {
 		return err
 	}
 	if self {
+		if err := ifMatch(c, renderJSON(0, builtin(c.who)).etag); err != nil {
+			return err
+		}
 		return errBuiltin
+	}
+	if err := ifMatch(c, renderJSON(0, accountResource(a.ID, a.UserName, a.Role, a.Enabled, a.Locked, a.System)).etag); err != nil {
+		return err
 	}
 	body, err := readChecked(c, accountPatchSchema)
 	if err != nil {

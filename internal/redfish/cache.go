@@ -3,6 +3,7 @@ package redfish
 import (
 	"encoding/json"
 	"hash/fnv"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ type entry struct {
 	hETag []string
 	hLen  []string
 	hType []string
+	hLink []string // Link: the JSON Schema that describes the body
 }
 
 func newEntry(gen uint64, body []byte, ctype []string) *entry {
@@ -24,6 +26,19 @@ func newEntry(gen uint64, body []byte, ctype []string) *entry {
 	e.hETag = []string{e.etag}
 	e.hLen = []string{strconv.Itoa(len(body))}
 	return e
+}
+
+// write sends the entry with its headers.
+func (e *entry) write(w http.ResponseWriter, status int) {
+	h := w.Header()
+	h["Content-Type"] = e.hType
+	h["Etag"] = e.hETag
+	h["Content-Length"] = e.hLen
+	if e.hLink != nil {
+		h["Link"] = e.hLink
+	}
+	w.WriteHeader(status)
+	w.Write(e.body)
 }
 
 // etagOf is a strong ETag: a hash of the body.
@@ -39,7 +54,31 @@ func renderJSON(gen uint64, o any) *entry {
 		// The builders make maps of strings, numbers and slices only.
 		panic("redfish: cannot encode a resource: " + err.Error())
 	}
-	return newEntry(gen, b, hdrJSON)
+	e := newEntry(gen, b, hdrJSON)
+	if m, ok := o.(obj); ok {
+		if t, ok := m["@odata.type"].(string); ok {
+			e.hLink = schemaLink(t)
+		}
+	}
+	return e
+}
+
+// schemaLink is the Link header DSP0266 §8.3 asks of GET and HEAD answers:
+// the DMTF-published JSON Schema of the resource's type, versioned when the
+// type is ("#ServiceRoot.v1_11_0.ServiceRoot" → ServiceRoot.v1_11_0.json,
+// "#ComputerSystemCollection.ComputerSystemCollection" →
+// ComputerSystemCollection.json).
+func schemaLink(odataType string) []string {
+	t := strings.TrimPrefix(odataType, "#")
+	parts := strings.Split(t, ".")
+	name := parts[0]
+	if len(parts) == 3 {
+		name += "." + parts[1]
+	}
+	if name == "" {
+		return nil
+	}
+	return []string{"<https://redfish.dmtf.org/schemas/v1/" + name + ".json>; rel=describedby"}
 }
 
 // renderCache keeps the last rendering of each resource, keyed by its

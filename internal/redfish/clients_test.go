@@ -126,6 +126,73 @@ func TestSushy(t *testing.T) {
 	}
 }
 
+// TestSushyEvents: Ironic's subscription calls through sushy, and a test
+// event delivered to the listener they named.
+func TestSushyEvents(t *testing.T) {
+	testenv.Integration(t)
+	py := testenv.Python(t, "sushy")
+	f := eventFixture(t)
+	out, err := exec.Command(py, "testdata/sushy_events.py", f.listen(t), testUser, testPass).CombinedOutput()
+	t.Logf("sushy:\n%s", out)
+	if err != nil {
+		t.Fatalf("sushy event client failed: %v", err)
+	}
+}
+
+// TestRedfishtoolAccounts: redfishtool's user administration against the
+// AccountService: add a user, log in as it, change its password and role,
+// disable it, delete it.
+func TestRedfishtoolAccounts(t *testing.T) {
+	testenv.Integration(t)
+	rt := testenv.Command(t, "redfishtool")
+	opt, _ := withStore(t)
+	f := newFixture(t, 1, opt)
+	host := strings.TrimPrefix(f.listen(t), "http://")
+	run := func(user, pass string, args ...string) (string, error) {
+		t.Helper()
+		base := []string{"-r", host, "-S", "Never", "-A", "Basic", "-u", user, "-p", pass}
+		out, err := exec.Command(rt, append(base, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	admin := func(args ...string) string {
+		t.Helper()
+		out, err := run(testUser, testPass, args...)
+		if err != nil {
+			t.Fatalf("redfishtool %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+	if out := admin("AccountService", "Roles", "list"); !strings.Contains(out, "ReadOnly") || !strings.Contains(out, "Operator") {
+		t.Errorf("Roles list:\n%s", out)
+	}
+	admin("AccountService", "adduser", "rtuser", "rt-pass-1", "ReadOnly")
+	if out := admin("AccountService", "Accounts", "list"); !strings.Contains(out, "rtuser") {
+		t.Errorf("Accounts list lacks rtuser:\n%s", out)
+	}
+	if out, err := run("rtuser", "rt-pass-1", "-I", f.ids[0], "Systems", "get"); err != nil || !strings.Contains(out, "PowerState") {
+		t.Errorf("the new ReadOnly user cannot read: %v\n%s", err, out)
+	}
+	if out, err := run("rtuser", "rt-pass-1", "-I", f.ids[0], "Systems", "reset", "On"); err == nil {
+		t.Errorf("a ReadOnly user powered a system on:\n%s", out)
+	}
+	admin("AccountService", "setpassword", "rtuser", "rt-pass-2")
+	if _, err := run("rtuser", "rt-pass-1", "Systems"); err == nil {
+		t.Errorf("the old password still works")
+	}
+	admin("AccountService", "useradmin", "rtuser", "setRoleId", "Operator")
+	if out, err := run("rtuser", "rt-pass-2", "-I", f.ids[0], "Systems", "reset", "On"); err != nil {
+		t.Errorf("the user made Operator cannot power on: %v\n%s", err, out)
+	}
+	admin("AccountService", "useradmin", "rtuser", "disable")
+	if _, err := run("rtuser", "rt-pass-2", "Systems"); err == nil {
+		t.Errorf("a disabled account logged in")
+	}
+	admin("AccountService", "deleteuser", "rtuser")
+	if out := admin("AccountService", "Accounts", "list"); strings.Contains(out, "rtuser") {
+		t.Errorf("rtuser still listed:\n%s", out)
+	}
+}
+
 func TestRedfishtool(t *testing.T) {
 	testenv.Integration(t)
 	rt := testenv.Command(t, "redfishtool")

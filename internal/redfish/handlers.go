@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -48,11 +49,7 @@ func serveCached(s *Server, c *call) *apiError {
 		c.w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
-	h["Content-Type"] = e.hType
-	h["Etag"] = e.hETag
-	h["Content-Length"] = e.hLen
-	c.w.WriteHeader(http.StatusOK)
-	c.w.Write(e.body)
+	e.write(c.w, http.StatusOK)
 	return nil
 }
 
@@ -109,13 +106,7 @@ func etagListed(list, etag string) bool {
 
 // writeJSON renders v and writes it with its ETag.
 func (s *Server) writeJSON(c *call, status int, v any) {
-	e := renderJSON(0, v)
-	h := c.w.Header()
-	h["Content-Type"] = e.hType
-	h["Etag"] = e.hETag
-	h["Content-Length"] = e.hLen
-	c.w.WriteHeader(status)
-	c.w.Write(e.body)
+	renderJSON(0, v).write(c.w, status)
 }
 
 // fail writes a Redfish error response. Failures of the service itself (5xx)
@@ -246,12 +237,8 @@ func (s *Server) writeCollection(c *call, uri, odataType, name string) {
 	b = append(b, nb...)
 	b = append(b, '}')
 	e := newEntry(0, b, hdrJSON)
-	h := c.w.Header()
-	h["Content-Type"] = e.hType
-	h["Etag"] = e.hETag
-	h["Content-Length"] = e.hLen
-	c.w.WriteHeader(http.StatusOK)
-	c.w.Write(b)
+	e.hLink = schemaLink(odataType)
+	e.write(c.w, http.StatusOK)
 }
 
 func getSystems(s *Server, c *call) *apiError {
@@ -269,8 +256,16 @@ func getChassisCollection(s *Server, c *call) *apiError {
 	return nil
 }
 
-func renderSystem(s *Server, c *call) any  { return system(c.m, s.id) }
-func renderManager(s *Server, c *call) any { return manager(c.m, s.id) }
+func renderSystem(s *Server, c *call) any { return system(c.m, s.id) }
+
+// getManager is not cached: its DateTime is the BMC's clock, now.
+func getManager(s *Server, c *call) *apiError {
+	o := manager(c.m, s.id)
+	o["DateTime"] = time.Now().UTC().Format(time.RFC3339)
+	o["DateTimeLocalOffset"] = "+00:00"
+	s.writeJSON(c, http.StatusOK, o)
+	return nil
+}
 func renderChassis(s *Server, c *call) any { return chassis(c.m, s.id) }
 
 func subCollection(c *call, odataType, name string, members []string) any {
@@ -312,6 +307,15 @@ func renderBiosSettings(_ *Server, c *call) any { return biosSettings(c.m) }
 
 // --- changes ---
 
+// ifMatch checks a request's If-Match header against the resource's
+// current ETag (RFC 7232 §3.1; DSP0266 §7.10, atomic changes).
+func ifMatch(c *call, etag string) *apiError {
+	if im := c.r.Header["If-Match"]; len(im) > 0 && !etagListed(im[0], etag) {
+		return newError(http.StatusPreconditionFailed, MsgPreconditionFailed)
+	}
+	return nil
+}
+
 // begin reads and checks the body of a PATCH: If-Match against the current
 // ETag, then the properties against schema and the current rendering.
 func (s *Server) begin(c *call, schema fields) (map[string]any, *apiError) {
@@ -319,8 +323,8 @@ func (s *Server) begin(c *call, schema fields) (map[string]any, *apiError) {
 	if err != nil {
 		return nil, err
 	}
-	if im := c.r.Header["If-Match"]; len(im) > 0 && !etagListed(im[0], cur.etag) {
-		return nil, newError(http.StatusPreconditionFailed, MsgPreconditionFailed)
+	if err := ifMatch(c, cur.etag); err != nil {
+		return nil, err
 	}
 	body, err := readObject(c.r)
 	if err != nil {

@@ -64,6 +64,7 @@ const (
 	MsgPropertyValueFormatError        MessageID = "PropertyValueFormatError"
 	MsgInsufficientStorage             MessageID = "InsufficientStorage"
 	MsgOperationFailed                 MessageID = "OperationFailed"
+	MsgQueryParameterUnsupported       MessageID = "QueryParameterUnsupported"
 )
 
 var baseMessages = map[MessageID]message{
@@ -136,6 +137,8 @@ var baseMessages = map[MessageID]message{
 		"Correct the value for the property in the request body and resubmit the request if the operation failed.", 2},
 	MsgInsufficientStorage: {"Insufficient storage or memory available to complete the request.", "Critical",
 		"Increase the free storage space or memory and resubmit the request.", 0},
+	MsgQueryParameterUnsupported: {"Query parameter '%1' is not supported.", "Warning",
+		"Correct or remove the query parameter and resubmit the request.", 1},
 	MsgOperationFailed: {"An error occurred internal to the service as part of the overall request.  Partial results may have been returned.", "Warning",
 		"Resubmit the request.  If the problem persists, consider resetting the service or provider.", 0},
 }

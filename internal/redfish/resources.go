@@ -94,12 +94,14 @@ func serviceRoot(id identity) obj {
 		"Chassis":        ref{chassisURI},
 		"SessionService": ref{sessionServiceURI},
 		"AccountService": ref{accountServiceURI},
-		"TaskService":    ref{taskServiceURI},
-		"EventService":   ref{eventServiceURI},
-		"Registries":     ref{registriesURI},
-		"Links":          obj{"Sessions": ref{sessionsURI}},
+		// The property is Tasks (ServiceRoot v1_0_0); TaskService is its
+		// URI segment. sushy and gofish read Tasks.
+		"Tasks":        ref{taskServiceURI},
+		"EventService": ref{eventServiceURI},
+		"Registries":   ref{registriesURI},
+		"Links":        obj{"Sessions": ref{sessionsURI}},
 		"ProtocolFeaturesSupported": obj{
-			"ExcludeQuery":    false,
+			"ExcerptQuery":    false,
 			"FilterQuery":     false,
 			"OnlyMemberQuery": false,
 			"SelectQuery":     false,
@@ -583,6 +585,9 @@ func chassis(m *machine.Machine, id identity) obj {
 		"PowerState":   string(m.Power),
 		"IndicatorLED": indicator(m),
 		"Status":       powerStatus(m),
+		"UUID":         nameUUID("chassis/" + m.ID),
+		"Thermal":      ref{chassisOf(m.ID) + "/Thermal"},
+		"Power":        ref{chassisOf(m.ID) + "/Power"},
 		"Links": obj{
 			"ComputerSystems": []ref{{systemURI(m.ID)}},
 			"ManagedBy":       []ref{{managerURI(m.ID)}},

@@ -240,9 +240,11 @@ func (s *Server) table() []*route {
 		r("Systems/*/Bios/Actions/Bios.ResetBios", route{post: postResetBios}),
 
 		r("Managers", route{get: getManagers}),
-		r("Managers/*", route{render: renderManager}),
+		r("Managers/*", route{get: getManager}),
 		r("Chassis", route{get: getChassisCollection}),
 		r("Chassis/*", route{render: renderChassis}),
+		r("Chassis/*/Thermal", route{render: renderThermal}),
+		r("Chassis/*/Power", route{render: renderPower}),
 
 		r("SessionService", route{render: renderStatic(func(s *Server) any { return sessionService(s.id) })}),
 		r("SessionService/Sessions", route{public: "POST", get: getSessions, post: postSession}),

@@ -2,6 +2,7 @@ package redfish
 
 import (
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -204,6 +205,33 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		p = rootURI + "/"
 	}
 	c.path = p
+	// DSP0266 §8.2 (request headers): this service speaks OData 4.0 only;
+	// a request that asks for another version is refused, not answered in
+	// a version the client did not ask for.
+	if v := r.Header["Odata-Version"]; len(v) > 0 && v[0] != "4.0" {
+		s.fail(c, newError(http.StatusPreconditionFailed, MsgHeaderInvalid, "OData-Version: "+truncate(v[0], 16)).
+			with("This service supports OData-Version 4.0 only."))
+		return
+	}
+	// DSP0266 §7.3 (query parameters): a $-parameter the service does not
+	// implement is answered 501; others are ignored.
+	if r.URL.RawQuery != "" {
+		if q := unsupportedQuery(r.URL.RawQuery); q != "" {
+			s.fail(c, newError(http.StatusNotImplemented, MsgQueryParameterUnsupported, truncate(q, 32)))
+			return
+		}
+	}
+	// DSP0266 §7.9 (POST, create): a POST to a collection's Members
+	// property is a POST to the collection.
+	if r.Method == http.MethodPost {
+		if parent, ok := strings.CutSuffix(p, "/Members"); ok && parent != rootURI {
+			c.path = parent
+			if rt := s.match(c); rt == nil || rt.post == nil {
+				c.path = p
+			}
+			c.rt = nil
+		}
+	}
 	switch r.Method {
 	case http.MethodPost, http.MethodPatch, http.MethodPut:
 		// A body is read only up to maxBody, whoever sends it; the writer
@@ -270,4 +298,25 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if err := hf(s, c); err != nil {
 		s.fail(c, err)
 	}
+}
+
+// supportedQueries are the $-query parameters the service implements
+// (ProtocolFeaturesSupported in the service root says the same).
+var supportedQueries = map[string]bool{}
+
+// unsupportedQuery returns the first $-parameter of a raw query string the
+// service does not implement, or "".
+func unsupportedQuery(raw string) string {
+	for raw != "" {
+		var kv string
+		kv, raw, _ = strings.Cut(raw, "&")
+		k, _, _ := strings.Cut(kv, "=")
+		if uk, err := url.QueryUnescape(k); err == nil {
+			k = uk
+		}
+		if strings.HasPrefix(k, "$") && !supportedQueries[k] {
+			return k
+		}
+	}
+	return ""
 }

@@ -3,6 +3,7 @@ package redfish
 import (
 	"net/http"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -294,9 +295,10 @@ func TestEveryLinkResolves(t *testing.T) {
 	f.giveCredentials(f.ids[0], "alice", "wonder")
 	f.login(t, testUser, testPass)
 	seen := map[string]bool{}
+	types := map[string]string{} // schema namespace → a path that serves it
 	queue := []string{rootURI + "/"}
 	for len(queue) > 0 {
-		p := queue[0]
+		p, _, _ := strings.Cut(queue[0], "#") // a fragment names a part of a resource (JSON pointer)
 		queue = queue[1:]
 		if seen[p] {
 			continue
@@ -315,6 +317,17 @@ func TestEveryLinkResolves(t *testing.T) {
 			t.Errorf("GET %s: @odata.id %q", p, id)
 		}
 		queue = append(queue, links(v)...)
+		for _, ns := range namespaces(v) {
+			types[ns] = p
+		}
+	}
+	// Every schema namespace served is referenced by $metadata (the
+	// Service-Validator resolves types through it).
+	meta := f.do(req{path: metadataURI}).Body.String()
+	for ns, p := range types {
+		if !strings.Contains(meta, `Namespace="`+ns+`"`) {
+			t.Errorf("$metadata does not include %s (served at %s)", ns, p)
+		}
 	}
 	got := make([]string, 0, len(seen))
 	for p := range seen {
@@ -324,6 +337,30 @@ func TestEveryLinkResolves(t *testing.T) {
 	if len(got) < 50 {
 		t.Errorf("only %d resources reachable: %v", len(got), got)
 	}
+}
+
+// namespaces lists the schema namespaces of every @odata.type in v
+// ("#Role.v1_3_1.Role" → Role, Role.v1_3_1).
+func namespaces(v any) []string {
+	var out []string
+	switch v := v.(type) {
+	case map[string]any:
+		if t, ok := v["@odata.type"].(string); ok {
+			parts := strings.Split(strings.TrimPrefix(t, "#"), ".")
+			out = append(out, parts[0])
+			if len(parts) == 3 {
+				out = append(out, parts[0]+"."+parts[1])
+			}
+		}
+		for _, x := range v {
+			out = append(out, namespaces(x)...)
+		}
+	case []any:
+		for _, x := range v {
+			out = append(out, namespaces(x)...)
+		}
+	}
+	return out
 }
 
 // links collects every @odata.id and action target below v.

@@ -42,6 +42,13 @@ for label, auth in (("basic", sushy.auth.BasicAuth(user, password)),
     system.reset_system(sushy.ResetType.ON)
     system.refresh()
     check(label + " power on", system.power_state, sushy.PowerState.ON)
+    # Sensor data as Ironic collects it: the machine model's sensors, the
+    # values `ipmitool sdr` shows for the same machine.
+    chassis = root.get_chassis("/redfish/v1/Chassis/" + uuid)
+    temps = {t.name: t.reading_celsius for t in chassis.thermal.temperatures}
+    check(label + " CPU temperature", temps.get("CPU Temp"), 45)
+    check(label + " fan RPM", [f.reading for f in chassis.thermal.fans], [4800])
+    check(label + " power drawn", chassis.power.power_supplies[0].last_power_output_watts, 180)
     check(label + " Once spent by the boot", system.boot.enabled,
           sushy.BootSourceOverrideEnabled.DISABLED)
 
@@ -79,6 +86,10 @@ for label, auth in (("basic", sushy.auth.BasicAuth(user, password)),
     check(label + " one MAC", len(macs), 1)
     check(label + " largest disk", system.simple_storage.max_size_bytes, 120 << 30)
     check(label + " drives", sorted(d.identity for s in system.storage.get_members() for d in s.drives), ["sda", "vda"])
+
+    # The service root's Tasks link (ServiceRoot v1_0_0): sushy follows it
+    # to watch firmware updates and other long operations.
+    check(label + " task service", root.get_task_service().path, "/redfish/v1/TaskService")
 
     manager = root.get_manager("/redfish/v1/Managers/" + uuid)
     check(label + " manager type", manager.manager_type, sushy.ManagerType.BMC)
