@@ -121,6 +121,16 @@ func TestErrorResponses(t *testing.T) {
 				return req{method: "PATCH", path: f.sys(0), body: `IndicatorLED=Lit`, ctype: "application/x-www-form-urlencoded"}
 			},
 			want: outcome{Status: 415, IDs: []string{"HeaderInvalid"}}},
+		{name: "empty text/plain POST (a browser's cross-site form)",
+			req: func(f *fixture) req {
+				return req{method: "POST", path: f.sys(0) + "/Actions/ComputerSystem.Reset", ctype: "text/plain"}
+			},
+			want: outcome{Status: 415, IDs: []string{"HeaderInvalid"}}},
+		{name: "cross-site form POST to a name is refused, not redirected",
+			req: func(f *fixture) req {
+				return req{method: "POST", path: systemsURI + "/sim-0001/Actions/ComputerSystem.Reset", body: `ResetType=On`, ctype: "application/x-www-form-urlencoded"}
+			},
+			want: outcome{Status: 415, IDs: []string{"HeaderInvalid"}}},
 		{name: "If-Match mismatch",
 			req: func(f *fixture) req {
 				return req{method: "PATCH", path: f.sys(0), body: `{"IndicatorLED": "Lit"}`, header: map[string]string{"If-Match": `"0123"`}}

@@ -62,12 +62,11 @@ func (f *fixture) do(q req) *httptest.ResponseRecorder {
 		q.method = http.MethodGet
 	}
 	r := httptest.NewRequest(q.method, q.path, body)
-	if q.body != "" {
-		ct := q.ctype
-		if ct == "" {
-			ct = "application/json"
-		}
-		r.Header.Set("Content-Type", ct)
+	switch {
+	case q.ctype != "":
+		r.Header.Set("Content-Type", q.ctype)
+	case q.body != "":
+		r.Header.Set("Content-Type", "application/json")
 	}
 	if !q.noAuth {
 		u, p := q.user, q.pass

@@ -16,18 +16,19 @@ import (
 const maxBody = 1 << 20
 
 // checkContentType refuses a request body that is not JSON (415). A request
-// without a body (an action without parameters) needs no Content-Type.
+// without a body (an action without parameters) needs no Content-Type, but
+// one that names a type names JSON, empty or not: an empty text/plain POST
+// is what a browser's cross-site form sends.
 func checkContentType(r *http.Request) *apiError {
-	if r.ContentLength == 0 {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" && r.ContentLength <= 0 {
+		// No body, or chunked with no type: judged by its content. A
+		// browser always names a type, so this is no cross-site door.
 		return nil
 	}
-	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
 	if err == nil && mt == "application/json" {
 		return nil
-	}
-	if ct == "" && r.ContentLength < 0 {
-		return nil // chunked, no type: judged by its content
 	}
 	return newError(http.StatusUnsupportedMediaType, MsgHeaderInvalid, "Content-Type: "+ct).
 		with("The request body must be application/json.")

@@ -271,14 +271,27 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if method == http.MethodPost || method == http.MethodPatch {
+		// Before any redirect: a browser's cross-site form or fetch can
+		// only send the simple types, and is refused here.
+		if err := checkContentType(r); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
 	if rt.scope != scopeNone {
 		if err := s.resolve(c, rt); err != nil {
 			s.fail(c, err)
 			return
 		}
+		if c.m.ID != c.params[0] && method != http.MethodGet {
+			// A change addressed by name acts where it is, with no
+			// redirect for a client to replay.
+			c.params[0] = c.m.ID
+		}
 		if c.m.ID != c.params[0] {
 			// A name or a differently cased UUID: send the client to the
-			// canonical URI, keeping the method (308).
+			// canonical URI (308).
 			u := rt.uriFor(c.m.ID, c.params[1:c.np])
 			if r.URL.RawQuery != "" {
 				u += "?" + r.URL.RawQuery
@@ -289,12 +302,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h["Allow"] = rt.allowHdr
-	if method == http.MethodPost || method == http.MethodPatch {
-		if err := checkContentType(r); err != nil {
-			s.fail(c, err)
-			return
-		}
-	}
 	if err := hf(s, c); err != nil {
 		s.fail(c, err)
 	}

@@ -153,7 +153,6 @@ func TestNamesRedirectToTheUUID(t *testing.T) {
 	for _, tc := range []struct{ method, path, want string }{
 		{"GET", systemsURI + "/sim-0002", f.sys(1)},
 		{"GET", systemsURI + "/sim-0002/Bios/Settings", f.sys(1) + "/Bios/Settings"},
-		{"PATCH", systemsURI + "/sim-0001", f.sys(0)},
 		{"GET", managersURI + "/sim-0001", managerURI(f.ids[0])},
 		{"GET", chassisURI + "/sim-0002", chassisOf(f.ids[1])},
 		{"GET", systemsURI + "/" + upper(f.ids[0]), f.sys(0)},
@@ -162,6 +161,22 @@ func TestNamesRedirectToTheUUID(t *testing.T) {
 		if w.Code != http.StatusPermanentRedirect || w.Header().Get("Location") != tc.want {
 			t.Errorf("%s %s: %d Location %q, want 308 %q", tc.method, tc.path, w.Code, w.Header().Get("Location"), tc.want)
 		}
+	}
+}
+
+// TestChangesByNameActInPlace: a PATCH or an action addressed by name acts
+// on that system with no redirect a client (or a browser) would replay.
+func TestChangesByNameActInPlace(t *testing.T) {
+	f := newFixture(t, 2)
+	w := f.do(req{method: "PATCH", path: systemsURI + "/sim-0002", body: `{"IndicatorLED": "Lit"}`})
+	if w.Code/100 != 2 || w.Header().Get("Location") != "" {
+		t.Fatalf("PATCH by name: %d Location %q, want 2xx in place", w.Code, w.Header().Get("Location"))
+	}
+	if got := decode(t, f.do(req{path: f.sys(1)}))["IndicatorLED"]; got != "Lit" {
+		t.Errorf("after PATCH by name, IndicatorLED = %v, want Lit", got)
+	}
+	if got := decode(t, f.do(req{path: f.sys(0)}))["IndicatorLED"]; got == "Lit" {
+		t.Errorf("PATCH by name sim-0002 changed sim-0001 too")
 	}
 }
 
