@@ -2,7 +2,9 @@ package ipmi
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	mrand "math/rand/v2"
@@ -14,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/ipmi/session"
 	"github.com/bmlab/bmlab/internal/ipmi/wire"
 	"github.com/bmlab/bmlab/internal/machine"
@@ -53,6 +56,7 @@ type sess struct {
 	limit     uint8 // highest privilege the session may take
 	priv      uint8 // present privilege
 	user      string
+	decoy     bool // user unknown: RAKP 2 carries a decoy code, RAKP 3 fails
 	keys      *session.Keys
 	window    session.Window
 	outSeq    uint32
@@ -77,6 +81,7 @@ type bmc struct {
 	mu       sync.Mutex
 	users    []machine.Credential
 	sessions map[uint32]*sess
+	decoyKey [32]byte // keys the decoy codes of unknown users
 	guid     [16]byte // the system GUID in IPMI byte order
 
 	// Boot option parameters kept by the BMC (IPMI v2.0 §28.13, Table 28-14).
@@ -107,6 +112,9 @@ func newBMC(ctx context.Context, m *machine.Machine, svc *machine.Service, cfg *
 		ctx:      ctx,
 		sessions: map[uint32]*sess{},
 		done:     make(chan struct{}),
+	}
+	if _, err := rand.Read(b.decoyKey[:]); err != nil {
+		panic(err)
 	}
 	b.guid = guidBytes(m.ID)
 	return b
@@ -276,9 +284,9 @@ func (b *bmc) handleV2(p []byte, from net.Addr) []byte {
 		case wire.PayloadOpenSessionRequest:
 			out = b.openSession(pk.Payload, from)
 		case wire.PayloadRAKP1:
-			out = b.rakp1(pk.Payload)
+			out = b.rakp1(pk.Payload, from)
 		case wire.PayloadRAKP3:
-			out = b.rakp3(pk.Payload)
+			out = b.rakp3(pk.Payload, from)
 		}
 		return out
 	}
@@ -324,6 +332,13 @@ func (b *bmc) sweepLocked(now time.Time) {
 			limit = b.cfg.halfOpen
 		}
 		if now.Sub(s.last) > limit {
+			if s.state == stateRAKP2 {
+				// Message 2 went out and no Message 3 came: ipmitool and
+				// FreeIPMI stop there when the code does not match their
+				// password, which is how most refused logins end.
+				b.log.Info("login refused", zap.String("face", "ipmi"), zap.String("user", accounts.LogName(s.user)),
+					zap.Stringer("remote", s.addr), zap.String("why", "no RAKP 3 came: a wrong password or an unknown user"))
+			}
 			b.dropLocked(id)
 		}
 	}
@@ -472,8 +487,21 @@ func algStatus(ids []uint8, a wire.Algorithms) wire.Status {
 }
 
 // rakp1 answers RAKP Message 1 with Message 2 (IPMI v2.0 §13.20, §13.21).
-// An unknown user is answered with "unauthorized name", not silence.
-func (b *bmc) rakp1(p []byte) []byte {
+//
+// An unknown user is answered as a known one whose password is wrong: RAKP
+// Message 2 carries a code keyed by a secret of this BMC, and Message 3 then
+// fails its integrity check. So the answers do not tell which user names
+// exist. (What IPMI 2.0 cannot hide: Message 2 of a known user is an HMAC
+// of its password that anyone who sends Message 1 may try to crack
+// offline; hence the per-source throttle and strong passwords.)
+//
+// Each Message 1 is charged to its source's login budget (it yields a code
+// to crack, whatever follows) and refunded when the session becomes
+// active; a source over budget gets no answer until it may try again.
+// Message 1 carries the BMC's random session ID, so its source has seen
+// the Open Session answer: a spoofed address cannot spend another host's
+// budget.
+func (b *bmc) rakp1(p []byte, from net.Addr) []byte {
 	m, err := wire.DecodeRAKP1(p)
 	if err != nil {
 		if len(p) >= 8 {
@@ -487,6 +515,11 @@ func (b *bmc) rakp1(p []byte) []byte {
 	if s == nil || s.state == stateActive {
 		return b.rakp2ErrLocked(m.Tag, 0, wire.StatusInvalidSessionID)
 	}
+	if d := b.cfg.throttle.Wait(from.String()); d > 0 {
+		b.log.Debug("RAKP 1 unanswered: too many failed logins", zap.Stringer("remote", from), zap.Duration("wait", d))
+		return nil
+	}
+	b.cfg.throttle.Failed(from.String())
 	priv := m.Role & 0x0f
 	switch {
 	case priv == 0 || priv > privOEM:
@@ -497,9 +530,9 @@ func (b *bmc) rakp1(p []byte) []byte {
 		return b.rakp2ErrLocked(m.Tag, s.consoleID, wire.StatusUnauthorizedRole)
 	}
 	pass, limit, ok := b.lookupLocked(string(m.Username))
+	s.decoy = !ok
 	if !ok {
-		b.dropLocked(s.id)
-		return b.rakp2ErrLocked(m.Tag, s.consoleID, wire.StatusUnauthorizedName)
+		pass, limit = b.decoyPass(m.Username), privAdmin
 	}
 	if priv > limit {
 		// Above the user's privilege limit (its role's, IPMI v2.0 §13.20).
@@ -520,6 +553,14 @@ func (b *bmc) rakp1(p []byte) []byte {
 	s.last = time.Now()
 	out := wire.RAKP2{Tag: m.Tag, ConsoleID: s.consoleID, BMCRandom: s.ex.BMCRandom, BMCGUID: b.guid, AuthCode: s.ex.RAKP2Code([]byte(pass))}
 	return v2Plain(wire.PayloadRAKP2, out.Append(nil))
+}
+
+// decoyPass is the key of an unknown user's RAKP codes: fixed per name, so a
+// repeated Message 1 looks like a known user's, and unknowable outside.
+func (b *bmc) decoyPass(user []byte) string {
+	mac := hmac.New(sha256.New, b.decoyKey[:])
+	mac.Write(user)
+	return string(mac.Sum(nil)[:20])
 }
 
 func (b *bmc) rakp2ErrLocked(tag uint8, consoleID uint32, st wire.Status) []byte {
@@ -551,8 +592,9 @@ func (b *bmc) authFailed(name string) {
 }
 
 // rakp3 checks RAKP Message 3 and answers with Message 4 (IPMI v2.0 §13.22,
-// §13.23); a wrong password is answered with "invalid integrity check value".
-func (b *bmc) rakp3(p []byte) []byte {
+// §13.23); a wrong password, or an unknown user, is answered with "invalid
+// integrity check value", logged and counted against the source.
+func (b *bmc) rakp3(p []byte, from net.Addr) []byte {
 	m, err := wire.DecodeRAKP3(p)
 	if err != nil {
 		return nil
@@ -567,18 +609,22 @@ func (b *bmc) rakp3(p []byte) []byte {
 		b.dropLocked(s.id)
 		return v2Plain(wire.PayloadRAKP4, wire.RAKP4{Tag: m.Tag, Status: st, ConsoleID: s.consoleID}.Append(nil))
 	}
+	refused := func(why string, st wire.Status) []byte {
+		b.authFailed(s.user)
+		b.log.Info("login refused", zap.String("face", "ipmi"), zap.String("user", accounts.LogName(s.user)),
+			zap.Stringer("remote", from), zap.String("why", why))
+		return fail(st)
+	}
 	if m.Status != wire.StatusOK {
 		// The console refused our RAKP 2 (most often: its password differs).
-		b.authFailed(s.user)
-		return fail(m.Status)
+		return refused("the console refused RAKP 2: "+m.Status.String(), m.Status)
 	}
 	pass, _, ok := b.lookupLocked(s.user)
 	if !ok {
-		return fail(wire.StatusUnauthorizedName)
+		pass = b.decoyPass([]byte(s.user)) // same work as a known user
 	}
-	if !session.Equal(s.ex.RAKP3Code([]byte(pass)), m.AuthCode) {
-		b.authFailed(s.user)
-		return fail(wire.StatusInvalidIntegrityValue)
+	if !session.Equal(s.ex.RAKP3Code([]byte(pass)), m.AuthCode) || s.decoy || !ok {
+		return refused("wrong password or unknown user", wire.StatusInvalidIntegrityValue)
 	}
 	sik := s.ex.SIK([]byte(pass)) // no BMC key: Kg is Kuid (IPMI v2.0 §13.31)
 	keys, err := session.NewKeys(s.suite, sik)
@@ -587,6 +633,7 @@ func (b *bmc) rakp3(p []byte) []byte {
 	}
 	s.keys = keys
 	s.state = stateActive
+	b.cfg.throttle.Refund(from.String())
 	s.priv = s.limit
 	s.last = time.Now()
 	return v2Plain(wire.PayloadRAKP4, wire.RAKP4{Tag: m.Tag, ConsoleID: s.consoleID, IntegrityCheck: s.ex.RAKP4Code(sik)}.Append(nil))

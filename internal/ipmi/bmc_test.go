@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/ipmi/client"
 	"github.com/bmlab/bmlab/internal/ipmi/wire"
 	"github.com/bmlab/bmlab/internal/machine"
@@ -42,7 +47,8 @@ func TestRAKPErrors(t *testing.T) {
 		user, pass string
 		want       wire.Status
 	}{
-		{"nobody", testPass, wire.StatusUnauthorizedName},
+		// An unknown user is told apart from a wrong password by nothing.
+		{"nobody", testPass, wire.StatusInvalidIntegrityValue},
 		{testUser, "wrong", wire.StatusInvalidIntegrityValue},
 	} {
 		_, err := client.Dial(ctx, l.addrs[0], client.Config{Username: tt.user, Password: tt.pass})
@@ -91,5 +97,79 @@ func TestCodeFor(t *testing.T) {
 		if got := codeFor(c.err); got != c.want {
 			t.Errorf("codeFor(%v) = %#x, want %#x", c.err, got, c.want)
 		}
+	}
+}
+
+// TestIPMILoginThrottle: after its budget of failed logins a source gets no
+// answer to RAKP 1 until it earns a try, even with the right password; a
+// successful login costs nothing; each refusal is logged with a bounded
+// user name.
+func TestIPMILoginThrottle(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	l := newLabLog(t, zap.New(core), 1, "127.0.0.1", nil, WithThrottle(accounts.NewThrottle(3, time.Hour)))
+	ctx := context.Background()
+	dial := func(user, pass string) error {
+		c, err := client.Dial(ctx, l.addrs[0], client.Config{Username: user, Password: pass, Timeout: 300 * time.Millisecond})
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	for i := range 5 {
+		if err := dial(testUser, testPass); err != nil {
+			t.Fatalf("good login %d: %v", i, err)
+		}
+	}
+	long := strings.Repeat("x", 16) // the longest name RAKP 1 carries
+	for i, user := range []string{testUser, "nobody", long} {
+		var se *client.StatusError
+		if err := dial(user, "wrong"); !errors.As(err, &se) {
+			t.Fatalf("bad login %d: %v, want a RAKP status", i, err)
+		}
+	}
+	if err := dial(testUser, testPass); err == nil || errors.As(err, new(*client.StatusError)) {
+		t.Errorf("after 3 failures, the right password: %v; want no answer", err)
+	}
+	refused := logs.FilterMessage("login refused").All()
+	if len(refused) != 3 {
+		t.Fatalf("%d refusals logged, want 3", len(refused))
+	}
+	for _, e := range refused {
+		f := e.ContextMap()
+		if u, _ := f["user"].(string); len(u) > 64+len("…") || f["remote"] == nil || f["face"] != "ipmi" {
+			t.Errorf("refusal logged as %v", f)
+		}
+	}
+}
+
+// TestIpmitoolRefusalLogged: ipmitool with an unknown user and with a wrong
+// password fails the same way, and the BMC logs each refusal.
+func TestIpmitoolRefusalLogged(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	l := newLabLog(t, zap.New(core), 1, "127.0.0.1", nil)
+	var outs []string
+	for _, user := range []string{"nobody", testUser} {
+		out, err := l.ipmitool(t, 0, []string{"-U", user, "-P", "wrong-password", "-R", "1"}, "power", "status")
+		if err == nil {
+			t.Fatalf("%s with a wrong password: %s", user, out)
+		}
+		outs = append(outs, out)
+	}
+	if outs[0] != outs[1] {
+		t.Errorf("ipmitool tells an unknown user from a wrong password:\n%s\nversus\n%s", outs[0], outs[1])
+	}
+	// ipmitool stops after RAKP 2; the half-open sessions are refused when
+	// they expire, as a sweep a minute later finds them.
+	l.mgr.mu.Lock()
+	for _, b := range l.mgr.bmcs {
+		b.sweep(time.Now().Add(time.Minute))
+	}
+	l.mgr.mu.Unlock()
+	var users []string
+	for _, e := range logs.FilterMessage("login refused").All() {
+		users = append(users, e.ContextMap()["user"].(string))
+	}
+	if !cmp.Equal(users, []string{"nobody", testUser}) {
+		t.Errorf("refusals logged for %v, want [nobody %s]", users, testUser)
 	}
 }

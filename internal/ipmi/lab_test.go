@@ -2,11 +2,13 @@ package ipmi
 
 import (
 	"context"
-	"github.com/bmlab/bmlab/internal/testenv"
 	"net"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/bmlab/bmlab/internal/testenv"
+	"go.uber.org/zap"
 
 	"github.com/bmlab/bmlab/internal/ipmi/client"
 	"github.com/bmlab/bmlab/internal/machine"
@@ -40,6 +42,12 @@ func freePort(t testing.TB, host string) int {
 
 func newLab(t testing.TB, n int, host string, be machine.Backend, opts ...Option) *lab {
 	t.Helper()
+	return newLabLog(t, testenv.Logger(t), n, host, be, opts...)
+}
+
+// newLabLog is newLab with the BMCs logging to log.
+func newLabLog(t testing.TB, log *zap.Logger, n int, host string, be machine.Backend, opts ...Option) *lab {
+	t.Helper()
 	if be == nil {
 		be = sim.New(n)
 	}
@@ -51,12 +59,17 @@ func newLab(t testing.TB, n int, host string, be machine.Backend, opts ...Option
 	for _, m := range svc.List() {
 		ids = append(ids, m.ID)
 	}
-	return serveLab(t, svc, ids, host, opts...)
+	return serveLabLog(t, log, svc, ids, host, opts...)
 }
 
 // serveLab gives each of the machines ids a BMC on host (a free port,
 // recorded in the model) and runs a Manager over svc until the test ends.
 func serveLab(t testing.TB, svc *machine.Service, ids []string, host string, opts ...Option) *lab {
+	t.Helper()
+	return serveLabLog(t, testenv.Logger(t), svc, ids, host, opts...)
+}
+
+func serveLabLog(t testing.TB, log *zap.Logger, svc *machine.Service, ids []string, host string, opts ...Option) *lab {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &lab{svc: svc, be: svc.Backend()}
@@ -73,7 +86,7 @@ func serveLab(t testing.TB, svc *machine.Service, ids []string, host string, opt
 		l.ids = append(l.ids, id)
 	}
 	opts = append([]Option{WithCredentials(machine.Credential{Username: testUser, Password: testPass})}, opts...)
-	l.mgr = NewManager(svc, testenv.Logger(t), opts...)
+	l.mgr = NewManager(svc, log, opts...)
 	done := make(chan error, 1)
 	go func() { done <- l.mgr.Run(ctx) }()
 	t.Cleanup(func() {

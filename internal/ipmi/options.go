@@ -13,6 +13,7 @@ type Option func(*config)
 type config struct {
 	creds       []machine.Credential
 	accounts    *accounts.Store
+	throttle    *accounts.Throttle
 	portBase    int
 	addr        string
 	cipher0     bool
@@ -45,6 +46,11 @@ func WithCredentials(creds ...machine.Credential) Option {
 // of their role, and its user commands (IPMI v2.0 §22.26-§22.30) change
 // them.
 func WithAccounts(st *accounts.Store) Option { return func(c *config) { c.accounts = st } }
+
+// WithThrottle slows failed logins per source: a source over its budget
+// gets no answer to RAKP Message 1 until it may try again (shared with the
+// Redfish face when vbmcd passes both the same throttle).
+func WithThrottle(t *accounts.Throttle) Option { return func(c *config) { c.throttle = t } }
 
 // WithPortBase gives every machine that has no IPMI endpoint the lowest free
 // port at or above base, recorded with the machine (so it is stable across

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,21 +124,22 @@ func (s *Server) verify(user, pass string) (*principal, error) {
 	return nil, nil
 }
 
-// maxLogName is how much of a refused user name a log line carries.
-const maxLogName = 64
-
-// logName is a user name as logs show it: cut to maxLogName bytes, so that
-// a refused login costs a log line of bounded size.
-func logName(user string) string {
-	if len(user) <= maxLogName {
-		return user
+// slowed refuses to check credentials from a source that failed too often
+// lately: 429 with the wait in Retry-After.
+func (s *Server) slowed(c *call) *apiError {
+	d := s.throttle.Wait(c.r.RemoteAddr)
+	if d <= 0 {
+		return nil
 	}
-	return strings.ToValidUTF8(user[:maxLogName], "") + "…"
+	secs := strconv.Itoa(int((d + time.Second - 1) / time.Second))
+	return newError(http.StatusTooManyRequests, MsgServiceTemporarilyUnavailable, secs).
+		with("Too many failed logins from this address.").withHeader("Retry-After", secs)
 }
 
-// refused logs a refused login at the edge.
+// refused logs a refused login at the edge and counts it against its source.
 func (s *Server) refused(c *call, user string, why error) {
-	fs := []zap.Field{zap.String("user", logName(user)), zap.String("remote", c.r.RemoteAddr)}
+	s.throttle.Failed(c.r.RemoteAddr)
+	fs := []zap.Field{zap.String("user", accounts.LogName(user)), zap.String("remote", c.r.RemoteAddr)}
 	if why != nil {
 		fs = append(fs, zap.Error(why))
 	}
@@ -304,6 +306,9 @@ func (s *Server) authenticate(c *call) *apiError {
 		}
 		c.who = p
 		return nil
+	}
+	if err := s.slowed(c); err != nil {
+		return err
 	}
 	s.basic.verifies.Add(1)
 	p, why := s.verify(user, pass)

@@ -548,6 +548,9 @@ func postSession(s *Server, c *call) *apiError {
 		}
 	}
 	user, pass := body["UserName"].(string), body["Password"].(string)
+	if err := s.slowed(c); err != nil {
+		return err
+	}
 	who, why := s.verify(user, pass)
 	if who == nil {
 		s.refused(c, user, why)

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/machine"
 )
 
@@ -128,8 +129,8 @@ func TestRefusedLoginLogsTruncatedName(t *testing.T) {
 	}
 	for _, e := range entries {
 		u, _ := e.ContextMap()["user"].(string)
-		if len(u) > maxLogName+len("…") {
-			t.Errorf("logged user name of %d bytes, want at most %d", len(u), maxLogName+len("…"))
+		if len(u) > 64+len("…") {
+			t.Errorf("logged user name of %d bytes, want at most %d", len(u), 64+len("…"))
 		}
 	}
 }
@@ -194,4 +195,46 @@ func TestVirtualMediaVerifiesCertificatesByDefault(t *testing.T) {
 	}
 	wantCode(t, f.do(req{method: http.MethodPatch, path: f.cd(0), body: `{"VerifyCertificate":false}`}), http.StatusOK, "PATCH VerifyCertificate false")
 	wantCode(t, f.insert(0, tlsSrv.URL+"/small.iso"), http.StatusNoContent, "insert without verification")
+}
+
+// TestLoginThrottle: after its budget of failed logins (Basic or session) a
+// source is answered 429 with Retry-After before its credentials are
+// checked, right ones included; credentials verified before stay served;
+// another source is not slowed.
+func TestLoginThrottle(t *testing.T) {
+	f := newFixture(t, 1, WithThrottle(accounts.NewThrottle(3, time.Minute)))
+	if w := f.do(req{path: f.sys(0)}); w.Code != http.StatusOK {
+		t.Fatalf("good Basic: %d", w.Code)
+	}
+	for i := range 3 {
+		q := req{path: f.sys(0), user: testUser, pass: fmt.Sprint("guess", i)}
+		if i == 2 {
+			q = req{method: "POST", path: sessionsURI, noAuth: true, body: `{"UserName": "admin", "Password": "guess"}`}
+		}
+		w := f.do(q)
+		if w.Code != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d, want 401", i, w.Code)
+		}
+	}
+	for _, q := range []req{
+		{path: f.sys(0), user: testUser, pass: "guess9"},
+		{method: "POST", path: sessionsURI, noAuth: true, body: fmt.Sprintf(`{"UserName": %q, "Password": %q}`, testUser, testPass)},
+	} {
+		w := f.do(q)
+		if got := messageIDs(t, w); w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" ||
+			!cmp.Equal(got, []string{"ServiceTemporarilyUnavailable"}) {
+			t.Errorf("%s %s over budget: %d Retry-After %q %v, want 429 with Retry-After", q.method, q.path, w.Code, w.Header().Get("Retry-After"), got)
+		}
+	}
+	if w := f.do(req{path: f.sys(0)}); w.Code != http.StatusOK {
+		t.Errorf("credentials verified before the failures: %d, want 200", w.Code)
+	}
+	r := httptest.NewRequest("GET", f.sys(0), nil)
+	r.RemoteAddr = "198.51.100.7:4000"
+	r.SetBasicAuth(testUser, "guess")
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, r)
+	if w.Code != http.StatusUnauthorized {
+		t.Errorf("another source's failure: %d, want 401", w.Code)
+	}
 }

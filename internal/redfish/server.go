@@ -29,7 +29,8 @@ type Server struct {
 	maxPerUser  int           // live sessions one principal may hold
 	insertWait  time.Duration // how long InsertMedia waits before answering 202
 
-	accounts *accounts.Store // nil: no stored accounts
+	accounts *accounts.Store    // nil: no stored accounts
+	throttle *accounts.Throttle // nil: failed logins are not slowed
 
 	cache    renderCache
 	basic    basicCache
@@ -55,6 +56,10 @@ func WithCredentials(user, pass string) Option {
 // the IPMI face shares); without it only the bootstrap user and machines'
 // own credentials exist.
 func WithAccounts(st *accounts.Store) Option { return func(s *Server) { s.accounts = st } }
+
+// WithThrottle slows failed logins per source (shared with the IPMI face
+// when vbmcd passes both the same throttle).
+func WithThrottle(t *accounts.Throttle) Option { return func(s *Server) { s.throttle = t } }
 
 // WithSessionTimeout sets how long an idle session lives (default 30 min).
 func WithSessionTimeout(d time.Duration) Option {

@@ -183,7 +183,11 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	if err != nil {
 		return err
 	}
+	// One login budget per source for both faces: a guesser cannot double
+	// its rate by switching protocol.
+	throttle := accounts.NewThrottle(loginBurst, loginEvery)
 	rf := redfish.New(svc, log.Named("redfish"),
+		redfish.WithThrottle(throttle),
 		redfish.WithCredentials(user, pass),
 		redfish.WithAccounts(store),
 		redfish.WithSessionTimeout(cfg.SessionTimeout),
@@ -227,6 +231,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		opts := []ipmi.Option{
 			ipmi.WithCredentials(machine.Credential{Username: user, Password: pass}),
 			ipmi.WithAccounts(store),
+			ipmi.WithThrottle(throttle),
 			ipmi.WithAddress(cfg.ipmiAddr()),
 			ipmi.WithCipherSuite0(cfg.IPMICipher0),
 			ipmi.WithSessionLimit(cfg.IPMIMaxSessions),
@@ -303,3 +308,10 @@ func serviceUUID(dir string) (string, error) {
 	}
 	return s, nil
 }
+
+// A source may fail loginBurst logins at once, then one per loginEvery. A
+// good login is never slowed; ipmitool's tries and Ironic's retries fit.
+const (
+	loginBurst = 20
+	loginEvery = time.Second
+)

@@ -154,6 +154,10 @@ func (c *Client) handshake() error {
 	ex.BMCRandom, ex.GUID = r2.BMCRandom, r2.BMCGUID
 	kuid := []byte(c.cfg.Password)
 	if !session.Equal(ex.RAKP2Code(kuid), r2.AuthCode) {
+		// Tell the BMC, as ipmitool does (IPMI v2.0 §13.22: RAKP 3 with an
+		// error status), so it can end the session and count the failure.
+		r3 := wire.RAKP3{Tag: 3, Status: wire.StatusInvalidIntegrityValue, BMCID: os.BMCID}
+		_, _ = c.conn.Write(plain(wire.PayloadRAKP3, r3.Append(nil)))
 		return &StatusError{"rakp 2 (wrong password)", wire.StatusInvalidIntegrityValue}
 	}
 	r3 := wire.RAKP3{Tag: 3, BMCID: os.BMCID, AuthCode: ex.RAKP3Code(kuid)}
