@@ -171,6 +171,11 @@ func (c *Config) credentials() (user, pass string, err error) {
 	if err != nil {
 		return "", "", fmt.Errorf("credentials file: %w", err)
 	}
+	// As ssh does with keys: a password others may read is not used.
+	if fi, err := os.Stat(c.CredentialsFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		return "", "", fmt.Errorf("credentials file %s is readable by other users (mode %04o); run: chmod 600 %s",
+			c.CredentialsFile, fi.Mode().Perm(), c.CredentialsFile)
+	}
 	var f struct {
 		Username string `json:"username"`
 		Password string `json:"password"`

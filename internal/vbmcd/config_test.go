@@ -44,6 +44,9 @@ func TestBadSettingsSayWhatIsWrong(t *testing.T) {
 	os.WriteFile(bad, []byte("redfish-adr: x\n"), 0o600)
 	creds := filepath.Join(dir, "creds.yaml")
 	os.WriteFile(creds, []byte("username: u\n"), 0o600)
+	open := filepath.Join(dir, "open.yaml")
+	os.WriteFile(open, []byte("username: u\npassword: p\n"), 0o600)
+	os.Chmod(open, 0o644) // past the umask
 	tests := []struct {
 		name string
 		args []string
@@ -57,6 +60,7 @@ func TestBadSettingsSayWhatIsWrong(t *testing.T) {
 		{"tls pair", []string{"--tls-cert", "a.pem"}, nil, "", "go together"},
 		{"port base", []string{"--ipmi-port-base", "70000"}, nil, "", "want a UDP port"},
 		{"creds", []string{"--credentials-file", creds}, nil, "", "must both be set"},
+		{"creds readable by others", []string{"--credentials-file", open}, nil, "", "chmod 600 " + open},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
