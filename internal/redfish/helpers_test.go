@@ -83,7 +83,7 @@ func (f *fixture) do(q req) *httptest.ResponseRecorder {
 	return w
 }
 
-func decode(t *testing.T, w *httptest.ResponseRecorder) map[string]any {
+func decode(t testing.TB, w *httptest.ResponseRecorder) map[string]any {
 	t.Helper()
 	var v map[string]any
 	if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil {

@@ -85,7 +85,7 @@ func TestPerSystemCredentials(t *testing.T) {
 	}
 }
 
-func (f *fixture) login(t *testing.T, user, pass string) (token, location string) {
+func (f *fixture) login(t testing.TB, user, pass string) (token, location string) {
 	t.Helper()
 	w := f.do(req{method: "POST", path: sessionsURI, noAuth: true,
 		body: `{"UserName": "` + user + `", "Password": "` + pass + `"}`})
