@@ -39,6 +39,8 @@ type options struct {
 	password  string
 	serverPID int
 	systems   int
+	attack    string
+	n         int
 }
 
 // Run parses args, runs the benchmark and writes the report to out.
@@ -57,11 +59,16 @@ func Run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.password, "password", "password", "Basic auth password")
 	fs.IntVar(&o.serverPID, "server-pid", 0, "PID of the server, to read its CPU time from /proc (with -url)")
 	fs.IntVar(&o.systems, "systems", 10, "systems of the sim backend when rfbench starts the server")
+	fs.StringVar(&o.attack, "attack", "", "send -n hostile requests of one kind (padded-basic, bad-basic, bad-session, sessions, big-body, long-path) to -url and report the server's memory (needs -server-pid)")
+	fs.IntVar(&o.n, "n", 10000, "requests to send with -attack")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if o.conns < 1 {
 		return errors.New("-c must be at least 1")
+	}
+	if o.attack != "" && o.url == "" {
+		return errors.New("-attack measures a running vbmcd: give its -url and -server-pid")
 	}
 	if o.url == "" {
 		u, pid, stop, err := startChild(o)
@@ -77,6 +84,9 @@ func Run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if err := loopbackOnly(base.Hostname()); err != nil {
 		return err
+	}
+	if o.attack != "" {
+		return runAttack(ctx, base, o, out)
 	}
 	if o.path == "" {
 		p, err := firstSystem(base, o)

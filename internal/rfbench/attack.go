@@ -1,0 +1,217 @@
+package rfbench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// attack is one kind of hostile request: build makes request i.
+type attack struct {
+	about string
+	build func(base *url.URL, o options, i int) (*http.Request, error)
+}
+
+// attacks are the hostile requests of issue 15's review, each bounded by a
+// limit in vbmcd; -attack NAME sends -n of one kind and reports the
+// server's memory before and after.
+var attacks = map[string]attack{
+	"padded-basic": {"the right credentials in a Basic header padded with up to 500 spaces (a new spelling each time)",
+		func(base *url.URL, o options, i int) (*http.Request, error) {
+			r, err := http.NewRequest("GET", base.String()+"/redfish/v1/Systems", nil)
+			if err == nil {
+				cred := base64.StdEncoding.EncodeToString([]byte(o.user + ":" + o.password))
+				r.Header.Set("Authorization", "Basic "+strings.Repeat(" ", 1+i%480)+cred)
+			}
+			return r, err
+		}},
+	"bad-basic": {"Basic logins with a new 300-byte user name and a wrong password each",
+		func(base *url.URL, o options, i int) (*http.Request, error) {
+			r, err := http.NewRequest("GET", base.String()+"/redfish/v1/Systems", nil)
+			if err == nil {
+				r.SetBasicAuth(fmt.Sprintf("%0300d", i), "wrong")
+			}
+			return r, err
+		}},
+	"bad-session": {"session logins with a 100 KB user name and a wrong password",
+		func(base *url.URL, o options, i int) (*http.Request, error) {
+			body := fmt.Sprintf(`{"UserName": "%d%s", "Password": "wrong"}`, i, strings.Repeat("u", 100_000))
+			return jsonRequest("POST", base.String()+"/redfish/v1/SessionService/Sessions", body)
+		}},
+	"sessions": {"session logins with the right credentials, never logged out",
+		func(base *url.URL, o options, i int) (*http.Request, error) {
+			body := fmt.Sprintf(`{"UserName": %q, "Password": %q}`, o.user, o.password)
+			return jsonRequest("POST", base.String()+"/redfish/v1/SessionService/Sessions", body)
+		}},
+	"big-body": {"PATCH bodies of 2 MiB",
+		func(base *url.URL, o options, i int) (*http.Request, error) {
+			r, err := jsonRequest("PATCH", base.String()+"/redfish/v1/AccountService", `{"x": "`+strings.Repeat("x", 2<<20)+`"}`)
+			if err == nil {
+				r.SetBasicAuth(o.user, o.password)
+			}
+			return r, err
+		}},
+	"long-path": {"GETs of distinct 16 KiB paths",
+		func(base *url.URL, o options, i int) (*http.Request, error) {
+			r, err := http.NewRequest("GET", fmt.Sprintf("%s/redfish/v1/Systems/%d%s", base, i, strings.Repeat("a", 16<<10)), nil)
+			if err == nil {
+				r.SetBasicAuth(o.user, o.password)
+			}
+			return r, err
+		}},
+}
+
+func jsonRequest(method, u, body string) (*http.Request, error) {
+	r, err := http.NewRequest(method, u, strings.NewReader(body))
+	if err == nil {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	return r, err
+}
+
+// runAttack sends o.n requests of one kind over o.conns connections and
+// reports the statuses and the server's resident memory before and after.
+func runAttack(ctx context.Context, base *url.URL, o options, out io.Writer) error {
+	a, ok := attacks[o.attack]
+	if !ok {
+		var names []string
+		for k := range attacks {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		return fmt.Errorf("-attack %q: want one of %s", o.attack, strings.Join(names, ", "))
+	}
+	if o.serverPID == 0 {
+		return fmt.Errorf("-attack needs the server's PID (-server-pid) to read its memory")
+	}
+	before, err := rss(o.serverPID)
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		MaxIdleConnsPerHost: o.conns,
+		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback benchmark
+	}}
+	defer client.CloseIdleConnections()
+	var mu sync.Mutex
+	statuses := map[string]int{}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range o.conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				st := send(ctx, client, a, base, o, i)
+				mu.Lock()
+				statuses[st]++
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := 0; i < o.n && ctx.Err() == nil; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	elapsed := time.Since(start)
+	after, err := rss(o.serverPID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "attack %s: %s\n", o.attack, a.about)
+	fmt.Fprintf(out, "requests: %d in %v over %d connections\n", o.n, elapsed.Round(time.Millisecond), o.conns)
+	var keys []string
+	for k := range statuses {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(out, "  %-40s %d\n", k, statuses[k])
+	}
+	fmt.Fprintf(out, "server VmRSS: %.1f MB before, %.1f MB after (%+.1f MB); VmHWM %.1f MB\n",
+		mb(before.rss), mb(after.rss), mb(after.rss-before.rss), mb(after.hwm))
+	return nil
+}
+
+// send makes and sends request i; its outcome is a status line or the
+// error's kind.
+func send(ctx context.Context, c *http.Client, a attack, base *url.URL, o options, i int) string {
+	r, err := a.build(base, o, i)
+	if err != nil {
+		return "client: " + err.Error()
+	}
+	resp, err := c.Do(r.WithContext(ctx))
+	if err != nil {
+		msg := err.Error()
+		if j := strings.LastIndex(msg, ": "); j >= 0 {
+			msg = msg[j+2:]
+		}
+		return "no response: " + msg
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if id := messageID(body); id != "" {
+		return resp.Status + " " + id
+	}
+	return resp.Status
+}
+
+// messageID is the last part of the first MessageId in an error body.
+func messageID(body []byte) string {
+	const key = `"MessageId":"`
+	i := bytes.Index(body, []byte(key))
+	if i < 0 {
+		return ""
+	}
+	rest := body[i+len(key):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return ""
+	}
+	id := string(rest[:j])
+	return id[strings.LastIndexByte(id, '.')+1:]
+}
+
+type memory struct{ rss, hwm int64 }
+
+// rss reads a process's resident and peak resident memory.
+func rss(pid int) (memory, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return memory{}, fmt.Errorf("server memory: %w", err)
+	}
+	defer f.Close()
+	var m memory
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), ":")
+		fields := strings.Fields(v)
+		if len(fields) == 0 {
+			continue
+		}
+		n, _ := strconv.ParseInt(fields[0], 10, 64)
+		switch k {
+		case "VmRSS":
+			m.rss = n << 10
+		case "VmHWM":
+			m.hwm = n << 10
+		}
+	}
+	return m, sc.Err()
+}
+
+func mb(n int64) float64 { return float64(n) / 1e6 }
