@@ -90,10 +90,11 @@ type bmc struct {
 	bootAck       uint8
 	reservation   uint16
 
-	powerOnByIPMI bool
-	powerFault    bool      // the last chassis control failed (§28.2 power control fault)
-	identifyUntil time.Time // zero: off or indefinite (see the machine's LED)
-	identifyTimer *time.Timer
+	powerOnByIPMI   bool
+	resetAfterReply bool      // Cold/Warm Reset answered; reset once the answer is sealed
+	powerFault      bool      // the last chassis control failed (§28.2 power control fault)
+	identifyUntil   time.Time // zero: off or indefinite (see the machine's LED)
+	identifyTimer   *time.Timer
 
 	sol *solSession
 }
@@ -342,6 +343,20 @@ func (b *bmc) sweepLocked(now time.Time) {
 			b.dropLocked(id)
 		}
 	}
+}
+
+// controllerReset starts this BMC over, as a reset controller does: no
+// sessions, no SOL, the boot option parameters it holds as at power-up.
+// What the machine model keeps (power, the boot override, media) stays.
+func (b *bmc) controllerReset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id := range b.sessions {
+		b.dropLocked(id)
+	}
+	b.setInProgress, b.validClearing, b.bootAck, b.reservation = 0, 0, 0, 0
+	b.powerFault = false
+	b.log.Info("BMC reset: sessions ended")
 }
 
 // dropLocked ends a session and the SOL it owns. Callers hold b.mu.
@@ -676,7 +691,18 @@ func (b *bmc) inSession(pk wire.V2Packet, from net.Addr) []byte {
 		if s := b.sessions[id]; s != nil && s.closing {
 			b.dropLocked(id)
 		}
+		reset := b.resetAfterReply
+		b.resetAfterReply = false
 		b.mu.Unlock()
+		if reset {
+			// Not from this goroutine: the reset reaches this BMC through
+			// the Manager, whose lock a shutdown holds while it waits here.
+			go func() {
+				if err := b.svc.ResetBMC(b.id); err != nil {
+					b.log.Warn("BMC reset", zap.Error(err))
+				}
+			}()
+		}
 		return out
 	case wire.PayloadSOL:
 		return b.solInbound(id, payload)

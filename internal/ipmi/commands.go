@@ -18,6 +18,8 @@ import (
 const (
 	// App (NetFn 06h)
 	cmdGetDeviceID            = 0x01
+	cmdColdReset              = 0x02
+	cmdWarmReset              = 0x03
 	cmdGetACPIPowerState      = 0x07
 	cmdGetSystemGUID          = 0x37
 	cmdGetChannelAuthCaps     = 0x38
@@ -73,6 +75,8 @@ var handlers map[key]handler
 func init() {
 	handlers = map[key]handler{
 		{wire.NetFnApp, cmdGetDeviceID}:            {privUser, (*bmc).getDeviceID},
+		{wire.NetFnApp, cmdColdReset}:              {privAdmin, (*bmc).resetController},
+		{wire.NetFnApp, cmdWarmReset}:              {privAdmin, (*bmc).resetController},
 		{wire.NetFnApp, cmdGetACPIPowerState}:      {privUser, (*bmc).getACPIPowerState},
 		{wire.NetFnApp, cmdGetSystemGUID}:          {privUser, (*bmc).getSystemGUID},
 		{wire.NetFnApp, cmdGetChannelAuthCaps}:     {privCallback, (*bmc).getChannelAuthCaps},
@@ -178,6 +182,23 @@ func isOn(m *machine.Machine) bool {
 }
 
 // getDeviceID (IPMI v2.0 §20.1).
+// resetController answers Cold and Warm Reset (IPMI v2.0 §20.2, §20.3):
+// the answer goes out first, then the BMC starts over (machine.ResetBMC),
+// ending every session, this one included. Both resets are the same here:
+// the BMC keeps no state a warm reset would spare.
+func (b *bmc) resetController(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
+	if len(d) != 0 {
+		return wire.CodeDataLengthInvalid, nil
+	}
+	if s == nil {
+		return wire.CodeInsufficientPriv, nil
+	}
+	b.mu.Lock()
+	b.resetAfterReply = true
+	b.mu.Unlock()
+	return wire.CodeOK, nil
+}
+
 func (b *bmc) getDeviceID(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
 	if len(d) != 0 {
 		return wire.CodeDataLengthInvalid, nil

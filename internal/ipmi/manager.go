@@ -60,6 +60,14 @@ func (m *Manager) Run(ctx context.Context) error {
 
 	events, cancel := m.svc.Backend().Subscribe()
 	defer cancel()
+	defer m.svc.OnBMCReset(func(id string) {
+		m.mu.Lock()
+		b := m.bmcs[id]
+		m.mu.Unlock()
+		if b != nil {
+			b.controllerReset()
+		}
+	})()
 	m.reconcileAll(ctx)
 	tick := time.NewTicker(reconcileEvery)
 	defer tick.Stop()

@@ -21,7 +21,8 @@ type Service struct {
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // per machine: mutations are serialised
 
-	media mediaTasks
+	media    mediaTasks
+	bmcReset bmcResetHooks
 }
 
 // NewService returns a Service over be. Call Watch to react to guest reboots.

@@ -38,13 +38,14 @@ func TestRolesEnforced(t *testing.T) {
 	boot := req{method: "PATCH", path: sys, body: `{"Boot":{"BootSourceOverrideTarget":"Pxe"}}`}
 	create := req{method: "POST", path: "/redfish/v1/AccountService/Accounts", body: `{"UserName":"new-%s","Password":"new-password","RoleId":"ReadOnly"}`}
 	policy := req{method: "PATCH", path: "/redfish/v1/AccountService", body: `{"AccountLockoutThreshold":4}`}
+	bmcReset := req{method: "POST", path: managerURI(f.ids[0]) + "/Actions/Manager.Reset", body: `{"ResetType":"ForceRestart"}`}
 	for _, tc := range []struct {
-		user                             string
-		get, reset, boot, create, policy int
+		user                                       string
+		get, reset, boot, create, policy, bmcReset int
 	}{
-		{"ro", 200, 403, 403, 403, 403},
-		{"op", 200, 204, 200, 403, 403},
-		{"adm", 200, 204, 200, 201, 200},
+		{"ro", 200, 403, 403, 403, 403, 403},
+		{"op", 200, 204, 200, 403, 403, 403},
+		{"adm", 200, 204, 200, 201, 200, 204},
 	} {
 		t.Run(tc.user, func(t *testing.T) {
 			pass := tc.user + "-password"
@@ -63,6 +64,7 @@ func TestRolesEnforced(t *testing.T) {
 			check("boot", boot, tc.boot)
 			check("create account", create, tc.create)
 			check("lockout policy", policy, tc.policy)
+			check("BMC reset", bmcReset, tc.bmcReset)
 		})
 	}
 	// ReadOnly changes its own password (ConfigureSelf), not its role.

@@ -131,6 +131,11 @@ func TestErrorResponses(t *testing.T) {
 				return req{method: "POST", path: systemsURI + "/sim-0001/Actions/ComputerSystem.Reset", body: `ResetType=On`, ctype: "application/x-www-form-urlencoded"}
 			},
 			want: outcome{Status: 415, IDs: []string{"HeaderInvalid"}}},
+		{name: "Manager.Reset with a system's ResetType",
+			req: func(f *fixture) req {
+				return req{method: "POST", path: managerURI(f.ids[0]) + "/Actions/Manager.Reset", body: `{"ResetType": "On"}`}
+			},
+			want: outcome{Status: 400, IDs: []string{"ActionParameterValueNotInList"}}},
 		{name: "If-Match mismatch",
 			req: func(f *fixture) req {
 				return req{method: "PATCH", path: f.sys(0), body: `{"IndicatorLED": "Lit"}`, header: map[string]string{"If-Match": `"0123"`}}

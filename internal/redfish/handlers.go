@@ -483,6 +483,30 @@ func enumParam(body map[string]any, action, name string, values []string) (strin
 	return str, nil
 }
 
+// managerResetTypes are the BMC resets a Manager takes; both start the BMC
+// over (machine.ResetBMC), and the machine it manages keeps running.
+var managerResetTypes = []string{"GracefulRestart", "ForceRestart"}
+
+func postManagerReset(s *Server, c *call) *apiError {
+	const action = "Manager.Reset"
+	body, aerr := actionParams(c, action, "ResetType")
+	if aerr != nil {
+		return aerr
+	}
+	rt := managerResetTypes[0] // the schema lets a service choose when none is given
+	if _, ok := body["ResetType"]; ok {
+		if rt, aerr = enumParam(body, action, "ResetType", managerResetTypes); aerr != nil {
+			return aerr
+		}
+	}
+	if err := s.svc.ResetBMC(c.m.ID); err != nil {
+		return s.modelError(c, err)
+	}
+	s.logChange(c, "BMC reset", zap.String("type", rt))
+	c.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
 func postReset(s *Server, c *call) *apiError {
 	const action = "ComputerSystem.Reset"
 	body, aerr := actionParams(c, action, "ResetType")

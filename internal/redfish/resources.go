@@ -568,6 +568,12 @@ func manager(m *machine.Machine, id identity) obj {
 			"ManagerForChassis": []ref{{chassisOf(m.ID)}},
 			"ManagerInChassis":  ref{chassisOf(m.ID)},
 		},
+		"Actions": obj{
+			"#Manager.Reset": obj{
+				"target":                            managerURI(m.ID) + "/Actions/Manager.Reset",
+				"ResetType@Redfish.AllowableValues": managerResetTypes,
+			},
+		},
 	}
 }
 

@@ -241,6 +241,7 @@ func (s *Server) table() []*route {
 
 		r("Managers", route{get: getManagers}),
 		r("Managers/*", route{get: getManager}),
+		r("Managers/*/Actions/Manager.Reset", route{post: postManagerReset, write: accounts.ConfigureManager}),
 		r("Chassis", route{get: getChassisCollection}),
 		r("Chassis/*", route{render: renderChassis}),
 		r("Chassis/*/Thermal", route{render: renderThermal}),
