@@ -3,6 +3,9 @@ package labconfig
 import (
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
 )
 
 // BMC kinds: how install-config addresses each node's BMC.
@@ -159,6 +162,10 @@ type BMC struct {
 	IPMIPortBase int    `json:"ipmiPortBase,omitempty"`
 	Username     string `json:"username,omitempty"`
 	Password     string `json:"password,omitempty"`
+	// PasswordFile names a file (0600, relative to the lab file) holding
+	// the password, so the lab file can be shared or committed without
+	// it. BMLAB_BMC_PASSWORD in the environment overrides both.
+	PasswordFile string `json:"passwordFile,omitempty"`
 	// TLS (default true) serves Redfish over HTTPS with vbmcd's self-signed
 	// certificate, so install-config turns certificate verification off.
 	TLS *bool `json:"tls,omitempty"`
@@ -211,7 +218,7 @@ func (c *Config) setClusterDefaults() {
 	if b.Username == "" {
 		b.Username = DefaultBMCUsername
 	}
-	if b.Password == "" {
+	if b.Password == "" && b.PasswordFile == "" {
 		b.Password = DefaultBMCPassword
 	}
 	if b.TLS == nil {
@@ -367,4 +374,42 @@ func (r *Role) shrink(memMiB int) {
 	r.MemoryMiB = memMiB
 	r.DiskGiB = TinyDiskGiB
 	r.ExtraDisks = nil
+}
+
+// PasswordEnv overrides the BMC password of any lab file.
+const PasswordEnv = "BMLAB_BMC_PASSWORD"
+
+// resolvePassword takes the BMC password from the environment or from
+// bmc.passwordFile (resolved against dir, the lab file's directory).
+func (b *BMC) resolvePassword(dir string) error {
+	if b.Password != "" && b.PasswordFile != "" {
+		return fmt.Errorf("cluster.bmc: password and passwordFile are both set; keep one")
+	}
+	if env := os.Getenv(PasswordEnv); env != "" {
+		b.Password = env
+		return nil
+	}
+	if b.PasswordFile == "" {
+		return nil
+	}
+	path := b.PasswordFile
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("cluster.bmc.passwordFile: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("cluster.bmc.passwordFile %s is readable by other users (mode %04o); run: chmod 600 %s", path, fi.Mode().Perm(), path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("cluster.bmc.passwordFile: %w", err)
+	}
+	b.Password = strings.TrimRight(string(data), "\r\n")
+	if b.Password == "" {
+		return fmt.Errorf("cluster.bmc.passwordFile %s is empty", path)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -116,13 +117,17 @@ func Default() *Config {
 func Load(path string, mustExist bool) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) && !mustExist {
-		return Default(), nil
+		c := Default()
+		return c, c.Cluster.BMC.resolvePassword(".")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read lab configuration: %w", err)
 	}
 	c, err := Parse(data)
 	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := c.Cluster.BMC.resolvePassword(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil

@@ -139,3 +139,40 @@ func TestSeedExampleIsTheDefault(t *testing.T) {
 		t.Errorf("testdata/seed.yaml differs from Default() (-want +got):\n%s", d)
 	}
 }
+
+// The BMC password can stay out of the lab file: in a 0600 file it names, or
+// in BMLAB_BMC_PASSWORD, which wins.
+func TestBMCPasswordSources(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, mode)
+		return p
+	}
+	write("bmc-pass", "from-file\n", 0o600)
+	write("open-pass", "x\n", 0o644)
+	lab := write("lab.yaml", "cluster: {bmc: {passwordFile: bmc-pass}}\n", 0o644)
+	open := write("open.yaml", "cluster: {bmc: {passwordFile: open-pass}}\n", 0o644)
+	both := write("both.yaml", "cluster: {bmc: {password: a, passwordFile: bmc-pass}}\n", 0o644)
+
+	c, err := Load(lab, true)
+	if err != nil || c.Cluster.BMC.Password != "from-file" {
+		t.Errorf("passwordFile: %v, password %q, want from-file", err, c.Cluster.BMC.Password)
+	}
+	if _, err := Load(open, true); err == nil || !strings.Contains(err.Error(), "chmod 600 "+filepath.Join(dir, "open-pass")) {
+		t.Errorf("a password file others may read: %v, want the chmod that fixes it", err)
+	}
+	if _, err := Load(both, true); err == nil || !strings.Contains(err.Error(), "keep one") {
+		t.Errorf("password and passwordFile: %v, want a refusal", err)
+	}
+	t.Setenv(PasswordEnv, "from-env")
+	for _, p := range []string{lab, filepath.Join(dir, "missing.yaml")} {
+		c, err := Load(p, false)
+		if err != nil || c.Cluster.BMC.Password != "from-env" {
+			t.Errorf("%s with %s set: %v, password %q, want from-env", filepath.Base(p), PasswordEnv, err, c.Cluster.BMC.Password)
+		}
+	}
+}
