@@ -208,10 +208,54 @@ func (s *Server) visible(c *call) []*machine.Machine {
 	return out
 }
 
+// pageSize is the most members one page of a big collection lists; a
+// longer one ends with Members@odata.nextLink (DSP0266 §7.4.2, server-driven
+// paging), so 100,000 systems are never one 7 MB body.
+const pageSize = 1000
+
+// page reads $skip and $top (DSP0266 §7.4.2, client-driven paging).
+func page(c *call) (skip, top int, aerr *apiError) {
+	top = -1
+	q := c.r.URL.Query()
+	for _, p := range []struct {
+		name string
+		v    *int
+	}{{"$skip", &skip}, {"$top", &top}} {
+		vs, ok := q[p.name]
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(vs[0])
+		if err != nil || n < 0 || len(vs) > 1 {
+			return 0, 0, newError(http.StatusBadRequest, MsgQueryParameterValueTypeError, strings.Join(vs, ","), p.name).
+				with("Give " + p.name + " once, as a non-negative integer.")
+		}
+		*p.v = n
+	}
+	return skip, top, nil
+}
+
 // writeCollection writes a collection of machine-level members by hand:
-// with a thousand systems this is the hot path of an inventory scan.
-func (s *Server) writeCollection(c *call, uri, odataType, name string) {
-	ms := s.visible(c)
+// with a thousand systems this is the hot path of an inventory scan. Pages
+// follow the backend's order, which is stable.
+func (s *Server) writeCollection(c *call, uri, odataType, name string) *apiError {
+	skip, top, aerr := page(c)
+	if aerr != nil {
+		return aerr
+	}
+	all := s.visible(c)
+	ms := all[min(skip, len(all)):]
+	if top >= 0 && top < len(ms) {
+		ms = ms[:top]
+	}
+	next := ""
+	if len(ms) > pageSize {
+		ms = ms[:pageSize]
+		next = uri + "?$skip=" + strconv.Itoa(skip+pageSize)
+		if top >= 0 {
+			next += "&$top=" + strconv.Itoa(top-pageSize)
+		}
+	}
 	b := make([]byte, 0, 256+len(ms)*(len(uri)+56))
 	b = append(b, `{"@odata.id":"`...)
 	b = append(b, uri...)
@@ -230,8 +274,14 @@ func (s *Server) writeCollection(c *call, uri, odataType, name string) {
 		b = append(b, m.ID...) // a UUID: nothing to escape
 		b = append(b, `"}`...)
 	}
+	// The count is the whole collection's, whatever the page shows.
 	b = append(b, `],"Members@odata.count":`...)
-	b = strconv.AppendInt(b, int64(len(ms)), 10)
+	b = strconv.AppendInt(b, int64(len(all)), 10)
+	if next != "" {
+		b = append(b, `,"Members@odata.nextLink":"`...)
+		b = append(b, next...)
+		b = append(b, '"')
+	}
 	b = append(b, `,"Name":`...)
 	nb, _ := json.Marshal(name)
 	b = append(b, nb...)
@@ -239,21 +289,19 @@ func (s *Server) writeCollection(c *call, uri, odataType, name string) {
 	e := newEntry(0, b, hdrJSON)
 	e.hLink = schemaLink(odataType)
 	e.write(c.w, http.StatusOK)
+	return nil
 }
 
 func getSystems(s *Server, c *call) *apiError {
-	s.writeCollection(c, systemsURI, "ComputerSystemCollection", "Computer System Collection")
-	return nil
+	return s.writeCollection(c, systemsURI, "ComputerSystemCollection", "Computer System Collection")
 }
 
 func getManagers(s *Server, c *call) *apiError {
-	s.writeCollection(c, managersURI, "ManagerCollection", "Manager Collection")
-	return nil
+	return s.writeCollection(c, managersURI, "ManagerCollection", "Manager Collection")
 }
 
 func getChassisCollection(s *Server, c *call) *apiError {
-	s.writeCollection(c, chassisURI, "ChassisCollection", "Chassis Collection")
-	return nil
+	return s.writeCollection(c, chassisURI, "ChassisCollection", "Chassis Collection")
 }
 
 func renderSystem(s *Server, c *call) any { return system(c.m, s.id) }

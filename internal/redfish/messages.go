@@ -65,6 +65,7 @@ const (
 	MsgInsufficientStorage             MessageID = "InsufficientStorage"
 	MsgOperationFailed                 MessageID = "OperationFailed"
 	MsgQueryParameterUnsupported       MessageID = "QueryParameterUnsupported"
+	MsgQueryParameterValueTypeError    MessageID = "QueryParameterValueTypeError"
 )
 
 var baseMessages = map[MessageID]message{
@@ -139,6 +140,8 @@ var baseMessages = map[MessageID]message{
 		"Increase the free storage space or memory and resubmit the request.", 0},
 	MsgQueryParameterUnsupported: {"Query parameter '%1' is not supported.", "Warning",
 		"Correct or remove the query parameter and resubmit the request.", 1},
+	MsgQueryParameterValueTypeError: {"The value '%1' for the query parameter %2 is of a different type than the parameter can accept.", "Warning",
+		"Correct the value for the query parameter in the request and resubmit the request if the operation failed.", 2},
 	MsgOperationFailed: {"An error occurred internal to the service as part of the overall request.  Partial results may have been returned.", "Warning",
 		"Resubmit the request.  If the problem persists, consider resetting the service or provider.", 0},
 }

@@ -105,6 +105,7 @@ func serviceRoot(id identity) obj {
 			"FilterQuery":     false,
 			"OnlyMemberQuery": false,
 			"SelectQuery":     false,
+			"TopSkipQuery":    true,
 			"ExpandQuery": obj{
 				"ExpandAll": false, "Levels": false, "Links": false, "NoLinks": false,
 			},

@@ -314,7 +314,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 // supportedQueries are the $-query parameters the service implements
 // (ProtocolFeaturesSupported in the service root says the same).
-var supportedQueries = map[string]bool{}
+var supportedQueries = map[string]bool{"$top": true, "$skip": true}
 
 // unsupportedQuery returns the first $-parameter of a raw query string the
 // service does not implement, or "".
