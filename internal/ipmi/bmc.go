@@ -334,6 +334,7 @@ func (b *bmc) sweepLocked(now time.Time) {
 		}
 		if now.Sub(s.last) > limit {
 			if s.state == stateRAKP2 {
+				b.cfg.metrics.LoginFailed("ipmi")
 				// Message 2 went out and no Message 3 came: ipmitool and
 				// FreeIPMI stop there when the code does not match their
 				// password, which is how most refused logins end.
@@ -626,6 +627,7 @@ func (b *bmc) rakp3(p []byte, from net.Addr) []byte {
 	}
 	refused := func(why string, st wire.Status) []byte {
 		b.authFailed(s.user)
+		b.cfg.metrics.LoginFailed("ipmi")
 		b.log.Info("login refused", zap.String("face", "ipmi"), zap.String("user", accounts.LogName(s.user)),
 			zap.Stringer("remote", from), zap.String("why", why))
 		return fail(st)
@@ -686,6 +688,7 @@ func (b *bmc) inSession(pk wire.V2Packet, from net.Addr) []byte {
 			return nil
 		}
 		code, data := b.command(&sessRef{id: id}, req)
+		b.cfg.metrics.IPMI(uint8(req.NetFn), req.Cmd, uint8(code))
 		out := b.seal(id, wire.PayloadIPMI, wire.ResponseTo(req, code, data).Append(nil))
 		b.mu.Lock()
 		if s := b.sessions[id]; s != nil && s.closing {

@@ -104,6 +104,23 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 }
 
+// Sessions counts the IPMI sessions of every BMC, set-up ones included.
+func (m *Manager) Sessions() int {
+	m.mu.Lock()
+	bs := make([]*bmc, 0, len(m.bmcs))
+	for _, b := range m.bmcs {
+		bs = append(bs, b)
+	}
+	m.mu.Unlock()
+	n := 0
+	for _, b := range bs {
+		b.mu.Lock()
+		n += len(b.sessions)
+		b.mu.Unlock()
+	}
+	return n
+}
+
 func (m *Manager) shutdown() {
 	m.mu.Lock()
 	all := m.bmcs

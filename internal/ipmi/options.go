@@ -5,6 +5,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/metrics"
 )
 
 // Option configures a Manager.
@@ -14,6 +15,7 @@ type config struct {
 	creds       []machine.Credential
 	accounts    *accounts.Store
 	throttle    *accounts.Throttle
+	metrics     *metrics.Registry
 	portBase    int
 	addr        string
 	cipher0     bool
@@ -51,6 +53,10 @@ func WithAccounts(st *accounts.Store) Option { return func(c *config) { c.accoun
 // gets no answer to RAKP Message 1 until it may try again (shared with the
 // Redfish face when vbmcd passes both the same throttle).
 func WithThrottle(t *accounts.Throttle) Option { return func(c *config) { c.throttle = t } }
+
+// WithMetrics counts session requests by command and completion code, and
+// refused logins.
+func WithMetrics(m *metrics.Registry) Option { return func(c *config) { c.metrics = m } }
 
 // WithPortBase gives every machine that has no IPMI endpoint the lowest free
 // port at or above base, recorded with the machine (so it is stable across

@@ -3,11 +3,12 @@ package ipmi
 import (
 	"context"
 	"encoding/binary"
-	"github.com/bmlab/bmlab/internal/machine"
 	"io"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/bmlab/bmlab/internal/machine"
 
 	"go.uber.org/zap"
 

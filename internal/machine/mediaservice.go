@@ -17,6 +17,12 @@ import (
 // ServiceOption configures a Service.
 type ServiceOption func(*Service)
 
+// WithPowerObserver has fn told of every power action (Reset): its type,
+// its outcome and how long it took.
+func WithPowerObserver(fn func(rt ResetType, err error, took time.Duration)) ServiceOption {
+	return func(s *Service) { s.observePower = fn }
+}
+
 // WithImageFetcher lets the service insert virtual media; without one every
 // insert is refused as unsupported.
 func WithImageFetcher(f ImageFetcher) ServiceOption {

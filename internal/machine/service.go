@@ -21,8 +21,9 @@ type Service struct {
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // per machine: mutations are serialised
 
-	media    mediaTasks
-	bmcReset bmcResetHooks
+	media        mediaTasks
+	bmcReset     bmcResetHooks
+	observePower func(ResetType, error, time.Duration)
 }
 
 // NewService returns a Service over be. Call Watch to react to guest reboots.
@@ -93,7 +94,11 @@ func boots(rt ResetType, p PowerState) bool {
 // Reset performs a power action with a real BMC's semantics. An action that
 // boots the machine first waits for virtual media that is still loading
 // (bounded, see WithMediaWait), so no boot sees half an image.
-func (s *Service) Reset(ctx context.Context, id string, rt ResetType) error {
+func (s *Service) Reset(ctx context.Context, id string, rt ResetType) (err error) {
+	if s.observePower != nil {
+		start := time.Now()
+		defer func() { s.observePower(rt, err, time.Since(start)) }()
+	}
 	if m, err := s.be.Get(id); err == nil && boots(rt, m.Power) {
 		if err := s.waitMedia(ctx, m.ID); err != nil {
 			return err

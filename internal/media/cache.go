@@ -82,6 +82,8 @@ type Cache struct {
 	idx      index
 	pins     map[string]int // sha256 -> fetches that returned it and are not released
 	reserved int64          // bytes promised to downloads in progress
+	hits     int64          // fetches answered from the cache (under mu)
+	fetched  int64          // images downloaded (under mu)
 	statfs   func(path string) (free int64, err error)
 	nowFunc  func() time.Time
 }
@@ -265,15 +267,18 @@ func (c *Cache) save() {
 
 // Stats describe the cache.
 type Stats struct {
-	Images int
-	Bytes  int64
+	Images    int
+	Bytes     int64
+	Hits      int64 // fetches answered from the cache
+	Downloads int64 // images downloaded
 }
 
-// Stats returns the number and total size of the cached images.
+// Stats returns the number and total size of the cached images, and how
+// many fetches the cache answered and how many images it downloaded.
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var s Stats
+	s := Stats{Hits: c.hits, Downloads: c.fetched}
 	for _, o := range c.idx.Objects {
 		s.Images++
 		s.Bytes += o.Size
@@ -540,6 +545,7 @@ func (c *Cache) hit(e *entry) (machine.FetchedImage, bool) {
 		return machine.FetchedImage{}, false
 	}
 	o.LastUsed = c.nowFunc()
+	c.hits++
 	c.save()
 	return machine.FetchedImage{Path: p, Size: o.Size, SHA256: e.SHA256}, true
 }
@@ -702,6 +708,7 @@ func (c *Cache) download(ctx context.Context, stall *time.Timer, resp *http.Resp
 		Length: n, SHA256: sum, Fetched: now,
 	}
 	c.pins[sum]++
+	c.fetched++
 	c.save()
 	c.log.Info("image downloaded", zap.String("image", image), zap.Int64("bytes", n), zap.String("sha256", sum))
 	return machine.FetchedImage{Path: dst, Size: n, SHA256: sum}, nil

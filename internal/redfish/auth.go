@@ -139,6 +139,7 @@ func (s *Server) slowed(c *call) *apiError {
 // refused logs a refused login at the edge and counts it against its source.
 func (s *Server) refused(c *call, user string, why error) {
 	s.throttle.Failed(c.r.RemoteAddr)
+	s.metrics.LoginFailed("redfish")
 	fs := []zap.Field{zap.String("user", accounts.LogName(user)), zap.String("remote", c.r.RemoteAddr)}
 	if why != nil {
 		fs = append(fs, zap.Error(why))
@@ -349,6 +350,13 @@ type sessionStore struct {
 	mu      sync.RWMutex
 	byToken map[string]*session
 	byID    map[string]*session
+}
+
+// count is how many sessions there are (expired ones not yet swept included).
+func (st *sessionStore) count() int {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	return len(st.byID)
 }
 
 // lookup returns the live session of a token and marks it used; an expired

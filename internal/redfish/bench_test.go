@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/bmlab/bmlab/internal/metrics"
 )
 
 // discard is a ResponseWriter that keeps nothing, so a benchmark measures the
@@ -15,8 +17,8 @@ func (d *discard) Header() http.Header         { return d.h }
 func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
 func (d *discard) WriteHeader(int)             {}
 
-func benchGet(b *testing.B, n int, path func(f *fixture) string) {
-	f := newFixture(b, n)
+func benchGet(b *testing.B, n int, path func(f *fixture) string, opts ...Option) {
+	f := newFixture(b, n, opts...)
 	r := httptest.NewRequest("GET", path(f), nil)
 	r.SetBasicAuth(testUser, testPass)
 	w := &discard{h: http.Header{}}
@@ -31,6 +33,12 @@ func benchGet(b *testing.B, n int, path func(f *fixture) string) {
 
 func BenchmarkGetSystem(b *testing.B) {
 	benchGet(b, 10, func(f *fixture) string { return f.sys(0) })
+}
+
+// BenchmarkGetSystemMetrics is BenchmarkGetSystem with the Prometheus
+// counters and latency histogram vbmcd turns on.
+func BenchmarkGetSystemMetrics(b *testing.B) {
+	benchGet(b, 10, func(f *fixture) string { return f.sys(0) }, WithMetrics(metrics.New()))
 }
 
 func BenchmarkGetSystems1000(b *testing.B) {

@@ -3,10 +3,11 @@ package redfish
 import (
 	"encoding/json"
 	"flag"
-	"github.com/bmlab/bmlab/internal/accounts"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/bmlab/bmlab/internal/accounts"
 
 	"github.com/google/go-cmp/cmp"
 

@@ -28,6 +28,7 @@ const (
 // route is one URI pattern under /redfish/v1 and what serves it. A "*"
 // segment is a parameter.
 type route struct {
+	name   string // the URI pattern, * for an id (metrics label)
 	segs   []string
 	scope  scope
 	public string // methods served without authentication ("GET", "POST")
@@ -181,8 +182,11 @@ func matchSegs(segs []string, rest string, c *call) bool {
 }
 
 func r(path string, rt route) *route {
+	rt.name = "/redfish/v1/" + path
 	if path != "" {
 		rt.segs = strings.Split(path, "/")
+	} else {
+		rt.name = "/redfish"
 	}
 	switch {
 	case strings.HasPrefix(path, "Systems/*"):

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/metrics"
 )
 
 // Server is the Redfish service over a machine.Service. It is safe for
@@ -31,6 +32,7 @@ type Server struct {
 
 	accounts *accounts.Store    // nil: no stored accounts
 	throttle *accounts.Throttle // nil: failed logins are not slowed
+	metrics  *metrics.Registry  // nil: nothing counted
 
 	cache    renderCache
 	basic    basicCache
@@ -60,6 +62,14 @@ func WithAccounts(st *accounts.Store) Option { return func(s *Server) { s.accoun
 // WithThrottle slows failed logins per source (shared with the IPMI face
 // when vbmcd passes both the same throttle).
 func WithThrottle(t *accounts.Throttle) Option { return func(s *Server) { s.throttle = t } }
+
+// WithMetrics counts requests by route, method and status, with latencies.
+func WithMetrics(m *metrics.Registry) Option {
+	return func(s *Server) {
+		s.metrics = m
+		m.Gauge("vbmcd_redfish_sessions", "Redfish sessions open.", func() float64 { return float64(s.sessions.count()) })
+	}
+}
 
 // WithSessionTimeout sets how long an idle session lives (default 30 min).
 func WithSessionTimeout(d time.Duration) Option {
@@ -175,17 +185,33 @@ var (
 // logged: at debug level each request, at info level each change, at error
 // level each failure of the service itself.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if ce := s.log.Check(zap.DebugLevel, "request"); ce != nil {
-		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		s.serve(rec, r)
-		ce.Write(zap.String("method", r.Method), zap.String("path", r.URL.Path),
-			zap.Int("status", rec.status), zap.Duration("took", time.Since(start)),
-			zap.String("remote", r.RemoteAddr))
+	ce := s.log.Check(zap.DebugLevel, "request")
+	if ce == nil && s.metrics == nil {
+		s.serve(&call{w: w, r: r})
 		return
 	}
-	s.serve(w, r)
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	c := &call{w: rec, r: r}
+	s.serve(c)
+	took := time.Since(start)
+	if ce != nil {
+		ce.Write(zap.String("method", r.Method), zap.String("path", r.URL.Path),
+			zap.Int("status", rec.status), zap.Duration("took", took),
+			zap.String("remote", r.RemoteAddr))
+	}
+	route := "other" // no route: bounded labels whatever paths come in
+	if c.rt != nil {
+		route = c.rt.name
+	}
+	method := r.Method
+	if !knownMethods[method] {
+		method = "other"
+	}
+	s.metrics.Redfish(route, method, rec.status, took)
 }
+
+var knownMethods = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PATCH": true, "PUT": true, "DELETE": true}
 
 type statusRecorder struct {
 	http.ResponseWriter
@@ -197,11 +223,11 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serve(c *call) {
+	w, r := c.w, c.r
 	h := w.Header()
 	h["Odata-Version"] = hdrOData
 	h["Cache-Control"] = hdrNoCache
-	c := &call{w: w, r: r}
 	p := r.URL.Path
 	if len(p) > 1 && p[len(p)-1] == '/' && p != rootURI+"/" {
 		p = p[:len(p)-1]

@@ -50,6 +50,7 @@ type Config struct {
 
 	IPMI               bool
 	IPMIAddr           string
+	MetricsAddr        string
 	IPMIPortBase       int
 	IPMICipher0        bool
 	IPMIMaxSessions    int
@@ -87,6 +88,7 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.MediaInsecureTLS, "media-insecure-tls", false, "never verify image servers' certificates (whatever VerifyCertificate says)")
 	fs.StringVar(&c.MediaGroup, "media-group", "", "group qemu reads images as (default: libvirt-qemu, else kvm)")
 	fs.BoolVar(&c.IPMI, "ipmi", true, "serve IPMI lanplus BMCs for machines that have an IPMI endpoint")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", "127.0.0.1:9120", "Prometheus /metrics listen address, unauthenticated (\"\" for none)")
 	fs.StringVar(&c.IPMIAddr, "ipmi-addr", "", "address IPMI BMCs bind when their endpoint names none (default: --redfish-addr's host)")
 	fs.IntVar(&c.IPMIPortBase, "ipmi-port-base", 0, "give every machine without an IPMI endpoint the lowest free port from here on (0: off)")
 	fs.BoolVar(&c.IPMICipher0, "ipmi-cipher0", false, "accept IPMI cipher suite 0 (no authentication at all)")
@@ -282,6 +284,9 @@ func (c *Config) warnings(passwordFlag, builtin bool) []string {
 	}
 	if c.IPMI && c.IPMICipher0 {
 		w = append(w, "--ipmi-cipher0: IPMI cipher suite 0 is on; anyone who can reach an IPMI port controls its machine as an administrator, with no password")
+	}
+	if c.MetricsAddr != "" && reach(c.MetricsAddr) != reachLocal {
+		w = append(w, fmt.Sprintf("--metrics-addr %q is reachable from other machines and /metrics has no authentication", c.MetricsAddr))
 	}
 	if passwordFlag {
 		w = append(w, "--password on the command line is visible to every local user (/proc/*/cmdline); use --credentials-file or VBMCD_PASSWORD")

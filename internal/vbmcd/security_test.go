@@ -30,6 +30,7 @@ func simDaemon(t *testing.T, edit func(*Config)) (string, *testenv.Buffer) {
 	cfg.Username, cfg.Password = "admin", "sim-pass-1"
 	cfg.InsecureHTTP = true
 	cfg.IPMI = false
+	cfg.MetricsAddr = "" // the default port is fixed; a test that wants one asks for 127.0.0.1:0
 	cfg.StateDir = t.TempDir()
 	cfg.MediaDir = t.TempDir()
 	if edit != nil {

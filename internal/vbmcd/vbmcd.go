@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bmlab/bmlab/internal/accounts"
+	"github.com/bmlab/bmlab/internal/metrics"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -169,7 +170,12 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	if err != nil {
 		return fmt.Errorf("virtual media cache: %w (choose another --media-dir)", err)
 	}
-	svc := machine.NewService(be, log.Named("machine"), machine.WithImageFetcher(cache), machine.WithMediaWait(cfg.MediaWait))
+	reg := metrics.New()
+	svc := machine.NewService(be, log.Named("machine"), machine.WithImageFetcher(cache), machine.WithMediaWait(cfg.MediaWait),
+		machine.WithPowerObserver(func(rt machine.ResetType, err error, took time.Duration) {
+			reg.Power(string(rt), outcome(err), took)
+		}))
+	registerSources(reg, be, cache)
 	svc.Watch(ctx)
 
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
@@ -188,6 +194,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	throttle := accounts.NewThrottle(loginBurst, loginEvery)
 	rf := redfish.New(svc, log.Named("redfish"),
 		redfish.WithThrottle(throttle),
+		redfish.WithMetrics(reg),
 		redfish.WithCredentials(user, pass),
 		redfish.WithAccounts(store),
 		redfish.WithSessionTimeout(cfg.SessionTimeout),
@@ -232,6 +239,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 			ipmi.WithCredentials(machine.Credential{Username: user, Password: pass}),
 			ipmi.WithAccounts(store),
 			ipmi.WithThrottle(throttle),
+			ipmi.WithMetrics(reg),
 			ipmi.WithAddress(cfg.ipmiAddr()),
 			ipmi.WithCipherSuite0(cfg.IPMICipher0),
 			ipmi.WithSessionLimit(cfg.IPMIMaxSessions),
@@ -241,6 +249,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 			opts = append(opts, ipmi.WithPortBase(cfg.IPMIPortBase))
 		}
 		mgr := ipmi.NewManager(svc, log.Named("ipmi"), opts...)
+		reg.Gauge("vbmcd_ipmi_sessions", "IPMI sessions of every BMC, set-up ones included.", func() float64 { return float64(mgr.Sessions()) })
 		ipmiDone = make(chan struct{})
 		go func() {
 			defer close(ipmiDone)
@@ -250,9 +259,27 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		}()
 	}
 
+	var msrv *http.Server
+	metricsURL := "none"
+	if cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("metrics listener: %w (choose another --metrics-addr, or \"\" for none)", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", reg.Handler())
+		msrv = newHTTPServer(mux, log, defaultHTTPLimits)
+		go func() {
+			if err := msrv.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("metrics server: %w", err)
+			}
+		}()
+		metricsURL = "http://" + mln.Addr().String() + "/metrics"
+	}
+
 	n := len(svc.List())
 	addr := ln.Addr().String()
-	fmt.Fprintf(out, "vbmcd: serving %d %s machine(s); Redfish at %s://%s/redfish/v1 (user %s)\n", n, cfg.Backend, scheme, displayAddr(addr), user)
+	fmt.Fprintf(out, "vbmcd: serving %d %s machine(s); Redfish at %s://%s/redfish/v1 (user %s); metrics at %s\n", n, cfg.Backend, scheme, displayAddr(addr), user, metricsURL)
 	log.Info("vbmcd started", zap.Int("machines", n), zap.String("redfish", scheme+"://"+addr), zap.Bool("ipmi", cfg.IPMI))
 
 	var runErr error
@@ -264,6 +291,9 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
+	if msrv != nil {
+		_ = msrv.Shutdown(sctx)
+	}
 	if ipmiDone != nil {
 		select {
 		case <-ipmiDone:
@@ -315,3 +345,41 @@ const (
 	loginBurst = 20
 	loginEvery = time.Second
 )
+
+// outcome names a power action's result for the metrics: ok, or the kind of
+// error (the same kinds the faces map to statuses and completion codes).
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, machine.ErrInvalid):
+		return "invalid"
+	case errors.Is(err, machine.ErrConflict):
+		return "conflict"
+	case errors.Is(err, machine.ErrUnsupported):
+		return "unsupported"
+	case errors.Is(err, machine.ErrNotFound):
+		return "not-found"
+	case errors.Is(err, machine.ErrUnavailable):
+		return "unavailable"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return "timeout"
+	}
+	return "failed"
+}
+
+// registerSources adds the numbers the parts keep themselves, read at
+// scrape time: machines, libvirt connections, the media cache.
+func registerSources(reg *metrics.Registry, be machine.Backend, cache *media.Cache) {
+	reg.Gauge("vbmcd_machines", "Machines served.", func() float64 { return float64(len(be.List())) })
+	if lb, ok := be.(*virt.Backend); ok {
+		reg.Counter("vbmcd_libvirt_connects_total", "Connections made to libvirt, the first and every reconnect.",
+			func() float64 { return float64(lb.Conn().Connects()) })
+	}
+	reg.Gauge("vbmcd_media_cache_bytes", "Bytes of images in the virtual media cache.", func() float64 { return float64(cache.Stats().Bytes) })
+	reg.Gauge("vbmcd_media_cache_images", "Images in the virtual media cache.", func() float64 { return float64(cache.Stats().Images) })
+	reg.Counter("vbmcd_media_cache_hits_total", "Image fetches the cache answered without downloading.",
+		func() float64 { return float64(cache.Stats().Hits) })
+	reg.Counter("vbmcd_media_downloads_total", "Images downloaded into the cache.",
+		func() float64 { return float64(cache.Stats().Downloads) })
+}

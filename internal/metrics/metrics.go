@@ -1,0 +1,125 @@
+// Package metrics is vbmcd's Prometheus registry: what the faces count on
+// their hot paths (requests by face, route or command, and status, with
+// latency histograms), and gauges and counters read from the parts that
+// already keep the numbers (sessions, libvirt connections, the media cache)
+// at scrape time, so a scrape costs the daemon nothing in between.
+//
+// Every method works on a nil *Registry and does nothing: the faces need no
+// metrics to run.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Registry holds vbmcd's metrics.
+type Registry struct {
+	reg       *prometheus.Registry
+	requests  *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	ipmi      *prometheus.CounterVec
+	power     *prometheus.CounterVec
+	powerTime *prometheus.HistogramVec
+	logins    *prometheus.CounterVec
+}
+
+// New returns a registry with the Go runtime and process collectors.
+func New() *Registry {
+	r := &Registry{reg: prometheus.NewRegistry()}
+	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vbmcd_redfish_requests_total",
+		Help: "Redfish requests answered, by route (the URI pattern, * for an id), method and HTTP status.",
+	}, []string{"route", "method", "code"})
+	r.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "vbmcd_redfish_request_duration_seconds",
+		Help:    "Time to answer a Redfish request, by route and method.",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+	}, []string{"route", "method"})
+	r.ipmi = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vbmcd_ipmi_requests_total",
+		Help: "IPMI requests answered in a session, by command (netfn/cmd in hex) and completion code.",
+	}, []string{"command", "code"})
+	r.power = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vbmcd_power_actions_total",
+		Help: "Power actions (Redfish Reset, IPMI chassis control), by reset type and result (ok or the error's kind).",
+	}, []string{"type", "result"})
+	r.powerTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "vbmcd_power_action_duration_seconds",
+		Help:    "Time a power action took in the backend (a start, a stop, a reset), by reset type.",
+		Buckets: []float64{.001, .01, .05, .1, .25, .5, 1, 2, 5, 10, 30},
+	}, []string{"type"})
+	r.logins = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vbmcd_login_failures_total",
+		Help: "Refused logins, by face.",
+	}, []string{"face"})
+	r.reg.MustRegister(r.requests, r.latency, r.ipmi, r.power, r.powerTime, r.logins)
+	return r
+}
+
+// Handler serves the registry in Prometheus' text format.
+func (r *Registry) Handler() http.Handler {
+	if r == nil {
+		return http.NotFoundHandler()
+	}
+	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{Registry: r.reg})
+}
+
+// Gauge registers a gauge read from fn at scrape time.
+func (r *Registry) Gauge(name, help string, fn func() float64) {
+	if r != nil {
+		r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn))
+	}
+}
+
+// Counter registers a counter read from fn at scrape time; fn must never
+// go down.
+func (r *Registry) Counter(name, help string, fn func() float64) {
+	if r != nil {
+		r.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, fn))
+	}
+}
+
+// Redfish counts one answered request.
+func (r *Registry) Redfish(route, method string, code int, took time.Duration) {
+	if r == nil {
+		return
+	}
+	r.requests.WithLabelValues(route, method, strconv.Itoa(code)).Inc()
+	r.latency.WithLabelValues(route, method).Observe(took.Seconds())
+}
+
+// IPMI counts one answered request.
+func (r *Registry) IPMI(netFn, cmd, code uint8) {
+	if r == nil {
+		return
+	}
+	r.ipmi.WithLabelValues(hex(netFn)+"/"+hex(cmd), hex(code)).Inc()
+}
+
+// Power counts one power action and the time it took.
+func (r *Registry) Power(resetType, result string, took time.Duration) {
+	if r == nil {
+		return
+	}
+	r.power.WithLabelValues(resetType, result).Inc()
+	r.powerTime.WithLabelValues(resetType).Observe(took.Seconds())
+}
+
+// LoginFailed counts a refused login on face ("redfish", "ipmi").
+func (r *Registry) LoginFailed(face string) {
+	if r != nil {
+		r.logins.WithLabelValues(face).Inc()
+	}
+}
+
+func hex(b uint8) string {
+	const digits = "0123456789abcdef"
+	return string([]byte{digits[b>>4], digits[b&15]}) + "h"
+}

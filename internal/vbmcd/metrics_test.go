@@ -1,0 +1,146 @@
+package vbmcd
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/bmlab/bmlab/internal/testenv"
+)
+
+// TestMetrics: after Redfish reads, a power action, a refused login and an
+// ipmitool command, the /metrics listener shows each of them with the
+// labels a dashboard would use, in Prometheus' text format.
+func TestMetrics(t *testing.T) {
+	ipmitool := testenv.Command(t, "ipmitool")
+	port := freeUDPPort(t)
+	addr, out := simDaemon(t, func(c *Config) {
+		c.MetricsAddr = "127.0.0.1:0"
+		c.IPMI, c.IPMIPortBase = true, port
+	})
+	m := regexp.MustCompile(`metrics at (http://[0-9.:]+/metrics)`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no metrics URL in the banner:\n%s", out.String())
+	}
+	base := "http://" + addr + "/redfish/v1"
+	do := func(method, path, user, pass, body string) int {
+		t.Helper()
+		r, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		r.SetBasicAuth(user, pass)
+		if body != "" {
+			r.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	r, _ := http.NewRequest("GET", base+"/Systems?$top=1", nil)
+	r.SetBasicAuth("admin", "sim-pass-1")
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	sys := regexp.MustCompile(`/redfish/v1/Systems/([0-9a-f-]{36})`).FindStringSubmatch(string(body))[1]
+	for range 3 {
+		if c := do("GET", "/Systems/"+sys, "admin", "sim-pass-1", ""); c != 200 {
+			t.Fatalf("GET system: %d", c)
+		}
+	}
+	if c := do("POST", "/Systems/"+sys+"/Actions/ComputerSystem.Reset", "admin", "sim-pass-1", `{"ResetType": "On"}`); c != 204 {
+		t.Fatalf("Reset On: %d", c)
+	}
+	if c := do("GET", "/Systems/"+sys, "admin", "wrong", ""); c != 401 {
+		t.Fatalf("wrong password: %d", c)
+	}
+	cmd := exec.Command(ipmitool, "-I", "lanplus", "-H", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "admin", "-P", "sim-pass-1", "chassis", "status")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ipmitool chassis status: %v\n%s", err, b)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", m[1], nil)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("/metrics is not Prometheus text: %v", err)
+	}
+	value := func(name string, labels map[string]string) float64 {
+		t.Helper()
+		f := families[name]
+		if f == nil {
+			t.Errorf("no metric %s", name)
+			return -1
+		}
+	next:
+		for _, mt := range f.Metric {
+			have := map[string]string{}
+			for _, l := range mt.Label {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue next
+				}
+			}
+			return metricValue(mt)
+		}
+		t.Errorf("no %s%v among %d series", name, labels, len(f.Metric))
+		return -1
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		min    float64
+	}{
+		{"vbmcd_redfish_requests_total", map[string]string{"route": "/redfish/v1/Systems/*", "method": "GET", "code": "200"}, 3},
+		{"vbmcd_redfish_requests_total", map[string]string{"route": "/redfish/v1/Systems/*/Actions/ComputerSystem.Reset", "method": "POST", "code": "204"}, 1},
+		{"vbmcd_redfish_requests_total", map[string]string{"route": "/redfish/v1/Systems/*", "method": "GET", "code": "401"}, 1},
+		{"vbmcd_redfish_request_duration_seconds", map[string]string{"route": "/redfish/v1/Systems/*", "method": "GET"}, 3},
+		{"vbmcd_power_actions_total", map[string]string{"type": "On", "result": "ok"}, 1},
+		{"vbmcd_login_failures_total", map[string]string{"face": "redfish"}, 1},
+		{"vbmcd_ipmi_requests_total", map[string]string{"command": "00h/01h", "code": "00h"}, 1},
+		{"vbmcd_machines", nil, 2},
+		{"vbmcd_media_cache_bytes", nil, 0},
+		{"vbmcd_redfish_sessions", nil, 0},
+		{"vbmcd_ipmi_sessions", nil, 0},
+	} {
+		if v := value(c.name, c.labels); v < c.min {
+			t.Errorf("%s%v = %v, want at least %v", c.name, c.labels, v, c.min)
+		}
+	}
+}
+
+// metricValue is a series' value: a counter's or gauge's, or a
+// histogram's sample count.
+func metricValue(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	case m.Histogram != nil:
+		return float64(m.Histogram.GetSampleCount())
+	}
+	return -1
+}
