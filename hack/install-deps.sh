@@ -18,6 +18,8 @@ PKGS=(
   openssh-client
   # the daemons the hybrid mode's static pods configure, and a DNS client
   keepalived haproxy bind9-dnsutils
+  # systemd-analyze, to verify the shipped vbmcd unit
+  systemd
 )
 
 missing=()
