@@ -24,6 +24,7 @@ type Service struct {
 	media        mediaTasks
 	bmcReset     bmcResetHooks
 	observePower func(ResetType, error, time.Duration)
+	power        powerOps
 }
 
 // NewService returns a Service over be. Call Watch to react to guest reboots.
@@ -32,6 +33,7 @@ func NewService(be Backend, log *zap.Logger, opts ...ServiceOption) *Service {
 		log = zap.NewNop()
 	}
 	s := &Service{be: be, log: log, locks: map[string]*sync.Mutex{}}
+	s.power.init()
 	s.media.wait = 2 * time.Minute
 	s.media.byID = map[string]*MediaTask{}
 	s.media.active = map[string]*MediaTask{}
@@ -46,10 +48,25 @@ func NewService(be Backend, log *zap.Logger, opts ...ServiceOption) *Service {
 func (s *Service) Backend() Backend { return s.be }
 
 // List returns every machine.
-func (s *Service) List() []*Machine { return s.be.List() }
+func (s *Service) List() []*Machine {
+	ms := s.be.List()
+	if !s.overlays() {
+		return ms
+	}
+	for i, m := range ms {
+		ms[i] = s.overlay(m)
+	}
+	return ms
+}
 
 // Get returns one machine by UUID or name.
-func (s *Service) Get(id string) (*Machine, error) { return s.be.Get(id) }
+func (s *Service) Get(id string) (*Machine, error) {
+	m, err := s.be.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	return s.overlay(m), nil
+}
 
 func (s *Service) lock(id string) func() {
 	s.mu.Lock()
@@ -91,14 +108,10 @@ func boots(rt ResetType, p PowerState) bool {
 	return false
 }
 
-// Reset performs a power action with a real BMC's semantics. An action that
-// boots the machine first waits for virtual media that is still loading
-// (bounded, see WithMediaWait), so no boot sees half an image.
-func (s *Service) Reset(ctx context.Context, id string, rt ResetType) (err error) {
-	if s.observePower != nil {
-		start := time.Now()
-		defer func() { s.observePower(rt, err, time.Since(start)) }()
-	}
+// reset carries a power action out and returns when the backend is done.
+// An action that boots the machine first waits for virtual media that is
+// still loading (bounded, see WithMediaWait), so no boot sees half an image.
+func (s *Service) reset(ctx context.Context, id string, rt ResetType) error {
 	if m, err := s.be.Get(id); err == nil && boots(rt, m.Power) {
 		if err := s.waitMedia(ctx, m.ID); err != nil {
 			return err

@@ -206,6 +206,9 @@ type Machine struct {
 	Settings         Settings
 	// IndicatorLED is the identify light; it lives in memory only.
 	IndicatorLED bool
+	// PowerFault is why the last power action failed after it was
+	// accepted ("" once one succeeds); it lives in memory only.
+	PowerFault string
 	// Generation grows whenever the snapshot changes. Together with ID it
 	// identifies a snapshot, which lets faces cache what they render.
 	Generation uint64

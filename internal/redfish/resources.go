@@ -140,10 +140,21 @@ func odataDocument() obj {
 // powerStatus says Enabled for a running machine and StandbyOffline for an
 // off one, as real BMCs do.
 func powerStatus(m *machine.Machine) obj {
+	st := status("Enabled")
 	if m.Power == machine.PowerOff {
-		return status("StandbyOffline")
+		st = status("StandbyOffline")
 	}
-	return status("Enabled")
+	if m.PowerFault != "" {
+		// An accepted power action failed later: the client learns it here
+		// (and in the log), until an action succeeds.
+		st["Health"] = "Critical"
+		st["Conditions"] = []obj{{
+			"MessageId": baseRegistryID + "." + string(MsgOperationFailed),
+			"Message":   "The last power action failed: " + m.PowerFault,
+			"Severity":  "Critical",
+		}}
+	}
+	return st
 }
 
 func indicator(m *machine.Machine) string {

@@ -51,6 +51,8 @@ type Config struct {
 	IPMI               bool
 	IPMIAddr           string
 	MetricsAddr        string
+	MaxStarting        int
+	StartGap           time.Duration
 	IPMIPortBase       int
 	IPMICipher0        bool
 	IPMIMaxSessions    int
@@ -88,6 +90,8 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.MediaInsecureTLS, "media-insecure-tls", false, "never verify image servers' certificates (whatever VerifyCertificate says)")
 	fs.StringVar(&c.MediaGroup, "media-group", "", "group qemu reads images as (default: libvirt-qemu, else kvm)")
 	fs.BoolVar(&c.IPMI, "ipmi", true, "serve IPMI lanplus BMCs for machines that have an IPMI endpoint")
+	fs.IntVar(&c.MaxStarting, "max-starting", 0, "machines that may start at once; further power-ons are answered at once and queued (0: no limit)")
+	fs.DurationVar(&c.StartGap, "start-gap", 0, "least time from one machine's start finishing to the next one's beginning (with --max-starting, or alone)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "127.0.0.1:9120", "Prometheus /metrics listen address, unauthenticated (\"\" for none)")
 	fs.StringVar(&c.IPMIAddr, "ipmi-addr", "", "address IPMI BMCs bind when their endpoint names none (default: --redfish-addr's host)")
 	fs.IntVar(&c.IPMIPortBase, "ipmi-port-base", 0, "give every machine without an IPMI endpoint the lowest free port from here on (0: off)")
@@ -299,6 +303,9 @@ func (c *Config) validate() error {
 	case "libvirt", "sim":
 	default:
 		return fmt.Errorf("--backend %q: use libvirt or sim", c.Backend)
+	}
+	if c.MaxStarting < 0 || c.StartGap < 0 {
+		return fmt.Errorf("--max-starting %d, --start-gap %v: neither may be negative (0 means no limit)", c.MaxStarting, c.StartGap)
 	}
 	if c.Backend == "sim" && c.SimNodes < 1 {
 		return fmt.Errorf("--sim-nodes %d: the sim backend needs at least one node", c.SimNodes)

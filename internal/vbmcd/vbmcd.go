@@ -174,7 +174,12 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	svc := machine.NewService(be, log.Named("machine"), machine.WithImageFetcher(cache), machine.WithMediaWait(cfg.MediaWait),
 		machine.WithPowerObserver(func(rt machine.ResetType, err error, took time.Duration) {
 			reg.Power(string(rt), outcome(err), took)
-		}))
+		}),
+		machine.WithStartPacing(cfg.MaxStarting, cfg.StartGap))
+	reg.Gauge("vbmcd_power_actions_pending", "Power actions accepted and not yet done (queued starts included).",
+		func() float64 { return float64(svc.PowerQueue().Pending) })
+	reg.Gauge("vbmcd_power_starts_queued", "Starts waiting for a slot (--max-starting) or the gap (--start-gap).",
+		func() float64 { return float64(svc.PowerQueue().Queued) })
 	registerSources(reg, be, cache)
 	svc.Watch(ctx)
 

@@ -1,0 +1,294 @@
+package machine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Power actions are answered as a real BMC answers them: at once. Reset
+// checks what it can check now (the machine exists, the type is known, an
+// NMI needs a running machine, one action at a time), then carries the
+// action out in the background. It waits for the outcome at most
+// answerWithin, so a fast backend (sim) still answers with the result, and a
+// start libvirt takes a second over is answered early. Meanwhile the
+// machine reads PoweringOn or PoweringOff; an action that fails later is
+// kept as the machine's PowerFault (Status.Health on Redfish) and logged,
+// until the next action succeeds.
+//
+// Starts are paced (WithStartPacing): at most maxStarting machines start at
+// once, and a start begins only gap after the last one finished (the domain
+// running), so the host absorbs each machine before the next. A queued start reads PoweringOn and is answered
+// at once like the rest. This is what keeps an installer that powers every
+// master on together from overloading the host they all run on.
+
+// WithStartPacing limits the machines starting at once to max (0: no
+// limit) and makes each start wait gap after the last one finished.
+func WithStartPacing(max int, gap time.Duration) ServiceOption {
+	return func(s *Service) {
+		s.power.maxStarting, s.power.gap = max, gap
+		if max > 0 {
+			s.power.slots = make(chan struct{}, max)
+		}
+	}
+}
+
+// WithAnswerWithin bounds how long Reset waits for the backend before it
+// answers (default 50 ms; a queued start is answered without waiting).
+func WithAnswerWithin(d time.Duration) ServiceOption {
+	return func(s *Service) { s.power.answerWithin = d }
+}
+
+type powerOps struct {
+	answerWithin time.Duration
+	maxStarting  int
+	gap          time.Duration
+	slots        chan struct{} // a token per start under way; nil: no limit
+
+	mu        sync.Mutex
+	pending   map[string]*powerOp // by machine ID
+	faults    map[string]string   // the last action's error, by machine ID
+	lastDone  time.Time // when the last start finished
+	queued    int // starts waiting for a slot or the gap
+}
+
+// powerOp is one action under way.
+type powerOp struct {
+	rt    ResetType
+	shows PowerState // what reads say meanwhile
+	seq   uint64     // distinguishes snapshots made while it runs
+}
+
+func (p *powerOps) init() {
+	p.answerWithin = 50 * time.Millisecond
+	p.pending = map[string]*powerOp{}
+	p.faults = map[string]string{}
+}
+
+// PowerQueue is what the start queue holds now.
+type PowerQueue struct {
+	Pending int // power actions under way or waiting
+	Queued  int // starts waiting for a slot or the gap
+}
+
+// PowerQueue reports the actions under way and the starts waiting.
+func (s *Service) PowerQueue() PowerQueue {
+	s.power.mu.Lock()
+	defer s.power.mu.Unlock()
+	return PowerQueue{Pending: len(s.power.pending), Queued: s.power.queued}
+}
+
+// overlay shows a machine as its action under way and its last fault make
+// it: a copy, with a Generation of its own so faces' caches keyed on it
+// never serve the snapshot before.
+func (s *Service) overlay(m *Machine) *Machine {
+	s.power.mu.Lock()
+	op, fault := s.power.pending[m.ID], s.power.faults[m.ID]
+	s.power.mu.Unlock()
+	if op == nil && fault == "" {
+		return m
+	}
+	c := *m
+	if op != nil {
+		c.Power = op.shows
+		c.Generation = m.Generation ^ (1<<63 | op.seq<<40)
+	}
+	if fault != "" {
+		c.PowerFault = fault
+		c.Generation ^= 1 << 62
+	}
+	return &c
+}
+
+func (s *Service) overlays() bool {
+	s.power.mu.Lock()
+	defer s.power.mu.Unlock()
+	return len(s.power.pending) > 0 || len(s.power.faults) > 0
+}
+
+// shows is what a machine in power state p reads while rt runs.
+func shows(rt ResetType, p PowerState) PowerState {
+	if boots(rt, p) {
+		if p == PowerOff || p == PowerPoweringOn {
+			return PowerPoweringOn
+		}
+		return PowerPoweringOff // a restart goes down first
+	}
+	return PowerPoweringOff
+}
+
+// changes reports whether rt changes anything for a machine in state p
+// (On when on, GracefulShutdown when off: nothing to do).
+func changes(rt ResetType, p PowerState) bool {
+	on := p == PowerOn || p == PowerPoweringOff
+	switch rt {
+	case ResetOn, ResetForceOn:
+		return !on
+	case ResetGracefulShutdown, ResetForceOff:
+		return on
+	}
+	return true
+}
+
+var opSeq struct {
+	sync.Mutex
+	n uint64
+}
+
+// Reset performs a power action with a real BMC's semantics, answered at
+// once (see above). An action that boots the machine first waits for
+// virtual media that is still loading (bounded, see WithMediaWait), so no
+// boot sees half an image.
+func (s *Service) Reset(ctx context.Context, id string, rt ResetType) (err error) {
+	if s.observePower != nil {
+		start := time.Now()
+		defer func() { s.observePower(rt, err, time.Since(start)) }()
+	}
+	if !validReset(rt) {
+		return invalidf("unknown reset type %q", rt)
+	}
+	m, err := s.be.Get(id)
+	if err != nil {
+		return err
+	}
+	if rt == ResetNmi {
+		return s.reset(ctx, m.ID, rt)
+	}
+	s.power.mu.Lock()
+	if op := s.power.pending[m.ID]; op != nil {
+		s.power.mu.Unlock()
+		if op.shows == PowerPoweringOn && (rt == ResetOn || rt == ResetForceOn) {
+			return nil // already on its way
+		}
+		return fmt.Errorf("%w: %s is %s (%s under way); retry when it is done", ErrConflict, m.Name, op.shows, op.rt)
+	}
+	if !changes(rt, m.Power) {
+		s.power.mu.Unlock()
+		return nil
+	}
+	opSeq.Lock()
+	opSeq.n++
+	seq := opSeq.n & 0x3fffff
+	opSeq.Unlock()
+	op := &powerOp{rt: rt, shows: shows(rt, m.Power), seq: seq}
+	s.power.pending[m.ID] = op
+	s.power.mu.Unlock()
+
+	boot := boots(rt, m.Power)
+	done := make(chan error, 1)
+	queued := make(chan struct{})
+	go func() {
+		// The action outlives the request that asked for it.
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+		defer cancel()
+		err := s.run(bg, m, rt, boot, queued)
+		s.power.mu.Lock()
+		delete(s.power.pending, m.ID)
+		if err != nil {
+			s.power.faults[m.ID] = err.Error()
+		} else {
+			delete(s.power.faults, m.ID)
+		}
+		s.power.mu.Unlock()
+		if err != nil {
+			s.log.Warn("power action failed", zap.String("machine", m.Name), zap.String("type", string(rt)), zap.Error(err))
+		}
+		done <- err
+	}()
+	t := time.NewTimer(s.power.answerWithin)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-queued:
+		return nil // its turn comes later
+	case <-t.C:
+		return nil
+	}
+}
+
+// run carries an action out, a start after its turn in the queue.
+func (s *Service) run(ctx context.Context, m *Machine, rt ResetType, boot bool, queued chan struct{}) error {
+	if boot {
+		release, err := s.turn(ctx, queued)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	return s.reset(ctx, m.ID, rt)
+}
+
+// turn waits for a start slot and for the gap since the last start
+// finished; it closes queued when it has to wait for either.
+func (s *Service) turn(ctx context.Context, queued chan struct{}) (release func(), err error) {
+	p := &s.power
+	if p.slots == nil && p.gap <= 0 {
+		return func() {}, nil
+	}
+	p.mu.Lock()
+	p.queued++
+	p.mu.Unlock()
+	dequeue := func() {
+		p.mu.Lock()
+		p.queued--
+		p.mu.Unlock()
+	}
+	var once sync.Once
+	wait := func() { once.Do(func() { close(queued) }) }
+	if p.slots != nil {
+		select {
+		case p.slots <- struct{}{}:
+		default:
+			wait()
+			select {
+			case p.slots <- struct{}{}:
+			case <-ctx.Done():
+				dequeue()
+				return nil, fmt.Errorf("waiting to start: %w", ctx.Err())
+			}
+		}
+	}
+	// The gap runs from the last start that finished, and starts over if
+	// another finishes meanwhile.
+	for err == nil {
+		p.mu.Lock()
+		d := time.Until(p.lastDone.Add(p.gap))
+		p.mu.Unlock()
+		if d <= 0 {
+			break
+		}
+		wait()
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			err = fmt.Errorf("waiting to start: %w", ctx.Err())
+		}
+	}
+	dequeue()
+	release = func() {
+		p.mu.Lock()
+		p.lastDone = time.Now()
+		p.mu.Unlock()
+		if p.slots != nil {
+			<-p.slots
+		}
+	}
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return release, nil
+}
+
+func validReset(rt ResetType) bool {
+	for _, t := range ResetTypes {
+		if t == rt {
+			return true
+		}
+	}
+	return false
+}
