@@ -446,8 +446,10 @@ func (b *bmc) getChassisStatus(_ *sessRef, d []byte) (wire.CompletionCode, []byt
 		power = 0x01
 	}
 	b.mu.Lock()
-	if b.powerFault {
-		power |= 0x10 // power control fault: a command did not reach its state
+	if b.powerFault || m.PowerFault != "" {
+		// Power control fault: a command did not reach its state, here or
+		// (the model keeps it) through the other face.
+		power |= 0x10
 	}
 	if b.powerOnByIPMI {
 		last = 0x10 // last power-on was by an IPMI command

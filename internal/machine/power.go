@@ -48,11 +48,11 @@ type powerOps struct {
 	gap          time.Duration
 	slots        chan struct{} // a token per start under way; nil: no limit
 
-	mu        sync.Mutex
-	pending   map[string]*powerOp // by machine ID
-	faults    map[string]string   // the last action's error, by machine ID
-	lastDone  time.Time // when the last start finished
-	queued    int // starts waiting for a slot or the gap
+	mu       sync.Mutex
+	pending  map[string]*powerOp // by machine ID
+	faults   map[string]string   // the last action's error, by machine ID
+	lastDone time.Time           // when the last start finished
+	queued   int                 // starts waiting for a slot or the gap
 }
 
 // powerOp is one action under way.

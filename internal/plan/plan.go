@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labconfig"
@@ -48,6 +49,9 @@ type Options struct {
 	LibvirtURI string
 	// Vbmcd is the vbmcd binary ("" when not found: only up needs it).
 	Vbmcd string
+	// HostCPUs is the host's CPU count; it sets how many machines the
+	// lab's vbmcd lets start at once (0: unknown, one at a time).
+	HostCPUs int
 }
 
 // Plan is every fact about a lab, resolved once. Commands read it; none
@@ -299,7 +303,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	if err := p.resolveNodes(cfg); err != nil {
 		return nil, err
 	}
-	p.Vbmcd = p.vbmcd(o.Vbmcd)
+	p.Vbmcd = p.vbmcd(o.Vbmcd, o.HostCPUs)
 	return p, nil
 }
 
@@ -423,12 +427,20 @@ func (p *Plan) endpoint(n *Node, i int) error {
 	return nil
 }
 
+// StartGap is how long the lab's vbmcd waits after one machine's start
+// finished before it starts the next.
+const StartGap = 3 * time.Second
+
 // vbmcd is the lab's vbmcd invocation. It listens on the BMC address only
 // (when that is an IP), so labs on different machine networks share ports.
-func (p *Plan) vbmcd(path string) Vbmcd {
+func (p *Plan) vbmcd(path string, cpus int) Vbmcd {
 	if p.Mode != ModeIPI {
 		return Vbmcd{}
 	}
+	// Starts are paced: an installer powers every master on at once on
+	// the host that runs them all. A booting machine keeps about four
+	// CPUs busy; each start waits a few seconds after the last one.
+	maxStarting := max(1, cpus/4)
 	listen := ""
 	if a, err := netip.ParseAddr(p.BMC.Host); err == nil {
 		listen = a.String()
@@ -454,6 +466,8 @@ func (p *Plan) vbmcd(path string) Vbmcd {
 		"--state-dir", filepath.Join(p.StateDir, "vbmcd"),
 		"--media-dir", filepath.Join(p.StateDir, "media"),
 		"--log-format", "json",
+		"--max-starting", strconv.Itoa(maxStarting),
+		"--start-gap", StartGap.String(),
 	}
 	if p.BMC.Scheme == "http" {
 		v.Args = append(v.Args, "--insecure-http")

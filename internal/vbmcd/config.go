@@ -92,7 +92,7 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.IPMI, "ipmi", true, "serve IPMI lanplus BMCs for machines that have an IPMI endpoint")
 	fs.IntVar(&c.MaxStarting, "max-starting", 0, "machines that may start at once; further power-ons are answered at once and queued (0: no limit)")
 	fs.DurationVar(&c.StartGap, "start-gap", 0, "least time from one machine's start finishing to the next one's beginning (with --max-starting, or alone)")
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", "127.0.0.1:9120", "Prometheus /metrics listen address, unauthenticated (\"\" for none)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "Prometheus /metrics listen address, e.g. 127.0.0.1:9120; unauthenticated (default: none)")
 	fs.StringVar(&c.IPMIAddr, "ipmi-addr", "", "address IPMI BMCs bind when their endpoint names none (default: --redfish-addr's host)")
 	fs.IntVar(&c.IPMIPortBase, "ipmi-port-base", 0, "give every machine without an IPMI endpoint the lowest free port from here on (0: off)")
 	fs.BoolVar(&c.IPMICipher0, "ipmi-cipher0", false, "accept IPMI cipher suite 0 (no authentication at all)")

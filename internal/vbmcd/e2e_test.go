@@ -139,11 +139,12 @@ func TestE2EBIOS(t *testing.T) {
 	if st.Target != "Cd" || st.Enabled != "Once" || st.Mode != "Legacy" {
 		t.Fatalf("after set_system_boot_options: %+v", st)
 	}
-	st = sushy(t, url, user, pass, vm.ID, "reset", "On")
-	if st.Enabled != "Disabled" {
+	// The power-on is answered at once; the boot spends the override.
+	sushy(t, url, user, pass, vm.ID, "reset", "On")
+	cd := vm.WaitMarker(t, testenv.Marker, 0, bootTimeout)
+	if st = sushy(t, url, user, pass, vm.ID, "show"); st.Enabled != "Disabled" {
 		t.Errorf("the Once override should be spent by the boot: %+v", st)
 	}
-	cd := vm.WaitMarker(t, testenv.Marker, 0, bootTimeout)
 	lab.WaitPower(t, vm.ID, machine.PowerOff, bootTimeout) // the marker ISO powers off
 
 	// The next boot is the disk's: the Once override is gone.
@@ -171,6 +172,7 @@ func TestE2EBIOS(t *testing.T) {
 	if _, err := sys.Reset(schemas.ForceOffResetType); err != nil {
 		t.Fatal(err)
 	}
+	lab.WaitPower(t, vm.ID, machine.PowerOff, 10*time.Second) // answered at once, done soon after
 	if s := lab.DomainState(t, vm.Name); s != libvirt.DomainShutoff {
 		t.Fatalf("after ForceOff libvirt state %d, want shut off", s)
 	}

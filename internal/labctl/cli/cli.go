@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"go.uber.org/zap"
 
@@ -48,7 +49,7 @@ func (g *Globals) LoadPlan() (*plan.Plan, error) {
 	vb, _ := FindVbmcd(g.Vbmcd)
 	return plan.Load(plan.Options{
 		ConfigPath: g.ConfigPath, ConfigSet: g.ConfigSet, Profile: g.Profile, Mode: g.Mode,
-		Netns: g.Netns, LibvirtURI: g.LibvirtURI, Vbmcd: vb,
+		Netns: g.Netns, LibvirtURI: g.LibvirtURI, Vbmcd: vb, HostCPUs: runtime.NumCPU(),
 	})
 }
 
@@ -68,7 +69,7 @@ func (g *Globals) LoadPlanNamed(name string) (*plan.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return plan.Resolve(cfg, plan.Options{Dir: dir, Profile: g.Profile, Mode: plan.ModeIPI, Netns: g.Netns, LibvirtURI: g.LibvirtURI})
+	return plan.Resolve(cfg, plan.Options{Dir: dir, Profile: g.Profile, Mode: plan.ModeIPI, Netns: g.Netns, LibvirtURI: g.LibvirtURI, HostCPUs: runtime.NumCPU()})
 }
 
 // FindVbmcd returns the vbmcd binary: the one given, else next to labctl,
