@@ -78,8 +78,15 @@ func TestGofish(t *testing.T) {
 				t.Fatalf("storage %v %v", storage, err)
 			}
 			drives, err := storage[0].Drives()
-			if err != nil || len(drives) != 2 {
-				t.Errorf("drives %d %v", len(drives), err)
+			if err != nil || len(drives) != 1 || drives[0].MediaType != schemas.HDDMediaType {
+				t.Errorf("drives %d %v, want the one disk, an HDD", len(drives), err)
+			}
+			ctrls, err := storage[0].Controllers()
+			if err != nil || len(ctrls) != 1 || ctrls[0].ID != "0" {
+				t.Errorf("storage controllers %v %v, want one", ctrls, err)
+			}
+			if vols, err := storage[0].Volumes(); err != nil || len(vols) != 0 {
+				t.Errorf("volumes %v %v, want none", vols, err)
 			}
 			bios, err := sys.Bios()
 			if err != nil {

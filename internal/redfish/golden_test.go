@@ -100,7 +100,7 @@ func TestResourceBuildersGolden(t *testing.T) {
 		"simple_storage.json":     simpleStorage(m, "1"),
 		"storage.json":            storage(m, "1"),
 		"drive_file.json":         drive(m, "1", "vda"),
-		"drive_cdrom.json":        drive(m, "1", "sda"),
+		"storage_controller.json": storageController(m, "1", "0"),
 		"secure_boot.json":        secureBoot(m),
 		"bios.json":               bios(m),
 		"bios_settings.json":      biosSettings(m),

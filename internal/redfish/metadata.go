@@ -5,7 +5,7 @@ import "strings"
 // metadataSchemas lists the DMTF schemas ($metadata references) the service
 // uses, with the versioned namespace of each.
 var metadataSchemas = [][2]string{
-	{"ServiceRoot", "v1_11_0"},
+	{"ServiceRoot", "v1_17_0"},
 	{"ComputerSystemCollection", ""},
 	{"ComputerSystem", "v1_20_0"},
 	{"ProcessorCollection", ""},
@@ -19,6 +19,9 @@ var metadataSchemas = [][2]string{
 	{"StorageCollection", ""},
 	{"Storage", "v1_13_0"},
 	{"Drive", "v1_16_0"},
+	{"StorageControllerCollection", ""},
+	{"StorageController", "v1_7_0"},
+	{"VolumeCollection", ""},
 	{"SecureBoot", "v1_1_0"},
 	{"Bios", "v1_2_0"},
 	{"Settings", "v1_3_5"},

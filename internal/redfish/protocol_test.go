@@ -57,7 +57,7 @@ func TestProtocolValidatorFindings(t *testing.T) {
 
 	t.Run("RESP_HEADERS_LINK_REL_DESCRIBED_BY: GET and HEAD name the JSON Schema", func(t *testing.T) {
 		for _, c := range []struct{ path, want string }{
-			{"/redfish/v1/", "ServiceRoot.v1_11_0.json"},
+			{"/redfish/v1/", "ServiceRoot.v1_17_0.json"},
 			{"/redfish/v1/Systems", "ComputerSystemCollection.json"},
 			{"/redfish/v1/Systems/" + f.ids[0], "ComputerSystem."},
 			{"/redfish/v1/AccountService", "AccountService.v"},

@@ -82,7 +82,7 @@ func collection(uri, odataType, name string, members []string) obj {
 func serviceRoot(id identity) obj {
 	return obj{
 		"@odata.id":      rootURI + "/",
-		"@odata.type":    "#ServiceRoot.v1_11_0.ServiceRoot",
+		"@odata.type":    "#ServiceRoot.v1_17_0.ServiceRoot",
 		"Id":             "RootService",
 		"Name":           "Root Service",
 		"RedfishVersion": "1.15.0",
@@ -425,9 +425,11 @@ func storage(m *machine.Machine, sid string) obj {
 		return nil
 	}
 	u := systemURI(m.ID) + "/Storage/" + sid
-	drives := make([]ref, len(m.Disks))
-	for i, d := range m.Disks {
-		drives[i] = ref{u + "/Drives/" + url.PathEscape(d.ID)}
+	drives := []ref{}
+	for _, d := range m.Disks {
+		if d.Device == machine.DeviceDisk {
+			drives = append(drives, ref{u + "/Drives/" + url.PathEscape(d.ID)})
+		}
 	}
 	return obj{
 		"@odata.id":          u,
@@ -436,7 +438,49 @@ func storage(m *machine.Machine, sid string) obj {
 		"Name":               "Storage Controller",
 		"Drives":             drives,
 		"Drives@odata.count": len(drives),
+		"Controllers":        ref{u + "/Controllers"},
+		"Volumes":            ref{u + "/Volumes"},
 		"Status":             status("Enabled"),
+		// The same controller embedded, as Storage before v1_15 had it:
+		// sushy's storage_controllers (Ironic's RAID interface) reads it.
+		"StorageControllers": []obj{{
+			"@odata.id":                    u + "#/StorageControllers/" + storageControllerID,
+			"MemberId":                     storageControllerID,
+			"Name":                         "Virtual Storage Controller",
+			"Status":                       status("Enabled"),
+			"SupportedControllerProtocols": []string{"PCIe"},
+			"SupportedDeviceProtocols":     deviceProtocols(m),
+		}},
+	}
+}
+
+// deviceProtocols are the protocols of a machine's disks.
+func deviceProtocols(m *machine.Machine) []string {
+	protocols := []string{}
+	for _, d := range m.Disks {
+		if p := protocolOf(d.Bus); p != "" && d.Device == machine.DeviceDisk && !slices.Contains(protocols, p) {
+			protocols = append(protocols, p)
+		}
+	}
+	return protocols
+}
+
+// storageControllerID is the one controller of the one storage subsystem:
+// the VM's disk buses behind one virtual controller.
+const storageControllerID = "0"
+
+func storageController(m *machine.Machine, sid, cid string) obj {
+	if sid != storageID || cid != storageControllerID {
+		return nil
+	}
+	return obj{
+		"@odata.id":                    systemURI(m.ID) + "/Storage/" + sid + "/Controllers/" + cid,
+		"@odata.type":                  "#StorageController.v1_7_0.StorageController",
+		"Id":                           cid,
+		"Name":                         "Virtual Storage Controller",
+		"Status":                       status("Enabled"),
+		"SupportedControllerProtocols": []string{"PCIe"},
+		"SupportedDeviceProtocols":     deviceProtocols(m),
 	}
 }
 
@@ -462,7 +506,8 @@ func drive(m *machine.Machine, sid, did string) obj {
 		return nil
 	}
 	for _, d := range m.Disks {
-		if d.ID != did {
+		// A CD-ROM is the Manager's virtual media, not a storage drive.
+		if d.ID != did || d.Device != machine.DeviceDisk {
 			continue
 		}
 		o := obj{
@@ -474,9 +519,7 @@ func drive(m *machine.Machine, sid, did string) obj {
 			"WriteCacheEnabled": false,
 			"Status":            status("Enabled"),
 			"Links":             obj{"Chassis": ref{chassisOf(m.ID)}},
-		}
-		if d.Device == machine.DeviceDisk {
-			o["MediaType"] = "HDD"
+			"MediaType":         "HDD",
 		}
 		if p := protocolOf(d.Bus); p != "" {
 			o["Protocol"] = p

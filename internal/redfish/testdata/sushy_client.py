@@ -85,7 +85,13 @@ for label, auth in (("basic", sushy.auth.BasicAuth(user, password)),
     macs = [n.mac_address for n in system.ethernet_interfaces.get_members()]
     check(label + " one MAC", len(macs), 1)
     check(label + " largest disk", system.simple_storage.max_size_bytes, 120 << 30)
-    check(label + " drives", sorted(d.identity for s in system.storage.get_members() for d in s.drives), ["sda", "vda"])
+    # The disks are drives; the CD-ROM is the Manager's virtual media.
+    stor = system.storage.get_members()
+    check(label + " drives", sorted(d.identity for s in stor for d in s.drives), ["vda"])
+    check(label + " drive media", [d.media_type for s in stor for d in s.drives], ["HDD"])
+    check(label + " storage controllers", [c.member_id for s in stor for c in s.storage_controllers], ["0"])
+    check(label + " controllers", [c.identity for s in stor for c in s.controllers.get_members()], ["0"])
+    check(label + " volumes", [len(s.volumes.get_members()) for s in stor], [0])
 
     # The service root's Tasks link (ServiceRoot v1_0_0): sushy follows it
     # to watch firmware updates and other long operations.
