@@ -131,6 +131,8 @@ type Settings struct {
 	// Media holds per-member virtual media settings and where the inserted
 	// images came from; what is inserted derives from the drives.
 	Media []MediaSettings
+	// Volumes are the RAID volumes made over the machine's drives.
+	Volumes []Volume
 }
 
 // Clone returns a deep copy.
@@ -142,6 +144,13 @@ func (s Settings) Clone() Settings {
 	if s.IPMI != nil {
 		ep := *s.IPMI
 		c.IPMI = &ep
+	}
+	if s.Volumes != nil {
+		c.Volumes = make([]Volume, len(s.Volumes))
+		for i, v := range s.Volumes {
+			v.Drives = slices.Clone(v.Drives)
+			c.Volumes[i] = v
+		}
 	}
 	if s.Media != nil {
 		c.Media = make([]MediaSettings, len(s.Media))

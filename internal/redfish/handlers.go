@@ -352,14 +352,6 @@ func renderStorageController(_ *Server, c *call) any {
 	return storageController(c.m, c.params[1], c.params[2])
 }
 
-// renderVolumes lists the volumes of the storage subsystem: none yet, the
-// disks are drives of their own (RAID volumes over them: issue 11).
-func renderVolumes(_ *Server, c *call) any {
-	if c.params[1] != storageID {
-		return nil
-	}
-	return subCollection(c, "VolumeCollection", "Volume Collection", nil)
-}
 func renderDrive(_ *Server, c *call) any {
 	did, err := url.PathUnescape(c.params[2])
 	if err != nil {

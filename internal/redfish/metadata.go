@@ -22,6 +22,7 @@ var metadataSchemas = [][2]string{
 	{"StorageControllerCollection", ""},
 	{"StorageController", "v1_7_0"},
 	{"VolumeCollection", ""},
+	{"Volume", "v1_9_0"},
 	{"SecureBoot", "v1_1_0"},
 	{"Bios", "v1_2_0"},
 	{"Settings", "v1_3_5"},

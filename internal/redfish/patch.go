@@ -67,6 +67,7 @@ const (
 	kindBool
 	kindObject // any object (its members are checked elsewhere)
 	kindInt    // a whole number, at least 0
+	kindArray  // any array (its members are checked elsewhere)
 )
 
 // field describes a writable property.
@@ -115,6 +116,10 @@ func (fs fields) check(body, rendered map[string]any) []messageObject {
 			msgs = append(msgs, f.sub.check(o, sub)...)
 		case f.kind == kindObject:
 			if _, ok := v.(map[string]any); !ok {
+				msgs = append(msgs, newMessage(MsgPropertyValueTypeError, argText(v), k))
+			}
+		case f.kind == kindArray:
+			if _, ok := v.([]any); !ok {
 				msgs = append(msgs, newMessage(MsgPropertyValueTypeError, argText(v), k))
 			}
 		case f.kind == kindInt:

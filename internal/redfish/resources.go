@@ -427,7 +427,7 @@ func storage(m *machine.Machine, sid string) obj {
 	u := systemURI(m.ID) + "/Storage/" + sid
 	drives := []ref{}
 	for _, d := range m.Disks {
-		if d.Device == machine.DeviceDisk {
+		if d.Device == machine.DeviceDisk && !machine.IsVolumeDisk(&m.Settings, d) {
 			drives = append(drives, ref{u + "/Drives/" + url.PathEscape(d.ID)})
 		}
 	}
@@ -450,6 +450,7 @@ func storage(m *machine.Machine, sid string) obj {
 			"Status":                       status("Enabled"),
 			"SupportedControllerProtocols": []string{"PCIe"},
 			"SupportedDeviceProtocols":     deviceProtocols(m),
+			"SupportedRAIDTypes":           machine.RAIDTypes,
 		}},
 	}
 }
@@ -481,6 +482,7 @@ func storageController(m *machine.Machine, sid, cid string) obj {
 		"Status":                       status("Enabled"),
 		"SupportedControllerProtocols": []string{"PCIe"},
 		"SupportedDeviceProtocols":     deviceProtocols(m),
+		"SupportedRAIDTypes":           machine.RAIDTypes,
 	}
 }
 
@@ -507,7 +509,7 @@ func drive(m *machine.Machine, sid, did string) obj {
 	}
 	for _, d := range m.Disks {
 		// A CD-ROM is the Manager's virtual media, not a storage drive.
-		if d.ID != did || d.Device != machine.DeviceDisk {
+		if d.ID != did || d.Device != machine.DeviceDisk || machine.IsVolumeDisk(&m.Settings, d) {
 			continue
 		}
 		o := obj{

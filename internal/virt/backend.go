@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -528,6 +529,15 @@ func (b *Backend) Save(_ context.Context, id string, s machine.Settings) error {
 	if err != nil {
 		return err
 	}
+	var trash []string
+	if e.meta != nil {
+		trash = e.meta.Trash
+	}
+	return b.save(l, e, s, trash)
+}
+
+// save is Save with the volume disks left to remove at the next start.
+func (b *Backend) save(l *libvirt.Libvirt, e *entry, s machine.Settings, trash []string) error {
 	var def libvirtxml.Domain
 	if err := def.Unmarshal(e.xmlDef); err != nil {
 		return fmt.Errorf("parse domain XML of %s: %w", e.m.Name, err)
@@ -544,10 +554,21 @@ func (b *Backend) Save(_ context.Context, id string, s machine.Settings) error {
 	if err != nil {
 		return fmt.Errorf("configure %s: %w", e.m.Name, err)
 	}
+	s.Volumes = slices.Clone(s.Volumes) // paths are filled in below
+	if err := b.makeVolumes(l, e.m.Name, &def, s.Volumes); err != nil {
+		return fmt.Errorf("volumes of %s: %w", e.m.Name, err)
+	}
+	gone := goneVolumes(e.m.Settings.Volumes, s.Volumes)
+	attachVolumes(&def, s.Volumes, gone)
+	off := e.m.Power == machine.PowerOff
+	if !off {
+		trash = append(slices.Clone(trash), gone...)
+	}
 	meta, err := toMeta(s, defaultBoot, resetPending || resetNVRAM)
 	if err != nil {
 		return err
 	}
+	meta.Trash = trash
 	if def.Metadata == nil {
 		def.Metadata = &libvirtxml.DomainMetadata{}
 	}
@@ -559,6 +580,11 @@ func (b *Backend) Save(_ context.Context, id string, s machine.Settings) error {
 		return fmt.Errorf("encode domain XML of %s: %w", e.m.Name, err)
 	}
 	_, err = l.DomainDefineXMLFlags(out, libvirt.DomainDefineValidate)
+	if err == nil && off && len(gone) > 0 {
+		if rerr := removeDisks(l, gone); rerr != nil {
+			b.log.Warn("removing deleted volumes' disks failed", zap.String("domain", e.m.Name), zap.Error(rerr))
+		}
+	}
 	return b.done(l, e, err, "define")
 }
 
@@ -567,6 +593,15 @@ func (b *Backend) Start(ctx context.Context, id string) error {
 	l, e, err := b.op(id)
 	if err != nil {
 		return err
+	}
+	if e.meta != nil && len(e.meta.Trash) > 0 {
+		// Deleted volumes the domain held when it ran: nothing holds
+		// them now.
+		if err := removeDisks(l, e.meta.Trash); err != nil {
+			b.log.Warn("removing deleted volumes' disks failed", zap.String("domain", e.m.Name), zap.Error(err))
+		} else if err := b.save(l, e, e.m.Settings, nil); err != nil {
+			return err
+		}
 	}
 	var flags uint32
 	if e.meta != nil && e.meta.ResetNVRAM {

@@ -18,16 +18,30 @@ const MetadataNS = "http://bmlab.dev/xmlns/bmc/1"
 // bmcMeta is the stored form of machine.Settings plus what the backend needs
 // to undo its own changes. Readable with `virsh dumpxml`.
 type bmcMeta struct {
-	XMLName     xml.Name    `xml:"http://bmlab.dev/xmlns/bmc/1 bmc"`
-	Boot        metaBoot    `xml:"boot"`
-	DefaultBoot string      `xml:"default-boot,omitempty"` // the domain's own boot order before the BMC changed it, "hd,cdrom"
-	SecureBoot  bool        `xml:"secure-boot"`
-	ResetNVRAM  bool        `xml:"reset-nvram,omitempty"` // the firmware changed: the next start recreates the NVRAM
-	BIOS        string      `xml:"bios,omitempty"`        // JSON object
-	BIOSPending string      `xml:"bios-pending,omitempty"`
-	Users       []metaUser  `xml:"user"`
-	IPMI        *metaIPMI   `xml:"ipmi"`
-	Media       []metaMedia `xml:"media"`
+	XMLName     xml.Name     `xml:"http://bmlab.dev/xmlns/bmc/1 bmc"`
+	Boot        metaBoot     `xml:"boot"`
+	DefaultBoot string       `xml:"default-boot,omitempty"` // the domain's own boot order before the BMC changed it, "hd,cdrom"
+	SecureBoot  bool         `xml:"secure-boot"`
+	ResetNVRAM  bool         `xml:"reset-nvram,omitempty"` // the firmware changed: the next start recreates the NVRAM
+	BIOS        string       `xml:"bios,omitempty"`        // JSON object
+	BIOSPending string       `xml:"bios-pending,omitempty"`
+	Users       []metaUser   `xml:"user"`
+	IPMI        *metaIPMI    `xml:"ipmi"`
+	Media       []metaMedia  `xml:"media"`
+	Volumes     []metaVolume `xml:"volume"`
+	// Trash are the disks of deleted volumes the running domain still
+	// held; the next start removes them.
+	Trash []string `xml:"trash"`
+}
+
+// metaVolume is one RAID volume.
+type metaVolume struct {
+	ID       string `xml:"id,attr"`
+	Name     string `xml:"name,attr"`
+	RAIDType string `xml:"raid,attr"`
+	Drives   string `xml:"drives,attr"` // comma-separated disk IDs
+	Capacity int64  `xml:"capacity,attr"`
+	Path     string `xml:"path,attr,omitempty"`
 }
 
 // metaMedia is one virtual media member: trust settings and the origin of
@@ -89,6 +103,10 @@ func toMeta(s machine.Settings, defaultBoot string, resetNVRAM bool) (*bmcMeta, 
 	if s.IPMI != nil {
 		m.IPMI = &metaIPMI{Address: s.IPMI.Address, Port: s.IPMI.Port}
 	}
+	for _, v := range s.Volumes {
+		m.Volumes = append(m.Volumes, metaVolume{ID: v.ID, Name: v.Name, RAIDType: v.RAIDType,
+			Drives: strings.Join(v.Drives, ","), Capacity: v.CapacityBytes, Path: v.Path})
+	}
 	for _, ms := range s.Media {
 		mm := metaMedia{Slot: string(ms.Slot), Verify: ms.VerifyCertificate, Image: ms.Image, Path: ms.Path,
 			User: ms.UserName, Protocol: ms.TransferProtocol}
@@ -145,6 +163,10 @@ func (m *bmcMeta) settings() (machine.Settings, error) {
 	}
 	if m.IPMI != nil {
 		s.IPMI = &machine.IPMIEndpoint{Address: m.IPMI.Address, Port: m.IPMI.Port}
+	}
+	for _, v := range m.Volumes {
+		s.Volumes = append(s.Volumes, machine.Volume{ID: v.ID, Name: v.Name, RAIDType: v.RAIDType,
+			Drives: strings.Split(v.Drives, ","), CapacityBytes: v.Capacity, Path: v.Path})
 	}
 	for _, mm := range m.Media {
 		ms := machine.MediaSettings{Slot: machine.MediaSlot(mm.Slot), VerifyCertificate: mm.Verify, Image: mm.Image,

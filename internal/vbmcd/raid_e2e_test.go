@@ -1,0 +1,102 @@
+package vbmcd
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/digitalocean/go-libvirt"
+
+	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/testenv"
+	"github.com/bmlab/bmlab/internal/virt/virttest"
+)
+
+// TestE2ERAIDVolume: python3-sushy makes a RAID0 volume as Ironic's redfish
+// RAID interface does; the domain's definition gains a thin qcow2 disk in
+// the pool of its first disk, the running VM has it after its next boot,
+// and after DELETE the definition loses it at once and the file goes at the
+// next start (the running VM held it).
+func TestE2ERAIDVolume(t *testing.T) {
+	lab := virttest.New(t, "e2e-raid-")
+	vm := lab.NewVM(t, "a", virttest.VMOptions{NoCD: true, DiskMarker: true})
+	dir := filepath.Dir(vm.SerialLog)
+	// The VM's disk in a storage pool, as labctl's are.
+	pool, err := lab.Client.StoragePoolCreateXML(fmt.Sprintf(
+		"<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>", vm.Name+"-pool", dir), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lab.Client.StoragePoolDestroy(pool) })
+	url := daemon(t, "e2e-raid-")
+	const user, pass = "admin", "e2e-pass"
+	raid := func(step ...string) map[string]any {
+		t.Helper()
+		py := testenv.Python(t, "sushy")
+		cmd := exec.Command(py, append([]string{"testdata/sushy_raid.py", url, user, pass, vm.ID}, step...)...)
+		cmd.Env = append(os.Environ(), "REQUESTS_CA_BUNDLE="+caFile, "CURL_CA_BUNDLE="+caFile, "SUSHY_VERIFY="+caFile)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("sushy raid %v: %v\n%s", step, err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		var v map[string]any
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &v); err != nil {
+			t.Fatalf("sushy raid %v: %v\n%s", step, err, out)
+		}
+		return v
+	}
+	volFile := filepath.Join(dir, vm.Name+"-volume-1.qcow2")
+	hasDisk := func(flags libvirt.DomainXMLFlags) bool {
+		return strings.Contains(lab.LiveXML(t, vm.Name, flags), "<source file='"+volFile+"'")
+	}
+
+	got := raid("create", "vda", "RAID0", fmt.Sprint(16<<20))
+	if got["apply_time"] != "ApplyTime.ON_RESET" || fmt.Sprint(got["volumes"]) != "[1]" {
+		t.Fatalf("create: %v, want volume 1 made OnReset", got)
+	}
+	if _, err := os.Stat(volFile); err != nil {
+		t.Fatalf("the volume's disk: %v", err)
+	}
+	if !hasDisk(libvirt.DomainXMLInactive) {
+		t.Fatalf("the definition has no disk %s", volFile)
+	}
+	if out, err := exec.Command("qemu-img", "info", "--output=json", volFile).Output(); err != nil ||
+		!strings.Contains(string(out), `"format": "qcow2"`) || !strings.Contains(string(out), fmt.Sprintf(`"virtual-size": %d`, 16<<20)) {
+		t.Errorf("qemu-img info %s: %v\n%s", volFile, err, out)
+	}
+
+	// The next boot: the running VM has the volume's disk.
+	sushy(t, url, user, pass, vm.ID, "reset", "On")
+	lab.WaitPower(t, vm.ID, machine.PowerOn, 30*time.Second)
+	if !testenv.WaitFor(10*time.Second, func() bool { return hasDisk(0) }) {
+		t.Fatalf("the running VM has no disk %s", volFile)
+	}
+
+	// DELETE while it runs: gone from the definition now, the file at the
+	// next start.
+	if got := raid("delete", "1"); fmt.Sprint(got["volumes"]) != "[]" {
+		t.Fatalf("after delete: %v", got)
+	}
+	if hasDisk(libvirt.DomainXMLInactive) {
+		t.Errorf("the definition still has %s after DELETE:\n%s", volFile, lab.LiveXML(t, vm.Name, libvirt.DomainXMLInactive))
+	}
+	if _, err := os.Stat(volFile); err != nil {
+		t.Errorf("the running VM's volume disk went before it stopped: %v", err)
+	}
+	sushy(t, url, user, pass, vm.ID, "reset", "ForceOff")
+	lab.WaitPower(t, vm.ID, machine.PowerOff, 30*time.Second)
+	sushy(t, url, user, pass, vm.ID, "reset", "On")
+	lab.WaitPower(t, vm.ID, machine.PowerOn, 30*time.Second)
+	if !testenv.WaitFor(10*time.Second, func() bool { _, err := os.Stat(volFile); return os.IsNotExist(err) }) {
+		t.Errorf("the deleted volume's disk %s is still there after the next start", volFile)
+	}
+	if hasDisk(0) {
+		t.Errorf("the VM runs with the deleted volume's disk")
+	}
+}
