@@ -164,14 +164,23 @@ func ltConn(t *testing.T) *libvirt.Libvirt {
 	return l
 }
 
-// libvirtdNetns checks that every libvirtd process is in the named network
-// namespace.
+// libvirtdNetns checks that the system libvirtd (the one /run/libvirtd.pid
+// names, else every libvirtd process) is in the named network namespace.
+// Other libvirtds, such as a multi-host test's per-host daemons with pid
+// files of their own, are not the one these tests talk to.
 func libvirtdNetns(ns string) (string, error) {
 	var want syscall.Stat_t
 	if err := syscall.Stat("/run/netns/"+ns, &want); err != nil {
 		return "", err
 	}
 	procs, _ := filepath.Glob("/proc/[0-9]*/comm")
+	if b, err := os.ReadFile("/run/libvirtd.pid"); err == nil {
+		if pid := strings.TrimSpace(string(b)); pid != "" {
+			if _, err := os.Stat("/proc/" + pid); err == nil {
+				procs = []string{"/proc/" + pid + "/comm"}
+			}
+		}
+	}
 	var pids []string
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
