@@ -68,6 +68,8 @@ func TestOnceAndContinuousBootTheMarker(t *testing.T) {
 			if err := svc.Reset(ctx, vm.ID, machine.ResetForceOff); err != nil {
 				t.Fatal(err)
 			}
+			// Answered at once; done soon after.
+			lab.WaitPower(t, vm.ID, machine.PowerOff, 10*time.Second)
 			if st := lab.DomainState(t, vm.Name); st != libvirt.DomainShutoff {
 				t.Fatalf("after ForceOff libvirt says state %d", st)
 			}
