@@ -19,8 +19,9 @@ import (
 
 // TestE2EEvents: a subscriber on 127.0.0.1 gets an event when a VM is
 // powered on through Redfish, one when it is destroyed behind vbmcd's back
-// (virsh), from libvirt's lifecycle event, and one when ipmitool powers it
-// on through the same machine's IPMI face.
+// (virsh), from libvirt's lifecycle event, one when ipmitool powers it on
+// through the same machine's IPMI face, and one each when virtual media is
+// inserted into and ejected from the running VM.
 func TestE2EEvents(t *testing.T) {
 	ipmitool := testenv.Command(t, "ipmitool")
 	lab := virttest.New(t, "e2e-events-")
@@ -82,6 +83,25 @@ func TestE2EEvents(t *testing.T) {
 	}
 	if !testenv.WaitFor(30*time.Second, func() bool { return seen("changed from Off to On") }) {
 		t.Fatalf("no power-on event for ipmitool's power on; got %v", got)
+	}
+
+	// Virtual media: an image from a server on loopback into the running
+	// VM's Removable member (a USB stick), then out again.
+	iso := testenv.MarkerISO(t)
+	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, iso) }))
+	defer img.Close()
+	member := "/redfish/v1/Managers/" + vm.ID + "/VirtualMedia/Removable"
+	if code := post(member+"/Actions/VirtualMedia.InsertMedia", `{"Image":"`+img.URL+`/stick.iso"}`); code/100 != 2 {
+		t.Fatalf("InsertMedia = %d", code)
+	}
+	if !testenv.WaitFor(30*time.Second, func() bool { return seen("Virtual media Removable of system " + vm.ID + " was inserted") }) {
+		t.Fatalf("no media insert event; got %v", got)
+	}
+	if code := post(member+"/Actions/VirtualMedia.EjectMedia", `{}`); code/100 != 2 {
+		t.Fatalf("EjectMedia = %d", code)
+	}
+	if !testenv.WaitFor(30*time.Second, func() bool { return seen("Virtual media Removable of system " + vm.ID + " was ejected") }) {
+		t.Fatalf("no media eject event; got %v", got)
 	}
 }
 
