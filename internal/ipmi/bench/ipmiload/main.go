@@ -24,7 +24,7 @@ import (
 	"github.com/bmlab/bmlab/internal/sim"
 )
 
-const user, pass = "admin", "password"
+var user, pass = "admin", "password"
 
 func main() {
 	mode := flag.String("mode", "qps", "qps, idle, sessions (serve: internal)")
@@ -34,13 +34,24 @@ func main() {
 	duration := flag.Duration("duration", 10*time.Second, "how long to measure")
 	sessions := flag.Int("sessions", 100000, "sessions to open in -mode sessions")
 	suite := flag.Int("suite", 17, "cipher suite")
+	pid := flag.Int("pid", 0, "drive the BMCs of a running vbmcd (its PID, for CPU and memory) at -base on 127.0.0.1 instead of starting a server; the password comes from IPMILOAD_PASSWORD")
 	flag.Parse()
+	if *pid != 0 {
+		if p := os.Getenv("IPMILOAD_PASSWORD"); p != "" {
+			pass = p
+		}
+	}
 	if *mode == "serve" {
 		serve(*bmcs, *base)
 		return
 	}
-	srv := startServer(*bmcs, *base)
-	defer srv.stop()
+	var srv *server
+	if *pid != 0 {
+		srv = &server{pid: *pid}
+	} else {
+		srv = startServer(*bmcs, *base)
+		defer srv.stop()
+	}
 	switch *mode {
 	case "qps":
 		c0 := srv.cpu()
@@ -109,7 +120,19 @@ func query(addr string, suite int) bool {
 	return err == nil && code == wire.CodeOK && len(data) >= 3
 }
 
-type server struct{ cmd *exec.Cmd }
+// server is the process that serves the BMCs: a child ipmiload started
+// (cmd), or a running vbmcd (pid).
+type server struct {
+	cmd *exec.Cmd
+	pid int
+}
+
+func (s *server) procPID() int {
+	if s.cmd != nil {
+		return s.cmd.Process.Pid
+	}
+	return s.pid
+}
 
 func startServer(n, base int) *server {
 	cmd := exec.Command("/proc/self/exe", "-mode", "serve", "-bmcs", strconv.Itoa(n), "-base", strconv.Itoa(base))
@@ -135,7 +158,7 @@ func (s *server) stop() {
 
 // cpu is the child's user + system CPU time (/proc/PID/stat fields 14, 15).
 func (s *server) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.procPID()))
 	if err != nil {
 		panic(err)
 	}
@@ -147,7 +170,7 @@ func (s *server) cpu() time.Duration {
 
 // rss is the child's resident set in KiB.
 func (s *server) rss() int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.procPID()))
 	if err != nil {
 		panic(err)
 	}
