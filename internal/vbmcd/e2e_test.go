@@ -20,6 +20,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
+	"github.com/bmlab/bmlab/internal/virt"
 	"github.com/bmlab/bmlab/internal/virt/virttest"
 )
 
@@ -34,7 +35,7 @@ var caFile string
 func daemon(t *testing.T, prefix string, mods ...func(*Config)) string {
 	t.Helper()
 	var cfg Config
-	cfg.Backend, cfg.LibvirtURI = "libvirt", "qemu:///system"
+	cfg.Backend, cfg.Libvirt = "libvirt", []virt.Host{{URI: "qemu:///system"}}
 	cfg.Domains = []string{prefix + "*"}
 	cfg.RedfishAddr = "127.0.0.1:0"
 	cfg.Username, cfg.Password = "admin", "e2e-pass"

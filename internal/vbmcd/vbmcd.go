@@ -120,8 +120,15 @@ func newLogger(cfg Config, w io.Writer) (*zap.Logger, error) {
 	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
 }
 
-func newLibvirt(ctx context.Context, cfg Config, log *zap.Logger) (*virt.Backend, error) {
-	be, err := virt.New(virt.Config{URI: cfg.LibvirtURI, Domains: cfg.Domains}, log)
+func newLibvirt(ctx context.Context, cfg Config, log *zap.Logger) (*virt.Hosts, error) {
+	hosts, err := cfg.libvirtHosts()
+	if err != nil {
+		return nil, err
+	}
+	// A 1 s keepalive: a host that vanishes without closing the connection
+	// (power loss, a cut network) makes its machines unavailable within
+	// about 2 s rather than serve what they were.
+	be, err := virt.NewHosts(hosts, virt.Config{Keepalive: time.Second}, log)
 	if err != nil {
 		return nil, err
 	}
