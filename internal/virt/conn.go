@@ -32,6 +32,11 @@ type Conn struct {
 	changed  chan struct{} // closed and replaced whenever up changes
 }
 
+// maxBackoff bounds the wait between reconnect attempts: a daemon that
+// comes back is found within a second (a host's machines are unavailable
+// until then), for one cheap dial per second while it is away.
+const maxBackoff = time.Second
+
 // ErrNotConnected is returned while the daemon is unreachable.
 var ErrNotConnected = errors.New("libvirt is not connected")
 
@@ -196,7 +201,7 @@ func (c *Conn) Run(ctx context.Context, onConnect func(ctx context.Context, l *l
 				return
 			case <-time.After(backoff):
 			}
-			backoff = min(backoff*2, 5*time.Second)
+			backoff = min(backoff*2, maxBackoff)
 			continue
 		}
 		backoff = 100 * time.Millisecond
