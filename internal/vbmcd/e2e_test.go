@@ -32,7 +32,7 @@ var caFile string
 
 // daemon runs vbmcd in-process over the real libvirtd, serving only the
 // domains whose names start with prefix, and returns its Redfish URL.
-func daemon(t *testing.T, prefix string, mods ...func(*Config)) string {
+func daemon(t testing.TB, prefix string, mods ...func(*Config)) string {
 	t.Helper()
 	var cfg Config
 	cfg.Backend, cfg.Libvirt = "libvirt", []virt.Host{{URI: "qemu:///system"}}
@@ -63,7 +63,7 @@ func daemon(t *testing.T, prefix string, mods ...func(*Config)) string {
 }
 
 // start runs serve with cfg until the test ends and returns its output.
-func start(t *testing.T, cfg Config) *testenv.Buffer {
+func start(t testing.TB, cfg Config) *testenv.Buffer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &testenv.Buffer{}
