@@ -69,6 +69,9 @@ type Plan struct {
 	Vbmcd     Vbmcd     `json:"vbmcd"`
 	Installer Installer `json:"installer"`
 	Hybrid    *Hybrid   `json:"hybrid,omitempty"`
+	// Hosts are the libvirt hosts of a lab spread over several, the hub
+	// first; empty for a lab on one host.
+	Hosts []Host `json:"hosts,omitempty"`
 
 	// Config is the lab file as resolved (defaults and profile applied),
 	// for install-config generation; not part of the plan's own facts.
@@ -91,6 +94,8 @@ type Node struct {
 	BMC Endpoint `json:"bmc,omitzero"`
 	// Ignition is the file qemu hands the node through fw_cfg (hybrid).
 	Ignition string `json:"ignition,omitempty"`
+	// Host is the libvirt host the node is placed on (labs with hosts:).
+	Host string `json:"host,omitempty"`
 }
 
 // Disk is a thin volume of the lab's pool.
@@ -299,6 +304,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	if err := p.resolveNodes(cfg); err != nil {
 		return nil, err
 	}
+	p.resolveHosts(cfg)
 	p.Vbmcd = p.vbmcd(o.Vbmcd)
 	return p, nil
 }
@@ -446,15 +452,21 @@ func (p *Plan) vbmcd(path string) Vbmcd {
 		}
 		names += n.Name
 	}
-	v.Args = []string{
-		"--libvirt-uri", p.LibvirtURI,
+	var uris []string
+	for _, h := range p.Hosts {
+		uris = append(uris, "--libvirt-uri", h.Name+"="+h.LibvirtURI)
+	}
+	if len(uris) == 0 {
+		uris = []string{"--libvirt-uri", p.LibvirtURI}
+	}
+	v.Args = append(uris,
 		"--domains", names,
 		"--redfish-addr", net.JoinHostPort(listen, strconv.Itoa(p.BMC.RedfishPort)),
 		"--credentials-file", v.CredentialsFile,
 		"--state-dir", filepath.Join(p.StateDir, "vbmcd"),
 		"--media-dir", filepath.Join(p.StateDir, "media"),
 		"--log-format", "json",
-	}
+	)
 	if p.BMC.Scheme == "http" {
 		v.Args = append(v.Args, "--insecure-http")
 	}
