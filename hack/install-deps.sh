@@ -18,6 +18,8 @@ PKGS=(
   openssh-client
   # the daemons the hybrid mode's static pods configure, and a DNS client
   keepalived haproxy bind9-dnsutils
+  # ping across the VXLAN that joins a lab's bridges on two hosts
+  iputils-ping
 )
 
 missing=()
