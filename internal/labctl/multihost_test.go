@@ -38,14 +38,19 @@ func TestMultiHostLabVXLAN(t *testing.T) {
 	sh("-n", nsB, "link", "set", "ul0", "up")
 	netnstest.Bridge(t, hA, "lvbr0") // the hub's libvirt NAT bridge
 
-	cfg, _ := labFile(t, "name: mhtest\nhosts:\n"+
-		"- {name: alpha, libvirtURI: 'qemu:///system', underlay: 10.254.0.1}\n"+
-		"- {name: beta, libvirtURI: 'qemu+tcp://10.254.0.2/system', underlay: 10.254.0.2}\n"+
-		"network:\n  libvirtBridge: lvbr0\n  provisioningNetwork: Managed")
+	// Each host has its own copy of the lab file (and its own
+	// NetworkManager directory), as on separate machines.
+	const lab = "name: mhtest\nhosts:\n" +
+		"- {name: alpha, libvirtURI: 'qemu:///system', underlay: 10.254.0.1}\n" +
+		"- {name: beta, libvirtURI: 'qemu+tcp://10.254.0.2/system', underlay: 10.254.0.2}\n" +
+		"network:\n  libvirtBridge: lvbr0\n  provisioningNetwork: Managed"
+	cfgA, _ := labFile(t, lab)
+	cfgB, _ := labFile(t, lab)
 	net := func(sub, host, ns string, extra ...string) (string, error) {
+		cfg := map[string]string{"alpha": cfgA, "beta": cfgB}[host]
 		return run(t, append([]string{"net", sub, "--host", host, "--netns", ns, "--no-libvirt", "-f", cfg}, extra...)...)
 	}
-	if _, err := run(t, "net", "check", "--netns", nsA, "--no-libvirt", "-f", cfg); err == nil || !strings.Contains(err.Error(), "name the one this runs on with --host") {
+	if _, err := run(t, "net", "check", "--netns", nsA, "--no-libvirt", "-f", cfgA); err == nil || !strings.Contains(err.Error(), "name the one this runs on with --host") {
 		t.Errorf("check without --host on a multi-host lab = %v", err)
 	}
 	for _, h := range []struct{ name, ns string }{{"alpha", nsA}, {"beta", nsB}} {
