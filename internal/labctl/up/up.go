@@ -36,6 +36,13 @@ bmcs, install-config, installer. --mode hybrid: the kcli-style UPI flow
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withLab(cmd.Context(), g, f, func(e *lab.Env) error {
+				if len(e.Plan.Hosts) > 0 {
+					// Nodes, pools and networks on the other hosts are not
+					// made yet; refusing beats a lab on the hub alone that
+					// claims the plan's placement.
+					return fmt.Errorf("lab %q lists hosts: `labctl up` does not place nodes on other hosts yet; "+
+						"run `labctl net repair --host NAME` on each host for its bridges and VXLAN links", e.Plan.Lab)
+				}
 				actions, err := lab.Pipeline(e.Plan.Mode)
 				if err != nil {
 					return err
