@@ -68,3 +68,61 @@ func BenchmarkMultiHostGetSystem(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMultiHostReconnect: one vbmcd over two libvirt hosts; each
+// iteration kills one host's libvirtd (SIGKILL), polls GET /Systems/{id} of
+// its VM every millisecond until it answers 503, restarts libvirtd, and
+// polls until the VM is served (200) again. ms-to-503 counts from the kill,
+// ms-to-served from the moment the restarted libvirtd accepts connections.
+func BenchmarkMultiHostReconnect(b *testing.B) {
+	prefix := "mhr-"
+	ua := virttest.NewUnderlay(b, "alpha", 0)
+	ub := virttest.NewUnderlay(b, "beta", 1)
+	vm := virttest.NewAt(b, ua.URI, prefix).NewVM(b, "a", virttest.VMOptions{NoCD: true})
+	virttest.NewAt(b, ub.URI, prefix).NewVM(b, "b", virttest.VMOptions{NoCD: true})
+	url := daemon(b, prefix, func(c *Config) {
+		c.Libvirt, c.IPMI = []virt.Host{{Name: ua.Name, URI: ua.URI}, {Name: ub.Name, URI: ub.URI}}, false
+	})
+	pool := x509.NewCertPool()
+	pem, err := os.ReadFile(caFile)
+	if err != nil || !pool.AppendCertsFromPEM(pem) {
+		b.Fatalf("read the daemon's certificate: %v", err)
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	status := func() int {
+		req, _ := http.NewRequest(http.MethodGet, url+"/redfish/v1/Systems/"+vm.ID, nil)
+		req.SetBasicAuth("admin", "e2e-pass")
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	until := func(want int, from time.Time, limit time.Duration) time.Duration {
+		for status() != want {
+			if time.Since(from) > limit {
+				b.Fatalf("GET did not answer %d within %s", want, limit)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return time.Since(from)
+	}
+	var down, up, maxDown, maxUp time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		killed := time.Now()
+		ua.Kill(b)
+		d := until(http.StatusServiceUnavailable, killed, time.Second)
+		ua.Start(b)
+		u := until(http.StatusOK, time.Now(), 2*time.Second)
+		down, up = down+d, up+u
+		maxDown, maxUp = max(maxDown, d), max(maxUp, u)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(down.Microseconds())/1000/n, "ms-to-503")
+	b.ReportMetric(float64(maxDown.Microseconds())/1000, "max-ms-to-503")
+	b.ReportMetric(float64(up.Microseconds())/1000/n, "ms-to-served")
+	b.ReportMetric(float64(maxUp.Microseconds())/1000, "max-ms-to-served")
+}
