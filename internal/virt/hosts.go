@@ -107,11 +107,11 @@ func (h *Hosts) Connect(ctx context.Context, wait time.Duration) error {
 	var down []string
 	for _, b := range h.hosts {
 		if err := b.WaitSynced(wctx); err != nil {
-			down = append(down, fmt.Sprintf("%s (%s)", b.cfg.Name, b.cfg.URI))
+			down = append(down, strings.TrimSpace(b.cfg.Name+" "+b.cfg.URI))
 		}
 	}
 	if len(down) == len(h.hosts) {
-		return fmt.Errorf("no libvirt host answered within %s: %s (is libvirtd running and listening there?)", wait, strings.Join(down, ", "))
+		return fmt.Errorf("no libvirt host answered within %s: %s (is libvirtd running and listening there? hack/start-libvirtd.sh starts a local one)", wait, strings.Join(down, ", "))
 	}
 	if len(down) > 0 {
 		h.log.Warn("libvirt hosts not reachable yet; their machines are served once they are", zap.Strings("hosts", down))
