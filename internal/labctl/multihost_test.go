@@ -119,17 +119,3 @@ func TestMultiHostLabVXLAN(t *testing.T) {
 type pingError struct{ out string }
 
 func (e *pingError) Error() string { return "ping: " + e.out }
-
-// TestMultiHostUpRefuses: `labctl up` of a lab with hosts: says it cannot
-// place nodes on other hosts yet, rather than build the lab on the hub alone.
-func TestMultiHostUpRefuses(t *testing.T) {
-	testenv.Libvirt(t)
-	cfg, _ := labFile(t, "name: mhup\nhosts:\n"+
-		"- {name: alpha, libvirtURI: 'qemu:///system', underlay: 10.254.0.1}\n"+
-		"- {name: beta, libvirtURI: 'qemu+tcp://10.254.0.2/system', underlay: 10.254.0.2}\n"+
-		"network:\n  libvirtBridge: lvbr0")
-	_, err := run(t, "up", "--profile", "tiny", "-f", cfg)
-	if err == nil || !strings.Contains(err.Error(), "does not place nodes on other hosts yet") {
-		t.Errorf("up of a multi-host lab = %v", err)
-	}
-}

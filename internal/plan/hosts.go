@@ -112,6 +112,17 @@ func cloneTopology(t netplumb.Topology) netplumb.Topology {
 		VLANs: slices.Clone(t.VLANs), VXLANs: slices.Clone(t.VXLANs)}
 }
 
+// HubTopology is the links of the host labctl up runs on: the hub's (with
+// its VXLAN links) for a lab over several hosts, else the lab's topology.
+func (p *Plan) HubTopology() netplumb.Topology {
+	for _, h := range p.Hosts {
+		if h.Hub {
+			return h.Topology
+		}
+	}
+	return p.Network.Topology
+}
+
 // ForHost returns the host with that name.
 func (p *Plan) ForHost(name string) (Host, bool) {
 	for _, h := range p.Hosts {

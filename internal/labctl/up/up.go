@@ -36,13 +36,6 @@ bmcs, install-config, installer. --mode hybrid: the kcli-style UPI flow
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withLab(cmd.Context(), g, f, func(e *lab.Env) error {
-				if len(e.Plan.Hosts) > 0 {
-					// Nodes, pools and networks on the other hosts are not
-					// made yet; refusing beats a lab on the hub alone that
-					// claims the plan's placement.
-					return fmt.Errorf("lab %q lists hosts: `labctl up` does not place nodes on other hosts yet; "+
-						"run `labctl net repair --host NAME` on each host for its bridges and VXLAN links", e.Plan.Lab)
-				}
 				actions, err := lab.Pipeline(e.Plan.Mode)
 				if err != nil {
 					return err
@@ -111,7 +104,15 @@ func withLab(ctx context.Context, g *cli.Globals, f *flags, fn func(*lab.Env) er
 	if err != nil {
 		return err
 	}
-	h, err := lab.OpenHost(ctx, p, g.Logger)
+	var h interface {
+		lab.Host
+		Close()
+	}
+	if len(p.Hosts) > 0 {
+		h, err = lab.OpenHosts(ctx, p, g.Logger)
+	} else {
+		h, err = lab.OpenHost(ctx, p, g.Logger)
+	}
 	if err != nil {
 		return err
 	}
