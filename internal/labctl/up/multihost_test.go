@@ -42,8 +42,12 @@ func TestMultiHostUpDown(t *testing.T) {
 		t.Fatalf("net repair --host beta: %v\n%s", err, out)
 	}
 	t.Cleanup(func() { _, _ = labctlRun(t, append([]string{"down", "--profile", "tiny"}, alpha...)...) })
-	if out, err := labctlRun(t, append([]string{"up", "--profile", "tiny", "--until", "nodes"}, alpha...)...); err != nil || !strings.Contains(out, "✓ nodes") {
+	out, err := labctlRun(t, append([]string{"up", "--profile", "tiny", "--until", "nodes"}, alpha...)...)
+	if err != nil || !strings.Contains(out, "✓ nodes") {
 		t.Fatalf("up --until nodes: %v\n%s", err, out)
+	}
+	if !strings.Contains(strings.Join(strings.Fields(out), " "), "mhlab-master-1 beta master Off") {
+		t.Errorf("up's node table does not show mhlab-master-1 on beta, off:\n%s", out)
 	}
 	// tiny: 3 masters, 2 workers, round-robin from the hub.
 	want := map[string][]string{
@@ -61,7 +65,7 @@ func TestMultiHostUpDown(t *testing.T) {
 		}
 	}
 
-	if out, err := labctlRun(t, append([]string{"down", "--profile", "tiny"}, alpha...)...); err != nil {
+	if out, err = labctlRun(t, append([]string{"down", "--profile", "tiny"}, alpha...)...); err != nil {
 		t.Fatalf("down: %v\n%s", err, out)
 	}
 	if out, err := labctlRun(t, append([]string{"net", "down", "--host", "beta"}, beta...)...); err != nil {
