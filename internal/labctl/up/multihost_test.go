@@ -18,11 +18,14 @@ import (
 )
 
 // TestMultiHostUpDown: a lab spread over two libvirt hosts (each a libvirtd
-// of its own in a network namespace, reached over qemu+tcp). After `labctl
-// net repair --host beta` on beta and `labctl up --until nodes` on the hub
-// (alpha), each host's libvirt has exactly the nodes the plan placed there,
-// `net check` is clean on both hosts, and `labctl down` (then `net down
-// --host beta` for beta's links) leaves nothing of the lab on either host.
+// of its own in a network namespace, on one underlay segment, reached over
+// qemu+tcp). After `labctl net repair --host beta` on beta and `labctl up
+// --until bmcs` on the hub (alpha), each host's libvirt has exactly the
+// nodes the plan placed there, the lab's one vbmcd (in the hub's namespace)
+// answers for the nodes of both hosts (the bmcs step checks every node's
+// System URL), `net check` is clean on both hosts, and `labctl down` (then
+// `net down --host beta` for beta's links) leaves nothing of the lab on
+// either host.
 func TestMultiHostUpDown(t *testing.T) {
 	ua := virttest.NewUnderlay(t, "alpha", 0)
 	ub := virttest.NewUnderlay(t, "beta", 1)
@@ -42,9 +45,9 @@ func TestMultiHostUpDown(t *testing.T) {
 		t.Fatalf("net repair --host beta: %v\n%s", err, out)
 	}
 	t.Cleanup(func() { _, _ = labctlRun(t, append([]string{"down", "--profile", "tiny"}, alpha...)...) })
-	out, err := labctlRun(t, append([]string{"up", "--profile", "tiny", "--until", "nodes"}, alpha...)...)
-	if err != nil || !strings.Contains(out, "✓ nodes") {
-		t.Fatalf("up --until nodes: %v\n%s", err, out)
+	out, err := labctlRun(t, append([]string{"up", "--profile", "tiny", "--until", "bmcs"}, alpha...)...)
+	if err != nil || !strings.Contains(out, "✓ nodes") || !strings.Contains(out, "✓ bmcs") {
+		t.Fatalf("up --until bmcs: %v\n%s", err, out)
 	}
 	if !strings.Contains(strings.Join(strings.Fields(out), " "), "mhlab-master-1 beta master Off") {
 		t.Errorf("up's node table does not show mhlab-master-1 on beta, off:\n%s", out)

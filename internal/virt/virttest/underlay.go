@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,10 +20,12 @@ import (
 // libvirtd in a network namespace the test made, with a mount namespace
 // whose /run/libvirt, /etc/libvirt, /var/lib/libvirt, /var/cache/libvirt and
 // /var/log/libvirt are the test's own directories, so it shares nothing with
-// the system libvirtd. It listens on TCP (no authentication) on Addr, the
-// namespace's end of a veth pair; the root namespace has PeerAddr on the
-// other end and reaches it only over that veth. Its VMs run in its
-// namespace. Everything goes in t.Cleanup.
+// the system libvirtd. It listens on TCP (no authentication) on Addr. The
+// underlays of one test share an underlay segment: a bridge in a namespace
+// of its own that every underlay and the root namespace (PeerAddr) join by
+// veths, so the hosts reach each other and the test reaches them, with no
+// forwarding anywhere. Its VMs run in its namespace. Everything goes in
+// t.Cleanup.
 type Underlay struct {
 	Name     string
 	Netns    string
@@ -30,47 +34,93 @@ type Underlay struct {
 	URI      string // qemu+tcp://Addr/system
 
 	dir  string
-	veth string
+	veth string // its port on the segment's bridge
+	swNS string
 	cmd  *exec.Cmd
 	done chan struct{}
 	log  *os.File
 }
 
-// NewUnderlay starts a host named name; index (0..63) picks its /30 so
-// that several underlays of one test do not overlap.
+// segment is the underlay network of one test: 10.253.X.0/24, the root
+// namespace at .1, underlay i at .i+2.
+type segment struct {
+	ns, rootLink string
+	x            int
+}
+
+var (
+	segMu    sync.Mutex
+	segments = map[testing.TB]*segment{}
+	segSeq   atomic.Int32
+)
+
+func run(t testing.TB, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// segmentOf returns the test's underlay segment, made on first use.
+func segmentOf(t testing.TB) *segment {
+	segMu.Lock()
+	defer segMu.Unlock()
+	if s, ok := segments[t]; ok {
+		return s
+	}
+	// X from the process id and a sequence: parallel test binaries (other
+	// packages, other engineers) and successive benchmarks pick different
+	// subnets.
+	seq := int(segSeq.Add(1))
+	tag := fmt.Sprintf("%d%d", os.Getpid()%100000, seq%10)
+	s := &segment{ns: "ulsw" + tag, rootLink: "ulr" + tag, x: (os.Getpid()+seq)%250 + 1}
+	run(t, "netns", "add", s.ns)
+	t.Cleanup(func() {
+		segMu.Lock()
+		delete(segments, t)
+		segMu.Unlock()
+		_ = exec.Command("ip", "link", "del", s.rootLink).Run()
+		if out, err := exec.Command("ip", "netns", "del", s.ns).CombinedOutput(); err != nil {
+			t.Errorf("underlay segment: ip netns del %s: %v\n%s", s.ns, err, out)
+		}
+	})
+	run(t, "-n", s.ns, "link", "add", "sw", "type", "bridge")
+	run(t, "-n", s.ns, "link", "set", "sw", "up")
+	run(t, "link", "add", s.rootLink, "type", "veth", "peer", "name", "root", "netns", s.ns)
+	run(t, "-n", s.ns, "link", "set", "root", "master", "sw", "up")
+	run(t, "addr", "add", fmt.Sprintf("10.253.%d.1/24", s.x), "dev", s.rootLink)
+	run(t, "link", "set", s.rootLink, "up")
+	segments[t] = s
+	return s
+}
+
+// NewUnderlay starts a host named name; index (0..200) picks its address
+// on the test's underlay segment.
 func NewUnderlay(t testing.TB, name string, index int) *Underlay {
 	t.Helper()
 	testenv.Root(t)
 	for _, c := range []string{"ip", "unshare", "libvirtd", "qemu-system-x86_64"} {
 		testenv.Command(t, c)
 	}
-	// 10.253.X.Y/30 with X from the process id: parallel test binaries
-	// (other packages, other engineers) pick different subnets.
-	x, y := os.Getpid()%250+1, index*4
-	tag := fmt.Sprintf("%d%d", os.Getpid()%100000, index)
+	seg := segmentOf(t)
+	tag := fmt.Sprintf("%s%d", strings.TrimPrefix(seg.ns, "ulsw"), index)
 	u := &Underlay{
 		Name:     name,
 		Netns:    "ul" + tag,
-		veth:     "ul" + tag,
-		PeerAddr: fmt.Sprintf("10.253.%d.%d", x, y+1),
-		Addr:     fmt.Sprintf("10.253.%d.%d", x, y+2),
+		veth:     fmt.Sprintf("p%d", index),
+		PeerAddr: fmt.Sprintf("10.253.%d.1", seg.x),
+		Addr:     fmt.Sprintf("10.253.%d.%d", seg.x, index+2),
 		dir:      t.TempDir(),
+		swNS:     seg.ns,
 	}
 	u.URI = "qemu+tcp://" + u.Addr + "/system"
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	run("netns", "add", u.Netns)
+	run(t, "netns", "add", u.Netns)
 	t.Cleanup(func() { u.teardown(t) })
-	run("-n", u.Netns, "link", "set", "lo", "up")
-	run("link", "add", u.veth, "type", "veth", "peer", "name", "underlay", "netns", u.Netns)
-	run("addr", "add", u.PeerAddr+"/30", "dev", u.veth)
-	run("link", "set", u.veth, "up")
-	run("-n", u.Netns, "addr", "add", u.Addr+"/30", "dev", "underlay")
-	run("-n", u.Netns, "link", "set", "underlay", "up")
+	run(t, "-n", u.Netns, "link", "set", "lo", "up")
+	run(t, "-n", seg.ns, "link", "add", u.veth, "type", "veth", "peer", "name", "underlay", "netns", u.Netns)
+	run(t, "-n", seg.ns, "link", "set", u.veth, "master", "sw", "up")
+	run(t, "-n", u.Netns, "addr", "add", u.Addr+"/24", "dev", "underlay")
+	run(t, "-n", u.Netns, "link", "set", "underlay", "up")
 
 	for _, d := range []string{"run", "etc", "lib", "cache", "log"} {
 		if err := os.MkdirAll(filepath.Join(u.dir, d), 0o755); err != nil {
@@ -163,7 +213,7 @@ func (u *Underlay) teardown(t testing.TB) {
 			return err != nil || strings.TrimSpace(string(out)) == ""
 		})
 	}
-	_ = exec.Command("ip", "link", "del", u.veth).Run()
+	_ = exec.Command("ip", "-n", u.swNS, "link", "del", u.veth).Run()
 	if out, err := exec.Command("ip", "netns", "del", u.Netns).CombinedOutput(); err != nil {
 		t.Errorf("underlay %s: ip netns del %s: %v\n%s", u.Name, u.Netns, err, out)
 	}
