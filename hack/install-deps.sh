@@ -20,6 +20,8 @@ PKGS=(
   keepalived haproxy bind9-dnsutils
   # systemd-analyze, to verify the shipped vbmcd unit
   systemd
+  # ping across the VXLAN that joins a lab's bridges on two hosts
+  iputils-ping
 )
 
 missing=()

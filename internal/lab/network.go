@@ -28,7 +28,7 @@ func (network) Ensure(ctx context.Context, e *Env) (bool, error) {
 		}
 		changed = c
 	}
-	c, err := e.Host.EnsureLinks(ctx, p.Lab, p.Network.Topology)
+	c, err := e.Host.EnsureLinks(ctx, p.Lab, p.HubTopology())
 	if err != nil {
 		return changed, err
 	}
@@ -41,7 +41,7 @@ func (network) Ensure(ctx context.Context, e *Env) (bool, error) {
 		changed = changed || c
 	}
 	if netplumb.NetworkManagerPresent(p.Network.NMConfDir) {
-		_, c, err := netplumb.WriteUnmanagedSnippet(p.Network.NMConfDir, p.Lab, p.Network.Topology.Names())
+		_, c, err := netplumb.WriteUnmanagedSnippet(p.Network.NMConfDir, p.Lab, p.HubTopology().Names())
 		if err != nil {
 			return changed, err
 		}

@@ -38,11 +38,16 @@ type RealHost struct {
 // OpenHost connects to the plan's libvirt and opens the plan's network
 // namespace.
 func OpenHost(ctx context.Context, p *plan.Plan, log *zap.Logger) (*RealHost, error) {
+	return openHostAt(ctx, p, p.LibvirtURI, log)
+}
+
+// openHostAt is OpenHost for the libvirt at uri.
+func openHostAt(ctx context.Context, p *plan.Plan, uri string, log *zap.Logger) (*RealHost, error) {
 	h, err := netplumb.OpenNamespace(p.Netns)
 	if err != nil {
 		return nil, err
 	}
-	be, err := virt.New(virt.Config{URI: p.LibvirtURI, Domains: p.NodeNames()}, log.Named("libvirt"))
+	be, err := virt.New(virt.Config{URI: uri, Domains: p.NodeNames()}, log.Named("libvirt"))
 	if err != nil {
 		h.Close()
 		return nil, err

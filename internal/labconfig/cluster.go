@@ -125,6 +125,9 @@ type Role struct {
 	MemoryMiB  int   `json:"memoryMiB,omitempty"`
 	DiskGiB    int   `json:"diskGiB,omitempty"`
 	ExtraDisks []int `json:"extraDisks,omitempty"` // sizes in GiB
+	// Placement names the host (of the lab's hosts:) of each node in
+	// order; empty spreads the nodes over the hosts round-robin.
+	Placement []string `json:"placement,omitempty"`
 }
 
 // N is the number of nodes (0 when Count is unset).

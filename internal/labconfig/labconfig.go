@@ -52,6 +52,9 @@ type Config struct {
 	Network Network `json:"network"`
 	// Cluster is what `labctl up --mode ipi-baremetal` installs.
 	Cluster Cluster `json:"cluster,omitzero"`
+	// Hosts, when given, spread the lab over several libvirt hosts; the
+	// first is the hub (see Host). Without it the lab is on one host.
+	Hosts []Host `json:"hosts,omitempty"`
 }
 
 // Network is the lab's host network.
@@ -242,6 +245,7 @@ func (c *Config) Validate() error {
 		names(fmt.Sprintf("vlans[%d]", i), v.Name, v.Parent, v.Master)
 	}
 	errs = append(errs, c.validateCluster()...)
+	errs = append(errs, c.validateHosts()...)
 	if len(errs) == 0 {
 		if err := c.Network.Topology().Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("network: %w", err))

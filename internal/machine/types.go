@@ -206,6 +206,9 @@ type Inventory struct {
 type Machine struct {
 	ID   string // the UUID, lower case
 	Name string
+	// Host names the hypervisor the machine lives on when a backend serves
+	// several; "" when there is only one.
+	Host string
 	Inventory
 	Power PowerState
 	// Mode and SecureBootActive describe the firmware the machine runs with

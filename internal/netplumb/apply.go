@@ -193,6 +193,12 @@ func (p *Plumber) create(s linkSpec) error {
 		}
 		attrs.ParentIndex = parent.Attrs().Index
 		link = &netlink.Vlan{LinkAttrs: attrs, VlanId: s.vlanID}
+	case KindVXLAN:
+		x := s.vxlan
+		// Point to point: the one remote is the default destination, and
+		// MACs are learnt from what arrives, as on a bridge port.
+		link = &netlink.Vxlan{LinkAttrs: attrs, VxlanId: x.ID, SrcAddr: x.Local.AsSlice(),
+			Group: x.Remote.AsSlice(), Port: x.Port, Learning: true}
 	default:
 		return fmt.Errorf("cannot create a link of kind %q", s.kind)
 	}

@@ -27,6 +27,8 @@ type ObservedLink struct {
 	LinkElsewhere bool           `json:"linkElsewhere,omitempty"`
 	VLANID        int            `json:"vlanID,omitempty"`
 	Addresses     []netip.Prefix `json:"addresses,omitempty"`
+	// VXLAN is the VNI, addresses and port of a vxlan link.
+	VXLAN *VXLAN `json:"vxlan,omitempty"`
 }
 
 // Observed is a snapshot of a namespace's links.
@@ -85,6 +87,13 @@ func Observe(h *netlink.Handle) (Observed, error) {
 		}
 		if v, ok := l.(*netlink.Vlan); ok {
 			ol.VLANID = v.VlanId
+		}
+		if v, ok := l.(*netlink.Vxlan); ok {
+			x := &VXLAN{Name: la.Name, ID: v.VxlanId, Port: v.Port}
+			x.Local, _ = netip.AddrFromSlice(v.SrcAddr)
+			x.Remote, _ = netip.AddrFromSlice(v.Group)
+			x.Local, x.Remote = x.Local.Unmap(), x.Remote.Unmap()
+			ol.VXLAN = x
 		}
 		sort.Slice(ol.Addresses, func(i, j int) bool { return ol.Addresses[i].String() < ol.Addresses[j].String() })
 		obs = append(obs, ol)

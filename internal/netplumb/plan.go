@@ -166,7 +166,8 @@ func Diff(t Topology, owner string, o Observed) *Plan {
 		switch {
 		case !exists:
 			p.add(Difference{Link: s.name, Kind: Missing, Want: s.kind, Fix: "create " + describe(s)})
-		case l.Kind != s.kind || (s.kind == KindVLAN && (l.VLANID != s.vlanID || o.name(l.Link) != s.parent)):
+		case l.Kind != s.kind || (s.kind == KindVLAN && (l.VLANID != s.vlanID || o.name(l.Link) != s.parent)) ||
+			(s.kind == KindVXLAN && !sameVXLAN(s.vxlan, l.VXLAN)):
 			p.add(Difference{Link: s.name, Kind: WrongType, Want: typeText(s), Got: observedTypeText(l, o),
 				Fix: "delete and create " + describe(s)})
 			p.deleteStep(l, o, owner)
@@ -284,8 +285,19 @@ func (p *Plan) has(link string, kind DiffKind) bool {
 	return slices.ContainsFunc(p.Differences, func(d Difference) bool { return d.Link == link && d.Kind == kind })
 }
 
+// sameVXLAN compares the wire identity of two vxlan links (VNI, ends, port).
+func sameVXLAN(want, got *VXLAN) bool {
+	return got != nil && want.ID == got.ID && want.Local == got.Local && want.Remote == got.Remote && want.Port == got.Port
+}
+
+func vxlanText(x *VXLAN) string {
+	return fmt.Sprintf("vxlan %d %s -> %s:%d", x.ID, x.Local, x.Remote, x.Port)
+}
+
 func describe(s linkSpec) string {
 	switch s.kind {
+	case KindVXLAN:
+		return fmt.Sprintf("%s (%s)", s.name, vxlanText(s.vxlan))
 	case KindVeth:
 		return fmt.Sprintf("veth pair %s <-> %s", s.name, s.peer)
 	case KindVLAN:
@@ -295,6 +307,9 @@ func describe(s linkSpec) string {
 }
 
 func typeText(s linkSpec) string {
+	if s.kind == KindVXLAN {
+		return vxlanText(s.vxlan)
+	}
 	if s.kind == KindVLAN {
 		return fmt.Sprintf("vlan %d on %s", s.vlanID, s.parent)
 	}
@@ -302,6 +317,9 @@ func typeText(s linkSpec) string {
 }
 
 func observedTypeText(l ObservedLink, o Observed) string {
+	if l.VXLAN != nil {
+		return vxlanText(l.VXLAN)
+	}
 	if l.Kind == KindVLAN {
 		return fmt.Sprintf("vlan %d on %s", l.VLANID, orNone(o.name(l.Link)))
 	}

@@ -247,3 +247,58 @@ func set(m map[string]ObservedLink, name string, f func(*ObservedLink)) {
 	f(&l)
 	m[name] = l
 }
+
+// TestDiffVXLAN: a VXLAN link is missing, healthy, or has another remote
+// (then it is deleted and created again).
+func TestDiffVXLAN(t *testing.T) {
+	top := seed()
+	x := VXLAN{Name: "bmvx-beta", ID: 4242, Local: netip.MustParseAddr("10.254.0.1"), Remote: netip.MustParseAddr("10.254.0.2"), Master: "baremetal", MTU: 1500}
+	top.VXLANs = []VXLAN{x}
+	good := x
+	good.Port = VXLANPort
+	tests := []struct {
+		name  string
+		edit  func(map[string]ObservedLink)
+		diffs []string
+		steps []string
+	}{{
+		name:  "missing",
+		edit:  func(map[string]ObservedLink) {},
+		diffs: []string{"bmvx-beta: missing (want vxlan, got none)"},
+		steps: []string{"create bmvx-beta", "set-master bmvx-beta baremetal", "set-up bmvx-beta"},
+	}, {
+		name: "healthy",
+		edit: func(m map[string]ObservedLink) {
+			m["bmvx-beta"] = ObservedLink{Index: 9, Name: "bmvx-beta", Kind: KindVXLAN, Alias: testOwner, MTU: 1500, Up: true, Master: 3, VXLAN: &good}
+		},
+	}, {
+		name: "other remote",
+		edit: func(m map[string]ObservedLink) {
+			bad := good
+			bad.Remote = netip.MustParseAddr("10.254.0.9")
+			m["bmvx-beta"] = ObservedLink{Index: 9, Name: "bmvx-beta", Kind: KindVXLAN, Alias: testOwner, MTU: 1500, Up: true, Master: 3, VXLAN: &bad}
+		},
+		diffs: []string{"bmvx-beta: wrong-type (want vxlan 4242 10.254.0.1 -> 10.254.0.2:4789, got vxlan 4242 10.254.0.1 -> 10.254.0.9:4789)"},
+		steps: []string{"delete bmvx-beta", "create bmvx-beta", "set-master bmvx-beta baremetal", "set-up bmvx-beta"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			links := healthy()
+			tt.edit(links)
+			p := Diff(top, testOwner, observed(links))
+			var diffs, steps []string
+			for _, d := range p.Differences {
+				diffs = append(diffs, d.String())
+			}
+			for _, s := range p.Steps {
+				steps = append(steps, s.String())
+			}
+			if d := cmp.Diff(tt.diffs, diffs); d != "" {
+				t.Errorf("differences (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tt.steps, steps); d != "" {
+				t.Errorf("steps (-want +got):\n%s", d)
+			}
+		})
+	}
+}

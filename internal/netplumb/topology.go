@@ -17,6 +17,9 @@ type Topology struct {
 	// VLANs are 802.1Q sub-interfaces of a link of the topology or of a link
 	// outside it (a host NIC).
 	VLANs []VLAN `json:"vlans,omitempty"`
+	// VXLANs join a bridge of this host to the same bridge on other hosts
+	// over the underlay (one point-to-point link per remote host).
+	VXLANs []VXLAN `json:"vxlans,omitempty"`
 }
 
 // Bridge is a Linux bridge the lab owns.
@@ -45,11 +48,27 @@ type VLAN struct {
 	Addresses []netip.Prefix `json:"addresses,omitempty"`
 }
 
+// VXLAN is a point-to-point VXLAN link the lab owns (RFC 7348): frames
+// that enter it leave as UDP from Local to Remote, port Port.
+type VXLAN struct {
+	Name   string     `json:"name"`
+	ID     int        `json:"id"` // the VNI
+	Local  netip.Addr `json:"local"`
+	Remote netip.Addr `json:"remote"`
+	Port   int        `json:"port,omitempty"` // default 4789 (IANA)
+	Master string     `json:"master,omitempty"`
+	MTU    int        `json:"mtu,omitempty"`
+}
+
+// VXLANPort is the IANA VXLAN port, the default of VXLAN.Port.
+const VXLANPort = 4789
+
 // Link kinds as the kernel names them (IFLA_INFO_KIND).
 const (
 	KindBridge = "bridge"
 	KindVeth   = "veth"
 	KindVLAN   = "vlan"
+	KindVXLAN  = "vxlan"
 )
 
 // linkSpec is one link of a topology, flattened: a veth pair gives two.
@@ -62,6 +81,7 @@ type linkSpec struct {
 	parent string // vlan
 	vlanID int    // vlan
 	addrs  []netip.Prefix
+	vxlan  *VXLAN // vxlan
 }
 
 // specs returns the topology's links in dependency order: bridges, veth
@@ -80,6 +100,13 @@ func (t Topology) specs() []linkSpec {
 	for _, v := range t.VLANs {
 		out = append(out, linkSpec{name: v.Name, kind: KindVLAN, mtu: v.MTU, master: v.Master,
 			parent: v.Parent, vlanID: v.ID, addrs: v.Addresses})
+	}
+	for _, v := range t.VXLANs {
+		x := v
+		if x.Port == 0 {
+			x.Port = VXLANPort
+		}
+		out = append(out, linkSpec{name: v.Name, kind: KindVXLAN, mtu: v.MTU, master: v.Master, vxlan: &x})
 	}
 	return out
 }
@@ -151,6 +178,17 @@ func (t Topology) Validate() error {
 				errs = append(errs, fmt.Errorf("parent of vlan %q: %w", s.name, err))
 			} else if kinds[s.parent] == KindVLAN {
 				errs = append(errs, fmt.Errorf("parent of vlan %q is vlan %q; stacked VLANs are not supported", s.name, s.parent))
+			}
+		}
+		if x := s.vxlan; x != nil {
+			if x.ID < 1 || x.ID > 1<<24-1 {
+				errs = append(errs, fmt.Errorf("vxlan %q: id %d is not in 1..16777215", s.name, x.ID))
+			}
+			if !x.Remote.IsValid() || !x.Local.IsValid() || x.Remote == x.Local {
+				errs = append(errs, fmt.Errorf("vxlan %q: local %s and remote %s must be two addresses", s.name, x.Local, x.Remote))
+			}
+			if x.Port < 1 || x.Port > 65535 {
+				errs = append(errs, fmt.Errorf("vxlan %q: port %d is not in 1..65535", s.name, x.Port))
 			}
 		}
 		if s.mtu != 0 && (s.mtu < 68 || s.mtu > 65535) {

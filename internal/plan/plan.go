@@ -73,6 +73,9 @@ type Plan struct {
 	Vbmcd     Vbmcd     `json:"vbmcd"`
 	Installer Installer `json:"installer"`
 	Hybrid    *Hybrid   `json:"hybrid,omitempty"`
+	// Hosts are the libvirt hosts of a lab spread over several, the hub
+	// first; empty for a lab on one host.
+	Hosts []Host `json:"hosts,omitempty"`
 
 	// Config is the lab file as resolved (defaults and profile applied),
 	// for install-config generation; not part of the plan's own facts.
@@ -95,6 +98,8 @@ type Node struct {
 	BMC Endpoint `json:"bmc,omitzero"`
 	// Ignition is the file qemu hands the node through fw_cfg (hybrid).
 	Ignition string `json:"ignition,omitempty"`
+	// Host is the libvirt host the node is placed on (labs with hosts:).
+	Host string `json:"host,omitempty"`
 }
 
 // Disk is a thin volume of the lab's pool.
@@ -303,6 +308,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	if err := p.resolveNodes(cfg); err != nil {
 		return nil, err
 	}
+	p.resolveHosts(cfg)
 	p.Vbmcd = p.vbmcd(o.Vbmcd, o.HostCPUs)
 	return p, nil
 }
@@ -458,8 +464,14 @@ func (p *Plan) vbmcd(path string, cpus int) Vbmcd {
 		}
 		names += n.Name
 	}
-	v.Args = []string{
-		"--libvirt-uri", p.LibvirtURI,
+	var uris []string
+	for _, h := range p.Hosts {
+		uris = append(uris, "--libvirt-uri", h.Name+"="+h.LibvirtURI)
+	}
+	if len(uris) == 0 {
+		uris = []string{"--libvirt-uri", p.LibvirtURI}
+	}
+	v.Args = append(uris,
 		"--domains", names,
 		"--redfish-addr", net.JoinHostPort(listen, strconv.Itoa(p.BMC.RedfishPort)),
 		"--credentials-file", v.CredentialsFile,
@@ -468,7 +480,7 @@ func (p *Plan) vbmcd(path string, cpus int) Vbmcd {
 		"--log-format", "json",
 		"--max-starting", strconv.Itoa(maxStarting),
 		"--start-gap", StartGap.String(),
-	}
+	)
 	if p.BMC.Scheme == "http" {
 		v.Args = append(v.Args, "--insecure-http")
 	}

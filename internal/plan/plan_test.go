@@ -39,6 +39,10 @@ func TestGolden(t *testing.T) {
 		{"tiny", "", "tiny", ModeIPI},
 		{"ipmi-http", "name: plain\nnetwork: {provisioningNetwork: Managed}\ncluster: {bmc: {kind: ipmi, tls: false}, workers: {count: 0}}\n", "tiny", ModeIPI},
 		{"hybrid", "name: hyb\ncluster: {image: /images/rhcos.qcow2, workers: {count: 1}}\n", "tiny", ModeHybrid},
+		{"multihost", "name: spread\nnetwork: {provisioningNetwork: Managed}\n" +
+			"hosts:\n- {name: alpha, libvirtURI: 'qemu:///system', underlay: 10.254.0.1}\n" +
+			"- {name: beta, libvirtURI: 'qemu+tls://beta.lab.example/system', underlay: 10.254.0.2}\n" +
+			"cluster: {workers: {count: 2, placement: [beta, beta]}}\n", "tiny", ModeIPI},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := json.MarshalIndent(resolve(t, tt.lab, tt.profile, tt.mode), "", "  ")
@@ -117,6 +121,54 @@ func TestBadInput(t *testing.T) {
 		}
 		if _, err := Resolve(cfg, Options{Dir: "/x", Mode: tt.mode}); err == nil || err.Error() != tt.want {
 			t.Errorf("Resolve(%q, %s) = %v, want %q", tt.lab, tt.mode, err, tt.want)
+		}
+	}
+}
+
+// TestMultiHostPlacement: nodes spread round-robin unless placed; each host
+// has its VXLAN links to the hub only; a lab on one host has every node
+// local; bad hosts and placements name the field.
+func TestMultiHostPlacement(t *testing.T) {
+	p := resolve(t, "hosts:\n- {name: a, libvirtURI: 'qemu:///system', underlay: 10.254.0.1}\n"+
+		"- {name: b, libvirtURI: 'qemu+ssh://root@b/system', underlay: 10.254.0.2}\n"+
+		"- {name: c, libvirtURI: 'qemu+tls://c/system', underlay: 10.254.0.3}\n", "", ModeIPI)
+	var got []string
+	for _, n := range p.Nodes {
+		got = append(got, n.Host)
+	}
+	if d := cmp.Diff([]string{"a", "b", "c", "a", "b"}, got); d != "" {
+		t.Errorf("placement (-want +got):\n%s", d)
+	}
+	if n := len(p.LocalNodes("a")); n != 2 {
+		t.Errorf("LocalNodes(a): %d nodes, want 2", n)
+	}
+	links := map[string][]string{}
+	for _, h := range p.Hosts {
+		for _, x := range h.Topology.VXLANs {
+			links[h.Name] = append(links[h.Name], x.Name+">"+x.Remote.String())
+		}
+		if err := h.Topology.Validate(); err != nil {
+			t.Errorf("host %s: %v", h.Name, err)
+		}
+	}
+	want := map[string][]string{"a": {"vxb-b>10.254.0.2", "vxb-c>10.254.0.3"}, "b": {"vxb-a>10.254.0.1"}, "c": {"vxb-a>10.254.0.1"}}
+	if d := cmp.Diff(want, links); d != "" {
+		t.Errorf("VXLAN links (-want +got):\n%s", d)
+	}
+	if h, ok := p.ForHost("b"); !ok || h.Hub || len(h.Topology.Veths) != 0 {
+		t.Errorf("ForHost(b) = %+v, %v: want a spoke without the NAT veth", h, ok)
+	}
+	if one := resolve(t, "", "", ModeIPI); len(one.LocalNodes("anything")) != len(one.Nodes) {
+		t.Errorf("a lab on one host: not every node is local")
+	}
+	for _, bad := range []struct{ lab, want string }{
+		{"hosts:\n- {name: a, libvirtURI: 'qemu:///system', underlay: 10.254.0.1}\n- {name: b, libvirtURI: 'qemu+tcp://b/system'}\n", "hosts[1].underlay"},
+		{"hosts:\n- {name: averyverylongname, libvirtURI: 'qemu:///system'}\n", "hosts[0].name"},
+		{"hosts:\n- {name: a, libvirtURI: 'qemu:///system'}\ncluster: {masters: {placement: [a, z, a]}}\n", `cluster.masters.placement[1]: "z" is not in hosts`},
+		{"hosts:\n- {name: a, libvirtURI: 'qemu:///system'}\ncluster: {masters: {placement: [a]}}\n", "cluster.masters.placement: 1 hosts for 3 nodes"},
+	} {
+		if _, err := labconfig.Parse([]byte(bad.lab)); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("Parse(%q) = %v, want %q", bad.lab, err, bad.want)
 		}
 	}
 }

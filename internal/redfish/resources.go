@@ -215,7 +215,7 @@ func system(m *machine.Machine, id identity) obj {
 	if mode == "" {
 		mode = m.Mode
 	}
-	return obj{
+	o := obj{
 		"@odata.id":               u,
 		"@odata.type":             "#ComputerSystem.v1_20_0.ComputerSystem",
 		"Id":                      m.ID,
@@ -268,6 +268,11 @@ func system(m *machine.Machine, id identity) obj {
 			},
 		},
 	}
+	if m.Host != "" {
+		// The libvirt host the VM lives on, when vbmcd serves several.
+		o["Oem"] = obj{"Bmlab": obj{"Host": m.Host}}
+	}
+	return o
 }
 
 const cpuModel = "QEMU Virtual CPU"

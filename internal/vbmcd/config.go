@@ -1,6 +1,7 @@
 package vbmcd
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/bmlab/bmlab/internal/media"
+	"github.com/bmlab/bmlab/internal/virt"
 )
 
 // Config is everything the daemon is told. Every field is a flag, a key of
@@ -20,7 +22,7 @@ import (
 // the environment, which wins over the file.
 type Config struct {
 	Backend         string
-	LibvirtURI      string
+	Libvirt         []virt.Host
 	Domains         []string
 	SimNodes        int
 	SimDelay        time.Duration
@@ -64,7 +66,11 @@ type Config struct {
 
 func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Backend, "backend", "libvirt", "machines to serve: libvirt (VMs) or sim (simulated servers)")
-	fs.StringVar(&c.LibvirtURI, "libvirt-uri", "qemu:///system", "libvirt URI (qemu:///system, qemu+unix:///system?socket=PATH, qemu+tcp://HOST/system)")
+	c.Libvirt = []virt.Host{{URI: "qemu:///system"}}
+	hl := &hostList{hosts: &c.Libvirt}
+	fs.Var(uriValue{hl}, "libvirt-uri", "libvirt URI, repeatable for several hosts, each optionally named NAME=URI (qemu:///system, qemu+unix:///system?socket=PATH, qemu+tcp://HOST/system, qemu+tls://HOST/system?pkipath=DIR, qemu+ssh://USER@HOST/system?keyfile=PATH)")
+	fs.Var(hostValue{hl}, "libvirt", "a libvirt host as JSON {name, uri, domains}; in the config file, libvirt: is a list of them")
+	_ = fs.MarkHidden("libvirt")
 	fs.StringSliceVar(&c.Domains, "domains", nil, "serve only domains whose names match these shell patterns (default: all)")
 	fs.IntVar(&c.SimNodes, "sim-nodes", 8, "number of simulated servers (--backend sim)")
 	fs.DurationVar(&c.SimDelay, "sim-delay", 2*time.Second, "how long a simulated power transition takes")
@@ -157,6 +163,11 @@ func flagStrings(v any) []string {
 	case []any:
 		var out []string
 		for _, i := range x {
+			if m, ok := i.(map[string]any); ok {
+				b, _ := json.Marshal(m) // a list of objects (libvirt:): one JSON object per Set
+				out = append(out, string(b))
+				continue
+			}
 			out = append(out, fmt.Sprint(i))
 		}
 		return out
@@ -320,6 +331,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("--media-max-bytes %d: want a positive size in bytes", c.MediaMaxBytes)
 	}
 	if _, err := c.mediaPolicy(); err != nil {
+		return err
+	}
+	if _, err := c.libvirtHosts(); err != nil {
 		return err
 	}
 	if c.IPMIPortBase < 0 || c.IPMIPortBase > 65535 {

@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/spf13/pflag"
+
+	"github.com/bmlab/bmlab/internal/virt"
 )
 
 func parse(t *testing.T, args []string, env map[string]string, file string) (Config, error) {
@@ -87,5 +90,53 @@ func TestServiceUUIDIsKept(t *testing.T) {
 	b, _ := serviceUUID(dir)
 	if a != b || len(a) != 36 {
 		t.Errorf("uuid %q then %q", a, b)
+	}
+}
+
+func TestLibvirtHostsFromFlagsAndFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "vbmcd.yaml")
+	os.WriteFile(file, []byte("domains: [lab-*]\nlibvirt:\n- {name: a, uri: 'qemu+tls://10.9.0.1/system?pkipath=/etc/pki/a'}\n- {name: b, uri: 'qemu+ssh://root@10.9.0.2/system', domains: [b-*]}\n"), 0o600)
+	tests := []struct {
+		name string
+		args []string
+		file string
+		want []virt.Host
+	}{
+		{"default", nil, "", []virt.Host{{URI: "qemu:///system"}}},
+		{"one unnamed keeps no name", []string{"--libvirt-uri", "qemu+unix:///system?socket=/run/x.sock"}, "",
+			[]virt.Host{{URI: "qemu+unix:///system?socket=/run/x.sock"}}},
+		{"named and unnamed", []string{"--libvirt-uri", "left=qemu+tcp://10.9.0.1:16509/system", "--libvirt-uri", "qemu+tcp://10.9.0.2/system", "--libvirt-uri", "qemu:///system"}, "",
+			[]virt.Host{{Name: "left", URI: "qemu+tcp://10.9.0.1:16509/system"}, {Name: "10.9.0.2", URI: "qemu+tcp://10.9.0.2/system"}, {Name: "local", URI: "qemu:///system"}}},
+		{"file list, filters default to --domains", nil, file,
+			[]virt.Host{{Name: "a", URI: "qemu+tls://10.9.0.1/system?pkipath=/etc/pki/a", Domains: []string{"lab-*"}}, {Name: "b", URI: "qemu+ssh://root@10.9.0.2/system", Domains: []string{"b-*"}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parse(t, tt.args, nil, tt.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.libvirtHosts()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+	for _, bad := range [][]string{
+		{"--libvirt-uri", "xen://h/system"},
+		{"--libvirt-uri", "qemu+tcp:///system"},
+		{"--libvirt-uri", "a=qemu+tcp://h1/system", "--libvirt-uri", "a=qemu+tcp://h2/system"},
+	} {
+		c, err := parse(t, bad, nil, "")
+		if err == nil {
+			err = c.validate()
+		}
+		if err == nil {
+			t.Errorf("%v: accepted", bad)
+		}
 	}
 }

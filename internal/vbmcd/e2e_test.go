@@ -20,6 +20,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
+	"github.com/bmlab/bmlab/internal/virt"
 	"github.com/bmlab/bmlab/internal/virt/virttest"
 )
 
@@ -31,10 +32,10 @@ var caFile string
 
 // daemon runs vbmcd in-process over the real libvirtd, serving only the
 // domains whose names start with prefix, and returns its Redfish URL.
-func daemon(t *testing.T, prefix string, mods ...func(*Config)) string {
+func daemon(t testing.TB, prefix string, mods ...func(*Config)) string {
 	t.Helper()
 	var cfg Config
-	cfg.Backend, cfg.LibvirtURI = "libvirt", "qemu:///system"
+	cfg.Backend, cfg.Libvirt = "libvirt", []virt.Host{{URI: "qemu:///system"}}
 	cfg.Domains = []string{prefix + "*"}
 	cfg.RedfishAddr = "127.0.0.1:0"
 	cfg.Username, cfg.Password = "admin", "e2e-pass"
@@ -62,7 +63,7 @@ func daemon(t *testing.T, prefix string, mods ...func(*Config)) string {
 }
 
 // start runs serve with cfg until the test ends and returns its output.
-func start(t *testing.T, cfg Config) *testenv.Buffer {
+func start(t testing.TB, cfg Config) *testenv.Buffer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &testenv.Buffer{}

@@ -121,8 +121,15 @@ func newLogger(cfg Config, w io.Writer) (*zap.Logger, error) {
 	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
 }
 
-func newLibvirt(ctx context.Context, cfg Config, log *zap.Logger) (*virt.Backend, error) {
-	be, err := virt.New(virt.Config{URI: cfg.LibvirtURI, Domains: cfg.Domains}, log)
+func newLibvirt(ctx context.Context, cfg Config, log *zap.Logger) (*virt.Hosts, error) {
+	hosts, err := cfg.libvirtHosts()
+	if err != nil {
+		return nil, err
+	}
+	// A 1 s keepalive: a host that vanishes without closing the connection
+	// (power loss, a cut network) makes its machines unavailable within
+	// about 2 s rather than serve what they were.
+	be, err := virt.NewHosts(hosts, virt.Config{Keepalive: time.Second}, log)
 	if err != nil {
 		return nil, err
 	}
@@ -377,9 +384,15 @@ func outcome(err error) string {
 // scrape time: machines, libvirt connections, the media cache.
 func registerSources(reg *metrics.Registry, be machine.Backend, cache *media.Cache) {
 	reg.Gauge("vbmcd_machines", "Machines served.", func() float64 { return float64(len(be.List())) })
-	if lb, ok := be.(*virt.Backend); ok {
-		reg.Counter("vbmcd_libvirt_connects_total", "Connections made to libvirt, the first and every reconnect.",
-			func() float64 { return float64(lb.Conn().Connects()) })
+	if hs, ok := be.(*virt.Hosts); ok {
+		reg.Counter("vbmcd_libvirt_connects_total", "Connections made to libvirt, the first and every reconnect, over every host.",
+			func() float64 {
+				n := 0
+				for _, b := range hs.Backends() {
+					n += b.Conn().Connects()
+				}
+				return float64(n)
+			})
 	}
 	reg.Gauge("vbmcd_media_cache_bytes", "Bytes of images in the virtual media cache.", func() float64 { return float64(cache.Stats().Bytes) })
 	reg.Gauge("vbmcd_media_cache_images", "Images in the virtual media cache.", func() float64 { return float64(cache.Stats().Images) })

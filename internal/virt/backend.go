@@ -22,6 +22,9 @@ import (
 
 // Config configures the libvirt backend.
 type Config struct {
+	// Name names the host in the machines' Host field and in logs; "" for
+	// a backend that is the only one.
+	Name      string
 	URI       string        // default qemu:///system
 	Keepalive time.Duration // default 5 s
 	// Domains are shell patterns (path.Match) of domain names to serve;
@@ -46,10 +49,14 @@ type Backend struct {
 	byName map[string]string
 	order  []string // UUIDs sorted by name
 
-	gen    atomic.Uint64
+	gen    *atomic.Uint64 // shared by the backends of a Hosts set
 	subs   machine.Broadcaster
 	synced chan struct{} // closed after the first full sync
 	once   sync.Once
+	// ready is the connection count (Conn.Connects) whose first full sync
+	// is done: the view is served only while it equals the current count
+	// and the connection is up, never from before a disconnect.
+	ready atomic.Int64
 }
 
 type entry struct {
@@ -78,6 +85,9 @@ func New(cfg Config, log *zap.Logger) (*Backend, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	if cfg.Name != "" {
+		log = log.With(zap.String("host", cfg.Name))
+	}
 	conn, err := NewConn(cfg.URI, cfg.Keepalive, log)
 	if err != nil {
 		return nil, err
@@ -89,7 +99,7 @@ func New(cfg Config, log *zap.Logger) (*Backend, error) {
 	return &Backend{
 		cfg: cfg, fw: fw, log: log, conn: conn,
 		doms: map[string]*entry{}, byName: map[string]string{},
-		synced: make(chan struct{}),
+		synced: make(chan struct{}), gen: new(atomic.Uint64),
 	}, nil
 }
 
@@ -175,7 +185,9 @@ func (b *Backend) onConnect(ctx context.Context, l *libvirt.Libvirt) {
 			}
 		}(id)
 	}
+	connects := b.conn.Connects()
 	b.syncAll(l)
+	b.ready.Store(int64(connects))
 	b.once.Do(func() { close(b.synced) })
 	t := time.NewTicker(b.cfg.Resync)
 	defer t.Stop()
@@ -363,6 +375,7 @@ func (b *Backend) read(l *libvirt.Libvirt, d libvirt.Domain) (*entry, error) {
 	m := &machine.Machine{
 		ID:               uuidString(d.UUID),
 		Name:             d.Name,
+		Host:             b.cfg.Name,
 		Inventory:        inventoryOf(running),
 		Power:            power,
 		Mode:             mode,
@@ -430,7 +443,23 @@ func (b *Backend) find(id string) (*entry, error) {
 	return nil, fmt.Errorf("%w: no domain %q", machine.ErrNotFound, id)
 }
 
-// Get implements machine.Backend.
+// Available reports whether the backend's view is current: connected, and
+// read in full since it connected.
+func (b *Backend) Available() bool {
+	return b.conn.Connected() && b.ready.Load() == int64(b.conn.Connects())
+}
+
+// unavailable is the error for a machine whose host cannot be reached.
+func (b *Backend) unavailable(name string) error {
+	host := b.cfg.Name
+	if host == "" {
+		host = b.cfg.URI
+	}
+	return fmt.Errorf("%w: %s lives on libvirt host %s, which is unreachable", machine.ErrUnavailable, name, host)
+}
+
+// Get implements machine.Backend. A machine of a host that is not
+// connected is ErrUnavailable: its last known state may be wrong.
 func (b *Backend) Get(id string) (*machine.Machine, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
@@ -438,7 +467,19 @@ func (b *Backend) Get(id string) (*machine.Machine, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !b.Available() {
+		return nil, b.unavailable(e.m.Name)
+	}
 	return e.m, nil
+}
+
+// Has reports whether the view holds the machine (UUID or name), whether or
+// not the host is reachable now.
+func (b *Backend) Has(id string) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	_, err := b.find(id)
+	return err == nil
 }
 
 // Stale implements machine.Backend.
@@ -487,8 +528,8 @@ func (b *Backend) op(id string) (*libvirt.Libvirt, *entry, error) {
 		return nil, nil, err
 	}
 	l, err := b.conn.Client()
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", machine.ErrUnavailable, err)
+	if err != nil || !b.Available() {
+		return nil, nil, b.unavailable(e.m.Name)
 	}
 	return l, e, nil
 }

@@ -32,12 +32,22 @@ type Conn struct {
 	changed  chan struct{} // closed and replaced whenever up changes
 }
 
+// maxBackoff bounds the wait between reconnect attempts: a daemon that
+// comes back is found within a second (a host's machines are unavailable
+// until then), for one cheap dial per second while it is away.
+const maxBackoff = time.Second
+
 // ErrNotConnected is returned while the daemon is unreachable.
 var ErrNotConnected = errors.New("libvirt is not connected")
 
 // DialerFor returns the go-libvirt dialer for a libvirt URI: local sockets
 // for qemu:///system and qemu:///session (or the socket given in the URI's
-// ?socket= parameter), TCP for qemu+tcp://host/.
+// ?socket= parameter); TCP for qemu+tcp://HOST[:PORT]/system; TLS for
+// qemu+tls://HOST[:PORT]/system (?pkipath=DIR holds cacert.pem,
+// clientcert.pem and clientkey.pem, libvirt's own names; ?no_verify=1 skips
+// the server's certificate check); SSH for
+// qemu+ssh://[USER@]HOST[:PORT]/system (?keyfile=, ?known_hosts=,
+// ?socket= the remote daemon's socket, ?no_verify=1 accepts any host key).
 func DialerFor(uri string) (socket.Dialer, libvirt.ConnectURI, error) {
 	u, err := url.Parse(uri)
 	if err != nil {
@@ -45,22 +55,59 @@ func DialerFor(uri string) (socket.Dialer, libvirt.ConnectURI, error) {
 	}
 	path := "/" + strings.Trim(u.Path, "/")
 	target := libvirt.ConnectURI("qemu://" + path)
+	q := u.Query()
+	host, port := u.Hostname(), u.Port()
+	if u.Scheme != "qemu" && u.Scheme != "qemu+unix" && host == "" {
+		return nil, "", fmt.Errorf("libvirt URI %q: %s needs a host (%s://HOST/system)", uri, u.Scheme, u.Scheme)
+	}
 	switch u.Scheme {
 	case "qemu", "qemu+unix":
-		sock := u.Query().Get("socket")
+		sock := q.Get("socket")
 		if sock == "" {
 			sock = "/var/run/libvirt/libvirt-sock"
 		}
 		return dialers.NewLocal(dialers.WithSocket(sock), dialers.WithLocalTimeout(5*time.Second)), target, nil
 	case "qemu+tcp":
-		host := u.Hostname()
-		var opts []dialers.RemoteOption
-		if p := u.Port(); p != "" {
-			opts = append(opts, dialers.UsePort(p))
+		opts := []dialers.RemoteOption{dialers.WithRemoteTimeout(5 * time.Second)}
+		if port != "" {
+			opts = append(opts, dialers.UsePort(port))
 		}
 		return dialers.NewRemote(host, opts...), target, nil
+	case "qemu+tls":
+		var opts []dialers.TLSOption
+		if port != "" {
+			opts = append(opts, dialers.UseTLSPort(port))
+		}
+		if p := q.Get("pkipath"); p != "" {
+			opts = append(opts, dialers.UsePKIPath(p))
+		}
+		if q.Get("no_verify") == "1" {
+			opts = append(opts, dialers.WithInsecureNoVerify())
+		}
+		return dialers.NewTLS(host, opts...), target, nil
+	case "qemu+ssh":
+		var opts []dialers.SSHOption
+		if name := u.User.Username(); name != "" {
+			opts = append(opts, dialers.UseSSHUsername(name))
+		}
+		if port != "" {
+			opts = append(opts, dialers.UseSSHPort(port))
+		}
+		if p := q.Get("keyfile"); p != "" {
+			opts = append(opts, dialers.UseKeyFile(p))
+		}
+		if p := q.Get("known_hosts"); p != "" {
+			opts = append(opts, dialers.UseKnownHostsFile(p))
+		}
+		if p := q.Get("socket"); p != "" {
+			opts = append(opts, dialers.WithRemoteSocket(p))
+		}
+		if q.Get("no_verify") == "1" {
+			opts = append(opts, dialers.WithInsecureIgnoreHostKey())
+		}
+		return dialers.NewSSH(host, opts...), target, nil
 	default:
-		return nil, "", fmt.Errorf("libvirt URI %q: scheme %q is not supported (use qemu:///system, qemu+unix:///system?socket=PATH or qemu+tcp://HOST/system)", uri, u.Scheme)
+		return nil, "", fmt.Errorf("libvirt URI %q: scheme %q is not supported (use qemu:///system, qemu+unix:///system?socket=PATH, qemu+tcp://HOST/system, qemu+tls://HOST/system or qemu+ssh://USER@HOST/system)", uri, u.Scheme)
 	}
 }
 
@@ -154,7 +201,7 @@ func (c *Conn) Run(ctx context.Context, onConnect func(ctx context.Context, l *l
 				return
 			case <-time.After(backoff):
 			}
-			backoff = min(backoff*2, 5*time.Second)
+			backoff = min(backoff*2, maxBackoff)
 			continue
 		}
 		backoff = 100 * time.Millisecond

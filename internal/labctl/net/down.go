@@ -58,7 +58,7 @@ func runDown(cmd *cobra.Command, g *cli.Globals, f *flags) error {
 	}
 	rep.Links = res.Deleted
 	rep.Foreign = append(rep.Foreign, res.Foreign...)
-	if nat := l.plan.Network.NAT; l.lv != nil && nat != nil {
+	if nat := l.nat; l.lv != nil && nat != nil {
 		deleted, err := l.lv.Delete(ctx, nat.Name, l.plan.Lab)
 		switch {
 		case errors.Is(err, labvirt.ErrNetworkForeign):

@@ -22,6 +22,7 @@ import (
 type flags struct {
 	output    string
 	noLibvirt bool
+	host      string
 }
 
 // NewCommand returns `labctl net` and its subcommands.
@@ -50,6 +51,7 @@ to clear it.`,
 	pf := cmd.PersistentFlags()
 	pf.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	pf.BoolVar(&f.noLibvirt, "no-libvirt", false, "leave libvirt networks (the lab's NAT network and the bridge-named ones) out")
+	pf.StringVar(&f.host, "host", "", "for a lab spread over hosts: the host (of the lab file's hosts:) whose network to work on; run it on that host")
 	cmd.AddCommand(newCheckCommand(g, f), newRepairCommand(g, f), newDownCommand(g, f))
 	return cmd
 }
@@ -58,6 +60,7 @@ to clear it.`,
 type lab struct {
 	plan *plan.Plan
 	top  netplumb.Topology
+	nat  *plan.NAT // the lab's NAT network, on the hub only
 	h    *netlink.Handle
 	p    *netplumb.Plumber
 	lv   *labvirt.NetworkConn // nil with --no-libvirt
@@ -72,21 +75,43 @@ func open(ctx context.Context, g *cli.Globals, f *flags) (*lab, error) {
 	if err != nil {
 		return nil, err
 	}
+	top, nat, uri := p.Network.Topology, p.Network.NAT, p.LibvirtURI
+	switch host, ok := p.ForHost(f.host); {
+	case len(p.Hosts) > 0 && f.host == "":
+		return nil, fmt.Errorf("lab %q is spread over hosts %s: name the one this runs on with --host", p.Lab, hostNames(p))
+	case len(p.Hosts) == 0 && f.host != "":
+		return nil, fmt.Errorf("--host %q: lab %q is on one host (its lab file has no hosts:)", f.host, p.Lab)
+	case f.host != "" && !ok:
+		return nil, fmt.Errorf("--host %q: lab %q has hosts %s", f.host, p.Lab, hostNames(p))
+	case ok:
+		top, uri = host.Topology, host.LibvirtURI
+		if !host.Hub {
+			nat = nil
+		}
+	}
 	h, err := netplumb.OpenNamespace(p.Netns)
 	if err != nil {
 		return nil, err
 	}
-	l := &lab{plan: p, top: p.Network.Topology, h: h,
+	l := &lab{plan: p, top: top, nat: nat, h: h,
 		p:    netplumb.New(h, p.Lab, g.Logger.Named("netplumb")),
 		nmOK: netplumb.NetworkManagerPresent(p.Network.NMConfDir)}
-	if !f.noLibvirt && (len(p.Network.BridgeNetworks) > 0 || p.Network.NAT != nil) {
-		if l.lv, err = labvirt.NetworkDial(ctx, p.LibvirtURI); err != nil {
+	if !f.noLibvirt && (len(p.Network.BridgeNetworks) > 0 || nat != nil) {
+		if l.lv, err = labvirt.NetworkDial(ctx, uri); err != nil {
 			h.Close()
 			return nil, fmt.Errorf("%w; start libvirtd, or pass --no-libvirt to leave libvirt networks out", err)
 		}
 	}
 	g.Logger.Debug("lab opened", zapFields(p, f)...)
 	return l, nil
+}
+
+func hostNames(p *plan.Plan) string {
+	var names []string
+	for _, h := range p.Hosts {
+		names = append(names, h.Name)
+	}
+	return strings.Join(names, ", ")
 }
 
 func (l *lab) close() {
@@ -119,7 +144,7 @@ func (l *lab) differences(ctx context.Context) (*netplumb.Plan, []row, error) {
 		return nil, nil, err
 	}
 	rows := []row{}
-	if l.lv != nil && l.plan.Network.NAT != nil {
+	if l.lv != nil && l.nat != nil {
 		// First: the veth's far end is on its bridge.
 		spec := labactions.NATSpec(l.plan)
 		drift, err := l.lv.NATDrift(ctx, spec)

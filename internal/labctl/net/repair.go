@@ -57,7 +57,7 @@ func runRepair(cmd *cobra.Command, g *cli.Globals, f *flags) error {
 		}
 	}
 
-	if l.lv != nil && l.plan.Network.NAT != nil {
+	if l.lv != nil && l.nat != nil {
 		// First: the veth's far end is on its bridge.
 		spec := labactions.NATSpec(l.plan)
 		changed, err := l.lv.EnsureNAT(ctx, spec)

@@ -104,7 +104,15 @@ func withLab(ctx context.Context, g *cli.Globals, f *flags, fn func(*lab.Env) er
 	if err != nil {
 		return err
 	}
-	h, err := lab.OpenHost(ctx, p, g.Logger)
+	var h interface {
+		lab.Host
+		Close()
+	}
+	if len(p.Hosts) > 0 {
+		h, err = lab.OpenHosts(ctx, p, g.Logger)
+	} else {
+		h, err = lab.OpenHost(ctx, p, g.Logger)
+	}
 	if err != nil {
 		return err
 	}
@@ -120,6 +128,7 @@ type nodeRow struct {
 	IP    string `json:"ip"`
 	BMC   string `json:"bmc,omitempty"`
 	UUID  string `json:"uuid"`
+	Host  string `json:"host,omitempty"` // labs over several hosts
 }
 
 func rows(ctx context.Context, e *lab.Env) ([]nodeRow, error) {
@@ -129,7 +138,7 @@ func rows(ctx context.Context, e *lab.Env) ([]nodeRow, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, nodeRow{Name: n.Name, Role: n.Role, MAC: n.MAC, IP: n.IP, BMC: n.BMC.Address, UUID: n.UUID, Power: power})
+		out = append(out, nodeRow{Name: n.Name, Role: n.Role, MAC: n.MAC, IP: n.IP, BMC: n.BMC.Address, UUID: n.UUID, Power: power, Host: n.Host})
 	}
 	return out, nil
 }
@@ -140,6 +149,13 @@ func table(ctx context.Context, g *cli.Globals, e *lab.Env) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(g.Streams.Out, 0, 4, 2, ' ', 0)
+	if len(e.Plan.Hosts) > 0 {
+		fmt.Fprintln(tw, "NODE\tHOST\tROLE\tPOWER\tBOOT MAC\tIP\tBMC")
+		for _, r := range rs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Host, r.Role, r.Power, r.MAC, r.IP, orDash(r.BMC))
+		}
+		return tw.Flush()
+	}
 	fmt.Fprintln(tw, "NODE\tROLE\tPOWER\tBOOT MAC\tIP\tBMC")
 	for _, r := range rs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Role, r.Power, r.MAC, r.IP, orDash(r.BMC))

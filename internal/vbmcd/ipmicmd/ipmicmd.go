@@ -152,6 +152,7 @@ type Row struct {
 	Port     int    `json:"port"`
 	Username string `json:"username,omitempty"` // empty: the daemon's users
 	Power    string `json:"power"`
+	Host     string `json:"host,omitempty"` // the libvirt host, when there are several
 }
 
 func newList(open Opener, out io.Writer) *cobra.Command {
@@ -175,7 +176,10 @@ func newList(open Opener, out io.Writer) *cobra.Command {
 				if ep == nil {
 					continue
 				}
-				r := Row{Name: m.Name, UUID: m.ID, Address: ep.Address, Port: ep.Port, Power: string(m.Power)}
+				r := Row{Name: m.Name, UUID: m.ID, Address: ep.Address, Port: ep.Port, Power: string(m.Power), Host: m.Host}
+				if _, err := svc.Get(m.ID); errors.Is(err, machine.ErrUnavailable) {
+					r.Power = "Unknown (host unreachable)"
+				}
 				if len(m.Settings.Credentials) > 0 {
 					r.Username = m.Settings.Credentials[0].Username
 				}
@@ -187,13 +191,17 @@ func newList(open Opener, out io.Writer) *cobra.Command {
 				return e.Encode(rows)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tUUID\tADDRESS\tUSER\tPOWER")
+			fmt.Fprintln(tw, "NAME\tUUID\tHOST\tADDRESS\tUSER\tPOWER")
 			for _, r := range rows {
 				user := r.Username
 				if user == "" {
 					user = "(daemon)"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Name, r.UUID, displayAddr(machine.IPMIEndpoint{Address: r.Address, Port: r.Port}), user, r.Power)
+				host := r.Host
+				if host == "" {
+					host = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.UUID, host, displayAddr(machine.IPMIEndpoint{Address: r.Address, Port: r.Port}), user, r.Power)
 			}
 			return tw.Flush()
 		},

@@ -34,9 +34,15 @@ type Lab struct {
 func New(t testing.TB, prefix string) *Lab {
 	t.Helper()
 	testenv.Libvirt(t)
+	return NewAt(t, "qemu:///system", prefix)
+}
+
+// NewAt is New for the libvirtd at uri (an Underlay's, say).
+func NewAt(t testing.TB, uri, prefix string) *Lab {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	be, err := virt.New(virt.Config{Domains: []string{prefix + "*"}, Keepalive: time.Second}, testenv.Logger(t))
+	be, err := virt.New(virt.Config{URI: uri, Domains: []string{prefix + "*"}, Keepalive: time.Second}, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +68,22 @@ func New(t testing.TB, prefix string) *Lab {
 	return lab
 }
 
+// client is the backend's current connection: Client may be a closed one
+// after the daemon restarted.
+func (lab *Lab) client(t testing.TB) *libvirt.Libvirt {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := lab.Backend.Conn().WaitConnected(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := lab.Backend.Conn().Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // VM is a throwaway domain.
 type VM struct {
 	Name, ID  string
@@ -79,6 +101,8 @@ type VMOptions struct {
 	// Machine is q35 by default.
 	Machine   string
 	BootOrder []string
+	// UUID is the domain's UUID; empty lets libvirt pick one.
+	UUID string
 }
 
 // NewVM defines a VM named prefix+name and removes it when the test ends.
@@ -93,6 +117,7 @@ func (lab *Lab) NewVM(t testing.TB, name string, o VMOptions) *VM {
 		UEFI:      o.UEFI,
 		SerialLog: filepath.Join(dir, "serial.log"),
 		BootOrder: o.BootOrder,
+		UUID:      o.UUID,
 	}
 	if o.UEFI {
 		spec.MemoryMiB = 256
@@ -106,12 +131,12 @@ func (lab *Lab) NewVM(t testing.TB, name string, o VMOptions) *VM {
 		spec.Disks = []labvirt.DiskSpec{{Path: disk, Format: "raw"}}
 	}
 	ctx := context.Background()
-	id, err := labvirt.DefineDomain(ctx, lab.Client, spec, virt.DetectFirmware())
+	id, err := labvirt.DefineDomain(ctx, lab.client(t), spec, virt.DetectFirmware())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := labvirt.DeleteDomain(context.Background(), lab.Client, spec.Name); err != nil {
+		if err := labvirt.DeleteDomain(context.Background(), lab.client(t), spec.Name); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
@@ -163,11 +188,12 @@ func (lab *Lab) WaitPower(t testing.TB, id string, want machine.PowerState, time
 // DomainState asks libvirt directly (not the cache) for a domain's state.
 func (lab *Lab) DomainState(t testing.TB, name string) libvirt.DomainState {
 	t.Helper()
-	d, err := lab.Client.DomainLookupByName(name)
+	l := lab.client(t)
+	d, err := l.DomainLookupByName(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _, err := lab.Client.DomainGetState(d, 0)
+	st, _, err := l.DomainGetState(d, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,149 @@
+package plan
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/bmlab/bmlab/internal/labconfig"
+	"github.com/bmlab/bmlab/internal/netplumb"
+)
+
+// Host is one libvirt host of a lab spread over several (the lab file's
+// hosts:). The hub (the first host) runs vbmcd and the installer and holds
+// the lab's NAT network and its veth; the others hold only the lab's
+// bridges. Every other host's bridges are joined to the hub's by one VXLAN
+// link per bridge: a star, since bridges joined in a full mesh would loop
+// frames without spanning tree.
+type Host struct {
+	Name       string     `json:"name"`
+	LibvirtURI string     `json:"libvirtURI"`
+	Underlay   netip.Addr `json:"underlay"`
+	Hub        bool       `json:"hub,omitempty"`
+	// Topology is this host's links: what `labctl net --host NAME` checks
+	// and repairs when run on that host.
+	Topology netplumb.Topology `json:"topology"`
+}
+
+// joinedBridges are the lab bridges that VXLAN joins across hosts.
+var joinedBridges = []string{labconfig.BaremetalBridge, labconfig.ProvisioningBridge}
+
+// vxlanName names the VXLAN link that carries bridge to the host named
+// remote: vxb-<remote> for baremetal, vxp-<remote> for provisioning (host
+// names are at most 11 bytes, so the name fits the kernel's 15).
+func vxlanName(bridge, remote string) string { return fmt.Sprintf("vx%c-%s", bridge[0], remote) }
+
+// vni derives the VXLAN network identifier of one bridge between the hub
+// and one host from the lab's name: distinct per bridge and per host, so
+// that the hub's links to several hosts never share a VNI (the kernel
+// refuses two vxlan devices with one VNI on one port).
+func vni(lab, bridge, hub, host string) int {
+	h := sha256.Sum256([]byte("bmlab-vxlan/" + lab + "/" + bridge + "/" + hub + "/" + host))
+	return 1 + (int(h[0])<<16|int(h[1])<<8|int(h[2]))%(1<<24-1)
+}
+
+// resolveHosts gives each host its topology and each node its host.
+func (p *Plan) resolveHosts(cfg *labconfig.Config) {
+	if len(cfg.Hosts) == 0 {
+		return
+	}
+	base := p.Network.Topology
+	hub := cfg.Hosts[0]
+	bridgeMTU := map[string]int{}
+	for _, b := range base.Bridges {
+		bridgeMTU[b.Name] = b.MTU
+	}
+	for i, h := range cfg.Hosts {
+		host := Host{Name: h.Name, LibvirtURI: h.LibvirtURI, Underlay: h.Underlay, Hub: i == 0}
+		if host.Hub {
+			host.Topology = cloneTopology(base)
+		} else {
+			host.Topology = netplumb.Topology{Bridges: slices.Clone(base.Bridges)}
+		}
+		for _, br := range joinedBridges {
+			mtu, ok := bridgeMTU[br]
+			if !ok {
+				continue
+			}
+			if host.Hub {
+				for _, spoke := range cfg.Hosts[1:] {
+					host.Topology.VXLANs = append(host.Topology.VXLANs, netplumb.VXLAN{
+						Name: vxlanName(br, spoke.Name), ID: vni(p.Lab, br, hub.Name, spoke.Name),
+						Local: hub.Underlay, Remote: spoke.Underlay, Master: br, MTU: mtu})
+				}
+			} else {
+				host.Topology.VXLANs = append(host.Topology.VXLANs, netplumb.VXLAN{
+					Name: vxlanName(br, hub.Name), ID: vni(p.Lab, br, hub.Name, h.Name),
+					Local: h.Underlay, Remote: hub.Underlay, Master: br, MTU: mtu})
+			}
+		}
+		p.Hosts = append(p.Hosts, host)
+	}
+	p.LibvirtURI = hub.LibvirtURI
+	// Placement: the lab file's per role, else round-robin over all nodes
+	// in order; the hybrid bootstrap stays on the hub with the installer.
+	next := 0
+	count := map[string]int{}
+	for i := range p.Nodes {
+		n := &p.Nodes[i]
+		var placed []string
+		switch n.Role {
+		case RoleMaster:
+			placed = cfg.Cluster.Masters.Placement
+		case RoleWorker:
+			placed = cfg.Cluster.Workers.Placement
+		}
+		switch {
+		case n.Role == RoleBootstrap:
+			n.Host = hub.Name
+		case len(placed) > 0:
+			n.Host = placed[count[n.Role]]
+		default:
+			n.Host = cfg.Hosts[next%len(cfg.Hosts)].Name
+			next++
+		}
+		count[n.Role]++
+	}
+}
+
+func cloneTopology(t netplumb.Topology) netplumb.Topology {
+	return netplumb.Topology{Bridges: slices.Clone(t.Bridges), Veths: slices.Clone(t.Veths),
+		VLANs: slices.Clone(t.VLANs), VXLANs: slices.Clone(t.VXLANs)}
+}
+
+// HubTopology is the links of the host labctl up runs on: the hub's (with
+// its VXLAN links) for a lab over several hosts, else the lab's topology.
+func (p *Plan) HubTopology() netplumb.Topology {
+	for _, h := range p.Hosts {
+		if h.Hub {
+			return h.Topology
+		}
+	}
+	return p.Network.Topology
+}
+
+// ForHost returns the host with that name.
+func (p *Plan) ForHost(name string) (Host, bool) {
+	for _, h := range p.Hosts {
+		if h.Name == name {
+			return h, true
+		}
+	}
+	return Host{}, false
+}
+
+// LocalNodes returns the nodes placed on the named host; a lab on one host
+// (no hosts:) has every node there, whatever the name.
+func (p *Plan) LocalNodes(host string) []Node {
+	if len(p.Hosts) == 0 {
+		return p.Nodes
+	}
+	var out []Node
+	for _, n := range p.Nodes {
+		if n.Host == host {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,128 @@
+package vbmcd
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bmlab/bmlab/internal/virt"
+	"github.com/bmlab/bmlab/internal/virt/virttest"
+)
+
+// BenchmarkMultiHostGetSystem: GET /redfish/v1/Systems/{id} over HTTPS
+// with Basic auth, 8 keep-alive clients, against one vbmcd serving two VMs,
+// both on one libvirt host (hosts=1) or one on each of two (hosts=2). The
+// hosts are Underlays reached over qemu+tcp in both cases; reqs/s is the
+// figure to compare.
+func BenchmarkMultiHostGetSystem(b *testing.B) {
+	for _, n := range []int{1, 2} {
+		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
+			prefix := fmt.Sprintf("mhb%d-", n)
+			var hosts []virt.Host
+			var labs []*virttest.Lab
+			for i := range n {
+				u := virttest.NewUnderlay(b, fmt.Sprintf("h%d", i), i)
+				hosts = append(hosts, virt.Host{Name: u.Name, URI: u.URI})
+				labs = append(labs, virttest.NewAt(b, u.URI, prefix))
+			}
+			var ids []string
+			for i := range 2 {
+				ids = append(ids, labs[i%n].NewVM(b, fmt.Sprint(i), virttest.VMOptions{NoCD: true}).ID)
+			}
+			url := daemon(b, prefix, func(c *Config) { c.Libvirt, c.IPMI = hosts, false })
+			pool := x509.NewCertPool()
+			pem, err := os.ReadFile(caFile)
+			if err != nil || !pool.AppendCertsFromPEM(pem) {
+				b.Fatalf("read the daemon's certificate: %v", err)
+			}
+			client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+				TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: 64}}
+			var next atomic.Uint64
+			b.SetParallelism(4) // 8 clients on 2 CPUs
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					req, _ := http.NewRequest(http.MethodGet, url+"/redfish/v1/Systems/"+ids[next.Add(1)%2], nil)
+					req.SetBasicAuth("admin", "e2e-pass")
+					resp, err := client.Do(req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						b.Errorf("GET: %d", resp.StatusCode)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "reqs/s")
+		})
+	}
+}
+
+// BenchmarkMultiHostReconnect: one vbmcd over two libvirt hosts; each
+// iteration kills one host's libvirtd (SIGKILL), polls GET /Systems/{id} of
+// its VM every millisecond until it answers 503, restarts libvirtd, and
+// polls until the VM is served (200) again. ms-to-503 counts from the kill,
+// ms-to-served from the moment the restarted libvirtd accepts connections.
+func BenchmarkMultiHostReconnect(b *testing.B) {
+	prefix := "mhr-"
+	ua := virttest.NewUnderlay(b, "alpha", 0)
+	ub := virttest.NewUnderlay(b, "beta", 1)
+	vm := virttest.NewAt(b, ua.URI, prefix).NewVM(b, "a", virttest.VMOptions{NoCD: true})
+	virttest.NewAt(b, ub.URI, prefix).NewVM(b, "b", virttest.VMOptions{NoCD: true})
+	url := daemon(b, prefix, func(c *Config) {
+		c.Libvirt, c.IPMI = []virt.Host{{Name: ua.Name, URI: ua.URI}, {Name: ub.Name, URI: ub.URI}}, false
+	})
+	pool := x509.NewCertPool()
+	pem, err := os.ReadFile(caFile)
+	if err != nil || !pool.AppendCertsFromPEM(pem) {
+		b.Fatalf("read the daemon's certificate: %v", err)
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	status := func() int {
+		req, _ := http.NewRequest(http.MethodGet, url+"/redfish/v1/Systems/"+vm.ID, nil)
+		req.SetBasicAuth("admin", "e2e-pass")
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	until := func(want int, from time.Time, limit time.Duration) time.Duration {
+		for status() != want {
+			if time.Since(from) > limit {
+				b.Fatalf("GET did not answer %d within %s", want, limit)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return time.Since(from)
+	}
+	var down, up, maxDown, maxUp time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		killed := time.Now()
+		ua.Kill(b)
+		d := until(http.StatusServiceUnavailable, killed, time.Second)
+		ua.Start(b)
+		u := until(http.StatusOK, time.Now(), 2*time.Second)
+		down, up = down+d, up+u
+		maxDown, maxUp = max(maxDown, d), max(maxUp, u)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(down.Microseconds())/1000/n, "ms-to-503")
+	b.ReportMetric(float64(maxDown.Microseconds())/1000, "max-ms-to-503")
+	b.ReportMetric(float64(up.Microseconds())/1000/n, "ms-to-served")
+	b.ReportMetric(float64(maxUp.Microseconds())/1000, "max-ms-to-served")
+}
