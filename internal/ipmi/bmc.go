@@ -203,6 +203,14 @@ func (b *bmc) close() {
 // handle answers one datagram; nil means no answer. It never panics on
 // malformed input (the fuzz targets hold it to that).
 func (b *bmc) handle(pkt []byte, from net.Addr) []byte {
+	if in := b.svc.IPMIFault(b.id); in != (machine.Injected{}) {
+		// Injected faults (vbmcd fault): a slow BMC, a lost packet, a
+		// BMC rebooting.
+		time.Sleep(in.Delay)
+		if in.Down || in.Drop {
+			return nil
+		}
+	}
 	r, rest, err := wire.DecodeRMCP(pkt)
 	if err != nil {
 		return nil

@@ -2,6 +2,7 @@ package machine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -202,6 +203,9 @@ func (s *Service) Reset(ctx context.Context, id string, rt ResetType) (err error
 	defer t.Stop()
 	select {
 	case err := <-done:
+		if errors.Is(err, errPowerOnRefused) {
+			return nil // accepted; the machine stays off and says why
+		}
 		return err
 	case <-queued:
 		return nil // its turn comes later
@@ -213,6 +217,9 @@ func (s *Service) Reset(ctx context.Context, id string, rt ResetType) (err error
 // run carries an action out, a start after its turn in the queue.
 func (s *Service) run(ctx context.Context, m *Machine, rt ResetType, boot bool, queued chan struct{}) error {
 	if boot {
+		if err := s.refusesPowerOn(m.ID); err != nil {
+			return err
+		}
 		release, err := s.turn(ctx, queued)
 		if err != nil {
 			return err

@@ -25,6 +25,7 @@ type Service struct {
 	bmcReset     bmcResetHooks
 	observePower func(ResetType, error, time.Duration)
 	power        powerOps
+	faults       faults
 }
 
 // NewService returns a Service over be. Call Watch to react to guest reboots.

@@ -315,6 +315,12 @@ func (s *Server) serve(c *call) {
 			s.fail(c, err)
 			return
 		}
+		if in := s.svc.RedfishFault(c.m.ID); in != (machine.Injected{}) {
+			if err := s.inject(c, in); err != nil {
+				s.fail(c, err)
+				return
+			}
+		}
 		if c.m.ID != c.params[0] && method != http.MethodGet {
 			// A change addressed by name acts where it is, with no
 			// redirect for a client to replay.
@@ -357,4 +363,26 @@ func unsupportedQuery(raw string) string {
 		}
 	}
 	return ""
+}
+
+// inject carries out the faults set for the machine of a request (vbmcd
+// fault): a delay, a BMC that answers nothing (the connection is closed
+// unanswered), or an error status instead of the answer.
+func (s *Server) inject(c *call, in machine.Injected) *apiError {
+	if in.Delay > 0 {
+		select {
+		case <-time.After(in.Delay):
+		case <-c.r.Context().Done():
+		}
+	}
+	switch {
+	case in.Down:
+		panic(http.ErrAbortHandler) // net/http closes the connection, unanswered
+	case in.Status == http.StatusConflict:
+		return newError(http.StatusConflict, MsgResourceInUse).with("An injected fault (vbmcd fault): the BMC is busy.")
+	case in.Status != 0:
+		return newError(http.StatusServiceUnavailable, MsgServiceTemporarilyUnavailable, "1").
+			with("An injected fault (vbmcd fault): the BMC is unavailable.").withHeader("Retry-After", "1")
+	}
+	return nil
 }

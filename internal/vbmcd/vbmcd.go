@@ -98,6 +98,12 @@ VBMCD_REDFISH_ADDR). Flags win over the environment, which wins over the file.`,
 		return machine.NewService(be, zap.NewNop()), cancel, nil
 	}
 	cmd.AddCommand(ipmicmd.NewCommand(open, streams.Out))
+	cmd.AddCommand(newFaultCommand(func() (string, error) {
+		if err := fill(cmd.PersistentFlags(), configFile, getenv); err != nil {
+			return "", err
+		}
+		return cfg.StateDir, nil
+	}, streams.Out))
 	return cmd
 }
 
@@ -271,6 +277,16 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		}()
 	}
 
+	// The admin socket (vbmcd fault) is a testing aid: without it the
+	// daemon still serves.
+	asrv := &http.Server{Handler: adminHandler(svc), ReadHeaderTimeout: 10 * time.Second}
+	if aln, asock, err := listenAdmin(cfg.StateDir); err != nil {
+		log.Warn("no admin socket: vbmcd fault will not reach this daemon", zap.Error(err))
+	} else {
+		go func() { _ = asrv.Serve(aln) }()
+		defer os.Remove(asock)
+	}
+
 	var msrv *http.Server
 	metricsURL := "none"
 	if cfg.MetricsAddr != "" {
@@ -303,6 +319,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
+	_ = asrv.Shutdown(sctx)
 	if msrv != nil {
 		_ = msrv.Shutdown(sctx)
 	}

@@ -1,0 +1,262 @@
+package vbmcd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bmlab/bmlab/internal/machine"
+)
+
+// The admin socket: a Unix socket in the state directory (0600, so root
+// only, like the state) on which `vbmcd fault` sets and clears the faults
+// of a running daemon. It speaks a small JSON API:
+//
+//	GET    /faults            the faults in force, by machine
+//	PUT    /faults/{machine}  set a machine's faults (faultSpec)
+//	DELETE /faults/{machine}  clear them
+
+const adminSocketName = "admin.sock"
+
+// faultSpec is a Fault as a client gives it: durations as text, the down
+// window as a length from now.
+type faultSpec struct {
+	Latency       string `json:"latency,omitempty"`
+	HTTPErrors    int    `json:"httpErrors,omitempty"`
+	HTTPStatus    int    `json:"httpStatus,omitempty"`
+	IPMIDrop      int    `json:"ipmiDrop,omitempty"`
+	RefusePowerOn bool   `json:"refusePowerOn,omitempty"`
+	Down          string `json:"down,omitempty"`
+}
+
+func (f faultSpec) fault(now time.Time) (machine.Fault, error) {
+	out := machine.Fault{HTTPErrors: f.HTTPErrors, HTTPStatus: f.HTTPStatus, IPMIDrop: f.IPMIDrop, RefusePowerOn: f.RefusePowerOn}
+	for _, d := range []struct {
+		name, text string
+		set        func(time.Duration)
+	}{
+		{"latency", f.Latency, func(v time.Duration) { out.Latency = v }},
+		{"down", f.Down, func(v time.Duration) { out.DownUntil = now.Add(v) }},
+	} {
+		if d.text == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.text)
+		if err != nil || v < 0 {
+			return out, fmt.Errorf("%s %q: want a duration such as 200ms or 30s", d.name, d.text)
+		}
+		d.set(v)
+	}
+	return out, nil
+}
+
+// faultView is a machine's faults as the API shows them.
+type faultView struct {
+	Machine string        `json:"machine"`
+	Name    string        `json:"name"`
+	Fault   machine.Fault `json:"fault"`
+}
+
+// adminHandler serves the admin socket's API over svc.
+func adminHandler(svc *machine.Service) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /faults", func(w http.ResponseWriter, _ *http.Request) {
+		var out []faultView
+		for id, f := range svc.Faults() {
+			v := faultView{Machine: id, Fault: f}
+			if m, err := svc.Get(id); err == nil {
+				v.Name = m.Name
+			}
+			out = append(out, v)
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		writeAdmin(w, http.StatusOK, out)
+	})
+	set := func(w http.ResponseWriter, id string, f machine.Fault) {
+		m, err := svc.SetFault(id, f)
+		switch {
+		case errors.Is(err, machine.ErrNotFound):
+			writeAdmin(w, http.StatusNotFound, map[string]string{"error": "no machine " + id})
+		case err != nil:
+			writeAdmin(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		default:
+			writeAdmin(w, http.StatusOK, faultView{Machine: m.ID, Name: m.Name, Fault: f})
+		}
+	}
+	mux.HandleFunc("PUT /faults/{machine}", func(w http.ResponseWriter, r *http.Request) {
+		var spec faultSpec
+		dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&spec); err != nil {
+			writeAdmin(w, http.StatusBadRequest, map[string]string{"error": "not a fault: " + err.Error()})
+			return
+		}
+		f, err := spec.fault(time.Now())
+		if err != nil {
+			writeAdmin(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		set(w, r.PathValue("machine"), f)
+	})
+	mux.HandleFunc("DELETE /faults/{machine}", func(w http.ResponseWriter, r *http.Request) {
+		set(w, r.PathValue("machine"), machine.Fault{})
+	})
+	return mux
+}
+
+func writeAdmin(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// listenAdmin opens the admin socket in dir, 0600, replacing a stale one.
+func listenAdmin(dir string) (net.Listener, string, error) {
+	path := filepath.Join(dir, adminSocketName)
+	if c, err := net.Dial("unix", path); err == nil {
+		c.Close()
+		return nil, "", fmt.Errorf("another vbmcd serves %s; give each daemon its own --state-dir", path)
+	}
+	_ = os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, "", fmt.Errorf("admin socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, "", err
+	}
+	return ln, path, nil
+}
+
+// adminClient talks to the admin socket in a state directory.
+func adminClient(stateDir string) (*http.Client, string) {
+	path := filepath.Join(stateDir, adminSocketName)
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+	}}, path
+}
+
+// newFaultCommand is `vbmcd fault`.
+func newFaultCommand(stateDir func() (string, error), out io.Writer) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "fault",
+		Short: "Make a machine's BMC misbehave on purpose, in a running vbmcd (for testing clients' retries)",
+		Long: `Faults are injected into a running vbmcd over its admin socket (--state-dir/admin.sock),
+per machine (UUID or name), on both faces: latency, Redfish requests answered 503 or 409,
+IPMI packets dropped, power-ons refused (accepted, then the machine stays off and says why),
+and a BMC reboot window during which nothing answers. They last until cleared (counts until
+used up) and are gone when vbmcd restarts.`,
+	}
+	do := func(method, path string, body any) error {
+		dir, err := stateDir()
+		if err != nil {
+			return err
+		}
+		hc, sock := adminClient(dir)
+		var rd io.Reader
+		if body != nil {
+			b, _ := json.Marshal(body)
+			rd = strings.NewReader(string(b))
+		}
+		req, _ := http.NewRequest(method, "http://vbmcd"+path, rd)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return fmt.Errorf("no vbmcd answers on %s (%v); is it running with this --state-dir?", sock, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			var e struct{ Error string }
+			_ = json.Unmarshal(b, &e)
+			return errors.New(e.Error)
+		}
+		if method != http.MethodGet {
+			var v faultView
+			_ = json.Unmarshal(b, &v)
+			fmt.Fprintf(out, "%s (%s): %s\n", v.Name, v.Machine, describe(v.Fault))
+			return nil
+		}
+		var vs []faultView
+		_ = json.Unmarshal(b, &vs)
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "MACHINE\tUUID\tFAULTS")
+		for _, v := range vs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", v.Name, v.Machine, describe(v.Fault))
+		}
+		return tw.Flush()
+	}
+	var spec faultSpec
+	set := &cobra.Command{
+		Use:   "set MACHINE [--latency D] [--http-errors N [--http-status 503|409]] [--ipmi-drop N] [--refuse-power-on] [--down D]",
+		Short: "Set (replace) a machine's faults",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return do(http.MethodPut, "/faults/"+args[0], spec)
+		},
+	}
+	f := set.Flags()
+	f.StringVar(&spec.Latency, "latency", "", "delay every Redfish request and IPMI packet of the machine (e.g. 500ms)")
+	f.IntVar(&spec.HTTPErrors, "http-errors", 0, "answer the machine's next N Redfish requests with --http-status")
+	f.IntVar(&spec.HTTPStatus, "http-status", 503, "503 (with Retry-After) or 409")
+	f.IntVar(&spec.IPMIDrop, "ipmi-drop", 0, "drop the BMC's next N IPMI packets")
+	f.BoolVar(&spec.RefusePowerOn, "refuse-power-on", false, "power-ons are accepted, and the machine stays off (Status.Health Critical, IPMI power fault)")
+	f.StringVar(&spec.Down, "down", "", "a BMC reboot window: nothing answers for the machine for this long (e.g. 30s)")
+	clear := &cobra.Command{
+		Use:   "clear MACHINE",
+		Short: "Clear a machine's faults",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return do(http.MethodDelete, "/faults/"+args[0], nil)
+		},
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the faults in force",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return do(http.MethodGet, "/faults", nil)
+		},
+	}
+	c.AddCommand(set, clear, list)
+	return c
+}
+
+// describe says what a Fault does, briefly.
+func describe(f machine.Fault) string {
+	var parts []string
+	if f.Latency > 0 {
+		parts = append(parts, "latency "+f.Latency.String())
+	}
+	if f.HTTPErrors > 0 {
+		parts = append(parts, fmt.Sprintf("next %d Redfish requests %d", f.HTTPErrors, f.HTTPStatus))
+	}
+	if f.IPMIDrop > 0 {
+		parts = append(parts, fmt.Sprintf("next %d IPMI packets dropped", f.IPMIDrop))
+	}
+	if f.RefusePowerOn {
+		parts = append(parts, "power-on refused")
+	}
+	if !f.DownUntil.IsZero() {
+		parts = append(parts, "down until "+f.DownUntil.Format(time.TimeOnly))
+	}
+	if parts == nil {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
