@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -80,17 +81,23 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 // body.
 func (mh *multiHost) get(t *testing.T, id string) (int, string, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, mh.url+"/redfish/v1/Systems/"+id, nil)
+	return mh.getPath(t, "/redfish/v1/Systems/"+id)
+}
+
+// getPath GETs a path of the service.
+func (mh *multiHost) getPath(t *testing.T, path string) (int, string, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, mh.url+path, nil)
 	req.SetBasicAuth("admin", "e2e-pass")
 	resp, err := mh.client.Do(req)
 	if err != nil {
-		t.Fatalf("GET %s: %v", id, err)
+		t.Fatalf("GET %s: %v", path, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	var body map[string]any
 	if err := json.Unmarshal(b, &body); err != nil {
-		t.Fatalf("GET %s: %d, not JSON: %q", id, resp.StatusCode, b)
+		t.Fatalf("GET %s: %d, not JSON: %q", path, resp.StatusCode, b)
 	}
 	return resp.StatusCode, resp.Header.Get("Retry-After"), body
 }
@@ -114,7 +121,9 @@ func (mh *multiHost) waitState(t *testing.T, i int, want libvirt.DomainState) {
 // TestMultiHostSushyAndIPMIToolDriveEachHost: one vbmcd over two libvirt
 // hosts. python3-sushy powers on the VM on alpha and ipmitool the one on
 // beta, each host's own libvirt shows it, the ComputerSystem names its
-// host, and `vbmcd ipmi list` shows both VMs with their hosts.
+// host, a UUID defined on both hosts answers 409 ResourceInUse and is no
+// member of the collection, and `vbmcd ipmi list` shows both VMs with their
+// hosts.
 func TestMultiHostSushyAndIPMIToolDriveEachHost(t *testing.T) {
 	mh := newMultiHost(t, "mhd-")
 	for i, want := range []string{"alpha", "beta"} {
@@ -140,6 +149,22 @@ func TestMultiHostSushyAndIPMIToolDriveEachHost(t *testing.T) {
 		t.Fatalf("ipmitool power off (alpha): %v\n%s", err, out)
 	}
 	mh.waitState(t, 0, libvirt.DomainShutoff)
+
+	// A UUID defined on both hosts is served by neither: 409 with a Base
+	// message, and not a member of the collection.
+	const dup = "0c6ad9a3-5d0e-4f4e-9b54-3c1d7e0f2a61"
+	mh.labs[0].NewVM(t, "dup-a", virttest.VMOptions{NoCD: true, UUID: dup})
+	mh.labs[1].NewVM(t, "dup-b", virttest.VMOptions{NoCD: true, UUID: dup})
+	var body map[string]any
+	if !testenv.WaitFor(5*time.Second, func() bool { code, _, b := mh.get(t, dup); body = b; return code == http.StatusConflict }) {
+		t.Errorf("GET of a UUID on both hosts: %v, want 409", body)
+	} else if msg, _ := json.Marshal(body); !strings.Contains(string(msg), "Base.1.") || !strings.Contains(string(msg), "ResourceInUse") {
+		t.Errorf("409 without a Base ResourceInUse message: %s", msg)
+	}
+	if code, _, coll := mh.getPath(t, "/redfish/v1/Systems"); code != http.StatusOK || strings.Contains(fmt.Sprint(coll["Members"]), dup) ||
+		!strings.Contains(fmt.Sprint(coll["Members"]), mh.vms[1].ID) {
+		t.Errorf("the collection (%d) lists the clashing UUID or lacks beta's VM: %v", code, coll["Members"])
+	}
 
 	out, err := runCLI(t, append([]string{"ipmi", "list", "-o", "json", "--domains", "mhd-*"}, mh.hostsFlags...)...)
 	if err != nil {
