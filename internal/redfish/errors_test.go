@@ -224,6 +224,21 @@ func TestErrorResponses(t *testing.T) {
 				return req{method: "PATCH", path: f.sys(0) + "/Bios/Settings", body: `{"Attributes": {"PxeRetryCount": 99}}`}
 			},
 			want: outcome{Status: 400, IDs: []string{"PropertyValueOutOfRange"}}},
+		{name: "read-only BIOS attribute",
+			req: func(f *fixture) req {
+				return req{method: "PATCH", path: f.sys(0) + "/Bios/Settings", body: `{"Attributes": {"TpmSecurity": "Off"}}`}
+			},
+			want: outcome{Status: 400, IDs: []string{"PropertyNotWritable"}}},
+		{name: "BIOS secure boot on legacy firmware",
+			req: func(f *fixture) req {
+				return req{method: "PATCH", path: f.sys(0) + "/Bios/Settings", body: `{"Attributes": {"BootMode": "Bios", "SecureBoot": "Enabled"}}`}
+			},
+			want: outcome{Status: 400, IDs: []string{"PropertyValueConflict"}}},
+		{name: "BIOS boot mode not in its list",
+			req: func(f *fixture) req {
+				return req{method: "PATCH", path: f.sys(0) + "/Bios/Settings", body: `{"Attributes": {"BootMode": "UEFI"}}`}
+			},
+			want: outcome{Status: 400, IDs: []string{"PropertyValueNotInList"}}},
 		{name: "BIOS apply time other than OnReset",
 			req: func(f *fixture) req {
 				return req{method: "PATCH", path: f.sys(0) + "/Bios/Settings", body: `{"Attributes": {"QuietBoot": true}, "@Redfish.SettingsApplyTime": {"ApplyTime": "Immediate"}}`}

@@ -43,7 +43,7 @@ const (
 // BIOS attribute registry of the emulated firmware.
 const (
 	biosRegistryPrefix = "BmlabBiosAttributeRegistry"
-	biosRegistryID     = biosRegistryPrefix + ".1.0.0"
+	biosRegistryID     = biosRegistryPrefix + ".1.1.0"
 )
 
 func systemURI(id string) string  { return systemsURI + "/" + id }
@@ -576,7 +576,7 @@ func bios(m *machine.Machine) obj {
 		"Id":                "BIOS",
 		"Name":              "BIOS Configuration Current Settings",
 		"AttributeRegistry": biosRegistryID,
-		"Attributes":        attributes(m.Settings.BIOS),
+		"Attributes":        m.Settings.CurrentBIOS(),
 		"@Redfish.Settings": obj{
 			"@odata.type":         "#Settings.v1_3_5.Settings",
 			"SettingsObject":      ref{u + "/Settings"},
@@ -713,11 +713,14 @@ func biosRegistry() obj {
 	for _, a := range machine.BIOSAttributes {
 		o := obj{
 			"AttributeName": a.Name,
-			"DisplayName":   a.Name,
+			"DisplayName":   a.DisplayName,
 			"Type":          a.Type,
 			"DefaultValue":  a.Default,
-			"ReadOnly":      false,
-			"ResetRequired": true,
+			"ReadOnly":      a.ReadOnly,
+			"ResetRequired": !a.ReadOnly, // every change waits for the next boot
+		}
+		if a.HelpText != "" {
+			o["HelpText"] = a.HelpText
 		}
 		switch a.Type {
 		case "Enumeration":
@@ -738,7 +741,7 @@ func biosRegistry() obj {
 		"Name":            "BIOS Attribute Registry",
 		"Language":        "en",
 		"OwningEntity":    "bmlab",
-		"RegistryVersion": "1.0.0",
+		"RegistryVersion": "1.1.0",
 		"RegistryEntries": obj{"Attributes": attrs},
 	}
 }
