@@ -577,10 +577,16 @@ func bios(m *machine.Machine) obj {
 		"Name":              "BIOS Configuration Current Settings",
 		"AttributeRegistry": biosRegistryID,
 		"Attributes":        m.Settings.CurrentBIOS(),
+		// ETag is the one the settings object has now: a client that
+		// staged changes compares it to see whether they are still pending.
+		// Messages stays empty: every staged change that passed the
+		// registry's checks applies at the next boot.
 		"@Redfish.Settings": obj{
 			"@odata.type":         "#Settings.v1_3_5.Settings",
 			"SettingsObject":      ref{u + "/Settings"},
 			"SupportedApplyTimes": []string{"OnReset"},
+			"ETag":                renderJSON(0, biosSettings(m)).etag,
+			"Messages":            []obj{},
 		},
 		"Actions": obj{
 			"#Bios.ResetBios": obj{"target": u + "/Actions/Bios.ResetBios"},
