@@ -1,0 +1,164 @@
+package virt_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/testenv"
+	"github.com/bmlab/bmlab/internal/virt/virttest"
+)
+
+// qemuPCI is one device of QEMU's query-pci answer.
+type qemuPCI struct {
+	Bus, Slot, Function uint
+	ClassInfo           struct{ Class uint } `json:"class_info"`
+	ID                  struct{ Vendor, Device uint16 }
+	QdevID              string `json:"qdev_id"`
+	PCIBridge           *struct {
+		Devices []qemuPCI
+	} `json:"pci_bridge"`
+}
+
+// queryPCI asks the running QEMU, through libvirt's monitor pass-through,
+// what it really has on its PCI buses, by address.
+func queryPCI(t *testing.T, lab *virttest.Lab, name string) map[string]qemuPCI {
+	t.Helper()
+	d, err := lab.Client.DomainLookupByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := lab.Client.QEMUDomainMonitorCommand(d, `{"execute": "query-pci"}`, 0)
+	if err != nil {
+		t.Fatalf("query-pci: %v", err)
+	}
+	var resp struct {
+		Return []struct{ Devices []qemuPCI }
+	}
+	if err := json.Unmarshal([]byte(out), &resp); err != nil {
+		t.Fatalf("query-pci answer %s: %v", out, err)
+	}
+	all := map[string]qemuPCI{}
+	var walk func([]qemuPCI)
+	walk = func(ds []qemuPCI) {
+		for _, p := range ds {
+			all[fmt.Sprintf("0000:%02x:%02x.%x", p.Bus, p.Slot, p.Function)] = p
+			if p.PCIBridge != nil {
+				walk(p.PCIBridge.Devices)
+			}
+		}
+	}
+	for _, b := range resp.Return {
+		walk(b.Devices)
+	}
+	return all
+}
+
+// classCodes maps Redfish device classes to PCI base class codes (PCI Code
+// and ID Assignment Specification §1).
+var classCodes = map[string]uint{
+	"MassStorageController": 0x01, "NetworkController": 0x02, "DisplayController": 0x03,
+	"MultimediaController": 0x04, "SimpleCommunicationController": 0x07,
+	"GenericSystemPeripheral": 0x08, "InputDeviceController": 0x09, "SerialBusController": 0x0c,
+	"UnclassifiedDevice": 0x00,
+}
+
+// TestPCIInventoryIsWhatQEMUHas: the PCI devices the backend derives from
+// a domain's definition (address, vendor and device ID, class) are the ones
+// the running QEMU reports, for a q35 and a pc machine with virtio and
+// emulated NICs, and no device libvirt added is missing. NICs whose link
+// is down are reported so.
+func TestPCIInventoryIsWhatQEMUHas(t *testing.T) {
+	for _, mt := range []string{"q35", "pc"} {
+		t.Run(mt, func(t *testing.T) {
+			lab := virttest.New(t, "vt-pci-"+mt+"-")
+			vm := lab.NewVM(t, "a", virttest.VMOptions{DiskMarker: true, Machine: mt})
+			addNICs(t, lab, vm.Name)
+			var m *machine.Machine
+			if !testenv.WaitFor(10*time.Second, func() bool {
+				m, _ = lab.Service.Get(vm.ID)
+				return m != nil && len(m.NICs) == 2
+			}) {
+				t.Fatalf("the backend never saw the NICs added to %s", vm.Name)
+			}
+			if err := lab.Service.Reset(context.Background(), vm.ID, machine.ResetOn); err != nil {
+				t.Fatal(err)
+			}
+			lab.WaitPower(t, vm.ID, machine.PowerOn, 10*time.Second)
+			m, _ = lab.Service.Get(vm.ID)
+			have := queryPCI(t, lab, vm.Name)
+
+			listed := map[string]bool{}
+			for _, p := range m.PCI {
+				listed[p.Address] = true
+				q, ok := have[p.Address]
+				switch {
+				case !ok:
+					t.Errorf("%s (%s) is not on QEMU's bus", p.Address, p.Name)
+				case q.ID.Vendor != p.VendorID || q.ID.Device != p.DeviceID:
+					t.Errorf("%s (%s): we say %04x:%04x, QEMU has %04x:%04x", p.Address, p.Name, p.VendorID, p.DeviceID, q.ID.Vendor, q.ID.Device)
+				case q.ClassInfo.Class>>8 != classCodes[p.Class] && !(p.Class == "UnclassifiedDevice" && q.ClassInfo.Class>>8 == 0xff):
+					t.Errorf("%s (%s): class %s, QEMU has %04x", p.Address, p.Name, p.Class, q.ClassInfo.Class)
+				}
+			}
+			for addr, q := range have {
+				if q.QdevID != "" && q.ClassInfo.Class>>8 != 0x06 && !listed[addr] {
+					t.Errorf("QEMU has %s (%s, %04x:%04x) that the inventory lacks", addr, q.QdevID, q.ID.Vendor, q.ID.Device)
+				}
+			}
+			var kinds []string
+			for _, n := range m.NICs {
+				if n.PCI == "" || !listed[n.PCI] {
+					t.Errorf("NIC %s has PCI address %q, not among the devices", n.MAC, n.PCI)
+				}
+				kinds = append(kinds, fmt.Sprintf("%s/%v", n.Model, n.LinkDown))
+			}
+			if fmt.Sprint(kinds) != "[virtio/true e1000e/true]" {
+				t.Errorf("NICs (model/link down) %v, want [virtio/true e1000e/true]", kinds)
+			}
+		})
+	}
+}
+
+// addNICs gives a defined domain two user-mode NICs (QEMU's own network
+// stack: no host interface), a virtio one with its link down and an
+// e1000e one. Neither sends anything: the marker disk never uses the
+// network.
+func addNICs(t *testing.T, lab *virttest.Lab, name string) {
+	t.Helper()
+	d, err := lab.Client.DomainLookupByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := lab.Client.DomainGetXMLDesc(d, 2) // VIR_DOMAIN_XML_INACTIVE
+	if err != nil {
+		t.Fatal(err)
+	}
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(x); err != nil {
+		t.Fatal(err)
+	}
+	def.Devices.Interfaces = append(def.Devices.Interfaces,
+		libvirtxml.DomainInterface{
+			Source: &libvirtxml.DomainInterfaceSource{User: &libvirtxml.DomainInterfaceSourceUser{}},
+			Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
+			Link:   &libvirtxml.DomainInterfaceLink{State: "down"},
+		},
+		libvirtxml.DomainInterface{
+			Source: &libvirtxml.DomainInterfaceSource{User: &libvirtxml.DomainInterfaceSourceUser{}},
+			Model:  &libvirtxml.DomainInterfaceModel{Type: "e1000e"},
+			Link:   &libvirtxml.DomainInterfaceLink{State: "down"},
+		})
+	out, err := def.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lab.Client.DomainDefineXML(out); err != nil {
+		t.Fatalf("define %s with NICs: %v", name, err)
+	}
+}
