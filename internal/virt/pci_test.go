@@ -21,12 +21,16 @@ type qemuPCI struct {
 	ID                  struct{ Vendor, Device uint16 }
 	QdevID              string `json:"qdev_id"`
 	PCIBridge           *struct {
+		Bus     struct{ Secondary uint } // the bus behind the bridge
 		Devices []qemuPCI
 	} `json:"pci_bridge"`
 }
 
 // queryPCI asks the running QEMU, through libvirt's monitor pass-through,
-// what it really has on its PCI buses, by address.
+// what it really has on its PCI buses, by address in libvirt's terms. The
+// guest's firmware numbers the buses behind bridges as it enumerates them;
+// libvirt's address names the bus by the index of the controller that
+// provides it, and QEMU knows that controller by the alias pci.<index>.
 func queryPCI(t *testing.T, lab *virttest.Lab, name string) map[string]qemuPCI {
 	t.Helper()
 	d, err := lab.Client.DomainLookupByName(name)
@@ -43,18 +47,31 @@ func queryPCI(t *testing.T, lab *virttest.Lab, name string) map[string]qemuPCI {
 	if err := json.Unmarshal([]byte(out), &resp); err != nil {
 		t.Fatalf("query-pci answer %s: %v", out, err)
 	}
-	all := map[string]qemuPCI{}
+	index := map[uint]uint{0: 0} // guest bus number → libvirt controller index
+	var flat []qemuPCI
 	var walk func([]qemuPCI)
 	walk = func(ds []qemuPCI) {
 		for _, p := range ds {
-			all[fmt.Sprintf("0000:%02x:%02x.%x", p.Bus, p.Slot, p.Function)] = p
+			flat = append(flat, p)
 			if p.PCIBridge != nil {
+				var i uint
+				if _, err := fmt.Sscanf(p.QdevID, "pci.%d", &i); err == nil {
+					index[p.PCIBridge.Bus.Secondary] = i
+				}
 				walk(p.PCIBridge.Devices)
 			}
 		}
 	}
 	for _, b := range resp.Return {
 		walk(b.Devices)
+	}
+	all := map[string]qemuPCI{}
+	for _, p := range flat {
+		i, ok := index[p.Bus]
+		if !ok {
+			t.Fatalf("query-pci: bus %d is behind no bridge libvirt named (bridges %v)", p.Bus, index)
+		}
+		all[fmt.Sprintf("0000:%02x:%02x.%x", i, p.Slot, p.Function)] = p
 	}
 	return all
 }
