@@ -176,6 +176,23 @@ func TestErrorResponses(t *testing.T) {
 		{name: "unknown sub-resource",
 			req:  func(f *fixture) req { return req{path: f.sys(0) + "/Processors/CPU9"} },
 			want: outcome{Status: 404, IDs: []string{"ResourceNotFound"}}},
+		{name: "unknown PCIe device",
+			req:  func(f *fixture) req { return req{path: chassisOf(f.ids[0]) + "/PCIeDevices/0000-09-00/PCIeFunctions"} },
+			want: outcome{Status: 404, IDs: []string{"ResourceNotFound"}}},
+		{name: "unknown PCIe function",
+			req: func(f *fixture) req {
+				return req{path: chassisOf(f.ids[0]) + "/PCIeDevices/0000-01-00/PCIeFunctions/1"}
+			},
+			want: outcome{Status: 404, IDs: []string{"ResourceNotFound"}}},
+		{name: "unknown network port",
+			req: func(f *fixture) req {
+				m, _ := f.svc.Get(f.ids[0])
+				return req{path: chassisOf(f.ids[0]) + "/NetworkAdapters/" + nicID(m.NICs[0]) + "/Ports/2"}
+			},
+			want: outcome{Status: 404, IDs: []string{"ResourceNotFound"}}},
+		{name: "ports of an unknown adapter",
+			req:  func(f *fixture) req { return req{path: chassisOf(f.ids[0]) + "/NetworkAdapters/nope/Ports"} },
+			want: outcome{Status: 404, IDs: []string{"ResourceNotFound"}}},
 		{name: "unknown path",
 			req:  func(f *fixture) req { return req{path: "/redfish/v1/Fabrics"} },
 			want: outcome{Status: 404, IDs: []string{"ResourceNotFound"}}},

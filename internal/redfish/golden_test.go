@@ -60,8 +60,14 @@ func goldenMachine() *machine.Machine {
 			Arch:        "x86_64",
 			MachineType: "q35",
 			NICs: []machine.NIC{
-				{MAC: "52:54:00:AA:BB:01", Network: "baremetal", Model: "virtio"},
-				{MAC: "52:54:00:aa:bb:02", Network: "provisioning", Model: "e1000"},
+				{MAC: "52:54:00:AA:BB:01", Network: "baremetal", Model: "virtio", PCI: "0000:01:00.0"},
+				{MAC: "52:54:00:aa:bb:02", Network: "provisioning", Model: "e1000", PCI: "0000:00:02.0", LinkDown: true},
+			},
+			PCI: []machine.PCIDevice{
+				{Address: "0000:00:02.0", Class: "NetworkController", VendorID: 0x8086, DeviceID: 0x100e, Vendor: "Intel Corporation", Name: "82540EM Gigabit Ethernet Controller"},
+				{Address: "0000:00:1d.0", Class: "SerialBusController", VendorID: 0x8086, DeviceID: 0x2934, Vendor: "Intel Corporation", Name: "82801I (ICH9 Family) USB UHCI Controller #1"},
+				{Address: "0000:00:1d.7", Class: "SerialBusController", VendorID: 0x8086, DeviceID: 0x293a, Vendor: "Intel Corporation", Name: "82801I (ICH9 Family) USB2 EHCI Controller #1"},
+				{Address: "0000:01:00.0", Class: "NetworkController", VendorID: 0x1af4, DeviceID: 0x1041, Vendor: "Red Hat, Inc.", Name: "Virtio network device"},
 			},
 			Disks: []machine.Disk{
 				{ID: "vda", Device: machine.DeviceDisk, Bus: "virtio", Source: "/var/lib/bmlab/node-0.img", Capacity: 20 << 30},
@@ -106,6 +112,10 @@ func TestResourceBuildersGolden(t *testing.T) {
 		"bios_settings.json":      biosSettings(m),
 		"manager.json":            manager(m, goldenIdentity),
 		"chassis.json":            chassis(m, goldenIdentity),
+		"pcie_device.json":        pcieDevice(m, "0000-00-1d"),
+		"pcie_function.json":      pcieFunction(m, "0000-01-00", "0"),
+		"network_adapter.json":    networkAdapter(m, "525400aabb01"),
+		"port_link_down.json":     networkPort(m, "525400aabb02", "1"),
 		"session_service.json":    sessionService(goldenIdentity),
 		"account_service.json":    accountService(accounts.DefaultPolicy),
 		"account.json":            accountResource("3", "ops", accounts.Operator, true, false, m.ID),

@@ -227,7 +227,8 @@ func system(m *machine.Machine, id identity) obj {
 		"SerialNumber":            serialOf(m.ID),
 		"BiosVersion":             id.Firmware,
 		"PowerState":              string(m.Power),
-		"Status":                  powerStatus(m),
+		"Status":                  withRollup(powerStatus(m)),
+		"BootProgress":            bootProgress(m),
 		"IndicatorLED":            indicator(m),
 		"LocationIndicatorActive": m.IndicatorLED,
 		"Boot": obj{
@@ -257,6 +258,7 @@ func system(m *machine.Machine, id identity) obj {
 		"SecureBoot":         ref{u + "/SecureBoot"},
 		"Bios":               ref{u + "/Bios"},
 		"VirtualMedia":       ref{u + "/VirtualMedia"},
+		"PCIeDevices":        pcieDeviceRefs(m),
 		"Links": obj{
 			"Chassis":   []ref{{chassisOf(m.ID)}},
 			"ManagedBy": []ref{{managerURI(m.ID)}},
@@ -377,7 +379,7 @@ func ethernetInterface(m *machine.Machine, nid string) obj {
 			"MACAddress":          strings.ToLower(n.MAC),
 			"PermanentMACAddress": strings.ToLower(n.MAC),
 			"InterfaceEnabled":    true,
-			"LinkStatus":          "LinkUp",
+			"LinkStatus":          linkStatus(n),
 			"Status":              status("Enabled"),
 		}
 	}
@@ -643,20 +645,22 @@ func manager(m *machine.Machine, id identity) obj {
 // chassis builds the enclosure of one system; it shares the system's id.
 func chassis(m *machine.Machine, id identity) obj {
 	return obj{
-		"@odata.id":    chassisOf(m.ID),
-		"@odata.type":  "#Chassis.v1_21_0.Chassis",
-		"Id":           m.ID,
-		"Name":         "Chassis for " + m.Name,
-		"ChassisType":  "RackMount",
-		"Manufacturer": id.Manufacturer,
-		"Model":        id.Model,
-		"SerialNumber": serialOf(m.ID),
-		"PowerState":   string(m.Power),
-		"IndicatorLED": indicator(m),
-		"Status":       powerStatus(m),
-		"UUID":         nameUUID("chassis/" + m.ID),
-		"Thermal":      ref{chassisOf(m.ID) + "/Thermal"},
-		"Power":        ref{chassisOf(m.ID) + "/Power"},
+		"@odata.id":       chassisOf(m.ID),
+		"@odata.type":     "#Chassis.v1_21_0.Chassis",
+		"Id":              m.ID,
+		"Name":            "Chassis for " + m.Name,
+		"ChassisType":     "RackMount",
+		"Manufacturer":    id.Manufacturer,
+		"Model":           id.Model,
+		"SerialNumber":    serialOf(m.ID),
+		"PowerState":      string(m.Power),
+		"IndicatorLED":    indicator(m),
+		"Status":          withRollup(powerStatus(m)),
+		"UUID":            nameUUID("chassis/" + m.ID),
+		"Thermal":         ref{chassisOf(m.ID) + "/Thermal"},
+		"Power":           ref{chassisOf(m.ID) + "/Power"},
+		"PCIeDevices":     ref{chassisOf(m.ID) + "/PCIeDevices"},
+		"NetworkAdapters": ref{networkAdaptersURI(m)},
 		"Links": obj{
 			"ComputerSystems": []ref{{systemURI(m.ID)}},
 			"ManagedBy":       []ref{{managerURI(m.ID)}},
