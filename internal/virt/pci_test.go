@@ -106,7 +106,9 @@ func TestPCIInventoryIsWhatQEMUHas(t *testing.T) {
 			if err := lab.Service.Reset(context.Background(), vm.ID, machine.ResetOn); err != nil {
 				t.Fatal(err)
 			}
-			lab.WaitPower(t, vm.ID, machine.PowerOn, 10*time.Second)
+			// The firmware numbers the buses behind bridges as it
+			// enumerates them; once the disk's grub prints, it has.
+			vm.WaitMarker(t, testenv.DiskMarker, 0, bootTimeout)
 			m, _ = lab.Service.Get(vm.ID)
 			have := queryPCI(t, lab, vm.Name)
 
