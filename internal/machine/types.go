@@ -202,6 +202,10 @@ type Disk struct {
 	Source   string // file, block device, volume or URL; empty for an empty drive
 	Capacity int64  // bytes; 0 when unknown or empty
 	ReadOnly bool
+	// RotationRate is what the guest is told of the medium (libvirt
+	// <target rotation_rate>): 1 a solid-state drive, else the speed in
+	// RPM; 0 when the definition says nothing.
+	RotationRate uint
 }
 
 // Inventory is the hardware a machine has.

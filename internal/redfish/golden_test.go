@@ -71,7 +71,7 @@ func goldenMachine() *machine.Machine {
 			},
 			Disks: []machine.Disk{
 				{ID: "vda", Device: machine.DeviceDisk, Bus: "virtio", Source: "/var/lib/bmlab/node-0.img", Capacity: 20 << 30},
-				{ID: "sdb", Device: machine.DeviceDisk, Bus: "scsi", Source: "/dev/vg0/data", Capacity: 100 << 30},
+				{ID: "sdb", Device: machine.DeviceDisk, Bus: "scsi", Source: "/dev/vg0/data", Capacity: 100 << 30, RotationRate: 1},
 				{ID: "sda", Device: machine.DeviceCDROM, Bus: "sata", ReadOnly: true},
 			},
 		},
@@ -106,6 +106,7 @@ func TestResourceBuildersGolden(t *testing.T) {
 		"simple_storage.json":     simpleStorage(m, "1"),
 		"storage.json":            storage(m, "1"),
 		"drive_file.json":         drive(m, "1", "vda"),
+		"drive_ssd.json":          drive(m, "1", "sdb"),
 		"storage_controller.json": storageController(m, "1", "0"),
 		"secure_boot.json":        secureBoot(m),
 		"bios.json":               bios(m),

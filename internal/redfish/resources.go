@@ -525,6 +525,14 @@ func drive(m *machine.Machine, sid, did string) obj {
 			"Links":             obj{"Chassis": ref{chassisOf(m.ID)}},
 			"MediaType":         "HDD",
 		}
+		// The guest sees what the definition says of the medium; without a
+		// word from it, QEMU presents a rotating disk.
+		switch r := d.RotationRate; {
+		case r == 1:
+			o["MediaType"] = "SSD"
+		case r > 1:
+			o["RotationSpeedRPM"] = r
+		}
 		if p := protocolOf(d.Bus); p != "" {
 			o["Protocol"] = p
 		}

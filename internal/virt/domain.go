@@ -303,7 +303,7 @@ func inventoryOf(d *libvirtxml.Domain) machine.Inventory {
 			disk.Device = machine.DeviceDisk
 		}
 		if dk.Target != nil {
-			disk.Bus = dk.Target.Bus
+			disk.Bus, disk.RotationRate = dk.Target.Bus, dk.Target.RotationRate
 		}
 		disk.Source = diskSource(dk)
 		inv.Disks = append(inv.Disks, disk)

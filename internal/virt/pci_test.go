@@ -4,7 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/digitalocean/go-libvirt"
+	"libvirt.org/go/libvirtxml"
 
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
@@ -130,5 +136,60 @@ func TestPCIInventoryIsWhatQEMUHas(t *testing.T) {
 				t.Errorf("NICs (model/link down) %v, want [virtio/true e1000e/true]", kinds)
 			}
 		})
+	}
+}
+
+// TestSSDFromTheDefinition: a disk whose definition says rotation_rate 1 is
+// a solid-state drive to the guest (QEMU's device property says so) and to
+// the model.
+func TestSSDFromTheDefinition(t *testing.T) {
+	lab := virttest.New(t, "vt-ssd-")
+	vm := lab.NewVM(t, "a", virttest.VMOptions{DiskMarker: true, NoCD: true})
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(lab.LiveXML(t, vm.Name, libvirt.DomainXMLInactive)); err != nil {
+		t.Fatal(err)
+	}
+	dk := &def.Devices.Disks[0]
+	dk.Target = &libvirtxml.DomainDiskTarget{Dev: "sdb", Bus: "sata", RotationRate: 1}
+	dk.Address = nil
+	x, err := def.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lab.Client.DomainDefineXML(x); err != nil {
+		t.Fatal(err)
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool {
+		m, err := lab.Service.Get(vm.ID)
+		return err == nil && slices.ContainsFunc(m.Disks, func(d machine.Disk) bool { return d.ID == "sdb" && d.RotationRate == 1 })
+	}) {
+		m, _ := lab.Service.Get(vm.ID)
+		t.Fatalf("the model never saw the SSD: %+v", m.Disks)
+	}
+	if err := lab.Service.Reset(context.Background(), vm.ID, machine.ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	vm.WaitMarker(t, testenv.DiskMarker, 0, bootTimeout) // it still boots
+	var live libvirtxml.Domain
+	if err := live.Unmarshal(lab.LiveXML(t, vm.Name, 0)); err != nil {
+		t.Fatal(err)
+	}
+	alias := ""
+	for _, dk := range live.Devices.Disks {
+		if dk.Target != nil && dk.Target.Dev == "sdb" && dk.Alias != nil {
+			alias = dk.Alias.Name
+		}
+	}
+	d, err := lab.Client.DomainLookupByName(vm.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := lab.Client.QEMUDomainMonitorCommand(d,
+		`{"execute": "qom-get", "arguments": {"path": "/machine/peripheral/`+alias+`", "property": "rotation_rate"}}`, 0)
+	if err != nil {
+		t.Fatalf("qom-get rotation_rate: %v", err)
+	}
+	if !strings.Contains(out, `"return": 1`) && !strings.Contains(out, `"return":1`) {
+		t.Errorf("QEMU's disk has rotation_rate %s, want 1", out)
 	}
 }
