@@ -102,13 +102,13 @@ func enabled(on bool) string {
 	return "Disabled"
 }
 
-// CurrentBIOS returns the BIOS attributes in effect: the kept ones and the
-// ones read from the settings (BootMode, SecureBoot).
+// CurrentBIOS returns the BIOS attributes in effect: the kept ones, the
+// factory value of any the machine has never stored (a domain whose BIOS
+// was stored before the registry had it), and the ones read from the
+// settings (BootMode, SecureBoot).
 func (s Settings) CurrentBIOS() map[string]any {
-	m := maps.Clone(s.BIOS)
-	if m == nil {
-		m = map[string]any{}
-	}
+	m := DefaultBIOS()
+	maps.Copy(m, s.BIOS)
 	m[BIOSBootMode] = biosMode(s.Boot.Mode)
 	m[BIOSSecureBoot] = enabled(s.SecureBoot)
 	return m

@@ -228,6 +228,20 @@ func TestBIOSFirmwareAttributes(t *testing.T) {
 	}
 }
 
+// TestCurrentBIOSFillsNewAttributes: a machine whose stored BIOS predates
+// an attribute shows that attribute's factory value.
+func TestCurrentBIOSFillsNewAttributes(t *testing.T) {
+	st := machine.DefaultSettings(machine.BootModeLegacy, false)
+	st.BIOS = map[string]any{"ProcTurboMode": "Disabled"}
+	cur := st.CurrentBIOS()
+	want := map[string]any{"ProcTurboMode": "Disabled", "TpmSecurity": "Off", "BootMode": "Bios", "SecureBoot": "Disabled", "PxeRetryCount": 3}
+	for k, v := range want {
+		if cur[k] != v {
+			t.Errorf("%s = %v, want %v", k, cur[k], v)
+		}
+	}
+}
+
 func TestBIOSValidation(t *testing.T) {
 	tests := []struct {
 		attrs  map[string]any
