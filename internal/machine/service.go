@@ -174,16 +174,14 @@ func (s *Service) reset(ctx context.Context, id string, rt ResetType) error {
 }
 
 // beforeBoot returns the settings that take effect as the machine boots:
-// pending BIOS settings become current.
+// pending BIOS settings become current, BootMode and SecureBoot as the
+// firmware the machine boots with.
 func beforeBoot(st Settings) (Settings, bool) {
 	if len(st.BIOSPending) == 0 {
 		return st, false
 	}
 	st = st.Clone()
-	if st.BIOS == nil {
-		st.BIOS = map[string]any{}
-	}
-	maps.Copy(st.BIOS, st.BIOSPending)
+	applyBIOS(&st, st.BIOSPending)
 	st.BIOSPending = nil
 	return st, true
 }
@@ -235,29 +233,45 @@ func (s *Service) spend(ctx context.Context, id string, st Settings) error {
 }
 
 // coldRestart stops a running machine at once and starts it again, so it
-// boots with its stored definition.
+// boots with its stored definition and pending BIOS settings.
 func (s *Service) coldRestart(ctx context.Context, m *Machine) error {
-	if err := s.be.Stop(ctx, m.ID, true); err != nil {
+	st, err := s.settleBIOS(ctx, m)
+	if err != nil {
 		return err
 	}
-	return s.start(ctx, m)
+	return s.coldStart(ctx, m.ID, st)
 }
 
 // restart resets a running machine: warm when it already runs with the
 // configuration it should boot with, cold when stored changes (boot order,
 // firmware) need a new start.
+//
+// Pending BIOS settings settle first: one that changes the firmware (BootMode,
+// SecureBoot) makes the machine stale, and the restart cold.
 func (s *Service) restart(ctx context.Context, m *Machine) error {
-	if s.be.Stale(m.ID) {
-		return s.coldRestart(ctx, m)
-	}
 	st, err := s.settleBIOS(ctx, m)
 	if err != nil {
 		return err
+	}
+	if s.be.Stale(m.ID) {
+		return s.coldStart(ctx, m.ID, st)
 	}
 	if err := s.be.Reset(ctx, m.ID); err != nil {
 		return err
 	}
 	return s.spend(ctx, m.ID, st)
+}
+
+// coldStart stops a running machine whose BIOS settings are settled into st
+// and starts it again with its stored definition.
+func (s *Service) coldStart(ctx context.Context, id string, st Settings) error {
+	if err := s.be.Stop(ctx, id, true); err != nil {
+		return err
+	}
+	if err := s.be.Start(ctx, id); err != nil {
+		return err
+	}
+	return s.spend(ctx, id, st)
 }
 
 // HandleReboot reacts to a reboot the machine went through while running
@@ -276,12 +290,12 @@ func (s *Service) HandleReboot(ctx context.Context, id string) error {
 	if m.Power != PowerOn {
 		return nil
 	}
-	if s.be.Stale(m.ID) {
-		return s.coldRestart(ctx, m)
-	}
 	st, err := s.settleBIOS(ctx, m)
 	if err != nil {
 		return err
+	}
+	if s.be.Stale(m.ID) {
+		return s.coldStart(ctx, m.ID, st)
 	}
 	return s.spend(ctx, m.ID, st)
 }
@@ -405,6 +419,9 @@ func (s *Service) SetBIOSPending(ctx context.Context, id string, attrs map[strin
 		st.BIOSPending = map[string]any{}
 	}
 	maps.Copy(st.BIOSPending, attrs)
+	if err := checkBIOSFirmware(st); err != nil {
+		return nil, err
+	}
 	if err := s.be.Save(ctx, m.ID, st); err != nil {
 		return nil, err
 	}
@@ -419,7 +436,7 @@ func (s *Service) ResetBIOS(ctx context.Context, id string) error {
 	}
 	defer unlock()
 	st := m.Settings.Clone()
-	st.BIOSPending = DefaultBIOS()
+	st.BIOSPending = factoryBIOS()
 	return s.be.Save(ctx, m.ID, st)
 }
 

@@ -171,6 +171,77 @@ func TestBIOSPendingUntilReset(t *testing.T) {
 	}
 }
 
+// TestBIOSFirmwareAttributes: BootMode and SecureBoot staged in the BIOS
+// change the firmware at the next boot, not before, and a running machine's
+// ForceRestart becomes cold so the new firmware really starts.
+func TestBIOSFirmwareAttributes(t *testing.T) {
+	ctx := context.Background()
+	svc, _, id := newSvc(t) // the simulated machines boot UEFI without secure boot
+	if err := svc.Reset(ctx, id, machine.ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	m, err := svc.SetBIOSPending(ctx, id, map[string]any{"BootMode": "Uefi", "SecureBoot": "Enabled"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur := m.Settings.CurrentBIOS(); cur["SecureBoot"] != "Disabled" || m.Settings.SecureBoot || m.SecureBootActive {
+		t.Fatalf("pending SecureBoot applied at once: current %v, requested %v, active %v", cur["SecureBoot"], m.Settings.SecureBoot, m.SecureBootActive)
+	}
+	if err := svc.Reset(ctx, id, machine.ResetForceRestart); err != nil {
+		t.Fatal(err)
+	}
+	m, _ = svc.Get(id)
+	if !m.Settings.SecureBoot || !m.SecureBootActive || m.Settings.CurrentBIOS()["SecureBoot"] != "Enabled" {
+		t.Errorf("after ForceRestart: requested %v, active %v, BIOS %v", m.Settings.SecureBoot, m.SecureBootActive, m.Settings.CurrentBIOS())
+	}
+	if _, kept := m.Settings.BIOS["SecureBoot"]; kept {
+		t.Errorf("SecureBoot kept in the BIOS map as well as in the settings: %v", m.Settings.BIOS)
+	}
+
+	// Legacy with secure boot on is refused whichever way it is asked.
+	_, err = svc.SetBIOSPending(ctx, id, map[string]any{"BootMode": "Bios"})
+	var be *machine.BIOSError
+	if !errors.As(err, &be) || be.Reason != "conflict" {
+		t.Fatalf("BootMode Bios with secure boot on: err %v, want a conflict", err)
+	}
+	if _, err := svc.SetBIOSPending(ctx, id, map[string]any{"BootMode": "Bios", "SecureBoot": "Disabled"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Reset(ctx, id, machine.ResetForceRestart); err != nil {
+		t.Fatal(err)
+	}
+	m, _ = svc.Get(id)
+	if m.Mode != machine.BootModeLegacy || m.SecureBootActive || m.Settings.CurrentBIOS()["BootMode"] != "Bios" {
+		t.Errorf("after the second restart: active mode %s secure %v, BIOS %v", m.Mode, m.SecureBootActive, m.Settings.CurrentBIOS())
+	}
+
+	// ResetBios stages the factory values, firmware ones included.
+	if err := svc.ResetBIOS(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	m, _ = svc.Get(id)
+	if m.Settings.BIOSPending["BootMode"] != "Uefi" || m.Settings.BIOSPending["ProcTurboMode"] != "Enabled" {
+		t.Errorf("ResetBios staged %v", m.Settings.BIOSPending)
+	}
+	if _, staged := m.Settings.BIOSPending["TpmSecurity"]; staged {
+		t.Errorf("ResetBios staged the read-only TpmSecurity")
+	}
+}
+
+// TestCurrentBIOSFillsNewAttributes: a machine whose stored BIOS predates
+// an attribute shows that attribute's factory value.
+func TestCurrentBIOSFillsNewAttributes(t *testing.T) {
+	st := machine.DefaultSettings(machine.BootModeLegacy, false)
+	st.BIOS = map[string]any{"ProcTurboMode": "Disabled"}
+	cur := st.CurrentBIOS()
+	want := map[string]any{"ProcTurboMode": "Disabled", "TpmSecurity": "Off", "BootMode": "Bios", "SecureBoot": "Disabled", "PxeRetryCount": 3}
+	for k, v := range want {
+		if cur[k] != v {
+			t.Errorf("%s = %v, want %v", k, cur[k], v)
+		}
+	}
+}
+
 func TestBIOSValidation(t *testing.T) {
 	tests := []struct {
 		attrs  map[string]any
@@ -182,6 +253,8 @@ func TestBIOSValidation(t *testing.T) {
 		{map[string]any{"PxeRetryCount": 11.0}, "value"},
 		{map[string]any{"PxeRetryCount": 1.5}, "type"},
 		{map[string]any{"QuietBoot": "yes"}, "type"},
+		{map[string]any{"TpmSecurity": "Off"}, "readonly"},
+		{map[string]any{"BootMode": "Legacy"}, "value"},
 	}
 	for _, tt := range tests {
 		err := machine.ValidateBIOS(tt.attrs)

@@ -166,6 +166,22 @@ type NIC struct {
 	MAC     string
 	Network string // the libvirt network or bridge it is attached to
 	Model   string
+	// PCI is the address of the NIC's PCI device ("" when it has none).
+	PCI string
+	// LinkDown says the link is down (libvirt <link state='down'/>).
+	LinkDown bool
+}
+
+// PCIDevice is a device function on the machine's PCI (PCI Express) bus.
+type PCIDevice struct {
+	// Address is domain:bus:slot.function in hex, as lspci -D prints it:
+	// 0000:01:00.0.
+	Address string
+	// Class is the device class in Redfish's terms (PCIeFunction
+	// DeviceClass): NetworkController, MassStorageController, ...
+	Class              string
+	VendorID, DeviceID uint16
+	Vendor, Name       string
 }
 
 // DiskDevice is the kind of a block device.
@@ -186,6 +202,10 @@ type Disk struct {
 	Source   string // file, block device, volume or URL; empty for an empty drive
 	Capacity int64  // bytes; 0 when unknown or empty
 	ReadOnly bool
+	// RotationRate is what the guest is told of the medium (libvirt
+	// <target rotation_rate>): 1 a solid-state drive, else the speed in
+	// RPM; 0 when the definition says nothing.
+	RotationRate uint
 }
 
 // Inventory is the hardware a machine has.
@@ -199,6 +219,9 @@ type Inventory struct {
 	MachineType string // q35, pc
 	NICs        []NIC
 	Disks       []Disk
+	// PCI lists the devices the definition puts on the PCI bus, by address;
+	// bridges and root ports are left out.
+	PCI []PCIDevice
 }
 
 // Machine is a snapshot of one machine. Snapshots are values: a backend makes

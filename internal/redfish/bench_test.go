@@ -73,3 +73,29 @@ func TestHotPathCost(t *testing.T) {
 	}
 	t.Logf("cached system GET: %.1f allocs; 1,000-system collection: %v", allocs, best)
 }
+
+// BenchmarkBIOSFlow is the BMC's share of Ironic's BIOS apply_configuration
+// on a simulated machine that is on: read the registry and the current
+// settings, stage two changes, ForceRestart, read the settings back. The
+// VM's own reboot is not in it.
+func BenchmarkBIOSFlow(b *testing.B) {
+	f := newFixture(b, 10)
+	do := func(method, path, body string, want int) {
+		w := f.do(req{method: method, path: path, body: body})
+		if w.Code != want {
+			b.Fatalf("%s %s: %d %s", method, path, w.Code, w.Body.String())
+		}
+	}
+	do("POST", f.sys(0)+"/Actions/ComputerSystem.Reset", `{"ResetType": "On"}`, http.StatusNoContent)
+	turbo := []string{"Disabled", "Enabled"}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		do("GET", biosRegistryURI, "", http.StatusOK)
+		do("GET", f.sys(0)+"/Bios", "", http.StatusOK)
+		do("PATCH", f.sys(0)+"/Bios/Settings", `{"Attributes": {"ProcTurboMode": "`+turbo[i%2]+`", "PxeRetryCount": 5}}`, http.StatusOK)
+		do("POST", f.sys(0)+"/Actions/ComputerSystem.Reset", `{"ResetType": "ForceRestart"}`, http.StatusNoContent)
+		do("GET", f.sys(0)+"/Bios", "", http.StatusOK)
+		i++
+	}
+}

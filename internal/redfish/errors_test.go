@@ -176,6 +176,23 @@ func TestErrorResponses(t *testing.T) {
 		{name: "unknown sub-resource",
 			req:  func(f *fixture) req { return req{path: f.sys(0) + "/Processors/CPU9"} },
 			want: outcome{Status: 404, IDs: []string{"ResourceNotFound"}}},
+		{name: "unknown PCIe device",
+			req:  func(f *fixture) req { return req{path: chassisOf(f.ids[0]) + "/PCIeDevices/0000-09-00/PCIeFunctions"} },
+			want: outcome{Status: 404, IDs: []string{"ResourceNotFound"}}},
+		{name: "unknown PCIe function",
+			req: func(f *fixture) req {
+				return req{path: chassisOf(f.ids[0]) + "/PCIeDevices/0000-01-00/PCIeFunctions/1"}
+			},
+			want: outcome{Status: 404, IDs: []string{"ResourceNotFound"}}},
+		{name: "unknown network port",
+			req: func(f *fixture) req {
+				m, _ := f.svc.Get(f.ids[0])
+				return req{path: chassisOf(f.ids[0]) + "/NetworkAdapters/" + nicID(m.NICs[0]) + "/Ports/2"}
+			},
+			want: outcome{Status: 404, IDs: []string{"ResourceNotFound"}}},
+		{name: "ports of an unknown adapter",
+			req:  func(f *fixture) req { return req{path: chassisOf(f.ids[0]) + "/NetworkAdapters/nope/Ports"} },
+			want: outcome{Status: 404, IDs: []string{"ResourceNotFound"}}},
 		{name: "unknown path",
 			req:  func(f *fixture) req { return req{path: "/redfish/v1/Fabrics"} },
 			want: outcome{Status: 404, IDs: []string{"ResourceNotFound"}}},
@@ -224,6 +241,21 @@ func TestErrorResponses(t *testing.T) {
 				return req{method: "PATCH", path: f.sys(0) + "/Bios/Settings", body: `{"Attributes": {"PxeRetryCount": 99}}`}
 			},
 			want: outcome{Status: 400, IDs: []string{"PropertyValueOutOfRange"}}},
+		{name: "read-only BIOS attribute",
+			req: func(f *fixture) req {
+				return req{method: "PATCH", path: f.sys(0) + "/Bios/Settings", body: `{"Attributes": {"TpmSecurity": "Off"}}`}
+			},
+			want: outcome{Status: 400, IDs: []string{"PropertyNotWritable"}}},
+		{name: "BIOS secure boot on legacy firmware",
+			req: func(f *fixture) req {
+				return req{method: "PATCH", path: f.sys(0) + "/Bios/Settings", body: `{"Attributes": {"BootMode": "Bios", "SecureBoot": "Enabled"}}`}
+			},
+			want: outcome{Status: 400, IDs: []string{"PropertyValueConflict"}}},
+		{name: "BIOS boot mode not in its list",
+			req: func(f *fixture) req {
+				return req{method: "PATCH", path: f.sys(0) + "/Bios/Settings", body: `{"Attributes": {"BootMode": "UEFI"}}`}
+			},
+			want: outcome{Status: 400, IDs: []string{"PropertyValueNotInList"}}},
 		{name: "BIOS apply time other than OnReset",
 			req: func(f *fixture) req {
 				return req{method: "PATCH", path: f.sys(0) + "/Bios/Settings", body: `{"Attributes": {"QuietBoot": true}, "@Redfish.SettingsApplyTime": {"ApplyTime": "Immediate"}}`}

@@ -156,6 +156,10 @@ func biosError(be *machine.BIOSError) *apiError {
 		return newError(http.StatusBadRequest, MsgPropertyUnknown, be.Attribute)
 	case "type":
 		return newError(http.StatusBadRequest, MsgPropertyValueTypeError, v, be.Attribute)
+	case "readonly":
+		return newError(http.StatusBadRequest, MsgPropertyNotWritable, be.Attribute)
+	case "conflict":
+		return newError(http.StatusBadRequest, MsgPropertyValueConflict, be.Attribute, machine.BIOSBootMode).with(be.Error())
 	}
 	if _, isNum := be.Value.(float64); isNum {
 		return newError(http.StatusBadRequest, MsgPropertyValueOutOfRange, v, be.Attribute)

@@ -43,7 +43,7 @@ const (
 // BIOS attribute registry of the emulated firmware.
 const (
 	biosRegistryPrefix = "BmlabBiosAttributeRegistry"
-	biosRegistryID     = biosRegistryPrefix + ".1.0.0"
+	biosRegistryID     = biosRegistryPrefix + ".1.1.0"
 )
 
 func systemURI(id string) string  { return systemsURI + "/" + id }
@@ -227,7 +227,8 @@ func system(m *machine.Machine, id identity) obj {
 		"SerialNumber":            serialOf(m.ID),
 		"BiosVersion":             id.Firmware,
 		"PowerState":              string(m.Power),
-		"Status":                  powerStatus(m),
+		"Status":                  withRollup(powerStatus(m)),
+		"BootProgress":            bootProgress(m),
 		"IndicatorLED":            indicator(m),
 		"LocationIndicatorActive": m.IndicatorLED,
 		"Boot": obj{
@@ -257,6 +258,7 @@ func system(m *machine.Machine, id identity) obj {
 		"SecureBoot":         ref{u + "/SecureBoot"},
 		"Bios":               ref{u + "/Bios"},
 		"VirtualMedia":       ref{u + "/VirtualMedia"},
+		"PCIeDevices":        pcieDeviceRefs(m),
 		"Links": obj{
 			"Chassis":   []ref{{chassisOf(m.ID)}},
 			"ManagedBy": []ref{{managerURI(m.ID)}},
@@ -382,7 +384,7 @@ func ethernetInterface(m *machine.Machine, nid string) obj {
 			"MACAddress":          strings.ToLower(n.MAC),
 			"PermanentMACAddress": strings.ToLower(n.MAC),
 			"InterfaceEnabled":    true,
-			"LinkStatus":          "LinkUp",
+			"LinkStatus":          linkStatus(n),
 			"Status":              status("Enabled"),
 		}
 	}
@@ -528,6 +530,14 @@ func drive(m *machine.Machine, sid, did string) obj {
 			"Links":             obj{"Chassis": ref{chassisOf(m.ID)}},
 			"MediaType":         "HDD",
 		}
+		// The guest sees what the definition says of the medium; without a
+		// word from it, QEMU presents a rotating disk.
+		switch r := d.RotationRate; {
+		case r == 1:
+			o["MediaType"] = "SSD"
+		case r > 1:
+			o["RotationSpeedRPM"] = r
+		}
 		if p := protocolOf(d.Bus); p != "" {
 			o["Protocol"] = p
 		}
@@ -581,11 +591,17 @@ func bios(m *machine.Machine) obj {
 		"Id":                "BIOS",
 		"Name":              "BIOS Configuration Current Settings",
 		"AttributeRegistry": biosRegistryID,
-		"Attributes":        attributes(m.Settings.BIOS),
+		"Attributes":        m.Settings.CurrentBIOS(),
+		// ETag is the one the settings object has now: a client that
+		// staged changes compares it to see whether they are still pending.
+		// Messages stays empty: every staged change that passed the
+		// registry's checks applies at the next boot.
 		"@Redfish.Settings": obj{
 			"@odata.type":         "#Settings.v1_3_5.Settings",
 			"SettingsObject":      ref{u + "/Settings"},
 			"SupportedApplyTimes": []string{"OnReset"},
+			"ETag":                renderJSON(0, biosSettings(m)).etag,
+			"Messages":            []obj{},
 		},
 		"Actions": obj{
 			"#Bios.ResetBios": obj{"target": u + "/Actions/Bios.ResetBios"},
@@ -642,20 +658,22 @@ func manager(m *machine.Machine, id identity) obj {
 // chassis builds the enclosure of one system; it shares the system's id.
 func chassis(m *machine.Machine, id identity) obj {
 	return obj{
-		"@odata.id":    chassisOf(m.ID),
-		"@odata.type":  "#Chassis.v1_21_0.Chassis",
-		"Id":           m.ID,
-		"Name":         "Chassis for " + m.Name,
-		"ChassisType":  "RackMount",
-		"Manufacturer": id.Manufacturer,
-		"Model":        id.Model,
-		"SerialNumber": serialOf(m.ID),
-		"PowerState":   string(m.Power),
-		"IndicatorLED": indicator(m),
-		"Status":       powerStatus(m),
-		"UUID":         nameUUID("chassis/" + m.ID),
-		"Thermal":      ref{chassisOf(m.ID) + "/Thermal"},
-		"Power":        ref{chassisOf(m.ID) + "/Power"},
+		"@odata.id":       chassisOf(m.ID),
+		"@odata.type":     "#Chassis.v1_21_0.Chassis",
+		"Id":              m.ID,
+		"Name":            "Chassis for " + m.Name,
+		"ChassisType":     "RackMount",
+		"Manufacturer":    id.Manufacturer,
+		"Model":           id.Model,
+		"SerialNumber":    serialOf(m.ID),
+		"PowerState":      string(m.Power),
+		"IndicatorLED":    indicator(m),
+		"Status":          withRollup(powerStatus(m)),
+		"UUID":            nameUUID("chassis/" + m.ID),
+		"Thermal":         ref{chassisOf(m.ID) + "/Thermal"},
+		"Power":           ref{chassisOf(m.ID) + "/Power"},
+		"PCIeDevices":     ref{chassisOf(m.ID) + "/PCIeDevices"},
+		"NetworkAdapters": ref{networkAdaptersURI(m)},
 		"Links": obj{
 			"ComputerSystems": []ref{{systemURI(m.ID)}},
 			"ManagedBy":       []ref{{managerURI(m.ID)}},
@@ -718,11 +736,14 @@ func biosRegistry() obj {
 	for _, a := range machine.BIOSAttributes {
 		o := obj{
 			"AttributeName": a.Name,
-			"DisplayName":   a.Name,
+			"DisplayName":   a.DisplayName,
 			"Type":          a.Type,
 			"DefaultValue":  a.Default,
-			"ReadOnly":      false,
-			"ResetRequired": true,
+			"ReadOnly":      a.ReadOnly,
+			"ResetRequired": !a.ReadOnly, // every change waits for the next boot
+		}
+		if a.HelpText != "" {
+			o["HelpText"] = a.HelpText
 		}
 		switch a.Type {
 		case "Enumeration":
@@ -743,7 +764,7 @@ func biosRegistry() obj {
 		"Name":            "BIOS Attribute Registry",
 		"Language":        "en",
 		"OwningEntity":    "bmlab",
-		"RegistryVersion": "1.0.0",
+		"RegistryVersion": "1.1.0",
 		"RegistryEntries": obj{"Attributes": attrs},
 	}
 }

@@ -288,7 +288,21 @@ func TestBIOSSettingsArePendingUntilReset(t *testing.T) {
 	if diff := cmp.Diff(map[string]any{"ProcTurboMode": "Disabled", "PxeRetryCount": 7.0}, attrs("/Bios/Settings")); diff != "" {
 		t.Errorf("pending (-want +got):\n%s", diff)
 	}
+	// @Redfish.Settings names the settings object's ETag, so a client sees
+	// whether what it staged is still pending.
+	settingsETag := func() (inBios, ofSettings string) {
+		b := decode(t, f.do(req{path: f.sys(0) + "/Bios"}))
+		inBios, _ = b["@Redfish.Settings"].(map[string]any)["ETag"].(string)
+		return inBios, f.do(req{path: f.sys(0) + "/Bios/Settings"}).Header().Get("ETag")
+	}
+	staged, hdr := settingsETag()
+	if staged == "" || staged != hdr {
+		t.Errorf("@Redfish.Settings ETag %q, the settings object's %q", staged, hdr)
+	}
 	f.reset(t, "ForceRestart")
+	if now, hdr := settingsETag(); now == staged || now != hdr {
+		t.Errorf("after the reset @Redfish.Settings ETag %q (staged %q), the settings object's %q", now, staged, hdr)
+	}
 	cur := attrs("/Bios")
 	if cur["ProcTurboMode"] != "Disabled" || cur["PxeRetryCount"] != 7.0 {
 		t.Errorf("current after reset: %v", cur)

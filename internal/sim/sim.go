@@ -81,7 +81,13 @@ func (b *Backend) add(name string, i int) {
 			Arch:        "x86_64",
 			MachineType: "q35",
 			NICs: []machine.NIC{
-				{MAC: fmt.Sprintf("52:54:00:%02x:%02x:%02x", (i>>16)&0xff, (i>>8)&0xff, i&0xff), Network: "baremetal", Model: "virtio"},
+				{MAC: fmt.Sprintf("52:54:00:%02x:%02x:%02x", (i>>16)&0xff, (i>>8)&0xff, i&0xff), Network: "baremetal", Model: "virtio", PCI: "0000:01:00.0"},
+			},
+			// What libvirt and QEMU give a q35 VM with these devices.
+			PCI: []machine.PCIDevice{
+				{Address: "0000:00:1f.2", Class: "MassStorageController", VendorID: 0x8086, DeviceID: 0x2922, Vendor: "Intel Corporation", Name: "82801IR/IO/IH (ICH9R/DO/DH) 6 port SATA Controller [AHCI mode]"},
+				{Address: "0000:01:00.0", Class: "NetworkController", VendorID: 0x1af4, DeviceID: 0x1041, Vendor: "Red Hat, Inc.", Name: "Virtio network device"},
+				{Address: "0000:04:00.0", Class: "MassStorageController", VendorID: 0x1af4, DeviceID: 0x1042, Vendor: "Red Hat, Inc.", Name: "Virtio block device"},
 			},
 			Disks: []machine.Disk{
 				{ID: "vda", Device: machine.DeviceDisk, Bus: "virtio", Source: "/sim/" + name + ".qcow2", Capacity: 120 << 30},

@@ -264,3 +264,49 @@ func TestFirmwareFollowsTheBMC(t *testing.T) {
 		t.Errorf("the unsigned ISO booted with secure boot on (%d markers before the secure start, %d after); serial log:\n%s", n, c, log)
 	}
 }
+
+// TestBIOSSecureBootAtReset: the BIOS attribute SecureBoot staged on a
+// running UEFI VM changes nothing until the next reset; the reset restarts
+// the VM on the secure-boot firmware, which then refuses the unsigned
+// marker ISO.
+func TestBIOSSecureBootAtReset(t *testing.T) {
+	fw := virt.DetectFirmware()
+	testenv.Require(t, fw.SecureCode != "", "OVMF with secure boot (package ovmf)")
+	lab := virttest.New(t, "vt-biossb-")
+	vm := lab.NewVM(t, "a", virttest.VMOptions{UEFI: true, DiskMarker: true})
+	ctx := context.Background()
+	svc := lab.Service
+	if err := svc.Reset(ctx, vm.ID, machine.ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	vm.WaitMarker(t, testenv.DiskMarker, 0, 2*bootTimeout)
+	if _, err := svc.SetBIOSPending(ctx, vm.ID, map[string]any{"SecureBoot": "Enabled"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.SetBoot(ctx, vm.ID, machine.BootPatch{Target: ptr(machine.BootCd), Enabled: ptr(machine.BootOnce)}); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := svc.Get(vm.ID); m.SecureBootActive || strings.Contains(lab.LiveXML(t, vm.Name, 0), fw.SecureCode) {
+		t.Fatalf("secure boot active before the reset")
+	}
+	denied := testenv.Count(vm.SerialLog, "Access Denied")
+	if err := svc.Reset(ctx, vm.ID, machine.ResetForceRestart); err != nil {
+		t.Fatal(err)
+	}
+	// The reset is answered at once and carried out after.
+	var m *machine.Machine
+	testenv.WaitFor(bootTimeout, func() bool {
+		m, _ = svc.Get(vm.ID)
+		return m.SecureBootActive && m.Power == machine.PowerOn
+	})
+	if !m.SecureBootActive || m.Settings.CurrentBIOS()["SecureBoot"] != "Enabled" || len(m.Settings.BIOSPending) != 0 {
+		t.Errorf("after the reset: active %v, BIOS SecureBoot %v, pending %v", m.SecureBootActive, m.Settings.CurrentBIOS()["SecureBoot"], m.Settings.BIOSPending)
+	}
+	if !strings.Contains(lab.LiveXML(t, vm.Name, 0), fw.SecureCode) {
+		t.Errorf("the restarted VM does not run %s", fw.SecureCode)
+	}
+	vm.WaitMarker(t, "Access Denied", denied, 2*bootTimeout)
+	if c, _ := vm.Markers(); c != 0 {
+		t.Errorf("the unsigned marker ISO booted under secure boot")
+	}
+}

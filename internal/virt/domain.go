@@ -293,6 +293,8 @@ func inventoryOf(d *libvirtxml.Domain) machine.Inventory {
 		if in.Model != nil {
 			n.Model = in.Model.Type
 		}
+		n.PCI = pciAddress(in.Address)
+		n.LinkDown = in.Link != nil && in.Link.State == "down"
 		inv.NICs = append(inv.NICs, n)
 	}
 	for _, dk := range d.Devices.Disks {
@@ -301,11 +303,12 @@ func inventoryOf(d *libvirtxml.Domain) machine.Inventory {
 			disk.Device = machine.DeviceDisk
 		}
 		if dk.Target != nil {
-			disk.Bus = dk.Target.Bus
+			disk.Bus, disk.RotationRate = dk.Target.Bus, dk.Target.RotationRate
 		}
 		disk.Source = diskSource(dk)
 		inv.Disks = append(inv.Disks, disk)
 	}
+	inv.PCI = pciOf(d)
 	return inv
 }
 

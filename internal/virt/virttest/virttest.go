@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/digitalocean/go-libvirt"
+	"libvirt.org/go/libvirtxml"
 
 	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/machine"
@@ -103,6 +104,10 @@ type VMOptions struct {
 	BootOrder []string
 	// UUID is the domain's UUID; empty lets libvirt pick one.
 	UUID string
+	// NICModels gives the VM one NIC per model (virtio, e1000e ...) on
+	// QEMU's user-mode network, with its link down: no host interface, and
+	// nothing leaves the VM.
+	NICModels []string
 }
 
 // NewVM defines a VM named prefix+name and removes it when the test ends.
@@ -140,11 +145,41 @@ func (lab *Lab) NewVM(t testing.TB, name string, o VMOptions) *VM {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
+	if len(o.NICModels) > 0 {
+		lab.addNICs(t, spec.Name, o.NICModels)
+	}
 	vm := &VM{Name: spec.Name, ID: id, SerialLog: spec.SerialLog}
-	if !testenv.WaitFor(5*time.Second, func() bool { _, err := lab.Service.Get(id); return err == nil }) {
-		t.Fatalf("the backend never saw domain %s", spec.Name)
+	if !testenv.WaitFor(5*time.Second, func() bool {
+		m, err := lab.Service.Get(id)
+		return err == nil && len(m.NICs) == len(o.NICModels)
+	}) {
+		t.Fatalf("the backend never saw domain %s with its %d NICs", spec.Name, len(o.NICModels))
 	}
 	return vm
+}
+
+// addNICs redefines a domain with user-mode NICs of the given models, their
+// links down.
+func (lab *Lab) addNICs(t testing.TB, name string, models []string) {
+	t.Helper()
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(lab.LiveXML(t, name, libvirt.DomainXMLInactive)); err != nil {
+		t.Fatal(err)
+	}
+	for _, model := range models {
+		def.Devices.Interfaces = append(def.Devices.Interfaces, libvirtxml.DomainInterface{
+			Source: &libvirtxml.DomainInterfaceSource{User: &libvirtxml.DomainInterfaceSourceUser{}},
+			Model:  &libvirtxml.DomainInterfaceModel{Type: model},
+			Link:   &libvirtxml.DomainInterfaceLink{State: "down"},
+		})
+	}
+	x, err := def.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lab.client(t).DomainDefineXML(x); err != nil {
+		t.Fatalf("define %s with NICs: %v", name, err)
+	}
 }
 
 // WaitMarker waits until marker appears in the VM's serial log more often
