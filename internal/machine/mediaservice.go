@@ -391,18 +391,22 @@ func (s *Service) attach(ctx context.Context, t *MediaTask, path string, rec Med
 	if md := MediaOf(m, t.Slot); md.Inserted {
 		return fmt.Errorf("%w: virtual media %s of %s was filled by someone else meanwhile (%s)", ErrConflict, t.Slot, m.Name, md.Image)
 	}
-	if err := s.be.SetMedia(ctx, m.ID, t.Slot, path); err != nil {
-		return fmt.Errorf("attach %s to %s of %s: %w", path, t.Slot, m.Name, err)
-	}
+	// The record of where the image came from goes first, then the image
+	// into the drive: a reader in between sees an empty drive with an
+	// insert under way (the URL), never the cache's file as if an operator
+	// had put it there.
 	st := m.Settings.Clone()
 	ms := settingsFor(&st, t.Slot)
 	ms.Image, ms.Path, ms.UserName, ms.TransferProtocol = rec.Image, path, rec.UserName, rec.TransferProtocol
 	if err := s.be.Save(ctx, m.ID, st); err != nil {
-		// Nothing half-attached: take the medium out again.
-		if uerr := s.be.SetMedia(ctx, m.ID, t.Slot, ""); uerr != nil {
-			s.log.Error("undoing a media attach failed", zap.String("machine", m.Name), zap.Error(uerr))
-		}
 		return fmt.Errorf("record media of %s: %w", m.Name, err)
+	}
+	if err := s.be.SetMedia(ctx, m.ID, t.Slot, path); err != nil {
+		// Nothing half-recorded: the record goes back to what it was.
+		if uerr := s.be.Save(ctx, m.ID, m.Settings); uerr != nil {
+			s.log.Error("undoing a media record failed", zap.String("machine", m.Name), zap.Error(uerr))
+		}
+		return fmt.Errorf("attach %s to %s of %s: %w", path, t.Slot, m.Name, err)
 	}
 	return nil
 }

@@ -2,13 +2,16 @@ package redfish
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -316,5 +319,58 @@ func TestSushyVirtualMedia(t *testing.T) {
 	m, _ := f.svc.Get(f.ids[0])
 	if m.Power != machine.PowerOn || !machine.MediaOf(m, machine.SlotCD).Inserted {
 		t.Fatalf("after sushy: power %s media %+v", m.Power, machine.MediaOf(m, machine.SlotCD))
+	}
+}
+
+// pausingBackend stops after each step of a media attach (the drive's new
+// source, the record of where it came from) until the test lets it go on.
+type pausingBackend struct {
+	*sim.Backend
+	armed  atomic.Bool
+	paused chan string
+	resume chan struct{}
+}
+
+func (p *pausingBackend) SetMedia(ctx context.Context, id string, slot machine.MediaSlot, src string) error {
+	err := p.Backend.SetMedia(ctx, id, slot, src)
+	if src != "" && p.armed.Load() {
+		p.paused <- "drive"
+		<-p.resume
+	}
+	return err
+}
+
+func (p *pausingBackend) Save(ctx context.Context, id string, s machine.Settings) error {
+	err := p.Backend.Save(ctx, id, s)
+	if p.armed.Load() && slices.ContainsFunc(s.Media, func(ms machine.MediaSettings) bool { return ms.Path != "" }) {
+		p.paused <- "record"
+		<-p.resume
+	}
+	return err
+}
+
+// TestInsertedImageIsTheURLThroughout: between the steps of an attach, and
+// after it, the member shows the URL the client inserted, never the cache's
+// file (seen 5 times in 6 cold inserts of a big image: the drive had its
+// new source before the record of where it came from).
+func TestInsertedImageIsTheURLThroughout(t *testing.T) {
+	f := newMediaFixture(t)
+	be := &pausingBackend{Backend: f.be, paused: make(chan string), resume: make(chan struct{})}
+	f.svc = machine.NewService(be, nil, machine.WithImageFetcher(mustCache(t)), machine.WithMediaWait(5*time.Second))
+	f.srv = New(f.svc, nil, WithCredentials(testUser, testPass), WithInsertWait(0))
+	f.h = f.srv.Handler()
+	be.armed.Store(true)
+	url := f.images.URL + "/small.iso"
+	wantCode(t, f.insert(0, url), http.StatusAccepted, "insert")
+	for range 2 {
+		step := <-be.paused
+		if v := decode(t, f.do(req{path: f.cd(0)})); v["Image"] != url || v["Inserted"] != true {
+			t.Errorf("after the attach's %s step: Image %v, Inserted %v; want %s, true", step, v["Image"], v["Inserted"], url)
+		}
+		be.resume <- struct{}{}
+	}
+	be.armed.Store(false)
+	if v := decode(t, f.do(req{path: f.cd(0)})); v["Image"] != url || v["Inserted"] != true {
+		t.Errorf("after the attach: Image %v, Inserted %v; want %s, true", v["Image"], v["Inserted"], url)
 	}
 }

@@ -3,8 +3,10 @@ package virt
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/digitalocean/go-libvirt"
+	"go.uber.org/zap"
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bmlab/bmlab/internal/machine"
@@ -68,8 +70,33 @@ func (b *Backend) SetMedia(_ context.Context, id string, slot machine.MediaSlot,
 		}
 		err = l.DomainUpdateDeviceFlags(e.dom, x, f)
 		return b.done(l, e, err, "change "+string(slot)+" media of")
+	case slot == machine.SlotCD && src == "":
+		return nil // no drive, nothing in it
+	case slot == machine.SlotCD && running:
+		return fmt.Errorf("%w: %s has no CD-ROM drive, and a drive cannot be plugged into a running machine (IDE and SATA do not hot-plug); power it off and insert again: vbmcd then adds one, as a BMC always has its virtual drive", machine.ErrUnsupported, e.m.Name)
 	case slot == machine.SlotCD:
-		return fmt.Errorf("%w: %s has no CD-ROM drive", machine.ErrUnsupported, e.m.Name)
+		// A BMC always has its virtual CD drive: give the domain one, for
+		// good, on the bus its machine type has.
+		bus, prefix := "ide", "hd"
+		if strings.Contains(machineType(&def), "q35") {
+			bus, prefix = "sata", "sd"
+		}
+		cd := libvirtxml.DomainDisk{
+			Device:   "cdrom",
+			Driver:   &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
+			Source:   &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: src}},
+			Target:   &libvirtxml.DomainDiskTarget{Dev: freeDev(&def, prefix), Bus: bus},
+			ReadOnly: &libvirtxml.DomainDiskReadOnly{},
+		}
+		x, err := cd.Marshal()
+		if err != nil {
+			return fmt.Errorf("encode the CD drive of %s: %w", e.m.Name, err)
+		}
+		err = l.DomainAttachDeviceFlags(e.dom, x, uint32(libvirt.DomainDeviceModifyConfig))
+		if err == nil {
+			b.log.Info("added a CD-ROM drive for virtual media", zap.String("domain", e.m.Name), zap.String("bus", bus))
+		}
+		return b.done(l, e, err, "add a CD-ROM drive to")
 	}
 	// The USB stick: plug in, swap, or pull out.
 	if usb != nil {
