@@ -3,10 +3,13 @@ package virt_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/digitalocean/go-libvirt"
+	"libvirt.org/go/libvirtxml"
 
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
@@ -20,14 +23,16 @@ import (
 func TestCDDriveAddedForVirtualMedia(t *testing.T) {
 	lab := virttest.New(t, "vt-cdadd-")
 	vm := lab.NewVM(t, "a", virttest.VMOptions{NoCD: true, DiskMarker: true})
+	withoutCD(t, lab, vm)
 	ctx := context.Background()
 	iso := testenv.MarkerISO(t)
 	if err := lab.Backend.SetMedia(ctx, vm.ID, machine.SlotCD, iso); err != nil {
 		t.Fatalf("insert into a domain without a CD drive, off: %v", err)
 	}
 	def := lab.LiveXML(t, vm.Name, libvirt.DomainXMLInactive)
-	if !strings.Contains(def, "device='cdrom'") || !strings.Contains(def, iso) || !strings.Contains(def, "bus='ide'") {
-		t.Fatalf("no CD drive with the image on the pc machine's IDE bus:\n%s", def)
+	// virttest's machines are q35: SATA.
+	if !strings.Contains(def, "device='cdrom'") || !strings.Contains(def, iso) || !strings.Contains(def, "bus='sata'") {
+		t.Fatalf("no CD drive with the image on the q35 machine's SATA bus:\n%s", def)
 	}
 	m, _ := lab.Service.Get(vm.ID)
 	if md := machine.MediaOf(m, machine.SlotCD); md.Drive == nil {
@@ -45,6 +50,7 @@ func TestCDDriveAddedForVirtualMedia(t *testing.T) {
 
 	// A running domain without a drive: refused, saying what to do.
 	run := lab.NewVM(t, "b", virttest.VMOptions{NoCD: true, DiskMarker: true})
+	withoutCD(t, lab, run)
 	if err := lab.Service.Reset(ctx, run.ID, machine.ResetOn); err != nil {
 		t.Fatal(err)
 	}
@@ -52,5 +58,29 @@ func TestCDDriveAddedForVirtualMedia(t *testing.T) {
 	err := lab.Backend.SetMedia(ctx, run.ID, machine.SlotCD, iso)
 	if !errors.Is(err, machine.ErrUnsupported) || !strings.Contains(err.Error(), "power it off") {
 		t.Errorf("insert into a running domain without a CD drive: %v", err)
+	}
+}
+
+// withoutCD redefines a VM without the CD drive labvirt gives every domain,
+// as a domain defined by other tools may be.
+func withoutCD(t *testing.T, lab *virttest.Lab, vm *virttest.VM) {
+	t.Helper()
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(lab.LiveXML(t, vm.Name, libvirt.DomainXMLInactive)); err != nil {
+		t.Fatal(err)
+	}
+	def.Devices.Disks = slices.DeleteFunc(def.Devices.Disks, func(d libvirtxml.DomainDisk) bool { return d.Device == "cdrom" })
+	x, err := def.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lab.Client.DomainDefineXML(x); err != nil {
+		t.Fatal(err)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool {
+		m, err := lab.Service.Get(vm.ID)
+		return err == nil && machine.MediaOf(m, machine.SlotCD).Drive == nil
+	}) {
+		t.Fatalf("the backend still sees a CD drive on %s", vm.Name)
 	}
 }
