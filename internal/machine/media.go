@@ -197,12 +197,15 @@ type ImageFetcher interface {
 	Fetch(ctx context.Context, req ImageRequest) (img FetchedImage, release func(), err error)
 }
 
-// mediaTarget checks that a machine can hold media in slot.
+// mediaTarget checks that a machine can hold media in slot. A machine
+// without a CD-ROM drive takes an insert while it is off: a BMC always has
+// its virtual drive, and the backend adds one when it attaches the image.
+// A running one cannot get a drive (IDE and SATA do not hot-plug).
 func mediaTarget(m *Machine, slot MediaSlot) error {
 	switch slot {
 	case SlotCD:
-		if driveFor(m, SlotCD) == nil {
-			return fmt.Errorf("%w: %s has no CD-ROM drive", ErrUnsupported, m.Name)
+		if driveFor(m, SlotCD) == nil && m.Power != PowerOff {
+			return fmt.Errorf("%w: %s has no CD-ROM drive, and a drive cannot be plugged into a running machine (IDE and SATA do not hot-plug); power it off and insert again: vbmcd then adds one, as a BMC always has its virtual drive", ErrUnsupported, m.Name)
 		}
 	case SlotRemovable:
 	default:

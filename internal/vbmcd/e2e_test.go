@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -320,7 +321,12 @@ func TestE2EAuth(t *testing.T) {
 // on loopback, inserted over Redfish, boots the VM.
 func TestE2EVirtualMedia(t *testing.T) {
 	lab := virttest.New(t, "e2e-vmedia-")
+	// Domains without a CD drive, as other tools define them: a BMC always
+	// has its virtual drive, so an insert while off adds one.
 	vm := lab.NewVM(t, "a", virttest.VMOptions{NoCD: true, DiskMarker: true})
+	lab.RemoveCD(t, vm)
+	running := lab.NewVM(t, "b", virttest.VMOptions{NoCD: true, DiskMarker: true})
+	lab.RemoveCD(t, running)
 	url := daemon(t, "e2e-vmedia-")
 	iso := testenv.MarkerISO(t)
 	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, iso) }))
@@ -355,5 +361,23 @@ func TestE2EVirtualMedia(t *testing.T) {
 	vm.WaitMarker(t, testenv.Marker, 0, bootTimeout)
 	if _, d := vm.Markers(); d != 0 {
 		t.Errorf("the disk booted although the inserted CD was the Once target")
+	}
+
+	// A running domain cannot get a drive: refused at once, saying what to do.
+	if c := post("POST", "/redfish/v1/Systems/"+running.ID+"/Actions/ComputerSystem.Reset", `{"ResetType":"On"}`); c/100 != 2 {
+		t.Fatalf("Reset On: %d", c)
+	}
+	lab.WaitPower(t, running.ID, machine.PowerOn, bootTimeout)
+	req, _ := http.NewRequest("POST", url+"/redfish/v1/Managers/"+running.ID+"/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia", strings.NewReader(`{"Image":"`+img.URL+`/boot.iso"}`))
+	req.SetBasicAuth("admin", "e2e-pass")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "power it off and insert again") {
+		t.Errorf("insert into a running domain without a CD drive: %d %s", resp.StatusCode, body)
 	}
 }

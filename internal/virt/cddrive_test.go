@@ -3,13 +3,10 @@ package virt_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/digitalocean/go-libvirt"
-	"libvirt.org/go/libvirtxml"
 
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
@@ -23,7 +20,7 @@ import (
 func TestCDDriveAddedForVirtualMedia(t *testing.T) {
 	lab := virttest.New(t, "vt-cdadd-")
 	vm := lab.NewVM(t, "a", virttest.VMOptions{NoCD: true, DiskMarker: true})
-	withoutCD(t, lab, vm)
+	lab.RemoveCD(t, vm)
 	ctx := context.Background()
 	iso := testenv.MarkerISO(t)
 	if err := lab.Backend.SetMedia(ctx, vm.ID, machine.SlotCD, iso); err != nil {
@@ -50,7 +47,7 @@ func TestCDDriveAddedForVirtualMedia(t *testing.T) {
 
 	// A running domain without a drive: refused, saying what to do.
 	run := lab.NewVM(t, "b", virttest.VMOptions{NoCD: true, DiskMarker: true})
-	withoutCD(t, lab, run)
+	lab.RemoveCD(t, run)
 	if err := lab.Service.Reset(ctx, run.ID, machine.ResetOn); err != nil {
 		t.Fatal(err)
 	}
@@ -58,29 +55,5 @@ func TestCDDriveAddedForVirtualMedia(t *testing.T) {
 	err := lab.Backend.SetMedia(ctx, run.ID, machine.SlotCD, iso)
 	if !errors.Is(err, machine.ErrUnsupported) || !strings.Contains(err.Error(), "power it off") {
 		t.Errorf("insert into a running domain without a CD drive: %v", err)
-	}
-}
-
-// withoutCD redefines a VM without the CD drive labvirt gives every domain,
-// as a domain defined by other tools may be.
-func withoutCD(t *testing.T, lab *virttest.Lab, vm *virttest.VM) {
-	t.Helper()
-	var def libvirtxml.Domain
-	if err := def.Unmarshal(lab.LiveXML(t, vm.Name, libvirt.DomainXMLInactive)); err != nil {
-		t.Fatal(err)
-	}
-	def.Devices.Disks = slices.DeleteFunc(def.Devices.Disks, func(d libvirtxml.DomainDisk) bool { return d.Device == "cdrom" })
-	x, err := def.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lab.Client.DomainDefineXML(x); err != nil {
-		t.Fatal(err)
-	}
-	if !testenv.WaitFor(5*time.Second, func() bool {
-		m, err := lab.Service.Get(vm.ID)
-		return err == nil && machine.MediaOf(m, machine.SlotCD).Drive == nil
-	}) {
-		t.Fatalf("the backend still sees a CD drive on %s", vm.Name)
 	}
 }

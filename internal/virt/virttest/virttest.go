@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -247,4 +248,29 @@ func (lab *Lab) LiveXML(t testing.TB, name string, flags libvirt.DomainXMLFlags)
 		t.Fatal(fmt.Errorf("dumpxml %s: %w", name, err))
 	}
 	return x
+}
+
+// RemoveCD redefines a VM without the CD drive labvirt gives every domain,
+// as a domain defined by other tools may be, and waits until the backend
+// sees it so.
+func (lab *Lab) RemoveCD(t testing.TB, vm *VM) {
+	t.Helper()
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(lab.LiveXML(t, vm.Name, libvirt.DomainXMLInactive)); err != nil {
+		t.Fatal(err)
+	}
+	def.Devices.Disks = slices.DeleteFunc(def.Devices.Disks, func(d libvirtxml.DomainDisk) bool { return d.Device == "cdrom" })
+	x, err := def.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lab.Client.DomainDefineXML(x); err != nil {
+		t.Fatal(err)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool {
+		m, err := lab.Service.Get(vm.ID)
+		return err == nil && machine.MediaOf(m, machine.SlotCD).Drive == nil
+	}) {
+		t.Fatalf("the backend still sees a CD drive on %s", vm.Name)
+	}
 }
