@@ -41,6 +41,7 @@ type options struct {
 	systems   int
 	attack    string
 	n         int
+	rate      int
 }
 
 // Run parses args, runs the benchmark and writes the report to out.
@@ -61,6 +62,7 @@ func Run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.systems, "systems", 10, "systems of the sim backend when rfbench starts the server")
 	fs.StringVar(&o.attack, "attack", "", "send -n hostile requests of one kind (padded-basic, bad-basic, bad-session, sessions, big-body, long-path) to -url and report the server's memory (needs -server-pid)")
 	fs.IntVar(&o.n, "n", 10000, "requests to send with -attack")
+	fs.IntVar(&o.rate, "rate", 0, "at most this many requests a second over all connections, for soaks (default: as fast as the connections go)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -245,6 +247,7 @@ func load(ctx context.Context, base *url.URL, o options) (*result, error) {
 		failed error
 	}
 	results := make([]connResult, o.conns)
+	tokens := pace(ctx, o.rate)
 	var wg sync.WaitGroup
 	for i := range o.conns {
 		c, err := dial(base)
@@ -259,6 +262,13 @@ func load(ctx context.Context, base *url.URL, o options) (*result, error) {
 			r.lat = make([]time.Duration, 0, 1<<16)
 			br := bufio.NewReaderSize(c, 64<<10)
 			for ctx.Err() == nil {
+				if tokens != nil {
+					select {
+					case <-tokens:
+					case <-ctx.Done():
+						return
+					}
+				}
 				start := time.Now()
 				if _, err := c.Write(reqBytes); err != nil {
 					r.failed = err
@@ -311,6 +321,32 @@ func load(ctx context.Context, base *url.URL, o options) (*result, error) {
 	res.requests = len(res.latencies)
 	slices.Sort(res.latencies)
 	return res, nil
+}
+
+// pace hands out rate tokens a second until ctx ends; nil for no limit.
+// A token nobody is ready to take is lost, so a slow server is not
+// followed by a burst.
+func pace(ctx context.Context, rate int) <-chan struct{} {
+	if rate <= 0 {
+		return nil
+	}
+	tokens := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Second / time.Duration(rate))
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				select {
+				case tokens <- struct{}{}:
+				default:
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return tokens
 }
 
 // readResponse reads one response with a Content-Length body and returns

@@ -26,6 +26,24 @@ import (
 
 var user, pass = "admin", "password"
 
+// tokens paces the clients when -rate is set (nil: no limit).
+var tokens <-chan struct{}
+
+// pace hands out rate tokens a second; one nobody is ready to take is lost,
+// so a slow server is not followed by a burst.
+func pace(rate int) <-chan struct{} {
+	c := make(chan struct{})
+	go func() {
+		for range time.Tick(time.Second / time.Duration(rate)) {
+			select {
+			case c <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return c
+}
+
 func main() {
 	mode := flag.String("mode", "qps", "qps, idle, sessions (serve: internal)")
 	bmcs := flag.Int("bmcs", 8, "number of BMCs")
@@ -35,7 +53,11 @@ func main() {
 	sessions := flag.Int("sessions", 100000, "sessions to open in -mode sessions")
 	suite := flag.Int("suite", 17, "cipher suite")
 	pid := flag.Int("pid", 0, "drive the BMCs of a running vbmcd (its PID, for CPU and memory) at -base on 127.0.0.1 instead of starting a server; the password comes from IPMILOAD_PASSWORD")
+	rate := flag.Int("rate", 0, "at most this many queries a second over all clients, for soaks (default: as fast as the clients go)")
 	flag.Parse()
+	if *rate > 0 {
+		tokens = pace(*rate)
+	}
 	if *pid != 0 {
 		if p := os.Getenv("IPMILOAD_PASSWORD"); p != "" {
 			pass = p
@@ -96,6 +118,9 @@ func drive(clients, bmcs, base, suite int, d time.Duration, count int) (int, int
 				}
 				if count == 0 && time.Now().After(deadline) {
 					return
+				}
+				if tokens != nil {
+					<-tokens
 				}
 				if query(addr, suite) {
 					ok.Add(1)
