@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
 
@@ -15,7 +16,7 @@ import (
 // either backend, for people testing how Ironic, Metal3 or their own tools
 // recover: added latency, a number of Redfish requests answered with an
 // error, IPMI packets dropped, power-ons refused, a BMC reboot window during
-// which nothing answers. They live in memory; `vbmcd fault` and the
+// which nothing answers, virtual media that never loads. They live in memory; `vbmcd fault` and the
 // config's faults: set them at run time.
 
 // Fault is what is injected for one machine. Counts are used up by the
@@ -32,6 +33,10 @@ type Fault struct {
 	// RefusePowerOn makes every start of the machine fail after it was
 	// accepted, as a power supply that does not come up.
 	RefusePowerOn bool `json:"refusePowerOn,omitempty"`
+	// MediaStuck holds the machine's virtual-media inserts: the task stays
+	// Running and nothing is attached until the fault is cleared (the
+	// insert then goes on) or the media is ejected (the task is cancelled).
+	MediaStuck bool `json:"mediaStuck,omitempty"`
 	// DownUntil is the end of a BMC reboot window: until then neither face
 	// answers for the machine (Redfish connections are closed unanswered,
 	// IPMI packets dropped).
@@ -42,7 +47,7 @@ type Fault struct {
 var FaultStatuses = []int{503, 409}
 
 func (f Fault) empty() bool {
-	return f.Latency == 0 && f.HTTPErrors == 0 && f.IPMIDrop == 0 && !f.RefusePowerOn && f.DownUntil.IsZero()
+	return f.Latency == 0 && f.HTTPErrors == 0 && f.IPMIDrop == 0 && !f.RefusePowerOn && !f.MediaStuck && f.DownUntil.IsZero()
 }
 
 type faults struct {
@@ -162,4 +167,34 @@ func (s *Service) refusesPowerOn(id string) error {
 		return errPowerOnRefused
 	}
 	return nil
+}
+
+// mediaStuck reports whether inserts into machine id are held.
+func (s *Service) mediaStuck(id string) bool {
+	if !s.faults.any.Load() {
+		return false
+	}
+	s.faults.mu.Lock()
+	defer s.faults.mu.Unlock()
+	f := s.faults.by[id]
+	return f != nil && f.MediaStuck
+}
+
+// holdStuckMedia waits while inserts into machine id are held by a
+// MediaStuck fault, and reports false if ctx ends first (an eject).
+func (s *Service) holdStuckMedia(ctx context.Context, id, name string) bool {
+	if !s.mediaStuck(id) {
+		return true
+	}
+	s.log.Warn("virtual media insert held (injected fault; vbmcd fault clear lifts it)", zap.String("machine", name))
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for s.mediaStuck(id) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
 }

@@ -368,6 +368,10 @@ func (s *Service) runInsert(ctx context.Context, t *MediaTask, fr ImageRequest, 
 		return
 	}
 	defer release()
+	if !s.holdStuckMedia(ctx, t.MachineID, t.MachineName) {
+		s.endTask(t, TaskCancelled, fmt.Errorf("ejected while loading"))
+		return
+	}
 	unlock := s.lock(t.MachineID)
 	defer unlock()
 	if !t.running() {

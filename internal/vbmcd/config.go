@@ -62,6 +62,9 @@ type Config struct {
 
 	LogLevel  string
 	LogFormat string
+
+	// Faults are injected from the start (vbmcd fault changes them later).
+	Faults []faultSpec
 }
 
 func (c *Config) bind(fs *pflag.FlagSet) {
@@ -104,6 +107,7 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.IPMICipher0, "ipmi-cipher0", false, "accept IPMI cipher suite 0 (no authentication at all)")
 	fs.IntVar(&c.IPMIMaxSessions, "ipmi-max-sessions", 16, "IPMI sessions per BMC")
 	fs.DurationVar(&c.IPMISessionTimeout, "ipmi-session-timeout", 60*time.Second, "idle timeout of IPMI sessions")
+	fs.Var(&faultList{specs: &c.Faults}, "fault", `inject faults from the start, repeatable: {"machine":"NAME","latency":"300ms","httpErrors":2,"httpStatus":503,"ipmiDrop":1,"refusePowerOn":true,"mediaStuck":true,"down":"30s"} (see vbmcd fault set)`)
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "console", "console or json")
 }

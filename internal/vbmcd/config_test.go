@@ -64,6 +64,9 @@ func TestBadSettingsSayWhatIsWrong(t *testing.T) {
 		{"port base", []string{"--ipmi-port-base", "70000"}, nil, "", "want a UDP port"},
 		{"creds", []string{"--credentials-file", creds}, nil, "", "must both be set"},
 		{"creds readable by others", []string{"--credentials-file", open}, nil, "", "chmod 600 " + open},
+		{"fault without machine", []string{"--fault", `{"latency":"1s"}`}, nil, "", "name the machine"},
+		{"fault key", []string{"--fault", `{"machine":"a","latancy":"1s"}`}, nil, "", `unknown field "latancy"`},
+		{"fault duration", []string{"--fault", `{"machine":"a","down":"soon"}`}, nil, "", `down "soon": want a duration`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -138,5 +141,22 @@ func TestLibvirtHostsFromFlagsAndFile(t *testing.T) {
 		if err == nil {
 			t.Errorf("%v: accepted", bad)
 		}
+	}
+}
+
+// The config file's fault: list is one object per machine, as the flag.
+func TestFaultsFromConfigFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "vbmcd.yaml")
+	os.WriteFile(file, []byte("fault:\n- {machine: node-0, latency: 300ms, httpErrors: 2}\n- {machine: node-1, refusePowerOn: true, mediaStuck: true, down: 30s}\n"), 0o600)
+	c, err := parse(t, nil, nil, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []faultSpec{
+		{Machine: "node-0", Latency: "300ms", HTTPErrors: 2},
+		{Machine: "node-1", RefusePowerOn: true, MediaStuck: true, Down: "30s"},
+	}
+	if diff := cmp.Diff(want, c.Faults); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

@@ -31,18 +31,21 @@ import (
 const adminSocketName = "admin.sock"
 
 // faultSpec is a Fault as a client gives it: durations as text, the down
-// window as a length from now.
+// window as a length from now. Machine names the machine in the config
+// file's fault: list; the admin API takes it from the path.
 type faultSpec struct {
+	Machine       string `json:"machine,omitempty"`
 	Latency       string `json:"latency,omitempty"`
 	HTTPErrors    int    `json:"httpErrors,omitempty"`
 	HTTPStatus    int    `json:"httpStatus,omitempty"`
 	IPMIDrop      int    `json:"ipmiDrop,omitempty"`
 	RefusePowerOn bool   `json:"refusePowerOn,omitempty"`
+	MediaStuck    bool   `json:"mediaStuck,omitempty"`
 	Down          string `json:"down,omitempty"`
 }
 
 func (f faultSpec) fault(now time.Time) (machine.Fault, error) {
-	out := machine.Fault{HTTPErrors: f.HTTPErrors, HTTPStatus: f.HTTPStatus, IPMIDrop: f.IPMIDrop, RefusePowerOn: f.RefusePowerOn}
+	out := machine.Fault{HTTPErrors: f.HTTPErrors, HTTPStatus: f.HTTPStatus, IPMIDrop: f.IPMIDrop, RefusePowerOn: f.RefusePowerOn, MediaStuck: f.MediaStuck}
 	for _, d := range []struct {
 		name, text string
 		set        func(time.Duration)
@@ -101,6 +104,10 @@ func adminHandler(svc *machine.Service) http.Handler {
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&spec); err != nil {
 			writeAdmin(w, http.StatusBadRequest, map[string]string{"error": "not a fault: " + err.Error()})
+			return
+		}
+		if spec.Machine != "" && spec.Machine != r.PathValue("machine") {
+			writeAdmin(w, http.StatusBadRequest, map[string]string{"error": "the body names machine " + spec.Machine + ", the path " + r.PathValue("machine")})
 			return
 		}
 		f, err := spec.fault(time.Now())
@@ -203,7 +210,7 @@ used up) and are gone when vbmcd restarts.`,
 	}
 	var spec faultSpec
 	set := &cobra.Command{
-		Use:   "set MACHINE [--latency D] [--http-errors N [--http-status 503|409]] [--ipmi-drop N] [--refuse-power-on] [--down D]",
+		Use:   "set MACHINE [--latency D] [--http-errors N [--http-status 503|409]] [--ipmi-drop N] [--refuse-power-on] [--media-stuck] [--down D]",
 		Short: "Set (replace) a machine's faults",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -216,6 +223,7 @@ used up) and are gone when vbmcd restarts.`,
 	f.IntVar(&spec.HTTPStatus, "http-status", 503, "503 (with Retry-After) or 409")
 	f.IntVar(&spec.IPMIDrop, "ipmi-drop", 0, "drop the BMC's next N IPMI packets")
 	f.BoolVar(&spec.RefusePowerOn, "refuse-power-on", false, "power-ons are accepted, and the machine stays off (Status.Health Critical, IPMI power fault)")
+	f.BoolVar(&spec.MediaStuck, "media-stuck", false, "virtual-media inserts stay Running with nothing attached until the fault is cleared (they then go on) or the media ejected")
 	f.StringVar(&spec.Down, "down", "", "a BMC reboot window: nothing answers for the machine for this long (e.g. 30s)")
 	clear := &cobra.Command{
 		Use:   "clear MACHINE",
@@ -252,6 +260,9 @@ func describe(f machine.Fault) string {
 	if f.RefusePowerOn {
 		parts = append(parts, "power-on refused")
 	}
+	if f.MediaStuck {
+		parts = append(parts, "media inserts held")
+	}
 	if !f.DownUntil.IsZero() {
 		parts = append(parts, "down until "+f.DownUntil.Format(time.TimeOnly))
 	}
@@ -259,4 +270,46 @@ func describe(f machine.Fault) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// faultList is the fault flag and the config file's fault: list: one JSON
+// object per machine, a faultSpec with its machine (name or UUID).
+type faultList struct{ specs *[]faultSpec }
+
+func (l *faultList) String() string { return "" }
+func (l *faultList) Type() string   { return "json" }
+func (l *faultList) Set(v string) error {
+	var spec faultSpec
+	dec := json.NewDecoder(strings.NewReader(v))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		return fmt.Errorf("%s: want a JSON object such as {\"machine\":\"node-0\",\"latency\":\"300ms\"}: %w", v, err)
+	}
+	if spec.Machine == "" {
+		return fmt.Errorf("%s: name the machine (\"machine\": its domain name or UUID)", v)
+	}
+	if _, err := spec.fault(time.Now()); err != nil {
+		return fmt.Errorf("machine %s: %w", spec.Machine, err)
+	}
+	*l.specs = append(*l.specs, spec)
+	return nil
+}
+
+// applyFaults sets the configured faults on their machines at start-up; a
+// machine that is not there is an error, so a typo does not leave a test
+// run without the fault it meant to have.
+func applyFaults(svc *machine.Service, specs []faultSpec) error {
+	for _, spec := range specs {
+		f, err := spec.fault(time.Now())
+		if err == nil {
+			_, err = svc.SetFault(spec.Machine, f)
+		}
+		if errors.Is(err, machine.ErrNotFound) {
+			return fmt.Errorf("fault: no machine %s (name a served domain or its UUID; vbmcd ipmi list shows them)", spec.Machine)
+		}
+		if err != nil {
+			return fmt.Errorf("fault for %s: %w", spec.Machine, err)
+		}
+	}
+	return nil
 }

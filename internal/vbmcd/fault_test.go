@@ -3,10 +3,12 @@ package vbmcd
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -15,6 +17,8 @@ import (
 	"time"
 
 	"github.com/bmlab/bmlab/internal/testenv"
+	"github.com/bmlab/bmlab/internal/virt/virttest"
+	"github.com/digitalocean/go-libvirt"
 )
 
 // TestFaults: each fault set with `vbmcd fault` on a running daemon is what
@@ -151,5 +155,122 @@ func TestFaults(t *testing.T) {
 	err = Run(context.Background(), Streams{Out: &out, ErrOut: &out}, []string{"fault", "--state-dir", t.TempDir(), "list"})
 	if err == nil || !strings.Contains(err.Error(), "is it running with this --state-dir") {
 		t.Errorf("fault with no daemon: %v", err)
+	}
+}
+
+// TestE2EFaults: faults from the config, on the libvirt backend and real
+// qemu. A 409 from the first request on; a power-on accepted and refused,
+// with libvirt's domain staying shut off; a media insert held with nothing
+// in the drive. Cleared at run time, the held insert goes on and the
+// machine boots the image.
+func TestE2EFaults(t *testing.T) {
+	lab := virttest.New(t, "e2e-fault-")
+	a := lab.NewVM(t, "a", virttest.VMOptions{NoCD: true, DiskMarker: true})
+	b := lab.NewVM(t, "b", virttest.VMOptions{NoCD: true, DiskMarker: true})
+	var stateDir string
+	url := daemon(t, "e2e-fault-", func(c *Config) {
+		stateDir = c.StateDir
+		c.Faults = []faultSpec{
+			{Machine: a.Name, HTTPErrors: 1, HTTPStatus: 409},
+			{Machine: b.ID, RefusePowerOn: true, MediaStuck: true},
+		}
+	})
+	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, testenv.MarkerISO(t)) }))
+	defer img.Close()
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	do := func(method, path, body string) (int, http.Header, string) {
+		t.Helper()
+		r, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+		r.SetBasicAuth("admin", "e2e-pass")
+		if body != "" {
+			r.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := hc.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(b)
+	}
+
+	// From the config: in force from the first request.
+	if code, _, body := do("GET", "/redfish/v1/Systems/"+a.ID, ""); code != 409 || !strings.Contains(body, "ResourceInUse") {
+		t.Errorf("first GET under the configured fault: %d %s", code, body)
+	}
+	if code, _, _ := do("GET", "/redfish/v1/Systems/"+a.ID, ""); code != 200 {
+		t.Errorf("second GET: %d, want 200", code)
+	}
+
+	// A refused power-on: accepted; libvirt's domain stays shut off, and
+	// the system says why.
+	if code, _, body := do("POST", "/redfish/v1/Systems/"+b.ID+"/Actions/ComputerSystem.Reset", `{"ResetType":"On"}`); code != 204 {
+		t.Fatalf("Reset On under refusePowerOn: %d %s", code, body)
+	}
+	var sys struct {
+		PowerState string
+		Status     struct{ Health string }
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool {
+		_, _, body := do("GET", "/redfish/v1/Systems/"+b.ID, "")
+		json.Unmarshal([]byte(body), &sys)
+		return sys.PowerState == "Off" && sys.Status.Health == "Critical"
+	}) {
+		t.Errorf("after the refused power-on: %+v, want Off and Critical", sys)
+	}
+	if st := lab.DomainState(t, b.Name); st != libvirt.DomainShutoff {
+		t.Errorf("libvirt says the refused domain is in state %d, want shut off", st)
+	}
+
+	// A held insert: the task runs on, the drive stays empty.
+	code, h, body := do("POST", "/redfish/v1/Managers/"+b.ID+"/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia", `{"Image":"`+img.URL+`/boot.iso"}`)
+	if code != 202 || h.Get("Location") == "" {
+		t.Fatalf("InsertMedia under mediaStuck: %d %s", code, body)
+	}
+	var accepted struct {
+		ID string `json:"@odata.id"`
+	}
+	json.Unmarshal([]byte(body), &accepted)
+	task := accepted.ID // the Task, which outlives its monitor
+	if !strings.HasPrefix(task, "/redfish/v1/TaskService/Tasks/") {
+		t.Fatalf("InsertMedia answered no task: %s", body)
+	}
+	taskState := func() string {
+		var tk struct{ TaskState string }
+		_, _, body := do("GET", task, "")
+		json.Unmarshal([]byte(body), &tk)
+		return tk.TaskState
+	}
+	deadline := time.Now().Add(2 * time.Second) // the 1 MB image loads in milliseconds
+	for time.Now().Before(deadline) {
+		if s := taskState(); s != "Running" {
+			t.Fatalf("held insert: task %s, want Running", s)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if x := lab.LiveXML(t, b.Name, libvirt.DomainXMLInactive); strings.Contains(x, ".iso") {
+		t.Errorf("a held insert put an image into the domain:\n%s", x)
+	}
+
+	// Cleared at run time: the insert completes, the machine boots it.
+	var out bytes.Buffer
+	if err := Run(context.Background(), Streams{Out: &out, ErrOut: &out}, []string{"fault", "--state-dir", stateDir, "clear", b.Name}); err != nil {
+		t.Fatalf("vbmcd fault clear: %v\n%s", err, out.String())
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return taskState() == "Completed" }) {
+		_, _, body := do("GET", task, "")
+		t.Fatalf("the insert did not complete once the fault was cleared: %s %s", task, body)
+	}
+	if code, _, body := do("PATCH", "/redfish/v1/Systems/"+b.ID, `{"Boot":{"BootSourceOverrideTarget":"Cd","BootSourceOverrideEnabled":"Once"}}`); code/100 != 2 {
+		t.Fatalf("PATCH boot: %d %s", code, body)
+	}
+	if code, _, body := do("POST", "/redfish/v1/Systems/"+b.ID+"/Actions/ComputerSystem.Reset", `{"ResetType":"On"}`); code != 204 {
+		t.Fatalf("Reset On after clearing: %d %s", code, body)
+	}
+	b.WaitMarker(t, testenv.Marker, 0, bootTimeout)
+	_, _, body = do("GET", "/redfish/v1/Systems/"+b.ID, "")
+	json.Unmarshal([]byte(body), &sys)
+	if sys.Status.Health != "OK" {
+		t.Errorf("after a good power-on the health is %q, want OK", sys.Status.Health)
 	}
 }

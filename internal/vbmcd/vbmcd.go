@@ -195,6 +195,9 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		func() float64 { return float64(svc.PowerQueue().Queued) })
 	registerSources(reg, be, cache)
 	svc.Watch(ctx)
+	if err := applyFaults(svc, cfg.Faults); err != nil {
+		return err
+	}
 
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w (choose another with --state-dir)", err)
