@@ -631,7 +631,11 @@ func (c *Cache) download(ctx context.Context, stall *time.Timer, resp *http.Resp
 		first = min(growStep, c.cfg.MaxBytes)
 	}
 	if err := res.grow(first); err != nil {
-		return machine.FetchedImage{}, &machine.MediaError{Kind: machine.MediaNoSpace, Image: image, Err: err}
+		// An image of unknown length may still fit in less than a step:
+		// it then takes room exactly as it is written (boundedWriter).
+		if length >= 0 || res.grow(0) != nil {
+			return machine.FetchedImage{}, &machine.MediaError{Kind: machine.MediaNoSpace, Image: image, Err: err}
+		}
 	}
 	f, err := os.CreateTemp(c.tmp, "dl-*")
 	if err != nil {
@@ -721,6 +725,10 @@ func lengthText(n int64) string {
 	return fmt.Sprint(n)
 }
 
+// diskHeadroom is what a download leaves free on the cache's file system,
+// for qemu, libvirt and the rest of the host.
+const diskHeadroom = 64 << 20
+
 // growStep is how much room a download of unknown length takes at a time.
 const growStep = 64 << 20
 
@@ -796,8 +804,8 @@ func (c *Cache) makeRoomLocked(need int64, inUse func() []string) error {
 		}
 	}
 	free, err := c.statfs(c.cfg.Dir)
-	if err == nil && free < need+(64<<20) {
-		return fmt.Errorf("disk full: %s has %d bytes free, the image needs %d", c.cfg.Dir, free, need)
+	if err == nil && free < need+diskHeadroom {
+		return fmt.Errorf("disk full: %s has %d bytes free; the image needs %d more, and %d are left free for the rest of the host (free space there, or choose another --media-dir)", c.cfg.Dir, free, need, diskHeadroom)
 	}
 	return nil
 }
