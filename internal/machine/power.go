@@ -152,6 +152,9 @@ func (s *Service) Reset(ctx context.Context, id string, rt ResetType) (err error
 		return invalidf("unknown reset type %q", rt)
 	}
 	m, err := s.be.Get(id)
+	if err == nil {
+		err = usable(m)
+	}
 	if err != nil {
 		return err
 	}

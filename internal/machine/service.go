@@ -90,11 +90,23 @@ func (s *Service) resolve(id string) (*Machine, func(), error) {
 	unlock := s.lock(m.ID)
 	// Re-read under the lock: the snapshot may have changed meanwhile.
 	m, err = s.be.Get(m.ID)
+	if err == nil {
+		err = usable(m)
+	}
 	if err != nil {
 		unlock()
 		return nil, nil, err
 	}
 	return m, unlock, nil
+}
+
+// usable refuses changes to a machine whose host cannot be reached: its
+// snapshot is only the last known state.
+func usable(m *Machine) error {
+	if m.Unavailable != "" {
+		return fmt.Errorf("%w: %s; changes are refused until it answers again", ErrUnavailable, m.Unavailable)
+	}
+	return nil
 }
 
 // boots reports whether a reset of a machine in power state p starts a boot.

@@ -244,6 +244,11 @@ type Machine struct {
 	// PowerFault is why the last power action failed after it was
 	// accepted ("" once one succeeds); it lives in memory only.
 	PowerFault string
+	// Unavailable says why the machine's host cannot be reached now ("" when
+	// it can). The rest of the snapshot is then its last known state: it is
+	// served to readers (a libvirtd restart leaves the VMs running), and
+	// every change is refused with ErrUnavailable until the host is back.
+	Unavailable string
 	// Generation grows whenever the snapshot changes. Together with ID it
 	// identifies a snapshot, which lets faces cache what they render.
 	Generation uint64

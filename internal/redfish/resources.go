@@ -144,15 +144,29 @@ func powerStatus(m *machine.Machine) obj {
 	if m.Power == machine.PowerOff {
 		st = status("StandbyOffline")
 	}
+	var conds []obj
+	if m.Unavailable != "" {
+		// The host is unreachable: what is shown is the last known state,
+		// and changes answer 503 until the host is back.
+		st["State"], st["Health"] = "UnavailableOffline", "Warning"
+		conds = append(conds, obj{
+			"MessageId": baseRegistryID + "." + string(MsgCouldNotEstablishConnection),
+			"Message":   m.Unavailable + "; the state shown is the last known one, and changes are refused until the host answers again",
+			"Severity":  "Warning",
+		})
+	}
 	if m.PowerFault != "" {
 		// An accepted power action failed later: the client learns it here
 		// (and in the log), until an action succeeds.
 		st["Health"] = "Critical"
-		st["Conditions"] = []obj{{
+		conds = append(conds, obj{
 			"MessageId": baseRegistryID + "." + string(MsgOperationFailed),
 			"Message":   "The last power action failed: " + m.PowerFault,
 			"Severity":  "Critical",
-		}}
+		})
+	}
+	if conds != nil {
+		st["Conditions"] = conds
 	}
 	return st
 }

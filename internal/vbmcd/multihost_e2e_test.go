@@ -102,6 +102,24 @@ func (mh *multiHost) getPath(t *testing.T, path string) (int, string, map[string
 	return resp.StatusCode, resp.Header.Get("Retry-After"), body
 }
 
+// post POSTs a JSON body and returns the status, the Retry-After header and
+// the body.
+func (mh *multiHost) post(t *testing.T, path, body string) (int, string, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, mh.url+path, strings.NewReader(body))
+	req.SetBasicAuth("admin", "e2e-pass")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := mh.client.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	_ = json.Unmarshal(b, &out) // 204s have no body
+	return resp.StatusCode, resp.Header.Get("Retry-After"), out
+}
+
 // ipmitool runs ipmitool against VM i's BMC.
 func (mh *multiHost) ipmitool(i int, args ...string) (string, error) {
 	a := append([]string{"-I", "lanplus", "-H", "127.0.0.1", "-p", strconv.Itoa(mh.ports[i]), "-U", "admin", "-P", "e2e-pass", "-R", "1", "-N", "2"}, args...)
@@ -186,42 +204,55 @@ func TestMultiHostSushyAndIPMIToolDriveEachHost(t *testing.T) {
 }
 
 // TestMultiHostOutageAndRecovery: alpha's libvirtd is killed. Within a
-// second its VM answers Redfish 503 with Retry-After and the Base message
-// ServiceTemporarilyUnavailable, and IPMI "destination unavailable"
-// (D3h), while beta's VM keeps working through both. alpha's libvirtd is
-// restarted: its VM is served again within 2 s, vbmcd untouched, and can be
-// driven.
+// second its VM reads as unavailable: Redfish serves the last known state
+// with Status.State UnavailableOffline and a CouldNotEstablishConnection
+// condition, and answers a change 503 with Retry-After and the Base message
+// ServiceTemporarilyUnavailable; IPMI answers a change "destination
+// unavailable" (D3h). beta's VM keeps working through both faces. alpha's
+// libvirtd is restarted: its VM is whole again within 2 s, vbmcd
+// untouched, and can be driven.
 func TestMultiHostOutageAndRecovery(t *testing.T) {
 	mh := newMultiHost(t, "mho-")
 	a, b := mh.vms[0], mh.vms[1]
 	if code, _, _ := mh.get(t, a.ID); code != http.StatusOK {
 		t.Fatalf("GET alpha's VM before the outage: %d", code)
 	}
+	state := func(body map[string]any) string {
+		st, _ := body["Status"].(map[string]any)
+		s, _ := st["State"].(string)
+		return s
+	}
 
 	killed := time.Now()
 	mh.hosts[0].Kill(t)
 	var code int
-	var retry string
 	var body map[string]any
 	for time.Since(killed) < time.Second {
-		if code, retry, body = mh.get(t, a.ID); code == http.StatusServiceUnavailable {
+		if code, _, body = mh.get(t, a.ID); code != http.StatusOK || state(body) == "UnavailableOffline" {
 			break
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 	took := time.Since(killed)
-	if code != http.StatusServiceUnavailable {
-		t.Fatalf("alpha's VM still answers %d %v 1 s after alpha's libvirtd was killed", code, body)
+	if code != http.StatusOK || state(body) != "UnavailableOffline" {
+		t.Fatalf("alpha's VM answers %d %v 1 s after alpha's libvirtd was killed, want 200 UnavailableOffline", code, body)
 	}
-	t.Logf("alpha's VM answered 503 %s after the kill", took.Round(time.Millisecond))
-	if retry == "" {
-		t.Errorf("503 without Retry-After")
+	t.Logf("alpha's VM read as unavailable %s after the kill", took.Round(time.Millisecond))
+	if msg, _ := json.Marshal(body["Status"]); !strings.Contains(string(msg), "CouldNotEstablishConnection") || !strings.Contains(string(msg), "alpha") {
+		t.Errorf("unavailable status names no connection failure to alpha: %s", msg)
+	}
+	code, retry, body := mh.post(t, "/redfish/v1/Systems/"+a.ID+"/Actions/ComputerSystem.Reset", `{"ResetType":"On"}`)
+	if code != http.StatusServiceUnavailable || retry == "" {
+		t.Errorf("Reset of alpha's VM while alpha is down: %d Retry-After %q, want 503 with Retry-After", code, retry)
 	}
 	if msg, _ := json.Marshal(body); !strings.Contains(string(msg), "Base.1.") || !strings.Contains(string(msg), "ServiceTemporarilyUnavailable") {
 		t.Errorf("503 body has no Base ServiceTemporarilyUnavailable message: %s", msg)
 	}
-	if out, err := mh.ipmitool(0, "chassis", "power", "status"); err == nil || !strings.Contains(out, "Destination unavailable") {
-		t.Errorf("ipmitool on alpha's VM while alpha is down: %v, want Destination unavailable (D3h)\n%s", err, out)
+	if out, err := mh.ipmitool(0, "chassis", "power", "status"); err != nil || !strings.Contains(out, "Chassis Power is") {
+		t.Errorf("ipmitool reading alpha's VM while alpha is down: %v, want the last known state\n%s", err, out)
+	}
+	if out, err := mh.ipmitool(0, "chassis", "power", "on"); err == nil || !strings.Contains(out, "Destination unavailable") {
+		t.Errorf("ipmitool power on alpha's VM while alpha is down: %v, want Destination unavailable (D3h)\n%s", err, out)
 	}
 
 	// beta is unaffected, through both faces.
@@ -239,12 +270,12 @@ func TestMultiHostOutageAndRecovery(t *testing.T) {
 	mh.hosts[0].Start(t)
 	answers := time.Now()
 	for time.Since(answers) < 2*time.Second {
-		if code, _, body = mh.get(t, a.ID); code == http.StatusOK {
+		if code, _, body = mh.get(t, a.ID); code == http.StatusOK && state(body) != "UnavailableOffline" {
 			break
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	if code != http.StatusOK {
+	if code != http.StatusOK || state(body) == "UnavailableOffline" {
 		t.Fatalf("alpha's VM answers %d %v 2 s after alpha's libvirtd answers again", code, body)
 	}
 	t.Logf("alpha's VM served again %s after its libvirtd answered", time.Since(answers).Round(time.Millisecond))

@@ -459,7 +459,9 @@ func (b *Backend) unavailable(name string) error {
 }
 
 // Get implements machine.Backend. A machine of a host that is not
-// connected is ErrUnavailable: its last known state may be wrong.
+// connected is its last known state marked Unavailable: the model refuses
+// changes to it, and readers see both. Its generation is the known
+// snapshot's with the top bit set, so faces' caches tell the two apart.
 func (b *Backend) Get(id string) (*machine.Machine, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
@@ -468,7 +470,10 @@ func (b *Backend) Get(id string) (*machine.Machine, error) {
 		return nil, err
 	}
 	if !b.Available() {
-		return nil, b.unavailable(e.m.Name)
+		c := *e.m
+		c.Unavailable = b.unavailable(e.m.Name).Error()
+		c.Generation |= 1 << 63
+		return &c, nil
 	}
 	return e.m, nil
 }

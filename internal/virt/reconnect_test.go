@@ -103,11 +103,11 @@ func TestReconnectAndResync(t *testing.T) {
 	if !testenv.WaitFor(5*time.Second, func() bool { return !be.Conn().Connected() }) {
 		t.Fatal("the backend did not notice the dropped connection")
 	}
-	// While it is down: reads are not answered from the last view (it may
-	// be wrong), operations fail as unavailable, and the VM is started
-	// behind its back.
-	if _, err := be.Get(vm.ID); !errors.Is(err, machine.ErrUnavailable) {
-		t.Errorf("read while disconnected: %v, want ErrUnavailable", err)
+	// While it is down: reads get the last view marked unavailable,
+	// operations fail as unavailable, and the VM is started behind its
+	// back.
+	if m, err := be.Get(vm.ID); err != nil || m.Unavailable == "" || m.Power != machine.PowerOff {
+		t.Errorf("read while disconnected: %+v %v, want the last view (Off) marked unavailable", m, err)
 	}
 	if err := be.Start(ctx, vm.ID); !errors.Is(err, machine.ErrUnavailable) {
 		t.Errorf("an operation while disconnected: %v, want ErrUnavailable", err)
