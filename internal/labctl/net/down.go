@@ -1,8 +1,10 @@
 package net
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +21,8 @@ type downReport struct {
 	// down left them.
 	Foreign               []string `json:"foreign"`
 	NetworkManagerSnippet string   `json:"networkManagerSnippet,omitempty"`
+	// Hosts are the other hosts' results, one line each.
+	Hosts []string `json:"hosts,omitempty"`
 }
 
 func newDownCommand(g *cli.Globals, f *flags) *cobra.Command {
@@ -75,10 +79,20 @@ func runDown(cmd *cobra.Command, g *cli.Globals, f *flags) error {
 		rep.NetworkManagerSnippet = path
 	}
 
+	lines, serr := l.downSpokes(ctx)
+	rep.Hosts = lines
 	out := g.Streams.Out
 	if f.output == "json" {
-		return printJSON(out, rep)
+		if err := printJSON(out, rep); err != nil {
+			return err
+		}
+		return serr
 	}
+	defer func() {
+		for _, line := range lines {
+			fmt.Fprintln(out, line)
+		}
+	}()
 	for _, n := range rep.LibvirtNetworks {
 		fmt.Fprintf(out, "✓ deleted libvirt network %s\n", n)
 	}
@@ -94,5 +108,34 @@ func runDown(cmd *cobra.Command, g *cli.Globals, f *flags) error {
 	if len(rep.LibvirtNetworks)+len(rep.Links) == 0 && rep.NetworkManagerSnippet == "" {
 		fmt.Fprintf(out, "✓ nothing of lab %q to remove\n", l.plan.Lab)
 	}
-	return nil
+	return serr
+}
+
+// downSpokes runs `net down` on every other host through its exec:, then
+// reads there which links of the lab are left: ✓ only when none is.
+func (l *lab) downSpokes(ctx context.Context) ([]string, error) {
+	var lines []string
+	var errs []error
+	for _, h := range l.spokes {
+		if len(h.Exec) == 0 {
+			lines = append(lines, fmt.Sprintf("! host %s: not reached (no exec: in the lab file); run there: labctl net down --host %s", h.Name, h.Name))
+			continue
+		}
+		if _, err := l.onSpoke(ctx, h, "down"); err != nil {
+			errs = append(errs, err)
+			lines = append(lines, fmt.Sprintf("✗ host %s: down failed", h.Name))
+			continue
+		}
+		rep, err := l.checkSpoke(ctx, h)
+		if err == nil && len(rep.OwnedLinks) > 0 {
+			err = fmt.Errorf("host %s: after net down there, the lab's links %s are left", h.Name, strings.Join(rep.OwnedLinks, ", "))
+		}
+		if err != nil {
+			errs = append(errs, err)
+			lines = append(lines, fmt.Sprintf("✗ host %s: links left", h.Name))
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("✓ host %s: no link of the lab left", h.Name))
+	}
+	return lines, errors.Join(errs...)
 }

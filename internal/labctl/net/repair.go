@@ -1,6 +1,8 @@
 package net
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -18,6 +20,8 @@ type repairReport struct {
 	LibvirtNetworks []string `json:"libvirtNetworks"`
 	// NetworkManagerSnippet is the file written, if any.
 	NetworkManagerSnippet string `json:"networkManagerSnippet,omitempty"`
+	// Hosts are the other hosts' results, one line each.
+	Hosts []string `json:"hosts,omitempty"`
 }
 
 func newRepairCommand(g *cli.Globals, f *flags) *cobra.Command {
@@ -110,11 +114,46 @@ func runRepair(cmd *cobra.Command, g *cli.Globals, f *flags) error {
 			}
 		}
 	}
-	if !table {
-		return printJSON(out, rep)
-	}
-	if len(rows) == 0 {
+	if table && len(rows) == 0 {
 		fmt.Fprintf(out, "✓ nothing to repair: the network of lab %q matches its configuration\n", l.plan.Lab)
 	}
-	return nil
+	lines, err := l.repairSpokes(ctx)
+	rep.Hosts = lines
+	if table {
+		for _, line := range lines {
+			fmt.Fprintln(out, line)
+		}
+	} else if jerr := printJSON(out, rep); jerr != nil {
+		return jerr
+	}
+	return err
+}
+
+// repairSpokes runs `net repair` on every other host through its exec:,
+// then `net check` there: a host is ✓ only when its check is clean.
+func (l *lab) repairSpokes(ctx context.Context) ([]string, error) {
+	var lines []string
+	var errs []error
+	for _, h := range l.spokes {
+		if len(h.Exec) == 0 {
+			lines = append(lines, fmt.Sprintf("! host %s: not repaired (no exec: in the lab file); run there: labctl net repair --host %s", h.Name, h.Name))
+			continue
+		}
+		if _, err := l.onSpoke(ctx, h, "repair"); err != nil {
+			errs = append(errs, err)
+			lines = append(lines, fmt.Sprintf("✗ host %s: repair failed", h.Name))
+			continue
+		}
+		rep, err := l.checkSpoke(ctx, h)
+		if err == nil && !rep.InSync {
+			err = fmt.Errorf("host %s: after the repair there, net check reports %s", h.Name, rep.Summary())
+		}
+		if err != nil {
+			errs = append(errs, err)
+			lines = append(lines, fmt.Sprintf("✗ host %s: not in sync", h.Name))
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("✓ host %s: network in sync (repaired and checked there)", h.Name))
+	}
+	return lines, errors.Join(errs...)
 }
