@@ -124,8 +124,9 @@ type NetReport struct {
 // CheckSpokeNet runs `net check --host NAME -o json` on a host through its
 // exec: and reads the report. A check that finds differences exits 1 and
 // still prints its report: that is a report, not an error.
-func CheckSpokeNet(ctx context.Context, r Runner, p *plan.Plan, h plan.Host) (*NetReport, error) {
-	out, err := r.Labctl(ctx, h, p.Source, SpokeArgs(p, h, "net", "check", "-o", "json")...)
+// extra are more flags for it (--no-libvirt).
+func CheckSpokeNet(ctx context.Context, r Runner, p *plan.Plan, h plan.Host, extra ...string) (*NetReport, error) {
+	out, err := r.Labctl(ctx, h, p.Source, append(SpokeArgs(p, h, "net", "check", "-o", "json"), extra...)...)
 	var rep NetReport
 	if jerr := json.Unmarshal(out, &rep); jerr != nil || rep.Lab != p.Lab {
 		if err == nil {
@@ -213,13 +214,18 @@ func remoteChanged(out []byte) bool {
 	return false
 }
 
-func verifySpokeUp(ctx context.Context, e *Env, h plan.Host) error {
-	p := e.Plan
+// spokeView is libvirt's view of the lab on another host.
+func spokeView(ctx context.Context, e *Env, h plan.Host) (HostView, error) {
 	sv, ok := e.Host.(Spokes)
 	if !ok {
-		return errors.New("this host does not reach the lab's other hosts")
+		return HostView{}, errors.New("this host does not reach the lab's other hosts")
 	}
-	v, err := sv.HostView(ctx, h.Name, p.Lab, p.Storage.Pool)
+	return sv.HostView(ctx, h.Name, e.Plan.Lab, e.Plan.Storage.Pool)
+}
+
+func verifySpokeUp(ctx context.Context, e *Env, h plan.Host) error {
+	p := e.Plan
+	v, err := spokeView(ctx, e, h)
 	if err != nil {
 		return err
 	}
@@ -277,11 +283,7 @@ func (hosts) Delete(ctx context.Context, e *Env) error {
 
 func verifySpokeDown(ctx context.Context, e *Env, h plan.Host) error {
 	p := e.Plan
-	sv, ok := e.Host.(Spokes)
-	if !ok {
-		return errors.New("this host does not reach the lab's other hosts")
-	}
-	v, err := sv.HostView(ctx, h.Name, p.Lab, p.Storage.Pool)
+	v, err := spokeView(ctx, e, h)
 	if err != nil {
 		return err
 	}

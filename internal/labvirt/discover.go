@@ -235,23 +235,12 @@ func RemotePoolState(ctx context.Context, l *libvirt.Libvirt, name string) (Remo
 	if err != nil {
 		return rp, fmt.Errorf("look up storage pool %q: %w", name, err)
 	}
-	rp.Found = true
-	x, err := l.StoragePoolGetXMLDesc(p, libvirt.StorageXMLInactive)
-	if err != nil {
-		return rp, fmt.Errorf("storage pool %q XML: %w", name, err)
+	st := poolState{pool: p, exists: true}
+	if err := st.read(l); err != nil {
+		return rp, err
 	}
-	var def libvirtxml.StoragePool
-	if err := def.Unmarshal(x); err != nil {
-		return rp, fmt.Errorf("storage pool %q XML: %w", name, err)
-	}
-	if def.Target != nil {
-		rp.Dir = def.Target.Path
-	}
-	active, err := l.StoragePoolIsActive(p)
-	if err != nil {
-		return rp, fmt.Errorf("storage pool %q: %w", name, err)
-	}
-	if rp.Active = active == 1; !rp.Active {
+	rp.Found, rp.Dir, rp.Active = true, st.dir, st.active
+	if !rp.Active {
 		return rp, nil
 	}
 	if err := l.StoragePoolRefresh(p, 0); err != nil {

@@ -8,9 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	labactions "github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
 	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/plan"
 )
 
 type downReport struct {
@@ -114,28 +116,10 @@ func runDown(cmd *cobra.Command, g *cli.Globals, f *flags) error {
 // downSpokes runs `net down` on every other host through its exec:, then
 // reads there which links of the lab are left: ✓ only when none is.
 func (l *lab) downSpokes(ctx context.Context) ([]string, error) {
-	var lines []string
-	var errs []error
-	for _, h := range l.spokes {
-		if len(h.Exec) == 0 {
-			lines = append(lines, fmt.Sprintf("! host %s: not reached (no exec: in the lab file); run there: labctl net down --host %s", h.Name, h.Name))
-			continue
+	return l.onSpokes(ctx, "down", func(h plan.Host, rep *labactions.NetReport) (string, error) {
+		if len(rep.OwnedLinks) > 0 {
+			return "", fmt.Errorf("host %s: after net down there, the lab's links %s are left", h.Name, strings.Join(rep.OwnedLinks, ", "))
 		}
-		if _, err := l.onSpoke(ctx, h, "down"); err != nil {
-			errs = append(errs, err)
-			lines = append(lines, fmt.Sprintf("✗ host %s: down failed", h.Name))
-			continue
-		}
-		rep, err := l.checkSpoke(ctx, h)
-		if err == nil && len(rep.OwnedLinks) > 0 {
-			err = fmt.Errorf("host %s: after net down there, the lab's links %s are left", h.Name, strings.Join(rep.OwnedLinks, ", "))
-		}
-		if err != nil {
-			errs = append(errs, err)
-			lines = append(lines, fmt.Sprintf("✗ host %s: links left", h.Name))
-			continue
-		}
-		lines = append(lines, fmt.Sprintf("✓ host %s: no link of the lab left", h.Name))
-	}
-	return lines, errors.Join(errs...)
+		return "no link of the lab left", nil
+	})
 }

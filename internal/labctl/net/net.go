@@ -5,7 +5,6 @@ package net
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -217,15 +216,7 @@ func (l *lab) onSpoke(ctx context.Context, h plan.Host, sub ...string) ([]byte, 
 
 // checkSpoke is CheckSpokeNet with this command's flags.
 func (l *lab) checkSpoke(ctx context.Context, h plan.Host) (*labactions.NetReport, error) {
-	out, err := l.onSpoke(ctx, h, "check", "-o", "json")
-	var rep labactions.NetReport
-	if jerr := json.Unmarshal(out, &rep); jerr != nil || rep.Lab != l.plan.Lab {
-		if err == nil {
-			err = fmt.Errorf("host %s: `net check -o json` printed no report of lab %q: %v", h.Name, l.plan.Lab, jerr)
-		}
-		return nil, err
-	}
-	return &rep, nil
+	return labactions.CheckSpokeNet(ctx, l.remote, l.plan, h, l.args...)
 }
 
 // spokeRows are the other hosts' differences, each object named with its
@@ -247,4 +238,33 @@ func (l *lab) spokeRows(ctx context.Context) (rows []row, notes []string) {
 		}
 	}
 	return rows, notes
+}
+
+// onSpokes runs `net SUB` on every other host through its exec:, then `net
+// check` there, and judges its report: a host gets ✓ only when judge says
+// so. A host without exec: gets a line saying what to run there.
+func (l *lab) onSpokes(ctx context.Context, sub string, judge func(plan.Host, *labactions.NetReport) (string, error)) ([]string, error) {
+	var lines []string
+	var errs []error
+	for _, h := range l.spokes {
+		if len(h.Exec) == 0 {
+			lines = append(lines, fmt.Sprintf("! host %s: not reached (no exec: in the lab file); run there: labctl net %s --host %s", h.Name, sub, h.Name))
+			continue
+		}
+		var ok string
+		_, err := l.onSpoke(ctx, h, sub)
+		if err == nil {
+			var rep *labactions.NetReport
+			if rep, err = l.checkSpoke(ctx, h); err == nil {
+				ok, err = judge(h, rep)
+			}
+		}
+		if err != nil {
+			errs = append(errs, err)
+			lines = append(lines, fmt.Sprintf("✗ host %s: net %s", h.Name, sub))
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("✓ host %s: %s", h.Name, ok))
+	}
+	return lines, errors.Join(errs...)
 }

@@ -2,7 +2,6 @@ package net
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -10,6 +9,7 @@ import (
 	labactions "github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
 	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/plan"
 )
 
 type repairReport struct {
@@ -132,28 +132,10 @@ func runRepair(cmd *cobra.Command, g *cli.Globals, f *flags) error {
 // repairSpokes runs `net repair` on every other host through its exec:,
 // then `net check` there: a host is ✓ only when its check is clean.
 func (l *lab) repairSpokes(ctx context.Context) ([]string, error) {
-	var lines []string
-	var errs []error
-	for _, h := range l.spokes {
-		if len(h.Exec) == 0 {
-			lines = append(lines, fmt.Sprintf("! host %s: not repaired (no exec: in the lab file); run there: labctl net repair --host %s", h.Name, h.Name))
-			continue
+	return l.onSpokes(ctx, "repair", func(h plan.Host, rep *labactions.NetReport) (string, error) {
+		if !rep.InSync {
+			return "", fmt.Errorf("host %s: after the repair there, net check reports %s", h.Name, rep.Summary())
 		}
-		if _, err := l.onSpoke(ctx, h, "repair"); err != nil {
-			errs = append(errs, err)
-			lines = append(lines, fmt.Sprintf("✗ host %s: repair failed", h.Name))
-			continue
-		}
-		rep, err := l.checkSpoke(ctx, h)
-		if err == nil && !rep.InSync {
-			err = fmt.Errorf("host %s: after the repair there, net check reports %s", h.Name, rep.Summary())
-		}
-		if err != nil {
-			errs = append(errs, err)
-			lines = append(lines, fmt.Sprintf("✗ host %s: not in sync", h.Name))
-			continue
-		}
-		lines = append(lines, fmt.Sprintf("✓ host %s: network in sync (repaired and checked there)", h.Name))
-	}
-	return lines, errors.Join(errs...)
+		return "network in sync (repaired and checked there)", nil
+	})
 }
