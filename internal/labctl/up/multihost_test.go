@@ -3,7 +3,6 @@ package up_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -88,32 +87,9 @@ func TestMultiHostUpDown(t *testing.T) {
 	}
 
 	// A "machine" on each host's baremetal bridge.
-	ip := testenv.Command(t, "ip")
-	ping := testenv.Command(t, "ping")
-	sh := func(args ...string) {
-		t.Helper()
-		if out, err := osexec.Command(ip, args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	client := func(hostNS, port, addr string) string {
-		ns, _ := netnstest.New(t)
-		sh("-n", hostNS, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
-		sh("-n", hostNS, "link", "set", port, "master", "baremetal", "up")
-		sh("-n", ns, "addr", "add", addr+"/24", "dev", "eth0")
-		sh("-n", ns, "link", "set", "eth0", "up")
-		t.Cleanup(func() { _ = osexec.Command(ip, "-n", hostNS, "link", "del", port).Run() })
-		return ns
-	}
-	clientA := client(ua.Netns, "nodea", "10.255.0.1")
-	client(ub.Netns, "nodeb", "10.255.0.2")
-	pingB := func() error {
-		out, err := osexec.Command(ip, "netns", "exec", clientA, ping, "-c", "1", "-W", "3", "10.255.0.2").CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("ping: %v\n%s", err, out)
-		}
-		return nil
-	}
+	clientA := netnstest.Machine(t, ua.Netns, "baremetal", "nodea", "10.255.0.1/24")
+	netnstest.Machine(t, ub.Netns, "baremetal", "nodeb", "10.255.0.2/24")
+	pingB := func() error { return netnstest.Ping(t, clientA, "10.255.0.2") }
 	if err := pingB(); err != nil {
 		t.Fatalf("a node on alpha's baremetal does not reach one on beta's: %v", err)
 	}
@@ -126,7 +102,7 @@ func TestMultiHostUpDown(t *testing.T) {
 		t.Errorf("status: %v\n%s", err, out)
 	}
 
-	sh("-n", ub.Netns, "link", "del", "vxb-alpha")
+	netnstest.IP(t, "-n", ub.Netns, "link", "del", "vxb-alpha")
 	out, err = labctlRun(t, append(check, "-o", "json")...)
 	var rep struct {
 		Differences []struct{ Object, Kind string }
@@ -145,8 +121,8 @@ func TestMultiHostUpDown(t *testing.T) {
 	if err := pingB(); err != nil {
 		t.Fatalf("after the repair: %v", err)
 	}
-	sh("-n", ua.Netns, "link", "del", "nodea")
-	sh("-n", ub.Netns, "link", "del", "nodeb")
+	netnstest.IP(t, "-n", ua.Netns, "link", "del", "nodea")
+	netnstest.IP(t, "-n", ub.Netns, "link", "del", "nodeb")
 
 	if out, err = labctlRun(t, append([]string{"down"}, alpha...)...); err != nil || !strings.Contains(out, "✓ remove hosts") {
 		t.Fatalf("down: %v\n%s", err, out)
@@ -180,14 +156,7 @@ func TestMultiHostUpDown(t *testing.T) {
 // allPools lists every storage pool on the libvirt at uri.
 func allPools(t *testing.T, uri string) []string {
 	t.Helper()
-	d, _, err := virtDialer(uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := libvirt.NewWithDialer(d)
-	if err := l.ConnectToURI(libvirt.QEMUSystem); err != nil {
-		t.Fatalf("connect to %s: %v", uri, err)
-	}
+	l := connect(t, uri)
 	defer l.Disconnect()
 	pools, _, err := l.ConnectListAllStoragePools(1, 0)
 	if err != nil {
@@ -204,18 +173,12 @@ func allPools(t *testing.T, uri string) []string {
 // the libvirt at uri, asking it directly.
 func marked(t *testing.T, uri, kind string) []string {
 	t.Helper()
-	d, _, err := virtDialer(uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := libvirt.NewWithDialer(d)
-	if err := l.ConnectToURI(libvirt.QEMUSystem); err != nil {
-		t.Fatalf("connect to %s: %v", uri, err)
-	}
+	l := connect(t, uri)
 	defer l.Disconnect()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var names []string
+	var err error
 	switch kind {
 	case "domain":
 		names, err = labvirt.MarkedDomains(ctx, l, "mhlab")
@@ -234,4 +197,18 @@ func marked(t *testing.T, uri, kind string) []string {
 func virtDialer(uri string) (*dialers.Remote, string, error) {
 	host := strings.TrimSuffix(strings.TrimPrefix(uri, "qemu+tcp://"), "/system")
 	return dialers.NewRemote(host, dialers.WithRemoteTimeout(5*time.Second)), host, nil
+}
+
+// connect connects to the libvirt at uri.
+func connect(t *testing.T, uri string) *libvirt.Libvirt {
+	t.Helper()
+	d, _, err := virtDialer(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := libvirt.NewWithDialer(d)
+	if err := l.ConnectToURI(libvirt.QEMUSystem); err != nil {
+		t.Fatalf("connect to %s: %v", uri, err)
+	}
+	return l
 }

@@ -36,10 +36,10 @@ type Underlay struct {
 	dir     string
 	private []string // paths this host has a directory of its own at
 	veth    string   // its port on the segment's bridge
-	swNS string
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  *os.File
+	swNS    string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	log     *os.File
 }
 
 // segment is the underlay network of one test: 10.253.X.0/24, the root
