@@ -322,7 +322,7 @@ func TestUpUntil(t *testing.T) {
 	if st.Done != "storage" {
 		t.Errorf("state done = %q", st.Done)
 	}
-	if err := Up(context.Background(), e, ipiActions(t), "nodez"); err == nil || !strings.Contains(err.Error(), `--until "nodez": not a step; the steps are preflight, network, storage, nodes, bmcs, install-config, installer`) {
+	if err := Up(context.Background(), e, ipiActions(t), "nodez"); err == nil || !strings.Contains(err.Error(), `--until "nodez": not a step; the steps are preflight, hosts, network, storage, nodes, bmcs, install-config, installer`) {
 		t.Errorf("Up(--until nodez) = %v", err)
 	}
 }

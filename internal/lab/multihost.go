@@ -17,18 +17,24 @@ import (
 )
 
 // MultiHost is the Host of a lab spread over several libvirt hosts (the
-// plan's Hosts). Each call goes where its object lives: a node's domain
-// and volumes to the node's host; the storage pool and the bridge-named
-// libvirt networks to every host; the NAT network, the links, vbmcd and the
-// BMC check to the hub, where labctl runs. Links of the other hosts are
-// not reachable from here (netlink is local): `labctl net repair --host
-// NAME` makes them on their host. Listing calls (Marked, DomainMarks,
-// DanglingPools) merge every host's answer.
+// plan's Hosts). Each call goes where its object lives: a node's domain to
+// the node's host; the bridge-named libvirt networks to every host; the NAT
+// network, the links, the storage pool, vbmcd and the BMC check to the hub,
+// where labctl runs. Listing calls (Marked, DomainMarks) merge every host's
+// answer, except for links and pools.
+//
+// What needs a host's own kernel or files (its links, the pool's directory
+// and the lab's mark in it, hence its volumes) is made by labctl on that
+// host: the hosts step runs it there (lab.hosts). MultiHost never writes
+// another host's pool or volumes; it reads them through libvirt alone
+// (HostView, EnsureVolume's check), since this process's files are not that
+// host's.
 type MultiHost struct {
-	hub    *RealHost
-	hosts  map[string]*RealHost // by host name, the hub too
-	order  []string
-	byNode map[string]string // node name, volume name or UUID -> host name
+	hubName string
+	hub     *RealHost
+	hosts   map[string]*RealHost // by host name, the hub too
+	order   []string
+	byNode  map[string]string // node name, volume name or UUID -> host name
 }
 
 // OpenHosts connects to every host of the plan.
@@ -43,7 +49,7 @@ func OpenHosts(ctx context.Context, p *plan.Plan, log *zap.Logger) (*MultiHost, 
 		m.hosts[h.Name] = rh
 		m.order = append(m.order, h.Name)
 		if h.Hub {
-			m.hub = rh
+			m.hub, m.hubName = rh, h.Name
 		}
 	}
 	if m.hub == nil {
@@ -85,6 +91,12 @@ func (m *MultiHost) each(fn func(h *RealHost) error) error {
 	return errors.Join(errs...)
 }
 
+// spoke says whether a node, volume or UUID is on a host other than the hub.
+func (m *MultiHost) spoke(name string) (string, bool) {
+	h, ok := m.byNode[name]
+	return h, ok && h != m.hubName
+}
+
 // Owner implements Host.
 func (m *MultiHost) Owner(ctx context.Context, kind Kind, name string) (bool, string, error) {
 	if kind == KindDomain {
@@ -93,9 +105,10 @@ func (m *MultiHost) Owner(ctx context.Context, kind Kind, name string) (bool, st
 	return m.hub.Owner(ctx, kind, name)
 }
 
-// Marked implements Host.
+// Marked implements Host: links and pools the hub's (the hosts step
+// checks the others'), domains and libvirt networks every host's.
 func (m *MultiHost) Marked(ctx context.Context, kind Kind, lab string) ([]string, error) {
-	if kind == KindLink {
+	if kind == KindLink || kind == KindPool {
 		return m.hub.Marked(ctx, kind, lab)
 	}
 	var out []string
@@ -111,9 +124,10 @@ func (m *MultiHost) Marked(ctx context.Context, kind Kind, lab string) ([]string
 	return out, err
 }
 
-// Delete implements Host: on every host, where absent is success.
+// Delete implements Host: domains and libvirt networks on every host,
+// where absent is success; links, pools and volumes on the hub.
 func (m *MultiHost) Delete(ctx context.Context, kind Kind, name, lab string) error {
-	if kind == KindLink {
+	if kind == KindLink || kind == KindPool || kind == KindVolume {
 		return m.hub.Delete(ctx, kind, name, lab)
 	}
 	return m.each(func(h *RealHost) error { return h.Delete(ctx, kind, name, lab) })
@@ -150,47 +164,55 @@ func (m *MultiHost) LinkDifferences(ctx context.Context, lab string, t netplumb.
 	return m.hub.LinkDifferences(ctx, lab, t)
 }
 
-// EnsurePool implements Host: on every host.
+// EnsurePool implements Host: the hub's (labctl on each other host makes
+// its own).
 func (m *MultiHost) EnsurePool(ctx context.Context, spec labvirt.PoolSpec) (bool, error) {
-	changed := false
-	err := m.each(func(h *RealHost) error {
-		c, err := h.EnsurePool(ctx, spec)
-		changed = changed || c
-		return err
-	})
-	return changed, err
+	return m.hub.EnsurePool(ctx, spec)
 }
 
-// EnsureVolume implements Host: on the volume's node's host.
+// EnsureVolume implements Host: on the hub, or, for a node on another
+// host, a check through libvirt that labctl there made it.
 func (m *MultiHost) EnsureVolume(ctx context.Context, spec labvirt.VolumeSpec) (bool, error) {
-	return m.of(spec.Name).EnsureVolume(ctx, spec)
+	host, ok := m.spoke(spec.Name)
+	if !ok {
+		return m.hub.EnsureVolume(ctx, spec)
+	}
+	v, err := m.HostView(ctx, host, spec.Lab, spec.Pool)
+	if err != nil {
+		return false, err
+	}
+	if !slices.Contains(v.Pool.Volumes, spec.Name) {
+		return false, fmt.Errorf("host %s has no volume %s/%s: the hosts step (labctl up --host %s there) makes it", host, spec.Pool, spec.Name, host)
+	}
+	return false, nil
 }
 
-// DanglingPools implements Host: every host's.
+// DanglingPools implements Host: the hub's.
 func (m *MultiHost) DanglingPools(ctx context.Context) ([]labvirt.DanglingPool, error) {
-	var out []labvirt.DanglingPool
-	err := m.each(func(h *RealHost) error {
-		d, err := h.DanglingPools(ctx)
-		out = append(out, d...)
-		return err
-	})
-	return out, err
+	return m.hub.DanglingPools(ctx)
 }
 
-// DeleteDanglingPool implements Host: on every host that has it.
+// DeleteDanglingPool implements Host: the hub's.
 func (m *MultiHost) DeleteDanglingPool(ctx context.Context, name string) error {
-	return m.each(func(h *RealHost) error {
-		d, err := h.DanglingPools(ctx)
-		if err != nil || !slices.ContainsFunc(d, func(p labvirt.DanglingPool) bool { return p.Name == name }) {
-			return err
-		}
-		return h.DeleteDanglingPool(ctx, name)
-	})
+	return m.hub.DeleteDanglingPool(ctx, name)
 }
 
-// DefineDomain implements Host: on the node's host.
+// DefineDomain implements Host: on the hub; a node of another host is
+// defined by labctl there (its serial log's directory is there).
 func (m *MultiHost) DefineDomain(ctx context.Context, spec labvirt.DomainSpec) error {
-	return m.of(spec.Name).DefineDomain(ctx, spec)
+	if host, ok := m.spoke(spec.Name); ok {
+		return fmt.Errorf("host %s has no domain %s: the hosts step (labctl up --host %s there) defines it", host, spec.Name, host)
+	}
+	return m.hub.DefineDomain(ctx, spec)
+}
+
+// HostView implements Spokes.
+func (m *MultiHost) HostView(ctx context.Context, host, lab, pool string) (HostView, error) {
+	h, ok := m.hosts[host]
+	if !ok {
+		return HostView{}, fmt.Errorf("no host %q in the plan", host)
+	}
+	return h.view(ctx, lab, pool)
 }
 
 // DomainMarks implements Host: every host's.

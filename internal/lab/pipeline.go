@@ -38,6 +38,8 @@ type Env struct {
 	Host Host
 	Rep  Reporter
 	Log  *zap.Logger
+	// Remote runs labctl on the lab's other hosts (their exec:).
+	Remote Runner
 	// PullSecret and SSHKey override the lab file's paths (flags).
 	PullSecret, SSHKey string
 }
@@ -45,6 +47,15 @@ type Env struct {
 // nothingToDelete marks actions that create nothing on the host; Down
 // does not list them.
 type nothingToDelete interface{ createsNothing() }
+
+// conditional marks actions that have nothing to do for some plans (the
+// hosts step, for a lab on one host); Up and Down leave them out there.
+type conditional interface{ applies(p *plan.Plan) bool }
+
+func skipped(a Action, p *plan.Plan) bool {
+	c, ok := a.(conditional)
+	return ok && !c.applies(p)
+}
 
 // ErrStop, returned (wrapped) by an Ensure, ends Up early without an
 // error: the action is not done, its message is shown, and `labctl up`
@@ -55,7 +66,7 @@ var ErrStop = errors.New("stopped")
 func Pipeline(mode string) ([]Action, error) {
 	switch mode {
 	case plan.ModeIPI:
-		return []Action{preflight{}, network{}, storage{}, nodes{}, bmcs{}, installConfig{}, installer{}}, nil
+		return []Action{preflight{}, hosts{}, network{}, storage{}, nodes{}, bmcs{}, installConfig{}, installer{}}, nil
 	case plan.ModeHybrid:
 		return hybridPipeline(), nil
 	}
@@ -66,7 +77,7 @@ func Pipeline(mode string) ([]Action, error) {
 // modes, in up's order: what down runs when the lab's mode is not known
 // (down --lab, after the lab file is gone).
 func Teardown() []Action {
-	return []Action{network{}, storage{}, nodes{}, ignition{}, bmcs{}, installConfig{}, hybridInstallConfig{}, bootstrapComplete{}, installComplete{}}
+	return []Action{hosts{}, network{}, storage{}, nodes{}, ignition{}, bmcs{}, installConfig{}, hybridInstallConfig{}, bootstrapComplete{}, installComplete{}}
 }
 
 // Names lists the actions' names.
@@ -98,6 +109,12 @@ func Up(ctx context.Context, e *Env, actions []Action, until string) error {
 		return err
 	}
 	for _, a := range actions {
+		if skipped(a, e.Plan) {
+			if a.Name() == until {
+				break
+			}
+			continue
+		}
 		e.Rep.Start(a.Name())
 		changed, err := a.Ensure(ctx, e)
 		if errors.Is(err, ErrStop) {
@@ -126,7 +143,7 @@ func Up(ctx context.Context, e *Env, actions []Action, until string) error {
 func Down(ctx context.Context, e *Env, actions []Action) error {
 	var errs []error
 	for _, a := range slices.Backward(actions) {
-		if _, ok := a.(nothingToDelete); ok {
+		if _, ok := a.(nothingToDelete); ok || skipped(a, e.Plan) {
 			continue
 		}
 		name := "remove " + a.Name()
@@ -140,7 +157,13 @@ func Down(ctx context.Context, e *Env, actions []Action) error {
 	if len(errs) > 0 {
 		return fmt.Errorf("down left things behind:\n%w", errors.Join(errs...))
 	}
-	return RemoveState(e.Plan)
+	if err := RemoveState(e.Plan); err != nil {
+		return err
+	}
+	if e.Plan.Spoke != "" {
+		return removeSpokeDirs(e.Plan)
+	}
+	return nil
 }
 
 // remaining fails when objects of a kind that bear the lab's mark are

@@ -3,6 +3,7 @@ package lab
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/user"
@@ -22,6 +23,9 @@ func (preflight) Name() string { return "preflight" }
 
 func (preflight) Ensure(ctx context.Context, e *Env) (bool, error) {
 	p := e.Plan
+	if p.Hybrid != nil && len(p.Hosts) > 0 {
+		return false, errors.New("hosts: the hybrid mode runs on one host for now (its ignition files and backing image are on the hub only); use --mode ipi-baremetal, or remove hosts:")
+	}
 	if _, err := os.Stat("/dev/kvm"); err != nil {
 		e.Rep.Note("preflight", "no /dev/kvm: the VMs run under TCG (software emulation), much slower than KVM")
 	}

@@ -452,3 +452,21 @@ func alive(pid int) bool {
 	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	return err == nil && !zombie(st)
 }
+
+// view is what libvirt shows of the lab on this host, without reading any
+// file (the pool's directory may be another machine's).
+func (r *RealHost) view(ctx context.Context, lab, pool string) (HostView, error) {
+	lc, err := r.client()
+	if err != nil {
+		return HostView{}, err
+	}
+	var v HostView
+	if v.Domains, err = labvirt.MarkedDomains(ctx, lc, lab); err != nil {
+		return v, err
+	}
+	if v.Networks, err = labvirt.MarkedNetworks(ctx, lc, lab); err != nil {
+		return v, err
+	}
+	v.Pool, err = labvirt.RemotePoolState(ctx, lc, pool)
+	return v, err
+}

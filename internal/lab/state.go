@@ -63,3 +63,27 @@ func RemoveState(p *plan.Plan) error {
 	}
 	return nil
 }
+
+// removeSpokeDirs removes, on a host other than the hub, what labctl made
+// there in the lab's directory beside the pool: the nodes' serial logs, the
+// logs directory and the state directory, when empty. (On the hub they are
+// the user's to read after down.)
+func removeSpokeDirs(p *plan.Plan) error {
+	var errs []error
+	dirs := map[string]bool{}
+	for _, n := range p.Nodes {
+		if err := os.Remove(n.SerialLog); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		dirs[filepath.Dir(n.SerialLog)] = true
+	}
+	for d := range dirs {
+		if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("serial logs: %w", err))
+		}
+	}
+	if err := os.Remove(p.StateDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("lab state: %w", err))
+	}
+	return errors.Join(errs...)
+}

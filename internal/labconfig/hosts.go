@@ -22,6 +22,15 @@ type Host struct {
 	// Underlay is the host's address on the network that carries the VXLAN
 	// traffic (UDP 4789) between the hosts.
 	Underlay netip.Addr `json:"underlay"`
+	// Exec is the argv prefix that runs a command on the host, such as
+	// ["ssh", "root@beta"]: labctl on the hub runs its own host-local work
+	// there (links, storage pool directory, volumes, domains, serial logs)
+	// as `<exec> <labctl> up|down|net ... --host NAME -f -`. Without it,
+	// that work is the user's: labctl says what to run on the host.
+	Exec []string `json:"exec,omitempty"`
+	// Labctl is the labctl program on the host (default: labctl, on the
+	// PATH of the command Exec runs).
+	Labctl string `json:"labctl,omitempty"`
 }
 
 var hostName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,9}[a-z0-9])?$`)
@@ -49,6 +58,12 @@ func (c *Config) validateHosts() []error {
 			errs = append(errs, fmt.Errorf("hosts[%d].underlay: %s is another host's too", i, h.Underlay))
 		}
 		addrs[h.Underlay] = true
+		if i == 0 && (len(h.Exec) > 0 || h.Labctl != "") {
+			errs = append(errs, fmt.Errorf("hosts[0]: %s is the hub, where labctl runs; exec and labctl are for the other hosts", h.Name))
+		}
+		if len(h.Exec) > 0 && h.Exec[0] == "" {
+			errs = append(errs, fmt.Errorf("hosts[%d].exec: the first word is a program (such as ssh), not empty", i))
+		}
 	}
 	for _, r := range []struct {
 		field string

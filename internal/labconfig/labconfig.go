@@ -118,20 +118,36 @@ func Default() *Config {
 // Load reads the file at path, fills in defaults and validates it. When
 // mustExist is false and the file does not exist, it returns Default().
 func Load(path string, mustExist bool) (*Config, error) {
+	c, _, err := LoadFile(path, mustExist)
+	return c, err
+}
+
+// LoadFile is Load that also returns the file's bytes (nil for the seed lab).
+func LoadFile(path string, mustExist bool) (*Config, []byte, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) && !mustExist {
 		c := Default()
-		return c, c.Cluster.BMC.resolvePassword(".")
+		return c, nil, c.Cluster.BMC.resolvePassword(".")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read lab configuration: %w", err)
+		return nil, nil, fmt.Errorf("read lab configuration: %w", err)
 	}
+	c, err := LoadData(data, filepath.Dir(path))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, data, nil
+}
+
+// LoadData is Load for a lab file read already (from standard input, say),
+// whose relative paths are relative to dir.
+func LoadData(data []byte, dir string) (*Config, error) {
 	c, err := Parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
-	if err := c.Cluster.BMC.resolvePassword(filepath.Dir(path)); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if err := c.Cluster.BMC.resolvePassword(dir); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

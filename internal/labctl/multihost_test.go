@@ -22,7 +22,6 @@ import (
 // `net down` leaves no link of the lab on either host.
 func TestMultiHostLabVXLAN(t *testing.T) {
 	ip := testenv.Command(t, "ip")
-	ping := testenv.Command(t, "ping")
 	sh := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command(ip, args...).CombinedOutput(); err != nil {
@@ -63,23 +62,9 @@ func TestMultiHostLabVXLAN(t *testing.T) {
 	}
 
 	// A "machine" on each host's baremetal bridge.
-	client := func(hostNS, port, addr string) string {
-		ns, _ := netnstest.New(t)
-		sh("-n", hostNS, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
-		sh("-n", hostNS, "link", "set", port, "master", "baremetal", "up")
-		sh("-n", ns, "addr", "add", addr+"/24", "dev", "eth0")
-		sh("-n", ns, "link", "set", "eth0", "up")
-		return ns
-	}
-	cA := client(nsA, "nodea", "10.255.0.1")
-	client(nsB, "nodeb", "10.255.0.2")
-	pingB := func() error {
-		out, err := exec.Command(ip, "netns", "exec", cA, ping, "-c", "1", "-W", "3", "10.255.0.2").CombinedOutput()
-		if err != nil {
-			return &pingError{string(out)}
-		}
-		return nil
-	}
+	cA := netnstest.Machine(t, nsA, "baremetal", "nodea", "10.255.0.1/24")
+	netnstest.Machine(t, nsB, "baremetal", "nodeb", "10.255.0.2/24")
+	pingB := func() error { return netnstest.Ping(t, cA, "10.255.0.2") }
 	if err := pingB(); err != nil {
 		t.Fatalf("a node on alpha's baremetal does not reach one on beta's: %v", err)
 	}
@@ -115,7 +100,3 @@ func TestMultiHostLabVXLAN(t *testing.T) {
 		}
 	}
 }
-
-type pingError struct{ out string }
-
-func (e *pingError) Error() string { return "ping: " + e.out }

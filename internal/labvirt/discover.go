@@ -211,3 +211,50 @@ func StartDomain(_ context.Context, l *libvirt.Libvirt, name string) (bool, erro
 	}
 	return true, nil
 }
+
+// RemotePool is a storage pool as libvirt alone shows it, for a pool on
+// another host, whose directory (and the mark in it) this process cannot
+// read: labctl on that host makes and removes it (EnsurePool, DeletePool).
+type RemotePool struct {
+	Found, Active bool
+	Dir           string
+	Volumes       []string // the files libvirt lists, the mark file left out
+}
+
+// RemotePoolState reads a pool through libvirt only, refreshing it first
+// when it is active so that its volumes are what is in the directory.
+func RemotePoolState(ctx context.Context, l *libvirt.Libvirt, name string) (RemotePool, error) {
+	var rp RemotePool
+	if err := ctx.Err(); err != nil {
+		return rp, err
+	}
+	p, err := l.StoragePoolLookupByName(name)
+	if isLibvirtError(err, libvirt.ErrNoStoragePool) {
+		return rp, nil
+	}
+	if err != nil {
+		return rp, fmt.Errorf("look up storage pool %q: %w", name, err)
+	}
+	st := poolState{pool: p, exists: true}
+	if err := st.read(l); err != nil {
+		return rp, err
+	}
+	rp.Found, rp.Dir, rp.Active = true, st.dir, st.active
+	if !rp.Active {
+		return rp, nil
+	}
+	if err := l.StoragePoolRefresh(p, 0); err != nil {
+		return rp, fmt.Errorf("refresh storage pool %q: %w", name, err)
+	}
+	vols, _, err := l.StoragePoolListAllVolumes(p, 1, 0)
+	if err != nil {
+		return rp, fmt.Errorf("list volumes of storage pool %q: %w", name, err)
+	}
+	for _, v := range vols {
+		if v.Name != PoolMarkFile {
+			rp.Volumes = append(rp.Volumes, v.Name)
+		}
+	}
+	slices.Sort(rp.Volumes)
+	return rp, nil
+}

@@ -200,33 +200,43 @@ func getPoolState(ctx context.Context, l *libvirt.Libvirt, name string) (poolSta
 		return st, fmt.Errorf("look up storage pool %q: %w", name, err)
 	}
 	st.pool, st.exists = p, true
-	x, err := l.StoragePoolGetXMLDesc(p, libvirt.StorageXMLInactive)
-	if err != nil {
-		return st, fmt.Errorf("storage pool %q XML: %w", name, err)
+	if err := st.read(l); err != nil {
+		return st, err
 	}
-	var def libvirtxml.StoragePool
-	if err := def.Unmarshal(x); err != nil {
-		return st, fmt.Errorf("storage pool %q XML: %w", name, err)
-	}
-	st.typ = def.Type
-	if def.Target != nil {
-		st.dir = def.Target.Path
-	}
-	active, err := l.StoragePoolIsActive(p)
-	if err != nil {
-		return st, fmt.Errorf("storage pool %q: %w", name, err)
-	}
-	auto, err := l.StoragePoolGetAutostart(p)
-	if err != nil {
-		return st, fmt.Errorf("storage pool %q: %w", name, err)
-	}
-	st.active, st.autostart = active == 1, auto == 1
 	if st.typ == "dir" && st.dir != "" {
 		if st.mark, err = readPoolMark(st.dir); err != nil {
 			return st, fmt.Errorf("storage pool %q: %w", name, err)
 		}
 	}
 	return st, nil
+}
+
+// read fills in what libvirt says of st.pool: type, directory, active,
+// autostart. It reads no file.
+func (st *poolState) read(l *libvirt.Libvirt) error {
+	name := st.pool.Name
+	x, err := l.StoragePoolGetXMLDesc(st.pool, libvirt.StorageXMLInactive)
+	if err != nil {
+		return fmt.Errorf("storage pool %q XML: %w", name, err)
+	}
+	var def libvirtxml.StoragePool
+	if err := def.Unmarshal(x); err != nil {
+		return fmt.Errorf("storage pool %q XML: %w", name, err)
+	}
+	st.typ = def.Type
+	if def.Target != nil {
+		st.dir = def.Target.Path
+	}
+	active, err := l.StoragePoolIsActive(st.pool)
+	if err != nil {
+		return fmt.Errorf("storage pool %q: %w", name, err)
+	}
+	auto, err := l.StoragePoolGetAutostart(st.pool)
+	if err != nil {
+		return fmt.Errorf("storage pool %q: %w", name, err)
+	}
+	st.active, st.autostart = active == 1, auto == 1
+	return nil
 }
 
 // owner returns the lab that owns the pool, or "": the lab named in a mark

@@ -1,10 +1,12 @@
 package plan
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/netplumb"
@@ -21,6 +23,12 @@ type Host struct {
 	LibvirtURI string     `json:"libvirtURI"`
 	Underlay   netip.Addr `json:"underlay"`
 	Hub        bool       `json:"hub,omitempty"`
+	// Exec is the argv prefix that runs a command on the host (the lab
+	// file's exec:), Labctl the labctl program there; without Exec, labctl
+	// on the hub cannot reach the host's links and files, and says what the
+	// user must run there.
+	Exec   []string `json:"exec,omitempty"`
+	Labctl string   `json:"labctl,omitempty"`
 	// Topology is this host's links: what `labctl net --host NAME` checks
 	// and repairs when run on that host.
 	Topology netplumb.Topology `json:"topology"`
@@ -55,7 +63,10 @@ func (p *Plan) resolveHosts(cfg *labconfig.Config) {
 		bridgeMTU[b.Name] = b.MTU
 	}
 	for i, h := range cfg.Hosts {
-		host := Host{Name: h.Name, LibvirtURI: h.LibvirtURI, Underlay: h.Underlay, Hub: i == 0}
+		host := Host{Name: h.Name, LibvirtURI: h.LibvirtURI, Underlay: h.Underlay, Hub: i == 0, Exec: slices.Clone(h.Exec)}
+		if !host.Hub {
+			host.Labctl = cmp.Or(h.Labctl, "labctl")
+		}
 		if host.Hub {
 			host.Topology = cloneTopology(base)
 		} else {
@@ -146,4 +157,48 @@ func (p *Plan) LocalNodes(host string) []Node {
 		}
 	}
 	return out
+}
+
+// Spokes are the hosts other than the hub.
+func (p *Plan) Spokes() []Host {
+	var out []Host
+	for _, h := range p.Hosts {
+		if !h.Hub {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// ForSpoke is the part of the plan that labctl on a host other than the hub
+// builds there, as a lab on one host: that host's libvirt, links and nodes;
+// no NAT network (the hub's); no vbmcd or installer (the hub runs them for
+// every host). Its commands (`up|down --host NAME`) make and remove only
+// what is on that host.
+func (p *Plan) ForSpoke(name string) (*Plan, error) {
+	h, ok := p.ForHost(name)
+	switch {
+	case len(p.Hosts) == 0:
+		return nil, fmt.Errorf("--host %q: lab %q is on one host (its lab file has no hosts:)", name, p.Lab)
+	case !ok:
+		return nil, fmt.Errorf("--host %q: lab %q has hosts %s", name, p.Lab, p.hostNames())
+	case h.Hub:
+		return nil, fmt.Errorf("--host %s: that is the hub of lab %q; run up and down there without --host", name, p.Lab)
+	}
+	s := *p
+	s.Hosts = nil
+	s.LibvirtURI = h.LibvirtURI
+	s.Nodes = p.LocalNodes(name)
+	s.Network.Topology = h.Topology
+	s.Network.NAT = nil
+	s.Spoke = name
+	return &s, nil
+}
+
+func (p *Plan) hostNames() string {
+	var names []string
+	for _, h := range p.Hosts {
+		names = append(names, h.Name)
+	}
+	return strings.Join(names, ", ")
 }

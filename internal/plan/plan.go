@@ -40,6 +40,9 @@ type Options struct {
 	// the seed lab.
 	ConfigPath string
 	ConfigSet  bool
+	// ConfigData, when not nil, is the lab file itself (read from standard
+	// input), in place of ConfigPath; Dir must then be set.
+	ConfigData []byte
 	// Dir is the lab's directory (default: the lab file's directory when
 	// the user named it, else the working directory).
 	Dir        string
@@ -76,10 +79,16 @@ type Plan struct {
 	// Hosts are the libvirt hosts of a lab spread over several, the hub
 	// first; empty for a lab on one host.
 	Hosts []Host `json:"hosts,omitempty"`
+	// Spoke names the host when this is the part of a lab over several
+	// hosts that one of the other hosts holds (ForSpoke).
+	Spoke string `json:"spoke,omitempty"`
 
 	// Config is the lab file as resolved (defaults and profile applied),
 	// for install-config generation; not part of the plan's own facts.
 	Config *labconfig.Config `json:"-"`
+	// Source is the lab file as read (nil for the seed lab): what labctl
+	// hands to labctl on the other hosts of the lab.
+	Source []byte `json:"-"`
 }
 
 // Node is one VM.
@@ -223,9 +232,22 @@ type Hybrid struct {
 
 // Load reads the lab file, applies the profile and resolves the plan.
 func Load(o Options) (*Plan, error) {
-	cfg, err := labconfig.Load(o.ConfigPath, o.ConfigSet)
-	if err != nil {
-		return nil, err
+	var cfg *labconfig.Config
+	var source []byte
+	var err error
+	switch {
+	case o.ConfigData != nil:
+		if o.Dir == "" {
+			return nil, errors.New("a lab file on standard input needs the lab's directory: pass --dir")
+		}
+		if cfg, err = labconfig.LoadData(o.ConfigData, o.Dir); err != nil {
+			return nil, fmt.Errorf("the lab file on standard input: %w", err)
+		}
+		source = o.ConfigData
+	default:
+		if cfg, source, err = labconfig.LoadFile(o.ConfigPath, o.ConfigSet); err != nil {
+			return nil, err
+		}
 	}
 	if err := cfg.ApplyProfile(o.Profile); err != nil {
 		return nil, err
@@ -240,7 +262,12 @@ func Load(o Options) (*Plan, error) {
 	if o.Dir, err = filepath.Abs(o.Dir); err != nil {
 		return nil, err
 	}
-	return Resolve(cfg, o)
+	p, err := Resolve(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	p.Source = source
+	return p, nil
 }
 
 // Resolve turns a loaded lab file and the options into the plan. It is pure:

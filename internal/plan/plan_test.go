@@ -158,6 +158,17 @@ func TestMultiHostPlacement(t *testing.T) {
 	if h, ok := p.ForHost("b"); !ok || h.Hub || len(h.Topology.Veths) != 0 {
 		t.Errorf("ForHost(b) = %+v, %v: want a spoke without the NAT veth", h, ok)
 	}
+	// b's part, as labctl on b builds it: b's nodes and links, no NAT.
+	b, err := p.ForSpoke("b")
+	if err != nil || b.LibvirtURI != "qemu+ssh://root@b/system" || len(b.Nodes) != 2 || b.Network.NAT != nil ||
+		len(b.Hosts) != 0 || b.HubTopology().VXLANs[0].Name != "vxb-a" || b.Spoke != "b" {
+		t.Errorf("ForSpoke(b) = %+v, %v", b, err)
+	}
+	for _, h := range []string{"a", "z"} {
+		if _, err := p.ForSpoke(h); err == nil {
+			t.Errorf("ForSpoke(%s) = nil error; want the hub and unknown hosts refused", h)
+		}
+	}
 	if one := resolve(t, "", "", ModeIPI); len(one.LocalNodes("anything")) != len(one.Nodes) {
 		t.Errorf("a lab on one host: not every node is local")
 	}
@@ -166,6 +177,8 @@ func TestMultiHostPlacement(t *testing.T) {
 		{"hosts:\n- {name: averyverylongname, libvirtURI: 'qemu:///system'}\n", "hosts[0].name"},
 		{"hosts:\n- {name: a, libvirtURI: 'qemu:///system'}\ncluster: {masters: {placement: [a, z, a]}}\n", `cluster.masters.placement[1]: "z" is not in hosts`},
 		{"hosts:\n- {name: a, libvirtURI: 'qemu:///system'}\ncluster: {masters: {placement: [a]}}\n", "cluster.masters.placement: 1 hosts for 3 nodes"},
+		{"hosts:\n- {name: a, libvirtURI: 'qemu:///system', exec: [ssh, a]}\n", "hosts[0]: a is the hub, where labctl runs"},
+		{"hosts:\n- {name: a, libvirtURI: 'qemu:///system', underlay: 10.254.0.1}\n- {name: b, libvirtURI: 'qemu+tcp://b/system', underlay: 10.254.0.2, exec: ['']}\n", "hosts[1].exec: the first word is a program"},
 	} {
 		if _, err := labconfig.Parse([]byte(bad.lab)); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("Parse(%q) = %v, want %q", bad.lab, err, bad.want)

@@ -42,15 +42,27 @@ type Globals struct {
 	LibvirtURI string
 	// Vbmcd is the vbmcd binary labctl starts (up only).
 	Vbmcd string
+	// Dir is the lab's directory (default: the lab file's); needed with a
+	// lab file on standard input (-f -).
+	Dir string
 }
 
 // LoadPlan resolves the lab the flags select.
 func (g *Globals) LoadPlan() (*plan.Plan, error) {
 	vb, _ := FindVbmcd(g.Vbmcd)
-	return plan.Load(plan.Options{
-		ConfigPath: g.ConfigPath, ConfigSet: g.ConfigSet, Profile: g.Profile, Mode: g.Mode,
+	o := plan.Options{
+		ConfigPath: g.ConfigPath, ConfigSet: g.ConfigSet, Profile: g.Profile, Mode: g.Mode, Dir: g.Dir,
 		Netns: g.Netns, LibvirtURI: g.LibvirtURI, Vbmcd: vb, HostCPUs: runtime.NumCPU(),
-	})
+	}
+	if g.ConfigSet && g.ConfigPath == "-" {
+		// What labctl on the hub runs on the lab's other hosts.
+		data, err := io.ReadAll(g.Streams.In)
+		if err != nil {
+			return nil, fmt.Errorf("read the lab file from standard input: %w", err)
+		}
+		o.ConfigData = data
+	}
+	return plan.Load(o)
 }
 
 // LoadPlanNamed resolves the seed lab renamed to name, for commands that

@@ -1,14 +1,18 @@
 package net
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	labactions "github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
 	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/plan"
 )
 
 type downReport struct {
@@ -19,6 +23,8 @@ type downReport struct {
 	// down left them.
 	Foreign               []string `json:"foreign"`
 	NetworkManagerSnippet string   `json:"networkManagerSnippet,omitempty"`
+	// Hosts are the other hosts' results, one line each.
+	Hosts []string `json:"hosts,omitempty"`
 }
 
 func newDownCommand(g *cli.Globals, f *flags) *cobra.Command {
@@ -75,10 +81,20 @@ func runDown(cmd *cobra.Command, g *cli.Globals, f *flags) error {
 		rep.NetworkManagerSnippet = path
 	}
 
+	lines, serr := l.downSpokes(ctx)
+	rep.Hosts = lines
 	out := g.Streams.Out
 	if f.output == "json" {
-		return printJSON(out, rep)
+		if err := printJSON(out, rep); err != nil {
+			return err
+		}
+		return serr
 	}
+	defer func() {
+		for _, line := range lines {
+			fmt.Fprintln(out, line)
+		}
+	}()
 	for _, n := range rep.LibvirtNetworks {
 		fmt.Fprintf(out, "✓ deleted libvirt network %s\n", n)
 	}
@@ -94,5 +110,16 @@ func runDown(cmd *cobra.Command, g *cli.Globals, f *flags) error {
 	if len(rep.LibvirtNetworks)+len(rep.Links) == 0 && rep.NetworkManagerSnippet == "" {
 		fmt.Fprintf(out, "✓ nothing of lab %q to remove\n", l.plan.Lab)
 	}
-	return nil
+	return serr
+}
+
+// downSpokes runs `net down` on every other host through its exec:, then
+// reads there which links of the lab are left: ✓ only when none is.
+func (l *lab) downSpokes(ctx context.Context) ([]string, error) {
+	return l.onSpokes(ctx, "down", func(h plan.Host, rep *labactions.NetReport) (string, error) {
+		if len(rep.OwnedLinks) > 0 {
+			return "", fmt.Errorf("host %s: after net down there, the lab's links %s are left", h.Name, strings.Join(rep.OwnedLinks, ", "))
+		}
+		return "no link of the lab left", nil
+	})
 }

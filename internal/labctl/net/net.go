@@ -65,6 +65,11 @@ type lab struct {
 	p    *netplumb.Plumber
 	lv   *labvirt.NetworkConn // nil with --no-libvirt
 	nmOK bool                 // NetworkManager is installed
+	// spokes are the lab's other hosts when this is the hub of a lab over
+	// several: check, repair and down reach them through their exec:.
+	spokes []plan.Host
+	remote labactions.Runner
+	args   []string // the flags to hand on (--no-libvirt)
 }
 
 func open(ctx context.Context, g *cli.Globals, f *flags) (*lab, error) {
@@ -89,13 +94,21 @@ func open(ctx context.Context, g *cli.Globals, f *flags) (*lab, error) {
 			nat = nil
 		}
 	}
+	var spokes []plan.Host
+	if h, ok := p.ForHost(f.host); ok && h.Hub {
+		spokes = p.Spokes()
+	}
 	h, err := netplumb.OpenNamespace(p.Netns)
 	if err != nil {
 		return nil, err
 	}
 	l := &lab{plan: p, top: top, nat: nat, h: h,
-		p:    netplumb.New(h, p.Lab, g.Logger.Named("netplumb")),
-		nmOK: netplumb.NetworkManagerPresent(p.Network.NMConfDir)}
+		p:      netplumb.New(h, p.Lab, g.Logger.Named("netplumb")),
+		nmOK:   netplumb.NetworkManagerPresent(p.Network.NMConfDir),
+		spokes: spokes, remote: labactions.ExecRunner{}}
+	if f.noLibvirt {
+		l.args = []string{"--no-libvirt"}
+	}
 	if !f.noLibvirt && (len(p.Network.BridgeNetworks) > 0 || nat != nil) {
 		if l.lv, err = labvirt.NetworkDial(ctx, uri); err != nil {
 			h.Close()
@@ -194,3 +207,64 @@ func (l *lab) differences(ctx context.Context) (*netplumb.Plan, []row, error) {
 
 // errDiffers is what check returns when anything differs.
 var errDiffers = errors.New("the lab's network differs from its configuration")
+
+// onSpoke runs `labctl net SUB --host NAME` on another host of the lab.
+func (l *lab) onSpoke(ctx context.Context, h plan.Host, sub ...string) ([]byte, error) {
+	args := labactions.SpokeArgs(l.plan, h, append([]string{"net"}, sub...)...)
+	return l.remote.Labctl(ctx, h, l.plan.Source, append(args, l.args...)...)
+}
+
+// checkSpoke is CheckSpokeNet with this command's flags.
+func (l *lab) checkSpoke(ctx context.Context, h plan.Host) (*labactions.NetReport, error) {
+	return labactions.CheckSpokeNet(ctx, l.remote, l.plan, h, l.args...)
+}
+
+// spokeRows are the other hosts' differences, each object named with its
+// host, and a line per host that was not checked.
+func (l *lab) spokeRows(ctx context.Context) (rows []row, notes []string) {
+	for _, h := range l.spokes {
+		if len(h.Exec) == 0 {
+			notes = append(notes, fmt.Sprintf("host %s: not checked (no exec: in the lab file); run there: labctl net check --host %s", h.Name, h.Name))
+			continue
+		}
+		rep, err := l.checkSpoke(ctx, h)
+		if err != nil {
+			rows = append(rows, row{Object: "host " + h.Name, Kind: "unreachable", Got: err.Error(), Blocking: true,
+				Fix: "make hosts[].exec of " + h.Name + " work, or run `labctl net check --host " + h.Name + "` there"})
+			continue
+		}
+		for _, d := range rep.Differences {
+			rows = append(rows, row{Object: h.Name + ": " + d.Object, Kind: d.Kind, Want: d.Want, Got: d.Got, Fix: d.Fix + " (labctl net repair reaches " + h.Name + " through its exec:)"})
+		}
+	}
+	return rows, notes
+}
+
+// onSpokes runs `net SUB` on every other host through its exec:, then `net
+// check` there, and judges its report: a host gets ✓ only when judge says
+// so. A host without exec: gets a line saying what to run there.
+func (l *lab) onSpokes(ctx context.Context, sub string, judge func(plan.Host, *labactions.NetReport) (string, error)) ([]string, error) {
+	var lines []string
+	var errs []error
+	for _, h := range l.spokes {
+		if len(h.Exec) == 0 {
+			lines = append(lines, fmt.Sprintf("! host %s: not reached (no exec: in the lab file); run there: labctl net %s --host %s", h.Name, sub, h.Name))
+			continue
+		}
+		var ok string
+		_, err := l.onSpoke(ctx, h, sub)
+		if err == nil {
+			var rep *labactions.NetReport
+			if rep, err = l.checkSpoke(ctx, h); err == nil {
+				ok, err = judge(h, rep)
+			}
+		}
+		if err != nil {
+			errs = append(errs, err)
+			lines = append(lines, fmt.Sprintf("✗ host %s: net %s", h.Name, sub))
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("✓ host %s: %s", h.Name, ok))
+	}
+	return lines, errors.Join(errs...)
+}

@@ -1,6 +1,7 @@
 package net
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -8,6 +9,7 @@ import (
 	labactions "github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
 	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/plan"
 )
 
 type repairReport struct {
@@ -18,6 +20,8 @@ type repairReport struct {
 	LibvirtNetworks []string `json:"libvirtNetworks"`
 	// NetworkManagerSnippet is the file written, if any.
 	NetworkManagerSnippet string `json:"networkManagerSnippet,omitempty"`
+	// Hosts are the other hosts' results, one line each.
+	Hosts []string `json:"hosts,omitempty"`
 }
 
 func newRepairCommand(g *cli.Globals, f *flags) *cobra.Command {
@@ -110,11 +114,28 @@ func runRepair(cmd *cobra.Command, g *cli.Globals, f *flags) error {
 			}
 		}
 	}
-	if !table {
-		return printJSON(out, rep)
-	}
-	if len(rows) == 0 {
+	if table && len(rows) == 0 {
 		fmt.Fprintf(out, "✓ nothing to repair: the network of lab %q matches its configuration\n", l.plan.Lab)
 	}
-	return nil
+	lines, err := l.repairSpokes(ctx)
+	rep.Hosts = lines
+	if table {
+		for _, line := range lines {
+			fmt.Fprintln(out, line)
+		}
+	} else if jerr := printJSON(out, rep); jerr != nil {
+		return jerr
+	}
+	return err
+}
+
+// repairSpokes runs `net repair` on every other host through its exec:,
+// then `net check` there: a host is ✓ only when its check is clean.
+func (l *lab) repairSpokes(ctx context.Context) ([]string, error) {
+	return l.onSpokes(ctx, "repair", func(h plan.Host, rep *labactions.NetReport) (string, error) {
+		if !rep.InSync {
+			return "", fmt.Errorf("host %s: after the repair there, net check reports %s", h.Name, rep.Summary())
+		}
+		return "network in sync (repaired and checked there)", nil
+	})
 }

@@ -22,6 +22,7 @@ type flags struct {
 	sshKey     string
 	output     string
 	lab        string
+	host       string
 }
 
 // NewCommands returns up, status and down.
@@ -57,6 +58,7 @@ bmcs, install-config, installer. --mode hybrid: the kcli-style UPI flow
 	up.Flags().StringVar(&f.until, "until", "", "stop after this step")
 	up.Flags().StringVar(&f.pullSecret, "pull-secret", "", "pull secret file (overrides the lab file)")
 	up.Flags().StringVar(&f.sshKey, "ssh-key", "", "public SSH key file (overrides the lab file)")
+	up.Flags().StringVar(&f.host, "host", "", "for a lab over several hosts: bring up this host's part (not the hub's), on that host; labctl on the hub runs it through the host's exec:")
 
 	status := &cobra.Command{
 		Use:   "status",
@@ -90,6 +92,7 @@ directory or state file is gone. With --lab NAME no lab file is needed.`,
 		},
 	}
 	down.Flags().StringVar(&f.lab, "lab", "", "the lab's name, when its lab file is gone")
+	down.Flags().StringVar(&f.host, "host", "", "for a lab over several hosts: remove this host's part (not the hub's), on that host")
 	return []*cobra.Command{up, status, down}
 }
 
@@ -104,6 +107,11 @@ func withLab(ctx context.Context, g *cli.Globals, f *flags, fn func(*lab.Env) er
 	if err != nil {
 		return err
 	}
+	if f.host != "" {
+		if p, err = p.ForSpoke(f.host); err != nil {
+			return err
+		}
+	}
 	var h interface {
 		lab.Host
 		Close()
@@ -117,7 +125,7 @@ func withLab(ctx context.Context, g *cli.Globals, f *flags, fn func(*lab.Env) er
 		return err
 	}
 	defer h.Close()
-	return fn(&lab.Env{Plan: p, Host: h, Rep: cli.NewStatus(g.Streams.Out), Log: g.Logger, PullSecret: f.pullSecret, SSHKey: f.sshKey})
+	return fn(&lab.Env{Plan: p, Host: h, Rep: cli.NewStatus(g.Streams.Out), Log: g.Logger, Remote: lab.ExecRunner{}, PullSecret: f.pullSecret, SSHKey: f.sshKey})
 }
 
 type nodeRow struct {
@@ -190,15 +198,36 @@ func printStatus(ctx context.Context, g *cli.Globals, e *lab.Env, output string)
 	} else if len(ds) > 0 {
 		vb = fmt.Sprintf("running (pid %d, log %s)", ds[0].PID, e.Plan.Vbmcd.Log)
 	}
+	spokes := lab.CheckSpokes(ctx, e.Remote, e.Plan)
 	if output == "json" {
 		rs, err := rows(ctx, e)
 		if err != nil {
 			return err
 		}
+		st := map[string]any{"lab": e.Plan.Lab, "mode": e.Plan.Mode, "phase": phase, "vbmcd": vb, "nodes": rs}
+		if len(spokes) > 0 {
+			var hs []hostRow
+			for _, s := range spokes {
+				hs = append(hs, hostRow{Name: s.Host.Name, Checked: s.Checked() && s.Err == nil, InSync: s.Report != nil && s.Report.InSync, Network: s.String()})
+			}
+			st["hosts"] = hs
+		}
 		enc := json.NewEncoder(g.Streams.Out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"lab": e.Plan.Lab, "mode": e.Plan.Mode, "phase": phase, "vbmcd": vb, "nodes": rs})
+		return enc.Encode(st)
 	}
-	fmt.Fprintf(g.Streams.Out, "lab %s (%s): last step done: %s; vbmcd %s\n\n", e.Plan.Lab, e.Plan.Mode, phase, vb)
+	fmt.Fprintf(g.Streams.Out, "lab %s (%s): last step done: %s; vbmcd %s\n", e.Plan.Lab, e.Plan.Mode, phase, vb)
+	for _, s := range spokes {
+		fmt.Fprintln(g.Streams.Out, s)
+	}
+	fmt.Fprintln(g.Streams.Out)
 	return table(ctx, g, e)
+}
+
+// hostRow is another host's network in `status -o json`.
+type hostRow struct {
+	Name    string `json:"name"`
+	Checked bool   `json:"checked"`
+	InSync  bool   `json:"inSync"`
+	Network string `json:"network"`
 }

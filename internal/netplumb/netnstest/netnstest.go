@@ -6,7 +6,9 @@ package netnstest
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -68,4 +70,35 @@ func Bridge(t testing.TB, h *netlink.Handle, name string) netlink.Link {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// IP runs ip(8) with args and fails the test when it fails.
+func IP(t testing.TB, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(testenv.Command(t, "ip"), args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// Machine makes a "machine" on a bridge of the namespace hostNS: a
+// namespace of its own whose eth0 has addr (CIDR) and whose other end,
+// port, is a port of bridge. It returns the machine's namespace.
+func Machine(t testing.TB, hostNS, bridge, port, addr string) string {
+	t.Helper()
+	ns, _ := New(t)
+	IP(t, "-n", hostNS, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+	IP(t, "-n", hostNS, "link", "set", port, "master", bridge, "up")
+	IP(t, "-n", ns, "addr", "add", addr, "dev", "eth0")
+	IP(t, "-n", ns, "link", "set", "eth0", "up")
+	return ns
+}
+
+// Ping sends one ping from the namespace ns to addr, waiting 3 s at most.
+func Ping(t testing.TB, ns, addr string) error {
+	t.Helper()
+	out, err := exec.Command(testenv.Command(t, "ip"), "netns", "exec", ns, testenv.Command(t, "ping"), "-c", "1", "-W", "3", addr).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ping %s from %s: %v\n%s", addr, ns, err, out)
+	}
+	return nil
 }

@@ -33,12 +33,13 @@ type Underlay struct {
 	PeerAddr string // the root namespace's end of the veth
 	URI      string // qemu+tcp://Addr/system
 
-	dir  string
-	veth string // its port on the segment's bridge
-	swNS string
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  *os.File
+	dir     string
+	private []string // paths this host has a directory of its own at
+	veth    string   // its port on the segment's bridge
+	swNS    string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	log     *os.File
 }
 
 // segment is the underlay network of one test: 10.253.X.0/24, the root
@@ -95,8 +96,11 @@ func segmentOf(t testing.TB) *segment {
 }
 
 // NewUnderlay starts a host named name; index (0..200) picks its address
-// on the test's underlay segment.
-func NewUnderlay(t testing.TB, name string, index int) *Underlay {
+// on the test's underlay segment. At each private path (which must exist)
+// the host has an empty directory of its own, in its libvirtd's mount
+// namespace, as another machine would: what it puts there is not seen at
+// that path here, nor the reverse. Exec enters that namespace.
+func NewUnderlay(t testing.TB, name string, index int, private ...string) *Underlay {
 	t.Helper()
 	testenv.Root(t)
 	for _, c := range []string{"ip", "unshare", "libvirtd", "qemu-system-x86_64"} {
@@ -112,6 +116,7 @@ func NewUnderlay(t testing.TB, name string, index int) *Underlay {
 		Addr:     fmt.Sprintf("10.253.%d.%d", seg.x, index+2),
 		dir:      t.TempDir(),
 		swNS:     seg.ns,
+		private:  private,
 	}
 	u.URI = "qemu+tcp://" + u.Addr + "/system"
 	run(t, "netns", "add", u.Netns)
@@ -122,7 +127,11 @@ func NewUnderlay(t testing.TB, name string, index int) *Underlay {
 	run(t, "-n", u.Netns, "addr", "add", u.Addr+"/24", "dev", "underlay")
 	run(t, "-n", u.Netns, "link", "set", "underlay", "up")
 
-	for _, d := range []string{"run", "etc", "lib", "cache", "log"} {
+	dirs := []string{"run", "etc", "lib", "cache", "log"}
+	for i := range private {
+		dirs = append(dirs, fmt.Sprintf("private%d", i))
+	}
+	for _, d := range dirs {
 		if err := os.MkdirAll(filepath.Join(u.dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -150,6 +159,13 @@ func (u *Underlay) Start(t testing.TB) {
 	for _, m := range [][2]string{{"run", "/run/libvirt"}, {"etc", "/etc/libvirt"}, {"lib", "/var/lib/libvirt"}, {"cache", "/var/cache/libvirt"}, {"log", "/var/log/libvirt"}} {
 		mounts += fmt.Sprintf("mount --bind %s %s && ", filepath.Join(u.dir, m[0]), m[1])
 	}
+	for i, p := range u.private {
+		src := filepath.Join(u.dir, fmt.Sprintf("private%d", i))
+		if err := os.Chmod(src, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mounts += fmt.Sprintf("mount --bind %s %s && ", src, p)
+	}
 	log, err := os.OpenFile(filepath.Join(u.dir, "libvirtd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -168,6 +184,13 @@ func (u *Underlay) Start(t testing.TB) {
 		b, _ := os.ReadFile(log.Name())
 		t.Fatalf("libvirtd of %s does not listen on %s:16509 within 15 s; its log:\n%s", u.Name, u.Addr, b)
 	}
+}
+
+// Exec is the argv prefix that runs a command on this host: in its
+// network namespace and its libvirtd's mount namespace (its private
+// directories), as `ssh root@host` would on a real one.
+func (u *Underlay) Exec() []string {
+	return []string{"nsenter", "--target", fmt.Sprint(u.cmd.Process.Pid), "--mount", "--net", "--"}
 }
 
 // Answers reports whether the host's libvirtd accepts TCP connections.
