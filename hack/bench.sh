@@ -8,8 +8,9 @@
 #  4. GET /Systems/{id} at 8 connections over HTTPS, two VMs served from one
 #     libvirt host vs two (BenchmarkMultiHostGetSystem: libvirtds of their own
 #     in network namespaces, reached over qemu+tcp on veths), as root;
-#  5. how long after one host's libvirtd dies its VM answers 503, and how
-#     long after it answers again the VM is served (BenchmarkMultiHostReconnect).
+#  5. how long after one host's libvirtd dies its VM reads as unavailable,
+#     and how long after it answers again the VM is whole
+#     (BenchmarkMultiHostReconnect).
 # Extra arguments go to runs 1 and 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,5 +36,5 @@ echo "== GET /redfish/v1/Systems/{id}, 8 connections, Basic auth, HTTPS, libvirt
 bin/rfbench -url https://127.0.0.1:18443 -server-pid "$pid" -path "/redfish/v1/Systems/$id" -c 8 -d "${BENCH_DURATION:-10s}"
 echo "== GET /redfish/v1/Systems/{id}, 8 connections, HTTPS, two VMs on one libvirt host vs two (Go benchmark)"
 CI=true go test -count=1 -p 1 -run '^$' -bench BenchmarkMultiHostGetSystem -benchtime 100000x ./internal/vbmcd/ | grep -E '^(Benchmark|ok|FAIL)'
-echo "== one host's libvirtd killed and restarted: ms to 503, ms to served again (Go benchmark)"
+echo "== one host's libvirtd killed and restarted: ms to unavailable, ms to whole again (Go benchmark)"
 CI=true go test -count=1 -p 1 -run '^$' -bench BenchmarkMultiHostReconnect -benchtime 10x ./internal/vbmcd/ | grep -E '^(Benchmark|ok|FAIL)'

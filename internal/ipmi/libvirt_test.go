@@ -85,6 +85,9 @@ func TestLibvirtPower(t *testing.T) {
 		t.Fatalf("power off: %v %v", err, code)
 	}
 	waitState(t, vl, vm.Name, libvirt.DomainShutoff, 30*time.Second)
+	// The answer came before the stop finished; the model catches up when
+	// Stop returns (or the event arrives), a moment after libvirt.
+	waitPower(t, l, 0, machine.PowerOff)
 
 	for _, extra := range [][]string{nil, {"-C", "3"}, {"-C", "17"}} {
 		t.Run(strings.Join(append([]string{"suite"}, extra...), ""), func(t *testing.T) {

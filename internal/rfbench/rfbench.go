@@ -21,6 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bmlab/bmlab/internal/pace"
+
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/redfish"
 	"github.com/bmlab/bmlab/internal/sim"
@@ -247,7 +249,7 @@ func load(ctx context.Context, base *url.URL, o options) (*result, error) {
 		failed error
 	}
 	results := make([]connResult, o.conns)
-	tokens := pace(ctx, o.rate)
+	pacer := pace.New(o.rate)
 	var wg sync.WaitGroup
 	for i := range o.conns {
 		c, err := dial(base)
@@ -262,12 +264,8 @@ func load(ctx context.Context, base *url.URL, o options) (*result, error) {
 			r.lat = make([]time.Duration, 0, 1<<16)
 			br := bufio.NewReaderSize(c, 64<<10)
 			for ctx.Err() == nil {
-				if tokens != nil {
-					select {
-					case <-tokens:
-					case <-ctx.Done():
-						return
-					}
+				if !pacer.Wait(ctx) {
+					return
 				}
 				start := time.Now()
 				if _, err := c.Write(reqBytes); err != nil {
@@ -321,32 +319,6 @@ func load(ctx context.Context, base *url.URL, o options) (*result, error) {
 	res.requests = len(res.latencies)
 	slices.Sort(res.latencies)
 	return res, nil
-}
-
-// pace hands out rate tokens a second until ctx ends; nil for no limit.
-// A token nobody is ready to take is lost, so a slow server is not
-// followed by a burst.
-func pace(ctx context.Context, rate int) <-chan struct{} {
-	if rate <= 0 {
-		return nil
-	}
-	tokens := make(chan struct{})
-	go func() {
-		t := time.NewTicker(time.Second / time.Duration(rate))
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				select {
-				case tokens <- struct{}{}:
-				default:
-				}
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return tokens
 }
 
 // readResponse reads one response with a Content-Length body and returns

@@ -70,7 +70,7 @@ func newMultiHost(t *testing.T, prefix string) *multiHost {
 }
 
 // runCLI runs a vbmcd command line in-process and returns its output.
-func runCLI(t *testing.T, args ...string) (string, error) {
+func runCLI(t testing.TB, args ...string) (string, error) {
 	t.Helper()
 	var out testenv.Buffer
 	err := Run(context.Background(), Streams{Out: &out, ErrOut: &out}, args)

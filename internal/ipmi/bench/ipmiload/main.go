@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bmlab/bmlab/internal/pace"
+
 	"go.uber.org/zap"
 
 	"github.com/bmlab/bmlab/internal/ipmi"
@@ -26,23 +28,8 @@ import (
 
 var user, pass = "admin", "password"
 
-// tokens paces the clients when -rate is set (nil: no limit).
-var tokens <-chan struct{}
-
-// pace hands out rate tokens a second; one nobody is ready to take is lost,
-// so a slow server is not followed by a burst.
-func pace(rate int) <-chan struct{} {
-	c := make(chan struct{})
-	go func() {
-		for range time.Tick(time.Second / time.Duration(rate)) {
-			select {
-			case c <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	return c
-}
+// pacer paces the clients when -rate is set (nil: no limit).
+var pacer *pace.Pacer
 
 func main() {
 	mode := flag.String("mode", "qps", "qps, idle, sessions (serve: internal)")
@@ -55,9 +42,7 @@ func main() {
 	pid := flag.Int("pid", 0, "drive the BMCs of a running vbmcd (its PID, for CPU and memory) at -base on 127.0.0.1 instead of starting a server; the password comes from IPMILOAD_PASSWORD")
 	rate := flag.Int("rate", 0, "at most this many queries a second over all clients, for soaks (default: as fast as the clients go)")
 	flag.Parse()
-	if *rate > 0 {
-		tokens = pace(*rate)
-	}
+	pacer = pace.New(*rate)
 	if *pid != 0 {
 		if p := os.Getenv("IPMILOAD_PASSWORD"); p != "" {
 			pass = p
@@ -119,9 +104,7 @@ func drive(clients, bmcs, base, suite int, d time.Duration, count int) (int, int
 				if count == 0 && time.Now().After(deadline) {
 					return
 				}
-				if tokens != nil {
-					<-tokens
-				}
+				pacer.Wait(context.Background())
 				if query(addr, suite) {
 					ok.Add(1)
 				} else {
