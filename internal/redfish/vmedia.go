@@ -507,7 +507,7 @@ func deleteMediaCertificate(s *Server, c *call) *apiError {
 
 // --- tasks ---
 
-func task(t *machine.MediaTask) obj {
+func task(t *machine.Task) obj {
 	st := t.Status()
 	health := "OK"
 	msg := newMessage(MsgSuccess)
@@ -547,7 +547,7 @@ func task(t *machine.MediaTask) obj {
 }
 
 // visibleTask returns the task when the caller may reach its machine.
-func (s *Server) visibleTask(c *call, id string) (*machine.MediaTask, *apiError) {
+func (s *Server) visibleTask(c *call, id string) (*machine.Task, *apiError) {
 	t, err := s.svc.Task(id)
 	if err == nil {
 		if m, gerr := s.svc.Get(t.MachineID); gerr == nil && c.who.canAccess(m) {
