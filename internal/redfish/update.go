@@ -215,8 +215,12 @@ func postSimpleUpdate(s *Server, c *call) *apiError {
 	}
 	c.m = m
 	s.logChange(c, "firmware update", zap.String("image", t.Image), zap.String("component", string(comp)), zap.String("task", t.ID))
+	// 202 with the task monitor in Location and no body: sushy (and so
+	// Ironic) takes a Task body's @odata.id over Location as the monitor,
+	// and a Task resource answers 200 while it runs, which Ironic would
+	// read as the update having finished.
 	c.w.Header().Set("Location", monitorsURI+"/"+t.ID)
-	s.writeJSON(c, http.StatusAccepted, task(t))
+	c.w.WriteHeader(http.StatusAccepted)
 	return nil
 }
 
