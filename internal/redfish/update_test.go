@@ -1,6 +1,7 @@
 package redfish
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -141,5 +142,47 @@ func BenchmarkSimpleUpdate(b *testing.B) {
 	b.ReportMetric(float64(worst.Microseconds())/1000, "max-ms")
 	if worst > 100*time.Millisecond {
 		b.Errorf("SimpleUpdate took %v to answer at worst; the bound is 100 ms", worst)
+	}
+}
+
+// BenchmarkFirmwareFlow is the BMC's share of Ironic's BIOS update flow on
+// a simulated machine, the image on loopback: SimpleUpdate, the task
+// monitor polled until the update waits for the reset, ForceRestart, the
+// monitor read once more (Completed), the new version read from the
+// system and the firmware inventory.
+func BenchmarkFirmwareFlow(b *testing.B) {
+	f, images := newUpdateFixture(b)
+	sys := "/redfish/v1/Systems/" + f.ids[0]
+	do := func(method, path, body string, want int) *httptest.ResponseRecorder {
+		w := f.do(req{method: method, path: path, body: body})
+		if w.Code != want {
+			b.Fatalf("%s %s: %d %s", method, path, w.Code, w.Body.String())
+		}
+		return w
+	}
+	do("POST", sys+"/Actions/ComputerSystem.Reset", `{"ResetType": "On"}`, http.StatusNoContent)
+	body := `{"ImageURI": "` + images + `/bios-2.3.1.bin", "Targets": ["` + sys + `"]}`
+	for b.Loop() {
+		mon := do("POST", updateServiceURI+"/Actions/"+simpleUpdateAction, body, http.StatusAccepted).Header().Get("Location")
+		for !strings.Contains(do("GET", mon, "", http.StatusAccepted).Body.String(), "AwaitToActivate") {
+			time.Sleep(100 * time.Microsecond)
+		}
+		do("POST", sys+"/Actions/ComputerSystem.Reset", `{"ResetType": "ForceRestart"}`, http.StatusNoContent)
+		if v := decode(b, do("GET", mon, "", http.StatusOK)); v["TaskState"] != "Completed" {
+			b.Fatalf("after the reset the task is %v", v["TaskState"])
+		}
+		if v := decode(b, do("GET", sys, "", http.StatusOK)); v["BiosVersion"] != "2.3.1" {
+			b.Fatalf("BiosVersion %v after the reset", v["BiosVersion"])
+		}
+		if v := decode(b, do("GET", firmwareInventoryURI+"/BIOS-"+f.ids[0], "", http.StatusOK)); v["Version"] != "2.3.1" {
+			b.Fatalf("inventory version %v after the reset", v["Version"])
+		}
+		// The next round updates from the factory version again.
+		if _, err := f.svc.UpdateSettings(context.Background(), f.ids[0], func(st *machine.Settings) error {
+			st.Firmware = nil
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
