@@ -90,6 +90,23 @@ func (s *Service) SetFault(id string, f Fault) (*Machine, error) {
 	return m, nil
 }
 
+// downFor makes machine id's BMC answer nothing for d (a BMC reboot),
+// keeping the other faults set for it.
+func (s *Service) downFor(id string, d time.Duration) {
+	s.faults.mu.Lock()
+	defer s.faults.mu.Unlock()
+	if s.faults.by == nil {
+		s.faults.by = map[string]*Fault{}
+	}
+	f := s.faults.by[id]
+	if f == nil {
+		f = &Fault{}
+		s.faults.by[id] = f
+	}
+	f.DownUntil = time.Now().Add(d)
+	s.faults.any.Store(true)
+}
+
 // Faults returns the faults in force, by machine ID.
 func (s *Service) Faults() map[string]Fault {
 	s.faults.mu.Lock()

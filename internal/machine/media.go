@@ -65,7 +65,7 @@ type Media struct {
 	Inserted bool
 	// Task is an insert in progress or the last one, when it failed or is
 	// still running; nil otherwise.
-	Task *MediaTask
+	Task *Task
 }
 
 // driveFor finds the drive a member uses.
@@ -152,6 +152,7 @@ const (
 	MediaAuth        MediaErrorKind = "auth"        // HTTP 401/403
 	MediaNotImage    MediaErrorKind = "not-image"   // not an ISO 9660/UDF image (for the CD)
 	MediaNoSpace     MediaErrorKind = "no-space"    // the cache's disk is full, or the image exceeds the cache's bound
+	MediaTooLarge    MediaErrorKind = "too-large"   // the image exceeds the request's MaxBytes
 	MediaForbidden   MediaErrorKind = "forbidden"   // a local path outside the allowed directory, an unsupported scheme
 	MediaFailed      MediaErrorKind = "failed"      // anything else: interrupted transfer, HTTP 5xx
 )
@@ -175,6 +176,12 @@ type ImageRequest struct {
 	Certificates      []string // PEM
 	// ISO asks for a check that the image is an ISO 9660 (or UDF) image.
 	ISO bool
+	// Raw takes any content (a firmware image, which its user checks);
+	// otherwise the image must be one a drive can hold.
+	Raw bool
+	// MaxBytes, when set, refuses a larger image (MediaTooLarge) before
+	// more than that is stored.
+	MaxBytes int64
 	// InUse lists the local files some machine's drive holds now; a cache
 	// must not evict them. It is called when eviction is decided, not when
 	// the request starts, so an image attached meanwhile is held.

@@ -26,7 +26,7 @@ func WithPowerObserver(fn func(rt ResetType, err error, took time.Duration)) Ser
 // WithImageFetcher lets the service insert virtual media; without one every
 // insert is refused as unsupported.
 func WithImageFetcher(f ImageFetcher) ServiceOption {
-	return func(s *Service) { s.media.fetcher = f }
+	return func(s *Service) { s.tasks.fetcher = f }
 }
 
 // WithMediaWait bounds how long a power-on waits for virtual media that is
@@ -34,7 +34,7 @@ func WithImageFetcher(f ImageFetcher) ServiceOption {
 func WithMediaWait(d time.Duration) ServiceOption {
 	return func(s *Service) {
 		if d > 0 {
-			s.media.wait = d
+			s.tasks.wait = d
 		}
 	}
 }
@@ -42,16 +42,19 @@ func WithMediaWait(d time.Duration) ServiceOption {
 // maxFinishedTasks is how many finished tasks the service remembers.
 const maxFinishedTasks = 64
 
-type mediaTasks struct {
+// taskTable holds the service's tasks (virtual media inserts, firmware
+// updates) and the image fetcher both use.
+type taskTable struct {
 	fetcher ImageFetcher
 	wait    time.Duration
 
-	mu     sync.Mutex
-	seq    int
-	byID   map[string]*MediaTask
-	order  []string              // task ids, oldest first
-	active map[string]*MediaTask // running insert per member (machine/slot)
-	last   map[string]*MediaTask // last failed insert per member, until the next insert or eject
+	mu       sync.Mutex
+	seq      int
+	byID     map[string]*Task
+	order    []string           // task ids, oldest first
+	active   map[string]*Task   // running insert per member (machine/slot)
+	last     map[string]*Task   // last failed insert per member, until the next insert or eject
+	firmware map[string][]*Task // running firmware updates per machine
 }
 
 func memberKey(id string, slot MediaSlot) string { return id + "/" + string(slot) }
@@ -67,24 +70,40 @@ const (
 	TaskCancelled TaskState = "Cancelled"
 )
 
-// MediaTask is an insert of virtual media that loads in the background.
-type MediaTask struct {
+// TaskKind says what a task does.
+type TaskKind string
+
+// Task kinds.
+const (
+	TaskMediaInsert    TaskKind = "MediaInsert"
+	TaskFirmwareUpdate TaskKind = "FirmwareUpdate"
+)
+
+// Task is work a BMC does in the background: an insert of virtual media
+// that loads, or a firmware update (SimpleUpdate).
+type Task struct {
 	ID          string
+	Kind        TaskKind
 	MachineID   string
 	MachineName string
-	Slot        MediaSlot
-	Image       string
+	Slot        MediaSlot // a media insert's member
+	Image       string    // the URI, without credentials
 	Started     time.Time
+	// Component is what a firmware update targets; "" until the image
+	// says (a system target leaves it to the image).
+	Component FirmwareComponent
 
 	done   chan struct{}
 	cancel context.CancelFunc
 
-	mu    sync.Mutex
-	state TaskState
-	got   int64
-	total int64
-	err   error
-	ended time.Time
+	mu       sync.Mutex
+	state    TaskState
+	got      int64
+	total    int64
+	err      error
+	ended    time.Time
+	version  string // a firmware update's version, once the image says
+	awaiting bool   // a firmware update is staged and waits for a reset
 }
 
 // TaskStatus is a snapshot of a task.
@@ -93,16 +112,25 @@ type TaskStatus struct {
 	Percent int // 0..100
 	Err     error
 	Ended   time.Time // zero while running
+	// Component and Version are a firmware update's, once the image is
+	// checked ("" before).
+	Component FirmwareComponent
+	Version   string
+	// Awaiting says a firmware update is staged and applies at the
+	// machine's next reset.
+	Awaiting bool
 }
 
 // Status returns the task's current state.
-func (t *MediaTask) Status() TaskStatus {
+func (t *Task) Status() TaskStatus {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st := TaskStatus{State: t.state, Err: t.err, Ended: t.ended}
+	st := TaskStatus{State: t.state, Err: t.err, Ended: t.ended, Component: t.Component, Version: t.version, Awaiting: t.awaiting}
 	switch {
 	case t.state == TaskCompleted:
 		st.Percent = 100
+	case t.awaiting:
+		st.Percent = 90 // the image is in; the reset that applies it is the rest
 	case t.total > 0:
 		// Loading is the work; attaching takes a moment more, so a running
 		// task never says 100.
@@ -112,16 +140,16 @@ func (t *MediaTask) Status() TaskStatus {
 }
 
 // Done is closed when the task has finished.
-func (t *MediaTask) Done() <-chan struct{} { return t.done }
+func (t *Task) Done() <-chan struct{} { return t.done }
 
-func (t *MediaTask) progress(got, total int64) {
+func (t *Task) progress(got, total int64) {
 	t.mu.Lock()
 	t.got, t.total = got, total
 	t.mu.Unlock()
 }
 
 // finish ends the task once; it reports whether this call ended it.
-func (t *MediaTask) finish(state TaskState, err error) bool {
+func (t *Task) finish(state TaskState, err error) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.state != TaskRunning {
@@ -132,28 +160,37 @@ func (t *MediaTask) finish(state TaskState, err error) bool {
 	return true
 }
 
-func (t *MediaTask) running() bool {
+func (t *Task) running() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.state == TaskRunning
 }
 
+// addTask gives t an id and remembers it; callers hold s.tasks.mu.
+func (s *Service) addTask(t *Task) {
+	s.tasks.seq++
+	t.ID = strconv.Itoa(s.tasks.seq)
+	s.tasks.byID[t.ID] = t
+	s.tasks.order = append(s.tasks.order, t.ID)
+	s.pruneTasks()
+}
+
 // Tasks returns the remembered tasks, oldest first.
-func (s *Service) Tasks() []*MediaTask {
-	s.media.mu.Lock()
-	defer s.media.mu.Unlock()
-	out := make([]*MediaTask, 0, len(s.media.order))
-	for _, id := range s.media.order {
-		out = append(out, s.media.byID[id])
+func (s *Service) Tasks() []*Task {
+	s.tasks.mu.Lock()
+	defer s.tasks.mu.Unlock()
+	out := make([]*Task, 0, len(s.tasks.order))
+	for _, id := range s.tasks.order {
+		out = append(out, s.tasks.byID[id])
 	}
 	return out
 }
 
 // Task returns one task by id.
-func (s *Service) Task(id string) (*MediaTask, error) {
-	s.media.mu.Lock()
-	defer s.media.mu.Unlock()
-	t, ok := s.media.byID[id]
+func (s *Service) Task(id string) (*Task, error) {
+	s.tasks.mu.Lock()
+	defer s.tasks.mu.Unlock()
+	t, ok := s.tasks.byID[id]
 	if !ok {
 		return nil, fmt.Errorf("%w: no task %q", ErrNotFound, id)
 	}
@@ -177,12 +214,12 @@ func (s *Service) Media(id string) (*Machine, []Media, error) {
 // inserted (it cannot be inserted twice; eject cancels it).
 func (s *Service) mediaOf(m *Machine, slot MediaSlot) Media {
 	md := MediaOf(m, slot)
-	s.media.mu.Lock()
-	t := s.media.active[memberKey(m.ID, slot)]
+	s.tasks.mu.Lock()
+	t := s.tasks.active[memberKey(m.ID, slot)]
 	if t == nil {
-		t = s.media.last[memberKey(m.ID, slot)]
+		t = s.tasks.last[memberKey(m.ID, slot)]
 	}
-	s.media.mu.Unlock()
+	s.tasks.mu.Unlock()
 	md.Task = t
 	if t != nil && t.running() && !md.Inserted {
 		md.Inserted = true
@@ -261,8 +298,8 @@ func redact(image string) string {
 // until then the member shows as inserted and power-on waits for it (see
 // WithMediaWait). A member that holds media, or is loading some, refuses
 // with ErrConflict: eject first, as on real BMCs.
-func (s *Service) InsertMedia(_ context.Context, id string, slot MediaSlot, req InsertRequest) (*MediaTask, error) {
-	if s.media.fetcher == nil {
+func (s *Service) InsertMedia(_ context.Context, id string, slot MediaSlot, req InsertRequest) (*Task, error) {
+	if s.tasks.fetcher == nil {
 		return nil, fmt.Errorf("%w: virtual media needs an image cache, and this service has none", ErrUnsupported)
 	}
 	scheme, err := checkInsert(req)
@@ -286,19 +323,15 @@ func (s *Service) InsertMedia(_ context.Context, id string, slot MediaSlot, req 
 		return nil, fmt.Errorf("%w: virtual media %s of %s %s; eject it first", ErrConflict, slot, m.Name, what)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &MediaTask{
-		MachineID: m.ID, MachineName: m.Name, Slot: slot, Image: redact(req.Image),
+	t := &Task{
+		Kind: TaskMediaInsert, MachineID: m.ID, MachineName: m.Name, Slot: slot, Image: redact(req.Image),
 		Started: time.Now(), done: make(chan struct{}), cancel: cancel, state: TaskRunning,
 	}
-	s.media.mu.Lock()
-	s.media.seq++
-	t.ID = strconv.Itoa(s.media.seq)
-	s.media.byID[t.ID] = t
-	s.media.order = append(s.media.order, t.ID)
-	s.media.active[memberKey(m.ID, slot)] = t
-	delete(s.media.last, memberKey(m.ID, slot))
-	s.pruneTasks()
-	s.media.mu.Unlock()
+	s.tasks.mu.Lock()
+	s.tasks.active[memberKey(m.ID, slot)] = t
+	delete(s.tasks.last, memberKey(m.ID, slot))
+	s.addTask(t)
+	s.tasks.mu.Unlock()
 
 	fr := ImageRequest{
 		Image: req.Image, UserName: req.UserName, Password: req.Password,
@@ -315,19 +348,19 @@ func (s *Service) InsertMedia(_ context.Context, id string, slot MediaSlot, req 
 	return t, nil
 }
 
-// pruneTasks forgets the oldest finished tasks; callers hold s.media.mu.
+// pruneTasks forgets the oldest finished tasks; callers hold s.tasks.mu.
 func (s *Service) pruneTasks() {
 	finished := 0
-	for _, id := range s.media.order {
-		if !s.media.byID[id].running() {
+	for _, id := range s.tasks.order {
+		if !s.tasks.byID[id].running() {
 			finished++
 		}
 	}
-	for i := 0; finished > maxFinishedTasks && i < len(s.media.order); {
-		id := s.media.order[i]
-		if t := s.media.byID[id]; !t.running() {
-			delete(s.media.byID, id)
-			s.media.order = slices.Delete(s.media.order, i, i+1)
+	for i := 0; finished > maxFinishedTasks && i < len(s.tasks.order); {
+		id := s.tasks.order[i]
+		if t := s.tasks.byID[id]; !t.running() {
+			delete(s.tasks.byID, id)
+			s.tasks.order = slices.Delete(s.tasks.order, i, i+1)
 			finished--
 			continue
 		}
@@ -335,20 +368,20 @@ func (s *Service) pruneTasks() {
 	}
 }
 
-func (s *Service) endTask(t *MediaTask, state TaskState, err error) {
+func (s *Service) endTask(t *Task, state TaskState, err error) {
 	if !t.finish(state, err) {
 		return
 	}
 	t.cancel()
 	key := memberKey(t.MachineID, t.Slot)
-	s.media.mu.Lock()
-	if s.media.active[key] == t {
-		delete(s.media.active, key)
+	s.tasks.mu.Lock()
+	if s.tasks.active[key] == t {
+		delete(s.tasks.active, key)
 		if state == TaskException {
-			s.media.last[key] = t
+			s.tasks.last[key] = t
 		}
 	}
-	s.media.mu.Unlock()
+	s.tasks.mu.Unlock()
 	if err != nil && state == TaskException {
 		s.log.Warn("virtual media insert failed", zap.String("machine", t.MachineName),
 			zap.String("slot", string(t.Slot)), zap.String("image", t.Image), zap.Error(err))
@@ -357,8 +390,8 @@ func (s *Service) endTask(t *MediaTask, state TaskState, err error) {
 
 // runInsert loads the image and attaches it, unless the insert was
 // cancelled meanwhile. Nothing is attached unless the whole image is there.
-func (s *Service) runInsert(ctx context.Context, t *MediaTask, fr ImageRequest, rec MediaSettings) {
-	img, release, err := s.media.fetcher.Fetch(ctx, fr)
+func (s *Service) runInsert(ctx context.Context, t *Task, fr ImageRequest, rec MediaSettings) {
+	img, release, err := s.tasks.fetcher.Fetch(ctx, fr)
 	if err != nil {
 		if ctx.Err() != nil {
 			s.endTask(t, TaskCancelled, fmt.Errorf("ejected while loading"))
@@ -387,7 +420,7 @@ func (s *Service) runInsert(ctx context.Context, t *MediaTask, fr ImageRequest, 
 
 // attach puts a loaded image into the drive and records where it came from.
 // Callers hold the machine's lock.
-func (s *Service) attach(ctx context.Context, t *MediaTask, path string, rec MediaSettings) error {
+func (s *Service) attach(ctx context.Context, t *Task, path string, rec MediaSettings) error {
 	m, err := s.be.Get(t.MachineID)
 	if err != nil {
 		return err
@@ -439,10 +472,10 @@ func (s *Service) EjectMedia(ctx context.Context, id string, slot MediaSlot) err
 		return fmt.Errorf("%w: no virtual media %q", ErrNotFound, slot)
 	}
 	key := memberKey(m.ID, slot)
-	s.media.mu.Lock()
-	t := s.media.active[key]
-	delete(s.media.last, key)
-	s.media.mu.Unlock()
+	s.tasks.mu.Lock()
+	t := s.tasks.active[key]
+	delete(s.tasks.last, key)
+	s.tasks.mu.Unlock()
 	if t != nil {
 		s.endTask(t, TaskCancelled, fmt.Errorf("ejected while loading"))
 	}
@@ -512,11 +545,18 @@ func (s *Service) SetMediaSettings(ctx context.Context, id string, slot MediaSlo
 }
 
 // pendingMedia returns a running insert into one of the machine's members.
-func (s *Service) pendingMedia(id string) *MediaTask {
-	s.media.mu.Lock()
-	defer s.media.mu.Unlock()
+// A firmware image still downloading counts too: the boot that follows a
+// SimpleUpdate (Ironic reboots at once) is the one that installs it.
+func (s *Service) pendingMedia(id string) *Task {
+	s.tasks.mu.Lock()
+	defer s.tasks.mu.Unlock()
 	for _, slot := range MediaSlots {
-		if t := s.media.active[memberKey(id, slot)]; t != nil {
+		if t := s.tasks.active[memberKey(id, slot)]; t != nil {
+			return t
+		}
+	}
+	for _, t := range s.tasks.firmware[id] {
+		if st := t.Status(); st.State == TaskRunning && !st.Awaiting {
 			return t
 		}
 	}
@@ -529,7 +569,7 @@ var ErrMediaLoading = errors.New("virtual media still loading")
 // waitMedia waits, within the service's bound, until no insert into the
 // machine is running.
 func (s *Service) waitMedia(ctx context.Context, id string) error {
-	timer := time.NewTimer(s.media.wait)
+	timer := time.NewTimer(s.tasks.wait)
 	defer timer.Stop()
 	for {
 		t := s.pendingMedia(id)
@@ -541,12 +581,16 @@ func (s *Service) waitMedia(ctx context.Context, id string) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timer.C:
-			return loadingError(t, s.media.wait)
+			return loadingError(t, s.tasks.wait)
 		}
 	}
 }
 
-func loadingError(t *MediaTask, waited time.Duration) error {
+func loadingError(t *Task, waited time.Duration) error {
+	what := string(t.Slot)
+	if t.Kind == TaskFirmwareUpdate {
+		what = "the firmware update"
+	}
 	return fmt.Errorf("%w: %w: %s of %s is still loading %s (%d%% after %s, task %s); power on once the task completes",
-		ErrConflict, ErrMediaLoading, t.Slot, t.MachineName, t.Image, t.Status().Percent, waited.Round(time.Second), t.ID)
+		ErrConflict, ErrMediaLoading, what, t.MachineName, t.Image, t.Status().Percent, waited.Round(time.Second), t.ID)
 }

@@ -21,11 +21,14 @@ type Service struct {
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // per machine: mutations are serialised
 
-	media        mediaTasks
+	tasks        taskTable
 	bmcReset     bmcResetHooks
 	observePower func(ResetType, error, time.Duration)
 	power        powerOps
 	faults       faults
+	// bmcUpdateDown is how long a BMC is unreachable after its firmware
+	// was updated (WithBMCUpdateDowntime).
+	bmcUpdateDown time.Duration
 }
 
 // NewService returns a Service over be. Call Watch to react to guest reboots.
@@ -35,10 +38,12 @@ func NewService(be Backend, log *zap.Logger, opts ...ServiceOption) *Service {
 	}
 	s := &Service{be: be, log: log, locks: map[string]*sync.Mutex{}}
 	s.power.init()
-	s.media.wait = 2 * time.Minute
-	s.media.byID = map[string]*MediaTask{}
-	s.media.active = map[string]*MediaTask{}
-	s.media.last = map[string]*MediaTask{}
+	s.tasks.wait = 2 * time.Minute
+	s.tasks.byID = map[string]*Task{}
+	s.tasks.active = map[string]*Task{}
+	s.tasks.last = map[string]*Task{}
+	s.tasks.firmware = map[string][]*Task{}
+	s.bmcUpdateDown = time.Minute
 	for _, o := range opts {
 		o(s)
 	}
@@ -188,13 +193,15 @@ func (s *Service) reset(ctx context.Context, id string, rt ResetType) error {
 // beforeBoot returns the settings that take effect as the machine boots:
 // pending BIOS settings become current, BootMode and SecureBoot as the
 // firmware the machine boots with.
+// Staged firmware (a BIOS or NIC update) is installed.
 func beforeBoot(st Settings) (Settings, bool) {
-	if len(st.BIOSPending) == 0 {
+	if len(st.BIOSPending) == 0 && len(st.FirmwarePending) == 0 {
 		return st, false
 	}
 	st = st.Clone()
 	applyBIOS(&st, st.BIOSPending)
 	st.BIOSPending = nil
+	applyFirmware(&st)
 	return st, true
 }
 
@@ -231,6 +238,7 @@ func (s *Service) settleBIOS(ctx context.Context, m *Machine) (Settings, error) 
 		if err := s.be.Save(ctx, m.ID, st); err != nil {
 			return st, err
 		}
+		s.firmwareApplied(m.ID, st)
 	}
 	return st, nil
 }

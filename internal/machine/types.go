@@ -133,6 +133,12 @@ type Settings struct {
 	Media []MediaSettings
 	// Volumes are the RAID volumes made over the machine's drives.
 	Volumes []Volume
+	// Firmware holds the versions of the components that were updated
+	// (FirmwareVersion gives the factory one of the others);
+	// FirmwarePending the BIOS and NIC versions that apply at the next
+	// reset.
+	Firmware        map[FirmwareComponent]string
+	FirmwarePending map[FirmwareComponent]string
 }
 
 // Clone returns a deep copy.
@@ -140,6 +146,8 @@ func (s Settings) Clone() Settings {
 	c := s
 	c.BIOS = maps.Clone(s.BIOS)
 	c.BIOSPending = maps.Clone(s.BIOSPending)
+	c.Firmware = maps.Clone(s.Firmware)
+	c.FirmwarePending = maps.Clone(s.FirmwarePending)
 	c.Credentials = slices.Clone(s.Credentials)
 	if s.IPMI != nil {
 		ep := *s.IPMI

@@ -303,7 +303,7 @@ func (c *Cache) Fetch(ctx context.Context, req machine.ImageRequest) (machine.Fe
 	switch u.Scheme {
 	case "http", "https":
 	case "", "file":
-		img, err := c.local(u, image, req.ISO)
+		img, err := c.local(u, image, req)
 		return img, nop, err
 	default:
 		return machine.FetchedImage{}, nop, fail(machine.MediaForbidden, image,
@@ -329,7 +329,7 @@ func (c *Cache) Fetch(ctx context.Context, req machine.ImageRequest) (machine.Fe
 
 // local checks a local image: inside the allowed directory, a regular file,
 // an ISO when asked.
-func (c *Cache) local(u *url.URL, image string, iso bool) (machine.FetchedImage, error) {
+func (c *Cache) local(u *url.URL, image string, req machine.ImageRequest) (machine.FetchedImage, error) {
 	if c.cfg.LocalDir == "" {
 		return machine.FetchedImage{}, fail(machine.MediaForbidden, image,
 			"local images are not allowed; the operator may allow a directory (vbmcd --media-local-dir)")
@@ -356,7 +356,10 @@ func (c *Cache) local(u *url.URL, image string, iso bool) (machine.FetchedImage,
 	if !fi.Mode().IsRegular() {
 		return machine.FetchedImage{}, fail(machine.MediaForbidden, image, "%s is not a regular file", real)
 	}
-	if err := checkImage(real, iso); err != nil {
+	if req.MaxBytes > 0 && fi.Size() > req.MaxBytes {
+		return machine.FetchedImage{}, fail(machine.MediaTooLarge, image, "the image is %d bytes, more than %d", fi.Size(), req.MaxBytes)
+	}
+	if err := checkImage(real, req); err != nil {
 		return machine.FetchedImage{}, fail(machine.MediaNotImage, image, "%v", err)
 	}
 	return machine.FetchedImage{Path: real, Size: fi.Size()}, nil
@@ -620,9 +623,16 @@ func (p *progressReader) Read(b []byte) (int, error) {
 // unknown length stay within the bound together.
 func (c *Cache) download(ctx context.Context, stall *time.Timer, resp *http.Response, image, key string, req machine.ImageRequest) (machine.FetchedImage, error) {
 	length := resp.ContentLength
+	if req.MaxBytes > 0 && length > req.MaxBytes {
+		return machine.FetchedImage{}, fail(machine.MediaTooLarge, image, "the image is %d bytes, more than %d", length, req.MaxBytes)
+	}
 	if length > c.cfg.MaxBytes {
 		return machine.FetchedImage{}, fail(machine.MediaNoSpace, image,
 			"the image is %d bytes, more than the cache may hold (%d bytes)", length, c.cfg.MaxBytes)
+	}
+	limit := c.cfg.MaxBytes
+	if req.MaxBytes > 0 {
+		limit = min(limit, req.MaxBytes)
 	}
 	res := &reservation{c: c, inUse: req.InUse}
 	defer res.release()
@@ -655,7 +665,7 @@ func (c *Cache) download(ctx context.Context, stall *time.Timer, resp *http.Resp
 		req.Progress(0, length)
 	}
 	// One byte over the bound tells an oversized image of unknown length.
-	n, err := io.Copy(io.MultiWriter(&boundedWriter{w: f, res: res}, h), io.LimitReader(pr, c.cfg.MaxBytes+1))
+	n, err := io.Copy(io.MultiWriter(&boundedWriter{w: f, res: res}, h), io.LimitReader(pr, limit+1))
 	var roomErr *noRoomError
 	switch {
 	case errors.As(err, &roomErr):
@@ -670,6 +680,8 @@ func (c *Cache) download(ctx context.Context, stall *time.Timer, resp *http.Resp
 		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "the transfer was cancelled after %d bytes", n)
 	case err != nil:
 		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "the transfer was interrupted after %d of %s bytes", n, lengthText(length))
+	case n > limit && limit < c.cfg.MaxBytes:
+		return machine.FetchedImage{}, fail(machine.MediaTooLarge, image, "the image is larger than %d bytes", limit)
 	case n > c.cfg.MaxBytes:
 		return machine.FetchedImage{}, fail(machine.MediaNoSpace, image, "the image is larger than the cache may hold (%d bytes)", c.cfg.MaxBytes)
 	case length >= 0 && n != length:
@@ -681,7 +693,7 @@ func (c *Cache) download(ctx context.Context, stall *time.Timer, resp *http.Resp
 		}
 		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "write the image: %v", err)
 	}
-	if err := checkImage(tmp, req.ISO); err != nil {
+	if err := checkImage(tmp, req); err != nil {
 		return machine.FetchedImage{}, fail(machine.MediaNotImage, image, "%v", err)
 	}
 	if err := c.share(tmp, false); err != nil {
@@ -863,8 +875,13 @@ func freeBytes(path string) (int64, error) {
 // or UDF image for the CD; for the removable member that, or a disk or
 // floppy image with a boot sector signature (55 AA at byte 510: an MBR, a
 // GPT's protective MBR, a FAT volume). Anything else (an HTML page, a
-// service's answer) never reaches the machine.
-func checkImage(path string, iso bool) error {
+// service's answer) never reaches the machine. A raw request (a firmware
+// image) takes any content: its user checks it.
+func checkImage(path string, req machine.ImageRequest) error {
+	if req.Raw {
+		return nil
+	}
+	iso := req.ISO
 	errISO := checkISO(path)
 	if iso || errISO == nil {
 		return errISO

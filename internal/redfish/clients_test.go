@@ -115,7 +115,7 @@ func TestGofish(t *testing.T) {
 				t.Errorf("chassis %d %v", len(chassis), err)
 			}
 			regs, err := c.Service.Registries()
-			if err != nil || len(regs) != 2 {
+			if err != nil || len(regs) != 3 {
 				t.Errorf("registries %d %v", len(regs), err)
 			}
 		})

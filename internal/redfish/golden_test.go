@@ -51,6 +51,9 @@ func goldenMachine() *machine.Machine {
 	st := machine.DefaultSettings(machine.BootModeUEFI, true)
 	st.Boot = machine.Boot{Target: machine.BootCd, Enabled: machine.BootOnce, Mode: machine.BootModeUEFI}
 	st.BIOSPending = map[string]any{"ProcTurboMode": "Disabled", "PxeRetryCount": 5}
+	// BIOS updated; a NIC update staged, which shows nowhere until a reset.
+	st.Firmware = map[machine.FirmwareComponent]string{machine.FirmwareBIOS: "2.3.1"}
+	st.FirmwarePending = map[machine.FirmwareComponent]string{machine.FirmwareNIC: "4.0"}
 	return &machine.Machine{
 		ID:   "9b0a5b1e-4c7d-5e2f-8a6b-1c2d3e4f5a6b",
 		Name: "node-0",
@@ -115,7 +118,7 @@ func TestResourceBuildersGolden(t *testing.T) {
 		"chassis.json":            chassis(m, goldenIdentity),
 		"pcie_device.json":        pcieDevice(m, "0000-00-1d"),
 		"pcie_function.json":      pcieFunction(m, "0000-01-00", "0"),
-		"network_adapter.json":    networkAdapter(m, "525400aabb01"),
+		"network_adapter.json":    networkAdapter(m, "525400aabb01", goldenIdentity),
 		"port_link_down.json":     networkPort(m, "525400aabb02", "1"),
 		"session_service.json":    sessionService(goldenIdentity),
 		"account_service.json":    accountService(accounts.DefaultPolicy),
@@ -126,6 +129,10 @@ func TestResourceBuildersGolden(t *testing.T) {
 		"registry_file.json":      registryFile(baseRegistryPrefix, baseRegistryID, registryURI),
 		"base_registry.json":      registryBody(),
 		"bios_registry.json":      biosRegistry(),
+		"update_service.json":     updateService(),
+		"firmware_bios.json":      softwareInventory(m, machine.FirmwareBIOS, goldenIdentity),
+		"firmware_nic.json":       softwareInventory(m, machine.FirmwareNIC, goldenIdentity),
+		"update_registry.json":    updateRegistryBody(),
 		"error_reset_type.json":   errorBody(newError(400, MsgActionParameterValueNotInList, "Explode", "ResetType", "ComputerSystem.Reset")),
 	}
 	for name, v := range cases {

@@ -139,13 +139,14 @@ func pciOfNIC(m *machine.Machine, n machine.NIC) (machine.PCIDevice, bool) {
 }
 
 // networkAdapter is one NIC of the machine as an adapter with one port.
-func networkAdapter(m *machine.Machine, nid string) obj {
+func networkAdapter(m *machine.Machine, nid string, id identity) obj {
 	n, ok := findNIC(m, nid)
 	if !ok {
 		return nil
 	}
 	u := networkAdaptersURI(m) + "/" + nid
 	ctrl := obj{
+		"FirmwarePackageVersion": firmwareVersion(m, machine.FirmwareNIC, id),
 		"ControllerCapabilities": obj{"NetworkPortCount": 1},
 		"Links":                  obj{"Ports": []ref{{u + "/Ports/1"}}},
 	}
@@ -224,7 +225,7 @@ func renderPCIeFunction(_ *Server, c *call) any {
 func renderNetworkAdapters(_ *Server, c *call) any {
 	return subCollection(c, "NetworkAdapterCollection", "Network Adapter Collection", nicIDs(c.m))
 }
-func renderNetworkAdapter(_ *Server, c *call) any { return networkAdapter(c.m, c.params[1]) }
+func renderNetworkAdapter(s *Server, c *call) any { return networkAdapter(c.m, c.params[1], s.id) }
 func renderPorts(_ *Server, c *call) any {
 	if _, ok := findNIC(c.m, c.params[1]); !ok {
 		return nil

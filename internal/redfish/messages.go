@@ -146,6 +146,34 @@ var baseMessages = map[MessageID]message{
 		"Resubmit the request.  If the problem persists, consider resetting the service or provider.", 0},
 }
 
+// The Update message registry (DMTF Update.1.0.2): what a firmware
+// update's task says. Its IDs differ from the Base registry's.
+const (
+	updateRegistryPrefix  = "Update"
+	updateRegistryVersion = "1.0.2"
+	updateRegistryID      = updateRegistryPrefix + "." + updateRegistryVersion
+)
+
+// Update registry messages used by this service.
+const (
+	MsgTransferringToComponent MessageID = "TransferringToComponent"
+	MsgAwaitToActivate         MessageID = "AwaitToActivate"
+	MsgUpdateSuccessful        MessageID = "UpdateSuccessful"
+	MsgTransferFailed          MessageID = "TransferFailed"
+	MsgVerificationFailed      MessageID = "VerificationFailed"
+	MsgApplyFailed             MessageID = "ApplyFailed"
+)
+
+var updateMessages = map[MessageID]message{
+	MsgTransferringToComponent: {"Image '%1' is being transferred to '%2'.", "OK", "None.", 2},
+	MsgAwaitToActivate: {"Awaiting for an action to proceed with activating image '%1' on '%2'.", "OK",
+		"Perform the requested action to advance the update operation.", 2},
+	MsgUpdateSuccessful:   {"Device '%1' successfully updated with image '%2'.", "OK", "None.", 2},
+	MsgTransferFailed:     {"Transfer of image '%1' to '%2' failed.", "Critical", "None.", 2},
+	MsgVerificationFailed: {"Verification of image '%1' at '%2' failed.", "Critical", "None.", 2},
+	MsgApplyFailed:        {"Installation of image '%1' to '%2' failed.", "Critical", "None.", 2},
+}
+
 // messageObject is one entry of @Message.ExtendedInfo (Message.v1_1_2).
 type messageObject struct {
 	ODataType       string   `json:"@odata.type"`
@@ -159,9 +187,13 @@ type messageObject struct {
 
 // newMessage fills a registry message with its arguments.
 func newMessage(id MessageID, args ...string) messageObject {
+	registry := baseRegistryID
 	m, ok := baseMessages[id]
 	if !ok {
-		panic(fmt.Sprintf("redfish: message %q is not in the registry table", id))
+		registry = updateRegistryID
+		if m, ok = updateMessages[id]; !ok {
+			panic(fmt.Sprintf("redfish: message %q is not in the registry table", id))
+		}
 	}
 	text := m.Text
 	for i := len(args); i > 0; i-- { // %10 before %1
@@ -172,7 +204,7 @@ func newMessage(id MessageID, args ...string) messageObject {
 	}
 	return messageObject{
 		ODataType:       "#Message.v1_1_2.Message",
-		MessageID:       baseRegistryID + "." + string(id),
+		MessageID:       registry + "." + string(id),
 		Message:         text,
 		MessageArgs:     args,
 		Severity:        m.Severity,
@@ -230,8 +262,19 @@ func errorBody(e *apiError) map[string]any {
 // registryBody renders the Base message registry as a MessageRegistry
 // resource, listing the messages this service uses.
 func registryBody() map[string]any {
+	return messageRegistry(baseRegistryPrefix, baseRegistryVersion, registryURI, "Base Message Registry",
+		"The base messages for Redfish (the subset this service emits)", baseMessages)
+}
+
+// updateRegistryBody renders the Update message registry likewise.
+func updateRegistryBody() map[string]any {
+	return messageRegistry(updateRegistryPrefix, updateRegistryVersion, updateRegistryURI, "Update Message Registry",
+		"The update status and error messages (the subset this service emits)", updateMessages)
+}
+
+func messageRegistry(prefix, version, uri, name, description string, table map[MessageID]message) map[string]any {
 	msgs := map[string]any{}
-	for id, m := range baseMessages {
+	for id, m := range table {
 		entry := map[string]any{
 			"Description":     m.Text,
 			"Message":         m.Text,
@@ -251,13 +294,13 @@ func registryBody() map[string]any {
 	}
 	return map[string]any{
 		"@odata.type":     "#MessageRegistry.v1_5_0.MessageRegistry",
-		"@odata.id":       registryURI,
-		"Id":              baseRegistryID,
-		"Name":            "Base Message Registry",
+		"@odata.id":       uri,
+		"Id":              prefix + "." + version,
+		"Name":            name,
 		"Language":        "en",
-		"Description":     "The base messages for Redfish (the subset this service emits)",
-		"RegistryPrefix":  baseRegistryPrefix,
-		"RegistryVersion": baseRegistryVersion,
+		"Description":     description,
+		"RegistryPrefix":  prefix,
+		"RegistryVersion": version,
 		"OwningEntity":    "DMTF",
 		"Messages":        msgs,
 	}

@@ -34,6 +34,8 @@ const (
 	registriesURI     = rootURI + "/Registries"
 	baseFileURI       = registriesURI + "/" + baseRegistryPrefix
 	registryURI       = baseFileURI + "/" + baseRegistryID
+	updateFileURI     = registriesURI + "/" + updateRegistryPrefix
+	updateRegistryURI = updateFileURI + "/" + updateRegistryID
 	biosRegFileURI    = registriesURI + "/" + biosRegistryPrefix
 	biosRegistryURI   = biosRegFileURI + "/" + biosRegistryID
 	metadataURI       = rootURI + "/$metadata"
@@ -96,10 +98,11 @@ func serviceRoot(id identity) obj {
 		"AccountService": ref{accountServiceURI},
 		// The property is Tasks (ServiceRoot v1_0_0); TaskService is its
 		// URI segment. sushy and gofish read Tasks.
-		"Tasks":        ref{taskServiceURI},
-		"EventService": ref{eventServiceURI},
-		"Registries":   ref{registriesURI},
-		"Links":        obj{"Sessions": ref{sessionsURI}},
+		"Tasks":         ref{taskServiceURI},
+		"EventService":  ref{eventServiceURI},
+		"UpdateService": ref{updateServiceURI},
+		"Registries":    ref{registriesURI},
+		"Links":         obj{"Sessions": ref{sessionsURI}},
 		"ProtocolFeaturesSupported": obj{
 			"ExcerptQuery":    false,
 			"FilterQuery":     false,
@@ -132,6 +135,7 @@ func odataDocument() obj {
 			single("AccountService", accountServiceURI),
 			single("TaskService", taskServiceURI),
 			single("EventService", eventServiceURI),
+			single("UpdateService", updateServiceURI),
 			single("Registries", registriesURI),
 		},
 	}
@@ -239,7 +243,7 @@ func system(m *machine.Machine, id identity) obj {
 		"Manufacturer":            id.Manufacturer,
 		"Model":                   id.Model,
 		"SerialNumber":            serialOf(m.ID),
-		"BiosVersion":             id.Firmware,
+		"BiosVersion":             firmwareVersion(m, machine.FirmwareBIOS, id),
 		"PowerState":              string(m.Power),
 		"Status":                  withRollup(powerStatus(m)),
 		"BootProgress":            bootProgress(m),
@@ -651,7 +655,7 @@ func manager(m *machine.Machine, id identity) obj {
 		"ServiceEntryPointUUID": id.ServiceUUID,
 		"Manufacturer":          id.Manufacturer,
 		"Model":                 id.Model + " BMC",
-		"FirmwareVersion":       id.Firmware,
+		"FirmwareVersion":       firmwareVersion(m, machine.FirmwareBMC, id),
 		"PowerState":            "On",
 		"VirtualMedia":          ref{managerURI(m.ID) + "/VirtualMedia"},
 		"Status":                status("Enabled"),

@@ -276,10 +276,19 @@ func (s *Server) table() []*route {
 		r("TaskService/Tasks/*", route{get: getTask}),
 		r("TaskService/TaskMonitors/*", route{get: getTaskMonitor}),
 
+		r("UpdateService", route{render: renderStatic(func(*Server) any { return updateService() })}),
+		r("UpdateService/Actions/"+simpleUpdateAction, route{post: postSimpleUpdate}),
+		r("UpdateService/FirmwareInventory", route{get: getFirmwareInventory}),
+		r("UpdateService/FirmwareInventory/*", route{get: getFirmwareItem}),
+
 		r("Registries", route{render: renderStatic(func(*Server) any {
 			return collection(registriesURI, "MessageRegistryFileCollection", "Registry File Collection",
-				[]string{baseFileURI, biosRegFileURI})
+				[]string{baseFileURI, updateFileURI, biosRegFileURI})
 		})}),
+		r("Registries/"+updateRegistryPrefix, route{render: renderStatic(func(*Server) any {
+			return registryFile(updateRegistryPrefix, updateRegistryID, updateRegistryURI)
+		})}),
+		r("Registries/"+updateRegistryPrefix+"/"+updateRegistryID, route{render: renderStatic(func(*Server) any { return updateRegistryBody() })}),
 		r("Registries/"+baseRegistryPrefix, route{render: renderStatic(func(*Server) any {
 			return registryFile(baseRegistryPrefix, baseRegistryID, registryURI)
 		})}),

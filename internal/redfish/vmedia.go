@@ -371,28 +371,30 @@ func (s *Server) mediaModelError(c *call, err error, action string) *apiError {
 		}
 		return s.modelError(c, err)
 	}
-	param := func(id MessageID) *apiError {
-		if action == "" {
-			return newError(http.StatusBadRequest, MsgPropertyValueFormatError, me.Image, "Image")
-		}
-		return newError(http.StatusBadRequest, id, me.Image, "Image", action)
-	}
-	var e *apiError
+	status, msg := mediaErrorMessage(me, action, "Image")
+	return (&apiError{status: status, messages: []messageObject{msg}}).with(err.Error())
+}
+
+// mediaErrorMessage is the status and Base message of a failed fetch of
+// the image given as an action's parameter param (a property when action
+// is "").
+func mediaErrorMessage(me *machine.MediaError, action, param string) (int, messageObject) {
 	switch me.Kind {
 	case machine.MediaNotFound:
-		e = newError(http.StatusBadRequest, MsgResourceMissingAtURI, me.Image)
+		return http.StatusBadRequest, newMessage(MsgResourceMissingAtURI, me.Image)
 	case machine.MediaUnreachable, machine.MediaTLS:
-		e = newError(http.StatusBadRequest, MsgCouldNotEstablishConnection, me.Image)
+		return http.StatusBadRequest, newMessage(MsgCouldNotEstablishConnection, me.Image)
 	case machine.MediaAuth:
-		e = newError(http.StatusBadRequest, MsgResourceAtURIUnauthorized, me.Image, me.Err.Error())
-	case machine.MediaNotImage, machine.MediaForbidden:
-		e = param(MsgActionParameterValueFormatError)
+		return http.StatusBadRequest, newMessage(MsgResourceAtURIUnauthorized, me.Image, me.Err.Error())
+	case machine.MediaNotImage, machine.MediaForbidden, machine.MediaTooLarge:
+		if action == "" {
+			return http.StatusBadRequest, newMessage(MsgPropertyValueFormatError, me.Image, param)
+		}
+		return http.StatusBadRequest, newMessage(MsgActionParameterValueFormatError, me.Image, param, action)
 	case machine.MediaNoSpace:
-		e = newError(http.StatusInsufficientStorage, MsgInsufficientStorage)
-	default:
-		e = newError(http.StatusInternalServerError, MsgOperationFailed)
+		return http.StatusInsufficientStorage, newMessage(MsgInsufficientStorage)
 	}
-	return e.with(err.Error())
+	return http.StatusInternalServerError, newMessage(MsgOperationFailed)
 }
 
 // --- certificates of a member ---
@@ -507,37 +509,39 @@ func deleteMediaCertificate(s *Server, c *call) *apiError {
 
 // --- tasks ---
 
-func task(t *machine.MediaTask) obj {
+func task(t *machine.Task) obj {
 	st := t.Status()
 	health := "OK"
-	msg := newMessage(MsgSuccess)
 	switch st.State {
 	case machine.TaskException:
 		health = "Critical"
-		msg = newMessage(MsgOperationFailed)
-		msg.Message += " " + st.Err.Error()
 	case machine.TaskCancelled:
 		health = "Warning"
-		msg = newMessage(MsgOperationFailed)
-		msg.Message += " The insert was cancelled: the media was ejected while loading."
-	case machine.TaskRunning:
-		msg = newMessage(MsgSuccess)
-		msg.Message = "Loading the image."
+	}
+	name := "Insert " + t.Image + " into " + string(t.Slot) + " of " + t.MachineName
+	target := managerURI(t.MachineID) + "/VirtualMedia/" + string(t.Slot) + "/Actions/" + insertAction
+	var msgs []messageObject
+	if t.Kind == machine.TaskFirmwareUpdate {
+		name = "Update " + updateTargetName(t, st) + " with " + t.Image
+		target = updateServiceURI + "/Actions/" + simpleUpdateAction
+		msgs = updateTaskMessages(t, st)
+	} else {
+		msgs = []messageObject{insertTaskMessage(st)}
 	}
 	o := obj{
 		"@odata.id":       tasksURI + "/" + t.ID,
 		"@odata.type":     "#Task.v1_7_1.Task",
 		"Id":              t.ID,
-		"Name":            "Insert " + t.Image + " into " + string(t.Slot) + " of " + t.MachineName,
+		"Name":            name,
 		"TaskState":       string(st.State),
 		"TaskStatus":      health,
 		"PercentComplete": st.Percent,
 		"StartTime":       t.Started.UTC().Format(time.RFC3339),
 		"TaskMonitor":     monitorsURI + "/" + t.ID,
-		"Messages":        []messageObject{msg},
+		"Messages":        msgs,
 		"Payload": obj{
 			"HttpOperation": "POST",
-			"TargetUri":     managerURI(t.MachineID) + "/VirtualMedia/" + string(t.Slot) + "/Actions/" + insertAction,
+			"TargetUri":     target,
 		},
 	}
 	if !st.Ended.IsZero() {
@@ -546,11 +550,32 @@ func task(t *machine.MediaTask) obj {
 	return o
 }
 
-// visibleTask returns the task when the caller may reach its machine.
-func (s *Server) visibleTask(c *call, id string) (*machine.MediaTask, *apiError) {
+// insertTaskMessage is a media insert's message.
+func insertTaskMessage(st machine.TaskStatus) messageObject {
+	msg := newMessage(MsgSuccess)
+	switch st.State {
+	case machine.TaskException:
+		msg = newMessage(MsgOperationFailed)
+		msg.Message += " " + st.Err.Error()
+	case machine.TaskCancelled:
+		msg = newMessage(MsgOperationFailed)
+		msg.Message += " The insert was cancelled: the media was ejected while loading."
+	case machine.TaskRunning:
+		msg.Message = "Loading the image."
+	}
+	return msg
+}
+
+// visibleTask returns the task when the caller may reach its machine. The
+// machine's BMC faults apply: a BMC that is down answers nothing about its
+// tasks either.
+func (s *Server) visibleTask(c *call, id string) (*machine.Task, *apiError) {
 	t, err := s.svc.Task(id)
 	if err == nil {
 		if m, gerr := s.svc.Get(t.MachineID); gerr == nil && c.who.canAccess(m) {
+			if aerr := s.machineFault(c, m); aerr != nil {
+				return nil, aerr
+			}
 			return t, nil
 		}
 	}
@@ -578,21 +603,25 @@ func getTask(s *Server, c *call) *apiError {
 }
 
 // getTaskMonitor answers 202 with the task while it runs, then what the
-// operation would have answered: 204 on success, its error on failure.
+// operation would have answered: for an insert 204 on success and its
+// error on failure; for a firmware update the finished task (200), which
+// Ironic reads from the monitor to learn the outcome.
 func getTaskMonitor(s *Server, c *call) *apiError {
 	t, aerr := s.visibleTask(c, c.params[0])
 	if aerr != nil {
 		return aerr
 	}
 	st := t.Status()
-	switch st.State {
-	case machine.TaskRunning:
+	switch {
+	case st.State == machine.TaskRunning:
 		c.w.Header().Set("Location", monitorsURI+"/"+t.ID)
 		c.w.Header().Set("Retry-After", "1")
 		s.writeJSON(c, http.StatusAccepted, task(t))
-	case machine.TaskCompleted:
+	case t.Kind == machine.TaskFirmwareUpdate:
+		s.writeJSON(c, http.StatusOK, task(t))
+	case st.State == machine.TaskCompleted:
 		c.w.WriteHeader(http.StatusNoContent)
-	case machine.TaskException:
+	case st.State == machine.TaskException:
 		return s.mediaModelError(c, st.Err, insertAction)
 	default:
 		s.writeJSON(c, http.StatusOK, task(t))

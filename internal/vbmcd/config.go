@@ -42,6 +42,8 @@ type Config struct {
 	MediaLocalDir string
 	MediaWait     time.Duration
 
+	BMCUpdateDowntime time.Duration
+
 	MediaAllowLoopback bool
 	MediaDenyPrivate   bool
 	MediaAllowCIDRs    []string
@@ -91,6 +93,7 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.Int64Var(&c.MediaMaxBytes, "media-max-bytes", 20<<30, "size bound of the image cache; least recently used images no VM holds are evicted")
 	fs.StringVar(&c.MediaLocalDir, "media-local-dir", "", "allow virtual media images given as local paths inside this directory (default: refused)")
 	fs.DurationVar(&c.MediaWait, "media-wait", 2*time.Minute, "how long a power-on waits for virtual media that is still downloading")
+	fs.DurationVar(&c.BMCUpdateDowntime, "bmc-update-downtime", time.Minute, "how long a BMC answers nothing after a firmware update of it (its reboot)")
 	fs.BoolVar(&c.MediaAllowLoopback, "media-allow-loopback", false, "allow virtual media images from loopback addresses (an image server on this host)")
 	fs.BoolVar(&c.MediaDenyPrivate, "media-deny-private", false, "refuse virtual media images from private addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) too")
 	fs.StringSliceVar(&c.MediaAllowCIDRs, "media-allow-cidr", nil, "allow virtual media images from these ranges whatever else says (except --media-deny-cidr)")

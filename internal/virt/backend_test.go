@@ -140,6 +140,8 @@ func TestSettingsLiveInTheDomain(t *testing.T) {
 	}
 	if _, err := lab.Service.UpdateSettings(ctx, vm.ID, func(s *machine.Settings) error {
 		s.Credentials = []machine.Credential{{Username: "node", Password: "s3cret"}}
+		s.Firmware = map[machine.FirmwareComponent]string{machine.FirmwareBMC: "5.0"}
+		s.FirmwarePending = map[machine.FirmwareComponent]string{machine.FirmwareBIOS: "2.3.1"}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -173,6 +175,10 @@ func TestSettingsLiveInTheDomain(t *testing.T) {
 	}
 	if len(m.Settings.Credentials) != 1 || m.Settings.Credentials[0].Password != "s3cret" {
 		t.Errorf("second daemon sees credentials %v", m.Settings.Credentials)
+	}
+	if v, p := m.Settings.FirmwareVersion(machine.FirmwareBMC), m.Settings.FirmwarePending; v != "5.0" ||
+		len(p) != 1 || p[machine.FirmwareBIOS] != "2.3.1" || m.Settings.FirmwareVersion(machine.FirmwareBIOS) != machine.FactoryFirmware {
+		t.Errorf("second daemon sees firmware %v, staged %v; want BMC 5.0 and BIOS 2.3.1 staged", m.Settings.Firmware, p)
 	}
 	// The first backend learns of a change made through the second one by
 	// events, without a poll.

@@ -29,6 +29,8 @@ type bmcMeta struct {
 	IPMI        *metaIPMI    `xml:"ipmi"`
 	Media       []metaMedia  `xml:"media"`
 	Volumes     []metaVolume `xml:"volume"`
+	// Firmware are the updated firmware versions, current or staged.
+	Firmware []metaFirmware `xml:"firmware"`
 	// Trash are the disks of deleted volumes the running domain still
 	// held; the next start removes them.
 	Trash []string `xml:"trash"`
@@ -42,6 +44,13 @@ type metaVolume struct {
 	Drives   string `xml:"drives,attr"` // comma-separated disk IDs
 	Capacity int64  `xml:"capacity,attr"`
 	Path     string `xml:"path,attr,omitempty"`
+}
+
+// metaFirmware is one component's updated firmware version.
+type metaFirmware struct {
+	Component string `xml:"component,attr"`
+	Version   string `xml:"version,attr"`
+	Pending   bool   `xml:"pending,attr,omitempty"` // applies at the next reset
 }
 
 // metaMedia is one virtual media member: trust settings and the origin of
@@ -107,6 +116,16 @@ func toMeta(s machine.Settings, defaultBoot string, resetNVRAM bool) (*bmcMeta, 
 		m.Volumes = append(m.Volumes, metaVolume{ID: v.ID, Name: v.Name, RAIDType: v.RAIDType,
 			Drives: strings.Join(v.Drives, ","), Capacity: v.CapacityBytes, Path: v.Path})
 	}
+	for _, p := range []struct {
+		versions map[machine.FirmwareComponent]string
+		pending  bool
+	}{{s.Firmware, false}, {s.FirmwarePending, true}} {
+		for _, c := range machine.FirmwareComponents {
+			if v, ok := p.versions[c]; ok {
+				m.Firmware = append(m.Firmware, metaFirmware{Component: string(c), Version: v, Pending: p.pending})
+			}
+		}
+	}
 	for _, ms := range s.Media {
 		mm := metaMedia{Slot: string(ms.Slot), Verify: ms.VerifyCertificate, Image: ms.Image, Path: ms.Path,
 			User: ms.UserName, Protocol: ms.TransferProtocol}
@@ -167,6 +186,16 @@ func (m *bmcMeta) settings() (machine.Settings, error) {
 	for _, v := range m.Volumes {
 		s.Volumes = append(s.Volumes, machine.Volume{ID: v.ID, Name: v.Name, RAIDType: v.RAIDType,
 			Drives: strings.Split(v.Drives, ","), CapacityBytes: v.Capacity, Path: v.Path})
+	}
+	for _, f := range m.Firmware {
+		dst := &s.Firmware
+		if f.Pending {
+			dst = &s.FirmwarePending
+		}
+		if *dst == nil {
+			*dst = map[machine.FirmwareComponent]string{}
+		}
+		(*dst)[machine.FirmwareComponent(f.Component)] = f.Version
 	}
 	for _, mm := range m.Media {
 		ms := machine.MediaSettings{Slot: machine.MediaSlot(mm.Slot), VerifyCertificate: mm.Verify, Image: mm.Image,

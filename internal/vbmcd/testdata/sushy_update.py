@@ -1,0 +1,83 @@
+"""One step of a firmware update, made with sushy's update service API as
+Ironic's redfish firmware interface makes it (simple_update with the
+system as target, then the task monitor polled until it is no longer
+processing, then its task read).
+
+Usage: sushy_update.py URL USER PASSWORD SYSTEM_UUID STEP [ARG...]
+Steps:
+  update IMAGE [TARGET]   simple_update; prints the task monitor's URI and
+                          whether it is processing (TARGET defaults to the
+                          system)
+  monitor URI [wait]      the task monitor: processing or not; with wait,
+                          polls it (at its Retry-After) until it is not
+  inventory               the firmware inventory, BiosVersion, the
+                          Manager's FirmwareVersion
+Prints one JSON object; a refused request gives its HTTP status and
+message IDs; exits non-zero on any other failure.
+"""
+import json
+import os
+import sys
+import time
+import warnings
+
+import sushy
+
+warnings.filterwarnings("ignore")
+
+# As in sushy_bios.py: Debian's python3-sushy lacks the bundled registries.
+if not os.path.isdir(os.path.join(os.path.dirname(sushy.__file__),
+                                  "standard_registries")):
+    sushy.main.Sushy._get_standard_message_registry_collection = \
+        lambda self: []
+url, user, password, uuid, step = sys.argv[1:6]
+args = sys.argv[6:]
+
+root = sushy.Sushy(url + "/redfish/v1",
+                   auth=sushy.auth.BasicAuth(user, password),
+                   verify=os.environ.get("SUSHY_VERIFY", True))
+out = {}
+
+
+def describe(monitor):
+    out["monitor"] = monitor.task_monitor_uri
+    out["processing"] = monitor.is_processing
+    # As Ironic does once the monitor says done: the task, read from the
+    # monitor's URI; while processing, the task the monitor returned.
+    task = monitor.get_task() if not monitor.is_processing else monitor.task
+    if task is not None:
+        out["state"] = getattr(task.task_state, "value", task.task_state)
+        out["status"] = getattr(task.task_status, "value", task.task_status)
+        out["percent"] = task.percent_complete
+        out["messages"] = [{"id": m.message_id, "message": m.message}
+                           for m in task.messages or []]
+
+
+if step == "update":
+    target = args[1] if len(args) > 1 else "/redfish/v1/Systems/" + uuid
+    try:
+        monitor = root.get_update_service().simple_update(
+            args[0], targets=[target])
+        describe(monitor)
+    except sushy.exceptions.HTTPError as e:
+        info = (e.body or {}).get("@Message.ExtendedInfo", [])
+        out["status_code"] = e.status_code
+        out["messages"] = [{"id": m.get("MessageId", "")} for m in info]
+elif step == "monitor":
+    monitor = root.get_task_monitor(args[0])
+    if len(args) > 1 and args[1] == "wait":
+        deadline = time.time() + 120
+        while monitor.check_is_processing and time.time() < deadline:
+            time.sleep(float(monitor.sleep_for))
+    describe(monitor)
+elif step == "inventory":
+    inv = root.get_update_service().firmware_inventory
+    out["inventory"] = {m.identity: m.version for m in inv.get_members()}
+    system = root.get_system("/redfish/v1/Systems/" + uuid)
+    out["bios_version"] = system.bios_version
+    out["bmc_version"] = root.get_manager(
+        "/redfish/v1/Managers/" + uuid).firmware_version
+else:
+    print("unknown step " + step)
+    sys.exit(2)
+print(json.dumps(out))
