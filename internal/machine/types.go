@@ -119,6 +119,10 @@ type Settings struct {
 	Boot Boot
 	// SecureBoot is the requested secure boot state, effective at the next start.
 	SecureBoot bool
+	// DeletedKeys are the secure boot key databases emptied since the
+	// factory keys, in KeyDatabases order; none means the factory keys.
+	// Like SecureBoot, they apply at the next start.
+	DeletedKeys []KeyDatabase
 	// BIOS holds the current BIOS attributes; BIOSPending the ones that apply
 	// at the next reset.
 	BIOS        map[string]any
@@ -141,6 +145,7 @@ func (s Settings) Clone() Settings {
 	c.BIOS = maps.Clone(s.BIOS)
 	c.BIOSPending = maps.Clone(s.BIOSPending)
 	c.Credentials = slices.Clone(s.Credentials)
+	c.DeletedKeys = slices.Clone(s.DeletedKeys)
 	if s.IPMI != nil {
 		ep := *s.IPMI
 		c.IPMI = &ep

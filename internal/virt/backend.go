@@ -35,14 +35,19 @@ type Config struct {
 	// Resync is how often the whole view is re-read as a safety net behind
 	// events; default 60 s.
 	Resync time.Duration
+	// VarsDir is where variable store templates with some secure boot key
+	// databases deleted are written (libvirtd must read them); default
+	// DefaultVarsDir.
+	VarsDir string
 }
 
 // Backend is a machine.Backend over libvirt domains.
 type Backend struct {
-	cfg  Config
-	fw   Firmware
-	log  *zap.Logger
-	conn *Conn
+	cfg     Config
+	fw      Firmware
+	factory factoryStore // the secure-boot template's keys
+	log     *zap.Logger
+	conn    *Conn
 
 	mu     sync.RWMutex
 	doms   map[string]*entry // by UUID
@@ -585,13 +590,20 @@ func (b *Backend) save(l *libvirt.Libvirt, e *entry, s machine.Settings, trash [
 	}
 	defaultBoot := ""
 	resetPending := false
+	var err error
 	if e.meta != nil {
 		defaultBoot, resetPending = e.meta.DefaultBoot, e.meta.ResetNVRAM
 	}
 	if defaultBoot == "" {
 		defaultBoot = strings.Join(bootOrderOf(&def), ",")
 	}
-	resetNVRAM, err := applySettings(&def, s, strings.Split(defaultBoot, ","), b.fw)
+	fw := b.fw
+	if s.SecureBoot {
+		if fw.SecureVars, err = b.varsFor(s.DeletedKeys); err != nil {
+			return fmt.Errorf("configure %s: %w", e.m.Name, err)
+		}
+	}
+	resetNVRAM, err := applySettings(&def, s, strings.Split(defaultBoot, ","), fw)
 	if err != nil {
 		return fmt.Errorf("configure %s: %w", e.m.Name, err)
 	}

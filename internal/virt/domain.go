@@ -90,6 +90,10 @@ func bootSignature(d *libvirtxml.Domain) string {
 	if l := d.OS.Loader; l != nil {
 		b.WriteString("|" + l.Path)
 	}
+	if n := d.OS.NVRam; n != nil {
+		// The template holds the secure boot keys a start begins with.
+		b.WriteString("|" + n.Template)
+	}
 	return b.String()
 }
 

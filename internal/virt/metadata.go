@@ -22,8 +22,9 @@ type bmcMeta struct {
 	Boot        metaBoot     `xml:"boot"`
 	DefaultBoot string       `xml:"default-boot,omitempty"` // the domain's own boot order before the BMC changed it, "hd,cdrom"
 	SecureBoot  bool         `xml:"secure-boot"`
-	ResetNVRAM  bool         `xml:"reset-nvram,omitempty"` // the firmware changed: the next start recreates the NVRAM
-	BIOS        string       `xml:"bios,omitempty"`        // JSON object
+	DeletedKeys string       `xml:"deleted-keys,omitempty"` // secure boot key databases deleted, "PK,KEK"; none: the factory keys
+	ResetNVRAM  bool         `xml:"reset-nvram,omitempty"`  // the firmware changed: the next start recreates the NVRAM
+	BIOS        string       `xml:"bios,omitempty"`         // JSON object
 	BIOSPending string       `xml:"bios-pending,omitempty"`
 	Users       []metaUser   `xml:"user"`
 	IPMI        *metaIPMI    `xml:"ipmi"`
@@ -84,6 +85,12 @@ func toMeta(s machine.Settings, defaultBoot string, resetNVRAM bool) (*bmcMeta, 
 		SecureBoot:  s.SecureBoot,
 		ResetNVRAM:  resetNVRAM,
 	}
+	for _, db := range s.DeletedKeys {
+		if m.DeletedKeys != "" {
+			m.DeletedKeys += ","
+		}
+		m.DeletedKeys += string(db)
+	}
 	for _, p := range []struct {
 		dst *string
 		src map[string]any
@@ -126,6 +133,12 @@ func (m *bmcMeta) settings() (machine.Settings, error) {
 			Mode:    machine.BootMode(m.Boot.Mode),
 		},
 		SecureBoot: m.SecureBoot,
+	}
+	if m.DeletedKeys != "" {
+		var err error
+		if s.DeletedKeys, err = machine.ParseKeyDatabases(strings.Split(m.DeletedKeys, ",")); err != nil {
+			return s, err
+		}
 	}
 	if s.Boot.Target == "" {
 		s.Boot.Target = machine.BootNone
