@@ -599,23 +599,6 @@ func postResetBios(s *Server, c *call) *apiError {
 	return nil
 }
 
-// postResetKeys accepts the key resets; the emulated firmware keeps no key
-// databases, so there is nothing to change.
-func postResetKeys(s *Server, c *call) *apiError {
-	const action = "SecureBoot.ResetKeys"
-	body, aerr := actionParams(c, action, "ResetKeysType")
-	if aerr != nil {
-		return aerr
-	}
-	kt, aerr := enumParam(body, action, "ResetKeysType", secureBootKeyResets)
-	if aerr != nil {
-		return aerr
-	}
-	s.logChange(c, "secure boot keys reset", zap.String("type", kt))
-	c.w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
 // --- sessions and accounts ---
 
 var loginSchema = fields{"UserName": {kind: kindString}, "Password": {kind: kindString}}

@@ -553,29 +553,6 @@ func enabledDisabled(on bool) string {
 	return "Disabled"
 }
 
-// secureBootKeyResets are the key reset types SecureBoot.ResetKeys accepts.
-var secureBootKeyResets = []string{"ResetAllKeysToDefault", "DeleteAllKeys", "DeletePK"}
-
-func secureBoot(m *machine.Machine) obj {
-	u := systemURI(m.ID) + "/SecureBoot"
-	current := m.SecureBootActive && m.Power != machine.PowerOff
-	return obj{
-		"@odata.id":             u,
-		"@odata.type":           "#SecureBoot.v1_1_0.SecureBoot",
-		"Id":                    "SecureBoot",
-		"Name":                  "UEFI Secure Boot",
-		"SecureBootEnable":      m.Settings.SecureBoot,
-		"SecureBootCurrentBoot": enabledDisabled(current),
-		"SecureBootMode":        "DeployedMode",
-		"Actions": obj{
-			"#SecureBoot.ResetKeys": obj{
-				"target":                                u + "/Actions/SecureBoot.ResetKeys",
-				"ResetKeysType@Redfish.AllowableValues": secureBootKeyResets,
-			},
-		},
-	}
-}
-
 func attributes(a map[string]any) map[string]any {
 	if a == nil {
 		return map[string]any{}

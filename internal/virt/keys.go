@@ -66,6 +66,16 @@ func (f *factoryStore) load(path string) (*efivars.Store, machine.KeyStore, erro
 	return f.store, f.keys, f.err
 }
 
+// ReadKeys reads the key databases of the variable store in an OVMF vars
+// image.
+func ReadKeys(path string) (machine.KeyStore, error) {
+	s, err := efivars.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return KeysOf(s)
+}
+
 // KeysOf reads the key databases of a variable store.
 func KeysOf(s *efivars.Store) (machine.KeyStore, error) {
 	ks := machine.KeyStore{}
