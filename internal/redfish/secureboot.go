@@ -215,45 +215,35 @@ func renderKeyDatabase(s *Server, c *call) any {
 	return keyDatabase(c.m.ID, c.params[1], isDefault)
 }
 
-func renderKeyCertificates(s *Server, c *call) any {
+// keyMember renders a database's Certificates (certs) or Signatures
+// collection, or, when c names one, its member.
+func (s *Server) keyMember(c *call, certs bool, member bool) any {
 	entries, _, ok := s.keysOf(c)
 	if !ok {
 		return nil
 	}
-	return subCollection(c, "CertificateCollection", "Certificates of "+c.params[1], numberedIDs(entries, true))
+	kind, odataType := "Signatures", "SignatureCollection"
+	if certs {
+		kind, odataType = "Certificates", "CertificateCollection"
+	}
+	if !member {
+		return subCollection(c, odataType, kind+" of "+c.params[1], numberedIDs(entries, certs))
+	}
+	e, ok := numbered(entries, certs)[c.params[2]]
+	if !ok {
+		return nil
+	}
+	u := keyDatabasesURI(c.m.ID) + "/" + c.params[1] + "/" + kind
+	if certs {
+		return keyCertificate(u, c.params[2], e)
+	}
+	return keySignature(u, c.params[2], e)
 }
 
-func renderKeyCertificate(s *Server, c *call) any {
-	entries, _, ok := s.keysOf(c)
-	if !ok {
-		return nil
-	}
-	e, ok := numbered(entries, true)[c.params[2]]
-	if !ok {
-		return nil
-	}
-	return keyCertificate(keyDatabasesURI(c.m.ID)+"/"+c.params[1]+"/Certificates", c.params[2], e)
-}
-
-func renderKeySignatures(s *Server, c *call) any {
-	entries, _, ok := s.keysOf(c)
-	if !ok {
-		return nil
-	}
-	return subCollection(c, "SignatureCollection", "Signatures of "+c.params[1], numberedIDs(entries, false))
-}
-
-func renderKeySignature(s *Server, c *call) any {
-	entries, _, ok := s.keysOf(c)
-	if !ok {
-		return nil
-	}
-	e, ok := numbered(entries, false)[c.params[2]]
-	if !ok {
-		return nil
-	}
-	return keySignature(keyDatabasesURI(c.m.ID)+"/"+c.params[1]+"/Signatures", c.params[2], e)
-}
+func renderKeyCertificates(s *Server, c *call) any { return s.keyMember(c, true, false) }
+func renderKeyCertificate(s *Server, c *call) any  { return s.keyMember(c, true, true) }
+func renderKeySignatures(s *Server, c *call) any   { return s.keyMember(c, false, false) }
+func renderKeySignature(s *Server, c *call) any    { return s.keyMember(c, false, true) }
 
 // postResetKeys resets or deletes the keys of every database
 // (SecureBoot.ResetKeys). The firmware's variable store is made from them
