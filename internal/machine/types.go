@@ -88,6 +88,9 @@ type Boot struct {
 	Target  BootSource
 	Enabled BootEnabled
 	Mode    BootMode
+	// HTTPBootURI is the image a UefiHttp boot fetches (Redfish
+	// Boot.HttpBootUri): an ISO at an http(s) URL.
+	HTTPBootURI string
 }
 
 // Effective reports the device the next boot uses first: the override target

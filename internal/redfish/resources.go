@@ -238,6 +238,8 @@ func system(m *machine.Machine, id identity) obj {
 			"BootSourceOverrideEnabled@Redfish.AllowableValues": strs(machine.BootEnabledValues),
 			"BootSourceOverrideMode":                            string(mode),
 			"BootSourceOverrideMode@Redfish.AllowableValues":    strs(machine.BootModes),
+			// What a UefiHttp boot fetches; null when none is set.
+			"HttpBootUri": nullable(m.Settings.Boot.HTTPBootURI),
 		},
 		"ProcessorSummary": obj{
 			"Count":                 sockets,

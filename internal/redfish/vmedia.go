@@ -261,7 +261,7 @@ func postInsertMedia(s *Server, c *call) *apiError {
 func (s *Server) insert(c *call, slot machine.MediaSlot, req machine.InsertRequest, action string) *apiError {
 	t, err := s.svc.InsertMedia(ctx(c), c.m.ID, slot, req)
 	if err != nil {
-		return s.mediaModelError(c, err, action)
+		return s.mediaModelError(c, err, action, "Image")
 	}
 	s.logChange(c, "virtual media insert", zap.String("slot", string(slot)), zap.String("image", t.Image), zap.String("task", t.ID))
 	timer := time.NewTimer(s.insertWait)
@@ -274,7 +274,7 @@ func (s *Server) insert(c *call, slot machine.MediaSlot, req machine.InsertReque
 			c.w.WriteHeader(http.StatusNoContent)
 			return nil
 		case machine.TaskException:
-			return s.mediaModelError(c, st.Err, action)
+			return s.mediaModelError(c, st.Err, action, "Image")
 		}
 	case <-timer.C:
 	}
@@ -362,8 +362,9 @@ func patchVirtualMedia(s *Server, c *call) *apiError {
 	return nil
 }
 
-// mediaModelError maps a failed insert to the Base message that says why.
-func (s *Server) mediaModelError(c *call, err error, action string) *apiError {
+// mediaModelError maps a failed fetch of an image to the Base message that
+// says why; prop names the property or parameter that gave the URI.
+func (s *Server) mediaModelError(c *call, err error, action, prop string) *apiError {
 	me, ok := machine.IsMediaError(err)
 	if !ok {
 		if errors.Is(err, machine.ErrConflict) {
@@ -373,9 +374,9 @@ func (s *Server) mediaModelError(c *call, err error, action string) *apiError {
 	}
 	param := func(id MessageID) *apiError {
 		if action == "" {
-			return newError(http.StatusBadRequest, MsgPropertyValueFormatError, me.Image, "Image")
+			return newError(http.StatusBadRequest, MsgPropertyValueFormatError, me.Image, prop)
 		}
-		return newError(http.StatusBadRequest, id, me.Image, "Image", action)
+		return newError(http.StatusBadRequest, id, me.Image, prop, action)
 	}
 	var e *apiError
 	switch me.Kind {
@@ -593,7 +594,7 @@ func getTaskMonitor(s *Server, c *call) *apiError {
 	case machine.TaskCompleted:
 		c.w.WriteHeader(http.StatusNoContent)
 	case machine.TaskException:
-		return s.mediaModelError(c, st.Err, insertAction)
+		return s.mediaModelError(c, st.Err, insertAction, "Image")
 	default:
 		s.writeJSON(c, http.StatusOK, task(t))
 	}

@@ -54,6 +54,7 @@ type metaMedia struct {
 	Path     string     `xml:"path,attr,omitempty"`
 	User     string     `xml:"user,attr,omitempty"`
 	Protocol string     `xml:"protocol,attr,omitempty"`
+	HTTPBoot bool       `xml:"http-boot,attr,omitempty"` // put there by a UefiHttp boot
 	Certs    []metaCert `xml:"certificate"`
 }
 
@@ -66,6 +67,7 @@ type metaBoot struct {
 	Target  string `xml:"target,attr"`
 	Enabled string `xml:"enabled,attr"`
 	Mode    string `xml:"mode,attr"`
+	HTTPURI string `xml:"http-boot-uri,attr,omitempty"`
 }
 
 type metaUser struct {
@@ -80,7 +82,7 @@ type metaIPMI struct {
 
 func toMeta(s machine.Settings, defaultBoot string, resetNVRAM bool) (*bmcMeta, error) {
 	m := &bmcMeta{
-		Boot:        metaBoot{Target: string(s.Boot.Target), Enabled: string(s.Boot.Enabled), Mode: string(s.Boot.Mode)},
+		Boot:        metaBoot{Target: string(s.Boot.Target), Enabled: string(s.Boot.Enabled), Mode: string(s.Boot.Mode), HTTPURI: s.Boot.HTTPBootURI},
 		DefaultBoot: defaultBoot,
 		SecureBoot:  s.SecureBoot,
 		ResetNVRAM:  resetNVRAM,
@@ -116,7 +118,7 @@ func toMeta(s machine.Settings, defaultBoot string, resetNVRAM bool) (*bmcMeta, 
 	}
 	for _, ms := range s.Media {
 		mm := metaMedia{Slot: string(ms.Slot), Verify: ms.VerifyCertificate, Image: ms.Image, Path: ms.Path,
-			User: ms.UserName, Protocol: ms.TransferProtocol}
+			User: ms.UserName, Protocol: ms.TransferProtocol, HTTPBoot: ms.HTTPBoot}
 		for _, c := range ms.Certificates {
 			mm.Certs = append(mm.Certs, metaCert{ID: c.ID, PEM: c.PEM})
 		}
@@ -128,9 +130,10 @@ func toMeta(s machine.Settings, defaultBoot string, resetNVRAM bool) (*bmcMeta, 
 func (m *bmcMeta) settings() (machine.Settings, error) {
 	s := machine.Settings{
 		Boot: machine.Boot{
-			Target:  machine.BootSource(m.Boot.Target),
-			Enabled: machine.BootEnabled(m.Boot.Enabled),
-			Mode:    machine.BootMode(m.Boot.Mode),
+			Target:      machine.BootSource(m.Boot.Target),
+			Enabled:     machine.BootEnabled(m.Boot.Enabled),
+			Mode:        machine.BootMode(m.Boot.Mode),
+			HTTPBootURI: m.Boot.HTTPURI,
 		},
 		SecureBoot: m.SecureBoot,
 	}
@@ -183,7 +186,7 @@ func (m *bmcMeta) settings() (machine.Settings, error) {
 	}
 	for _, mm := range m.Media {
 		ms := machine.MediaSettings{Slot: machine.MediaSlot(mm.Slot), VerifyCertificate: mm.Verify, Image: mm.Image,
-			Path: mm.Path, UserName: mm.User, TransferProtocol: mm.Protocol}
+			Path: mm.Path, UserName: mm.User, TransferProtocol: mm.Protocol, HTTPBoot: mm.HTTPBoot}
 		for _, c := range mm.Certs {
 			ms.Certificates = append(ms.Certificates, machine.Certificate{ID: c.ID, PEM: c.PEM})
 		}
