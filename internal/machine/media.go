@@ -41,6 +41,9 @@ type MediaSettings struct {
 	Path             string // the local file attached to the drive
 	UserName         string // never the password
 	TransferProtocol string // HTTP, HTTPS, OEM (a local file)
+	// HTTPBoot says a UefiHttp boot put the image there (fetched from the
+	// override's HttpBootUri), not an insert.
+	HTTPBoot bool
 }
 
 // Certificate is a PEM certificate trusted for a member's HTTPS images.
@@ -97,7 +100,7 @@ func MediaOf(m *Machine, slot MediaSlot) Media {
 	d := driveFor(m, slot)
 	md.Drive = d
 	if d == nil || d.Source == "" {
-		md.Image, md.Path, md.UserName, md.TransferProtocol = "", "", "", ""
+		md.Image, md.Path, md.UserName, md.TransferProtocol, md.HTTPBoot = "", "", "", "", false
 		return md
 	}
 	md.Inserted = true
@@ -105,7 +108,7 @@ func MediaOf(m *Machine, slot MediaSlot) Media {
 	if md.Path != d.Source {
 		// Someone else (virsh change-media, an operator) put this there: show
 		// the file as it is.
-		md.Image, md.Path, md.UserName, md.TransferProtocol = d.Source, d.Source, "", "OEM"
+		md.Image, md.Path, md.UserName, md.TransferProtocol, md.HTTPBoot = d.Source, d.Source, "", "OEM", false
 	}
 	return md
 }

@@ -434,7 +434,7 @@ func (s *Service) attach(ctx context.Context, t *Task, path string, rec MediaSet
 	// had put it there.
 	st := m.Settings.Clone()
 	ms := settingsFor(&st, t.Slot)
-	ms.Image, ms.Path, ms.UserName, ms.TransferProtocol = rec.Image, path, rec.UserName, rec.TransferProtocol
+	ms.Image, ms.Path, ms.UserName, ms.TransferProtocol, ms.HTTPBoot = rec.Image, path, rec.UserName, rec.TransferProtocol, rec.HTTPBoot
 	if err := s.be.Save(ctx, m.ID, st); err != nil {
 		return fmt.Errorf("record media of %s: %w", m.Name, err)
 	}
@@ -490,7 +490,7 @@ func (s *Service) EjectMedia(ctx context.Context, id string, slot MediaSlot) err
 	}
 	st := m.Settings.Clone()
 	ms := settingsFor(&st, slot)
-	ms.Image, ms.Path, ms.UserName, ms.TransferProtocol = "", "", "", ""
+	ms.Image, ms.Path, ms.UserName, ms.TransferProtocol, ms.HTTPBoot = "", "", "", "", false
 	return s.be.Save(ctx, m.ID, st)
 }
 

@@ -218,9 +218,10 @@ func afterBoot(st Settings) (Settings, bool) {
 }
 
 // start powers an off machine on: pending BIOS settings apply, the machine
-// boots its override, and a Once override is then spent.
+// boots its override (a UefiHttp one's image fetched first), and a Once
+// override is then spent.
 func (s *Service) start(ctx context.Context, m *Machine) error {
-	st, err := s.settleBIOS(ctx, m)
+	st, err := s.settleBoot(ctx, m)
 	if err != nil {
 		return err
 	}
@@ -255,7 +256,7 @@ func (s *Service) spend(ctx context.Context, id string, st Settings) error {
 // coldRestart stops a running machine at once and starts it again, so it
 // boots with its stored definition and pending BIOS settings.
 func (s *Service) coldRestart(ctx context.Context, m *Machine) error {
-	st, err := s.settleBIOS(ctx, m)
+	st, err := s.settleBoot(ctx, m)
 	if err != nil {
 		return err
 	}
@@ -269,7 +270,7 @@ func (s *Service) coldRestart(ctx context.Context, m *Machine) error {
 // Pending BIOS settings settle first: one that changes the firmware (BootMode,
 // SecureBoot) makes the machine stale, and the restart cold.
 func (s *Service) restart(ctx context.Context, m *Machine) error {
-	st, err := s.settleBIOS(ctx, m)
+	st, err := s.settleBoot(ctx, m)
 	if err != nil {
 		return err
 	}
@@ -310,7 +311,7 @@ func (s *Service) HandleReboot(ctx context.Context, id string) error {
 	if m.Power != PowerOn {
 		return nil
 	}
-	st, err := s.settleBIOS(ctx, m)
+	st, err := s.settleBoot(ctx, m)
 	if err != nil {
 		return err
 	}
@@ -349,9 +350,10 @@ func (s *Service) Watch(ctx context.Context) {
 
 // BootPatch is a change of the boot override; nil fields stay as they are.
 type BootPatch struct {
-	Target  *BootSource
-	Enabled *BootEnabled
-	Mode    *BootMode
+	Target      *BootSource
+	Enabled     *BootEnabled
+	Mode        *BootMode
+	HTTPBootURI *string // "" clears it
 }
 
 // SetBoot changes the boot override. Setting a target while the override is
@@ -391,12 +393,34 @@ func (s *Service) SetBoot(ctx context.Context, id string, p BootPatch) (*Machine
 		}
 		b.Mode = *p.Mode
 	}
+	if p.HTTPBootURI != nil {
+		if *p.HTTPBootURI != "" {
+			if err := checkHTTPBootURI(*p.HTTPBootURI); err != nil {
+				return nil, err
+			}
+		}
+		b.HTTPBootURI = *p.HTTPBootURI
+	}
+	if b.Effective() == BootUefiHttp && b.HTTPBootURI == "" {
+		return nil, fmt.Errorf("%w: this BMC fetches the image itself, and its machines get no boot URI from DHCP", ErrNoHTTPBootURI)
+	}
 	if b == st.Boot {
 		return m, nil
 	}
 	st.Boot = b
 	if err := s.be.Save(ctx, m.ID, st); err != nil {
 		return nil, err
+	}
+	if m.Power == PowerOff {
+		// An image an earlier UefiHttp boot left in the drive goes once
+		// the override no longer asks for it; a running machine keeps it
+		// until its next boot.
+		if m, err = s.be.Get(m.ID); err != nil {
+			return nil, err
+		}
+		if _, err := s.settleHTTPBoot(ctx, m, st, false); err != nil {
+			return nil, err
+		}
 	}
 	return s.be.Get(m.ID)
 }

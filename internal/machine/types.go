@@ -88,6 +88,9 @@ type Boot struct {
 	Target  BootSource
 	Enabled BootEnabled
 	Mode    BootMode
+	// HTTPBootURI is the image a UefiHttp boot fetches (Redfish
+	// Boot.HttpBootUri): an ISO at an http(s) URL.
+	HTTPBootURI string
 }
 
 // Effective reports the device the next boot uses first: the override target
@@ -119,6 +122,10 @@ type Settings struct {
 	Boot Boot
 	// SecureBoot is the requested secure boot state, effective at the next start.
 	SecureBoot bool
+	// DeletedKeys are the secure boot key databases emptied since the
+	// factory keys, in KeyDatabases order; none means the factory keys.
+	// Like SecureBoot, they apply at the next start.
+	DeletedKeys []KeyDatabase
 	// BIOS holds the current BIOS attributes; BIOSPending the ones that apply
 	// at the next reset.
 	BIOS        map[string]any
@@ -149,6 +156,7 @@ func (s Settings) Clone() Settings {
 	c.Firmware = maps.Clone(s.Firmware)
 	c.FirmwarePending = maps.Clone(s.FirmwarePending)
 	c.Credentials = slices.Clone(s.Credentials)
+	c.DeletedKeys = slices.Clone(s.DeletedKeys)
 	if s.IPMI != nil {
 		ep := *s.IPMI
 		c.IPMI = &ep

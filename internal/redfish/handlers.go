@@ -418,6 +418,7 @@ var systemSchema = fields{
 		"BootSourceOverrideTarget":  {enum: strs(machine.BootSources)},
 		"BootSourceOverrideEnabled": {enum: strs(machine.BootEnabledValues)},
 		"BootSourceOverrideMode":    {enum: strs(machine.BootModes)},
+		"HttpBootUri":               {},
 	}},
 	"IndicatorLED":            {enum: []string{"Lit", "Blinking", "Off"}},
 	"LocationIndicatorActive": {kind: kindBool},
@@ -447,9 +448,17 @@ func patchSystem(s *Server, c *call) *apiError {
 			md := machine.BootMode(v)
 			p.Mode = &md
 		}
+		if v, ok := boot["HttpBootUri"].(string); ok {
+			p.HTTPBootURI = &v
+		}
 		if _, err := s.svc.SetBoot(ctx(c), c.m.ID, p); err != nil {
-			if errors.Is(err, machine.ErrConflict) && p.Mode != nil {
+			switch {
+			case errors.Is(err, machine.ErrConflict) && p.Mode != nil:
 				return newError(http.StatusConflict, MsgPropertyValueConflict, "BootSourceOverrideMode", "SecureBootEnable").with(err.Error())
+			case errors.Is(err, machine.ErrNoHTTPBootURI):
+				return newError(http.StatusBadRequest, MsgPropertyMissing, "HttpBootUri").with(err.Error())
+			case errors.Is(err, machine.ErrBadHTTPBootURI):
+				return newError(http.StatusBadRequest, MsgPropertyValueFormatError, *p.HTTPBootURI, "HttpBootUri").with(err.Error())
 			}
 			return s.modelError(c, err)
 		}
@@ -580,6 +589,10 @@ func postReset(s *Server, c *call) *apiError {
 		return aerr
 	}
 	if err := s.svc.Reset(ctx(c), c.m.ID, machine.ResetType(rt)); err != nil {
+		if _, ok := machine.IsMediaError(err); ok {
+			// A UefiHttp boot's image could not be fetched.
+			return s.mediaModelError(c, err, "", "HttpBootUri")
+		}
 		return s.modelError(c, err)
 	}
 	s.logChange(c, "reset", zap.String("type", rt))
@@ -595,23 +608,6 @@ func postResetBios(s *Server, c *call) *apiError {
 		return s.modelError(c, err)
 	}
 	s.logChange(c, "BIOS defaults staged")
-	c.w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-// postResetKeys accepts the key resets; the emulated firmware keeps no key
-// databases, so there is nothing to change.
-func postResetKeys(s *Server, c *call) *apiError {
-	const action = "SecureBoot.ResetKeys"
-	body, aerr := actionParams(c, action, "ResetKeysType")
-	if aerr != nil {
-		return aerr
-	}
-	kt, aerr := enumParam(body, action, "ResetKeysType", secureBootKeyResets)
-	if aerr != nil {
-		return aerr
-	}
-	s.logChange(c, "secure boot keys reset", zap.String("type", kt))
 	c.w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -2,10 +2,13 @@ package redfish
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/bmlab/bmlab/internal/machine"
@@ -30,7 +33,7 @@ type fixture struct {
 
 func newFixture(t testing.TB, n int, opts ...Option) *fixture {
 	t.Helper()
-	be := sim.New(n)
+	be := sim.New(n, sim.WithFactoryKeys(testKeys(t)))
 	svc := machine.NewService(be, nil)
 	opts = append([]Option{WithCredentials(testUser, testPass), WithServiceUUID(testService),
 		WithVendor("bmlab", "bmlab virtual server"), WithFirmwareVersion("1.0.0")}, opts...)
@@ -113,4 +116,24 @@ func trimRegistry(id string) string {
 		return id[len(p):]
 	}
 	return id
+}
+
+// testKeys is a small factory key store: one certificate in PK, KEK and db
+// (testdata/uefi_test_cert.der, made with openssl for these tests) and one
+// SHA-256 hash in dbx.
+func testKeys(t testing.TB) machine.KeyStore {
+	t.Helper()
+	der, err := os.ReadFile(filepath.Join("testdata", "uefi_test_cert.der"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const owner = "77fa9abd-0359-4d32-bd60-28f4e78f784b"
+	cert := []machine.KeyEntry{{Type: "EFI_CERT_X509_GUID", Owner: owner, Data: der}}
+	hash := sha256.Sum256([]byte("bmlab revoked loader"))
+	return machine.KeyStore{
+		machine.KeyPK:  cert,
+		machine.KeyKEK: cert,
+		machine.KeyDB:  cert,
+		machine.KeyDBX: {{Type: "EFI_CERT_SHA256_GUID", Owner: owner, Data: hash[:]}},
+	}
 }

@@ -256,6 +256,8 @@ func system(m *machine.Machine, id identity) obj {
 			"BootSourceOverrideEnabled@Redfish.AllowableValues": strs(machine.BootEnabledValues),
 			"BootSourceOverrideMode":                            string(mode),
 			"BootSourceOverrideMode@Redfish.AllowableValues":    strs(machine.BootModes),
+			// What a UefiHttp boot fetches; null when none is set.
+			"HttpBootUri": nullable(m.Settings.Boot.HTTPBootURI),
 		},
 		"ProcessorSummary": obj{
 			"Count":                 sockets,
@@ -569,29 +571,6 @@ func enabledDisabled(on bool) string {
 		return "Enabled"
 	}
 	return "Disabled"
-}
-
-// secureBootKeyResets are the key reset types SecureBoot.ResetKeys accepts.
-var secureBootKeyResets = []string{"ResetAllKeysToDefault", "DeleteAllKeys", "DeletePK"}
-
-func secureBoot(m *machine.Machine) obj {
-	u := systemURI(m.ID) + "/SecureBoot"
-	current := m.SecureBootActive && m.Power != machine.PowerOff
-	return obj{
-		"@odata.id":             u,
-		"@odata.type":           "#SecureBoot.v1_1_0.SecureBoot",
-		"Id":                    "SecureBoot",
-		"Name":                  "UEFI Secure Boot",
-		"SecureBootEnable":      m.Settings.SecureBoot,
-		"SecureBootCurrentBoot": enabledDisabled(current),
-		"SecureBootMode":        "DeployedMode",
-		"Actions": obj{
-			"#SecureBoot.ResetKeys": obj{
-				"target":                                u + "/Actions/SecureBoot.ResetKeys",
-				"ResetKeysType@Redfish.AllowableValues": secureBootKeyResets,
-			},
-		},
-	}
 }
 
 func attributes(a map[string]any) map[string]any {

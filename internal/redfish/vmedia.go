@@ -261,7 +261,7 @@ func postInsertMedia(s *Server, c *call) *apiError {
 func (s *Server) insert(c *call, slot machine.MediaSlot, req machine.InsertRequest, action string) *apiError {
 	t, err := s.svc.InsertMedia(ctx(c), c.m.ID, slot, req)
 	if err != nil {
-		return s.mediaModelError(c, err, action)
+		return s.mediaModelError(c, err, action, "Image")
 	}
 	s.logChange(c, "virtual media insert", zap.String("slot", string(slot)), zap.String("image", t.Image), zap.String("task", t.ID))
 	timer := time.NewTimer(s.insertWait)
@@ -274,7 +274,7 @@ func (s *Server) insert(c *call, slot machine.MediaSlot, req machine.InsertReque
 			c.w.WriteHeader(http.StatusNoContent)
 			return nil
 		case machine.TaskException:
-			return s.mediaModelError(c, st.Err, action)
+			return s.mediaModelError(c, st.Err, action, "Image")
 		}
 	case <-timer.C:
 	}
@@ -362,8 +362,9 @@ func patchVirtualMedia(s *Server, c *call) *apiError {
 	return nil
 }
 
-// mediaModelError maps a failed insert to the Base message that says why.
-func (s *Server) mediaModelError(c *call, err error, action string) *apiError {
+// mediaModelError maps a failed fetch of an image to the Base message that
+// says why; prop names the property or parameter that gave the URI.
+func (s *Server) mediaModelError(c *call, err error, action, prop string) *apiError {
 	me, ok := machine.IsMediaError(err)
 	if !ok {
 		if errors.Is(err, machine.ErrConflict) {
@@ -371,7 +372,7 @@ func (s *Server) mediaModelError(c *call, err error, action string) *apiError {
 		}
 		return s.modelError(c, err)
 	}
-	status, msg := mediaErrorMessage(me, action, "Image")
+	status, msg := mediaErrorMessage(me, action, prop)
 	return (&apiError{status: status, messages: []messageObject{msg}}).with(err.Error())
 }
 
@@ -622,7 +623,7 @@ func getTaskMonitor(s *Server, c *call) *apiError {
 	case st.State == machine.TaskCompleted:
 		c.w.WriteHeader(http.StatusNoContent)
 	case st.State == machine.TaskException:
-		return s.mediaModelError(c, st.Err, insertAction)
+		return s.mediaModelError(c, st.Err, insertAction, "Image")
 	default:
 		s.writeJSON(c, http.StatusOK, task(t))
 	}

@@ -16,6 +16,7 @@ import (
 // Backend is the simulated backend.
 type Backend struct {
 	delay time.Duration
+	keys  machine.KeyStore // the factory secure boot keys of every machine
 
 	mu     sync.RWMutex
 	byID   map[string]*node
@@ -37,10 +38,15 @@ type bootConfig struct {
 	target machine.BootSource
 	mode   machine.BootMode
 	secure bool
+	keys   string // the deleted key databases, when secure
 }
 
 func configOf(s machine.Settings) bootConfig {
-	return bootConfig{target: s.Boot.Effective(), mode: s.Boot.Mode, secure: s.SecureBoot}
+	c := bootConfig{target: s.Boot.Effective(), mode: s.Boot.Mode, secure: s.SecureBoot}
+	if s.SecureBoot {
+		c.keys = fmt.Sprint(s.DeletedKeys)
+	}
+	return c
 }
 
 // Option configures the backend.
@@ -48,6 +54,10 @@ type Option func(*Backend)
 
 // WithDelay sets how long power transitions take (default 0: instantaneous).
 func WithDelay(d time.Duration) Option { return func(b *Backend) { b.delay = d } }
+
+// WithFactoryKeys gives every machine's firmware these secure boot keys
+// (default: none, so every database is empty).
+func WithFactoryKeys(ks machine.KeyStore) Option { return func(b *Backend) { b.keys = ks } }
 
 // New returns a backend with n machines named sim-0001, sim-0002, ...
 // Their UUIDs are derived from their names, so they are stable across runs.
@@ -303,6 +313,14 @@ func (b *Backend) Stale(id string) bool {
 		return false
 	}
 	return n.running != configOf(n.m.Settings)
+}
+
+// FactoryKeys implements machine.KeyStorer.
+func (b *Backend) FactoryKeys(id string) (machine.KeyStore, error) {
+	if _, err := b.Get(id); err != nil {
+		return nil, err
+	}
+	return b.keys, nil
 }
 
 // Subscribe implements machine.Backend.

@@ -135,7 +135,7 @@ func newLibvirt(ctx context.Context, cfg Config, log *zap.Logger) (*virt.Hosts, 
 	// A 1 s keepalive: a host that vanishes without closing the connection
 	// (power loss, a cut network) makes its machines unavailable within
 	// about 2 s rather than serve what they were.
-	be, err := virt.NewHosts(hosts, virt.Config{Keepalive: time.Second}, log)
+	be, err := virt.NewHosts(hosts, virt.Config{Keepalive: time.Second, VarsDir: filepath.Join(cfg.StateDir, "ovmf")}, log)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +161,17 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	var be machine.Backend
 	switch cfg.Backend {
 	case "sim":
-		be = sim.New(cfg.SimNodes, sim.WithDelay(cfg.SimDelay))
+		opts := []sim.Option{sim.WithDelay(cfg.SimDelay)}
+		// Simulated machines have the secure boot keys a VM here would
+		// have: those of the host's OVMF template, when there is one.
+		if vars := virt.DetectFirmware().SecureVars; vars != "" {
+			if ks, err := virt.ReadKeys(vars); err != nil {
+				log.Warn("secure boot keys for simulated machines: reading the OVMF template failed; their key databases are empty", zap.String("template", vars), zap.Error(err))
+			} else {
+				opts = append(opts, sim.WithFactoryKeys(ks))
+			}
+		}
+		be = sim.New(cfg.SimNodes, opts...)
 	default:
 		lb, err := newLibvirt(ctx, cfg, log.Named("libvirt"))
 		if err != nil {

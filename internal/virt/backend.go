@@ -35,14 +35,19 @@ type Config struct {
 	// Resync is how often the whole view is re-read as a safety net behind
 	// events; default 60 s.
 	Resync time.Duration
+	// VarsDir is where variable store templates with some secure boot key
+	// databases deleted are written (libvirtd must read them); default
+	// DefaultVarsDir.
+	VarsDir string
 }
 
 // Backend is a machine.Backend over libvirt domains.
 type Backend struct {
-	cfg  Config
-	fw   Firmware
-	log  *zap.Logger
-	conn *Conn
+	cfg     Config
+	fw      Firmware
+	factory factoryStore // the secure-boot template's keys
+	log     *zap.Logger
+	conn    *Conn
 
 	mu     sync.RWMutex
 	doms   map[string]*entry // by UUID
@@ -579,24 +584,32 @@ func (b *Backend) Save(_ context.Context, id string, s machine.Settings) error {
 	if e.meta != nil {
 		trash = e.meta.Trash
 	}
-	return b.save(l, e, s, trash)
+	return b.save(l, e, s, trash, false)
 }
 
-// save is Save with the volume disks left to remove at the next start.
-func (b *Backend) save(l *libvirt.Libvirt, e *entry, s machine.Settings, trash []string) error {
+// save is Save with the volume disks left to remove at the next start;
+// nvramMade says the NVRAM was just made anew, which clears its reset mark.
+func (b *Backend) save(l *libvirt.Libvirt, e *entry, s machine.Settings, trash []string, nvramMade bool) error {
 	var def libvirtxml.Domain
 	if err := def.Unmarshal(e.xmlDef); err != nil {
 		return fmt.Errorf("parse domain XML of %s: %w", e.m.Name, err)
 	}
 	defaultBoot := ""
 	resetPending := false
+	var err error
 	if e.meta != nil {
-		defaultBoot, resetPending = e.meta.DefaultBoot, e.meta.ResetNVRAM
+		defaultBoot, resetPending = e.meta.DefaultBoot, e.meta.ResetNVRAM && !nvramMade
 	}
 	if defaultBoot == "" {
 		defaultBoot = strings.Join(bootOrderOf(&def), ",")
 	}
-	resetNVRAM, err := applySettings(&def, s, strings.Split(defaultBoot, ","), b.fw)
+	fw := b.fw
+	if s.SecureBoot {
+		if fw.SecureVars, err = b.varsFor(s.DeletedKeys); err != nil {
+			return fmt.Errorf("configure %s: %w", e.m.Name, err)
+		}
+	}
+	resetNVRAM, err := applySettings(&def, s, strings.Split(defaultBoot, ","), fw)
 	if err != nil {
 		return fmt.Errorf("configure %s: %w", e.m.Name, err)
 	}
@@ -645,7 +658,7 @@ func (b *Backend) Start(ctx context.Context, id string) error {
 		// them now.
 		if err := removeDisks(l, e.meta.Trash); err != nil {
 			b.log.Warn("removing deleted volumes' disks failed", zap.String("domain", e.m.Name), zap.Error(err))
-		} else if err := b.save(l, e, e.m.Settings, nil); err != nil {
+		} else if err := b.save(l, e, e.m.Settings, nil, false); err != nil {
 			return err
 		}
 	}
@@ -670,7 +683,11 @@ func (b *Backend) Start(ctx context.Context, id string) error {
 		e2, ferr := b.find(e.m.ID)
 		b.mu.RUnlock()
 		if ferr == nil {
-			if serr := b.Save(ctx, id, e2.m.Settings); serr != nil {
+			var trash []string
+			if e2.meta != nil {
+				trash = e2.meta.Trash
+			}
+			if serr := b.save(l, e2, e2.m.Settings, trash, true); serr != nil {
 				b.log.Warn("clearing the NVRAM reset mark failed", zap.String("domain", e.m.Name), zap.Error(serr))
 			}
 		}

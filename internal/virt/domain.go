@@ -90,6 +90,10 @@ func bootSignature(d *libvirtxml.Domain) string {
 	if l := d.OS.Loader; l != nil {
 		b.WriteString("|" + l.Path)
 	}
+	if n := d.OS.NVRam; n != nil {
+		// The template holds the secure boot keys a start begins with.
+		b.WriteString("|" + n.Template)
+	}
 	return b.String()
 }
 
@@ -148,14 +152,16 @@ func bootOrderOf(d *libvirtxml.Domain) []string {
 
 // deviceFor maps an override target to a libvirt boot device. BiosSetup
 // cannot be expressed as a libvirt boot device: it keeps the machine's own
-// order (the override is still reported, as a BMC would).
+// order (the override is still reported, as a BMC would). UefiHttp boots
+// the CD drive: the BMC fetches the image and puts it there (see the
+// machine package).
 func deviceFor(t machine.BootSource) string {
 	switch t {
-	case machine.BootPxe, machine.BootUefiHttp:
+	case machine.BootPxe:
 		return "network"
 	case machine.BootHdd, machine.BootUsb:
 		return "hd"
-	case machine.BootCd:
+	case machine.BootCd, machine.BootUefiHttp:
 		return "cdrom"
 	}
 	return ""

@@ -274,6 +274,15 @@ func (h *Hosts) SetMedia(ctx context.Context, id string, slot machine.MediaSlot,
 	return b.SetMedia(ctx, id, slot, src)
 }
 
+// FactoryKeys implements machine.KeyStorer for a machine on its host.
+func (h *Hosts) FactoryKeys(id string) (machine.KeyStore, error) {
+	b, err := h.owner(id)
+	if err != nil {
+		return nil, err
+	}
+	return b.FactoryKeys(id)
+}
+
 // OpenConsole opens the serial console of a machine on its host.
 func (h *Hosts) OpenConsole(ctx context.Context, id string) (io.ReadWriteCloser, error) {
 	b, err := h.owner(id)

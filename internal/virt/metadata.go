@@ -22,8 +22,9 @@ type bmcMeta struct {
 	Boot        metaBoot     `xml:"boot"`
 	DefaultBoot string       `xml:"default-boot,omitempty"` // the domain's own boot order before the BMC changed it, "hd,cdrom"
 	SecureBoot  bool         `xml:"secure-boot"`
-	ResetNVRAM  bool         `xml:"reset-nvram,omitempty"` // the firmware changed: the next start recreates the NVRAM
-	BIOS        string       `xml:"bios,omitempty"`        // JSON object
+	DeletedKeys string       `xml:"deleted-keys,omitempty"` // secure boot key databases deleted, "PK,KEK"; none: the factory keys
+	ResetNVRAM  bool         `xml:"reset-nvram,omitempty"`  // the firmware changed: the next start recreates the NVRAM
+	BIOS        string       `xml:"bios,omitempty"`         // JSON object
 	BIOSPending string       `xml:"bios-pending,omitempty"`
 	Users       []metaUser   `xml:"user"`
 	IPMI        *metaIPMI    `xml:"ipmi"`
@@ -62,6 +63,7 @@ type metaMedia struct {
 	Path     string     `xml:"path,attr,omitempty"`
 	User     string     `xml:"user,attr,omitempty"`
 	Protocol string     `xml:"protocol,attr,omitempty"`
+	HTTPBoot bool       `xml:"http-boot,attr,omitempty"` // put there by a UefiHttp boot
 	Certs    []metaCert `xml:"certificate"`
 }
 
@@ -74,6 +76,7 @@ type metaBoot struct {
 	Target  string `xml:"target,attr"`
 	Enabled string `xml:"enabled,attr"`
 	Mode    string `xml:"mode,attr"`
+	HTTPURI string `xml:"http-boot-uri,attr,omitempty"`
 }
 
 type metaUser struct {
@@ -88,10 +91,16 @@ type metaIPMI struct {
 
 func toMeta(s machine.Settings, defaultBoot string, resetNVRAM bool) (*bmcMeta, error) {
 	m := &bmcMeta{
-		Boot:        metaBoot{Target: string(s.Boot.Target), Enabled: string(s.Boot.Enabled), Mode: string(s.Boot.Mode)},
+		Boot:        metaBoot{Target: string(s.Boot.Target), Enabled: string(s.Boot.Enabled), Mode: string(s.Boot.Mode), HTTPURI: s.Boot.HTTPBootURI},
 		DefaultBoot: defaultBoot,
 		SecureBoot:  s.SecureBoot,
 		ResetNVRAM:  resetNVRAM,
+	}
+	for _, db := range s.DeletedKeys {
+		if m.DeletedKeys != "" {
+			m.DeletedKeys += ","
+		}
+		m.DeletedKeys += string(db)
 	}
 	for _, p := range []struct {
 		dst *string
@@ -128,7 +137,7 @@ func toMeta(s machine.Settings, defaultBoot string, resetNVRAM bool) (*bmcMeta, 
 	}
 	for _, ms := range s.Media {
 		mm := metaMedia{Slot: string(ms.Slot), Verify: ms.VerifyCertificate, Image: ms.Image, Path: ms.Path,
-			User: ms.UserName, Protocol: ms.TransferProtocol}
+			User: ms.UserName, Protocol: ms.TransferProtocol, HTTPBoot: ms.HTTPBoot}
 		for _, c := range ms.Certificates {
 			mm.Certs = append(mm.Certs, metaCert{ID: c.ID, PEM: c.PEM})
 		}
@@ -140,11 +149,18 @@ func toMeta(s machine.Settings, defaultBoot string, resetNVRAM bool) (*bmcMeta, 
 func (m *bmcMeta) settings() (machine.Settings, error) {
 	s := machine.Settings{
 		Boot: machine.Boot{
-			Target:  machine.BootSource(m.Boot.Target),
-			Enabled: machine.BootEnabled(m.Boot.Enabled),
-			Mode:    machine.BootMode(m.Boot.Mode),
+			Target:      machine.BootSource(m.Boot.Target),
+			Enabled:     machine.BootEnabled(m.Boot.Enabled),
+			Mode:        machine.BootMode(m.Boot.Mode),
+			HTTPBootURI: m.Boot.HTTPURI,
 		},
 		SecureBoot: m.SecureBoot,
+	}
+	if m.DeletedKeys != "" {
+		var err error
+		if s.DeletedKeys, err = machine.ParseKeyDatabases(strings.Split(m.DeletedKeys, ",")); err != nil {
+			return s, err
+		}
 	}
 	if s.Boot.Target == "" {
 		s.Boot.Target = machine.BootNone
@@ -199,7 +215,7 @@ func (m *bmcMeta) settings() (machine.Settings, error) {
 	}
 	for _, mm := range m.Media {
 		ms := machine.MediaSettings{Slot: machine.MediaSlot(mm.Slot), VerifyCertificate: mm.Verify, Image: mm.Image,
-			Path: mm.Path, UserName: mm.User, TransferProtocol: mm.Protocol}
+			Path: mm.Path, UserName: mm.User, TransferProtocol: mm.Protocol, HTTPBoot: mm.HTTPBoot}
 		for _, c := range mm.Certs {
 			ms.Certificates = append(ms.Certificates, machine.Certificate{ID: c.ID, PEM: c.PEM})
 		}

@@ -44,7 +44,7 @@ func NewAt(t testing.TB, uri, prefix string) *Lab {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	be, err := virt.New(virt.Config{URI: uri, Domains: []string{prefix + "*"}, Keepalive: time.Second}, testenv.Logger(t))
+	be, err := virt.New(virt.Config{URI: uri, Domains: []string{prefix + "*"}, Keepalive: time.Second, VarsDir: t.TempDir()}, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,114 @@
+package machine
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"go.uber.org/zap"
+)
+
+// UEFI HTTP boot (BootSourceOverrideTarget UefiHttp with Boot.HttpBootUri),
+// the way Ironic's redfish-https boot interface uses it: the URI names an
+// ISO. A VM cannot reach what the BMC's clients can (the host's loopback,
+// say), so the BMC does the fetching: as a boot begins with a UefiHttp
+// override, the image comes through the virtual media cache and goes into
+// the CD drive, and the machine boots from it. The Cd member then shows
+// the URI as its image. The image stays for the boot it was fetched for
+// (as firmware keeps an HTTP-booted image in a RAM disk) and is taken out
+// at the next boot that does not use it, or at once when the override is
+// cleared while the machine is off. A Continuous override fetches at every
+// boot; the cache makes that a revalidation when the image is unchanged.
+
+// Errors of a UefiHttp override; both are ErrInvalid.
+var (
+	ErrNoHTTPBootURI  = fmt.Errorf("%w: a UefiHttp boot needs HttpBootUri", ErrInvalid)
+	ErrBadHTTPBootURI = fmt.Errorf("%w: HttpBootUri must be an http or https URL", ErrInvalid)
+)
+
+// checkHTTPBootURI validates an HttpBootUri: an absolute http(s) URL.
+func checkHTTPBootURI(uri string) error {
+	if len(uri) > MaxImageURI {
+		return fmt.Errorf("%w: it is %d bytes long; at most %d are accepted", ErrBadHTTPBootURI, len(uri), MaxImageURI)
+	}
+	u, err := url.Parse(uri)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%w, not %q", ErrBadHTTPBootURI, redact(uri))
+	}
+	return nil
+}
+
+// settleBoot makes what a boot begins with current: pending BIOS settings,
+// then the image of a UefiHttp override. It returns the settings the boot
+// runs with.
+func (s *Service) settleBoot(ctx context.Context, m *Machine) (Settings, error) {
+	st, err := s.settleBIOS(ctx, m)
+	if err != nil {
+		return st, err
+	}
+	return s.settleHTTPBoot(ctx, m, st, true)
+}
+
+// settleHTTPBoot puts the image of a UefiHttp override into the CD drive,
+// or takes out an image an earlier UefiHttp boot put there once the
+// override no longer asks for it. fetch false only takes out. Callers hold
+// the machine's lock.
+func (s *Service) settleHTTPBoot(ctx context.Context, m *Machine, st Settings, fetch bool) (Settings, error) {
+	cur := *m
+	cur.Settings = st
+	md := MediaOf(&cur, SlotCD)
+	want := st.Boot.Effective() == BootUefiHttp
+	if !want {
+		if !md.Inserted || !md.HTTPBoot {
+			return st, nil
+		}
+		if err := s.be.SetMedia(ctx, m.ID, SlotCD, ""); err != nil {
+			return st, fmt.Errorf("take the UefiHttp boot image out of %s: %w", m.Name, err)
+		}
+		st = st.Clone()
+		ms := settingsFor(&st, SlotCD)
+		ms.Image, ms.Path, ms.UserName, ms.TransferProtocol, ms.HTTPBoot = "", "", "", "", false
+		return st, s.be.Save(ctx, m.ID, st)
+	}
+	if !fetch {
+		return st, nil
+	}
+	uri := st.Boot.HTTPBootURI
+	if err := checkHTTPBootURI(uri); err != nil {
+		return st, err
+	}
+	if md.Inserted && !md.HTTPBoot {
+		return st, fmt.Errorf("%w: a UefiHttp boot of %s needs the CD drive, and virtual media Cd holds %s; eject it first", ErrConflict, m.Name, redact(md.Image))
+	}
+	if s.tasks.fetcher == nil {
+		return st, fmt.Errorf("%w: UefiHttp boot fetches through the image cache, and this service has none", ErrUnsupported)
+	}
+	fctx, cancel := context.WithTimeout(ctx, s.tasks.wait)
+	defer cancel()
+	req := ImageRequest{Image: uri, VerifyCertificate: md.VerifyCertificate, ISO: true, InUse: s.AttachedImages}
+	for _, c := range md.Certificates {
+		req.Certificates = append(req.Certificates, c.PEM)
+	}
+	img, release, err := s.tasks.fetcher.Fetch(fctx, req)
+	if err != nil {
+		return st, fmt.Errorf("UefiHttp boot of %s: %w", m.Name, err)
+	}
+	defer release()
+	if md.Inserted && md.Path == img.Path {
+		return st, nil // the image of the last boot, unchanged
+	}
+	st = st.Clone()
+	ms := settingsFor(&st, SlotCD)
+	ms.Image, ms.Path, ms.UserName, ms.TransferProtocol, ms.HTTPBoot = redact(uri), img.Path, "", strings.ToUpper(strings.SplitN(uri, ":", 2)[0]), true
+	if err := s.be.Save(ctx, m.ID, st); err != nil {
+		return st, fmt.Errorf("record the UefiHttp boot image of %s: %w", m.Name, err)
+	}
+	if err := s.be.SetMedia(ctx, m.ID, SlotCD, img.Path); err != nil {
+		if uerr := s.be.Save(ctx, m.ID, m.Settings); uerr != nil {
+			s.log.Error("undoing a UefiHttp boot image record failed", zap.String("machine", m.Name), zap.Error(uerr))
+		}
+		return m.Settings, fmt.Errorf("attach the UefiHttp boot image to %s: %w", m.Name, err)
+	}
+	return st, nil
+}

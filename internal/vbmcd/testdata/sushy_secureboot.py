@@ -1,0 +1,95 @@
+"""One step of a secure boot or UEFI HTTP boot flow, made with sushy as
+Ironic makes it: its redfish management interface's clean steps
+(reset_secure_boot_keys_to_default, clear_secure_boot_keys: both
+secure_boot.reset_keys), set_secure_boot_state (secure_boot.set_enabled),
+and the redfish-https boot interface's UefiHttp override with HttpBootUri.
+
+Usage: sushy_secureboot.py URL USER PASSWORD SYSTEM_UUID STEP [ARG...]
+Steps:
+  show                     print secure boot and its databases
+  enable true|false        secure_boot.set_enabled
+  reset-keys TYPE          secure_boot.reset_keys (ResetAllKeysToDefault,
+                           DeleteAllKeys, DeletePK)
+  db-reset-keys DB TYPE    one database's reset_keys
+  http-boot URI ENABLED    PATCH Boot with target UefiHttp, HttpBootUri and
+                           BootSourceOverrideEnabled, as sushy >= 4.8's
+                           set_system_boot_options(http_boot_uri=...) sends
+                           it (Debian's sushy 4.3 has no http_boot_uri, so
+                           the step sends it through sushy's connector)
+  reset TYPE               system.reset_system
+Prints one JSON object; a refused request gives its HTTP status and Base
+message IDs. Exits non-zero on any other failure.
+"""
+import json
+import os
+import sys
+import warnings
+
+import sushy
+from sushy import exceptions
+
+warnings.filterwarnings("ignore")
+
+if not os.path.isdir(os.path.join(os.path.dirname(sushy.__file__),
+                                  "standard_registries")):
+    sushy.main.Sushy._get_standard_message_registry_collection = \
+        lambda self: []
+url, user, password, uuid, step = sys.argv[1:6]
+args = sys.argv[6:]
+
+root = sushy.Sushy(url + "/redfish/v1",
+                   auth=sushy.auth.BasicAuth(user, password),
+                   verify=os.environ.get("SUSHY_VERIFY", True))
+system = root.get_system("/redfish/v1/Systems/" + uuid)
+conn = system._conn
+out = {}
+
+
+def refused(e):
+    ids = [m.get("MessageId", "").split(".")[-1]
+           for m in e.body.get("@Message.ExtendedInfo", [])]
+    return {"status": e.status_code, "messages": ids}
+
+
+try:
+    if step == "enable":
+        system.secure_boot.set_enabled(args[0] == "true")
+    elif step == "reset-keys":
+        system.secure_boot.reset_keys(sushy.SecureBootResetKeysType(args[0]))
+    elif step == "db-reset-keys":
+        dbs = system.secure_boot.databases
+        db = dbs.get_member(dbs.path + "/" + args[0])
+        db.reset_keys(sushy.SecureBootResetKeysType(args[1]))
+    elif step == "http-boot":
+        conn.patch(system.path, data={"Boot": {
+            "BootSourceOverrideTarget": sushy.BOOT_SOURCE_TARGET_UEFI_HTTP.value,
+            "BootSourceOverrideEnabled": args[1],
+            "HttpBootUri": args[0]}})
+    elif step == "reset":
+        system.reset_system(sushy.ResetType(args[0]))
+    elif step != "show":
+        sys.exit("unknown step " + step)
+except exceptions.HTTPError as e:
+    out["refused"] = refused(e)
+
+sb = root.get_system("/redfish/v1/Systems/" + uuid).secure_boot
+out["enabled"] = sb.enabled
+out["mode"] = str(sb.mode)
+out["current_boot"] = str(sb.current_boot)
+out["databases"] = {}
+for db in sb.databases.get_members():
+    certs = conn.get(db.path + "/Certificates").json()
+    sigs = conn.get(db.path + "/Signatures").json()
+    subjects = []
+    for m in certs["Members"]:
+        c = conn.get(m["@odata.id"]).json()
+        subjects.append(c.get("Subject", {}).get("CommonName", ""))
+    out["databases"][db.identity] = {
+        "database_id": str(db.database_id),
+        "certificates": subjects,
+        "signatures": sigs["Members@odata.count"],
+    }
+boot = conn.get(system.path).json()["Boot"]
+out["boot"] = {k: boot.get(k) for k in (
+    "BootSourceOverrideTarget", "BootSourceOverrideEnabled", "HttpBootUri")}
+print(json.dumps(out))
