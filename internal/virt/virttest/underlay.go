@@ -223,6 +223,19 @@ func (u *Underlay) Kill(t testing.TB) {
 // teardown kills libvirtd and whatever else runs in the namespace (qemu),
 // then removes the namespace and the veth.
 func (u *Underlay) teardown(t testing.TB) {
+	if u.cmd != nil {
+		select {
+		case <-u.done:
+			t.Errorf("underlay %s: libvirtd died on its own during the test", u.Name)
+		default:
+		}
+	}
+	if t.Failed() {
+		if b, err := os.ReadFile(filepath.Join(u.dir, "libvirtd.log")); err == nil {
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			t.Logf("underlay %s: the end of libvirtd's log:\n%s", u.Name, strings.Join(lines[max(0, len(lines)-30):], "\n"))
+		}
+	}
 	u.Kill(t)
 	if out, err := exec.Command("ip", "netns", "pids", u.Netns).Output(); err == nil {
 		for _, f := range strings.Fields(string(out)) {
