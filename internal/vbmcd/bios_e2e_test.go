@@ -1,9 +1,6 @@
 package vbmcd
 
 import (
-	"encoding/json"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -33,18 +30,8 @@ type sushyBIOS struct {
 // sushyBios runs one step of the BIOS flow through python3-sushy's bios API.
 func sushyBios(t *testing.T, url, id string, step ...string) sushyBIOS {
 	t.Helper()
-	py := testenv.Python(t, "sushy")
-	cmd := exec.Command(py, append([]string{"testdata/sushy_bios.py", url, "admin", "e2e-pass", id}, step...)...)
-	cmd.Env = append(os.Environ(), "REQUESTS_CA_BUNDLE="+caFile, "CURL_CA_BUNDLE="+caFile, "SUSHY_VERIFY="+caFile)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("sushy bios %v: %v\n%s", step, err, out)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	var st sushyBIOS
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &st); err != nil {
-		t.Fatalf("sushy bios %v: %v\n%s", step, err, out)
-	}
+	runSushy(t, "sushy_bios.py", url, "admin", "e2e-pass", id, step, &st)
 	return st
 }
 

@@ -92,22 +92,28 @@ type sushyState struct {
 // sushy runs one step of the flow through python3-sushy.
 func sushy(t *testing.T, url, user, pass, id string, step ...string) sushyState {
 	t.Helper()
+	var st sushyState
+	runSushy(t, "sushy_step.py", url, user, pass, id, step, &st)
+	return st
+}
+
+// runSushy runs testdata/script (a python3-sushy flow, made as Ironic makes
+// it) for one step and decodes the JSON object it prints last into v.
+func runSushy(t *testing.T, script, url, user, pass, id string, step []string, v any) {
+	t.Helper()
 	py := testenv.Python(t, "sushy")
-	args := append([]string{"testdata/sushy_step.py", url, user, pass, id}, step...)
-	cmd := exec.Command(py, args...)
+	cmd := exec.Command(py, append([]string{"testdata/" + script, url, user, pass, id}, step...)...)
 	// requests lets REQUESTS_CA_BUNDLE override a verify argument; point it
 	// (and sushy) at the daemon's own certificate so TLS is really checked.
 	cmd.Env = append(os.Environ(), "REQUESTS_CA_BUNDLE="+caFile, "CURL_CA_BUNDLE="+caFile, "SUSHY_VERIFY="+caFile)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("sushy %v: %v\n%s", step, err, out)
+		t.Fatalf("%s %v: %v\n%s", script, step, err, out)
 	}
-	var st sushyState
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &st); err != nil {
-		t.Fatalf("sushy %v: %v\n%s", step, err, out)
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), v); err != nil {
+		t.Fatalf("%s %v: %v\n%s", script, step, err, out)
 	}
-	return st
 }
 
 func gofishClient(t *testing.T, url, user, pass string, session bool) *gofish.APIClient {

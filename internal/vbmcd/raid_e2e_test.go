@@ -1,7 +1,6 @@
 package vbmcd
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -37,18 +36,8 @@ func TestE2ERAIDVolume(t *testing.T) {
 	const user, pass = "admin", "e2e-pass"
 	raid := func(step ...string) map[string]any {
 		t.Helper()
-		py := testenv.Python(t, "sushy")
-		cmd := exec.Command(py, append([]string{"testdata/sushy_raid.py", url, user, pass, vm.ID}, step...)...)
-		cmd.Env = append(os.Environ(), "REQUESTS_CA_BUNDLE="+caFile, "CURL_CA_BUNDLE="+caFile, "SUSHY_VERIFY="+caFile)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("sushy raid %v: %v\n%s", step, err, out)
-		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		var v map[string]any
-		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &v); err != nil {
-			t.Fatalf("sushy raid %v: %v\n%s", step, err, out)
-		}
+		runSushy(t, "sushy_raid.py", url, user, pass, vm.ID, step, &v)
 		return v
 	}
 	volFile := filepath.Join(dir, vm.Name+"-volume-1.qcow2")

@@ -255,31 +255,37 @@ func TestE2ELibvirtdRestartUnderLoad(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for i := range 4 {
+	// reader calls read until stop, in a goroutine of its own.
+	reader := func(read func()) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			id := []string{run.ID, off.ID}[i%2]
 			for {
 				select {
 				case <-stop:
 					return
 				default:
+					read()
 				}
-				start := time.Now()
-				req, _ := http.NewRequest(http.MethodGet, mh.url+sysPath(id), nil)
-				req.SetBasicAuth("admin", "e2e-pass")
-				resp, err := mh.client.Do(req)
-				if err != nil {
-					note(&rf, false, false, time.Since(start), err.Error())
-					continue
-				}
-				var v struct{ Status struct{ State string } }
-				json.NewDecoder(resp.Body).Decode(&v)
-				resp.Body.Close()
-				note(&rf, resp.StatusCode == http.StatusOK, v.Status.State == "UnavailableOffline", time.Since(start), resp.Status)
 			}
 		}()
+	}
+	for i := range 4 {
+		id := []string{run.ID, off.ID}[i%2]
+		reader(func() {
+			start := time.Now()
+			req, _ := http.NewRequest(http.MethodGet, mh.url+sysPath(id), nil)
+			req.SetBasicAuth("admin", "e2e-pass")
+			resp, err := mh.client.Do(req)
+			if err != nil {
+				note(&rf, false, false, time.Since(start), err.Error())
+				return
+			}
+			var v struct{ Status struct{ State string } }
+			json.NewDecoder(resp.Body).Decode(&v)
+			resp.Body.Close()
+			note(&rf, resp.StatusCode == http.StatusOK, v.Status.State == "UnavailableOffline", time.Since(start), resp.Status)
+		})
 	}
 	bmc := "127.0.0.1:" + strconv.Itoa(mh.ports[0])
 	ipmiDo := func(cmd uint8, data ...byte) (wire.CompletionCode, error) {
@@ -291,21 +297,11 @@ func TestE2ELibvirtdRestartUnderLoad(t *testing.T) {
 		code, _, err := c.Do(wire.NetFnChassis, cmd, data...)
 		return code, err
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			start := time.Now()
-			code, err := ipmiDo(0x01) // Get Chassis Status
-			what := fmt.Sprint(code, err)
-			note(&ipmiReads, err == nil && code == wire.CodeOK, false, time.Since(start), what)
-		}
-	}()
+	reader(func() {
+		start := time.Now()
+		code, err := ipmiDo(0x01) // Get Chassis Status
+		note(&ipmiReads, err == nil && code == wire.CodeOK, false, time.Since(start), fmt.Sprint(code, err))
+	})
 	time.Sleep(time.Second)
 
 	killed := time.Now()

@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -43,18 +41,8 @@ type sushySB struct {
 // sushySecureBoot runs one step of testdata/sushy_secureboot.py.
 func sushySecureBoot(t *testing.T, url, id string, step ...string) sushySB {
 	t.Helper()
-	py := testenv.Python(t, "sushy")
-	cmd := exec.Command(py, append([]string{"testdata/sushy_secureboot.py", url, "admin", "e2e-pass", id}, step...)...)
-	cmd.Env = append(os.Environ(), "REQUESTS_CA_BUNDLE="+caFile, "CURL_CA_BUNDLE="+caFile, "SUSHY_VERIFY="+caFile)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("sushy secure boot %v: %v\n%s", step, err, out)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	var st sushySB
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &st); err != nil {
-		t.Fatalf("sushy secure boot %v: %v\n%s", step, err, out)
-	}
+	runSushy(t, "sushy_secureboot.py", url, "admin", "e2e-pass", id, step, &st)
 	return st
 }
 

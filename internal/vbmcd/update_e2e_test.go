@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -45,18 +44,8 @@ func (s sushyUpdate) ids() []string {
 // python3-sushy's update service API.
 func sushyFirmware(t *testing.T, url, id string, step ...string) sushyUpdate {
 	t.Helper()
-	py := testenv.Python(t, "sushy")
-	cmd := exec.Command(py, append([]string{"testdata/sushy_update.py", url, "admin", "e2e-pass", id}, step...)...)
-	cmd.Env = append(os.Environ(), "REQUESTS_CA_BUNDLE="+caFile, "CURL_CA_BUNDLE="+caFile, "SUSHY_VERIFY="+caFile)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("sushy update %v: %v\n%s", step, err, out)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	var st sushyUpdate
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &st); err != nil {
-		t.Fatalf("sushy update %v: %v\n%s", step, err, out)
-	}
+	runSushy(t, "sushy_update.py", url, "admin", "e2e-pass", id, step, &st)
 	return st
 }
 

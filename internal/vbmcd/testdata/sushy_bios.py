@@ -12,29 +12,14 @@ times, the registry's entries and, for a refused change, the HTTP status and
 the Base message IDs; exits non-zero on any other failure.
 """
 import json
-import os
 import sys
-import warnings
 
 import sushy
 
-warnings.filterwarnings("ignore")
+import sushy_common
 
-# Debian's python3-sushy leaves out the DMTF registries sushy bundles
-# (sushy/standard_registries/), and sushy then fails to list any registry.
-# Without them sushy still reads every registry the service serves, which
-# is what this flow needs.
-if not os.path.isdir(os.path.join(os.path.dirname(sushy.__file__),
-                                  "standard_registries")):
-    sushy.main.Sushy._get_standard_message_registry_collection = \
-        lambda self: []
-url, user, password, uuid, step = sys.argv[1:6]
-args = sys.argv[6:]
-
-root = sushy.Sushy(url + "/redfish/v1",
-                   auth=sushy.auth.BasicAuth(user, password),
-                   verify=os.environ.get("SUSHY_VERIFY", True))
-system = root.get_system("/redfish/v1/Systems/" + uuid)
+root, step, args, system_path = sushy_common.connect()
+system = root.get_system(system_path)
 bios = system.bios
 out = {}
 

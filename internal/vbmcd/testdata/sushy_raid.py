@@ -8,18 +8,14 @@ Usage: sushy_raid.py URL USER PASSWORD SYSTEM_UUID create DRIVE_ID RAID SIZE
 Prints one JSON object; exits non-zero on failure.
 """
 import json
-import os
 import sys
-import warnings
 
 import sushy
 
-warnings.filterwarnings("ignore")
-url, user, password, uuid, step = sys.argv[1:6]
-args = sys.argv[6:]
-root = sushy.Sushy(url + "/redfish/v1", auth=sushy.auth.BasicAuth(user, password),
-                   verify=os.environ.get("SUSHY_VERIFY", True))
-system = root.get_system("/redfish/v1/Systems/" + uuid)
+import sushy_common
+
+root, step, args, system_path = sushy_common.connect()
+system = root.get_system(system_path)
 
 
 def apply_time(collection):

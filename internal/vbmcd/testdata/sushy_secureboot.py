@@ -21,26 +21,15 @@ Prints one JSON object; a refused request gives its HTTP status and Base
 message IDs. Exits non-zero on any other failure.
 """
 import json
-import os
 import sys
-import warnings
 
 import sushy
+
+import sushy_common
 from sushy import exceptions
 
-warnings.filterwarnings("ignore")
-
-if not os.path.isdir(os.path.join(os.path.dirname(sushy.__file__),
-                                  "standard_registries")):
-    sushy.main.Sushy._get_standard_message_registry_collection = \
-        lambda self: []
-url, user, password, uuid, step = sys.argv[1:6]
-args = sys.argv[6:]
-
-root = sushy.Sushy(url + "/redfish/v1",
-                   auth=sushy.auth.BasicAuth(user, password),
-                   verify=os.environ.get("SUSHY_VERIFY", True))
-system = root.get_system("/redfish/v1/Systems/" + uuid)
+root, step, args, system_path = sushy_common.connect()
+system = root.get_system(system_path)
 conn = system._conn
 out = {}
 
@@ -72,7 +61,7 @@ try:
 except exceptions.HTTPError as e:
     out["refused"] = refused(e)
 
-sb = root.get_system("/redfish/v1/Systems/" + uuid).secure_boot
+sb = root.get_system(system_path).secure_boot
 out["enabled"] = sb.enabled
 out["mode"] = str(sb.mode)
 out["current_boot"] = str(sb.current_boot)

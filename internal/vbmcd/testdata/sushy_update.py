@@ -16,26 +16,14 @@ Prints one JSON object; a refused request gives its HTTP status and
 message IDs; exits non-zero on any other failure.
 """
 import json
-import os
 import sys
 import time
-import warnings
 
 import sushy
 
-warnings.filterwarnings("ignore")
+import sushy_common
 
-# As in sushy_bios.py: Debian's python3-sushy lacks the bundled registries.
-if not os.path.isdir(os.path.join(os.path.dirname(sushy.__file__),
-                                  "standard_registries")):
-    sushy.main.Sushy._get_standard_message_registry_collection = \
-        lambda self: []
-url, user, password, uuid, step = sys.argv[1:6]
-args = sys.argv[6:]
-
-root = sushy.Sushy(url + "/redfish/v1",
-                   auth=sushy.auth.BasicAuth(user, password),
-                   verify=os.environ.get("SUSHY_VERIFY", True))
+root, step, args, system_path = sushy_common.connect()
 out = {}
 
 
@@ -54,7 +42,7 @@ def describe(monitor):
 
 
 if step == "update":
-    target = args[1] if len(args) > 1 else "/redfish/v1/Systems/" + uuid
+    target = args[1] if len(args) > 1 else system_path
     try:
         monitor = root.get_update_service().simple_update(
             args[0], targets=[target])
@@ -73,10 +61,10 @@ elif step == "monitor":
 elif step == "inventory":
     inv = root.get_update_service().firmware_inventory
     out["inventory"] = {m.identity: m.version for m in inv.get_members()}
-    system = root.get_system("/redfish/v1/Systems/" + uuid)
+    system = root.get_system(system_path)
     out["bios_version"] = system.bios_version
     out["bmc_version"] = root.get_manager(
-        "/redfish/v1/Managers/" + uuid).firmware_version
+        system_path.replace("/Systems/", "/Managers/")).firmware_version
 else:
     print("unknown step " + step)
     sys.exit(2)
