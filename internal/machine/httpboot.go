@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-
-	"go.uber.org/zap"
 )
 
 // UEFI HTTP boot (BootSourceOverrideTarget UefiHttp with Boot.HttpBootUri),
@@ -66,9 +64,7 @@ func (s *Service) settleHTTPBoot(ctx context.Context, m *Machine, st Settings, f
 		if err := s.be.SetMedia(ctx, m.ID, SlotCD, ""); err != nil {
 			return st, fmt.Errorf("take the UefiHttp boot image out of %s: %w", m.Name, err)
 		}
-		st = st.Clone()
-		ms := settingsFor(&st, SlotCD)
-		ms.Image, ms.Path, ms.UserName, ms.TransferProtocol, ms.HTTPBoot = "", "", "", "", false
+		st = withMedia(st, SlotCD, MediaSettings{}, "")
 		return st, s.be.Save(ctx, m.ID, st)
 	}
 	if !fetch {
@@ -98,16 +94,13 @@ func (s *Service) settleHTTPBoot(ctx context.Context, m *Machine, st Settings, f
 	if md.Inserted && md.Path == img.Path {
 		return st, nil // the image of the last boot, unchanged
 	}
-	st = st.Clone()
-	ms := settingsFor(&st, SlotCD)
-	ms.Image, ms.Path, ms.UserName, ms.TransferProtocol, ms.HTTPBoot = redact(uri), img.Path, "", strings.ToUpper(strings.SplitN(uri, ":", 2)[0]), true
-	if err := s.be.Save(ctx, m.ID, st); err != nil {
+	rec := MediaSettings{Image: redact(uri), TransferProtocol: strings.ToUpper(strings.SplitN(uri, ":", 2)[0]), HTTPBoot: true}
+	st = withMedia(st, SlotCD, rec, img.Path)
+	recorded, err := s.recordAndAttach(ctx, m, SlotCD, st, img.Path)
+	switch {
+	case !recorded && err != nil:
 		return st, fmt.Errorf("record the UefiHttp boot image of %s: %w", m.Name, err)
-	}
-	if err := s.be.SetMedia(ctx, m.ID, SlotCD, img.Path); err != nil {
-		if uerr := s.be.Save(ctx, m.ID, m.Settings); uerr != nil {
-			s.log.Error("undoing a UefiHttp boot image record failed", zap.String("machine", m.Name), zap.Error(uerr))
-		}
+	case err != nil:
 		return m.Settings, fmt.Errorf("attach the UefiHttp boot image to %s: %w", m.Name, err)
 	}
 	return st, nil

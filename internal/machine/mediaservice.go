@@ -428,24 +428,42 @@ func (s *Service) attach(ctx context.Context, t *Task, path string, rec MediaSet
 	if md := MediaOf(m, t.Slot); md.Inserted {
 		return fmt.Errorf("%w: virtual media %s of %s was filled by someone else meanwhile (%s)", ErrConflict, t.Slot, m.Name, md.Image)
 	}
-	// The record of where the image came from goes first, then the image
-	// into the drive: a reader in between sees an empty drive with an
-	// insert under way (the URL), never the cache's file as if an operator
-	// had put it there.
-	st := m.Settings.Clone()
-	ms := settingsFor(&st, t.Slot)
-	ms.Image, ms.Path, ms.UserName, ms.TransferProtocol, ms.HTTPBoot = rec.Image, path, rec.UserName, rec.TransferProtocol, rec.HTTPBoot
-	if err := s.be.Save(ctx, m.ID, st); err != nil {
+	recorded, err := s.recordAndAttach(ctx, m, t.Slot, withMedia(m.Settings, t.Slot, rec, path), path)
+	switch {
+	case !recorded && err != nil:
 		return fmt.Errorf("record media of %s: %w", m.Name, err)
-	}
-	if err := s.be.SetMedia(ctx, m.ID, t.Slot, path); err != nil {
-		// Nothing half-recorded: the record goes back to what it was.
-		if uerr := s.be.Save(ctx, m.ID, m.Settings); uerr != nil {
-			s.log.Error("undoing a media record failed", zap.String("machine", m.Name), zap.Error(uerr))
-		}
+	case err != nil:
 		return fmt.Errorf("attach %s to %s of %s: %w", path, t.Slot, m.Name, err)
 	}
 	return nil
+}
+
+// withMedia returns a copy of st whose member slot records rec and the
+// local file path; a zero rec and "" clear the record.
+func withMedia(st Settings, slot MediaSlot, rec MediaSettings, path string) Settings {
+	st = st.Clone()
+	ms := settingsFor(&st, slot)
+	ms.Image, ms.Path, ms.UserName, ms.TransferProtocol, ms.HTTPBoot = rec.Image, path, rec.UserName, rec.TransferProtocol, rec.HTTPBoot
+	return st
+}
+
+// recordAndAttach saves st, which records where the image for slot came
+// from, then puts path into the drive. The record goes first: a reader in
+// between sees an empty drive with an insert under way (the URL), never the
+// cache's file as if an operator had put it there. A failed attach puts
+// m's record back, so nothing is half recorded. recorded says whether the
+// error (if any) came after the record was saved.
+func (s *Service) recordAndAttach(ctx context.Context, m *Machine, slot MediaSlot, st Settings, path string) (recorded bool, err error) {
+	if err := s.be.Save(ctx, m.ID, st); err != nil {
+		return false, err
+	}
+	if err := s.be.SetMedia(ctx, m.ID, slot, path); err != nil {
+		if uerr := s.be.Save(ctx, m.ID, m.Settings); uerr != nil {
+			s.log.Error("undoing a media record failed", zap.String("machine", m.Name), zap.Error(uerr))
+		}
+		return true, err
+	}
+	return true, nil
 }
 
 // settingsFor returns the member's entry in st, adding it when missing.
@@ -488,10 +506,7 @@ func (s *Service) EjectMedia(ctx context.Context, id string, slot MediaSlot) err
 	if md.Image == "" && md.Path == "" {
 		return nil
 	}
-	st := m.Settings.Clone()
-	ms := settingsFor(&st, slot)
-	ms.Image, ms.Path, ms.UserName, ms.TransferProtocol, ms.HTTPBoot = "", "", "", "", false
-	return s.be.Save(ctx, m.ID, st)
+	return s.be.Save(ctx, m.ID, withMedia(m.Settings, slot, MediaSettings{}, ""))
 }
 
 // MediaPatch changes a member's trust settings; nil fields stay.
