@@ -399,24 +399,20 @@ func TestE2EMediaDiskFull(t *testing.T) {
 	filler := filepath.Join(dir, "filler")
 	url := daemon(t, "e2e-full-", func(c *Config) { c.MediaDir, c.Libvirt = dir, []virt.Host{{URI: host.URI}} })
 	// /sized.iso has a Content-Length. /fills.iso is sent without one, and
-	// halfway through, another writer fills the disk.
+	// halfway through, another writer fills the disk (fillerWritten closes
+	// once it is done: vbmcd may give up before, and space held by the open
+	// file is only freed once it is closed and removed).
+	fillerWritten := make(chan struct{})
+	var fillOnce sync.Once
 	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/sized") {
 			w.Header().Set("Content-Length", fmt.Sprint(len(iso)))
 			w.Write(iso)
 			return
 		}
-		filled := false
 		for off := 0; off < len(iso); off += 1 << 20 {
-			if !filled && off >= len(iso)/2 && strings.HasPrefix(r.URL.Path, "/fills") {
-				filled = true
-				f, _ := os.Create(filler)
-				for {
-					if _, err := f.Write(make([]byte, 1<<20)); err != nil {
-						break // ENOSPC: the disk is full
-					}
-				}
-				f.Close()
+			if off >= len(iso)/2 && strings.HasPrefix(r.URL.Path, "/fills") {
+				fillOnce.Do(func() { fillDisk(filler); close(fillerWritten) })
 			}
 			if _, err := w.Write(iso[off:min(off+1<<20, len(iso))]); err != nil {
 				return
@@ -502,6 +498,11 @@ func TestE2EMediaDiskFull(t *testing.T) {
 		t.Errorf("insert while the disk fills: %d, %s, messages %s; want an Exception naming the full media directory", code, state, msg)
 	}
 	t.Logf("answered %d: %s", code, msg)
+	select {
+	case <-fillerWritten:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the writer filling the disk never finished")
+	}
 	nothingLeft("after the disk filled")
 
 	// Room again: the insert completes and the VM boots the image.
@@ -516,4 +517,18 @@ func TestE2EMediaDiskFull(t *testing.T) {
 		t.Fatalf("Reset On: %d %v", code, v)
 	}
 	vm.WaitMarker(t, testenv.Marker, 0, bootTimeout)
+}
+
+// fillDisk writes to path until the file system is full (ENOSPC), then closes it.
+func fillDisk(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	for {
+		if _, err := f.Write(make([]byte, 1<<20)); err != nil {
+			return
+		}
+	}
 }
