@@ -55,6 +55,9 @@ type Backend struct {
 	order  []string // UUIDs sorted by name
 
 	gen    *atomic.Uint64 // shared by the backends of a Hosts set
+	// reads numbers the domain reads refresh starts: a read that started
+	// before the one already stored is older and is dropped.
+	reads atomic.Uint64
 	subs   machine.Broadcaster
 	synced chan struct{} // closed after the first full sync
 	once   sync.Once
@@ -72,6 +75,7 @@ type entry struct {
 	meta   *bmcMeta
 	led    bool
 	xmlDef string // persistent XML, the base for the next Save
+	read   uint64 // which refresh read this entry (Backend.reads)
 }
 
 // New returns a backend; Run connects it and keeps its view current.
@@ -305,6 +309,10 @@ func (b *Backend) refresh(l *libvirt.Libvirt, d libvirt.Domain) {
 		return
 	}
 	id := uuidString(d.UUID)
+	// Reads run concurrently (after an operation, and for each event); an
+	// event's read can see a change half made (a CD swap's open tray) and
+	// finish after a later read of the whole change. The newer read wins.
+	seq := b.reads.Add(1)
 	e, err := b.read(l, d)
 	if err != nil {
 		if IsCode(err, libvirt.ErrNoDomain) {
@@ -316,6 +324,11 @@ func (b *Backend) refresh(l *libvirt.Libvirt, d libvirt.Domain) {
 	}
 	b.mu.Lock()
 	old, existed := b.doms[id]
+	if existed && old.read > seq {
+		b.mu.Unlock()
+		return
+	}
+	e.read = seq
 	if existed {
 		e.led = old.led
 		e.m.IndicatorLED = old.led
