@@ -37,6 +37,13 @@ func TestE2EManagerReset(t *testing.T) {
 		return string(out)
 	}
 	tool("chassis", "power", "on")
+	// The power-on is answered at once and runs after (issue 14): the
+	// machine reads off (PoweringOn) until libvirt has started it, which
+	// on a loaded host takes longer than the answer. The reset must find
+	// it on, or the check below proves nothing.
+	if !testenv.WaitFor(30*time.Second, func() bool { return strings.Contains(tool("power", "status"), "is on") }) {
+		t.Fatalf("the VM did not power on: %q", tool("power", "status"))
+	}
 	held := func() *client.Client {
 		t.Helper()
 		c, err := client.Dial(context.Background(), addr, client.Config{Username: "admin", Password: "e2e-pass", Timeout: 200 * time.Millisecond})
