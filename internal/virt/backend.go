@@ -54,10 +54,10 @@ type Backend struct {
 	byName map[string]string
 	order  []string // UUIDs sorted by name
 
-	gen    *atomic.Uint64 // shared by the backends of a Hosts set
+	gen *atomic.Uint64 // shared by the backends of a Hosts set
 	// reads numbers the domain reads refresh starts: a read that started
 	// before the one already stored is older and is dropped.
-	reads atomic.Uint64
+	reads  atomic.Uint64
 	subs   machine.Broadcaster
 	synced chan struct{} // closed after the first full sync
 	once   sync.Once
