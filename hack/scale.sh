@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # vbmcd over N simulated servers (default 100,000), on loopback: how long it
 # takes to answer, its memory idle and after load, the first page of the
-# Systems collection, and GET /Systems/{id} at 64 connections, flat out and
-# at RATE requests a second (default 20,000; the load tool shares the CPUs).
+# Systems collection, GET /Systems/{id} at 64 connections, flat out and at
+# RATE requests a second (default 20,000; the load tool shares the CPUs), and
+# an inventory pass that reads every system once (memory stays bounded).
 # Usage: bash hack/scale.sh [N] [RATE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,3 +29,12 @@ bin/rfbench -url http://127.0.0.1:18800 -server-pid "$pid" -user admin -password
 echo "== the same at $rate requests a second"
 bin/rfbench -url http://127.0.0.1:18800 -server-pid "$pid" -user admin -password scale-pass-1 -path "$id" -c 64 -rate "$rate" -d 10s | grep -E 'throughput|latency|server CPU'
 echo "RSS after load $(rss)"
+echo "== every system once, paging the collection, one connection (curl)"
+ts=$(date +%s%N)
+for ((skip = 0; skip < n; skip += 1000)); do
+  curl -fs -u admin:scale-pass-1 "http://127.0.0.1:18800/redfish/v1/Systems?\$skip=$skip"
+done | grep -o '/redfish/v1/Systems/[0-9a-f-]\{36\}' |
+  awk '{print "url = \"http://127.0.0.1:18800" $0 "\"\noutput = \"/dev/null\""}' >"$dir/scan"
+curl -fs -u admin:scale-pass-1 -K "$dir/scan"
+te=$(date +%s%N)
+echo "read $(( $(wc -l <"$dir/scan") / 2 )) systems in $(( (te-ts)/1000000 )) ms; RSS after the pass $(rss)"

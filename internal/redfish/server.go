@@ -68,6 +68,8 @@ func WithMetrics(m *metrics.Registry) Option {
 	return func(s *Server) {
 		s.metrics = m
 		m.Gauge("vbmcd_redfish_sessions", "Redfish sessions open.", func() float64 { return float64(s.sessions.count()) })
+		m.Gauge("vbmcd_redfish_render_cache_bytes", "Bytes of rendered Redfish bodies kept for reuse (bounded).",
+			func() float64 { _, b := s.cache.size(); return float64(b) })
 	}
 }
 
@@ -160,7 +162,7 @@ func New(svc *machine.Service, log *zap.Logger, opts ...Option) *Server {
 		o(s)
 	}
 	s.id.SessionTTL = int(s.ttl / time.Second)
-	s.cache.m = map[string]*entry{}
+	s.cache.init(defaultRenderCacheBytes)
 	s.basic.init()
 	s.sessions.byToken = map[string]*session{}
 	s.sessions.byID = map[string]*session{}
