@@ -123,6 +123,7 @@ func TestMetrics(t *testing.T) {
 		{"vbmcd_machines", nil, 2},
 		{"vbmcd_media_cache_bytes", nil, 0},
 		{"vbmcd_redfish_sessions", nil, 0},
+		{"vbmcd_redfish_render_cache_bytes", nil, 1}, // the GETs above were kept
 		{"vbmcd_ipmi_sessions", nil, 0},
 	} {
 		if v := value(c.name, c.labels); v < c.min {
