@@ -71,4 +71,16 @@ type Event struct {
 	Kind    EventKind
 	ID      string
 	Machine *Machine // nil for EventRemoved
+	// Prev is the snapshot Machine replaced, when the backend knew one.
+	Prev *Machine
+}
+
+// Count returns how many machines be serves, without the snapshots when
+// the backend can say (the sim makes snapshots of unchanged machines only
+// when asked for them).
+func Count(be Backend) int {
+	if l, ok := be.(interface{ Len() int }); ok {
+		return l.Len()
+	}
+	return len(be.List())
 }

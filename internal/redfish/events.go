@@ -245,9 +245,6 @@ func (e *events) retry() (int, time.Duration) {
 func (s *Server) RunEvents(ctx context.Context) {
 	ch, cancel := s.svc.Backend().Subscribe()
 	defer cancel()
-	for _, m := range s.svc.List() {
-		s.events.prev[m.ID] = m
-	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -272,7 +269,13 @@ func (e *events) machineEvent(ev machine.Event) {
 	if m == nil {
 		return
 	}
+	// The last snapshot seen, else the one the backend says this one
+	// replaced: machines that never changed are not kept here, which at
+	// 100,000 simulated machines would be all of them.
 	old := e.prev[m.ID]
+	if old == nil {
+		old = ev.Prev
+	}
 	e.prev[m.ID] = m
 	if old == nil {
 		return

@@ -212,6 +212,23 @@ func (s *Server) visible(c *call) []*machine.Machine {
 	return out
 }
 
+// members returns the IDs of at most limit machines c.who may reach, from
+// the skip-th on, and how many it may reach in all. A caller who may reach
+// every machine is answered without a snapshot of each.
+func (s *Server) members(c *call, skip, limit int) (ids []string, total int) {
+	if c.who.all {
+		return s.svc.IDs(skip, limit)
+	}
+	all := s.visible(c)
+	for _, m := range all[min(skip, len(all)):] {
+		if len(ids) == limit {
+			break
+		}
+		ids = append(ids, m.ID)
+	}
+	return ids, len(all)
+}
+
 // pageSize is the most members one page of a big collection lists; a
 // longer one ends with Members@odata.nextLink (DSP0266 §7.4.2, server-driven
 // paging), so 100,000 systems are never one 7 MB body.
@@ -247,11 +264,11 @@ func (s *Server) writeCollection(c *call, uri, odataType, name string) *apiError
 	if aerr != nil {
 		return aerr
 	}
-	all := s.visible(c)
-	ms := all[min(skip, len(all)):]
-	if top >= 0 && top < len(ms) {
-		ms = ms[:top]
+	limit := pageSize + 1 // one more tells whether a next page follows
+	if top >= 0 && top < limit {
+		limit = top
 	}
+	ms, total := s.members(c, skip, limit)
 	next := ""
 	if len(ms) > pageSize {
 		ms = ms[:pageSize]
@@ -275,12 +292,12 @@ func (s *Server) writeCollection(c *call, uri, odataType, name string) *apiError
 		b = append(b, `{"@odata.id":"`...)
 		b = append(b, uri...)
 		b = append(b, '/')
-		b = append(b, m.ID...) // a UUID: nothing to escape
+		b = append(b, m...) // a UUID: nothing to escape
 		b = append(b, `"}`...)
 	}
 	// The count is the whole collection's, whatever the page shows.
 	b = append(b, `],"Members@odata.count":`...)
-	b = strconv.AppendInt(b, int64(len(all)), 10)
+	b = strconv.AppendInt(b, int64(total), 10)
 	if next != "" {
 		b = append(b, `,"Members@odata.nextLink":"`...)
 		b = append(b, next...)

@@ -319,7 +319,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		metricsURL = "http://" + mln.Addr().String() + "/metrics"
 	}
 
-	n := len(svc.List())
+	n := machine.Count(svc.Backend())
 	addr := ln.Addr().String()
 	fmt.Fprintf(out, "vbmcd: serving %d %s machine(s); Redfish at %s://%s/redfish/v1 (user %s); metrics at %s\n", n, cfg.Backend, scheme, displayAddr(addr), user, metricsURL)
 	log.Info("vbmcd started", zap.Int("machines", n), zap.String("redfish", scheme+"://"+addr), zap.Bool("ipmi", cfg.IPMI))
@@ -414,7 +414,7 @@ func outcome(err error) string {
 // registerSources adds the numbers the parts keep themselves, read at
 // scrape time: machines, libvirt connections, the media cache.
 func registerSources(reg *metrics.Registry, be machine.Backend, cache *media.Cache) {
-	reg.Gauge("vbmcd_machines", "Machines served.", func() float64 { return float64(len(be.List())) })
+	reg.Gauge("vbmcd_machines", "Machines served.", func() float64 { return float64(machine.Count(be)) })
 	if hs, ok := be.(*virt.Hosts); ok {
 		reg.Counter("vbmcd_libvirt_connects_total", "Connections made to libvirt, the first and every reconnect, over every host.",
 			func() float64 {

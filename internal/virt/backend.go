@@ -337,8 +337,12 @@ func (b *Backend) refresh(l *libvirt.Libvirt, d libvirt.Domain) {
 		}
 	}
 	changed := !existed || e.m != old.m
+	var prev *machine.Machine
 	if changed {
 		e.m.Generation = b.gen.Add(1)
+		if existed {
+			prev = old.m
+		}
 	}
 	b.doms[id] = e
 	if !existed || old.m.Name != e.m.Name {
@@ -350,7 +354,7 @@ func (b *Backend) refresh(l *libvirt.Libvirt, d libvirt.Domain) {
 	}
 	b.mu.Unlock()
 	if changed {
-		b.subs.Send(machine.Event{Kind: machine.EventChanged, ID: id, Machine: e.m})
+		b.subs.Send(machine.Event{Kind: machine.EventChanged, ID: id, Machine: e.m, Prev: prev})
 	}
 }
 
@@ -525,6 +529,7 @@ func (b *Backend) SetIndicator(id string, on bool) error {
 		return err
 	}
 	changed := e.led != on
+	prev := e.m
 	if changed {
 		e.led = on
 		c := *e.m
@@ -534,7 +539,7 @@ func (b *Backend) SetIndicator(id string, on bool) error {
 	}
 	b.mu.Unlock()
 	if changed {
-		b.subs.Send(machine.Event{Kind: machine.EventChanged, ID: e.m.ID, Machine: e.m})
+		b.subs.Send(machine.Event{Kind: machine.EventChanged, ID: e.m.ID, Machine: e.m, Prev: prev})
 	}
 	return nil
 }
