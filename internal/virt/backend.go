@@ -585,6 +585,13 @@ func (b *Backend) wrap(err error, what, name string) error {
 			return fmt.Errorf("%s %s: %w: %v", what, name, machine.ErrUnsupported, err)
 		case libvirt.ErrXMLError, libvirt.ErrXMLDetail, libvirt.ErrInvalidArg:
 			return fmt.Errorf("%s %s: %w: %v", what, name, machine.ErrInvalid, err)
+		case libvirt.ErrSystemError:
+			// A disk or medium whose file is gone: the machine cannot
+			// start as it is, which is not the BMC failing.
+			if strings.Contains(lerr.Message, "Cannot access storage file") {
+				return fmt.Errorf("%s %s: %w: a file the machine uses cannot be read; restore it, or eject the medium or remove the disk that names it: %v",
+					what, name, machine.ErrConflict, err)
+			}
 		}
 	}
 	return fmt.Errorf("%s %s: %w", what, name, err)
