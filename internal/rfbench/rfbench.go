@@ -44,6 +44,7 @@ type options struct {
 	attack    string
 	n         int
 	rate      int
+	floor     int // bytes the bare server answers with; 0: a Redfish server
 }
 
 // Run parses args, runs the benchmark and writes the report to out.
@@ -65,8 +66,18 @@ func Run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.attack, "attack", "", "send -n hostile requests of one kind (padded-basic, bad-basic, bad-session, sessions, big-body, long-path) to -url and report the server's memory (needs -server-pid)")
 	fs.IntVar(&o.n, "n", 10000, "requests to send with -attack")
 	fs.IntVar(&o.rate, "rate", 0, "at most this many requests a second over all connections, for soaks (default: as fast as the connections go)")
+	fs.IntVar(&o.floor, "floor-bytes", 0, "start a bare Go net/http server that answers every GET with this many bytes, and load it instead: this machine's floor for the same load")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if o.floor < 0 || o.floor > 1<<20 {
+		return errors.New("-floor-bytes must be between 0 (off) and 1048576")
+	}
+	if o.floor > 0 && (o.url != "" || o.attack != "") {
+		return errors.New("-floor-bytes starts its own server: leave out -url and -attack")
+	}
+	if o.floor > 0 && o.path == "" {
+		o.path = "/floor"
 	}
 	if o.conns < 1 {
 		return errors.New("-c must be at least 1")
@@ -124,17 +135,23 @@ func serveChild(ctx context.Context, args []string) error {
 	n := fs.Int("systems", 10, "")
 	user := fs.String("user", "admin", "")
 	pass := fs.String("password", "password", "")
+	floor := fs.Int("floor-bytes", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	svc := machine.NewService(sim.New(*n), nil)
-	srv := redfish.New(svc, nil, redfish.WithCredentials(*user, *pass))
+	var h http.Handler
+	if *floor > 0 {
+		h = floorHandler(*floor)
+	} else {
+		svc := machine.NewService(sim.New(*n), nil)
+		h = redfish.New(svc, nil, redfish.WithCredentials(*user, *pass)).Handler()
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
 	fmt.Printf("LISTEN %s\n", ln.Addr())
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		io.Copy(io.Discard, os.Stdin) // the parent closes stdin to stop us
 		hs.Close()
@@ -149,12 +166,25 @@ func serveChild(ctx context.Context, args []string) error {
 	return nil
 }
 
+// floorHandler answers every request with n bytes of JSON and nothing else
+// (no routing, no authentication): what net/http and the machine cost alone.
+func floorHandler(n int) http.Handler {
+	body := []byte(`{"x":"` + strings.Repeat("x", max(n-8, 0)) + `"}`)
+	length := []string{strconv.Itoa(len(body))}
+	ctype := []string{"application/json"}
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		h := w.Header()
+		h["Content-Type"], h["Content-Length"] = ctype, length
+		w.Write(body)
+	})
+}
+
 func startChild(o options) (base string, pid int, stop func(), err error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", 0, nil, err
 	}
-	cmd := exec.Command(self, "-systems", strconv.Itoa(o.systems), "-user", o.user, "-password", o.password)
+	cmd := exec.Command(self, "-systems", strconv.Itoa(o.systems), "-user", o.user, "-password", o.password, "-floor-bytes", strconv.Itoa(o.floor))
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -61,6 +62,25 @@ func TestRunAgainstAServer(t *testing.T) {
 	for _, want := range []string{"throughput", "p99", "ms/request", "(0 not 200)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+// The floor server answers every GET with exactly the bytes asked for, and
+// rfbench loads it like any server; -floor-bytes refuses a -url.
+func TestFloor(t *testing.T) {
+	ts := httptest.NewServer(floorHandler(500))
+	defer ts.Close()
+	var out bytes.Buffer
+	if err := Run(context.Background(), []string{"-url", ts.URL, "-path", "/anything", "-user", "", "-c", "2", "-d", "200ms", "-warmup", "20ms"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "(0 not 200), 500 bytes/response") {
+		t.Errorf("report of the floor server:\n%s", out.String())
+	}
+	for _, args := range [][]string{{"-floor-bytes", "100", "-url", ts.URL}, {"-floor-bytes", "-1"}, {"-floor-bytes", "2000000"}} {
+		if err := Run(context.Background(), args, &out); err == nil || !strings.Contains(err.Error(), "-floor-bytes") {
+			t.Errorf("rfbench %v: %v, want an error about -floor-bytes", args, err)
 		}
 	}
 }
