@@ -75,12 +75,30 @@ type Event struct {
 	Prev *Machine
 }
 
-// Count returns how many machines be serves, without the snapshots when
-// the backend can say (the sim makes snapshots of unchanged machines only
-// when asked for them).
+// Indexed is a backend that can count and name its machines without making
+// their snapshots (the sim, which makes an unchanged machine's snapshot
+// only when asked for it).
+type Indexed interface {
+	Len() int
+	IDAt(i int) string // the i-th machine's ID, in List's order
+}
+
+// Count returns how many machines be serves, without their snapshots when
+// be is Indexed.
 func Count(be Backend) int {
-	if l, ok := be.(interface{ Len() int }); ok {
-		return l.Len()
+	if ix, ok := be.(Indexed); ok {
+		return ix.Len()
 	}
 	return len(be.List())
+}
+
+// PageIDs returns the IDs of at most limit of ms, from the skip-th on.
+func PageIDs(ms []*Machine, skip, limit int) []string {
+	ms = ms[min(skip, len(ms)):]
+	ms = ms[:min(limit, len(ms))]
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
+	}
+	return ids
 }

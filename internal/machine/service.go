@@ -69,24 +69,15 @@ func (s *Service) List() []*Machine {
 // List's order, and how many there are in all. A backend that can name its
 // machines without their snapshots (the sim) is not asked for them.
 func (s *Service) IDs(skip, limit int) (ids []string, total int) {
-	if p, ok := s.be.(interface {
-		Len() int
-		IDAt(i int) string
-	}); ok {
-		total = p.Len()
+	if ix, ok := s.be.(Indexed); ok {
+		total = ix.Len()
 		for i := skip; i < total && len(ids) < limit; i++ {
-			ids = append(ids, p.IDAt(i))
+			ids = append(ids, ix.IDAt(i))
 		}
 		return ids, total
 	}
 	ms := s.be.List()
-	for _, m := range ms[min(skip, len(ms)):] {
-		if len(ids) == limit {
-			break
-		}
-		ids = append(ids, m.ID)
-	}
-	return ids, len(ms)
+	return PageIDs(ms, skip, limit), len(ms)
 }
 
 // Get returns one machine by UUID or name.

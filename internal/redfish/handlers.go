@@ -220,13 +220,7 @@ func (s *Server) members(c *call, skip, limit int) (ids []string, total int) {
 		return s.svc.IDs(skip, limit)
 	}
 	all := s.visible(c)
-	for _, m := range all[min(skip, len(all)):] {
-		if len(ids) == limit {
-			break
-		}
-		ids = append(ids, m.ID)
-	}
-	return ids, len(all)
+	return machine.PageIDs(all, skip, limit), len(all)
 }
 
 // pageSize is the most members one page of a big collection lists; a

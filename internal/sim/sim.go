@@ -266,6 +266,10 @@ func (b *Backend) makeView() {
 	time.AfterFunc(viewKeep, drop)
 }
 
+// The Systems collection and the machine count go through Indexed, not
+// through a snapshot of every machine.
+var _ machine.Indexed = (*Backend)(nil)
+
 // Len is the number of machines.
 func (b *Backend) Len() int { return b.n }
 
