@@ -2,9 +2,7 @@ package vbmcd
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -236,28 +234,13 @@ func TestE2EAuth(t *testing.T) {
 	a := lab.NewVM(t, "a", virttest.VMOptions{NoCD: true})
 	b := lab.NewVM(t, "b", virttest.VMOptions{NoCD: true})
 	url := daemon(t, "e2e-auth-")
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	do := func(method, path, user, pass, token, ifMatch, body string) *http.Response {
+	do := func(method, path, user, pass, token, ifMatch, body string) reply {
 		t.Helper()
-		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
-		if user != "" {
-			req.SetBasicAuth(user, pass)
-		}
-		if token != "" {
-			req.Header.Set("X-Auth-Token", token)
-		}
-		if ifMatch != "" {
-			req.Header.Set("If-Match", ifMatch)
-		}
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := hc.Do(req)
+		r, err := send(method, url+path, user, pass, body, "X-Auth-Token", token, "If-Match", ifMatch)
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
-		return resp
+		return r
 	}
 
 	// Sessions through sushy: the token works until logout.
@@ -265,8 +248,8 @@ func TestE2EAuth(t *testing.T) {
 	if st.Token == "" {
 		t.Fatal("sushy got no session token")
 	}
-	if r := do("GET", "/redfish/v1/Systems/"+a.ID, "", "", st.Token, "", ""); r.StatusCode != http.StatusUnauthorized {
-		t.Errorf("token after logout: %d, want 401", r.StatusCode)
+	if r := do("GET", "/redfish/v1/Systems/"+a.ID, "", "", st.Token, "", ""); r.Code != http.StatusUnauthorized {
+		t.Errorf("token after logout: %d, want 401", r.Code)
 	}
 	// gofish sessions.
 	gc := gofishClient(t, url, "admin", "e2e-pass", true)
@@ -275,12 +258,12 @@ func TestE2EAuth(t *testing.T) {
 		t.Fatalf("gofish got no session: %v", err)
 	}
 	tok := sess.Token
-	if r := do("GET", "/redfish/v1/Systems/"+a.ID, "", "", tok, "", ""); r.StatusCode != http.StatusOK {
-		t.Errorf("live session token: %d", r.StatusCode)
+	if r := do("GET", "/redfish/v1/Systems/"+a.ID, "", "", tok, "", ""); r.Code != http.StatusOK {
+		t.Errorf("live session token: %d", r.Code)
 	}
 	gc.Logout()
-	if r := do("GET", "/redfish/v1/Systems/"+a.ID, "", "", tok, "", ""); r.StatusCode != http.StatusUnauthorized {
-		t.Errorf("gofish token after logout: %d, want 401", r.StatusCode)
+	if r := do("GET", "/redfish/v1/Systems/"+a.ID, "", "", tok, "", ""); r.Code != http.StatusUnauthorized {
+		t.Errorf("gofish token after logout: %d, want 401", r.Code)
 	}
 
 	// ETag and If-Match.
@@ -290,11 +273,11 @@ func TestE2EAuth(t *testing.T) {
 		t.Fatal("no ETag on GET")
 	}
 	patch := `{"Boot":{"BootSourceOverrideTarget":"Pxe","BootSourceOverrideEnabled":"Once"}}`
-	if r := do("PATCH", "/redfish/v1/Systems/"+a.ID, "admin", "e2e-pass", "", `"stale"`, patch); r.StatusCode != http.StatusPreconditionFailed {
-		t.Errorf("PATCH with a stale If-Match: %d, want 412", r.StatusCode)
+	if r := do("PATCH", "/redfish/v1/Systems/"+a.ID, "admin", "e2e-pass", "", `"stale"`, patch); r.Code != http.StatusPreconditionFailed {
+		t.Errorf("PATCH with a stale If-Match: %d, want 412", r.Code)
 	}
-	if r := do("PATCH", "/redfish/v1/Systems/"+a.ID, "admin", "e2e-pass", "", etag, patch); r.StatusCode/100 != 2 {
-		t.Errorf("PATCH with the current ETag: %d", r.StatusCode)
+	if r := do("PATCH", "/redfish/v1/Systems/"+a.ID, "admin", "e2e-pass", "", etag, patch); r.Code/100 != 2 {
+		t.Errorf("PATCH with the current ETag: %d", r.Code)
 	}
 	if r := do("GET", "/redfish/v1/Systems/"+a.ID, "admin", "e2e-pass", "", "", ""); r.Header.Get("ETag") == etag {
 		t.Errorf("ETag unchanged after a change")
@@ -310,16 +293,16 @@ func TestE2EAuth(t *testing.T) {
 	}
 	var code int
 	if !testenv.WaitFor(10*time.Second, func() bool {
-		code = do("GET", "/redfish/v1/Systems/"+a.ID, "node-a", "a-pass", "", "", "").StatusCode
+		code = do("GET", "/redfish/v1/Systems/"+a.ID, "node-a", "a-pass", "", "", "").Code
 		return code == http.StatusOK
 	}) {
 		t.Fatalf("a's own credentials on a: %d, want 200", code)
 	}
-	if r := do("GET", "/redfish/v1/Systems/"+b.ID, "node-a", "a-pass", "", "", ""); r.StatusCode != http.StatusUnauthorized {
-		t.Errorf("a's credentials on b: %d, want 401", r.StatusCode)
+	if r := do("GET", "/redfish/v1/Systems/"+b.ID, "node-a", "a-pass", "", "", ""); r.Code != http.StatusUnauthorized {
+		t.Errorf("a's credentials on b: %d, want 401", r.Code)
 	}
-	if r := do("GET", "/redfish/v1/Systems/"+a.ID, "node-a", "wrong", "", "", ""); r.StatusCode != http.StatusUnauthorized {
-		t.Errorf("wrong password: %d, want 401", r.StatusCode)
+	if r := do("GET", "/redfish/v1/Systems/"+a.ID, "node-a", "wrong", "", "", ""); r.Code != http.StatusUnauthorized {
+		t.Errorf("wrong password: %d, want 401", r.Code)
 	}
 }
 
@@ -338,18 +321,13 @@ func TestE2EVirtualMedia(t *testing.T) {
 	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, iso) }))
 	defer img.Close()
 
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	post := func(method, path, body string) int {
 		t.Helper()
-		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
-		req.SetBasicAuth("admin", "e2e-pass")
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(req)
+		r, err := send(method, url+path, "admin", "e2e-pass", body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
-		return resp.StatusCode
+		return r.Code
 	}
 	vmPath := "/redfish/v1/Managers/" + vm.ID + "/VirtualMedia/Cd"
 	if c := post("POST", vmPath+"/Actions/VirtualMedia.InsertMedia", `{"Image":"`+img.URL+`/boot.iso"}`); c/100 != 2 {
@@ -374,16 +352,8 @@ func TestE2EVirtualMedia(t *testing.T) {
 		t.Fatalf("Reset On: %d", c)
 	}
 	lab.WaitPower(t, running.ID, machine.PowerOn, bootTimeout)
-	req, _ := http.NewRequest("POST", url+"/redfish/v1/Managers/"+running.ID+"/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia", strings.NewReader(`{"Image":"`+img.URL+`/boot.iso"}`))
-	req.SetBasicAuth("admin", "e2e-pass")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "power it off and insert again") {
-		t.Errorf("insert into a running domain without a CD drive: %d %s", resp.StatusCode, body)
+	code, body := postJSON(t, url, "/redfish/v1/Managers/"+running.ID+"/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia", `{"Image":"`+img.URL+`/boot.iso"}`)
+	if code != http.StatusBadRequest || !strings.Contains(body, "power it off and insert again") {
+		t.Errorf("insert into a running domain without a CD drive: %d %s", code, body)
 	}
 }

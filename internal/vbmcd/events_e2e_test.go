@@ -1,7 +1,6 @@
 package vbmcd
 
 import (
-	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -37,17 +36,12 @@ func TestE2EEvents(t *testing.T) {
 		mu.Unlock()
 	}))
 	defer ls.Close()
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	post := func(path, body string) int {
-		req, _ := http.NewRequest("POST", url+path, strings.NewReader(body))
-		req.SetBasicAuth("admin", "e2e-pass")
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(req)
+		r, err := send("POST", url+path, "admin", "e2e-pass", body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
-		return resp.StatusCode
+		return r.Code
 	}
 	if code := post("/redfish/v1/EventService/Subscriptions", `{"Destination":"`+ls.URL+`","Context":"e2e"}`); code != 201 {
 		t.Fatalf("subscribe = %d", code)

@@ -3,10 +3,8 @@ package vbmcd
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -34,15 +32,8 @@ func TestFaults(t *testing.T) {
 	})
 	base := "http://" + addr + "/redfish/v1"
 	get := func(path string) (int, http.Header, string, error) {
-		r, _ := http.NewRequest("GET", base+path, nil)
-		r.SetBasicAuth("admin", "sim-pass-1")
-		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(r)
-		if err != nil {
-			return 0, nil, "", err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, string(b), nil
+		r, err := send("GET", base+path, "admin", "sim-pass-1", "")
+		return r.Code, r.Header, string(r.Body), err
 	}
 	_, _, body, err := get("/Systems?$top=1")
 	if err != nil {
@@ -177,21 +168,13 @@ func TestE2EFaults(t *testing.T) {
 	})
 	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, testenv.MarkerISO(t)) }))
 	defer img.Close()
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	do := func(method, path, body string) (int, http.Header, string) {
 		t.Helper()
-		r, _ := http.NewRequest(method, url+path, strings.NewReader(body))
-		r.SetBasicAuth("admin", "e2e-pass")
-		if body != "" {
-			r.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := hc.Do(r)
+		r, err := send(method, url+path, "admin", "e2e-pass", body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, string(b)
+		return r.Code, r.Header, string(r.Body)
 	}
 
 	// From the config: in force from the first request.

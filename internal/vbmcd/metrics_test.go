@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -35,17 +34,11 @@ func TestMetrics(t *testing.T) {
 	base := "http://" + addr + "/redfish/v1"
 	do := func(method, path, user, pass, body string) int {
 		t.Helper()
-		r, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		r.SetBasicAuth(user, pass)
-		if body != "" {
-			r.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := http.DefaultClient.Do(r)
+		r, err := send(method, base+path, user, pass, body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
-		return resp.StatusCode
+		return r.Code
 	}
 	r, _ := http.NewRequest("GET", base+"/Systems?$top=1", nil)
 	r.SetBasicAuth("admin", "sim-pass-1")

@@ -1,7 +1,6 @@
 package vbmcd
 
 import (
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -30,16 +29,8 @@ func TestE2EPacedPowerOn(t *testing.T) {
 		vms = append(vms, lab.NewVM(t, fmt.Sprint("n", i), virttest.VMOptions{NoCD: true, DiskMarker: true}))
 	}
 	url := daemon(t, "e2e-pace-", func(c *Config) { c.MaxStarting, c.StartGap = 2, gap })
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the test daemon's own certificate
-	}}
-	call := func(method, path, body string) (*http.Response, error) {
-		r, _ := http.NewRequest(method, url+path, strings.NewReader(body))
-		r.SetBasicAuth("admin", "e2e-pass")
-		if body != "" {
-			r.Header.Set("Content-Type", "application/json")
-		}
-		return client.Do(r)
+	call := func(method, path, body string) (reply, error) {
+		return send(method, url+path, "admin", "e2e-pass", body)
 	}
 
 	// Watch libvirt for each domain's start.
@@ -74,10 +65,9 @@ func TestE2EPacedPowerOn(t *testing.T) {
 				t.Errorf("power on %s: %v", vm.Name, err)
 				return
 			}
-			resp.Body.Close()
 			answered[i] = time.Since(t0)
-			if resp.StatusCode != http.StatusNoContent {
-				t.Errorf("power on %s: %d", vm.Name, resp.StatusCode)
+			if resp.Code != http.StatusNoContent {
+				t.Errorf("power on %s: %d", vm.Name, resp.Code)
 			}
 		}()
 	}
@@ -89,8 +79,7 @@ func TestE2EPacedPowerOn(t *testing.T) {
 			t.Fatal(err)
 		}
 		var sys struct{ PowerState string }
-		json.NewDecoder(resp.Body).Decode(&sys)
-		resp.Body.Close()
+		json.Unmarshal(resp.Body, &sys)
 		if sys.PowerState == "PoweringOn" {
 			poweringOn++
 		}

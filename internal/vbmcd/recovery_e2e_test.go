@@ -3,7 +3,6 @@ package vbmcd
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -87,21 +86,12 @@ func TestE2ESIGKILLMidChange(t *testing.T) {
 		go io.Copy(io.Discard, out)
 		return cmd, m[1]
 	}
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	call := func(base, method, path, body string) (int, map[string]any) {
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		req.SetBasicAuth("admin", "kill-pass-1")
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := hc.Do(req)
+		r, err := send(method, base+path, "admin", "kill-pass-1", body)
 		if err != nil {
 			return 0, nil
 		}
-		defer resp.Body.Close()
-		var v map[string]any
-		json.NewDecoder(resp.Body).Decode(&v)
-		return resp.StatusCode, v
+		return r.Code, r.object()
 	}
 	sys := func(i int) string { return "/redfish/v1/Systems/" + vms[i].ID }
 	cd := "/redfish/v1/Managers/" + vms[1].ID + "/VirtualMedia/Cd"
@@ -421,22 +411,13 @@ func TestE2EMediaDiskFull(t *testing.T) {
 		}
 	}))
 	defer img.Close()
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	call := func(method, path, body string) (int, map[string]any) {
 		t.Helper()
-		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
-		req.SetBasicAuth("admin", "e2e-pass")
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := hc.Do(req)
+		r, err := send(method, url+path, "admin", "e2e-pass", body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
-		var v map[string]any
-		json.NewDecoder(resp.Body).Decode(&v)
-		return resp.StatusCode, v
+		return r.Code, r.object()
 	}
 	cd := "/redfish/v1/Managers/" + vm.ID + "/VirtualMedia/Cd"
 	// insert returns how an insert ended: Completed or Exception, whether

@@ -1,10 +1,8 @@
 package vbmcd
 
 import (
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -224,34 +222,24 @@ func TestE2EUefiHttpBoot(t *testing.T) {
 
 func getJSON(t *testing.T, url, path string) map[string]any {
 	t.Helper()
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	req, _ := http.NewRequest("GET", url+path, nil)
-	req.SetBasicAuth("admin", "e2e-pass")
-	resp, err := hc.Do(req)
+	r, err := send("GET", url+path, "admin", "e2e-pass", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var v map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-		t.Fatalf("GET %s: %v", path, err)
+	v := r.object()
+	if v == nil {
+		t.Fatalf("GET %s: %d, not a JSON object: %.200s", path, r.Code, r.Body)
 	}
 	return v
 }
 
 func postJSON(t *testing.T, url, path, body string) (int, string) {
 	t.Helper()
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	req, _ := http.NewRequest("POST", url+path, strings.NewReader(body))
-	req.SetBasicAuth("admin", "e2e-pass")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := hc.Do(req)
+	r, err := send("POST", url+path, "admin", "e2e-pass", body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return r.Code, string(r.Body)
 }
 
 func mustJSON(t *testing.T, v any) []byte {
