@@ -29,7 +29,7 @@ func TestE2EManagerReset(t *testing.T) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	tool := func(args ...string) string {
 		t.Helper()
-		argv := append([]string{"-I", "lanplus", "-H", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "admin", "-P", "e2e-pass"}, args...)
+		argv := lanplus(port, "e2e-pass", args...)
 		out, err := exec.Command(ipmitool, argv...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("ipmitool %s: %v\n%s", strings.Join(args, " "), err, out)

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -71,7 +70,7 @@ func TestE2EEvents(t *testing.T) {
 	mu.Lock()
 	got = nil
 	mu.Unlock()
-	ipmi := exec.Command(ipmitool, "-I", "lanplus", "-H", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "admin", "-P", "e2e-pass", "chassis", "power", "on")
+	ipmi := exec.Command(ipmitool, lanplus(port, "e2e-pass", "chassis", "power", "on")...)
 	if out, err := ipmi.CombinedOutput(); err != nil {
 		t.Fatalf("ipmitool power on: %v\n%s", err, out)
 	}

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +48,7 @@ func TestFaults(t *testing.T) {
 		return out.String()
 	}
 	tool := func(args ...string) (string, error) {
-		argv := append([]string{"-I", "lanplus", "-H", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "admin", "-P", "sim-pass-1"}, args...)
+		argv := lanplus(port, "sim-pass-1", args...)
 		out, err := exec.Command(ipmitool, argv...).CombinedOutput()
 		return string(out), err
 	}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os/exec"
 	"regexp"
-	"strconv"
 	"testing"
 	"time"
 
@@ -60,7 +59,7 @@ func TestMetrics(t *testing.T) {
 	if c := do("GET", "/Systems/"+sys, "admin", "wrong", ""); c != 401 {
 		t.Fatalf("wrong password: %d", c)
 	}
-	cmd := exec.Command(ipmitool, "-I", "lanplus", "-H", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "admin", "-P", "sim-pass-1", "chassis", "status")
+	cmd := exec.Command(ipmitool, lanplus(port, "sim-pass-1", "chassis", "status")...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("ipmitool chassis status: %v\n%s", err, b)
 	}

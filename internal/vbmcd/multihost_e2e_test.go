@@ -122,7 +122,7 @@ func (mh *multiHost) post(t *testing.T, path, body string) (int, string, map[str
 
 // ipmitool runs ipmitool against VM i's BMC.
 func (mh *multiHost) ipmitool(i int, args ...string) (string, error) {
-	a := append([]string{"-I", "lanplus", "-H", "127.0.0.1", "-p", strconv.Itoa(mh.ports[i]), "-U", "admin", "-P", "e2e-pass", "-R", "1", "-N", "2"}, args...)
+	a := lanplus(mh.ports[i], "e2e-pass", append([]string{"-R", "1", "-N", "2"}, args...)...)
 	out, err := exec.Command("ipmitool", a...).CombinedOutput()
 	return string(out), err
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -56,4 +57,10 @@ func send(method, url, user, pass, body string, header ...string) (reply, error)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return reply{resp.StatusCode, resp.Header, b}, err
+}
+
+// lanplus is ipmitool's arguments for the test BMC on 127.0.0.1:port, as
+// admin with pass, followed by args.
+func lanplus(port int, pass string, args ...string) []string {
+	return append([]string{"-I", "lanplus", "-H", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "admin", "-P", pass}, args...)
 }
