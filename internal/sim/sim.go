@@ -42,6 +42,10 @@ type Backend struct {
 	// paging through a collection does not make 100,000 snapshots a page.
 	view     []*machine.Machine
 	viewUsed atomic.Int64 // when List last used view (UnixNano)
+	// recent keeps the snapshots made lately for single machines, by
+	// index modulo its size, so that GETs of the same machines do not make
+	// them again each time: a few thousand pointers, nothing for the GC.
+	recent [recentSize]atomic.Pointer[machine.Machine]
 
 	gen  atomic.Uint64
 	subs machine.Broadcaster
@@ -49,6 +53,9 @@ type Backend struct {
 
 // viewKeep is how long List's snapshots outlive their last use.
 const viewKeep = 30 * time.Second
+
+// recentSize is how many single machines' first snapshots are kept.
+const recentSize = 4096
 
 type node struct {
 	m       *machine.Machine // current snapshot, replaced on change
@@ -173,7 +180,13 @@ func (b *Backend) snapshot(k int32) *machine.Machine {
 	if b.view != nil {
 		return b.view[k]
 	}
-	return b.first(int(k))
+	slot := &b.recent[int(k)%recentSize]
+	if m := slot.Load(); m != nil && m.Generation == uint64(k)+1 { // machine k's first
+		return m
+	}
+	m := b.first(int(k))
+	slot.Store(m)
+	return m
 }
 
 // node returns machine k's state, giving it one if it has none yet.

@@ -90,3 +90,23 @@ func TestUnchangedMachinesCostNoObjects(t *testing.T) {
 	runtime.KeepAlive(b)
 	t.Logf("heap objects kept by 100,000 machines: %d", grew)
 }
+
+// A GET of the same unchanged machine again makes nothing: its snapshot is
+// kept among the recent ones. A change still shows at once.
+func TestRepeatedGetMakesNothing(t *testing.T) {
+	b := New(10_000)
+	id := UUIDFor("sim-0042")
+	first, _ := b.Get(id)
+	if allocs := testing.AllocsPerRun(100, func() { b.Get(id) }); allocs != 0 {
+		t.Errorf("a repeated GET of an unchanged machine: %.1f allocations, want 0", allocs)
+	}
+	if again, _ := b.Get(id); again != first {
+		t.Errorf("a repeated GET made a new snapshot")
+	}
+	if err := b.SetIndicator(id, true); err != nil {
+		t.Fatal(err)
+	}
+	if now, _ := b.Get(id); !now.IndicatorLED || now == first || first.IndicatorLED {
+		t.Errorf("after a change: LED %v (want on), same snapshot %v, the old one changed %v", now.IndicatorLED, now == first, first.IndicatorLED)
+	}
+}
