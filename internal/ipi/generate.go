@@ -4,9 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
-
-	"github.com/bmlab/bmlab/internal/labconfig"
 )
 
 // Networks every lab uses; the installer's defaults, written out so the
@@ -21,6 +20,34 @@ const (
 // DefaultRootDevice is the first virtio disk, the bus internal/virt gives a
 // node's disks unless told otherwise.
 const DefaultRootDevice = "/dev/vda"
+
+// BMC kinds, as the schemes of install-config's bmc.address spell them.
+const (
+	BMCRedfishVirtualMedia = "redfish-virtualmedia"
+	BMCRedfish             = "redfish"
+	BMCIPMI                = "ipmi"
+)
+
+// Provisioning network modes, as platform.baremetal.provisioningNetwork
+// spells them.
+const (
+	ProvisioningManaged   = "Managed"
+	ProvisioningUnmanaged = "Unmanaged"
+	ProvisioningDisabled  = "Disabled"
+)
+
+// AddrRange is an inclusive range of addresses (a DHCP range).
+type AddrRange struct {
+	Start netip.Addr `json:"start"`
+	End   netip.Addr `json:"end"`
+}
+
+// Contains reports whether a is in the range; the zero range holds nothing.
+func (r AddrRange) Contains(a netip.Addr) bool {
+	return r.Start.IsValid() && a.Compare(r.Start) >= 0 && a.Compare(r.End) <= 0
+}
+
+func (r AddrRange) String() string { return r.Start.String() + "-" + r.End.String() }
 
 // Node is what the labctl pipeline knows about one VM once its domain is
 // defined.
@@ -40,6 +67,14 @@ type Node struct {
 	BMCAddress string
 }
 
+// BMCEndpoint is where the lab's BMCs answer.
+type BMCEndpoint struct {
+	Kind        string
+	Host        string
+	RedfishPort int
+	TLS         bool
+}
+
 // BMCAddress is a node's bmc.address for the lab's BMC kind:
 //
 //	redfish-virtualmedia+https://HOST:PORT/redfish/v1/Systems/UUID
@@ -47,48 +82,72 @@ type Node struct {
 //	ipmi://HOST:PORT
 //
 // (http instead of https when the lab's BMC has TLS off).
-func BMCAddress(b labconfig.BMC, uuid string, ipmiPort int) (string, error) {
+func BMCAddress(b BMCEndpoint, uuid string, ipmiPort int) (string, error) {
 	switch b.Kind {
-	case labconfig.BMCIPMI:
+	case BMCIPMI:
 		if ipmiPort < 1 || ipmiPort > 65535 {
 			return "", fmt.Errorf("bmc address: IPMI port %d is not a port", ipmiPort)
 		}
-		return "ipmi://" + net.JoinHostPort(b.Address, strconv.Itoa(ipmiPort)), nil
-	case labconfig.BMCRedfish, labconfig.BMCRedfishVirtualMedia:
+		return "ipmi://" + net.JoinHostPort(b.Host, strconv.Itoa(ipmiPort)), nil
+	case BMCRedfish, BMCRedfishVirtualMedia:
 		if uuid == "" {
 			return "", errors.New("bmc address: a Redfish BMC needs the node's UUID")
 		}
 		scheme := "http"
-		if b.UseTLS() {
+		if b.TLS {
 			scheme = "https"
 		}
 		return fmt.Sprintf("%s+%s://%s/redfish/v1/Systems/%s", b.Kind, scheme,
-			net.JoinHostPort(b.Address, strconv.Itoa(b.RedfishPort)), uuid), nil
+			net.JoinHostPort(b.Host, strconv.Itoa(b.RedfishPort)), uuid), nil
 	}
 	return "", fmt.Errorf("bmc address: unknown BMC kind %q", b.Kind)
 }
 
+// Cluster is what Generate needs of the lab's cluster: facts of the lab
+// plan (internal/plan), which resolves them from the lab file.
+type Cluster struct {
+	Name       string
+	BaseDomain string
+	// MachineNetwork is the nodes' subnet; DHCPRange the part of it DHCP
+	// hands out (the VIPs must stay outside it).
+	MachineNetwork netip.Prefix
+	DHCPRange      AddrRange
+	APIVIP         netip.Addr
+	IngressVIP     netip.Addr
+	Masters        int
+	Workers        int
+	// ProvisioningNetwork is Managed, Unmanaged or Disabled; the CIDR and
+	// bridge only matter when it is not Disabled.
+	ProvisioningNetwork     string
+	ProvisioningNetworkCIDR netip.Prefix
+	ExternalBridge          string
+	ProvisioningBridge      string
+	// BMCUsername and BMCPassword are every host's BMC credentials;
+	// BMCInsecure turns certificate verification off (vbmcd's certificate
+	// is self-signed).
+	BMCUsername string
+	BMCPassword string
+	BMCInsecure bool
+}
+
 // Generate builds the install-config for the lab's cluster and nodes. It
-// fails only on what the caller got wrong (a role or BMC kind it does not
-// know, a Redfish node without UUID); what the installer would refuse is
-// Validate's to report.
-func Generate(cfg labconfig.Config, nodes []Node, pullSecret, sshKey string) (*InstallConfig, error) {
-	k := cfg.Cluster
+// fails only on what the caller got wrong (a role it does not know, a node
+// without a BMC address); what the installer would refuse is Validate's to
+// report.
+func Generate(k Cluster, nodes []Node, pullSecret, sshKey string) (*InstallConfig, error) {
 	bm := &BareMetal{
 		APIVIPs:             []string{k.APIVIP.String()},
 		IngressVIPs:         []string{k.IngressVIP.String()},
-		ProvisioningNetwork: cfg.Network.ProvisioningNetwork,
-		ExternalBridge:      externalBridge(cfg.Network),
+		ProvisioningNetwork: k.ProvisioningNetwork,
+		ExternalBridge:      k.ExternalBridge,
 		Hosts:               []Host{},
 	}
-	if cfg.Network.ProvisioningNetwork != labconfig.ProvisioningDisabled {
-		bm.ProvisioningBridge = provisioningBridge(cfg.Network, bm.ExternalBridge)
+	if k.ProvisioningNetwork != ProvisioningDisabled {
+		bm.ProvisioningBridge = k.ProvisioningBridge
 		if k.ProvisioningNetworkCIDR.IsValid() {
 			bm.ProvisioningNetworkCIDR = k.ProvisioningNetworkCIDR.String()
 		}
 	}
-	// vbmcd's certificate is self-signed unless the lab says otherwise.
-	insecure := k.BMC.Kind != labconfig.BMCIPMI && k.BMC.UseTLS()
 	for _, n := range nodes {
 		if n.Role != RoleMaster && n.Role != RoleWorker {
 			return nil, fmt.Errorf("node %q: role %q is not %s or %s", n.Name, n.Role, RoleMaster, RoleWorker)
@@ -106,9 +165,9 @@ func Generate(cfg labconfig.Config, nodes []Node, pullSecret, sshKey string) (*I
 			Role: n.Role,
 			BMC: BMC{
 				Address:                        addr,
-				Username:                       k.BMC.Username,
-				Password:                       k.BMC.Password,
-				DisableCertificateVerification: insecure,
+				Username:                       k.BMCUsername,
+				Password:                       k.BMCPassword,
+				DisableCertificateVerification: k.BMCInsecure,
 			},
 			BootMACAddress:  n.BootMAC,
 			BootMode:        BootModeUEFI,
@@ -125,75 +184,10 @@ func Generate(cfg labconfig.Config, nodes []Node, pullSecret, sshKey string) (*I
 			ClusterNetwork: []ClusterNetworkEntry{{CIDR: ClusterNetwork, HostPrefix: ClusterHostPrefix}},
 			ServiceNetwork: []string{ServiceNetwork},
 		},
-		Compute:      []MachinePool{{Name: RoleWorker, Replicas: k.Workers.N()}},
-		ControlPlane: MachinePool{Name: RoleMaster, Replicas: k.Masters.N()},
+		Compute:      []MachinePool{{Name: RoleWorker, Replicas: k.Workers}},
+		ControlPlane: MachinePool{Name: RoleMaster, Replicas: k.Masters},
 		Platform:     Platform{BareMetal: bm},
 		PullSecret:   pullSecret,
 		SSHKey:       sshKey,
 	}, nil
-}
-
-// externalBridge is the lab's baremetal bridge, else its first bridge.
-func externalBridge(n labconfig.Network) string {
-	for _, b := range n.Bridges {
-		if b.Name == labconfig.BaremetalBridge {
-			return b.Name
-		}
-	}
-	if len(n.Bridges) > 0 {
-		return n.Bridges[0].Name
-	}
-	return ""
-}
-
-// provisioningBridge is the lab's provisioning bridge, else its first
-// bridge that is not the external one ("" when there is none: Validate
-// says so).
-func provisioningBridge(n labconfig.Network, external string) string {
-	other := ""
-	for _, b := range n.Bridges {
-		if b.Name == labconfig.ProvisioningBridge {
-			return b.Name
-		}
-		if other == "" && b.Name != external {
-			other = b.Name
-		}
-	}
-	return other
-}
-
-// PlaceholderNodes are the lab's nodes before their domains exist: names
-// master-N and worker-N, locally administered MACs and made-up UUIDs. They
-// let Precheck validate everything but the real MACs and UUIDs.
-func PlaceholderNodes(k labconfig.Cluster) []Node {
-	var nodes []Node
-	add := func(role string, n int) {
-		for i := range n {
-			j := len(nodes) + 1
-			n := Node{
-				Name:    fmt.Sprintf("%s-%d", role, i),
-				Role:    role,
-				UUID:    fmt.Sprintf("00000000-0000-4000-8000-%012x", j),
-				BootMAC: fmt.Sprintf("02:00:00:00:%02x:%02x", j>>8&0xff, j&0xff),
-			}
-			n.BMCAddress, _ = BMCAddress(k.BMC, n.UUID, k.BMC.IPMIPortBase+j-1)
-			nodes = append(nodes, n)
-		}
-	}
-	add(RoleMaster, k.Masters.N())
-	add(RoleWorker, k.Workers.N())
-	return nodes
-}
-
-// Precheck validates the install-config the lab will produce, with
-// placeholder nodes, before any VM is built.
-func Precheck(cfg labconfig.Config, pullSecret, sshKey string) error {
-	ic, err := Generate(cfg, PlaceholderNodes(cfg.Cluster), pullSecret, sshKey)
-	if err != nil {
-		return err
-	}
-	if errs := Validate(ic, cfg.Cluster.DHCPRange); len(errs) > 0 {
-		return errs
-	}
-	return nil
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/bmlab/bmlab/internal/labconfig"
 )
 
 // fakeInstaller is a shell script standing in for openshift-install. These
@@ -229,22 +228,21 @@ func TestRunInstallerAbsent(t *testing.T) {
 func TestReadInputs(t *testing.T) {
 	lab, home := t.TempDir(), t.TempDir()
 	t.Setenv("HOME", home)
-	k := labconfig.Default().Cluster
-	if _, _, err := ReadInputs(k, lab); err == nil || !strings.Contains(err.Error(), "cluster.pullSecret: "+filepath.Join(lab, "pull-secret.json")+" does not exist; get your pull secret from "+PullSecretURL) {
+	ps := filepath.Join(lab, "pull-secret.json")
+	if _, _, err := ReadInputs(ps, ""); err == nil || !strings.Contains(err.Error(), "cluster.pullSecret: "+filepath.Join(lab, "pull-secret.json")+" does not exist; get your pull secret from "+PullSecretURL) {
 		t.Errorf("no pull secret: %v", err)
 	}
 	os.WriteFile(filepath.Join(lab, "pull-secret.json"), []byte(testPullSecret+"\n"), 0o600)
-	ps, key, err := ReadInputs(k, lab)
-	if err != nil || ps != testPullSecret || key != "" {
+	secret, key, err := ReadInputs(ps, "")
+	if err != nil || secret != testPullSecret || key != "" {
 		t.Errorf("no key anywhere: %q %q %v", ps, key, err)
 	}
 	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
 	os.WriteFile(filepath.Join(home, ".ssh", "id_rsa.pub"), []byte("ssh-rsa AAAA rsa\n"), 0o644)
-	if _, key, _ := ReadInputs(k, lab); key != "ssh-rsa AAAA rsa" {
+	if _, key, _ := ReadInputs(ps, ""); key != "ssh-rsa AAAA rsa" {
 		t.Errorf("default key = %q", key)
 	}
-	k.SSHKey = "~/lab.pub"
-	if _, _, err := ReadInputs(k, lab); err == nil || !strings.Contains(err.Error(), "cluster.sshKey: open "+filepath.Join(home, "lab.pub")) {
+	if _, _, err := ReadInputs(ps, "~/lab.pub"); err == nil || !strings.Contains(err.Error(), "cluster.sshKey: open "+filepath.Join(home, "lab.pub")) {
 		t.Errorf("configured key missing: %v", err)
 	}
 }

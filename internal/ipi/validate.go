@@ -13,8 +13,6 @@ import (
 	"strings"
 
 	"golang.org/x/crypto/ssh"
-
-	"github.com/bmlab/bmlab/internal/labconfig"
 )
 
 // The rules below restate the OpenShift installer's (openshift/installer,
@@ -107,7 +105,7 @@ func (c *checker) unsupported(field string, value any, supported ...string) {
 // Validate returns every problem the installer would report for ic, and
 // the lab's own: dhcpRange (zero: unchecked) is the machine network's DHCP
 // range, which the VIPs must stay out of.
-func Validate(ic *InstallConfig, dhcpRange labconfig.IPRange) ErrorList {
+func Validate(ic *InstallConfig, dhcpRange AddrRange) ErrorList {
 	c := &checker{}
 	if ic.APIVersion != "v1" {
 		// pkg/types/validation/installconfig.go: nothing else is checked.
@@ -286,7 +284,7 @@ func (c *checker) notOVN(field string, p netip.Prefix, networkType string) {
 // vips: pkg/types/validation/installconfig.go (validateAPIAndIngressVIPs,
 // ValidateIPinMachineCIDR), for one VIP of each; plus the lab's rule that
 // a VIP outside the DHCP range cannot be leased to a node.
-func (c *checker) vips(bm *BareMetal, machine []netip.Prefix, dhcp labconfig.IPRange) {
+func (c *checker) vips(bm *BareMetal, machine []netip.Prefix, dhcp AddrRange) {
 	const api, ingress = "platform.baremetal.apiVIPs", "platform.baremetal.ingressVIPs"
 	var cidrs []string
 	for _, p := range machine {
@@ -333,10 +331,10 @@ func (c *checker) vips(bm *BareMetal, machine []netip.Prefix, dhcp labconfig.IPR
 func (c *checker) platform(bm *BareMetal, ic *InstallConfig) {
 	const hosts = "platform.baremetal.hosts"
 	switch bm.ProvisioningNetwork {
-	case labconfig.ProvisioningManaged, labconfig.ProvisioningUnmanaged, labconfig.ProvisioningDisabled:
+	case ProvisioningManaged, ProvisioningUnmanaged, ProvisioningDisabled:
 	default:
 		c.unsupported("platform.baremetal.provisioningNetwork", bm.ProvisioningNetwork,
-			labconfig.ProvisioningDisabled, labconfig.ProvisioningManaged, labconfig.ProvisioningUnmanaged)
+			ProvisioningDisabled, ProvisioningManaged, ProvisioningUnmanaged)
 	}
 	if bm.Hosts == nil {
 		c.invalid(hosts, nil, "bare metal hosts are missing")
@@ -441,7 +439,7 @@ func (c *checker) provisioning(bm *BareMetal, machine []netip.Prefix) {
 			// The installer reports this only with a Disabled provisioning
 			// network; the lab everywhere (Ironic would refuse it later).
 			c.invalid(f, h.BMC.Address, err.Error())
-		} else if err == nil && d.needsProvisioning && bm.ProvisioningNetwork == labconfig.ProvisioningDisabled {
+		} else if err == nil && d.needsProvisioning && bm.ProvisioningNetwork == ProvisioningDisabled {
 			c.invalid(f, h.BMC.Address, fmt.Sprintf("driver %s requires provisioning network", d.driver))
 		}
 		unique(c, f+".address", "Address", h.BMC.Address, addrs)
@@ -452,7 +450,7 @@ func (c *checker) provisioning(bm *BareMetal, machine []netip.Prefix) {
 			c.required(f+".password", "missing Password")
 		}
 	}
-	if bm.ProvisioningNetwork != labconfig.ProvisioningManaged && bm.ProvisioningNetwork != labconfig.ProvisioningUnmanaged {
+	if bm.ProvisioningNetwork != ProvisioningManaged && bm.ProvisioningNetwork != ProvisioningUnmanaged {
 		return
 	}
 	// The installer defaults these two; the lab writes them out and

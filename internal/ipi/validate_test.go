@@ -7,21 +7,19 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/bmlab/bmlab/internal/labconfig"
 )
 
 // validLab is the seed lab's install-config, which passes every rule.
 func validLab(t *testing.T) *InstallConfig {
 	t.Helper()
-	cfg := labconfig.Default()
-	ic, err := Generate(*cfg, labNodes(cfg.Cluster), testPullSecret, testSSHKey)
+	ic, err := Generate(seed(), labNodes(seed(), seedBMC), testPullSecret, testSSHKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return ic
 }
 
-var seedDHCP = labconfig.DefaultDHCPRange
+var seedDHCP = seed().DHCPRange
 
 // TestValidateRules is the table of rules: for each, an install-config
 // that passes it and one that fails it with the installer's message. src

@@ -3,7 +3,6 @@ package lab
 import (
 	"fmt"
 	"net/netip"
-	"path/filepath"
 	"strings"
 
 	"github.com/bmlab/bmlab/internal/ipi"
@@ -31,7 +30,7 @@ func HybridInstallConfig(e *Env) (*ipi.InstallConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := p.Config.Cluster
+	k := p.Cluster
 	ic := &ipi.InstallConfig{
 		APIVersion: "v1",
 		BaseDomain: k.BaseDomain,
@@ -45,7 +44,7 @@ func HybridInstallConfig(e *Env) (*ipi.InstallConfig, error) {
 		// UPI: the installer makes no machines; compute replicas are 0
 		// and the workers join by their CSRs.
 		Compute:      []ipi.MachinePool{{Name: ipi.RoleWorker, Replicas: 0}},
-		ControlPlane: ipi.MachinePool{Name: ipi.RoleMaster, Replicas: k.Masters.N()},
+		ControlPlane: ipi.MachinePool{Name: ipi.RoleMaster, Replicas: k.Masters},
 		Platform:     ipi.Platform{None: &ipi.None{}},
 		PullSecret:   pull,
 		SSHKey:       key,
@@ -64,7 +63,7 @@ func HybridInstallConfig(e *Env) (*ipi.InstallConfig, error) {
 // the machine network, outside its DHCP range and every node's address,
 // and API and ingress distinct.
 func CheckVIPs(p *plan.Plan) error {
-	k := p.Config.Cluster
+	k := p.Cluster
 	var errs []string
 	for _, v := range []struct {
 		field string
@@ -77,7 +76,7 @@ func CheckVIPs(p *plan.Plan) error {
 			errs = append(errs, fmt.Sprintf("%s: %s is not in the machine network %s", v.field, v.ip, k.MachineNetwork))
 		case k.DHCPRange.Contains(v.ip):
 			errs = append(errs, fmt.Sprintf("%s: %s is in the DHCP range %s, where dnsmasq may lease it to someone", v.field, v.ip, k.DHCPRange))
-		case v.ip == k.MachineNetwork.Masked().Addr().Next():
+		case v.ip == k.HostAddress:
 			errs = append(errs, fmt.Sprintf("%s: %s is the lab host's own address on the network", v.field, v.ip))
 		}
 	}
@@ -93,7 +92,7 @@ func CheckVIPs(p *plan.Plan) error {
 // Cluster is the plan's cluster as the static pods and the ignition merge
 // see it; sshKey is the key the nodes accept.
 func Cluster(p *plan.Plan, sshKey string) upi.Cluster {
-	k := p.Config.Cluster
+	k := p.Cluster
 	h := p.Hybrid
 	c := upi.Cluster{
 		Name: k.Name, BaseDomain: k.BaseDomain, MachineNetwork: k.MachineNetwork,
@@ -103,8 +102,7 @@ func Cluster(p *plan.Plan, sshKey string) upi.Cluster {
 		Images: upi.Images{Keepalived: h.KeepalivedImage, CoreDNS: h.CoreDNSImage, HAProxy: h.HAProxyImage},
 	}
 	for _, n := range p.Nodes {
-		ip, _ := netip.ParseAddr(n.IP)
-		c.Nodes = append(c.Nodes, upi.Node{Name: n.Name, Role: n.Role, IP: ip, MAC: n.MAC})
+		c.Nodes = append(c.Nodes, upi.Node{Name: n.Name, Role: n.Role, IP: n.IP, MAC: n.MAC})
 	}
 	return c
 }
@@ -130,7 +128,3 @@ func nodesOf(p *plan.Plan, roles ...string) []plan.Node {
 	}
 	return out
 }
-
-// marker files in the state directory record what happened outside the
-// host's objects (the installer's waits), so that up resumes after them.
-func marker(p *plan.Plan, name string) string { return filepath.Join(p.StateDir, name) }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/upi"
 )
 
@@ -73,11 +74,11 @@ func (ignition) Ensure(ctx context.Context, e *Env) (bool, error) {
 		return changed, err
 	}
 	c := Cluster(p, key)
-	if err := os.MkdirAll(p.Hybrid.IgnitionDir, 0o755); err != nil {
+	if err := os.MkdirAll(p.Paths.IgnitionDir, 0o755); err != nil {
 		return changed, err
 	}
 	for _, n := range p.Nodes {
-		if n.Role == "bootstrap" && exists(marker(p, bootstrapRemoved)) {
+		if n.Role == plan.RoleBootstrap && exists(p.Paths.BootstrapRemoved) {
 			continue
 		}
 		file := n.Role + ".ign"
@@ -110,7 +111,7 @@ func (ignition) Ensure(ctx context.Context, e *Env) (bool, error) {
 
 // Delete removes the merged configs.
 func (ignition) Delete(_ context.Context, e *Env) error {
-	return removeFiles(nil, filepath.Join(e.Plan.StateDir, "ignition"))
+	return removeFiles(nil, e.Plan.Paths.IgnitionDir)
 }
 
 func nodeIndex(c upi.Cluster, name string) int {

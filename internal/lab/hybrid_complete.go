@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
-	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/upi"
 )
@@ -22,54 +20,44 @@ func (installComplete) Name() string { return "install-complete" }
 func (installComplete) Ensure(ctx context.Context, e *Env) (bool, error) {
 	p := e.Plan
 	changed := false
-	if !exists(marker(p, "install-complete")) {
+	if !exists(p.Paths.InstallComplete) {
 		if err := installerFor(e, "install-complete").WaitFor(ctx, upi.InstallComplete); err != nil {
 			return false, stopIfMissing(err)
 		}
-		if err := os.WriteFile(marker(p, "install-complete"), nil, 0o644); err != nil {
+		if err := os.WriteFile(p.Paths.InstallComplete, nil, 0o644); err != nil {
 			return false, err
 		}
 		changed = true
 	}
-	c, err := ensureHosts(p.Hybrid.HostsFile, p.Lab, hostsEntries(e))
+	c, err := ensureHosts(p.Paths.HostsFile, p.Lab, hostsEntries(p))
 	if err != nil {
 		return changed, err
 	}
-	e.Rep.Note("install-complete", "kubeconfig: "+filepath.Join(p.Installer.Dir, "auth", "kubeconfig"))
-	e.Rep.Note("install-complete", "kubeadmin password: "+filepath.Join(p.Installer.Dir, "auth", "kubeadmin-password"))
+	e.Rep.Note("install-complete", "kubeconfig: "+p.Paths.Kubeconfig)
+	e.Rep.Note("install-complete", "kubeadmin password: "+p.Paths.KubeadminPassword)
 	return changed || c, nil
 }
 
 // Delete removes the lab's entries from the hosts file.
 func (installComplete) Delete(_ context.Context, e *Env) error {
-	if err := removeFiles([]string{marker(e.Plan, "install-complete")}, ""); err != nil {
+	if err := removeFiles([]string{e.Plan.Paths.InstallComplete}, ""); err != nil {
 		return err
 	}
-	_, err := ensureHosts(hostsFile(e.Plan), e.Plan.Lab, nil)
+	_, err := ensureHosts(e.Plan.Paths.HostsFile, e.Plan.Lab, nil)
 	return err
-}
-
-// hostsFile is the plan's, or the default for a lab whose mode is not
-// known (down --lab).
-func hostsFile(p *plan.Plan) string {
-	if p.Hybrid != nil {
-		return p.Hybrid.HostsFile
-	}
-	return labconfig.DefaultHostsFile
 }
 
 // hostsEntries are api (the API VIP) and the console and oauth routes (the
 // ingress VIP, else the API VIP).
-func hostsEntries(e *Env) []string {
-	k := e.Plan.Config.Cluster
-	domain := k.Name + "." + k.BaseDomain
+func hostsEntries(p *plan.Plan) []string {
+	k := p.Cluster
 	ingress := k.IngressVIP
 	if !ingress.IsValid() {
 		ingress = k.APIVIP
 	}
 	return []string{
-		fmt.Sprintf("%s api.%s", k.APIVIP, domain),
-		fmt.Sprintf("%s console-openshift-console.apps.%s oauth-openshift.apps.%s", ingress, domain, domain),
+		fmt.Sprintf("%s %s", k.APIVIP, k.APIName),
+		fmt.Sprintf("%s %s %s", ingress, k.ConsoleHost, k.OAuthHost),
 	}
 }
 

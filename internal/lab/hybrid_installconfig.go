@@ -27,7 +27,7 @@ func (hybridInstallConfig) Ensure(_ context.Context, e *Env) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	copyPath := filepath.Join(e.Plan.StateDir, ipi.FileName)
+	copyPath := e.Plan.Paths.InstallConfigCopy
 	have, err := os.ReadFile(copyPath)
 	consumed := installerConsumed(e)
 	switch {
@@ -39,7 +39,7 @@ func (hybridInstallConfig) Ensure(_ context.Context, e *Env) (bool, error) {
 		return false, err
 	}
 	dir := e.Plan.Installer.Dir
-	if cur, err := os.ReadFile(filepath.Join(dir, ipi.FileName)); err == nil && string(cur) == string(want) && string(have) == string(want) {
+	if cur, err := os.ReadFile(e.Plan.Paths.InstallConfig); err == nil && string(cur) == string(want) && string(have) == string(want) {
 		return false, nil
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -54,7 +54,7 @@ func (hybridInstallConfig) Ensure(_ context.Context, e *Env) (bool, error) {
 	if err := os.WriteFile(copyPath, want, 0o600); err != nil {
 		return false, err
 	}
-	e.Rep.Note("install-config", "wrote "+filepath.Join(dir, ipi.FileName)+" (platform none)")
+	e.Rep.Note("install-config", "wrote "+e.Plan.Paths.InstallConfig+" (platform none)")
 	return true, nil
 }
 
@@ -63,9 +63,9 @@ func (hybridInstallConfig) Ensure(_ context.Context, e *Env) (bool, error) {
 // down removes, and a later up must not resume from them.
 func (hybridInstallConfig) Delete(_ context.Context, e *Env) error {
 	if e.Plan.Mode != plan.ModeHybrid {
-		return removeFiles([]string{filepath.Join(e.Plan.StateDir, ipi.FileName)}, "")
+		return removeFiles([]string{e.Plan.Paths.InstallConfigCopy}, "")
 	}
-	return removeFiles([]string{filepath.Join(e.Plan.StateDir, ipi.FileName)}, e.Plan.Installer.Dir)
+	return removeFiles([]string{e.Plan.Paths.InstallConfigCopy}, e.Plan.Installer.Dir)
 }
 
 // installerConsumed reports whether openshift-install has taken the

@@ -5,17 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/upi"
-)
-
-// State markers of the hybrid flow.
-const (
-	bootstrapDone    = "bootstrap-complete"
-	bootstrapRemoved = "bootstrap-removed"
 )
 
 // controlPlane defines and starts the bootstrap and the masters; each
@@ -26,7 +19,7 @@ func (controlPlane) Name() string { return "control-plane" }
 
 func (controlPlane) Ensure(ctx context.Context, e *Env) (bool, error) {
 	roles := []string{plan.RoleMaster}
-	if !exists(marker(e.Plan, bootstrapRemoved)) {
+	if !exists(e.Plan.Paths.BootstrapRemoved) {
 		roles = append([]string{plan.RoleBootstrap}, roles...)
 	}
 	return startNodes(ctx, e, nodesOf(e.Plan, roles...))
@@ -77,7 +70,7 @@ func (bootstrapComplete) Name() string { return "bootstrap-complete" }
 
 func (bootstrapComplete) Ensure(ctx context.Context, e *Env) (bool, error) {
 	p := e.Plan
-	if exists(marker(p, bootstrapDone)) {
+	if exists(p.Paths.BootstrapComplete) {
 		return false, nil
 	}
 	var err error
@@ -96,20 +89,20 @@ func (bootstrapComplete) Ensure(ctx context.Context, e *Env) (bool, error) {
 		for _, n := range p.Nodes {
 			switch n.Role {
 			case plan.RoleMaster:
-				masters = append(masters, "--master "+n.IP)
+				masters = append(masters, "--master "+n.IP.String())
 			case plan.RoleBootstrap:
-				bootstrap = n.IP
+				bootstrap = n.IP.String()
 			}
 		}
 		return false, fmt.Errorf("%w\nthe bootstrap did not complete; everything is kept. Logs: %s and the nodes' consoles in %s. Gather the bootstrap's: openshift-install gather bootstrap --dir %s --bootstrap %s %s",
-			err, filepath.Join(p.Installer.Dir, ".openshift_install.log"), filepath.Join(p.StateDir, "logs"), p.Installer.Dir, bootstrap, strings.Join(masters, " "))
+			err, p.Paths.InstallerLog, p.Paths.Logs, p.Installer.Dir, bootstrap, strings.Join(masters, " "))
 	}
-	return true, os.WriteFile(marker(p, bootstrapDone), nil, 0o644)
+	return true, os.WriteFile(p.Paths.BootstrapComplete, nil, 0o644)
 }
 
 // Delete forgets the marker.
 func (bootstrapComplete) Delete(_ context.Context, e *Env) error {
-	return removeFiles([]string{marker(e.Plan, bootstrapDone), marker(e.Plan, bootstrapRemoved)}, "")
+	return removeFiles([]string{e.Plan.Paths.BootstrapComplete, e.Plan.Paths.BootstrapRemoved}, "")
 }
 
 // removeBootstrap deletes the bootstrap's domain, its disks and its
@@ -120,7 +113,7 @@ func (removeBootstrap) Name() string { return "remove-bootstrap" }
 
 func (removeBootstrap) Ensure(ctx context.Context, e *Env) (bool, error) {
 	p := e.Plan
-	if !exists(marker(p, bootstrapDone)) {
+	if !exists(p.Paths.BootstrapComplete) {
 		return false, errors.New("the bootstrap has not completed; it stays")
 	}
 	b := nodesOf(p, plan.RoleBootstrap)
@@ -144,7 +137,7 @@ func (removeBootstrap) Ensure(ctx context.Context, e *Env) (bool, error) {
 	if err := removeFiles([]string{n.Ignition}, ""); err != nil {
 		return found, err
 	}
-	if err := os.WriteFile(marker(p, bootstrapRemoved), nil, 0o644); err != nil {
+	if err := os.WriteFile(p.Paths.BootstrapRemoved, nil, 0o644); err != nil {
 		return found, err
 	}
 	return found || !gone, nil

@@ -49,7 +49,7 @@ func TestSegmentClashes(t *testing.T) {
 	p := hybridPlan(t, "one", "")
 	other := hybridPlan(t, "two", ", apiVIP: 192.168.111.6, ingressVIP: 192.168.111.7")
 	mark := func(q *plan.Plan, segment string) map[string]string {
-		k := q.Config.Cluster
+		k := q.Cluster
 		return map[string]string{"name": q.Lab, "segment": segment, "apiVIP": k.APIVIP.String(), "ingressVIP": k.IngressVIP.String(),
 			"apiRouterID": itoa(q.Hybrid.APIRouterID), "ingressRouterID": itoa(q.Hybrid.IngressRouterID)}
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/plan"
@@ -27,7 +26,7 @@ func (installConfig) Ensure(_ context.Context, e *Env) (bool, error) {
 		return false, err
 	}
 	dir := e.Plan.Installer.Dir
-	if have, err := os.ReadFile(filepath.Join(dir, ipi.FileName)); err == nil && string(have) == string(want) {
+	if have, err := os.ReadFile(e.Plan.Paths.InstallConfig); err == nil && string(have) == string(want) {
 		return false, nil
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -36,14 +35,14 @@ func (installConfig) Ensure(_ context.Context, e *Env) (bool, error) {
 	if err := ipi.Write(dir, ic); err != nil {
 		return false, err
 	}
-	e.Rep.Note("install-config", "wrote "+filepath.Join(dir, ipi.FileName))
+	e.Rep.Note("install-config", "wrote "+e.Plan.Paths.InstallConfig)
 	return true, nil
 }
 
 // Delete removes install-config.yaml; the installer's own files in the
 // directory (logs, auth) stay for the user to read.
 func (installConfig) Delete(_ context.Context, e *Env) error {
-	return removeFiles([]string{filepath.Join(e.Plan.Installer.Dir, ipi.FileName)}, "")
+	return removeFiles([]string{e.Plan.Paths.InstallConfig}, "")
 }
 
 // IPIInstallConfig builds and validates the install-config of the plan's
@@ -54,30 +53,19 @@ func IPIInstallConfig(e *Env) (*ipi.InstallConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	var nodes []ipi.Node
-	for _, n := range p.Nodes {
-		nodes = append(nodes, ipi.Node{Name: n.Name, Role: n.Role, UUID: n.UUID, BootMAC: n.MAC, BMCAddress: n.BMC.Address})
-	}
-	ic, err := ipi.Generate(*p.Config, nodes, pull, key)
+	ic, err := ipi.Generate(p.IPICluster(), p.IPINodes(), pull, key)
 	if err != nil {
 		return nil, err
 	}
-	if errs := ipi.Validate(ic, p.Config.Cluster.DHCPRange); len(errs) > 0 {
+	if errs := ipi.Validate(ic, p.Cluster.DHCPRange); len(errs) > 0 {
 		return nil, fmt.Errorf("install-config.yaml would fail the installer's checks:\n%w", errs)
 	}
 	return ic, nil
 }
 
-// Inputs reads the pull secret and SSH key, with the flags' overrides.
+// Inputs reads the pull secret and SSH key the plan names.
 func Inputs(e *Env) (pullSecret, sshKey string, err error) {
-	k := e.Plan.Config.Cluster
-	if e.PullSecret != "" {
-		k.PullSecret = e.PullSecret
-	}
-	if e.SSHKey != "" {
-		k.SSHKey = e.SSHKey
-	}
-	return ipi.ReadInputs(k, e.Plan.Dir)
+	return ipi.ReadInputs(e.Plan.Cluster.PullSecret, e.Plan.Cluster.SSHKey)
 }
 
 // Precheck validates, before anything is built, what the run will write

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/bmlab/bmlab/internal/ipi"
 )
@@ -20,7 +19,7 @@ func (installer) Ensure(ctx context.Context, e *Env) (bool, error) {
 	dir := e.Plan.Installer.Dir
 	err := ipi.RunInstaller(ctx, ipi.InstallerOptions{
 		Binary: e.Plan.Installer.Binary, Dir: dir,
-		InstallConfig: filepath.Join(dir, ipi.FileName),
+		InstallConfig: e.Plan.Paths.InstallConfig,
 	}, func(line string) { e.Rep.Note("installer", line) })
 	if errors.Is(err, ipi.ErrInstallerNotFound) {
 		return false, fmt.Errorf("%w: %w", err, ErrStop)

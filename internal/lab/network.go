@@ -3,7 +3,6 @@ package lab
 import (
 	"context"
 	"errors"
-	"net/netip"
 
 	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/netplumb"
@@ -99,8 +98,7 @@ func NATSpec(p *plan.Plan) labvirt.LabNetworkSpec {
 		MTU: uint(nat.MTU), Domain: nat.Domain, APIVIP: nat.APIVIP, IngressVIP: nat.IngressVIP,
 	}
 	for _, n := range p.Nodes {
-		ip, _ := netip.ParseAddr(n.IP)
-		spec.Hosts = append(spec.Hosts, labvirt.LabHost{MAC: n.MAC, IP: ip, Hostname: n.Name})
+		spec.Hosts = append(spec.Hosts, labvirt.LabHost{MAC: n.MAC, IP: n.IP, Hostname: n.Name})
 	}
 	return spec
 }

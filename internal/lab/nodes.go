@@ -70,7 +70,7 @@ func markAttrs(p *plan.Plan) []string {
 	if p.Hybrid == nil {
 		return nil
 	}
-	k := p.Config.Cluster
+	k := p.Cluster
 	return []string{
 		"segment", p.Hybrid.Segment,
 		"apiVIP", k.APIVIP.String(), "ingressVIP", k.IngressVIP.String(),

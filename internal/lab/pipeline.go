@@ -40,8 +40,6 @@ type Env struct {
 	Log  *zap.Logger
 	// Remote runs labctl on the lab's other hosts (their exec:).
 	Remote Runner
-	// PullSecret and SSHKey override the lab file's paths (flags).
-	PullSecret, SSHKey string
 }
 
 // nothingToDelete marks actions that create nothing on the host; Down

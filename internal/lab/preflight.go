@@ -229,7 +229,7 @@ func (preflight) createsNothing() {}
 // a keepalived router ID (VRRP would make them fight for the address).
 func segmentClashes(ctx context.Context, e *Env) ([]string, error) {
 	p := e.Plan
-	k := p.Config.Cluster
+	k := p.Cluster
 	marks, err := e.Host.DomainMarks(ctx)
 	if err != nil {
 		return nil, err

@@ -19,7 +19,7 @@ type State struct {
 	Done string `json:"done,omitempty"`
 }
 
-func statePath(p *plan.Plan) string { return filepath.Join(p.StateDir, "state.json") }
+func statePath(p *plan.Plan) string { return p.Paths.State }
 
 // LoadState reads the lab's state; a lab never brought up has an empty one.
 func LoadState(p *plan.Plan) (*State, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/bmlab/bmlab/internal/labvirt"
+	"github.com/bmlab/bmlab/internal/plan"
 )
 
 // storage ensures the lab's directory pool and one thin qcow2 volume per
@@ -32,7 +33,7 @@ func (storage) Ensure(ctx context.Context, e *Env) (bool, error) {
 		}
 	}
 	for _, n := range p.Nodes {
-		if n.Role == "bootstrap" && exists(marker(p, bootstrapRemoved)) {
+		if n.Role == plan.RoleBootstrap && exists(p.Paths.BootstrapRemoved) {
 			continue
 		}
 		for _, d := range n.Disks {

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"crypto/sha1"
 	"crypto/sha256"
 	"errors"
@@ -55,6 +56,9 @@ type Options struct {
 	// HostCPUs is the host's CPU count; it sets how many machines the
 	// lab's vbmcd lets start at once (0: unknown, one at a time).
 	HostCPUs int
+	// PullSecret and SSHKey, when set, override the lab file's input
+	// files (up's --pull-secret and --ssh-key).
+	PullSecret, SSHKey string
 }
 
 // Plan is every fact about a lab, resolved once. Commands read it; none
@@ -82,24 +86,96 @@ type Plan struct {
 	// Spoke names the host when this is the part of a lab over several
 	// hosts that one of the other hosts holds (ForSpoke).
 	Spoke string `json:"spoke,omitempty"`
+	// Cluster is the OpenShift cluster the lab installs.
+	Cluster Cluster `json:"cluster"`
+	// Paths are the files and directories labctl writes beside the
+	// objects it makes.
+	Paths Paths `json:"paths"`
 
-	// Config is the lab file as resolved (defaults and profile applied),
-	// for install-config generation; not part of the plan's own facts.
-	Config *labconfig.Config `json:"-"`
 	// Source is the lab file as read (nil for the seed lab): what labctl
 	// hands to labctl on the other hosts of the lab.
 	Source []byte `json:"-"`
 }
 
+// Cluster is the OpenShift cluster the lab installs: what install-config,
+// the hybrid mode's static pods and the lab host's hosts file need.
+type Cluster struct {
+	Name       string `json:"name"`
+	BaseDomain string `json:"baseDomain"`
+	// Domain is <name>.<baseDomain>; the names below are in it.
+	Domain string `json:"domain"`
+	// APIName and APIIntName are api.<domain> and api-int.<domain>;
+	// AppsDomain is apps.<domain>, whose every name (*.apps) is the
+	// ingress VIP's; ConsoleHost and OAuthHost are two of them.
+	APIName     string `json:"apiName"`
+	APIIntName  string `json:"apiIntName"`
+	AppsDomain  string `json:"appsDomain"`
+	ConsoleHost string `json:"consoleHost"`
+	OAuthHost   string `json:"oauthHost"`
+	// MachineNetwork is the nodes' subnet; HostAddress the lab host's own
+	// address on it (the NAT network's gateway, libvirt's dnsmasq).
+	MachineNetwork netip.Prefix  `json:"machineNetwork"`
+	HostAddress    netip.Addr    `json:"hostAddress"`
+	DHCPRange      ipi.AddrRange `json:"dhcpRange"`
+	APIVIP         netip.Addr    `json:"apiVIP"`
+	IngressVIP     netip.Addr    `json:"ingressVIP"`
+	Masters        int           `json:"masters"`
+	Workers        int           `json:"workers"`
+	// ProvisioningNetwork is Managed, Unmanaged or Disabled; the CIDR
+	// and bridge are set when it is not Disabled.
+	ProvisioningNetwork     string       `json:"provisioningNetwork"`
+	ProvisioningNetworkCIDR netip.Prefix `json:"provisioningNetworkCIDR,omitzero"`
+	ProvisioningBridge      string       `json:"provisioningBridge,omitempty"`
+	// ExternalBridge is install-config's externalBridge: the lab's
+	// baremetal bridge, else its first.
+	ExternalBridge string `json:"externalBridge"`
+	// PullSecret and SSHKey are the input files (the flags' when given,
+	// else the lab file's, relative to the lab's directory); "" SSHKey
+	// means the first of the user's default keys.
+	PullSecret string `json:"pullSecret"`
+	SSHKey     string `json:"sshKey,omitempty"`
+}
+
+// Paths are the files labctl keeps for a lab, all under its directory.
+type Paths struct {
+	// State records the last step done (labctl status).
+	State string `json:"state"`
+	// Logs holds the nodes' serial logs.
+	Logs string `json:"logs"`
+	// InstallConfig is install-config.yaml in the installer's directory;
+	// InstallConfigCopy the copy kept in the state directory (the
+	// installer consumes its own).
+	InstallConfig     string `json:"installConfig"`
+	InstallConfigCopy string `json:"installConfigCopy"`
+	// InstallerLog is the installer's own log, InstallerOutput labctl's
+	// record of what it printed.
+	InstallerLog    string `json:"installerLog"`
+	InstallerOutput string `json:"installerOutput"`
+	// Kubeconfig and KubeadminPassword are the installer's, once the
+	// cluster is up.
+	Kubeconfig        string `json:"kubeconfig"`
+	KubeadminPassword string `json:"kubeadminPassword"`
+	// IgnitionDir holds each hybrid node's merged ignition, readable by
+	// qemu (every mode's plan names it, so down --lab removes it).
+	IgnitionDir string `json:"ignitionDir"`
+	// Markers record what happened outside the host's objects (the
+	// installer's waits), so that up resumes after them.
+	BootstrapComplete string `json:"bootstrapComplete"`
+	BootstrapRemoved  string `json:"bootstrapRemoved"`
+	InstallComplete   string `json:"installComplete"`
+	// HostsFile gets the cluster's names for the lab host (hybrid).
+	HostsFile string `json:"hostsFile"`
+}
+
 // Node is one VM.
 type Node struct {
-	Name      string `json:"name"`
-	Role      string `json:"role"`
-	MAC       string `json:"mac"`
-	UUID      string `json:"uuid"`
-	IP        string `json:"ip"`
-	VCPUs     uint   `json:"vcpus"`
-	MemoryMiB uint   `json:"memoryMiB"`
+	Name      string     `json:"name"`
+	Role      string     `json:"role"`
+	MAC       string     `json:"mac"`
+	UUID      string     `json:"uuid"`
+	IP        netip.Addr `json:"ip"`
+	VCPUs     uint       `json:"vcpus"`
+	MemoryMiB uint       `json:"memoryMiB"`
 	// Disks are the node's volumes, the boot disk first.
 	Disks     []Disk `json:"disks"`
 	SerialLog string `json:"serialLog"`
@@ -208,8 +284,6 @@ type Hybrid struct {
 	// file a URL is downloaded to once.
 	Image   string `json:"image"`
 	Backing string `json:"backing"`
-	// IgnitionDir holds each node's merged ignition, readable by qemu.
-	IgnitionDir string `json:"ignitionDir"`
 	// APIRouterID and IngressRouterID are keepalived's virtual_router_id
 	// for the VIPs.
 	APIRouterID     int `json:"apiRouterID"`
@@ -222,8 +296,6 @@ type Hybrid struct {
 	CoreDNSImage    string `json:"corednsImage"`
 	HAProxyImage    string `json:"haproxyImage"`
 	ApproverImage   string `json:"approverImage"`
-	// HostsFile gets the api and console/oauth entries for the lab host.
-	HostsFile string `json:"hostsFile"`
 	// Segment names the layer-2 network the nodes are on (the bridge their
 	// baremetal bridge is joined to): clusters on one segment must not
 	// share VIPs or keepalived router IDs.
@@ -286,11 +358,13 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	state := filepath.Join(o.Dir, ".bmlab")
 	p := &Plan{
 		Lab: cfg.Name, Mode: o.Mode, Profile: o.Profile, Dir: o.Dir, StateDir: state,
-		LibvirtURI: o.LibvirtURI, Netns: o.Netns, Config: cfg,
+		LibvirtURI: o.LibvirtURI, Netns: o.Netns,
 		Storage:   Storage{Pool: cfg.Name + "-disks", Dir: filepath.Join(state, "disks")},
 		Installer: Installer{Binary: k.Installer, Dir: filepath.Join(o.Dir, "install")},
 	}
+	p.Paths = resolvePaths(state, p.Installer.Dir, k.Hybrid.HostsFile)
 	p.Network = resolveNetwork(cfg)
+	p.Cluster = resolveCluster(cfg, o, p.Network)
 	p.BMC = BMC{
 		Kind: k.BMC.Kind, Scheme: "http", Host: k.BMC.Address, RedfishPort: k.BMC.RedfishPort,
 		Username: k.BMC.Username, Password: k.BMC.Password,
@@ -307,9 +381,9 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		}
 		h := k.Hybrid
 		p.Hybrid = &Hybrid{
-			Image: k.Image, Backing: k.Image, IgnitionDir: filepath.Join(state, "ignition"),
+			Image: k.Image, Backing: k.Image,
 			KeepalivedImage: h.KeepalivedImage, CoreDNSImage: h.CoreDNSImage, HAProxyImage: h.HAProxyImage,
-			ApproverImage: h.ApproverImage, HostsFile: h.HostsFile,
+			ApproverImage: h.ApproverImage,
 		}
 		if IsURL(k.Image) {
 			p.Hybrid.Backing = filepath.Join(state, "images", path.Base(k.Image))
@@ -338,6 +412,114 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	p.resolveHosts(cfg)
 	p.Vbmcd = p.vbmcd(o.Vbmcd, o.HostCPUs)
 	return p, nil
+}
+
+// resolvePaths names the files labctl keeps: state and markers in the
+// state directory, the installer's files in its directory.
+func resolvePaths(state, install, hostsFile string) Paths {
+	return Paths{
+		State:             filepath.Join(state, "state.json"),
+		Logs:              filepath.Join(state, "logs"),
+		InstallConfig:     filepath.Join(install, ipi.FileName),
+		InstallConfigCopy: filepath.Join(state, ipi.FileName),
+		InstallerLog:      filepath.Join(install, ipi.InstallerLogName),
+		InstallerOutput:   filepath.Join(install, ipi.OutputLogName),
+		Kubeconfig:        filepath.Join(install, "auth", "kubeconfig"),
+		KubeadminPassword: filepath.Join(install, "auth", "kubeadmin-password"),
+		IgnitionDir:       filepath.Join(state, "ignition"),
+		BootstrapComplete: filepath.Join(state, "bootstrap-complete"),
+		BootstrapRemoved:  filepath.Join(state, "bootstrap-removed"),
+		InstallComplete:   filepath.Join(state, "install-complete"),
+		HostsFile:         hostsFile,
+	}
+}
+
+// resolveCluster gathers the cluster's facts: names in its domain,
+// addresses, counts, bridges for install-config, the input files.
+func resolveCluster(cfg *labconfig.Config, o Options, n Network) Cluster {
+	k := cfg.Cluster
+	domain := k.Name + "." + k.BaseDomain
+	c := Cluster{
+		Name: k.Name, BaseDomain: k.BaseDomain, Domain: domain,
+		APIName: "api." + domain, APIIntName: "api-int." + domain, AppsDomain: "apps." + domain,
+		ConsoleHost:    "console-openshift-console.apps." + domain,
+		OAuthHost:      "oauth-openshift.apps." + domain,
+		MachineNetwork: k.MachineNetwork, HostAddress: k.MachineNetwork.Masked().Addr().Next(),
+		DHCPRange: ipi.AddrRange{Start: k.DHCPRange.Start, End: k.DHCPRange.End},
+		APIVIP:    k.APIVIP, IngressVIP: k.IngressVIP,
+		Masters: k.Masters.N(), Workers: k.Workers.N(),
+		ProvisioningNetwork: cfg.Network.ProvisioningNetwork,
+		ExternalBridge:      externalBridge(cfg.Network),
+		PullSecret:          inputPath(cmp.Or(o.PullSecret, k.PullSecret), o.Dir),
+	}
+	if s := cmp.Or(o.SSHKey, k.SSHKey); s != "" {
+		c.SSHKey = inputPath(s, o.Dir)
+	}
+	if c.ProvisioningNetwork != labconfig.ProvisioningDisabled {
+		c.ProvisioningNetworkCIDR = k.ProvisioningNetworkCIDR
+		c.ProvisioningBridge = provisioningBridge(cfg.Network, c.ExternalBridge)
+	}
+	return c
+}
+
+// inputPath is a lab file's (or flag's) path of an input file: relative to
+// the lab's directory; "~/" stays for the reader to resolve.
+func inputPath(path, dir string) string {
+	if filepath.IsAbs(path) || strings.HasPrefix(path, "~/") {
+		return path
+	}
+	return filepath.Join(dir, path)
+}
+
+// externalBridge is the lab's baremetal bridge, else its first bridge.
+func externalBridge(n labconfig.Network) string {
+	if hasBridge(n, labconfig.BaremetalBridge) {
+		return labconfig.BaremetalBridge
+	}
+	if len(n.Bridges) > 0 {
+		return n.Bridges[0].Name
+	}
+	return ""
+}
+
+// provisioningBridge is the lab's provisioning bridge, else its first
+// bridge that is not the external one ("" when there is none: the
+// installer's checks say so).
+func provisioningBridge(n labconfig.Network, external string) string {
+	if hasBridge(n, labconfig.ProvisioningBridge) {
+		return labconfig.ProvisioningBridge
+	}
+	for _, b := range n.Bridges {
+		if b.Name != external {
+			return b.Name
+		}
+	}
+	return ""
+}
+
+// IPICluster is the cluster as install-config generation takes it.
+func (p *Plan) IPICluster() ipi.Cluster {
+	c := p.Cluster
+	return ipi.Cluster{
+		Name: c.Name, BaseDomain: c.BaseDomain, MachineNetwork: c.MachineNetwork, DHCPRange: c.DHCPRange,
+		APIVIP: c.APIVIP, IngressVIP: c.IngressVIP, Masters: c.Masters, Workers: c.Workers,
+		ProvisioningNetwork: c.ProvisioningNetwork, ProvisioningNetworkCIDR: c.ProvisioningNetworkCIDR,
+		ExternalBridge: c.ExternalBridge, ProvisioningBridge: c.ProvisioningBridge,
+		BMCUsername: p.BMC.Username, BMCPassword: p.BMC.Password,
+		// vbmcd's certificate is self-signed.
+		BMCInsecure: p.BMC.Kind != labconfig.BMCIPMI && p.BMC.Scheme == "https",
+	}
+}
+
+// IPINodes are the nodes with a BMC, as install-config lists them.
+func (p *Plan) IPINodes() []ipi.Node {
+	var out []ipi.Node
+	for _, n := range p.Nodes {
+		if n.Role == RoleMaster || n.Role == RoleWorker {
+			out = append(out, ipi.Node{Name: n.Name, Role: n.Role, UUID: n.UUID, BootMAC: n.MAC, BMCAddress: n.BMC.Address})
+		}
+	}
+	return out
 }
 
 // natBridge names the bridge of the lab's own NAT network: bmnat-<lab>
@@ -416,15 +598,15 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 				return fmt.Errorf("cluster.dhcpRange: %s has no room for %d nodes; widen it", k.DHCPRange, len(p.Nodes)+1)
 			}
 			n := Node{
-				Name: name, Role: g.role, MAC: MACFor(cfg.Name, name), UUID: UUIDFor(cfg.Name, name), IP: ip.String(),
+				Name: name, Role: g.role, MAC: MACFor(cfg.Name, name), UUID: UUIDFor(cfg.Name, name), IP: ip,
 				VCPUs: uint(g.spec.VCPUs), MemoryMiB: uint(g.spec.MemoryMiB),
-				SerialLog: filepath.Join(p.StateDir, "logs", name+".serial.log"),
+				SerialLog: filepath.Join(p.Paths.Logs, name+".serial.log"),
 			}
 			ip = ip.Next()
 			disk := Disk{Volume: name + ".qcow2", SizeGiB: uint(g.spec.DiskGiB)}
 			if p.Hybrid != nil {
 				disk.Backing = p.Hybrid.Backing
-				n.Ignition = filepath.Join(p.Hybrid.IgnitionDir, name+".ign")
+				n.Ignition = filepath.Join(p.Paths.IgnitionDir, name+".ign")
 			}
 			n.Disks = append(n.Disks, disk)
 			for j, gib := range g.spec.ExtraDisks {
@@ -434,7 +616,7 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 				n.Disks[j].Path = filepath.Join(p.Storage.Dir, n.Disks[j].Volume)
 			}
 			if p.Mode == ModeIPI {
-				if err := p.endpoint(&n, len(p.Nodes)); err != nil {
+				if err := p.endpoint(&n, len(p.Nodes), k.BMC.Kind); err != nil {
 					return err
 				}
 			}
@@ -445,14 +627,13 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 }
 
 // endpoint gives node i its BMC address: the one place it is made.
-func (p *Plan) endpoint(n *Node, i int) error {
-	b := p.Config.Cluster.BMC
+func (p *Plan) endpoint(n *Node, i int, kind string) error {
 	host := net.JoinHostPort(p.BMC.Host, strconv.Itoa(p.BMC.RedfishPort))
 	n.BMC.SystemURL = fmt.Sprintf("%s://%s/redfish/v1/Systems/%s", p.BMC.Scheme, host, n.UUID)
 	if p.BMC.Kind == labconfig.BMCIPMI {
 		n.BMC.IPMIPort = p.BMC.IPMIPortBase + i
 	}
-	addr, err := ipi.BMCAddress(b, n.UUID, n.BMC.IPMIPort)
+	addr, err := ipi.BMCAddress(ipi.BMCEndpoint{Kind: kind, Host: p.BMC.Host, RedfishPort: p.BMC.RedfishPort, TLS: p.BMC.Scheme == "https"}, n.UUID, n.BMC.IPMIPort)
 	if err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}

@@ -45,6 +45,9 @@ type Globals struct {
 	// Dir is the lab's directory (default: the lab file's); needed with a
 	// lab file on standard input (-f -).
 	Dir string
+	// PullSecret and SSHKey override the lab file's input files (up's
+	// flags); relative to the working directory.
+	PullSecret, SSHKey string
 }
 
 // LoadPlan resolves the lab the flags select.
@@ -53,6 +56,15 @@ func (g *Globals) LoadPlan() (*plan.Plan, error) {
 	o := plan.Options{
 		ConfigPath: g.ConfigPath, ConfigSet: g.ConfigSet, Profile: g.Profile, Mode: g.Mode, Dir: g.Dir,
 		Netns: g.Netns, LibvirtURI: g.LibvirtURI, Vbmcd: vb, HostCPUs: runtime.NumCPU(),
+	}
+	for _, f := range []struct{ in, out *string }{{&g.PullSecret, &o.PullSecret}, {&g.SSHKey, &o.SSHKey}} {
+		if *f.in != "" {
+			abs, err := filepath.Abs(*f.in)
+			if err != nil {
+				return nil, err
+			}
+			*f.out = abs
+		}
 	}
 	if g.ConfigSet && g.ConfigPath == "-" {
 		// What labctl on the hub runs on the lab's other hosts.

@@ -18,8 +18,6 @@ import (
 
 type flags struct {
 	until      string
-	pullSecret string
-	sshKey     string
 	output     string
 	lab        string
 	host       string
@@ -56,8 +54,8 @@ bmcs, install-config, installer. --mode hybrid: the kcli-style UPI flow
 		},
 	}
 	up.Flags().StringVar(&f.until, "until", "", "stop after this step")
-	up.Flags().StringVar(&f.pullSecret, "pull-secret", "", "pull secret file (overrides the lab file)")
-	up.Flags().StringVar(&f.sshKey, "ssh-key", "", "public SSH key file (overrides the lab file)")
+	up.Flags().StringVar(&g.PullSecret, "pull-secret", "", "pull secret file (overrides the lab file's cluster.pullSecret)")
+	up.Flags().StringVar(&g.SSHKey, "ssh-key", "", "public SSH key file (overrides the lab file's cluster.sshKey)")
 	up.Flags().StringVar(&f.host, "host", "", "for a lab over several hosts: bring up this host's part (not the hub's), on that host; labctl on the hub runs it through the host's exec:")
 
 	status := &cobra.Command{
@@ -125,7 +123,7 @@ func withLab(ctx context.Context, g *cli.Globals, f *flags, fn func(*lab.Env) er
 		return err
 	}
 	defer h.Close()
-	return fn(&lab.Env{Plan: p, Host: h, Rep: cli.NewStatus(g.Streams.Out), Log: g.Logger, Remote: lab.ExecRunner{}, PullSecret: f.pullSecret, SSHKey: f.sshKey})
+	return fn(&lab.Env{Plan: p, Host: h, Rep: cli.NewStatus(g.Streams.Out), Log: g.Logger, Remote: lab.ExecRunner{}})
 }
 
 type nodeRow struct {
@@ -146,7 +144,7 @@ func rows(ctx context.Context, e *lab.Env) ([]nodeRow, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, nodeRow{Name: n.Name, Role: n.Role, MAC: n.MAC, IP: n.IP, BMC: n.BMC.Address, UUID: n.UUID, Power: power, Host: n.Host})
+		out = append(out, nodeRow{Name: n.Name, Role: n.Role, MAC: n.MAC, IP: n.IP.String(), BMC: n.BMC.Address, UUID: n.UUID, Power: power, Host: n.Host})
 	}
 	return out, nil
 }

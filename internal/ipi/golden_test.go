@@ -1,0 +1,80 @@
+package ipi_test
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/labconfig"
+	"github.com/bmlab/bmlab/internal/plan"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+const (
+	testPullSecret = `{"auths":{"quay.io":{"auth":"dXNlcjpwYXNz","email":"lab@bmlab.test"}}}`
+	testSSHKey     = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGq7ZJzDmUd0i7UO4u4Xc5xxdtMQdaC6N0HRwsZi0o7X lab@bmlab.test"
+)
+
+// TestGenerateGolden renders the install-config of a few lab files, as the
+// plan resolves them, checks that it passes Validate and compares it with
+// testdata/NAME.yaml (go test ./internal/ipi -run Golden -update rewrites
+// them).
+func TestGenerateGolden(t *testing.T) {
+	tests := []struct{ name, lab, profile string }{
+		{name: "seed", lab: ""},
+		{name: "ipmi-managed", lab: "network: {provisioningNetwork: Managed}\ncluster: {clusterName: ostest, bmc: {kind: ipmi}}\n"},
+		{name: "redfish-http-managed", lab: "network: {provisioningNetwork: Managed}\ncluster: {bmc: {kind: redfish, tls: false, redfishPort: 8080}}\n"},
+		{name: "tiny-compact", lab: "cluster: {workers: {count: 0}}\n", profile: labconfig.ProfileTiny},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := labconfig.Parse([]byte(tt.lab))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cfg.ApplyProfile(tt.profile); err != nil {
+				t.Fatal(err)
+			}
+			p, err := plan.Resolve(cfg, plan.Options{Dir: "/labs/" + tt.name, Profile: tt.profile})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ic, err := ipi.Generate(p.IPICluster(), p.IPINodes(), testPullSecret, testSSHKey)
+			if err != nil {
+				t.Fatalf("Generate: %v", err)
+			}
+			if errs := ipi.Validate(ic, p.Cluster.DHCPRange); len(errs) > 0 {
+				t.Errorf("Validate(Generate()) = %v", errs)
+			}
+			got, err := ipi.Marshal(ic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", tt.name+".yaml")
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if d := cmp.Diff(string(want), string(got)); d != "" {
+				t.Errorf("%s (-want +got):\n%s", golden, d)
+			}
+			back, err := ipi.Parse(got)
+			if err != nil {
+				t.Fatalf("Parse(Marshal()) = %v", err)
+			}
+			if d := cmp.Diff(ic, back); d != "" {
+				t.Errorf("Parse(Marshal()) differs (-generated +parsed):\n%s", d)
+			}
+		})
+	}
+}

@@ -1,0 +1,51 @@
+package plan
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// imports lists the packages that the non-test Go files of dir import.
+func imports(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Go files in %s: %v", dir, err)
+	}
+	out := map[string]bool{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		af, err := parser.ParseFile(token.NewFileSet(), f, src, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, im := range af.Imports {
+			p, _ := strconv.Unquote(im.Path.Value)
+			out[p] = true
+		}
+	}
+	return out
+}
+
+// TestOnlyThePlanReadsTheLabFile guards the plan's promise: labctl's
+// actions, install-config generation and the hybrid flow take the plan's
+// facts, never the lab file, so no fact is derived twice.
+func TestOnlyThePlanReadsTheLabFile(t *testing.T) {
+	const labconfig = "github.com/bmlab/bmlab/internal/labconfig"
+	for _, dir := range []string{"../lab", "../ipi", "../upi"} {
+		if imports(t, dir)[labconfig] {
+			t.Errorf("internal/%s imports internal/labconfig: read the plan's facts (internal/plan) instead", filepath.Base(dir))
+		}
+	}
+}
