@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
 )
 
 // fakeInstaller is a shell script standing in for openshift-install. These

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
 )
 
 // validLab is the seed lab's install-config, which passes every rule.

@@ -17,10 +17,10 @@ import (
 )
 
 type flags struct {
-	until      string
-	output     string
-	lab        string
-	host       string
+	until  string
+	output string
+	lab    string
+	host   string
 }
 
 // NewCommands returns up, status and down.
