@@ -1,9 +1,6 @@
 package lab
 
 import (
-	"fmt"
-	"net/netip"
-	"strings"
 
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/plan"
@@ -50,43 +47,9 @@ func HybridInstallConfig(e *Env) (*ipi.InstallConfig, error) {
 		SSHKey:       key,
 	}
 	if errs := ipi.Validate(ic, k.DHCPRange); len(errs) > 0 {
-		return nil, fmt.Errorf("install-config.yaml would fail the installer's checks:\n%w", errs)
-	}
-	if err := CheckVIPs(p); err != nil {
-		return nil, err
+		return nil, errs
 	}
 	return ic, nil
-}
-
-// CheckVIPs applies the hybrid mode's rules to the VIPs, which keepalived
-// on the nodes holds (platform none has no installer check of them): inside
-// the machine network, outside its DHCP range and every node's address,
-// and API and ingress distinct.
-func CheckVIPs(p *plan.Plan) error {
-	k := p.Cluster
-	var errs []string
-	for _, v := range []struct {
-		field string
-		ip    netip.Addr
-	}{{"cluster.apiVIP", k.APIVIP}, {"cluster.ingressVIP", k.IngressVIP}} {
-		switch {
-		case !v.ip.IsValid():
-			errs = append(errs, v.field+": must be set")
-		case !k.MachineNetwork.Contains(v.ip):
-			errs = append(errs, fmt.Sprintf("%s: %s is not in the machine network %s", v.field, v.ip, k.MachineNetwork))
-		case k.DHCPRange.Contains(v.ip):
-			errs = append(errs, fmt.Sprintf("%s: %s is in the DHCP range %s, where dnsmasq may lease it to someone", v.field, v.ip, k.DHCPRange))
-		case v.ip == k.HostAddress:
-			errs = append(errs, fmt.Sprintf("%s: %s is the lab host's own address on the network", v.field, v.ip))
-		}
-	}
-	if k.APIVIP.IsValid() && k.APIVIP == k.IngressVIP {
-		errs = append(errs, fmt.Sprintf("cluster.ingressVIP: %s is the API VIP too; the hybrid mode needs two", k.IngressVIP))
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("the VIPs:\n  %s", strings.Join(errs, "\n  "))
-	}
-	return nil
 }
 
 // Cluster is the plan's cluster as the static pods and the ignition merge

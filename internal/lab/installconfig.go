@@ -3,11 +3,9 @@ package lab
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 
 	"github.com/bmlab/bmlab/internal/ipi"
-	"github.com/bmlab/bmlab/internal/plan"
 )
 
 // installConfig writes install-config.yaml for platform baremetal, checked
@@ -58,7 +56,7 @@ func IPIInstallConfig(e *Env) (*ipi.InstallConfig, error) {
 		return nil, err
 	}
 	if errs := ipi.Validate(ic, p.Cluster.DHCPRange); len(errs) > 0 {
-		return nil, fmt.Errorf("install-config.yaml would fail the installer's checks:\n%w", errs)
+		return nil, errs
 	}
 	return ic, nil
 }
@@ -66,31 +64,6 @@ func IPIInstallConfig(e *Env) (*ipi.InstallConfig, error) {
 // Inputs reads the pull secret and SSH key the plan names.
 func Inputs(e *Env) (pullSecret, sshKey string, err error) {
 	return ipi.ReadInputs(e.Plan.Cluster.PullSecret, e.Plan.Cluster.SSHKey)
-}
-
-// Precheck validates, before anything is built, what the run will write
-// the installer's way: a run that would reach install-config fails now, not
-// after the nodes exist. Runs that stop earlier (--until nodes, say) need no
-// pull secret.
-func Precheck(e *Env, actions []Action, until string) error {
-	for _, a := range actions {
-		if a.Name() == "install-config" {
-			break
-		}
-		if a.Name() == until {
-			return nil
-		}
-	}
-	var err error
-	if e.Plan.Mode == plan.ModeIPI {
-		_, err = IPIInstallConfig(e)
-	} else {
-		_, err = HybridInstallConfig(e)
-	}
-	if err != nil {
-		return fmt.Errorf("the lab file would give an install-config that fails the installer's checks; nothing was changed:\n%w", err)
-	}
-	return nil
 }
 
 // removeFiles removes files; absent ones are success.

@@ -26,6 +26,9 @@ func (preflight) Ensure(ctx context.Context, e *Env) (bool, error) {
 	if p.Hybrid != nil && len(p.Hosts) > 0 {
 		return false, errors.New("hosts: the hybrid mode runs on one host for now (its ignition files and backing image are on the hub only); use --mode ipi-baremetal, or remove hosts:")
 	}
+	if err := CheckInputs(e); err != nil {
+		return false, err
+	}
 	if _, err := os.Stat("/dev/kvm"); err != nil {
 		e.Rep.Note("preflight", "no /dev/kvm: the VMs run under TCG (software emulation), much slower than KVM")
 	}

@@ -305,8 +305,32 @@ func (c *Config) validateCluster() []error {
 	if !k.APIVIP.IsValid() || !k.IngressVIP.IsValid() {
 		add("apiVIP and ingressVIP: both must be set when machineNetwork is")
 	}
+	host := mn.Masked().Addr().Next()
+	for _, v := range []struct {
+		field string
+		ip    netip.Addr
+	}{{"apiVIP", k.APIVIP}, {"ingressVIP", k.IngressVIP}} {
+		switch {
+		case !v.ip.IsValid():
+		case !mn.Contains(v.ip):
+			add("%s: %s is outside machineNetwork %s; pick a free address inside it, outside dhcpRange", v.field, v.ip, mn)
+		case k.DHCPRange.Contains(v.ip):
+			add("%s: %s is inside dhcpRange %s, where DHCP may lease it to a node; pick one outside the range", v.field, v.ip, k.DHCPRange)
+		case v.ip == host:
+			add("%s: %s is the lab host's own address on machineNetwork (its first); pick another", v.field, v.ip)
+		}
+	}
+	if k.APIVIP.IsValid() && k.APIVIP == k.IngressVIP {
+		add("ingressVIP: %s is the apiVIP too; the API and the ingress need an address each", k.IngressVIP)
+	}
 	if c.Network.ProvisioningNetwork == ProvisioningDisabled && k.ProvisioningNetworkCIDR.IsValid() {
 		add("provisioningNetworkCIDR: %s is set but network.provisioningNetwork is Disabled", k.ProvisioningNetworkCIDR)
+	}
+	if p := k.ProvisioningNetworkCIDR; p.IsValid() && mn.IsValid() && p.Overlaps(mn) {
+		add("provisioningNetworkCIDR: %s overlaps machineNetwork %s; the two networks must be apart (the installer's default is %s)", p, mn, DefaultProvisioningNetworkCIDR)
+	}
+	if n := k.Masters.N(); n == 2 {
+		add("masters.count: 2 control-plane nodes are valid in OpenShift only with fencing credentials or an arbiter node, which this lab file cannot express yet; use 3 masters")
 	}
 	for _, r := range []struct {
 		field string
@@ -326,6 +350,8 @@ func (c *Config) validateCluster() []error {
 	}
 	if k.BMC.Address == "" {
 		add("bmc.address: must be set")
+	} else if err := hostOrIP(k.BMC.Address); err != nil {
+		add("bmc.address: %v", err)
 	}
 	for _, p := range []struct {
 		field string
@@ -413,6 +439,26 @@ func (b *BMC) resolvePassword(dir string) error {
 	b.Password = strings.TrimRight(string(data), "\r\n")
 	if b.Password == "" {
 		return fmt.Errorf("cluster.bmc.passwordFile %s is empty", path)
+	}
+	return nil
+}
+
+// hostOrIP accepts an IP address or a DNS name; what looks like an IPv4
+// address (digits and dots) must be one.
+func hostOrIP(s string) error {
+	if _, err := netip.ParseAddr(s); err == nil {
+		return nil
+	}
+	if strings.Trim(s, "0123456789.") == "" {
+		return fmt.Errorf("%q is not an IP address (each of its four numbers is 0-255); write the lab host's address on machineNetwork", s)
+	}
+	if strings.Contains(s, ":") {
+		return fmt.Errorf("%q is not an IP address", s)
+	}
+	for _, label := range strings.Split(s, ".") {
+		if len(label) == 0 || len(label) > 63 || strings.HasPrefix(label, "-") || strings.HasSuffix(label, "-") || strings.Trim(strings.ToLower(label), "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+			return fmt.Errorf("%q is neither an IP address nor a DNS name", s)
+		}
 	}
 	return nil
 }

@@ -87,7 +87,7 @@ cluster:
 
 func TestParseClusterErrorsNameTheField(t *testing.T) {
 	tests := []struct{ yaml, want string }{
-		{"cluster:\n  mastrs: {}\n", `unknown field "mastrs"`},
+		{"cluster:\n  mastrs: {}\n", `cluster.mastrs (line 2): unknown key; did you mean "masters"?`},
 		{"cluster:\n  masters: {count: 0}\n", "cluster.masters.count: 0 is less than 1"},
 		{"cluster:\n  workers: {vcpus: -1}\n", "cluster.workers: vcpus -1, memoryMiB 8192 and diskGiB 120 must all be positive"},
 		{"cluster:\n  workers: {extraDisks: [0]}\n", "cluster.workers.extraDisks[0]: 0 GiB must be positive"},
@@ -96,6 +96,14 @@ func TestParseClusterErrorsNameTheField(t *testing.T) {
 		{"cluster:\n  dhcpRange: {start: 192.168.111.60, end: 192.168.111.20}\n", "cluster.dhcpRange: end 192.168.111.20 is before start 192.168.111.60"},
 		{"cluster:\n  dhcpRange: {start: 192.168.112.2, end: 192.168.112.9}\n", "cluster.dhcpRange: 192.168.112.2-192.168.112.9 is not inside machineNetwork 192.168.111.0/24"},
 		{"cluster:\n  provisioningNetworkCIDR: 172.22.0.0/24\n", "cluster.provisioningNetworkCIDR: 172.22.0.0/24 is set but network.provisioningNetwork is Disabled"},
+		{"cluster:\n  apiVIP: 192.168.111.30\n", "cluster.apiVIP: 192.168.111.30 is inside dhcpRange 192.168.111.20-192.168.111.60, where DHCP may lease it to a node"},
+		{"cluster:\n  apiVIP: 10.1.1.1\n", "cluster.apiVIP: 10.1.1.1 is outside machineNetwork 192.168.111.0/24"},
+		{"cluster:\n  ingressVIP: 192.168.111.5\n", "cluster.ingressVIP: 192.168.111.5 is the apiVIP too"},
+		{"cluster:\n  apiVIP: 192.168.111.1\n", "cluster.apiVIP: 192.168.111.1 is the lab host's own address on machineNetwork"},
+		{"network: {provisioningNetwork: Managed}\ncluster:\n  provisioningNetworkCIDR: 192.168.111.128/25\n", "cluster.provisioningNetworkCIDR: 192.168.111.128/25 overlaps machineNetwork 192.168.111.0/24"},
+		{"cluster:\n  masters: {count: 2}\n", "cluster.masters.count: 2 control-plane nodes are valid in OpenShift only with fencing credentials or an arbiter node"},
+		{"cluster:\n  bmc: {address: 192.168.111.300}\n", `cluster.bmc.address: "192.168.111.300" is not an IP address`},
+		{"cluster:\n  bmc: {address: -bad-.lab}\n", `cluster.bmc.address: "-bad-.lab" is neither an IP address nor a DNS name`},
 		{"cluster:\n  bmc: {kind: idrac}\n", `cluster.bmc.kind: "idrac" is not one of`},
 		{"cluster:\n  bmc: {redfishPort: 70000}\n", "cluster.bmc.redfishPort: 70000 is not a port"},
 		{"cluster:\n  bmc: {kind: ipmi, ipmiPortBase: 65534}\n", "cluster.bmc.ipmiPortBase: 65534 leaves no port for every node (the last would be 65538)"},

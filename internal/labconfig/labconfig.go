@@ -154,6 +154,9 @@ func LoadData(data []byte, dir string) (*Config, error) {
 
 // Parse decodes a configuration file, fills in defaults and validates it.
 func Parse(data []byte) (*Config, error) {
+	if err := checkShape(data); err != nil {
+		return nil, err
+	}
 	c := &Config{}
 	if err := yaml.UnmarshalStrict(data, c); err != nil {
 		// sigs.k8s.io/yaml goes through JSON; say so only once.
@@ -254,8 +257,15 @@ func (c *Config) Validate() error {
 	for i, b := range c.Network.Bridges {
 		names(fmt.Sprintf("bridges[%d].name", i), b.Name)
 	}
+	bridges := map[string]bool{}
+	for _, b := range c.Network.Bridges {
+		bridges[b.Name] = true
+	}
 	for i, v := range c.Network.Veths {
 		names(fmt.Sprintf("veths[%d]", i), v.Name, v.Peer, v.Master, v.PeerMaster)
+		if v.Master != "" && !bridges[v.Master] {
+			errs = append(errs, fmt.Errorf("network.veths[%d].master: %q is not one of the lab's bridges (network.bridges); name one of them, or leave master out", i, v.Master))
+		}
 	}
 	for i, v := range c.Network.VLANs {
 		names(fmt.Sprintf("vlans[%d]", i), v.Name, v.Parent, v.Master)

@@ -93,12 +93,18 @@ network:
 
 func TestParseErrorsNameTheField(t *testing.T) {
 	tests := []struct{ yaml, want string }{
-		{"network:\n  bridgez: []\n", `not a lab configuration: json: unknown field "bridgez"`},
+		{"network:\n  bridgez: []\n", `network.bridgez (line 2): unknown key; did you mean "bridges"?`},
+		{"mastres: 3\n", `mastres (line 1): unknown key; did you mean cluster.masters?`},
+		{"network:\n  mtu: big\n", `network.mtu (line 2): want a whole number, got "big"`},
+		{"network:\n  bridges: [{name: 12}]\n", `network.bridges[0].name (line 2): want a string, got "12"; quote it`},
+		{"cluster:\n  machineNetwork: 10.0.0.0/33\n", `cluster.machineNetwork (line 2): "10.0.0.0/33" is not an address with a prefix length (10.0.0.0/24): prefix length out of range`},
+		{"name: x\n  bad: [\n", `not YAML: line 2:`},
+		{"network:\n  bridges: [{name: bm}]\n  veths: [{name: v0, peer: v1, master: nosuch0}]\n", `network.veths[0].master: "nosuch0" is not one of the lab's bridges`},
 		{"kind: Cluster\n", `kind: "Cluster" is not supported`},
 		{"name: ../x\n", `name: "../x" must be`},
 		{"network:\n  provisioningNetwork: managed\n", `network.provisioningNetwork: "managed" is not one of`},
 		{"network:\n  bridges: [{name: a-very-long-bridge-name}]\n", "network.bridges[0].name: interface name"},
-		{"network:\n  bridges: [{name: bm}]\n  veths: [{name: v0, peer: v1, master: nosuch0, peerMaster: v0}]\n", `master of "v1" is "v0", a veth`},
+		{"network:\n  bridges: [{name: bm}]\n  veths: [{name: v0, peer: v1, master: bm, peerMaster: v0}]\n", `master of "v1" is "v0", a veth`},
 		{"network:\n  vlans: [{name: v, parent: eth0, id: 5000}]\n", "id 5000 is not in 1..4094"},
 		{"network:\n  bridges: [{name: bm, addresses: [10.0.0.1]}]\n", "10.0.0.1"},
 	}

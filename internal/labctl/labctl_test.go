@@ -163,7 +163,7 @@ func TestNetUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"net", "check", "-o", "yaml"}, `--output "yaml": use table or json`},
-		{[]string{"net", "check", "-f", bad}, bad + `: not a lab configuration: json: unknown field "bridgez"`},
+		{[]string{"net", "check", "-f", bad}, bad + `: network.bridgez (line 2): unknown key; did you mean "bridges"?`},
 		{[]string{"net", "check", "-f", filepath.Join(dir, "none.yaml")}, "no such file"},
 		{[]string{"net", "check", "extra"}, `unknown command "extra"`},
 		{[]string{"net", "frobnicate"}, `unknown command "frobnicate"`},

@@ -42,9 +42,6 @@ bmcs, install-config, installer. --mode hybrid: the kcli-style UPI flow
 				if err := lab.CheckUntil(actions, f.until); err != nil {
 					return err
 				}
-				if err := lab.Precheck(e, actions, f.until); err != nil {
-					return err
-				}
 				if err := lab.Up(cmd.Context(), e, actions, f.until); err != nil {
 					return err
 				}
