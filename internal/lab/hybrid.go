@@ -1,7 +1,6 @@
 package lab
 
 import (
-
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/upi"
