@@ -33,7 +33,7 @@ func (bmcs) Ensure(ctx context.Context, e *Env) (bool, error) {
 		if n.BMC.IPMIPort == 0 {
 			continue
 		}
-		c, err := e.Host.SetIPMIPort(ctx, n.UUID, n.BMC.IPMIPort)
+		c, err := e.Host.Nodes().SetIPMIPort(ctx, n.Name, n.BMC.IPMIPort)
 		if err != nil {
 			return changed, err
 		}
@@ -43,7 +43,7 @@ func (bmcs) Ensure(ctx context.Context, e *Env) (bool, error) {
 	if err != nil {
 		return changed, err
 	}
-	running, err := e.Host.Daemons(ctx, p.Lab)
+	running, err := e.Host.BMCs().Daemons(ctx, p.Lab)
 	if err != nil {
 		return changed, err
 	}
@@ -55,36 +55,36 @@ func (bmcs) Ensure(ctx context.Context, e *Env) (bool, error) {
 			continue
 		}
 		e.Rep.Note("bmcs", fmt.Sprintf("restarting vbmcd (pid %d): its settings changed", d.PID))
-		if err := e.Host.StopDaemon(ctx, d.PID); err != nil {
+		if err := e.Host.BMCs().StopDaemon(ctx, d.PID); err != nil {
 			return changed, err
 		}
 		changed = true
 	}
 	if !ok {
-		if _, err := e.Host.StartDaemon(ctx, p.Vbmcd, p.Netns); err != nil {
+		if _, err := e.Host.BMCs().StartDaemon(ctx, p.Vbmcd, p.Netns); err != nil {
 			return changed, err
 		}
 		changed = true
 	}
-	return changed, e.Host.CheckBMCs(ctx, p, 30*time.Second)
+	return changed, e.Host.BMCs().CheckBMCs(ctx, p, 30*time.Second)
 }
 
 // Delete stops every vbmcd that bears the lab's mark.
 func (bmcs) Delete(ctx context.Context, e *Env) error {
-	running, err := e.Host.Daemons(ctx, e.Plan.Lab)
+	running, err := e.Host.BMCs().Daemons(ctx, e.Plan.Lab)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, d := range running {
-		if err := e.Host.StopDaemon(ctx, d.PID); err != nil {
+		if err := e.Host.BMCs().StopDaemon(ctx, d.PID); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	if left, err := e.Host.Daemons(ctx, e.Plan.Lab); err != nil || len(left) > 0 {
+	if left, err := e.Host.BMCs().Daemons(ctx, e.Plan.Lab); err != nil || len(left) > 0 {
 		return errors.Join(err, fmt.Errorf("vbmcd of lab %q still runs: %v", e.Plan.Lab, left))
 	}
 	return nil
@@ -120,7 +120,7 @@ func BMCClient(p *plan.Plan) *http.Client {
 	}}
 }
 
-// CheckBMCs implements Host: every node's Redfish System answers with its
+// CheckBMCs implements BMCs: every node's Redfish System answers with its
 // UUID at the plan's address, reached from the lab's namespace.
 func (r *RealHost) CheckBMCs(ctx context.Context, p *plan.Plan, wait time.Duration) error {
 	hc := BMCClient(p)

@@ -26,11 +26,23 @@ const (
 // ErrForeign means an object with a lab name does not bear the lab's mark.
 var ErrForeign = errors.New("not the lab's")
 
-// Host is what the actions need of the lab's host. Every method is
-// idempotent; Ensure methods report whether they changed anything; Delete
-// treats "absent" as success and refuses (ErrForeign) an object that does
-// not bear the lab's mark.
-type Host interface {
+// Provider is the platform a lab is built on, in the manner of kind's
+// providers: the actions reach it through a few small interfaces, one per
+// concern, so that another platform (a KubeVirt cluster) is new files, not
+// edits across the actions. The real one is libvirt, netlink and processes
+// on one host (RealHost) or several (MultiHost); the unit tests' is a fake.
+type Provider interface {
+	Objects() Objects
+	Nodes() Nodes
+	Storage() Storage
+	Networks() Networks
+	BMCs() BMCs
+}
+
+// Objects finds what bears a lab's mark, and removes it. Delete treats
+// "absent" as success and refuses (ErrForeign) an object that does not
+// bear the lab's mark.
+type Objects interface {
 	// Owner says whether the object exists and whose mark it bears ("" for
 	// none: foreign).
 	Owner(ctx context.Context, kind Kind, name string) (found bool, owner string, err error)
@@ -38,32 +50,52 @@ type Host interface {
 	Marked(ctx context.Context, kind Kind, lab string) ([]string, error)
 	// Delete removes an object of lab's.
 	Delete(ctx context.Context, kind Kind, name, lab string) error
+}
 
-	EnsureNAT(ctx context.Context, spec labvirt.LabNetworkSpec) (bool, error)
-	EnsureBridgeNetwork(ctx context.Context, spec labvirt.NetworkSpec) (bool, error)
-	// NetworkCIDRs are the addresses of every libvirt network, by name.
-	NetworkCIDRs(ctx context.Context) (map[string][]netip.Prefix, error)
-	EnsureLinks(ctx context.Context, lab string, t netplumb.Topology) (bool, error)
-	// LinkDifferences is what `net check` reports for the topology.
-	LinkDifferences(ctx context.Context, lab string, t netplumb.Topology) ([]netplumb.Difference, error)
+// Nodes are the lab's machines.
+type Nodes interface {
+	// DefineDomain defines a node, shut off.
+	DefineDomain(ctx context.Context, spec labvirt.DomainSpec) error
+	// DomainMarks are the marks' attributes of every marked domain, by
+	// domain, whichever lab's.
+	DomainMarks(ctx context.Context) (map[string]map[string]string, error)
+	// Start starts a node (false when it runs already).
+	Start(ctx context.Context, name string) (bool, error)
+	// Power is a node's power state (On, Off, ..., absent).
+	Power(ctx context.Context, name string) (string, error)
+	// SetIPMIPort records a node's IPMI endpoint with it, where its BMC
+	// reads it, and reports whether it changed.
+	SetIPMIPort(ctx context.Context, name string, port int) (bool, error)
+}
 
+// Storage is the lab's pool and the nodes' volumes.
+type Storage interface {
 	EnsurePool(ctx context.Context, spec labvirt.PoolSpec) (bool, error)
 	EnsureVolume(ctx context.Context, spec labvirt.VolumeSpec) (bool, error)
 	// DanglingPools are pools whose directory is gone.
 	DanglingPools(ctx context.Context) ([]labvirt.DanglingPool, error)
 	DeleteDanglingPool(ctx context.Context, name string) error
+}
 
-	DefineDomain(ctx context.Context, spec labvirt.DomainSpec) error
-	// DomainMarks are the marks' attributes of every marked domain, by
-	// domain, whichever lab's.
-	DomainMarks(ctx context.Context) (map[string]map[string]string, error)
-	// Start starts a domain (false when it runs already).
-	Start(ctx context.Context, name string) (bool, error)
-	// Power is a domain's power state (On, Off, ..., absent).
-	Power(ctx context.Context, name string) (string, error)
-	// SetIPMIPort records a node's IPMI endpoint with its domain.
-	SetIPMIPort(ctx context.Context, uuid string, port int) (bool, error)
+// Networks are the lab's links and libvirt networks. Ensure methods report
+// what they changed, one line each; Problems methods what differs.
+type Networks interface {
+	EnsureNAT(ctx context.Context, spec labvirt.LabNetworkSpec) (bool, error)
+	// NATProblems is how the NAT network differs from spec (none: in sync).
+	NATProblems(ctx context.Context, spec labvirt.LabNetworkSpec) ([]string, error)
+	EnsureBridgeNetwork(ctx context.Context, spec labvirt.NetworkSpec) (bool, error)
+	// BridgeNetworkProblems is how a bridge-named network differs from spec.
+	BridgeNetworkProblems(ctx context.Context, spec labvirt.NetworkSpec) ([]string, error)
+	// NetworkCIDRs are the addresses of every libvirt network, by name.
+	NetworkCIDRs(ctx context.Context) (map[string][]netip.Prefix, error)
+	// EnsureLinks makes the topology's links and returns the steps done.
+	EnsureLinks(ctx context.Context, lab string, t netplumb.Topology) ([]string, error)
+	// LinkDifferences is how the links differ from the topology.
+	LinkDifferences(ctx context.Context, lab string, t netplumb.Topology) ([]netplumb.Difference, error)
+}
 
+// BMCs is the lab's BMC daemon (vbmcd).
+type BMCs interface {
 	// Daemons are the running processes marked as lab's.
 	Daemons(ctx context.Context, lab string) ([]Daemon, error)
 	StartDaemon(ctx context.Context, v plan.Vbmcd, netns string) (Daemon, error)

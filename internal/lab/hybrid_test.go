@@ -31,6 +31,8 @@ func (m markedHost) DomainMarks(context.Context) (map[string]map[string]string, 
 	return m.marks, nil
 }
 
+func (m markedHost) Nodes() Nodes { return m }
+
 func TestSegmentClashes(t *testing.T) {
 	p := hybridPlan(t, "one", "")
 	other := hybridPlan(t, "two", ", apiVIP: 192.168.111.6, ingressVIP: 192.168.111.7")

@@ -125,17 +125,51 @@ func (f *fakeHost) NetworkCIDRs(context.Context) (map[string][]netip.Prefix, err
 	return map[string][]netip.Prefix{"default": {netip.MustParsePrefix("192.168.122.1/24")}}, nil
 }
 
-func (f *fakeHost) EnsureLinks(_ context.Context, lab string, t netplumb.Topology) (bool, error) {
-	changed := false
+func (f *fakeHost) EnsureLinks(_ context.Context, lab string, t netplumb.Topology) ([]string, error) {
+	var steps []string
 	for _, n := range t.Names() {
-		changed = f.put(KindLink, n, lab) || changed
+		if f.put(KindLink, n, lab) {
+			steps = append(steps, "create "+n)
+		}
 	}
-	return changed, f.call("links")
+	return steps, f.call("links")
 }
 
-func (f *fakeHost) LinkDifferences(context.Context, string, netplumb.Topology) ([]netplumb.Difference, error) {
+// LinkDifferences: a link of the topology that is missing, or another's
+// (blocking), as netplumb reports them.
+func (f *fakeHost) LinkDifferences(_ context.Context, lab string, t netplumb.Topology) ([]netplumb.Difference, error) {
+	var out []netplumb.Difference
+	for _, n := range t.Names() {
+		switch o, ok := f.objs[KindLink][n]; {
+		case !ok:
+			out = append(out, netplumb.Difference{Link: n, Kind: "missing", Fix: "create it"})
+		case o != lab:
+			out = append(out, netplumb.Difference{Link: n, Kind: "foreign", Blocking: true, Fix: "ip link del " + n})
+		}
+	}
+	return out, f.call("link differences")
+}
+
+// NATProblems: absent, or another lab's.
+func (f *fakeHost) NATProblems(_ context.Context, s labvirt.LabNetworkSpec) ([]string, error) {
+	if o, ok := f.objs[KindNetwork][s.Name]; !ok {
+		return []string{"absent"}, nil
+	} else if o != s.Lab {
+		return []string{"owned by " + o}, nil
+	}
 	return nil, nil
 }
+
+// BridgeNetworkProblems: absent, or another lab's.
+func (f *fakeHost) BridgeNetworkProblems(_ context.Context, s labvirt.NetworkSpec) ([]string, error) {
+	return f.NATProblems(context.Background(), labvirt.LabNetworkSpec{Name: s.Name, Lab: s.Lab})
+}
+
+func (f *fakeHost) Objects() Objects   { return f }
+func (f *fakeHost) Nodes() Nodes       { return f }
+func (f *fakeHost) Storage() Storage   { return f }
+func (f *fakeHost) Networks() Networks { return f }
+func (f *fakeHost) BMCs() BMCs         { return f }
 
 func (f *fakeHost) EnsurePool(_ context.Context, s labvirt.PoolSpec) (bool, error) {
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
-// MultiHost is the Host of a lab spread over several libvirt hosts (the
+// MultiHost is the Provider of a lab spread over several libvirt hosts (the
 // plan's Hosts). Each call goes where its object lives: a node's domain to
 // the node's host; the bridge-named libvirt networks to every host; the NAT
 // network, the links, the storage pool, vbmcd and the BMC check to the hub,
@@ -97,7 +97,7 @@ func (m *MultiHost) spoke(name string) (string, bool) {
 	return h, ok && h != m.hubName
 }
 
-// Owner implements Host.
+// Owner implements Provider.
 func (m *MultiHost) Owner(ctx context.Context, kind Kind, name string) (bool, string, error) {
 	if kind == KindDomain {
 		return m.of(name).Owner(ctx, kind, name)
@@ -105,7 +105,7 @@ func (m *MultiHost) Owner(ctx context.Context, kind Kind, name string) (bool, st
 	return m.hub.Owner(ctx, kind, name)
 }
 
-// Marked implements Host: links and pools the hub's (the hosts step
+// Marked implements Provider: links and pools the hub's (the hosts step
 // checks the others'), domains and libvirt networks every host's.
 func (m *MultiHost) Marked(ctx context.Context, kind Kind, lab string) ([]string, error) {
 	if kind == KindLink || kind == KindPool {
@@ -124,7 +124,7 @@ func (m *MultiHost) Marked(ctx context.Context, kind Kind, lab string) ([]string
 	return out, err
 }
 
-// Delete implements Host: domains and libvirt networks on every host,
+// Delete implements Provider: domains and libvirt networks on every host,
 // where absent is success; links, pools and volumes on the hub.
 func (m *MultiHost) Delete(ctx context.Context, kind Kind, name, lab string) error {
 	if kind == KindLink || kind == KindPool || kind == KindVolume {
@@ -133,12 +133,12 @@ func (m *MultiHost) Delete(ctx context.Context, kind Kind, name, lab string) err
 	return m.each(func(h *RealHost) error { return h.Delete(ctx, kind, name, lab) })
 }
 
-// EnsureNAT implements Host: the hub only.
+// EnsureNAT implements Provider: the hub only.
 func (m *MultiHost) EnsureNAT(ctx context.Context, spec labvirt.LabNetworkSpec) (bool, error) {
 	return m.hub.EnsureNAT(ctx, spec)
 }
 
-// EnsureBridgeNetwork implements Host: on every host.
+// EnsureBridgeNetwork implements Provider: on every host.
 func (m *MultiHost) EnsureBridgeNetwork(ctx context.Context, spec labvirt.NetworkSpec) (bool, error) {
 	changed := false
 	err := m.each(func(h *RealHost) error {
@@ -149,28 +149,71 @@ func (m *MultiHost) EnsureBridgeNetwork(ctx context.Context, spec labvirt.Networ
 	return changed, err
 }
 
-// NetworkCIDRs implements Host: the hub's, where the NAT network is.
+// NetworkCIDRs implements Provider: the hub's, where the NAT network is.
 func (m *MultiHost) NetworkCIDRs(ctx context.Context) (map[string][]netip.Prefix, error) {
 	return m.hub.NetworkCIDRs(ctx)
 }
 
-// EnsureLinks implements Host: the hub's links (t is Plan.HubTopology).
-func (m *MultiHost) EnsureLinks(ctx context.Context, lab string, t netplumb.Topology) (bool, error) {
+// EnsureLinks implements Networks: the hub's links (t is
+// Plan.HubTopology).
+func (m *MultiHost) EnsureLinks(ctx context.Context, lab string, t netplumb.Topology) ([]string, error) {
 	return m.hub.EnsureLinks(ctx, lab, t)
 }
 
-// LinkDifferences implements Host: the hub's links.
+// NATProblems implements Networks: the hub's.
+func (m *MultiHost) NATProblems(ctx context.Context, spec labvirt.LabNetworkSpec) ([]string, error) {
+	return m.hub.NATProblems(ctx, spec)
+}
+
+// BridgeNetworkProblems implements Networks: every host's, each named.
+func (m *MultiHost) BridgeNetworkProblems(ctx context.Context, spec labvirt.NetworkSpec) ([]string, error) {
+	var out []string
+	err := m.each(func(h *RealHost) error {
+		ps, err := h.BridgeNetworkProblems(ctx, spec)
+		for _, p := range ps {
+			out = append(out, "on "+m.nameOf(h)+": "+p)
+		}
+		return err
+	})
+	return out, err
+}
+
+func (m *MultiHost) nameOf(h *RealHost) string {
+	for name, x := range m.hosts {
+		if x == h {
+			return name
+		}
+	}
+	return "?"
+}
+
+// Objects implements Provider.
+func (m *MultiHost) Objects() Objects { return m }
+
+// Nodes implements Provider.
+func (m *MultiHost) Nodes() Nodes { return m }
+
+// Storage implements Provider.
+func (m *MultiHost) Storage() Storage { return m }
+
+// Networks implements Provider.
+func (m *MultiHost) Networks() Networks { return m }
+
+// BMCs implements Provider.
+func (m *MultiHost) BMCs() BMCs { return m }
+
+// LinkDifferences implements Provider: the hub's links.
 func (m *MultiHost) LinkDifferences(ctx context.Context, lab string, t netplumb.Topology) ([]netplumb.Difference, error) {
 	return m.hub.LinkDifferences(ctx, lab, t)
 }
 
-// EnsurePool implements Host: the hub's (labctl on each other host makes
+// EnsurePool implements Provider: the hub's (labctl on each other host makes
 // its own).
 func (m *MultiHost) EnsurePool(ctx context.Context, spec labvirt.PoolSpec) (bool, error) {
 	return m.hub.EnsurePool(ctx, spec)
 }
 
-// EnsureVolume implements Host: on the hub, or, for a node on another
+// EnsureVolume implements Provider: on the hub, or, for a node on another
 // host, a check through libvirt that labctl there made it.
 func (m *MultiHost) EnsureVolume(ctx context.Context, spec labvirt.VolumeSpec) (bool, error) {
 	host, ok := m.spoke(spec.Name)
@@ -187,17 +230,17 @@ func (m *MultiHost) EnsureVolume(ctx context.Context, spec labvirt.VolumeSpec) (
 	return false, nil
 }
 
-// DanglingPools implements Host: the hub's.
+// DanglingPools implements Provider: the hub's.
 func (m *MultiHost) DanglingPools(ctx context.Context) ([]labvirt.DanglingPool, error) {
 	return m.hub.DanglingPools(ctx)
 }
 
-// DeleteDanglingPool implements Host: the hub's.
+// DeleteDanglingPool implements Provider: the hub's.
 func (m *MultiHost) DeleteDanglingPool(ctx context.Context, name string) error {
 	return m.hub.DeleteDanglingPool(ctx, name)
 }
 
-// DefineDomain implements Host: on the hub; a node of another host is
+// DefineDomain implements Provider: on the hub; a node of another host is
 // defined by labctl there (its serial log's directory is there).
 func (m *MultiHost) DefineDomain(ctx context.Context, spec labvirt.DomainSpec) error {
 	if host, ok := m.spoke(spec.Name); ok {
@@ -215,7 +258,7 @@ func (m *MultiHost) HostView(ctx context.Context, host, lab, pool string) (HostV
 	return h.view(ctx, lab, pool)
 }
 
-// DomainMarks implements Host: every host's.
+// DomainMarks implements Provider: every host's.
 func (m *MultiHost) DomainMarks(ctx context.Context) (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
 	err := m.each(func(h *RealHost) error {
@@ -226,37 +269,37 @@ func (m *MultiHost) DomainMarks(ctx context.Context) (map[string]map[string]stri
 	return out, err
 }
 
-// Start implements Host.
+// Start implements Provider.
 func (m *MultiHost) Start(ctx context.Context, name string) (bool, error) {
 	return m.of(name).Start(ctx, name)
 }
 
-// Power implements Host.
+// Power implements Provider.
 func (m *MultiHost) Power(ctx context.Context, name string) (string, error) {
 	return m.of(name).Power(ctx, name)
 }
 
-// SetIPMIPort implements Host.
-func (m *MultiHost) SetIPMIPort(ctx context.Context, uuid string, port int) (bool, error) {
-	return m.of(uuid).SetIPMIPort(ctx, uuid, port)
+// SetIPMIPort implements Nodes.
+func (m *MultiHost) SetIPMIPort(ctx context.Context, name string, port int) (bool, error) {
+	return m.of(name).SetIPMIPort(ctx, name, port)
 }
 
-// Daemons implements Host: vbmcd runs on the hub.
+// Daemons implements Provider: vbmcd runs on the hub.
 func (m *MultiHost) Daemons(ctx context.Context, lab string) ([]Daemon, error) {
 	return m.hub.Daemons(ctx, lab)
 }
 
-// StartDaemon implements Host.
+// StartDaemon implements Provider.
 func (m *MultiHost) StartDaemon(ctx context.Context, v plan.Vbmcd, netns string) (Daemon, error) {
 	return m.hub.StartDaemon(ctx, v, netns)
 }
 
-// StopDaemon implements Host.
+// StopDaemon implements Provider.
 func (m *MultiHost) StopDaemon(ctx context.Context, pid int) error {
 	return m.hub.StopDaemon(ctx, pid)
 }
 
-// CheckBMCs implements Host: from the hub, where vbmcd serves every host.
+// CheckBMCs implements Provider: from the hub, where vbmcd serves every host.
 func (m *MultiHost) CheckBMCs(ctx context.Context, p *plan.Plan, wait time.Duration) error {
 	return m.hub.CheckBMCs(ctx, p, wait)
 }

@@ -3,90 +3,220 @@ package lab
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
-// network ensures, in dependency order: the lab's NAT network (its bridge
-// is the veth's far end), the bridges and veths, a libvirt network named
-// like each lab bridge (what the installer's bridge check accepts), and
-// NetworkManager's unmanaged-devices snippet where NetworkManager is.
+// network is the one owner of the lab's host network, in dependency order:
+// the lab's NAT network (its bridge is the veth's far end), the bridges and
+// veths, a libvirt network named like each lab bridge (what the installer's
+// bridge check accepts), and NetworkManager's unmanaged-devices snippet
+// where NetworkManager is. `labctl net check|repair|down` are views over
+// CheckNetwork, EnsureNetwork and RemoveNetwork, the functions this action
+// runs: there is no second implementation.
 type network struct{}
 
 func (network) Name() string { return "network" }
 
 func (network) Ensure(ctx context.Context, e *Env) (bool, error) {
-	p := e.Plan
-	changed := false
-	if p.Network.NAT != nil {
-		c, err := e.Host.EnsureNAT(ctx, NATSpec(p))
-		if err != nil {
-			return false, err
-		}
-		changed = c
-	}
-	c, err := e.Host.EnsureLinks(ctx, p.Lab, p.HubTopology())
-	if err != nil {
-		return changed, err
-	}
-	changed = changed || c
-	for _, name := range p.Network.BridgeNetworks {
-		c, err := e.Host.EnsureBridgeNetwork(ctx, labvirt.NetworkSpec{Name: name, Bridge: name, Lab: p.Lab})
-		if err != nil {
-			return changed, err
-		}
-		changed = changed || c
-	}
-	if netplumb.NetworkManagerPresent(p.Network.NMConfDir) {
-		_, c, err := netplumb.WriteUnmanagedSnippet(p.Network.NMConfDir, p.Lab, p.HubTopology().Names())
-		if err != nil {
-			return changed, err
-		}
-		changed = changed || c
-	}
-	return changed, nil
+	done, err := EnsureNetwork(ctx, e)
+	return len(done) > 0, err
 }
 
-// Delete removes the lab's libvirt networks (bridge-named and NAT: they sit
-// on the bridges), then its links, whatever the plan says: everything that
-// bears the lab's mark.
 func (network) Delete(ctx context.Context, e *Env) error {
+	_, err := RemoveNetwork(ctx, e)
+	return err
+}
+
+// NetDifference is one way the host's network differs from the plan.
+type NetDifference struct {
+	Object string `json:"object"`
+	Kind   string `json:"kind"`
+	Want   string `json:"want,omitempty"`
+	Got    string `json:"got,omitempty"`
+	// Blocking marks an object with a lab name that is not the lab's:
+	// nothing repairs it, the user must clear it.
+	Blocking bool   `json:"blocking,omitempty"`
+	Fix      string `json:"fix"`
+}
+
+// CheckNetwork lists every difference between the host's network and the
+// plan, in the order EnsureNetwork repairs them. It changes nothing.
+func CheckNetwork(ctx context.Context, e *Env) ([]NetDifference, error) {
 	p := e.Plan
-	marked, err := e.Host.Marked(ctx, KindNetwork, p.Lab)
+	nets := e.Host.Networks()
+	out := []NetDifference{}
+	foreign := func(name string) (bool, error) {
+		found, owner, err := e.Host.Objects().Owner(ctx, KindNetwork, name)
+		return found && owner != p.Lab, err
+	}
+	clear := func(name string) string {
+		return fmt.Sprintf("the lab never changes a network it does not own: virsh net-destroy %s; virsh net-undefine %s, if it is stale", name, name)
+	}
+	if p.Network.NAT != nil {
+		spec := NATSpec(p)
+		problems, err := nets.NATProblems(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		if len(problems) > 0 {
+			d := NetDifference{Object: "libvirt network " + spec.Name, Kind: "nat-network",
+				Want: "active NAT network " + spec.CIDR.String() + " on " + spec.Bridge, Got: join(problems), Fix: "define, correct or start it"}
+			if d.Blocking, err = foreign(spec.Name); err != nil {
+				return nil, err
+			} else if d.Blocking {
+				d.Fix = clear(spec.Name)
+			}
+			out = append(out, d)
+		}
+	}
+	links, err := nets.LinkDifferences(ctx, p.Lab, p.HubTopology())
 	if err != nil {
-		return err
+		return nil, err
+	}
+	for _, d := range links {
+		out = append(out, NetDifference{Object: d.Link, Kind: string(d.Kind), Want: d.Want, Got: d.Got, Blocking: d.Blocking, Fix: d.Fix})
+	}
+	for _, name := range p.Network.BridgeNetworks {
+		spec := bridgeNetwork(p, name)
+		problems, err := nets.BridgeNetworkProblems(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		if len(problems) == 0 {
+			continue
+		}
+		d := NetDifference{Object: "libvirt network " + name, Kind: "libvirt-network", Want: "active, bridge " + name,
+			Got: join(problems), Fix: "define and start it"}
+		if d.Blocking, err = foreign(name); err != nil {
+			return nil, err
+		} else if d.Blocking {
+			d.Fix = clear(name)
+		}
+		out = append(out, d)
+	}
+	if netplumb.NetworkManagerPresent(p.Network.NMConfDir) && !netplumb.UnmanagedSnippetCurrent(p.Network.NMConfDir, p.Lab, p.HubTopology().Names()) {
+		out = append(out, NetDifference{Object: "NetworkManager", Kind: "unmanaged-missing",
+			Want: netplumb.UnmanagedSnippetPath(p.Network.NMConfDir, p.Lab),
+			Fix:  "write the unmanaged-devices snippet for the lab's links"})
+	}
+	return out, nil
+}
+
+// EnsureNetwork makes what is missing and corrects what differs, and says
+// what it changed, one line each (none: nothing to do).
+func EnsureNetwork(ctx context.Context, e *Env) ([]string, error) {
+	p := e.Plan
+	nets := e.Host.Networks()
+	var done []string
+	if nat := p.Network.NAT; nat != nil {
+		c, err := nets.EnsureNAT(ctx, NATSpec(p))
+		if err != nil {
+			return done, err
+		}
+		if c {
+			done = append(done, fmt.Sprintf("libvirt network %s: NAT network %s on %s, defined, active, autostarted", nat.Name, nat.CIDR, nat.Bridge))
+		}
+	}
+	steps, err := nets.EnsureLinks(ctx, p.Lab, p.HubTopology())
+	done = append(done, steps...)
+	if err != nil {
+		return done, err
+	}
+	for _, name := range p.Network.BridgeNetworks {
+		c, err := nets.EnsureBridgeNetwork(ctx, bridgeNetwork(p, name))
+		if err != nil {
+			return done, err
+		}
+		if c {
+			done = append(done, fmt.Sprintf("libvirt network %s: defined, active, autostarted on bridge %s", name, name))
+		}
+	}
+	if netplumb.NetworkManagerPresent(p.Network.NMConfDir) {
+		path, c, err := netplumb.WriteUnmanagedSnippet(p.Network.NMConfDir, p.Lab, p.HubTopology().Names())
+		if err != nil {
+			return done, err
+		}
+		if c {
+			done = append(done, "NetworkManager found: wrote "+path+" so it leaves the lab's links alone; `nmcli general reload conf` applies it now")
+		}
+	}
+	return done, nil
+}
+
+// NetworkRemoval is what RemoveNetwork removed, and what it left because it
+// is not the lab's.
+type NetworkRemoval struct {
+	Networks []string `json:"libvirtNetworks"`
+	Links    []string `json:"links"`
+	Foreign  []string `json:"foreign"`
+	Snippet  string   `json:"networkManagerSnippet,omitempty"`
+}
+
+// RemoveNetwork removes the lab's libvirt networks (bridge-named, then the
+// NAT network: the bridge networks' veth is on its bridge), then its links,
+// then the NetworkManager snippet: the plan's and everything else that
+// bears the lab's mark. It fails while any of it is left.
+func RemoveNetwork(ctx context.Context, e *Env) (NetworkRemoval, error) {
+	p := e.Plan
+	objs := e.Host.Objects()
+	rm := NetworkRemoval{Networks: []string{}, Links: []string{}, Foreign: []string{}}
+	marked, err := objs.Marked(ctx, KindNetwork, p.Lab)
+	if err != nil {
+		return rm, err
 	}
 	names := p.Network.BridgeNetworks
 	if p.Network.NAT != nil {
-		// The NAT network last: the bridge networks' veth is on its bridge.
 		names = append(names[:len(names):len(names)], p.Network.NAT.Name)
 	}
 	var errs []error
-	for _, name := range union(names, marked) {
-		if err := e.Host.Delete(ctx, KindNetwork, name, p.Lab); err != nil && !errors.Is(err, ErrForeign) {
+	remove := func(kind Kind, name string, into *[]string) {
+		found, owner, err := objs.Owner(ctx, kind, name)
+		switch {
+		case err != nil:
 			errs = append(errs, err)
-		} else if err != nil {
-			e.Rep.Note("remove network", "left "+name+" alone: "+err.Error())
+		case !found:
+		case owner != p.Lab:
+			rm.Foreign = append(rm.Foreign, string(kind)+" "+name)
+			e.Rep.Note("remove network", "left "+name+" alone: it has a lab name but is not the lab's")
+		default:
+			if err := objs.Delete(ctx, kind, name, p.Lab); err != nil {
+				errs = append(errs, err)
+			} else {
+				*into = append(*into, name)
+			}
 		}
 	}
-	links, err := e.Host.Marked(ctx, KindLink, p.Lab)
+	for _, name := range union(names, marked) {
+		remove(KindNetwork, name, &rm.Networks)
+	}
+	links, err := objs.Marked(ctx, KindLink, p.Lab)
 	if err != nil {
-		return err
+		return rm, errors.Join(append(errs, err)...)
 	}
 	for _, name := range links {
-		if err := e.Host.Delete(ctx, KindLink, name, p.Lab); err != nil {
-			errs = append(errs, err)
-		}
+		remove(KindLink, name, &rm.Links)
 	}
-	if _, _, err := netplumb.RemoveUnmanagedSnippet(p.Network.NMConfDir, p.Lab); err != nil {
+	if path, removed, err := netplumb.RemoveUnmanagedSnippet(p.Network.NMConfDir, p.Lab); err != nil {
 		errs = append(errs, err)
+	} else if removed {
+		rm.Snippet = path
 	}
 	if len(errs) > 0 {
-		return errors.Join(errs...)
+		return rm, errors.Join(errs...)
 	}
-	return errors.Join(remaining(ctx, e, KindNetwork), remaining(ctx, e, KindLink))
+	return rm, errors.Join(remaining(ctx, e, KindNetwork), remaining(ctx, e, KindLink))
+}
+
+func join(s []string) string { return strings.Join(s, ", ") }
+
+// bridgeNetwork is the libvirt network named like a lab bridge.
+func bridgeNetwork(p *plan.Plan, name string) labvirt.NetworkSpec {
+	return labvirt.NetworkSpec{Name: name, Bridge: name, Lab: p.Lab}
 }
 
 // NATSpec is the plan's NAT network as libvirt builds it.

@@ -27,7 +27,7 @@ func ensureDomains(ctx context.Context, e *Env, list []plan.Node) (bool, error) 
 	p := e.Plan
 	changed := false
 	for _, n := range list {
-		found, owner, err := e.Host.Owner(ctx, KindDomain, n.Name)
+		found, owner, err := e.Host.Objects().Owner(ctx, KindDomain, n.Name)
 		if err != nil {
 			return changed, err
 		}
@@ -40,7 +40,7 @@ func ensureDomains(ctx context.Context, e *Env, list []plan.Node) (bool, error) 
 		if err := os.MkdirAll(filepath.Dir(n.SerialLog), 0o755); err != nil {
 			return changed, err
 		}
-		if err := e.Host.DefineDomain(ctx, DomainSpec(p, n)); err != nil {
+		if err := e.Host.Nodes().DefineDomain(ctx, DomainSpec(p, n)); err != nil {
 			return changed, err
 		}
 		changed = true
@@ -81,13 +81,13 @@ func markAttrs(p *plan.Plan) []string {
 // Delete removes the lab's domains: the plan's and any other that bears
 // the lab's mark.
 func (nodes) Delete(ctx context.Context, e *Env) error {
-	marked, err := e.Host.Marked(ctx, KindDomain, e.Plan.Lab)
+	marked, err := e.Host.Objects().Marked(ctx, KindDomain, e.Plan.Lab)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, name := range union(e.Plan.NodeNames(), marked) {
-		if err := e.Host.Delete(ctx, KindDomain, name, e.Plan.Lab); errors.Is(err, ErrForeign) {
+		if err := e.Host.Objects().Delete(ctx, KindDomain, name, e.Plan.Lab); errors.Is(err, ErrForeign) {
 			e.Rep.Note("remove nodes", "left "+name+" alone: it is not this lab's")
 		} else if err != nil {
 			errs = append(errs, err)

@@ -35,7 +35,7 @@ type Action interface {
 // Env is what every action works with.
 type Env struct {
 	Plan *plan.Plan
-	Host Host
+	Host Provider
 	Rep  Reporter
 	Log  *zap.Logger
 	// Remote runs labctl on the lab's other hosts (their exec:).
@@ -167,7 +167,7 @@ func Down(ctx context.Context, e *Env, actions []Action) error {
 // remaining fails when objects of a kind that bear the lab's mark are
 // still there: a Delete never reports success while leaving them.
 func remaining(ctx context.Context, e *Env, kind Kind) error {
-	left, err := e.Host.Marked(ctx, kind, e.Plan.Lab)
+	left, err := e.Host.Objects().Marked(ctx, kind, e.Plan.Lab)
 	if err != nil {
 		return err
 	}

@@ -87,7 +87,7 @@ func Clashes(ctx context.Context, e *Env) error {
 	p := e.Plan
 	var found []clash
 	check := func(kind Kind, name, setting string) error {
-		ok, owner, err := e.Host.Owner(ctx, kind, name)
+		ok, owner, err := e.Host.Objects().Owner(ctx, kind, name)
 		if err != nil {
 			return err
 		}
@@ -114,10 +114,10 @@ func Clashes(ctx context.Context, e *Env) error {
 		err = firstErr(err, check(KindNetwork, nat.Name, "name"))
 		// libvirt makes the NAT bridge (no alias): it is the lab's when the
 		// lab's NAT network is there, and a clash when it is there alone.
-		if nfound, owner, nerr := e.Host.Owner(ctx, KindNetwork, nat.Name); nerr != nil {
+		if nfound, owner, nerr := e.Host.Objects().Owner(ctx, KindNetwork, nat.Name); nerr != nil {
 			err = firstErr(err, nerr)
 		} else if !nfound || owner != p.Lab {
-			if bfound, _, berr := e.Host.Owner(ctx, KindLink, nat.Bridge); berr != nil {
+			if bfound, _, berr := e.Host.Objects().Owner(ctx, KindLink, nat.Bridge); berr != nil {
 				err = firstErr(err, berr)
 			} else if bfound {
 				found = append(found, clash{KindLink, nat.Bridge, "", "name (the NAT bridge is bmnat-<name>)"})
@@ -137,7 +137,7 @@ func Clashes(ctx context.Context, e *Env) error {
 		msgs = append(msgs, fmt.Sprintf("%s %s %s: give this lab its own (%s)", c.kind, c.name, whose, c.setting))
 	}
 	if nat := p.Network.NAT; nat != nil {
-		cidrs, err := e.Host.NetworkCIDRs(ctx)
+		cidrs, err := e.Host.Networks().NetworkCIDRs(ctx)
 		if err != nil {
 			return err
 		}
@@ -233,7 +233,7 @@ func (preflight) createsNothing() {}
 func segmentClashes(ctx context.Context, e *Env) ([]string, error) {
 	p := e.Plan
 	k := p.Cluster
-	marks, err := e.Host.DomainMarks(ctx)
+	marks, err := e.Host.Nodes().DomainMarks(ctx)
 	if err != nil {
 		return nil, err
 	}

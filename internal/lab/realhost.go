@@ -14,25 +14,22 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/digitalocean/go-libvirt"
 	"github.com/vishvananda/netlink"
 	"go.uber.org/zap"
-	"libvirt.org/go/libvirtxml"
 
 	"github.com/bmlab/bmlab/internal/labvirt"
-	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/plan"
-	"github.com/bmlab/bmlab/internal/virt"
 )
 
-// RealHost is the host as libvirt, the kernel's links and its processes
-// show it.
+// RealHost is the lab's Provider on one host: libvirt through a
+// labvirt.Conn, the kernel's links through netlink in the lab's namespace,
+// and vbmcd as a process. Its methods are grouped by the interface they
+// serve (Objects here; the others below).
 type RealHost struct {
-	be     *virt.Backend
-	cancel context.CancelFunc // ends the backend's connection
-	h      *netlink.Handle
-	log    *zap.Logger
+	c   *labvirt.Conn // nil: links only (labctl net --no-libvirt)
+	h   *netlink.Handle
+	log *zap.Logger
 }
 
 // OpenHost connects to the plan's libvirt and opens the plan's network
@@ -41,40 +38,71 @@ func OpenHost(ctx context.Context, p *plan.Plan, log *zap.Logger) (*RealHost, er
 	return openHostAt(ctx, p, p.LibvirtURI, log)
 }
 
+// OpenLinks opens the plan's network namespace without libvirt: a Provider
+// whose libvirt objects are none (labctl net --no-libvirt).
+func OpenLinks(p *plan.Plan, log *zap.Logger) (*RealHost, error) {
+	h, err := netplumb.OpenNamespace(p.Netns)
+	if err != nil {
+		return nil, err
+	}
+	return &RealHost{h: h, log: log}, nil
+}
+
 // openHostAt is OpenHost for the libvirt at uri.
 func openHostAt(ctx context.Context, p *plan.Plan, uri string, log *zap.Logger) (*RealHost, error) {
 	h, err := netplumb.OpenNamespace(p.Netns)
 	if err != nil {
 		return nil, err
 	}
-	be, err := virt.New(virt.Config{URI: uri, Domains: p.NodeNames()}, log.Named("libvirt"))
+	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	c, err := labvirt.Dial(dctx, uri)
 	if err != nil {
 		h.Close()
-		return nil, err
+		return nil, fmt.Errorf("%w; is libvirtd running?", err)
 	}
-	// The connection lives until Close, not until ctx ends.
-	run, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	if err := be.Connect(run, 20*time.Second); err != nil {
-		cancel()
-		h.Close()
-		return nil, err
-	}
-	return &RealHost{be: be, cancel: cancel, h: h, log: log}, nil
+	return &RealHost{c: c, h: h, log: log}, nil
 }
 
 // Close ends the connection.
 func (r *RealHost) Close() {
-	r.cancel()
+	if r.c != nil {
+		_ = r.c.Close()
+	}
 	r.h.Close()
 }
 
-func (r *RealHost) client() (*libvirt.Libvirt, error) { return r.be.Conn().Client() }
+// Objects implements Provider.
+func (r *RealHost) Objects() Objects { return r }
+
+// Nodes implements Provider.
+func (r *RealHost) Nodes() Nodes { return r }
+
+// Storage implements Provider.
+func (r *RealHost) Storage() Storage { return r }
+
+// Networks implements Provider.
+func (r *RealHost) Networks() Networks { return r }
+
+// BMCs implements Provider.
+func (r *RealHost) BMCs() BMCs { return r }
+
+// errNoLibvirt is what a libvirt call answers on a links-only host.
+var errNoLibvirt = errors.New("libvirt left out (--no-libvirt)")
+
+func (r *RealHost) conn() (*labvirt.Conn, error) {
+	if r.c == nil {
+		return nil, errNoLibvirt
+	}
+	return r.c, nil
+}
 
 func (r *RealHost) plumber(lab string) *netplumb.Plumber {
 	return netplumb.New(r.h, lab, r.log.Named("netplumb"))
 }
 
-// Owner implements Host.
+// Owner implements Objects. On a links-only host, no libvirt object
+// exists.
 func (r *RealHost) Owner(ctx context.Context, kind Kind, name string) (bool, string, error) {
 	if kind == KindLink {
 		l, err := r.h.LinkByName(name)
@@ -85,49 +113,47 @@ func (r *RealHost) Owner(ctx context.Context, kind Kind, name string) (bool, str
 			}
 			return false, "", fmt.Errorf("link %s: %w", name, err)
 		}
-		owner, _ := strings.CutPrefix(l.Attrs().Alias, netplumb.Owner(""))
-		if !strings.HasPrefix(l.Attrs().Alias, netplumb.Owner("")) {
+		owner, ok := strings.CutPrefix(l.Attrs().Alias, netplumb.Owner(""))
+		if !ok {
 			owner = ""
 		}
 		return true, owner, nil
 	}
-	lc, err := r.client()
-	if err != nil {
-		return false, "", err
+	if r.c == nil {
+		return false, "", nil
 	}
 	switch kind {
 	case KindDomain:
-		return labvirt.DomainOwner(ctx, lc, name)
+		return r.c.DomainOwner(ctx, name)
 	case KindNetwork:
-		return labvirt.NetworkOwner(ctx, lc, name)
+		return r.c.NetworkOwner(ctx, name)
 	case KindPool:
-		return labvirt.PoolOwner(ctx, lc, name)
+		return r.c.PoolOwner(ctx, name)
 	}
 	return false, "", fmt.Errorf("owner of a %s: not supported", kind)
 }
 
-// Marked implements Host.
+// Marked implements Objects.
 func (r *RealHost) Marked(ctx context.Context, kind Kind, lab string) ([]string, error) {
 	if kind == KindLink {
 		return r.plumber(lab).Owned()
 	}
-	lc, err := r.client()
-	if err != nil {
-		return nil, err
+	if r.c == nil {
+		return nil, nil
 	}
 	switch kind {
 	case KindDomain:
-		return labvirt.MarkedDomains(ctx, lc, lab)
+		return r.c.MarkedDomains(ctx, lab)
 	case KindNetwork:
-		return labvirt.MarkedNetworks(ctx, lc, lab)
+		return r.c.MarkedNetworks(ctx, lab)
 	case KindPool:
-		marked, _, err := labvirt.MarkedPools(ctx, lc, lab)
+		marked, _, err := r.c.MarkedPools(ctx, lab)
 		return marked, err
 	}
 	return nil, fmt.Errorf("marked %ss: not supported", kind)
 }
 
-// Delete implements Host.
+// Delete implements Objects.
 func (r *RealHost) Delete(ctx context.Context, kind Kind, name, lab string) error {
 	if kind == KindLink {
 		res, err := r.plumber(lab).Down(ctx, netplumb.Topology{VLANs: []netplumb.VLAN{{Name: name}}})
@@ -136,32 +162,32 @@ func (r *RealHost) Delete(ctx context.Context, kind Kind, name, lab string) erro
 		}
 		return err
 	}
-	lc, err := r.client()
+	c, err := r.conn()
 	if err != nil {
 		return err
 	}
 	switch kind {
 	case KindDomain:
-		found, owner, err := labvirt.DomainOwner(ctx, lc, name)
+		found, owner, err := c.DomainOwner(ctx, name)
 		if err != nil || !found {
 			return err
 		}
 		if owner != lab {
 			return fmt.Errorf("domain %s bears the mark of %q: %w", name, owner, ErrForeign)
 		}
-		return labvirt.DeleteDomain(ctx, lc, name)
+		return c.DeleteDomain(ctx, name)
 	case KindNetwork:
-		found, owner, err := labvirt.NetworkOwner(ctx, lc, name)
+		found, owner, err := c.NetworkOwner(ctx, name)
 		if err != nil || !found {
 			return err
 		}
 		if owner != lab {
 			return fmt.Errorf("libvirt network %s bears the mark of %q: %w", name, owner, ErrForeign)
 		}
-		_, err = labvirt.DeleteNetwork(ctx, lc, name, lab)
+		_, err = c.DeleteNetwork(ctx, name, lab)
 		return err
 	case KindPool:
-		_, err := labvirt.DeletePool(ctx, lc, name, lab)
+		_, err := c.DeletePool(ctx, name, lab)
 		if errors.Is(err, labvirt.ErrPoolForeign) {
 			return fmt.Errorf("%w: %w", err, ErrForeign)
 		}
@@ -171,89 +197,74 @@ func (r *RealHost) Delete(ctx context.Context, kind Kind, name, lab string) erro
 		if !ok {
 			return fmt.Errorf("volume %q: want pool/volume", name)
 		}
-		_, err := labvirt.DeleteVolume(ctx, lc, pool, vol, lab)
+		_, err := c.DeleteVolume(ctx, pool, vol, lab)
 		return err
 	}
 	return fmt.Errorf("delete a %s: not supported", kind)
 }
 
-// EnsureNAT implements Host.
+// EnsureNAT implements Networks.
 func (r *RealHost) EnsureNAT(ctx context.Context, spec labvirt.LabNetworkSpec) (bool, error) {
-	lc, err := r.client()
+	c, err := r.conn()
 	if err != nil {
 		return false, err
 	}
-	return labvirt.EnsureLabNetwork(ctx, lc, spec)
+	return c.EnsureLabNetwork(ctx, spec)
 }
 
-// EnsureBridgeNetwork implements Host.
-func (r *RealHost) EnsureBridgeNetwork(ctx context.Context, spec labvirt.NetworkSpec) (bool, error) {
-	lc, err := r.client()
-	if err != nil {
-		return false, err
-	}
-	return labvirt.EnsureNetwork(ctx, lc, spec)
-}
-
-// NetworkCIDRs implements Host.
-func (r *RealHost) NetworkCIDRs(ctx context.Context) (map[string][]netip.Prefix, error) {
-	lc, err := r.client()
+// NATProblems implements Networks.
+func (r *RealHost) NATProblems(ctx context.Context, spec labvirt.LabNetworkSpec) ([]string, error) {
+	c, err := r.conn()
 	if err != nil {
 		return nil, err
 	}
-	nets, _, err := lc.ConnectListAllNetworks(1, 0)
-	if err != nil {
-		return nil, fmt.Errorf("list libvirt networks: %w", err)
-	}
-	out := map[string][]netip.Prefix{}
-	for _, n := range nets {
-		x, err := lc.NetworkGetXMLDesc(n, 0)
-		if err != nil {
-			continue // gone meanwhile
-		}
-		var def libvirtxml.Network
-		if def.Unmarshal(x) != nil {
-			continue
-		}
-		for _, ip := range def.IPs {
-			a, err := netip.ParseAddr(ip.Address)
-			if err != nil {
-				continue
-			}
-			bits := int(ip.Prefix)
-			if bits == 0 && ip.Netmask != "" {
-				if m, err := netip.ParseAddr(ip.Netmask); err == nil {
-					bits = maskBits(m)
-				}
-			}
-			if p, err := a.Prefix(bits); err == nil {
-				out[n.Name] = append(out[n.Name], p)
-			}
-		}
-	}
-	return out, nil
+	return c.LabNetworkDrift(ctx, spec)
 }
 
-func maskBits(m netip.Addr) int {
-	n := 0
-	for _, b := range m.AsSlice() {
-		for ; b&0x80 != 0; b <<= 1 {
-			n++
-		}
-	}
-	return n
-}
-
-// EnsureLinks implements Host.
-func (r *RealHost) EnsureLinks(ctx context.Context, lab string, t netplumb.Topology) (bool, error) {
-	p, err := r.plumber(lab).Apply(ctx, t)
+// EnsureBridgeNetwork implements Networks.
+func (r *RealHost) EnsureBridgeNetwork(ctx context.Context, spec labvirt.NetworkSpec) (bool, error) {
+	c, err := r.conn()
 	if err != nil {
 		return false, err
 	}
-	return len(p.Steps) > 0, nil
+	return c.EnsureNetwork(ctx, spec)
 }
 
-// LinkDifferences implements Host.
+// BridgeNetworkProblems implements Networks.
+func (r *RealHost) BridgeNetworkProblems(ctx context.Context, spec labvirt.NetworkSpec) ([]string, error) {
+	c, err := r.conn()
+	if err != nil {
+		return nil, err
+	}
+	st, err := c.NetworkState(ctx, spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	return labvirt.NetworkProblems(spec, st), nil
+}
+
+// NetworkCIDRs implements Networks.
+func (r *RealHost) NetworkCIDRs(ctx context.Context) (map[string][]netip.Prefix, error) {
+	if r.c == nil {
+		return nil, nil
+	}
+	return r.c.NetworkCIDRs(ctx)
+}
+
+// EnsureLinks implements Networks.
+func (r *RealHost) EnsureLinks(ctx context.Context, lab string, t netplumb.Topology) ([]string, error) {
+	p, err := r.plumber(lab).Apply(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	var steps []string
+	for _, s := range p.Steps {
+		steps = append(steps, s.String())
+	}
+	return steps, nil
+}
+
+// LinkDifferences implements Networks.
 func (r *RealHost) LinkDifferences(_ context.Context, lab string, t netplumb.Topology) ([]netplumb.Difference, error) {
 	p, err := r.plumber(lab).Plan(t)
 	if err != nil {
@@ -262,99 +273,93 @@ func (r *RealHost) LinkDifferences(_ context.Context, lab string, t netplumb.Top
 	return p.Differences, nil
 }
 
-// EnsurePool implements Host.
+// EnsurePool implements Storage.
 func (r *RealHost) EnsurePool(ctx context.Context, spec labvirt.PoolSpec) (bool, error) {
-	lc, err := r.client()
+	c, err := r.conn()
 	if err != nil {
 		return false, err
 	}
-	return labvirt.EnsurePool(ctx, lc, spec)
+	return c.EnsurePool(ctx, spec)
 }
 
-// EnsureVolume implements Host.
+// EnsureVolume implements Storage.
 func (r *RealHost) EnsureVolume(ctx context.Context, spec labvirt.VolumeSpec) (bool, error) {
-	lc, err := r.client()
+	c, err := r.conn()
 	if err != nil {
 		return false, err
 	}
-	_, changed, err := labvirt.EnsureVolume(ctx, lc, spec)
+	_, changed, err := c.EnsureVolume(ctx, spec)
 	return changed, err
 }
 
-// DanglingPools implements Host.
+// DanglingPools implements Storage.
 func (r *RealHost) DanglingPools(ctx context.Context) ([]labvirt.DanglingPool, error) {
-	lc, err := r.client()
+	c, err := r.conn()
 	if err != nil {
 		return nil, err
 	}
-	_, dangling, err := labvirt.MarkedPools(ctx, lc, "")
+	_, dangling, err := c.MarkedPools(ctx, "")
 	return dangling, err
 }
 
-// DeleteDanglingPool implements Host.
+// DeleteDanglingPool implements Storage.
 func (r *RealHost) DeleteDanglingPool(ctx context.Context, name string) error {
-	lc, err := r.client()
+	c, err := r.conn()
 	if err != nil {
 		return err
 	}
-	_, err = labvirt.DeleteDanglingPool(ctx, lc, name)
+	_, err = c.DeleteDanglingPool(ctx, name)
 	return err
 }
 
-// DefineDomain implements Host.
+// DefineDomain implements Nodes.
 func (r *RealHost) DefineDomain(ctx context.Context, spec labvirt.DomainSpec) error {
-	lc, err := r.client()
+	c, err := r.conn()
 	if err != nil {
 		return err
 	}
-	_, err = labvirt.DefineDomain(ctx, lc, spec, virt.DetectFirmware())
+	_, err = c.DefineDomain(ctx, spec)
 	return err
 }
 
-// DomainMarks implements Host.
+// DomainMarks implements Nodes.
 func (r *RealHost) DomainMarks(ctx context.Context) (map[string]map[string]string, error) {
-	lc, err := r.client()
+	c, err := r.conn()
 	if err != nil {
 		return nil, err
 	}
-	return labvirt.DomainMarks(ctx, lc)
+	return c.DomainMarks(ctx)
 }
 
-// Start implements Host.
+// Start implements Nodes.
 func (r *RealHost) Start(ctx context.Context, name string) (bool, error) {
-	lc, err := r.client()
+	c, err := r.conn()
 	if err != nil {
 		return false, err
 	}
-	return labvirt.StartDomain(ctx, lc, name)
+	return c.StartDomain(ctx, name)
 }
 
-// Power implements Host.
+// Power implements Nodes.
 func (r *RealHost) Power(ctx context.Context, name string) (string, error) {
-	lc, err := r.client()
+	c, err := r.conn()
 	if err != nil {
 		return "", err
 	}
-	return labvirt.DomainPower(ctx, lc, name)
+	return c.DomainPower(ctx, name)
 }
 
-// SetIPMIPort implements Host: the endpoint goes into the domain's BMC
+// SetIPMIPort implements Nodes: the endpoint goes into the domain's BMC
 // settings, where vbmcd reads it.
-func (r *RealHost) SetIPMIPort(ctx context.Context, uuid string, port int) (bool, error) {
-	svc := machine.NewService(r.be, r.log)
-	m, err := svc.Await(ctx, uuid, 10*time.Second)
+func (r *RealHost) SetIPMIPort(ctx context.Context, name string, port int) (bool, error) {
+	c, err := r.conn()
 	if err != nil {
 		return false, err
 	}
-	want := &machine.IPMIEndpoint{Port: port}
-	if m.Settings.IPMI != nil && *m.Settings.IPMI == *want {
-		return false, nil
-	}
-	_, err = svc.UpdateSettings(ctx, uuid, func(s *machine.Settings) error { s.IPMI = want; return nil })
-	return err == nil, err
+	return c.SetIPMIPort(ctx, name, port)
 }
 
-// Daemons implements Host: processes whose environment carries the lab's
+// Daemons implements BMCs: processes whose environment carries the lab's
 // mark (plan.MarkEnv=<lab>) and whose program is vbmcd.
 func (r *RealHost) Daemons(_ context.Context, lab string) ([]Daemon, error) {
 	entries, err := os.ReadDir("/proc")
@@ -394,7 +399,7 @@ func zombie(stat []byte) bool {
 	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
-// StartDaemon implements Host: vbmcd runs in its own session, in the lab's
+// StartDaemon implements BMCs: vbmcd runs in its own session, in the lab's
 // namespace, with the lab's mark in its environment.
 func (r *RealHost) StartDaemon(_ context.Context, v plan.Vbmcd, netns string) (Daemon, error) {
 	if v.Path == "" {
@@ -423,7 +428,7 @@ func (r *RealHost) StartDaemon(_ context.Context, v plan.Vbmcd, netns string) (D
 	return Daemon{PID: cmd.Process.Pid, Args: v.Args}, nil
 }
 
-// StopDaemon implements Host: SIGTERM, then SIGKILL after 5 s.
+// StopDaemon implements BMCs: SIGTERM, then SIGKILL after 5 s.
 func (r *RealHost) StopDaemon(_ context.Context, pid int) error {
 	p, err := os.FindProcess(pid)
 	if err != nil {
@@ -456,17 +461,17 @@ func alive(pid int) bool {
 // view is what libvirt shows of the lab on this host, without reading any
 // file (the pool's directory may be another machine's).
 func (r *RealHost) view(ctx context.Context, lab, pool string) (HostView, error) {
-	lc, err := r.client()
+	c, err := r.conn()
 	if err != nil {
 		return HostView{}, err
 	}
 	var v HostView
-	if v.Domains, err = labvirt.MarkedDomains(ctx, lc, lab); err != nil {
+	if v.Domains, err = c.MarkedDomains(ctx, lab); err != nil {
 		return v, err
 	}
-	if v.Networks, err = labvirt.MarkedNetworks(ctx, lc, lab); err != nil {
+	if v.Networks, err = c.MarkedNetworks(ctx, lab); err != nil {
 		return v, err
 	}
-	v.Pool, err = labvirt.RemotePoolState(ctx, lc, pool)
+	v.Pool, err = c.RemotePoolState(ctx, pool)
 	return v, err
 }

@@ -110,15 +110,11 @@ func SpokeArgs(p *plan.Plan, h plan.Host, sub ...string) []string {
 type NetReport struct {
 	Lab         string `json:"lab"`
 	InSync      bool   `json:"inSync"`
-	Differences []struct {
-		Object string `json:"object"`
-		Kind   string `json:"kind"`
-		Want   string `json:"want,omitempty"`
-		Got    string `json:"got,omitempty"`
-		Fix    string `json:"fix"`
-	} `json:"differences"`
+	Differences []NetDifference `json:"differences"`
 	// OwnedLinks are the links on the host that bear the lab's mark.
 	OwnedLinks []string `json:"ownedLinks"`
+	// NotChecked are the other hosts that were not checked (no exec:).
+	NotChecked []string `json:"notChecked,omitempty"`
 }
 
 // CheckSpokeNet runs `net check --host NAME -o json` on a host through its

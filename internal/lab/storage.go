@@ -17,7 +17,7 @@ func (storage) Name() string { return "storage" }
 
 func (storage) Ensure(ctx context.Context, e *Env) (bool, error) {
 	p := e.Plan
-	changed, err := e.Host.EnsurePool(ctx, labvirt.PoolSpec{Name: p.Storage.Pool, Dir: p.Storage.Dir, Lab: p.Lab})
+	changed, err := e.Host.Storage().EnsurePool(ctx, labvirt.PoolSpec{Name: p.Storage.Pool, Dir: p.Storage.Dir, Lab: p.Lab})
 	if err != nil {
 		return false, err
 	}
@@ -42,7 +42,7 @@ func (storage) Ensure(ctx context.Context, e *Env) (bool, error) {
 				// A clone is at least as large as its image.
 				capacity = imageBytes
 			}
-			c, err := e.Host.EnsureVolume(ctx, labvirt.VolumeSpec{
+			c, err := e.Host.Storage().EnsureVolume(ctx, labvirt.VolumeSpec{
 				Pool: p.Storage.Pool, Name: d.Volume, CapacityBytes: capacity,
 				Format: "qcow2", Lab: p.Lab, Backing: d.Backing,
 			})
@@ -60,27 +60,27 @@ func (storage) Ensure(ctx context.Context, e *Env) (bool, error) {
 // layout (see the package doc).
 func (storage) Delete(ctx context.Context, e *Env) error {
 	p := e.Plan
-	marked, err := e.Host.Marked(ctx, KindPool, p.Lab)
+	marked, err := e.Host.Objects().Marked(ctx, KindPool, p.Lab)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, name := range union([]string{p.Storage.Pool}, marked) {
-		if err := e.Host.Delete(ctx, KindPool, name, p.Lab); errors.Is(err, ErrForeign) {
+		if err := e.Host.Objects().Delete(ctx, KindPool, name, p.Lab); errors.Is(err, ErrForeign) {
 			// A pool whose directory is gone is handled below.
 			continue
 		} else if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	dangling, err := e.Host.DanglingPools(ctx)
+	dangling, err := e.Host.Storage().DanglingPools(ctx)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
 	for _, d := range dangling {
 		switch {
 		case d.Name == p.Storage.Pool && labvirt.HasLayoutSuffix(d.Dir, ".bmlab/disks"):
-			if err := e.Host.DeleteDanglingPool(ctx, d.Name); err != nil {
+			if err := e.Host.Storage().DeleteDanglingPool(ctx, d.Name); err != nil {
 				errs = append(errs, err)
 			} else {
 				e.Rep.Note("remove storage", fmt.Sprintf("removed pool %s: its directory %s was gone (nothing lost with it)", d.Name, d.Dir))
@@ -93,7 +93,7 @@ func (storage) Delete(ctx context.Context, e *Env) error {
 		return errors.Join(errs...)
 	}
 	// A dangling pool of the plan's name is the lab's too: it must be gone.
-	if dangling, err = e.Host.DanglingPools(ctx); err != nil {
+	if dangling, err = e.Host.Storage().DanglingPools(ctx); err != nil {
 		return err
 	}
 	for _, d := range dangling {

@@ -178,9 +178,9 @@ func diskName(bus string, i int) string {
 	return prefix + string(rune('a'+i))
 }
 
-// DefineDomain defines s (or redefines it when it exists) and returns its
+// defineDomain defines s (or redefines it when it exists) and returns its
 // UUID.
-func DefineDomain(_ context.Context, l *libvirt.Libvirt, s DomainSpec, fw virt.Firmware) (string, error) {
+func defineDomain(_ context.Context, l *libvirt.Libvirt, s DomainSpec, fw virt.Firmware) (string, error) {
 	x, err := s.DomainXML(fw)
 	if err != nil {
 		return "", err
@@ -192,9 +192,9 @@ func DefineDomain(_ context.Context, l *libvirt.Libvirt, s DomainSpec, fw virt.F
 	return virt.UUIDString(d.UUID), nil
 }
 
-// DeleteDomain stops and undefines a domain, NVRAM included; a domain that
+// deleteDomain stops and undefines a domain, NVRAM included; a domain that
 // does not exist is not an error.
-func DeleteDomain(_ context.Context, l *libvirt.Libvirt, name string) error {
+func deleteDomain(_ context.Context, l *libvirt.Libvirt, name string) error {
 	d, err := l.DomainLookupByName(name)
 	if err != nil {
 		if isNoDomain(err) {
@@ -215,10 +215,10 @@ func isNoDomain(err error) bool { return virt.IsCode(err, libvirt.ErrNoDomain) }
 
 func isNotRunning(err error) bool { return virt.IsCode(err, libvirt.ErrOperationInvalid) }
 
-// DomainOwner reports whether a domain exists and which lab owns it: the
+// domainOwner reports whether a domain exists and which lab owns it: the
 // lab's mark in its <metadata>
 // ("" when the domain carries no such mark, i.e. it is foreign).
-func DomainOwner(_ context.Context, l *libvirt.Libvirt, name string) (found bool, owner string, err error) {
+func domainOwner(_ context.Context, l *libvirt.Libvirt, name string) (found bool, owner string, err error) {
 	d, err := l.DomainLookupByName(name)
 	if err != nil {
 		if isNoDomain(err) {

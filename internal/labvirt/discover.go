@@ -16,9 +16,9 @@ import (
 	"libvirt.org/go/libvirtxml"
 )
 
-// MarkedDomains lists the domains (running or not) that bear lab's mark.
-func MarkedDomains(ctx context.Context, l *libvirt.Libvirt, lab string) ([]string, error) {
-	marks, err := DomainMarks(ctx, l)
+// markedDomains lists the domains (running or not) that bear lab's mark.
+func markedDomains(ctx context.Context, l *libvirt.Libvirt, lab string) ([]string, error) {
+	marks, err := domainMarks(ctx, l)
 	if err != nil {
 		return nil, err
 	}
@@ -32,9 +32,9 @@ func MarkedDomains(ctx context.Context, l *libvirt.Libvirt, lab string) ([]strin
 	return out, nil
 }
 
-// DomainMarks returns the mark's attributes of every domain that has one,
+// domainMarks returns the mark's attributes of every domain that has one,
 // by domain name, whichever lab it is.
-func DomainMarks(ctx context.Context, l *libvirt.Libvirt) (map[string]map[string]string, error) {
+func domainMarks(ctx context.Context, l *libvirt.Libvirt) (map[string]map[string]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -64,9 +64,9 @@ func DomainMarks(ctx context.Context, l *libvirt.Libvirt) (map[string]map[string
 	return out, nil
 }
 
-// MarkedNetworks lists the libvirt networks (active or not) that bear lab's
+// markedNetworks lists the libvirt networks (active or not) that bear lab's
 // mark: its NAT network and its bridge-named networks.
-func MarkedNetworks(ctx context.Context, l *libvirt.Libvirt, lab string) ([]string, error) {
+func markedNetworks(ctx context.Context, l *libvirt.Libvirt, lab string) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -91,16 +91,16 @@ func MarkedNetworks(ctx context.Context, l *libvirt.Libvirt, lab string) ([]stri
 	return out, nil
 }
 
-// NetworkOwner says whether a libvirt network exists and whose mark it
+// networkOwnerOf says whether a libvirt network exists and whose mark it
 // bears ("" when none).
-func NetworkOwner(ctx context.Context, l *libvirt.Libvirt, name string) (found bool, owner string, err error) {
-	st, err := GetNetworkState(ctx, l, name)
+func networkOwnerOf(ctx context.Context, l *libvirt.Libvirt, name string) (found bool, owner string, err error) {
+	st, err := getNetworkState(ctx, l, name)
 	return st.Exists, st.Owner, err
 }
 
-// PoolOwner says whether a storage pool exists and which lab's mark its
+// poolOwner says whether a storage pool exists and which lab's mark its
 // directory holds ("" when none, or when its directory is gone).
-func PoolOwner(ctx context.Context, l *libvirt.Libvirt, name string) (found bool, owner string, err error) {
+func poolOwner(ctx context.Context, l *libvirt.Libvirt, name string) (found bool, owner string, err error) {
 	st, err := getPoolState(ctx, l, name)
 	return st.exists, st.owner(), err
 }
@@ -111,10 +111,10 @@ type DanglingPool struct {
 	Dir  string
 }
 
-// MarkedPools lists the pools whose directory holds lab's mark, and the
+// markedPools lists the pools whose directory holds lab's mark, and the
 // pools whose directory is gone (the mark went with it), which the caller
 // must prove to be the lab's some other way (DeleteDanglingPool).
-func MarkedPools(ctx context.Context, l *libvirt.Libvirt, lab string) (marked []string, dangling []DanglingPool, err error) {
+func markedPools(ctx context.Context, l *libvirt.Libvirt, lab string) (marked []string, dangling []DanglingPool, err error) {
 	pools, _, err := l.ConnectListAllStoragePools(1, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list storage pools: %w", err)
@@ -141,11 +141,11 @@ func MarkedPools(ctx context.Context, l *libvirt.Libvirt, lab string) (marked []
 	return marked, dangling, nil
 }
 
-// DeleteDanglingPool undefines a directory pool whose directory is gone.
+// deleteDanglingPool undefines a directory pool whose directory is gone.
 // Nothing is lost with it: its volumes were files in that directory. It
 // refuses a pool whose directory exists (that is DeletePool's, with the
 // mark's proof).
-func DeleteDanglingPool(ctx context.Context, l *libvirt.Libvirt, name string) (deleted bool, err error) {
+func deleteDanglingPool(ctx context.Context, l *libvirt.Libvirt, name string) (deleted bool, err error) {
 	st, err := getPoolState(ctx, l, name)
 	if err != nil || !st.exists {
 		return false, err
@@ -162,9 +162,9 @@ func DeleteDanglingPool(ctx context.Context, l *libvirt.Libvirt, name string) (d
 	return true, nil
 }
 
-// DomainPower is a domain's state in words (running, shut off, ...), or
+// domainPower is a domain's state in words (running, shut off, ...), or
 // "absent".
-func DomainPower(_ context.Context, l *libvirt.Libvirt, name string) (string, error) {
+func domainPower(_ context.Context, l *libvirt.Libvirt, name string) (string, error) {
 	d, err := l.DomainLookupByName(name)
 	if isNoDomain(err) {
 		return "absent", nil
@@ -194,8 +194,8 @@ func HasLayoutSuffix(dir, suffix string) bool {
 	return strings.HasSuffix(strings.TrimRight(dir, "/"), "/"+suffix)
 }
 
-// StartDomain starts a defined domain; one that runs already is no change.
-func StartDomain(_ context.Context, l *libvirt.Libvirt, name string) (bool, error) {
+// startDomain starts a defined domain; one that runs already is no change.
+func startDomain(_ context.Context, l *libvirt.Libvirt, name string) (bool, error) {
 	d, err := l.DomainLookupByName(name)
 	if err != nil {
 		return false, fmt.Errorf("look up domain %s: %w", name, err)
@@ -221,9 +221,9 @@ type RemotePool struct {
 	Volumes       []string // the files libvirt lists, the mark file left out
 }
 
-// RemotePoolState reads a pool through libvirt only, refreshing it first
+// remotePoolState reads a pool through libvirt only, refreshing it first
 // when it is active so that its volumes are what is in the directory.
-func RemotePoolState(ctx context.Context, l *libvirt.Libvirt, name string) (RemotePool, error) {
+func remotePoolState(ctx context.Context, l *libvirt.Libvirt, name string) (RemotePool, error) {
 	var rp RemotePool
 	if err := ctx.Err(); err != nil {
 		return rp, err

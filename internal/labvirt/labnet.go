@@ -3,9 +3,9 @@ package labvirt
 // The lab's own NAT network: what libvirt's `default` network is in the seed
 // lab, but defined and owned by the lab.
 //
-//	EnsureLabNetwork(ctx, l, LabNetworkSpec) (changed bool, err error)
-//	DeleteLabNetwork(ctx, l, name, lab string) (deleted bool, err error)
-//	LabNetworkDrift(ctx, l, LabNetworkSpec) ([]string, error)
+//	ensureLabNetwork(ctx, l, LabNetworkSpec) (changed bool, err error)
+//	deleteLabNetwork(ctx, l, name, lab string) (deleted bool, err error)
+//	labNetworkDrift(ctx, l, LabNetworkSpec) ([]string, error)
 //	LabNetworkXML(LabNetworkSpec) (string, error)
 //
 // The network is a libvirt network in forward mode "nat" on its own bridge
@@ -454,9 +454,9 @@ func labNetworkForeign(l *libvirt.Libvirt, spec LabNetworkSpec, st labNetState) 
 	return nil
 }
 
-// LabNetworkDrift says how the network falls short of the spec, in words
+// labNetworkDrift says how the network falls short of the spec, in words
 // for people; none means EnsureLabNetwork would change nothing.
-func LabNetworkDrift(ctx context.Context, l *libvirt.Libvirt, spec LabNetworkSpec) ([]string, error) {
+func labNetworkDrift(ctx context.Context, l *libvirt.Libvirt, spec LabNetworkSpec) ([]string, error) {
 	want, err := labNetwork(spec)
 	if err != nil {
 		return nil, err
@@ -487,12 +487,12 @@ func labNetProblems(want *libvirtxml.Network, st labNetState) []string {
 	return out
 }
 
-// EnsureLabNetwork defines, starts and autostarts the lab's NAT network, or
+// ensureLabNetwork defines, starts and autostarts the lab's NAT network, or
 // brings the lab's existing network to the spec (see the top of this file
 // for how). It returns whether it changed anything. A foreign network with
 // the spec's name or bridge stops it with ErrNetworkForeign; an invalid spec
 // stops it before it asks libvirt anything.
-func EnsureLabNetwork(ctx context.Context, l *libvirt.Libvirt, spec LabNetworkSpec) (changed bool, err error) {
+func ensureLabNetwork(ctx context.Context, l *libvirt.Libvirt, spec LabNetworkSpec) (changed bool, err error) {
 	want, err := labNetwork(spec)
 	if err != nil {
 		return false, err
@@ -604,10 +604,10 @@ func labNetworkAddHosts(l *libvirt.Libvirt, spec LabNetworkSpec, st labNetState)
 	return nil
 }
 
-// DeleteLabNetwork stops and undefines the lab's NAT network; a missing
+// deleteLabNetwork stops and undefines the lab's NAT network; a missing
 // network is no error, a foreign one is ErrNetworkForeign and is left
 // alone. It returns whether it deleted anything. (It is DeleteNetwork: the
 // ownership mark is the same.)
-func DeleteLabNetwork(ctx context.Context, l *libvirt.Libvirt, name, lab string) (deleted bool, err error) {
-	return DeleteNetwork(ctx, l, name, lab)
+func deleteLabNetwork(ctx context.Context, l *libvirt.Libvirt, name, lab string) (deleted bool, err error) {
+	return deleteNetwork(ctx, l, name, lab)
 }

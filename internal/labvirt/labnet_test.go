@@ -141,7 +141,7 @@ func labNetTestConn(t *testing.T) *libvirt.Libvirt {
 	}
 	for _, n := range nets {
 		if strings.HasPrefix(n.Name, "lt-") {
-			_, _ = DeleteLabNetwork(context.Background(), l, n.Name, labNetTestLab)
+			_, _ = deleteLabNetwork(context.Background(), l, n.Name, labNetTestLab)
 		}
 	}
 	return l
@@ -233,7 +233,7 @@ func TestEnsureLabNetwork(t *testing.T) {
 	id := netnstest.Rand(3)
 	spec := labNetTestSpec("lt-net-"+id, "lt-br-"+id)
 	t.Cleanup(func() {
-		if _, err := DeleteLabNetwork(context.Background(), l, spec.Name, spec.Lab); err != nil {
+		if _, err := deleteLabNetwork(context.Background(), l, spec.Name, spec.Lab); err != nil {
 			t.Errorf("clean up: %v", err)
 		}
 	})
@@ -252,17 +252,17 @@ func TestEnsureLabNetwork(t *testing.T) {
 	}
 
 	start := time.Now()
-	if changed, err := EnsureLabNetwork(ctx, l, spec); err != nil || !changed {
+	if changed, err := ensureLabNetwork(ctx, l, spec); err != nil || !changed {
 		t.Fatalf("first EnsureLabNetwork = %v, %v; want changed", changed, err)
 	}
 	t.Logf("defined and started in %v", time.Since(start).Round(time.Millisecond))
-	if changed, err := EnsureLabNetwork(ctx, l, spec); err != nil || changed {
+	if changed, err := ensureLabNetwork(ctx, l, spec); err != nil || changed {
 		t.Fatalf("second EnsureLabNetwork = %v, %v; want unchanged", changed, err)
 	}
-	if d, err := LabNetworkDrift(ctx, l, spec); err != nil || len(d) != 0 {
+	if d, err := labNetworkDrift(ctx, l, spec); err != nil || len(d) != 0 {
 		t.Fatalf("drift after ensure: %v, %v", d, err)
 	}
-	st, err := GetNetworkState(ctx, l, spec.Name)
+	st, err := getNetworkState(ctx, l, spec.Name)
 	if err != nil || !st.Active || !st.Autostart || st.Forward != "nat" || st.Bridge != spec.Bridge || st.Owner != spec.Lab {
 		t.Fatalf("network state %+v, %v", st, err)
 	}
@@ -305,20 +305,20 @@ func TestEnsureLabNetwork(t *testing.T) {
 	more := spec
 	more.Hosts = append(append([]LabHost{}, spec.Hosts...),
 		LabHost{MAC: "52:54:00:77:00:20", IP: netip.MustParseAddr("10.198.77.20"), Hostname: "worker-0"})
-	if changed, err := EnsureLabNetwork(ctx, l, more); err != nil || !changed {
+	if changed, err := ensureLabNetwork(ctx, l, more); err != nil || !changed {
 		t.Fatalf("EnsureLabNetwork with a host more = %v, %v; want changed", changed, err)
 	}
 	if got := bridgeIndex(); got != index {
 		t.Errorf("adding a host restarted the network: bridge index %d, was %d", got, index)
 	}
-	if d, err := LabNetworkDrift(ctx, l, more); err != nil || len(d) != 0 {
+	if d, err := labNetworkDrift(ctx, l, more); err != nil || len(d) != 0 {
 		t.Fatalf("drift after adding a host: %v, %v", d, err)
 	}
 	if !strings.Contains(labNetReadFile(t, "/var/lib/libvirt/dnsmasq/"+spec.Name+".hostsfile"), "52:54:00:77:00:20,10.198.77.20,worker-0") {
 		t.Error("the added host is not in dnsmasq's hostsfile")
 	}
 	labNetResolve(t, "10.198.77.1", map[string]string{"worker-0.ocp.lab.local": "10.198.77.20"})
-	if changed, err := EnsureLabNetwork(ctx, l, more); err != nil || changed {
+	if changed, err := ensureLabNetwork(ctx, l, more); err != nil || changed {
 		t.Fatalf("EnsureLabNetwork again = %v, %v; want unchanged", changed, err)
 	}
 
@@ -326,10 +326,10 @@ func TestEnsureLabNetwork(t *testing.T) {
 	uuid := live.UUID
 	mtu := more
 	mtu.MTU = 9000
-	if d, err := LabNetworkDrift(ctx, l, mtu); err != nil || len(d) != 1 || !strings.Contains(d[0], "MTU") {
+	if d, err := labNetworkDrift(ctx, l, mtu); err != nil || len(d) != 1 || !strings.Contains(d[0], "MTU") {
 		t.Errorf("drift with another MTU: %v, %v", d, err)
 	}
-	if changed, err := EnsureLabNetwork(ctx, l, mtu); err != nil || !changed {
+	if changed, err := ensureLabNetwork(ctx, l, mtu); err != nil || !changed {
 		t.Fatalf("EnsureLabNetwork with MTU 9000 = %v, %v; want changed", changed, err)
 	}
 	if got := bridgeIndex(); got == index {
@@ -339,10 +339,10 @@ func TestEnsureLabNetwork(t *testing.T) {
 		t.Errorf("redefined network: UUID %s (was %s), MTU %+v", live.UUID, uuid, live.MTU)
 	}
 
-	if deleted, err := DeleteLabNetwork(ctx, l, spec.Name, spec.Lab); err != nil || !deleted {
+	if deleted, err := deleteLabNetwork(ctx, l, spec.Name, spec.Lab); err != nil || !deleted {
 		t.Fatalf("DeleteLabNetwork = %v, %v; want deleted", deleted, err)
 	}
-	if deleted, err := DeleteLabNetwork(ctx, l, spec.Name, spec.Lab); err != nil || deleted {
+	if deleted, err := deleteLabNetwork(ctx, l, spec.Name, spec.Lab); err != nil || deleted {
 		t.Fatalf("second DeleteLabNetwork = %v, %v; want nothing to delete", deleted, err)
 	}
 	if _, err := h.LinkByName(spec.Bridge); err == nil {
@@ -375,11 +375,11 @@ func TestEnsureLabNetworkLeavesForeignAlone(t *testing.T) {
 		return n, before
 	}
 	n, before := foreign(spec.Name, "lt-o-"+id)
-	_, err := EnsureLabNetwork(ctx, l, spec)
+	_, err := ensureLabNetwork(ctx, l, spec)
 	if !errors.Is(err, ErrNetworkForeign) || !strings.Contains(err.Error(), "virsh net-undefine "+spec.Name) {
 		t.Errorf("EnsureLabNetwork on a foreign network = %v, want ErrNetworkForeign with a fix", err)
 	}
-	if _, err := DeleteLabNetwork(ctx, l, spec.Name, spec.Lab); !errors.Is(err, ErrNetworkForeign) {
+	if _, err := deleteLabNetwork(ctx, l, spec.Name, spec.Lab); !errors.Is(err, ErrNetworkForeign) {
 		t.Errorf("DeleteLabNetwork on a foreign network = %v, want ErrNetworkForeign", err)
 	}
 	after, err := l.NetworkGetXMLDesc(n, 0)
@@ -393,14 +393,14 @@ func TestEnsureLabNetworkLeavesForeignAlone(t *testing.T) {
 	other := spec
 	other.Name = "lt-fy-" + id
 	_, before = foreign("lt-fz-"+id, other.Bridge)
-	_, err = EnsureLabNetwork(ctx, l, other)
+	_, err = ensureLabNetwork(ctx, l, other)
 	if !errors.Is(err, ErrNetworkForeign) || !strings.Contains(err.Error(), `libvirt network "lt-fz-`+id+`"`) {
 		t.Errorf("EnsureLabNetwork on another network's bridge = %v, want ErrNetworkForeign naming it", err)
 	}
-	if st, err := GetNetworkState(ctx, l, other.Name); err != nil || st.Exists {
+	if st, err := getNetworkState(ctx, l, other.Name); err != nil || st.Exists {
 		t.Errorf("EnsureLabNetwork defined %s beside a foreign network on its bridge: %+v, %v", other.Name, st, err)
 	}
-	if deleted, err := DeleteLabNetwork(ctx, l, other.Name, spec.Lab); err != nil || deleted {
+	if deleted, err := deleteLabNetwork(ctx, l, other.Name, spec.Lab); err != nil || deleted {
 		t.Errorf("DeleteLabNetwork of a missing network = %v, %v; want false, nil", deleted, err)
 	}
 }

@@ -113,8 +113,8 @@ func findNetwork(ctx context.Context, l *libvirt.Libvirt, name string) (net libv
 	return net, true, nil
 }
 
-// GetNetworkState reads a network's state; a missing network is no error.
-func GetNetworkState(ctx context.Context, l *libvirt.Libvirt, name string) (NetworkState, error) {
+// getNetworkState reads a network's state; a missing network is no error.
+func getNetworkState(ctx context.Context, l *libvirt.Libvirt, name string) (NetworkState, error) {
 	st := NetworkState{Name: name}
 	net, found, err := findNetwork(ctx, l, name)
 	if err != nil || !found {
@@ -148,13 +148,13 @@ func GetNetworkState(ctx context.Context, l *libvirt.Libvirt, name string) (Netw
 	return st, nil
 }
 
-// EnsureNetwork defines, starts and autostarts the network, or corrects the
+// ensureNetwork defines, starts and autostarts the network, or corrects the
 // lab's own network when its definition drifted. It returns whether it
 // changed anything. A network of that name that is not the lab's stops it
 // with ErrNetworkForeign. The bridge must exist in libvirtd's network
 // namespace before the network can start.
-func EnsureNetwork(ctx context.Context, l *libvirt.Libvirt, spec NetworkSpec) (changed bool, err error) {
-	st, err := GetNetworkState(ctx, l, spec.Name)
+func ensureNetwork(ctx context.Context, l *libvirt.Libvirt, spec NetworkSpec) (changed bool, err error) {
+	st, err := getNetworkState(ctx, l, spec.Name)
 	if err != nil {
 		return false, err
 	}
@@ -184,7 +184,7 @@ func EnsureNetwork(ctx context.Context, l *libvirt.Libvirt, spec NetworkSpec) (c
 			return true, fmt.Errorf("autostart libvirt network %q: %w", spec.Name, err)
 		}
 	}
-	st, err = GetNetworkState(ctx, l, spec.Name)
+	st, err = getNetworkState(ctx, l, spec.Name)
 	if err != nil {
 		return true, err
 	}
@@ -222,11 +222,11 @@ func networkDefine(l *libvirt.Libvirt, spec NetworkSpec, st NetworkState) (libvi
 	return net, nil
 }
 
-// DeleteNetwork stops and undefines the lab's network; a missing network is
+// deleteNetwork stops and undefines the lab's network; a missing network is
 // no error, a foreign one is ErrNetworkForeign and is left alone. It returns
 // whether it deleted anything.
-func DeleteNetwork(ctx context.Context, l *libvirt.Libvirt, name, lab string) (deleted bool, err error) {
-	st, err := GetNetworkState(ctx, l, name)
+func deleteNetwork(ctx context.Context, l *libvirt.Libvirt, name, lab string) (deleted bool, err error) {
+	st, err := getNetworkState(ctx, l, name)
 	if err != nil || !st.Exists {
 		return false, err
 	}
@@ -254,54 +254,3 @@ func DeleteNetwork(ctx context.Context, l *libvirt.Libvirt, name, lab string) (d
 func isNetworkNotFound(err error) bool { return isNetworkError(err, libvirt.ErrNoNetwork) }
 
 func isNetworkError(err error, code libvirt.ErrorNumber) bool { return virt.IsCode(err, code) }
-
-// NetworkConn is a connection to libvirtd for the network tasks above, for
-// callers (labctl net) that must not import go-libvirt themselves.
-type NetworkConn struct {
-	L *libvirt.Libvirt
-}
-
-// NetworkDial connects to the libvirt URI (qemu:///system and the others
-// virt.DialerFor knows).
-func NetworkDial(ctx context.Context, uri string) (*NetworkConn, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	d, target, err := virt.DialerFor(uri)
-	if err != nil {
-		return nil, err
-	}
-	l := libvirt.NewWithDialer(d)
-	if err := l.ConnectToURI(target); err != nil {
-		return nil, fmt.Errorf("connect to libvirtd at %s: %w", uri, err)
-	}
-	return &NetworkConn{L: l}, nil
-}
-
-// State is GetNetworkState.
-func (c *NetworkConn) State(ctx context.Context, name string) (NetworkState, error) {
-	return GetNetworkState(ctx, c.L, name)
-}
-
-// Ensure is EnsureNetwork.
-func (c *NetworkConn) Ensure(ctx context.Context, spec NetworkSpec) (bool, error) {
-	return EnsureNetwork(ctx, c.L, spec)
-}
-
-// Delete is DeleteNetwork.
-func (c *NetworkConn) Delete(ctx context.Context, name, lab string) (bool, error) {
-	return DeleteNetwork(ctx, c.L, name, lab)
-}
-
-// NATDrift is LabNetworkDrift.
-func (c *NetworkConn) NATDrift(ctx context.Context, spec LabNetworkSpec) ([]string, error) {
-	return LabNetworkDrift(ctx, c.L, spec)
-}
-
-// EnsureNAT is EnsureLabNetwork.
-func (c *NetworkConn) EnsureNAT(ctx context.Context, spec LabNetworkSpec) (bool, error) {
-	return EnsureLabNetwork(ctx, c.L, spec)
-}
-
-// Close disconnects.
-func (c *NetworkConn) Close() error { return c.L.Disconnect() }

@@ -92,7 +92,7 @@ func networkTestEnv(t *testing.T) (*libvirt.Libvirt, *netlink.Handle, *netplumb.
 }
 
 // TestNetworkBootsVMOnLabBridge: netplumb makes a lab bridge in labci,
-// EnsureNetwork defines the libvirt network of the same name on it, and a
+// ensureNetwork defines the libvirt network of the same name on it, and a
 // VM whose NIC is on that network boots the marker ISO with its tap
 // enslaved to the bridge.
 func TestNetworkBootsVMOnLabBridge(t *testing.T) {
@@ -113,13 +113,13 @@ func TestNetworkBootsVMOnLabBridge(t *testing.T) {
 
 	spec := NetworkSpec{Name: br, Bridge: br, Lab: lab}
 	t.Cleanup(func() { networkTestDelete(t, br, lab) })
-	if changed, err := EnsureNetwork(ctx, l, spec); err != nil || !changed {
+	if changed, err := ensureNetwork(ctx, l, spec); err != nil || !changed {
 		t.Fatalf("first EnsureNetwork = %v, %v; want changed", changed, err)
 	}
-	if changed, err := EnsureNetwork(ctx, l, spec); err != nil || changed {
+	if changed, err := ensureNetwork(ctx, l, spec); err != nil || changed {
 		t.Fatalf("second EnsureNetwork = %v, %v; want unchanged", changed, err)
 	}
-	st, err := GetNetworkState(ctx, l, br)
+	st, err := getNetworkState(ctx, l, br)
 	if err != nil || !st.Active || !st.Autostart || st.Bridge != br || st.Name != br {
 		t.Fatalf("network state %+v, %v: want active, autostarted, name == bridge", st, err)
 	}
@@ -199,11 +199,11 @@ func TestEnsureNetworkLeavesForeignNetworkAlone(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = l.NetworkUndefine(net) })
 
-	_, err = EnsureNetwork(ctx, l, NetworkSpec{Name: name, Bridge: name, Lab: lab})
+	_, err = ensureNetwork(ctx, l, NetworkSpec{Name: name, Bridge: name, Lab: lab})
 	if !errors.Is(err, ErrNetworkForeign) || !strings.Contains(err.Error(), "virsh net-undefine "+name) {
 		t.Errorf("EnsureNetwork on a foreign network = %v, want ErrNetworkForeign with a fix", err)
 	}
-	if _, err := DeleteNetwork(ctx, l, name, lab); !errors.Is(err, ErrNetworkForeign) {
+	if _, err := deleteNetwork(ctx, l, name, lab); !errors.Is(err, ErrNetworkForeign) {
 		t.Errorf("DeleteNetwork on a foreign network = %v, want ErrNetworkForeign", err)
 	}
 	after, err := l.NetworkGetXMLDesc(net, 0)
@@ -213,7 +213,7 @@ func TestEnsureNetworkLeavesForeignNetworkAlone(t *testing.T) {
 	if strings.Contains(after, MarkNS) {
 		t.Errorf("the foreign network was marked:\n%s", after)
 	}
-	if deleted, err := DeleteNetwork(ctx, l, "np-none-"+netnstest.Rand(3), lab); err != nil || deleted {
+	if deleted, err := deleteNetwork(ctx, l, "np-none-"+netnstest.Rand(3), lab); err != nil || deleted {
 		t.Errorf("DeleteNetwork of a missing network = %v, %v; want false, nil", deleted, err)
 	}
 }
@@ -222,13 +222,13 @@ func TestEnsureNetworkLeavesForeignNetworkAlone(t *testing.T) {
 // libvirtd restarted during the test does not leak it.
 func networkTestDelete(t *testing.T, name, lab string) {
 	t.Helper()
-	c, err := NetworkDial(context.Background(), "qemu:///system")
+	c, err := Dial(context.Background(), "qemu:///system")
 	if err != nil {
 		t.Errorf("clean up libvirt network %s: %v", name, err)
 		return
 	}
 	defer c.Close()
-	if _, err := c.Delete(context.Background(), name, lab); err != nil {
+	if _, err := c.DeleteNetwork(context.Background(), name, lab); err != nil {
 		t.Errorf("clean up libvirt network %s: %v", name, err)
 	}
 }

@@ -2,10 +2,10 @@ package labvirt
 
 // The lab's disks: a libvirt directory pool and thin qcow2 volumes in it.
 //
-//	EnsurePool(ctx, l, PoolSpec{Name, Dir, Lab}) (changed bool, err error)
-//	DeletePool(ctx, l, name, lab string) (deleted bool, err error)
-//	EnsureVolume(ctx, l, VolumeSpec{Pool, Name, CapacityBytes, Format, Lab}) (path string, changed bool, err error)
-//	DeleteVolume(ctx, l, pool, name, lab string) (deleted bool, err error)
+//	ensurePool(ctx, l, PoolSpec{Name, Dir, Lab}) (changed bool, err error)
+//	deletePool(ctx, l, name, lab string) (deleted bool, err error)
+//	ensureVolume(ctx, l, VolumeSpec{Pool, Name, CapacityBytes, Format, Lab}) (path string, changed bool, err error)
+//	deleteVolume(ctx, l, pool, name, lab string) (deleted bool, err error)
 //
 // The path EnsureVolume returns goes into DomainSpec.Disks (format qcow2).
 //
@@ -261,10 +261,10 @@ func labPool(ctx context.Context, l *libvirt.Libvirt, name, lab string) (poolSta
 	return st, nil
 }
 
-// EnsurePool makes the directory (0755, after checking that qemu can reach
+// ensurePool makes the directory (0755, after checking that qemu can reach
 // it), marks it as the lab's, defines the pool, starts it and sets it to
 // autostart. It returns whether it changed anything.
-func EnsurePool(ctx context.Context, l *libvirt.Libvirt, spec PoolSpec) (changed bool, err error) {
+func ensurePool(ctx context.Context, l *libvirt.Libvirt, spec PoolSpec) (changed bool, err error) {
 	if spec.Name == "" || spec.Lab == "" || !filepath.IsAbs(spec.Dir) {
 		return false, fmt.Errorf("storage pool %q: want a name, a lab and an absolute directory, have %q", spec.Name, spec.Dir)
 	}
@@ -524,11 +524,11 @@ func (q qemuIdentity) notTraversable(p string, st *syscall.Stat_t) error {
 		ErrNotTraversable, p, mode, q.name, q.uid, q.name, p)
 }
 
-// DeletePool deletes the lab's pool: its volumes (all of them the lab's),
+// deletePool deletes the lab's pool: its volumes (all of them the lab's),
 // the pool, the mark, and the directory when the lab created it. A missing
 // pool is no error; a foreign one is ErrPoolForeign, one holding volumes
 // the lab did not create is ErrPoolInUse, and both are left as they are.
-func DeletePool(ctx context.Context, l *libvirt.Libvirt, name, lab string) (deleted bool, err error) {
+func deletePool(ctx context.Context, l *libvirt.Libvirt, name, lab string) (deleted bool, err error) {
 	st, err := labPool(ctx, l, name, lab)
 	if err != nil || !st.exists {
 		return false, err
@@ -594,11 +594,11 @@ func DeletePool(ctx context.Context, l *libvirt.Libvirt, name, lab string) (dele
 	return true, nil
 }
 
-// EnsureVolume creates a thin volume (allocation 0) in the lab's pool, or
+// ensureVolume creates a thin volume (allocation 0) in the lab's pool, or
 // keeps the lab's volume of that name when its capacity and format match.
 // It returns the volume's path and whether it created it. The pool must be
 // the lab's and active (EnsurePool).
-func EnsureVolume(ctx context.Context, l *libvirt.Libvirt, spec VolumeSpec) (path string, changed bool, err error) {
+func ensureVolume(ctx context.Context, l *libvirt.Libvirt, spec VolumeSpec) (path string, changed bool, err error) {
 	format := cmp.Or(spec.Format, "qcow2")
 	if format != "qcow2" || spec.CapacityBytes == 0 || !validVolumeName(spec.Name) {
 		return "", false, fmt.Errorf("volume %q in pool %q: want a plain file name other than %s, a capacity and format qcow2, have %d bytes, %q",
@@ -716,10 +716,10 @@ func checkVolume(l *libvirt.Libvirt, vol libvirt.StorageVol, pool, format string
 	return path, nil
 }
 
-// DeleteVolume deletes a volume the lab created in its pool; a missing pool
+// deleteVolume deletes a volume the lab created in its pool; a missing pool
 // or volume is no error. A volume the lab did not create is
 // ErrVolumeForeign and stays.
-func DeleteVolume(ctx context.Context, l *libvirt.Libvirt, pool, name, lab string) (deleted bool, err error) {
+func deleteVolume(ctx context.Context, l *libvirt.Libvirt, pool, name, lab string) (deleted bool, err error) {
 	st, err := labPool(ctx, l, pool, lab)
 	if err != nil || !st.exists {
 		return false, err

@@ -114,7 +114,7 @@ func storageTestConn(t *testing.T) *libvirt.Libvirt {
 	}
 	for _, p := range pools {
 		if strings.HasPrefix(p.Name, "lt-") {
-			_, _ = DeletePool(context.Background(), l, p.Name, labNetTestLab)
+			_, _ = deletePool(context.Background(), l, p.Name, labNetTestLab)
 		}
 	}
 	return l
@@ -127,15 +127,15 @@ func TestStorage(t *testing.T) {
 	dir := filepath.Join(storageTestDir(t, 0o755), "lab", "pool")
 	pool := PoolSpec{Name: "lt-pool-" + netnstest.Rand(3), Dir: dir, Lab: lab}
 	t.Cleanup(func() {
-		if _, err := DeletePool(context.Background(), l, pool.Name, lab); err != nil {
+		if _, err := deletePool(context.Background(), l, pool.Name, lab); err != nil {
 			t.Errorf("clean up: %v", err)
 		}
 	})
 
-	if changed, err := EnsurePool(ctx, l, pool); err != nil || !changed {
+	if changed, err := ensurePool(ctx, l, pool); err != nil || !changed {
 		t.Fatalf("first EnsurePool = %v, %v; want changed", changed, err)
 	}
-	if changed, err := EnsurePool(ctx, l, pool); err != nil || changed {
+	if changed, err := ensurePool(ctx, l, pool); err != nil || changed {
 		t.Fatalf("second EnsurePool = %v, %v; want unchanged", changed, err)
 	}
 	for _, d := range []string{filepath.Dir(dir), dir} {
@@ -155,9 +155,9 @@ func TestStorage(t *testing.T) {
 	}
 	paths := map[string]string{}
 	for _, v := range vols {
-		path, changed, err := EnsureVolume(ctx, l, v)
+		path, changed, err := ensureVolume(ctx, l, v)
 		if err != nil || !changed || path != filepath.Join(dir, v.Name) {
-			t.Fatalf("EnsureVolume(%s) = %q, %v, %v; want a new volume in %s", v.Name, path, changed, err, dir)
+			t.Fatalf("ensureVolume(%s) = %q, %v, %v; want a new volume in %s", v.Name, path, changed, err, dir)
 		}
 		paths[v.Name] = path
 		vol, err := l.StorageVolLookupByPath(path)
@@ -177,11 +177,11 @@ func TestStorage(t *testing.T) {
 		}
 	}
 	for _, v := range vols {
-		if path, changed, err := EnsureVolume(ctx, l, v); err != nil || changed || path != paths[v.Name] {
-			t.Errorf("EnsureVolume(%s) again = %q, %v, %v; want the same path, unchanged", v.Name, path, changed, err)
+		if path, changed, err := ensureVolume(ctx, l, v); err != nil || changed || path != paths[v.Name] {
+			t.Errorf("ensureVolume(%s) again = %q, %v, %v; want the same path, unchanged", v.Name, path, changed, err)
 		}
 	}
-	if changed, err := EnsurePool(ctx, l, pool); err != nil || changed {
+	if changed, err := ensurePool(ctx, l, pool); err != nil || changed {
 		t.Errorf("EnsurePool with volumes = %v, %v; want unchanged", changed, err)
 	}
 
@@ -190,12 +190,12 @@ func TestStorage(t *testing.T) {
 
 	bigger := vols[0]
 	bigger.CapacityBytes = 40 * gib
-	if _, _, err := EnsureVolume(ctx, l, bigger); !errors.Is(err, ErrVolumeMismatch) {
+	if _, _, err := ensureVolume(ctx, l, bigger); !errors.Is(err, ErrVolumeMismatch) {
 		t.Errorf("EnsureVolume with another capacity = %v, want ErrVolumeMismatch", err)
 	}
 	raw := vols[0]
 	raw.Format = "raw"
-	if _, _, err := EnsureVolume(ctx, l, raw); err == nil {
+	if _, _, err := ensureVolume(ctx, l, raw); err == nil {
 		t.Error("EnsureVolume with format raw: no error")
 	}
 	if vol, err := l.StorageVolLookupByPath(paths[vols[0].Name]); err != nil {
@@ -209,13 +209,13 @@ func TestStorage(t *testing.T) {
 	if err := os.WriteFile(foreign, []byte("not the lab's"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := EnsureVolume(ctx, l, VolumeSpec{Pool: pool.Name, Name: "foreign.img", CapacityBytes: gib, Lab: lab}); !errors.Is(err, ErrVolumeForeign) {
+	if _, _, err := ensureVolume(ctx, l, VolumeSpec{Pool: pool.Name, Name: "foreign.img", CapacityBytes: gib, Lab: lab}); !errors.Is(err, ErrVolumeForeign) {
 		t.Errorf("EnsureVolume over a foreign file = %v, want ErrVolumeForeign", err)
 	}
-	if _, err := DeleteVolume(ctx, l, pool.Name, "foreign.img", lab); !errors.Is(err, ErrVolumeForeign) {
+	if _, err := deleteVolume(ctx, l, pool.Name, "foreign.img", lab); !errors.Is(err, ErrVolumeForeign) {
 		t.Errorf("DeleteVolume of a foreign file = %v, want ErrVolumeForeign", err)
 	}
-	if _, err := DeletePool(ctx, l, pool.Name, lab); !errors.Is(err, ErrPoolInUse) || !strings.Contains(err.Error(), "foreign.img") {
+	if _, err := deletePool(ctx, l, pool.Name, lab); !errors.Is(err, ErrPoolInUse) || !strings.Contains(err.Error(), "foreign.img") {
 		t.Errorf("DeletePool with a foreign file = %v, want ErrPoolInUse naming it", err)
 	}
 	for _, p := range append([]string{foreign}, paths[vols[0].Name], paths[vols[1].Name]) {
@@ -230,19 +230,19 @@ func TestStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if deleted, err := DeleteVolume(ctx, l, pool.Name, vols[1].Name, lab); err != nil || !deleted {
+	if deleted, err := deleteVolume(ctx, l, pool.Name, vols[1].Name, lab); err != nil || !deleted {
 		t.Errorf("DeleteVolume = %v, %v; want deleted", deleted, err)
 	}
-	if deleted, err := DeleteVolume(ctx, l, pool.Name, vols[1].Name, lab); err != nil || deleted {
+	if deleted, err := deleteVolume(ctx, l, pool.Name, vols[1].Name, lab); err != nil || deleted {
 		t.Errorf("DeleteVolume again = %v, %v; want nothing to delete", deleted, err)
 	}
 	if _, err := os.Stat(paths[vols[1].Name]); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("deleted volume's file: %v", err)
 	}
-	if deleted, err := DeletePool(ctx, l, pool.Name, lab); err != nil || !deleted {
+	if deleted, err := deletePool(ctx, l, pool.Name, lab); err != nil || !deleted {
 		t.Fatalf("DeletePool = %v, %v; want deleted", deleted, err)
 	}
-	if deleted, err := DeletePool(ctx, l, pool.Name, lab); err != nil || deleted {
+	if deleted, err := deletePool(ctx, l, pool.Name, lab); err != nil || deleted {
 		t.Errorf("DeletePool again = %v, %v; want nothing to delete", deleted, err)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
@@ -251,7 +251,7 @@ func TestStorage(t *testing.T) {
 	if _, err := os.Stat(filepath.Dir(dir)); err != nil {
 		t.Errorf("the parent of the pool's directory is gone: %v", err)
 	}
-	if deleted, err := DeleteVolume(ctx, l, pool.Name, vols[0].Name, lab); err != nil || deleted {
+	if deleted, err := deleteVolume(ctx, l, pool.Name, vols[0].Name, lab); err != nil || deleted {
 		t.Errorf("DeleteVolume in a deleted pool = %v, %v; want nothing to delete", deleted, err)
 	}
 }
@@ -301,16 +301,16 @@ func TestEnsurePoolRefusesForeignAndUntraversable(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = l.StoragePoolUndefine(p) })
 	mine := filepath.Join(storageTestDir(t, 0o755), "pool")
-	if _, err := EnsurePool(ctx, l, PoolSpec{Name: name, Dir: mine, Lab: lab}); !errors.Is(err, ErrPoolForeign) || !strings.Contains(err.Error(), "virsh pool-undefine "+name) {
+	if _, err := ensurePool(ctx, l, PoolSpec{Name: name, Dir: mine, Lab: lab}); !errors.Is(err, ErrPoolForeign) || !strings.Contains(err.Error(), "virsh pool-undefine "+name) {
 		t.Errorf("EnsurePool over a foreign pool = %v, want ErrPoolForeign with a fix", err)
 	}
-	if _, err := EnsurePool(ctx, l, PoolSpec{Name: name + "-2", Dir: theirs, Lab: lab}); !errors.Is(err, ErrPoolForeign) || !strings.Contains(err.Error(), `storage pool "`+name+`"`) {
+	if _, err := ensurePool(ctx, l, PoolSpec{Name: name + "-2", Dir: theirs, Lab: lab}); !errors.Is(err, ErrPoolForeign) || !strings.Contains(err.Error(), `storage pool "`+name+`"`) {
 		t.Errorf("EnsurePool on a foreign pool's directory = %v, want ErrPoolForeign naming it", err)
 	}
-	if _, err := DeletePool(ctx, l, name, lab); !errors.Is(err, ErrPoolForeign) {
+	if _, err := deletePool(ctx, l, name, lab); !errors.Is(err, ErrPoolForeign) {
 		t.Errorf("DeletePool of a foreign pool = %v, want ErrPoolForeign", err)
 	}
-	if _, _, err := EnsureVolume(ctx, l, VolumeSpec{Pool: name, Name: "x.qcow2", CapacityBytes: 1 << 20, Lab: lab}); !errors.Is(err, ErrPoolForeign) {
+	if _, _, err := ensureVolume(ctx, l, VolumeSpec{Pool: name, Name: "x.qcow2", CapacityBytes: 1 << 20, Lab: lab}); !errors.Is(err, ErrPoolForeign) {
 		t.Errorf("EnsureVolume in a foreign pool = %v, want ErrPoolForeign", err)
 	}
 	if after, err := l.StoragePoolGetXMLDesc(p, libvirt.StorageXMLInactive); err != nil || !strings.Contains(after, theirs) {
@@ -328,14 +328,14 @@ func TestEnsurePoolRefusesForeignAndUntraversable(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(full, "disk.img"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := EnsurePool(ctx, l, PoolSpec{Name: name + "-3", Dir: full, Lab: lab}); !errors.Is(err, ErrPoolForeign) {
+	if _, err := ensurePool(ctx, l, PoolSpec{Name: name + "-3", Dir: full, Lab: lab}); !errors.Is(err, ErrPoolForeign) {
 		t.Errorf("EnsurePool on a directory with files = %v, want ErrPoolForeign", err)
 	}
 
 	// A pool under a 0700 directory: qemu could not reach its disks.
 	closed := storageTestDir(t, 0o700)
 	under := filepath.Join(closed, "pool")
-	_, err = EnsurePool(ctx, l, PoolSpec{Name: name + "-4", Dir: under, Lab: lab})
+	_, err = ensurePool(ctx, l, PoolSpec{Name: name + "-4", Dir: under, Lab: lab})
 	if !errors.Is(err, ErrNotTraversable) || !strings.Contains(err.Error(), closed+" (mode 0700") || !strings.Contains(err.Error(), "Permission denied") {
 		t.Errorf("EnsurePool under a 0700 directory = %v, want ErrNotTraversable naming %s", err, closed)
 	}

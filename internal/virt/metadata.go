@@ -8,6 +8,9 @@ import (
 	"io"
 	"strings"
 
+	"github.com/digitalocean/go-libvirt"
+	"libvirt.org/go/libvirtxml"
+
 	"github.com/bmlab/bmlab/internal/machine"
 )
 
@@ -302,4 +305,49 @@ func withoutElement(inner, ns string) (string, error) {
 	}
 	out.WriteString(src[last : len(src)-len("</metadata>")])
 	return out.String(), nil
+}
+
+// SetIPMIEndpoint records a BMC's IPMI endpoint in the persistent
+// definition of the domain named name (its <metadata>, where vbmcd reads
+// it), keeping every other BMC setting, and reports whether it changed
+// anything. labctl sets it before the lab's vbmcd serves the domain.
+func SetIPMIEndpoint(l *libvirt.Libvirt, name string, ep machine.IPMIEndpoint) (bool, error) {
+	d, err := l.DomainLookupByName(name)
+	if err != nil {
+		return false, fmt.Errorf("domain %s: %w", name, err)
+	}
+	x, err := l.DomainGetXMLDesc(d, libvirt.DomainXMLInactive|libvirt.DomainXMLSecure)
+	if err != nil {
+		return false, fmt.Errorf("domain XML of %s: %w", name, err)
+	}
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(x); err != nil {
+		return false, fmt.Errorf("parse domain XML of %s: %w", name, err)
+	}
+	if def.Metadata == nil {
+		def.Metadata = &libvirtxml.DomainMetadata{}
+	}
+	m, err := findMeta(def.Metadata.XML)
+	if err != nil {
+		return false, err
+	}
+	if m == nil {
+		m = &bmcMeta{}
+	}
+	want := &metaIPMI{Address: ep.Address, Port: ep.Port}
+	if m.IPMI != nil && *m.IPMI == *want {
+		return false, nil
+	}
+	m.IPMI = want
+	if def.Metadata.XML, err = replaceMeta(def.Metadata.XML, m); err != nil {
+		return false, err
+	}
+	out, err := def.Marshal()
+	if err != nil {
+		return false, fmt.Errorf("encode domain XML of %s: %w", name, err)
+	}
+	if _, err := l.DomainDefineXMLFlags(out, libvirt.DomainDefineValidate); err != nil {
+		return false, fmt.Errorf("define %s: %w", name, err)
+	}
+	return true, nil
 }

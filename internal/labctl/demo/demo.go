@@ -105,7 +105,7 @@ func run(ctx context.Context, g *cli.Globals, f *flags) error {
 		if f.uefi {
 			spec.MemoryMiB = 256
 		}
-		id, err := labvirt.DefineDomain(ctx, l, spec, virt.DetectFirmware())
+		id, err := labvirt.Wrap(l).DefineDomain(ctx, spec)
 		if err != nil {
 			return err
 		}
@@ -120,7 +120,7 @@ func run(ctx context.Context, g *cli.Globals, f *flags) error {
 				return
 			}
 			for _, n := range nodes {
-				if err := labvirt.DeleteDomain(context.Background(), l, n.name); err != nil {
+				if err := labvirt.Wrap(l).DeleteDomain(context.Background(), n.name); err != nil {
 					log.Warn("removing a demo VM failed", zap.String("vm", n.name), zap.Error(err))
 				}
 			}

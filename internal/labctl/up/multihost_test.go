@@ -173,19 +173,21 @@ func allPools(t *testing.T, uri string) []string {
 // the libvirt at uri, asking it directly.
 func marked(t *testing.T, uri, kind string) []string {
 	t.Helper()
-	l := connect(t, uri)
-	defer l.Disconnect()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	c, err := labvirt.Dial(ctx, uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 	var names []string
-	var err error
 	switch kind {
 	case "domain":
-		names, err = labvirt.MarkedDomains(ctx, l, "mhlab")
+		names, err = c.MarkedDomains(ctx, "mhlab")
 	case "network":
-		names, err = labvirt.MarkedNetworks(ctx, l, "mhlab")
+		names, err = c.MarkedNetworks(ctx, "mhlab")
 	case "pool":
-		names, _, err = labvirt.MarkedPools(ctx, l, "mhlab")
+		names, _, err = c.MarkedPools(ctx, "mhlab")
 	}
 	if err != nil {
 		t.Fatal(err)

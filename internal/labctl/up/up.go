@@ -108,7 +108,7 @@ func withLab(ctx context.Context, g *cli.Globals, f *flags, fn func(*lab.Env) er
 		}
 	}
 	var h interface {
-		lab.Host
+		lab.Provider
 		Close()
 	}
 	if len(p.Hosts) > 0 {
@@ -137,7 +137,7 @@ type nodeRow struct {
 func rows(ctx context.Context, e *lab.Env) ([]nodeRow, error) {
 	var out []nodeRow
 	for _, n := range e.Plan.Nodes {
-		power, err := e.Host.Power(ctx, n.Name)
+		power, err := e.Host.Nodes().Power(ctx, n.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -188,7 +188,7 @@ func printStatus(ctx context.Context, g *cli.Globals, e *lab.Env, output string)
 	vb := "stopped"
 	if e.Plan.Mode != plan.ModeIPI {
 		vb = "none (no BMCs in this mode)"
-	} else if ds, err := e.Host.Daemons(ctx, e.Plan.Lab); err != nil {
+	} else if ds, err := e.Host.BMCs().Daemons(ctx, e.Plan.Lab); err != nil {
 		return err
 	} else if len(ds) > 0 {
 		vb = fmt.Sprintf("running (pid %d, log %s)", ds[0].PID, e.Plan.Vbmcd.Log)

@@ -64,7 +64,7 @@ func NewAt(t testing.TB, uri, prefix string) *Lab {
 	}
 	for _, d := range doms {
 		if strings.HasPrefix(d.Name, prefix) {
-			_ = labvirt.DeleteDomain(ctx, l, d.Name)
+			_ = labvirt.Wrap(l).DeleteDomain(ctx, d.Name)
 		}
 	}
 	return lab
@@ -137,12 +137,12 @@ func (lab *Lab) NewVM(t testing.TB, name string, o VMOptions) *VM {
 		spec.Disks = []labvirt.DiskSpec{{Path: disk, Format: "raw"}}
 	}
 	ctx := context.Background()
-	id, err := labvirt.DefineDomain(ctx, lab.client(t), spec, virt.DetectFirmware())
+	id, err := labvirt.Wrap(lab.client(t)).DefineDomain(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := labvirt.DeleteDomain(context.Background(), lab.client(t), spec.Name); err != nil {
+		if err := labvirt.Wrap(lab.client(t)).DeleteDomain(context.Background(), spec.Name); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})

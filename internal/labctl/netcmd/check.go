@@ -1,0 +1,82 @@
+package netcmd
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/labctl/cli"
+)
+
+func newCheckCommand(g *cli.Globals, f *flags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "check",
+		Short: "List every difference between the host network and the lab's configuration; exit 1 if any",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := open(cmd.Context(), g, f)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			return s.check(cmd)
+		},
+	}
+}
+
+func (s *session) check(cmd *cobra.Command) error {
+	ctx := cmd.Context()
+	p := s.env.Plan
+	rows, err := lab.CheckNetwork(ctx, s.env)
+	if err != nil {
+		return err
+	}
+	owned, err := s.env.Host.Objects().Marked(ctx, lab.KindLink, p.Lab)
+	if err != nil {
+		return err
+	}
+	more, notes := s.spokeRows(ctx)
+	rows = append(rows, more...)
+	if s.json {
+		rep := lab.NetReport{Lab: p.Lab, InSync: len(rows) == 0, Differences: rows, OwnedLinks: nonNil(owned), NotChecked: notes}
+		if err := printJSON(s.out, rep); err != nil {
+			return err
+		}
+	} else {
+		if len(rows) == 0 {
+			fmt.Fprintf(s.out, "✓ the network of lab %q matches its configuration%s\n", p.Lab, s.onHosts())
+		} else if err := printRows(s.out, rows); err != nil {
+			return err
+		}
+		for _, n := range notes {
+			fmt.Fprintf(s.out, "! %s\n", n)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %d difference(s); %s", errDiffers, len(rows), nextStep(rows))
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// onHosts names the other hosts a clean check covered.
+func (s *session) onHosts() string {
+	var names []string
+	for _, h := range s.spokes {
+		if len(h.Exec) > 0 {
+			names = append(names, h.Name)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return ", here and on " + strings.Join(names, ", ")
+}

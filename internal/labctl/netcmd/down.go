@@ -1,0 +1,87 @@
+package netcmd
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/labctl/cli"
+	"github.com/bmlab/bmlab/internal/plan"
+)
+
+type downReport struct {
+	Lab string `json:"lab"`
+	lab.NetworkRemoval
+	// Hosts are the other hosts' results, one line each.
+	Hosts []string `json:"hosts,omitempty"`
+}
+
+func newDownCommand(g *cli.Globals, f *flags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "down",
+		Short: "Remove the links, libvirt networks and NetworkManager snippet the lab owns, nothing else",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := open(cmd.Context(), g, f)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			return s.down(cmd)
+		},
+	}
+}
+
+// down is the network action's Delete (what `labctl down` runs), printed.
+func (s *session) down(cmd *cobra.Command) error {
+	ctx := cmd.Context()
+	p := s.env.Plan
+	rm, err := lab.RemoveNetwork(ctx, s.env)
+	rep := downReport{Lab: p.Lab, NetworkRemoval: rm}
+	var serr error
+	if err == nil {
+		rep.Hosts, serr = s.onSpokes(ctx, "down", func(h plan.Host, r *lab.NetReport) (string, error) {
+			if len(r.OwnedLinks) > 0 {
+				return "", fmt.Errorf("host %s: after net down there, the lab's links %s are left", h.Name, strings.Join(r.OwnedLinks, ", "))
+			}
+			return "no link of the lab left", nil
+		})
+	}
+	if s.json {
+		if jerr := printJSON(s.out, rep); jerr != nil {
+			return jerr
+		}
+		if err != nil {
+			return err
+		}
+		return serr
+	}
+	mark := "✓"
+	if err != nil {
+		mark = "✗" // removed, but something of the lab is left
+	}
+	for _, n := range rm.Networks {
+		fmt.Fprintf(s.out, "%s deleted libvirt network %s\n", mark, n)
+	}
+	for _, n := range rm.Links {
+		fmt.Fprintf(s.out, "%s deleted link %s\n", mark, n)
+	}
+	if rm.Snippet != "" {
+		fmt.Fprintf(s.out, "%s removed %s\n", mark, rm.Snippet)
+	}
+	for _, n := range rm.Foreign {
+		fmt.Fprintf(s.out, "! left %s alone: it has a lab name but is not the lab's\n", n)
+	}
+	if err != nil {
+		return err
+	}
+	if len(rm.Networks)+len(rm.Links) == 0 && rm.Snippet == "" {
+		fmt.Fprintf(s.out, "✓ nothing of lab %q to remove\n", p.Lab)
+	}
+	for _, line := range rep.Hosts {
+		fmt.Fprintln(s.out, line)
+	}
+	return serr
+}

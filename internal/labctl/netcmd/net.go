@@ -1,0 +1,249 @@
+// Package netcmd is `labctl net`: check, repair and take down the lab's
+// host network. It is a view over the network action of internal/lab
+// (CheckNetwork, EnsureNetwork, RemoveNetwork): it picks the host (--host),
+// leaves libvirt out when asked (--no-libvirt), reaches the lab's other
+// hosts through their exec:, and prints. It implements nothing of its own.
+package netcmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/labctl/cli"
+	"github.com/bmlab/bmlab/internal/plan"
+)
+
+type flags struct {
+	output    string
+	noLibvirt bool
+	host      string
+}
+
+// NewCommand returns `labctl net` and its subcommands.
+func NewCommand(g *cli.Globals) *cobra.Command {
+	f := &flags{}
+	cmd := &cobra.Command{
+		Use:   "net",
+		Short: "Check and repair the lab's bridges, veth pairs and libvirt networks",
+		Long: `The lab's host network is what the lab plan says: the lab file, with the
+same -f, --profile, --mode and --netns as up, down and status take. 'check'
+lists every difference from it (its NAT network, bridges, veths, the
+bridge-named libvirt networks, NetworkManager's snippet) and exits non-zero
+when there is one; 'repair' prints the same list, then changes only what
+differs and checks again; 'down' removes what the lab owns and nothing else.
+They run the network step of 'labctl up' and 'labctl down'. A link or libvirt
+network with a lab name that the lab did not create is never changed: the
+command stops and says how to clear it.`,
+		// Without this, cobra prints help and succeeds on a mistyped subcommand.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown command %q for \"labctl net\"; the commands are check, repair and down", args[0])
+			}
+			return cmd.Help()
+		},
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
+	pf.BoolVar(&f.noLibvirt, "no-libvirt", false, "leave libvirt networks (the lab's NAT network and the bridge-named ones) out")
+	pf.StringVar(&f.host, "host", "", "for a lab spread over hosts: the host (of the lab file's hosts:) whose network to work on; run it on that host")
+	cmd.AddCommand(newCheckCommand(g, f), newRepairCommand(g, f), newDownCommand(g, f))
+	return cmd
+}
+
+// session is what every subcommand works on: the plan of this host's part
+// of the lab, the provider, and the lab's other hosts when this is the hub.
+type session struct {
+	env    *lab.Env
+	close  func()
+	spokes []plan.Host
+	remote lab.Runner
+	args   []string // the flags to hand on (--no-libvirt)
+	json   bool
+	out    io.Writer
+}
+
+// open resolves the plan for the host this runs on (the hub's part, or a
+// spoke's with --host), without libvirt's objects when --no-libvirt.
+func open(ctx context.Context, g *cli.Globals, f *flags) (*session, error) {
+	if f.output != "table" && f.output != "json" {
+		return nil, fmt.Errorf("--output %q: use table or json", f.output)
+	}
+	p, err := g.LoadPlan()
+	if err != nil {
+		return nil, err
+	}
+	var spokes []plan.Host
+	switch host, ok := p.ForHost(f.host); {
+	case len(p.Hosts) > 0 && f.host == "":
+		return nil, fmt.Errorf("lab %q is spread over hosts %s: name the one this runs on with --host", p.Lab, hostNames(p))
+	case len(p.Hosts) == 0 && f.host != "":
+		return nil, fmt.Errorf("--host %q: lab %q is on one host (its lab file has no hosts:)", f.host, p.Lab)
+	case f.host != "" && !ok:
+		return nil, fmt.Errorf("--host %q: lab %q has hosts %s", f.host, p.Lab, hostNames(p))
+	case ok && host.Hub:
+		spokes = p.Spokes()
+		q := *p
+		q.LibvirtURI = host.LibvirtURI
+		p = &q
+	case ok:
+		if p, err = p.ForSpoke(f.host); err != nil {
+			return nil, err
+		}
+	}
+	var prov interface {
+		lab.Provider
+		Close()
+	}
+	s := &session{spokes: spokes, remote: lab.ExecRunner{}, json: f.output == "json", out: g.Streams.Out}
+	if f.noLibvirt {
+		q := *p
+		q.Network.NAT, q.Network.BridgeNetworks = nil, nil
+		p = &q
+		s.args = []string{"--no-libvirt"}
+		prov, err = lab.OpenLinks(p, g.Logger)
+	} else {
+		prov, err = lab.OpenHost(ctx, p, g.Logger)
+		if err != nil {
+			err = fmt.Errorf("%w; or pass --no-libvirt to leave libvirt networks out", err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.close = prov.Close
+	s.env = &lab.Env{Plan: p, Host: prov, Rep: quiet{}, Log: g.Logger, Remote: s.remote}
+	g.Logger.Debug("lab opened", zap.String("lab", p.Lab), zap.String("netns", p.Netns), zap.Bool("libvirt", !f.noLibvirt), zap.String("host", f.host))
+	return s, nil
+}
+
+// quiet drops the action's notes: the commands print what it returns.
+type quiet struct{}
+
+func (quiet) Start(string)             {}
+func (quiet) Note(string, string)      {}
+func (quiet) Done(string, bool, error) {}
+
+func hostNames(p *plan.Plan) string {
+	var names []string
+	for _, h := range p.Hosts {
+		names = append(names, h.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// errDiffers is what check returns when anything differs.
+var errDiffers = errors.New("the lab's network differs from its configuration")
+
+// onSpoke runs `labctl net SUB --host NAME` on another host of the lab.
+func (s *session) onSpoke(ctx context.Context, h plan.Host, sub ...string) ([]byte, error) {
+	p := s.env.Plan
+	args := lab.SpokeArgs(p, h, append([]string{"net"}, sub...)...)
+	return s.remote.Labctl(ctx, h, p.Source, append(args, s.args...)...)
+}
+
+// checkSpoke is CheckSpokeNet with this command's flags.
+func (s *session) checkSpoke(ctx context.Context, h plan.Host) (*lab.NetReport, error) {
+	return lab.CheckSpokeNet(ctx, s.remote, s.env.Plan, h, s.args...)
+}
+
+// spokeRows are the other hosts' differences, each object named with its
+// host, and a line per host that was not checked.
+func (s *session) spokeRows(ctx context.Context) (rows []lab.NetDifference, notes []string) {
+	for _, h := range s.spokes {
+		if len(h.Exec) == 0 {
+			notes = append(notes, fmt.Sprintf("host %s: not checked (no exec: in the lab file); run there: labctl net check --host %s", h.Name, h.Name))
+			continue
+		}
+		rep, err := s.checkSpoke(ctx, h)
+		if err != nil {
+			rows = append(rows, lab.NetDifference{Object: "host " + h.Name, Kind: "unreachable", Got: err.Error(), Blocking: true,
+				Fix: "make hosts[].exec of " + h.Name + " work, or run `labctl net check --host " + h.Name + "` there"})
+			continue
+		}
+		for _, d := range rep.Differences {
+			d.Object = h.Name + ": " + d.Object
+			d.Fix += " (labctl net repair reaches " + h.Name + " through its exec:)"
+			rows = append(rows, d)
+		}
+	}
+	return rows, notes
+}
+
+// onSpokes runs `net SUB` on every other host through its exec:, then `net
+// check` there, and judges its report: a host gets ✓ only when judge says
+// so. A host without exec: gets a line saying what to run there.
+func (s *session) onSpokes(ctx context.Context, sub string, judge func(plan.Host, *lab.NetReport) (string, error)) ([]string, error) {
+	var lines []string
+	var errs []error
+	for _, h := range s.spokes {
+		if len(h.Exec) == 0 {
+			lines = append(lines, fmt.Sprintf("! host %s: not reached (no exec: in the lab file); run there: labctl net %s --host %s", h.Name, sub, h.Name))
+			continue
+		}
+		var ok string
+		_, err := s.onSpoke(ctx, h, sub)
+		if err == nil {
+			var rep *lab.NetReport
+			if rep, err = s.checkSpoke(ctx, h); err == nil {
+				ok, err = judge(h, rep)
+			}
+		}
+		if err != nil {
+			errs = append(errs, err)
+			lines = append(lines, fmt.Sprintf("✗ host %s: net %s", h.Name, sub))
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("✓ host %s: %s", h.Name, ok))
+	}
+	return lines, errors.Join(errs...)
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func printRows(w io.Writer, rows []lab.NetDifference) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "OBJECT\tDIFFERENCE\tWANT\tGOT\tFIX")
+	for _, r := range rows {
+		kind := r.Kind
+		if r.Blocking {
+			kind += " (blocking)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Object, kind, dash(r.Want), dash(r.Got), r.Fix)
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// nextStep tells the user what to run, or what to clear first.
+func nextStep(rows []lab.NetDifference) string {
+	blocking := 0
+	for _, r := range rows {
+		if r.Blocking {
+			blocking++
+		}
+	}
+	if blocking > 0 {
+		return fmt.Sprintf("%d of them the lab must not repair itself: follow their FIX, then run `labctl net repair`", blocking)
+	}
+	return "run `labctl net repair` to fix them"
+}
