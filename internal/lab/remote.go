@@ -108,8 +108,8 @@ func SpokeArgs(p *plan.Plan, h plan.Host, sub ...string) []string {
 // NetReport is what `labctl net check -o json` prints: the contract between
 // labctl on the hub and labctl on the other hosts.
 type NetReport struct {
-	Lab         string `json:"lab"`
-	InSync      bool   `json:"inSync"`
+	Lab         string          `json:"lab"`
+	InSync      bool            `json:"inSync"`
 	Differences []NetDifference `json:"differences"`
 	// OwnedLinks are the links on the host that bear the lab's mark.
 	OwnedLinks []string `json:"ownedLinks"`
