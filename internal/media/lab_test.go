@@ -18,7 +18,7 @@ import (
 	"github.com/bmlab/bmlab/internal/media"
 	"github.com/bmlab/bmlab/internal/redfish"
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/virt/virttest"
+	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 const bootTimeout = 90 * time.Second

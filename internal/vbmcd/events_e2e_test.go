@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/virt/virttest"
+	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 // TestE2EEvents: a subscriber on 127.0.0.1 gets an event when a VM is

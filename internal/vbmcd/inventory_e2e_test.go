@@ -10,7 +10,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/virt/virttest"
+	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 // TestE2EInventory: gofish inspects a VM out of band as an inspection tool

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/bmlab/bmlab/internal/virt"
-	"github.com/bmlab/bmlab/internal/virt/virttest"
+	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 // BenchmarkMultiHostGetSystem: GET /redfish/v1/Systems/{id} over HTTPS

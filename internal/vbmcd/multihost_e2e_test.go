@@ -20,7 +20,7 @@ import (
 	"github.com/bmlab/bmlab/internal/testenv"
 	"github.com/bmlab/bmlab/internal/vbmcd/ipmicmd"
 	"github.com/bmlab/bmlab/internal/virt"
-	"github.com/bmlab/bmlab/internal/virt/virttest"
+	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 // multiHost is one vbmcd serving the VMs of two libvirt hosts.

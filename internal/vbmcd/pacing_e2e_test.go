@@ -13,7 +13,7 @@ import (
 	"github.com/digitalocean/go-libvirt"
 
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/virt/virttest"
+	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 // TestE2EPacedPowerOn: five VMs powered on over Redfish at the same moment,

@@ -22,7 +22,7 @@ import (
 	"github.com/bmlab/bmlab/internal/ipmi/wire"
 	"github.com/bmlab/bmlab/internal/testenv"
 	"github.com/bmlab/bmlab/internal/virt"
-	"github.com/bmlab/bmlab/internal/virt/virttest"
+	"github.com/bmlab/bmlab/internal/virttest"
 	"github.com/digitalocean/go-libvirt"
 )
 

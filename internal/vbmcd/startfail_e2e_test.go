@@ -12,7 +12,7 @@ import (
 	"github.com/digitalocean/go-libvirt"
 
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/virt/virttest"
+	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 // TestE2EStartWithMissingFile: a VM whose disk file is gone cannot start.
