@@ -179,6 +179,9 @@ func RemoveNetwork(ctx context.Context, e *Env) (NetworkRemoval, error) {
 		switch {
 		case err != nil:
 			errs = append(errs, err)
+		case !found && kind == KindLink:
+			// A veth's peer goes with it: listed as the lab's, now gone.
+			*into = append(*into, name)
 		case !found:
 		case owner != p.Lab:
 			rm.Foreign = append(rm.Foreign, string(kind)+" "+name)

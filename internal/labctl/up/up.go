@@ -34,14 +34,15 @@ bmcs, install-config, installer. --mode hybrid: the kcli-style UPI flow
 (see labctl up --mode hybrid --help-steps in the README).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withLab(cmd.Context(), g, f, func(e *lab.Env) error {
-				actions, err := lab.Pipeline(e.Plan.Mode)
-				if err != nil {
+			var actions []lab.Action
+			// The flags are checked before any host is reached.
+			check := func(p *plan.Plan) (err error) {
+				if actions, err = lab.Pipeline(p.Mode); err != nil {
 					return err
 				}
-				if err := lab.CheckUntil(actions, f.until); err != nil {
-					return err
-				}
+				return lab.CheckUntil(actions, f.until)
+			}
+			return withLab(cmd.Context(), g, f, check, func(e *lab.Env) error {
 				if err := lab.Up(cmd.Context(), e, actions, f.until); err != nil {
 					return err
 				}
@@ -60,7 +61,7 @@ bmcs, install-config, installer. --mode hybrid: the kcli-style UPI flow
 		Short: "Show the lab's nodes, power, BMC endpoints, MACs and IPs, and its vbmcd",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withLab(cmd.Context(), g, f, func(e *lab.Env) error { return printStatus(cmd.Context(), g, e, f.output) })
+			return withLab(cmd.Context(), g, f, nil, func(e *lab.Env) error { return printStatus(cmd.Context(), g, e, f.output) })
 		},
 	}
 	status.Flags().StringVarP(&f.output, "output", "o", "table", "table or json")
@@ -73,7 +74,7 @@ links, storage pool and vbmcd, found by their marks even when the lab's
 directory or state file is gone. With --lab NAME no lab file is needed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withLab(cmd.Context(), g, f, func(e *lab.Env) error {
+			return withLab(cmd.Context(), g, f, nil, func(e *lab.Env) error {
 				if f.lab != "" {
 					// The mode is not known: every action's delete.
 					return lab.Down(cmd.Context(), e, lab.Teardown())
@@ -91,7 +92,9 @@ directory or state file is gone. With --lab NAME no lab file is needed.`,
 	return []*cobra.Command{up, status, down}
 }
 
-func withLab(ctx context.Context, g *cli.Globals, f *flags, fn func(*lab.Env) error) error {
+// withLab resolves the plan, runs check on it (when not nil) before
+// reaching any host, then opens the plan's provider and runs fn.
+func withLab(ctx context.Context, g *cli.Globals, f *flags, check func(*plan.Plan) error, fn func(*lab.Env) error) error {
 	var p *plan.Plan
 	var err error
 	if f.lab != "" {
@@ -104,6 +107,11 @@ func withLab(ctx context.Context, g *cli.Globals, f *flags, fn func(*lab.Env) er
 	}
 	if f.host != "" {
 		if p, err = p.ForSpoke(f.host); err != nil {
+			return err
+		}
+	}
+	if check != nil {
+		if err := check(p); err != nil {
 			return err
 		}
 	}
