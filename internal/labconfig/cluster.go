@@ -2,6 +2,8 @@ package labconfig
 
 import (
 	"fmt"
+
+	"github.com/bmlab/bmlab/internal/ipi"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -138,18 +140,9 @@ func (r Role) N() int {
 	return *r.Count
 }
 
-// IPRange is an inclusive range of addresses.
-type IPRange struct {
-	Start netip.Addr `json:"start"`
-	End   netip.Addr `json:"end"`
-}
-
-// Contains reports whether a is in the range.
-func (r IPRange) Contains(a netip.Addr) bool {
-	return r.Start.IsValid() && a.Compare(r.Start) >= 0 && a.Compare(r.End) <= 0
-}
-
-func (r IPRange) String() string { return r.Start.String() + "-" + r.End.String() }
+// IPRange is an inclusive range of addresses: the install-config
+// generator's own type, so the lab file's DHCP range reaches it unchanged.
+type IPRange = ipi.AddrRange
 
 // BMC says how the installer (and Ironic in the cluster) reaches vbmcd.
 type BMC struct {

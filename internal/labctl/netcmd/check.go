@@ -11,19 +11,7 @@ import (
 )
 
 func newCheckCommand(g *cli.Globals, f *flags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "check",
-		Short: "List every difference between the host network and the lab's configuration; exit 1 if any",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := open(cmd.Context(), g, f)
-			if err != nil {
-				return err
-			}
-			defer s.close()
-			return s.check(cmd)
-		},
-	}
+	return subcommand(g, f, "check", "List every difference between the host network and the lab's configuration; exit 1 if any", (*session).check)
 }
 
 func (s *session) check(cmd *cobra.Command) error {

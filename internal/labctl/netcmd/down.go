@@ -19,19 +19,7 @@ type downReport struct {
 }
 
 func newDownCommand(g *cli.Globals, f *flags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "down",
-		Short: "Remove the links, libvirt networks and NetworkManager snippet the lab owns, nothing else",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := open(cmd.Context(), g, f)
-			if err != nil {
-				return err
-			}
-			defer s.close()
-			return s.down(cmd)
-		},
-	}
+	return subcommand(g, f, "down", "Remove the links, libvirt networks and NetworkManager snippet the lab owns, nothing else", (*session).down)
 }
 
 // down is the network action's Delete (what `labctl down` runs), printed.

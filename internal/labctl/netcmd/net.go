@@ -60,6 +60,22 @@ command stops and says how to clear it.`,
 	return cmd
 }
 
+// subcommand is one of check, repair and down: it opens the session, runs,
+// and closes it.
+func subcommand(g *cli.Globals, f *flags, use, short string, run func(*session, *cobra.Command) error) *cobra.Command {
+	return &cobra.Command{
+		Use: use, Short: short, Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := open(cmd.Context(), g, f)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			return run(s, cmd)
+		},
+	}
+}
+
 // session is what every subcommand works on: the plan of this host's part
 // of the lab, the provider, and the lab's other hosts when this is the hub.
 type session struct {

@@ -22,19 +22,7 @@ type repairReport struct {
 }
 
 func newRepairCommand(g *cli.Globals, f *flags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "repair",
-		Short: "Print the differences, then change only what differs and check again (idempotent)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := open(cmd.Context(), g, f)
-			if err != nil {
-				return err
-			}
-			defer s.close()
-			return s.repair(cmd)
-		},
-	}
+	return subcommand(g, f, "repair", "Print the differences, then change only what differs and check again (idempotent)", (*session).repair)
 }
 
 // repair is the network action's Ensure, between two checks: a change is
