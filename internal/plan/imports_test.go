@@ -49,3 +49,27 @@ func TestOnlyThePlanReadsTheLabFile(t *testing.T) {
 		}
 	}
 }
+
+// TestOnlyTheBackendsTalkLibvirt: the go-libvirt client is held by the BMC
+// backend (internal/virt), lab building (internal/labvirt, whose Conn is
+// everyone else's way in) and the test fixtures (internal/virttest).
+func TestOnlyTheBackendsTalkLibvirt(t *testing.T) {
+	const golibvirt = "github.com/digitalocean/go-libvirt"
+	allowed := map[string]bool{"virt": true, "labvirt": true, "virttest": true}
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() || path == ".." {
+			return err
+		}
+		if ms, _ := filepath.Glob(filepath.Join(path, "*.go")); len(ms) == 0 {
+			return nil
+		}
+		rel, _ := filepath.Rel("..", path)
+		if imports(t, path)[golibvirt] && !allowed[rel] {
+			t.Errorf("internal/%s imports go-libvirt: go through labvirt.Conn", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
