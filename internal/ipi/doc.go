@@ -3,15 +3,15 @@
 //
 // The API, in the order `labctl up --mode ipi-baremetal` uses it:
 //
-//   - ReadInputs(cfg, labDir) reads the pull secret and the SSH public key
-//     the lab file points at, with messages that say where to get them.
-//   - Precheck(cfg, pullSecret, sshKey) validates the install-config the lab
-//     will produce before any VM exists (placeholder MACs and UUIDs), so a
-//     bad VIP or BMC kind fails in a second, not after the VMs are built.
-//   - Generate(cfg, nodes, pullSecret, sshKey) builds the InstallConfig from
-//     the lab file and the nodes the pipeline defined: one Node per domain
-//     with its name, role, UUID (the Redfish System id) and the MAC of its
-//     NIC on the baremetal bridge. BMCAddress builds each node's bmc.address.
+//   - ReadInputs(pullSecretPath, sshKeyPath) reads the pull secret and the
+//     SSH public key at the paths the lab plan resolved, with messages that
+//     say where to get them.
+//   - Generate(cluster, nodes, pullSecret, sshKey) builds the InstallConfig
+//     from the plan's Cluster and nodes: one Node per domain with its name,
+//     role, UUID (the Redfish System id), the MAC of its NIC on the
+//     baremetal bridge and its bmc.address (BMCAddress, which the plan
+//     calls). labctl's preflight generates and validates it before any VM
+//     exists, with the plan's real MACs and UUIDs.
 //   - Validate(ic, dhcpRange) returns every problem, each worded as the
 //     installer words it ("platform.baremetal.apiVIPs: Invalid value:
 //     \"10.0.0.9\": IP expected to be in one of the machine networks: ..."),
@@ -25,8 +25,9 @@
 //     RunInstallerCommand does the same for any other command (create
 //     manifests, create ignition-configs, wait-for; internal/upi uses it).
 //
-// What it does not do: define networks, disks, domains or BMCs (the labctl
-// pipeline does, and hands the result over as []Node); talk to libvirt (the
+// What it does not do: read the lab file (its inputs are its own types,
+// which the lab plan fills); define networks, disks, domains or BMCs (the
+// labctl pipeline does, and hands the result over as []Node); talk to libvirt (the
 // installer's own check that externalBridge and provisioningBridge exist as
 // host interfaces is left to the installer); reach any network.
 package ipi

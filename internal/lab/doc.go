@@ -1,15 +1,28 @@
 // Package lab is labctl's actions: the steps that bring a lab up and take
-// it down, in the style of kind's create-cluster actions. Each action lives
-// in its own file and has an Ensure (create what is missing, verify what is
-// there, report whether anything changed) and a Delete (remove what the
-// lab owns; absent is success). A pipeline is an ordered list of actions,
-// chosen by the mode (Pipeline): ipi-baremetal and hybrid share the first
-// ones.
+// it down, in the style of kind's create-cluster actions. Each action has
+// an Ensure (create what is missing, verify what is there, report whether
+// anything changed) and a Delete (remove what the lab owns; absent is
+// success). A pipeline is an ordered list of actions, chosen by the mode
+// (Pipeline): ipi-baremetal and hybrid share the first ones. Most actions
+// have a file of their own; the hybrid flow's smaller ones share
+// hybrid_*.go.
 //
-// Every fact comes from the resolved plan (internal/plan); the actions work
-// over a small Host interface (host.go), which the real host implements with
-// libvirt (internal/labvirt), netlink (internal/netplumb) and processes, and
-// the unit tests with a fake.
+// Every fact comes from the resolved plan (internal/plan); nothing here
+// reads the lab file. Preflight checks the whole lab before the first
+// object exists: the host (KVM, memory, disk, qemu's access, clashes with
+// other labs) and, through CheckInputs, every rule of the installer files
+// the run will write, worded with the lab file's fields.
+//
+// The actions reach the platform through a Provider of five small
+// interfaces (host.go): Objects (find, own and remove what bears the
+// mark), Nodes, Storage, Networks and BMCs. RealHost is libvirt (through a
+// labvirt.Conn), netlink and processes on one host; MultiHost sends each
+// call to the host its object lives on; the unit tests use a fake. Another
+// platform is another Provider.
+//
+// The network action is the one owner of the host network: CheckNetwork,
+// EnsureNetwork and RemoveNetwork are what `labctl net check|repair|down`
+// print, and what up and down run.
 //
 // Ownership. Everything the lab creates bears its mark: domains and libvirt
 // networks in their <metadata>, links in their alias (bmlab:<lab>), the

@@ -6,14 +6,20 @@
 // masters and workers with their sizes, machine network, DHCP range, VIPs,
 // BMC kind and where vbmcd is reached, pull secret, SSH key and
 // openshift-install paths). New sections are added beside the others, never
-// inside them. Unknown fields are errors, so a typo is caught instead of
-// silently ignored. Config.ApplyProfile("tiny") shrinks the nodes for a demo
-// on a small machine.
+// inside them. Parse reads the YAML tree first and reports, all
+// at once, every unknown key (with its path, line and the nearest known
+// key, "did you mean cluster.masters?") and every value of the wrong type
+// or that does not parse (with its field), before decoding.
+// Config.ApplyProfile("tiny") shrinks the nodes for a demo on a small
+// machine.
 //
-// Validate checks the file's shape; the OpenShift installer's own rules
-// (VIPs in the machine network, DNS names, BMC schemes against the
-// provisioning network) live in internal/ipi, worded as the installer words
-// them.
+// Validate checks the file's own rules, each message naming the field and
+// what to write instead: names, ports, the VIPs inside the machine network
+// and outside the DHCP range and the host's address, the provisioning
+// subnet apart from the machine network, the control plane's size. The
+// OpenShift installer's rules on the files a run writes live in
+// internal/ipi, worded as the installer words them; labctl's preflight
+// applies them before anything is built.
 //
 // It does not touch the host: it turns the file into values (a
 // netplumb.Topology, the libvirt networks to define) that other packages act on.

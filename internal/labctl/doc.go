@@ -3,5 +3,8 @@
 // main: it parses args, runs the subcommand and returns its error, which the
 // caller prints once (cobra's own error and usage printing are silenced).
 //
-// Subcommands: net (check, repair, down).
+// Subcommands: up, status and down (package up), net check|repair|down
+// (package netcmd), demo (package demo). The flags every subcommand shares
+// (-f, --profile, --mode, --netns, --libvirt-uri, --dir) select the lab; cli
+// resolves them into the plan.
 package labctl

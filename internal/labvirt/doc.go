@@ -4,7 +4,11 @@
 // networks the IPI installer's bridge check accepts, and the node domains
 // (with an empty CD-ROM, a serial log, fw_cfg ignition when asked). Every
 // object carries the lab's ownership mark (MarkXML, or a mark file in a
-// pool's directory), and the Discover functions find what bears it.
+// pool's directory), and the Marked functions find what bears it.
+//
+// Conn is the way in: a connection to one libvirtd (Dial, or Wrap of a
+// connection made elsewhere) whose methods are the tasks above. Outside
+// this package and internal/virt nobody holds a go-libvirt client.
 //
 // What it does not do: serve BMCs or watch domains (that is internal/virt,
 // the BMC backend), decide names or addresses (internal/plan), or order the

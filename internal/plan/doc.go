@@ -4,11 +4,17 @@
 // log), its network (the NAT network and bridge, the baremetal and
 // provisioning bridges, veths, MTU, VLANs, the bridge-named libvirt
 // networks), its storage pool, its BMC endpoints (scheme, address, port,
-// path, credentials), the vbmcd invocation and the installer directory.
+// path, credentials), the vbmcd invocation, the installer directory, the
+// cluster (its names api, api-int and *.apps in its domain, VIPs, machine
+// network, counts, bridges, input files) and every file labctl keeps (Paths:
+// state, logs, markers, ignition, install-config and its copy, installer
+// logs, kubeconfig, hosts file). IPICluster and IPINodes hand the cluster
+// to install-config generation (internal/ipi).
 //
 // `labctl up`, `down`, `status` and `net` all read the plan, so they cannot
 // disagree about a lab: nothing outside this package derives a name, an
-// address or a path.
+// address or a path, and internal/lab, internal/ipi and internal/upi never
+// read the lab file (TestOnlyThePlanReadsTheLabFile).
 //
 // Resolve is pure (it reads only its arguments), which is what the golden
 // files in testdata/ pin down. What it does not do: look at the host. Whether

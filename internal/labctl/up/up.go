@@ -1,6 +1,8 @@
 // Package up is `labctl up`, `labctl status` and `labctl down`: flag
 // parsing, the lab plan, and the pipeline the mode chooses (internal/lab),
-// with one status line per action.
+// with one status line per action. Flags are checked before any host is
+// reached; the lab file is checked whole by the plan and the preflight
+// action before anything is built.
 package up
 
 import (
