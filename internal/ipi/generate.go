@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 )
 
 // Networks every lab uses; the installer's defaults, written out so the
@@ -128,6 +129,14 @@ type Cluster struct {
 	BMCUsername string
 	BMCPassword string
 	BMCInsecure bool
+	// Arbiters is the arbiter pool's size (0 or 1, with 2 masters).
+	Arbiters int
+	// Fencing gives a two-node control plane each master's BMC as its
+	// fencing credential.
+	Fencing bool
+	// PlatformNone writes platform none (a single node of the agent-based
+	// installer): no VIPs, no hosts.
+	PlatformNone bool
 }
 
 // Generate builds the install-config for the lab's cluster and nodes. It
@@ -148,9 +157,13 @@ func Generate(k Cluster, nodes []Node, pullSecret, sshKey string) (*InstallConfi
 			bm.ProvisioningNetworkCIDR = k.ProvisioningNetworkCIDR.String()
 		}
 	}
+	var fencing *Fencing
+	if k.Fencing {
+		fencing = &Fencing{Credentials: []FencingCredential{}}
+	}
 	for _, n := range nodes {
-		if n.Role != RoleMaster && n.Role != RoleWorker {
-			return nil, fmt.Errorf("node %q: role %q is not %s or %s", n.Name, n.Role, RoleMaster, RoleWorker)
+		if n.Role != RoleMaster && n.Role != RoleWorker && n.Role != RoleArbiter {
+			return nil, fmt.Errorf("node %q: role %q is not %s, %s or %s", n.Name, n.Role, RoleMaster, RoleArbiter, RoleWorker)
 		}
 		addr := n.BMCAddress
 		if addr == "" {
@@ -159,6 +172,16 @@ func Generate(k Cluster, nodes []Node, pullSecret, sshKey string) (*InstallConfi
 		root := n.RootDevice
 		if root == "" {
 			root = DefaultRootDevice
+		}
+		if fencing != nil && n.Role == RoleMaster {
+			verify := CertificateVerificationEnabled
+			if k.BMCInsecure {
+				verify = CertificateVerificationDisabled
+			}
+			fencing.Credentials = append(fencing.Credentials, FencingCredential{
+				HostName: n.Name, Address: FencingAddress(addr), Username: k.BMCUsername, Password: k.BMCPassword,
+				CertificateVerification: verify,
+			})
 		}
 		bm.Hosts = append(bm.Hosts, Host{
 			Name: n.Name,
@@ -174,7 +197,7 @@ func Generate(k Cluster, nodes []Node, pullSecret, sshKey string) (*InstallConfi
 			RootDeviceHints: &RootDeviceHints{DeviceName: root},
 		})
 	}
-	return &InstallConfig{
+	ic := &InstallConfig{
 		APIVersion: "v1",
 		BaseDomain: k.BaseDomain,
 		Metadata:   Metadata{Name: k.Name},
@@ -185,9 +208,26 @@ func Generate(k Cluster, nodes []Node, pullSecret, sshKey string) (*InstallConfi
 			ServiceNetwork: []string{ServiceNetwork},
 		},
 		Compute:      []MachinePool{{Name: RoleWorker, Replicas: k.Workers}},
-		ControlPlane: MachinePool{Name: RoleMaster, Replicas: k.Masters},
+		ControlPlane: MachinePool{Name: RoleMaster, Replicas: k.Masters, Fencing: fencing},
 		Platform:     Platform{BareMetal: bm},
 		PullSecret:   pullSecret,
 		SSHKey:       sshKey,
-	}, nil
+	}
+	if k.Arbiters > 0 {
+		ic.Arbiter = &MachinePool{Name: RoleArbiter, Replicas: k.Arbiters}
+	}
+	if k.PlatformNone {
+		ic.Platform = Platform{None: &None{}}
+	}
+	return ic, nil
+}
+
+// FencingAddress is a BMC address as the fence agent takes it: Redfish
+// power control, whatever the kind Ironic uses (redfish-virtualmedia+https
+// becomes redfish+https).
+func FencingAddress(bmcAddress string) string {
+	if rest, ok := strings.CutPrefix(bmcAddress, BMCRedfishVirtualMedia+"+"); ok {
+		return BMCRedfish + "+" + rest
+	}
+	return bmcAddress
 }

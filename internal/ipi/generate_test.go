@@ -117,8 +117,8 @@ func TestGenerateIPMIPortsAndOverrides(t *testing.T) {
 	if _, err := Generate(k, []Node{{Name: "m", Role: "master"}}, "", ""); err == nil || !strings.Contains(err.Error(), `node "m": no BMC address`) {
 		t.Errorf("Generate(no address) = %v", err)
 	}
-	if _, err := Generate(k, []Node{{Name: "n", Role: "arbiter"}}, "", ""); err == nil || !strings.Contains(err.Error(), `node "n": role "arbiter" is not master or worker`) {
-		t.Errorf("Generate(arbiter) = %v", err)
+	if _, err := Generate(k, []Node{{Name: "n", Role: "bootstrap"}}, "", ""); err == nil || !strings.Contains(err.Error(), `node "n": role "bootstrap" is not master, arbiter or worker`) {
+		t.Errorf("Generate(bootstrap) = %v", err)
 	}
 }
 

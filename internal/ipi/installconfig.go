@@ -17,8 +17,9 @@ const FileName = "install-config.yaml"
 
 // Host roles and boot modes, as install-config spells them.
 const (
-	RoleMaster = "master"
-	RoleWorker = "worker"
+	RoleMaster  = "master"
+	RoleWorker  = "worker"
+	RoleArbiter = "arbiter"
 
 	BootModeUEFI           = "UEFI"
 	BootModeUEFISecureBoot = "UEFISecureBoot"
@@ -36,9 +37,11 @@ type InstallConfig struct {
 	Networking   Networking    `json:"networking"`
 	Compute      []MachinePool `json:"compute"`
 	ControlPlane MachinePool   `json:"controlPlane"`
-	Platform     Platform      `json:"platform"`
-	PullSecret   string        `json:"pullSecret"`
-	SSHKey       string        `json:"sshKey,omitempty"`
+	// Arbiter is the arbiter pool of a two-node control plane.
+	Arbiter    *MachinePool `json:"arbiter,omitempty"`
+	Platform   Platform     `json:"platform"`
+	PullSecret string       `json:"pullSecret"`
+	SSHKey     string       `json:"sshKey,omitempty"`
 }
 
 // Metadata holds the cluster's name.
@@ -70,7 +73,32 @@ type ClusterNetworkEntry struct {
 type MachinePool struct {
 	Name     string `json:"name"`
 	Replicas int    `json:"replicas"`
+	// Fencing is a two-node control plane's: how each node is powered off
+	// through its BMC when the other must take over.
+	Fencing *Fencing `json:"fencing,omitempty"`
 }
+
+// Fencing is controlPlane.fencing (pkg/types/machinepools.go).
+type Fencing struct {
+	Credentials []FencingCredential `json:"credentials"`
+}
+
+// FencingCredential is one control-plane node's BMC, as the fence agent
+// (fence_redfish) reaches it.
+type FencingCredential struct {
+	HostName string `json:"hostname"`
+	Address  string `json:"address"`
+	Username string `json:"username"`
+	Password string `json:"password"`
+	// CertificateVerification is Enabled or Disabled.
+	CertificateVerification string `json:"certificateVerification,omitempty"`
+}
+
+// Certificate verification policies of a fencing credential.
+const (
+	CertificateVerificationEnabled  = "Enabled"
+	CertificateVerificationDisabled = "Disabled"
+)
 
 // Platform holds the one platform a lab uses.
 type Platform struct {
@@ -122,23 +150,29 @@ type RootDeviceHints struct {
 // sorts keys, so the JSON it would convert is re-read as an ordered YAML
 // node tree and printed in block style instead.
 func Marshal(ic *InstallConfig) ([]byte, error) {
-	j, err := json.Marshal(ic)
+	return MarshalOrdered(ic, "install-config")
+}
+
+// MarshalOrdered renders v as YAML with the fields in its structs' order;
+// what names the file in errors.
+func MarshalOrdered(v any, what string) ([]byte, error) {
+	j, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("marshal install-config: %w", err)
+		return nil, fmt.Errorf("marshal %s: %w", what, err)
 	}
 	var doc yamlv3.Node
 	if err := yamlv3.Unmarshal(j, &doc); err != nil {
-		return nil, fmt.Errorf("marshal install-config: %w", err)
+		return nil, fmt.Errorf("marshal %s: %w", what, err)
 	}
 	blockStyle(&doc)
 	var buf bytes.Buffer
 	enc := yamlv3.NewEncoder(&buf)
 	enc.SetIndent(2)
 	if err := enc.Encode(&doc); err != nil {
-		return nil, fmt.Errorf("marshal install-config: %w", err)
+		return nil, fmt.Errorf("marshal %s: %w", what, err)
 	}
 	if err := enc.Close(); err != nil {
-		return nil, fmt.Errorf("marshal install-config: %w", err)
+		return nil, fmt.Errorf("marshal %s: %w", what, err)
 	}
 	return buf.Bytes(), nil
 }
@@ -172,6 +206,9 @@ func Write(dir string, ic *InstallConfig) error {
 	}
 	return writeFile(filepath.Join(dir, FileName), data)
 }
+
+// WriteFile writes a private file (0600) atomically.
+func WriteFile(path string, data []byte) error { return writeFile(path, data) }
 
 // writeFile writes a private file through a temporary one and a rename, so
 // a reader never sees half of it and an old file's mode does not survive.

@@ -423,6 +423,15 @@ func (c *checker) hostsCount(hosts []Host, ic *InstallConfig) {
 	if wantMasters > 0 && roleMasters > wantMasters { // lab
 		c.invalid("controlPlane.replicas", wantMasters, fmt.Sprintf("must equal the number of hosts with role master (%d)", roleMasters))
 	}
+	arbiters := 0
+	for _, h := range hosts {
+		if h.Role == RoleArbiter {
+			arbiters++
+		}
+	}
+	if ic.Arbiter != nil && arbiters < ic.Arbiter.Replicas {
+		c.required(f, fmt.Sprintf("not enough hosts found (%d) to support all the configured Arbiter replicas (%d)", arbiters, ic.Arbiter.Replicas))
+	}
 }
 
 // provisioning: pkg/types/baremetal/validation/platform.go
@@ -490,6 +499,7 @@ func (c *checker) pools(ic *InstallConfig) {
 	if ic.ControlPlane.Replicas <= 0 {
 		c.invalid("controlPlane.replicas", ic.ControlPlane.Replicas, "number of control plane replicas must be positive")
 	}
+	c.twoNode(ic)
 	seen := map[string]bool{}
 	for i, p := range ic.Compute {
 		f := fmt.Sprintf("compute[%d].name", i)
@@ -634,4 +644,48 @@ func parseBMC(address string) (bmcDriver, error) {
 		return bmcDriver{}, fmt.Errorf("Unknown BMC type '%s' for address %s", u.Scheme, address) //nolint:staticcheck // the operator's wording
 	}
 	return d, nil
+}
+
+// twoNode: a two-node control plane (pkg/types/validation: the arbiter and
+// fencing rules of OpenShift 4.19 and later) has an arbiter or a fencing
+// credential per control-plane node, never both; each credential names its
+// node and a Redfish BMC with a user and password.
+func (c *checker) twoNode(ic *InstallConfig) {
+	cp := ic.ControlPlane
+	const f = "controlPlane.fencing.credentials"
+	switch {
+	case cp.Replicas == 2 && cp.Fencing == nil && ic.Arbiter == nil:
+		c.invalid("controlPlane.replicas", cp.Replicas, "2 control plane replicas require fencing credentials (controlPlane.fencing) or an arbiter (arbiter)")
+	case cp.Fencing != nil && ic.Arbiter != nil:
+		c.invalid("controlPlane.fencing", "", "fencing and an arbiter cannot both be set")
+	case cp.Fencing != nil && cp.Replicas != 2:
+		c.invalid("controlPlane.fencing", "", "fencing is only supported with 2 control plane replicas")
+	case ic.Arbiter != nil && cp.Replicas != 2:
+		c.invalid("arbiter.replicas", ic.Arbiter.Replicas, "an arbiter is only supported with 2 control plane replicas")
+	}
+	if cp.Fencing == nil {
+		return
+	}
+	if len(cp.Fencing.Credentials) != cp.Replicas {
+		c.invalid(f, len(cp.Fencing.Credentials), fmt.Sprintf("must have one credential per control plane replica (%d)", cp.Replicas))
+	}
+	names := map[string]bool{}
+	for i, cr := range cp.Fencing.Credentials {
+		cf := fmt.Sprintf("%s[%d]", f, i)
+		unique(c, cf+".hostname", "HostName", cr.HostName, names)
+		if !strings.Contains(cr.Address, "redfish") {
+			c.invalid(cf+".address", cr.Address, "must be a Redfish address (redfish+https://…)")
+		}
+		if cr.Username == "" {
+			c.required(cf+".username", "missing Username")
+		}
+		if cr.Password == "" {
+			c.required(cf+".password", "missing Password")
+		}
+		switch cr.CertificateVerification {
+		case "", CertificateVerificationEnabled, CertificateVerificationDisabled:
+		default:
+			c.unsupported(cf+".certificateVerification", cr.CertificateVerification, CertificateVerificationEnabled, CertificateVerificationDisabled)
+		}
+	}
 }

@@ -144,8 +144,43 @@ func TestValidateRules(t *testing.T) {
 	}, {
 		rule: "fewer compute replicas than worker hosts is fine; every master host is a replica", src: "lab",
 		pass: func(ic *InstallConfig) { ic.Compute[0].Replicas = 1 },
-		fail: func(ic *InstallConfig) { ic.ControlPlane.Replicas = 2 },
-		want: []string{`controlPlane.replicas: Invalid value: 2: must equal the number of hosts with role master (3)`},
+		fail: func(ic *InstallConfig) { ic.ControlPlane.Replicas = 1 },
+		want: []string{`controlPlane.replicas: Invalid value: 1: must equal the number of hosts with role master (3)`},
+	}, {
+		rule: "two control-plane nodes need fencing or an arbiter", src: "pkg/types/validation (two-node topologies, 4.19+)",
+		pass: func(ic *InstallConfig) {
+			ic.ControlPlane.Replicas = 2
+			hosts(ic)[2].Role = RoleArbiter
+			ic.Arbiter = &MachinePool{Name: RoleArbiter, Replicas: 1}
+		},
+		fail: func(ic *InstallConfig) {
+			ic.ControlPlane.Replicas = 2
+			hosts(ic)[2].Role = RoleWorker
+		},
+		want: []string{`controlPlane.replicas: Invalid value: 2: 2 control plane replicas require fencing credentials (controlPlane.fencing) or an arbiter (arbiter)`},
+	}, {
+		rule: "a fencing credential per control-plane node, Redfish, with a user", src: "pkg/types/validation (two-node fencing)",
+		pass: func(ic *InstallConfig) {
+			ic.ControlPlane.Replicas = 2
+			hosts(ic)[2].Role = RoleWorker
+			ic.ControlPlane.Fencing = &Fencing{Credentials: []FencingCredential{
+				{HostName: "m0", Address: "redfish+https://10.0.0.1/redfish/v1/Systems/a", Username: "u", Password: "p", CertificateVerification: "Disabled"},
+				{HostName: "m1", Address: "redfish+https://10.0.0.1/redfish/v1/Systems/b", Username: "u", Password: "p"}}}
+		},
+		fail: func(ic *InstallConfig) {
+			ic.ControlPlane.Replicas = 2
+			hosts(ic)[2].Role = RoleWorker
+			ic.ControlPlane.Fencing = &Fencing{Credentials: []FencingCredential{
+				{HostName: "m0", Address: "ipmi://10.0.0.1:623", Username: "u", Password: "p", CertificateVerification: "Maybe"},
+				{HostName: "m0", Address: "redfish+https://10.0.0.1/redfish/v1/Systems/b"}}}
+		},
+		want: []string{
+			`controlPlane.fencing.credentials[0].address: Invalid value: "ipmi://10.0.0.1:623": must be a Redfish address (redfish+https://…)`,
+			`controlPlane.fencing.credentials[0].certificateVerification: Unsupported value: "Maybe": supported values: "Enabled", "Disabled"`,
+			`controlPlane.fencing.credentials[1].hostname: Duplicate value: "m0"`,
+			`controlPlane.fencing.credentials[1].username: Required value: missing Username`,
+			`controlPlane.fencing.credentials[1].password: Required value: missing Password`,
+		},
 	}, {
 		rule: "control plane replicas are positive", src: "pkg/types/validation/installconfig.go validateControlPlane",
 		fail: func(ic *InstallConfig) {

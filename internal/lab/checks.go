@@ -28,6 +28,8 @@ func CheckInputs(e *Env) error {
 		_, err = IPIInstallConfig(e)
 	case plan.ModeHybrid:
 		_, err = HybridInstallConfig(e)
+	case plan.ModeAgent:
+		_, _, err = AgentConfigs(e)
 	}
 	if err == nil {
 		return nil

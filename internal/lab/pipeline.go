@@ -67,15 +67,17 @@ func Pipeline(mode string) ([]Action, error) {
 		return []Action{preflight{}, hosts{}, network{}, storage{}, nodes{}, bmcs{}, installConfig{}, installer{}}, nil
 	case plan.ModeHybrid:
 		return hybridPipeline(), nil
+	case plan.ModeAgent:
+		return agentPipeline(), nil
 	}
-	return nil, fmt.Errorf("--mode %q: use %s or %s", mode, plan.ModeIPI, plan.ModeHybrid)
+	return nil, fmt.Errorf("--mode %q: use %s", mode, strings.Join(plan.Modes, ", "))
 }
 
 // Teardown is every action that owns something on the host, of both
 // modes, in up's order: what down runs when the lab's mode is not known
 // (down --lab, after the lab file is gone).
 func Teardown() []Action {
-	return []Action{hosts{}, network{}, storage{}, nodes{}, ignition{}, bmcs{}, installConfig{}, hybridInstallConfig{}, bootstrapComplete{}, installComplete{}}
+	return []Action{hosts{}, network{}, storage{}, nodes{}, ignition{}, bmcs{}, installConfig{}, hybridInstallConfig{}, agentConfigs{}, agentMedia{}, bootstrapComplete{}, installComplete{}, agentComplete{}}
 }
 
 // Names lists the actions' names.

@@ -87,7 +87,39 @@ type Cluster struct {
 	Image string `json:"image,omitempty"`
 	// Hybrid holds the hybrid mode's settings.
 	Hybrid Hybrid `json:"hybrid,omitzero"`
+	// Arbiter is the arbiter node of a two-node control plane (count 1;
+	// agent mode): it runs etcd's third member, no workloads.
+	Arbiter Role `json:"arbiter,omitzero"`
+	// Fencing makes a two-node control plane (masters count 2, no
+	// arbiter) fence its nodes through their BMCs (agent mode): each
+	// node's Redfish address and credentials go into install-config.
+	Fencing bool `json:"fencing,omitempty"`
+	// Agent holds the agent mode's settings.
+	Agent Agent `json:"agent,omitzero"`
 }
+
+// Agent are the settings of `labctl up --mode agent`.
+type Agent struct {
+	// StaticIPs gives every node its planned address in agent-config
+	// (an nmstate networkConfig) instead of a DHCP reservation alone.
+	StaticIPs bool `json:"staticIPs,omitempty"`
+	// MediaPort is where labctl serves the agent ISO on the lab host's
+	// address while the BMCs fetch it (default 8090).
+	MediaPort int `json:"mediaPort,omitempty"`
+}
+
+// DefaultMediaPort serves the agent ISO to the BMCs.
+const DefaultMediaPort = 8090
+
+// Sizes the agent-based installer requires: a single node runs every
+// control-plane and worker service (8 vCPUs, 16 GiB); an arbiter only
+// etcd's third member (2 vCPUs, 8 GiB).
+const (
+	DefaultSNOVCPUs         = 8
+	DefaultArbiterVCPUs     = 2
+	DefaultArbiterMemoryMiB = 8 * 1024
+	DefaultArbiterDiskGiB   = 50
+)
 
 // Hybrid are the settings of `labctl up --mode hybrid`.
 type Hybrid struct {
@@ -178,7 +210,23 @@ func (c *Config) setClusterDefaults() {
 	if k.BaseDomain == "" {
 		k.BaseDomain = DefaultBaseDomain
 	}
+	if k.Masters.Count != nil && *k.Masters.Count == 1 && k.Masters.VCPUs == 0 {
+		k.Masters.VCPUs = DefaultSNOVCPUs
+	}
+	if k.Masters.Count != nil && (*k.Masters.Count == 1 || *k.Masters.Count == 2) && k.Workers.Count == nil {
+		zero := 0
+		k.Workers.Count = &zero // one or two nodes have no workers unless asked
+	}
 	k.Masters.setDefaults(DefaultMasters, DefaultMasterVCPUs, DefaultMasterMemoryMiB)
+	if k.Arbiter.Count != nil && *k.Arbiter.Count > 0 {
+		if k.Arbiter.DiskGiB == 0 {
+			k.Arbiter.DiskGiB = DefaultArbiterDiskGiB
+		}
+		k.Arbiter.setDefaults(0, DefaultArbiterVCPUs, DefaultArbiterMemoryMiB)
+	}
+	if k.Agent.MediaPort == 0 {
+		k.Agent.MediaPort = DefaultMediaPort
+	}
 	k.Workers.setDefaults(DefaultWorkers, DefaultWorkerVCPUs, DefaultWorkerMemoryMiB)
 	if !k.MachineNetwork.IsValid() {
 		k.MachineNetwork = DefaultMachineNetwork
@@ -322,8 +370,20 @@ func (c *Config) validateCluster() []error {
 	if p := k.ProvisioningNetworkCIDR; p.IsValid() && mn.IsValid() && p.Overlaps(mn) {
 		add("provisioningNetworkCIDR: %s overlaps machineNetwork %s; the two networks must be apart (the installer's default is %s)", p, mn, DefaultProvisioningNetworkCIDR)
 	}
-	if n := k.Masters.N(); n == 2 {
-		add("masters.count: 2 control-plane nodes are valid in OpenShift only with fencing credentials or an arbiter node, which this lab file cannot express yet; use 3 masters")
+	switch n, arb := k.Masters.N(), k.Arbiter.N(); {
+	case n == 2 && arb == 0 && !k.Fencing:
+		add("masters.count: 2 control-plane nodes are valid in OpenShift only with fencing through their BMCs or an arbiter node; set cluster.fencing: true or cluster.arbiter: {count: 1} (both: --mode agent), or use 3 masters")
+	case n == 2 && arb > 0 && k.Fencing:
+		add("fencing: a two-node control plane has fencing or an arbiter, not both; keep one")
+	case arb > 1:
+		add("arbiter.count: %d; a two-node control plane has one arbiter", arb)
+	case arb > 0 && n != 2:
+		add("arbiter.count: an arbiter goes with exactly 2 masters (masters.count is %d)", n)
+	case k.Fencing && n != 2:
+		add("fencing: fencing goes with exactly 2 masters (masters.count is %d)", n)
+	}
+	if p := k.Agent.MediaPort; p < 1 || p > 65535 {
+		add("agent.mediaPort: %d is not a port (1-65535)", p)
 	}
 	for _, r := range []struct {
 		field string

@@ -26,6 +26,7 @@ func TestClusterDefaultsAreTheSeed(t *testing.T) {
 		PullSecret: "pull-secret.json",
 		Hybrid: Hybrid{KeepalivedImage: DefaultKeepalivedImage, CoreDNSImage: DefaultCoreDNSImage, HAProxyImage: DefaultHAProxyImage,
 			ApproverImage: DefaultApproverImage, HostsFile: "/etc/hosts"},
+		Agent: Agent{MediaPort: DefaultMediaPort},
 	}
 	if d := cmp.Diff(want, Default().Cluster, netips); d != "" {
 		t.Errorf("default cluster (-want +got):\n%s", d)
@@ -101,7 +102,10 @@ func TestParseClusterErrorsNameTheField(t *testing.T) {
 		{"cluster:\n  ingressVIP: 192.168.111.5\n", "cluster.ingressVIP: 192.168.111.5 is the apiVIP too"},
 		{"cluster:\n  apiVIP: 192.168.111.1\n", "cluster.apiVIP: 192.168.111.1 is the lab host's own address on machineNetwork"},
 		{"network: {provisioningNetwork: Managed}\ncluster:\n  provisioningNetworkCIDR: 192.168.111.128/25\n", "cluster.provisioningNetworkCIDR: 192.168.111.128/25 overlaps machineNetwork 192.168.111.0/24"},
-		{"cluster:\n  masters: {count: 2}\n", "cluster.masters.count: 2 control-plane nodes are valid in OpenShift only with fencing credentials or an arbiter node"},
+		{"cluster:\n  masters: {count: 2}\n", "cluster.masters.count: 2 control-plane nodes are valid in OpenShift only with fencing through their BMCs or an arbiter node; set cluster.fencing: true or cluster.arbiter: {count: 1}"},
+		{"cluster:\n  masters: {count: 2}\n  fencing: true\n  arbiter: {count: 1}\n", "cluster.fencing: a two-node control plane has fencing or an arbiter, not both"},
+		{"cluster:\n  arbiter: {count: 1}\n", "cluster.arbiter.count: an arbiter goes with exactly 2 masters (masters.count is 3)"},
+		{"cluster:\n  fencing: true\n", "cluster.fencing: fencing goes with exactly 2 masters (masters.count is 3)"},
 		{"cluster:\n  bmc: {address: 192.168.111.300}\n", `cluster.bmc.address: "192.168.111.300" is not an IP address`},
 		{"cluster:\n  bmc: {address: -bad-.lab}\n", `cluster.bmc.address: "-bad-.lab" is neither an IP address nor a DNS name`},
 		{"cluster:\n  bmc: {kind: idrac}\n", `cluster.bmc.kind: "idrac" is not one of`},

@@ -11,10 +11,12 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/bmlab/bmlab/internal/agent"
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/netplumb"
@@ -24,13 +26,18 @@ import (
 const (
 	ModeIPI    = "ipi-baremetal"
 	ModeHybrid = "hybrid"
+	ModeAgent  = "agent"
 )
+
+// Modes lists the modes in the order help texts name them.
+var Modes = []string{ModeIPI, ModeHybrid, ModeAgent}
 
 // Roles of nodes.
 const (
 	RoleBootstrap = "bootstrap"
 	RoleMaster    = "master"
 	RoleWorker    = "worker"
+	RoleArbiter   = "arbiter"
 )
 
 // Options are what, beside the lab file, selects and shapes a lab: the
@@ -80,6 +87,7 @@ type Plan struct {
 	Vbmcd     Vbmcd     `json:"vbmcd"`
 	Installer Installer `json:"installer"`
 	Hybrid    *Hybrid   `json:"hybrid,omitempty"`
+	Agent     *Agent    `json:"agent,omitempty"`
 	// Hosts are the libvirt hosts of a lab spread over several, the hub
 	// first; empty for a lab on one host.
 	Hosts []Host `json:"hosts,omitempty"`
@@ -120,6 +128,7 @@ type Cluster struct {
 	APIVIP         netip.Addr    `json:"apiVIP"`
 	IngressVIP     netip.Addr    `json:"ingressVIP"`
 	Masters        int           `json:"masters"`
+	Arbiters       int           `json:"arbiters,omitempty"`
 	Workers        int           `json:"workers"`
 	// ProvisioningNetwork is Managed, Unmanaged or Disabled; the CIDR
 	// and bridge are set when it is not Disabled.
@@ -165,7 +174,47 @@ type Paths struct {
 	InstallComplete   string `json:"installComplete"`
 	// HostsFile gets the cluster's names for the lab host (hybrid).
 	HostsFile string `json:"hostsFile"`
+	// AgentConfig is agent-config.yaml in the installer's directory, and
+	// its copy in the state directory (agent mode); AgentISO the image
+	// `agent create image` writes; MediaBooted marks that every node was
+	// booted from it.
+	AgentConfig     string `json:"agentConfig"`
+	AgentConfigCopy string `json:"agentConfigCopy"`
+	AgentISO        string `json:"agentISO"`
+	MediaBooted     string `json:"mediaBooted"`
 }
+
+// Agent is what only the agent mode needs.
+type Agent struct {
+	// Topology is sno, compact, ha, two-node-fencing or two-node-arbiter.
+	Topology string `json:"topology"`
+	// Platform is install-config's: none for a single node, else
+	// baremetal (with the VIPs and every host's BMC).
+	Platform string `json:"platform"`
+	// RendezvousIP is the first control-plane node's address, where the
+	// others meet.
+	RendezvousIP netip.Addr `json:"rendezvousIP"`
+	// StaticIPs gives each host its address in agent-config (nmstate).
+	StaticIPs bool `json:"staticIPs,omitempty"`
+	// Gateway and DNS are the lab host's address on the machine network,
+	// for static addresses.
+	Gateway netip.Addr `json:"gateway"`
+	// MediaAddr is where labctl serves the ISO on the lab network while the
+	// BMCs fetch it; MediaURL is the ISO's URL there.
+	MediaAddr string `json:"mediaAddr"`
+	MediaURL  string `json:"mediaURL"`
+	// Fencing is the two-node control plane's fencing through the BMCs.
+	Fencing bool `json:"fencing,omitempty"`
+}
+
+// Agent topologies.
+const (
+	TopologySNO            = "sno"
+	TopologyCompact        = "compact"
+	TopologyHA             = "ha"
+	TopologyTwoNodeFencing = "two-node-fencing"
+	TopologyTwoNodeArbiter = "two-node-arbiter"
+)
 
 // Node is one VM.
 type Node struct {
@@ -348,8 +397,11 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	if o.Mode == "" {
 		o.Mode = ModeIPI
 	}
-	if o.Mode != ModeIPI && o.Mode != ModeHybrid {
-		return nil, fmt.Errorf("--mode %q: use %s or %s", o.Mode, ModeIPI, ModeHybrid)
+	if !slices.Contains(Modes, o.Mode) {
+		return nil, fmt.Errorf("--mode %q: use %s", o.Mode, strings.Join(Modes, ", "))
+	}
+	if err := checkTopology(cfg, o.Mode); err != nil {
+		return nil, err
 	}
 	if o.LibvirtURI == "" {
 		o.LibvirtURI = "qemu:///system"
@@ -410,6 +462,9 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		return nil, err
 	}
 	p.resolveHosts(cfg)
+	if o.Mode == ModeAgent {
+		p.resolveAgent(cfg)
+	}
 	p.Vbmcd = p.vbmcd(o.Vbmcd, o.HostCPUs)
 	return p, nil
 }
@@ -431,6 +486,10 @@ func resolvePaths(state, install, hostsFile string) Paths {
 		BootstrapRemoved:  filepath.Join(state, "bootstrap-removed"),
 		InstallComplete:   filepath.Join(state, "install-complete"),
 		HostsFile:         hostsFile,
+		AgentConfig:       filepath.Join(install, "agent-config.yaml"),
+		AgentConfigCopy:   filepath.Join(state, "agent-config.yaml"),
+		AgentISO:          filepath.Join(install, "agent.x86_64.iso"),
+		MediaBooted:       filepath.Join(state, "media-booted"),
 	}
 }
 
@@ -447,7 +506,7 @@ func resolveCluster(cfg *labconfig.Config, o Options, n Network) Cluster {
 		MachineNetwork: k.MachineNetwork, HostAddress: k.MachineNetwork.Masked().Addr().Next(),
 		DHCPRange: ipi.AddrRange{Start: k.DHCPRange.Start, End: k.DHCPRange.End},
 		APIVIP:    k.APIVIP, IngressVIP: k.IngressVIP,
-		Masters: k.Masters.N(), Workers: k.Workers.N(),
+		Masters: k.Masters.N(), Arbiters: k.Arbiter.N(), Workers: k.Workers.N(),
 		ProvisioningNetwork: cfg.Network.ProvisioningNetwork,
 		ExternalBridge:      externalBridge(cfg.Network),
 		PullSecret:          inputPath(cmp.Or(o.PullSecret, k.PullSecret), o.Dir),
@@ -507,19 +566,91 @@ func (p *Plan) IPICluster() ipi.Cluster {
 		ExternalBridge: c.ExternalBridge, ProvisioningBridge: c.ProvisioningBridge,
 		BMCUsername: p.BMC.Username, BMCPassword: p.BMC.Password,
 		// vbmcd's certificate is self-signed.
-		BMCInsecure: p.BMC.Kind != labconfig.BMCIPMI && p.BMC.Scheme == "https",
+		BMCInsecure:  p.BMC.Kind != labconfig.BMCIPMI && p.BMC.Scheme == "https",
+		Arbiters:     c.Arbiters,
+		Fencing:      p.Agent != nil && p.Agent.Fencing,
+		PlatformNone: p.Agent != nil && p.Agent.Platform == "none",
 	}
+}
+
+// AgentCluster is the cluster as agent-config generation takes it.
+func (p *Plan) AgentCluster() agent.Cluster {
+	c := agent.Cluster{Name: p.Cluster.Name, MachineNetwork: p.Cluster.MachineNetwork}
+	if a := p.Agent; a != nil {
+		c.RendezvousIP, c.StaticIPs, c.Gateway = a.RendezvousIP, a.StaticIPs, a.Gateway
+	}
+	for _, n := range p.Nodes {
+		c.Hosts = append(c.Hosts, agent.HostSpec{Name: n.Name, Role: n.Role, MAC: n.MAC, IP: n.IP})
+	}
+	return c
 }
 
 // IPINodes are the nodes with a BMC, as install-config lists them.
 func (p *Plan) IPINodes() []ipi.Node {
 	var out []ipi.Node
 	for _, n := range p.Nodes {
-		if n.Role == RoleMaster || n.Role == RoleWorker {
+		if n.Role == RoleMaster || n.Role == RoleWorker || n.Role == RoleArbiter {
 			out = append(out, ipi.Node{Name: n.Name, Role: n.Role, UUID: n.UUID, BootMAC: n.MAC, BMCAddress: n.BMC.Address})
 		}
 	}
 	return out
+}
+
+// checkTopology refuses the control planes a mode cannot install: one
+// node, two with fencing and two with an arbiter are the agent-based
+// installer's.
+func checkTopology(cfg *labconfig.Config, mode string) error {
+	k := cfg.Cluster
+	var errs []string
+	if mode != ModeAgent {
+		switch {
+		case k.Masters.N() == 1:
+			errs = append(errs, fmt.Sprintf("cluster.masters.count: 1 (a single-node cluster) is installed by --mode %s; %s needs 3 masters", ModeAgent, mode))
+		case k.Fencing:
+			errs = append(errs, fmt.Sprintf("cluster.fencing: a two-node control plane with fencing is installed by --mode %s, not %s", ModeAgent, mode))
+		case k.Arbiter.N() > 0:
+			errs = append(errs, fmt.Sprintf("cluster.arbiter: a two-node control plane with an arbiter is installed by --mode %s, not %s", ModeAgent, mode))
+		}
+	}
+	if k.Masters.N() == 1 && k.Workers.N() > 0 {
+		errs = append(errs, "cluster.workers.count: a single-node cluster has no workers at install; add them afterwards (labctl add-node) or use 3 masters")
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "\n"))
+	}
+	return nil
+}
+
+// resolveAgent gives the agent mode its topology, the rendezvous address
+// (the first master's), and where the ISO is served. A single node has no
+// VIPs: the lab network's DNS gives api, api-int and *.apps its address.
+func (p *Plan) resolveAgent(cfg *labconfig.Config) {
+	k := cfg.Cluster
+	a := &Agent{Platform: "baremetal", StaticIPs: k.Agent.StaticIPs, Gateway: p.Cluster.HostAddress, Fencing: k.Fencing}
+	switch {
+	case k.Masters.N() == 1:
+		a.Topology, a.Platform = TopologySNO, "none"
+	case k.Fencing:
+		a.Topology = TopologyTwoNodeFencing
+	case k.Arbiter.N() > 0:
+		a.Topology = TopologyTwoNodeArbiter
+	case k.Workers.N() == 0:
+		a.Topology = TopologyCompact
+	default:
+		a.Topology = TopologyHA
+	}
+	for _, n := range p.Nodes {
+		if n.Role == RoleMaster {
+			a.RendezvousIP = n.IP
+			break
+		}
+	}
+	a.MediaAddr = net.JoinHostPort(p.Cluster.HostAddress.String(), strconv.Itoa(k.Agent.MediaPort))
+	a.MediaURL = "http://" + a.MediaAddr + "/" + filepath.Base(p.Paths.AgentISO)
+	if a.Topology == TopologySNO && p.Network.NAT != nil {
+		p.Network.NAT.APIVIP, p.Network.NAT.IngressVIP = a.RendezvousIP, a.RendezvousIP
+	}
+	p.Agent = a
 }
 
 // natBridge names the bridge of the lab's own NAT network: bmnat-<lab>
@@ -582,7 +713,7 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 		spec labconfig.Role
 		n    int
 	}
-	groups := []group{{RoleMaster, k.Masters, k.Masters.N()}, {RoleWorker, k.Workers, k.Workers.N()}}
+	groups := []group{{RoleMaster, k.Masters, k.Masters.N()}, {RoleArbiter, k.Arbiter, k.Arbiter.N()}, {RoleWorker, k.Workers, k.Workers.N()}}
 	if p.Mode == ModeHybrid {
 		// The bootstrap is sized like a master and first in line.
 		groups = append([]group{{RoleBootstrap, k.Masters, 1}}, groups...)
@@ -615,7 +746,7 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 			for j := range n.Disks {
 				n.Disks[j].Path = filepath.Join(p.Storage.Dir, n.Disks[j].Volume)
 			}
-			if p.Mode == ModeIPI {
+			if p.Mode == ModeIPI || p.Mode == ModeAgent {
 				if err := p.endpoint(&n, len(p.Nodes), k.BMC.Kind); err != nil {
 					return err
 				}
@@ -648,8 +779,8 @@ const StartGap = 3 * time.Second
 // vbmcd is the lab's vbmcd invocation. It listens on the BMC address only
 // (when that is an IP), so labs on different machine networks share ports.
 func (p *Plan) vbmcd(path string, cpus int) Vbmcd {
-	if p.Mode != ModeIPI {
-		return Vbmcd{}
+	if p.Mode == ModeHybrid {
+		return Vbmcd{} // the hybrid mode's nodes have no BMC
 	}
 	// Starts are paced: an installer powers every master on at once on
 	// the host that runs them all. A booting machine keeps about four

@@ -39,6 +39,9 @@ func TestGolden(t *testing.T) {
 		{"tiny", "", "tiny", ModeIPI},
 		{"ipmi-http", "name: plain\nnetwork: {provisioningNetwork: Managed}\ncluster: {bmc: {kind: ipmi, tls: false}, workers: {count: 0}}\n", "tiny", ModeIPI},
 		{"hybrid", "name: hyb\ncluster: {image: /images/rhcos.qcow2, workers: {count: 1}}\n", "tiny", ModeHybrid},
+		{"agent-sno", "name: sno\ncluster: {masters: {count: 1}, agent: {staticIPs: true}}\n", "", ModeAgent},
+		{"agent-fencing", "name: tnf\ncluster: {masters: {count: 2}, fencing: true}\n", "tiny", ModeAgent},
+		{"agent-arbiter", "name: arb\ncluster: {masters: {count: 2}, arbiter: {count: 1}, workers: {count: 1}}\n", "tiny", ModeAgent},
 		{"multihost", "name: spread\nnetwork: {provisioningNetwork: Managed}\n" +
 			"hosts:\n- {name: alpha, libvirtURI: 'qemu:///system', underlay: 10.254.0.1}\n" +
 			"- {name: beta, libvirtURI: 'qemu+tls://beta.lab.example/system', underlay: 10.254.0.2}\n" +
@@ -111,7 +114,11 @@ func TestNATBridgeNames(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	for _, tt := range []struct{ lab, mode, want string }{
-		{"", "upi", `--mode "upi": use ipi-baremetal or hybrid`},
+		{"", "upi", `--mode "upi": use ipi-baremetal, hybrid, agent`},
+		{"cluster: {masters: {count: 1}}\n", ModeIPI, "cluster.masters.count: 1 (a single-node cluster) is installed by --mode agent; ipi-baremetal needs 3 masters"},
+		{"cluster: {masters: {count: 2}, fencing: true, image: /i.qcow2}\n", ModeHybrid, "cluster.fencing: a two-node control plane with fencing is installed by --mode agent, not hybrid"},
+		{"cluster: {masters: {count: 2}, arbiter: {count: 1}}\n", ModeIPI, "cluster.arbiter: a two-node control plane with an arbiter is installed by --mode agent, not ipi-baremetal"},
+		{"cluster: {masters: {count: 1}, workers: {count: 2}}\n", ModeAgent, "cluster.workers.count: a single-node cluster has no workers at install; add them afterwards (labctl add-node) or use 3 masters"},
 		{"", ModeHybrid, "cluster.image: the hybrid mode boots its nodes from an RHCOS qcow2; name it (a path or an http(s) URL) in the lab file"},
 		{"cluster: {dhcpRange: {start: 192.168.111.20, end: 192.168.111.22}}\n", ModeIPI, "cluster.dhcpRange: 192.168.111.20-192.168.111.22 has no room for 4 nodes; widen it"},
 	} {

@@ -17,7 +17,7 @@ func TestUpFlagsCheckedFirst(t *testing.T) {
 	}{
 		{[]string{"up", "--until", "nodez"}, `--until "nodez": not a step; the steps are preflight, hosts, network, storage, nodes, bmcs, install-config, installer`},
 		{[]string{"up", "--mode", "hybrid", "--until", "nodes"}, `cluster.image: the hybrid mode boots its nodes from an RHCOS qcow2`},
-		{[]string{"up", "--mode", "agentx"}, `--mode "agentx": use ipi-baremetal or hybrid`},
+		{[]string{"up", "--mode", "agentx"}, `--mode "agentx": use ipi-baremetal, hybrid, agent`},
 	} {
 		out, err := labctlRun(t, append(tt.args, none...)...)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -32,8 +32,13 @@ func NewCommands(g *cli.Globals) []*cobra.Command {
 		Use:   "up",
 		Short: "Bring the lab up (idempotent; run it again to resume)",
 		Long: `Bring the lab up. --mode ipi-baremetal: preflight, network, storage, nodes,
-bmcs, install-config, installer. --mode hybrid: the kcli-style UPI flow
-(see labctl up --mode hybrid --help-steps in the README).`,
+bmcs, install-config, installer. --mode hybrid: the kcli-style UPI flow:
+preflight, install-config, network, storage, manifests, ignition,
+control-plane, bootstrap-complete, remove-bootstrap, workers,
+install-complete. --mode agent: the agent-based installer: preflight,
+network, storage, nodes, bmcs, install-config (and agent-config), image,
+media (every node boots the ISO through its BMC), bootstrap-complete,
+install-complete. Every step is idempotent: up again resumes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var actions []lab.Action
@@ -196,7 +201,7 @@ func printStatus(ctx context.Context, g *cli.Globals, e *lab.Env, output string)
 		phase = "not up"
 	}
 	vb := "stopped"
-	if e.Plan.Mode != plan.ModeIPI {
+	if e.Plan.Mode == plan.ModeHybrid {
 		vb = "none (no BMCs in this mode)"
 	} else if ds, err := e.Host.BMCs().Daemons(ctx, e.Plan.Lab); err != nil {
 		return err

@@ -112,6 +112,16 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return r.waitFor(cmd, EnvBootstrapExit, bootstrapLines)
 	case "wait-for install-complete":
 		return r.waitFor(cmd, EnvInstallExit, installLines)
+	case "agent create image":
+		return r.createAgentImage()
+	case "agent wait-for bootstrap-complete":
+		if err := r.playAgent(); err != nil {
+			r.log("error", err.Error())
+			return ExitBootstrapFailed
+		}
+		return r.waitFor(cmd, EnvBootstrapExit, bootstrapLines)
+	case "agent wait-for install-complete":
+		return r.waitFor(cmd, EnvInstallExit, installLines)
 	}
 	fmt.Fprintf(stderr, "Error: unknown command %q for \"openshift-install\"\nRun 'openshift-install --help' for usage.\n", cmd)
 	return 1

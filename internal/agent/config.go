@@ -1,0 +1,198 @@
+package agent
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/bmlab/bmlab/internal/ipi"
+)
+
+// FileName is the name the installer reads beside install-config.yaml.
+const FileName = "agent-config.yaml"
+
+// Config mirrors the installer's agent-config v1beta1
+// (pkg/types/agent/agent_config_type.go) as far as a lab sets it.
+type Config struct {
+	APIVersion   string       `json:"apiVersion"`
+	Kind         string       `json:"kind"`
+	Metadata     ipi.Metadata `json:"metadata"`
+	RendezvousIP string       `json:"rendezvousIP"`
+	Hosts        []Host       `json:"hosts"`
+}
+
+// Host is one host of agent-config.
+type Host struct {
+	Hostname        string               `json:"hostname"`
+	Role            string               `json:"role"`
+	Interfaces      []Interface          `json:"interfaces"`
+	RootDeviceHints *ipi.RootDeviceHints `json:"rootDeviceHints,omitempty"`
+	// NetworkConfig is the host's nmstate state (static addresses).
+	NetworkConfig *NetworkConfig `json:"networkConfig,omitempty"`
+}
+
+// Interface names a host's NIC by MAC.
+type Interface struct {
+	Name       string `json:"name"`
+	MACAddress string `json:"macAddress"`
+}
+
+// NetworkConfig is the part of nmstate's state a lab writes.
+type NetworkConfig struct {
+	Interfaces  []NMInterface `json:"interfaces"`
+	DNSResolver NMDNS         `json:"dns-resolver"`
+	Routes      NMRoutes      `json:"routes"`
+}
+
+// NMInterface is an Ethernet NIC, found by its MAC (nmstate's
+// identifier: mac-address), so the kernel's name for it does not matter.
+type NMInterface struct {
+	Name       string `json:"name"`
+	Type       string `json:"type"`
+	State      string `json:"state"`
+	Identifier string `json:"identifier"`
+	MACAddress string `json:"mac-address"`
+	IPv4       NMIPv4 `json:"ipv4"`
+}
+
+// NMIPv4 is a static IPv4 address.
+type NMIPv4 struct {
+	Enabled bool        `json:"enabled"`
+	DHCP    bool        `json:"dhcp"`
+	Address []NMAddress `json:"address"`
+}
+
+// NMAddress is one address with its prefix length.
+type NMAddress struct {
+	IP           string `json:"ip"`
+	PrefixLength int    `json:"prefix-length"`
+}
+
+// NMDNS is the resolver.
+type NMDNS struct {
+	Config struct {
+		Server []string `json:"server"`
+	} `json:"config"`
+}
+
+// NMRoutes are the routes.
+type NMRoutes struct {
+	Config []NMRoute `json:"config"`
+}
+
+// NMRoute is the default route.
+type NMRoute struct {
+	Destination      string `json:"destination"`
+	NextHopAddress   string `json:"next-hop-address"`
+	NextHopInterface string `json:"next-hop-interface"`
+}
+
+// NICName is the name agent-config gives each node's one NIC; the
+// installer and nmstate find it by MAC.
+const NICName = "enp1s0"
+
+// Cluster is what Generate needs, from the lab plan.
+type Cluster struct {
+	Name           string
+	RendezvousIP   netip.Addr
+	MachineNetwork netip.Prefix
+	// StaticIPs writes each host's address, Gateway its default route and
+	// resolver.
+	StaticIPs bool
+	Gateway   netip.Addr
+	Hosts     []HostSpec
+}
+
+// HostSpec is one node of the plan.
+type HostSpec struct {
+	Name string
+	Role string
+	MAC  string
+	IP   netip.Addr
+}
+
+// Generate builds agent-config for the plan's nodes.
+func Generate(c Cluster) *Config {
+	ac := &Config{APIVersion: "v1beta1", Kind: "AgentConfig", Metadata: ipi.Metadata{Name: c.Name},
+		RendezvousIP: c.RendezvousIP.String(), Hosts: []Host{}}
+	for _, h := range c.Hosts {
+		host := Host{Hostname: h.Name, Role: h.Role, Interfaces: []Interface{{Name: NICName, MACAddress: h.MAC}},
+			RootDeviceHints: &ipi.RootDeviceHints{DeviceName: ipi.DefaultRootDevice}}
+		if c.StaticIPs {
+			nc := &NetworkConfig{Interfaces: []NMInterface{{Name: NICName, Type: "ethernet", State: "up",
+				Identifier: "mac-address", MACAddress: h.MAC,
+				IPv4: NMIPv4{Enabled: true, Address: []NMAddress{{IP: h.IP.String(), PrefixLength: c.MachineNetwork.Bits()}}}}}}
+			nc.DNSResolver.Config.Server = []string{c.Gateway.String()}
+			nc.Routes.Config = []NMRoute{{Destination: "0.0.0.0/0", NextHopAddress: c.Gateway.String(), NextHopInterface: NICName}}
+			host.NetworkConfig = nc
+		}
+		ac.Hosts = append(ac.Hosts, host)
+	}
+	return ac
+}
+
+// Marshal renders agent-config in its fields' order.
+func Marshal(ac *Config) ([]byte, error) { return ipi.MarshalOrdered(ac, FileName) }
+
+// Validate returns every problem the installer would report for ac
+// (pkg/asset/agent/agentconfig: validateRendezvousIP, validateHosts), with
+// the machine network the rendezvous address must be in.
+func Validate(ac *Config, machine netip.Prefix) ipi.ErrorList {
+	var errs ipi.ErrorList
+	add := func(t ipi.ErrorType, field string, v any, detail string) {
+		errs = append(errs, &ipi.FieldError{Type: t, Field: field, Value: v, Detail: detail})
+	}
+	if ac.APIVersion != "v1beta1" {
+		add(ipi.ErrorInvalid, "apiVersion", ac.APIVersion, `agent-config version must be "v1beta1"`)
+	}
+	rv, err := netip.ParseAddr(ac.RendezvousIP)
+	switch {
+	case ac.RendezvousIP == "":
+		add(ipi.ErrorRequired, "rendezvousIP", nil, "the address the hosts meet at is required")
+	case err != nil:
+		add(ipi.ErrorInvalid, "rendezvousIP", ac.RendezvousIP, err.Error())
+	case machine.IsValid() && !machine.Contains(rv):
+		add(ipi.ErrorInvalid, "rendezvousIP", ac.RendezvousIP, fmt.Sprintf("must be in the machine network %s", machine))
+	}
+	names, macs := map[string]bool{}, map[string]bool{}
+	masters, rendezvousStatic := 0, false
+	for i, h := range ac.Hosts {
+		f := fmt.Sprintf("hosts[%d]", i)
+		if names[h.Hostname] {
+			add(ipi.ErrorDuplicate, f+".hostname", h.Hostname, "")
+		}
+		names[h.Hostname] = true
+		if !slices.Contains([]string{ipi.RoleMaster, ipi.RoleArbiter, ipi.RoleWorker}, h.Role) {
+			add(ipi.ErrorUnsupported, f+".role", h.Role, `supported values: "master", "arbiter", "worker"`)
+		}
+		if h.Role == ipi.RoleMaster {
+			masters++
+		}
+		if len(h.Interfaces) == 0 {
+			add(ipi.ErrorRequired, f+".interfaces", nil, "at least one interface is required")
+		}
+		for j, nic := range h.Interfaces {
+			if macs[nic.MACAddress] {
+				add(ipi.ErrorDuplicate, fmt.Sprintf("%s.interfaces[%d].macAddress", f, j), nic.MACAddress, "")
+			}
+			macs[nic.MACAddress] = true
+		}
+		if h.NetworkConfig != nil {
+			for _, nic := range h.NetworkConfig.Interfaces {
+				for _, a := range nic.IPv4.Address {
+					if a.IP == ac.RendezvousIP && h.Role == ipi.RoleMaster {
+						rendezvousStatic = true
+					}
+				}
+			}
+		}
+	}
+	if len(ac.Hosts) > 0 && masters == 0 {
+		add(ipi.ErrorRequired, "hosts", nil, "at least one host must have the master role")
+	}
+	static := len(ac.Hosts) > 0 && ac.Hosts[0].NetworkConfig != nil
+	if static && !rendezvousStatic && err == nil {
+		add(ipi.ErrorInvalid, "rendezvousIP", ac.RendezvousIP, "no master host's networkConfig has this address")
+	}
+	return errs
+}

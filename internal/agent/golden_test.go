@@ -1,0 +1,116 @@
+package agent_test
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmlab/bmlab/internal/agent"
+	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/labconfig"
+	"github.com/bmlab/bmlab/internal/plan"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+const (
+	testPullSecret = `{"auths":{"quay.io":{"auth":"dXNlcjpwYXNz","email":"lab@bmlab.test"}}}`
+	testSSHKey     = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGq7ZJzDmUd0i7UO4u4Xc5xxdtMQdaC6N0HRwsZi0o7X lab@bmlab.test"
+)
+
+// TestTopologiesGolden renders install-config and agent-config of each
+// topology the agent mode installs, as the plan resolves the lab file,
+// checks that both pass the installer's rules, and compares them with
+// testdata/<topology>.yaml (-update rewrites them).
+func TestTopologiesGolden(t *testing.T) {
+	for _, tt := range []struct{ name, lab string }{
+		{"sno-static", "name: sno\ncluster: {masters: {count: 1}, agent: {staticIPs: true}}\n"},
+		{"compact", "name: cmp\ncluster: {workers: {count: 0}}\n"},
+		{"ha", "name: ha\n"},
+		{"two-node-fencing", "name: tnf\ncluster: {masters: {count: 2}, fencing: true}\n"},
+		{"two-node-arbiter", "name: arb\ncluster: {masters: {count: 2}, arbiter: {count: 1}, workers: {count: 0}}\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := labconfig.Parse([]byte(tt.lab))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := plan.Resolve(cfg, plan.Options{Dir: "/labs/" + tt.name, Mode: plan.ModeAgent})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ic, err := ipi.Generate(p.IPICluster(), p.IPINodes(), testPullSecret, testSSHKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bm := ic.Platform.BareMetal; bm != nil {
+				bm.ProvisioningNetwork = ipi.ProvisioningDisabled
+			}
+			if errs := ipi.Validate(ic, p.Cluster.DHCPRange); len(errs) > 0 {
+				t.Errorf("install-config fails the installer's rules: %v", errs)
+			}
+			ac := agent.Generate(p.AgentCluster())
+			if errs := agent.Validate(ac, p.Cluster.MachineNetwork); len(errs) > 0 {
+				t.Errorf("agent-config fails the installer's rules: %v", errs)
+			}
+			icData, err := ipi.Marshal(ic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			acData, err := agent.Marshal(ac)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := "# install-config.yaml\n" + string(icData) + "---\n# agent-config.yaml\n" + string(acData)
+			golden := filepath.Join("testdata", tt.name+".yaml")
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if d := cmp.Diff(string(want), got); d != "" {
+				t.Errorf("%s (-want +got):\n%s", golden, d)
+			}
+		})
+	}
+}
+
+// TestValidate: the installer's agent-config rules, each failing alone.
+func TestValidate(t *testing.T) {
+	base := func() *agent.Config {
+		return agent.Generate(agent.Cluster{Name: "x", RendezvousIP: mustAddr("10.0.0.20"), MachineNetwork: mustPrefix("10.0.0.0/24"),
+			StaticIPs: true, Gateway: mustAddr("10.0.0.1"), Hosts: []agent.HostSpec{
+				{Name: "m0", Role: "master", MAC: "52:54:00:00:00:01", IP: mustAddr("10.0.0.20")},
+				{Name: "w0", Role: "worker", MAC: "52:54:00:00:00:02", IP: mustAddr("10.0.0.21")}}})
+	}
+	if errs := agent.Validate(base(), mustPrefix("10.0.0.0/24")); len(errs) > 0 {
+		t.Fatalf("valid config: %v", errs)
+	}
+	for _, tt := range []struct {
+		name string
+		edit func(*agent.Config)
+		want string
+	}{
+		{"rendezvous outside", func(c *agent.Config) { c.RendezvousIP = "10.1.0.20" }, `rendezvousIP: Invalid value: "10.1.0.20": must be in the machine network 10.0.0.0/24`},
+		{"rendezvous missing", func(c *agent.Config) { c.RendezvousIP = "" }, `rendezvousIP: Required value`},
+		{"rendezvous not a master's", func(c *agent.Config) { c.RendezvousIP = "10.0.0.21" }, `rendezvousIP: Invalid value: "10.0.0.21": no master host's networkConfig has this address`},
+		{"duplicate MAC", func(c *agent.Config) { c.Hosts[1].Interfaces[0].MACAddress = "52:54:00:00:00:01" }, `hosts[1].interfaces[0].macAddress: Duplicate value: "52:54:00:00:00:01"`},
+		{"bad role", func(c *agent.Config) { c.Hosts[1].Role = "infra" }, `hosts[1].role: Unsupported value: "infra"`},
+		{"no master", func(c *agent.Config) { c.Hosts[0].Role = "worker" }, `hosts: Required value: at least one host must have the master role`},
+	} {
+		c := base()
+		tt.edit(c)
+		errs := agent.Validate(c, mustPrefix("10.0.0.0/24"))
+		if !strings.Contains(errs.Error(), tt.want) {
+			t.Errorf("%s: %v, want %q", tt.name, errs, tt.want)
+		}
+	}
+}

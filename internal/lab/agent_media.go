@@ -1,0 +1,220 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/bmlab/bmlab/internal/agent"
+	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/plan"
+)
+
+// MediaWait bounds how long a BMC may take to fetch the ISO.
+var MediaWait = 15 * time.Minute
+
+// agentMedia boots every node from the agent ISO through its BMC, as on
+// real servers: labctl serves the ISO on the lab network (the lab host's
+// address, plan.Agent.MediaAddr) while each BMC fetches it, then for each
+// node InsertMedia, a Once boot override to the CD, and On. vbmcd copies
+// an inserted image into its cache, as a real BMC streams it, so nothing
+// is left serving once every insert has completed. It never edits a
+// domain: everything goes through the BMC's Redfish.
+type agentMedia struct{}
+
+func (agentMedia) Name() string { return "media" }
+
+func (agentMedia) Ensure(ctx context.Context, e *Env) (bool, error) {
+	p := e.Plan
+	if exists(p.Paths.MediaBooted) {
+		return false, nil
+	}
+	stop, err := serveISO(p)
+	if err != nil {
+		return false, err
+	}
+	defer stop()
+	c := newRedfishClient(p)
+	changed := false
+	for _, n := range p.Nodes {
+		c1, err := bootFromISO(ctx, c, p, n)
+		changed = changed || c1
+		if err != nil {
+			return changed, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		e.Rep.Note("media", fmt.Sprintf("%s: ISO inserted, boot override Cd once, powered on", n.Name))
+	}
+	return true, os.WriteFile(p.Paths.MediaBooted, nil, 0o644)
+}
+
+// Delete forgets that the nodes were booted (down removes them anyway).
+func (agentMedia) Delete(_ context.Context, e *Env) error {
+	return removeFiles([]string{e.Plan.Paths.MediaBooted}, "")
+}
+
+// serveISO serves the agent ISO at plan.Agent.MediaURL, from the lab's
+// network namespace, until stop.
+func serveISO(p *plan.Plan) (stop func(), err error) {
+	iso := p.Paths.AgentISO
+	if _, err := os.Stat(iso); err != nil {
+		return nil, fmt.Errorf("the agent ISO: %w (the image step makes it)", err)
+	}
+	l, err := netplumb.ListenIn(p.Netns, "tcp", p.Agent.MediaAddr)
+	if err != nil {
+		return nil, fmt.Errorf("serve the agent ISO on %s: %w (cluster.agent.mediaPort sets the port)", p.Agent.MediaAddr, err)
+	}
+	name := "/" + filepath.Base(iso)
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != name {
+			http.NotFound(w, r)
+			return
+		}
+		http.ServeFile(w, r, iso) // ranges and HEAD included
+	})}
+	go func() { _ = srv.Serve(l) }()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}
+
+// bootFromISO inserts the ISO into a node's virtual CD, waits until the
+// BMC has it, sets a Once boot override to the CD and powers the node on
+// (or restarts it when it runs).
+func bootFromISO(ctx context.Context, c *redfishClient, p *plan.Plan, n plan.Node) (bool, error) {
+	url := p.Agent.MediaURL
+	sys := n.BMC.SystemURL
+	cd, vm, err := c.cdDrive(ctx, sys)
+	if err != nil {
+		return false, err
+	}
+	if !vm.Inserted || vm.Image != url {
+		if vm.Inserted {
+			if _, err := c.do(ctx, http.MethodPost, cd+"/Actions/VirtualMedia.EjectMedia", map[string]any{}, nil); err != nil {
+				return false, err
+			}
+		}
+		if _, err := c.do(ctx, http.MethodPost, cd+"/Actions/VirtualMedia.InsertMedia",
+			map[string]any{"Image": url, "Inserted": true, "WriteProtected": true}, nil); err != nil {
+			return false, err
+		}
+		if err := waitInserted(ctx, c, cd, url); err != nil {
+			return true, err
+		}
+	}
+	if _, err := c.do(ctx, http.MethodPatch, sys, map[string]any{"Boot": map[string]any{
+		"BootSourceOverrideTarget": "Cd", "BootSourceOverrideEnabled": "Once", "BootSourceOverrideMode": "UEFI"}}, nil); err != nil {
+		return true, err
+	}
+	s, err := c.system(ctx, sys)
+	if err != nil {
+		return true, err
+	}
+	reset := "On"
+	if s.PowerState == "On" || s.PowerState == "PoweringOn" {
+		reset = "ForceRestart"
+	}
+	_, err = c.do(ctx, http.MethodPost, sys+"/Actions/ComputerSystem.Reset", map[string]any{"ResetType": reset}, nil)
+	return true, err
+}
+
+// waitInserted waits until the BMC shows the image in the drive.
+func waitInserted(ctx context.Context, c *redfishClient, cd, url string) error {
+	deadline := time.Now().Add(MediaWait)
+	for {
+		var vm virtualMedia
+		_, err := c.do(ctx, http.MethodGet, cd, nil, &vm)
+		if err == nil && vm.Inserted && vm.Image == url {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the BMC has not attached %s after %s (last error: %v)", url, MediaWait, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// ejectAll ejects the virtual CD of every node.
+func ejectAll(ctx context.Context, e *Env) error {
+	c := newRedfishClient(e.Plan)
+	var errs []error
+	for _, n := range e.Plan.Nodes {
+		cd, vm, err := c.cdDrive(ctx, n.BMC.SystemURL)
+		if err == nil && vm.Inserted {
+			_, err = c.do(ctx, http.MethodPost, cd+"/Actions/VirtualMedia.EjectMedia", map[string]any{}, nil)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("eject the ISO of %s: %w", n.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// agentBootstrap waits for `openshift-install agent wait-for
+// bootstrap-complete`; a failure keeps every node and says where the logs
+// are and how to gather the rendezvous host's.
+type agentBootstrap struct{}
+
+func (agentBootstrap) Name() string { return "bootstrap-complete" }
+
+func (agentBootstrap) Ensure(ctx context.Context, e *Env) (bool, error) {
+	p := e.Plan
+	if exists(p.Paths.BootstrapComplete) {
+		return false, nil
+	}
+	if err := agentInstaller(e, "bootstrap-complete").Run(ctx, agent.BootstrapComplete); err != nil {
+		if errors.Is(stopIfMissing(err), ErrStop) || ctx.Err() != nil {
+			return false, stopIfMissing(err)
+		}
+		return false, fmt.Errorf("%w\nthe bootstrap did not complete; every node is kept. Logs: %s, %s and the nodes' consoles in %s. Gather the rendezvous host's: ssh core@%s agent-gather -O >agent-gather.tar.xz. `labctl up` again resumes",
+			err, p.Paths.InstallerLog, p.Paths.InstallerOutput, p.Paths.Logs, p.Agent.RendezvousIP)
+	}
+	return true, os.WriteFile(p.Paths.BootstrapComplete, nil, 0o644)
+}
+
+func (agentBootstrap) Delete(_ context.Context, e *Env) error {
+	return removeFiles([]string{e.Plan.Paths.BootstrapComplete}, "")
+}
+
+// agentComplete waits for `openshift-install agent wait-for
+// install-complete`, then ejects the ISO from every node and says where
+// the kubeconfig and kubeadmin password are.
+type agentComplete struct{}
+
+func (agentComplete) Name() string { return "install-complete" }
+
+func (agentComplete) Ensure(ctx context.Context, e *Env) (bool, error) {
+	p := e.Plan
+	changed := false
+	if !exists(p.Paths.InstallComplete) {
+		if err := agentInstaller(e, "install-complete").Run(ctx, agent.InstallComplete); err != nil {
+			if errors.Is(stopIfMissing(err), ErrStop) || ctx.Err() != nil {
+				return false, stopIfMissing(err)
+			}
+			return false, fmt.Errorf("%w\nthe install did not complete; every node is kept. Logs: %s, %s. `labctl up` again resumes", err, p.Paths.InstallerLog, p.Paths.InstallerOutput)
+		}
+		if err := os.WriteFile(p.Paths.InstallComplete, nil, 0o644); err != nil {
+			return false, err
+		}
+		changed = true
+	}
+	if err := ejectAll(ctx, e); err != nil {
+		return changed, err
+	}
+	e.Rep.Note("install-complete", "kubeconfig: "+p.Paths.Kubeconfig)
+	e.Rep.Note("install-complete", "kubeadmin password: "+p.Paths.KubeadminPassword)
+	return changed, nil
+}
+
+func (agentComplete) Delete(_ context.Context, e *Env) error {
+	return removeFiles([]string{e.Plan.Paths.InstallComplete}, "")
+}
