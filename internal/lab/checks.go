@@ -22,6 +22,12 @@ func CheckInputs(e *Env) error {
 	if p.Spoke != "" {
 		return nil
 	}
+	if p.Network.NAT != nil {
+		// What libvirt would be given for the lab's own network.
+		if err := NATSpec(p).Validate(); err != nil {
+			return fmt.Errorf("the lab's NAT network would be refused; nothing was created:\n  %w (cluster.machineNetwork, dhcpRange, apiVIP, ingressVIP)", err)
+		}
+	}
 	var err error
 	switch p.Mode {
 	case plan.ModeIPI:

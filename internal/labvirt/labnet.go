@@ -77,8 +77,11 @@ type LabNetworkSpec struct {
 	// ("ocp.lab.local"): hosts resolve as NAME.Domain, the API as
 	// api.Domain and api-int.Domain, ingress as *.apps.Domain.
 	Domain     string
-	APIVIP     netip.Addr // invalid (zero): no api records
-	IngressVIP netip.Addr // invalid (zero): no *.apps record
+	// APIVIP and IngressVIP are where api, api-int and *.apps resolve: the
+	// cluster's VIPs, or a single-node cluster's own address (a host's
+	// reservation below). Invalid (zero): no such records.
+	APIVIP     netip.Addr
+	IngressVIP netip.Addr
 	Hosts      []LabHost
 }
 
@@ -120,12 +123,21 @@ func (s LabNetworkSpec) Validate() error {
 		bad("DHCP range %s-%s: want host addresses of %s other than the bridge's %s, start before end", s.DHCPStart, s.DHCPEnd, s.CIDR, gw)
 	}
 	inRange := func(a netip.Addr) bool { return !a.Less(s.DHCPStart) && !s.DHCPEnd.Less(a) }
+	reserved := func(a netip.Addr) bool {
+		for _, h := range s.Hosts {
+			if h.IP == a {
+				return true
+			}
+		}
+		return false
+	}
 	for _, v := range []struct {
 		what string
 		ip   netip.Addr
 	}{{"API VIP", s.APIVIP}, {"ingress VIP", s.IngressVIP}} {
 		switch {
-		case !v.ip.IsValid():
+		case !v.ip.IsValid(), reserved(v.ip) && len(s.Hosts) == 1:
+			// A single node holds the cluster's addresses itself.
 		case !host(v.ip):
 			bad("%s %s: want a host address of %s other than the bridge's %s", v.what, v.ip, s.CIDR, gw)
 		case inRange(v.ip):
@@ -150,7 +162,7 @@ func (s LabNetworkSpec) Validate() error {
 		if !validDNSName(h.Hostname) || strings.Contains(h.Hostname, ".") {
 			bad("host %q: want a single DNS label as hostname", h.Hostname)
 		}
-		if !host(h.IP) || h.IP == s.APIVIP || h.IP == s.IngressVIP {
+		if !host(h.IP) || (len(s.Hosts) > 1 && (h.IP == s.APIVIP || h.IP == s.IngressVIP)) {
 			bad("host %s: IP %s is not a free host address of %s (bridge %s, VIPs %s, %s)", h.Hostname, h.IP, s.CIDR, gw, s.APIVIP, s.IngressVIP)
 		}
 		once("MAC", strings.ToLower(h.MAC), h.Hostname)
@@ -227,7 +239,17 @@ func labNetwork(spec LabNetworkSpec) (*libvirtxml.Network, error) {
 		dns = append(dns, dn)
 	}
 	if spec.APIVIP.IsValid() {
-		dns = append(dns, dnsHost(spec.APIVIP, "api."+spec.Domain, "api-int."+spec.Domain))
+		api := dnsHost(spec.APIVIP, "api."+spec.Domain, "api-int."+spec.Domain)
+		merged := false
+		for i := range dns {
+			if dns[i].IP == api.IP { // a single node's own address
+				dns[i].Hostnames = append(dns[i].Hostnames, api.Hostnames...)
+				merged = true
+			}
+		}
+		if !merged {
+			dns = append(dns, api)
+		}
 	}
 	if spec.IngressVIP.IsValid() {
 		n.DnsmasqOptions = &libvirtxml.NetworkDnsmasqOptions{Option: []libvirtxml.NetworkDnsmasqOption{

@@ -30,7 +30,14 @@ func (b *Backend) SetMedia(_ context.Context, id string, slot machine.MediaSlot,
 	if err := def.Unmarshal(e.xmlDef); err != nil {
 		return fmt.Errorf("parse domain XML of %s: %w", e.m.Name, err)
 	}
+	// Whether it runs is libvirt's word, not the cache's: a domain started
+	// outside vbmcd a moment ago (an installer's reboot, virsh start) may
+	// not have reached the cache yet, and a change made to its definition
+	// alone would leave the medium in the running machine.
 	running := e.m.Power != machine.PowerOff
+	if st, _, err := l.DomainGetState(e.dom, 0); err == nil {
+		running = libvirt.DomainState(st) != libvirt.DomainShutoff
+	}
 	flags := libvirt.DomainDeviceModifyConfig
 	if running {
 		flags |= libvirt.DomainDeviceModifyLive

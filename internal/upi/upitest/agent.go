@@ -128,7 +128,7 @@ func (r *run) createAgentImage() int {
 	os.Remove(acPath)
 	uuids := bareMetalHosts(icRaw)
 	var cfg strings.Builder
-	cfg.WriteString("serial --unit=0 --speed=115200\nterminal_input serial console\nterminal_output serial console\ninsmod smbios\n")
+	cfg.WriteString("serial --unit=0 --speed=115200\nterminal_input serial\nterminal_output serial\ninsmod smbios\n")
 	cfg.WriteString("smbios --type 1 --get-uuid 8 --set uuid\necho \"\"\n")
 	for _, h := range ac.Hosts {
 		line := fmt.Sprintf("%s role=%s host=%s", AgentISOMarker, h.Role, h.Hostname)
@@ -232,7 +232,7 @@ func (r *run) playAgent() error {
 			time.Sleep(250 * time.Millisecond)
 		}
 		r.log("info", "Host "+n.Domain+": Writing image to disk")
-		if b, err := exec.Command("qemu-img", "convert", "-f", "raw", "-O", "qcow2", n.Image, n.Disk).CombinedOutput(); err != nil {
+		if b, err := exec.Command("qemu-img", "convert", "-n", "-f", "raw", "-O", "qcow2", n.Image, n.Disk).CombinedOutput(); err != nil {
 			return fmt.Errorf("write the installed OS to %s: %v: %s", n.Disk, err, b)
 		}
 		r.log("info", "Host "+n.Domain+": Rebooting")

@@ -1,0 +1,243 @@
+package up_test
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/testenv"
+	"github.com/bmlab/bmlab/internal/upi/upitest"
+)
+
+// agentLab writes an agent-mode lab file: the machine network lives only
+// inside libvirtd's namespace (labci).
+func agentLab(t *testing.T, dir, name, subnet string, port int, cluster string) string {
+	t.Helper()
+	cfg := labFile(t, dir, name, port)
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab := strings.ReplaceAll(string(b), "10.198.61.", subnet+".")
+	lab = strings.Replace(lab, "cluster:\n", "cluster:\n  installer: "+upitest.Installer(t)+"\n"+cluster, 1)
+	if err := os.WriteFile(cfg, []byte(lab), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// bmcGet reads a Redfish resource of the lab from inside labci, where the
+// nodes reach their BMCs.
+func bmcGet(t *testing.T, url string, out any) int {
+	t.Helper()
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: netplumb.DialContextIn("labci"), TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.SetBasicAuth("admin", "lab-pass")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		_ = json.NewDecoder(resp.Body).Decode(out)
+	}
+	return resp.StatusCode
+}
+
+type agentNode struct {
+	Name, Role, MAC, IP, UUID, BMC string
+}
+
+func agentNodes(t *testing.T, common []string) []agentNode {
+	t.Helper()
+	out, err := labctlRun(t, append([]string{"status", "-o", "json"}, common...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Nodes []struct{ Name, Role, BootMAC, IP, UUID, BMC string }
+	}
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &st); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []agentNode
+	for _, n := range st.Nodes {
+		nodes = append(nodes, agentNode{n.Name, n.Role, n.BootMAC, n.IP, n.UUID, n.BMC})
+	}
+	return nodes
+}
+
+// TestAgentEndToEnd runs `labctl up --mode agent` on real libvirt and
+// qemu for a single-node cluster and a compact one, with the fixture
+// installer: every node boots the agent ISO from its virtual CD through
+// its BMC (its role on the serial console), the Once override is gone
+// after that boot, the next boot comes from the installed disk, the media
+// is ejected after install-complete; a second up changes nothing; down
+// leaves nothing.
+func TestAgentEndToEnd(t *testing.T) {
+	testenv.Libvirt(t)
+	for _, tt := range []struct {
+		name, lab, subnet, cluster string
+		port, nodes                int
+	}{
+		{"sno", "agsno", "10.198.64", "  masters: {count: 1}\n  agent: {staticIPs: true, mediaPort: 18791}\n", 18790, 1},
+		{"compact", "agcmp", "10.198.65", "  workers: {count: 0}\n  agent: {mediaPort: 18793}\n", 18792, 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) { agentEndToEnd(t, tt.lab, tt.subnet, tt.cluster, tt.port, tt.nodes) })
+	}
+}
+
+func agentEndToEnd(t *testing.T, name, subnet, cluster string, port, count int) {
+	dir := testenv.QemuDir(t)
+	cfg := agentLab(t, dir, name, subnet, port, cluster)
+	common := []string{"-f", cfg, "--netns", "labci", "--mode", "agent", "--profile", "tiny", "--vbmcd", testenv.Binary(t, "vbmcd")}
+	t.Cleanup(func() {
+		if out, err := labctlRun(t, append([]string{"down"}, common...)...); err != nil {
+			t.Errorf("down: %v\n%s", err, out)
+		}
+		if left := leftovers(t, name, "bmnat-"+name); len(left) > 0 {
+			t.Errorf("after down: %v", left)
+		}
+	})
+	// The nodes' disks are where the plan puts them; the fixture writes
+	// the installed OS (the disk marker) there, as the agent would.
+	out, err := labctlRun(t, append([]string{"up", "--until", "bmcs"}, common...)...)
+	if err != nil {
+		t.Fatalf("up --until bmcs: %v\n%s", err, out)
+	}
+	nodes := agentNodes(t, common)
+	if len(nodes) != count {
+		t.Fatalf("%d nodes, want %d", len(nodes), count)
+	}
+	var fake []upitest.AgentNode
+	for _, n := range nodes {
+		fake = append(fake, upitest.AgentNode{Domain: n.Name, Serial: filepath.Join(dir, ".bmlab", "logs", n.Name+".serial.log"),
+			Disk: filepath.Join(dir, ".bmlab", "disks", n.Name+".qcow2"), Image: testenv.MarkerDisk(t)})
+	}
+	spec, _ := json.Marshal(fake)
+	t.Setenv(upitest.EnvAgentNodes, string(spec))
+
+	start := time.Now()
+	out, err = labctlRun(t, append([]string{"up"}, common...)...)
+	if err != nil {
+		t.Fatalf("up: %v\n%s", err, out)
+	}
+	t.Logf("up from bmcs to install-complete took %s", time.Since(start))
+	for _, want := range []string{"✓ install-config", "✓ image", "✓ media", "✓ bootstrap-complete", "✓ install-complete"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("up output lacks %q", want)
+		}
+	}
+
+	// What the installer was given: agent-config's rendezvous address is
+	// the first master's, each host has its node's MAC and role;
+	// install-config's hosts have their BMC addresses (none for SNO).
+	install := filepath.Join(dir, "install")
+	var ac struct {
+		RendezvousIP string
+		Hosts        []struct {
+			Hostname, Role string
+			Interfaces     []struct{ MACAddress string }
+			NetworkConfig  *struct{} `json:"networkConfig"`
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(install, upitest.AgentInputs, "agent-config.yaml"))
+	if err != nil {
+		t.Fatalf("the fixture kept no agent-config: %v", err)
+	}
+	if err := yaml.Unmarshal(b, &ac); err != nil {
+		t.Fatal(err)
+	}
+	if ac.RendezvousIP != nodes[0].IP || nodes[0].Role != "master" {
+		t.Errorf("rendezvousIP %s, want the first master's %s", ac.RendezvousIP, nodes[0].IP)
+	}
+	for i, h := range ac.Hosts {
+		n := nodes[i]
+		if h.Hostname != n.Name || h.Role != n.Role || len(h.Interfaces) != 1 || !strings.EqualFold(h.Interfaces[0].MACAddress, n.MAC) {
+			t.Errorf("agent-config host %d = %+v, want %s %s %s", i, h, n.Name, n.Role, n.MAC)
+		}
+		if (h.NetworkConfig != nil) != (count == 1) {
+			t.Errorf("host %s: networkConfig %v, want static addresses only in the SNO lab", h.Hostname, h.NetworkConfig != nil)
+		}
+	}
+	b, err = os.ReadFile(filepath.Join(install, upitest.AgentInputs, "install-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ic struct {
+		ControlPlane struct{ Replicas int }
+		Platform     struct {
+			None      *struct{} `json:"none"`
+			BareMetal *struct {
+				ProvisioningNetwork string
+				Hosts               []struct {
+					Name string
+					BMC  struct{ Address string }
+				}
+			} `json:"baremetal"`
+		}
+	}
+	if err := yaml.Unmarshal(b, &ic); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case count == 1 && (ic.Platform.None == nil || ic.ControlPlane.Replicas != 1):
+		t.Errorf("SNO install-config: platform none %v, replicas %d", ic.Platform.None != nil, ic.ControlPlane.Replicas)
+	case count > 1 && (ic.Platform.BareMetal == nil || len(ic.Platform.BareMetal.Hosts) != count || ic.Platform.BareMetal.ProvisioningNetwork != "Disabled"):
+		t.Errorf("install-config platform: %+v", ic.Platform)
+	case count > 1:
+		for i, h := range ic.Platform.BareMetal.Hosts {
+			if h.Name != nodes[i].Name || h.BMC.Address != nodes[i].BMC {
+				t.Errorf("install-config host %d: %s %s, want %s %s", i, h.Name, h.BMC.Address, nodes[i].Name, nodes[i].BMC)
+			}
+		}
+	}
+
+	// Each node booted the ISO once, as its role, then its disk; the Once
+	// override is consumed and the CD is empty.
+	for _, n := range nodes {
+		log := filepath.Join(dir, ".bmlab", "logs", n.Name+".serial.log")
+		iso := fmt.Sprintf("%s role=%s host=%s", upitest.AgentISOMarker, n.Role, n.Name)
+		ok := testenv.WaitFor(60*time.Second, func() bool { return testenv.Count(log, testenv.DiskMarker) > 0 })
+		data, _ := os.ReadFile(log)
+		if !ok || !strings.Contains(string(data), iso) || strings.Index(string(data), iso) > strings.Index(string(data), testenv.DiskMarker) {
+			t.Errorf("%s: serial log wants %q, then %q:\n%s", n.Name, iso, testenv.DiskMarker, data)
+		}
+		if c := testenv.Count(log, upitest.AgentISOMarker); c != 1 {
+			t.Errorf("%s booted the ISO %d times, want once", n.Name, c)
+		}
+		sysURL := strings.TrimPrefix(n.BMC, "redfish-virtualmedia+")
+		var sys struct {
+			PowerState string
+			Boot       struct{ BootSourceOverrideEnabled string }
+		}
+		bmcGet(t, sysURL, &sys)
+		if sys.Boot.BootSourceOverrideEnabled != "Disabled" || sys.PowerState != "On" {
+			t.Errorf("%s: power %s, boot override %s; want On and the Once override consumed", n.Name, sys.PowerState, sys.Boot.BootSourceOverrideEnabled)
+		}
+		var cd map[string]any
+		bmcGet(t, sysURL+"/VirtualMedia/Cd", &cd)
+		if cd["Inserted"] != false {
+			t.Errorf("%s: the ISO is still inserted after install-complete: %v", n.Name, cd)
+		}
+	}
+
+	// up again changes nothing.
+	out, err = labctlRun(t, append([]string{"up"}, common...)...)
+	if err != nil {
+		t.Fatalf("second up: %v\n%s", err, out)
+	}
+	if n := strings.Count(out, "(no change)"); n != 10 {
+		t.Errorf("second up: %d steps without change, want all 10:\n%s", n, out)
+	}
+}
