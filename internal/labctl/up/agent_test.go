@@ -127,6 +127,19 @@ func agentEndToEnd(t *testing.T, name, subnet, cluster string, port, count int) 
 	spec, _ := json.Marshal(fake)
 	t.Setenv(upitest.EnvAgentNodes, string(spec))
 
+	if count == 1 {
+		// A bootstrap that fails keeps every node and says where the logs
+		// are and how to gather the rendezvous host's; up again resumes.
+		t.Setenv(upitest.EnvBootstrapExit, "5,0")
+		_, err = labctlRun(t, append([]string{"up"}, common...)...)
+		if err == nil || !strings.Contains(err.Error(), "the bootstrap did not complete; every node is kept") ||
+			!strings.Contains(err.Error(), "ssh core@"+nodes[0].IP+" agent-gather") || !strings.Contains(err.Error(), filepath.Join(dir, "install", ".openshift_install.log")) {
+			t.Fatalf("up with a failing bootstrap = %v", err)
+		}
+		if left := leftovers(t, name); !strings.Contains(strings.Join(left, " "), "list "+nodes[0].Name) {
+			t.Fatalf("after a failed bootstrap the node is gone: %v", left)
+		}
+	}
 	start := time.Now()
 	out, err = labctlRun(t, append([]string{"up"}, common...)...)
 	if err != nil {
@@ -239,5 +252,95 @@ func agentEndToEnd(t *testing.T, name, subnet, cluster string, port, count int) 
 	}
 	if n := strings.Count(out, "(no change)"); n != 10 {
 		t.Errorf("second up: %d steps without change, want all 10:\n%s", n, out)
+	}
+}
+
+// TestAgentTwoNodeFencing: a two-node control plane with fencing gets each
+// master's BMC as its fencing credential in install-config; from the
+// nodes' network (libvirtd's namespace) the credential reaches vbmcd (a
+// GET answers 200), and a ForceOff sent with it powers that node off, as
+// the surviving node's fence agent would.
+func TestAgentTwoNodeFencing(t *testing.T) {
+	testenv.Libvirt(t)
+	dir := testenv.QemuDir(t)
+	name := "agtnf"
+	cfg := agentLab(t, dir, name, "10.198.67", 18797, "  masters: {count: 2}\n  fencing: true\n")
+	common := []string{"-f", cfg, "--netns", "labci", "--mode", "agent", "--profile", "tiny", "--vbmcd", testenv.Binary(t, "vbmcd")}
+	t.Cleanup(func() {
+		if out, err := labctlRun(t, append([]string{"down"}, common...)...); err != nil {
+			t.Errorf("down: %v\n%s", err, out)
+		}
+	})
+	if out, err := labctlRun(t, append([]string{"up", "--until", "install-config"}, common...)...); err != nil {
+		t.Fatalf("up: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "install", "install-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ic struct {
+		ControlPlane struct {
+			Replicas int
+			Fencing  struct {
+				Credentials []struct {
+					HostName                string `json:"hostname"`
+					Address                 string
+					Username, Password      string
+					CertificateVerification string `json:"certificateVerification"`
+				}
+			}
+		} `json:"controlPlane"`
+	}
+	if err := yaml.Unmarshal(b, &ic); err != nil {
+		t.Fatal(err)
+	}
+	creds := ic.ControlPlane.Fencing.Credentials
+	if ic.ControlPlane.Replicas != 2 || len(creds) != 2 {
+		t.Fatalf("install-config: %d replicas, %d fencing credentials; want 2 and 2:\n%s", ic.ControlPlane.Replicas, len(creds), b)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: netplumb.DialContextIn("labci"), TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	send := func(method, url, body, user, pass string) int {
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		req.SetBasicAuth(user, pass)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, url, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range creds {
+		if !strings.HasPrefix(c.Address, "redfish+https://10.198.67.1:18797/redfish/v1/Systems/") || c.CertificateVerification != "Disabled" {
+			t.Errorf("%s: fencing address %s, verification %s", c.HostName, c.Address, c.CertificateVerification)
+		}
+		url := strings.TrimPrefix(c.Address, "redfish+")
+		if code := send(http.MethodGet, url, "", c.Username, c.Password); code != http.StatusOK {
+			t.Errorf("%s: GET with the fencing credential = %d, want 200", c.HostName, code)
+		}
+		if code := send(http.MethodGet, url, "", c.Username, c.Password+"x"); code != http.StatusUnauthorized {
+			t.Errorf("%s: GET with a wrong password = %d, want 401", c.HostName, code)
+		}
+		if code := send(http.MethodPost, url+"/Actions/ComputerSystem.Reset", `{"ResetType":"On"}`, c.Username, c.Password); code/100 != 2 {
+			t.Fatalf("%s: power on = %d", c.HostName, code)
+		}
+	}
+	// master-0's fence agent fences master-1.
+	victim := creds[1]
+	url := strings.TrimPrefix(victim.Address, "redfish+")
+	if !testenv.WaitFor(60*time.Second, func() bool { return domState(t, victim.HostName) == "running" }) {
+		t.Fatalf("%s did not start: %s", victim.HostName, domState(t, victim.HostName))
+	}
+	if code := send(http.MethodPost, url+"/Actions/ComputerSystem.Reset", `{"ResetType":"ForceOff"}`, victim.Username, victim.Password); code/100 != 2 {
+		t.Fatalf("ForceOff with the fencing credential = %d", code)
+	}
+	if !testenv.WaitFor(30*time.Second, func() bool { return domState(t, victim.HostName) == "shut off" }) {
+		t.Errorf("%s is %s after the fence, want shut off", victim.HostName, domState(t, victim.HostName))
+	}
+	if s := domState(t, creds[0].HostName); s != "running" {
+		t.Errorf("the surviving node %s is %s", creds[0].HostName, s)
 	}
 }

@@ -219,6 +219,10 @@ func (r *run) playAgent() error {
 		timeout = d
 	}
 	for _, n := range nodes {
+		done := filepath.Join(r.dir, AgentInputs, "installed-"+n.Domain)
+		if _, err := os.Stat(done); err == nil {
+			continue // installed by an earlier wait
+		}
 		deadline := time.Now().Add(timeout)
 		for {
 			log, _ := os.ReadFile(n.Serial)
@@ -238,6 +242,9 @@ func (r *run) playAgent() error {
 		r.log("info", "Host "+n.Domain+": Rebooting")
 		if b, err := exec.Command("virsh", "-c", "qemu:///system", "start", n.Domain).CombinedOutput(); err != nil {
 			return fmt.Errorf("start %s: %v: %s", n.Domain, err, b)
+		}
+		if err := os.WriteFile(done, nil, 0o600); err != nil {
+			return err
 		}
 	}
 	return nil
