@@ -22,12 +22,21 @@ func CheckInputs(e *Env) error {
 	if p.Spoke != "" {
 		return nil
 	}
+	if err := installerInputs(e); err != nil {
+		return err
+	}
 	if p.Network.NAT != nil {
 		// What libvirt would be given for the lab's own network.
 		if err := NATSpec(p).Validate(); err != nil {
 			return fmt.Errorf("the lab's NAT network would be refused; nothing was created:\n  %w (cluster.machineNetwork, dhcpRange, apiVIP, ingressVIP)", err)
 		}
 	}
+	return nil
+}
+
+// installerInputs is CheckInputs' check of the installer's files.
+func installerInputs(e *Env) error {
+	p := e.Plan
 	var err error
 	switch p.Mode {
 	case plan.ModeIPI:

@@ -602,17 +602,18 @@ func (p *Plan) IPINodes() []ipi.Node {
 func checkTopology(cfg *labconfig.Config, mode string) error {
 	k := cfg.Cluster
 	var errs []string
+	if mode == ModeIPI && k.Masters.N() == 1 {
+		errs = append(errs, fmt.Sprintf("cluster.masters.count: 1 (a single-node cluster) is installed by --mode %s (or %s); %s needs 3 masters", ModeAgent, ModeHybrid, mode))
+	}
 	if mode != ModeAgent {
 		switch {
-		case k.Masters.N() == 1:
-			errs = append(errs, fmt.Sprintf("cluster.masters.count: 1 (a single-node cluster) is installed by --mode %s; %s needs 3 masters", ModeAgent, mode))
 		case k.Fencing:
 			errs = append(errs, fmt.Sprintf("cluster.fencing: a two-node control plane with fencing is installed by --mode %s, not %s", ModeAgent, mode))
 		case k.Arbiter.N() > 0:
 			errs = append(errs, fmt.Sprintf("cluster.arbiter: a two-node control plane with an arbiter is installed by --mode %s, not %s", ModeAgent, mode))
 		}
 	}
-	if k.Masters.N() == 1 && k.Workers.N() > 0 {
+	if mode == ModeAgent && k.Masters.N() == 1 && k.Workers.N() > 0 {
 		errs = append(errs, "cluster.workers.count: a single-node cluster has no workers at install; add them afterwards (labctl add-node) or use 3 masters")
 	}
 	if len(errs) > 0 {
