@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Times `labctl up` and `labctl down` of a tiny lab, ROUNDS times (default
+# 5), in one mode:
+#   ipi     up --until install-config: 5 nodes (3 masters, 2 workers),
+#           network, disks, domains, vbmcd and install-config (make demo's);
+#   hybrid  up --until control-plane: the bootstrap and 3 masters defined and
+#           started from thin clones, their ignition merged (fixture
+#           installer, image: the disk marker as qcow2);
+#   agent   up --until media: 3 masters, the ISO (fixture installer: a grub
+#           image), and every node's InsertMedia, Once Cd and On through
+#           vbmcd's Redfish. It does not wait for the nodes to boot.
+# Needs root and libvirtd in the network namespace labci
+# (hack/start-libvirtd.sh); the lab's network lives only there.
+#
+# usage: lab-bench.sh ipi|hybrid|agent [ROUNDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:?usage: lab-bench.sh ipi|hybrid|agent [ROUNDS]}
+rounds=${2:-5}
+go build -o bin/ ./cmd/...
+go build -o _out/tools/fake-installer/openshift-install ./internal/upi/upitest/fakeinstaller
+dir=$(mktemp -d /tmp/bmlab-lab-bench-XXXX)
+chmod 755 "$dir"
+args=(-f "$dir/lab.yaml" --netns labci --profile tiny)
+trap 'bin/labctl down "${args[@]}" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+ssh-keygen -q -t ed25519 -N "" -f "$dir/id" >/dev/null
+echo '{"auths":{"registry.invalid":{"auth":"dXNlcjpwYXNz"}}}' >"$dir/pull-secret.json"
+extra=""
+case "$mode" in
+  ipi) until=install-config; args+=(--mode ipi-baremetal) ;;
+  hybrid)
+    until=control-plane; args+=(--mode hybrid)
+    [ -f testdata/iso/disk-marker.img ] || bash hack/build-marker-iso.sh testdata/iso/disk-marker.img BMLAB-DISK-BOOTED stay >/dev/null
+    qemu-img convert -O qcow2 testdata/iso/disk-marker.img "$dir/rhcos.qcow2"
+    printf '127.0.0.1 localhost\n' >"$dir/hosts"
+    extra="  image: rhcos.qcow2
+  hybrid: {hostsFile: $dir/hosts}
+  workers: {count: 0}" ;;
+  agent) until=media; args+=(--mode agent); extra="  workers: {count: 0}
+  agent: {mediaPort: 18799}" ;;
+  *) echo "mode $mode: want ipi, hybrid or agent" >&2; exit 2 ;;
+esac
+cat >"$dir/lab.yaml" <<LAB
+name: labbench
+cluster:
+  clusterName: bench
+  baseDomain: lab.invalid
+  machineNetwork: 10.198.68.0/24
+  dhcpRange: {start: 10.198.68.20, end: 10.198.68.60}
+  apiVIP: 10.198.68.5
+  ingressVIP: 10.198.68.4
+  bmc: {redfishPort: 18798, username: admin, password: bench-pass}
+  sshKey: id.pub
+  installer: $PWD/_out/tools/fake-installer/openshift-install
+$extra
+LAB
+echo "== $mode: labctl up --until $until, then down; $rounds rounds; $(nproc) CPUs"
+for i in $(seq "$rounds"); do
+  s=$(date +%s.%N)
+  bin/labctl up "${args[@]}" --until "$until" >"$dir/up.log" 2>&1 || { cat "$dir/up.log"; exit 1; }
+  m=$(date +%s.%N)
+  bin/labctl down "${args[@]}" >"$dir/down.log" 2>&1 || { cat "$dir/down.log"; exit 1; }
+  e=$(date +%s.%N)
+  awk -v i="$i" -v s="$s" -v m="$m" -v e="$e" -v l="$(cut -d' ' -f1 /proc/loadavg)" \
+    'BEGIN { printf "round %d: up %.2f s, down %.2f s (load %s)\n", i, m - s, e - m, l }'
+done
