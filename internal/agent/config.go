@@ -24,7 +24,7 @@ type Config struct {
 // Host is one host of agent-config.
 type Host struct {
 	Hostname        string               `json:"hostname"`
-	Role            string               `json:"role"`
+	Role            string               `json:"role,omitempty"`
 	Interfaces      []Interface          `json:"interfaces"`
 	RootDeviceHints *ipi.RootDeviceHints `json:"rootDeviceHints,omitempty"`
 	// NetworkConfig is the host's nmstate state (static addresses).
@@ -195,4 +195,16 @@ func Validate(ac *Config, machine netip.Prefix) ipi.ErrorList {
 		add(ipi.ErrorInvalid, "rendezvousIP", ac.RendezvousIP, "no master host's networkConfig has this address")
 	}
 	return errs
+}
+
+// NodesConfigName and NodeISOName are `oc adm node-image create`'s input
+// and output in its directory.
+const (
+	NodesConfigName = "nodes-config.yaml"
+	NodeISOName     = "node.x86_64.iso"
+)
+
+// NodesConfig is nodes-config.yaml: the hosts to add to a running cluster.
+type NodesConfig struct {
+	Hosts []Host `json:"hosts"`
 }

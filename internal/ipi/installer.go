@@ -164,37 +164,48 @@ func RunInstallerCommand(ctx context.Context, opts InstallerOptions, command []s
 			return err
 		}
 	}
-	out, err := os.OpenFile(filepath.Join(opts.Dir, OutputLogName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("installer output log: %w", err)
-	}
-	defer out.Close()
-
 	level := opts.LogLevel
 	if level == "" {
 		level = "info"
 	}
 	args := append(append([]string(nil), command...), "--dir", opts.Dir, "--log-level", level)
+	tail, err := runStreaming(ctx, bin, args, opts.Dir, opts.Env, opts.StopGrace, onLine)
+	if err != nil {
+		return &InstallerError{Err: err, Tail: tail, Dir: opts.Dir, Command: command}
+	}
+	return nil
+}
+
+// runStreaming runs bin with args in dir: every output line (stdout and
+// stderr, in order) goes to onLine (may be nil) and to dir/OutputLogName;
+// it returns the last lines and the exit error. When ctx ends the program
+// gets an interrupt, then grace (default 30s) to exit.
+func runStreaming(ctx context.Context, bin string, args []string, dir string, env []string, grace time.Duration, onLine func(string)) ([]string, error) {
+	out, err := os.OpenFile(filepath.Join(dir, OutputLogName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("output log: %w", err)
+	}
+	defer out.Close()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir = opts.Dir
-	cmd.Env = append(os.Environ(), opts.Env...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = opts.StopGrace
+	cmd.WaitDelay = grace
 	if cmd.WaitDelay == 0 {
 		cmd.WaitDelay = 30 * time.Second
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return fmt.Errorf("run %s: %w", InstallerName, err)
+		return nil, fmt.Errorf("run %s: %w", bin, err)
 	}
 	defer pr.Close()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	fmt.Fprintf(out, "# %s: %s\n", time.Now().UTC().Format(time.RFC3339), strings.Join(cmd.Args, " "))
 	if err := cmd.Start(); err != nil {
 		pw.Close()
-		return fmt.Errorf("run %s: %w", bin, err)
+		return nil, fmt.Errorf("run %s: %w", bin, err)
 	}
-	pw.Close() // the installer holds the only writer now
+	pw.Close() // the program holds the only writer now
 
 	tail := make([]string, 0, tailLines)
 	done := make(chan struct{})
@@ -220,7 +231,7 @@ func RunInstallerCommand(ctx context.Context, opts InstallerOptions, command []s
 		}
 	}()
 	waitErr := cmd.Wait()
-	// A child the installer left behind may hold the pipe open: stop
+	// A child the program left behind may hold the pipe open: stop
 	// reading after a moment rather than wait for it.
 	select {
 	case <-done:
@@ -228,13 +239,10 @@ func RunInstallerCommand(ctx context.Context, opts InstallerOptions, command []s
 		pr.Close()
 		<-done
 	}
-	if waitErr != nil {
-		if ctx.Err() != nil {
-			waitErr = fmt.Errorf("%w (stopped; `labctl up` again resumes)", ctx.Err())
-		}
-		return &InstallerError{Err: waitErr, Tail: tail, Dir: opts.Dir, Command: command}
+	if waitErr != nil && ctx.Err() != nil {
+		waitErr = fmt.Errorf("%w (stopped; `labctl up` again resumes)", ctx.Err())
 	}
-	return nil
+	return tail, waitErr
 }
 
 // stageInstallConfig puts the install-config where the installer reads it

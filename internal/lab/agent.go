@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -114,7 +115,8 @@ func (agentConfigs) Delete(_ context.Context, e *Env) error {
 	if p.Mode == plan.ModeAgent {
 		dir = p.Installer.Dir
 	}
-	return removeFiles([]string{p.Paths.AgentConfigCopy, p.Paths.AgentConfig, p.Paths.MediaBooted}, dir)
+	return errors.Join(removeFiles([]string{p.Paths.AgentConfigCopy, p.Paths.AgentConfig, p.Paths.MediaBooted, p.Paths.AddedNodes}, dir),
+		removeFiles(nil, p.Paths.NodeImageDir))
 }
 
 // agentImage runs `openshift-install agent create image` once: the ISO

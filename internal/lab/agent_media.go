@@ -33,7 +33,7 @@ func (agentMedia) Ensure(ctx context.Context, e *Env) (bool, error) {
 	if exists(p.Paths.MediaBooted) {
 		return false, nil
 	}
-	stop, err := serveISO(p)
+	stop, err := serveISO(p.Netns, p.Paths.AgentISO, p.Agent.MediaAddr)
 	if err != nil {
 		return false, err
 	}
@@ -41,7 +41,7 @@ func (agentMedia) Ensure(ctx context.Context, e *Env) (bool, error) {
 	c := newRedfishClient(p)
 	changed := false
 	for _, n := range p.Nodes {
-		c1, err := bootFromISO(ctx, c, p, n)
+		c1, err := bootFromISO(ctx, c, p.Agent.MediaURL, n)
 		changed = changed || c1
 		if err != nil {
 			return changed, fmt.Errorf("node %s: %w", n.Name, err)
@@ -56,16 +56,15 @@ func (agentMedia) Delete(_ context.Context, e *Env) error {
 	return removeFiles([]string{e.Plan.Paths.MediaBooted}, "")
 }
 
-// serveISO serves the agent ISO at plan.Agent.MediaURL, from the lab's
-// network namespace, until stop.
-func serveISO(p *plan.Plan) (stop func(), err error) {
-	iso := p.Paths.AgentISO
+// serveISO serves iso at http://addr/<its name>, from the network
+// namespace netns, until stop.
+func serveISO(netns, iso, addr string) (stop func(), err error) {
 	if _, err := os.Stat(iso); err != nil {
-		return nil, fmt.Errorf("the agent ISO: %w (the image step makes it)", err)
+		return nil, fmt.Errorf("the ISO: %w", err)
 	}
-	l, err := netplumb.ListenIn(p.Netns, "tcp", p.Agent.MediaAddr)
+	l, err := netplumb.ListenIn(netns, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("serve the agent ISO on %s: %w (cluster.agent.mediaPort sets the port)", p.Agent.MediaAddr, err)
+		return nil, fmt.Errorf("serve %s on %s: %w (cluster.agent.mediaPort sets the port)", filepath.Base(iso), addr, err)
 	}
 	name := "/" + filepath.Base(iso)
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -86,8 +85,7 @@ func serveISO(p *plan.Plan) (stop func(), err error) {
 // bootFromISO inserts the ISO into a node's virtual CD, waits until the
 // BMC has it, sets a Once boot override to the CD and powers the node on
 // (or restarts it when it runs).
-func bootFromISO(ctx context.Context, c *redfishClient, p *plan.Plan, n plan.Node) (bool, error) {
-	url := p.Agent.MediaURL
+func bootFromISO(ctx context.Context, c *redfishClient, url string, n plan.Node) (bool, error) {
 	sys := n.BMC.SystemURL
 	cd, vm, err := c.cdDrive(ctx, sys)
 	if err != nil {

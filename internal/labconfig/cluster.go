@@ -81,6 +81,9 @@ type Cluster struct {
 	// Installer is the path of openshift-install (default: the lab's
 	// directory, then PATH).
 	Installer string `json:"installer,omitempty"`
+	// OC is the path of the OpenShift client, which adds nodes to a
+	// running cluster (default: the lab's directory, then PATH).
+	OC string `json:"oc,omitempty"`
 	// Image is the RHCOS qcow2 the hybrid mode's nodes boot (a path, or an
 	// http(s) URL downloaded once into the lab's directory); each node's
 	// disk is a thin clone of it. IPI labs do not use it.

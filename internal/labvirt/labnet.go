@@ -136,8 +136,8 @@ func (s LabNetworkSpec) Validate() error {
 		ip   netip.Addr
 	}{{"API VIP", s.APIVIP}, {"ingress VIP", s.IngressVIP}} {
 		switch {
-		case !v.ip.IsValid(), reserved(v.ip) && len(s.Hosts) == 1:
-			// A single node holds the cluster's addresses itself.
+		case !v.ip.IsValid(), reserved(v.ip):
+			// A node's own address: a single-node cluster's API and apps.
 		case !host(v.ip):
 			bad("%s %s: want a host address of %s other than the bridge's %s", v.what, v.ip, s.CIDR, gw)
 		case inRange(v.ip):
@@ -162,7 +162,7 @@ func (s LabNetworkSpec) Validate() error {
 		if !validDNSName(h.Hostname) || strings.Contains(h.Hostname, ".") {
 			bad("host %q: want a single DNS label as hostname", h.Hostname)
 		}
-		if !host(h.IP) || (len(s.Hosts) > 1 && (h.IP == s.APIVIP || h.IP == s.IngressVIP)) {
+		if !host(h.IP) {
 			bad("host %s: IP %s is not a free host address of %s (bridge %s, VIPs %s, %s)", h.Hostname, h.IP, s.CIDR, gw, s.APIVIP, s.IngressVIP)
 		}
 		once("MAC", strings.ToLower(h.MAC), h.Hostname)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/sha1"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -66,6 +67,10 @@ type Options struct {
 	// PullSecret and SSHKey, when set, override the lab file's input
 	// files (up's --pull-secret and --ssh-key).
 	PullSecret, SSHKey string
+	// AddedWorkers are workers added to the running cluster (labctl
+	// add-node), beyond the lab file's; Load reads them from the lab's
+	// state (Paths.AddedNodes).
+	AddedWorkers int
 }
 
 // Plan is every fact about a lab, resolved once. Commands read it; none
@@ -99,6 +104,8 @@ type Plan struct {
 	// Paths are the files and directories labctl writes beside the
 	// objects it makes.
 	Paths Paths `json:"paths"`
+
+	addedWorkers int
 
 	// Source is the lab file as read (nil for the seed lab): what labctl
 	// hands to labctl on the other hosts of the lab.
@@ -174,6 +181,10 @@ type Paths struct {
 	InstallComplete   string `json:"installComplete"`
 	// HostsFile gets the cluster's names for the lab host (hybrid).
 	HostsFile string `json:"hostsFile"`
+	// AddedNodes records the workers added to the running cluster
+	// (labctl add-node); NodeImageDir is where oc makes their ISO.
+	AddedNodes   string `json:"addedNodes"`
+	NodeImageDir string `json:"nodeImageDir"`
 	// AgentConfig is agent-config.yaml in the installer's directory, and
 	// its copy in the state directory (agent mode); AgentISO the image
 	// `agent create image` writes; MediaBooted marks that every node was
@@ -234,6 +245,9 @@ type Node struct {
 	Ignition string `json:"ignition,omitempty"`
 	// Host is the libvirt host the node is placed on (labs with hosts:).
 	Host string `json:"host,omitempty"`
+	// Added marks a node added to the running cluster (labctl add-node):
+	// not in the installer's files, which describe the cluster installed.
+	Added bool `json:"added,omitempty"`
 }
 
 // Disk is a thin volume of the lab's pool.
@@ -324,6 +338,8 @@ const MarkEnv = "BMLAB_LAB"
 type Installer struct {
 	Binary string `json:"binary,omitempty"`
 	Dir    string `json:"dir"`
+	// OC is the configured OpenShift client (day-2 nodes).
+	OC string `json:"oc,omitempty"`
 }
 
 // Hybrid is what only the hybrid mode needs.
@@ -383,6 +399,9 @@ func Load(o Options) (*Plan, error) {
 	if o.Dir, err = filepath.Abs(o.Dir); err != nil {
 		return nil, err
 	}
+	if o.AddedWorkers, err = ReadAdded(filepath.Join(o.Dir, ".bmlab", "added-nodes.json")); err != nil {
+		return nil, err
+	}
 	p, err := Resolve(cfg, o)
 	if err != nil {
 		return nil, err
@@ -412,9 +431,10 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		Lab: cfg.Name, Mode: o.Mode, Profile: o.Profile, Dir: o.Dir, StateDir: state,
 		LibvirtURI: o.LibvirtURI, Netns: o.Netns,
 		Storage:   Storage{Pool: cfg.Name + "-disks", Dir: filepath.Join(state, "disks")},
-		Installer: Installer{Binary: k.Installer, Dir: filepath.Join(o.Dir, "install")},
+		Installer: Installer{Binary: k.Installer, Dir: filepath.Join(o.Dir, "install"), OC: k.OC},
 	}
 	p.Paths = resolvePaths(state, p.Installer.Dir, k.Hybrid.HostsFile)
+	p.addedWorkers = o.AddedWorkers
 	p.Network = resolveNetwork(cfg)
 	p.Cluster = resolveCluster(cfg, o, p.Network)
 	p.BMC = BMC{
@@ -486,6 +506,8 @@ func resolvePaths(state, install, hostsFile string) Paths {
 		BootstrapRemoved:  filepath.Join(state, "bootstrap-removed"),
 		InstallComplete:   filepath.Join(state, "install-complete"),
 		HostsFile:         hostsFile,
+		AddedNodes:        filepath.Join(state, "added-nodes.json"),
+		NodeImageDir:      filepath.Join(state, "node-image"),
 		AgentConfig:       filepath.Join(install, "agent-config.yaml"),
 		AgentConfigCopy:   filepath.Join(state, "agent-config.yaml"),
 		AgentISO:          filepath.Join(install, "agent.x86_64.iso"),
@@ -580,7 +602,9 @@ func (p *Plan) AgentCluster() agent.Cluster {
 		c.RendezvousIP, c.StaticIPs, c.Gateway = a.RendezvousIP, a.StaticIPs, a.Gateway
 	}
 	for _, n := range p.Nodes {
-		c.Hosts = append(c.Hosts, agent.HostSpec{Name: n.Name, Role: n.Role, MAC: n.MAC, IP: n.IP})
+		if !n.Added {
+			c.Hosts = append(c.Hosts, agent.HostSpec{Name: n.Name, Role: n.Role, MAC: n.MAC, IP: n.IP})
+		}
 	}
 	return c
 }
@@ -589,7 +613,7 @@ func (p *Plan) AgentCluster() agent.Cluster {
 func (p *Plan) IPINodes() []ipi.Node {
 	var out []ipi.Node
 	for _, n := range p.Nodes {
-		if n.Role == RoleMaster || n.Role == RoleWorker || n.Role == RoleArbiter {
+		if !n.Added && (n.Role == RoleMaster || n.Role == RoleWorker || n.Role == RoleArbiter) {
 			out = append(out, ipi.Node{Name: n.Name, Role: n.Role, UUID: n.UUID, BootMAC: n.MAC, BMCAddress: n.BMC.Address})
 		}
 	}
@@ -714,7 +738,7 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 		spec labconfig.Role
 		n    int
 	}
-	groups := []group{{RoleMaster, k.Masters, k.Masters.N()}, {RoleArbiter, k.Arbiter, k.Arbiter.N()}, {RoleWorker, k.Workers, k.Workers.N()}}
+	groups := []group{{RoleMaster, k.Masters, k.Masters.N()}, {RoleArbiter, k.Arbiter, k.Arbiter.N()}, {RoleWorker, k.Workers, k.Workers.N() + p.addedWorkers}}
 	if p.Mode == ModeHybrid {
 		// The bootstrap is sized like a master and first in line.
 		groups = append([]group{{RoleBootstrap, k.Masters, 1}}, groups...)
@@ -730,7 +754,8 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 				return fmt.Errorf("cluster.dhcpRange: %s has no room for %d nodes; widen it", k.DHCPRange, len(p.Nodes)+1)
 			}
 			n := Node{
-				Name: name, Role: g.role, MAC: MACFor(cfg.Name, name), UUID: UUIDFor(cfg.Name, name), IP: ip,
+				Added: g.role == RoleWorker && i >= k.Workers.N(),
+				Name:  name, Role: g.role, MAC: MACFor(cfg.Name, name), UUID: UUIDFor(cfg.Name, name), IP: ip,
 				VCPUs: uint(g.spec.VCPUs), MemoryMiB: uint(g.spec.MemoryMiB),
 				SerialLog: filepath.Join(p.Paths.Logs, name+".serial.log"),
 			}
@@ -881,4 +906,26 @@ func (p *Plan) NodeNames() []string {
 		out[i] = n.Name
 	}
 	return out
+}
+
+// Added is what labctl add-node records: the workers added to the running
+// cluster.
+type Added struct {
+	Workers int `json:"workers"`
+}
+
+// ReadAdded reads the workers added to a lab (0 when none were).
+func ReadAdded(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("added nodes: %w", err)
+	}
+	var a Added
+	if err := json.Unmarshal(b, &a); err != nil || a.Workers < 0 {
+		return 0, fmt.Errorf("added nodes: %s is damaged (%v); write {\"workers\": N} or remove it", path, err)
+	}
+	return a.Workers, nil
 }

@@ -28,7 +28,7 @@ func agentLab(t *testing.T, dir, name, subnet string, port int, cluster string) 
 		t.Fatal(err)
 	}
 	lab := strings.ReplaceAll(string(b), "10.198.61.", subnet+".")
-	lab = strings.Replace(lab, "cluster:\n", "cluster:\n  installer: "+upitest.Installer(t)+"\n"+cluster, 1)
+	lab = strings.Replace(lab, "cluster:\n", "cluster:\n  installer: "+upitest.Installer(t)+"\n  oc: "+upitest.OC(t)+"\n"+cluster, 1)
 	if err := os.WriteFile(cfg, []byte(lab), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -252,6 +252,56 @@ func agentEndToEnd(t *testing.T, name, subnet, cluster string, port, count int) 
 	}
 	if n := strings.Count(out, "(no change)"); n != 10 {
 		t.Errorf("second up: %d steps without change, want all 10:\n%s", n, out)
+	}
+	if count == 1 {
+		addWorker(t, dir, name, common)
+	}
+}
+
+// addWorker adds a worker to the running single-node cluster (day 2): the
+// cluster's node ISO (oc adm node-image create) boots on the new node
+// through its BMC, as its role, then its installed disk; status shows it;
+// the installer's files stay those of the cluster installed, so up still
+// changes nothing; down (the test's cleanup) removes it with the rest.
+func addWorker(t *testing.T, dir, name string, common []string) {
+	worker := name + "-worker-0"
+	serial := filepath.Join(dir, ".bmlab", "logs", worker+".serial.log")
+	spec, _ := json.Marshal([]upitest.AgentNode{{Domain: worker, Serial: serial,
+		Disk: filepath.Join(dir, ".bmlab", "disks", worker+".qcow2"), Image: testenv.MarkerDisk(t)}})
+	t.Setenv(upitest.EnvAgentNodes, string(spec))
+	out, err := labctlRun(t, append([]string{"add-node", "--role", "worker", "--count", "1"}, common...)...)
+	if err != nil {
+		t.Fatalf("add-node: %v\n%s", err, out)
+	}
+	for _, want := range []string{"✓ node-image", "✓ media", "✓ join", worker + " joined the cluster"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("add-node output lacks %q", want)
+		}
+	}
+	iso := fmt.Sprintf("%s role=worker host=%s", upitest.AgentISOMarker, worker)
+	if !testenv.WaitFor(60*time.Second, func() bool { return testenv.Count(serial, testenv.DiskMarker) > 0 }) {
+		data, _ := os.ReadFile(serial)
+		t.Fatalf("%s did not boot its installed disk:\n%s", worker, data)
+	}
+	if data, _ := os.ReadFile(serial); !strings.Contains(string(data), iso) {
+		t.Errorf("%s: serial log lacks %q:\n%s", worker, iso, data)
+	}
+	nodes := agentNodes(t, common)
+	if len(nodes) != 2 || nodes[1].Name != worker {
+		t.Fatalf("status after add-node: %+v, want the master and %s", nodes, worker)
+	}
+	var cd map[string]any
+	bmcGet(t, strings.TrimPrefix(nodes[1].BMC, "redfish-virtualmedia+")+"/VirtualMedia/Cd", &cd)
+	if cd["Inserted"] != false {
+		t.Errorf("%s: the node ISO is still inserted after it joined: %v", worker, cd)
+	}
+	// Again: every added node has joined; nothing to do.
+	if out, err := labctlRun(t, append([]string{"add-node", "--count", "0"}, common...)...); err != nil || !strings.Contains(out, "every added node has joined") {
+		t.Errorf("add-node --count 0 = %v\n%s", err, out)
+	}
+	out, err = labctlRun(t, append([]string{"up"}, common...)...)
+	if err != nil || strings.Count(out, "(no change)") != 10 {
+		t.Errorf("up after add-node = %v (want no change):\n%s", err, out)
 	}
 }
 

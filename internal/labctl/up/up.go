@@ -95,8 +95,37 @@ directory or state file is gone. With --lab NAME no lab file is needed.`,
 		},
 	}
 	down.Flags().StringVar(&f.lab, "lab", "", "the lab's name, when its lab file is gone")
+
+	var count int
+	var role string
+	addNode := &cobra.Command{
+		Use:   "add-node",
+		Short: "Add workers to the running cluster of an agent-mode lab, booted through their BMCs",
+		Long: `Add workers to the running cluster of an agent-mode lab (day 2), as on real
+servers: the new nodes get their network reservations, disks, domains and
+BMCs; the cluster makes their ISO (oc adm node-image create, with the lab's
+kubeconfig); each boots it through its BMC's virtual media; oc adm node-image
+monitor waits until they join, then the ISO is ejected. The added nodes are
+recorded in the lab's state, so status, net and down see them. Run again
+after a failure, it carries on with the nodes that have not joined.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if role != plan.RoleWorker {
+				return fmt.Errorf("--role %q: add-node adds workers (--role worker)", role)
+			}
+			return withLab(cmd.Context(), g, f, nil, func(e *lab.Env) error {
+				if err := lab.AddWorkers(cmd.Context(), e, count, g.LoadPlan); err != nil {
+					return err
+				}
+				fmt.Fprintln(g.Streams.Out)
+				return table(cmd.Context(), g, e)
+			})
+		},
+	}
+	addNode.Flags().IntVar(&count, "count", 1, "how many workers to add (0: only carry on with those not joined yet)")
+	addNode.Flags().StringVar(&role, "role", plan.RoleWorker, "the nodes' role (worker)")
 	down.Flags().StringVar(&f.host, "host", "", "for a lab over several hosts: remove this host's part (not the hub's), on that host")
-	return []*cobra.Command{up, status, down}
+	return []*cobra.Command{up, status, down, addNode}
 }
 
 // withLab resolves the plan, runs check on it (when not nil) before

@@ -3,6 +3,7 @@ package upitest
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -218,6 +219,9 @@ func (r *run) playAgent() error {
 	if d, err := time.ParseDuration(os.Getenv(EnvAgentTimeout)); err == nil && d > 0 {
 		timeout = d
 	}
+	if err := os.MkdirAll(filepath.Join(r.dir, AgentInputs), 0o700); err != nil {
+		return err
+	}
 	for _, n := range nodes {
 		done := filepath.Join(r.dir, AgentInputs, "installed-"+n.Domain)
 		if _, err := os.Stat(done); err == nil {
@@ -248,4 +252,86 @@ func (r *run) playAgent() error {
 		}
 	}
 	return nil
+}
+
+// OCMain is the fixture's `oc` (the same binary, run as oc): `adm
+// node-image create --dir D` reads D/nodes-config.yaml and writes
+// D/node.x86_64.iso, an ISO that prints AgentISOMarker with role worker
+// (and the hostname when it adds one node) and powers off; `adm node-image
+// monitor --ip-addresses IPS` plays the agent's install for EnvAgentNodes,
+// as `agent wait-for bootstrap-complete` does, and reports the nodes
+// joined. Both need --kubeconfig naming a file, as oc does.
+func OCMain(args []string, stdout, stderr io.Writer) int {
+	r := &run{stdout: stdout, stderr: stderr, dir: ".", level: "info", sig: make(chan os.Signal, 1)}
+	var words []string
+	flags := map[string]string{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if strings.HasPrefix(a, "--") {
+			name, val, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+			if !ok {
+				if i+1 == len(args) {
+					fmt.Fprintf(stderr, "error: flag needs an argument: --%s\n", name)
+					return 1
+				}
+				val = args[i+1]
+				i++
+			}
+			flags[name] = val
+			continue
+		}
+		words = append(words, a)
+	}
+	if d := flags["dir"]; d != "" {
+		r.dir = d
+	}
+	if _, err := os.Stat(flags["kubeconfig"]); err != nil {
+		fmt.Fprintf(stderr, "error: stat %s: no such file or directory\n", flags["kubeconfig"])
+		return 1
+	}
+	cmd := strings.Join(words, " ")
+	if err := r.record("oc " + cmd); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	switch cmd {
+	case "adm node-image create":
+		raw, err := os.ReadFile(filepath.Join(r.dir, "nodes-config.yaml"))
+		if err != nil {
+			fmt.Fprintf(stderr, "error: %v\n", err)
+			return 1
+		}
+		var nc struct {
+			Hosts []struct {
+				Hostname string `json:"hostname"`
+			} `json:"hosts"`
+		}
+		if err := yaml.UnmarshalStrict(raw, &nc); err != nil && yaml.Unmarshal(raw, &nc) != nil || len(nc.Hosts) == 0 {
+			fmt.Fprintf(stderr, "error: nodes-config.yaml: no hosts (%v)\n", err)
+			return 1
+		}
+		host := "any"
+		if len(nc.Hosts) == 1 {
+			host = nc.Hosts[0].Hostname
+		}
+		cfg := "serial --unit=0 --speed=115200\nterminal_input serial\nterminal_output serial\necho \"\"\n" +
+			fmt.Sprintf("echo \"%s role=worker host=%s\"\nhalt\n", AgentISOMarker, host)
+		if err := buildISO(filepath.Join(r.dir, "node.x86_64.iso"), cfg); err != nil {
+			fmt.Fprintf(stderr, "error: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "Generated ISO at %s\n", filepath.Join(r.dir, "node.x86_64.iso"))
+		return 0
+	case "adm node-image monitor":
+		if err := r.playAgent(); err != nil {
+			fmt.Fprintf(stderr, "error: %v\n", err)
+			return 1
+		}
+		for _, ip := range strings.Split(flags["ip-addresses"], ",") {
+			fmt.Fprintf(stdout, "Node %s: Node joined cluster\n", ip)
+		}
+		return 0
+	}
+	fmt.Fprintf(stderr, "error: unknown command %q for \"oc\"\n", cmd)
+	return 1
 }

@@ -37,3 +37,16 @@ func Installer(t testing.TB) string {
 	buildPath = p
 	return p
 }
+
+// OC returns the fixture run as oc (the same binary, named oc).
+func OC(t testing.TB) string {
+	t.Helper()
+	inst := Installer(t)
+	p := filepath.Join(filepath.Dir(inst), "oc")
+	if _, err := os.Stat(p); err != nil {
+		if err := os.Link(inst, p); err != nil {
+			t.Fatalf("the fixture oc: %v", err)
+		}
+	}
+	return p
+}
