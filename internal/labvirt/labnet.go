@@ -76,7 +76,7 @@ type LabNetworkSpec struct {
 	// Domain is the cluster's domain, cluster name and base domain
 	// ("ocp.lab.local"): hosts resolve as NAME.Domain, the API as
 	// api.Domain and api-int.Domain, ingress as *.apps.Domain.
-	Domain     string
+	Domain string
 	// APIVIP and IngressVIP are where api, api-int and *.apps resolve: the
 	// cluster's VIPs, or a single-node cluster's own address (a host's
 	// reservation below). Invalid (zero): no such records.
