@@ -9,7 +9,8 @@
 #   agent   up --until media: 3 masters, the ISO (fixture installer: a grub
 #           image), and every node's InsertMedia, Once Cd and On through
 #           vbmcd's Redfish. It does not wait for the nodes to boot.
-# Needs root and libvirtd in the network namespace labci
+# SHOW_STEPS=1 prints each step's line and time. Needs root and libvirtd
+# in the network namespace labci
 # (hack/start-libvirtd.sh); the lab's network lives only there.
 #
 # usage: lab-bench.sh ipi|hybrid|agent [ROUNDS]
@@ -58,6 +59,7 @@ echo "== $mode: labctl up --until $until, then down; $rounds rounds; $(nproc) CP
 for i in $(seq "$rounds"); do
   s=$(date +%s.%N)
   bin/labctl up "${args[@]}" --until "$until" >"$dir/up.log" 2>&1 || { cat "$dir/up.log"; exit 1; }
+  [ -n "${SHOW_STEPS:-}" ] && grep -E "✓|✗" "$dir/up.log"
   m=$(date +%s.%N)
   bin/labctl down "${args[@]}" >"$dir/down.log" 2>&1 || { cat "$dir/down.log"; exit 1; }
   e=$(date +%s.%N)
