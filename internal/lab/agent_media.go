@@ -40,7 +40,8 @@ func (agentMedia) Ensure(ctx context.Context, e *Env) (bool, error) {
 	defer stop()
 	c := newRedfishClient(p)
 	changed := false
-	for _, n := range p.Nodes {
+	for i, n := range p.Nodes {
+		e.Rep.Progress("media", fmt.Sprintf("%d of %d nodes booting the ISO; %s's BMC fetches it", i, len(p.Nodes), n.Name))
 		c1, err := bootFromISO(ctx, c, p.Agent.MediaURL, n)
 		changed = changed || c1
 		if err != nil {

@@ -66,7 +66,7 @@ func (bmcs) Ensure(ctx context.Context, e *Env) (bool, error) {
 		}
 		changed = true
 	}
-	return changed, e.Host.BMCs().CheckBMCs(ctx, p, 30*time.Second)
+	return changed, e.Host.BMCs().CheckBMCs(ctx, p, 30*time.Second, func(msg string) { e.Rep.Progress("bmcs", msg) })
 }
 
 // Delete stops every vbmcd that bears the lab's mark.
@@ -122,10 +122,13 @@ func BMCClient(p *plan.Plan) *http.Client {
 
 // CheckBMCs implements BMCs: every node's Redfish System answers with its
 // UUID at the plan's address, reached from the lab's namespace.
-func (r *RealHost) CheckBMCs(ctx context.Context, p *plan.Plan, wait time.Duration) error {
+func (r *RealHost) CheckBMCs(ctx context.Context, p *plan.Plan, wait time.Duration, progress func(string)) error {
 	hc := BMCClient(p)
 	deadline := time.Now().Add(wait)
-	for _, n := range p.Nodes {
+	for i, n := range p.Nodes {
+		if progress != nil {
+			progress(fmt.Sprintf("%d of %d BMCs answer; waiting for %s's", i, len(p.Nodes), n.Name))
+		}
 		for {
 			status, err := probe(ctx, hc, p, n.BMC.SystemURL)
 			if err == nil && status == http.StatusOK {

@@ -101,8 +101,9 @@ type BMCs interface {
 	StartDaemon(ctx context.Context, v plan.Vbmcd, netns string) (Daemon, error)
 	StopDaemon(ctx context.Context, pid int) error
 	// CheckBMCs waits until every node's BMC answers with its UUID at the
-	// plan's address, reached from the lab's namespace.
-	CheckBMCs(ctx context.Context, p *plan.Plan, wait time.Duration) error
+	// plan's address, reached from the lab's namespace; progress (may be
+	// nil) hears how many answer.
+	CheckBMCs(ctx context.Context, p *plan.Plan, wait time.Duration, progress func(string)) error
 }
 
 // Daemon is a running process of a lab.

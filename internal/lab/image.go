@@ -48,7 +48,8 @@ func ensureImage(ctx context.Context, e *Env) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
+	body := newProgressReader(resp.Body, resp.ContentLength, func(msg string) { e.Rep.Progress("storage", "downloading "+h.Image+": "+msg) })
+	if _, err := io.Copy(f, body); err != nil {
 		f.Close()
 		os.Remove(part)
 		return false, fmt.Errorf("download %s: %w", h.Image, err)

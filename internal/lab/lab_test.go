@@ -267,15 +267,18 @@ func (f *fakeHost) StopDaemon(_ context.Context, pid int) error {
 	return f.call("stop vbmcd")
 }
 
-func (f *fakeHost) CheckBMCs(context.Context, *plan.Plan, time.Duration) error {
+func (f *fakeHost) CheckBMCs(context.Context, *plan.Plan, time.Duration, func(string)) error {
 	return f.call("check bmcs")
 }
 
 // recorder keeps the status lines.
-type recorder struct{ lines []string }
+type recorder struct{ lines, progress []string }
 
 func (r *recorder) Start(string)          {}
 func (r *recorder) Note(step, msg string) { r.lines = append(r.lines, step+": "+msg) }
+func (r *recorder) Progress(step, msg string) {
+	r.progress = append(r.progress, step+": "+msg)
+}
 func (r *recorder) Done(step string, changed bool, err error) {
 	switch {
 	case err != nil && !errors.Is(err, ErrStop):

@@ -300,6 +300,6 @@ func (m *MultiHost) StopDaemon(ctx context.Context, pid int) error {
 }
 
 // CheckBMCs implements Provider: from the hub, where vbmcd serves every host.
-func (m *MultiHost) CheckBMCs(ctx context.Context, p *plan.Plan, wait time.Duration) error {
-	return m.hub.CheckBMCs(ctx, p, wait)
+func (m *MultiHost) CheckBMCs(ctx context.Context, p *plan.Plan, wait time.Duration, progress func(string)) error {
+	return m.hub.CheckBMCs(ctx, p, wait, progress)
 }

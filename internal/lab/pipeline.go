@@ -17,6 +17,10 @@ import (
 type Reporter interface {
 	Start(step string)
 	Note(step, msg string)
+	// Progress says how far a long wait has come ("3 of 5 BMCs answer",
+	// "412 MiB of 1.1 GiB, 38 MiB/s, 18 s left"): on a terminal it replaces
+	// the step's spinner text; in plain output it is a line now and then.
+	Progress(step, msg string)
 	Done(step string, changed bool, err error)
 }
 

@@ -2,6 +2,8 @@ package labctl
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -35,11 +37,17 @@ func NewCommand(logger *zap.Logger, streams Streams) *cobra.Command {
 		Short:         "labctl builds and repairs a bare-metal lab of VMs for OpenShift, Metal3 and Ironic",
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			g.ConfigSet = cmd.Flags().Changed("config")
+			switch g.Progress {
+			case cli.ProgressAuto, cli.ProgressTTY, cli.ProgressPlain:
+			default:
+				return fmt.Errorf("--progress %q: use auto, tty or plain", g.Progress)
+			}
 			if !verbose {
 				g.Logger = logger.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
 			}
+			return nil
 		},
 	}
 	cmd.SetIn(streams.In)
@@ -49,7 +57,8 @@ func NewCommand(logger *zap.Logger, streams Streams) *cobra.Command {
 		"the lab configuration file, - for standard input (without it and without "+labconfig.DefaultPath+": the seed lab)")
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&g.Profile, "profile", "", "tiny: shrink every node for a demo on a small machine (give it to every command of that lab)")
-	pf.StringVar(&g.Mode, "mode", plan.ModeIPI, "ipi-baremetal or hybrid")
+	pf.StringVar(&g.Mode, "mode", plan.ModeIPI, strings.Join(plan.Modes, ", ")+" (the installer flow)")
+	pf.StringVar(&g.Progress, "progress", cli.ProgressAuto, "auto (animated on a terminal), tty or plain (a line now and then, for CI logs)")
 	pf.StringVar(&g.Netns, "netns", "", "the named network namespace (ip netns) of the lab's links and vbmcd, where libvirtd runs (default: labctl's own)")
 	pf.StringVar(&g.LibvirtURI, "libvirt-uri", "qemu:///system", "libvirt URI")
 	pf.StringVar(&g.Vbmcd, "vbmcd", "", "the vbmcd binary up starts (default: next to labctl, then PATH)")

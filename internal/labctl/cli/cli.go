@@ -48,7 +48,12 @@ type Globals struct {
 	// PullSecret and SSHKey override the lab file's input files (up's
 	// flags); relative to the working directory.
 	PullSecret, SSHKey string
+	// Progress is auto, tty or plain (--progress).
+	Progress string
 }
+
+// Status is the status-line writer for the command's output.
+func (g *Globals) Status() *Status { return NewStatus(g.Streams.Out, g.Progress) }
 
 // LoadPlan resolves the lab the flags select.
 func (g *Globals) LoadPlan() (*plan.Plan, error) {

@@ -19,17 +19,47 @@ type Status struct {
 	start time.Time
 	stop  chan struct{}
 	done  chan struct{}
+	// detail is the running step's progress (a terminal shows it after
+	// the spinner); printed is when plain output last printed one.
+	detail  string
+	printed time.Time
 }
 
-// NewStatus writes to out; it animates when out is a terminal.
-func NewStatus(out io.Writer) *Status {
-	s := &Status{out: out}
-	if f, ok := out.(*os.File); ok {
+// Progress modes (labctl --progress).
+const (
+	ProgressAuto  = "auto"  // animated on a terminal, plain otherwise
+	ProgressTTY   = "tty"   // animated
+	ProgressPlain = "plain" // plain lines, progress at most every PlainEvery
+)
+
+// PlainEvery is how often plain output prints a step's progress.
+var PlainEvery = 5 * time.Second
+
+// NewStatus writes to out; mode says whether it animates (auto: when out
+// is a terminal).
+func NewStatus(out io.Writer, mode string) *Status {
+	s := &Status{out: out, tty: mode == ProgressTTY}
+	if f, ok := out.(*os.File); ok && mode == ProgressAuto {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 			s.tty = true
 		}
 	}
 	return s
+}
+
+// Progress shows how far the running step has come.
+func (s *Status) Progress(step, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tty {
+		s.detail = msg
+		return
+	}
+	if time.Since(s.printed) < PlainEvery {
+		return
+	}
+	s.printed = time.Now()
+	fmt.Fprintf(s.out, "   … %s: %s\n", step, msg)
 }
 
 var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
@@ -38,7 +68,7 @@ var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "
 func (s *Status) Start(step string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.step, s.start = step, time.Now()
+	s.step, s.start, s.detail, s.printed = step, time.Now(), "", time.Now()
 	if !s.tty {
 		return
 	}
@@ -49,7 +79,11 @@ func (s *Status) Start(step string) {
 		defer t.Stop()
 		for i := 0; ; i++ {
 			s.mu.Lock()
-			fmt.Fprintf(s.out, "\r %s %s ", spinner[i%len(spinner)], s.step)
+			line := s.step
+			if s.detail != "" {
+				line += ": " + s.detail
+			}
+			fmt.Fprintf(s.out, "\r %s %s \033[K", spinner[i%len(spinner)], line)
 			s.mu.Unlock()
 			select {
 			case <-stop:

@@ -147,6 +147,7 @@ type quiet struct{}
 
 func (quiet) Start(string)             {}
 func (quiet) Note(string, string)      {}
+func (quiet) Progress(string, string)  {}
 func (quiet) Done(string, bool, error) {}
 
 func hostNames(p *plan.Plan) string {

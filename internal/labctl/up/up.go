@@ -164,7 +164,7 @@ func withLab(ctx context.Context, g *cli.Globals, f *flags, check func(*plan.Pla
 		return err
 	}
 	defer h.Close()
-	return fn(&lab.Env{Plan: p, Host: h, Rep: cli.NewStatus(g.Streams.Out), Log: g.Logger, Remote: lab.ExecRunner{}})
+	return fn(&lab.Env{Plan: p, Host: h, Rep: g.Status(), Log: g.Logger, Remote: lab.ExecRunner{}})
 }
 
 type nodeRow struct {
