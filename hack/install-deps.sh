@@ -22,6 +22,8 @@ PKGS=(
   systemd
   # ping across the VXLAN that joins a lab's bridges on two hosts
   iputils-ping
+  # labctl graph's SVG and PNG
+  graphviz
 )
 
 missing=()

@@ -2,6 +2,7 @@ package up_test
 
 import (
 	"bytes"
+	"html"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -179,6 +180,22 @@ func TestUpUntilInstallConfig(t *testing.T) {
 	}
 	if out, err := labctlRun(t, netArgs("check")...); err == nil || !strings.Contains(out, "bmlab-veth0") {
 		t.Fatalf("net check after the veth was deleted = %v:\n%s", err, out)
+	}
+	// labctl graph draws what net check says: the deleted veth dashed in
+	// red, every node with its power; an SVG through Graphviz's dot.
+	svg := filepath.Join(dir, "lab.svg")
+	if out, err := labctlRun(t, append([]string{"graph", "--profile", "tiny", "-o", svg}, common...)...); err != nil {
+		t.Fatalf("graph: %v\n%s", err, out)
+	}
+	raw, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pic := html.UnescapeString(string(raw)) // dot writes '-' as &#45;
+	for _, want := range []string{"<svg", "bmlab-veth0: missing", "network difference(s)", "lup-master-0", "master · Off", "NAT network lup-machine"} {
+		if !strings.Contains(pic, want) {
+			t.Errorf("graph SVG lacks %q", want)
+		}
 	}
 	if out, err := labctlRun(t, netArgs("repair")...); err != nil || !strings.Contains(out, "✓ create bmlab-veth0 bmlab-veth1") {
 		t.Fatalf("net repair = %v:\n%s", err, out)

@@ -1,0 +1,47 @@
+package lab
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// TestGraphDOT pins the drawing of the fake host's lab: in sync, then with
+// a veth missing and a domain absent (testdata/graph-*.dot; -update).
+func TestGraphDOT(t *testing.T) {
+	e, _ := testEnv(t, newFake(), "")
+	power := map[string]string{}
+	for i, n := range e.Plan.Nodes {
+		power[n.Name] = []string{"On", "Off"}[i%2]
+	}
+	drifted := map[string]string{}
+	for k, v := range power {
+		drifted[k] = v
+	}
+	drifted[e.Plan.Nodes[0].Name] = "absent"
+	for _, tt := range []struct {
+		name  string
+		diffs []NetDifference
+		power map[string]string
+	}{
+		{"graph-in-sync", nil, power},
+		{"graph-drift", []NetDifference{{Object: "bmlab-veth0", Kind: "missing", Fix: "create it"}}, drifted},
+	} {
+		got := GraphDOT(e.Plan, tt.diffs, tt.power)
+		golden := filepath.Join("testdata", tt.name+".dot")
+		if *update {
+			must(t, os.MkdirAll("testdata", 0o755))
+			must(t, os.WriteFile(golden, []byte(got), 0o644))
+		}
+		want, err := os.ReadFile(golden)
+		must(t, err)
+		if d := cmp.Diff(string(want), got); d != "" {
+			t.Errorf("%s (-want +got):\n%s", golden, d)
+		}
+	}
+}
