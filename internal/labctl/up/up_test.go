@@ -2,13 +2,13 @@ package up_test
 
 import (
 	"bytes"
-	"html"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"os"
