@@ -33,7 +33,7 @@ func NewCommands(g *cli.Globals) []*cobra.Command {
 		Short: "Bring the lab up (idempotent; run it again to resume)",
 		Long: `Bring the lab up. --mode ipi-baremetal: preflight, network, storage, nodes,
 bmcs, install-config, installer. --mode hybrid: the kcli-style UPI flow
-(see labctl up --mode hybrid --help-steps in the README).`,
+(its steps are listed in docs/hybrid.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withLab(cmd.Context(), g, f, func(e *lab.Env) error {
