@@ -13,7 +13,8 @@ import (
 var flagRef = regexp.MustCompile(`(?:^|[^\w-])--([a-z0-9][a-z0-9-]*[a-z0-9]|[a-z0-9])`)
 
 // Unknown returns, for root and every command under it, each `--name` that a
-// help text of that command mentions and that is neither a flag of the
+// help text of that command (Use, Short, Long, Example, a flag's usage)
+// mentions and that is neither a flag of the
 // command nor a persistent flag of a parent. Each entry says the command,
 // the text it was found in and the flag, in the tree's order.
 func Unknown(root *cobra.Command) []string {
@@ -22,7 +23,7 @@ func Unknown(root *cobra.Command) []string {
 	walk = func(c *cobra.Command) {
 		c.InitDefaultHelpFlag() // cobra adds --help when it runs a command
 		texts := []struct{ where, text string }{
-			{"Short", c.Short}, {"Long", c.Long}, {"Example", c.Example},
+			{"Use", c.Use}, {"Short", c.Short}, {"Long", c.Long}, {"Example", c.Example},
 		}
 		c.Flags().VisitAll(func(f *pflag.Flag) {
 			texts = append(texts, struct{ where, text string }{"usage of --" + f.Name, f.Usage})

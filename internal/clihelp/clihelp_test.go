@@ -40,7 +40,7 @@ func TestUnknown(t *testing.T) {
 	root.PersistentFlags().Bool("verbose", false, "")
 	root.Flags().Bool("local", false, "only root's")
 	child := &cobra.Command{
-		Use:     "child",
+		Use:     "child [--own] [--gone]",
 		Short:   "see --missing-short",
 		Long:    "--verbose, --own and --local (root's, not persistent)",
 		Example: "root child --x",
@@ -50,6 +50,7 @@ func TestUnknown(t *testing.T) {
 	root.AddCommand(child)
 	got := clihelp.Unknown(root)
 	want := []string{
+		`"root child": Use names --gone, which is not one of its flags`,
 		`"root child": Short names --missing-short, which is not one of its flags`,
 		`"root child": Long names --local, which is not one of its flags`,
 		`"root child": Example names --x, which is not one of its flags`,
