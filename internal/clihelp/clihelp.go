@@ -56,3 +56,32 @@ func defined(c *cobra.Command, name string) bool {
 	}
 	return false
 }
+
+// Undocumented returns, for root and every command under it, each flag of
+// the command's own (not inherited, not hidden, not --help) whose `--name` the text does
+// not mention: what a reference page that should list every flag misses.
+func Undocumented(root *cobra.Command, text string) []string {
+	named := map[string]bool{}
+	for _, m := range flagRef.FindAllStringSubmatch(text, -1) {
+		named[m[1]] = true
+	}
+	var out []string
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
+			if f.Name != "help" && !f.Hidden && !named[f.Name] {
+				out = append(out, fmt.Sprintf("%q: --%s", c.CommandPath(), f.Name))
+			}
+		})
+		c.PersistentFlags().VisitAll(func(f *pflag.Flag) {
+			if !f.Hidden && !named[f.Name] {
+				out = append(out, fmt.Sprintf("%q: --%s", c.CommandPath(), f.Name))
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	return out
+}

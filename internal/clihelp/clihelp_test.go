@@ -2,6 +2,8 @@ package clihelp_test
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -32,6 +34,39 @@ func TestVbmcdHelpNamesOnlyExistingFlags(t *testing.T) {
 	}
 }
 
+// docs reads the named pages of docs/ as one text.
+func docs(t *testing.T, pages ...string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, p := range pages {
+		data, err := os.ReadFile(filepath.Join("..", "..", "docs", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(data)
+	}
+	return b.String()
+}
+
+// docs/vbmcd.md names every flag of vbmcd and its subcommands.
+func TestVbmcdFlagsDocumented(t *testing.T) {
+	var b bytes.Buffer
+	root := vbmcd.NewCommand(vbmcd.Streams{Out: &b, ErrOut: &b}, func(string) string { return "" })
+	if missing := clihelp.Undocumented(root, docs(t, "vbmcd.md")); len(missing) > 0 {
+		t.Errorf("docs/vbmcd.md does not name these flags:\n%s", strings.Join(missing, "\n"))
+	}
+}
+
+// docs/labctl.md (with hybrid.md and multi-host.md) names every flag of
+// labctl and its subcommands.
+func TestLabctlFlagsDocumented(t *testing.T) {
+	var b bytes.Buffer
+	root := labctl.NewCommand(zap.NewNop(), labctl.Streams{In: strings.NewReader(""), Out: &b, ErrOut: &b})
+	if missing := clihelp.Undocumented(root, docs(t, "labctl.md", "hybrid.md", "multi-host.md")); len(missing) > 0 {
+		t.Errorf("docs/labctl.md does not name these flags:\n%s", strings.Join(missing, "\n"))
+	}
+}
+
 // The check itself: it finds a missing flag in each kind of text, accepts a
 // command's own flags, a parent's persistent flags and --help, and ignores
 // dashes that do not start a flag name.
@@ -58,5 +93,10 @@ func TestUnknown(t *testing.T) {
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("Unknown (-want +got):\n%s", d)
+	}
+	// Undocumented: the text names --verbose and --own, not --local.
+	got = clihelp.Undocumented(root, "root --verbose; root child --own")
+	if d := cmp.Diff([]string{`"root": --local`}, got); d != "" {
+		t.Errorf("Undocumented (-want +got):\n%s", d)
 	}
 }
