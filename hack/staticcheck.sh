@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VERSION=v0.8.2
 out=_out/tools/staticcheck
-if ! { [ -x "$out" ] && "$out" -version 2>/dev/null | grep -q "($VERSION)"; }; then
+if ! { [ -x "$out" ] && "$out" -version 2>/dev/null | grep -q "(${VERSION#v})"; }; then
   mkdir -p _out/tools
   echo "building staticcheck $VERSION (once)"
   GOBIN="$PWD/_out/tools" GOFLAGS=-mod=mod go install "honnef.co/go/tools/cmd/staticcheck@$VERSION"
