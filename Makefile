@@ -12,12 +12,14 @@ build:
 test:
 	bash hack/test.sh
 
-# Pure-logic tests only, no libvirtd needed.
+# Pure-logic tests only, no libvirtd needed, under the race detector.
 unit:
-	$(GO) test -short ./...
+	$(GO) test -short -race ./...
 
+# go vet, then staticcheck (pinned; hack/staticcheck.sh builds it once into _out/tools/).
 lint:
 	$(GO) vet ./...
+	bash hack/staticcheck.sh
 
 demo:
 	bash hack/demo.sh

@@ -1,6 +1,7 @@
 // Command vbmcd gives every libvirt VM (or simulated server) a Redfish and
-// an IPMI lanplus BMC from one daemon, and manages IPMI endpoints with
-// `vbmcd ipmi set|unset|list`.
+// an IPMI lanplus BMC from one daemon, manages IPMI endpoints with
+// `vbmcd ipmi set|unset|list`, and injects faults into a running daemon with
+// `vbmcd fault set|clear|list`.
 //
 // This package is main only: signal handling and the exit code. Flags, the
 // config file and wiring are in internal/vbmcd; the protocols in

@@ -52,7 +52,6 @@ type solSession struct {
 	tries    int
 	sentAt   time.Time
 	lastIn   uint8
-	lastAcc  uint8
 
 	kick     chan struct{}
 	quit     chan struct{}

@@ -2,7 +2,8 @@
 // shape: the bridges the IPI bare-metal installer wants (baremetal and, unless
 // the provisioning network is Disabled, provisioning), the veth pairs that
 // join baremetal to libvirt's network bridge so VMs keep libvirt's DHCP, DNS
-// and NAT, VLAN sub-interfaces, MTUs, addresses and link state.
+// and NAT, VLAN sub-interfaces, the VXLAN links that join a lab's bridges
+// across several hosts, MTUs, addresses and link state.
 //
 // The flow is desired state → plan → apply:
 //
@@ -13,10 +14,12 @@
 //     holding a lab name, and a master outside the lab (libvirt's bridge)
 //     that does not exist.
 //   - Apply changes only the difference, in dependency order (bridges, then
-//     veth pairs, then VLANs; for each link: create, MTU, master, up,
-//     addresses), then plans again and fails unless nothing differs. A second
-//     Apply changes nothing and so keeps every ifindex.
-//   - Down deletes the links the lab owns and nothing else.
+//     veth pairs, then VLANs, then VXLANs; for each link: create, MTU,
+//     master, up, addresses), then plans again and fails unless nothing
+//     differs. A second Apply changes nothing and so keeps every ifindex.
+//   - Down deletes the topology's links that the lab owns and nothing else;
+//     Owned and DownOwned find and delete every link that bears the lab's
+//     mark, whatever topology declared it (for a lab file gone or changed).
 //
 // Ownership: every link the lab creates carries the link alias Owner(lab).
 // A link with a lab name but another alias is foreign: Apply stops before
@@ -24,14 +27,19 @@
 // Links outside the topology (libvirt's virbr0, a host NIC under a VLAN) are
 // only ever referred to, never changed.
 //
-// Every call works on the *netlink.Handle it is given; OpenNamespace makes one
-// for a named network namespace with netlink.NewHandleAt, so no goroutine ever
-// switches namespace by hand. Netlink calls take no context; Apply checks the
-// context between steps.
+// Every link call works on the *netlink.Handle it is given; OpenNamespace
+// makes one for a named network namespace with netlink.NewHandleAt, so no
+// goroutine switches namespace for them. Netlink calls take no context;
+// Apply checks the context between steps. Sockets are the exception:
+// InNamespace, DialContextIn and ListenIn make a dialer or a listener inside
+// a named namespace (for a lab whose network lives in one) and are the only
+// place that switches an OS thread's namespace, locked for that call.
 //
 // NetworkManager: UnmanagedSnippet and WriteUnmanagedSnippet write a
-// conf.d file that keeps NetworkManager's hands off the lab's links.
+// conf.d file that keeps NetworkManager's hands off the lab's links;
+// RemoveUnmanagedSnippet takes it away.
 //
-// What it does not do: libvirt networks (internal/virt), firewalling, routes,
-// or moving links between namespaces.
+// What it does not do: libvirt networks (the lab's NAT network is
+// internal/labvirt's), firewalling, routes, or moving links between
+// namespaces.
 package netplumb

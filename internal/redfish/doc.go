@@ -1,7 +1,18 @@
 // Package redfish is the Redfish face of vbmcd: one HTTP handler that serves
 // every machine of a machine.Service as a ComputerSystem with its Manager and
 // Chassis, plus the service-wide resources (SessionService, AccountService,
-// TaskService, Registries, $metadata).
+// EventService, TaskService, UpdateService, Registries, $metadata).
+//
+// Under each system: boot override and ComputerSystem.Reset, Bios and its
+// pending Settings, SecureBoot with its key databases, Storage (drives and
+// RAID volumes), Processors, Memory, EthernetInterfaces, and the Chassis'
+// PCIe devices, network adapters, Power and Thermal sensors. Virtual media
+// (InsertMedia, EjectMedia, PATCH of Image and Inserted, a task for a long
+// download) hangs under the Manager, where sushy and Ironic look, and under
+// the System, for newer clients; both show the same members (vmedia.go).
+// Events (events.go) go to subscribers as the machines change, whichever
+// face changed them; firmware updates (update.go) are SimpleUpdate with a
+// task.
 //
 // Resources are built by small pure functions from a machine snapshot
 // (resources.go); a rendered body is cached by (URI, machine Generation), so a
@@ -9,15 +20,16 @@
 // computed once per render. Writes (PATCH, actions) are validated here
 // (property names, types, enums, with Base registry messages) and carried out
 // by the machine model, which owns the BMC semantics (Once/Continuous boot
-// overrides, pending BIOS settings, secure boot at the next start).
+// overrides, pending BIOS settings, secure boot at the next start, media
+// changes live on a running machine).
 //
 // Authentication is HTTP Basic or a Redfish session (X-Auth-Token). The
 // service-wide credentials reach every system; a machine's own credentials
 // (machine.Settings.Credentials) reach that system, its Manager and Chassis
-// only, and collections list only what the caller may see.
+// only, and collections list only what the caller may see. Accounts and
+// roles come from internal/accounts.
 //
-// What it does not do: talk to a hypervisor, decide BMC semantics, or serve
-// virtual media (a later issue; the router has room for it). It does not
-// listen either: the caller wraps Handler in an http.Server, with TLSConfig
-// for HTTPS.
+// What it does not do: talk to a hypervisor, decide BMC semantics, or
+// listen: the caller wraps Handler in an http.Server, with TLSConfig (a
+// self-signed pair kept in the state directory, or the caller's) for HTTPS.
 package redfish

@@ -241,22 +241,30 @@ func (e *events) retry() (int, time.Duration) {
 	return e.attempts, e.interval
 }
 
-// RunEvents turns the machines' changes into events until ctx ends.
-func (s *Server) RunEvents(ctx context.Context) {
+// WatchEvents turns the machines' changes into events, in a goroutine of its
+// own, until ctx ends. The subscription to the backend is in place when
+// WatchEvents returns, so no change made after it is missed; the returned
+// channel is closed when the goroutine has stopped.
+func (s *Server) WatchEvents(ctx context.Context) <-chan struct{} {
 	ch, cancel := s.svc.Backend().Subscribe()
-	defer cancel()
-	for {
-		select {
-		case <-ctx.Done():
-			s.events.stopAll()
-			return
-		case ev, ok := <-ch:
-			if !ok {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer cancel()
+		for {
+			select {
+			case <-ctx.Done():
+				s.events.stopAll()
 				return
+			case ev, ok := <-ch:
+				if !ok {
+					return
+				}
+				s.events.machineEvent(ev)
 			}
-			s.events.machineEvent(ev)
 		}
-	}
+	}()
+	return done
 }
 
 // machineEvent compares a machine's new snapshot with the last one seen.

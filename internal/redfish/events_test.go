@@ -79,11 +79,8 @@ func (l *listener) waitFor(t *testing.T, text string, within time.Duration) map[
 func eventFixture(t *testing.T, opts ...Option) *fixture {
 	f := newFixture(t, 2, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { f.srv.RunEvents(ctx); close(done) }()
+	done := f.srv.WatchEvents(ctx) // subscribed when it returns
 	t.Cleanup(func() { cancel(); <-done })
-	// RunEvents subscribes before it reads the machines: give it the moment.
-	time.Sleep(50 * time.Millisecond)
 	return f
 }
 

@@ -182,7 +182,10 @@ func TestVirtualMediaInputLimits(t *testing.T) {
 // HTTPS images are verified unless the client turns VerifyCertificate off
 // for the member (issue 15: media downloads did not verify by default).
 func TestVirtualMediaVerifiesCertificatesByDefault(t *testing.T) {
-	f := newMediaFixture(t)
+	// Both inserts are answered at once, not with a task, however slow the
+	// TLS handshakes are on a loaded machine (under -race they took more
+	// than the fixture's 200 ms).
+	f := newMediaFixture(t, WithInsertWait(time.Minute))
 	tlsSrv := httptest.NewTLSServer(f.images.Config.Handler)
 	defer tlsSrv.Close()
 	if v := decode(t, f.do(req{path: f.cd(0)})); v["VerifyCertificate"] != true {

@@ -3,5 +3,6 @@
 // when it is missing. On a developer's laptop a missing prerequisite skips the
 // test; under CI=true it fails it, so a skipped test is never counted as a pass.
 //
-// It is imported only from _test.go files.
+// It is imported only from _test.go files and from the helper packages that
+// only tests import (virt/virttest, netplumb/netnstest, upi/upitest).
 package testenv

@@ -5,7 +5,6 @@ package upi
 // throwaway network namespaces that stand for the nodes on one bridge.
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
@@ -71,12 +70,29 @@ func (s *segment) node(name, ip string) string {
 	return ns
 }
 
+// daemon is a running daemon and what it has written so far.
+type daemon struct {
+	cmd *exec.Cmd
+	out testenv.Buffer
+}
+
+// said reports whether the daemon's output has every one of lines in it.
+func (d *daemon) said(lines ...string) bool {
+	out := d.out.String()
+	for _, l := range lines {
+		if !strings.Contains(out, l) {
+			return false
+		}
+	}
+	return true
+}
+
 // run starts a daemon in a namespace and stops it at the end of the test.
-func run(t *testing.T, ns string, name string, args ...string) *exec.Cmd {
+func run(t *testing.T, ns string, name string, args ...string) *daemon {
 	t.Helper()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, name}, args...)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	d := &daemon{cmd: exec.Command("ip", append([]string{"netns", "exec", ns, name}, args...)...)}
+	cmd := d.cmd
+	cmd.Stdout, cmd.Stderr = &d.out, &d.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -91,10 +107,10 @@ func run(t *testing.T, ns string, name string, args ...string) *exec.Cmd {
 			<-done
 		}
 		if t.Failed() {
-			t.Logf("%s in %s said:\n%s", name, ns, out.String())
+			t.Logf("%s in %s said:\n%s", name, ns, d.out.String())
 		}
 	})
-	return cmd
+	return d
 }
 
 func holds(ns, vip string) bool {
@@ -121,7 +137,7 @@ func readyz(t *testing.T, ns string) func() {
 
 // keepalived renders n's configuration on its namespace with the
 // generated render script, as the pod's init container does, and runs it.
-func keepalived(t *testing.T, c Cluster, n Node, ns string) *exec.Cmd {
+func keepalived(t *testing.T, c Cluster, n Node, ns string) *daemon {
 	t.Helper()
 	files, err := StaticPodFiles(c, n)
 	if err != nil {
@@ -167,15 +183,22 @@ func TestKeepalivedMovesTheAPIVIP(t *testing.T) {
 	stopM0 := readyz(t, m0)
 	// master-1's API is not ready: nothing listens on its 6443.
 	keepalived(t, c, c.Nodes[0], boot)
-	keepalived(t, c, c.Nodes[1], m0)
+	kaM0 := keepalived(t, c, c.Nodes[1], m0)
 	keepalived(t, c, c.Nodes[2], m1)
 
 	api := c.APIVIP.String()
 	if !testenv.WaitFor(15*time.Second, func() bool { return holds(boot, api) }) {
 		t.Fatal("the API VIP never landed on the bootstrap")
 	}
-	time.Sleep(3 * time.Second) // masters settle as BACKUP
-	if holds(m0, api) || holds(m1, api) {
+	// master-0 leaves FAULT (init_fail) for BACKUP once its check has
+	// passed twice; from then on it would take the VIP if it stopped hearing
+	// the bootstrap's adverts for Master_Down_Interval, 3 advert_int plus
+	// a skew under 1 s (RFC 5798 §6.1): watch that long.
+	apiBackup := "_api) Entering BACKUP STATE"
+	if !testenv.WaitFor(15*time.Second, func() bool { return kaM0.said(apiBackup) }) {
+		t.Fatalf("master-0's API instance never entered BACKUP (want %q in its log)", apiBackup)
+	}
+	if testenv.WaitFor(4*time.Second, func() bool { return holds(m0, api) || holds(m1, api) }) {
 		t.Fatal("a master holds the API VIP beside the bootstrap")
 	}
 	if !testenv.WaitFor(10*time.Second, func() bool { return holds(m0, c.IngressVIP.String()) || holds(m1, c.IngressVIP.String()) }) || holds(boot, c.IngressVIP.String()) {
@@ -266,7 +289,7 @@ func TestHAProxyBalances(t *testing.T) {
 	if out, err := exec.Command(haproxy, "-c", "-f", conf).CombinedOutput(); err != nil {
 		t.Fatalf("haproxy -c rejects the configuration: %v\n%s", err, out)
 	}
-	run(t, m0, haproxy, "-db", "-f", conf)
+	hap := run(t, m0, haproxy, "-db", "-f", conf)
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: netplumb.DialContextIn(client), DisableKeepAlives: true}}
 	for _, port := range []string{"80", "443"} {
 		seen := map[string]int{}
@@ -283,10 +306,13 @@ func TestHAProxyBalances(t *testing.T) {
 			t.Errorf("port %s: answers %v, want both workers", port, seen)
 		}
 	}
-	// worker-1's router goes unready: after haproxy's checks notice (2 s
-	// apart, 3 failures by default), every request goes to worker-0.
+	// worker-1's router goes unready: once haproxy's check (every 2 s)
+	// marks it DOWN and haproxy says so, every request goes to worker-0.
 	ready.Store("ocp-worker-1", false)
-	time.Sleep(7 * time.Second)
+	down := []string{"ingress-80/ocp-worker-1 is DOWN", "ingress-443/ocp-worker-1 is DOWN"}
+	if !testenv.WaitFor(20*time.Second, func() bool { return hap.said(down...) }) {
+		t.Fatalf("haproxy never said %q", down)
+	}
 	seen := map[string]int{}
 	for range 10 {
 		resp, err := hc.Get("http://" + net.JoinHostPort(c.IngressVIP.String(), "80") + "/")

@@ -2,7 +2,12 @@
 // (or every simulated server) a Redfish BMC and an IPMI lanplus BMC over one
 // machine model. It parses flags, the YAML config file and VBMCD_*
 // environment variables, builds the backend, the model and the protocol
-// faces, and shuts them down within a bounded time.
+// faces, and shuts them down within a bounded time. Beside the daemon it
+// serves Prometheus metrics (--metrics-addr) and an admin socket in the
+// state directory, through which `vbmcd fault set|clear|list` injects faults
+// (latency, HTTP errors, dropped IPMI packets, a refused power-on, stuck
+// media, a BMC down) into a running daemon for testing clients; `vbmcd ipmi
+// set|unset|list` (package ipmicmd) manages machines' IPMI endpoints.
 //
 // What it does not do: any protocol or backend work; that lives in
 // internal/redfish, internal/ipmi, internal/virt and internal/sim.

@@ -232,7 +232,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		redfish.WithSessionTimeout(cfg.SessionTimeout),
 		redfish.WithServiceUUID(uuid),
 		redfish.WithEventStore(filepath.Join(cfg.StateDir, "event-subscriptions.json")))
-	go rf.RunEvents(ctx)
+	rf.WatchEvents(ctx)
 	srv := newHTTPServer(rf.Handler(), log, defaultHTTPLimits)
 	scheme := "https"
 	if cfg.InsecureHTTP {

@@ -223,22 +223,6 @@ func uuidString(u libvirt.UUID) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }
 
-func parseUUID(s string) (libvirt.UUID, error) {
-	var u libvirt.UUID
-	h := strings.ReplaceAll(s, "-", "")
-	if len(h) != 32 {
-		return u, fmt.Errorf("%w: %q is not a UUID", machine.ErrNotFound, s)
-	}
-	for i := 0; i < 16; i++ {
-		var v byte
-		if _, err := fmt.Sscanf(h[2*i:2*i+2], "%02x", &v); err != nil {
-			return u, fmt.Errorf("%w: %q is not a UUID", machine.ErrNotFound, s)
-		}
-		u[i] = v
-	}
-	return u, nil
-}
-
 func (b *Backend) wanted(name string) bool {
 	if len(b.cfg.Domains) == 0 {
 		return true

@@ -1,15 +1,28 @@
-// Package virt is the libvirt backend of the machine model and the only
-// package that imports go-libvirt.
+// Package virt is the libvirt backend of the machine model: libvirt domains
+// as machines, for vbmcd. It and internal/labvirt (which builds the lab's
+// libvirt objects for labctl) are the packages that import go-libvirt.
 //
-// It keeps one long-lived connection per hypervisor URI, pings it and
-// reconnects when it drops; lifecycle, reboot, metadata and device events keep
-// an in-memory view of every domain current, so reads (List, Get, Stale) cost
-// no libvirt round trip. Domain XML is read and written through libvirtxml.
-// What libvirt does not hold (the boot override, pending BIOS settings, BMC
-// credentials, the IPMI endpoint) is stored in the domain's <metadata> under
-// the project's namespace (MetadataNS), so a restarted or second daemon sees
-// the same state.
+// A Backend keeps one long-lived connection to one hypervisor URI, pings it
+// and reconnects when it drops; lifecycle, reboot, metadata and device
+// events keep an in-memory view of every domain current, so reads (List,
+// Get, Stale) cost no libvirt round trip. Hosts is a machine.Backend over
+// several libvirt daemons, one Backend each, with machines addressed by
+// domain UUID across all of them (a UUID found on two hosts is served by
+// neither).
+//
+// Domain XML is read and written through libvirtxml. What libvirt does not
+// hold (the boot override, pending BIOS settings, BMC credentials, the IPMI
+// endpoint, RAID volumes) is stored in the domain's <metadata> under the
+// project's namespace (MetadataNS), so a restarted or second daemon sees the
+// same state.
+//
+// It also carries out what the machine model asks of a domain: virtual media
+// (a CD-ROM or USB disk changed live on a running domain, media.go), the
+// serial console as a libvirt stream (console.go), secure boot keys in
+// OVMF's variable store (keys.go), RAID volumes as qcow2 volumes in the
+// domain's pool (volumes.go), and the PCI inventory QEMU shows (pci.go).
 //
 // What it does not do: BMC semantics (package machine decides when a Once
-// override is spent) or protocols.
+// override is spent), protocols, or lab building (pools, networks, domain
+// definitions for a lab: internal/labvirt).
 package virt

@@ -1,7 +1,11 @@
 // Package demo is `labctl demo`: a few VMs that boot the marker ISO, each
 // given a Redfish and an IPMI BMC by an in-process vbmcd, with their
-// endpoints printed. Ctrl-C stops vbmcd and removes the VMs. It is the
-// quick start's first command until `labctl up` brings up a whole lab.
+// endpoints printed, for trying a BMC client without a whole lab. Ctrl-C
+// stops vbmcd and removes the VMs (unless --keep).
+//
+// What it does not do: build a lab. It makes no network, pool or plan; the
+// VMs are on no network and are found again by their name prefix. `make
+// demo` is not this command: it runs `labctl up --profile tiny`.
 package demo
 
 import (
