@@ -641,7 +641,8 @@ func parseBMC(address string) (bmcDriver, error) {
 	}
 	d, ok := bmcSchemes[u.Scheme]
 	if !ok {
-		return bmcDriver{}, fmt.Errorf("Unknown BMC type '%s' for address %s", u.Scheme, address) //nolint:staticcheck // the operator's wording
+		//lint:ignore ST1005 the BareMetalOperator's wording, which users search for
+		return bmcDriver{}, fmt.Errorf("Unknown BMC type '%s' for address %s", u.Scheme, address)
 	}
 	return d, nil
 }

@@ -24,7 +24,7 @@ func (preflight) Name() string { return "preflight" }
 func (preflight) Ensure(ctx context.Context, e *Env) (bool, error) {
 	p := e.Plan
 	if p.Hybrid != nil && len(p.Hosts) > 0 {
-		return false, errors.New("hosts: the hybrid mode runs on one host for now (its ignition files and backing image are on the hub only); use --mode ipi-baremetal, or remove hosts:")
+		return false, errors.New("hosts: the hybrid mode runs on one host for now (its ignition files and backing image are on the hub only); use --mode ipi-baremetal, or remove the lab file's hosts section")
 	}
 	if err := CheckInputs(e); err != nil {
 		return false, err

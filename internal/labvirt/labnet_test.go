@@ -392,7 +392,7 @@ func TestEnsureLabNetworkLeavesForeignAlone(t *testing.T) {
 
 	other := spec
 	other.Name = "lt-fy-" + id
-	_, before = foreign("lt-fz-"+id, other.Bridge)
+	foreign("lt-fz-"+id, other.Bridge)
 	_, err = ensureLabNetwork(ctx, l, other)
 	if !errors.Is(err, ErrNetworkForeign) || !strings.Contains(err.Error(), `libvirt network "lt-fz-`+id+`"`) {
 		t.Errorf("EnsureLabNetwork on another network's bridge = %v, want ErrNetworkForeign naming it", err)
