@@ -82,7 +82,10 @@ type LabNetworkSpec struct {
 	// reservation below). Invalid (zero): no such records.
 	APIVIP     netip.Addr
 	IngressVIP netip.Addr
-	Hosts      []LabHost
+	// NodeHoldsVIPs says the VIPs are a node's own reservation: a
+	// single-node cluster answers api and *.apps itself.
+	NodeHoldsVIPs bool
+	Hosts         []LabHost
 }
 
 // LabHost is a DHCP reservation with its DNS name.
@@ -136,7 +139,7 @@ func (s LabNetworkSpec) Validate() error {
 		ip   netip.Addr
 	}{{"API VIP", s.APIVIP}, {"ingress VIP", s.IngressVIP}} {
 		switch {
-		case !v.ip.IsValid(), reserved(v.ip):
+		case !v.ip.IsValid(), s.NodeHoldsVIPs && reserved(v.ip):
 			// A node's own address: a single-node cluster's API and apps.
 		case !host(v.ip):
 			bad("%s %s: want a host address of %s other than the bridge's %s", v.what, v.ip, s.CIDR, gw)
@@ -162,7 +165,7 @@ func (s LabNetworkSpec) Validate() error {
 		if !validDNSName(h.Hostname) || strings.Contains(h.Hostname, ".") {
 			bad("host %q: want a single DNS label as hostname", h.Hostname)
 		}
-		if !host(h.IP) {
+		if !host(h.IP) || (!s.NodeHoldsVIPs && (h.IP == s.APIVIP || h.IP == s.IngressVIP)) {
 			bad("host %s: IP %s is not a free host address of %s (bridge %s, VIPs %s, %s)", h.Hostname, h.IP, s.CIDR, gw, s.APIVIP, s.IngressVIP)
 		}
 		once("MAC", strings.ToLower(h.MAC), h.Hostname)

@@ -61,6 +61,11 @@ func TestLabNetworkSpecValidate(t *testing.T) {
 		{"dotted hostname", func(s *LabNetworkSpec) { s.Hosts[0].Hostname = "master-0.x" }, "single DNS label"},
 		{"bad MAC", func(s *LabNetworkSpec) { s.Hosts[0].MAC = "52:54:00" }, "not an Ethernet address"},
 		{"host on a VIP", func(s *LabNetworkSpec) { s.Hosts[0].IP = a("10.198.77.5") }, "not a free host address"},
+		{"VIP on a node, not a single node's", func(s *LabNetworkSpec) { s.APIVIP = s.Hosts[0].IP }, "not a free host address"},
+		{"a single node holds the VIPs", func(s *LabNetworkSpec) {
+			s.Hosts = s.Hosts[:1]
+			s.APIVIP, s.IngressVIP, s.NodeHoldsVIPs = s.Hosts[0].IP, s.Hosts[0].IP, true
+		}, ""},
 		{"same IP", func(s *LabNetworkSpec) { s.Hosts[1].IP = s.Hosts[0].IP }, "same IP"},
 		{"same MAC, other case", func(s *LabNetworkSpec) { s.Hosts[1].MAC = strings.ToUpper(s.Hosts[0].MAC) }, "same MAC"},
 	} {
