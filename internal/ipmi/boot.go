@@ -120,7 +120,11 @@ func (b *bmc) getBootOptions(_ *sessRef, d []byte) (wire.CompletionCode, []byte)
 		if cc != wire.CodeOK {
 			return cc, nil
 		}
-		return wire.CodeOK, append(out, bootFlags(m.Settings.Boot)...)
+		// An UefiBootNext override shows as the kind of device its option
+		// is: IPMI names kinds, not options.
+		bt := m.Settings.Boot
+		bt.Target = m.OverrideKind()
+		return wire.CodeOK, append(out, bootFlags(bt)...)
 	}
 	return codeParamUnsupported, nil
 }

@@ -227,6 +227,10 @@ func afterBoot(st Settings) (Settings, bool) {
 		return st, false
 	}
 	st = st.Clone()
+	if st.Boot.Target == BootUefiBootNext {
+		// UEFI deletes BootNext once it has booted it.
+		st.Boot.BootNext = ""
+	}
 	st.Boot.Enabled = BootDisabled
 	st.Boot.Target = BootNone
 	return st, true
@@ -369,6 +373,7 @@ type BootPatch struct {
 	Enabled     *BootEnabled
 	Mode        *BootMode
 	HTTPBootURI *string // "" clears it
+	BootNext    *string // a BootOptionReference; "" clears it
 }
 
 // SetBoot changes the boot override. Setting a target while the override is
@@ -415,6 +420,17 @@ func (s *Service) SetBoot(ctx context.Context, id string, p BootPatch) (*Machine
 			}
 		}
 		b.HTTPBootURI = *p.HTTPBootURI
+	}
+	if p.BootNext != nil {
+		if *p.BootNext != "" {
+			if err := checkBootOrder(m.Inventory, []string{*p.BootNext}); err != nil {
+				return nil, err
+			}
+		}
+		b.BootNext = *p.BootNext
+	}
+	if b.Effective() == BootUefiBootNext && b.BootNext == "" {
+		return nil, fmt.Errorf("%w: an UefiBootNext override boots the option Boot.BootNext names; set BootNext", ErrNoBootNext)
 	}
 	if b.Effective() == BootUefiHttp && b.HTTPBootURI == "" {
 		return nil, fmt.Errorf("%w: this BMC fetches the image itself, and its machines get no boot URI from DHCP", ErrNoHTTPBootURI)

@@ -430,6 +430,8 @@ var systemSchema = fields{
 		"BootSourceOverrideEnabled": {enum: strs(machine.BootEnabledValues)},
 		"BootSourceOverrideMode":    {enum: strs(machine.BootModes)},
 		"HttpBootUri":               {},
+		"BootOrder":                 {kind: kindArray},
+		"BootNext":                  {},
 	}},
 	"IndicatorLED":            {enum: []string{"Lit", "Blinking", "Off"}},
 	"LocationIndicatorActive": {kind: kindBool},
@@ -462,7 +464,16 @@ func patchSystem(s *Server, c *call) *apiError {
 		if v, ok := boot["HttpBootUri"].(string); ok {
 			p.HTTPBootURI = &v
 		}
+		if v, ok := boot["BootNext"].(string); ok {
+			p.BootNext = &v
+		}
+		if aerr := s.patchBootOrder(c, boot); aerr != nil {
+			return aerr
+		}
 		if _, err := s.svc.SetBoot(ctx(c), c.m.ID, p); err != nil {
+			if aerr := bootNextError(err, p); aerr != nil {
+				return aerr
+			}
 			switch {
 			case errors.Is(err, machine.ErrConflict) && p.Mode != nil:
 				return newError(http.StatusConflict, MsgPropertyValueConflict, "BootSourceOverrideMode", "SecureBootEnable").with(err.Error())

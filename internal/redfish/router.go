@@ -250,6 +250,8 @@ func (s *Server) table() []*route {
 		r("Systems/*/SecureBoot/SecureBootDatabases/*/Certificates/*", route{render: renderKeyCertificate}),
 		r("Systems/*/SecureBoot/SecureBootDatabases/*/Signatures", route{render: renderKeySignatures}),
 		r("Systems/*/SecureBoot/SecureBootDatabases/*/Signatures/*", route{render: renderKeySignature}),
+		r("Systems/*/BootOptions", route{render: renderBootOptions}),
+		r("Systems/*/BootOptions/*", route{render: renderBootOption}),
 		r("Systems/*/Bios", route{render: renderBios}),
 		r("Systems/*/Bios/Settings", route{render: renderBiosSettings, patch: patchBiosSettings}),
 		r("Systems/*/Bios/Actions/Bios.ResetBios", route{post: postResetBios}),

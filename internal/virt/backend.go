@@ -417,6 +417,11 @@ func (b *Backend) read(l *libvirt.Libvirt, d libvirt.Domain) (*entry, error) {
 		}
 	}
 	e.meta = meta
+	own := bootOrderOf(&def)
+	if meta != nil && meta.DefaultBoot != "" {
+		own = strings.Split(meta.DefaultBoot, ",")
+	}
+	m.DefaultBoot = bootKinds(own)
 	if meta != nil {
 		if m.Settings, err = meta.settings(); err != nil {
 			return nil, err

@@ -198,8 +198,12 @@ func applySettings(d *libvirtxml.Domain, st machine.Settings, defaultOrder []str
 		d.Devices.Interfaces[i].Boot = nil
 	}
 	d.OS.BootDevices = nil
-	for _, dev := range orderFor(st.Boot.Effective(), defaultOrder) {
-		d.OS.BootDevices = append(d.OS.BootDevices, libvirtxml.DomainBootDevice{Dev: dev})
+	if plan := machine.BootPlan(inventoryOf(d), st); plan != nil {
+		orderDevices(d, plan)
+	} else {
+		for _, dev := range orderFor(st.Boot.Effective(), defaultOrder) {
+			d.OS.BootDevices = append(d.OS.BootDevices, libvirtxml.DomainBootDevice{Dev: dev})
+		}
 	}
 
 	oldTemplate := ""

@@ -21,6 +21,7 @@ type bmcMeta struct {
 	XMLName     xml.Name     `xml:"http://bmlab.dev/xmlns/bmc/1 bmc"`
 	Boot        metaBoot     `xml:"boot"`
 	DefaultBoot string       `xml:"default-boot,omitempty"` // the domain's own boot order before the BMC changed it, "hd,cdrom"
+	BootOrder   string       `xml:"boot-order,omitempty"`   // BootOptionReferences, "Cd-sdc,Hdd-vda"; none: the domain's own order
 	SecureBoot  bool         `xml:"secure-boot"`
 	DeletedKeys string       `xml:"deleted-keys,omitempty"` // secure boot key databases deleted, "PK,KEK"; none: the factory keys
 	ResetNVRAM  bool         `xml:"reset-nvram,omitempty"`  // the firmware changed: the next start recreates the NVRAM
@@ -77,6 +78,7 @@ type metaBoot struct {
 	Enabled string `xml:"enabled,attr"`
 	Mode    string `xml:"mode,attr"`
 	HTTPURI string `xml:"http-boot-uri,attr,omitempty"`
+	Next    string `xml:"next,attr,omitempty"` // BootNext
 }
 
 type metaUser struct {
@@ -91,8 +93,9 @@ type metaIPMI struct {
 
 func toMeta(s machine.Settings, defaultBoot string, resetNVRAM bool) (*bmcMeta, error) {
 	m := &bmcMeta{
-		Boot:        metaBoot{Target: string(s.Boot.Target), Enabled: string(s.Boot.Enabled), Mode: string(s.Boot.Mode), HTTPURI: s.Boot.HTTPBootURI},
+		Boot:        metaBoot{Target: string(s.Boot.Target), Enabled: string(s.Boot.Enabled), Mode: string(s.Boot.Mode), HTTPURI: s.Boot.HTTPBootURI, Next: s.Boot.BootNext},
 		DefaultBoot: defaultBoot,
+		BootOrder:   strings.Join(s.BootOrder, ","),
 		SecureBoot:  s.SecureBoot,
 		ResetNVRAM:  resetNVRAM,
 	}
@@ -153,8 +156,12 @@ func (m *bmcMeta) settings() (machine.Settings, error) {
 			Enabled:     machine.BootEnabled(m.Boot.Enabled),
 			Mode:        machine.BootMode(m.Boot.Mode),
 			HTTPBootURI: m.Boot.HTTPURI,
+			BootNext:    m.Boot.Next,
 		},
 		SecureBoot: m.SecureBoot,
+	}
+	if m.BootOrder != "" {
+		s.BootOrder = strings.Split(m.BootOrder, ",")
 	}
 	if m.DeletedKeys != "" {
 		var err error
