@@ -627,5 +627,11 @@ func (b *bmc) getSELTime(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
 	if len(d) != 0 {
 		return wire.CodeDataLengthInvalid, nil
 	}
-	return wire.CodeOK, binary.LittleEndian.AppendUint32(nil, uint32(time.Now().Unix()))
+	// The BMC's clock: the host's plus the skew Redfish's Manager
+	// DateTime set (machine/clock.go).
+	now := time.Now()
+	if m, cc := b.machine(); cc == wire.CodeOK {
+		now = m.BMCTime(now)
+	}
+	return wire.CodeOK, binary.LittleEndian.AppendUint32(nil, uint32(now.Unix()))
 }

@@ -155,6 +155,8 @@ type Settings struct {
 	// reset.
 	Firmware        map[FirmwareComponent]string
 	FirmwarePending map[FirmwareComponent]string
+	// Clock is the BMC's clock setting (clock.go).
+	Clock Clock
 }
 
 // Clone returns a deep copy.

@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -323,10 +322,7 @@ func renderSystem(s *Server, c *call) any { return system(c.m, s.id) }
 
 // getManager is not cached: its DateTime is the BMC's clock, now.
 func getManager(s *Server, c *call) *apiError {
-	o := manager(c.m, s.id)
-	o["DateTime"] = time.Now().UTC().Format(time.RFC3339)
-	o["DateTimeLocalOffset"] = "+00:00"
-	s.writeJSON(c, http.StatusOK, o)
+	s.writeManager(c, http.StatusOK)
 	return nil
 }
 func renderChassis(s *Server, c *call) any { return chassis(c.m, s.id) }

@@ -257,7 +257,7 @@ func (s *Server) table() []*route {
 		r("Systems/*/Bios/Actions/Bios.ResetBios", route{post: postResetBios}),
 
 		r("Managers", route{get: getManagers}),
-		r("Managers/*", route{get: getManager}),
+		r("Managers/*", route{get: getManager, patch: patchManager, write: accounts.ConfigureManager}),
 		r("Managers/*/Actions/Manager.Reset", route{post: postManagerReset, write: accounts.ConfigureManager}),
 		r("Chassis", route{get: getChassisCollection}),
 		r("Chassis/*", route{render: renderChassis}),

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/bmlab/bmlab/internal/machine"
 )
@@ -36,6 +37,15 @@ type bmcMeta struct {
 	// Trash are the disks of deleted volumes the running domain still
 	// held; the next start removes them.
 	Trash []string `xml:"trash"`
+	// Clock is the BMC's clock setting.
+	Clock *metaClock `xml:"clock"`
+}
+
+// metaClock is the BMC's clock: its skew from the host's, in seconds, and
+// its local offset.
+type metaClock struct {
+	Skew   int64  `xml:"skew-seconds,attr,omitempty"`
+	Offset string `xml:"offset,attr,omitempty"`
 }
 
 // metaVolume is one RAID volume.
@@ -121,6 +131,9 @@ func toMeta(s machine.Settings, defaultBoot string, resetNVRAM bool) (*bmcMeta, 
 	for _, c := range s.Credentials {
 		m.Users = append(m.Users, metaUser{Name: c.Username, Password: c.Password})
 	}
+	if s.Clock != (machine.Clock{}) {
+		m.Clock = &metaClock{Skew: int64(s.Clock.Skew / time.Second), Offset: s.Clock.Offset}
+	}
 	if s.IPMI != nil {
 		m.IPMI = &metaIPMI{Address: s.IPMI.Address, Port: s.IPMI.Port}
 	}
@@ -202,6 +215,9 @@ func (m *bmcMeta) settings() (machine.Settings, error) {
 	}
 	for _, u := range m.Users {
 		s.Credentials = append(s.Credentials, machine.Credential{Username: u.Name, Password: u.Password})
+	}
+	if m.Clock != nil {
+		s.Clock = machine.Clock{Skew: time.Duration(m.Clock.Skew) * time.Second, Offset: m.Clock.Offset}
 	}
 	if m.IPMI != nil {
 		s.IPMI = &machine.IPMIEndpoint{Address: m.IPMI.Address, Port: m.IPMI.Port}
