@@ -1,6 +1,7 @@
 package vbmcd
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/bmlab/bmlab/internal/media"
+	"github.com/bmlab/bmlab/internal/redfish"
 	"github.com/bmlab/bmlab/internal/virt"
 )
 
@@ -33,6 +35,8 @@ type Config struct {
 	TLSCert         string
 	TLSKey          string
 	TLSSANs         []string
+	TLSMinVersion   string
+	TLSCipherSuites []string
 	InsecureHTTP    bool
 	StateDir        string
 	SessionTimeout  time.Duration
@@ -86,6 +90,8 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "TLS certificate for Redfish (default: a self-signed one kept in --state-dir)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "TLS key for --tls-cert")
 	fs.StringSliceVar(&c.TLSSANs, "tls-san", nil, "names and addresses the self-signed certificate is for, besides the listen address, loopback and the host name")
+	fs.StringVar(&c.TLSMinVersion, "tls-min-version", "1.2", "lowest TLS version Redfish accepts: 1.2 or 1.3")
+	fs.StringSliceVar(&c.TLSCipherSuites, "tls-cipher-suites", nil, "TLS 1.2 cipher suites Redfish offers, IANA names, comma-separated (default: every forward-secret AEAD suite; "+strings.Join(redfish.TLSSuiteNames(), ", ")+")")
 	fs.BoolVar(&c.InsecureHTTP, "insecure-http", false, "serve Redfish over plain HTTP")
 	fs.StringVar(&c.StateDir, "state-dir", "/var/lib/vbmcd", "where vbmcd keeps its TLS certificate and service UUID")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 30*time.Minute, "idle timeout of Redfish sessions")
@@ -333,6 +339,9 @@ func (c *Config) validate() error {
 	}
 	if c.InsecureHTTP && c.TLSCert != "" {
 		return fmt.Errorf("--insecure-http and --tls-cert contradict each other; drop one")
+	}
+	if err := redfish.ApplyTLSPolicy(&tls.Config{}, c.TLSMinVersion, c.TLSCipherSuites); err != nil {
+		return fmt.Errorf("--tls-min-version %q, --tls-cipher-suites %v: %w", c.TLSMinVersion, c.TLSCipherSuites, err)
 	}
 	if c.MediaMaxBytes <= 0 {
 		return fmt.Errorf("--media-max-bytes %d: want a positive size in bytes", c.MediaMaxBytes)

@@ -246,6 +246,9 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		if err != nil {
 			return err
 		}
+		if err := redfish.ApplyTLSPolicy(tc, cfg.TLSMinVersion, cfg.TLSCipherSuites); err != nil {
+			return err
+		}
 		srv.TLSConfig = tc
 	}
 	ln, err := net.Listen("tcp", cfg.RedfishAddr)
