@@ -70,7 +70,7 @@ func selectorFor(t machine.BootSource) byte {
 		return devPXE
 	case machine.BootHdd:
 		return devDisk
-	case machine.BootCd:
+	case machine.BootCd, machine.BootUsbCd:
 		return devCDROM
 	case machine.BootBiosSetup:
 		return devBIOS

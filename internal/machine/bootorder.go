@@ -127,7 +127,9 @@ func (m *Machine) OverrideKind() BootSource {
 // order with the override's kind first).
 func BootPlan(inv Inventory, st Settings) []BootOption {
 	eff := st.Boot.Effective()
-	if len(st.BootOrder) == 0 && eff != BootUefiBootNext {
+	// A USB override needs the USB disk itself first: by kind it would be
+	// any disk.
+	if len(st.BootOrder) == 0 && eff != BootUefiBootNext && eff != BootUsb {
 		return nil
 	}
 	order := st.BootOrder
@@ -149,8 +151,9 @@ func BootPlan(inv Inventory, st Settings) []BootOption {
 		}
 	default:
 		kind := eff
-		if kind == BootUefiHttp {
-			// The BMC fetched the image into the CD drive (httpboot.go).
+		if kind == BootUefiHttp || kind == BootUsbCd {
+			// The BMC fetched the image into the CD drive (httpboot.go);
+			// the virtual CD is the USB CD.
 			kind = BootCd
 		}
 		for _, o := range inv.BootOptions() {

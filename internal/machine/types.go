@@ -56,10 +56,13 @@ const (
 	// BootUefiBootNext boots the boot option Boot.BootNext names (see
 	// bootorder.go).
 	BootUefiBootNext BootSource = "UefiBootNext"
+	// BootUsbCd boots a USB CD: the virtual CD, as BMCs that name their
+	// virtual media so expect.
+	BootUsbCd BootSource = "UsbCd"
 )
 
 // BootSources lists the supported override targets.
-var BootSources = []BootSource{BootNone, BootPxe, BootHdd, BootCd, BootBiosSetup, BootUefiHttp, BootUsb, BootUefiBootNext}
+var BootSources = []BootSource{BootNone, BootPxe, BootHdd, BootCd, BootBiosSetup, BootUefiHttp, BootUsb, BootUefiBootNext, BootUsbCd}
 
 // BootEnabled says how long a boot override lasts.
 type BootEnabled string

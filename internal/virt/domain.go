@@ -161,7 +161,7 @@ func deviceFor(t machine.BootSource) string {
 		return "network"
 	case machine.BootHdd, machine.BootUsb:
 		return "hd"
-	case machine.BootCd, machine.BootUefiHttp:
+	case machine.BootCd, machine.BootUefiHttp, machine.BootUsbCd:
 		return "cdrom"
 	}
 	return ""
