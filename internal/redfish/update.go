@@ -66,7 +66,9 @@ func firmwareItemID(m *machine.Machine, c machine.FirmwareComponent) string {
 }
 
 func softwareInventory(m *machine.Machine, c machine.FirmwareComponent, id identity) obj {
-	var related []ref
+	// An array even when empty: the schema has no null here (DMTF's
+	// Service-Validator fails a null RelatedItem).
+	related := []ref{}
 	switch c {
 	case machine.FirmwareBIOS:
 		related = []ref{{systemURI(m.ID)}}

@@ -75,3 +75,17 @@ func TestSushySimpleUpdateWithoutTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestNICFirmwareRelatedItemIsAnArray: a machine without NICs has a NIC
+// firmware item whose RelatedItem is [] (the schema has no null; DMTF's
+// Service-Validator failed it).
+func TestNICFirmwareRelatedItemIsAnArray(t *testing.T) {
+	m := &machine.Machine{ID: "0b6c7e4e-0000-4000-8000-000000000001", Name: "no-nics"}
+	b, err := json.Marshal(softwareInventory(m, machine.FirmwareNIC, identity{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"RelatedItem":[]`) {
+		t.Errorf("NIC firmware of a machine without NICs: %s, want RelatedItem []", b)
+	}
+}
