@@ -29,6 +29,9 @@ type Service struct {
 	// bmcUpdateDown is how long a BMC is unreachable after its firmware
 	// was updated (WithBMCUpdateDowntime).
 	bmcUpdateDown time.Duration
+	// bmcFlash is how long a BMC flashes a checked image before it
+	// reboots (WithBMCFlashTime).
+	bmcFlash time.Duration
 }
 
 // NewService returns a Service over be. Call Watch to react to guest reboots.
@@ -44,6 +47,7 @@ func NewService(be Backend, log *zap.Logger, opts ...ServiceOption) *Service {
 	s.tasks.last = map[string]*Task{}
 	s.tasks.firmware = map[string][]*Task{}
 	s.bmcUpdateDown = time.Minute
+	s.bmcFlash = defaultBMCFlash
 	for _, o := range opts {
 		o(s)
 	}

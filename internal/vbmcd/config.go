@@ -47,6 +47,7 @@ type Config struct {
 	MediaWait     time.Duration
 
 	BMCUpdateDowntime time.Duration
+	BMCFlashTime      time.Duration
 
 	MediaAllowLoopback bool
 	MediaDenyPrivate   bool
@@ -100,6 +101,7 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.MediaLocalDir, "media-local-dir", "", "allow virtual media images given as local paths inside this directory (default: refused)")
 	fs.DurationVar(&c.MediaWait, "media-wait", 2*time.Minute, "how long a power-on waits for virtual media that is still downloading")
 	fs.DurationVar(&c.BMCUpdateDowntime, "bmc-update-downtime", time.Minute, "how long a BMC answers nothing after a firmware update of it (its reboot)")
+	fs.DurationVar(&c.BMCFlashTime, "bmc-flash-time", 2*time.Second, "how long a BMC flashes a checked image of its own firmware, answering, before it reboots")
 	fs.BoolVar(&c.MediaAllowLoopback, "media-allow-loopback", false, "allow virtual media images from loopback addresses (an image server on this host)")
 	fs.BoolVar(&c.MediaDenyPrivate, "media-deny-private", false, "refuse virtual media images from private addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) too")
 	fs.StringSliceVar(&c.MediaAllowCIDRs, "media-allow-cidr", nil, "allow virtual media images from these ranges whatever else says (except --media-deny-cidr)")

@@ -196,6 +196,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	reg := metrics.New()
 	svc := machine.NewService(be, log.Named("machine"), machine.WithImageFetcher(cache), machine.WithMediaWait(cfg.MediaWait),
 		machine.WithBMCUpdateDowntime(cfg.BMCUpdateDowntime),
+		machine.WithBMCFlashTime(cfg.BMCFlashTime),
 		machine.WithPowerObserver(func(rt machine.ResetType, err error, took time.Duration) {
 			reg.Power(string(rt), outcome(err), took)
 		}),
