@@ -201,6 +201,10 @@ type NIC struct {
 	PCI string
 	// LinkDown says the link is down (libvirt <link state='down'/>).
 	LinkDown bool
+	// LLDP is what the switch the NIC is plugged into would announce
+	// (lldp.go); nil when the backend sees no switch (the machine is
+	// off, or the NIC is on no bridge).
+	LLDP *LLDP
 }
 
 // PCIDevice is a device function on the machine's PCI (PCI Express) bus.

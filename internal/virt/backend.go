@@ -403,6 +403,7 @@ func (b *Backend) read(l *libvirt.Libvirt, d libvirt.Domain) (*entry, error) {
 		Mode:             mode,
 		SecureBootActive: secure,
 	}
+	fillSwitches(l, m.NICs)
 	for i, dk := range m.Disks {
 		if dk.Device == machine.DeviceDisk && dk.Source != "" {
 			if _, capacity, _, err := l.DomainGetBlockInfo(d, dk.ID, 0); err == nil {

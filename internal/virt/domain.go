@@ -292,6 +292,7 @@ func inventoryOf(d *libvirtxml.Domain) machine.Inventory {
 		if in.MAC != nil {
 			n.MAC = strings.ToLower(in.MAC.Address)
 		}
+		n.LLDP = lldpOf(in)
 		if s := in.Source; s != nil {
 			switch {
 			case s.Network != nil:
