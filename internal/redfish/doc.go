@@ -16,8 +16,8 @@
 // (machine.Settings.Credentials) reach that system, its Manager and Chassis
 // only, and collections list only what the caller may see.
 //
-// What it does not do: talk to a hypervisor, decide BMC semantics, or serve
-// virtual media (a later issue; the router has room for it). It does not
-// listen either: the caller wraps Handler in an http.Server, with TLSConfig
-// for HTTPS.
+// What it does not do: talk to a hypervisor or decide BMC semantics. It does
+// not listen either: the caller wraps Handler in an http.Server, with
+// TLSConfig (and ApplyTLSPolicy's minimum version and cipher suites) for
+// HTTPS.
 package redfish
