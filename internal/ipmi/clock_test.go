@@ -34,3 +34,17 @@ func TestIpmitoolSELTimeIsTheBMCClock(t *testing.T) {
 		t.Errorf("SEL time %s, want the BMC's clock %s", got, want)
 	}
 }
+
+// TestIpmitoolSetSELTimeSetsTheBMCClock: `ipmitool sel time set` sets the
+// clock Redfish's Manager shows (the model's skew).
+func TestIpmitoolSetSELTimeSetsTheBMCClock(t *testing.T) {
+	testenv.Integration(t)
+	l := newLab(t, 1, "127.0.0.1", nil)
+	l.mustIpmitool(t, 0, nil, "sel", "time", "set", "03/04/33 05:06:07")
+	m := l.machine(t, 0)
+	got := m.BMCTime(time.Now()).UTC()
+	want := time.Date(2033, 3, 4, 5, 6, 7, 0, time.UTC)
+	if d := got.Sub(want); d < -2*time.Second || d > time.Minute {
+		t.Errorf("after sel time set the BMC's clock is %s, want %s", got, want)
+	}
+}

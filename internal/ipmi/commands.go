@@ -54,6 +54,7 @@ const (
 	cmdGetSELEntry    = 0x43
 	cmdClearSEL       = 0x47
 	cmdGetSELTime     = 0x48
+	cmdSetSELTime     = 0x49
 
 	// Transport (NetFn 0Ch)
 	cmdSetSOLConfig = 0x21
@@ -109,6 +110,7 @@ func init() {
 		{wire.NetFnStorage, cmdGetSELEntry}:    {privUser, (*bmc).getRecord},
 		{wire.NetFnStorage, cmdClearSEL}:       {privOperator, (*bmc).clearSEL},
 		{wire.NetFnStorage, cmdGetSELTime}:     {privUser, (*bmc).getSELTime},
+		{wire.NetFnStorage, cmdSetSELTime}:     {privOperator, (*bmc).setSELTime},
 
 		{wire.NetFnSensor, cmdGetSensorReading}:    {privUser, (*bmc).getSensorReading},
 		{wire.NetFnSensor, cmdGetSensorThresholds}: {privUser, (*bmc).getSensorThresholds},
