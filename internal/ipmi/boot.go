@@ -70,7 +70,7 @@ func selectorFor(t machine.BootSource) byte {
 		return devPXE
 	case machine.BootHdd:
 		return devDisk
-	case machine.BootCd:
+	case machine.BootCd, machine.BootUsbCd:
 		return devCDROM
 	case machine.BootBiosSetup:
 		return devBIOS
@@ -120,7 +120,11 @@ func (b *bmc) getBootOptions(_ *sessRef, d []byte) (wire.CompletionCode, []byte)
 		if cc != wire.CodeOK {
 			return cc, nil
 		}
-		return wire.CodeOK, append(out, bootFlags(m.Settings.Boot)...)
+		// An UefiBootNext override shows as the kind of device its option
+		// is: IPMI names kinds, not options.
+		bt := m.Settings.Boot
+		bt.Target = m.OverrideKind()
+		return wire.CodeOK, append(out, bootFlags(bt)...)
 	}
 	return codeParamUnsupported, nil
 }

@@ -54,6 +54,7 @@ const (
 	cmdGetSELEntry    = 0x43
 	cmdClearSEL       = 0x47
 	cmdGetSELTime     = 0x48
+	cmdSetSELTime     = 0x49
 
 	// Transport (NetFn 0Ch)
 	cmdSetSOLConfig = 0x21
@@ -109,6 +110,7 @@ func init() {
 		{wire.NetFnStorage, cmdGetSELEntry}:    {privUser, (*bmc).getRecord},
 		{wire.NetFnStorage, cmdClearSEL}:       {privOperator, (*bmc).clearSEL},
 		{wire.NetFnStorage, cmdGetSELTime}:     {privUser, (*bmc).getSELTime},
+		{wire.NetFnStorage, cmdSetSELTime}:     {privOperator, (*bmc).setSELTime},
 
 		{wire.NetFnSensor, cmdGetSensorReading}:    {privUser, (*bmc).getSensorReading},
 		{wire.NetFnSensor, cmdGetSensorThresholds}: {privUser, (*bmc).getSensorThresholds},
@@ -627,5 +629,11 @@ func (b *bmc) getSELTime(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
 	if len(d) != 0 {
 		return wire.CodeDataLengthInvalid, nil
 	}
-	return wire.CodeOK, binary.LittleEndian.AppendUint32(nil, uint32(time.Now().Unix()))
+	// The BMC's clock: the host's plus the skew Redfish's Manager
+	// DateTime set (machine/clock.go).
+	now := time.Now()
+	if m, cc := b.machine(); cc == wire.CodeOK {
+		now = m.BMCTime(now)
+	}
+	return wire.CodeOK, binary.LittleEndian.AppendUint32(nil, uint32(now.Unix()))
 }

@@ -3,7 +3,10 @@
 // a Service; the Service carries a real BMC's semantics (a Once boot override
 // applies to the next boot and then reverts, pending BIOS settings apply at
 // the next reset, a reset that restarts the machine applies pending firmware
-// changes) and a Backend (libvirt, sim) carries them out.
+// changes) and a Backend (libvirt, sim) carries them out. It also holds
+// the machine's boot options and persistent boot order (bootorder.go), the
+// BMC's clock (clock.go) and what the switch each NIC is plugged into
+// announces over LLDP (lldp.go, filled in by the backend).
 //
 // What it does not do: decode protocols, authenticate, or talk to libvirt.
 // Faces import this package; this package imports no backend.

@@ -22,6 +22,22 @@ func WithBMCUpdateDowntime(d time.Duration) ServiceOption {
 	}
 }
 
+// defaultBMCFlash is how long a BMC flashes its own new firmware.
+const defaultBMCFlash = 2 * time.Second
+
+// WithBMCFlashTime sets how long a BMC flashes a checked image of its own
+// firmware before it reboots (default 2 s; negative is taken as the
+// default). Meanwhile it answers, and its task runs: a client reads the
+// task monitor SimpleUpdate gave it, as sushy does at once, before the BMC
+// goes away, as a real BMC, which takes minutes to flash, lets it.
+func WithBMCFlashTime(d time.Duration) ServiceOption {
+	return func(s *Service) {
+		if d >= 0 {
+			s.bmcFlash = d
+		}
+	}
+}
+
 // BMCUpdateDowntime is how long a BMC is down after a firmware update.
 func (s *Service) BMCUpdateDowntime() time.Duration { return s.bmcUpdateDown }
 
@@ -118,6 +134,16 @@ func (s *Service) runUpdate(ctx context.Context, t *Task, fr ImageRequest, sum s
 	if err := firmwareTarget(t.Component, c); err != nil {
 		s.endUpdate(t, TaskException, &FirmwareError{Kind: FirmwareTarget, Err: err})
 		return
+	}
+	if c == FirmwareBMC && s.bmcFlash > 0 {
+		flash := time.NewTimer(s.bmcFlash)
+		defer flash.Stop()
+		select {
+		case <-flash.C:
+		case <-ctx.Done():
+			s.endUpdate(t, TaskCancelled, ctx.Err())
+			return
+		}
 	}
 	if err := s.install(ctx, t, c, v); err != nil {
 		s.endUpdate(t, TaskException, &FirmwareError{Kind: FirmwareApply, Err: err})

@@ -29,6 +29,9 @@ type Service struct {
 	// bmcUpdateDown is how long a BMC is unreachable after its firmware
 	// was updated (WithBMCUpdateDowntime).
 	bmcUpdateDown time.Duration
+	// bmcFlash is how long a BMC flashes a checked image before it
+	// reboots (WithBMCFlashTime).
+	bmcFlash time.Duration
 }
 
 // NewService returns a Service over be. Call Watch to react to guest reboots.
@@ -44,6 +47,7 @@ func NewService(be Backend, log *zap.Logger, opts ...ServiceOption) *Service {
 	s.tasks.last = map[string]*Task{}
 	s.tasks.firmware = map[string][]*Task{}
 	s.bmcUpdateDown = time.Minute
+	s.bmcFlash = defaultBMCFlash
 	for _, o := range opts {
 		o(s)
 	}
@@ -227,6 +231,10 @@ func afterBoot(st Settings) (Settings, bool) {
 		return st, false
 	}
 	st = st.Clone()
+	if st.Boot.Target == BootUefiBootNext {
+		// UEFI deletes BootNext once it has booted it.
+		st.Boot.BootNext = ""
+	}
 	st.Boot.Enabled = BootDisabled
 	st.Boot.Target = BootNone
 	return st, true
@@ -369,6 +377,7 @@ type BootPatch struct {
 	Enabled     *BootEnabled
 	Mode        *BootMode
 	HTTPBootURI *string // "" clears it
+	BootNext    *string // a BootOptionReference; "" clears it
 }
 
 // SetBoot changes the boot override. Setting a target while the override is
@@ -415,6 +424,17 @@ func (s *Service) SetBoot(ctx context.Context, id string, p BootPatch) (*Machine
 			}
 		}
 		b.HTTPBootURI = *p.HTTPBootURI
+	}
+	if p.BootNext != nil {
+		if *p.BootNext != "" {
+			if err := checkBootOrder(m.Inventory, []string{*p.BootNext}); err != nil {
+				return nil, err
+			}
+		}
+		b.BootNext = *p.BootNext
+	}
+	if b.Effective() == BootUefiBootNext && b.BootNext == "" {
+		return nil, fmt.Errorf("%w: an UefiBootNext override boots the option Boot.BootNext names; set BootNext", ErrNoBootNext)
 	}
 	if b.Effective() == BootUefiHttp && b.HTTPBootURI == "" {
 		return nil, fmt.Errorf("%w: this BMC fetches the image itself, and its machines get no boot URI from DHCP", ErrNoHTTPBootURI)

@@ -53,10 +53,16 @@ const (
 	BootBiosSetup BootSource = "BiosSetup"
 	BootUefiHttp  BootSource = "UefiHttp"
 	BootUsb       BootSource = "Usb"
+	// BootUefiBootNext boots the boot option Boot.BootNext names (see
+	// bootorder.go).
+	BootUefiBootNext BootSource = "UefiBootNext"
+	// BootUsbCd boots a USB CD: the virtual CD, as BMCs that name their
+	// virtual media so expect.
+	BootUsbCd BootSource = "UsbCd"
 )
 
 // BootSources lists the supported override targets.
-var BootSources = []BootSource{BootNone, BootPxe, BootHdd, BootCd, BootBiosSetup, BootUefiHttp, BootUsb}
+var BootSources = []BootSource{BootNone, BootPxe, BootHdd, BootCd, BootBiosSetup, BootUefiHttp, BootUsb, BootUefiBootNext, BootUsbCd}
 
 // BootEnabled says how long a boot override lasts.
 type BootEnabled string
@@ -91,6 +97,9 @@ type Boot struct {
 	// HTTPBootURI is the image a UefiHttp boot fetches (Redfish
 	// Boot.HttpBootUri): an ISO at an http(s) URL.
 	HTTPBootURI string
+	// BootNext is the boot option (a BootOptionReference) an UefiBootNext
+	// override boots; "" when none.
+	BootNext string
 }
 
 // Effective reports the device the next boot uses first: the override target
@@ -120,6 +129,9 @@ type IPMIEndpoint struct {
 // or second daemon sees the same state.
 type Settings struct {
 	Boot Boot
+	// BootOrder is the persistent boot order as BootOptionReferences (see
+	// bootorder.go); none means the machine's own order.
+	BootOrder []string
 	// SecureBoot is the requested secure boot state, effective at the next start.
 	SecureBoot bool
 	// DeletedKeys are the secure boot key databases emptied since the
@@ -146,6 +158,8 @@ type Settings struct {
 	// reset.
 	Firmware        map[FirmwareComponent]string
 	FirmwarePending map[FirmwareComponent]string
+	// Clock is the BMC's clock setting (clock.go).
+	Clock Clock
 }
 
 // Clone returns a deep copy.
@@ -156,6 +170,7 @@ func (s Settings) Clone() Settings {
 	c.Firmware = maps.Clone(s.Firmware)
 	c.FirmwarePending = maps.Clone(s.FirmwarePending)
 	c.Credentials = slices.Clone(s.Credentials)
+	c.BootOrder = slices.Clone(s.BootOrder)
 	c.DeletedKeys = slices.Clone(s.DeletedKeys)
 	if s.IPMI != nil {
 		ep := *s.IPMI
@@ -186,6 +201,10 @@ type NIC struct {
 	PCI string
 	// LinkDown says the link is down (libvirt <link state='down'/>).
 	LinkDown bool
+	// LLDP is what the switch the NIC is plugged into would announce
+	// (lldp.go); nil when the backend sees no switch (the machine is
+	// off, or the NIC is on no bridge).
+	LLDP *LLDP
 }
 
 // PCIDevice is a device function on the machine's PCI (PCI Express) bus.
@@ -238,6 +257,10 @@ type Inventory struct {
 	// PCI lists the devices the definition puts on the PCI bus, by address;
 	// bridges and root ports are left out.
 	PCI []PCIDevice
+	// DefaultBoot is the order of device kinds the machine boots in when
+	// no BootOrder is set (Hdd, Cd, Pxe), as its definition says; none
+	// means Hdd, Cd, Pxe.
+	DefaultBoot []BootSource
 }
 
 // Machine is a snapshot of one machine. Snapshots are values: a backend makes

@@ -29,7 +29,9 @@
 // only, and collections list only what the caller may see. Accounts and
 // roles come from internal/accounts.
 //
-// What it does not do: talk to a hypervisor, decide BMC semantics, or
-// listen: the caller wraps Handler in an http.Server, with TLSConfig (a
-// self-signed pair kept in the state directory, or the caller's) for HTTPS.
+// What it does not do: talk to a hypervisor or decide BMC semantics. It does
+// not listen either: the caller wraps Handler in an http.Server, with
+// TLSConfig (a self-signed pair kept in the state directory, or the
+// caller's, and ApplyTLSPolicy's minimum version and cipher suites) for
+// HTTPS.
 package redfish

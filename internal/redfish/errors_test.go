@@ -50,7 +50,7 @@ func TestErrorResponses(t *testing.T) {
 			want: outcome{Status: 400, IDs: []string{"PropertyUnknown"}}},
 		{name: "unknown nested property",
 			req: func(f *fixture) req {
-				return req{method: "PATCH", path: f.sys(0), body: `{"Boot": {"BootNext": "0001"}}`}
+				return req{method: "PATCH", path: f.sys(0), body: `{"Boot": {"BootWithoutAName": "0001"}}`}
 			},
 			want: outcome{Status: 400, IDs: []string{"PropertyUnknown"}}},
 		{name: "read-only property",

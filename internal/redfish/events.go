@@ -108,6 +108,9 @@ type events struct {
 	log      *zap.Logger
 	prev     map[string]*machine.Machine
 	path     string // where subscriptions are kept ("": in memory only)
+	// stamp is the time an event about a system is stamped with (its
+	// BMC's clock, clock.go).
+	stamp func(system string) time.Time
 }
 
 func newEvents(log *zap.Logger) *events {
@@ -115,6 +118,7 @@ func newEvents(log *zap.Logger) *events {
 		subs: map[string]*subscription{}, attempts: 3, interval: 5 * time.Second, log: log,
 		client: &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		prev:   map[string]*machine.Machine{},
+		stamp:  func(string) time.Time { return time.Now().UTC() },
 	}
 }
 
@@ -328,7 +332,7 @@ func (e *events) send(system, eventType, messageID, message, severity, origin st
 		}
 		id := strconv.FormatInt(e.eventID.Add(1), 10)
 		rec := obj{
-			"EventType": eventType, "EventId": id, "EventTimestamp": time.Now().UTC().Format(time.RFC3339),
+			"EventType": eventType, "EventId": id, "EventTimestamp": e.stamp(system).Format(dateTimeLayout),
 			"MessageId": messageID, "Message": message, "MessageArgs": nonNil(args),
 			"Severity": severity, "MessageSeverity": severity,
 		}

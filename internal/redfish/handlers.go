@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -323,10 +322,7 @@ func renderSystem(s *Server, c *call) any { return system(c.m, s.id) }
 
 // getManager is not cached: its DateTime is the BMC's clock, now.
 func getManager(s *Server, c *call) *apiError {
-	o := manager(c.m, s.id)
-	o["DateTime"] = time.Now().UTC().Format(time.RFC3339)
-	o["DateTimeLocalOffset"] = "+00:00"
-	s.writeJSON(c, http.StatusOK, o)
+	s.writeManager(c, http.StatusOK)
 	return nil
 }
 func renderChassis(s *Server, c *call) any { return chassis(c.m, s.id) }
@@ -430,6 +426,8 @@ var systemSchema = fields{
 		"BootSourceOverrideEnabled": {enum: strs(machine.BootEnabledValues)},
 		"BootSourceOverrideMode":    {enum: strs(machine.BootModes)},
 		"HttpBootUri":               {},
+		"BootOrder":                 {kind: kindArray},
+		"BootNext":                  {},
 	}},
 	"IndicatorLED":            {enum: []string{"Lit", "Blinking", "Off"}},
 	"LocationIndicatorActive": {kind: kindBool},
@@ -462,7 +460,16 @@ func patchSystem(s *Server, c *call) *apiError {
 		if v, ok := boot["HttpBootUri"].(string); ok {
 			p.HTTPBootURI = &v
 		}
+		if v, ok := boot["BootNext"].(string); ok {
+			p.BootNext = &v
+		}
+		if aerr := s.patchBootOrder(c, boot); aerr != nil {
+			return aerr
+		}
 		if _, err := s.svc.SetBoot(ctx(c), c.m.ID, p); err != nil {
+			if aerr := bootNextError(err, p); aerr != nil {
+				return aerr
+			}
 			switch {
 			case errors.Is(err, machine.ErrConflict) && p.Mode != nil:
 				return newError(http.StatusConflict, MsgPropertyValueConflict, "BootSourceOverrideMode", "SecureBootEnable").with(err.Error())

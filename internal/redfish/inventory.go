@@ -174,7 +174,7 @@ func networkPort(m *machine.Machine, nid, pid string) obj {
 		return nil
 	}
 
-	return obj{
+	o := obj{
 		"@odata.id":             networkAdaptersURI(m) + "/" + nid + "/Ports/1",
 		"@odata.type":           "#Port.v1_7_0.Port",
 		"Id":                    "1",
@@ -186,6 +186,11 @@ func networkPort(m *machine.Machine, nid, pid string) obj {
 		"Ethernet":              obj{"AssociatedMACAddresses": []string{strings.ToLower(n.MAC)}},
 		"Status":                status("Enabled"),
 	}
+	if n.LLDP != nil {
+		// Port.Ethernet.LLDPReceive (Port v1_4_0).
+		o["Ethernet"].(obj)["LLDPReceive"] = lldpReceive(n.LLDP)
+	}
+	return o
 }
 
 // bootProgress is what the BMC can tell of a boot: whether the machine is

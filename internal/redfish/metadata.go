@@ -29,6 +29,8 @@ var metadataSchemas = [][2]string{
 	{"SignatureCollection", ""},
 	{"Signature", "v1_0_3"},
 	{"Bios", "v1_2_0"},
+	{"BootOptionCollection", ""},
+	{"BootOption", "v1_0_4"},
 	{"Settings", "v1_3_5"},
 	{"ManagerCollection", ""},
 	{"Manager", "v1_15_0"},

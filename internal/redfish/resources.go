@@ -3,6 +3,7 @@ package redfish
 import (
 	"crypto/sha1"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -290,6 +291,7 @@ func system(m *machine.Machine, id identity) obj {
 			},
 		},
 	}
+	maps.Copy(o["Boot"].(obj), bootOrderProps(m))
 	if m.Host != "" {
 		// The libvirt host the VM lives on, when vbmcd serves several.
 		o["Oem"] = obj{"Bmlab": obj{"Host": m.Host}}

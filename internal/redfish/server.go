@@ -161,6 +161,7 @@ func New(svc *machine.Service, log *zap.Logger, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
+	s.events.stamp = s.eventTime
 	s.id.SessionTTL = int(s.ttl / time.Second)
 	s.cache.init(defaultRenderCacheBytes)
 	s.basic.init()

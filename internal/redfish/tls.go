@@ -1,21 +1,18 @@
 package redfish
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/bmlab/bmlab/internal/pki"
 )
 
 // Names of the self-signed pair in the state directory.
@@ -120,71 +117,20 @@ func stillGood(certPEM []byte, sans []string, now time.Time) bool {
 }
 
 func selfSigned(now time.Time, sans ...string) (certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	all := []string{"localhost", "127.0.0.1", "::1"}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		all = append(all, h)
+	}
+	certPEM, keyPEM, err = pki.SelfSigned(append(all, sans...), now, selfSignedDays*24*time.Hour)
 	if err != nil {
-		return nil, nil, fmt.Errorf("TLS: generate key: %w", err)
+		return nil, nil, fmt.Errorf("TLS: %w", err)
 	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return nil, nil, fmt.Errorf("TLS: serial: %w", err)
-	}
-	dns := []string{"localhost"}
-	if h, err := os.Hostname(); err == nil && h != "" && h != "localhost" {
-		dns = append(dns, h)
-	}
-	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
-	for _, san := range sans {
-		if ip := net.ParseIP(san); ip != nil {
-			if !slices.ContainsFunc(ips, ip.Equal) {
-				ips = append(ips, ip)
-			}
-		} else if san != "" && !slices.Contains(dns, san) {
-			dns = append(dns, san)
-		}
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: "bmlab vbmcd", Organization: []string{"bmlab"}},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.AddDate(0, 0, selfSignedDays),
-		KeyUsage:              x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  false,
-		DNSNames:              dns,
-		IPAddresses:           ips,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("TLS: create certificate: %w", err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("TLS: encode key: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), nil
+	return certPEM, keyPEM, nil
 }
 
 func writeAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("TLS: write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("TLS: write %s: %w", path, err)
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return fmt.Errorf("TLS: write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("TLS: write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("TLS: write %s: %w", path, err)
+	if err := pki.WriteFile(path, data, mode); err != nil {
+		return fmt.Errorf("TLS: %w", err)
 	}
 	return nil
 }

@@ -66,7 +66,9 @@ func firmwareItemID(m *machine.Machine, c machine.FirmwareComponent) string {
 }
 
 func softwareInventory(m *machine.Machine, c machine.FirmwareComponent, id identity) obj {
-	var related []ref
+	// An array even when empty: the schema has no null here (DMTF's
+	// Service-Validator fails a null RelatedItem).
+	related := []ref{}
 	switch c {
 	case machine.FirmwareBIOS:
 		related = []ref{{systemURI(m.ID)}}
@@ -226,8 +228,7 @@ func postSimpleUpdate(s *Server, c *call) *apiError {
 
 // simpleUpdateTarget reads Targets: one URI of a System, a Manager or a
 // FirmwareInventory item. Without Targets the one system the caller
-// reaches is meant (a real BMC has one; Ironic sends Targets when a
-// service lists several).
+// reaches is meant (a real BMC has one; see update_targets.go).
 func (s *Server) simpleUpdateTarget(c *call, body map[string]any) (*machine.Machine, machine.FirmwareComponent, *apiError) {
 	const action = simpleUpdateAction
 	v, ok := body["Targets"]
@@ -236,7 +237,7 @@ func (s *Server) simpleUpdateTarget(c *call, body map[string]any) (*machine.Mach
 			return ms[0], "", nil
 		}
 		return nil, "", newError(http.StatusBadRequest, MsgActionParameterMissing, action, "Targets").
-			with("This service has several systems: name the one to update.")
+			with("This service has several systems and this account reaches more than one. " + s.noTargetHelp(c))
 	}
 	list, ok := v.([]any)
 	if !ok {

@@ -102,12 +102,14 @@ func virtualMedia(base string, md machine.Media) obj {
 		"WriteProtected":       true,
 		"ConnectedVia":         connected,
 		"TransferProtocolType": protocol,
-		"TransferMethod":       method,
-		"VerifyCertificate":    md.VerifyCertificate,
-		"UserName":             nullable(md.UserName),
-		"Password":             nil,
-		"Status":               st,
-		"Certificates":         ref{u + "/Certificates"},
+		// Ironic picks the protocol it serves the image with from these.
+		"TransferProtocolType@Redfish.AllowableValues": machine.TransferProtocols,
+		"TransferMethod":    method,
+		"VerifyCertificate": md.VerifyCertificate,
+		"UserName":          nullable(md.UserName),
+		"Password":          nil,
+		"Status":            st,
+		"Certificates":      ref{u + "/Certificates"},
 		"Actions": obj{
 			"#" + insertAction: obj{
 				"target": u + "/Actions/" + insertAction,

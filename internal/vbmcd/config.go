@@ -1,6 +1,7 @@
 package vbmcd
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/bmlab/bmlab/internal/media"
+	"github.com/bmlab/bmlab/internal/redfish"
 	"github.com/bmlab/bmlab/internal/virt"
 )
 
@@ -33,6 +35,8 @@ type Config struct {
 	TLSCert         string
 	TLSKey          string
 	TLSSANs         []string
+	TLSMinVersion   string
+	TLSCipherSuites []string
 	InsecureHTTP    bool
 	StateDir        string
 	SessionTimeout  time.Duration
@@ -43,6 +47,7 @@ type Config struct {
 	MediaWait     time.Duration
 
 	BMCUpdateDowntime time.Duration
+	BMCFlashTime      time.Duration
 
 	MediaAllowLoopback bool
 	MediaDenyPrivate   bool
@@ -86,6 +91,8 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "TLS certificate for Redfish (default: a self-signed one kept in --state-dir)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "TLS key for --tls-cert")
 	fs.StringSliceVar(&c.TLSSANs, "tls-san", nil, "names and addresses the self-signed certificate is for, besides the listen address, loopback and the host name")
+	fs.StringVar(&c.TLSMinVersion, "tls-min-version", "1.2", "lowest TLS version Redfish accepts: 1.2 or 1.3")
+	fs.StringSliceVar(&c.TLSCipherSuites, "tls-cipher-suites", nil, "TLS 1.2 cipher suites Redfish offers, IANA names, comma-separated (default: every forward-secret AEAD suite; "+strings.Join(redfish.TLSSuiteNames(), ", ")+")")
 	fs.BoolVar(&c.InsecureHTTP, "insecure-http", false, "serve Redfish over plain HTTP")
 	fs.StringVar(&c.StateDir, "state-dir", "/var/lib/vbmcd", "where vbmcd keeps its TLS certificate and service UUID")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 30*time.Minute, "idle timeout of Redfish sessions")
@@ -94,6 +101,7 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.MediaLocalDir, "media-local-dir", "", "allow virtual media images given as local paths inside this directory (default: refused)")
 	fs.DurationVar(&c.MediaWait, "media-wait", 2*time.Minute, "how long a power-on waits for virtual media that is still downloading")
 	fs.DurationVar(&c.BMCUpdateDowntime, "bmc-update-downtime", time.Minute, "how long a BMC answers nothing after a firmware update of it (its reboot)")
+	fs.DurationVar(&c.BMCFlashTime, "bmc-flash-time", 2*time.Second, "how long a BMC flashes a checked image of its own firmware, answering, before it reboots")
 	fs.BoolVar(&c.MediaAllowLoopback, "media-allow-loopback", false, "allow virtual media images from loopback addresses (an image server on this host)")
 	fs.BoolVar(&c.MediaDenyPrivate, "media-deny-private", false, "refuse virtual media images from private addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) too")
 	fs.StringSliceVar(&c.MediaAllowCIDRs, "media-allow-cidr", nil, "allow virtual media images from these ranges whatever else says (except --media-deny-cidr)")
@@ -333,6 +341,9 @@ func (c *Config) validate() error {
 	}
 	if c.InsecureHTTP && c.TLSCert != "" {
 		return fmt.Errorf("--insecure-http and --tls-cert contradict each other; drop one")
+	}
+	if err := redfish.ApplyTLSPolicy(&tls.Config{}, c.TLSMinVersion, c.TLSCipherSuites); err != nil {
+		return fmt.Errorf("--tls-min-version %q, --tls-cipher-suites %v: %w", c.TLSMinVersion, c.TLSCipherSuites, err)
 	}
 	if c.MediaMaxBytes <= 0 {
 		return fmt.Errorf("--media-max-bytes %d: want a positive size in bytes", c.MediaMaxBytes)

@@ -29,6 +29,10 @@ type sushyUpdate struct {
 	Inventory  map[string]string
 	BIOS       string `json:"bios_version"`
 	BMC        string `json:"bmc_version"`
+	// The stable step's outcome.
+	Stable   bool
+	Attempts int
+	Errors   []string
 }
 
 // ids are the task's message IDs.

@@ -196,6 +196,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	reg := metrics.New()
 	svc := machine.NewService(be, log.Named("machine"), machine.WithImageFetcher(cache), machine.WithMediaWait(cfg.MediaWait),
 		machine.WithBMCUpdateDowntime(cfg.BMCUpdateDowntime),
+		machine.WithBMCFlashTime(cfg.BMCFlashTime),
 		machine.WithPowerObserver(func(rt machine.ResetType, err error, took time.Duration) {
 			reg.Power(string(rt), outcome(err), took)
 		}),
@@ -244,6 +245,9 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		}
 		tc, err := redfish.TLSConfig(cfg.StateDir, cfg.TLSCert, cfg.TLSKey, sans...)
 		if err != nil {
+			return err
+		}
+		if err := redfish.ApplyTLSPolicy(tc, cfg.TLSMinVersion, cfg.TLSCipherSuites); err != nil {
 			return err
 		}
 		srv.TLSConfig = tc

@@ -387,6 +387,7 @@ func (b *Backend) read(l *libvirt.Libvirt, d libvirt.Domain) (*entry, error) {
 		Mode:             mode,
 		SecureBootActive: secure,
 	}
+	fillSwitches(l, m.NICs)
 	for i, dk := range m.Disks {
 		if dk.Device == machine.DeviceDisk && dk.Source != "" {
 			if _, capacity, _, err := l.DomainGetBlockInfo(d, dk.ID, 0); err == nil {
@@ -401,6 +402,11 @@ func (b *Backend) read(l *libvirt.Libvirt, d libvirt.Domain) (*entry, error) {
 		}
 	}
 	e.meta = meta
+	own := bootOrderOf(&def)
+	if meta != nil && meta.DefaultBoot != "" {
+		own = strings.Split(meta.DefaultBoot, ",")
+	}
+	m.DefaultBoot = bootKinds(own)
 	if meta != nil {
 		if m.Settings, err = meta.settings(); err != nil {
 			return nil, err

@@ -161,7 +161,7 @@ func deviceFor(t machine.BootSource) string {
 		return "network"
 	case machine.BootHdd, machine.BootUsb:
 		return "hd"
-	case machine.BootCd, machine.BootUefiHttp:
+	case machine.BootCd, machine.BootUefiHttp, machine.BootUsbCd:
 		return "cdrom"
 	}
 	return ""
@@ -198,8 +198,12 @@ func applySettings(d *libvirtxml.Domain, st machine.Settings, defaultOrder []str
 		d.Devices.Interfaces[i].Boot = nil
 	}
 	d.OS.BootDevices = nil
-	for _, dev := range orderFor(st.Boot.Effective(), defaultOrder) {
-		d.OS.BootDevices = append(d.OS.BootDevices, libvirtxml.DomainBootDevice{Dev: dev})
+	if plan := machine.BootPlan(inventoryOf(d), st); plan != nil {
+		orderDevices(d, plan)
+	} else {
+		for _, dev := range orderFor(st.Boot.Effective(), defaultOrder) {
+			d.OS.BootDevices = append(d.OS.BootDevices, libvirtxml.DomainBootDevice{Dev: dev})
+		}
 	}
 
 	oldTemplate := ""
@@ -288,6 +292,7 @@ func inventoryOf(d *libvirtxml.Domain) machine.Inventory {
 		if in.MAC != nil {
 			n.MAC = strings.ToLower(in.MAC.Address)
 		}
+		n.LLDP = lldpOf(in)
 		if s := in.Source; s != nil {
 			switch {
 			case s.Network != nil:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
@@ -24,6 +25,7 @@ type bmcMeta struct {
 	XMLName     xml.Name     `xml:"http://bmlab.dev/xmlns/bmc/1 bmc"`
 	Boot        metaBoot     `xml:"boot"`
 	DefaultBoot string       `xml:"default-boot,omitempty"` // the domain's own boot order before the BMC changed it, "hd,cdrom"
+	BootOrder   string       `xml:"boot-order,omitempty"`   // BootOptionReferences, "Cd-sdc,Hdd-vda"; none: the domain's own order
 	SecureBoot  bool         `xml:"secure-boot"`
 	DeletedKeys string       `xml:"deleted-keys,omitempty"` // secure boot key databases deleted, "PK,KEK"; none: the factory keys
 	ResetNVRAM  bool         `xml:"reset-nvram,omitempty"`  // the firmware changed: the next start recreates the NVRAM
@@ -38,6 +40,15 @@ type bmcMeta struct {
 	// Trash are the disks of deleted volumes the running domain still
 	// held; the next start removes them.
 	Trash []string `xml:"trash"`
+	// Clock is the BMC's clock setting.
+	Clock *metaClock `xml:"clock"`
+}
+
+// metaClock is the BMC's clock: its skew from the host's, in seconds, and
+// its local offset.
+type metaClock struct {
+	Skew   int64  `xml:"skew-seconds,attr,omitempty"`
+	Offset string `xml:"offset,attr,omitempty"`
 }
 
 // metaVolume is one RAID volume.
@@ -80,6 +91,7 @@ type metaBoot struct {
 	Enabled string `xml:"enabled,attr"`
 	Mode    string `xml:"mode,attr"`
 	HTTPURI string `xml:"http-boot-uri,attr,omitempty"`
+	Next    string `xml:"next,attr,omitempty"` // BootNext
 }
 
 type metaUser struct {
@@ -94,8 +106,9 @@ type metaIPMI struct {
 
 func toMeta(s machine.Settings, defaultBoot string, resetNVRAM bool) (*bmcMeta, error) {
 	m := &bmcMeta{
-		Boot:        metaBoot{Target: string(s.Boot.Target), Enabled: string(s.Boot.Enabled), Mode: string(s.Boot.Mode), HTTPURI: s.Boot.HTTPBootURI},
+		Boot:        metaBoot{Target: string(s.Boot.Target), Enabled: string(s.Boot.Enabled), Mode: string(s.Boot.Mode), HTTPURI: s.Boot.HTTPBootURI, Next: s.Boot.BootNext},
 		DefaultBoot: defaultBoot,
+		BootOrder:   strings.Join(s.BootOrder, ","),
 		SecureBoot:  s.SecureBoot,
 		ResetNVRAM:  resetNVRAM,
 	}
@@ -120,6 +133,9 @@ func toMeta(s machine.Settings, defaultBoot string, resetNVRAM bool) (*bmcMeta, 
 	}
 	for _, c := range s.Credentials {
 		m.Users = append(m.Users, metaUser{Name: c.Username, Password: c.Password})
+	}
+	if s.Clock != (machine.Clock{}) {
+		m.Clock = &metaClock{Skew: int64(s.Clock.Skew / time.Second), Offset: s.Clock.Offset}
 	}
 	if s.IPMI != nil {
 		m.IPMI = &metaIPMI{Address: s.IPMI.Address, Port: s.IPMI.Port}
@@ -156,8 +172,12 @@ func (m *bmcMeta) settings() (machine.Settings, error) {
 			Enabled:     machine.BootEnabled(m.Boot.Enabled),
 			Mode:        machine.BootMode(m.Boot.Mode),
 			HTTPBootURI: m.Boot.HTTPURI,
+			BootNext:    m.Boot.Next,
 		},
 		SecureBoot: m.SecureBoot,
+	}
+	if m.BootOrder != "" {
+		s.BootOrder = strings.Split(m.BootOrder, ",")
 	}
 	if m.DeletedKeys != "" {
 		var err error
@@ -198,6 +218,9 @@ func (m *bmcMeta) settings() (machine.Settings, error) {
 	}
 	for _, u := range m.Users {
 		s.Credentials = append(s.Credentials, machine.Credential{Username: u.Name, Password: u.Password})
+	}
+	if m.Clock != nil {
+		s.Clock = machine.Clock{Skew: time.Duration(m.Clock.Skew) * time.Second, Offset: m.Clock.Offset}
 	}
 	if m.IPMI != nil {
 		s.IPMI = &machine.IPMIEndpoint{Address: m.IPMI.Address, Port: m.IPMI.Port}

@@ -12,6 +12,11 @@ Steps:
                           polls it (at its Retry-After) until it is not
   inventory               the firmware inventory, BiosVersion, the
                           Manager's FirmwareVersion
+  stable N INTERVAL TIMEOUT
+                          Ironic's check that the BMC is back after an
+                          update: the System, its Manager, its Chassis'
+                          NetworkAdapters and their members read N times
+                          in a row, INTERVAL seconds apart, within TIMEOUT
 Prints one JSON object; a refused request gives its HTTP status and
 message IDs; exits non-zero on any other failure.
 """
@@ -65,6 +70,29 @@ elif step == "inventory":
     out["bios_version"] = system.bios_version
     out["bmc_version"] = root.get_manager(
         system_path.replace("/Systems/", "/Managers/")).firmware_version
+elif step == "stable":
+    need, interval, timeout = int(args[0]), float(args[1]), float(args[2])
+    deadline = time.time() + timeout
+    ok, attempts, errors = 0, 0, []
+    while ok < need and time.time() < deadline:
+        attempts += 1
+        try:
+            # As Ironic's _validate_resources_stability: fresh reads of
+            # the System, its Manager and its Chassis' NetworkAdapters.
+            system = root.get_system(system_path)
+            system.managers[0].refresh()
+            adapters = system.chassis[0].network_adapters
+            if adapters is not None:
+                adapters.get_members()
+            ok += 1
+        except (sushy.exceptions.SushyError, ValueError) as e:
+            ok = 0
+            errors.append(type(e).__name__ + ": " + str(e)[:200])
+        if ok < need:
+            time.sleep(interval)
+    out["stable"] = ok >= need
+    out["attempts"] = attempts
+    out["errors"] = errors
 else:
     print("unknown step " + step)
     sys.exit(2)

@@ -1,0 +1,48 @@
+package virt
+
+import (
+	"encoding/xml"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmlab/bmlab/internal/machine"
+)
+
+// TestMetadataKeepsBootOrderAndClock: the boot order, BootNext and the
+// BMC's clock go into the domain's metadata and come back unchanged.
+func TestMetadataKeepsBootOrderAndClock(t *testing.T) {
+	st := machine.DefaultSettings(machine.BootModeUEFI, false)
+	st.BootOrder = []string{"Cd-sda", "Hdd-vda", "Pxe-525400000001"}
+	st.Boot.Target, st.Boot.Enabled, st.Boot.BootNext = machine.BootUefiBootNext, machine.BootOnce, "UefiHttp-525400000001"
+	st.Clock = machine.Clock{Skew: -3*time.Hour - 7*time.Second, Offset: "-04:00"}
+	m, err := toMeta(st, "hd", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := xml.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back bmcMeta
+	if err := xml.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	got, err := back.settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := struct {
+		Order []string
+		Boot  machine.Boot
+		Clock machine.Clock
+	}{st.BootOrder, st.Boot, st.Clock}
+	if diff := cmp.Diff(want, struct {
+		Order []string
+		Boot  machine.Boot
+		Clock machine.Clock
+	}{got.BootOrder, got.Boot, got.Clock}); diff != "" {
+		t.Errorf("round trip through %s (-want +got):\n%s", b, diff)
+	}
+}
