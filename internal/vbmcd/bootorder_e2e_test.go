@@ -9,7 +9,7 @@ import (
 	"github.com/stmcginnis/gofish/schemas"
 
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/virt/virttest"
+	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 // TestE2EBootOrder: a real VM with the marker ISO in its CD drive and the
