@@ -33,9 +33,11 @@ func TestBootOptionsBytes(t *testing.T) {
 		want     machine.Boot // the model afterwards (unchanged on an error)
 		wantGet  []byte       // Get parameter 5 afterwards: version, selector, 5 data bytes
 	}{
-		// ipmi-chassis --set-boot-flags --boot-device=CD-DVD against a BMC
-		// with no override: FreeIPMI 1.6.10 writes back the device it read
-		// (none), so valid + no override is what reaches the BMC.
+		// ipmi-chassis --set-boot-flags --boot-device=CD-DVD, with every
+		// other set-boot-flags option given as no/default (without them
+		// FreeIPMI 1.6.10 sends uninitialised memory), against a BMC with no
+		// override: it writes back the device it read (none), so valid + no
+		// override is what reaches the BMC.
 		{"freeipmi CD-DVD on no override", []byte{5, 0x80, 0x00, 0x00, 0x00, 0x00}, wire.CodeOK,
 			none, []byte{0x01, 0x05, 0x00, 0x00, 0x00, 0x00, 0x00}},
 		// The same command against a BMC already at CD/DVD, EFI, with

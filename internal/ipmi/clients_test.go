@@ -247,9 +247,8 @@ func TestFreeIPMI(t *testing.T) {
 	// The issue's CD-DVD, set with ipmi-chassis-config and read back with
 	// ipmi-chassis. (ipmi-chassis's own --set-boot-flags is a hidden legacy
 	// option; FreeIPMI 1.6.10 sends the BMC's current device for an option
-	// given and zero for one not given, so it cannot set a device on any BMC.
-	// Its "invalid parameters" comes from `-h 127.0.0.1` without a port,
-	// which FreeIPMI takes for in-band access.)
+	// given and uninitialised memory for one not given, so it cannot set a
+	// device on any BMC: see TestFreeIPMISetBootFlags.)
 	chassisCfg := testenv.Command(t, "ipmi-chassis-config")
 	run(chassisCfg, "--commit", "--key-pair=Chassis_Boot_Flags:Boot_Device=CD-DVD",
 		"--key-pair=Chassis_Boot_Flags:BIOS_Boot_Type=EFI", "--key-pair=Chassis_Boot_Flags:Boot_Flags_Persistent=No")
@@ -324,16 +323,26 @@ func TestCrossProtocol(t *testing.T) {
 // TestFreeIPMISetBootFlags drives the issue's command,
 // `ipmi-chassis --set-boot-flags --boot-device=CD-DVD`, against a BMC.
 //
-// Its "invalid parameters" never reached a BMC: FreeIPMI takes `-h
-// 127.0.0.1` (or localhost) without a port for in-band access and fails in
-// ipmi_ctx_open_inband before sending a packet; with host:port it speaks
-// LAN. And FreeIPMI 1.6.10's set_boot_flags (ipmi-chassis.c) inverts its
-// "option given" test: for an option given it writes back the value it just
-// read with Get System Boot Options, for one not given it sends zero. So
-// against a BMC with no override it sends "valid, no override" (captured
-// in TestBootOptionsBytes), and against a BMC already at CD/DVD it keeps
-// CD/DVD. Both are checked here; a FreeIPMI with the test fixed sets CD/DVD
-// in both.
+// FreeIPMI 1.6.x's set_boot_flags (ipmi-chassis.c, every release that has
+// it) inverts its "option given" test: for an option given it writes back
+// the field it just read with Get System Boot Options, for one not given it
+// sends set_system_boot_options_args.<option>_arg, which
+// ipmi_chassis_argp_parse never initialises (cmd_args lives on main's
+// stack). So the issue's bare command sends stack garbage for the nine
+// options not given: on this machine lock_out_reset_button 0xb8,
+// screen_blank 0x80, cmos_clear 0xb8, firmware_bios_verbosity 0xca (gdb at
+// ipmi_cmd_set_system_boot_options_boot_flags; valgrind: "uninitialised
+// value ... created by a stack allocation"), and libfreeipmi's
+// fill_cmd_set_system_boot_options_boot_flags refuses them with EINVAL,
+// "invalid parameters", before any Set is sent. Whether it fails depends on
+// what the loader left on the stack, not on the BMC: every field the client
+// takes from the BMC's reply (01 05 20 00 00 00 00) is in range.
+//
+// Giving every option makes the client's request defined: each field is
+// then the BMC's own, with valid set and persistent clear. The test checks
+// the real client's read-modify-write round-trips exactly: from no override
+// it stays no override, and from CD/DVD, EFI, persistent it becomes CD/DVD,
+// EFI, next boot only (which shows the Set reached the model).
 func TestFreeIPMISetBootFlags(t *testing.T) {
 	testenv.Integration(t)
 	chassis := testenv.Command(t, "ipmi-chassis")
@@ -350,29 +359,36 @@ func TestFreeIPMISetBootFlags(t *testing.T) {
 		}
 		return string(out)
 	}
-	cd := machine.Boot{Target: machine.BootCd, Enabled: machine.BootOnce, Mode: machine.BootModeLegacy}
-	none := machine.Boot{Target: machine.BootNone, Enabled: machine.BootDisabled, Mode: machine.BootModeLegacy}
-
-	// From no override: accepted (exit 0), and the model holds what was sent.
-	run("--set-boot-flags", "--boot-device=CD-DVD")
-	switch got := l.machine(t, 0).Settings.Boot; got {
-	case cd:
-	case none:
-		t.Logf("FreeIPMI wrote back the BMC's device (no override) for --boot-device, as 1.6.10 does")
-	default:
-		t.Errorf("after --boot-device=CD-DVD from no override: model %+v, want %+v or (FreeIPMI 1.6.10) %+v", got, cd, none)
+	// Every set-boot-flags option, so that none is read from FreeIPMI's
+	// uninitialised memory.
+	setBootFlags := func(device, bootType string) {
+		t.Helper()
+		run("--set-boot-flags", "--boot-device="+device, "--boot-type="+bootType,
+			"--lock-out-reset-button=no", "--blank-screen=no", "--lock-keyboard=no",
+			"--clear-cmos=no", "--console-redirection=default", "--user-password-bypass=no",
+			"--force-progress-event-traps=no", "--firmware-bios-verbosity=default")
 	}
 
-	// From CD/DVD, EFI (as Redfish or ipmitool would leave it): the
-	// read-modify-write round-trips through the BMC and keeps CD/DVD.
-	target, mode := machine.BootCd, machine.BootModeUEFI
-	if _, err := l.svc.SetBoot(context.Background(), l.machine(t, 0).ID, machine.BootPatch{Target: &target, Mode: &mode}); err != nil {
+	// From no override: accepted (exit 0), and still no override.
+	before := l.machine(t, 0).Settings.Boot
+	if before.Effective() != machine.BootNone {
+		t.Fatalf("a new sim machine has override %+v", before)
+	}
+	setBootFlags("CD-DVD", "efi")
+	if got := l.machine(t, 0).Settings.Boot; got.Effective() != machine.BootNone || got.Mode != before.Mode {
+		t.Errorf("after --set-boot-flags from no override: model %+v, want no override, mode %s (FreeIPMI writes back the BMC's flags)", got, before.Mode)
+	}
+
+	// From CD/DVD, EFI, persistent (as Redfish would leave it): the
+	// read-modify-write keeps CD/DVD and EFI and sends "next boot only".
+	target, mode, enabled := machine.BootCd, machine.BootModeUEFI, machine.BootContinuous
+	if _, err := l.svc.SetBoot(context.Background(), l.machine(t, 0).ID, machine.BootPatch{Target: &target, Mode: &mode, Enabled: &enabled}); err != nil {
 		t.Fatal(err)
 	}
-	run("--set-boot-flags", "--boot-device=CD-DVD", "--boot-type=EFI")
+	setBootFlags("CD-DVD", "efi")
 	want := machine.Boot{Target: machine.BootCd, Enabled: machine.BootOnce, Mode: machine.BootModeUEFI}
 	if got := l.machine(t, 0).Settings.Boot; got != want {
-		t.Errorf("after --boot-device=CD-DVD --boot-type=EFI: model %+v, want %+v", got, want)
+		t.Errorf("after --set-boot-flags from CD/DVD, EFI, persistent: model %+v, want %+v", got, want)
 	}
 	out := run("--get-boot-flags")
 	for _, w := range []string{"Boot device selector          : Force boot from default CD/DVD", "BIOS boot type                : Extensible firmware Interface boot"} {
