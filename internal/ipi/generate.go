@@ -129,6 +129,10 @@ type Cluster struct {
 	BMCUsername string
 	BMCPassword string
 	BMCInsecure bool
+	// BMCVerifyCA is the CA (PEM) that issued the BMCs' certificate:
+	// platform.baremetal.bmcVerifyCA, which the installer and Ironic verify
+	// the BMCs with.
+	BMCVerifyCA string
 	// Arbiters is the arbiter pool's size (0 or 1, with 2 masters).
 	Arbiters int
 	// Fencing gives a two-node control plane each master's BMC as its
@@ -149,6 +153,7 @@ func Generate(k Cluster, nodes []Node, pullSecret, sshKey string) (*InstallConfi
 		IngressVIPs:         []string{k.IngressVIP.String()},
 		ProvisioningNetwork: k.ProvisioningNetwork,
 		ExternalBridge:      k.ExternalBridge,
+		BMCVerifyCA:         k.BMCVerifyCA,
 		Hosts:               []Host{},
 	}
 	if k.ProvisioningNetwork != ProvisioningDisabled {

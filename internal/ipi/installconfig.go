@@ -119,7 +119,10 @@ type BareMetal struct {
 	ExternalBridge          string   `json:"externalBridge,omitempty"`
 	ProvisioningBridge      string   `json:"provisioningBridge,omitempty"`
 	ProvisioningNetworkCIDR string   `json:"provisioningNetworkCIDR,omitempty"`
-	Hosts                   []Host   `json:"hosts"`
+	// BMCVerifyCA is the CA (PEM) the BMCs' certificates are verified
+	// with (OpenShift 4.21 and later).
+	BMCVerifyCA string `json:"bmcVerifyCA,omitempty"`
+	Hosts       []Host `json:"hosts"`
 }
 
 // Host is one bare-metal host the installer hands to Ironic.

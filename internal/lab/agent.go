@@ -31,7 +31,7 @@ func AgentConfigs(e *Env) (*ipi.InstallConfig, *agent.Config, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ic, err := ipi.Generate(p.IPICluster(), p.IPINodes(), pull, key)
+	ic, err := ipi.Generate(installCluster(p), p.IPINodes(), pull, key)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -43,6 +43,14 @@ func (bmcs) Ensure(ctx context.Context, e *Env) (bool, error) {
 	if err != nil {
 		return changed, err
 	}
+	cert, err := ensureLabCA(p, time.Now())
+	if err != nil {
+		return changed, err
+	}
+	if cert {
+		e.Rep.Note("bmcs", "the lab's CA issued vbmcd's certificate for "+p.BMC.Host+" ("+p.Paths.CACert+")")
+	}
+	c = c || cert // both are read at start: a change restarts vbmcd
 	running, err := e.Host.BMCs().Daemons(ctx, p.Lab)
 	if err != nil {
 		return changed, err

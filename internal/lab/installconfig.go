@@ -51,7 +51,7 @@ func IPIInstallConfig(e *Env) (*ipi.InstallConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	ic, err := ipi.Generate(p.IPICluster(), p.IPINodes(), pull, key)
+	ic, err := ipi.Generate(installCluster(p), p.IPINodes(), pull, key)
 	if err != nil {
 		return nil, err
 	}

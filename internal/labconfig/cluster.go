@@ -200,7 +200,17 @@ type BMC struct {
 	// TLS (default true) serves Redfish over HTTPS with vbmcd's self-signed
 	// certificate, so install-config turns certificate verification off.
 	TLS *bool `json:"tls,omitempty"`
+	// LabCA (default true, with TLS) has labctl make a CA for the lab and
+	// vbmcd serve a certificate it issued for the BMC address, so the
+	// installer verifies the BMCs (install-config's bmcVerifyCA, OpenShift
+	// 4.21 and later). false keeps vbmcd's self-signed certificate and
+	// turns verification off (disableCertificateVerification), as older
+	// releases need.
+	LabCA *bool `json:"labCA,omitempty"`
 }
+
+// UseLabCA reports whether the lab's BMCs have a certificate from a lab CA.
+func (b BMC) UseLabCA() bool { return b.UseTLS() && (b.LabCA == nil || *b.LabCA) }
 
 // UseTLS reports whether Redfish is served over HTTPS (the default).
 func (b BMC) UseTLS() bool { return b.TLS == nil || *b.TLS }

@@ -181,6 +181,12 @@ type Paths struct {
 	InstallComplete   string `json:"installComplete"`
 	// HostsFile gets the cluster's names for the lab host (hybrid).
 	HostsFile string `json:"hostsFile"`
+	// CACert and CAKey are the lab's CA (the key 0600); BMCCert and BMCKey
+	// the certificate it issued for vbmcd (the BMC address).
+	CACert  string `json:"caCert"`
+	CAKey   string `json:"caKey"`
+	BMCCert string `json:"bmcCert"`
+	BMCKey  string `json:"bmcKey"`
 	// AddedNodes records the workers added to the running cluster
 	// (labctl add-node); NodeImageDir is where oc makes their ISO.
 	AddedNodes   string `json:"addedNodes"`
@@ -316,6 +322,9 @@ type BMC struct {
 	IPMIPortBase int    `json:"ipmiPortBase,omitempty"`
 	Username     string `json:"username"`
 	Password     string `json:"-"`
+	// LabCA: the BMCs' certificate is issued by the lab's CA (Paths.CA*),
+	// which install-config carries (bmcVerifyCA).
+	LabCA bool `json:"labCA,omitempty"`
 }
 
 // Vbmcd is the lab's vbmcd invocation.
@@ -443,6 +452,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	}
 	if k.BMC.UseTLS() {
 		p.BMC.Scheme = "https"
+		p.BMC.LabCA = k.BMC.UseLabCA()
 	}
 	if k.BMC.Kind == labconfig.BMCIPMI {
 		p.BMC.IPMIPortBase = k.BMC.IPMIPortBase
@@ -506,6 +516,10 @@ func resolvePaths(state, install, hostsFile string) Paths {
 		BootstrapRemoved:  filepath.Join(state, "bootstrap-removed"),
 		InstallComplete:   filepath.Join(state, "install-complete"),
 		HostsFile:         hostsFile,
+		CACert:            filepath.Join(state, "ca", "ca.crt"),
+		CAKey:             filepath.Join(state, "ca", "ca.key"),
+		BMCCert:           filepath.Join(state, "vbmcd", "tls.crt"),
+		BMCKey:            filepath.Join(state, "vbmcd", "tls.key"),
 		AddedNodes:        filepath.Join(state, "added-nodes.json"),
 		NodeImageDir:      filepath.Join(state, "node-image"),
 		AgentConfig:       filepath.Join(install, "agent-config.yaml"),
@@ -588,7 +602,7 @@ func (p *Plan) IPICluster() ipi.Cluster {
 		ExternalBridge: c.ExternalBridge, ProvisioningBridge: c.ProvisioningBridge,
 		BMCUsername: p.BMC.Username, BMCPassword: p.BMC.Password,
 		// vbmcd's certificate is self-signed.
-		BMCInsecure:  p.BMC.Kind != labconfig.BMCIPMI && p.BMC.Scheme == "https",
+		BMCInsecure:  p.BMC.Kind != labconfig.BMCIPMI && p.BMC.Scheme == "https" && !p.BMC.LabCA,
 		Arbiters:     c.Arbiters,
 		Fencing:      p.Agent != nil && p.Agent.Fencing,
 		PlatformNone: p.Agent != nil && p.Agent.Platform == "none",
@@ -848,6 +862,9 @@ func (p *Plan) vbmcd(path string, cpus int) Vbmcd {
 	)
 	if p.BMC.Scheme == "http" {
 		v.Args = append(v.Args, "--insecure-http")
+	}
+	if p.BMC.LabCA {
+		v.Args = append(v.Args, "--tls-cert", p.Paths.BMCCert, "--tls-key", p.Paths.BMCKey)
 	}
 	if p.BMC.Kind == labconfig.BMCIPMI && listen != "" {
 		v.Args = append(v.Args, "--ipmi-addr", listen)

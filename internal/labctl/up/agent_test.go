@@ -2,6 +2,7 @@ package up_test
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -329,6 +330,11 @@ func TestAgentTwoNodeFencing(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ic struct {
+		Platform struct {
+			BareMetal struct {
+				BMCVerifyCA string `json:"bmcVerifyCA"`
+			} `json:"baremetal"`
+		}
 		ControlPlane struct {
 			Replicas int
 			Fencing  struct {
@@ -348,8 +354,19 @@ func TestAgentTwoNodeFencing(t *testing.T) {
 	if ic.ControlPlane.Replicas != 2 || len(creds) != 2 {
 		t.Fatalf("install-config: %d replicas, %d fencing credentials; want 2 and 2:\n%s", ic.ControlPlane.Replicas, len(creds), b)
 	}
+	// The fence agent verifies vbmcd's certificate with the lab's CA, the
+	// one install-config carries; a client without it is refused.
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM([]byte(ic.Platform.BareMetal.BMCVerifyCA)) {
+		t.Fatalf("install-config has no bmcVerifyCA:\n%s", b)
+	}
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: netplumb.DialContextIn("labci"), TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		DialContext: netplumb.DialContextIn("labci"), TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	stranger := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: netplumb.DialContextIn("labci"), TLSClientConfig: &tls.Config{RootCAs: x509.NewCertPool()}}}
+	if _, err := stranger.Get(strings.TrimPrefix(creds[0].Address, "redfish+")); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("a client that does not know the lab's CA: %v, want a certificate error", err)
+	}
 	send := func(method, url, body, user, pass string) int {
 		req, _ := http.NewRequest(method, url, strings.NewReader(body))
 		req.SetBasicAuth(user, pass)
@@ -364,7 +381,7 @@ func TestAgentTwoNodeFencing(t *testing.T) {
 		return resp.StatusCode
 	}
 	for _, c := range creds {
-		if !strings.HasPrefix(c.Address, "redfish+https://10.198.67.1:18797/redfish/v1/Systems/") || c.CertificateVerification != "Disabled" {
+		if !strings.HasPrefix(c.Address, "redfish+https://10.198.67.1:18797/redfish/v1/Systems/") || c.CertificateVerification != "Enabled" {
 			t.Errorf("%s: fencing address %s, verification %s", c.HostName, c.Address, c.CertificateVerification)
 		}
 		url := strings.TrimPrefix(c.Address, "redfish+")
