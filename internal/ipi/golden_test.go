@@ -11,14 +11,10 @@ import (
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
-const (
-	testPullSecret = `{"auths":{"quay.io":{"auth":"dXNlcjpwYXNz","email":"lab@bmlab.test"}}}`
-	testSSHKey     = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGq7ZJzDmUd0i7UO4u4Xc5xxdtMQdaC6N0HRwsZi0o7X lab@bmlab.test"
-)
 
 // TestGenerateGolden renders the install-config of a few lab files, as the
 // plan resolves them, checks that it passes Validate and compares it with
@@ -44,7 +40,7 @@ func TestGenerateGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ic, err := ipi.Generate(p.IPICluster(), p.IPINodes(), testPullSecret, testSSHKey)
+			ic, err := ipi.Generate(p.IPICluster(), p.IPINodes(), testenv.PullSecret, testenv.SSHKey)
 			if err != nil {
 				t.Fatalf("Generate: %v", err)
 			}

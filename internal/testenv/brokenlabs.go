@@ -57,9 +57,15 @@ func (l BrokenLab) Write(t testing.TB, dir string) string {
 		}
 	}
 	write(cfg, l.data, 0o644)
-	write(filepath.Join(dir, "id.pub"), []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGq7ZJzDmUd0i7UO4u4Xc5xxdtMQdaC6N0HRwsZi0o7X lab@bmlab.test\n"), 0o644)
+	write(filepath.Join(dir, "id.pub"), []byte(SSHKey+"\n"), 0o644)
 	if l.PullSecret != "none" {
 		write(filepath.Join(dir, "pull-secret.json"), []byte(l.PullSecret), 0o600)
 	}
 	return cfg
 }
+
+// A pull secret and an SSH public key for tests: well-formed and worthless.
+const (
+	PullSecret = `{"auths":{"quay.io":{"auth":"dXNlcjpwYXNz","email":"lab@bmlab.test"}}}`
+	SSHKey     = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGq7ZJzDmUd0i7UO4u4Xc5xxdtMQdaC6N0HRwsZi0o7X lab@bmlab.test"
+)
