@@ -66,6 +66,9 @@ type Node struct {
 	// BMCAddress is the node's bmc.address, made by BMCAddress where the
 	// lab plan resolves the node's endpoint; Generate never makes one.
 	BMCAddress string
+	// BMCUsername and BMCPassword are the node's own BMC user (empty: the
+	// cluster's BMCUsername and BMCPassword).
+	BMCUsername, BMCPassword string
 }
 
 // BMCEndpoint is where the lab's BMCs answer.
@@ -178,13 +181,17 @@ func Generate(k Cluster, nodes []Node, pullSecret, sshKey string) (*InstallConfi
 		if root == "" {
 			root = DefaultRootDevice
 		}
+		user, pass := k.BMCUsername, k.BMCPassword
+		if n.BMCUsername != "" {
+			user, pass = n.BMCUsername, n.BMCPassword
+		}
 		if fencing != nil && n.Role == RoleMaster {
 			verify := CertificateVerificationEnabled
 			if k.BMCInsecure {
 				verify = CertificateVerificationDisabled
 			}
 			fencing.Credentials = append(fencing.Credentials, FencingCredential{
-				HostName: n.Name, Address: FencingAddress(addr), Username: k.BMCUsername, Password: k.BMCPassword,
+				HostName: n.Name, Address: FencingAddress(addr), Username: user, Password: pass,
 				CertificateVerification: verify,
 			})
 		}
@@ -193,8 +200,8 @@ func Generate(k Cluster, nodes []Node, pullSecret, sshKey string) (*InstallConfi
 			Role: n.Role,
 			BMC: BMC{
 				Address:                        addr,
-				Username:                       k.BMCUsername,
-				Password:                       k.BMCPassword,
+				Username:                       user,
+				Password:                       pass,
 				DisableCertificateVerification: k.BMCInsecure,
 			},
 			BootMACAddress:  n.BootMAC,

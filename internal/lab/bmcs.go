@@ -18,7 +18,8 @@ import (
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
-// bmcs records each node's IPMI endpoint (for the ipmi kind), writes the
+// bmcs records each node's IPMI endpoint (for the ipmi kind) and its own BMC
+// user (cluster.bmc.nodeAccounts) with its domain, writes the
 // BMC credentials to a 0600 file, starts the lab's vbmcd unless it runs
 // with the plan's arguments, and checks that every node's BMC answers with
 // the node's UUID at its address.
@@ -30,10 +31,10 @@ func (bmcs) Ensure(ctx context.Context, e *Env) (bool, error) {
 	p := e.Plan
 	changed := false
 	for _, n := range p.Nodes {
-		if n.BMC.IPMIPort == 0 {
+		if n.BMC.IPMIPort == 0 && n.BMC.Username == "" {
 			continue
 		}
-		c, err := e.Host.Nodes().SetIPMIPort(ctx, n.Name, n.BMC.IPMIPort)
+		c, err := e.Host.Nodes().SetNodeBMC(ctx, n.Name, n.BMC.IPMIPort, n.BMC.Username, n.BMC.Password)
 		if err != nil {
 			return changed, err
 		}

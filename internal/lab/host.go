@@ -63,9 +63,10 @@ type Nodes interface {
 	Start(ctx context.Context, name string) (bool, error)
 	// Power is a node's power state (On, Off, ..., absent).
 	Power(ctx context.Context, name string) (string, error)
-	// SetIPMIPort records a node's IPMI endpoint with it, where its BMC
-	// reads it, and reports whether it changed.
-	SetIPMIPort(ctx context.Context, name string, port int) (bool, error)
+	// SetNodeBMC records a node's IPMI port (0: none) and its own BMC user
+	// (empty: none) with it, where its BMC reads them, and reports whether
+	// they changed.
+	SetNodeBMC(ctx context.Context, name string, ipmiPort int, user, password string) (bool, error)
 }
 
 // Storage is the lab's pool and the nodes' volumes.

@@ -243,7 +243,9 @@ func (f *fakeHost) Power(_ context.Context, name string) (string, error) {
 	return "absent", nil
 }
 
-func (f *fakeHost) SetIPMIPort(context.Context, string, int) (bool, error) { return false, nil }
+func (f *fakeHost) SetNodeBMC(context.Context, string, int, string, string) (bool, error) {
+	return false, nil
+}
 
 func (f *fakeHost) Daemons(context.Context, string) ([]Daemon, error) {
 	var out []Daemon

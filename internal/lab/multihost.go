@@ -279,9 +279,9 @@ func (m *MultiHost) Power(ctx context.Context, name string) (string, error) {
 	return m.of(name).Power(ctx, name)
 }
 
-// SetIPMIPort implements Nodes.
-func (m *MultiHost) SetIPMIPort(ctx context.Context, name string, port int) (bool, error) {
-	return m.of(name).SetIPMIPort(ctx, name, port)
+// SetNodeBMC implements Nodes.
+func (m *MultiHost) SetNodeBMC(ctx context.Context, name string, ipmiPort int, user, password string) (bool, error) {
+	return m.of(name).SetNodeBMC(ctx, name, ipmiPort, user, password)
 }
 
 // Daemons implements Provider: vbmcd runs on the hub.

@@ -349,14 +349,14 @@ func (r *RealHost) Power(ctx context.Context, name string) (string, error) {
 	return c.DomainPower(ctx, name)
 }
 
-// SetIPMIPort implements Nodes: the endpoint goes into the domain's BMC
-// settings, where vbmcd reads it.
-func (r *RealHost) SetIPMIPort(ctx context.Context, name string, port int) (bool, error) {
+// SetNodeBMC implements Nodes: the endpoint and the user go into the
+// domain's BMC settings, where vbmcd reads them.
+func (r *RealHost) SetNodeBMC(ctx context.Context, name string, ipmiPort int, user, password string) (bool, error) {
 	c, err := r.conn()
 	if err != nil {
 		return false, err
 	}
-	return c.SetIPMIPort(ctx, name, port)
+	return c.SetNodeBMC(ctx, name, ipmiPort, user, password)
 }
 
 // Daemons implements BMCs: processes whose environment carries the lab's

@@ -207,7 +207,15 @@ type BMC struct {
 	// turns verification off (disableCertificateVerification), as older
 	// releases need.
 	LabCA *bool `json:"labCA,omitempty"`
+	// NodeAccounts (default true) gives every node a BMC user of its own,
+	// bound to its system, as every real server has: install-config names
+	// each host's, and firmware updates through it need no Targets. false
+	// gives every host the lab's one user.
+	NodeAccounts *bool `json:"nodeAccounts,omitempty"`
 }
+
+// UseNodeAccounts reports whether each node has a BMC user of its own.
+func (b BMC) UseNodeAccounts() bool { return b.NodeAccounts == nil || *b.NodeAccounts }
 
 // UseLabCA reports whether the lab's BMCs have a certificate from a lab CA.
 func (b BMC) UseLabCA() bool { return b.UseTLS() && (b.LabCA == nil || *b.LabCA) }

@@ -87,10 +87,18 @@ func (c *Conn) DomainPower(ctx context.Context, name string) (string, error) {
 	return domainPower(ctx, c.l, name)
 }
 
-// SetIPMIPort records a node's IPMI endpoint with its domain, where vbmcd
-// reads it (virt owns the format), and reports whether it changed.
-func (c *Conn) SetIPMIPort(_ context.Context, name string, port int) (bool, error) {
-	return virt.SetIPMIEndpoint(c.l, name, machine.IPMIEndpoint{Port: port})
+// SetNodeBMC records a node's IPMI port (0: none) and its own BMC user
+// (empty: none) with its domain, where vbmcd reads them (virt owns the
+// format), and reports whether they changed.
+func (c *Conn) SetNodeBMC(_ context.Context, name string, ipmiPort int, user, password string) (bool, error) {
+	var want virt.NodeBMC
+	if ipmiPort > 0 {
+		want.IPMI = &machine.IPMIEndpoint{Port: ipmiPort}
+	}
+	if user != "" {
+		want.Users = []machine.Credential{{Username: user, Password: password}}
+	}
+	return virt.SetNodeBMC(c.l, name, want)
 }
 
 // NetworkOwner says whether a libvirt network exists and whose mark it

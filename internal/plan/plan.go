@@ -2,8 +2,10 @@ package plan
 
 import (
 	"cmp"
+	"crypto/hmac"
 	"crypto/sha1"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -273,6 +275,10 @@ type Endpoint struct {
 	// node whatever the kind; labctl checks the BMC there.
 	SystemURL string `json:"systemURL"`
 	IPMIPort  int    `json:"ipmiPort,omitempty"`
+	// Username and Password are the node's own BMC user, bound to its
+	// system (empty: the lab's user serves every node).
+	Username string `json:"username,omitempty"`
+	Password string `json:"-"`
 }
 
 // Network is the lab's host network.
@@ -628,7 +634,8 @@ func (p *Plan) IPINodes() []ipi.Node {
 	var out []ipi.Node
 	for _, n := range p.Nodes {
 		if !n.Added && (n.Role == RoleMaster || n.Role == RoleWorker || n.Role == RoleArbiter) {
-			out = append(out, ipi.Node{Name: n.Name, Role: n.Role, UUID: n.UUID, BootMAC: n.MAC, BMCAddress: n.BMC.Address})
+			out = append(out, ipi.Node{Name: n.Name, Role: n.Role, UUID: n.UUID, BootMAC: n.MAC, BMCAddress: n.BMC.Address,
+				BMCUsername: n.BMC.Username, BMCPassword: n.BMC.Password})
 		}
 	}
 	return out
@@ -790,6 +797,9 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 				if err := p.endpoint(&n, len(p.Nodes), k.BMC.Kind); err != nil {
 					return err
 				}
+				if k.BMC.UseNodeAccounts() {
+					n.BMC.Username, n.BMC.Password = n.Name, NodePassword(p.BMC.Password, p.Lab, n.Name)
+				}
 			}
 			p.Nodes = append(p.Nodes, n)
 		}
@@ -810,6 +820,14 @@ func (p *Plan) endpoint(n *Node, i int, kind string) error {
 	}
 	n.BMC.Address = addr
 	return nil
+}
+
+// NodePassword derives a node's own BMC password from the lab's: the same
+// across down and up, different for every node, and nothing to store.
+func NodePassword(labPassword, lab, node string) string {
+	m := hmac.New(sha256.New, []byte(labPassword))
+	m.Write([]byte("bmlab-node-bmc/" + lab + "/" + node))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))[:24]
 }
 
 // StartGap is how long the lab's vbmcd waits after one machine's start

@@ -407,11 +407,22 @@ func (b *Backend) read(l *libvirt.Libvirt, d libvirt.Domain) (*entry, error) {
 		own = strings.Split(meta.DefaultBoot, ",")
 	}
 	m.DefaultBoot = bootKinds(own)
-	if meta != nil {
+	switch {
+	case meta != nil && meta.Boot.Mode == "":
+		// Written by labctl (SetNodeBMC) before vbmcd saved any setting:
+		// the domain's defaults, with labctl's IPMI endpoint and users.
+		s, err := meta.settings()
+		if err != nil {
+			return nil, err
+		}
+		nm, ns := firmwareOf(&def)
+		m.Settings = machine.DefaultSettings(nm, ns)
+		m.Settings.IPMI, m.Settings.Credentials = s.IPMI, s.Credentials
+	case meta != nil:
 		if m.Settings, err = meta.settings(); err != nil {
 			return nil, err
 		}
-	} else {
+	default:
 		nm, ns := firmwareOf(&def)
 		m.Settings = machine.DefaultSettings(nm, ns)
 	}

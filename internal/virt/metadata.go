@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -330,11 +331,18 @@ func withoutElement(inner, ns string) (string, error) {
 	return out.String(), nil
 }
 
-// SetIPMIEndpoint records a BMC's IPMI endpoint in the persistent
-// definition of the domain named name (its <metadata>, where vbmcd reads
-// it), keeping every other BMC setting, and reports whether it changed
-// anything. labctl sets it before the lab's vbmcd serves the domain.
-func SetIPMIEndpoint(l *libvirt.Libvirt, name string, ep machine.IPMIEndpoint) (bool, error) {
+// NodeBMC is what labctl sets of a lab node's BMC before vbmcd serves it:
+// its IPMI endpoint (nil: none) and its own users (nil: none).
+type NodeBMC struct {
+	IPMI  *machine.IPMIEndpoint
+	Users []machine.Credential
+}
+
+// SetNodeBMC records a node's IPMI endpoint and its own BMC users in the
+// persistent definition of the domain named name (its <metadata>, where
+// vbmcd reads them), keeping every other BMC setting, and reports whether
+// it changed anything.
+func SetNodeBMC(l *libvirt.Libvirt, name string, want NodeBMC) (bool, error) {
 	d, err := l.DomainLookupByName(name)
 	if err != nil {
 		return false, fmt.Errorf("domain %s: %w", name, err)
@@ -357,11 +365,18 @@ func SetIPMIEndpoint(l *libvirt.Libvirt, name string, ep machine.IPMIEndpoint) (
 	if m == nil {
 		m = &bmcMeta{}
 	}
-	want := &metaIPMI{Address: ep.Address, Port: ep.Port}
-	if m.IPMI != nil && *m.IPMI == *want {
+	var ipmi *metaIPMI
+	if want.IPMI != nil {
+		ipmi = &metaIPMI{Address: want.IPMI.Address, Port: want.IPMI.Port}
+	}
+	var users []metaUser
+	for _, c := range want.Users {
+		users = append(users, metaUser{Name: c.Username, Password: c.Password})
+	}
+	if ((m.IPMI == nil) == (ipmi == nil)) && (ipmi == nil || *m.IPMI == *ipmi) && slices.Equal(m.Users, users) {
 		return false, nil
 	}
-	m.IPMI = want
+	m.IPMI, m.Users = ipmi, users
 	if def.Metadata.XML, err = replaceMeta(def.Metadata.XML, m); err != nil {
 		return false, err
 	}

@@ -395,6 +395,14 @@ func TestAgentTwoNodeFencing(t *testing.T) {
 			t.Fatalf("%s: power on = %d", c.HostName, code)
 		}
 	}
+	// Each node's BMC user is its own, bound to its system, as on real
+	// servers: master-0's credential does not reach master-1.
+	if creds[0].Username == creds[1].Username || creds[0].Password == creds[1].Password {
+		t.Errorf("the two masters share a BMC user: %s / %s", creds[0].Username, creds[1].Username)
+	}
+	if code := send(http.MethodGet, strings.TrimPrefix(creds[1].Address, "redfish+"), "", creds[0].Username, creds[0].Password); code != http.StatusUnauthorized {
+		t.Errorf("master-0's BMC user on master-1's system = %d, want 401", code)
+	}
 	// master-0's fence agent fences master-1.
 	victim := creds[1]
 	url := strings.TrimPrefix(victim.Address, "redfish+")
