@@ -560,18 +560,15 @@ func (s *Service) SetMediaSettings(ctx context.Context, id string, slot MediaSlo
 }
 
 // pendingMedia returns a running insert into one of the machine's members.
-// A firmware image still downloading counts too: the boot that follows a
-// SimpleUpdate (Ironic reboots at once) is the one that installs it.
+// A firmware task never counts: a power-on does not wait on it, as a real
+// BMC's does not; an image staged after the boot began applies at the next
+// reset (a task that is staged never ends before that reset, so a wait on
+// it held the start for the whole --media-wait and then refused it).
 func (s *Service) pendingMedia(id string) *Task {
 	s.tasks.mu.Lock()
 	defer s.tasks.mu.Unlock()
 	for _, slot := range MediaSlots {
 		if t := s.tasks.active[memberKey(id, slot)]; t != nil {
-			return t
-		}
-	}
-	for _, t := range s.tasks.firmware[id] {
-		if st := t.Status(); st.State == TaskRunning && !st.Awaiting {
 			return t
 		}
 	}
@@ -603,9 +600,6 @@ func (s *Service) waitMedia(ctx context.Context, id string) error {
 
 func loadingError(t *Task, waited time.Duration) error {
 	what := string(t.Slot)
-	if t.Kind == TaskFirmwareUpdate {
-		what = "the firmware update"
-	}
 	return fmt.Errorf("%w: %w: %s of %s is still loading %s (%d%% after %s, task %s); power on once the task completes",
 		ErrConflict, ErrMediaLoading, what, t.MachineName, t.Image, t.Status().Percent, waited.Round(time.Second), t.ID)
 }
