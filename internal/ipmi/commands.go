@@ -90,7 +90,7 @@ func init() {
 		{wire.NetFnApp, cmdSetUserAccess}:          {privAdmin, (*bmc).setUserAccess},
 		{wire.NetFnApp, cmdSetUserName}:            {privAdmin, (*bmc).setUserName},
 		{wire.NetFnApp, cmdSetUserPassword}:        {privAdmin, (*bmc).setUserPassword},
-		{wire.NetFnApp, cmdActivatePayload}:        {privUser, (*bmc).activatePayload},
+		{wire.NetFnApp, cmdActivatePayload}:        {privOperator, (*bmc).activatePayload},
 		{wire.NetFnApp, cmdDeactivatePayload}:      {privUser, (*bmc).deactivatePayload},
 		{wire.NetFnApp, cmdGetPayloadStatus}:       {privUser, (*bmc).getPayloadStatus},
 		{wire.NetFnApp, cmdGetChannelCipherSuites}: {privCallback, (*bmc).getChannelCipherSuites},
