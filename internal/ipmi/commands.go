@@ -152,6 +152,8 @@ func codeFor(err error) wire.CompletionCode {
 		return wire.CodeOK
 	case errors.Is(err, machine.ErrInvalid):
 		return wire.CodeInvalidDataField
+	case errors.As(err, new(*machine.BusyError)):
+		return wire.CodeNodeBusy // another action runs: retry (IPMI v2.0 §5.2, C0h)
 	case errors.Is(err, machine.ErrConflict):
 		return wire.CodeNotInPresentState
 	case errors.Is(err, machine.ErrUnsupported):
