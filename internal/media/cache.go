@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/qemuaccess"
 )
 
 // Config configures a Cache.
@@ -158,6 +159,12 @@ func New(cfg Config) (*Cache, error) {
 		if !c.roots.AppendCertsFromPEM(b) {
 			return nil, fmt.Errorf("image servers' CA file %s: no PEM certificate in it", cfg.CAFile)
 		}
+	}
+	// Missing parents of the directory are made traversable by qemu's user
+	// (0755): made 0700 by a plain MkdirAll, /var/lib/bmlab kept qemu from
+	// the images on a fresh machine ("Permission denied" at power-on).
+	if _, err := qemuaccess.MkdirTraversable(filepath.Dir(filepath.Clean(cfg.Dir))); err != nil {
+		return nil, fmt.Errorf("image cache: %w", err)
 	}
 	for _, d := range []string{cfg.Dir, c.objects, c.tmp} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
