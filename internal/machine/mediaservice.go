@@ -55,6 +55,7 @@ type taskTable struct {
 	active   map[string]*Task   // running insert per member (machine/slot)
 	last     map[string]*Task   // last failed insert per member, until the next insert or eject
 	firmware map[string][]*Task // running firmware updates per machine
+	volumes  map[string][]*Task // volumes waiting for a reset, per machine
 }
 
 func memberKey(id string, slot MediaSlot) string { return id + "/" + string(slot) }
@@ -77,6 +78,9 @@ type TaskKind string
 const (
 	TaskMediaInsert    TaskKind = "MediaInsert"
 	TaskFirmwareUpdate TaskKind = "FirmwareUpdate"
+	// TaskVolumeCreate is a RAID volume made OnReset: it completes at the
+	// machine's next boot, when the machine has the volume.
+	TaskVolumeCreate TaskKind = "VolumeCreate"
 )
 
 // Task is work a BMC does in the background: an insert of virtual media
@@ -92,6 +96,8 @@ type Task struct {
 	// Component is what a firmware update targets; "" until the image
 	// says (a system target leaves it to the image).
 	Component FirmwareComponent
+	// Volume is the ID of the volume a TaskVolumeCreate makes.
+	Volume string
 
 	done   chan struct{}
 	cancel context.CancelFunc
