@@ -135,6 +135,7 @@ func TestDroppedSetupsCountedAndLoggedBounded(t *testing.T) {
 		t.Errorf("dropped set-ups counted %v, want source=%d and some evicted\n%s", counts, 2*pendingPerSource, rec.Body.String())
 	}
 	lines := logs.FilterMessageSnippet("session set-ups dropped").All()
+	t.Logf("52 Open Sessions from 41 sources: dropped %v, %d log line(s)", counts, len(lines))
 	if len(lines) != 1 {
 		t.Fatalf("%d log lines for %v drops, want 1", len(lines), counts)
 	}
