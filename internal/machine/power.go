@@ -244,6 +244,8 @@ func (s *Service) Reset(ctx context.Context, id string, rt ResetType) (err error
 				zap.String("by", string(rt)), zap.String("preempted", string(prev.rt)))
 			cur, gerr := s.be.Get(m.ID)
 			switch {
+			case bg.Err() != nil:
+				err = bg.Err() // preempted in turn while it waited
 			case gerr != nil:
 				err = gerr
 			case changes(rt, cur.Power):
