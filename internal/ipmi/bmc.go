@@ -81,6 +81,10 @@ type bmc struct {
 	mu       sync.Mutex
 	users    []machine.Credential
 	sessions map[uint32]*sess
+	drops    struct {
+		logged, since time.Time      // the last line about dropped set-ups
+		n             map[string]int // drops since, by why
+	}
 	decoyKey [32]byte // keys the decoy codes of unknown users
 	guid     [16]byte // the system GUID in IPMI byte order
 
@@ -460,6 +464,7 @@ func (b *bmc) roomLocked(now time.Time, src netip.Addr) bool {
 		}
 	}
 	if own >= pendingPerSource {
+		b.droppedLocked(now, "source")
 		b.dropLocked(oldest.id)
 		return true
 	}
@@ -472,10 +477,36 @@ func (b *bmc) roomLocked(now time.Time, src netip.Addr) bool {
 	}
 	pending = slices.DeleteFunc(pending, func(s *sess) bool { return b.sessions[s.id] != s })
 	if len(pending) == 0 {
+		b.droppedLocked(now, "refused")
 		return false
 	}
+	b.droppedLocked(now, "evicted")
 	b.dropLocked(pending[mrand.IntN(len(pending))].id)
 	return true
+}
+
+// dropLogEvery bounds the log lines about dropped session set-ups: one per
+// BMC in this interval at most, with the counts since the last one.
+const dropLogEvery = 10 * time.Second
+
+// droppedLocked counts a session set-up pushed out or refused for room
+// (metric vbmcd_ipmi_session_setups_dropped_total) and logs the counts at
+// most once per dropLogEvery, so a flood costs a line, not a line a packet.
+// Callers hold b.mu.
+func (b *bmc) droppedLocked(now time.Time, why string) {
+	b.cfg.metrics.SetupDropped(why)
+	d := &b.drops
+	if d.n == nil {
+		d.n, d.since = map[string]int{}, now
+	}
+	d.n[why]++
+	if !d.logged.IsZero() && now.Sub(d.logged) < dropLogEvery {
+		return
+	}
+	b.log.Warn("IPMI session set-ups dropped for room (an open-session flood, or more consoles than sessions)",
+		zap.Int("source", d.n["source"]), zap.Int("evicted", d.n["evicted"]), zap.Int("refused", d.n["refused"]),
+		zap.Duration("within", now.Sub(d.since)), zap.Int("sessions", len(b.sessions)))
+	d.logged, d.since, d.n = now, now, map[string]int{}
 }
 
 // pendingPerSource bounds the sessions one source address may have in set-up.

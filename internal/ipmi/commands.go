@@ -91,7 +91,7 @@ func init() {
 		{wire.NetFnApp, cmdSetUserAccess}:          {privAdmin, (*bmc).setUserAccess},
 		{wire.NetFnApp, cmdSetUserName}:            {privAdmin, (*bmc).setUserName},
 		{wire.NetFnApp, cmdSetUserPassword}:        {privAdmin, (*bmc).setUserPassword},
-		{wire.NetFnApp, cmdActivatePayload}:        {privUser, (*bmc).activatePayload},
+		{wire.NetFnApp, cmdActivatePayload}:        {privOperator, (*bmc).activatePayload},
 		{wire.NetFnApp, cmdDeactivatePayload}:      {privUser, (*bmc).deactivatePayload},
 		{wire.NetFnApp, cmdGetPayloadStatus}:       {privUser, (*bmc).getPayloadStatus},
 		{wire.NetFnApp, cmdGetChannelCipherSuites}: {privCallback, (*bmc).getChannelCipherSuites},
@@ -154,6 +154,8 @@ func codeFor(err error) wire.CompletionCode {
 		return wire.CodeOK
 	case errors.Is(err, machine.ErrInvalid):
 		return wire.CodeInvalidDataField
+	case errors.As(err, new(*machine.BusyError)):
+		return wire.CodeNodeBusy // another action runs: retry (IPMI v2.0 §5.2, C0h)
 	case errors.Is(err, machine.ErrConflict):
 		return wire.CodeNotInPresentState
 	case errors.Is(err, machine.ErrUnsupported):

@@ -4,12 +4,18 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/bmlab/bmlab/internal/ipmi/client"
 	"github.com/bmlab/bmlab/internal/ipmi/session"
 	"github.com/bmlab/bmlab/internal/ipmi/wire"
+	"github.com/bmlab/bmlab/internal/metrics"
 )
 
 // openFrom sends n Open Session requests from src (a loopback address the
@@ -99,5 +105,41 @@ func TestForgedOpenSessionsCannotFillTheTable(t *testing.T) {
 	b.mu.Unlock()
 	if n > pendingPerSource {
 		t.Errorf("one source holds %d sessions in set-up, want at most %d", n, pendingPerSource)
+	}
+}
+
+// TestDroppedSetupsCountedAndLoggedBounded: every session set-up pushed out
+// of the table (a source's oldest beyond its bound, a random pending one
+// when the table is full) is counted in vbmcd_ipmi_session_setups_dropped_total,
+// and a flood is logged in one line per interval, not a line a packet
+// (issue 25: they were dropped without a trace).
+func TestDroppedSetupsCountedAndLoggedBounded(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	reg := metrics.New()
+	l := newLabLog(t, zap.New(core), 1, "127.0.0.1", nil, WithMetrics(reg))
+	openFrom(t, l.addrs[0], "127.0.3.1", 3*pendingPerSource) // 2*pendingPerSource pushed out
+	for i := range 40 {                                      // the table fills; random ones go
+		openFrom(t, l.addrs[0], fmt.Sprintf("127.0.4.%d", i+1), 1)
+	}
+	rec := httptest.NewRecorder()
+	reg.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	counts := map[string]float64{}
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		var why string
+		var n float64
+		if _, err := fmt.Sscanf(line, "vbmcd_ipmi_session_setups_dropped_total{why=%q} %g", &why, &n); err == nil {
+			counts[why] = n
+		}
+	}
+	if counts["source"] != 2*pendingPerSource || counts["evicted"] == 0 {
+		t.Errorf("dropped set-ups counted %v, want source=%d and some evicted\n%s", counts, 2*pendingPerSource, rec.Body.String())
+	}
+	lines := logs.FilterMessageSnippet("session set-ups dropped").All()
+	t.Logf("52 Open Sessions from 41 sources: dropped %v, %d log line(s)", counts, len(lines))
+	if len(lines) != 1 {
+		t.Fatalf("%d log lines for %v drops, want 1", len(lines), counts)
+	}
+	if f := lines[0].ContextMap(); f["source"] != int64(1) {
+		t.Errorf("the first line says %v, want the first drop (source 1)", f)
 	}
 }

@@ -41,6 +41,7 @@ const payloadTypeSOL = 0x01
 type solSession struct {
 	b     *bmc
 	owner uint32
+	user  string // the owner session's user: its other sessions may end it
 	open  func(ctx context.Context) (io.ReadWriteCloser, error)
 
 	mu       sync.Mutex
@@ -288,7 +289,9 @@ func (b *bmc) localPort() uint16 {
 }
 
 // activatePayload (IPMI v2.0 §24.1) starts SOL, instance 1, for the calling
-// session.
+// session. An interactive console needs Operator or above (the command
+// table says so; a User session gets 0xD4, insufficient privilege), as SOL
+// configuration parameter 2 announces.
 func (b *bmc) activatePayload(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
 	if len(d) != 6 {
 		return wire.CodeDataLengthInvalid, nil
@@ -309,6 +312,9 @@ func (b *bmc) activatePayload(s *sessRef, d []byte) (wire.CompletionCode, []byte
 		return 0x80, nil // payload already active on another session
 	}
 	b.sol = newSOL(b, s.id, opener)
+	if ss := b.sessions[s.id]; ss != nil {
+		b.sol.user = ss.user
+	}
 	b.mu.Unlock()
 	out := make([]byte, 0, 12)
 	out = append(out, 0, 0, 0, 0) // auxiliary data
@@ -319,17 +325,25 @@ func (b *bmc) activatePayload(s *sessRef, d []byte) (wire.CompletionCode, []byte
 	return wire.CodeOK, out
 }
 
-// deactivatePayload (IPMI v2.0 §24.2), from any session of the BMC, so that
-// `sol deactivate` frees a payload left by a dead console.
-func (b *bmc) deactivatePayload(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+// deactivatePayload (IPMI v2.0 §24.2) from a session of the user that holds
+// the payload (so `sol deactivate` frees one left by a dead console) or of
+// an Administrator; anyone else gets 0xD4, insufficient privilege.
+func (b *bmc) deactivatePayload(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
 	if len(d) != 6 {
 		return wire.CodeDataLengthInvalid, nil
 	}
 	if d[0]&0x3f != payloadTypeSOL || d[1]&0x0f != 1 {
 		return wire.CodeInvalidDataField, nil
 	}
+	if s == nil {
+		return wire.CodeInsufficientPriv, nil
+	}
 	b.mu.Lock()
-	sol := b.sol
+	sol, ss := b.sol, b.sessions[s.id]
+	if sol != nil && (ss == nil || (ss.priv < privAdmin && ss.user != sol.user)) {
+		b.mu.Unlock()
+		return wire.CodeInsufficientPriv, nil
+	}
 	b.sol = nil
 	b.mu.Unlock()
 	if sol == nil {
@@ -383,8 +397,8 @@ func (b *bmc) getSOLConfig(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
 		} else {
 			out = append(out, 0x00)
 		}
-	case 2: // authentication: user privilege, encryption and integrity as the session has them
-		out = append(out, privUser)
+	case 2: // authentication: operator privilege, encryption and integrity as the session has them
+		out = append(out, privOperator)
 	case 3: // character accumulate interval (5 ms units) and send threshold
 		out = append(out, 0x0c, 0x60)
 	case 4: // retry count and interval (10 ms units)

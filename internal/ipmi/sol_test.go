@@ -70,10 +70,16 @@ func solActivate(t *testing.T, l *lab, i int) (io.WriteCloser, *testenv.Buffer, 
 
 func startSOL(t *testing.T, l *lab, i int) *solConsole {
 	t.Helper()
+	return startSOLAs(t, l, i, testUser, testPass, "ADMINISTRATOR")
+}
+
+// startSOLAs is startSOL as user at privilege level.
+func startSOLAs(t *testing.T, l *lab, i int, user, pass, level string) *solConsole {
+	t.Helper()
 	bin := testenv.Command(t, "ipmitool")
 	scr := testenv.Command(t, "script")
 	host, port, _ := net.SplitHostPort(l.addrs[i])
-	line := strings.Join([]string{"exec", bin, "-I", "lanplus", "-H", host, "-p", port, "-U", testUser, "-P", testPass, "sol", "activate"}, " ")
+	line := strings.Join([]string{"exec", bin, "-I", "lanplus", "-H", host, "-p", port, "-U", user, "-P", pass, "-L", level, "sol", "activate"}, " ")
 	cmd := exec.Command(scr, "-q", "-e", "-c", line, "/dev/null")
 	cmd.Env = append(os.Environ(), "SHELL=/bin/sh")
 	in, err := cmd.StdinPipe()

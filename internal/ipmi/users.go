@@ -46,7 +46,7 @@ func (b *bmc) userByID(id byte) (user, bool) {
 }
 
 // getUserAccess (IPMI v2.0 §22.27).
-func (b *bmc) getUserAccess(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+func (b *bmc) getUserAccess(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
 	if len(d) != 2 {
 		return wire.CodeDataLengthInvalid, nil
 	}
@@ -54,9 +54,10 @@ func (b *bmc) getUserAccess(_ *sessRef, d []byte) (wire.CompletionCode, []byte) 
 	if !validChannel(d[0]) || uid == 0 || uid > maxUsers {
 		return wire.CodeInvalidDataField, nil
 	}
+	bound := b.boundTo(s)
 	enabledCount := 0
 	for id := byte(2); id <= maxUsers; id++ {
-		if u, ok := b.userByID(id); ok && u.enabled {
+		if u, ok := b.userFor(bound, id); ok && u.enabled {
 			enabledCount++
 		}
 	}
@@ -65,7 +66,7 @@ func (b *bmc) getUserAccess(_ *sessRef, d []byte) (wire.CompletionCode, []byte) 
 	b.mu.Unlock()
 	access := byte(0x0f) // no access
 	status := byte(0x80) // disabled
-	if u, ok := b.userByID(uid); ok {
+	if u, ok := b.userFor(bound, uid); ok {
 		access = u.limit
 		if u.enabled {
 			access |= 0x10 // IPMI messaging enabled
@@ -76,7 +77,7 @@ func (b *bmc) getUserAccess(_ *sessRef, d []byte) (wire.CompletionCode, []byte) 
 }
 
 // getUserName (IPMI v2.0 §22.29). Passwords are never returned.
-func (b *bmc) getUserName(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+func (b *bmc) getUserName(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
 	if len(d) != 1 {
 		return wire.CodeDataLengthInvalid, nil
 	}
@@ -85,10 +86,39 @@ func (b *bmc) getUserName(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
 		return wire.CodeInvalidDataField, nil
 	}
 	name := make([]byte, 16)
-	if u, ok := b.userByID(uid); ok {
+	if u, ok := b.userFor(b.boundTo(s), uid); ok {
 		copy(name, u.name)
 	}
 	return wire.CodeOK, name
+}
+
+// boundTo returns the system the session's account is bound to; "" for
+// the daemon's user, a machine's own user and global accounts.
+func (b *bmc) boundTo(s *sessRef) string {
+	if s == nil || b.cfg.accounts == nil {
+		return ""
+	}
+	b.mu.Lock()
+	name := ""
+	if ss := b.sessions[s.id]; ss != nil {
+		name = ss.user
+	}
+	b.mu.Unlock()
+	if me, stored := b.cfg.accounts.ByName(name); stored {
+		return me.System
+	}
+	return ""
+}
+
+// userFor is user id as a session bound to system sees it: an account bound
+// to one system sees only the accounts of that system, as over Redfish; the
+// fixed users and global accounts are empty slots to it.
+func (b *bmc) userFor(system string, id byte) (user, bool) {
+	u, ok := b.userByID(id)
+	if ok && system != "" && (u.acct == nil || u.acct.System != system) {
+		return user{}, false
+	}
+	return u, ok
 }
 
 // mayChange reports whether the session s may change account a: an account
@@ -97,18 +127,8 @@ func (b *bmc) mayChange(s *sessRef, a *accounts.Account) bool {
 	if s == nil {
 		return false
 	}
-	b.mu.Lock()
-	ss := b.sessions[s.id]
-	name := ""
-	if ss != nil {
-		name = ss.user
-	}
-	b.mu.Unlock()
-	me, stored := b.cfg.accounts.ByName(name)
-	if !stored || me.System == "" {
-		return true // the daemon's user, a machine's own user, a global account
-	}
-	return a == nil || a.System == me.System
+	system := b.boundTo(s)
+	return system == "" || a == nil || a.System == system
 }
 
 // storeCode turns an account store error into a completion code.

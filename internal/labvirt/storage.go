@@ -46,7 +46,6 @@ package labvirt
 // directory; POSIX ACLs are not consulted.
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"encoding/xml"
@@ -54,15 +53,15 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
+
+	"github.com/bmlab/bmlab/internal/qemuaccess"
 )
 
 // PoolMarkFile is the lab's mark in a pool's directory.
@@ -78,7 +77,7 @@ var (
 	// ErrVolumeMismatch means an existing volume differs from its spec.
 	ErrVolumeMismatch = errors.New("storage volume differs from its spec")
 	// ErrNotTraversable means qemu could not reach files in a directory.
-	ErrNotTraversable = errors.New("directory not traversable by qemu")
+	ErrNotTraversable = qemuaccess.ErrNotTraversable
 )
 
 // PoolSpec declares a directory pool of the lab.
@@ -286,7 +285,7 @@ func ensurePool(ctx context.Context, l *libvirt.Libvirt, spec PoolSpec) (changed
 	if err != nil {
 		return false, err
 	}
-	if err := qemu.canTraverse(dir); err != nil {
+	if err := qemu.CanTraverse(dir); err != nil {
 		return false, err
 	}
 	created, err := mkdirTraversable(dir)
@@ -383,145 +382,23 @@ func poolDirFree(l *libvirt.Libvirt, name, dir string) error {
 	return nil
 }
 
-// mkdirTraversable makes dir and its missing parents 0755 (whatever the
-// umask) and says whether dir was missing.
-func mkdirTraversable(dir string) (created bool, err error) {
-	fi, err := os.Stat(dir)
-	if err == nil {
-		if !fi.IsDir() {
-			return false, fmt.Errorf("storage pool directory %s is not a directory", dir)
-		}
-		return false, nil
+// mkdirTraversable makes dir and its missing parents 0755 and says whether
+// dir was missing (qemuaccess.MkdirTraversable).
+func mkdirTraversable(dir string) (bool, error) {
+	created, err := qemuaccess.MkdirTraversable(dir)
+	if err != nil {
+		return created, fmt.Errorf("storage pool directory: %w", err)
 	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return false, err
-	}
-	var missing []string
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil || d == filepath.Dir(d) {
-			break
-		}
-		missing = append(missing, d)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return false, fmt.Errorf("make storage pool directory: %w", err)
-	}
-	for _, d := range missing {
-		if err := os.Chmod(d, 0o755); err != nil {
-			return true, fmt.Errorf("make storage pool directory: %w", err)
-		}
-	}
-	return true, nil
+	return created, nil
 }
 
-// qemuIdentity is who qemu runs as.
-type qemuIdentity struct {
-	name string
-	uid  uint32
-	gids []uint32
-}
-
-// qemuUser looks up the user qemu runs as: name, else the user in
-// /etc/libvirt/qemu.conf, else libvirt-qemu.
-func qemuUser(name string) (qemuIdentity, error) {
-	if name == "" {
-		name = qemuConfUser("/etc/libvirt/qemu.conf")
-	}
-	u, err := user.Lookup(name)
+// qemuUser looks up the user qemu runs as (qemuaccess.Lookup).
+func qemuUser(name string) (qemuaccess.User, error) {
+	u, err := qemuaccess.Lookup(name)
 	if err != nil {
-		return qemuIdentity{}, fmt.Errorf("the user qemu runs as: %w (set PoolSpec.QemuUser)", err)
+		return u, fmt.Errorf("%w (set PoolSpec.QemuUser)", err)
 	}
-	id := qemuIdentity{name: name}
-	uid, err := strconv.ParseUint(u.Uid, 10, 32)
-	if err != nil {
-		return id, fmt.Errorf("user %s: uid %q: %w", name, u.Uid, err)
-	}
-	id.uid = uint32(uid)
-	groups, err := u.GroupIds()
-	if err != nil {
-		groups = []string{u.Gid}
-	}
-	for _, g := range groups {
-		if gid, err := strconv.ParseUint(g, 10, 32); err == nil {
-			id.gids = append(id.gids, uint32(gid))
-		}
-	}
-	return id, nil
-}
-
-// qemuConfUser returns the user = "..." of libvirt's qemu.conf, or
-// libvirt-qemu (Debian's build default) when it sets none.
-func qemuConfUser(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return "libvirt-qemu"
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), "=")
-		if ok && strings.TrimSpace(k) == "user" {
-			if v = strings.Trim(strings.TrimSpace(v), `"`); v != "" {
-				return strings.TrimPrefix(v, "+") // "+0" is a uid
-			}
-		}
-	}
-	return "libvirt-qemu"
-}
-
-// canTraverse checks that the user may search every existing directory
-// from / down to dir (symbolic links resolved), by the mode bits. A missing
-// tail is what EnsurePool creates 0755.
-func (q qemuIdentity) canTraverse(dir string) error {
-	if q.uid == 0 {
-		return nil
-	}
-	existing := dir
-	for {
-		if _, err := os.Stat(existing); err == nil {
-			break
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			if errors.Is(err, fs.ErrPermission) {
-				return q.notTraversable(existing, nil)
-			}
-			return err
-		}
-		existing = filepath.Dir(existing)
-	}
-	real, err := filepath.EvalSymlinks(existing)
-	if err != nil {
-		return err
-	}
-	p := "/"
-	for _, c := range append([]string{""}, strings.Split(strings.TrimPrefix(real, "/"), "/")...) {
-		p = filepath.Join(p, c)
-		var st syscall.Stat_t
-		if err := syscall.Stat(p, &st); err != nil {
-			return fmt.Errorf("check %s for qemu: %w", p, err)
-		}
-		var bit uint32 = 0o001
-		switch {
-		case st.Uid == q.uid:
-			bit = 0o100
-		case slices.Contains(q.gids, st.Gid):
-			bit = 0o010
-		}
-		if st.Mode&bit == 0 {
-			return q.notTraversable(p, &st)
-		}
-	}
-	return nil
-}
-
-func (q qemuIdentity) notTraversable(p string, st *syscall.Stat_t) error {
-	mode := "unknown mode"
-	if st != nil {
-		mode = fmt.Sprintf("mode %04o, owner %d:%d", st.Mode&0o7777, st.Uid, st.Gid)
-	}
-	return fmt.Errorf("%w: %s (%s) does not let user %s (uid %d) search it. qemu runs as %s and must traverse every directory above a disk image; "+
-		"otherwise the VM fails to start with \"Could not open '<image>': Permission denied\", the classic trap with images under /root, a home "+
-		"directory or a 0700 temporary directory. Fix: chmod o+x %s (or a+rx), or put the pool under a traversable path such as /var/lib/libvirt/images",
-		ErrNotTraversable, p, mode, q.name, q.uid, q.name, p)
+	return u, nil
 }
 
 // deletePool deletes the lab's pool: its volumes (all of them the lab's),

@@ -55,6 +55,7 @@ type taskTable struct {
 	active   map[string]*Task   // running insert per member (machine/slot)
 	last     map[string]*Task   // last failed insert per member, until the next insert or eject
 	firmware map[string][]*Task // running firmware updates per machine
+	volumes  map[string][]*Task // volumes waiting for a reset, per machine
 }
 
 func memberKey(id string, slot MediaSlot) string { return id + "/" + string(slot) }
@@ -77,6 +78,9 @@ type TaskKind string
 const (
 	TaskMediaInsert    TaskKind = "MediaInsert"
 	TaskFirmwareUpdate TaskKind = "FirmwareUpdate"
+	// TaskVolumeCreate is a RAID volume made OnReset: it completes at the
+	// machine's next boot, when the machine has the volume.
+	TaskVolumeCreate TaskKind = "VolumeCreate"
 )
 
 // Task is work a BMC does in the background: an insert of virtual media
@@ -92,6 +96,8 @@ type Task struct {
 	// Component is what a firmware update targets; "" until the image
 	// says (a system target leaves it to the image).
 	Component FirmwareComponent
+	// Volume is the ID of the volume a TaskVolumeCreate makes.
+	Volume string
 
 	done   chan struct{}
 	cancel context.CancelFunc
@@ -560,18 +566,15 @@ func (s *Service) SetMediaSettings(ctx context.Context, id string, slot MediaSlo
 }
 
 // pendingMedia returns a running insert into one of the machine's members.
-// A firmware image still downloading counts too: the boot that follows a
-// SimpleUpdate (Ironic reboots at once) is the one that installs it.
+// A firmware task never counts: a power-on does not wait on it, as a real
+// BMC's does not; an image staged after the boot began applies at the next
+// reset (a task that is staged never ends before that reset, so a wait on
+// it held the start for the whole --media-wait and then refused it).
 func (s *Service) pendingMedia(id string) *Task {
 	s.tasks.mu.Lock()
 	defer s.tasks.mu.Unlock()
 	for _, slot := range MediaSlots {
 		if t := s.tasks.active[memberKey(id, slot)]; t != nil {
-			return t
-		}
-	}
-	for _, t := range s.tasks.firmware[id] {
-		if st := t.Status(); st.State == TaskRunning && !st.Awaiting {
 			return t
 		}
 	}
@@ -603,9 +606,6 @@ func (s *Service) waitMedia(ctx context.Context, id string) error {
 
 func loadingError(t *Task, waited time.Duration) error {
 	what := string(t.Slot)
-	if t.Kind == TaskFirmwareUpdate {
-		what = "the firmware update"
-	}
 	return fmt.Errorf("%w: %w: %s of %s is still loading %s (%d%% after %s, task %s); power on once the task completes",
 		ErrConflict, ErrMediaLoading, what, t.MachineName, t.Image, t.Status().Percent, waited.Round(time.Second), t.ID)
 }

@@ -20,6 +20,13 @@ import (
 // kept as the machine's PowerFault (Status.Health on Redfish) and logged,
 // until the next action succeeds.
 //
+// A forced action (ForceOff, ForceRestart) is taken at any time, as a real
+// BMC takes it: it preempts the action under way (a start waiting for its
+// turn or for media is cancelled; one already in the backend finishes) and
+// then runs on the state that left. Only actions that cannot be combined
+// (a graceful action while another runs, ForceRestart while a ForceOff
+// runs) are refused, with a *BusyError that says when to retry.
+//
 // Starts are paced (WithStartPacing): at most maxStarting machines start at
 // once, and a start begins only gap after the last one finished (the domain
 // running), so the host absorbs each machine before the next. A queued start reads PoweringOn and is answered
@@ -58,9 +65,43 @@ type powerOps struct {
 
 // powerOp is one action under way.
 type powerOp struct {
-	rt    ResetType
-	shows PowerState // what reads say meanwhile
-	seq   uint64     // distinguishes snapshots made while it runs
+	rt     ResetType
+	shows  PowerState // what reads say meanwhile
+	seq    uint64     // distinguishes snapshots made while it runs
+	cancel context.CancelFunc
+	done   chan struct{} // closed when it ended
+}
+
+// BusyError is a power action refused because another runs that it cannot
+// be combined with; the client may retry after RetryAfter (Redfish gives it
+// in Retry-After, IPMI answers C0h, node busy). It is an ErrConflict.
+type BusyError struct {
+	RetryAfter time.Duration
+	msg        string
+}
+
+func (e *BusyError) Error() string { return e.msg }
+func (e *BusyError) Unwrap() error { return ErrConflict }
+
+// retryBusy is the retry hint of a BusyError: about what a start or stop
+// of a machine under TCG takes.
+const retryBusy = 2 * time.Second
+
+// combine says what a new action rt does to the action op under way: join
+// it (nothing more to do: On while a start runs, the same forced action
+// again), preempt it (a forced action), or neither (refused, busy).
+func combine(rt ResetType, op *powerOp) (join, preempt bool) {
+	switch {
+	case op.shows == PowerPoweringOn && (rt == ResetOn || rt == ResetForceOn):
+		return true, false
+	case rt == op.rt && (rt == ResetForceOff || rt == ResetForceRestart):
+		return true, false
+	case rt == ResetForceOff:
+		return false, true // power off wins over anything
+	case rt == ResetForceRestart:
+		return false, op.rt != ResetForceOff
+	}
+	return false, false
 }
 
 func (p *powerOps) init() {
@@ -162,14 +203,19 @@ func (s *Service) Reset(ctx context.Context, id string, rt ResetType) (err error
 		return s.reset(ctx, m.ID, rt)
 	}
 	s.power.mu.Lock()
-	if op := s.power.pending[m.ID]; op != nil {
-		s.power.mu.Unlock()
-		if op.shows == PowerPoweringOn && (rt == ResetOn || rt == ResetForceOn) {
+	prev := s.power.pending[m.ID]
+	if prev != nil {
+		join, preempt := combine(rt, prev)
+		if join {
+			s.power.mu.Unlock()
 			return nil // already on its way
 		}
-		return fmt.Errorf("%w: %s is %s (%s under way); retry when it is done", ErrConflict, m.Name, op.shows, op.rt)
-	}
-	if !changes(rt, m.Power) {
+		if !preempt {
+			s.power.mu.Unlock()
+			return &BusyError{RetryAfter: retryBusy, msg: fmt.Sprintf("%v: %s is %s (%s under way); retry when it is done",
+				ErrConflict, m.Name, prev.shows, prev.rt)}
+		}
+	} else if !changes(rt, m.Power) {
 		s.power.mu.Unlock()
 		return nil
 	}
@@ -177,27 +223,52 @@ func (s *Service) Reset(ctx context.Context, id string, rt ResetType) (err error
 	opSeq.n++
 	seq := opSeq.n & 0x3fffff
 	opSeq.Unlock()
-	op := &powerOp{rt: rt, shows: shows(rt, m.Power), seq: seq}
+	// The action outlives the request that asked for it.
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+	op := &powerOp{rt: rt, shows: shows(rt, m.Power), seq: seq, cancel: cancel, done: make(chan struct{})}
 	s.power.pending[m.ID] = op
 	s.power.mu.Unlock()
 
-	boot := boots(rt, m.Power)
 	done := make(chan error, 1)
 	queued := make(chan struct{})
 	go func() {
-		// The action outlives the request that asked for it.
-		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 		defer cancel()
-		err := s.run(bg, m, rt, boot, queued)
-		s.power.mu.Lock()
-		delete(s.power.pending, m.ID)
-		if err != nil {
-			s.power.faults[m.ID] = err.Error()
+		defer close(op.done)
+		var err error
+		if prev != nil {
+			// Preempt: the action under way stops where it can, then
+			// this one runs on the state it left.
+			prev.cancel()
+			<-prev.done
+			s.log.Info("power action preempted", zap.String("machine", m.Name),
+				zap.String("by", string(rt)), zap.String("preempted", string(prev.rt)))
+			cur, gerr := s.be.Get(m.ID)
+			switch {
+			case bg.Err() != nil:
+				err = bg.Err() // preempted in turn while it waited
+			case gerr != nil:
+				err = gerr
+			case changes(rt, cur.Power):
+				err = s.run(bg, cur, rt, boots(rt, cur.Power), queued)
+			}
 		} else {
-			delete(s.power.faults, m.ID)
+			err = s.run(bg, m, rt, boots(rt, m.Power), queued)
+		}
+		s.power.mu.Lock()
+		current := s.power.pending[m.ID] == op
+		if current {
+			delete(s.power.pending, m.ID)
+			if err != nil {
+				s.power.faults[m.ID] = err.Error()
+			} else {
+				delete(s.power.faults, m.ID)
+			}
 		}
 		s.power.mu.Unlock()
-		if err != nil {
+		switch {
+		case !current:
+			err = nil // preempted: what follows says how it ended
+		case err != nil:
 			s.log.Warn("power action failed", zap.String("machine", m.Name), zap.String("type", string(rt)), zap.Error(err))
 		}
 		done <- err

@@ -46,6 +46,7 @@ func NewService(be Backend, log *zap.Logger, opts ...ServiceOption) *Service {
 	s.tasks.active = map[string]*Task{}
 	s.tasks.last = map[string]*Task{}
 	s.tasks.firmware = map[string][]*Task{}
+	s.tasks.volumes = map[string][]*Task{}
 	s.bmcUpdateDown = time.Minute
 	s.bmcFlash = defaultBMCFlash
 	for _, o := range opts {
@@ -264,6 +265,7 @@ func (s *Service) settleBIOS(ctx context.Context, m *Machine) (Settings, error) 
 		}
 		s.firmwareApplied(m.ID, st)
 	}
+	s.volumesApplied(m.ID, st)
 	return st, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // RAID volumes, as a storage controller's: a volume is made over drives the
@@ -34,8 +35,11 @@ var RAIDTypes = []string{"RAID0", "RAID1"}
 const maxVolumes = 8
 
 // CreateVolume adds a volume over drives: checked against the machine's
-// disks, sized by the level (capacity, when given, may ask for less).
-func (s *Service) CreateVolume(ctx context.Context, id string, v Volume) (Volume, error) {
+// disks, sized by the level (capacity, when given, may ask for less). The
+// volume applies OnReset, as a storage controller's configuration job: the
+// task returned completes at the machine's next boot, when the machine has
+// the volume (Cancelled if the volume is deleted before).
+func (s *Service) CreateVolume(ctx context.Context, id string, v Volume) (Volume, *Task, error) {
 	var out Volume
 	_, err := s.UpdateSettings(ctx, id, func(st *Settings) error {
 		m, err := s.be.Get(id)
@@ -89,7 +93,39 @@ func (s *Service) CreateVolume(ctx context.Context, id string, v Volume) (Volume
 		out = v
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return out, nil, err
+	}
+	m, err := s.be.Get(id)
+	if err != nil {
+		return out, nil, err
+	}
+	t := &Task{
+		Kind: TaskVolumeCreate, MachineID: m.ID, MachineName: m.Name, Volume: out.ID, Started: time.Now(),
+		done: make(chan struct{}), cancel: func() {}, state: TaskRunning, awaiting: true,
+	}
+	s.tasks.mu.Lock()
+	s.tasks.volumes[m.ID] = append(s.tasks.volumes[m.ID], t)
+	s.addTask(t)
+	s.tasks.mu.Unlock()
+	return out, t, nil
+}
+
+// volumesApplied ends the volume tasks of machine id as it boots with
+// settings st: Completed for the volumes it has, Cancelled for those
+// deleted meanwhile.
+func (s *Service) volumesApplied(id string, st Settings) {
+	s.tasks.mu.Lock()
+	ts := s.tasks.volumes[id]
+	delete(s.tasks.volumes, id)
+	s.tasks.mu.Unlock()
+	for _, t := range ts {
+		if slices.ContainsFunc(st.Volumes, func(v Volume) bool { return v.ID == t.Volume }) {
+			t.finish(TaskCompleted, nil)
+		} else {
+			t.finish(TaskCancelled, fmt.Errorf("volume %s was deleted before a reset made it", t.Volume))
+		}
+	}
 }
 
 // DeleteVolume removes a volume.
@@ -102,6 +138,21 @@ func (s *Service) DeleteVolume(ctx context.Context, id, vid string) error {
 		st.Volumes = slices.Delete(slices.Clone(st.Volumes), i, i+1)
 		return nil
 	})
+	if err == nil {
+		s.tasks.mu.Lock()
+		var gone []*Task
+		s.tasks.volumes[id] = slices.DeleteFunc(s.tasks.volumes[id], func(t *Task) bool {
+			if t.Volume == vid {
+				gone = append(gone, t)
+				return true
+			}
+			return false
+		})
+		s.tasks.mu.Unlock()
+		for _, t := range gone {
+			t.finish(TaskCancelled, fmt.Errorf("volume %s was deleted before a reset made it", vid))
+		}
+	}
 	return err
 }
 

@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/qemuaccess"
 )
 
 // Config configures a Cache.
@@ -158,6 +159,12 @@ func New(cfg Config) (*Cache, error) {
 		if !c.roots.AppendCertsFromPEM(b) {
 			return nil, fmt.Errorf("image servers' CA file %s: no PEM certificate in it", cfg.CAFile)
 		}
+	}
+	// Missing parents of the directory are made traversable by qemu's user
+	// (0755): made 0700 by a plain MkdirAll, /var/lib/bmlab kept qemu from
+	// the images on a fresh machine ("Permission denied" at power-on).
+	if _, err := qemuaccess.MkdirTraversable(filepath.Dir(filepath.Clean(cfg.Dir))); err != nil {
+		return nil, fmt.Errorf("image cache: %w", err)
 	}
 	for _, d := range []string{cfg.Dir, c.objects, c.tmp} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -425,14 +432,25 @@ func hostPort(u *url.URL) string {
 	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
-// fresh reports whether a cached entry may be revalidated with the server's
-// validators. A Last-Modified within a second of the fetch may hide a change
+// Revalidation. A cached copy is reused only when the server proves it
+// holds the same bytes, as a real BMC that fetches the image on every
+// insert would get them:
+//   - a strong ETag, sent back in If-None-Match (a 304, or a 200 that
+//     carries the same ETag and length);
+//   - without one, a HEAD (or a 200) whose Last-Modified and Content-Length
+//     are exactly those of the cached copy.
+// If-Modified-Since is never sent: servers answer 304 whenever the file is
+// not newer, and a file replaced at the same URL can carry an older time
+// (Ironic links images from its own cache into its HTTP root).
+
+// strong reports whether the entry has a strong ETag.
+func (e *entry) strong() bool { return e.ETag != "" && !strings.HasPrefix(e.ETag, "W/") }
+
+// datable reports whether the entry's Last-Modified may stand for its
+// bytes. A Last-Modified within a second of the fetch may hide a change
 // made in the same second (the header has one-second resolution), so such
-// an entry is fetched again unless it has an ETag.
-func (e *entry) usable() bool {
-	if e.ETag != "" && !strings.HasPrefix(e.ETag, "W/") {
-		return true
-	}
+// an entry is never reused on its date.
+func (e *entry) datable() bool {
 	if e.LastModified == "" {
 		return false
 	}
@@ -440,16 +458,33 @@ func (e *entry) usable() bool {
 	return err == nil && e.Fetched.Sub(lm) >= 2*time.Second
 }
 
-// same reports whether a 200 response describes the cached content (a
-// server that ignored the conditional request).
+// same reports whether a fresh 200 (or HEAD) response describes the cached
+// bytes.
 func (e *entry) same(h http.Header, length int64) bool {
-	if !e.usable() || (length >= 0 && length != e.Length) {
+	if e.strong() {
+		return h.Get("ETag") == e.ETag && (length < 0 || length == e.Length)
+	}
+	return e.datable() && length == e.Length && h.Get("Last-Modified") == e.LastModified
+}
+
+// unchanged asks the server with HEAD whether a cached entry without a
+// strong ETag still describes the image: exact Last-Modified and length.
+// Any failure or doubt is "no": the image is then fetched.
+func (c *Cache) unchanged(ctx context.Context, hc *http.Client, u *url.URL, user, pass string, e *entry) bool {
+	hr, err := http.NewRequestWithContext(ctx, http.MethodHead, u.String(), nil)
+	if err != nil {
 		return false
 	}
-	if et := h.Get("ETag"); e.ETag != "" && !strings.HasPrefix(e.ETag, "W/") {
-		return et == e.ETag
+	hr.Header.Set("User-Agent", "bmlab-vbmcd")
+	if user != "" {
+		hr.SetBasicAuth(user, pass)
 	}
-	return h.Get("ETag") == "" && h.Get("Last-Modified") == e.LastModified
+	resp, err := hc.Do(hr)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK && e.same(resp.Header, resp.ContentLength)
 }
 
 func (c *Cache) fetch(ctx context.Context, u *url.URL, key, user, pass string, req machine.ImageRequest) (machine.FetchedImage, error) {
@@ -489,11 +524,13 @@ func (c *Cache) fetch(ctx context.Context, u *url.URL, key, user, pass string, r
 	if user != "" {
 		hr.SetBasicAuth(user, pass)
 	}
-	if cached != nil && cached.usable() {
-		if cached.ETag != "" {
-			hr.Header.Set("If-None-Match", cached.ETag)
-		} else {
-			hr.Header.Set("If-Modified-Since", cached.LastModified)
+	conditional := cached != nil && cached.strong()
+	if conditional {
+		hr.Header.Set("If-None-Match", cached.ETag)
+	} else if cached != nil && cached.datable() && c.unchanged(rctx, hc, u, user, pass, cached) {
+		if img, ok := c.hit(cached); ok {
+			c.log.Debug("image cache hit", zap.String("image", image), zap.String("by", "HEAD"))
+			return img, nil // stays pinned for the caller
 		}
 	}
 	resp, err := hc.Do(hr)
@@ -504,7 +541,7 @@ func (c *Cache) fetch(ctx context.Context, u *url.URL, key, user, pass string, r
 	defer resp.Body.Close()
 	stall.Reset(c.cfg.StallTimeout)
 
-	if cached != nil && (resp.StatusCode == http.StatusNotModified ||
+	if cached != nil && ((conditional && resp.StatusCode == http.StatusNotModified) ||
 		(resp.StatusCode == http.StatusOK && cached.same(resp.Header, resp.ContentLength))) {
 		if img, ok := c.hit(cached); ok {
 			c.log.Debug("image cache hit", zap.String("image", image), zap.Int("status", resp.StatusCode))

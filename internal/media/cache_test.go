@@ -165,16 +165,21 @@ func TestUnchangedImageIsFetchedOnce(t *testing.T) {
 // TestChangedImageIsFetchedAgain: Ironic reuses boot-<node>.iso with new
 // content; the cache must fetch it again, also when only Last-Modified
 // changes and when the change falls within the same second as the last
-// fetch (Last-Modified cannot tell; the entry is not trusted).
+// fetch (Last-Modified cannot tell; the entry is not trusted), and when the
+// new file is older than the cached one (Ironic links images from its own
+// cache into its HTTP root: If-Modified-Since would get a 304), also with
+// only a weak ETag.
 func TestChangedImageIsFetchedAgain(t *testing.T) {
 	cases := []struct {
 		name         string
 		etag1, etag2 string
-		racy         bool
+		racy, older  bool
 	}{
-		{"etag", `"v1"`, `"v2"`, false},
-		{"last-modified", "", "", false},
-		{"same-second", "", "", true},
+		{"etag", `"v1"`, `"v2"`, false, false},
+		{"last-modified", "", "", false, false},
+		{"same-second", "", "", true, false},
+		{"older", "", "", false, true},
+		{"older-weak-etag", `W/"v1"`, `W/"v1"`, false, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -190,6 +195,9 @@ func TestChangedImageIsFetchedAgain(t *testing.T) {
 			mod2 := mod.Add(time.Minute)
 			if tc.racy {
 				mod2 = mod // same second, same length: only the content differs
+			}
+			if tc.older {
+				mod2 = mod.Add(-24 * time.Hour)
 			}
 			srv.set(fakeISO(64<<10, "two"), tc.etag2, mod2)
 			b := mustFetch(t, c, req)

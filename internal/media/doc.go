@@ -1,8 +1,9 @@
 // Package media fetches virtual media images for the machine model: an
 // image cache (machine.ImageFetcher) that downloads http and https images
 // into a directory qemu can read, keeps one file per content (named by its
-// SHA-256), revalidates a URL with the server's validators (ETag,
-// Last-Modified, length) instead of downloading it again, and evicts the
+// SHA-256), reuses a URL's copy only when the server proves the bytes
+// are the same (a strong ETag through If-None-Match, or exact
+// Last-Modified and length on HEAD; never If-Modified-Since), and evicts the
 // least recently used images that no machine holds when a size bound would
 // be exceeded. Local paths are used in place, and only inside a directory
 // the operator allows.

@@ -27,6 +27,7 @@ type Registry struct {
 	power     *prometheus.CounterVec
 	powerTime *prometheus.HistogramVec
 	logins    *prometheus.CounterVec
+	setups    *prometheus.CounterVec
 }
 
 // New returns a registry with the Go runtime and process collectors.
@@ -59,7 +60,11 @@ func New() *Registry {
 		Name: "vbmcd_login_failures_total",
 		Help: "Refused logins, by face.",
 	}, []string{"face"})
-	r.reg.MustRegister(r.requests, r.latency, r.ipmi, r.power, r.powerTime, r.logins)
+	r.setups = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vbmcd_ipmi_session_setups_dropped_total",
+		Help: "IPMI session set-ups (Open Session to RAKP 3) pushed out or refused for room, by why: source (a source's oldest beyond its pending bound), evicted (a random pending one, the table full), refused (the table full of established sessions).",
+	}, []string{"why"})
+	r.reg.MustRegister(r.requests, r.latency, r.ipmi, r.power, r.powerTime, r.logins, r.setups)
 	return r
 }
 
@@ -116,6 +121,14 @@ func (r *Registry) Power(resetType, result string, took time.Duration) {
 func (r *Registry) LoginFailed(face string) {
 	if r != nil {
 		r.logins.WithLabelValues(face).Inc()
+	}
+}
+
+// SetupDropped counts an IPMI session set-up pushed out or refused for
+// room (why: "source", "evicted", "refused").
+func (r *Registry) SetupDropped(why string) {
+	if r != nil {
+		r.setups.WithLabelValues(why).Inc()
 	}
 }
 

@@ -130,11 +130,15 @@ func (s *Server) fail(c *call, e *apiError) {
 // modelError translates an error of the machine model into a response.
 func (s *Server) modelError(c *call, err error) *apiError {
 	var be *machine.BIOSError
+	var busy *machine.BusyError
 	switch {
 	case errors.As(err, &be):
 		return biosError(be)
 	case errors.Is(err, machine.ErrNotFound):
 		return notFound(c)
+	case errors.As(err, &busy):
+		secs := strconv.Itoa(max(1, int((busy.RetryAfter+time.Second-1)/time.Second)))
+		return newError(http.StatusConflict, MsgResourceInUse).with(err.Error()).withHeader("Retry-After", secs)
 	case errors.Is(err, machine.ErrConflict):
 		return newError(http.StatusConflict, MsgResourceInUse).with(err.Error())
 	case errors.Is(err, machine.ErrInvalid), errors.Is(err, machine.ErrUnsupported):

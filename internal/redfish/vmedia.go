@@ -524,11 +524,16 @@ func task(t *machine.Task) obj {
 	name := "Insert " + t.Image + " into " + string(t.Slot) + " of " + t.MachineName
 	target := managerURI(t.MachineID) + "/VirtualMedia/" + string(t.Slot) + "/Actions/" + insertAction
 	var msgs []messageObject
-	if t.Kind == machine.TaskFirmwareUpdate {
+	switch t.Kind {
+	case machine.TaskFirmwareUpdate:
 		name = "Update " + updateTargetName(t, st) + " with " + t.Image
 		target = updateServiceURI + "/Actions/" + simpleUpdateAction
 		msgs = updateTaskMessages(t, st)
-	} else {
+	case machine.TaskVolumeCreate:
+		name = "Create volume " + t.Volume + " of " + t.MachineName
+		target = volumesURI(t.MachineID, storageID)
+		msgs = []messageObject{volumeTaskMessage(st)}
+	default:
 		msgs = []messageObject{insertTaskMessage(st)}
 	}
 	o := obj{
@@ -551,6 +556,21 @@ func task(t *machine.Task) obj {
 		o["EndTime"] = st.Ended.UTC().Format(time.RFC3339)
 	}
 	return o
+}
+
+// volumeTaskMessage is a volume creation's message.
+func volumeTaskMessage(st machine.TaskStatus) messageObject {
+	msg := newMessage(MsgSuccess)
+	switch st.State {
+	case machine.TaskRunning:
+		msg.Message = "The volume is made at the system's next reset (OnReset)."
+	case machine.TaskCancelled, machine.TaskException:
+		msg = newMessage(MsgOperationFailed)
+		if st.Err != nil {
+			msg.Message += " " + st.Err.Error()
+		}
+	}
+	return msg
 }
 
 // insertTaskMessage is a media insert's message.
@@ -607,8 +627,9 @@ func getTask(s *Server, c *call) *apiError {
 
 // getTaskMonitor answers 202 with the task while it runs, then what the
 // operation would have answered: for an insert 204 on success and its
-// error on failure; for a firmware update the finished task (200), which
-// Ironic reads from the monitor to learn the outcome.
+// error on failure; for a firmware update or a volume creation the
+// finished task (200), which Ironic reads from the monitor to learn the
+// outcome.
 func getTaskMonitor(s *Server, c *call) *apiError {
 	t, aerr := s.visibleTask(c, c.params[0])
 	if aerr != nil {
@@ -620,7 +641,7 @@ func getTaskMonitor(s *Server, c *call) *apiError {
 		c.w.Header().Set("Location", monitorsURI+"/"+t.ID)
 		c.w.Header().Set("Retry-After", "1")
 		s.writeJSON(c, http.StatusAccepted, task(t))
-	case t.Kind == machine.TaskFirmwareUpdate:
+	case t.Kind == machine.TaskFirmwareUpdate, t.Kind == machine.TaskVolumeCreate:
 		s.writeJSON(c, http.StatusOK, task(t))
 	case st.State == machine.TaskCompleted:
 		c.w.WriteHeader(http.StatusNoContent)

@@ -2,7 +2,11 @@ package redfish
 
 import (
 	"net/http"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 // TestVolumes: a RAID volume made over a drive with POST, listed, read and
@@ -35,10 +39,23 @@ func TestVolumes(t *testing.T) {
 		}
 	}
 	w := f.do(req{method: "POST", path: vols, body: `{"RAIDType": "RAID0", "Name": "data", "CapacityBytes": 10737418240, "@Redfish.OperationApplyTime": "OnReset", "Links": {"Drives": [` + drive + `]}}`})
-	loc := w.Header().Get("Location")
-	if w.Code != http.StatusCreated || loc != vols+"/1" {
-		t.Fatalf("create: %d Location %q %s", w.Code, loc, w.Body.String())
+	// OnReset is deferred work: 202 and a task monitor that runs until the
+	// next reset (issue 25: a 201 made Ironic's RAID step hang the next).
+	mon := w.Header().Get("Location")
+	if w.Code != http.StatusAccepted || !strings.HasPrefix(mon, "/redfish/v1/TaskService/TaskMonitors/") {
+		t.Fatalf("create: %d Location %q %s, want 202 and a task monitor", w.Code, mon, w.Body.String())
 	}
+	wantCode(t, f.do(req{path: mon}), http.StatusAccepted, "the monitor before the reset")
+	wantCode(t, f.do(req{method: "POST", path: f.sys(0) + "/Actions/ComputerSystem.Reset", body: `{"ResetType": "On"}`}), http.StatusNoContent, "reset")
+	var task map[string]any
+	if !testenv.WaitFor(5*time.Second, func() bool {
+		w := f.do(req{path: mon})
+		task = decode(t, w)
+		return w.Code == http.StatusOK
+	}) || task["TaskState"] != "Completed" || task["TaskStatus"] != "OK" {
+		t.Fatalf("the monitor after the reset: %v, want 200 and a Completed task", task)
+	}
+	loc := vols + "/1"
 	v := decode(t, f.do(req{path: loc}))
 	if v["RAIDType"] != "RAID0" || v["CapacityBytes"] != float64(10<<30) || v["Name"] != "data" ||
 		v["Links"].(map[string]any)["Drives"].([]any)[0].(map[string]any)["@odata.id"] != f.sys(0)+"/Storage/1/Drives/vda" {
@@ -50,4 +67,14 @@ func TestVolumes(t *testing.T) {
 	wantCode(t, f.do(req{method: "DELETE", path: loc}), http.StatusNoContent, "delete")
 	wantCode(t, f.do(req{path: loc}), http.StatusNotFound, "GET after delete")
 	wantCode(t, f.do(req{method: "DELETE", path: loc}), http.StatusNotFound, "delete again")
+
+	// A volume deleted before the reset that would make it: its task ends
+	// Cancelled.
+	w = f.do(req{method: "POST", path: vols, body: `{"RAIDType": "RAID0", "Links": {"Drives": [` + drive + `]}}`})
+	mon = w.Header().Get("Location")
+	wantCode(t, w, http.StatusAccepted, "second create")
+	wantCode(t, f.do(req{method: "DELETE", path: vols + "/1"}), http.StatusNoContent, "delete before the reset")
+	if w := f.do(req{path: mon}); w.Code != http.StatusOK || decode(t, w)["TaskState"] != "Cancelled" {
+		t.Errorf("the monitor of a volume deleted before the reset: %d %s, want 200 Cancelled", w.Code, w.Body.String())
+	}
 }

@@ -112,6 +112,13 @@ func RepoRoot() string {
 // hack/build-marker-iso.sh under testdata/iso, which qemu can read.
 func MarkerISO(t testing.TB) string { return markerImage(t, "marker.iso", Marker, "halt") }
 
+// MarkerISOWith returns a boot-marker ISO named name (under testdata/iso)
+// that prints marker instead of Marker and powers the VM off: two of them
+// tell which of two images a VM booted.
+func MarkerISOWith(t testing.TB, name, marker string) string {
+	return markerImage(t, name, marker, "halt")
+}
+
 // MarkerDisk returns a bootable image that prints DiskMarker instead and
 // then stays at grub's prompt: attached as a disk (format raw) it shows that a
 // VM booted its disk, not its CD, and leaves the VM running. Attach a copy

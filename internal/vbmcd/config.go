@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -74,6 +75,10 @@ type Config struct {
 	Faults []faultSpec
 }
 
+// defaultRoot is where the default --media-dir lives ("/"); a test gives
+// vbmcd a fresh root of its own to see what a fresh machine does.
+var defaultRoot = "/"
+
 func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Backend, "backend", "libvirt", "machines to serve: libvirt (VMs) or sim (simulated servers)")
 	c.Libvirt = []virt.Host{{URI: "qemu:///system"}}
@@ -96,7 +101,7 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.InsecureHTTP, "insecure-http", false, "serve Redfish over plain HTTP")
 	fs.StringVar(&c.StateDir, "state-dir", "/var/lib/vbmcd", "where vbmcd keeps its TLS certificate and service UUID")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 30*time.Minute, "idle timeout of Redfish sessions")
-	fs.StringVar(&c.MediaDir, "media-dir", "/var/lib/bmlab/media", "virtual media image cache (qemu must be able to read it)")
+	fs.StringVar(&c.MediaDir, "media-dir", filepath.Join(defaultRoot, "var/lib/bmlab/media"), "virtual media image cache (qemu must be able to read it)")
 	fs.Int64Var(&c.MediaMaxBytes, "media-max-bytes", 20<<30, "size bound of the image cache; least recently used images no VM holds are evicted")
 	fs.StringVar(&c.MediaLocalDir, "media-local-dir", "", "allow virtual media images given as local paths inside this directory (default: refused)")
 	fs.DurationVar(&c.MediaWait, "media-wait", 2*time.Minute, "how long a power-on waits for virtual media that is still downloading")

@@ -17,8 +17,11 @@ import (
 )
 
 // TestE2ERAIDVolume: python3-sushy makes a RAID0 volume as Ironic's redfish
-// RAID interface does; the domain's definition gains a thin qcow2 disk in
-// the pool of its first disk, the running VM has it after its next boot,
+// RAID interface does; the only apply time is OnReset, so the answer is 202
+// with a task monitor that sushy polls and that completes at the next boot
+// (issue 25: a 201 left Ironic's polling flag set and hung its next step);
+// the domain's definition gains a thin qcow2 disk in the pool of its first
+// disk, the running VM has it after its next boot,
 // and after DELETE the definition loses it at once and the file goes at the
 // next start (the running VM held it).
 func TestE2ERAIDVolume(t *testing.T) {
@@ -49,6 +52,13 @@ func TestE2ERAIDVolume(t *testing.T) {
 	if got["apply_time"] != "ApplyTime.ON_RESET" || fmt.Sprint(got["volumes"]) != "[1]" {
 		t.Fatalf("create: %v, want volume 1 made OnReset", got)
 	}
+	mon, _ := got["monitor"].(string)
+	if mon == "" {
+		t.Fatalf("create OnReset: %v, want a task monitor (202)", got)
+	}
+	if st := raid("monitor", mon); st["processing"] != true {
+		t.Errorf("the volume's task before the reset: %v, want processing", st)
+	}
 	if _, err := os.Stat(volFile); err != nil {
 		t.Fatalf("the volume's disk: %v", err)
 	}
@@ -65,6 +75,9 @@ func TestE2ERAIDVolume(t *testing.T) {
 	lab.WaitPower(t, vm.ID, machine.PowerOn, 30*time.Second)
 	if !testenv.WaitFor(10*time.Second, func() bool { return hasDisk(0) }) {
 		t.Fatalf("the running VM has no disk %s", volFile)
+	}
+	if st := raid("monitor", mon, "wait"); st["processing"] != false || st["state"] != "Completed" {
+		t.Errorf("the volume's task after the reset: %v, want done, Completed", st)
 	}
 
 	// DELETE while it runs: gone from the definition now, the file at the

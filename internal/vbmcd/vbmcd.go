@@ -24,6 +24,7 @@ import (
 	"github.com/bmlab/bmlab/internal/ipmi"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/media"
+	"github.com/bmlab/bmlab/internal/qemuaccess"
 	"github.com/bmlab/bmlab/internal/redfish"
 	"github.com/bmlab/bmlab/internal/sim"
 	"github.com/bmlab/bmlab/internal/vbmcd/ipmicmd"
@@ -192,6 +193,11 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	})
 	if err != nil {
 		return fmt.Errorf("virtual media cache: %w (choose another --media-dir)", err)
+	}
+	if cfg.Backend == "libvirt" {
+		if err := qemuReaches(cache.Dir(), log); err != nil {
+			return err
+		}
 	}
 	reg := metrics.New()
 	svc := machine.NewService(be, log.Named("machine"), machine.WithImageFetcher(cache), machine.WithMediaWait(cfg.MediaWait),
@@ -435,4 +441,25 @@ func registerSources(reg *metrics.Registry, be machine.Backend, cache *media.Cac
 		func() float64 { return float64(cache.Stats().Hits) })
 	reg.Counter("vbmcd_media_downloads_total", "Images downloaded into the cache.",
 		func() float64 { return float64(cache.Stats().Downloads) })
+}
+
+// qemuReaches checks, as labctl's preflight does for its pools, that the
+// user qemu runs as can traverse every directory down to the image cache:
+// otherwise every virtual media boot fails at power-on with "Permission
+// denied". The error names the directory and the fix. When that user is
+// unknown here (qemu on another host), it only warns.
+func qemuReaches(dir string, log *zap.Logger) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	u, err := qemuaccess.Lookup("")
+	if err != nil {
+		log.Warn("cannot check that qemu reaches the image cache", zap.String("dir", abs), zap.Error(err))
+		return nil
+	}
+	if err := u.CanTraverse(abs); err != nil {
+		return fmt.Errorf("--media-dir %s: %w", abs, err)
+	}
+	return nil
 }

@@ -5,12 +5,17 @@ create with the apply time the Volumes collection supports, delete with it.
 
 Usage: sushy_raid.py URL USER PASSWORD SYSTEM_UUID create DRIVE_ID RAID SIZE
        sushy_raid.py URL USER PASSWORD SYSTEM_UUID delete VOLUME_ID
+       sushy_raid.py URL USER PASSWORD SYSTEM_UUID monitor URI [wait]
+A create applied OnReset answers with a task monitor (its URI is printed);
+monitor reads it as Ironic polls it, with wait until it is done.
 Prints one JSON object; exits non-zero on failure.
 """
 import json
 import sys
+import time
 
 import sushy
+from sushy import taskmonitor
 
 import sushy_common
 
@@ -47,10 +52,22 @@ if step == "create":
                "Links": {"Drives": [{"@odata.id": drive._path}]}}
     at = apply_time(volumes)
     vol = volumes.create(payload, apply_time=at)
+    monitor = ""
+    if isinstance(vol, taskmonitor.TaskMonitor):
+        monitor = vol.task_monitor_uri
     volumes.refresh()
     ids = [v.identity for v in volumes.get_members()]
-    print(json.dumps({"apply_time": str(at), "volumes": ids,
+    print(json.dumps({"apply_time": str(at), "volumes": ids, "monitor": monitor,
                       "raid_types": [str(t) for t in storage.storage_controllers[0].raid_types]}))
+elif step == "monitor":
+    monitor = root.get_task_monitor(args[0])
+    if len(args) > 1 and args[1] == "wait":
+        deadline = time.time() + 120
+        while monitor.check_is_processing and time.time() < deadline:
+            time.sleep(float(monitor.sleep_for))
+    task = monitor.get_task() if not monitor.is_processing else monitor.task
+    print(json.dumps({"processing": monitor.is_processing,
+                      "state": str(getattr(task.task_state, "value", task.task_state)) if task else ""}))
 elif step == "delete":
     vol = volumes.get_member(volumes.path + "/" + args[0])
     vol.delete(apply_time=apply_time(volumes))

@@ -1,0 +1,94 @@
+package machine_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/sim"
+	"github.com/bmlab/bmlab/internal/testenv"
+)
+
+// TestForcedActionPreemptsPendingStart (issue 25): Ironic reads PoweringOn
+// as on and sends ForceOff at once, and does not retry a 409. A forced
+// action preempts a start that waits for its turn: ForceOff leaves the
+// machine off (the start never happens), ForceRestart lets it start; an
+// action that cannot be combined is refused with a retry hint.
+func TestForcedActionPreemptsPendingStart(t *testing.T) {
+	be := sim.New(2)
+	svc := machine.NewService(be, nil, machine.WithStartPacing(1, time.Minute))
+	ctx := context.Background()
+	a, b := be.List()[0].ID, be.List()[1].ID
+	power := func(id string) machine.PowerState {
+		m, err := svc.Get(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Power
+	}
+	if err := svc.Reset(ctx, a, machine.ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	queue := func() {
+		t.Helper()
+		if err := svc.Reset(ctx, b, machine.ResetOn); err != nil {
+			t.Fatal(err)
+		}
+		if p := power(b); p != machine.PowerPoweringOn {
+			t.Fatalf("a start waiting a minute for its turn reads %s, want PoweringOn", p)
+		}
+	}
+	queue()
+
+	// Cannot be combined: refused, with a retry hint.
+	err := svc.Reset(ctx, b, machine.ResetGracefulShutdown)
+	var busy *machine.BusyError
+	if !errors.As(err, &busy) || busy.RetryAfter <= 0 || !errors.Is(err, machine.ErrConflict) {
+		t.Errorf("GracefulShutdown during a start: %v, want a BusyError with a retry hint", err)
+	}
+	// On joins the start under way.
+	if err := svc.Reset(ctx, b, machine.ResetOn); err != nil {
+		t.Errorf("On during a start: %v, want accepted", err)
+	}
+
+	// ForceOff preempts: off at once, not a minute later, and the start
+	// never comes.
+	if err := svc.Reset(ctx, b, machine.ResetForceOff); err != nil {
+		t.Fatalf("ForceOff during a pending start: %v, want accepted", err)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { return svc.PowerQueue().Pending == 0 }) {
+		t.Fatalf("the preempted start is still under way: %+v", svc.PowerQueue())
+	}
+	if p := power(b); p != machine.PowerOff {
+		t.Errorf("after ForceOff preempted the start: %s, want Off", p)
+	}
+	if m, _ := svc.Get(b); m.PowerFault != "" {
+		t.Errorf("a preempted start left a fault: %q", m.PowerFault)
+	}
+
+	// ForceRestart preempts too, and the machine then starts (after its
+	// turn: the gap is not skipped).
+	queue()
+	if err := svc.Reset(ctx, b, machine.ResetForceRestart); err != nil {
+		t.Fatalf("ForceRestart during a pending start: %v, want accepted", err)
+	}
+	if p := power(b); p != machine.PowerPoweringOn {
+		t.Errorf("ForceRestart of a starting machine reads %s, want PoweringOn", p)
+	}
+	// ForceRestart while it runs is the same action: joined.
+	if err := svc.Reset(ctx, b, machine.ResetForceRestart); err != nil {
+		t.Errorf("a second ForceRestart: %v, want accepted", err)
+	}
+	// And ForceOff still wins over it.
+	if err := svc.Reset(ctx, b, machine.ResetForceOff); err != nil {
+		t.Fatalf("ForceOff during ForceRestart: %v", err)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { return svc.PowerQueue().Pending == 0 }) {
+		t.Fatalf("still under way: %+v", svc.PowerQueue())
+	}
+	if p := power(b); p != machine.PowerOff {
+		t.Errorf("after ForceOff: %s, want Off", p)
+	}
+}
