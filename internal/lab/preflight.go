@@ -5,9 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/bmlab/bmlab/internal/qemuaccess"
 	"os"
-	"os/user"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -190,40 +189,15 @@ func memTotalMiB() uint {
 }
 
 // QemuCanReach checks that qemu, which runs as an unprivileged user
-// (libvirt-qemu on Debian), can enter every directory down to dir: the
-// classic "permission denied" when disks live in a home directory.
+// (libvirt-qemu on Debian, or qemu.conf's), can enter every directory down
+// to dir: the classic "permission denied" when disks live in a home
+// directory. One check for labctl and vbmcd: internal/qemuaccess.
 func QemuCanReach(dir string) error {
-	abs, err := filepath.Abs(dir)
+	u, err := qemuaccess.Lookup("")
 	if err != nil {
 		return err
 	}
-	uid, gids := -1, map[int]bool{}
-	if u, err := user.Lookup("libvirt-qemu"); err == nil {
-		uid, _ = strconv.Atoi(u.Uid)
-		if g, err := u.GroupIds(); err == nil {
-			for _, s := range g {
-				n, _ := strconv.Atoi(s)
-				gids[n] = true
-			}
-		}
-	}
-	for d := abs; ; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
-		if err != nil {
-			return err
-		}
-		st := fi.Sys().(*syscall.Stat_t)
-		mode := fi.Mode().Perm()
-		ok := mode&0o001 != 0 ||
-			(int(st.Uid) == uid && mode&0o100 != 0) ||
-			(gids[int(st.Gid)] && mode&0o010 != 0)
-		if !ok {
-			return fmt.Errorf("permission denied for qemu: user libvirt-qemu cannot enter %s (mode %v), so VMs could not open their disks and logs under %s; run `chmod o+x %s` or put the lab elsewhere", d, mode, abs, d)
-		}
-		if d == "/" {
-			return nil
-		}
-	}
+	return u.CanTraverse(dir)
 }
 
 func (preflight) createsNothing() {}

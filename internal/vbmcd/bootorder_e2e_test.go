@@ -94,7 +94,7 @@ func TestE2EBootOrder(t *testing.T) {
 		t.Errorf("ipmitool bootparam get 5 with BootNext %s: %v\n%s", cd, err, out)
 	}
 	reset(schemas.ForceRestartResetType)
-	cdN = vm.WaitMarker(t, testenv.Marker, cdN, bootTimeout)
+	vm.WaitMarker(t, testenv.Marker, cdN, bootTimeout)
 	b := gofishSystem(t, c, vm.ID).Boot
 	if b.BootSourceOverrideTarget != schemas.NoneBootSource || b.BootNext != "" || !slices.Equal(b.BootOrder, []string{hdd, cd}) {
 		t.Errorf("after the BootNext boot: target %s, BootNext %q, BootOrder %v; want None, empty, %v",

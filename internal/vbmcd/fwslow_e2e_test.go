@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/virt/virttest"
+	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 // TestE2EPowerOnDoesNotWaitForFirmware: SimpleUpdate of a BIOS image from a

@@ -14,7 +14,7 @@ import (
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
 	"github.com/bmlab/bmlab/internal/virt"
-	"github.com/bmlab/bmlab/internal/virt/virttest"
+	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 // freshRoot gives vbmcd's default paths a fresh root of their own, made as

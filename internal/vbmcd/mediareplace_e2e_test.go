@@ -10,7 +10,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/virt/virttest"
+	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 // TestE2EReplacedImageIsFetchedAgain: Ironic links a new image into its

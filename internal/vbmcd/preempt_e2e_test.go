@@ -9,7 +9,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/virt/virttest"
+	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 // TestE2EForceOffPreemptsStart (issue 25): Ironic reads PoweringOn as on
