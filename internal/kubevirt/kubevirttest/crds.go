@@ -68,3 +68,45 @@ func InstallCRDs(t testing.TB, api *kubetest.Server) {
 		}
 	}
 }
+
+// DryRun sends every object of a YAML stream to the API server as a
+// server-side dry-run create: validated, admitted, not stored.
+func DryRun(t testing.TB, api *kubetest.Server, path string) []string {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := dynamic.NewForConfig(api.RestConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resources := map[string]schema.GroupVersionResource{
+		"ServiceAccount": {Version: "v1", Resource: "serviceaccounts"},
+		"Service":        {Version: "v1", Resource: "services"},
+		"Role":           {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+		"RoleBinding":    {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+		"Deployment":     {Group: "apps", Version: "v1", Resource: "deployments"},
+	}
+	var done []string
+	for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
+		var obj map[string]any
+		if err := yaml.Unmarshal(doc, &obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj == nil {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		gvr, ok := resources[u.GetKind()]
+		if !ok {
+			t.Fatalf("%s: kind %s unknown to the dry-run", path, u.GetKind())
+		}
+		_, err := dc.Resource(gvr).Namespace(u.GetNamespace()).Create(context.Background(), u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"})
+		if err != nil {
+			t.Errorf("server-side dry-run of %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+		done = append(done, u.GetKind()+"/"+u.GetName())
+	}
+	return done
+}
