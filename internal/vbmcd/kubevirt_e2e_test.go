@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/bmlab/bmlab/internal/kubevirt"
@@ -48,6 +49,15 @@ func kubevirtVM(t *testing.T, ns, name string, labels map[string]string) *kubevi
 			},
 		},
 	}
+}
+
+func getVM(t *testing.T, kv *rest.RESTClient, ns, name string) *kubevirtv1.VirtualMachine {
+	t.Helper()
+	vm := &kubevirtv1.VirtualMachine{}
+	if err := kv.Get().Namespace(ns).Resource("virtualmachines").Name(name).Do(context.Background()).Into(vm); err != nil {
+		t.Fatal(err)
+	}
+	return vm
 }
 
 // TestE2EKubeVirt drives a KubeVirt VirtualMachine through vbmcd
@@ -105,7 +115,22 @@ func TestE2EKubeVirt(t *testing.T) {
 	if st.Target != "Cd" || st.Enabled != "Once" {
 		t.Fatalf("after set_system_boot_options: %+v", st)
 	}
+	// KubeVirt makes the instance after the start subresource answered;
+	// the fixture holds it back here, so the VM's spec must keep the
+	// override until the instance exists (the Once is spent after that).
+	f.Hold(vm.Name)
 	sushy(t, url, user, pass, id, "reset", "On")
+	if !testenv.WaitFor(30*time.Second, func() bool {
+		got := getVM(t, kv, f.Namespace, vm.Name)
+		rs, _ := got.RunStrategy()
+		return rs == kubevirtv1.RunStrategyAlways && got.Status.PrintableStatus == kubevirtv1.VirtualMachineStatusStarting
+	}) {
+		t.Fatal("the start subresource did not set runStrategy Always")
+	}
+	if d := getVM(t, kv, f.Namespace, vm.Name).Spec.Template.Spec.Domain.Devices.Disks; d[1].BootOrder == nil || *d[1].BootOrder != 1 {
+		t.Fatalf("the Once override left the VM's spec before its instance existed: disks %+v", d)
+	}
+	f.Release(vm.Name)
 	cd := waitMarker(testenv.Marker, 0)
 	if st := show(); st.Enabled != "Disabled" {
 		t.Errorf("the Once override should be spent by the boot: %+v", st)
@@ -136,10 +161,7 @@ func TestE2EKubeVirt(t *testing.T) {
 	if out := tool("power", "status"); !strings.Contains(out, "is off") {
 		t.Fatalf("ipmitool power status: %q", out)
 	}
-	got := &kubevirtv1.VirtualMachine{}
-	if err := kv.Get().Namespace(f.Namespace).Resource("virtualmachines").Name(vm.Name).Do(ctx).Into(got); err != nil {
-		t.Fatal(err)
-	}
+	got := getVM(t, kv, f.Namespace, vm.Name)
 	if rs, _ := got.RunStrategy(); rs != kubevirtv1.RunStrategyHalted {
 		t.Errorf("runStrategy %s after ForceOff, want Halted", rs)
 	}

@@ -79,6 +79,23 @@ type Fixture struct {
 
 	mu   sync.Mutex
 	doms map[string]*domain // by VM name; only the worker changes it
+	held map[string]bool    // VMs whose new instances wait for Release
+}
+
+// Hold makes the fixture wait before it makes VM name's next instance,
+// as a busy virt-controller would, until Release.
+func (f *Fixture) Hold(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.held[name] = true
+}
+
+// Release lets the fixture make VM name's instance.
+func (f *Fixture) Release(name string) {
+	f.mu.Lock()
+	delete(f.held, name)
+	f.mu.Unlock()
+	f.queue <- name
 }
 
 type domain struct {
@@ -108,7 +125,7 @@ func Start(t testing.TB, ns, prefix string) *Fixture {
 		t.Fatal(err)
 	}
 	f := &Fixture{API: api, Namespace: ns, t: t, lab: lab, kv: kv, prefix: prefix,
-		serial: testenv.QemuDir(t), queue: make(chan string, 1024), doms: map[string]*domain{}}
+		serial: testenv.QemuDir(t), queue: make(chan string, 1024), doms: map[string]*domain{}, held: map[string]bool{}}
 	f.startProxy(t)
 	lw := func(res string) *cache.ListWatch {
 		return cache.NewFilteredListWatchFromClient(kv, res, ns, func(*metav1.ListOptions) {})
@@ -203,7 +220,7 @@ func (f *Fixture) DomainName(name string) string { return f.prefix + name }
 func (f *Fixture) reconcile(ctx context.Context, name string) error {
 	vm, vmi := f.get(name)
 	f.mu.Lock()
-	d := f.doms[name]
+	d, held := f.doms[name], f.held[name]
 	f.mu.Unlock()
 	if d != nil && (vmi == nil || vmi.UID != d.uid) {
 		if err := f.dropDomain(ctx, name, d); err != nil {
@@ -251,6 +268,8 @@ func (f *Fixture) reconcile(ctx context.Context, name string) error {
 			return f.finish(ctx, vmi, kubevirtv1.Succeeded)
 		}
 		return f.setVMStatus(ctx, vm, kubevirtv1.VirtualMachineStatusStopping, true)
+	case vmi == nil && want && held:
+		return f.setVMStatus(ctx, vm, kubevirtv1.VirtualMachineStatusStarting, false)
 	case vmi == nil && want:
 		if err := f.createVMI(ctx, vm); err != nil {
 			return err
@@ -384,8 +403,22 @@ func (f *Fixture) runDomain(ctx context.Context, vmi *kubevirtv1.VirtualMachineI
 	return d, nil
 }
 
+// putStatus writes an object's status: through the status subresource for
+// a VirtualMachine; KubeVirt's VirtualMachineInstance CRD has none, so an
+// instance is updated whole (as virt-handler does).
 func (f *Fixture) putStatus(ctx context.Context, resource, name string, obj any) error {
-	return f.kv.Put().Namespace(f.Namespace).Resource(resource).Name(name).SubResource("status").Body(obj).Do(ctx).Error()
+	req := f.kv.Put().Namespace(f.Namespace).Resource(resource).Name(name)
+	if resource == "virtualmachines" {
+		req = req.SubResource("status")
+	}
+	return f.wrap("status of "+resource+" "+name, req.Body(obj).Do(ctx).Error())
+}
+
+func (f *Fixture) wrap(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // running writes a Running instance's status, as virt-handler.
