@@ -2,8 +2,15 @@ package vbmcd
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,4 +187,112 @@ func TestE2EKubeVirt(t *testing.T) {
 	tool("chassis", "power", "on")
 	waitMarker(testenv.DiskMarker, disk)
 	waitRedfishPower("On")
+}
+
+// TestE2EKubeVirtAPIServerRestart: kube-apiserver stops and comes back
+// while four clients read the system over Redfish. Every read is answered
+// (200, from the informers' last state); the system reads
+// UnavailableOffline during the outage and changes answer 503 with
+// Retry-After; once the API server is back the service is whole (a boot
+// override PATCH goes through and lands in the VM's annotation).
+func TestE2EKubeVirtAPIServerRestart(t *testing.T) {
+	f := kubevirttest.Start(t, "lab", "e2e-kvr-")
+	vm := kubevirtVM(t, f.Namespace, "node-0", map[string]string{"bmlab.io/bmc": "yes"})
+	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Post().Namespace(f.Namespace).Resource("virtualmachines").Body(vm).Do(context.Background()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	id := kubevirt.FirmwareUUID(vm)
+	url := daemon(t, "", func(c *Config) {
+		c.Backend, c.Kubeconfig = "kubevirt", f.Kubeconfig
+		c.KubeNamespaces, c.KubeSelector = []string{f.Namespace}, "bmlab.io/bmc=yes"
+	})
+	pool := x509.NewCertPool()
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.AppendCertsFromPEM(ca)
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	do := func(method, body string) (int, string, string) {
+		req, _ := http.NewRequest(method, url+"/redfish/v1/Systems/"+id, strings.NewReader(body))
+		req.SetBasicAuth("admin", "e2e-pass")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, "", err.Error()
+		}
+		defer resp.Body.Close()
+		var v struct{ Status struct{ State string } }
+		json.NewDecoder(resp.Body).Decode(&v)
+		return resp.StatusCode, resp.Header.Get("Retry-After"), v.Status.State
+	}
+
+	var mu sync.Mutex
+	var reads, failed, offline int
+	var errs []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				code, _, state := do(http.MethodGet, "")
+				mu.Lock()
+				reads++
+				if code != http.StatusOK {
+					failed++
+					if len(errs) < 5 {
+						errs = append(errs, fmt.Sprint(code, " ", state))
+					}
+				}
+				if state == "UnavailableOffline" {
+					offline++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	stopped := time.Now()
+	f.API.StopAPIServer()
+	if !testenv.WaitFor(10*time.Second, func() bool { _, _, s := do(http.MethodGet, ""); return s == "UnavailableOffline" }) {
+		t.Fatal("the system is not UnavailableOffline 10 s after kube-apiserver stopped")
+	}
+	t.Logf("UnavailableOffline %v after kube-apiserver stopped", time.Since(stopped).Round(time.Millisecond))
+	const override = `{"Boot":{"BootSourceOverrideTarget":"Cd","BootSourceOverrideEnabled":"Continuous"}}`
+	if code, retry, _ := do(http.MethodPatch, override); code != http.StatusServiceUnavailable || retry == "" {
+		t.Errorf("PATCH during the outage: %d Retry-After %q, want 503 with Retry-After", code, retry)
+	}
+
+	f.API.StartAPIServer(t)
+	back := time.Now()
+	if !testenv.WaitFor(30*time.Second, func() bool {
+		code, _, _ := do(http.MethodPatch, override)
+		return code/100 == 2
+	}) {
+		t.Fatal("a PATCH is still refused 30 s after kube-apiserver came back")
+	}
+	t.Logf("whole again %v after kube-apiserver was ready", time.Since(back).Round(time.Millisecond))
+	close(stop)
+	wg.Wait()
+	if _, _, s := do(http.MethodGet, ""); s == "UnavailableOffline" {
+		t.Errorf("still UnavailableOffline after a PATCH went through")
+	}
+	if failed > 0 || offline == 0 {
+		t.Errorf("reads: %d, failed %d %v, UnavailableOffline %d; want none failed and some offline", reads, failed, errs, offline)
+	}
+	t.Logf("reads %d, UnavailableOffline %d", reads, offline)
+	got := getVM(t, kv, f.Namespace, vm.Name)
+	if !strings.Contains(got.Annotations[kubevirt.AnnotationSettings], `"Target":"Cd"`) {
+		t.Errorf("the override is not in the VM's annotation: %s", got.Annotations[kubevirt.AnnotationSettings])
+	}
 }

@@ -28,6 +28,8 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -473,6 +475,9 @@ func (f *Fixture) startProxy(t testing.TB) {
 	rp := httputil.NewSingleHostReverseProxy(up)
 	rp.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
 	rp.FlushInterval = -1 // watches stream
+	// kube-apiserver down is part of some tests: no log line per refused
+	// request.
+	rp.ErrorLog = log.New(io.Discard, "", 0)
 	mux := http.NewServeMux()
 	mux.Handle("/", rp)
 	mux.HandleFunc("PUT /apis/subresources.kubevirt.io/v1/namespaces/{ns}/{res}/{name}/{action}", f.serveSubresource)
