@@ -58,6 +58,31 @@ func kubevirtVM(t *testing.T, ns, name string, labels map[string]string) *kubevi
 	}
 }
 
+// redfishClient trusts the daemon's certificate.
+func redfishClient(t *testing.T) *http.Client {
+	t.Helper()
+	pool := x509.NewCertPool()
+	ca, err := os.ReadFile(caFile)
+	if err != nil || !pool.AppendCertsFromPEM(ca) {
+		t.Fatalf("read the daemon's certificate: %v", err)
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+}
+
+func redfishGet(t *testing.T, hc *http.Client, url, path string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url+path, nil)
+	req.SetBasicAuth("admin", "e2e-pass")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v map[string]any
+	json.NewDecoder(resp.Body).Decode(&v)
+	return resp.StatusCode, v
+}
+
 func getVM(t *testing.T, kv *rest.RESTClient, ns, name string) *kubevirtv1.VirtualMachine {
 	t.Helper()
 	vm := &kubevirtv1.VirtualMachine{}
@@ -114,7 +139,18 @@ func TestE2EKubeVirt(t *testing.T) {
 		}
 	}
 
-	// Only the selected VM is served, by its firmware UUID.
+	// Only the selected VM is served, by its firmware UUID and by
+	// <namespace>.<name>.
+	hc := redfishClient(t)
+	if code, v := redfishGet(t, hc, url, "/redfish/v1/Systems"); code != http.StatusOK || v["Members@odata.count"] != float64(1) {
+		t.Fatalf("Systems: %d %v, want the one selected VM", code, v)
+	}
+	if code, _ := redfishGet(t, hc, url, "/redfish/v1/Systems/"+kubevirt.FirmwareUUID(other)); code != http.StatusNotFound {
+		t.Fatalf("the unselected VM answers %d, want 404", code)
+	}
+	if code, v := redfishGet(t, hc, url, "/redfish/v1/Systems/lab.node-0"); code != http.StatusOK || v["UUID"] != id {
+		t.Fatalf("Systems/lab.node-0: %d UUID %v, want 200 %s", code, v["UUID"], id)
+	}
 	if st := show(); st.Power != "Off" {
 		t.Fatalf("node-0 before power-on: %+v", st)
 	}
@@ -210,13 +246,7 @@ func TestE2EKubeVirtAPIServerRestart(t *testing.T) {
 		c.Backend, c.Kubeconfig = "kubevirt", f.Kubeconfig
 		c.KubeNamespaces, c.KubeSelector = []string{f.Namespace}, "bmlab.io/bmc=yes"
 	})
-	pool := x509.NewCertPool()
-	ca, err := os.ReadFile(caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool.AppendCertsFromPEM(ca)
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	hc := redfishClient(t)
 	do := func(method, body string) (int, string, string) {
 		req, _ := http.NewRequest(method, url+"/redfish/v1/Systems/"+id, strings.NewReader(body))
 		req.SetBasicAuth("admin", "e2e-pass")
