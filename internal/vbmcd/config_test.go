@@ -59,7 +59,7 @@ func TestBadSettingsSayWhatIsWrong(t *testing.T) {
 	}{
 		{"unknown key", nil, nil, bad, `unknown setting "redfish-adr"`},
 		{"bad env", nil, map[string]string{"VBMCD_SIM_NODES": "many"}, "", "VBMCD_SIM_NODES"},
-		{"backend", []string{"--backend", "xen"}, nil, "", "use libvirt or sim"},
+		{"backend", []string{"--backend", "xen"}, nil, "", "use libvirt, kubevirt or sim"},
 		{"tls pair", []string{"--tls-cert", "a.pem"}, nil, "", "go together"},
 		{"port base", []string{"--ipmi-port-base", "70000"}, nil, "", "want a UDP port"},
 		{"creds", []string{"--credentials-file", creds}, nil, "", "must both be set"},
