@@ -83,6 +83,15 @@ func redfishGet(t *testing.T, hc *http.Client, url, path string) (int, map[strin
 	return resp.StatusCode, v
 }
 
+func getVMI(t *testing.T, kv *rest.RESTClient, ns, name string) *kubevirtv1.VirtualMachineInstance {
+	t.Helper()
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	if err := kv.Get().Namespace(ns).Resource("virtualmachineinstances").Name(name).Do(context.Background()).Into(vmi); err != nil {
+		t.Fatal(err)
+	}
+	return vmi
+}
+
 func getVM(t *testing.T, kv *rest.RESTClient, ns, name string) *kubevirtv1.VirtualMachine {
 	t.Helper()
 	vm := &kubevirtv1.VirtualMachine{}
@@ -198,6 +207,17 @@ func TestE2EKubeVirt(t *testing.T) {
 		t.Fatalf("ipmitool power status: %q", out)
 	}
 
+	// ForceRestart: the restart subresource; KubeVirt has no warm reset,
+	// so a new instance boots the disk again.
+	instance := getVMI(t, kv, f.Namespace, vm.Name).UID
+	disk := testenv.Count(serial, testenv.DiskMarker)
+	sushy(t, url, user, pass, id, "reset", "ForceRestart")
+	waitMarker(testenv.DiskMarker, disk)
+	if uid := getVMI(t, kv, f.Namespace, vm.Name).UID; uid == instance {
+		t.Errorf("ForceRestart kept instance %s", uid)
+	}
+	waitRedfishPower("On")
+
 	// ForceOff: the stop subresource with a zero grace period.
 	sushy(t, url, user, pass, id, "reset", "ForceOff")
 	waitRedfishPower("Off")
@@ -219,7 +239,7 @@ func TestE2EKubeVirt(t *testing.T) {
 	}
 
 	// ipmitool powers it on again: the disk boots (no override left).
-	disk := testenv.Count(serial, testenv.DiskMarker)
+	disk = testenv.Count(serial, testenv.DiskMarker)
 	tool("chassis", "power", "on")
 	waitMarker(testenv.DiskMarker, disk)
 	waitRedfishPower("On")
