@@ -14,8 +14,10 @@
 // What KubeVirt does not hold (the BMC's settings: override, BIOS
 // attributes current and pending, firmware versions, accounts, keys) is an
 // annotation on the VM, so a restarted or second vbmcd sees the same state.
-// An API server that does not answer makes every machine Unavailable.
+// An API server that does not answer makes every machine Unavailable. The
+// serial console (IPMI SOL) is the instance's console subresource, a
+// WebSocket.
 //
-// Not yet: virtual media (CDI DataVolumes), the serial console, NMI.
+// Not yet: virtual media (CDI DataVolumes), NMI.
 // docs/kubevirt.md has the whole mapping and what the tests' fixture plays.
 package kubevirt

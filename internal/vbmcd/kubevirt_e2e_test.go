@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -81,6 +82,36 @@ func redfishGet(t *testing.T, hc *http.Client, url, path string) (int, map[strin
 	var v map[string]any
 	json.NewDecoder(resp.Body).Decode(&v)
 	return resp.StatusCode, v
+}
+
+// consoleProbe opens machine id's console through a KubeVirt backend of
+// its own (the one vbmcd runs is in-process and not reachable from here)
+// and has grub, at its prompt on the disk marker, print a word that only
+// its answer holds (the typed line holds "${x}PROBE").
+func consoleProbe(t *testing.T, f *kubevirttest.Fixture, id string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	be, err := kubevirt.New(kubevirt.Config{Rest: f.ProxyConfig(), Namespaces: []string{f.Namespace}}, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Run(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	con, err := be.OpenConsole(ctx, id)
+	if err != nil {
+		t.Fatalf("open the console: %v", err)
+	}
+	defer con.Close()
+	got := &testenv.Buffer{}
+	go io.Copy(got, con)
+	if _, err := con.Write([]byte("\rset x=SOL\recho ${x}PROBE\r")); err != nil {
+		t.Fatal(err)
+	}
+	if !testenv.WaitFor(30*time.Second, func() bool { return strings.Contains(got.String(), "SOLPROBE") }) {
+		t.Fatalf("grub's answer did not come back over the console; got %q", got.String())
+	}
 }
 
 func getVMI(t *testing.T, kv *rest.RESTClient, ns, name string) *kubevirtv1.VirtualMachineInstance {
@@ -206,6 +237,11 @@ func TestE2EKubeVirt(t *testing.T) {
 	if out := tool("power", "status"); !strings.Contains(out, "is on") {
 		t.Fatalf("ipmitool power status: %q", out)
 	}
+
+	// The serial console: KubeVirt's console subresource, opened through
+	// the backend as IPMI SOL opens it; what is typed reaches grub's
+	// prompt and its answer comes back.
+	consoleProbe(t, f, id)
 
 	// ForceRestart: the restart subresource; KubeVirt has no warm reset,
 	// so a new instance boots the disk again.

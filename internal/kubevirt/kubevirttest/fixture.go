@@ -13,8 +13,8 @@
 //     as its disks and CD, bootOrder as its boot order, EFI or BIOS. The
 //     guest really boots; a guest that powers off ends the instance
 //     (phase Succeeded), and runStrategy Always then starts a new one.
-//   - virt-api's subresources (start, stop, restart, softreboot): served
-//     by a front proxy that vbmcd's kubeconfig points at. The proxy
+//   - virt-api's subresources (start, stop, restart, softreboot, console):
+//     served by a front proxy that vbmcd's kubeconfig points at. The proxy
 //     forwards everything else to kube-apiserver unchanged; in a real
 //     cluster, kube-apiserver's aggregation layer does the same for
 //     subresources.kubevirt.io (an APIService naming virt-api). The real
@@ -40,6 +40,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -481,6 +482,7 @@ func (f *Fixture) startProxy(t testing.TB) {
 	mux := http.NewServeMux()
 	mux.Handle("/", rp)
 	mux.HandleFunc("PUT /apis/subresources.kubevirt.io/v1/namespaces/{ns}/{res}/{name}/{action}", f.serveSubresource)
+	mux.HandleFunc("GET /apis/subresources.kubevirt.io/v1/namespaces/{ns}/virtualmachineinstances/{name}/console", f.serveConsole)
 	srv := httptest.NewUnstartedServer(mux)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{f.API.ServingCert(t)}}
 	srv.StartTLS()
@@ -579,6 +581,57 @@ func (f *Fixture) serveSubresource(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// serveConsole plays virt-api's console subresource: a WebSocket
+// (subprotocol plain.kubevirt.io, raw bytes in binary messages) onto the
+// serial console of the instance's libvirt domain.
+func (f *Fixture) serveConsole(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer "+f.API.Token {
+		writeStatus(w, apierrors.NewUnauthorized("token"))
+		return
+	}
+	name := r.PathValue("name")
+	_, vmi := f.get(name)
+	if vmi == nil || vmi.Status.Phase != kubevirtv1.Running || vmi.Spec.Domain.Firmware == nil {
+		writeStatus(w, apierrors.NewConflict(kubevirtv1.Resource("virtualmachineinstance"), name, fmt.Errorf("VMI is not running")))
+		return
+	}
+	con, err := f.lab.Backend.OpenConsole(r.Context(), string(vmi.Spec.Domain.Firmware.UUID))
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	up := websocket.Upgrader{Subprotocols: []string{"plain.kubevirt.io"}}
+	conn, err := up.Upgrade(w, r, nil)
+	if err != nil {
+		con.Close()
+		return
+	}
+	go func() {
+		defer conn.Close()
+		buf := make([]byte, 4096)
+		for {
+			n, err := con.Read(buf)
+			if n > 0 && conn.WriteMessage(websocket.BinaryMessage, buf[:n]) != nil {
+				return
+			}
+			if err != nil {
+				conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
+				return
+			}
+		}
+	}()
+	defer con.Close()
+	for {
+		_, msg, err := conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		if _, err := con.Write(msg); err != nil {
+			return
+		}
+	}
 }
 
 func (f *Fixture) setRunStrategy(ctx context.Context, vm *kubevirtv1.VirtualMachine, rs kubevirtv1.VirtualMachineRunStrategy) error {
