@@ -382,3 +382,54 @@ func TestE2EKubeVirtAPIServerRestart(t *testing.T) {
 		t.Errorf("the override is not in the VM's annotation: %s", got.Annotations[kubevirt.AnnotationSettings])
 	}
 }
+
+// TestE2EKubeVirtUEFI: sushy sets Once Cd in UEFI mode on a VM whose spec
+// says BIOS: the VM's firmware becomes EFI (secure boot off), the instance
+// boots the CD under OVMF (the marker), and the override is spent.
+func TestE2EKubeVirtUEFI(t *testing.T) {
+	f := kubevirttest.Start(t, "lab", "e2e-kvu-")
+	vm := kubevirtVM(t, f.Namespace, "node-0", map[string]string{"bmlab.io/bmc": "yes"})
+	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Post().Namespace(f.Namespace).Resource("virtualmachines").Body(vm).Do(context.Background()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	id := kubevirt.FirmwareUUID(vm)
+	url := daemon(t, "", func(c *Config) {
+		c.Backend, c.Kubeconfig = "kubevirt", f.Kubeconfig
+		c.KubeNamespaces, c.KubeSelector = []string{f.Namespace}, "bmlab.io/bmc=yes"
+	})
+	const user, pass = "admin", "e2e-pass"
+	if st := sushy(t, url, user, pass, id, "show"); st.Mode != "Legacy" {
+		t.Fatalf("a VM with a BIOS spec reads mode %q, want Legacy", st.Mode)
+	}
+	if st := sushy(t, url, user, pass, id, "boot", "Cd", "Once", "UEFI"); st.Mode != "UEFI" || st.Target != "Cd" {
+		t.Fatalf("after set_system_boot_options: %+v", st)
+	}
+	fw := getVM(t, kv, f.Namespace, vm.Name).Spec.Template.Spec.Domain.Firmware
+	if fw == nil || fw.Bootloader == nil || fw.Bootloader.EFI == nil || fw.Bootloader.EFI.SecureBoot == nil || *fw.Bootloader.EFI.SecureBoot {
+		t.Fatalf("the VM's firmware is %+v, want efi with secureBoot false", fw)
+	}
+	sushy(t, url, user, pass, id, "reset", "On")
+	serial := f.SerialLog(vm.Name)
+	if !testenv.WaitFor(bootTimeout, func() bool { return testenv.Count(serial, testenv.Marker) > 0 }) {
+		t.Fatalf("the CD did not boot under UEFI within %s", bootTimeout)
+	}
+	// The instance's domain (or, once the ISO powered off, the next one's:
+	// the firmware stays UEFI) boots OVMF.
+	var x []byte
+	if !testenv.WaitFor(30*time.Second, func() bool {
+		x, err = exec.Command("virsh", "-c", "qemu:///system", "dumpxml", f.DomainName(vm.Name)).CombinedOutput()
+		return err == nil
+	}) {
+		t.Fatalf("no domain for the instance: %v %s", err, x)
+	}
+	if !strings.Contains(string(x), "<loader") {
+		t.Errorf("the instance's domain has no UEFI loader:\n%s", x)
+	}
+	if st := sushy(t, url, user, pass, id, "show"); st.Enabled != "Disabled" || st.Mode != "UEFI" {
+		t.Errorf("after the boot: %+v, want the Once spent and mode UEFI kept", st)
+	}
+}
