@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -350,7 +351,8 @@ func isConnError(err error) bool {
 
 // Save implements machine.Backend: the settings go into the VM's
 // annotation, the boot override into its devices' bootOrder and the
-// firmware into spec.template...firmware, in one update.
+// firmware into spec.template...firmware, in one JSON patch guarded by
+// the resourceVersion it was made from.
 func (b *Backend) Save(ctx context.Context, id string, s machine.Settings) error {
 	vm, _, _, err := b.current(id)
 	if err != nil {
@@ -381,18 +383,26 @@ func (b *Backend) Save(ctx context.Context, id string, s machine.Settings) error
 				applyFirmware(spec, s.Boot.Mode, s.SecureBoot)
 			}
 		}
+		patch, err := json.Marshal(patchOps(vm, c))
+		if err != nil {
+			return err
+		}
 		out := &kubevirtv1.VirtualMachine{}
-		err := b.kv.Put().Namespace(c.Namespace).Resource("virtualmachines").Name(c.Name).Body(c).Do(ctx).Into(out)
-		if apierrors.IsConflict(err) && attempt < 5 {
+		err = b.kv.Patch(types.JSONPatchType).Namespace(c.Namespace).Resource("virtualmachines").Name(c.Name).Body(patch).Do(ctx).Into(out)
+		if err != nil && attempt < 5 && (apierrors.IsConflict(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)) {
+			// The resourceVersion test failed (someone else changed the
+			// VM): read it again and redo the change on what is there.
 			fresh := &kubevirtv1.VirtualMachine{}
-			if err := b.kv.Get().Namespace(c.Namespace).Resource("virtualmachines").Name(c.Name).Do(ctx).Into(fresh); err != nil {
-				return apiError("get VirtualMachine "+c.Name, err)
+			if gerr := b.kv.Get().Namespace(c.Namespace).Resource("virtualmachines").Name(c.Name).Do(ctx).Into(fresh); gerr != nil {
+				return apiError("get VirtualMachine "+c.Name, gerr)
 			}
-			vm = fresh
-			continue
+			if fresh.ResourceVersion != vm.ResourceVersion {
+				vm = fresh
+				continue
+			}
 		}
 		if err != nil {
-			return apiError("update VirtualMachine "+SystemName(c.Namespace, c.Name), err)
+			return apiError("patch VirtualMachine "+SystemName(c.Namespace, c.Name), err)
 		}
 		b.observe(out, false)
 		return nil

@@ -331,3 +331,73 @@ func stale(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance
 	}
 	return false
 }
+
+// patchOp is one RFC 6902 JSON patch operation.
+type patchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+}
+
+// escapePointer escapes a JSON pointer token (RFC 6901).
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// patchOps returns the JSON patch that turns orig into mod, touching only
+// what vbmcd changes (the annotations, the devices' bootOrder, the
+// firmware's bootloader, SMM) and guarded by orig's resourceVersion. A
+// whole-object update would drop the fields a newer KubeVirt has that
+// kubevirt.io/api at this version does not know.
+func patchOps(orig, mod *kubevirtv1.VirtualMachine) []patchOp {
+	ops := []patchOp{{Op: "test", Path: "/metadata/resourceVersion", Value: orig.ResourceVersion}}
+	if orig.Annotations == nil {
+		ops = append(ops, patchOp{Op: "add", Path: "/metadata/annotations", Value: mod.Annotations})
+	} else {
+		for _, k := range []string{AnnotationSettings, AnnotationBootOrder} {
+			if v, ok := mod.Annotations[k]; ok && v != orig.Annotations[k] {
+				ops = append(ops, patchOp{Op: "add", Path: "/metadata/annotations/" + escapePointer(k), Value: v})
+			}
+		}
+	}
+	if orig.Spec.Template == nil || mod.Spec.Template == nil {
+		return ops
+	}
+	const dom = "/spec/template/spec/domain"
+	order := func(path string, was, is *uint) {
+		switch {
+		case is == nil && was != nil:
+			ops = append(ops, patchOp{Op: "remove", Path: path})
+		case is != nil && (was == nil || *was != *is):
+			ops = append(ops, patchOp{Op: "add", Path: path, Value: *is})
+		}
+	}
+	od, md := orig.Spec.Template.Spec.Domain, mod.Spec.Template.Spec.Domain
+	for i := range md.Devices.Disks {
+		order(fmt.Sprintf("%s/devices/disks/%d/bootOrder", dom, i), od.Devices.Disks[i].BootOrder, md.Devices.Disks[i].BootOrder)
+	}
+	for i := range md.Devices.Interfaces {
+		order(fmt.Sprintf("%s/devices/interfaces/%d/bootOrder", dom, i), od.Devices.Interfaces[i].BootOrder, md.Devices.Interfaces[i].BootOrder)
+	}
+	if !equalJSON(od.Firmware, md.Firmware) {
+		if od.Firmware == nil {
+			ops = append(ops, patchOp{Op: "add", Path: dom + "/firmware", Value: md.Firmware})
+		} else {
+			ops = append(ops, patchOp{Op: "add", Path: dom + "/firmware/bootloader", Value: md.Firmware.Bootloader})
+		}
+	}
+	if !equalJSON(od.Features, md.Features) {
+		if od.Features == nil {
+			ops = append(ops, patchOp{Op: "add", Path: dom + "/features", Value: md.Features})
+		} else {
+			ops = append(ops, patchOp{Op: "add", Path: dom + "/features/smm", Value: md.Features.SMM})
+		}
+	}
+	return ops
+}
+
+func equalJSON(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}

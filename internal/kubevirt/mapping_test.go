@@ -1,9 +1,11 @@
 package kubevirt
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
@@ -108,5 +110,49 @@ func TestStale(t *testing.T) {
 	applyFirmware(&vm.Spec.Template.Spec, machine.BootModeUEFI, false)
 	if !stale(vm, vmi) {
 		t.Fatal("changed firmware reads fresh")
+	}
+}
+
+// TestPatchOps: the JSON patch Save sends, applied to the VM as it was,
+// gives the VM as Save made it, and touches nothing else (an unknown field
+// of a newer KubeVirt survives, which a whole update would drop).
+func TestPatchOps(t *testing.T) {
+	orig := &kubevirtv1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "vm", ResourceVersion: "42"},
+		Spec:       kubevirtv1.VirtualMachineSpec{Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: *spec()}},
+	}
+	mod := orig.DeepCopy()
+	mod.Annotations = map[string]string{AnnotationSettings: `{"x":1}`, AnnotationBootOrder: `{"disk/root":1}`}
+	applyBoot(&mod.Spec.Template.Spec, machine.BootCd, bootOrders(spec()))
+	applyFirmware(&mod.Spec.Template.Spec, machine.BootModeUEFI, true)
+	ops := patchOps(orig, mod)
+	raw, err := json.Marshal(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := jsonpatch.DecodePatch(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withUnknown := func(vm *kubevirtv1.VirtualMachine) []byte {
+		var m map[string]any
+		b, _ := json.Marshal(vm)
+		json.Unmarshal(b, &m)
+		m["spec"].(map[string]any)["fromNewerKubeVirt"] = "kept"
+		b, _ = json.Marshal(m)
+		return b
+	}
+	got, err := p.Apply(withUnknown(orig))
+	if err != nil {
+		t.Fatalf("apply %s: %v", raw, err)
+	}
+	var gotV, wantV any
+	json.Unmarshal(got, &gotV)
+	json.Unmarshal(withUnknown(mod), &wantV)
+	if diff := cmp.Diff(wantV, gotV); diff != "" {
+		t.Errorf("patched VM (-want +got):\n%s\npatch: %s", diff, raw)
+	}
+	if ops[0].Op != "test" || ops[0].Path != "/metadata/resourceVersion" || ops[0].Value != "42" {
+		t.Errorf("the patch is not guarded by the resourceVersion: %+v", ops[0])
 	}
 }
