@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -84,34 +83,36 @@ func redfishGet(t *testing.T, hc *http.Client, url, path string) (int, map[strin
 	return resp.StatusCode, v
 }
 
-// consoleProbe opens machine id's console through a KubeVirt backend of
-// its own (the one vbmcd runs is in-process and not reachable from here)
-// and has grub, at its prompt on the disk marker, print a word that only
-// its answer holds (the typed line holds "${x}PROBE").
-func consoleProbe(t *testing.T, f *kubevirttest.Fixture, id string) {
+// solProbe runs `ipmitool sol activate` against the BMC on port (under
+// script(1), which gives it the terminal it wants) and has grub, at its
+// prompt on the disk marker, print a word that only its answer holds (the
+// typed line holds "${x}PROBE"); then leaves with ~.
+func solProbe(t *testing.T, ipmitool string, port int, pass string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	be, err := kubevirt.New(kubevirt.Config{Rest: f.ProxyConfig(), Namespaces: []string{f.Namespace}}, testenv.Logger(t))
+	scr := testenv.Command(t, "script")
+	line := strings.Join(append([]string{"exec", ipmitool}, lanplus(port, pass, "sol", "activate")...), " ")
+	cmd := exec.Command(scr, "-q", "-e", "-c", line, "/dev/null")
+	cmd.Env = append(os.Environ(), "SHELL=/bin/sh")
+	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := be.Run(ctx, 30*time.Second); err != nil {
+	out := &testenv.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	con, err := be.OpenConsole(ctx, id)
-	if err != nil {
-		t.Fatalf("open the console: %v", err)
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	if !testenv.WaitFor(20*time.Second, func() bool { return strings.Contains(out.String(), "SOL Session operational") }) {
+		t.Fatalf("ipmitool sol activate did not start: %q", out.String())
 	}
-	defer con.Close()
-	got := &testenv.Buffer{}
-	go io.Copy(got, con)
-	if _, err := con.Write([]byte("\rset x=SOL\recho ${x}PROBE\r")); err != nil {
+	if _, err := in.Write([]byte("\rset x=SOL\recho ${x}PROBE\r")); err != nil {
 		t.Fatal(err)
 	}
-	if !testenv.WaitFor(30*time.Second, func() bool { return strings.Contains(got.String(), "SOLPROBE") }) {
-		t.Fatalf("grub's answer did not come back over the console; got %q", got.String())
+	if !testenv.WaitFor(30*time.Second, func() bool { return strings.Contains(out.String(), "SOLPROBE") }) {
+		t.Fatalf("grub's answer did not come back over SOL; got %q", out.String())
 	}
+	in.Write([]byte("\r~."))
 }
 
 func getVMI(t *testing.T, kv *rest.RESTClient, ns, name string) *kubevirtv1.VirtualMachineInstance {
@@ -238,10 +239,10 @@ func TestE2EKubeVirt(t *testing.T) {
 		t.Fatalf("ipmitool power status: %q", out)
 	}
 
-	// The serial console: KubeVirt's console subresource, opened through
-	// the backend as IPMI SOL opens it; what is typed reaches grub's
-	// prompt and its answer comes back.
-	consoleProbe(t, f, id)
+	// The serial console: ipmitool's SOL over KubeVirt's console
+	// subresource; what is typed reaches grub's prompt and its answer
+	// comes back.
+	solProbe(t, ipmitool, port, pass)
 
 	// ForceRestart: the restart subresource; KubeVirt has no warm reset,
 	// so a new instance boots the disk again.
