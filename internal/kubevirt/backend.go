@@ -50,6 +50,7 @@ type Backend struct {
 	sub *rest.RESTClient // subresources.kubevirt.io/v1
 
 	informers []cache.SharedIndexInformer
+	vmiStores []cache.Store // the instances' informers' stores
 
 	mu      sync.RWMutex
 	entries map[string]*entry // by SystemName
@@ -124,6 +125,7 @@ func (b *Backend) Run(ctx context.Context, within time.Duration) error {
 		// An instance carries its VM's labels only when the template has
 		// them, so instances are watched unfiltered and matched by name.
 		vmiInf := cache.NewSharedIndexInformer(cache.NewFilteredListWatchFromClient(b.kv, "virtualmachineinstances", ns, func(*metav1.ListOptions) {}), &kubevirtv1.VirtualMachineInstance{}, 0, nil)
+		b.vmiStores = append(b.vmiStores, vmiInf.GetStore())
 		for _, inf := range []cache.SharedIndexInformer{vmInf, vmiInf} {
 			_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 				AddFunc:    func(o any) { b.observe(o, false) },
@@ -229,6 +231,9 @@ func (b *Backend) observe(o any, deleted bool) {
 			b.entries[name] = e
 			i, _ := slices.BinarySearch(b.names, name)
 			b.names = slices.Insert(b.names, i, name)
+			// The instances' informer may have listed this VM's instance
+			// before the VMs' informer listed the VM.
+			e.vmi = b.storedVMI(obj.Namespace, obj.Name)
 		} else if older(obj.ResourceVersion, e.vm.ResourceVersion) {
 			return // a write of ours was taken in already
 		}
@@ -249,6 +254,18 @@ func (b *Backend) observe(o any, deleted bool) {
 		}
 		b.refresh(e)
 	}
+}
+
+// storedVMI returns the instance named ns/name the informers hold, or nil.
+func (b *Backend) storedVMI(ns, name string) *kubevirtv1.VirtualMachineInstance {
+	for _, st := range b.vmiStores {
+		if o, ok, _ := st.GetByKey(ns + "/" + name); ok {
+			if vmi, ok := o.(*kubevirtv1.VirtualMachineInstance); ok {
+				return vmi
+			}
+		}
+	}
+	return nil
 }
 
 // older reports whether resource version a is older than b, when both are
