@@ -17,12 +17,10 @@ import (
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/metrics"
 
-	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 
 	"github.com/bmlab/bmlab/internal/ipmi"
 	"github.com/bmlab/bmlab/internal/kubevirt"
@@ -156,10 +154,6 @@ func newKubeVirt(ctx context.Context, cfg Config, log *zap.Logger) (*kubevirt.Ba
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig %q: %w", cfg.Kubeconfig, err)
 	}
-	// client-go's reflectors log failed watches through klog on stderr;
-	// the backend reports them itself (the machines become Unavailable,
-	// with the reason, logged once per outage).
-	klog.SetLogger(logr.Discard())
 	be, err := kubevirt.New(kubevirt.Config{Rest: rc, Namespaces: cfg.KubeNamespaces, Selector: cfg.KubeSelector}, log)
 	if err != nil {
 		return nil, err
