@@ -164,8 +164,16 @@ func (s *Server) WaitReady(t testing.TB, timeout time.Duration) {
 	}
 }
 
-// StopAPIServer stops kube-apiserver (etcd keeps running).
-func (s *Server) StopAPIServer() { stop(s.kube) }
+// KillAPIServer kills kube-apiserver with SIGKILL, as a crash, and waits
+// until it is gone (etcd keeps running). A SIGINT would not do for an
+// outage: kube-apiserver's graceful shutdown keeps serving for seconds.
+func (s *Server) KillAPIServer() {
+	if s.kube.Process == nil || s.kube.ProcessState != nil {
+		return
+	}
+	s.kube.Process.Kill()
+	s.kube.Wait()
+}
 
 // StartAPIServer starts kube-apiserver again on the same port and waits
 // until it is ready.
