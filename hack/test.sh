@@ -23,6 +23,7 @@ mkdir -p testdata/iso
 [ -f testdata/iso/disk-marker.img ] || bash hack/build-marker-iso.sh testdata/iso/disk-marker.img BMLAB-DISK-BOOTED stay >/dev/null
 
 bash hack/build-coredns.sh
+bash hack/build-kube.sh
 
 go build ./...
 go vet ./...

@@ -29,6 +29,9 @@ type Config struct {
 	Domains         []string
 	SimNodes        int
 	SimDelay        time.Duration
+	Kubeconfig      string
+	KubeNamespaces  []string
+	KubeSelector    string
 	RedfishAddr     string
 	Username        string
 	Password        string
@@ -80,7 +83,10 @@ type Config struct {
 var defaultRoot = "/"
 
 func (c *Config) bind(fs *pflag.FlagSet) {
-	fs.StringVar(&c.Backend, "backend", "libvirt", "machines to serve: libvirt (VMs) or sim (simulated servers)")
+	fs.StringVar(&c.Backend, "backend", "libvirt", "machines to serve: libvirt (VMs), kubevirt (KubeVirt VirtualMachines) or sim (simulated servers)")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig of the KubeVirt cluster (--backend kubevirt; default: the in-cluster configuration)")
+	fs.StringSliceVar(&c.KubeNamespaces, "namespace", nil, "namespaces whose VirtualMachines get a BMC, repeatable (--backend kubevirt; default: all)")
+	fs.StringVar(&c.KubeSelector, "selector", "", "label selector choosing the VirtualMachines that get a BMC (--backend kubevirt)")
 	c.Libvirt = []virt.Host{{URI: "qemu:///system"}}
 	hl := &hostList{hosts: &c.Libvirt}
 	fs.Var(uriValue{hl}, "libvirt-uri", "libvirt URI, repeatable for several hosts, each optionally named NAME=URI (qemu:///system, qemu+unix:///system?socket=PATH, qemu+tcp://HOST/system, qemu+tls://HOST/system?pkipath=DIR, qemu+ssh://USER@HOST/system?keyfile=PATH)")
@@ -331,9 +337,9 @@ func (c *Config) warnings(passwordFlag, builtin bool) []string {
 
 func (c *Config) validate() error {
 	switch c.Backend {
-	case "libvirt", "sim":
+	case "libvirt", "sim", "kubevirt":
 	default:
-		return fmt.Errorf("--backend %q: use libvirt or sim", c.Backend)
+		return fmt.Errorf("--backend %q: use libvirt, kubevirt or sim", c.Backend)
 	}
 	if c.MaxStarting < 0 || c.StartGap < 0 {
 		return fmt.Errorf("--max-starting %d, --start-gap %v: neither may be negative (0 means no limit)", c.MaxStarting, c.StartGap)

@@ -59,7 +59,7 @@ func TestBadSettingsSayWhatIsWrong(t *testing.T) {
 	}{
 		{"unknown key", nil, nil, bad, `unknown setting "redfish-adr"`},
 		{"bad env", nil, map[string]string{"VBMCD_SIM_NODES": "many"}, "", "VBMCD_SIM_NODES"},
-		{"backend", []string{"--backend", "xen"}, nil, "", "use libvirt or sim"},
+		{"backend", []string{"--backend", "xen"}, nil, "", "use libvirt, kubevirt or sim"},
 		{"tls pair", []string{"--tls-cert", "a.pem"}, nil, "", "go together"},
 		{"tls version", []string{"--tls-min-version", "1.1"}, nil, "", "want 1.2 or 1.3"},
 		{"tls suite", []string{"--tls-cipher-suites", "TLS_RSA_WITH_RC4_128_SHA"}, nil, "", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"},

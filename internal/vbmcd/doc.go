@@ -1,5 +1,5 @@
 // Package vbmcd is the vbmcd command: one daemon that gives every libvirt VM
-// (or every simulated server) a Redfish BMC and an IPMI lanplus BMC over one
+// (or KubeVirt VirtualMachine, or simulated server) a Redfish BMC and an IPMI lanplus BMC over one
 // machine model. It parses flags, the YAML config file and VBMCD_*
 // environment variables, builds the backend, the model and the protocol
 // faces, and shuts them down within a bounded time. Beside the daemon it
@@ -10,5 +10,6 @@
 // set|unset|list` (package ipmicmd) manages machines' IPMI endpoints.
 //
 // What it does not do: any protocol or backend work; that lives in
-// internal/redfish, internal/ipmi, internal/virt and internal/sim.
+// internal/redfish, internal/ipmi, internal/virt, internal/kubevirt and
+// internal/sim.
 package vbmcd

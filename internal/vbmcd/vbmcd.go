@@ -20,8 +20,10 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/bmlab/bmlab/internal/ipmi"
+	"github.com/bmlab/bmlab/internal/kubevirt"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/media"
 	"github.com/bmlab/bmlab/internal/qemuaccess"
@@ -146,6 +148,23 @@ func newLibvirt(ctx context.Context, cfg Config, log *zap.Logger) (*virt.Hosts, 
 	return be, nil
 }
 
+// newKubeVirt connects to the cluster and waits until every chosen
+// VirtualMachine is listed.
+func newKubeVirt(ctx context.Context, cfg Config, log *zap.Logger) (*kubevirt.Backend, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %q: %w", cfg.Kubeconfig, err)
+	}
+	be, err := kubevirt.New(kubevirt.Config{Rest: rc, Namespaces: cfg.KubeNamespaces, Selector: cfg.KubeSelector}, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := be.Run(ctx, time.Minute); err != nil {
+		return nil, err
+	}
+	return be, nil
+}
+
 // serve runs the daemon until ctx ends.
 // passwordFlag says --password was given on the command line.
 func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, passwordFlag bool) error {
@@ -173,6 +192,12 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 			}
 		}
 		be = sim.New(cfg.SimNodes, opts...)
+	case "kubevirt":
+		kb, err := newKubeVirt(ctx, cfg, log.Named("kubevirt"))
+		if err != nil {
+			return err
+		}
+		be = kb
 	default:
 		lb, err := newLibvirt(ctx, cfg, log.Named("libvirt"))
 		if err != nil {

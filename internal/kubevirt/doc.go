@@ -1,0 +1,23 @@
+// Package kubevirt is the KubeVirt backend of the machine model: every
+// VirtualMachine in the chosen namespaces that matches a label selector is
+// a machine, addressed as <namespace>.<name> and by its firmware UUID.
+//
+// Reads come from client-go informers (list + watch of VirtualMachines and
+// VirtualMachineInstances), never a round trip per GET. Power goes through
+// KubeVirt's subresources (start, stop with a zero grace period for
+// ForceOff, restart, the instance's softreboot) and so through
+// spec.runStrategy; the state is read from status.printableStatus and the
+// instance's phase. A boot override is the devices' bootOrder in the VM's
+// template; Start returns once KubeVirt made the new instance, so a Once
+// override that the model spends right after holds for that instance only.
+// Firmware (BIOS, EFI, secure boot) is spec.template...firmware.bootloader.
+// What KubeVirt does not hold (the BMC's settings: override, BIOS
+// attributes current and pending, firmware versions, accounts, keys) is an
+// annotation on the VM, so a restarted or second vbmcd sees the same state.
+// An API server that does not answer makes every machine Unavailable. The
+// serial console (IPMI SOL) is the instance's console subresource, a
+// WebSocket.
+//
+// Not yet: virtual media (CDI DataVolumes), NMI.
+// docs/kubevirt.md has the whole mapping and what the tests' fixture plays.
+package kubevirt

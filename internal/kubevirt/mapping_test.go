@@ -1,0 +1,158 @@
+package kubevirt
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/bmlab/bmlab/internal/machine"
+)
+
+func u(n uint) *uint { return &n }
+
+func spec() *kubevirtv1.VirtualMachineInstanceSpec {
+	return &kubevirtv1.VirtualMachineInstanceSpec{Domain: kubevirtv1.DomainSpec{Devices: kubevirtv1.Devices{
+		Disks: []kubevirtv1.Disk{
+			{Name: "root", BootOrder: u(1), DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{}}},
+			{Name: "data", DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{}}},
+			{Name: "cd", DiskDevice: kubevirtv1.DiskDevice{CDRom: &kubevirtv1.CDRomTarget{}}},
+		},
+		Interfaces: []kubevirtv1.Interface{{Name: "prov", BootOrder: u(2)}},
+	}}}
+}
+
+// TestApplyBoot: an override puts its kind's devices first and keeps the
+// others' relative order; None restores the VM's own order exactly.
+func TestApplyBoot(t *testing.T) {
+	own := bootOrders(spec())
+	for _, tc := range []struct {
+		target machine.BootSource
+		want   map[string]uint
+	}{
+		{machine.BootCd, map[string]uint{"disk/cd": 1, "disk/root": 2, "iface/prov": 3}},
+		{machine.BootPxe, map[string]uint{"iface/prov": 1, "disk/root": 2}},
+		{machine.BootHdd, map[string]uint{"disk/root": 1, "disk/data": 2, "iface/prov": 3}},
+		{machine.BootNone, map[string]uint{"disk/root": 1, "iface/prov": 2}},
+	} {
+		s := spec()
+		applyBoot(s, tc.target, own)
+		if diff := cmp.Diff(tc.want, bootOrders(s)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.target, diff)
+		}
+		if tc.target != machine.BootNone && firstBoot(s) != tc.target {
+			t.Errorf("%s: first boot %s", tc.target, firstBoot(s))
+		}
+		applyBoot(s, machine.BootNone, own)
+		if diff := cmp.Diff(own, bootOrders(s)); diff != "" {
+			t.Errorf("%s then None does not restore the own order (-want +got):\n%s", tc.target, diff)
+		}
+	}
+}
+
+// TestPowerOf maps printableStatus and the instance phase.
+func TestPowerOf(t *testing.T) {
+	running := &kubevirtv1.VirtualMachineInstance{Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running}}
+	pending := &kubevirtv1.VirtualMachineInstance{}
+	for _, tc := range []struct {
+		ps   kubevirtv1.VirtualMachinePrintableStatus
+		vmi  *kubevirtv1.VirtualMachineInstance
+		want machine.PowerState
+	}{
+		{kubevirtv1.VirtualMachineStatusStopped, nil, machine.PowerOff},
+		{kubevirtv1.VirtualMachineStatusStarting, pending, machine.PowerPoweringOn},
+		{kubevirtv1.VirtualMachineStatusStarting, running, machine.PowerOn},
+		{kubevirtv1.VirtualMachineStatusRunning, running, machine.PowerOn},
+		{kubevirtv1.VirtualMachineStatusStopping, running, machine.PowerPoweringOff},
+		{kubevirtv1.VirtualMachineStatusTerminating, nil, machine.PowerPoweringOff},
+		{kubevirtv1.VirtualMachineStatusProvisioning, nil, machine.PowerPoweringOn},
+		{"", nil, machine.PowerOff},
+	} {
+		vm := &kubevirtv1.VirtualMachine{Status: kubevirtv1.VirtualMachineStatus{PrintableStatus: tc.ps}}
+		if got := powerOf(vm, tc.vmi); got != tc.want {
+			t.Errorf("%q, vmi %v: %s, want %s", tc.ps, tc.vmi != nil, got, tc.want)
+		}
+	}
+}
+
+// TestFirmwareUUID: the spec's UUID, else KubeVirt's derivation from the
+// name (the value virt-controller's firmware controller writes; the want
+// is Python's uuid.uuid5(UUID("6a1a24a1-4061-4607-8bf4-a3963d0c5895"),
+// "testvm"), KubeVirt's name space).
+func TestFirmwareUUID(t *testing.T) {
+	vm := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "testvm"}}
+	if got, want := FirmwareUUID(vm), "5a9fc181-957e-5c32-9e5a-2de5e9673531"; got != want {
+		t.Errorf("derived UUID %s, want %s", got, want)
+	}
+	vm.Spec.Template = &kubevirtv1.VirtualMachineInstanceTemplateSpec{}
+	vm.Spec.Template.Spec.Domain.Firmware = &kubevirtv1.Firmware{UUID: "0D7C3C2A-0000-4000-8000-000000000001"}
+	if got := FirmwareUUID(vm); got != "0d7c3c2a-0000-4000-8000-000000000001" {
+		t.Errorf("spec UUID: got %s", got)
+	}
+}
+
+// TestStale: a running instance is stale when its boot order or firmware
+// differ from the VM's spec.
+func TestStale(t *testing.T) {
+	vm := &kubevirtv1.VirtualMachine{Spec: kubevirtv1.VirtualMachineSpec{Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: *spec()}}}
+	vmi := &kubevirtv1.VirtualMachineInstance{Spec: *spec()}
+	if stale(vm, vmi) {
+		t.Fatal("same spec reads stale")
+	}
+	applyBoot(&vm.Spec.Template.Spec, machine.BootCd, bootOrders(spec()))
+	if !stale(vm, vmi) {
+		t.Fatal("changed boot order reads fresh")
+	}
+	vm.Spec.Template.Spec = *spec()
+	applyFirmware(&vm.Spec.Template.Spec, machine.BootModeUEFI, false)
+	if !stale(vm, vmi) {
+		t.Fatal("changed firmware reads fresh")
+	}
+}
+
+// TestPatchOps: the JSON patch Save sends, applied to the VM as it was,
+// gives the VM as Save made it, and touches nothing else (an unknown field
+// of a newer KubeVirt survives, which a whole update would drop).
+func TestPatchOps(t *testing.T) {
+	orig := &kubevirtv1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "vm", ResourceVersion: "42"},
+		Spec:       kubevirtv1.VirtualMachineSpec{Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: *spec()}},
+	}
+	mod := orig.DeepCopy()
+	mod.Annotations = map[string]string{AnnotationSettings: `{"x":1}`, AnnotationBootOrder: `{"disk/root":1}`}
+	applyBoot(&mod.Spec.Template.Spec, machine.BootCd, bootOrders(spec()))
+	applyFirmware(&mod.Spec.Template.Spec, machine.BootModeUEFI, true)
+	ops := patchOps(orig, mod)
+	raw, err := json.Marshal(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := jsonpatch.DecodePatch(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withUnknown := func(vm *kubevirtv1.VirtualMachine) []byte {
+		var m map[string]any
+		b, _ := json.Marshal(vm)
+		json.Unmarshal(b, &m)
+		m["spec"].(map[string]any)["fromNewerKubeVirt"] = "kept"
+		b, _ = json.Marshal(m)
+		return b
+	}
+	got, err := p.Apply(withUnknown(orig))
+	if err != nil {
+		t.Fatalf("apply %s: %v", raw, err)
+	}
+	var gotV, wantV any
+	json.Unmarshal(got, &gotV)
+	json.Unmarshal(withUnknown(mod), &wantV)
+	if diff := cmp.Diff(wantV, gotV); diff != "" {
+		t.Errorf("patched VM (-want +got):\n%s\npatch: %s", diff, raw)
+	}
+	if ops[0].Op != "test" || ops[0].Path != "/metadata/resourceVersion" || ops[0].Value != "42" {
+		t.Errorf("the patch is not guarded by the resourceVersion: %+v", ops[0])
+	}
+}
