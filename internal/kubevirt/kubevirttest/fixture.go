@@ -55,7 +55,6 @@ import (
 	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/virt"
 	"github.com/bmlab/bmlab/internal/virttest"
 )
 
@@ -168,7 +167,7 @@ func Start(t testing.TB, ns, prefix string) *Fixture {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		for _, d := range f.doms {
-			_ = labvirt.DeleteDomain(context.Background(), lab.Client, d.name)
+			_ = labvirt.Wrap(lab.Client).DeleteDomain(context.Background(), d.name)
 		}
 	})
 	return f
@@ -303,7 +302,7 @@ func (f *Fixture) reconcile(ctx context.Context, name string) error {
 }
 
 func (f *Fixture) domainOff(d *domain) bool {
-	st, err := labvirt.DomainPower(context.Background(), f.lab.Client, d.name)
+	st, err := labvirt.Wrap(f.lab.Client).DomainPower(context.Background(), d.name)
 	return err == nil && (st == "Off" || st == "absent")
 }
 
@@ -316,7 +315,7 @@ func (f *Fixture) shutdown(name string) error {
 }
 
 func (f *Fixture) dropDomain(ctx context.Context, name string, d *domain) error {
-	if err := labvirt.DeleteDomain(ctx, f.lab.Client, d.name); err != nil {
+	if err := labvirt.Wrap(f.lab.Client).DeleteDomain(ctx, d.name); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -393,14 +392,14 @@ func (f *Fixture) runDomain(ctx context.Context, vmi *kubevirtv1.VirtualMachineI
 	if cdFirst {
 		spec.BootOrder = []string{"cdrom", "hd"}
 	}
-	if _, err := labvirt.DefineDomain(ctx, f.lab.Client, spec, virt.DetectFirmware()); err != nil {
+	if _, err := labvirt.Wrap(f.lab.Client).DefineDomain(ctx, spec); err != nil {
 		return nil, err
 	}
 	d := &domain{uid: vmi.UID, name: spec.Name}
 	f.mu.Lock()
 	f.doms[vmi.Name] = d
 	f.mu.Unlock()
-	if _, err := labvirt.StartDomain(ctx, f.lab.Client, spec.Name); err != nil {
+	if _, err := labvirt.Wrap(f.lab.Client).StartDomain(ctx, spec.Name); err != nil {
 		return nil, err
 	}
 	return d, nil
