@@ -2,6 +2,7 @@ package redfish
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -94,6 +95,24 @@ var accountServiceSchema = fields{
 	"AccountLockoutDuration":  {kind: kindInt},
 }
 
+// Bounds of the lockout policy's properties.
+const (
+	maxLockoutThreshold = 1000
+	maxLockoutSeconds   = 30 * 24 * 3600
+)
+
+// serviceWide refuses a change of service-wide settings (the lockout
+// policy, the event retry settings) to an account bound to a system: its
+// Administrator role is over its own system, not over everyone's logins
+// (issue 25).
+func serviceWide(c *call) *apiError {
+	if c.who.all {
+		return nil
+	}
+	return newError(http.StatusForbidden, MsgInsufficientPrivilege).
+		with("An account bound to a system may not change service-wide settings; use an account that is not bound to one.")
+}
+
 func patchAccountService(s *Server, c *call) *apiError {
 	if s.accounts == nil {
 		return newError(http.StatusMethodNotAllowed, MsgOperationNotAllowed).with("vbmcd runs without an account store (no state directory).")
@@ -101,15 +120,28 @@ func patchAccountService(s *Server, c *call) *apiError {
 	if err := ifMatch(c, renderJSON(0, accountService(s.policy())).etag); err != nil {
 		return err
 	}
+	if err := serviceWide(c); err != nil {
+		return err
+	}
 	body, err := readChecked(c, accountServiceSchema)
 	if err != nil {
 		return err
 	}
 	p := s.accounts.Policy()
+	// Bounded before the conversion: 1e10 seconds overflowed
+	// time.Duration into a negative lockout and a 500 (issue 25).
 	if v, ok := body["AccountLockoutThreshold"].(float64); ok {
+		if v > maxLockoutThreshold {
+			return newError(http.StatusBadRequest, MsgPropertyValueOutOfRange, argText(v), "AccountLockoutThreshold").
+				with(fmt.Sprintf("From 0 (never lock) to %d.", maxLockoutThreshold))
+		}
 		p.Threshold = int(v)
 	}
 	if v, ok := body["AccountLockoutDuration"].(float64); ok {
+		if v > maxLockoutSeconds {
+			return newError(http.StatusBadRequest, MsgPropertyValueOutOfRange, argText(v), "AccountLockoutDuration").
+				with(fmt.Sprintf("From 0 to %d seconds (30 days).", maxLockoutSeconds))
+		}
 		p.Duration = time.Duration(v) * time.Second
 	}
 	if e := s.accounts.SetPolicy(p); e != nil {

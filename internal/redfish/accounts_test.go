@@ -3,11 +3,15 @@ package redfish
 import (
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/stmcginnis/gofish"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/bmlab/bmlab/internal/accounts"
+	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 func withStore(t testing.TB) (Option, *accounts.Store) {
@@ -148,5 +152,76 @@ func BenchmarkGetSystemStoredAccount(b *testing.B) {
 	for b.Loop() {
 		clear(w.h)
 		f.h.ServeHTTP(w, r)
+	}
+}
+
+// TestServiceWideSettingsNeedGlobalAccount: an Administrator bound to one
+// system may not change the lockout policy or the event retry settings,
+// which hold for every account and subscription (issue 25: it turned
+// lockout off for everyone with a 200). gofish's AccountService.Update is
+// the client; the global administrator's change still goes through.
+func TestServiceWideSettingsNeedGlobalAccount(t *testing.T) {
+	testenv.Integration(t)
+	opt, st := withStore(t)
+	f := newFixture(t, 2, opt)
+	if _, err := st.Create(accounts.New{UserName: "tenant", Password: "tenant-pass", Role: accounts.Administrator, Enabled: true, System: f.ids[0]}); err != nil {
+		t.Fatal(err)
+	}
+	url := f.listen(t)
+	update := func(user, pass string) error {
+		c, err := gofish.Connect(gofish.ClientConfig{Endpoint: url, Username: user, Password: pass, BasicAuth: true})
+		if err != nil {
+			t.Fatalf("gofish as %s: %v", user, err)
+		}
+		defer c.Logout()
+		as, err := c.Service.AccountService()
+		if err != nil {
+			t.Fatalf("gofish as %s: AccountService: %v", user, err)
+		}
+		zero := uint(0)
+		as.AccountLockoutThreshold = &zero
+		return as.Update()
+	}
+	err := update("tenant", "tenant-pass")
+	if err == nil || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "InsufficientPrivilege") {
+		t.Errorf("a system-bound Administrator set AccountLockoutThreshold 0: %v, want 403 InsufficientPrivilege", err)
+	}
+	if p := st.Policy(); p.Threshold != accounts.DefaultPolicy.Threshold {
+		t.Errorf("lockout threshold is %d after the tenant's PATCH, want %d", p.Threshold, accounts.DefaultPolicy.Threshold)
+	}
+	w := f.do(req{method: "PATCH", path: "/redfish/v1/EventService", user: "tenant", pass: "tenant-pass", body: `{"DeliveryRetryAttempts":1}`})
+	if w.Code != http.StatusForbidden || !slices.Contains(messageIDs(t, w), "InsufficientPrivilege") {
+		t.Errorf("a system-bound Administrator changed the event retry settings: %d %s", w.Code, w.Body)
+	}
+	if err := update(testUser, testPass); err != nil {
+		t.Errorf("the global administrator's PATCH: %v", err)
+	}
+	if p := st.Policy(); p.Threshold != 0 {
+		t.Errorf("lockout threshold %d after the administrator's PATCH, want 0", p.Threshold)
+	}
+}
+
+// TestLockoutPolicyBounds: out-of-range lockout values are a 400 naming
+// the property and the range, not an overflow into a 500 (issue 25:
+// AccountLockoutDuration 10000000000 overflowed time.Duration).
+func TestLockoutPolicyBounds(t *testing.T) {
+	opt, st := withStore(t)
+	f := newFixture(t, 1, opt)
+	for _, tt := range []struct{ body, prop, rng string }{
+		{`{"AccountLockoutDuration":10000000000}`, "AccountLockoutDuration", "From 0 to 2592000 seconds"},
+		{`{"AccountLockoutDuration":9223372036}`, "AccountLockoutDuration", "From 0 to 2592000 seconds"},
+		{`{"AccountLockoutThreshold":10000000000}`, "AccountLockoutThreshold", "to 1000"},
+		{`{"AccountLockoutThreshold":1e300}`, "AccountLockoutThreshold", ""},
+	} {
+		w := f.do(req{method: "PATCH", path: "/redfish/v1/AccountService", body: tt.body})
+		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), tt.prop) || !strings.Contains(w.Body.String(), tt.rng) {
+			t.Errorf("PATCH %s = %d %s, want 400 naming %s and %q", tt.body, w.Code, w.Body, tt.prop, tt.rng)
+		}
+	}
+	if p := st.Policy(); p != accounts.DefaultPolicy {
+		t.Errorf("policy changed by refused PATCHes: %+v", p)
+	}
+	if w := f.do(req{method: "PATCH", path: "/redfish/v1/AccountService", body: `{"AccountLockoutDuration":2592000,"AccountLockoutThreshold":1000}`}); w.Code != 200 {
+		t.Errorf("the bounds themselves: %d %s", w.Code, w.Body)
 	}
 }

@@ -467,6 +467,9 @@ var eventServicePatch = fields{"DeliveryRetryAttempts": {kind: kindInt}, "Delive
 // patchEventService changes the retry settings: 1 to 10 attempts, 1 to 3600
 // seconds apart.
 func patchEventService(s *Server, c *call) *apiError {
+	if err := serviceWide(c); err != nil {
+		return err
+	}
 	e := s.events
 	body, err := readPatch(c, eventServicePatch, e.resource())
 	if err != nil {
