@@ -4,6 +4,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -193,6 +194,12 @@ type Store struct {
 	reserved []string // names no account may take (the bootstrap user)
 	now      func() time.Time
 	cost     int
+
+	// dummy is a hash of a random password at cost, compared against when
+	// no password hash is (unknown name, disabled or locked account), so
+	// that a refusal takes as long whether the name exists or not.
+	dummyOnce sync.Once
+	dummy     []byte
 
 	mu     sync.Mutex
 	recs   map[string]*record // by ID
@@ -640,15 +647,22 @@ func (s *Store) failLocked(r *record) {
 // passwords are ErrCredentials; a wrong password counts towards the lock;
 // a locked account is ErrLocked whatever the password. found is false when
 // no account has the name, so the caller may try other user sources.
+//
+// Every refusal costs one bcrypt comparison, against a dummy hash when
+// there is no hash to compare with: an unknown name answered in 1 ms
+// against 100 ms or more for a wrong password told which names exist
+// (issue 25).
 func (s *Store) Verify(user, pass string) (a Account, found bool, err error) {
 	s.mu.Lock()
 	r := s.byNameLocked(user)
 	if r == nil {
 		s.mu.Unlock()
+		s.compareDummy(pass)
 		return Account{}, false, ErrCredentials
 	}
 	if err := s.usableLocked(r); err != nil {
 		s.mu.Unlock()
+		s.compareDummy(pass)
 		return Account{}, true, err
 	}
 	hash := r.Hash
@@ -666,6 +680,22 @@ func (s *Store) Verify(user, pass string) (a Account, found bool, err error) {
 	defer s.mu.Unlock()
 	r.failures = 0
 	return s.viewLocked(r), true, nil
+}
+
+// compareDummy spends the time of a password comparison that fails.
+func (s *Store) compareDummy(pass string) {
+	s.dummyOnce.Do(func() {
+		pw := make([]byte, 16)
+		if _, err := rand.Read(pw); err != nil {
+			panic("accounts: no randomness: " + err.Error())
+		}
+		h, err := bcrypt.GenerateFromPassword([]byte(hex.EncodeToString(pw)), s.cost)
+		if err != nil {
+			panic("accounts: dummy hash: " + err.Error())
+		}
+		s.dummy = h
+	})
+	_ = bcrypt.CompareHashAndPassword(s.dummy, []byte(pass))
 }
 
 // Key returns the IPMI key (the password) of user as seen from system's BMC,
