@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"net/http"
 	"os"
-	"strconv"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
