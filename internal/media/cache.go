@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/netpolicy"
 	"github.com/bmlab/bmlab/internal/qemuaccess"
 )
 
@@ -393,7 +394,7 @@ func (c *Cache) client(req machine.ImageRequest) (*http.Client, error) {
 		}
 		tc.RootCAs = pool
 	}
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: c.cfg.Policy.control}
+	dialer := c.cfg.Policy.Dialer(10 * time.Second)
 	tr := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           dialer.DialContext,
@@ -615,7 +616,7 @@ func (c *Cache) classify(image string, err, cause error) error {
 	switch {
 	case errors.Is(cause, errStalled):
 		return fail(machine.MediaFailed, image, "the transfer stalled")
-	case errors.Is(err, ErrDenied):
+	case errors.Is(err, netpolicy.ErrDenied):
 		return &machine.MediaError{Kind: machine.MediaForbidden, Image: image, Err: ErrDenied}
 	case errors.Is(err, errTooManyRedirects):
 		return fail(machine.MediaForbidden, image, "the image server sent %v", errTooManyRedirects)
