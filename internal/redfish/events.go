@@ -13,9 +13,23 @@ package redfish
 // Delivery never blocks the daemon: each subscription has its own bounded
 // queue and goroutine; a full queue drops the event (counted), a failed POST
 // is retried DeliveryRetryAttempts times DeliveryRetryIntervalSeconds apart.
-// Then the subscription's DeliveryRetryPolicy decides: TerminateAfterRetries
-// (the default) deletes the subscription, RetryForever drops the event and
-// keeps the subscription.
+// Then the subscription's DeliveryRetryPolicy decides: SuspendRetries (the
+// default) keeps the subscription with Status.State Disabled and sends it
+// nothing until EventDestination.ResumeSubscription; TerminateAfterRetries
+// deletes it; RetryForever drops the event and goes on. A failing listener
+// is never dropped without a trace: the subscription stays, or its end is
+// logged at WARN.
+//
+// Destinations are held to vbmcd's outbound address policy, the one the
+// image fetcher uses (internal/netpolicy, the --media-allow-loopback,
+// --media-deny-private, --media-allow-cidr and --media-deny-cidr flags):
+// an address refused by it is a 400 at subscription time when the
+// Destination names it, and every delivery is checked again on the
+// address dialled, so a name that resolves to loopback or to a metadata
+// service is refused too. Headers that cloud metadata services take as
+// credentials (metadataHeaders) are refused in HttpHeaders. A
+// Destination's user:password is used, never shown: GET bodies and logs
+// carry it redacted.
 //
 // A subscription made by an account bound to some systems receives the
 // events of those systems only. Subscriptions and the retry settings are
@@ -30,6 +44,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -43,6 +58,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/netpolicy"
 )
 
 const (
@@ -67,6 +83,9 @@ type subscription struct {
 	Prefixes    []string          `json:",omitempty"`
 	Headers     map[string]string `json:",omitempty"`
 	Policy      string
+	// Suspended is set when deliveries failed every retry under
+	// SuspendRetries; nothing is sent until the subscription is resumed.
+	Suspended bool `json:",omitempty"`
 	// Systems limits the events to these systems' (nil: every system).
 	Systems []string `json:",omitempty"`
 
@@ -80,10 +99,39 @@ type subscription struct {
 // Delivery retry policies (EventDestination.DeliveryRetryPolicy).
 const (
 	policyTerminate = "TerminateAfterRetries"
+	policySuspend   = "SuspendRetries"
 	policyForever   = "RetryForever"
 )
 
-var retryPolicies = []string{policyTerminate, policyForever}
+var retryPolicies = []string{policyTerminate, policySuspend, policyForever}
+
+// metadataHeaders are header names (lower case) that cloud metadata
+// services take as proof that a request comes from their own instance
+// (GCP and IBM Cloud Metadata-Flavor, GCP's older X-Google-Metadata-Request,
+// AWS IMDSv2's token headers, Azure's Metadata, Alibaba's token headers).
+// An event posted with one of them to a metadata service (reached through
+// a name, a proxy, or a range the operator allowed) would be answered as
+// the instance's own request; they are refused in HttpHeaders. Oracle's
+// "Authorization: Bearer Oracle" is refused by its value (oracleAuth).
+var metadataHeaders = []string{
+	"metadata-flavor", "x-google-metadata-request",
+	"x-aws-ec2-metadata-token", "x-aws-ec2-metadata-token-ttl-seconds",
+	"metadata",
+	"x-aliyun-ecs-metadata-token", "x-aliyun-ecs-metadata-token-ttl-seconds",
+}
+
+const oracleAuth = "bearer oracle"
+
+// refusedHeader says why a header may not be sent to a listener; "" when
+// it may.
+func refusedHeader(name, value string) string {
+	n := strings.ToLower(name)
+	if slices.Contains(metadataHeaders, n) ||
+		n == "authorization" && strings.EqualFold(strings.TrimSpace(value), oracleAuth) {
+		return fmt.Sprintf("The header %s is refused: cloud metadata services take it as a credential of their own instance.", truncate(name, 64))
+	}
+	return ""
+}
 
 // wants reports whether the subscription takes an event of this type from
 // this registry about this system ("": an event about no one system).
@@ -98,6 +146,7 @@ func (sub *subscription) wants(eventType, prefix, system string) bool {
 }
 
 type events struct {
+	policy   netpolicy.Policy // where deliveries may go
 	mu       sync.Mutex
 	subs     map[string]*subscription
 	next     int
@@ -114,11 +163,38 @@ type events struct {
 }
 
 func newEvents(log *zap.Logger) *events {
-	return &events{
+	e := &events{
 		subs: map[string]*subscription{}, attempts: 3, interval: 5 * time.Second, log: log,
-		client: &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		prev:   map[string]*machine.Machine{},
-		stamp:  func(string) time.Time { return time.Now().UTC() },
+		prev:  map[string]*machine.Machine{},
+		stamp: func(string) time.Time { return time.Now().UTC() },
+	}
+	e.client = deliveryClient(e.policy)
+	return e
+}
+
+// deliveryClient posts events: directly, never through a proxy (the
+// policy is checked on the address dialled), following no redirect.
+func deliveryClient(p netpolicy.Policy) *http.Client {
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           p.Dialer(5 * time.Second).DialContext,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ResponseHeaderTimeout: 5 * time.Second,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       90 * time.Second,
+	}
+	return &http.Client{Transport: tr, Timeout: 5 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// WithEventPolicy holds event destinations to p, the outbound address
+// policy the image fetcher has (vbmcd passes both the same). Without it
+// the default policy holds: loopback, link-local and unspecified
+// addresses are refused.
+func WithEventPolicy(p netpolicy.Policy) Option {
+	return func(s *Server) {
+		s.events.policy = p
+		s.events.client = deliveryClient(p)
 	}
 }
 
@@ -175,7 +251,13 @@ func (e *events) load() error {
 			continue
 		}
 		if !slices.Contains(retryPolicies, sub.Policy) {
-			sub.Policy = policyTerminate
+			sub.Policy = policySuspend
+		}
+		for k, v := range sub.Headers {
+			if why := refusedHeader(k, v); why != "" {
+				delete(sub.Headers, k)
+				e.log.Warn("event subscription header dropped: "+why, zap.String("subscription", sub.ID))
+			}
 		}
 		e.next = max(e.next, n)
 		e.start(sub)
@@ -330,6 +412,10 @@ func (e *events) send(system, eventType, messageID, message, severity, origin st
 		if !sub.wants(eventType, prefix, system) {
 			continue
 		}
+		if sub.Suspended {
+			sub.dropped.Add(1)
+			continue
+		}
 		id := strconv.FormatInt(e.eventID.Add(1), 10)
 		rec := obj{
 			"EventType": eventType, "EventId": id, "EventTimestamp": e.stamp(system).Format(dateTimeLayout),
@@ -347,7 +433,7 @@ func (e *events) send(system, eventType, messageID, message, severity, origin st
 		case sub.queue <- body:
 		default:
 			sub.dropped.Add(1)
-			e.log.Warn("event dropped: the subscriber's queue is full", zap.String("subscription", sub.ID), zap.String("destination", sub.Destination))
+			e.log.Warn("event dropped: the subscriber's queue is full", zap.String("subscription", sub.ID), zap.String("destination", sub.shown()))
 		}
 	}
 }
@@ -366,18 +452,58 @@ func (e *events) deliver(sub *subscription) {
 		case <-sub.stop:
 			return
 		case body := <-sub.queue:
+			if e.suspended(sub) {
+				sub.dropped.Add(1) // queued before the suspension
+				continue
+			}
 			if e.post(sub, body) {
 				sub.sent.Add(1)
 				continue
 			}
 			sub.failed.Add(1)
-			if e.policyOf(sub) == policyTerminate && e.remove(sub) {
-				e.log.Warn("event subscription terminated: its listener failed every retry (DeliveryRetryPolicy TerminateAfterRetries)",
-					zap.String("subscription", sub.ID), zap.String("destination", truncate(sub.Destination, 256)))
-				return
+			switch e.policyOf(sub) {
+			case policyTerminate:
+				if e.remove(sub) {
+					e.log.Warn("event subscription terminated: its listener failed every retry (DeliveryRetryPolicy TerminateAfterRetries)",
+						zap.String("subscription", sub.ID), zap.String("destination", sub.shown()))
+					return
+				}
+			case policySuspend:
+				e.suspend(sub)
+				e.log.Warn("event subscription suspended: its listener failed every retry (DeliveryRetryPolicy SuspendRetries); "+
+					"POST EventDestination.ResumeSubscription resumes it",
+					zap.String("subscription", sub.ID), zap.String("destination", sub.shown()))
 			}
 		}
 	}
+}
+
+func (e *events) suspended(sub *subscription) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return sub.Suspended
+}
+
+func (e *events) suspend(sub *subscription) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	sub.Suspended = true
+	e.save()
+}
+
+// shown is the Destination as GET bodies and logs show it: a password in
+// it redacted, cut to 256 bytes.
+func (sub *subscription) shown() string {
+	return truncate(redactURL(sub.Destination), 256)
+}
+
+// redactURL hides the password of a URL's user:password.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
 }
 
 func (e *events) post(sub *subscription, body []byte) bool {
@@ -406,6 +532,7 @@ func (e *events) post(sub *subscription, body []byte) bool {
 			}
 			err = fmt.Errorf("status %d", resp.StatusCode)
 		}
+		// net/http's errors name the URL with its password stripped.
 		e.log.Info("event delivery failed", zap.String("subscription", sub.ID), zap.Int("attempt", i+1), zap.Error(err))
 	}
 	return false
@@ -428,15 +555,28 @@ func (sub *subscription) resource() obj {
 	o := obj{
 		"@odata.id": subscriptionURI(sub.ID), "@odata.type": "#EventDestination.v1_13_0.EventDestination",
 		"Id": sub.ID, "Name": "Event Subscription " + sub.ID,
-		"Destination": sub.Destination, "Context": sub.Context, "Protocol": "Redfish",
+		"Destination": redactURL(sub.Destination), "Context": sub.Context, "Protocol": "Redfish",
 		"SubscriptionType": "RedfishEvent", "EventFormatType": "Event",
 		"DeliveryRetryPolicy": sub.Policy,
-		"EventTypes":          nonNil(sub.EventTypes), "RegistryPrefixes": nonNil(sub.Prefixes),
+		"Status":              subscriptionStatus(sub.Suspended),
+		"Actions": obj{"#EventDestination.ResumeSubscription": obj{
+			"target": subscriptionURI(sub.ID) + "/Actions/EventDestination.ResumeSubscription",
+		}},
+		"EventTypes": nonNil(sub.EventTypes), "RegistryPrefixes": nonNil(sub.Prefixes),
 		// Headers are write-only: they may carry the listener's secrets.
 		"HttpHeaders": []obj{},
 		"Oem":         obj{"Bmlab": obj{"Delivered": sub.sent.Load(), "Failed": sub.failed.Load(), "Dropped": sub.dropped.Load()}},
 	}
 	return o
+}
+
+// subscriptionStatus: a suspended subscription reads Disabled, as the
+// EventDestination schema has it for SuspendRetries.
+func subscriptionStatus(suspended bool) obj {
+	if suspended {
+		return obj{"State": "Disabled", "Health": "Warning"}
+	}
+	return obj{"State": "Enabled", "Health": "OK"}
 }
 
 func (e *events) resource() obj {
@@ -591,10 +731,12 @@ var subscriptionSchema = fields{
 var subscriptionPatch = fields{
 	"Context":             {kind: kindString},
 	"DeliveryRetryPolicy": {kind: kindString, enum: retryPolicies},
+	"HttpHeaders":         {kind: kindArray},
 }
 
-// patchSubscription changes a subscription's Context or retry policy
-// (the writable properties of EventDestination).
+// patchSubscription changes a subscription's Context, retry policy or
+// HttpHeaders (which replace the ones it had): the writable properties
+// of EventDestination.
 func patchSubscription(s *Server, c *call) *apiError {
 	sub, err := s.subscription(c)
 	if err != nil {
@@ -608,7 +750,17 @@ func patchSubscription(s *Server, c *call) *apiError {
 	if v, ok := body["Context"].(string); ok && len(v) > maxContextLen {
 		return newError(http.StatusBadRequest, MsgPropertyValueFormatError, truncate(v, 64), "Context").with("At most 256 bytes.")
 	}
+	var headers map[string]string
+	if h, ok := body["HttpHeaders"]; ok {
+		headers = map[string]string{}
+		if err := readHeaders(h, headers); err != nil {
+			return err
+		}
+	}
 	e.mu.Lock()
+	if headers != nil {
+		sub.Headers = headers
+	}
 	if v, ok := body["Context"].(string); ok {
 		sub.Context = v
 	}
@@ -642,11 +794,20 @@ func postSubscription(s *Server, c *call) *apiError {
 	if !ok {
 		return newError(http.StatusBadRequest, MsgPropertyMissing, "Destination")
 	}
-	if u, e := url.Parse(dest); e != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(dest) > maxDestinationLen {
-		return newError(http.StatusBadRequest, MsgPropertyValueFormatError, truncate(dest, 64), "Destination").
+	u, perr := url.Parse(dest)
+	if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(dest) > maxDestinationLen {
+		return newError(http.StatusBadRequest, MsgPropertyValueFormatError, truncate(redactURL(dest), 64), "Destination").
 			with("The destination must be an http or https URL of at most 1024 bytes.")
 	}
-	sub := &subscription{Destination: dest, Headers: map[string]string{}, Policy: policyTerminate, Systems: s.scope(c.who)}
+	// An address the policy refuses is refused now; a name is checked on
+	// every delivery, on the address it resolves to.
+	if a, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil {
+		if why := s.events.policy.Why(a); why != "" {
+			return newError(http.StatusBadRequest, MsgPropertyValueNotInList, truncate(redactURL(dest), 64), "Destination").
+				with("The destination's address is refused by the BMC's outbound address policy: " + why + ".")
+		}
+	}
+	sub := &subscription{Destination: dest, Headers: map[string]string{}, Policy: policySuspend, Systems: s.scope(c.who)}
 	if v, ok := body["DeliveryRetryPolicy"].(string); ok {
 		sub.Policy = v
 	}
@@ -678,7 +839,7 @@ func postSubscription(s *Server, c *call) *apiError {
 	e.start(sub)
 	e.save()
 	e.mu.Unlock()
-	s.logChange(c, "event subscription created", zap.String("subscription", sub.ID), zap.String("destination", truncate(dest, 256)))
+	s.logChange(c, "event subscription created", zap.String("subscription", sub.ID), zap.String("destination", sub.shown()))
 	c.w.Header().Set("Location", subscriptionURI(sub.ID))
 	s.writeJSON(c, http.StatusCreated, s.events.view(sub))
 	return nil
@@ -729,12 +890,39 @@ func readHeaders(v any, into map[string]string) *apiError {
 			if !ok || http.CanonicalHeaderKey(k) == "" || strings.ContainsAny(k+str, "\r\n") {
 				return newError(http.StatusBadRequest, MsgPropertyValueFormatError, argText(x), "HttpHeaders/"+truncate(k, 64))
 			}
+			if why := refusedHeader(k, str); why != "" {
+				return newError(http.StatusBadRequest, MsgPropertyValueNotInList, truncate(k, 64), "HttpHeaders").with(why)
+			}
 			into[k] = str
 		}
 	}
 	if len(into) > maxHeaders {
 		return newError(http.StatusBadRequest, MsgPropertyValueOutOfRange, strconv.Itoa(len(into)), "HttpHeaders").with(fmt.Sprintf("At most %d headers.", maxHeaders))
 	}
+	return nil
+}
+
+// postResumeSubscription resumes a subscription suspended under
+// SuspendRetries (EventDestination.ResumeSubscription); events from now on
+// are delivered, those of the suspension are not.
+func postResumeSubscription(s *Server, c *call) *apiError {
+	sub, err := s.subscription(c)
+	if err != nil {
+		return err
+	}
+	if _, err := actionParams(c, "EventDestination.ResumeSubscription", "DeliverBufferedEventDuration"); err != nil {
+		return err
+	}
+	e := s.events
+	e.mu.Lock()
+	was := sub.Suspended
+	sub.Suspended = false
+	e.save()
+	e.mu.Unlock()
+	if was {
+		s.logChange(c, "event subscription resumed", zap.String("subscription", sub.ID))
+	}
+	c.w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
@@ -788,6 +976,7 @@ func eventRoutes() []*route {
 		r("EventService", route{get: getEventService, patch: patchEventService, write: accounts.ConfigureManager}),
 		r("EventService/Subscriptions", route{get: getSubscriptions, post: postSubscription, write: accounts.ConfigureManager}),
 		r("EventService/Subscriptions/*", route{get: getSubscription, patch: patchSubscription, del: deleteSubscription, write: accounts.ConfigureManager}),
+		r("EventService/Subscriptions/*/Actions/EventDestination.ResumeSubscription", route{post: postResumeSubscription, write: accounts.ConfigureManager}),
 		r("EventService/Actions/EventService.SubmitTestEvent", route{post: postSubmitTestEvent, write: accounts.ConfigureManager}),
 	}
 }

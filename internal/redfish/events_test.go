@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/bmlab/bmlab/internal/accounts"
+	"github.com/bmlab/bmlab/internal/netpolicy"
 )
 
 // listener is an event receiver on 127.0.0.1 that records what it gets.
@@ -76,8 +77,10 @@ func (l *listener) waitFor(t *testing.T, text string, within time.Duration) map[
 	}
 }
 
+// eventFixture serves events with loopback destinations allowed (as vbmcd
+// --media-allow-loopback does): the tests' listeners are on 127.0.0.1.
 func eventFixture(t *testing.T, opts ...Option) *fixture {
-	f := newFixture(t, 2, opts...)
+	f := newFixture(t, 2, append([]Option{WithEventPolicy(netpolicy.Policy{AllowLoopback: true})}, opts...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := f.srv.WatchEvents(ctx) // subscribed when it returns
 	t.Cleanup(func() { cancel(); <-done })
@@ -220,7 +223,7 @@ func TestEventServiceBadInput(t *testing.T) {
 // and the p99 of the time from publishing to a listener having the event.
 func BenchmarkEventFanOut(b *testing.B) {
 	const subscribers = 100
-	f := newFixture(b, 1)
+	f := newFixture(b, 1, WithEventPolicy(netpolicy.Policy{AllowLoopback: true}))
 	var (
 		got  sync.WaitGroup
 		mu   sync.Mutex
@@ -235,7 +238,7 @@ func BenchmarkEventFanOut(b *testing.B) {
 		got.Done()
 	}))
 	defer ls.Close()
-	f.srv.events.client.Transport = &http.Transport{MaxIdleConnsPerHost: subscribers}
+	f.srv.events.client.Transport.(*http.Transport).MaxIdleConnsPerHost = subscribers
 	for range subscribers {
 		w := f.do(req{method: "POST", path: "/redfish/v1/EventService/Subscriptions", body: `{"Destination":"` + ls.URL + `"}`})
 		if w.Code != 201 {
@@ -259,16 +262,16 @@ func BenchmarkEventFanOut(b *testing.B) {
 }
 
 // TestEventRetryPolicies: a listener that fails every retry ends a
-// TerminateAfterRetries subscription (the default) and not a RetryForever
-// one, which counts the failure and goes on.
+// TerminateAfterRetries subscription and not a RetryForever one, which
+// counts the failure and goes on.
 func TestEventRetryPolicies(t *testing.T) {
 	f := eventFixture(t, WithEventRetry(2, 10*time.Millisecond))
 	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(500) }))
 	t.Cleanup(broken.Close)
-	term := f.subscribe(t, `{"Destination":"`+broken.URL+`"}`)
+	term := f.subscribe(t, `{"Destination":"`+broken.URL+`","DeliveryRetryPolicy":"TerminateAfterRetries"}`)
 	forever := f.subscribe(t, `{"Destination":"`+broken.URL+`","DeliveryRetryPolicy":"RetryForever"}`)
 	if v := decode(t, f.do(req{path: term})); v["DeliveryRetryPolicy"] != "TerminateAfterRetries" {
-		t.Errorf("default policy: %v", v["DeliveryRetryPolicy"])
+		t.Errorf("policy: %v", v["DeliveryRetryPolicy"])
 	}
 	f.do(req{method: "POST", path: "/redfish/v1/EventService/Actions/EventService.SubmitTestEvent", body: `{}`})
 	gone := func() bool { return f.do(req{path: term}).Code == http.StatusNotFound }

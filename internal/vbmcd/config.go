@@ -113,10 +113,10 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.MediaWait, "media-wait", 2*time.Minute, "how long a power-on waits for virtual media that is still downloading")
 	fs.DurationVar(&c.BMCUpdateDowntime, "bmc-update-downtime", time.Minute, "how long a BMC answers nothing after a firmware update of it (its reboot)")
 	fs.DurationVar(&c.BMCFlashTime, "bmc-flash-time", 2*time.Second, "how long a BMC flashes a checked image of its own firmware, answering, before it reboots")
-	fs.BoolVar(&c.MediaAllowLoopback, "media-allow-loopback", false, "allow virtual media images from loopback addresses (an image server on this host)")
-	fs.BoolVar(&c.MediaDenyPrivate, "media-deny-private", false, "refuse virtual media images from private addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) too")
-	fs.StringSliceVar(&c.MediaAllowCIDRs, "media-allow-cidr", nil, "allow virtual media images from these ranges whatever else says (except --media-deny-cidr)")
-	fs.StringSliceVar(&c.MediaDenyCIDRs, "media-deny-cidr", nil, "refuse virtual media images from these ranges")
+	fs.BoolVar(&c.MediaAllowLoopback, "media-allow-loopback", false, "allow virtual media images and event destinations on loopback addresses (an image server or event listener on this host)")
+	fs.BoolVar(&c.MediaDenyPrivate, "media-deny-private", false, "refuse virtual media images and event destinations on private addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) too")
+	fs.StringSliceVar(&c.MediaAllowCIDRs, "media-allow-cidr", nil, "allow virtual media images and event destinations in these ranges whatever else says (except --media-deny-cidr)")
+	fs.StringSliceVar(&c.MediaDenyCIDRs, "media-deny-cidr", nil, "refuse virtual media images and event destinations in these ranges")
 	fs.StringVar(&c.MediaCAFile, "media-ca-file", "", "PEM bundle trusted for HTTPS image servers, with the system's roots")
 	fs.BoolVar(&c.MediaInsecureTLS, "media-insecure-tls", false, "never verify image servers' certificates (whatever VerifyCertificate says)")
 	fs.StringVar(&c.MediaGroup, "media-group", "", "group qemu reads images as (default: libvirt-qemu, else kvm)")
@@ -371,7 +371,8 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// mediaPolicy is the virtual media fetcher's address policy.
+// mediaPolicy is vbmcd's outbound address policy: the virtual media
+// fetcher's and the event deliveries' (internal/netpolicy).
 func (c *Config) mediaPolicy() (media.Policy, error) {
 	p := media.Policy{AllowLoopback: c.MediaAllowLoopback, DenyPrivate: c.MediaDenyPrivate}
 	for _, l := range []struct {

@@ -263,6 +263,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		redfish.WithAccounts(store),
 		redfish.WithSessionTimeout(cfg.SessionTimeout),
 		redfish.WithServiceUUID(uuid),
+		redfish.WithEventPolicy(policy), // the image fetcher's: one outbound policy
 		redfish.WithEventStore(filepath.Join(cfg.StateDir, "event-subscriptions.json")))
 	rf.WatchEvents(ctx)
 	srv := newHTTPServer(rf.Handler(), log, defaultHTTPLimits)
