@@ -79,14 +79,24 @@ func TestEventDestinationPolicy(t *testing.T) {
 			t.Errorf("POST Destination %s = %d %s, want 400 naming %q", dest, w.Code, w.Body, why)
 		}
 	}
+	// Names, and the spellings of 127.0.0.1 a resolver may take for one
+	// (inet_aton's short and decimal forms, a trailing dot): accepted, and
+	// refused on the address they resolve to, if they resolve at all.
+	var others []string
+	for _, host := range []string{"localhost.", "127.1", "2130706433"} {
+		others = append(others, f.subscribe(t, `{"Destination":"http://`+host+`:`+port+`/events"}`))
+	}
 	loc := f.subscribe(t, `{"Destination":"http://localhost:`+port+`/events"}`)
 	if v := decode(t, f.do(req{path: loc})); v["DeliveryRetryPolicy"] != "SuspendRetries" {
 		t.Errorf("default DeliveryRetryPolicy %v, want SuspendRetries", v["DeliveryRetryPolicy"])
 	}
 	f.do(req{method: "POST", path: "/redfish/v1/EventService/Actions/EventService.SubmitTestEvent", body: `{"Message":"to localhost"}`})
 	v := f.waitState(t, loc, "Disabled")
+	for _, o := range others {
+		f.waitState(t, o, "Disabled")
+	}
 	if n := got.Load(); n != 0 {
-		t.Errorf("the listener on 127.0.0.1 got %d requests through the name localhost", n)
+		t.Errorf("the listener on 127.0.0.1 got %d requests through a name", n)
 	}
 	if fails := v["Oem"].(map[string]any)["Bmlab"].(map[string]any)["Failed"]; fails != 1.0 {
 		t.Errorf("Failed %v, want 1", fails)
@@ -231,3 +241,26 @@ func TestSushyEventPolicy(t *testing.T) {
 
 // netpolicyLoopback is the policy of vbmcd --media-allow-loopback.
 var netpolicyLoopback = netpolicy.Policy{AllowLoopback: true}
+
+// TestEventDeliveryNotRedirected: a listener's redirect is not followed
+// (it counts as a failed delivery), and a Host in HttpHeaders does not
+// change the Host a delivery carries.
+func TestEventDeliveryNotRedirected(t *testing.T) {
+	f := eventFixture(t, WithEventRetry(1, 10*time.Millisecond))
+	target, hits := counter(t)
+	hosts := make(chan string, 10)
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hosts <- r.Host
+		http.Redirect(w, r, target.URL+"/elsewhere", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirector.Close)
+	loc := f.subscribe(t, `{"Destination":"`+redirector.URL+`","HttpHeaders":[{"Host":"metadata.google.internal"}]}`)
+	f.do(req{method: "POST", path: "/redfish/v1/EventService/Actions/EventService.SubmitTestEvent", body: `{}`})
+	f.waitState(t, loc, "Disabled")
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the redirect was followed: its target got %d requests", n)
+	}
+	if h := <-hosts; h != strings.TrimPrefix(redirector.URL, "http://") {
+		t.Errorf("the delivery carried Host %q, want the listener's own", h)
+	}
+}
