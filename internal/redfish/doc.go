@@ -11,7 +11,8 @@
 // download) hangs under the Manager, where sushy and Ironic look, and under
 // the System, for newer clients; both show the same members (vmedia.go).
 // Events (events.go) go to subscribers as the machines change, whichever
-// face changed them; firmware updates (update.go) are SimpleUpdate with a
+// face changed them, only to addresses vbmcd's outbound policy allows
+// (internal/netpolicy, the image fetcher's too); firmware updates (update.go) are SimpleUpdate with a
 // task.
 //
 // Resources are built by small pure functions from a machine snapshot
@@ -27,7 +28,8 @@
 // service-wide credentials reach every system; a machine's own credentials
 // (machine.Settings.Credentials) reach that system, its Manager and Chassis
 // only, and collections list only what the caller may see. Accounts and
-// roles come from internal/accounts.
+// roles come from internal/accounts; an account bound to a system changes
+// nothing service-wide (the lockout policy, the event retry settings).
 //
 // What it does not do: talk to a hypervisor or decide BMC semantics. It does
 // not listen either: the caller wraps Handler in an http.Server, with
