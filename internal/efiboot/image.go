@@ -224,7 +224,7 @@ func WriteISO(w io.Writer, app io.ReaderAt, size int64, arch string) error {
 		copy(pvd[off:], "2020010100000000")
 	}
 	copy(pvd[847:], "0000000000000000") // no expiration
-	pvd[881] = 1                         // file structure version
+	pvd[881] = 1                        // file structure version
 
 	// El Torito 1.0 §2.0: the boot record volume descriptor points at the
 	// catalog.
