@@ -793,13 +793,7 @@ func (c *Cache) wrapEFI(path string, n int64, image, arch string, res *reservati
 	}
 	defer in.Close()
 	if err := efiboot.CheckApp(in, n, arch); err != nil {
-		msg := "neither an ISO 9660 image (no volume descriptor at byte 32769) nor a UEFI application"
-		if b := make([]byte, 2); n >= 2 {
-			if _, rerr := in.ReadAt(b, 0); rerr == nil && string(b) == "MZ" {
-				msg = "not an ISO 9660 image, and not a UEFI application this machine boots"
-			}
-		}
-		return "", "", 0, &machine.MediaError{Kind: machine.MediaNotImage, Image: image, Err: fmt.Errorf("%s: %w", msg, err)}
+		return "", "", 0, &machine.MediaError{Kind: machine.MediaNotImage, Image: image, Err: fmt.Errorf("not an ISO 9660 image (no volume descriptor at byte 32769), and %w", err)}
 	}
 	if n > efiboot.MaxApp {
 		return "", "", 0, &machine.MediaError{Kind: machine.MediaTooLarge, Image: image, Err: fmt.Errorf("a UEFI application of %d bytes, more than the %d this BMC boots", n, efiboot.MaxApp)}

@@ -75,7 +75,7 @@ func TestUefiApplicationIsWrapped(t *testing.T) {
 	for _, bad := range []struct {
 		name, body, say string
 	}{
-		{"html", "<html><body>It works!</body></html>", "neither an ISO 9660 image"},
+		{"html", "<html><body>It works!</body></html>", "not an ISO 9660 image (no volume descriptor at byte 32769), and not a UEFI application: no PE/COFF image"},
 		{"aarch64 application", string(fakeEFI(64<<10, 0xaa64)), "a PE image for aarch64, and this machine is x86_64"},
 	} {
 		s := newImageServer(t, false)
