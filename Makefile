@@ -32,6 +32,7 @@ deps:
 
 iso:
 	bash hack/build-marker-iso.sh testdata/iso/marker.iso
+	bash hack/build-marker-efi.sh testdata/iso/marker.efi
 
 bench:
 	bash hack/bench.sh

@@ -21,6 +21,7 @@ bash hack/start-libvirtd.sh
 mkdir -p testdata/iso
 [ -f testdata/iso/marker.iso ] || bash hack/build-marker-iso.sh testdata/iso/marker.iso BMLAB-MARKER-BOOTED halt >/dev/null
 [ -f testdata/iso/disk-marker.img ] || bash hack/build-marker-iso.sh testdata/iso/disk-marker.img BMLAB-DISK-BOOTED stay >/dev/null
+[ -f testdata/iso/marker.efi ] || bash hack/build-marker-efi.sh testdata/iso/marker.efi BMLAB-EFI-BOOTED halt >/dev/null
 
 bash hack/build-coredns.sh
 bash hack/build-kube.sh

@@ -6,7 +6,8 @@
 // changes) and a Backend (libvirt, sim) carries them out. It also holds
 // the machine's boot options and persistent boot order (bootorder.go), the
 // BMC's clock (clock.go) and what the switch each NIC is plugged into
-// announces over LLDP (lldp.go, filled in by the backend).
+// announces over LLDP (lldp.go, filled in by the backend), and the UEFI
+// HTTP boot of an ISO or a UEFI application the BMC fetches (httpboot.go).
 //
 // What it does not do: decode protocols, authenticate, or talk to libvirt.
 // Faces import this package; this package imports no backend.

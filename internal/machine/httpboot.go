@@ -9,21 +9,40 @@ import (
 
 // UEFI HTTP boot (BootSourceOverrideTarget UefiHttp with Boot.HttpBootUri),
 // the way Ironic's redfish-https boot interface uses it: the URI names an
-// ISO. A VM cannot reach what the BMC's clients can (the host's loopback,
-// say), so the BMC does the fetching: as a boot begins with a UefiHttp
-// override, the image comes through the virtual media cache and goes into
-// the CD drive, and the machine boots from it. The Cd member then shows
-// the URI as its image. The image stays for the boot it was fetched for
-// (as firmware keeps an HTTP-booted image in a RAM disk) and is taken out
-// at the next boot that does not use it, or at once when the override is
-// cleared while the machine is off. A Continuous override fetches at every
-// boot; the cache makes that a revalidation when the image is unchanged.
+// ISO, or a UEFI application (an iPXE, shim or GRUB .efi), as real BMCs
+// take either. A VM cannot reach what the BMC's clients can (the host's
+// loopback, say), so the BMC does the fetching: as a boot begins with a
+// UefiHttp override, the image comes through the virtual media cache and
+// goes into the CD drive, and the machine boots from it. An application is
+// put there as the cache wraps it (package efiboot): an ISO whose El Torito
+// EFI image is a FAT volume holding it as \EFI\BOOT\BOOTX64.EFI, which
+// the firmware (OVMF) finds and runs itself, as it runs an application its
+// own HTTP boot downloaded. What the BMC plays is the download, not the
+// running. A file that is neither an ISO nor an application for the
+// machine's architecture fails the boot, and so does a Legacy boot mode:
+// HTTP boot is a UEFI boot. The Cd member then shows the URI as its image.
+// The image stays for the boot it was fetched for (as firmware keeps an
+// HTTP-booted image in a RAM disk) and is taken out at the next boot that
+// does not use it, or at once when the override is cleared while the
+// machine is off. A Continuous override fetches at every boot; the cache
+// makes that a revalidation when the image is unchanged.
 
-// Errors of a UefiHttp override; both are ErrInvalid.
+// Errors of a UefiHttp override: the first two are ErrInvalid, the last
+// ErrConflict.
 var (
 	ErrNoHTTPBootURI  = fmt.Errorf("%w: a UefiHttp boot needs HttpBootUri", ErrInvalid)
 	ErrBadHTTPBootURI = fmt.Errorf("%w: HttpBootUri must be an http or https URL", ErrInvalid)
+	ErrHTTPBootLegacy = fmt.Errorf("%w: a UefiHttp boot is a UEFI boot, and the boot mode is Legacy; set BootSourceOverrideMode to UEFI", ErrConflict)
 )
+
+// httpBootArch is the architecture whose UEFI applications a machine
+// boots.
+func httpBootArch(m *Machine) string {
+	if m.Inventory.Arch == "" {
+		return "x86_64"
+	}
+	return m.Inventory.Arch
+}
 
 // checkHTTPBootURI validates an HttpBootUri: an absolute http(s) URL.
 func checkHTTPBootURI(uri string) error {
@@ -74,6 +93,11 @@ func (s *Service) settleHTTPBoot(ctx context.Context, m *Machine, st Settings, f
 	if err := checkHTTPBootURI(uri); err != nil {
 		return st, err
 	}
+	if st.Boot.Mode == BootModeLegacy {
+		// The mode may have become Legacy after the override was set
+		// (the BIOS BootMode attribute).
+		return st, fmt.Errorf("UefiHttp boot of %s: %w", m.Name, ErrHTTPBootLegacy)
+	}
 	if md.Inserted && !md.HTTPBoot {
 		return st, fmt.Errorf("%w: a UefiHttp boot of %s needs the CD drive, and virtual media Cd holds %s; eject it first", ErrConflict, m.Name, redact(md.Image))
 	}
@@ -82,7 +106,7 @@ func (s *Service) settleHTTPBoot(ctx context.Context, m *Machine, st Settings, f
 	}
 	fctx, cancel := context.WithTimeout(ctx, s.tasks.wait)
 	defer cancel()
-	req := ImageRequest{Image: uri, VerifyCertificate: md.VerifyCertificate, ISO: true, InUse: s.AttachedImages}
+	req := ImageRequest{Image: uri, VerifyCertificate: md.VerifyCertificate, ISO: true, EFIArch: httpBootArch(m), InUse: s.AttachedImages}
 	for _, c := range md.Certificates {
 		req.Certificates = append(req.Certificates, c.PEM)
 	}

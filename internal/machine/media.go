@@ -153,7 +153,7 @@ const (
 	MediaNotFound    MediaErrorKind = "not-found"   // HTTP 404/410, no such local file
 	MediaTLS         MediaErrorKind = "tls"         // certificate not trusted, handshake failed
 	MediaAuth        MediaErrorKind = "auth"        // HTTP 401/403
-	MediaNotImage    MediaErrorKind = "not-image"   // not an ISO 9660/UDF image (for the CD)
+	MediaNotImage    MediaErrorKind = "not-image"   // not an ISO 9660/UDF image (for the CD), nor a UEFI application where one is taken
 	MediaNoSpace     MediaErrorKind = "no-space"    // the cache's disk is full, or the image exceeds the cache's bound
 	MediaTooLarge    MediaErrorKind = "too-large"   // the image exceeds the request's MaxBytes
 	MediaForbidden   MediaErrorKind = "forbidden"   // a local path outside the allowed directory, an unsupported scheme
@@ -179,6 +179,12 @@ type ImageRequest struct {
 	Certificates      []string // PEM
 	// ISO asks for a check that the image is an ISO 9660 (or UDF) image.
 	ISO bool
+	// EFIArch, with ISO, also takes a UEFI application for a machine of
+	// this architecture (x86_64, aarch64): a PE32+ image, as an iPXE or
+	// shim .efi is. The fetcher delivers it wrapped in an ISO whose El
+	// Torito EFI boot image holds it at the UEFI default path, which the
+	// firmware boots (package efiboot). Anything else is MediaNotImage.
+	EFIArch string
 	// Raw takes any content (a firmware image, which its user checks);
 	// otherwise the image must be one a drive can hold.
 	Raw bool

@@ -441,6 +441,9 @@ func (s *Service) SetBoot(ctx context.Context, id string, p BootPatch) (*Machine
 	if b.Effective() == BootUefiHttp && b.HTTPBootURI == "" {
 		return nil, fmt.Errorf("%w: this BMC fetches the image itself, and its machines get no boot URI from DHCP", ErrNoHTTPBootURI)
 	}
+	if b.Effective() == BootUefiHttp && b.Mode == BootModeLegacy {
+		return nil, ErrHTTPBootLegacy
+	}
 	if b == st.Boot {
 		return m, nil
 	}

@@ -95,7 +95,7 @@ type Boot struct {
 	Enabled BootEnabled
 	Mode    BootMode
 	// HTTPBootURI is the image a UefiHttp boot fetches (Redfish
-	// Boot.HttpBootUri): an ISO at an http(s) URL.
+	// Boot.HttpBootUri): an ISO or a UEFI application at an http(s) URL.
 	HTTPBootURI string
 	// BootNext is the boot option (a BootOptionReference) an UefiBootNext
 	// override boots; "" when none.

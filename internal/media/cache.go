@@ -26,6 +26,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/bmlab/bmlab/internal/efiboot"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/netpolicy"
 	"github.com/bmlab/bmlab/internal/qemuaccess"
@@ -323,6 +324,11 @@ func (c *Cache) Fetch(ctx context.Context, req machine.ImageRequest) (machine.Fe
 		pass, _ = u.User.Password()
 	}
 	key := image + "\x00" + user
+	if req.ISO && req.EFIArch != "" {
+		// What this key's object is depends on the request: a UEFI
+		// application is kept as the ISO that boots it.
+		key += "\x00efi-" + req.EFIArch
+	}
 	defer c.lockKey(key)()
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Deadline)
 	defer cancel()
@@ -731,19 +737,28 @@ func (c *Cache) download(ctx context.Context, stall *time.Timer, resp *http.Resp
 		}
 		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "write the image: %v", err)
 	}
+	sum, size := hex.EncodeToString(h.Sum(nil)), n
+	if req.ISO && req.EFIArch != "" && checkISO(tmp) != nil {
+		// A UEFI application: the object is the ISO that boots it.
+		wrapped, wsum, wsize, err := c.wrapEFI(tmp, n, image, req.EFIArch, res)
+		if err != nil {
+			return machine.FetchedImage{}, err
+		}
+		os.Remove(tmp)
+		tmp, sum, size = wrapped, wsum, wsize
+	}
 	if err := checkImage(tmp, req); err != nil {
 		return machine.FetchedImage{}, fail(machine.MediaNotImage, image, "%v", err)
 	}
 	if err := c.share(tmp, false); err != nil {
 		return machine.FetchedImage{}, fail(machine.MediaFailed, image, "%v", err)
 	}
-	sum := hex.EncodeToString(h.Sum(nil))
 	dst := c.objectPath(sum)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, have := c.idx.Objects[sum]; have {
-		if fi, err := os.Stat(dst); err == nil && fi.Size() == n {
+		if fi, err := os.Stat(dst); err == nil && fi.Size() == size {
 			os.Remove(tmp) // same content under another URL or validators: one copy
 		} else if err := os.Rename(tmp, dst); err != nil {
 			return machine.FetchedImage{}, fail(machine.MediaFailed, image, "%v", err)
@@ -756,7 +771,7 @@ func (c *Cache) download(ctx context.Context, stall *time.Timer, resp *http.Resp
 	// The reservation becomes the object in one step under the lock.
 	c.reserved -= res.n
 	res.n = 0
-	c.idx.Objects[sum] = &object{Size: n, LastUsed: now}
+	c.idx.Objects[sum] = &object{Size: size, LastUsed: now}
 	c.idx.Entries[key] = &entry{
 		URL: image, ETag: resp.Header.Get("ETag"), LastModified: resp.Header.Get("Last-Modified"),
 		Length: n, SHA256: sum, Fetched: now,
@@ -765,7 +780,50 @@ func (c *Cache) download(ctx context.Context, stall *time.Timer, resp *http.Resp
 	c.fetched++
 	c.save()
 	c.log.Info("image downloaded", zap.String("image", image), zap.Int64("bytes", n), zap.String("sha256", sum))
-	return machine.FetchedImage{Path: dst, Size: n, SHA256: sum}, nil
+	return machine.FetchedImage{Path: dst, Size: size, SHA256: sum}, nil
+}
+
+// wrapEFI makes the downloaded file at path (n bytes) a bootable ISO when
+// it is a UEFI application for arch (efiboot.WriteISO), in a new file of
+// the cache's tmp directory under the download's reservation. It returns
+// the new file, its SHA-256 and size. Errors are *machine.MediaError.
+func (c *Cache) wrapEFI(path string, n int64, image, arch string, res *reservation) (string, string, int64, error) {
+	in, err := os.Open(path)
+	if err != nil {
+		return "", "", 0, &machine.MediaError{Kind: machine.MediaFailed, Image: image, Err: err}
+	}
+	defer in.Close()
+	if err := efiboot.CheckApp(in, n, arch); err != nil {
+		return "", "", 0, &machine.MediaError{Kind: machine.MediaNotImage, Image: image, Err: fmt.Errorf("not an ISO 9660 image (no volume descriptor at byte 32769), and %w", err)}
+	}
+	if n > efiboot.MaxApp {
+		return "", "", 0, &machine.MediaError{Kind: machine.MediaTooLarge, Image: image, Err: fmt.Errorf("a UEFI application of %d bytes, more than the %d this BMC boots", n, efiboot.MaxApp)}
+	}
+	want, err := efiboot.ISOSize(n, arch)
+	if err != nil {
+		return "", "", 0, &machine.MediaError{Kind: machine.MediaTooLarge, Image: image, Err: err}
+	}
+	if err := res.grow(want); err != nil {
+		return "", "", 0, &machine.MediaError{Kind: machine.MediaNoSpace, Image: image, Err: fmt.Errorf("no room for the bootable image of the UEFI application: %w", err)}
+	}
+	out, err := os.CreateTemp(c.tmp, "efi-*")
+	if err != nil {
+		return "", "", 0, &machine.MediaError{Kind: machine.MediaFailed, Image: image, Err: fmt.Errorf("create a file in the cache: %w", err)}
+	}
+	h := sha256.New()
+	werr := efiboot.WriteISO(io.MultiWriter(out, h), in, n, arch)
+	if cerr := out.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		os.Remove(out.Name())
+		kind := machine.MediaFailed
+		if errors.Is(werr, syscall.ENOSPC) {
+			kind = machine.MediaNoSpace
+		}
+		return "", "", 0, &machine.MediaError{Kind: kind, Image: image, Err: fmt.Errorf("make the bootable image of the UEFI application: %w", werr)}
+	}
+	return out.Name(), hex.EncodeToString(h.Sum(nil)), want, nil
 }
 
 func lengthText(n int64) string {

@@ -6,7 +6,10 @@
 // Last-Modified and length on HEAD; never If-Modified-Since), and evicts the
 // least recently used images that no machine holds when a size bound would
 // be exceeded. Local paths are used in place, and only inside a directory
-// the operator allows.
+// the operator allows. For a UEFI HTTP boot (ImageRequest.EFIArch) a
+// downloaded UEFI application is kept as the ISO that boots it (package
+// efiboot), under its own key, so the same URL inserted as a CD image is
+// still checked as an ISO.
 //
 // What it does not do: attach images to machines (machine.Service and the
 // backends do), or speak Redfish.

@@ -476,6 +476,8 @@ func patchSystem(s *Server, c *call) *apiError {
 				return aerr
 			}
 			switch {
+			case errors.Is(err, machine.ErrHTTPBootLegacy):
+				return newError(http.StatusConflict, MsgPropertyValueConflict, "BootSourceOverrideTarget", "BootSourceOverrideMode").with(err.Error())
 			case errors.Is(err, machine.ErrConflict) && p.Mode != nil:
 				return newError(http.StatusConflict, MsgPropertyValueConflict, "BootSourceOverrideMode", "SecureBootEnable").with(err.Error())
 			case errors.Is(err, machine.ErrNoHTTPBootURI):

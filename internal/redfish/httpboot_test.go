@@ -2,6 +2,7 @@ package redfish
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,6 +40,8 @@ func TestUefiHttpBoot(t *testing.T) {
 		{`{"Boot":{"BootSourceOverrideTarget":"UefiHttp","HttpBootUri":"ftp://images/boot.iso"}}`, 400, MsgPropertyValueFormatError},
 		{`{"Boot":{"HttpBootUri":"/boot.iso"}}`, 400, MsgPropertyValueFormatError},
 		{`{"Boot":{"HttpBootUri":7}}`, 400, MsgPropertyValueTypeError},
+		// HTTP boot is a UEFI boot.
+		{`{"Boot":{"BootSourceOverrideTarget":"UefiHttp","HttpBootUri":"http://images/boot.efi","BootSourceOverrideMode":"Legacy"}}`, 409, MsgPropertyValueConflict},
 	} {
 		w := f.do(req{method: http.MethodPatch, path: sys, body: bad.body})
 		if ids := messageIDs(t, w); w.Code != bad.status || len(ids) == 0 || ids[0] != string(bad.msg) {
@@ -101,5 +104,19 @@ func TestUefiHttpBoot(t *testing.T) {
 	}
 	if m, _ := f.svc.Get(f.ids[0]); m.Power != machine.PowerOff || m.PowerFault == "" {
 		t.Errorf("after the failed fetch: power %s, fault %q; want Off with the reason", m.Power, m.PowerFault)
+	}
+
+	// The BIOS made the machine Legacy after the override was set: the
+	// boot is refused, for HTTP boot is a UEFI boot.
+	patch(`{"Boot":{"BootSourceOverrideTarget":"UefiHttp","BootSourceOverrideEnabled":"Once","HttpBootUri":"` + img + `"}}`)
+	if w := f.do(req{method: http.MethodPatch, path: sys + "/Bios/Settings", body: `{"Attributes":{"BootMode":"Bios"}}`}); w.Code != http.StatusOK && w.Code != http.StatusNoContent && w.Code != http.StatusAccepted {
+		t.Fatalf("PATCH BootMode Bios: %d %s", w.Code, w.Body)
+	}
+	w = f.do(req{method: http.MethodPost, path: sys + "/Actions/ComputerSystem.Reset", body: `{"ResetType":"On"}`})
+	if w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), "Legacy") {
+		t.Errorf("On with UefiHttp on a machine gone Legacy: %d %s, want 409 saying the mode is Legacy", w.Code, w.Body)
+	}
+	if m, _ := f.svc.Get(f.ids[0]); m.Power != machine.PowerOff {
+		t.Errorf("the machine went %s", m.Power)
 	}
 }

@@ -125,7 +125,22 @@ func MarkerISOWith(t testing.TB, name, marker string) string {
 // (CopyFile) when the VM may write to it.
 func MarkerDisk(t testing.TB) string { return markerImage(t, "disk-marker.img", DiskMarker, "stay") }
 
+// MarkerEFI returns the path of the boot-marker EFI application (a
+// standalone GRUB for x86_64 UEFI, built with hack/build-marker-efi.sh),
+// which prints EFIMarker on the serial console and powers the VM off.
+func MarkerEFI(t testing.TB) string {
+	return buildImage(t, "marker.efi", "build-marker-efi.sh", EFIMarker, "halt")
+}
+
+// EFIMarker is the line MarkerEFI prints.
+const EFIMarker = "BMLAB-EFI-BOOTED"
+
 func markerImage(t testing.TB, name, marker, after string) string {
+	t.Helper()
+	return buildImage(t, name, "build-marker-iso.sh", marker, after)
+}
+
+func buildImage(t testing.TB, name, script, marker, after string) string {
 	t.Helper()
 	Integration(t)
 	imgMu.Lock()
@@ -136,7 +151,7 @@ func markerImage(t testing.TB, name, marker, after string) string {
 	if !done {
 		if _, serr := os.Stat(p); serr != nil {
 			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-				out, berr := exec.Command("bash", filepath.Join(root, "hack", "build-marker-iso.sh"), p, marker, after).CombinedOutput()
+				out, berr := exec.Command("bash", filepath.Join(root, "hack", script), p, marker, after).CombinedOutput()
 				if berr != nil {
 					err = &buildError{out: string(out), err: berr}
 				}
@@ -144,7 +159,7 @@ func markerImage(t testing.TB, name, marker, after string) string {
 		}
 		imgErrs[name] = err
 	}
-	Require(t, err == nil, "the marker image "+name+" (grub-mkrescue): "+errString(err))
+	Require(t, err == nil, "the marker image "+name+" (hack/"+script+"): "+errString(err))
 	return p
 }
 

@@ -11,11 +11,14 @@ Steps:
   reset-keys TYPE          secure_boot.reset_keys (ResetAllKeysToDefault,
                            DeleteAllKeys, DeletePK)
   db-reset-keys DB TYPE    one database's reset_keys
-  http-boot URI ENABLED    PATCH Boot with target UefiHttp, HttpBootUri and
-                           BootSourceOverrideEnabled, as sushy >= 4.8's
-                           set_system_boot_options(http_boot_uri=...) sends
-                           it (Debian's sushy 4.3 has no http_boot_uri, so
-                           the step sends it through sushy's connector)
+  http-boot URI ENABLED [MODE]
+                           PATCH Boot with target UefiHttp, HttpBootUri and
+                           BootSourceOverrideEnabled (and
+                           BootSourceOverrideMode, UEFI or Legacy), as
+                           sushy >= 4.8's set_system_boot_options(
+                           http_boot_uri=...) sends it (Debian's sushy 4.3
+                           has no http_boot_uri, so the step sends it
+                           through sushy's connector)
   reset TYPE               system.reset_system
 Prints one JSON object; a refused request gives its HTTP status and Base
 message IDs. Exits non-zero on any other failure.
@@ -50,10 +53,13 @@ try:
         db = dbs.get_member(dbs.path + "/" + args[0])
         db.reset_keys(sushy.SecureBootResetKeysType(args[1]))
     elif step == "http-boot":
-        conn.patch(system.path, data={"Boot": {
+        boot = {
             "BootSourceOverrideTarget": sushy.BOOT_SOURCE_TARGET_UEFI_HTTP.value,
             "BootSourceOverrideEnabled": args[1],
-            "HttpBootUri": args[0]}})
+            "HttpBootUri": args[0]}
+        if len(args) > 2:
+            boot["BootSourceOverrideMode"] = args[2]
+        conn.patch(system.path, data={"Boot": boot})
     elif step == "reset":
         system.reset_system(sushy.ResetType(args[0]))
     elif step != "show":
@@ -80,5 +86,6 @@ for db in sb.databases.get_members():
     }
 boot = conn.get(system.path).json()["Boot"]
 out["boot"] = {k: boot.get(k) for k in (
-    "BootSourceOverrideTarget", "BootSourceOverrideEnabled", "HttpBootUri")}
+    "BootSourceOverrideTarget", "BootSourceOverrideEnabled",
+    "BootSourceOverrideMode", "HttpBootUri")}
 print(json.dumps(out))
