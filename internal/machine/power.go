@@ -162,6 +162,15 @@ func shows(rt ResetType, p PowerState) PowerState {
 	return PowerPoweringOff
 }
 
+// reached reports whether an action under way of type rt has already
+// brought the machine to what it was for, as its backend reads now: off
+// after a ForceOff or GracefulShutdown. Starts and restarts end with more
+// than the power state (a Once override spent), so they are never taken as
+// reached.
+func reached(rt ResetType, p PowerState) bool {
+	return (rt == ResetForceOff || rt == ResetGracefulShutdown) && p == PowerOff
+}
+
 // changes reports whether rt changes anything for a machine in state p
 // (On when on, GracefulShutdown when off: nothing to do).
 func changes(rt ResetType, p PowerState) bool {
@@ -192,6 +201,12 @@ func (s *Service) Reset(ctx context.Context, id string, rt ResetType) (err error
 	if !validReset(rt) {
 		return invalidf("unknown reset type %q", rt)
 	}
+	return s.powerAction(ctx, id, rt)
+}
+
+// powerAction is Reset's work: it runs rt, joins the action under way,
+// preempts it or is refused.
+func (s *Service) powerAction(ctx context.Context, id string, rt ResetType) error {
 	m, err := s.be.Get(id)
 	if err == nil {
 		err = usable(m)
@@ -204,7 +219,7 @@ func (s *Service) Reset(ctx context.Context, id string, rt ResetType) (err error
 	}
 	s.power.mu.Lock()
 	prev := s.power.pending[m.ID]
-	if prev != nil {
+	if prev != nil && !reached(prev.rt, m.Power) {
 		join, preempt := combine(rt, prev)
 		if join {
 			s.power.mu.Unlock()
@@ -215,6 +230,18 @@ func (s *Service) Reset(ctx context.Context, id string, rt ResetType) (err error
 			return &BusyError{RetryAfter: retryBusy, msg: fmt.Sprintf("%v: %s is %s (%s under way); retry when it is done",
 				ErrConflict, m.Name, prev.shows, prev.rt)}
 		}
+	} else if prev != nil {
+		// The action under way has done what it was for (the machine
+		// reads off after a ForceOff) and only ends its bookkeeping:
+		// a client that saw the state and acts on it is not refused.
+		// It ends within moments; this one then runs on its own.
+		s.power.mu.Unlock()
+		select {
+		case <-prev.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return s.powerAction(ctx, id, rt)
 	} else if !changes(rt, m.Power) {
 		s.power.mu.Unlock()
 		return nil

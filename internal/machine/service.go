@@ -303,6 +303,12 @@ func (s *Service) restart(ctx context.Context, m *Machine) error {
 		return s.coldStart(ctx, m.ID, st)
 	}
 	if err := s.be.Reset(ctx, m.ID); err != nil {
+		// The guest powered itself off as the reset came (the backend
+		// had not seen it yet): a forced restart of a machine that is
+		// off starts it, as on a real server.
+		if cur, gerr := s.be.Get(m.ID); errors.Is(err, ErrConflict) && gerr == nil && cur.Power == PowerOff {
+			return s.start(ctx, cur)
+		}
 		return err
 	}
 	return s.spend(ctx, m.ID, st)

@@ -1,0 +1,105 @@
+package machine_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/sim"
+)
+
+// slowEnd is a sim backend whose forced stop leaves the machine off at once
+// but returns only when released, as a real backend's stop returns after
+// its re-read while the state event has already arrived; and whose warm
+// reset finds the guest gone, as libvirt's does when the guest halted
+// itself a moment before.
+type slowEnd struct {
+	*sim.Backend
+	release chan struct{}
+	halted  bool
+}
+
+func (b *slowEnd) Stop(ctx context.Context, id string, force bool) error {
+	err := b.Backend.Stop(ctx, id, force)
+	if b.release != nil {
+		<-b.release
+	}
+	return err
+}
+
+func (b *slowEnd) Reset(ctx context.Context, id string) error {
+	if b.halted {
+		if err := b.Backend.Stop(ctx, id, true); err != nil {
+			return err
+		}
+		return fmt.Errorf("reset %s: %w: domain is not running", id, machine.ErrConflict)
+	}
+	return b.Backend.Reset(ctx, id)
+}
+
+func waitPower(t *testing.T, svc *machine.Service, id string, want machine.PowerState) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m, err := svc.Get(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Power == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("power %s, want %s", m.Power, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestOnRightAfterOffReads: a client that reads Off after its ForceOff and
+// sends On at once (Ironic, the LLDP e2e test under load) is not refused
+// because the ForceOff's action has not ended its bookkeeping yet: the On
+// runs once it has.
+func TestOnRightAfterOffReads(t *testing.T) {
+	be := &slowEnd{Backend: sim.New(1)}
+	svc := machine.NewService(be, nil)
+	ctx := context.Background()
+	id := be.List()[0].ID
+	if err := svc.Reset(ctx, id, machine.ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	waitPower(t, svc, id, machine.PowerOn)
+	be.release = make(chan struct{})
+	if err := svc.Reset(ctx, id, machine.ResetForceOff); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := be.Get(id); m.Power != machine.PowerOff {
+		t.Fatalf("the backend reads %s after the forced stop, want Off", m.Power)
+	}
+	go func() { time.Sleep(100 * time.Millisecond); close(be.release) }()
+	if err := svc.Reset(ctx, id, machine.ResetOn); err != nil {
+		t.Fatalf("On once the machine reads Off: %v, want accepted", err)
+	}
+	waitPower(t, svc, id, machine.PowerOn)
+}
+
+// TestForceRestartOfAGuestThatJustHalted: the guest powered itself off as
+// the ForceRestart came; the backend's warm reset finds it gone. A forced
+// restart of a machine that is off starts it, as on a real server, instead
+// of a 409 (TestE2EBootOrder under load).
+func TestForceRestartOfAGuestThatJustHalted(t *testing.T) {
+	be := &slowEnd{Backend: sim.New(1)}
+	svc := machine.NewService(be, nil)
+	ctx := context.Background()
+	id := be.List()[0].ID
+	if err := svc.Reset(ctx, id, machine.ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	waitPower(t, svc, id, machine.PowerOn)
+	be.halted = true
+	if err := svc.Reset(ctx, id, machine.ResetForceRestart); err != nil {
+		t.Fatalf("ForceRestart of a guest that just halted: %v, want accepted", err)
+	}
+	waitPower(t, svc, id, machine.PowerOn)
+}
