@@ -106,7 +106,19 @@ func solProbe(t *testing.T, ipmitool string, port int, pass string) {
 	if !testenv.WaitFor(20*time.Second, func() bool { return strings.Contains(out.String(), "SOL Session operational") }) {
 		t.Fatalf("ipmitool sol activate did not start: %q", out.String())
 	}
-	if _, err := in.Write([]byte("\rset x=SOL\recho ${x}PROBE\r")); err != nil {
+	// The guest may still be booting (what is typed before grub reads
+	// its prompt is lost): ask for a prompt until one comes, then type.
+	prompt := func() bool {
+		from := len(out.String())
+		if _, err := in.Write([]byte("\r")); err != nil {
+			t.Fatal(err)
+		}
+		return testenv.WaitFor(2*time.Second, func() bool { return strings.Contains(out.String()[from:], "grub>") })
+	}
+	if !testenv.WaitFor(60*time.Second, prompt) {
+		t.Fatalf("no grub prompt over SOL; got %q", out.String())
+	}
+	if _, err := in.Write([]byte("set x=SOL\recho ${x}PROBE\r")); err != nil {
 		t.Fatal(err)
 	}
 	if !testenv.WaitFor(30*time.Second, func() bool { return strings.Contains(out.String(), "SOLPROBE") }) {
