@@ -5,13 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/bmlab/bmlab/internal/qemuaccess"
+	"net/netip"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/bmlab/bmlab/internal/labvirt"
+	"github.com/bmlab/bmlab/internal/qemuaccess"
 )
 
 // preflight checks the host can carry the plan, and that no object the plan
@@ -151,6 +154,13 @@ func Clashes(ctx context.Context, e *Env) error {
 			}
 		}
 	}
+	if p.Network.Shared != nil {
+		m, err := sharedClashes(ctx, e)
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, m...)
+	}
 	if p.Hybrid != nil {
 		m, err := segmentClashes(ctx, e)
 		if err != nil {
@@ -236,5 +246,130 @@ func segmentClashes(ctx context.Context, e *Env) ([]string, error) {
 		}
 	}
 	slices.Sort(msgs)
+	return msgs, nil
+}
+
+// sharedClashes: a lab joining a shared network finds it as the lab file
+// says (there, running, with DHCP, on the lab's bridge, with the machine
+// network), and no address, MAC or name of its own is another lab's on it,
+// or the network's own: each lab's addresses are a block of their own
+// (cluster.dhcpRange), its VIPs outside every other lab's.
+func sharedClashes(ctx context.Context, e *Env) ([]string, error) {
+	p := e.Plan
+	sh := p.Network.Shared
+	nets, err := e.Host.Networks().SharedNetworks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(nets, func(n labvirt.SharedNetwork) bool { return n.Name == sh.Network })
+	if i < 0 {
+		var names []string
+		for _, n := range nets {
+			names = append(names, n.Name)
+		}
+		return []string{fmt.Sprintf("network.shared: libvirt network %q does not exist, and a lab never makes a network it shares; define and start it, or name one there is (%s)", sh.Network, strings.Join(names, ", "))}, nil
+	}
+	n := nets[i]
+	var msgs []string
+	if !n.Active {
+		msgs = append(msgs, fmt.Sprintf("network.shared: libvirt network %q is not running, and a lab never starts a network it shares; start it (virsh net-start %s)", n.Name, n.Name))
+	}
+	if n.Bridge != sh.Bridge {
+		msgs = append(msgs, fmt.Sprintf("network.libvirtBridge: %q, but the shared network %q is on bridge %q; write libvirtBridge: %s", sh.Bridge, n.Name, n.Bridge, n.Bridge))
+	}
+	if !slices.ContainsFunc(n.CIDRs, func(c netip.Prefix) bool { return c.Masked() == sh.CIDR.Masked() }) {
+		msgs = append(msgs, fmt.Sprintf("cluster.machineNetwork: %s, but the shared network %q has %v; write its network as machineNetwork, with dhcpRange, apiVIP, ingressVIP and bmc.address inside it", sh.CIDR, n.Name, n.CIDRs))
+	} else if len(n.Ranges) == 0 {
+		msgs = append(msgs, fmt.Sprintf("network.shared: libvirt network %q serves no DHCP, so the lab's nodes would get no address; give it a DHCP range (virsh net-edit %s), or share another", n.Name, n.Name))
+	}
+	// What this lab would add, by address, MAC and name, with the setting
+	// that gives each.
+	ipField := map[string]string{}
+	for _, r := range sh.Reservations {
+		ipField[r.IP.String()] = "cluster.dhcpRange (the nodes' addresses)"
+	}
+	if sh.APIVIP.IsValid() {
+		ipField[sh.APIVIP.String()] = "cluster.apiVIP"
+	}
+	if sh.IngressVIP.IsValid() {
+		ipField[sh.IngressVIP.String()] = "cluster.ingressVIP"
+	}
+	macs := map[string]string{}
+	for _, r := range sh.Reservations {
+		macs[strings.ToLower(r.MAC)] = r.Name
+	}
+	names := map[string]bool{}
+	for _, r := range sh.Records {
+		for _, nm := range r.Names {
+			names[strings.ToLower(nm)] = true
+		}
+	}
+	block := func(s string) (netip.Addr, netip.Addr, bool) {
+		a, b, ok := strings.Cut(s, "-")
+		x, err1 := netip.ParseAddr(a)
+		y, err2 := netip.ParseAddr(b)
+		return x, y, ok && err1 == nil && err2 == nil
+	}
+	in := func(a, lo, hi netip.Addr) bool { return !a.Less(lo) && !hi.Less(a) }
+	against := func(who string, hosts []labvirt.SharedHost, records []labvirt.SharedRecord, blk string) {
+		seen := map[string]bool{}
+		add := func(m string) {
+			if !seen[m] {
+				seen[m] = true
+				msgs = append(msgs, m)
+			}
+		}
+		if lo, hi, ok := block(blk); ok {
+			if !(hi.Less(sh.BlockStart) || sh.BlockEnd.Less(lo)) {
+				add(fmt.Sprintf("cluster.dhcpRange: %s-%s overlaps %s's addresses %s-%s on the shared network %s; give this lab a range of its own", sh.BlockStart, sh.BlockEnd, who, lo, hi, sh.Network))
+			}
+			for _, f := range []struct {
+				ip    netip.Addr
+				field string
+			}{{sh.APIVIP, "cluster.apiVIP"}, {sh.IngressVIP, "cluster.ingressVIP"}} {
+				if f.ip.IsValid() && in(f.ip, lo, hi) {
+					add(fmt.Sprintf("%s: %s is inside %s's addresses %s-%s on the shared network %s; pick an address no lab on it uses", f.field, f.ip, who, lo, hi, sh.Network))
+				}
+			}
+		}
+		for _, h := range hosts {
+			if f, ok := ipField[h.IP]; ok {
+				add(fmt.Sprintf("%s: %s is %s's (%s) on the shared network %s; pick an address no lab on it uses", f, h.IP, who, h.Name, sh.Network))
+			} else if a, err := netip.ParseAddr(h.IP); err == nil && in(a, sh.BlockStart, sh.BlockEnd) {
+				add(fmt.Sprintf("cluster.dhcpRange: %s-%s holds %s, %s's (%s) on the shared network %s; give this lab a range of its own", sh.BlockStart, sh.BlockEnd, h.IP, who, h.Name, sh.Network))
+			}
+			if node, ok := macs[strings.ToLower(h.MAC)]; ok {
+				add(fmt.Sprintf("name: node %s's MAC %s is %s's (%s) on the shared network %s; give this lab another name (MACs derive from it)", node, h.MAC, who, h.Name, sh.Network))
+			}
+		}
+		for _, r := range records {
+			if f, ok := ipField[r.IP]; ok {
+				add(fmt.Sprintf("%s: %s has a DNS record of %s (%s) on the shared network %s; pick an address no lab on it uses", f, r.IP, who, strings.Join(r.Names, " "), sh.Network))
+			}
+			for _, nm := range r.Names {
+				if names[strings.ToLower(nm)] {
+					add(fmt.Sprintf("cluster.clusterName: %s is already a name of %s on the shared network %s; give this cluster another clusterName or baseDomain (or the lab another name)", nm, who, sh.Network))
+				}
+			}
+		}
+	}
+	for _, l := range n.Labs {
+		if l.Lab != p.Lab {
+			against(fmt.Sprintf("lab %q", l.Lab), l.Hosts, l.Records, l.Block)
+		}
+	}
+	who := "the network"
+	if n.Owner != "" && n.Owner != p.Lab {
+		who = fmt.Sprintf("lab %q (the network's owner)", n.Owner)
+	}
+	if n.Owner != p.Lab {
+		// A lab's NAT network hands out its range to its own nodes (and
+		// workers added later): the range is that lab's block.
+		blk := ""
+		if n.Owner != "" && len(n.Ranges) > 0 {
+			blk = n.Ranges[0]
+		}
+		against(who, n.Hosts, n.Records, blk)
+	}
 	return msgs, nil
 }

@@ -212,6 +212,40 @@ func (r *RealHost) EnsureNAT(ctx context.Context, spec labvirt.LabNetworkSpec) (
 	return c.EnsureLabNetwork(ctx, spec)
 }
 
+// EnsureShared implements Networks.
+func (r *RealHost) EnsureShared(ctx context.Context, spec labvirt.SharedSpec) ([]string, error) {
+	c, err := r.conn()
+	if err != nil {
+		return nil, err
+	}
+	return c.EnsureShared(ctx, spec)
+}
+
+// SharedProblems implements Networks.
+func (r *RealHost) SharedProblems(ctx context.Context, spec labvirt.SharedSpec) ([]string, error) {
+	c, err := r.conn()
+	if err != nil {
+		return nil, err
+	}
+	return c.SharedProblems(ctx, spec)
+}
+
+// SharedNetworks implements Networks; a links-only host has none.
+func (r *RealHost) SharedNetworks(ctx context.Context) ([]labvirt.SharedNetwork, error) {
+	if r.c == nil {
+		return nil, nil
+	}
+	return r.c.SharedNetworks(ctx)
+}
+
+// RemoveShared implements Networks.
+func (r *RealHost) RemoveShared(ctx context.Context, network, lab string) (bool, error) {
+	if r.c == nil {
+		return false, nil
+	}
+	return r.c.RemoveShared(ctx, network, lab)
+}
+
 // NATProblems implements Networks.
 func (r *RealHost) NATProblems(ctx context.Context, spec labvirt.LabNetworkSpec) ([]string, error) {
 	c, err := r.conn()
