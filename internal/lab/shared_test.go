@@ -107,7 +107,9 @@ func TestSharedClashes(t *testing.T) {
 	f.shared[0].Labs = nil
 	d, err := CheckNetwork(ctx, e)
 	must(t, err)
-	if !slices.ContainsFunc(d, func(x NetDifference) bool { return x.Kind == "shared-entry" && x.Object == "libvirt network shnet (shared)" }) {
+	if !slices.ContainsFunc(d, func(x NetDifference) bool {
+		return x.Kind == "shared-entry" && x.Object == "libvirt network shnet (shared)"
+	}) {
 		t.Errorf("check with A's entries lost: %+v", d)
 	}
 	if _, err := EnsureNetwork(ctx, e); err != nil {
