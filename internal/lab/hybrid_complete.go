@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -22,7 +23,11 @@ func (installComplete) Ensure(ctx context.Context, e *Env) (bool, error) {
 	changed := false
 	if !exists(p.Paths.InstallComplete) {
 		if err := installerFor(e, "install-complete").WaitFor(ctx, upi.InstallComplete); err != nil {
-			return false, stopIfMissing(err)
+			if err := stopIfMissing(err); errors.Is(err, ErrStop) || ctx.Err() != nil {
+				return false, err
+			}
+			return false, fmt.Errorf("%w\nthe install did not complete; every node is kept. Logs: %s (the installer's), %s (what it printed, every run) and the nodes' consoles in %s. `labctl up` again resumes",
+				err, p.Paths.InstallerLog, p.Paths.InstallerOutput, p.Paths.Logs)
 		}
 		if err := os.WriteFile(p.Paths.InstallComplete, nil, 0o644); err != nil {
 			return false, err

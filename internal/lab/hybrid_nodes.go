@@ -94,8 +94,8 @@ func (bootstrapComplete) Ensure(ctx context.Context, e *Env) (bool, error) {
 				bootstrap = n.IP.String()
 			}
 		}
-		return false, fmt.Errorf("%w\nthe bootstrap did not complete; everything is kept. Logs: %s and the nodes' consoles in %s. Gather the bootstrap's: openshift-install gather bootstrap --dir %s --bootstrap %s %s",
-			err, p.Paths.InstallerLog, p.Paths.Logs, p.Installer.Dir, bootstrap, strings.Join(masters, " "))
+		return false, fmt.Errorf("%w\nthe bootstrap did not complete; everything is kept. Logs: %s (the installer's), %s (what it printed, every run) and the nodes' consoles in %s. Gather the bootstrap's: openshift-install gather bootstrap --dir %s --bootstrap %s %s",
+			err, p.Paths.InstallerLog, p.Paths.InstallerOutput, p.Paths.Logs, p.Installer.Dir, bootstrap, strings.Join(masters, " "))
 	}
 	return true, os.WriteFile(p.Paths.BootstrapComplete, nil, 0o644)
 }

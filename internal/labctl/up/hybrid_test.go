@@ -74,7 +74,9 @@ func TestHybridEndToEnd(t *testing.T) {
 		t.Fatal("up with a failing bootstrap-complete succeeded")
 	}
 	t.Logf("up to the failing wait took %s", time.Since(start))
-	for _, want := range []string{"the bootstrap did not complete; everything is kept", "openshift-install gather bootstrap --dir " + installDir + " --bootstrap 10.198.66.20 --master 10.198.66.21"} {
+	for _, want := range []string{"the bootstrap did not complete; everything is kept",
+		"Logs: " + filepath.Join(installDir, ".openshift_install.log") + " (the installer's), " + filepath.Join(installDir, "openshift-install.out") + " (what it printed, every run)",
+		"openshift-install gather bootstrap --dir " + installDir + " --bootstrap 10.198.66.20 --master 10.198.66.21"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}

@@ -160,6 +160,10 @@ func TestSharedNetworkThreeLabs(t *testing.T) {
 			}
 		}
 	}
+	// The probe is honest: a MAC nobody reserved gets a dynamic address.
+	if got, err := probe("52:54:00:ff:ff:01"); err != nil || !netip.MustParsePrefix("10.198.96.192/26").Contains(got) || got.Less(netip.MustParseAddr("10.198.96.200")) {
+		t.Errorf("DHCP offer for an unknown MAC = %v, %v; want one of the range 10.198.96.200-250", got, err)
+	}
 	// The network's DNS answers every name of every lab.
 	names := func(name string) map[string]string {
 		sh := plans[name].Network.Shared
