@@ -161,6 +161,13 @@ func Clashes(ctx context.Context, e *Env) error {
 		}
 		msgs = append(msgs, m...)
 	}
+	if p.Network.NAT == nil && p.Network.Shared == nil {
+		m, err := borrowedNetwork(ctx, e)
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, m...)
+	}
 	if p.Hybrid != nil {
 		m, err := segmentClashes(ctx, e)
 		if err != nil {
@@ -370,6 +377,46 @@ func sharedClashes(ctx context.Context, e *Env) ([]string, error) {
 			blk = n.Ranges[0]
 		}
 		against(who, n.Hosts, n.Records, blk)
+	}
+	return msgs, nil
+}
+
+// borrowedNetwork: a lab that joins the bridge of a libvirt network with
+// DHCP on its machine network, without sharing it (network.shared), gets
+// no reservation and no DNS record there: its nodes take whatever lease
+// comes. The hybrid mode's ignition assumes the planned addresses
+// (keepalived's unicast peers, coredns's hosts), so it stops; the other
+// modes are told.
+func borrowedNetwork(ctx context.Context, e *Env) ([]string, error) {
+	p := e.Plan
+	own := map[string]bool{}
+	for _, b := range p.Network.Topology.Bridges {
+		own[b.Name] = true
+	}
+	peers := map[string]bool{}
+	for _, v := range p.Network.Topology.Veths {
+		if v.PeerMaster != "" && !own[v.PeerMaster] {
+			peers[v.PeerMaster] = true
+		}
+	}
+	if len(peers) == 0 || !p.Cluster.MachineNetwork.IsValid() {
+		return nil, nil
+	}
+	nets, err := e.Host.Networks().SharedNetworks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var msgs []string
+	for _, n := range nets {
+		if !peers[n.Bridge] || len(n.Ranges) == 0 || !slices.ContainsFunc(n.CIDRs, func(c netip.Prefix) bool { return c.Masked() == p.Cluster.MachineNetwork.Masked() }) {
+			continue
+		}
+		msg := fmt.Sprintf("network.shared: the lab joins bridge %s of libvirt network %q, whose DHCP and DNS would know nothing of its nodes (no reservation, no api record); write shared: %s to add the lab's entries to it", n.Bridge, n.Name, n.Name)
+		if p.Hybrid != nil {
+			msgs = append(msgs, msg+" (the hybrid mode's ignition assumes the planned addresses)")
+		} else {
+			e.Rep.Note("preflight", msg)
+		}
 	}
 	return msgs, nil
 }
