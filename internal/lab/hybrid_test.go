@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -88,5 +89,44 @@ func TestHostsBlock(t *testing.T) {
 	must(t, err)
 	if b, _ := os.ReadFile(path); string(b) != "127.0.0.1 localhost\n# bmlab other begin\n10.0.0.1 api.other\n# bmlab other end\n" {
 		t.Errorf("after removal:\n%s", b)
+	}
+}
+
+// TestDownByNameCleansTheMarkedHostsFile: down --lab (no lab file: the
+// plan knows only the default hosts file) removes the lab's entries from
+// the custom hosts file its domains name in their mark, and no other
+// lab's.
+func TestDownByNameCleansTheMarkedHostsFile(t *testing.T) {
+	dir := t.TempDir()
+	custom, def := filepath.Join(dir, "hosts"), filepath.Join(dir, "etc-hosts")
+	p := hybridPlan(t, "hf", ", hybrid: {hostsFile: "+custom+"}")
+	if got := markAttrs(p); !slices.Contains(got, custom) {
+		t.Fatalf("the domains' mark does not name the hosts file: %q", got)
+	}
+	must(t, os.WriteFile(custom, []byte("127.0.0.1 localhost\n"), 0o644))
+	if _, err := ensureHosts(custom, "hf", hostsEntries(p)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ensureHosts(custom, "other", []string{"10.9.9.9 api.other"}); err != nil {
+		t.Fatal(err)
+	}
+	attrs := func(q *plan.Plan) map[string]string {
+		a := markAttrs(q)
+		m := map[string]string{"name": q.Lab}
+		for i := 0; i+1 < len(a); i += 2 {
+			m[a[i]] = a[i+1]
+		}
+		return m
+	}
+	bare, err := plan.Resolve(mustParse(t, "name: hf\n"), plan.Options{Dir: dir, Mode: plan.ModeIPI})
+	must(t, err)
+	bare.Paths.HostsFile = def // what /etc/hosts is to down --lab
+	e := &Env{Plan: bare, Host: markedHost{newFake(), map[string]map[string]string{"hf-master-0": attrs(p)}}}
+	if err := (installComplete{}).Delete(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(custom)
+	if want := "127.0.0.1 localhost\n# bmlab other begin\n10.9.9.9 api.other\n# bmlab other end\n"; string(b) != want {
+		t.Errorf("the custom hosts file after down --lab hf:\n%s\nwant:\n%s", b, want)
 	}
 }
