@@ -130,3 +130,52 @@ func TestDownByNameCleansTheMarkedHostsFile(t *testing.T) {
 		t.Errorf("the custom hosts file after down --lab hf:\n%s\nwant:\n%s", b, want)
 	}
 }
+
+// TestUpLeavesShutOffNodesOff: a node up started and someone shut off
+// since stays off on the next up, which says so; --start-stopped starts
+// it; a node up never started is started.
+func TestUpLeavesShutOffNodesOff(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := labconfig.Parse([]byte("name: so\ncluster: {image: /img/rhcos.qcow2, workers: {count: 1}}\n"))
+	must(t, err)
+	p, err := plan.Resolve(cfg, plan.Options{Dir: dir, Mode: plan.ModeHybrid})
+	must(t, err)
+	for _, n := range p.Nodes {
+		must(t, os.MkdirAll(filepath.Dir(n.Ignition), 0o755))
+		must(t, os.WriteFile(n.Ignition, []byte("{}"), 0o644))
+	}
+	f := newFake()
+	rec := &recorder{}
+	e := &Env{Plan: p, Host: f, Rep: rec}
+	workers := nodesOf(p, plan.RoleWorker)
+	if _, err := startNodes(context.Background(), e, "workers", workers); err != nil {
+		t.Fatal(err)
+	}
+	w := workers[0].Name
+	if pw, _ := f.Power(context.Background(), w); pw != "On" {
+		t.Fatalf("%s after the first up: %s", w, pw)
+	}
+	delete(f.objs["running"], w) // shut off by someone
+	if _, err := startNodes(context.Background(), e, "workers", workers); err != nil {
+		t.Fatal(err)
+	}
+	if pw, _ := f.Power(context.Background(), w); pw != "Off" {
+		t.Errorf("up started %s, which was shut off on purpose", w)
+	}
+	if notes := strings.Join(rec.lines, "\n"); !strings.Contains(notes, "left "+w+" off: it was shut off after up started it; `labctl up --start-stopped` starts it") {
+		t.Errorf("up did not say it left %s off:\n%s", w, notes)
+	}
+	e.StartStopped = true
+	if _, err := startNodes(context.Background(), e, "workers", workers); err != nil {
+		t.Fatal(err)
+	}
+	if pw, _ := f.Power(context.Background(), w); pw != "On" {
+		t.Errorf("up --start-stopped left %s %s", w, pw)
+	}
+	// The list goes with the nodes.
+	e.StartStopped = false
+	must(t, (controlPlane{}).Delete(context.Background(), e))
+	if _, err := os.Stat(p.Paths.Started); !os.IsNotExist(err) {
+		t.Errorf("down left the list of started nodes: %v", err)
+	}
+}

@@ -297,6 +297,9 @@ func (f *fakeHost) Start(_ context.Context, name string) (bool, error) {
 
 func (f *fakeHost) Power(_ context.Context, name string) (string, error) {
 	if _, ok := f.objs[KindDomain][name]; ok {
+		if _, on := f.objs["running"][name]; on {
+			return "On", nil
+		}
 		return "Off", nil
 	}
 	return "absent", nil

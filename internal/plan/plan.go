@@ -181,6 +181,10 @@ type Paths struct {
 	BootstrapComplete string `json:"bootstrapComplete"`
 	BootstrapRemoved  string `json:"bootstrapRemoved"`
 	InstallComplete   string `json:"installComplete"`
+	// Started lists the nodes up has started, one name a line: one of
+	// them found shut off again was shut off on purpose, and up leaves it
+	// so unless asked (--start-stopped).
+	Started string `json:"started"`
 	// HostsFile gets the cluster's names for the lab host (hybrid).
 	HostsFile string `json:"hostsFile"`
 	// CACert and CAKey are the lab's CA (the key 0600); BMCCert and BMCKey
@@ -614,6 +618,7 @@ func resolvePaths(state, install, hostsFile string) Paths {
 		BootstrapComplete: filepath.Join(state, "bootstrap-complete"),
 		BootstrapRemoved:  filepath.Join(state, "bootstrap-removed"),
 		InstallComplete:   filepath.Join(state, "install-complete"),
+		Started:           filepath.Join(state, "started"),
 		HostsFile:         hostsFile,
 		CACert:            filepath.Join(state, "ca", "ca.crt"),
 		CAKey:             filepath.Join(state, "ca", "ca.key"),

@@ -170,6 +170,25 @@ func TestHybridEndToEnd(t *testing.T) {
 		t.Errorf("third up = %v, want 11 unchanged steps:\n%s", err, out)
 	}
 
+	// A worker shut off on purpose stays off on the next up, which says
+	// so; up --start-stopped starts it.
+	if out, err := exec.Command("virsh", "destroy", "hyb-worker-0").CombinedOutput(); err != nil {
+		t.Fatalf("virsh destroy: %v\n%s", err, out)
+	}
+	out, err = labctlRun(t, append([]string{"up"}, common...)...)
+	if err != nil || !strings.Contains(out, "left hyb-worker-0 off: it was shut off after up started it") {
+		t.Errorf("up with a worker shut off = %v, want it left off and said:\n%s", err, out)
+	}
+	if st := domState(t, "hyb-worker-0"); st != "shut off" {
+		t.Errorf("hyb-worker-0 is %q after up, want shut off", st)
+	}
+	if out, err := labctlRun(t, append([]string{"up", "--start-stopped"}, common...)...); err != nil {
+		t.Errorf("up --start-stopped: %v\n%s", err, out)
+	}
+	if st := domState(t, "hyb-worker-0"); st != "running" {
+		t.Errorf("hyb-worker-0 is %q after up --start-stopped, want running", st)
+	}
+
 	out, err = labctlRun(t, append([]string{"down"}, common...)...)
 	if err != nil {
 		t.Fatalf("down: %v\n%s", err, out)
