@@ -139,3 +139,17 @@ func mustParse(t *testing.T, s string) *labconfig.Config {
 	must(t, err)
 	return c
 }
+
+// TestGraphSharedNetwork: the picture draws the shared network (not "not
+// the lab's"), red while the lab's entries are missing from it.
+func TestGraphSharedNetwork(t *testing.T) {
+	p := sharedPlan(t, "sha", "ca", 20, 5, 6)
+	dot := GraphDOT(p, nil, nil)
+	if !strings.Contains(dot, "shared network shnet\\nbridge shbr") || strings.Contains(dot, "bridge shbr\\n(not the lab's)") {
+		t.Errorf("the shared network is not drawn as such:\n%s", dot)
+	}
+	dot = GraphDOT(p, []NetDifference{{Object: "libvirt network shnet (shared)", Kind: "shared-entry", Got: "DHCP host sha-master-0: missing"}}, nil)
+	if !strings.Contains(dot, `xlabel="shared-entry: DHCP host sha-master-0: missing"`) {
+		t.Errorf("the missing entry is not drawn:\n%s", dot)
+	}
+}
