@@ -365,6 +365,17 @@ func sharedClashes(ctx context.Context, e *Env) ([]string, error) {
 			against(fmt.Sprintf("lab %q", l.Lab), l.Hosts, l.Records, l.Block)
 		}
 	}
+	// A machine holding one of the lab's addresses by a lease (the
+	// dynamic range of libvirt's default covers its whole subnet).
+	mine := map[string]string{}
+	for _, r := range sh.Reservations {
+		mine[r.IP.String()] = strings.ToLower(r.MAC)
+	}
+	for _, le := range n.Leases {
+		if f, ok := ipField[le.IP]; ok && le.MAC != mine[le.IP] {
+			msgs = append(msgs, fmt.Sprintf("%s: %s is leased to %s (%s) on the shared network %s; pick an address nothing holds (virsh net-dhcp-leases %s)", f, le.IP, le.MAC, orNone(le.Name), sh.Network, sh.Network))
+		}
+	}
 	who := "the network"
 	if n.Owner != "" && n.Owner != p.Lab {
 		who = fmt.Sprintf("lab %q (the network's owner)", n.Owner)
@@ -419,4 +430,11 @@ func borrowedNetwork(ctx context.Context, e *Env) ([]string, error) {
 		}
 	}
 	return msgs, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no hostname"
+	}
+	return s
 }

@@ -98,6 +98,14 @@ func TestSharedClashes(t *testing.T) {
 			t.Errorf("C's clashes:\n%s\nwant %q", all, want)
 		}
 	}
+	// A machine that holds one of C's addresses by a lease.
+	f.shared[0].Leases = []labvirt.SharedHost{{MAC: "52:54:00:12:34:56", IP: "10.198.90.200", Name: "vm1"}}
+	msgs, err = sharedClashes(ctx, &Env{Plan: c, Host: f})
+	must(t, err)
+	if all := strings.Join(msgs, "\n"); !strings.Contains(all, "cluster.apiVIP: 10.198.90.200 is leased to 52:54:00:12:34:56 (vm1) on the shared network shnet; pick an address nothing holds") {
+		t.Errorf("C's clashes with a lease:\n%s", all)
+	}
+	f.shared[0].Leases = nil
 	// The whole preflight names them and creates nothing.
 	if err := Clashes(ctx, &Env{Plan: c, Host: f}); err == nil || !strings.Contains(err.Error(), "nothing was created") {
 		t.Errorf("Clashes for C: %v", err)

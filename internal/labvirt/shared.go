@@ -111,6 +111,9 @@ type SharedNetwork struct {
 	// list names: the owner's (its NAT network's nodes) or the user's.
 	Hosts   []SharedHost
 	Records []SharedRecord
+	// Leases are the addresses its dnsmasq has leased (running networks):
+	// a machine may hold one that no reservation names.
+	Leases []SharedHost
 }
 
 func (h SharedHost) xml() libvirtxml.NetworkDHCPHost {
@@ -204,6 +207,22 @@ func sharedNetworks(ctx context.Context, l *libvirt.Libvirt) ([]SharedNetwork, e
 		sn, err := viewShared(n.Name, st)
 		if err != nil {
 			return nil, err
+		}
+		if st.active {
+			leases, _, err := l.NetworkGetDhcpLeases(st.net, nil, 1, 0)
+			if err != nil && !isNetworkNotFound(err) {
+				return nil, fmt.Errorf("libvirt network %q leases: %w", n.Name, err)
+			}
+			for _, le := range leases {
+				h := SharedHost{IP: le.Ipaddr}
+				if len(le.Mac) > 0 {
+					h.MAC = strings.ToLower(le.Mac[0])
+				}
+				if len(le.Hostname) > 0 {
+					h.Name = le.Hostname[0]
+				}
+				sn.Leases = append(sn.Leases, h)
+			}
 		}
 		out = append(out, sn)
 	}

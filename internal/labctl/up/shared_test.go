@@ -88,8 +88,9 @@ func sharedLab(t *testing.T, dir, name, network, bridge string, block, api, ingr
 // address), the network's dnsmasq answers every name of every lab, the
 // second lab's ignition agrees with the network (keepalived's
 // unicast_src_ip, coredns's hosts and upstream), `net check` reports a
-// lost entry and `net repair` restores it, a clashing fourth lab is
-// refused before anything exists, and one lab's `down --lab` (no lab file)
+// lost entry and `net repair` restores it, a fourth lab whose range and
+// VIP are the first's and whose other VIP is leased is refused before
+// anything exists, and one lab's `down --lab` (no lab file)
 // removes its entries and nodes and leaves the others' untouched.
 func TestSharedNetworkThreeLabs(t *testing.T) {
 	testenv.Libvirt(t)
@@ -155,14 +156,16 @@ func TestSharedNetworkThreeLabs(t *testing.T) {
 			if want := strings.ToLower(n.MAC) + "," + n.IP.String() + "," + n.Name; !strings.Contains(hostsfile, want) {
 				t.Errorf("dnsmasq hosts file lacks %s:\n%s", want, hostsfile)
 			}
-			if got, err := probe(n.MAC); err != nil || got != n.IP {
+			if got, err := probe(n.MAC, false); err != nil || got != n.IP {
 				t.Errorf("DHCP offer for %s (%s) = %v, %v; want its planned %s", n.Name, n.MAC, got, err, n.IP)
 			}
 		}
 	}
 	// The probe is honest: a MAC nobody reserved gets a dynamic address.
-	if got, err := probe("52:54:00:ff:ff:01"); err != nil || !netip.MustParsePrefix("10.198.96.192/26").Contains(got) || got.Less(netip.MustParseAddr("10.198.96.200")) {
-		t.Errorf("DHCP offer for an unknown MAC = %v, %v; want one of the range 10.198.96.200-250", got, err)
+	// It takes a lease, which the fourth lab below must not pick.
+	leased, err := probe("52:54:00:ff:ff:01", true)
+	if err != nil || !netip.MustParsePrefix("10.198.96.192/26").Contains(leased) || leased.Less(netip.MustParseAddr("10.198.96.200")) {
+		t.Fatalf("DHCP lease for an unknown MAC = %v, %v; want one of the range 10.198.96.200-250", leased, err)
 	}
 	// The network's DNS answers every name of every lab.
 	names := func(name string) map[string]string {
@@ -219,20 +222,21 @@ func TestSharedNetworkThreeLabs(t *testing.T) {
 	if out, err := labctlRun(t, append([]string{"net", "check"}, labs[1].args...)...); err != nil {
 		t.Errorf("net check after repair: %v\n%s", err, out)
 	}
-	if got, err := probe(m0.MAC); err != nil || got != m0.IP {
+	if got, err := probe(m0.MAC, false); err != nil || got != m0.IP {
 		t.Errorf("DHCP offer for %s after repair = %v, %v", m0.Name, got, err)
 	}
 
 	// A fourth lab whose range and VIP are the first's is refused in
 	// preflight, with nothing created.
 	dir4 := testenv.QemuDir(t)
-	cfg4 := sharedLab(t, dir4, "shh4", network, bridge, 25, 5, 54, true)
+	cfg4 := sharedLab(t, dir4, "shh4", network, bridge, 25, 5, int(leased.As4()[3]), true)
 	args4 := []string{"--mode", "hybrid", "--profile", "tiny", "-f", cfg4, "--netns", "labci"}
 	t.Cleanup(func() { _, _ = labctlRun(t, append([]string{"down"}, args4...)...) })
 	_, err = labctlRun(t, append([]string{"up"}, args4...)...)
 	for _, want := range []string{
 		`cluster.dhcpRange: 10.198.96.25-10.198.96.34 overlaps lab "shh1"'s addresses 10.198.96.20-10.198.96.29 on the shared network ` + network,
 		`cluster.apiVIP: 10.198.96.5 is lab "shh1"'s (shh1-api-vip)`,
+		`cluster.ingressVIP: ` + leased.String() + ` is leased to 52:54:00:ff:ff:01`,
 		"nothing was created",
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -356,10 +360,11 @@ func ignitionFiles(t *testing.T, path string) map[string]string {
 
 // dhcpProbe makes a namespace whose eth0 is a port of bridge (in labci)
 // and returns a function that sends a DHCPDISCOVER with a client MAC from
-// it and returns the address offered. dnsmasq matches a reservation on the
-// packet's client hardware address (chaddr), so one port asks for every
-// node.
-func dhcpProbe(t *testing.T, bridge string) func(mac string) (netip.Addr, error) {
+// it and returns the address offered; with lease, it then requests that
+// address (DHCPREQUEST) and returns it once acknowledged, so that dnsmasq
+// holds a lease for the MAC. dnsmasq matches a reservation on the packet's
+// client hardware address (chaddr), so one port asks for every node.
+func dhcpProbe(t *testing.T, bridge string) func(mac string, lease bool) (netip.Addr, error) {
 	t.Helper()
 	ns, _ := netnstest.New(t)
 	port := "shp" + netnstest.Rand(3)
@@ -367,7 +372,7 @@ func dhcpProbe(t *testing.T, bridge string) func(mac string) (netip.Addr, error)
 	t.Cleanup(func() { _ = exec.Command("ip", "-n", "labci", "link", "del", port).Run() })
 	netnstest.IP(t, "-n", "labci", "link", "set", port, "master", bridge, "up")
 	netnstest.IP(t, "-n", ns, "link", "set", "eth0", "up")
-	return func(mac string) (netip.Addr, error) {
+	return func(mac string, lease bool) (netip.Addr, error) {
 		hw, err := net.ParseMAC(mac)
 		if err != nil {
 			return netip.Addr{}, err
@@ -393,33 +398,66 @@ func dhcpProbe(t *testing.T, bridge string) func(mac string) (netip.Addr, error)
 		defer conn.Close()
 		xid := binary.BigEndian.Uint32(hw[2:])
 		// A BOOTREQUEST (RFC 2131 §2), broadcast flag set, with option 53
-		// DHCPDISCOVER (RFC 2132 §9.6).
-		pkt := make([]byte, 240, 300)
-		pkt[0], pkt[1], pkt[2] = 1, 1, 6
-		binary.BigEndian.PutUint32(pkt[4:], xid)
-		pkt[10] = 0x80
-		copy(pkt[28:], hw)
-		copy(pkt[236:], []byte{99, 130, 83, 99})
-		pkt = append(pkt, 53, 1, 1, 255)
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			if _, err := conn.WriteTo(pkt, &net.UDPAddr{IP: net.IPv4bcast, Port: 67}); err != nil {
-				return netip.Addr{}, fmt.Errorf("send DHCPDISCOVER: %w", err)
-			}
-			_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-			buf := make([]byte, 1500)
-			for {
-				n, _, err := conn.ReadFrom(buf)
-				if err != nil {
-					break // resend
-				}
-				if n < 240 || buf[0] != 2 || binary.BigEndian.Uint32(buf[4:]) != xid {
-					continue
-				}
-				ip, _ := netip.AddrFromSlice(buf[16:20])
-				return ip, nil
-			}
+		// (RFC 2132 §9.6) and the options given.
+		request := func(kind byte, opts ...byte) []byte {
+			pkt := make([]byte, 240, 300)
+			pkt[0], pkt[1], pkt[2] = 1, 1, 6
+			binary.BigEndian.PutUint32(pkt[4:], xid)
+			pkt[10] = 0x80
+			copy(pkt[28:], hw)
+			copy(pkt[236:], []byte{99, 130, 83, 99})
+			pkt = append(pkt, 53, 1, kind)
+			return append(append(pkt, opts...), 255)
 		}
-		return netip.Addr{}, errors.New("no DHCPOFFER in 10 s")
+		// exchange sends pkt until a reply of type want comes, and returns
+		// the address in it (yiaddr) and its options.
+		exchange := func(pkt []byte, want byte) (netip.Addr, map[byte][]byte, error) {
+			deadline := time.Now().Add(10 * time.Second)
+			for time.Now().Before(deadline) {
+				if _, err := conn.WriteTo(pkt, &net.UDPAddr{IP: net.IPv4bcast, Port: 67}); err != nil {
+					return netip.Addr{}, nil, fmt.Errorf("send: %w", err)
+				}
+				_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+				buf := make([]byte, 1500)
+				for {
+					n, _, err := conn.ReadFrom(buf)
+					if err != nil {
+						break // resend
+					}
+					if n < 240 || buf[0] != 2 || binary.BigEndian.Uint32(buf[4:]) != xid {
+						continue
+					}
+					opts := map[byte][]byte{}
+					for i := 240; i+1 < n && buf[i] != 255; {
+						if buf[i] == 0 { // pad
+							i++
+							continue
+						}
+						end := i + 2 + int(buf[i+1])
+						if end > n {
+							break
+						}
+						opts[buf[i]] = buf[i+2 : end]
+						i = end
+					}
+					if len(opts[53]) != 1 || opts[53][0] != want {
+						continue
+					}
+					ip, _ := netip.AddrFromSlice(buf[16:20])
+					return ip, opts, nil
+				}
+			}
+			return netip.Addr{}, nil, fmt.Errorf("no DHCP reply of type %d in 10 s", want)
+		}
+		offered, opts, err := exchange(request(1), 2) // DISCOVER, OFFER
+		if err != nil || !lease {
+			return offered, err
+		}
+		ip4 := offered.As4()
+		server := opts[54]
+		req := append([]byte{50, 4}, ip4[:]...)
+		req = append(append(req, 54, byte(len(server))), server...)
+		acked, _, err := exchange(request(3, req...), 5) // REQUEST, ACK
+		return acked, err
 	}
 }
