@@ -32,8 +32,9 @@ package labvirt
 // virNetworkSetMetadata: the metadata goes in by redefining the network's
 // persistent definition as it is, metadata changed, which touches nothing
 // that runs. Two labs changing one network's metadata at the same moment
-// can lose one's list (read, change, write); labctl runs one up or down
-// per lab at a time, and check says when a lab's list is missing.
+// could lose one's list (read, change, write): labctl's callers hold a
+// per-network lock on the host (internal/lab's RealHost), and check says
+// when a lab's list is missing.
 //
 // The network's owner (a lab whose NAT network it is, or the user) keeps
 // its own entries: the NAT network's drift check leaves out what the
