@@ -179,7 +179,8 @@ type NetworkRemoval struct {
 	Snippet  string   `json:"networkManagerSnippet,omitempty"`
 }
 
-// RemoveNetwork removes the lab's libvirt networks (bridge-named, then the
+// RemoveNetwork removes the lab's entries from the networks it shares, the
+// lab's libvirt networks (bridge-named, then the
 // NAT network: the bridge networks' veth is on its bridge), then its links,
 // then the NetworkManager snippet: the plan's and everything else that
 // bears the lab's mark. It fails while any of it is left.
@@ -188,7 +189,8 @@ func RemoveNetwork(ctx context.Context, e *Env) (NetworkRemoval, error) {
 	objs := e.Host.Objects()
 	rm := NetworkRemoval{Shared: []string{}, Networks: []string{}, Links: []string{}, Foreign: []string{}}
 	// The lab's entries in shared networks first, found by the lists the
-	// networks keep (the plan's network too, if it is gone from them).
+	// networks keep, whether or not the plan names the network (down
+	// --lab has no lab file).
 	shared, err := e.Host.Networks().SharedNetworks(ctx)
 	if err != nil {
 		return rm, err
