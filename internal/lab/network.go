@@ -179,10 +179,10 @@ type NetworkRemoval struct {
 	Snippet  string   `json:"networkManagerSnippet,omitempty"`
 }
 
-// RemoveNetwork removes the lab's entries from the networks it shares, the
-// lab's libvirt networks (bridge-named, then the
-// NAT network: the bridge networks' veth is on its bridge), then its links,
-// then the NetworkManager snippet: the plan's and everything else that
+// RemoveNetwork removes the lab's entries from the networks it shares,
+// then its libvirt networks (bridge-named, then the NAT network: the bridge
+// networks' veth is on its bridge), then its links, then the
+// NetworkManager snippet: the plan's and everything else that
 // bears the lab's mark. It fails while any of it is left.
 func RemoveNetwork(ctx context.Context, e *Env) (NetworkRemoval, error) {
 	p := e.Plan
