@@ -9,7 +9,11 @@
 #   agent   up --until media: 3 masters, the ISO (fixture installer: a grub
 #           image), and every node's InsertMedia, Once Cd and On through
 #           vbmcd's Redfish. It does not wait for the nodes to boot.
-# SHOW_STEPS=1 prints each step's line and time. Needs root and libvirtd
+# SHOW_STEPS=1 prints each step's line and time. SHARED=1 puts the lab on a
+# shared libvirt network (network.shared) that the script defines first,
+# labbench-shared (10.198.69.0/24 on bridge bmbenchsh, NAT, dynamic range
+# .200-.250), instead of a NAT network of its own: up adds the lab's
+# reservations and records to it, down removes them. Needs root and libvirtd
 # in the network namespace labci
 # (hack/start-libvirtd.sh); the lab's network lives only there.
 #
@@ -23,7 +27,31 @@ go build -o _out/tools/fake-installer/openshift-install ./internal/upi/upitest/f
 dir=$(mktemp -d /tmp/bmlab-lab-bench-XXXX)
 chmod 755 "$dir"
 args=(-f "$dir/lab.yaml" --netns labci --profile tiny)
-trap 'bin/labctl down "${args[@]}" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+net=10.198.68
+netblock=""
+if [ -n "${SHARED:-}" ]; then
+  net=10.198.69
+  cat >"$dir/shared.xml" <<NET
+<network><name>labbench-shared</name><forward mode="nat"/><bridge name="bmbenchsh" stp="on" delay="0"/>
+<ip address="$net.1" prefix="24"><dhcp><range start="$net.200" end="$net.250"/></dhcp></ip></network>
+NET
+  virsh -q -c qemu:///system net-define "$dir/shared.xml" >/dev/null
+  virsh -q -c qemu:///system net-start labbench-shared >/dev/null
+  netblock="network:
+  shared: labbench-shared
+  libvirtBridge: bmbenchsh
+  bridges: [{name: bm-bench}]
+  veths: [{name: bench-v0, master: bm-bench, peer: bench-v1, peerMaster: bmbenchsh}]"
+fi
+cleanup() {
+  bin/labctl down "${args[@]}" >/dev/null 2>&1 || true
+  if [ -n "${SHARED:-}" ]; then
+    virsh -q -c qemu:///system net-destroy labbench-shared >/dev/null 2>&1 || true
+    virsh -q -c qemu:///system net-undefine labbench-shared >/dev/null 2>&1 || true
+  fi
+  rm -rf "$dir"
+}
+trap cleanup EXIT
 ssh-keygen -q -t ed25519 -N "" -f "$dir/id" >/dev/null
 echo '{"auths":{"registry.invalid":{"auth":"dXNlcjpwYXNz"}}}' >"$dir/pull-secret.json"
 extra=""
@@ -46,16 +74,17 @@ name: labbench
 cluster:
   clusterName: bench
   baseDomain: lab.invalid
-  machineNetwork: 10.198.68.0/24
-  dhcpRange: {start: 10.198.68.20, end: 10.198.68.60}
-  apiVIP: 10.198.68.5
-  ingressVIP: 10.198.68.4
+  machineNetwork: $net.0/24
+  dhcpRange: {start: $net.20, end: $net.60}
+  apiVIP: $net.5
+  ingressVIP: $net.4
   bmc: {redfishPort: 18798, username: admin, password: bench-pass}
   sshKey: id.pub
   installer: $PWD/_out/tools/fake-installer/openshift-install
 $extra
+$netblock
 LAB
-echo "== $mode: labctl up --until $until, then down; $rounds rounds; $(nproc) CPUs"
+echo "== $mode${SHARED:+ (shared network)}: labctl up --until $until, then down; $rounds rounds; $(nproc) CPUs"
 for i in $(seq "$rounds"); do
   s=$(date +%s.%N)
   bin/labctl up "${args[@]}" --until "$until" >"$dir/up.log" 2>&1 || { cat "$dir/up.log"; exit 1; }

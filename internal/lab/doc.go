@@ -22,7 +22,11 @@
 //
 // The network action is the one owner of the host network: CheckNetwork,
 // EnsureNetwork and RemoveNetwork are what `labctl net check|repair|down`
-// print, and what up and down run.
+// print, and what up and down run. A lab on a shared network
+// (network.shared) adds its entries to it there, and its down removes the
+// entries the network lists as the lab's, found without the lab file;
+// preflight checks its addresses, MACs and names against every other lab's
+// on that network (sharedClashes).
 //
 // Ownership. Everything the lab creates bears its mark: domains and libvirt
 // networks in their <metadata>, links in their alias (bmlab:<lab>), the

@@ -65,6 +65,10 @@ func GraphDOT(p *plan.Plan, diffs []NetDifference, power map[string]string) stri
 		w(`    %s [label=%s, fillcolor="#eaf2f8"%s];`, q("br:"+nat.Bridge),
 			q(fmt.Sprintf("NAT network %s\nbridge %s\n%s, gateway %s\nDHCP %s–%s", nat.Name, nat.Bridge, nat.CIDR, nat.Gateway, nat.DHCPStart, nat.DHCPEnd)), style(nat.Name))
 	}
+	if sh := p.Network.Shared; sh != nil {
+		w(`    %s [label=%s, fillcolor="#eaf2f8"%s];`, q("br:"+sh.Bridge),
+			q(fmt.Sprintf("shared network %s\nbridge %s\n%s, gateway %s\nthis lab: %s–%s, %d reservations", sh.Network, sh.Bridge, sh.CIDR, sh.Gateway, sh.BlockStart, sh.BlockEnd, len(sh.Reservations))), style(sh.Network+" (shared)"))
+	}
 	top := p.HubTopology()
 	for _, br := range top.Bridges {
 		label := "bridge " + br.Name
@@ -80,6 +84,9 @@ func GraphDOT(p *plan.Plan, diffs []NetDifference, power map[string]string) stri
 	}
 	if p.Network.NAT != nil {
 		known[p.Network.NAT.Bridge] = true
+	}
+	if p.Network.Shared != nil {
+		known[p.Network.Shared.Bridge] = true
 	}
 	for _, v := range top.Veths {
 		if !known[v.PeerMaster] {

@@ -93,6 +93,16 @@ type Networks interface {
 	EnsureLinks(ctx context.Context, lab string, t netplumb.Topology) ([]string, error)
 	// LinkDifferences is how the links differ from the topology.
 	LinkDifferences(ctx context.Context, lab string, t netplumb.Topology) ([]netplumb.Difference, error)
+	// EnsureShared adds the lab's entries to a network it shares with
+	// others (never making, starting or restarting that network).
+	EnsureShared(ctx context.Context, spec labvirt.SharedSpec) ([]string, error)
+	// SharedProblems is how a shared network lacks the lab's entries.
+	SharedProblems(ctx context.Context, spec labvirt.SharedSpec) ([]string, error)
+	// SharedNetworks are every libvirt network with each lab's entries in
+	// it, whichever lab's.
+	SharedNetworks(ctx context.Context) ([]labvirt.SharedNetwork, error)
+	// RemoveShared removes what a network lists as lab's (false: nothing).
+	RemoveShared(ctx context.Context, network, lab string) (bool, error)
 }
 
 // BMCs is the lab's BMC daemon (vbmcd).

@@ -2,8 +2,10 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/bmlab/bmlab/internal/plan"
@@ -22,7 +24,11 @@ func (installComplete) Ensure(ctx context.Context, e *Env) (bool, error) {
 	changed := false
 	if !exists(p.Paths.InstallComplete) {
 		if err := installerFor(e, "install-complete").WaitFor(ctx, upi.InstallComplete); err != nil {
-			return false, stopIfMissing(err)
+			if err := stopIfMissing(err); errors.Is(err, ErrStop) || ctx.Err() != nil {
+				return false, err
+			}
+			return false, fmt.Errorf("%w\nthe install did not complete; every node is kept. Logs: %s (the installer's), %s (what it printed, every run) and the nodes' consoles in %s. `labctl up` again resumes",
+				err, p.Paths.InstallerLog, p.Paths.InstallerOutput, p.Paths.Logs)
 		}
 		if err := os.WriteFile(p.Paths.InstallComplete, nil, 0o644); err != nil {
 			return false, err
@@ -38,13 +44,31 @@ func (installComplete) Ensure(ctx context.Context, e *Env) (bool, error) {
 	return changed || c, nil
 }
 
-// Delete removes the lab's entries from the hosts file.
-func (installComplete) Delete(_ context.Context, e *Env) error {
+// Delete removes the lab's entries from the hosts file: the plan's, and
+// the one the lab's domains name in their mark (down --lab without the lab
+// file knows only the default, /etc/hosts). It runs before the nodes'
+// delete, while the marks are there.
+func (installComplete) Delete(ctx context.Context, e *Env) error {
 	if err := removeFiles([]string{e.Plan.Paths.InstallComplete}, ""); err != nil {
 		return err
 	}
-	_, err := ensureHosts(e.Plan.Paths.HostsFile, e.Plan.Lab, nil)
-	return err
+	files := []string{e.Plan.Paths.HostsFile}
+	marks, err := e.Host.Nodes().DomainMarks(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range marks {
+		if f := m["hostsFile"]; m["name"] == e.Plan.Lab && f != "" && !slices.Contains(files, f) {
+			files = append(files, f)
+		}
+	}
+	var errs []error
+	for _, f := range files {
+		if _, err := ensureHosts(f, e.Plan.Lab, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // hostsEntries are api (the API VIP) and the console and oauth routes (the

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/bmlab/bmlab/internal/plan"
@@ -22,11 +24,17 @@ func (controlPlane) Ensure(ctx context.Context, e *Env) (bool, error) {
 	if !exists(e.Plan.Paths.BootstrapRemoved) {
 		roles = append([]string{plan.RoleBootstrap}, roles...)
 	}
-	return startNodes(ctx, e, nodesOf(e.Plan, roles...))
+	return startNodes(ctx, e, "control-plane", nodesOf(e.Plan, roles...))
 }
 
-// Delete is the nodes action's: every domain of the lab.
-func (controlPlane) Delete(ctx context.Context, e *Env) error { return nodes{}.Delete(ctx, e) }
+// Delete is the nodes action's: every domain of the lab; and the list of
+// the nodes up started.
+func (controlPlane) Delete(ctx context.Context, e *Env) error {
+	if err := (nodes{}).Delete(ctx, e); err != nil {
+		return err
+	}
+	return removeFiles([]string{e.Plan.Paths.Started}, "")
+}
 
 // workers defines and starts the workers, after the bootstrap is gone.
 type workers struct{}
@@ -34,28 +42,74 @@ type workers struct{}
 func (workers) Name() string { return "workers" }
 
 func (workers) Ensure(ctx context.Context, e *Env) (bool, error) {
-	return startNodes(ctx, e, nodesOf(e.Plan, plan.RoleWorker))
+	return startNodes(ctx, e, "workers", nodesOf(e.Plan, plan.RoleWorker))
 }
 
 func (workers) Delete(context.Context, *Env) error { return nil }
 func (workers) createsNothing()                    {}
 
-func startNodes(ctx context.Context, e *Env, list []plan.Node) (bool, error) {
+// startNodes defines the nodes and starts them, except a node up started
+// before that is shut off now: someone shut it off, and it stays off (said
+// so) unless the user asked for it (--start-stopped).
+func startNodes(ctx context.Context, e *Env, step string, list []plan.Node) (bool, error) {
 	changed, err := ensureDomains(ctx, e, list)
 	if err != nil {
 		return changed, err
 	}
+	started := readStarted(e.Plan)
 	for _, n := range list {
 		if _, err := os.Stat(n.Ignition); err != nil {
 			return changed, fmt.Errorf("node %s: its ignition: %w", n.Name, err)
+		}
+		if started[n.Name] && !e.StartStopped {
+			power, err := e.Host.Nodes().Power(ctx, n.Name)
+			if err != nil {
+				return changed, err
+			}
+			if power == "Off" {
+				e.Rep.Note(step, fmt.Sprintf("left %s off: it was shut off after up started it; `labctl up --start-stopped` starts it", n.Name))
+				continue
+			}
 		}
 		c, err := e.Host.Nodes().Start(ctx, n.Name)
 		if err != nil {
 			return changed, err
 		}
 		changed = changed || c
+		if !started[n.Name] {
+			started[n.Name] = true
+			if err := writeStarted(e.Plan, started); err != nil {
+				return changed, err
+			}
+		}
 	}
 	return changed, nil
+}
+
+// readStarted is the set of nodes up started (none when the list is
+// missing or unreadable: then up starts them, as the first time).
+func readStarted(p *plan.Plan) map[string]bool {
+	out := map[string]bool{}
+	b, err := os.ReadFile(p.Paths.Started)
+	if err != nil {
+		return out
+	}
+	for _, name := range strings.Fields(string(b)) {
+		out[name] = true
+	}
+	return out
+}
+
+func writeStarted(p *plan.Plan, set map[string]bool) error {
+	names := make([]string, 0, len(set))
+	for name := range set {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	if err := os.MkdirAll(filepath.Dir(p.Paths.Started), 0o755); err != nil {
+		return err
+	}
+	return writeAtomic(p.Paths.Started, []byte(strings.Join(names, "\n")+"\n"), 0o644)
 }
 
 // bootstrapComplete waits for `openshift-install wait-for
@@ -94,8 +148,8 @@ func (bootstrapComplete) Ensure(ctx context.Context, e *Env) (bool, error) {
 				bootstrap = n.IP.String()
 			}
 		}
-		return false, fmt.Errorf("%w\nthe bootstrap did not complete; everything is kept. Logs: %s and the nodes' consoles in %s. Gather the bootstrap's: openshift-install gather bootstrap --dir %s --bootstrap %s %s",
-			err, p.Paths.InstallerLog, p.Paths.Logs, p.Installer.Dir, bootstrap, strings.Join(masters, " "))
+		return false, fmt.Errorf("%w\nthe bootstrap did not complete; everything is kept. Logs: %s (the installer's), %s (what it printed, every run) and the nodes' consoles in %s. Gather the bootstrap's: openshift-install gather bootstrap --dir %s --bootstrap %s %s",
+			err, p.Paths.InstallerLog, p.Paths.InstallerOutput, p.Paths.Logs, p.Installer.Dir, bootstrap, strings.Join(masters, " "))
 	}
 	return true, os.WriteFile(p.Paths.BootstrapComplete, nil, 0o644)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -88,5 +89,93 @@ func TestHostsBlock(t *testing.T) {
 	must(t, err)
 	if b, _ := os.ReadFile(path); string(b) != "127.0.0.1 localhost\n# bmlab other begin\n10.0.0.1 api.other\n# bmlab other end\n" {
 		t.Errorf("after removal:\n%s", b)
+	}
+}
+
+// TestDownByNameCleansTheMarkedHostsFile: down --lab (no lab file: the
+// plan knows only the default hosts file) removes the lab's entries from
+// the custom hosts file its domains name in their mark, and no other
+// lab's.
+func TestDownByNameCleansTheMarkedHostsFile(t *testing.T) {
+	dir := t.TempDir()
+	custom, def := filepath.Join(dir, "hosts"), filepath.Join(dir, "etc-hosts")
+	p := hybridPlan(t, "hf", ", hybrid: {hostsFile: "+custom+"}")
+	if got := markAttrs(p); !slices.Contains(got, custom) {
+		t.Fatalf("the domains' mark does not name the hosts file: %q", got)
+	}
+	must(t, os.WriteFile(custom, []byte("127.0.0.1 localhost\n"), 0o644))
+	if _, err := ensureHosts(custom, "hf", hostsEntries(p)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ensureHosts(custom, "other", []string{"10.9.9.9 api.other"}); err != nil {
+		t.Fatal(err)
+	}
+	attrs := func(q *plan.Plan) map[string]string {
+		a := markAttrs(q)
+		m := map[string]string{"name": q.Lab}
+		for i := 0; i+1 < len(a); i += 2 {
+			m[a[i]] = a[i+1]
+		}
+		return m
+	}
+	bare, err := plan.Resolve(mustParse(t, "name: hf\n"), plan.Options{Dir: dir, Mode: plan.ModeIPI})
+	must(t, err)
+	bare.Paths.HostsFile = def // what /etc/hosts is to down --lab
+	e := &Env{Plan: bare, Host: markedHost{newFake(), map[string]map[string]string{"hf-master-0": attrs(p)}}}
+	if err := (installComplete{}).Delete(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(custom)
+	if want := "127.0.0.1 localhost\n# bmlab other begin\n10.9.9.9 api.other\n# bmlab other end\n"; string(b) != want {
+		t.Errorf("the custom hosts file after down --lab hf:\n%s\nwant:\n%s", b, want)
+	}
+}
+
+// TestUpLeavesShutOffNodesOff: a node up started and someone shut off
+// since stays off on the next up, which says so; --start-stopped starts
+// it; a node up never started is started.
+func TestUpLeavesShutOffNodesOff(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := labconfig.Parse([]byte("name: so\ncluster: {image: /img/rhcos.qcow2, workers: {count: 1}}\n"))
+	must(t, err)
+	p, err := plan.Resolve(cfg, plan.Options{Dir: dir, Mode: plan.ModeHybrid})
+	must(t, err)
+	for _, n := range p.Nodes {
+		must(t, os.MkdirAll(filepath.Dir(n.Ignition), 0o755))
+		must(t, os.WriteFile(n.Ignition, []byte("{}"), 0o644))
+	}
+	f := newFake()
+	rec := &recorder{}
+	e := &Env{Plan: p, Host: f, Rep: rec}
+	workers := nodesOf(p, plan.RoleWorker)
+	if _, err := startNodes(context.Background(), e, "workers", workers); err != nil {
+		t.Fatal(err)
+	}
+	w := workers[0].Name
+	if pw, _ := f.Power(context.Background(), w); pw != "On" {
+		t.Fatalf("%s after the first up: %s", w, pw)
+	}
+	delete(f.objs["running"], w) // shut off by someone
+	if _, err := startNodes(context.Background(), e, "workers", workers); err != nil {
+		t.Fatal(err)
+	}
+	if pw, _ := f.Power(context.Background(), w); pw != "Off" {
+		t.Errorf("up started %s, which was shut off on purpose", w)
+	}
+	if notes := strings.Join(rec.lines, "\n"); !strings.Contains(notes, "left "+w+" off: it was shut off after up started it; `labctl up --start-stopped` starts it") {
+		t.Errorf("up did not say it left %s off:\n%s", w, notes)
+	}
+	e.StartStopped = true
+	if _, err := startNodes(context.Background(), e, "workers", workers); err != nil {
+		t.Fatal(err)
+	}
+	if pw, _ := f.Power(context.Background(), w); pw != "On" {
+		t.Errorf("up --start-stopped left %s %s", w, pw)
+	}
+	// The list goes with the nodes.
+	e.StartStopped = false
+	must(t, (controlPlane{}).Delete(context.Background(), e))
+	if _, err := os.Stat(p.Paths.Started); !os.IsNotExist(err) {
+		t.Errorf("down left the list of started nodes: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -38,6 +39,9 @@ type fakeHost struct {
 	// ignoreDelete makes Delete of these names succeed without deleting.
 	ignoreDelete map[string]bool
 	calls        []string
+	// shared are the libvirt networks other labs could share, with the
+	// entries labs added (EnsureShared).
+	shared []labvirt.SharedNetwork
 }
 
 func newFake() *fakeHost {
@@ -165,6 +169,61 @@ func (f *fakeHost) BridgeNetworkProblems(_ context.Context, s labvirt.NetworkSpe
 	return f.NATProblems(context.Background(), labvirt.LabNetworkSpec{Name: s.Name, Lab: s.Lab})
 }
 
+func (f *fakeHost) sharedNet(name string) *labvirt.SharedNetwork {
+	for i := range f.shared {
+		if f.shared[i].Name == name {
+			return &f.shared[i]
+		}
+	}
+	return nil
+}
+
+// EnsureShared: the network must be there; the lab's list replaces its
+// earlier one.
+func (f *fakeHost) EnsureShared(_ context.Context, s labvirt.SharedSpec) ([]string, error) {
+	if err := f.call("shared " + s.Network); err != nil {
+		return nil, err
+	}
+	n := f.sharedNet(s.Network)
+	if n == nil {
+		return nil, fmt.Errorf("shared libvirt network %q: missing", s.Network)
+	}
+	if i := slices.IndexFunc(n.Labs, func(e labvirt.SharedEntries) bool { return e.Lab == s.Entries.Lab }); i >= 0 {
+		if reflect.DeepEqual(n.Labs[i], s.Entries) {
+			return nil, nil
+		}
+		n.Labs[i] = s.Entries
+	} else {
+		n.Labs = append(n.Labs, s.Entries)
+	}
+	return []string{"entries of " + s.Entries.Lab + " in " + s.Network}, nil
+}
+
+func (f *fakeHost) SharedProblems(_ context.Context, s labvirt.SharedSpec) ([]string, error) {
+	n := f.sharedNet(s.Network)
+	if n == nil {
+		return []string{"missing"}, nil
+	}
+	if !slices.ContainsFunc(n.Labs, func(e labvirt.SharedEntries) bool { return reflect.DeepEqual(e, s.Entries) }) {
+		return []string{"the lab's entries are missing"}, nil
+	}
+	return nil, nil
+}
+
+func (f *fakeHost) SharedNetworks(context.Context) ([]labvirt.SharedNetwork, error) {
+	return slices.Clone(f.shared), nil
+}
+
+func (f *fakeHost) RemoveShared(_ context.Context, network, lab string) (bool, error) {
+	n := f.sharedNet(network)
+	if n == nil {
+		return false, nil
+	}
+	before := len(n.Labs)
+	n.Labs = slices.DeleteFunc(n.Labs, func(e labvirt.SharedEntries) bool { return e.Lab == lab })
+	return len(n.Labs) < before, f.call("unshare " + network)
+}
+
 func (f *fakeHost) Objects() Objects   { return f }
 func (f *fakeHost) Nodes() Nodes       { return f }
 func (f *fakeHost) Storage() Storage   { return f }
@@ -238,6 +297,9 @@ func (f *fakeHost) Start(_ context.Context, name string) (bool, error) {
 
 func (f *fakeHost) Power(_ context.Context, name string) (string, error) {
 	if _, ok := f.objs[KindDomain][name]; ok {
+		if _, on := f.objs["running"][name]; on {
+			return "On", nil
+		}
 		return "Off", nil
 	}
 	return "absent", nil

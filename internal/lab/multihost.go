@@ -160,6 +160,26 @@ func (m *MultiHost) EnsureLinks(ctx context.Context, lab string, t netplumb.Topo
 	return m.hub.EnsureLinks(ctx, lab, t)
 }
 
+// EnsureShared implements Networks: the hub's, as the NAT network.
+func (m *MultiHost) EnsureShared(ctx context.Context, spec labvirt.SharedSpec) ([]string, error) {
+	return m.hub.EnsureShared(ctx, spec)
+}
+
+// SharedProblems implements Networks: the hub's.
+func (m *MultiHost) SharedProblems(ctx context.Context, spec labvirt.SharedSpec) ([]string, error) {
+	return m.hub.SharedProblems(ctx, spec)
+}
+
+// SharedNetworks implements Networks: the hub's.
+func (m *MultiHost) SharedNetworks(ctx context.Context) ([]labvirt.SharedNetwork, error) {
+	return m.hub.SharedNetworks(ctx)
+}
+
+// RemoveShared implements Networks: the hub's.
+func (m *MultiHost) RemoveShared(ctx context.Context, network, lab string) (bool, error) {
+	return m.hub.RemoveShared(ctx, network, lab)
+}
+
 // NATProblems implements Networks: the hub's.
 func (m *MultiHost) NATProblems(ctx context.Context, spec labvirt.LabNetworkSpec) ([]string, error) {
 	return m.hub.NATProblems(ctx, spec)

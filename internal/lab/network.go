@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/bmlab/bmlab/internal/labvirt"
@@ -74,6 +75,17 @@ func CheckNetwork(ctx context.Context, e *Env) ([]NetDifference, error) {
 			out = append(out, d)
 		}
 	}
+	if sh := p.Network.Shared; sh != nil {
+		problems, err := nets.SharedProblems(ctx, SharedSpec(p))
+		if err != nil {
+			return nil, err
+		}
+		for _, pr := range problems {
+			out = append(out, NetDifference{Object: "libvirt network " + sh.Network + " (shared)", Kind: "shared-entry",
+				Want: "the lab's reservations and DNS records, listed as its own", Got: pr,
+				Fix: "add the lab's entries live (the network is not restarted): labctl net repair"})
+		}
+	}
 	links, err := nets.LinkDifferences(ctx, p.Lab, p.HubTopology())
 	if err != nil {
 		return nil, err
@@ -122,6 +134,13 @@ func EnsureNetwork(ctx context.Context, e *Env) ([]string, error) {
 			done = append(done, fmt.Sprintf("libvirt network %s: NAT network %s on %s, defined, active, autostarted", nat.Name, nat.CIDR, nat.Bridge))
 		}
 	}
+	if p.Network.Shared != nil {
+		steps, err := nets.EnsureShared(ctx, SharedSpec(p))
+		done = append(done, steps...)
+		if err != nil {
+			return done, err
+		}
+	}
 	steps, err := nets.EnsureLinks(ctx, p.Lab, p.HubTopology())
 	done = append(done, steps...)
 	if err != nil {
@@ -151,20 +170,44 @@ func EnsureNetwork(ctx context.Context, e *Env) ([]string, error) {
 // NetworkRemoval is what RemoveNetwork removed, and what it left because it
 // is not the lab's.
 type NetworkRemoval struct {
+	// Shared are the networks the lab shared, whose entries of the lab
+	// were removed.
+	Shared   []string `json:"sharedNetworks"`
 	Networks []string `json:"libvirtNetworks"`
 	Links    []string `json:"links"`
 	Foreign  []string `json:"foreign"`
 	Snippet  string   `json:"networkManagerSnippet,omitempty"`
 }
 
-// RemoveNetwork removes the lab's libvirt networks (bridge-named, then the
-// NAT network: the bridge networks' veth is on its bridge), then its links,
-// then the NetworkManager snippet: the plan's and everything else that
+// RemoveNetwork removes the lab's entries from the networks it shares,
+// then its libvirt networks (bridge-named, then the NAT network: the bridge
+// networks' veth is on its bridge), then its links, then the
+// NetworkManager snippet: the plan's and everything else that
 // bears the lab's mark. It fails while any of it is left.
 func RemoveNetwork(ctx context.Context, e *Env) (NetworkRemoval, error) {
 	p := e.Plan
 	objs := e.Host.Objects()
-	rm := NetworkRemoval{Networks: []string{}, Links: []string{}, Foreign: []string{}}
+	rm := NetworkRemoval{Shared: []string{}, Networks: []string{}, Links: []string{}, Foreign: []string{}}
+	// The lab's entries in shared networks first, found by the lists the
+	// networks keep, whether or not the plan names the network (down
+	// --lab has no lab file).
+	shared, err := e.Host.Networks().SharedNetworks(ctx)
+	if err != nil {
+		return rm, err
+	}
+	sharedNames := []string{}
+	for _, n := range shared {
+		if slices.ContainsFunc(n.Labs, func(x labvirt.SharedEntries) bool { return x.Lab == p.Lab }) {
+			sharedNames = append(sharedNames, n.Name)
+		}
+	}
+	for _, name := range sharedNames {
+		if removed, err := e.Host.Networks().RemoveShared(ctx, name, p.Lab); err != nil {
+			return rm, err
+		} else if removed {
+			rm.Shared = append(rm.Shared, name)
+		}
+	}
 	marked, err := objs.Marked(ctx, KindNetwork, p.Lab)
 	if err != nil {
 		return rm, err
@@ -220,6 +263,22 @@ func join(s []string) string { return strings.Join(s, ", ") }
 // bridgeNetwork is the libvirt network named like a lab bridge.
 func bridgeNetwork(p *plan.Plan, name string) labvirt.NetworkSpec {
 	return labvirt.NetworkSpec{Name: name, Bridge: name, Lab: p.Lab}
+}
+
+// SharedSpec is the lab's part of the network it shares, as libvirt
+// takes it.
+func SharedSpec(p *plan.Plan) labvirt.SharedSpec {
+	sh := p.Network.Shared
+	spec := labvirt.SharedSpec{Network: sh.Network, Bridge: sh.Bridge, CIDR: sh.CIDR, Entries: labvirt.SharedEntries{
+		Lab: p.Lab, Block: sh.BlockStart.String() + "-" + sh.BlockEnd.String(),
+	}}
+	for _, r := range sh.Reservations {
+		spec.Entries.Hosts = append(spec.Entries.Hosts, labvirt.SharedHost{MAC: strings.ToLower(r.MAC), IP: r.IP.String(), Name: r.Name})
+	}
+	for _, r := range sh.Records {
+		spec.Entries.Records = append(spec.Entries.Records, labvirt.SharedRecord{IP: r.IP.String(), Names: r.Names})
+	}
+	return spec
 }
 
 // NATSpec is the plan's NAT network as libvirt builds it.

@@ -48,7 +48,7 @@ func TestNetworkPath(t *testing.T) {
 	}
 	rm, err := RemoveNetwork(ctx, e)
 	must(t, err)
-	if d := cmp.Diff(NetworkRemoval{Networks: []string{"baremetal", "fk-machine"}, Links: []string{"baremetal", "bmlab-veth0", "bmlab-veth1", "bmnat-fk"}, Foreign: []string{}}, rm); d != "" {
+	if d := cmp.Diff(NetworkRemoval{Shared: []string{}, Networks: []string{"baremetal", "fk-machine"}, Links: []string{"baremetal", "bmlab-veth0", "bmlab-veth1", "bmnat-fk"}, Foreign: []string{}}, rm); d != "" {
 		t.Errorf("remove (-want +got):\n%s", d)
 	}
 	for kind, objs := range f.objs {

@@ -65,7 +65,8 @@ func DomainSpec(p *plan.Plan, n plan.Node) labvirt.DomainSpec {
 }
 
 // markAttrs are what a hybrid lab's domains tell other labs: the segment
-// and the VIPs and router IDs the cluster holds on it.
+// and the VIPs and router IDs the cluster holds on it; and what its down
+// needs without the lab file: the hosts file that has the lab's entries.
 func markAttrs(p *plan.Plan) []string {
 	if p.Hybrid == nil {
 		return nil
@@ -75,6 +76,7 @@ func markAttrs(p *plan.Plan) []string {
 		"segment", p.Hybrid.Segment,
 		"apiVIP", k.APIVIP.String(), "ingressVIP", k.IngressVIP.String(),
 		"apiRouterID", strconv.Itoa(p.Hybrid.APIRouterID), "ingressRouterID", strconv.Itoa(p.Hybrid.IngressRouterID),
+		"hostsFile", p.Paths.HostsFile,
 	}
 }
 

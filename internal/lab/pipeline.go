@@ -44,6 +44,9 @@ type Env struct {
 	Log  *zap.Logger
 	// Remote runs labctl on the lab's other hosts (their exec:).
 	Remote Runner
+	// StartStopped starts nodes up started before and that were shut off
+	// since (up --start-stopped); without it they stay off.
+	StartStopped bool
 }
 
 // nothingToDelete marks actions that create nothing on the host; Down

@@ -5,13 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/bmlab/bmlab/internal/qemuaccess"
+	"net/netip"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/bmlab/bmlab/internal/labvirt"
+	"github.com/bmlab/bmlab/internal/qemuaccess"
 )
 
 // preflight checks the host can carry the plan, and that no object the plan
@@ -151,6 +154,20 @@ func Clashes(ctx context.Context, e *Env) error {
 			}
 		}
 	}
+	if p.Network.Shared != nil {
+		m, err := sharedClashes(ctx, e)
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, m...)
+	}
+	if p.Network.NAT == nil && p.Network.Shared == nil {
+		m, err := borrowedNetwork(ctx, e)
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, m...)
+	}
 	if p.Hybrid != nil {
 		m, err := segmentClashes(ctx, e)
 		if err != nil {
@@ -237,4 +254,187 @@ func segmentClashes(ctx context.Context, e *Env) ([]string, error) {
 	}
 	slices.Sort(msgs)
 	return msgs, nil
+}
+
+// sharedClashes: a lab joining a shared network finds it as the lab file
+// says (there, running, with DHCP, on the lab's bridge, with the machine
+// network), and no address, MAC or name of its own is another lab's on it,
+// or the network's own: each lab's addresses are a block of their own
+// (cluster.dhcpRange), its VIPs outside every other lab's.
+func sharedClashes(ctx context.Context, e *Env) ([]string, error) {
+	p := e.Plan
+	sh := p.Network.Shared
+	nets, err := e.Host.Networks().SharedNetworks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(nets, func(n labvirt.SharedNetwork) bool { return n.Name == sh.Network })
+	if i < 0 {
+		var names []string
+		for _, n := range nets {
+			names = append(names, n.Name)
+		}
+		return []string{fmt.Sprintf("network.shared: libvirt network %q does not exist, and a lab never makes a network it shares; define and start it, or name one there is (%s)", sh.Network, strings.Join(names, ", "))}, nil
+	}
+	n := nets[i]
+	var msgs []string
+	if !n.Active {
+		msgs = append(msgs, fmt.Sprintf("network.shared: libvirt network %q is not running, and a lab never starts a network it shares; start it (virsh net-start %s)", n.Name, n.Name))
+	}
+	if n.Bridge != sh.Bridge {
+		msgs = append(msgs, fmt.Sprintf("network.libvirtBridge: %q, but the shared network %q is on bridge %q; write libvirtBridge: %s", sh.Bridge, n.Name, n.Bridge, n.Bridge))
+	}
+	if !slices.ContainsFunc(n.CIDRs, func(c netip.Prefix) bool { return c.Masked() == sh.CIDR.Masked() }) {
+		msgs = append(msgs, fmt.Sprintf("cluster.machineNetwork: %s, but the shared network %q has %v; write its network as machineNetwork, with dhcpRange, apiVIP, ingressVIP and bmc.address inside it", sh.CIDR, n.Name, n.CIDRs))
+	} else if len(n.Ranges) == 0 {
+		msgs = append(msgs, fmt.Sprintf("network.shared: libvirt network %q serves no DHCP, so the lab's nodes would get no address; give it a DHCP range (virsh net-edit %s), or share another", n.Name, n.Name))
+	}
+	// What this lab would add, by address, MAC and name, with the setting
+	// that gives each.
+	ipField := map[string]string{}
+	for _, r := range sh.Reservations {
+		ipField[r.IP.String()] = "cluster.dhcpRange (the nodes' addresses)"
+	}
+	if sh.APIVIP.IsValid() {
+		ipField[sh.APIVIP.String()] = "cluster.apiVIP"
+	}
+	if sh.IngressVIP.IsValid() {
+		ipField[sh.IngressVIP.String()] = "cluster.ingressVIP"
+	}
+	macs := map[string]string{}
+	for _, r := range sh.Reservations {
+		macs[strings.ToLower(r.MAC)] = r.Name
+	}
+	names := map[string]bool{}
+	for _, r := range sh.Records {
+		for _, nm := range r.Names {
+			names[strings.ToLower(nm)] = true
+		}
+	}
+	block := func(s string) (netip.Addr, netip.Addr, bool) {
+		a, b, ok := strings.Cut(s, "-")
+		x, err1 := netip.ParseAddr(a)
+		y, err2 := netip.ParseAddr(b)
+		return x, y, ok && err1 == nil && err2 == nil
+	}
+	in := func(a, lo, hi netip.Addr) bool { return !a.Less(lo) && !hi.Less(a) }
+	against := func(who string, hosts []labvirt.SharedHost, records []labvirt.SharedRecord, blk string) {
+		seen := map[string]bool{}
+		add := func(m string) {
+			if !seen[m] {
+				seen[m] = true
+				msgs = append(msgs, m)
+			}
+		}
+		if lo, hi, ok := block(blk); ok {
+			if !(hi.Less(sh.BlockStart) || sh.BlockEnd.Less(lo)) {
+				add(fmt.Sprintf("cluster.dhcpRange: %s-%s overlaps %s's addresses %s-%s on the shared network %s; give this lab a range of its own", sh.BlockStart, sh.BlockEnd, who, lo, hi, sh.Network))
+			}
+			for _, f := range []struct {
+				ip    netip.Addr
+				field string
+			}{{sh.APIVIP, "cluster.apiVIP"}, {sh.IngressVIP, "cluster.ingressVIP"}} {
+				if f.ip.IsValid() && in(f.ip, lo, hi) {
+					add(fmt.Sprintf("%s: %s is inside %s's addresses %s-%s on the shared network %s; pick an address no lab on it uses", f.field, f.ip, who, lo, hi, sh.Network))
+				}
+			}
+		}
+		for _, h := range hosts {
+			if f, ok := ipField[h.IP]; ok {
+				add(fmt.Sprintf("%s: %s is %s's (%s) on the shared network %s; pick an address no lab on it uses", f, h.IP, who, h.Name, sh.Network))
+			} else if a, err := netip.ParseAddr(h.IP); err == nil && in(a, sh.BlockStart, sh.BlockEnd) {
+				add(fmt.Sprintf("cluster.dhcpRange: %s-%s holds %s, %s's (%s) on the shared network %s; give this lab a range of its own", sh.BlockStart, sh.BlockEnd, h.IP, who, h.Name, sh.Network))
+			}
+			if node, ok := macs[strings.ToLower(h.MAC)]; ok {
+				add(fmt.Sprintf("name: node %s's MAC %s is %s's (%s) on the shared network %s; give this lab another name (MACs derive from it)", node, h.MAC, who, h.Name, sh.Network))
+			}
+		}
+		for _, r := range records {
+			if f, ok := ipField[r.IP]; ok {
+				add(fmt.Sprintf("%s: %s has a DNS record of %s (%s) on the shared network %s; pick an address no lab on it uses", f, r.IP, who, strings.Join(r.Names, " "), sh.Network))
+			}
+			for _, nm := range r.Names {
+				if names[strings.ToLower(nm)] {
+					add(fmt.Sprintf("cluster.clusterName: %s is already a name of %s on the shared network %s; give this cluster another clusterName or baseDomain (or the lab another name)", nm, who, sh.Network))
+				}
+			}
+		}
+	}
+	for _, l := range n.Labs {
+		if l.Lab != p.Lab {
+			against(fmt.Sprintf("lab %q", l.Lab), l.Hosts, l.Records, l.Block)
+		}
+	}
+	// A machine holding one of the lab's addresses by a lease (the
+	// dynamic range of libvirt's default covers its whole subnet).
+	mine := map[string]string{}
+	for _, r := range sh.Reservations {
+		mine[r.IP.String()] = strings.ToLower(r.MAC)
+	}
+	for _, le := range n.Leases {
+		if f, ok := ipField[le.IP]; ok && le.MAC != mine[le.IP] {
+			msgs = append(msgs, fmt.Sprintf("%s: %s is leased to %s (%s) on the shared network %s; pick an address nothing holds (virsh net-dhcp-leases %s)", f, le.IP, le.MAC, orNone(le.Name), sh.Network, sh.Network))
+		}
+	}
+	who := "the network"
+	if n.Owner != "" && n.Owner != p.Lab {
+		who = fmt.Sprintf("lab %q (the network's owner)", n.Owner)
+	}
+	if n.Owner != p.Lab {
+		// A lab's NAT network hands out its range to its own nodes (and
+		// workers added later): the range is that lab's block.
+		blk := ""
+		if n.Owner != "" && len(n.Ranges) > 0 {
+			blk = n.Ranges[0]
+		}
+		against(who, n.Hosts, n.Records, blk)
+	}
+	return msgs, nil
+}
+
+// borrowedNetwork: a lab that joins the bridge of a libvirt network with
+// DHCP on its machine network, without sharing it (network.shared), gets
+// no reservation and no DNS record there: its nodes take whatever lease
+// comes. The hybrid mode's ignition assumes the planned addresses
+// (keepalived's unicast peers, coredns's hosts), so it stops; the other
+// modes are told.
+func borrowedNetwork(ctx context.Context, e *Env) ([]string, error) {
+	p := e.Plan
+	own := map[string]bool{}
+	for _, b := range p.Network.Topology.Bridges {
+		own[b.Name] = true
+	}
+	peers := map[string]bool{}
+	for _, v := range p.Network.Topology.Veths {
+		if v.PeerMaster != "" && !own[v.PeerMaster] {
+			peers[v.PeerMaster] = true
+		}
+	}
+	if len(peers) == 0 || !p.Cluster.MachineNetwork.IsValid() {
+		return nil, nil
+	}
+	nets, err := e.Host.Networks().SharedNetworks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var msgs []string
+	for _, n := range nets {
+		if !peers[n.Bridge] || len(n.Ranges) == 0 || !slices.ContainsFunc(n.CIDRs, func(c netip.Prefix) bool { return c.Masked() == p.Cluster.MachineNetwork.Masked() }) {
+			continue
+		}
+		msg := fmt.Sprintf("network.shared: the lab joins bridge %s of libvirt network %q, whose DHCP and DNS would know nothing of its nodes (no reservation, no api record); write shared: %s to add the lab's entries to it", n.Bridge, n.Name, n.Name)
+		if p.Hybrid != nil {
+			msgs = append(msgs, msg+" (the hybrid mode's ignition assumes the planned addresses)")
+		} else {
+			e.Rep.Note("preflight", msg)
+		}
+	}
+	return msgs, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no hostname"
+	}
+	return s
 }

@@ -212,6 +212,85 @@ func (r *RealHost) EnsureNAT(ctx context.Context, spec labvirt.LabNetworkSpec) (
 	return c.EnsureLabNetwork(ctx, spec)
 }
 
+// SharedLockDir holds one lock file per shared network: labctl processes
+// on this host that change one network's entries take turns, so that one
+// lab's list in the network's metadata (read, changed, written back) is
+// never lost to another's write.
+var SharedLockDir = "/run/lock/bmlab"
+
+// lockShared takes the network's lock (flock, released when the process
+// dies) and returns its release.
+func lockShared(ctx context.Context, network string) (func(), error) {
+	if err := os.MkdirAll(SharedLockDir, 0o755); err != nil {
+		return nil, fmt.Errorf("shared network lock: %w", err)
+	}
+	name := strings.NewReplacer("/", "_", "..", "_").Replace(network)
+	f, err := os.OpenFile(filepath.Join(SharedLockDir, "shared-"+name+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("shared network lock: %w", err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("shared network lock %s: %w", f.Name(), err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for another labctl to finish with shared network %s: %w", network, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// EnsureShared implements Networks, holding the network's lock.
+func (r *RealHost) EnsureShared(ctx context.Context, spec labvirt.SharedSpec) ([]string, error) {
+	c, err := r.conn()
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := lockShared(ctx, spec.Network)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return c.EnsureShared(ctx, spec)
+}
+
+// SharedProblems implements Networks.
+func (r *RealHost) SharedProblems(ctx context.Context, spec labvirt.SharedSpec) ([]string, error) {
+	c, err := r.conn()
+	if err != nil {
+		return nil, err
+	}
+	return c.SharedProblems(ctx, spec)
+}
+
+// SharedNetworks implements Networks; a links-only host has none.
+func (r *RealHost) SharedNetworks(ctx context.Context) ([]labvirt.SharedNetwork, error) {
+	if r.c == nil {
+		return nil, nil
+	}
+	return r.c.SharedNetworks(ctx)
+}
+
+// RemoveShared implements Networks, holding the network's lock.
+func (r *RealHost) RemoveShared(ctx context.Context, network, lab string) (bool, error) {
+	if r.c == nil {
+		return false, nil
+	}
+	unlock, err := lockShared(ctx, network)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	return r.c.RemoveShared(ctx, network, lab)
+}
+
 // NATProblems implements Networks.
 func (r *RealHost) NATProblems(ctx context.Context, spec labvirt.LabNetworkSpec) ([]string, error) {
 	c, err := r.conn()

@@ -16,7 +16,9 @@
 // Validate checks the file's own rules, each message naming the field and
 // what to write instead: names, ports, the VIPs inside the machine network
 // and outside the DHCP range and the host's address, the provisioning
-// subnet apart from the machine network, the control plane's size. The
+// subnet apart from the machine network, the control plane's size, a shared
+// network (network.shared) other than libvirt's default named with its
+// bridge. The
 // OpenShift installer's rules on the files a run writes live in
 // internal/ipi, worded as the installer words them; labctl's preflight
 // applies them before anything is built.

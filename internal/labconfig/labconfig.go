@@ -36,6 +36,8 @@ const (
 	DefaultName          = "seed"
 	DefaultMTU           = 1500
 	DefaultLibvirtBridge = "virbr0"
+	// DefaultSharedNetwork is libvirt's own network, on DefaultLibvirtBridge.
+	DefaultSharedNetwork = "default"
 	BaremetalBridge      = "baremetal"
 	ProvisioningBridge   = "provisioning"
 	SeedVeth             = "bmlab-veth0" // in baremetal
@@ -67,6 +69,14 @@ type Network struct {
 	// LibvirtBridge is the bridge of the libvirt network (default virbr0)
 	// whose DHCP, DNS and NAT the lab borrows through the seed veth pair.
 	LibvirtBridge string `json:"libvirtBridge,omitempty"`
+	// Shared names a libvirt network the lab shares with other labs (or
+	// with anything else): libvirt's "default", another lab's NAT network
+	// (<lab>-machine) or one of the user's. The lab then makes no NAT
+	// network of its own: it adds its nodes' DHCP reservations and its DNS
+	// records to the shared one, marked as its own, and its down removes
+	// them and nothing else. LibvirtBridge must be that network's bridge
+	// (virbr0, the default, is default's).
+	Shared string `json:"shared,omitempty"`
 	// Bridges default to baremetal, and provisioning unless
 	// ProvisioningNetwork is Disabled.
 	Bridges []Bridge `json:"bridges,omitempty"`
@@ -222,6 +232,10 @@ func setMTU(mtu *int, def int) {
 	}
 }
 
+// sharedName is what a libvirt network name may be here: no path
+// separators, nothing a shell or XML would read otherwise.
+var sharedName = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$`)
+
 // labName keeps the lab's name fit for link aliases, file names and
 // libvirt metadata.
 var labName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,46}[a-z0-9])?$`)
@@ -254,6 +268,13 @@ func (c *Config) Validate() error {
 		}
 	}
 	names("libvirtBridge", c.Network.LibvirtBridge)
+	if sh := c.Network.Shared; sh != "" {
+		if !sharedName.MatchString(sh) {
+			errs = append(errs, fmt.Errorf("network.shared: %q is not a libvirt network name (letters, digits, '.', '_' and '-'); name the network to share, as `virsh net-list --all` shows it", sh))
+		} else if sh != DefaultSharedNetwork && c.Network.LibvirtBridge == DefaultLibvirtBridge {
+			errs = append(errs, fmt.Errorf("network.shared: %q is not libvirt's %q network, whose bridge is %s; name its bridge in network.libvirtBridge (`virsh net-info %s` shows it; a lab's NAT network <lab>-machine is on bmnat-<lab>)", sh, DefaultSharedNetwork, DefaultLibvirtBridge, sh))
+		}
+	}
 	for i, b := range c.Network.Bridges {
 		names(fmt.Sprintf("bridges[%d].name", i), b.Name)
 	}

@@ -137,6 +137,26 @@ func (c *Conn) LabNetworkDrift(ctx context.Context, spec LabNetworkSpec) ([]stri
 	return labNetworkDrift(ctx, c.l, spec)
 }
 
+// EnsureShared adds the lab's entries to a shared network.
+func (c *Conn) EnsureShared(ctx context.Context, spec SharedSpec) ([]string, error) {
+	return ensureShared(ctx, c.l, spec)
+}
+
+// SharedProblems lists how a shared network lacks the lab's entries.
+func (c *Conn) SharedProblems(ctx context.Context, spec SharedSpec) ([]string, error) {
+	return sharedProblems(ctx, c.l, spec)
+}
+
+// RemoveShared removes the lab's entries from a shared network.
+func (c *Conn) RemoveShared(ctx context.Context, network, lab string) (bool, error) {
+	return removeShared(ctx, c.l, network, lab)
+}
+
+// SharedNetworks lists every libvirt network with the labs' entries in it.
+func (c *Conn) SharedNetworks(ctx context.Context) ([]SharedNetwork, error) {
+	return sharedNetworks(ctx, c.l)
+}
+
 // NetworkCIDRs are the addresses of every libvirt network, by name.
 func (c *Conn) NetworkCIDRs(context.Context) (map[string][]netip.Prefix, error) {
 	nets, _, err := c.l.ConnectListAllNetworks(1, 0)

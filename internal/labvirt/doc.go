@@ -1,7 +1,9 @@
 // Package labvirt builds a lab's libvirt objects: the directory storage pool
 // and its thin qcow2 volumes (optionally clones of a backing image), the
 // lab's own NAT network with DHCP reservations and DNS, the bridge-named
-// networks the IPI installer's bridge check accepts, and the node domains
+// networks the IPI installer's bridge check accepts, a lab's entries
+// (reservations and DNS records, listed per lab in the network's metadata)
+// in a network it shares with other labs (shared.go), and the node domains
 // (with an empty CD-ROM, a serial log, fw_cfg ignition when asked). Every
 // object carries the lab's ownership mark (MarkXML, or a mark file in a
 // pool's directory), and the Marked functions find what bears it.

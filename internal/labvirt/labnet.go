@@ -300,7 +300,37 @@ type labNetView struct {
 	Ranges, DHCPHosts, DNSHosts, Dnsmasq         []string
 }
 
-func viewLabNetwork(n *libvirtxml.Network) labNetView {
+// viewLabNetwork leaves out the entries other labs added to the network
+// (listed in its shared metadata, shared.go): they are theirs, not drift.
+func viewLabNetwork(n *libvirtxml.Network) labNetView { return viewLabNetworkBut(n, n) }
+
+// viewLive is the running network's view. The other labs' list is in the
+// persistent definition's metadata only: labctl adds it by redefining.
+func viewLive(st labNetState) labNetView { return viewLabNetworkBut(st.live, st.def) }
+
+// viewLabNetworkBut is n's view without the entries lists names.
+func viewLabNetworkBut(n, lists *libvirtxml.Network) labNetView {
+	v := viewLabNetworkAll(n)
+	labs, _, _, _ := sharedLabs(metadataOf(lists))
+	if len(labs) == 0 {
+		return v
+	}
+	var hosts, dns []string
+	for _, e := range labs {
+		for _, h := range e.Hosts {
+			hosts = append(hosts, dhcpHostKey(h.xml()))
+		}
+		for _, r := range e.Records {
+			dns = append(dns, dnsHostKey(r.xml()))
+		}
+	}
+	v.DHCPHosts = slices.DeleteFunc(v.DHCPHosts, func(k string) bool { return slices.Contains(hosts, k) })
+	v.DNSHosts = slices.DeleteFunc(v.DNSHosts, func(k string) bool { return slices.Contains(dns, k) })
+	return v
+}
+
+// viewLabNetworkAll is viewLabNetwork with every entry.
+func viewLabNetworkAll(n *libvirtxml.Network) labNetView {
 	v := labNetView{Owner: networkOwner(n)}
 	if n.Forward != nil {
 		v.Forward = n.Forward.Mode
@@ -502,7 +532,7 @@ func labNetProblems(want *libvirtxml.Network, st labNetState) []string {
 	case !st.active:
 		out = append(out, "inactive")
 	case len(out) == 0:
-		if live, _ := labNetDiff(viewLabNetwork(want), viewLabNetwork(st.live)); len(live) > 0 {
+		if live, _ := labNetDiff(viewLabNetwork(want), viewLive(st)); len(live) > 0 {
 			out = append(out, "runs an older definition: "+strings.Join(live, "; "))
 		}
 	}
@@ -552,7 +582,7 @@ func labNetworkApply(l *libvirt.Libvirt, spec LabNetworkSpec, want *libvirtxml.N
 	if st.exists {
 		diff, additionsOnly = labNetDiff(viewLabNetwork(want), viewLabNetwork(st.def))
 		if st.active {
-			liveDiff, _ = labNetDiff(viewLabNetwork(want), viewLabNetwork(st.live))
+			liveDiff, _ = labNetDiff(viewLabNetwork(want), viewLive(st))
 		}
 	}
 	// Hosts added to a running network whose live and persistent
@@ -562,9 +592,13 @@ func labNetworkApply(l *libvirt.Libvirt, spec LabNetworkSpec, want *libvirtxml.N
 	switch {
 	case live:
 	case !st.exists || len(diff) > 0:
-		// Keep the identity libvirt gave the network.
+		// Keep the identity libvirt gave the network, and the entries
+		// other labs added to it with their list.
 		if st.exists {
 			want.UUID, want.MAC = st.def.UUID, st.def.MAC
+			if err := keepShared(want, st.def); err != nil {
+				return err
+			}
 		}
 		x, err := want.Marshal()
 		if err != nil {
@@ -635,4 +669,32 @@ func labNetworkAddHosts(l *libvirt.Libvirt, spec LabNetworkSpec, st labNetState)
 // ownership mark is the same.)
 func deleteLabNetwork(ctx context.Context, l *libvirt.Libvirt, name, lab string) (deleted bool, err error) {
 	return deleteNetwork(ctx, l, name, lab)
+}
+
+// keepShared copies into want the entries other labs added to have, and
+// their list in the metadata.
+func keepShared(want, have *libvirtxml.Network) error {
+	labs, _, _, err := sharedLabs(metadataOf(have))
+	if err != nil || len(labs) == 0 {
+		return err
+	}
+	for _, e := range labs {
+		for _, h := range e.Hosts {
+			if len(want.IPs) > 0 && want.IPs[0].DHCP != nil {
+				want.IPs[0].DHCP.Hosts = append(want.IPs[0].DHCP.Hosts, h.xml())
+			}
+		}
+		for _, r := range e.Records {
+			if want.DNS == nil {
+				want.DNS = &libvirtxml.NetworkDNS{}
+			}
+			want.DNS.Host = append(want.DNS.Host, r.xml())
+		}
+	}
+	inner, err := withSharedLabs(metadataOf(want), labs)
+	if err != nil {
+		return err
+	}
+	want.Metadata = &libvirtxml.NetworkMetadata{XML: inner}
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
@@ -236,6 +237,15 @@ func deleteNetwork(ctx context.Context, l *libvirt.Libvirt, name, lab string) (d
 	net, err := l.NetworkLookupByName(name)
 	if isNetworkNotFound(err) {
 		return false, nil
+	}
+	if err == nil {
+		var def *libvirtxml.Network
+		if def, err = networkDef(l, net, libvirt.NetworkXMLInactive); err == nil {
+			if others := sharedOthers(def, lab); len(others) > 0 {
+				return false, fmt.Errorf("libvirt network %q of lab %q carries the entries of labs %s, which share it (network.shared): %w; left alone: take them down first (labctl down --lab NAME), then this lab's down again",
+					name, lab, strings.Join(others, ", "), ErrNetworkShared)
+			}
+		}
 	}
 	if err != nil {
 		return false, fmt.Errorf("look up libvirt network %q: %w", name, err)

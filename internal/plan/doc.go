@@ -1,7 +1,8 @@
 // Package plan resolves a lab once: from the lab file, the profile and the
 // flags every labctl command shares (Options) it makes the Plan, every fact
 // about the lab: its nodes (name, role, MAC, UUID, IP, sizes, disks, serial
-// log), its network (the NAT network and bridge, the baremetal and
+// log), its network (the NAT network and bridge, or the shared network it
+// joins with the reservations and DNS records it adds there, the baremetal and
 // provisioning bridges, veths, MTU, VLANs, the bridge-named libvirt
 // networks), its storage pool, its BMC endpoints (scheme, address, port,
 // path, credentials), the vbmcd invocation, the installer directory, the

@@ -181,6 +181,10 @@ type Paths struct {
 	BootstrapComplete string `json:"bootstrapComplete"`
 	BootstrapRemoved  string `json:"bootstrapRemoved"`
 	InstallComplete   string `json:"installComplete"`
+	// Started lists the nodes up has started, one name a line: one of
+	// them found shut off again was shut off on purpose, and up leaves it
+	// so unless asked (--start-stopped).
+	Started string `json:"started"`
 	// HostsFile gets the cluster's names for the lab host (hybrid).
 	HostsFile string `json:"hostsFile"`
 	// CACert and CAKey are the lab's CA (the key 0600); BMCCert and BMCKey
@@ -286,6 +290,11 @@ type Network struct {
 	// NAT is the lab's own NAT network (nil when the lab borrows another
 	// libvirt network's bridge, LibvirtBridge in the lab file).
 	NAT *NAT `json:"nat,omitempty"`
+	// Shared is the libvirt network the lab shares with others
+	// (network.shared in the lab file); nil when it has none. A lab has a
+	// NAT network of its own, a shared one, or neither (it borrows a
+	// bridge and nothing of its network is the lab's).
+	Shared *Shared `json:"shared,omitempty"`
 	// Topology is the links netplumb makes; its veth's far end is on the
 	// NAT bridge.
 	Topology netplumb.Topology `json:"topology"`
@@ -311,6 +320,92 @@ type NAT struct {
 	Domain     string       `json:"domain"`
 	APIVIP     netip.Addr   `json:"apiVIP"`
 	IngressVIP netip.Addr   `json:"ingressVIP"`
+}
+
+// Shared is a libvirt network the lab shares with other labs: what the lab
+// adds to it (one DHCP reservation per node and per VIP, DNS records for
+// the nodes, api, api-int and the cluster's usual routes) and what it
+// expects of it (its bridge and machine network). The lab's down removes
+// exactly these entries.
+type Shared struct {
+	Network string       `json:"network"`
+	Bridge  string       `json:"bridge"`
+	CIDR    netip.Prefix `json:"cidr"`
+	Gateway netip.Addr   `json:"gateway"`
+	// BlockStart and BlockEnd are the lab's own addresses on the network
+	// (cluster.dhcpRange): its nodes' reservations; no other lab's
+	// addresses may fall in it.
+	BlockStart netip.Addr `json:"blockStart"`
+	BlockEnd   netip.Addr `json:"blockEnd"`
+	Domain     string     `json:"domain"`
+	APIVIP     netip.Addr `json:"apiVIP"`
+	IngressVIP netip.Addr `json:"ingressVIP"`
+	// Reservations are the DHCP reservations: every node, and each VIP
+	// under a MAC no machine has, so that the network's dnsmasq never
+	// leases a VIP to someone else.
+	Reservations []Reservation `json:"reservations"`
+	// Records are the DNS records (several names per address).
+	Records []Record `json:"records"`
+}
+
+// Reservation is a DHCP reservation.
+type Reservation struct {
+	MAC  string     `json:"mac"`
+	IP   netip.Addr `json:"ip"`
+	Name string     `json:"name"`
+}
+
+// Record is a DNS address record with its names.
+type Record struct {
+	IP    netip.Addr `json:"ip"`
+	Names []string   `json:"names"`
+}
+
+// IngressRoutes are the routes a cluster makes under *.apps that people
+// and the installer reach. A shared network cannot take the *.apps
+// wildcard (a dnsmasq option: libvirt applies it only by restarting the
+// network, which cuts every other lab's nodes off), so these names are
+// records of their own.
+var IngressRoutes = []string{
+	"console-openshift-console", "oauth-openshift", "downloads-openshift-console",
+	"canary-openshift-ingress-canary", "default-route-openshift-image-registry",
+	"prometheus-k8s-openshift-monitoring", "alertmanager-main-openshift-monitoring",
+	"thanos-querier-openshift-monitoring",
+}
+
+// resolveShared fills in the shared network's reservations and records,
+// once the nodes are known.
+func (p *Plan) resolveShared() {
+	s := p.Network.Shared
+	if s == nil {
+		return
+	}
+	s.Reservations, s.Records = nil, nil
+	for _, n := range p.Nodes {
+		s.Reservations = append(s.Reservations, Reservation{MAC: n.MAC, IP: n.IP, Name: n.Name})
+		s.Records = append(s.Records, Record{IP: n.IP, Names: []string{n.Name, n.Name + "." + s.Domain}})
+	}
+	// A VIP that is a node's own address (a single-node cluster's) adds
+	// names to the node's record and needs no reservation of its own.
+	vip := func(ip netip.Addr, what string, names []string) {
+		if !ip.IsValid() {
+			return
+		}
+		for i := range s.Records {
+			if s.Records[i].IP == ip {
+				s.Records[i].Names = append(s.Records[i].Names, names...)
+				return
+			}
+		}
+		s.Reservations = append(s.Reservations, Reservation{MAC: MACFor(p.Lab, what), IP: ip, Name: p.Lab + "-" + what})
+		s.Records = append(s.Records, Record{IP: ip, Names: names})
+	}
+	vip(s.APIVIP, "api-vip", []string{"api." + s.Domain, "api-int." + s.Domain})
+	var routes []string
+	for _, route := range IngressRoutes {
+		routes = append(routes, route+".apps."+s.Domain)
+	}
+	vip(s.IngressVIP, "ingress-vip", routes)
 }
 
 // Storage is the lab's pool.
@@ -486,6 +581,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 			p.Hybrid.IngressRouterID = h.IngressRouterID
 		}
 		p.Hybrid.Segment = cfg.Network.LibvirtBridge
+		// On a shared network too, dnsmasq listens on its first address.
 		// Without a NAT network of its own, the lab borrows another
 		// libvirt network, whose dnsmasq listens on its first address.
 		p.Hybrid.Upstream = []netip.Addr{k.MachineNetwork.Masked().Addr().Next()}
@@ -501,6 +597,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	if o.Mode == ModeAgent {
 		p.resolveAgent(cfg)
 	}
+	p.resolveShared()
 	p.Vbmcd = p.vbmcd(o.Vbmcd, o.HostCPUs)
 	return p, nil
 }
@@ -521,6 +618,7 @@ func resolvePaths(state, install, hostsFile string) Paths {
 		BootstrapComplete: filepath.Join(state, "bootstrap-complete"),
 		BootstrapRemoved:  filepath.Join(state, "bootstrap-removed"),
 		InstallComplete:   filepath.Join(state, "install-complete"),
+		Started:           filepath.Join(state, "started"),
 		HostsFile:         hostsFile,
 		CACert:            filepath.Join(state, "ca", "ca.crt"),
 		CAKey:             filepath.Join(state, "ca", "ca.key"),
@@ -696,6 +794,9 @@ func (p *Plan) resolveAgent(cfg *labconfig.Config) {
 	if a.Topology == TopologySNO && p.Network.NAT != nil {
 		p.Network.NAT.APIVIP, p.Network.NAT.IngressVIP = a.RendezvousIP, a.RendezvousIP
 	}
+	if a.Topology == TopologySNO && p.Network.Shared != nil {
+		p.Network.Shared.APIVIP, p.Network.Shared.IngressVIP = a.RendezvousIP, a.RendezvousIP
+	}
 	p.Agent = a
 }
 
@@ -721,7 +822,15 @@ func resolveNetwork(cfg *labconfig.Config) Network {
 	// The lab brings its own NAT network (the machine network, with DHCP
 	// reservations and DNS) instead of borrowing libvirt's default one on
 	// virbr0: the veth that would join virbr0 joins the lab's NAT bridge.
-	if n.LibvirtBridge == labconfig.DefaultLibvirtBridge && cfg.Cluster.MachineNetwork.IsValid() {
+	if n.Shared != "" && cfg.Cluster.MachineNetwork.IsValid() {
+		k := cfg.Cluster
+		out.Shared = &Shared{
+			Network: n.Shared, Bridge: n.LibvirtBridge, CIDR: k.MachineNetwork,
+			Gateway:    k.MachineNetwork.Masked().Addr().Next(),
+			BlockStart: k.DHCPRange.Start, BlockEnd: k.DHCPRange.End,
+			Domain: k.Name + "." + k.BaseDomain, APIVIP: k.APIVIP, IngressVIP: k.IngressVIP,
+		}
+	} else if n.LibvirtBridge == labconfig.DefaultLibvirtBridge && cfg.Cluster.MachineNetwork.IsValid() {
 		k := cfg.Cluster
 		br := natBridge(cfg.Name)
 		for i, v := range top.Veths {

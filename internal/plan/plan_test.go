@@ -32,13 +32,16 @@ func resolve(t *testing.T, lab, profile, mode string) *Plan {
 }
 
 // TestGolden pins the plans of the seed lab, its tiny profile, a lab with
-// TLS off and IPMI BMCs, and a hybrid lab.
+// TLS off and IPMI BMCs, a hybrid lab (and one on libvirt's default
+// network, shared).
 func TestGolden(t *testing.T) {
 	for _, tt := range []struct{ name, lab, profile, mode string }{
 		{"seed", "", "", ModeIPI},
 		{"tiny", "", "tiny", ModeIPI},
 		{"ipmi-http", "name: plain\nnetwork: {provisioningNetwork: Managed}\ncluster: {bmc: {kind: ipmi, tls: false}, workers: {count: 0}}\n", "tiny", ModeIPI},
 		{"hybrid", "name: hyb\ncluster: {image: /images/rhcos.qcow2, workers: {count: 1}}\n", "tiny", ModeHybrid},
+		{"hybrid-shared", "name: hsh\nnetwork: {shared: default, bridges: [{name: bm-hsh}], veths: [{name: hsh-v0, master: bm-hsh, peer: hsh-v1, peerMaster: virbr0}]}\n" +
+			"cluster: {image: /images/rhcos.qcow2, machineNetwork: 192.168.122.0/24, dhcpRange: {start: 192.168.122.150, end: 192.168.122.159}, apiVIP: 192.168.122.145, ingressVIP: 192.168.122.146, workers: {count: 1}}\n", "tiny", ModeHybrid},
 		{"agent-sno", "name: sno\ncluster: {masters: {count: 1}, agent: {staticIPs: true}}\n", "", ModeAgent},
 		{"agent-fencing", "name: tnf\ncluster: {masters: {count: 2}, fencing: true}\n", "tiny", ModeAgent},
 		{"agent-arbiter", "name: arb\ncluster: {masters: {count: 2}, arbiter: {count: 1}, workers: {count: 1}}\n", "tiny", ModeAgent},

@@ -13,8 +13,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -135,6 +137,23 @@ func readyz(t *testing.T, ns string) func() {
 	return stop
 }
 
+// routerHealth serves a router's /healthz/ready on localhost's
+// RouterHealthPort in ns: 200 while ready holds true, else 503.
+func routerHealth(t *testing.T, ns string, ready *atomic.Bool) {
+	t.Helper()
+	ln, err := netplumb.ListenIn(ns, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(RouterHealthPort)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			rw.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+}
+
 // keepalived renders n's configuration on its namespace with the
 // generated render script, as the pod's init container does, and runs it.
 func keepalived(t *testing.T, c Cluster, n Node, ns string) *daemon {
@@ -181,7 +200,12 @@ func TestKeepalivedMovesTheAPIVIP(t *testing.T) {
 	boot, m0, m1 := ns["ocp-bootstrap"], ns["ocp-master-0"], ns["ocp-master-1"]
 	readyz(t, boot)
 	stopM0 := readyz(t, m0)
-	// master-1's API is not ready: nothing listens on its 6443.
+	// master-1's API is not ready: nothing listens on its 6443. Both
+	// masters' routers are ready (the ingress VIP's check).
+	var routersReady atomic.Bool
+	routersReady.Store(true)
+	routerHealth(t, m0, &routersReady)
+	routerHealth(t, m1, &routersReady)
 	keepalived(t, c, c.Nodes[0], boot)
 	kaM0 := keepalived(t, c, c.Nodes[1], m0)
 	keepalived(t, c, c.Nodes[2], m1)
@@ -240,6 +264,52 @@ func TestKeepalivedMovesTheAPIVIP(t *testing.T) {
 	readyz(t, m1)
 	if !testenv.WaitFor(15*time.Second, func() bool { return holds(m1, api) }) {
 		t.Error("master-1 did not take the API VIP once its API was ready")
+	}
+}
+
+// TestKeepalivedMovesTheIngressVIP: the ingress VIP is tracked as the API
+// VIP is. A compact cluster's routers run on the masters: the VIP is on a
+// master whose router is ready, leaves a master whose router goes
+// unready (for the other, ready one), is held by nobody while no router
+// is ready, and comes back when one is.
+func TestKeepalivedMovesTheIngressVIP(t *testing.T) {
+	testenv.Integration(t)
+	testenv.Command(t, "keepalived")
+	testenv.Command(t, "curl")
+	s := newSegment(t)
+	c := podCluster(0)
+	c.Nodes = c.Nodes[1:3] // master-0 .21, master-1 .22
+	m0, m1 := s.node("ocp-master-0", "10.0.0.21"), s.node("ocp-master-1", "10.0.0.22")
+	var r0, r1 atomic.Bool
+	r0.Store(true)
+	routerHealth(t, m0, &r0)
+	routerHealth(t, m1, &r1) // master-1's router is not ready yet
+	keepalived(t, c, c.Nodes[0], m0)
+	keepalived(t, c, c.Nodes[1], m1)
+	vip := c.IngressVIP.String()
+	// master-1 would win on address; its router keeps it out.
+	if !testenv.WaitFor(15*time.Second, func() bool { return holds(m0, vip) }) {
+		t.Fatal("the ingress VIP never landed on master-0, whose router is ready")
+	}
+	if testenv.WaitFor(4*time.Second, func() bool { return holds(m1, vip) }) {
+		t.Fatal("master-1 holds the ingress VIP with its router unready")
+	}
+	// master-1's router becomes ready, master-0's dies: the VIP moves.
+	r1.Store(true)
+	r0.Store(false)
+	dead := time.Now()
+	if !testenv.WaitFor(15*time.Second, func() bool { return holds(m1, vip) && !holds(m0, vip) }) {
+		t.Fatal("the ingress VIP stayed with master-0, whose router is dead")
+	}
+	t.Logf("ingress VIP moved %s after master-0's router died", time.Since(dead).Round(100*time.Millisecond))
+	// No router ready: nobody holds it; one ready again: it comes back.
+	r1.Store(false)
+	if !testenv.WaitFor(10*time.Second, func() bool { return !holds(m0, vip) && !holds(m1, vip) }) {
+		t.Fatal("a master holds the ingress VIP with no router ready")
+	}
+	r0.Store(true)
+	if !testenv.WaitFor(15*time.Second, func() bool { return holds(m0, vip) }) {
+		t.Error("master-0 did not take the ingress VIP back once its router was ready")
 	}
 }
 
@@ -325,6 +395,20 @@ func TestHAProxyBalances(t *testing.T) {
 	}
 	if seen["ocp-worker-0"] != 10 {
 		t.Errorf("with worker-1's router unready: answers %v, want all from worker-0", seen)
+	}
+	// The health endpoint keepalived checks (IngressHealthURL) is ready
+	// while one router is, and fails when none is.
+	health := func() int {
+		out, _ := exec.Command("ip", "netns", "exec", m0, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "1", IngressHealthURL(c)).Output()
+		code, _ := strconv.Atoi(string(out))
+		return code
+	}
+	if got := health(); got != http.StatusOK {
+		t.Errorf("%s with worker-0's router ready: %d, want 200", IngressHealthURL(c), got)
+	}
+	ready.Store("ocp-worker-0", false)
+	if !testenv.WaitFor(20*time.Second, func() bool { return health() == http.StatusServiceUnavailable }) {
+		t.Errorf("%s with no router ready: %d, want 503", IngressHealthURL(c), health())
 	}
 }
 

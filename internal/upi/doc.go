@@ -3,7 +3,8 @@
 // ignition (per spec version, with coreos/ignition/v2's stable packages), and
 // the static pods that give the cluster its own API and ingress VIPs
 // (keepalived), DNS (coredns) and ingress load balancer (haproxy), with their
-// daemons' configuration files.
+// daemons' configuration files. keepalived tracks the API's readyz for the
+// API VIP and the router's (or haproxy's) health for the ingress VIP.
 //
 // Every transformation is a pure function of the cluster's facts (Cluster,
 // Node) and the installer's output; the labctl hybrid pipeline resolves the
@@ -13,7 +14,8 @@
 //     Machine, MachineSet and ControlPlaneMachineSet manifests (by kind),
 //     sets the Scheduler's mastersSchedulable (true without workers), writes
 //     the default IngressController (replicas and placement on the routers'
-//     nodes) and a CSR approver; idempotent. Its parts (IsMachineManifest,
+//     nodes) and a CSR approver that approves only the cluster's own nodes'
+//     CSRs; idempotent. Its parts (IsMachineManifest,
 //     SetMastersSchedulable, IngressController, CSRApprover) are pure.
 //   - MergeIgnition(file, installer, node, cluster, extra) after `create
 //     ignition-configs`: the node's hostname, SSH key, extra files (the

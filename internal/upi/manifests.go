@@ -287,20 +287,49 @@ func IngressController(c Cluster) ([]byte, error) {
 	})
 }
 
-// approveScript approves every CSR that has no status yet (neither
-// approved nor denied), the way the OpenShift docs approve kubelets' CSRs
-// by hand on user-provisioned clusters.
-const approveScript = `oc get csr -o go-template='{{range .items}}{{if not .status}}{{.metadata.name}}{{"\n"}}{{end}}{{end}}' | xargs --no-run-if-empty oc adm certificate approve`
+// approveScript approves the pending CSRs (neither approved nor denied)
+// of the cluster's own nodes, the way the OpenShift docs approve kubelets'
+// CSRs by hand on user-provisioned clusters, and leaves every other one
+// alone. A CSR's node is the common name it asks for, system:node:NAME:
+// in the DER inside the PEM request the name is plain bytes after its
+// length byte, so base64, sed and grep find it (no openssl), and the
+// length byte keeps master-1 from matching master-10. Its requester must
+// be the node itself or the machine-config operator's node-bootstrapper (a
+// new kubelet's first client certificate). NODES is the list of names.
+const approveScript = `set -u
+der=$(mktemp)
+trap 'rm -f "$der"' EXIT
+for csr in $(oc get csr -o go-template='{{range .items}}{{if not .status}}{{.metadata.name}}{{"\n"}}{{end}}{{end}}'); do
+  oc get csr "$csr" -o jsonpath='{.spec.request}' | base64 -d | sed '/-----/d' | base64 -d >"$der"
+  node=""
+  for n in $NODES; do
+    cn="system:node:$n"
+    if grep -a -q -F "$(printf "\\$(printf %o ${#cn})")$cn" "$der"; then node=$n; fi
+  done
+  user=$(oc get csr "$csr" -o jsonpath='{.spec.username}')
+  if [ -z "$node" ]; then
+    echo "left $csr alone: it names none of this cluster's nodes"
+  elif [ "$user" = "system:node:$node" ] || [ "$user" = system:serviceaccount:openshift-machine-config-operator:node-bootstrapper ]; then
+    oc adm certificate approve "$csr"
+  else
+    echo "left $csr alone: node $node, but requested by $user"
+  fi
+done
+`
 
 // CSRApprover returns the manifests of the CSR approver: its namespace,
 // service account, a ClusterRole that may read CSRs and approve the
 // kubelets' (client and serving signers), its binding, and a CronJob that
-// runs every minute on a master and approves what is pending. A
+// runs every minute on a master and approves what is pending for the
+// named nodes (approveScript), nothing else. A
 // user-provisioned cluster has no machine-approver for nodes the machine
 // API did not create; kcli runs the same kind of approver.
-func CSRApprover(image string) ([]Manifest, error) {
+func CSRApprover(image string, nodes []string) ([]Manifest, error) {
 	if image == "" {
 		return nil, errors.New("CSR approver: no image (one with oc, e.g. the release's cli image)")
+	}
+	if len(nodes) == 0 {
+		return nil, errors.New("CSR approver: no nodes to approve CSRs for")
 	}
 	meta := func(namespaced bool) metav1.ObjectMeta {
 		m := metav1.ObjectMeta{Name: CSRApproverName, Labels: map[string]string{"app.kubernetes.io/managed-by": "bmlab"}}
@@ -355,6 +384,7 @@ func CSRApprover(image string) ([]Manifest, error) {
 						Name:    CSRApproverName,
 						Image:   image,
 						Command: []string{"/bin/sh", "-c", approveScript},
+						Env:     []corev1.EnvVar{{Name: "NODES", Value: strings.Join(nodes, " ")}},
 						SecurityContext: &corev1.SecurityContext{
 							AllowPrivilegeEscalation: &no,
 							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
@@ -385,7 +415,13 @@ func AddedManifests(c Cluster, o ManifestOptions) ([]Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	approver, err := CSRApprover(o.ApproverImage)
+	var nodes []string
+	for _, n := range c.Nodes {
+		if n.Role != RoleBootstrap {
+			nodes = append(nodes, n.Name)
+		}
+	}
+	approver, err := CSRApprover(o.ApproverImage, nodes)
 	if err != nil {
 		return nil, err
 	}

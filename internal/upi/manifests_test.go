@@ -1,11 +1,22 @@
 package upi
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
@@ -69,7 +80,7 @@ func TestIngressControllerPlacement(t *testing.T) {
 	if _, err := IngressController(Cluster{}); err == nil || !strings.Contains(err.Error(), "neither masters nor workers") {
 		t.Errorf("empty cluster: %v", err)
 	}
-	if _, err := CSRApprover(""); err == nil || !strings.Contains(err.Error(), "no image") {
+	if _, err := CSRApprover("", []string{"n"}); err == nil || !strings.Contains(err.Error(), "no image") {
 		t.Errorf("no approver image: %v", err)
 	}
 }
@@ -269,4 +280,98 @@ func changedSet(names []string) map[string]bool {
 		m[n] = true
 	}
 	return m
+}
+
+// TestCSRApproverApprovesOnlyTheLabsNodes runs the approver's script (the
+// CronJob's command and environment, as generated) in sh, with an oc that
+// serves real CSRs from files: the lab's nodes' pending CSRs are approved
+// (a first client certificate from the node-bootstrapper, a serving one
+// from the node), another cluster's node's, a node's CSR requested by
+// someone else, one already decided and one for no node are not.
+func TestCSRApproverApprovesOnlyTheLabsNodes(t *testing.T) {
+	ms, err := CSRApprover(testApproverImage, []string{"ocp-master-0", "ocp-worker-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job batchv1.CronJob
+	if err := yaml.Unmarshal(ms[len(ms)-1].Data, &job); err != nil {
+		t.Fatal(err)
+	}
+	ctr := job.Spec.JobTemplate.Spec.Template.Spec.Containers[0]
+	dir := t.TempDir()
+	const bootstrapper = "system:serviceaccount:openshift-machine-config-operator:node-bootstrapper"
+	csrs := []struct{ name, cn, user, status string }{
+		{"csr-client-m0", "system:node:ocp-master-0", bootstrapper, ""},
+		{"csr-serving-w0", "system:node:ocp-worker-0", "system:node:ocp-worker-0", ""},
+		{"csr-other-lab", "system:node:other-master-0", bootstrapper, ""},
+		{"csr-spoofed", "system:node:ocp-worker-0", "system:node:other-master-0", ""},
+		{"csr-denied", "system:node:ocp-master-0", bootstrapper, "Denied"},
+		{"csr-no-node", "some-user", "some-user", ""},
+		// A name the lab's is a prefix of.
+		{"csr-prefix", "system:node:ocp-master-00", bootstrapper, ""},
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending []string
+	for _, c := range csrs {
+		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: c.cn, Organization: []string{"system:nodes"}}}, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pemReq := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+		must := func(err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		must(os.WriteFile(filepath.Join(dir, c.name+".request"), []byte(base64.StdEncoding.EncodeToString(pemReq)), 0o644))
+		must(os.WriteFile(filepath.Join(dir, c.name+".username"), []byte(c.user), 0o644))
+		if c.status == "" {
+			pending = append(pending, c.name)
+		}
+	}
+	// oc as the script calls it: the pending list, one CSR's field, approve.
+	oc := `#!/bin/sh
+d=` + dir + `
+case "$*" in
+"get csr -o go-template="*) printf '%s\n' ` + strings.Join(pending, " ") + ` ;;
+"get csr "*" -o jsonpath={.spec.request}") cat "$d/$3.request" ;;
+"get csr "*" -o jsonpath={.spec.username}") cat "$d/$3.username" ;;
+"adm certificate approve "*) echo "$4" >>"$d/approved" ;;
+*) echo "fake oc: $*" >&2; exit 2 ;;
+esac
+`
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "oc"), []byte(oc), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(ctr.Command[0], ctr.Command[1:]...)
+	cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin"}
+	for _, e := range ctr.Env {
+		cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the approver's script: %v\n%s", err, out)
+	}
+	approved, _ := os.ReadFile(filepath.Join(dir, "approved"))
+	if got := strings.Fields(string(approved)); !slices.Equal(got, []string{"csr-client-m0", "csr-serving-w0"}) {
+		t.Errorf("approved %q, want the lab's nodes' two; the script said:\n%s", got, out)
+	}
+	for _, want := range []string{"left csr-other-lab alone: it names none of this cluster's nodes",
+		"left csr-spoofed alone: node ocp-worker-0, but requested by system:node:other-master-0",
+		"left csr-prefix alone: it names none of this cluster's nodes",
+		"left csr-no-node alone: it names none of this cluster's nodes"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the script's output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := CSRApprover(testApproverImage, nil); err == nil || !strings.Contains(err.Error(), "no nodes") {
+		t.Errorf("no nodes: %v", err)
+	}
 }

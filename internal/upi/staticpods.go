@@ -29,6 +29,23 @@ const (
 	interfaceMark = "@INTERFACE@"
 )
 
+// IngressHealthPort is haproxy's own health endpoint on the masters, on
+// localhost, when there are workers: ready while at least one worker's
+// router is.
+const IngressHealthPort = 1937
+
+// IngressHealthURL is what a master's keepalived checks before it holds
+// the ingress VIP: the router on the master itself (no workers: the
+// routers run on the masters), else the master's haproxy, which is ready
+// while it has a ready worker's router to send to.
+func IngressHealthURL(c Cluster) string {
+	port := RouterHealthPort
+	if len(nodesWith(c, RoleWorker)) > 0 {
+		port = IngressHealthPort
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d/healthz/ready", port)
+}
+
 // Keepalived priorities: the bootstrap holds the API VIP while it lives.
 const (
 	BootstrapPriority = 150
@@ -129,7 +146,8 @@ func ingressVIP(c Cluster) netip.Addr {
 // API instance tracks the API's readyz, so a node whose API is not ready
 // never holds the VIP (a failing tracked script puts the instance in
 // FAULT); the bootstrap has the higher priority while it lives. The ingress
-// instance runs on the masters only (routers or haproxy are there).
+// instance runs on the masters only (routers or haproxy are there) and
+// tracks IngressHealthURL the same way.
 func KeepalivedConf(c Cluster, n Node) (string, error) {
 	if n.Role != RoleBootstrap && n.Role != RoleMaster {
 		return "", fmt.Errorf("keepalived runs on the bootstrap and the masters, not on %s (%s)", n.Name, n.Role)
@@ -143,9 +161,15 @@ func KeepalivedConf(c Cluster, n Node) (string, error) {
 	if n.Role == RoleBootstrap {
 		prio = BootstrapPriority
 	}
+	ingress := c.IngressVIP.IsValid() && n.Role == RoleMaster
+	if ingress {
+		// The ingress VIP is tracked as the API VIP is: a master whose
+		// router (or, with workers, whose haproxy) is not ready lets go.
+		fmt.Fprintf(&b, "\nvrrp_script chk_ingress {\n    script \"/usr/bin/curl -o /dev/null -fs --max-time 1 %s\"\n    interval 1\n    fall 2\n    rise 2\n    init_fail\n}\n", IngressHealthURL(c))
+	}
 	instance(&b, c, n, "api", c.APIVIP, c.APIRouterID, prio, nodesWith(c, RoleBootstrap, RoleMaster), "chk_api")
-	if c.IngressVIP.IsValid() && n.Role == RoleMaster {
-		instance(&b, c, n, "ingress", c.IngressVIP, c.IngressRouterID, MasterPriority, nodesWith(c, RoleMaster), "")
+	if ingress {
+		instance(&b, c, n, "ingress", c.IngressVIP, c.IngressRouterID, MasterPriority, nodesWith(c, RoleMaster), "chk_ingress")
 	}
 	return b.String(), nil
 }
@@ -221,11 +245,15 @@ const RouterHealthPort = 1936
 
 // HAProxyConf balances 80 and 443 on the ingress VIP, TCP mode, to the
 // workers' routers; a worker whose router is not ready (its
-// /healthz/ready on RouterHealthPort fails) gets nothing.
+// /healthz/ready on RouterHealthPort fails) gets nothing. It answers
+// IngressHealthURL on localhost for the master's keepalived.
 func HAProxyConf(c Cluster) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# bmlab: haproxy of cluster %s: the ingress VIP to the workers' routers\n", domain(c))
 	b.WriteString("global\n    maxconn 4000\n\ndefaults\n    mode tcp\n    timeout connect 5s\n    timeout client 1m\n    timeout server 1m\n")
+	// What the master's keepalived checks (IngressHealthURL): 200 while
+	// both backends have a ready router, else 503.
+	fmt.Fprintf(&b, "\nfrontend ingress-health\n    mode http\n    bind 127.0.0.1:%d\n    acl no_http nbsrv(ingress-80) lt 1\n    acl no_https nbsrv(ingress-443) lt 1\n    monitor-uri /healthz/ready\n    monitor fail if no_http || no_https\n", IngressHealthPort)
 	for _, port := range []int{80, 443} {
 		name := "ingress-" + strconv.Itoa(port)
 		fmt.Fprintf(&b, "\nfrontend %s\n    bind %s:%d\n    default_backend %s\n", name, ingressVIP(c), port, name)

@@ -50,6 +50,9 @@ func (s *session) down(cmd *cobra.Command) error {
 	if err != nil {
 		mark = "✗" // removed, but something of the lab is left
 	}
+	for _, n := range rm.Shared {
+		fmt.Fprintf(s.out, "%s removed the lab's entries from the shared libvirt network %s\n", mark, n)
+	}
 	for _, n := range rm.Networks {
 		fmt.Fprintf(s.out, "%s deleted libvirt network %s\n", mark, n)
 	}
@@ -65,7 +68,7 @@ func (s *session) down(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	if len(rm.Networks)+len(rm.Links) == 0 && rm.Snippet == "" {
+	if len(rm.Shared)+len(rm.Networks)+len(rm.Links) == 0 && rm.Snippet == "" {
 		fmt.Fprintf(s.out, "✓ nothing of lab %q to remove\n", p.Lab)
 	}
 	for _, line := range rep.Hosts {

@@ -74,7 +74,9 @@ func TestHybridEndToEnd(t *testing.T) {
 		t.Fatal("up with a failing bootstrap-complete succeeded")
 	}
 	t.Logf("up to the failing wait took %s", time.Since(start))
-	for _, want := range []string{"the bootstrap did not complete; everything is kept", "openshift-install gather bootstrap --dir " + installDir + " --bootstrap 10.198.66.20 --master 10.198.66.21"} {
+	for _, want := range []string{"the bootstrap did not complete; everything is kept",
+		"Logs: " + filepath.Join(installDir, ".openshift_install.log") + " (the installer's), " + filepath.Join(installDir, "openshift-install.out") + " (what it printed, every run)",
+		"openshift-install gather bootstrap --dir " + installDir + " --bootstrap 10.198.66.20 --master 10.198.66.21"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
@@ -168,6 +170,25 @@ func TestHybridEndToEnd(t *testing.T) {
 		t.Errorf("third up = %v, want 11 unchanged steps:\n%s", err, out)
 	}
 
+	// A worker shut off on purpose stays off on the next up, which says
+	// so; up --start-stopped starts it.
+	if out, err := exec.Command("virsh", "destroy", "hyb-worker-0").CombinedOutput(); err != nil {
+		t.Fatalf("virsh destroy: %v\n%s", err, out)
+	}
+	out, err = labctlRun(t, append([]string{"up"}, common...)...)
+	if err != nil || !strings.Contains(out, "left hyb-worker-0 off: it was shut off after up started it") {
+		t.Errorf("up with a worker shut off = %v, want it left off and said:\n%s", err, out)
+	}
+	if st := domState(t, "hyb-worker-0"); st != "shut off" {
+		t.Errorf("hyb-worker-0 is %q after up, want shut off", st)
+	}
+	if out, err := labctlRun(t, append([]string{"up", "--start-stopped"}, common...)...); err != nil {
+		t.Errorf("up --start-stopped: %v\n%s", err, out)
+	}
+	if st := domState(t, "hyb-worker-0"); st != "running" {
+		t.Errorf("hyb-worker-0 is %q after up --start-stopped, want running", st)
+	}
+
 	out, err = labctlRun(t, append([]string{"down"}, common...)...)
 	if err != nil {
 		t.Fatalf("down: %v\n%s", err, out)
@@ -247,14 +268,56 @@ func TestTwoHybridLabsOneNetwork(t *testing.T) {
 			t.Errorf("B with A's VIPs and IDs: %v\nwant %q", err, want)
 		}
 	}
-	// Its own VIPs, and router IDs from its own name: accepted.
+	// Its own VIPs, and router IDs from its own name, but only joined to
+	// A's bridge: A's network would give its nodes no reservation and no
+	// api record (the issue's broken join), so it stops.
 	own := strings.NewReplacer("apiVIP: 10.198.68.5", "apiVIP: 10.198.68.7", "ingressVIP: 10.198.68.4", "ingressVIP: 10.198.68.6").Replace(string(b)) + joinA
 	if err := os.WriteFile(cfgB, []byte(own), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := labctlRun(t, append([]string{"up", "--until", "preflight"}, commonB...)...); err != nil {
-		t.Errorf("B with its own VIPs: %v\n%s", err, out)
+	if _, err := labctlRun(t, append([]string{"up", "--until", "preflight"}, commonB...)...); err == nil ||
+		!strings.Contains(err.Error(), `network.shared: the lab joins bridge bmnat-hya of libvirt network "hya-machine", whose DHCP and DNS would know nothing of its nodes`) {
+		t.Errorf("B only joined to A's bridge: %v; want the network.shared fix", err)
 	}
+	// Sharing A's network, with addresses of its own: B comes up, and A's
+	// network reserves B's addresses and answers B's names.
+	shared := strings.Replace(own, "dhcpRange: {start: 10.198.68.20, end: 10.198.68.60}", "dhcpRange: {start: 10.198.68.100, end: 10.198.68.120}", 1) + "  shared: hya-machine\n"
+	if err := os.WriteFile(cfgB, []byte(shared), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := labctlRun(t, append([]string{"up", "--until", "control-plane"}, commonB...)...); err != nil {
+		t.Fatalf("B sharing A's network: %v\n%s", err, out)
+	}
+	bNames := map[string]string{"api-int.hyb2.lab.invalid": "10.198.68.7", "api.hyb2.lab.invalid": "10.198.68.7",
+		"hyb2-master-0.hyb2.lab.invalid": "10.198.68.101", "console-openshift-console.apps.hyb2.lab.invalid": "10.198.68.6",
+		"hya-master-0.hya.lab.invalid": "10.198.68.21"}
+	resolveIn(t, "labci", "10.198.68.1", bNames)
+	if hf := readFile(t, "/var/lib/libvirt/dnsmasq/hya-machine.hostsfile"); !strings.Contains(hf, ",10.198.68.101,hyb2-master-0") {
+		t.Errorf("A's network lacks B's reservation:\n%s", hf)
+	}
+	if out, err := labctlRun(t, append([]string{"net", "check"}, commonA...)...); err != nil {
+		t.Errorf("A's net check with B on its network: %v\n%s", err, out)
+	}
+	// A cannot take its network from under B; B's down leaves A whole.
+	if out, err := labctlRun(t, append([]string{"net", "down"}, commonA...)...); err == nil || !strings.Contains(out+err.Error(), "carries the entries of labs hyb2") {
+		t.Errorf("A's net down with B on its network: %v\n%s", err, out)
+	}
+	if out, err := labctlRun(t, append([]string{"down"}, commonB...)...); err != nil {
+		t.Fatalf("down B: %v\n%s", err, out)
+	}
+	if out, err := labctlRun(t, append([]string{"net", "repair"}, commonA...)...); err != nil {
+		t.Errorf("A's net repair after B left: %v\n%s", err, out)
+	}
+	if out, err := labctlRun(t, append([]string{"net", "check"}, commonA...)...); err != nil {
+		t.Errorf("A's net check after B left: %v\n%s", err, out)
+	}
+	delete(bNames, "hya-master-0.hya.lab.invalid")
+	for name := range bNames {
+		if addrs, err := lookupIn("labci", "10.198.68.1", name); err == nil {
+			t.Errorf("%s still resolves after B's down: %v", name, addrs)
+		}
+	}
+	resolveIn(t, "labci", "10.198.68.1", map[string]string{"api-int.hya.lab.invalid": "10.198.68.5", "hya-master-0.hya.lab.invalid": "10.198.68.21"})
 	if a, b := plan.RouterIDs("hya"); a == apiID && b == ingID {
 		bAPI, bIng := plan.RouterIDs("hyb2")
 		if bAPI == a || bAPI == b || bIng == a || bIng == b {

@@ -19,10 +19,11 @@ import (
 )
 
 type flags struct {
-	until  string
-	output string
-	lab    string
-	host   string
+	until        string
+	startStopped bool
+	output       string
+	lab          string
+	host         string
 }
 
 // NewCommands returns up, status and down.
@@ -50,6 +51,7 @@ install-complete. Every step is idempotent: up again resumes.`,
 				return lab.CheckUntil(actions, f.until)
 			}
 			return withLab(cmd.Context(), g, f, check, func(e *lab.Env) error {
+				e.StartStopped = f.startStopped
 				if err := lab.Up(cmd.Context(), e, actions, f.until); err != nil {
 					return err
 				}
@@ -59,6 +61,7 @@ install-complete. Every step is idempotent: up again resumes.`,
 		},
 	}
 	up.Flags().StringVar(&f.until, "until", "", "stop after this step")
+	up.Flags().BoolVar(&f.startStopped, "start-stopped", false, "hybrid: also start nodes that up started before and that were shut off since (without it they stay off)")
 	up.Flags().StringVar(&g.PullSecret, "pull-secret", "", "pull secret file (overrides the lab file's cluster.pullSecret)")
 	up.Flags().StringVar(&g.SSHKey, "ssh-key", "", "public SSH key file (overrides the lab file's cluster.sshKey)")
 	up.Flags().StringVar(&f.host, "host", "", "for a lab over several hosts: bring up this host's part (not the hub's), on that host; labctl on the hub runs it through the host's exec:")

@@ -1,0 +1,206 @@
+package lab
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bmlab/bmlab/internal/labconfig"
+	"github.com/bmlab/bmlab/internal/labvirt"
+	"github.com/bmlab/bmlab/internal/plan"
+)
+
+// sharedPlan is a lab on the shared network "shnet" (10.198.90.0/24 on
+// bridge shbr), with its addresses from .start.
+func sharedPlan(t *testing.T, name, cluster string, start, api, ingress int) *plan.Plan {
+	t.Helper()
+	a := func(i int) string { return "10.198.90." + itoa(i) }
+	cfg, err := labconfig.Parse([]byte("name: " + name + "\nnetwork: {shared: shnet, libvirtBridge: shbr, bridges: [{name: bm-" + name + "}], veths: [{name: " + name + "-v0, master: bm-" + name + ", peer: " + name + "-v1, peerMaster: shbr}]}\n" +
+		"cluster: {clusterName: " + cluster + ", baseDomain: lab.invalid, machineNetwork: 10.198.90.0/24, dhcpRange: {start: " + a(start) + ", end: " + a(start+9) + "}, apiVIP: " + a(api) + ", ingressVIP: " + a(ingress) + ", bmc: {address: " + a(ingress+100) + "}}\n"))
+	must(t, err)
+	p, err := plan.Resolve(cfg, plan.Options{Dir: "/labs/" + name, Mode: plan.ModeIPI})
+	must(t, err)
+	if p.Network.NAT != nil || p.Network.Shared == nil {
+		t.Fatalf("lab %s: NAT %+v, shared %+v; want shared only", name, p.Network.NAT, p.Network.Shared)
+	}
+	return p
+}
+
+func sharedNet(labs ...labvirt.SharedEntries) labvirt.SharedNetwork {
+	return labvirt.SharedNetwork{Name: "shnet", Bridge: "shbr", Active: true, CIDRs: []netip.Prefix{netip.MustParsePrefix("10.198.90.1/24")},
+		Ranges: []string{"10.198.90.2-10.198.90.254"}, Labs: labs,
+		Hosts: []labvirt.SharedHost{{MAC: "52:54:00:aa:bb:cc", IP: "10.198.90.200", Name: "someones-vm"}}}
+}
+
+// TestSharedClashes: a lab on a shared network is checked against the
+// network as the lab file describes it and against every other lab's
+// addresses, MACs and names there, each clash naming its setting.
+func TestSharedClashes(t *testing.T) {
+	ctx := context.Background()
+	a := sharedPlan(t, "sha", "ca", 20, 5, 6)
+	f := newFake()
+	e := &Env{Plan: a, Host: f}
+
+	msgs, err := sharedClashes(ctx, e)
+	must(t, err)
+	if len(msgs) != 1 || !strings.Contains(msgs[0], `network.shared: libvirt network "shnet" does not exist`) {
+		t.Errorf("no network: %q", msgs)
+	}
+	n := sharedNet()
+	n.Bridge, n.Active, n.CIDRs = "virbr9", false, []netip.Prefix{netip.MustParsePrefix("10.1.0.1/16")}
+	f.shared = []labvirt.SharedNetwork{n}
+	msgs, err = sharedClashes(ctx, e)
+	must(t, err)
+	for _, want := range []string{
+		`network.shared: libvirt network "shnet" is not running`,
+		`network.libvirtBridge: "shbr", but the shared network "shnet" is on bridge "virbr9"; write libvirtBridge: virbr9`,
+		`cluster.machineNetwork: 10.198.90.0/24, but the shared network "shnet" has [10.1.0.1/16]`,
+	} {
+		if !strings.Contains(strings.Join(msgs, "\n"), want) {
+			t.Errorf("wrong network: %q\nwant %q", msgs, want)
+		}
+	}
+
+	// A joins the right network: no clash; it adds its entries.
+	f.shared = []labvirt.SharedNetwork{sharedNet()}
+	msgs, err = sharedClashes(ctx, e)
+	if err != nil || len(msgs) != 0 {
+		t.Fatalf("A alone: %q, %v", msgs, err)
+	}
+	if _, err := EnsureNetwork(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := CheckNetwork(ctx, e); err != nil || slices.ContainsFunc(d, func(x NetDifference) bool { return x.Kind == "shared-entry" }) {
+		t.Errorf("check after ensure: %+v, %v", d, err)
+	}
+
+	// B with its own block, VIPs and cluster name: accepted.
+	b := sharedPlan(t, "shb", "cb", 40, 7, 8)
+	eb := &Env{Plan: b, Host: f}
+	if msgs, err := sharedClashes(ctx, eb); err != nil || len(msgs) != 0 {
+		t.Errorf("B apart: %q, %v", msgs, err)
+	}
+	// C overlaps A's block, holds A's API VIP as its ingress VIP, takes the
+	// user's VM's address as its API VIP, and has A's cluster domain.
+	c := sharedPlan(t, "shc", "ca", 25, 200, 5)
+	msgs, err = sharedClashes(ctx, &Env{Plan: c, Host: f})
+	must(t, err)
+	all := strings.Join(msgs, "\n")
+	for _, want := range []string{
+		`cluster.dhcpRange: 10.198.90.25-10.198.90.34 overlaps lab "sha"'s addresses 10.198.90.20-10.198.90.29 on the shared network shnet; give this lab a range of its own`,
+		`cluster.ingressVIP: 10.198.90.5 is lab "sha"'s (sha-api-vip) on the shared network shnet`,
+		`cluster.apiVIP: 10.198.90.200 is the network's (someones-vm) on the shared network shnet`,
+		`cluster.clusterName: api.ca.lab.invalid is already a name of lab "sha" on the shared network shnet`,
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("C's clashes:\n%s\nwant %q", all, want)
+		}
+	}
+	// A machine that holds one of C's addresses by a lease.
+	f.shared[0].Leases = []labvirt.SharedHost{{MAC: "52:54:00:12:34:56", IP: "10.198.90.200", Name: "vm1"}}
+	msgs, err = sharedClashes(ctx, &Env{Plan: c, Host: f})
+	must(t, err)
+	if all := strings.Join(msgs, "\n"); !strings.Contains(all, "cluster.apiVIP: 10.198.90.200 is leased to 52:54:00:12:34:56 (vm1) on the shared network shnet; pick an address nothing holds") {
+		t.Errorf("C's clashes with a lease:\n%s", all)
+	}
+	f.shared[0].Leases = nil
+	// The whole preflight names them and creates nothing.
+	if err := Clashes(ctx, &Env{Plan: c, Host: f}); err == nil || !strings.Contains(err.Error(), "nothing was created") {
+		t.Errorf("Clashes for C: %v", err)
+	}
+
+	// A's entry lost: check reports it, repair restores it (the one path).
+	f.shared[0].Labs = nil
+	d, err := CheckNetwork(ctx, e)
+	must(t, err)
+	if !slices.ContainsFunc(d, func(x NetDifference) bool {
+		return x.Kind == "shared-entry" && x.Object == "libvirt network shnet (shared)"
+	}) {
+		t.Errorf("check with A's entries lost: %+v", d)
+	}
+	if _, err := EnsureNetwork(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := CheckNetwork(ctx, e); slices.ContainsFunc(d, func(x NetDifference) bool { return x.Kind == "shared-entry" }) {
+		t.Errorf("check after repair: %+v", d)
+	}
+
+	// down --lab sha (no lab file: the plan has no shared network) finds
+	// the entries by the network's list and removes A's only.
+	if _, err := EnsureNetwork(ctx, eb); err != nil {
+		t.Fatal(err)
+	}
+	bare, err := plan.Resolve(mustParse(t, "name: sha\n"), plan.Options{Dir: "/labs/sha", Mode: plan.ModeIPI})
+	must(t, err)
+	rm, err := RemoveNetwork(ctx, &Env{Plan: bare, Host: f, Rep: e.Rep})
+	must(t, err)
+	if !slices.Equal(rm.Shared, []string{"shnet"}) || len(f.shared[0].Labs) != 1 || f.shared[0].Labs[0].Lab != "shb" {
+		t.Errorf("down --lab sha: removed %q; left %+v", rm.Shared, f.shared[0].Labs)
+	}
+}
+
+func mustParse(t *testing.T, s string) *labconfig.Config {
+	t.Helper()
+	c, err := labconfig.Parse([]byte(s))
+	must(t, err)
+	return c
+}
+
+// TestGraphSharedNetwork: the picture draws the shared network (not "not
+// the lab's"), red while the lab's entries are missing from it.
+func TestGraphSharedNetwork(t *testing.T) {
+	p := sharedPlan(t, "sha", "ca", 20, 5, 6)
+	dot := GraphDOT(p, nil, nil)
+	if !strings.Contains(dot, "shared network shnet\\nbridge shbr") || strings.Contains(dot, "bridge shbr\\n(not the lab's)") {
+		t.Errorf("the shared network is not drawn as such:\n%s", dot)
+	}
+	dot = GraphDOT(p, []NetDifference{{Object: "libvirt network shnet (shared)", Kind: "shared-entry", Got: "DHCP host sha-master-0: missing"}}, nil)
+	if !strings.Contains(dot, `xlabel="shared-entry: DHCP host sha-master-0: missing"`) {
+		t.Errorf("the missing entry is not drawn:\n%s", dot)
+	}
+}
+
+// TestSharedLockExcludes: two changers of one shared network take turns
+// (flock: across labctl processes too), another network's changer does
+// not wait, and a waiter gives up with its context.
+func TestSharedLockExcludes(t *testing.T) {
+	old := SharedLockDir
+	SharedLockDir = t.TempDir()
+	t.Cleanup(func() { SharedLockDir = old })
+	ctx := context.Background()
+	unlock, err := lockShared(ctx, "shnet")
+	must(t, err)
+	other, err := lockShared(ctx, "othernet")
+	must(t, err)
+	other()
+	got := make(chan func())
+	go func() {
+		u, err := lockShared(ctx, "shnet")
+		if err != nil {
+			t.Error(err)
+			u = func() {}
+		}
+		got <- u
+	}()
+	select {
+	case u := <-got:
+		u()
+		t.Fatal("a second changer took the lock while the first held it")
+	case <-time.After(300 * time.Millisecond): // the window in which it must wait
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := lockShared(short, "shnet"); err == nil || !strings.Contains(err.Error(), "waiting for another labctl to finish with shared network shnet") {
+		t.Errorf("a waiter with a short context: %v", err)
+	}
+	unlock()
+	select {
+	case u := <-got:
+		u()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second changer never got the lock after the first let go")
+	}
+}
