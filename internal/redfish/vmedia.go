@@ -316,9 +316,6 @@ func patchVirtualMedia(s *Server, c *call) *apiError {
 	if aerr != nil {
 		return aerr
 	}
-	if len(body) == 0 {
-		return newError(http.StatusBadRequest, MsgEmptyJSON)
-	}
 	writable := append(slices.Clone(insertParams), "VerifyCertificate")
 	for k := range body {
 		if strings.Contains(k, "@") || slices.Contains(writable, k) {
@@ -328,6 +325,9 @@ func patchVirtualMedia(s *Server, c *call) *apiError {
 			return newError(http.StatusBadRequest, MsgPropertyNotWritable, k)
 		}
 		return newError(http.StatusBadRequest, MsgPropertyUnknown, k)
+	}
+	if err := (fields{}).noChange(body); err != nil {
+		return err
 	}
 	if v, ok := body["VerifyCertificate"]; ok {
 		b, ok := v.(bool)

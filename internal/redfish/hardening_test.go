@@ -1,0 +1,173 @@
+package redfish
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// unknownKeys is a body of n unknown keys, each with a short value: with
+// n = 80,000 about 860 KiB, the body of issue 25's memory blow-up.
+func unknownKeys(n int) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%05d":1`, i)
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// Error bodies are bounded whatever the request holds (issue 25: a login
+// of 80,000 unknown keys, without credentials, was answered 400 with a
+// message per key, 29 MB; a 1 MiB value was echoed back in 3.1 MB). A login
+// reads at most 4 KiB and looks at UserName and Password only; a PATCH
+// lists a few messages, then one saying how many more; an echoed value is
+// cut to 64 bytes. Fails before the fix: the login answers 400 with 80,000
+// messages.
+func TestErrorBodiesBounded(t *testing.T) {
+	f := newFixture(t, 1)
+	big := unknownKeys(80_000)
+	if len(big) < 800<<10 || len(big) > maxBody {
+		t.Fatalf("test body of %d bytes, want about 860 KiB", len(big))
+	}
+	const bound = 8 << 10
+
+	w := f.do(req{method: "POST", path: sessionsURI, noAuth: true, body: big})
+	if got := messageIDs(t, w); w.Code != http.StatusRequestEntityTooLarge || !cmp.Equal(got, []string{"PayloadTooLarge"}) || w.Body.Len() > bound {
+		t.Errorf("an unauthenticated login of 80,000 unknown keys: %d %v, %d bytes; want 413 PayloadTooLarge, at most %d bytes", w.Code, got, w.Body.Len(), bound)
+	}
+	// Under the login bound: the unknown keys are not looked at.
+	w = f.do(req{method: "POST", path: sessionsURI, noAuth: true, body: unknownKeys(300)})
+	if got := messageIDs(t, w); w.Code != http.StatusBadRequest || !cmp.Equal(got, []string{"PropertyMissing"}) {
+		t.Errorf("a login of 300 unknown keys: %d %v, want 400 [PropertyMissing] (UserName)", w.Code, got)
+	}
+	w = f.do(req{method: "POST", path: sessionsURI, noAuth: true, body: `{"UserName":"admin","Password":12345678}`})
+	if w.Code != http.StatusBadRequest || strings.Contains(w.Body.String(), "12345678") {
+		t.Errorf("a login with a number for Password: %d, want 400 that does not echo it: %s", w.Code, w.Body.String())
+	}
+
+	// An authenticated PATCH of the same body: a few messages, then how many more.
+	w = f.do(req{method: "PATCH", path: f.sys(0), body: big})
+	got := messageIDs(t, w)
+	if w.Code != http.StatusBadRequest || len(got) != maxMessages+1 || got[maxMessages] != "MaximumErrorsExceeded" || w.Body.Len() > bound {
+		t.Fatalf("PATCH of 80,000 unknown keys: %d, %d messages (last %v), %d bytes; want 400, %d PropertyUnknown and MaximumErrorsExceeded, at most %d bytes",
+			w.Code, len(got), got[len(got)-1:], w.Body.Len(), maxMessages, bound)
+	}
+	if want := fmt.Sprintf("%d more errors", 80_000-maxMessages); !strings.Contains(w.Body.String(), want) {
+		t.Errorf("the last message does not say %q: %s", want, w.Body.String())
+	}
+
+	// Long values are echoed cut short.
+	long := strings.Repeat("x", 1<<19)
+	for _, q := range []req{
+		{method: "PATCH", path: f.sys(0), body: `{"IndicatorLED":"` + long + `"}`},
+		{method: "PATCH", path: f.sys(0), body: `{"Boot":{"BootSourceOverrideTarget":"` + long + `"}}`},
+		{method: "PATCH", path: f.sys(0), body: `{"` + long + `":1}`},
+		{method: "POST", path: f.sys(0) + "/Actions/ComputerSystem.Reset", body: `{"ResetType":"` + long + `"}`},
+		{method: "POST", path: f.sys(0) + "/Actions/ComputerSystem.Reset", body: `{"` + long + `":1}`},
+		{method: "PATCH", path: f.sys(0), body: `{"IndicatorLED":["` + long + `"]}`},
+	} {
+		w := f.do(q)
+		if w.Code != http.StatusBadRequest || w.Body.Len() > 4<<10 {
+			t.Errorf("%s %s with a 512 KiB value or key: %d, %d bytes; want 400, at most 4 KiB", q.method, q.path, w.Code, w.Body.Len())
+		}
+		if strings.Contains(w.Body.String(), strings.Repeat("x", maxArg+1)) {
+			t.Errorf("%s %s echoes more than %d bytes of the value", q.method, q.path, maxArg)
+		}
+	}
+	w = f.do(req{method: "PATCH", path: f.sys(0), body: `{"IndicatorLED":"` + long + `"}`})
+	if !strings.Contains(w.Body.String(), strings.Repeat("x", maxArgText)+"…") || strings.Contains(w.Body.String(), strings.Repeat("x", maxArgText+1)) {
+		t.Errorf("a long value is not echoed as its first %d bytes and an ellipsis: %s", maxArgText, w.Body.String())
+	}
+}
+
+// A key given twice in one object is refused, at any depth, with a message
+// naming it (issue 25: the last one won, so {"ResetType":"Explode",
+// "ResetType":"ForceOff"} answered 204 and powered the system off). Fails
+// before the fix: that reset answers 204.
+func TestDuplicateKeysRefused(t *testing.T) {
+	f := newFixture(t, 1)
+	reset := f.sys(0) + "/Actions/ComputerSystem.Reset"
+	if w := f.do(req{method: "POST", path: reset, body: `{"ResetType":"On"}`}); w.Code/100 != 2 {
+		t.Fatalf("power on: %d %s", w.Code, w.Body.String())
+	}
+	for _, tc := range []struct {
+		q       req
+		id, arg string
+	}{
+		{req{method: "POST", path: reset, body: `{"ResetType":"Explode","ResetType":"ForceOff"}`}, "ActionParameterDuplicate", "ResetType"},
+		{req{method: "POST", path: reset, body: `{"ResetType":"ForceOff","ResetType":"ForceOff"}`}, "ActionParameterDuplicate", "ResetType"},
+		{req{method: "PATCH", path: f.sys(0), body: `{"Boot":{"BootSourceOverrideTarget":"Pxe","BootSourceOverrideTarget":"Cd"}}`}, "PropertyDuplicate", "Boot/BootSourceOverrideTarget"},
+		{req{method: "PATCH", path: f.sys(0), body: `{"Boot":{"BootSourceOverrideTarget":"Pxe"},"Boot":{}}`}, "PropertyDuplicate", "Boot"},
+		{req{method: "PATCH", path: f.sys(0) + "/Bios/Settings", body: `{"Attributes":{"a":[{"x":1,"x":2}]}}`}, "PropertyDuplicate", "Attributes/a/x"},
+		{req{method: "POST", path: sessionsURI, noAuth: true, body: `{"UserName":"nobody","UserName":"admin","Password":"s3cret"}`}, "PropertyDuplicate", "UserName"},
+	} {
+		w := f.do(tc.q)
+		got := messageIDs(t, w)
+		if w.Code != http.StatusBadRequest || !cmp.Equal(got, []string{tc.id}) {
+			t.Errorf("%s %s: %d %v, want 400 [%s]", tc.q.method, tc.q.body, w.Code, got, tc.id)
+			continue
+		}
+		args := decode(t, w)["error"].(map[string]any)["@Message.ExtendedInfo"].([]any)[0].(map[string]any)["MessageArgs"].([]any)
+		if args[len(args)-1] != tc.arg {
+			t.Errorf("%s: message names %v, want %q", tc.q.body, args, tc.arg)
+		}
+	}
+	if p := decode(t, f.do(req{path: f.sys(0)}))["PowerState"]; p != "On" {
+		t.Errorf("after the refused resets PowerState %v, want On", p)
+	}
+	// The same keys in different objects are not duplicates.
+	if w := f.do(req{method: "PATCH", path: f.sys(0), body: `{"Boot":{"BootSourceOverrideTarget":"Pxe","BootSourceOverrideEnabled":"Once"},"IndicatorLED":"Off"}`}); w.Code != http.StatusOK {
+		t.Errorf("a PATCH without duplicates: %d %s", w.Code, w.Body.String())
+	}
+	for _, body := range []string{`{"ResetType":"On"} {"ResetType":"ForceOff"}`, `{"ResetType":"On"`, strings.Repeat(`{"a":`, 100) + "1" + strings.Repeat("}", 100)} {
+		if got := messageIDs(t, f.do(req{method: "POST", path: reset, body: body})); !cmp.Equal(got, []string{"MalformedJSON"}) {
+			t.Errorf("reset with %.40q: %v, want [MalformedJSON]", body, got)
+		}
+	}
+}
+
+// A PATCH that changes nothing, only annotations or empty objects, is
+// refused with NoOperation (an empty body: EmptyJSON), as the Base registry
+// words it: "no data to act upon" (issue 25: answered 200). Fails before
+// the fix: {"Boot":{}} answers 200.
+func TestPatchWithNothingToChange(t *testing.T) {
+	opt, _ := withStore(t)
+	f := newMediaFixture(t, opt)
+	sys := f.sys(0)
+	for _, tc := range []struct {
+		path, body, want string
+	}{
+		{sys, `{}`, "EmptyJSON"},
+		{sys, `{"@odata.id":"` + sys + `"}`, "NoOperation"},
+		{sys, `{"Boot":{}}`, "NoOperation"},
+		{sys, `{"Boot":{"@odata.type":"#ComputerSystem.v1_20_0.Boot"},"@odata.etag":"x"}`, "NoOperation"},
+		{sys + "/SecureBoot", `{"@odata.id":"x"}`, "NoOperation"},
+		{sys + "/Bios/Settings", `{"Attributes":{}}`, "NoOperation"},
+		{sys + "/Bios/Settings", `{"@Redfish.SettingsApplyTime":{"ApplyTime":"OnReset"}}`, "NoOperation"},
+		{"/redfish/v1/AccountService", `{"@odata.id":"/redfish/v1/AccountService"}`, "NoOperation"},
+		{"/redfish/v1/EventService", `{"@odata.type":"#EventService.v1_10_0.EventService"}`, "NoOperation"},
+		{"/redfish/v1/Managers/" + f.ids[0], `{"@odata.id":"x"}`, "NoOperation"},
+		{f.cd(0), `{"@odata.id":"x"}`, "NoOperation"},
+	} {
+		w := f.do(req{method: "PATCH", path: tc.path, body: tc.body})
+		if got := messageIDs(t, w); w.Code != http.StatusBadRequest || !cmp.Equal(got, []string{tc.want}) {
+			t.Errorf("PATCH %s %s: %d %v, want 400 [%s]", tc.path, tc.body, w.Code, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ path, body string }{
+		{sys, `{"@odata.id":"` + sys + `","Boot":{"BootSourceOverrideTarget":"Pxe"}}`},
+		{sys + "/Bios/Settings", `{"Attributes":{"BootMode":"Uefi"},"@Redfish.SettingsApplyTime":{"ApplyTime":"OnReset"}}`},
+	} {
+		if w := f.do(req{method: "PATCH", path: tc.path, body: tc.body}); w.Code != http.StatusOK {
+			t.Errorf("PATCH %s %s: %d, want 200: %s", tc.path, tc.body, w.Code, w.Body.String())
+		}
+	}
+}
