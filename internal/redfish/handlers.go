@@ -126,6 +126,9 @@ func (s *Server) fail(c *call, e *apiError) {
 	h["Content-Length"] = []string{strconv.Itoa(len(b))}
 	c.w.WriteHeader(e.status)
 	c.w.Write(b)
+	if e.status == http.StatusRequestEntityTooLarge {
+		discardBody(c)
+	}
 }
 
 // modelError translates an error of the machine model into a response.

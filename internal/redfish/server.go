@@ -1,6 +1,8 @@
 package redfish
 
 import (
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -226,6 +228,9 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap lets http.ResponseController reach the connection (Flush).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
 func (s *Server) serve(c *call) {
 	w, r := c.w, c.r
 	h := w.Header()
@@ -269,9 +274,12 @@ func (s *Server) serve(c *call) {
 	switch r.Method {
 	case http.MethodPost, http.MethodPatch, http.MethodPut:
 		// A body is read only up to maxBody, whoever sends it; the writer
-		// makes the server close the connection rather than drain the rest.
+		// makes the server close the connection after the answer. A refused
+		// body is discarded after the answer (fail), up to maxDiscard.
+		c.body = r.Body
 		if r.ContentLength > maxBody {
-			s.fail(c, newError(http.StatusRequestEntityTooLarge, MsgPayloadTooLarge))
+			s.fail(c, newError(http.StatusRequestEntityTooLarge, MsgPayloadTooLarge).
+				with(fmt.Sprintf("At most %d bytes.", maxBody)))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
@@ -388,4 +396,26 @@ func (s *Server) inject(c *call, in machine.Injected) *apiError {
 			with("An injected fault (vbmcd fault): the BMC is unavailable.").withHeader("Retry-After", "1")
 	}
 	return nil
+}
+
+// maxDiscard is how much of a refused body (413) is read and thrown away
+// after the answer. A client such as python3-requests sends its whole body
+// before it reads an answer: had the server closed the connection with the
+// body unread, the client would see a connection reset instead of the 413.
+// The bytes go nowhere (no memory is kept); a longer body still gets the
+// connection closed, and ReadTimeout bounds how long a slow one is read.
+const maxDiscard = 32 << 20
+
+// discardBody flushes the answer to a refused body, then reads the rest of
+// the body, up to maxDiscard. A client that asked "Expect: 100-continue"
+// has sent nothing yet: it gets the answer without a 100 Continue, and
+// the connection closes.
+func discardBody(c *call) {
+	if c.body == nil || strings.EqualFold(c.r.Header.Get("Expect"), "100-continue") {
+		return
+	}
+	if err := http.NewResponseController(c.w).Flush(); err != nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, c.body, maxDiscard)
 }
