@@ -67,7 +67,7 @@ type call struct {
 	w      http.ResponseWriter
 	r      *http.Request
 	body   io.ReadCloser // r.Body as the server gave it (POST, PATCH, PUT), for discardBody
-	path   string // canonical path: no trailing slash except the root's
+	path   string        // canonical path: no trailing slash except the root's
 	params [4]string
 	np     int
 	rt     *route
