@@ -72,14 +72,58 @@ func (p Policy) control(_, address string, _ syscall.RawConn) error {
 		return fmt.Errorf("%w (%s is not an IP address and port)", ErrDenied, address)
 	}
 	if !p.Allows(ap.Addr()) {
-		return &deniedError{addr: ap.Addr()}
+		return &deniedError{addr: ap.Addr(), why: p.refusal(ap.Addr())}
 	}
 	return nil
 }
 
-// deniedError names the refused address for the operator's log; clients
-// are told only ErrDenied.
-type deniedError struct{ addr netip.Addr }
+// refusal says, for the client, which rule refuses a and which vbmcd flag
+// would allow it; it does not name the address.
+func (p Policy) refusal(a netip.Addr) string {
+	a = a.Unmap()
+	for _, d := range p.Deny {
+		if d.Contains(a) {
+			return "the address is in a range vbmcd refuses (--media-deny-cidr), which no other flag overrides"
+		}
+	}
+	switch {
+	case a.IsLoopback():
+		return "loopback addresses are refused unless vbmcd runs with --media-allow-loopback (or --media-allow-cidr naming the range)"
+	case a.IsLinkLocalUnicast(), linkLocal4.Contains(a):
+		return "link-local addresses (the cloud metadata address among them) are refused unless vbmcd runs with --media-allow-cidr naming the range"
+	case a.IsPrivate(), cgnat.Contains(a):
+		return "private addresses are refused because vbmcd runs with --media-deny-private; --media-allow-cidr allows a range of them"
+	}
+	return "unspecified, broadcast and multicast addresses are refused unless vbmcd runs with --media-allow-cidr naming the range"
+}
 
-func (e *deniedError) Error() string { return ErrDenied.Error() + ": " + e.addr.String() }
+// deniedError names the refused address for the operator's log; clients
+// are told only ErrDenied and why (Refusal).
+type deniedError struct {
+	addr netip.Addr
+	why  string
+}
+
+func (e *deniedError) Error() string { return ErrDenied.Error() + ": " + e.addr.String() + ": " + e.why }
 func (e *deniedError) Unwrap() error { return ErrDenied }
+
+// refusedError is what a client is told of a refused address: the rule and
+// the flag that would allow it, not the address.
+type refusedError struct{ why string }
+
+func (e *refusedError) Error() string {
+	if e.why == "" {
+		return ErrDenied.Error()
+	}
+	return ErrDenied.Error() + ": " + e.why
+}
+func (e *refusedError) Unwrap() error { return ErrDenied }
+
+// refusal is the client's error for a fetch the policy refused.
+func refusal(err error) error {
+	var de *deniedError
+	if errors.As(err, &de) {
+		return &refusedError{why: de.why}
+	}
+	return &refusedError{}
+}

@@ -1,12 +1,19 @@
 package redfish
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/media"
+	"github.com/bmlab/bmlab/internal/sim"
 )
 
 // unknownKeys is a body of n unknown keys, each with a short value: with
@@ -168,6 +175,86 @@ func TestPatchWithNothingToChange(t *testing.T) {
 	} {
 		if w := f.do(req{method: "PATCH", path: tc.path, body: tc.body}); w.Code != http.StatusOK {
 			t.Errorf("PATCH %s %s: %d, want 200: %s", tc.path, tc.body, w.Code, w.Body.String())
+		}
+	}
+}
+
+// errorMessage is the first @Message.ExtendedInfo entry of an error response.
+func errorMessage(t *testing.T, w *httptest.ResponseRecorder) (msg messageObject, top string) {
+	t.Helper()
+	var body struct {
+		Error struct {
+			Message string          `json:"message"`
+			Info    []messageObject `json:"@Message.ExtendedInfo"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || len(body.Error.Info) == 0 {
+		t.Fatalf("not an error body (%v): %s", err, w.Body.String())
+	}
+	return body.Error.Info[0], body.Error.Message
+}
+
+// A string over its limit is refused with StringValueTooLong, which gives
+// the limit, echoing only its start (issue 25: a 9 KB image URI was a 400
+// GeneralError that did not say why). Fails before the fix: GeneralError.
+func TestTooLongStringsSayTheLimit(t *testing.T) {
+	f := newMediaFixture(t)
+	insert := f.cd(0) + "/Actions/VirtualMedia.InsertMedia"
+	long := f.images.URL + "/" + strings.Repeat("a", 9000) + ".iso"
+	secret := strings.Repeat("p", 300)
+	for _, tc := range []struct {
+		method, path, body, limit, name string
+	}{
+		{"POST", insert, `{"Image":"` + long + `"}`, "2048", "Image"},
+		{"PATCH", f.cd(0), `{"Image":"` + long + `","Inserted":true}`, "2048", "Image"},
+		{"POST", insert, `{"Image":"` + f.images.URL + `/small.iso","UserName":"` + strings.Repeat("u", 300) + `","Password":"p"}`, "256", "UserName"},
+		{"POST", insert, `{"Image":"` + f.images.URL + `/small.iso","UserName":"u","Password":"` + secret + `"}`, "256", "Password"},
+		{"POST", "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate", `{"ImageURI":"` + long + `","Targets":["` + f.sys(0) + `"]}`, "2048", "ImageURI"},
+	} {
+		w := f.do(req{method: tc.method, path: tc.path, body: tc.body})
+		if got := messageIDs(t, w); w.Code != http.StatusBadRequest || !cmp.Equal(got, []string{"StringValueTooLong"}) {
+			t.Errorf("%s %s with a long %s: %d %v, want 400 [StringValueTooLong]", tc.method, tc.path, tc.name, w.Code, got)
+			continue
+		}
+		m, top := errorMessage(t, w)
+		if !strings.HasSuffix(m.Message, "exceeds the length limit "+tc.limit+".") || !strings.Contains(top, tc.name+" is ") {
+			t.Errorf("%s: message %q, detail %q; want the limit %s and the length of %s", tc.name, m.Message, top, tc.limit, tc.name)
+		}
+		if len(m.MessageArgs[0]) > maxArgText+len("…") || strings.Contains(w.Body.String(), secret) {
+			t.Errorf("%s: echoes %d bytes of the value (or the password): %q", tc.name, len(m.MessageArgs[0]), m.MessageArgs[0])
+		}
+	}
+}
+
+// An image server's address refused by the media policy is answered
+// AccessDenied ("the service denied access"), saying it is the BMC's policy
+// and which vbmcd flag allows the address (issue 25: it said
+// ActionParameterValueFormatError, "of a different format"). Fails before
+// the fix: ActionParameterValueFormatError.
+func TestPolicyRefusalSaysWhichFlag(t *testing.T) {
+	images := newMediaFixture(t).images                     // on loopback
+	cache, err := media.New(media.Config{Dir: t.TempDir()}) // the default policy: loopback refused
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := sim.New(1)
+	svc := machine.NewService(be, nil, machine.WithImageFetcher(cache), machine.WithMediaWait(5*time.Second))
+	srv := New(svc, nil, WithCredentials(testUser, testPass), WithInsertWait(5*time.Second))
+	f := &fixture{t: t, be: be, svc: svc, srv: srv, h: srv.Handler()}
+	id := be.List()[0].ID
+	insert := managerURI(id) + "/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia"
+	for _, q := range []req{
+		{method: "POST", path: insert, body: `{"Image":"` + images.URL + `/small.iso"}`},
+		{method: "PATCH", path: managerURI(id) + "/VirtualMedia/Cd", body: `{"Image":"` + images.URL + `/small.iso","Inserted":true}`},
+	} {
+		w := f.do(q)
+		if got := messageIDs(t, w); w.Code != http.StatusBadRequest || !cmp.Equal(got, []string{"AccessDenied"}) {
+			t.Errorf("%s of a loopback image: %d %v, want 400 [AccessDenied]: %s", q.method, w.Code, got, w.Body.String())
+			continue
+		}
+		m, _ := errorMessage(t, w)
+		if !strings.Contains(m.Resolution, "policy") || !strings.Contains(m.Resolution, "--media-allow-loopback") {
+			t.Errorf("%s: Resolution %q does not say it is the BMC's policy and which flag allows the address", q.method, m.Resolution)
 		}
 	}
 }
