@@ -104,7 +104,9 @@ type deniedError struct {
 	why  string
 }
 
-func (e *deniedError) Error() string { return ErrDenied.Error() + ": " + e.addr.String() + ": " + e.why }
+func (e *deniedError) Error() string {
+	return ErrDenied.Error() + ": " + e.addr.String() + ": " + e.why
+}
 func (e *deniedError) Unwrap() error { return ErrDenied }
 
 // refusedError is what a client is told of a refused address: the rule and
