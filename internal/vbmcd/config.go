@@ -24,26 +24,27 @@ import (
 // (VBMCD_ + the flag's name in upper case with '_' for '-'). Flags win over
 // the environment, which wins over the file.
 type Config struct {
-	Backend         string
-	Libvirt         []virt.Host
-	Domains         []string
-	SimNodes        int
-	SimDelay        time.Duration
-	Kubeconfig      string
-	KubeNamespaces  []string
-	KubeSelector    string
-	RedfishAddr     string
-	Username        string
-	Password        string
-	CredentialsFile string
-	TLSCert         string
-	TLSKey          string
-	TLSSANs         []string
-	TLSMinVersion   string
-	TLSCipherSuites []string
-	InsecureHTTP    bool
-	StateDir        string
-	SessionTimeout  time.Duration
+	Backend           string
+	Libvirt           []virt.Host
+	Domains           []string
+	SimNodes          int
+	SimDelay          time.Duration
+	Kubeconfig        string
+	KubeNamespaces    []string
+	KubeSelector      string
+	RedfishAddr       string
+	MaxConnsPerSource int
+	Username          string
+	Password          string
+	CredentialsFile   string
+	TLSCert           string
+	TLSKey            string
+	TLSSANs           []string
+	TLSMinVersion     string
+	TLSCipherSuites   []string
+	InsecureHTTP      bool
+	StateDir          string
+	SessionTimeout    time.Duration
 
 	MediaDir      string
 	MediaMaxBytes int64
@@ -96,6 +97,7 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&c.SimNodes, "sim-nodes", 8, "number of simulated servers (--backend sim)")
 	fs.DurationVar(&c.SimDelay, "sim-delay", 2*time.Second, "how long a simulated power transition takes")
 	fs.StringVar(&c.RedfishAddr, "redfish-addr", "127.0.0.1:8000", "Redfish listen address host:port (\":8000\" for every address; off loopback a password of your own is required)")
+	fs.IntVar(&c.MaxConnsPerSource, "redfish-max-conns-per-source", defaultMaxConnsPerSource, "connections one source address (IPv6: its /64) may hold open on the Redfish listener; over it the source's oldest idle keep-alive is closed, or else the new connection (0: no limit)")
 	fs.StringVar(&c.Username, "username", "admin", "the service-wide BMC user (Redfish and IPMI)")
 	fs.StringVar(&c.Password, "password", DefaultPassword, "the service-wide BMC password (visible to every local user in the process list: prefer --credentials-file or VBMCD_PASSWORD)")
 	fs.StringVar(&c.CredentialsFile, "credentials-file", "", "YAML file with username: and password: (instead of --username/--password)")
@@ -343,6 +345,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxStarting < 0 || c.StartGap < 0 {
 		return fmt.Errorf("--max-starting %d, --start-gap %v: neither may be negative (0 means no limit)", c.MaxStarting, c.StartGap)
+	}
+	if c.MaxConnsPerSource < 0 {
+		return fmt.Errorf("--redfish-max-conns-per-source %d: want a number of connections, or 0 for no limit", c.MaxConnsPerSource)
 	}
 	if c.Backend == "sim" && c.SimNodes < 1 {
 		return fmt.Errorf("--sim-nodes %d: the sim backend needs at least one node", c.SimNodes)
