@@ -56,6 +56,18 @@ func (c *limitedConn) Close() error {
 	return c.Conn.Close()
 }
 
+// CloseWrite half-closes a TCP connection (net/http does it before the
+// last Close when a client's body was left unread, so the client reads the
+// answer rather than a reset) and gives its place back: the server closes
+// it within half a second whatever the client does.
+func (c *limitedConn) CloseWrite() error {
+	c.once.Do(func() { c.l.release(c) })
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // limitedListener admits connections through a connLimiter.
 type limitedListener struct {
 	net.Listener
