@@ -60,14 +60,20 @@ func TestErrorBodiesBounded(t *testing.T) {
 		t.Errorf("a login with a number for Password: %d, want 400 that does not echo it: %s", w.Code, w.Body.String())
 	}
 
-	// An authenticated PATCH of the same body: a few messages, then how many more.
+	// An authenticated PATCH of the same body: more values than a body
+	// may hold, refused before any is decoded.
 	w = f.do(req{method: "PATCH", path: f.sys(0), body: big})
+	if got := messageIDs(t, w); w.Code != http.StatusRequestEntityTooLarge || !cmp.Equal(got, []string{"PayloadTooLarge"}) || w.Body.Len() > bound {
+		t.Errorf("PATCH of 80,000 unknown keys: %d %v, %d bytes; want 413 PayloadTooLarge (more than %d values)", w.Code, got, w.Body.Len(), maxJSONValues)
+	}
+	// Under that bound: a few messages, then how many more.
+	w = f.do(req{method: "PATCH", path: f.sys(0), body: unknownKeys(5_000)})
 	got := messageIDs(t, w)
 	if w.Code != http.StatusBadRequest || len(got) != maxMessages+1 || got[maxMessages] != "MaximumErrorsExceeded" || w.Body.Len() > bound {
-		t.Fatalf("PATCH of 80,000 unknown keys: %d, %d messages (last %v), %d bytes; want 400, %d PropertyUnknown and MaximumErrorsExceeded, at most %d bytes",
+		t.Fatalf("PATCH of 5,000 unknown keys: %d, %d messages (last %v), %d bytes; want 400, %d PropertyUnknown and MaximumErrorsExceeded, at most %d bytes",
 			w.Code, len(got), got[len(got)-1:], w.Body.Len(), maxMessages, bound)
 	}
-	if want := fmt.Sprintf("%d more errors", 80_000-maxMessages); !strings.Contains(w.Body.String(), want) {
+	if want := fmt.Sprintf("%d more errors", 5_000-maxMessages); !strings.Contains(w.Body.String(), want) {
 		t.Errorf("the last message does not say %q: %s", want, w.Body.String())
 	}
 
@@ -111,6 +117,7 @@ func TestDuplicateKeysRefused(t *testing.T) {
 	}{
 		{req{method: "POST", path: reset, body: `{"ResetType":"Explode","ResetType":"ForceOff"}`}, "ActionParameterDuplicate", "ResetType"},
 		{req{method: "POST", path: reset, body: `{"ResetType":"ForceOff","ResetType":"ForceOff"}`}, "ActionParameterDuplicate", "ResetType"},
+		{req{method: "POST", path: reset, body: `{"ResetType":"On", "Reset\u0054ype" : "ForceOff"}`}, "ActionParameterDuplicate", "ResetType"},
 		{req{method: "PATCH", path: f.sys(0), body: `{"Boot":{"BootSourceOverrideTarget":"Pxe","BootSourceOverrideTarget":"Cd"}}`}, "PropertyDuplicate", "Boot/BootSourceOverrideTarget"},
 		{req{method: "PATCH", path: f.sys(0), body: `{"Boot":{"BootSourceOverrideTarget":"Pxe"},"Boot":{}}`}, "PropertyDuplicate", "Boot"},
 		{req{method: "PATCH", path: f.sys(0) + "/Bios/Settings", body: `{"Attributes":{"a":[{"x":1,"x":2}]}}`}, "PropertyDuplicate", "Attributes/a/x"},
@@ -134,7 +141,7 @@ func TestDuplicateKeysRefused(t *testing.T) {
 	if w := f.do(req{method: "PATCH", path: f.sys(0), body: `{"Boot":{"BootSourceOverrideTarget":"Pxe","BootSourceOverrideEnabled":"Once"},"IndicatorLED":"Off"}`}); w.Code != http.StatusOK {
 		t.Errorf("a PATCH without duplicates: %d %s", w.Code, w.Body.String())
 	}
-	for _, body := range []string{`{"ResetType":"On"} {"ResetType":"ForceOff"}`, `{"ResetType":"On"`, strings.Repeat(`{"a":`, 100) + "1" + strings.Repeat("}", 100)} {
+	for _, body := range []string{`{"ResetType":"On"} {"ResetType":"ForceOff"}`, `{"ResetType":"On"`, strings.Repeat(`{"a":`, 100) + "1" + strings.Repeat("}", 100), `{"a":[` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `]}`} {
 		if got := messageIDs(t, f.do(req{method: "POST", path: reset, body: body})); !cmp.Equal(got, []string{"MalformedJSON"}) {
 			t.Errorf("reset with %.40q: %v, want [MalformedJSON]", body, got)
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"slices"
@@ -69,7 +68,12 @@ func parseObject(r *http.Request, limit int64) (map[string]any, *duplicateKeyErr
 		return nil, nil, newError(http.StatusRequestEntityTooLarge, MsgPayloadTooLarge).
 			with(fmt.Sprintf("At most %d bytes.", limit))
 	}
-	raw, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + 1) // one allocation, not ReadAll's doublings
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(nil, r.Body, limit))
+	raw := buf.Bytes()
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -82,18 +86,30 @@ func parseObject(r *http.Request, limit int64) (map[string]any, *duplicateKeyErr
 	if len(raw) == 0 {
 		return map[string]any{}, nil, nil
 	}
-	if raw[0] != '{' {
-		if !json.Valid(raw) {
-			return nil, nil, newError(http.StatusBadRequest, MsgMalformedJSON)
+	if !json.Valid(raw) {
+		var v any
+		detail := "The body is not valid JSON."
+		if err := json.Unmarshal(raw, &v); err != nil {
+			detail = err.Error()
 		}
+		return nil, nil, newError(http.StatusBadRequest, MsgMalformedJSON).with(detail)
+	}
+	if raw[0] != '{' {
 		return nil, nil, newError(http.StatusBadRequest, MsgUnrecognizedRequestBody).with("The body must be a JSON object.")
 	}
-	o, err := decodeObject(raw)
-	if err != nil {
+	w := walker{b: raw}
+	if err := w.value(0); err != nil {
 		var dup *duplicateKeyError
-		if errors.As(err, &dup) {
+		switch {
+		case errors.As(err, &dup):
 			return nil, dup, nil
+		case errors.Is(err, errTooMany):
+			return nil, nil, newError(http.StatusRequestEntityTooLarge, MsgPayloadTooLarge).with(err.Error())
 		}
+		return nil, nil, newError(http.StatusBadRequest, MsgMalformedJSON).with(err.Error())
+	}
+	var o map[string]any
+	if err := json.Unmarshal(raw, &o); err != nil {
 		return nil, nil, newError(http.StatusBadRequest, MsgMalformedJSON).with(err.Error())
 	}
 	return o, nil, nil
@@ -114,76 +130,118 @@ func (e *duplicateKeyError) path() string {
 	return truncate(strings.Join(parts, "/"), maxArg)
 }
 
-var errTooDeep = fmt.Errorf("the body nests deeper than %d levels", maxJSONDepth)
+// maxJSONValues is the most values (members and array elements, at any
+// depth) a request body may hold: a Redfish body has tens, a BIOS
+// settings PATCH a few hundred. More is refused before any is decoded.
+const maxJSONValues = 10_000
 
-// decodeObject parses a JSON object as json.Unmarshal into any would
-// (float64 numbers, []any, map[string]any), refusing duplicate keys.
-func decodeObject(raw []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	v, err := decodeValue(dec, tok, 0)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("data after the top-level object")
-	}
-	o, _ := v.(map[string]any)
-	return o, nil
+var (
+	errTooDeep = fmt.Errorf("the body nests deeper than %d levels", maxJSONDepth)
+	errTooMany = fmt.Errorf("the body holds more than %d values", maxJSONValues)
+)
+
+// walker checks a valid JSON text (json.Valid) for what encoding/json lets
+// through: a key given twice in one object, and bodies too deep or with
+// too many values. It decodes nothing but keys.
+type walker struct {
+	b      []byte
+	i      int
+	values int
 }
 
-func decodeValue(dec *json.Decoder, tok json.Token, depth int) (any, error) {
-	d, ok := tok.(json.Delim)
-	if !ok {
-		return tok, nil // string, float64, bool or nil
+func (w *walker) ws() {
+	for w.i < len(w.b) {
+		switch w.b[w.i] {
+		case ' ', '\t', '\n', '\r':
+			w.i++
+		default:
+			return
+		}
 	}
-	if depth >= maxJSONDepth {
-		return nil, errTooDeep
+}
+
+// str skips a string and returns it with its quotes.
+func (w *walker) str() []byte {
+	start := w.i
+	w.i++ // "
+	for w.i < len(w.b) && w.b[w.i] != '"' {
+		if w.b[w.i] == '\\' {
+			w.i++
+		}
+		w.i++
 	}
-	if d == '[' {
-		a := []any{}
-		for dec.More() {
-			t, err := dec.Token()
-			if err != nil {
-				return nil, err
+	w.i++ // "
+	return w.b[start:min(w.i, len(w.b))]
+}
+
+// key is a key's text, its escapes undone ("\u0041" is "A").
+func key(quoted []byte) string {
+	if bytes.IndexByte(quoted, '\\') < 0 {
+		return string(quoted[1 : len(quoted)-1])
+	}
+	var k string
+	_ = json.Unmarshal(quoted, &k)
+	return k
+}
+
+func (w *walker) value(depth int) error {
+	w.values++
+	if w.values > maxJSONValues {
+		return errTooMany
+	}
+	w.ws()
+	if w.i >= len(w.b) {
+		return errors.New("unexpected end of the body")
+	}
+	switch c := w.b[w.i]; c {
+	case '{', '[':
+		if depth >= maxJSONDepth {
+			return errTooDeep
+		}
+		w.i++
+		var seen map[string]struct{}
+		for {
+			w.ws()
+			if w.i >= len(w.b) {
+				return errors.New("unexpected end of the body")
 			}
-			v, err := decodeValue(dec, t, depth+1)
-			if err != nil {
-				return nil, err
+			if w.b[w.i] == '}' || w.b[w.i] == ']' {
+				w.i++
+				return nil
 			}
-			a = append(a, v)
-		}
-		_, err := dec.Token() // ]
-		return a, err
-	}
-	o := map[string]any{}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		k, _ := t.(string) // the decoder allows only string keys
-		if _, dup := o[k]; dup {
-			return nil, &duplicateKeyError{keys: []string{k}}
-		}
-		if t, err = dec.Token(); err != nil {
-			return nil, err
-		}
-		v, err := decodeValue(dec, t, depth+1)
-		if err != nil {
-			var dup *duplicateKeyError
-			if errors.As(err, &dup) {
-				dup.keys = append([]string{k}, dup.keys...)
+			if w.b[w.i] == ',' {
+				w.i++
+				w.ws()
 			}
-			return nil, err
+			var k string
+			if c == '{' {
+				k = key(w.str())
+				if _, dup := seen[k]; dup {
+					return &duplicateKeyError{keys: []string{k}}
+				}
+				if seen == nil {
+					seen = map[string]struct{}{}
+				}
+				seen[k] = struct{}{}
+				w.ws()
+				w.i++ // :
+			}
+			if err := w.value(depth + 1); err != nil {
+				var dup *duplicateKeyError
+				if c == '{' && errors.As(err, &dup) {
+					dup.keys = append([]string{k}, dup.keys...)
+				}
+				return err
+			}
 		}
-		o[k] = v
+	case '"':
+		w.str()
+	default: // a number, true, false or null
+		for w.i < len(w.b) && !strings.ContainsRune(",]} \t\n\r", rune(w.b[w.i])) {
+			w.i++
+		}
 	}
-	_, err := dec.Token() // }
-	return o, err
+	return nil
 }
 
 // noChange refuses a PATCH that changes nothing: an empty body
