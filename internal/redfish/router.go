@@ -1,7 +1,6 @@
 package redfish
 
 import (
-	"io"
 	"net/http"
 	"strings"
 
@@ -66,8 +65,7 @@ func (rt *route) need(method string) accounts.Privilege {
 type call struct {
 	w      http.ResponseWriter
 	r      *http.Request
-	body   io.ReadCloser // r.Body as the server gave it (POST, PATCH, PUT), for discardBody
-	path   string        // canonical path: no trailing slash except the root's
+	path   string // canonical path: no trailing slash except the root's
 	params [4]string
 	np     int
 	rt     *route

@@ -276,13 +276,12 @@ func (s *Server) serve(c *call) {
 		// A body is read only up to maxBody, whoever sends it; the writer
 		// makes the server close the connection after the answer. A refused
 		// body is discarded after the answer (fail), up to maxDiscard.
-		c.body = r.Body
 		if r.ContentLength > maxBody {
 			s.fail(c, newError(http.StatusRequestEntityTooLarge, MsgPayloadTooLarge).
 				with(fmt.Sprintf("At most %d bytes.", maxBody)))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		r.Body = &cappedBody{ReadCloser: http.MaxBytesReader(w, r.Body, maxBody), raw: r.Body}
 	}
 	rt := s.match(c)
 	method := r.Method
@@ -411,11 +410,22 @@ const maxDiscard = 32 << 20
 // has sent nothing yet: it gets the answer without a 100 Continue, and
 // the connection closes.
 func discardBody(c *call) {
-	if c.body == nil || strings.EqualFold(c.r.Header.Get("Expect"), "100-continue") {
+	body := c.r.Body
+	if cb, ok := body.(*cappedBody); ok {
+		body = cb.raw
+	}
+	if body == nil || body == http.NoBody || strings.EqualFold(c.r.Header.Get("Expect"), "100-continue") {
 		return
 	}
 	if err := http.NewResponseController(c.w).Flush(); err != nil {
 		return
 	}
-	_, _ = io.CopyN(io.Discard, c.body, maxDiscard)
+	_, _ = io.CopyN(io.Discard, body, maxDiscard)
+}
+
+// cappedBody is a request body read through http.MaxBytesReader; raw is
+// the body as the server gave it, which discardBody reads on.
+type cappedBody struct {
+	io.ReadCloser
+	raw io.ReadCloser
 }
