@@ -124,11 +124,11 @@ func (s *Server) fail(c *call, e *apiError) {
 	b, _ := json.Marshal(errorBody(e))
 	h["Content-Type"] = hdrJSON
 	h["Content-Length"] = []string{strconv.Itoa(len(b))}
-	c.w.WriteHeader(e.status)
-	c.w.Write(b)
 	if e.status == http.StatusRequestEntityTooLarge {
 		discardBody(c)
 	}
+	c.w.WriteHeader(e.status)
+	c.w.Write(b)
 }
 
 // modelError translates an error of the machine model into a response.

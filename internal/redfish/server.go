@@ -398,26 +398,28 @@ func (s *Server) inject(c *call, in machine.Injected) *apiError {
 }
 
 // maxDiscard is how much of a refused body (413) is read and thrown away
-// after the answer. A client such as python3-requests sends its whole body
+// before the answer. A client such as python3-requests sends its whole body
 // before it reads an answer: had the server closed the connection with the
 // body unread, the client would see a connection reset instead of the 413.
-// The bytes go nowhere (no memory is kept); a longer body still gets the
-// connection closed, and ReadTimeout bounds how long a slow one is read.
+// Answering first would not do either: net/http then reads 256 KiB of the
+// body itself and closes the connection after a half-close and half a
+// second's wait, a goroutine and its stack held per request. The bytes go
+// nowhere (no memory is kept); a longer body still gets the connection
+// closed, and ReadTimeout bounds how long a slow one is read.
 const maxDiscard = 32 << 20
 
-// discardBody flushes the answer to a refused body, then reads the rest of
-// the body, up to maxDiscard. A client that asked "Expect: 100-continue"
-// has sent nothing yet: it gets the answer without a 100 Continue, and
-// the connection closes.
+// discardBody reads the rest of a refused HTTP/1 body, up to maxDiscard,
+// so that the connection can carry the answer and the next request. A
+// client that asked "Expect: 100-continue" has sent nothing yet: it is
+// answered without a 100 Continue, and the connection closes. HTTP/2
+// needs none of this: the answer ends the stream, not the connection (and
+// its server hides Expect, which reading would answer with 100 Continue).
 func discardBody(c *call) {
 	body := c.r.Body
 	if cb, ok := body.(*cappedBody); ok {
 		body = cb.raw
 	}
-	if body == nil || body == http.NoBody || strings.EqualFold(c.r.Header.Get("Expect"), "100-continue") {
-		return
-	}
-	if err := http.NewResponseController(c.w).Flush(); err != nil {
+	if body == nil || body == http.NoBody || c.r.ProtoMajor != 1 || strings.EqualFold(c.r.Header.Get("Expect"), "100-continue") {
 		return
 	}
 	_, _ = io.CopyN(io.Discard, body, maxDiscard)
