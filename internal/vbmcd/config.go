@@ -24,27 +24,29 @@ import (
 // (VBMCD_ + the flag's name in upper case with '_' for '-'). Flags win over
 // the environment, which wins over the file.
 type Config struct {
-	Backend           string
-	Libvirt           []virt.Host
-	Domains           []string
-	SimNodes          int
-	SimDelay          time.Duration
-	Kubeconfig        string
-	KubeNamespaces    []string
-	KubeSelector      string
-	RedfishAddr       string
+	Backend         string
+	Libvirt         []virt.Host
+	Domains         []string
+	SimNodes        int
+	SimDelay        time.Duration
+	Kubeconfig      string
+	KubeNamespaces  []string
+	KubeSelector    string
+	RedfishAddr     string
+	Username        string
+	Password        string
+	CredentialsFile string
+	TLSCert         string
+	TLSKey          string
+	TLSSANs         []string
+	TLSMinVersion   string
+	TLSCipherSuites []string
+	InsecureHTTP    bool
+	StateDir        string
+	SessionTimeout  time.Duration
+
+	// MaxConnsPerSource caps a source's connections to the Redfish listener.
 	MaxConnsPerSource int
-	Username          string
-	Password          string
-	CredentialsFile   string
-	TLSCert           string
-	TLSKey            string
-	TLSSANs           []string
-	TLSMinVersion     string
-	TLSCipherSuites   []string
-	InsecureHTTP      bool
-	StateDir          string
-	SessionTimeout    time.Duration
 
 	MediaDir      string
 	MediaMaxBytes int64
