@@ -124,8 +124,12 @@ func TestDuplicateKeysRefused(t *testing.T) {
 		{req{method: "POST", path: sessionsURI, noAuth: true, body: `{"UserName":"nobody","UserName":"admin","Password":"s3cret"}`}, "PropertyDuplicate", "UserName"},
 	} {
 		w := f.do(tc.q)
+		if w.Code != http.StatusBadRequest {
+			t.Errorf("%s %s: %d, want 400 [%s]", tc.q.method, tc.q.body, w.Code, tc.id)
+			continue
+		}
 		got := messageIDs(t, w)
-		if w.Code != http.StatusBadRequest || !cmp.Equal(got, []string{tc.id}) {
+		if !cmp.Equal(got, []string{tc.id}) {
 			t.Errorf("%s %s: %d %v, want 400 [%s]", tc.q.method, tc.q.body, w.Code, got, tc.id)
 			continue
 		}
