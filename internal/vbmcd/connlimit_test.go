@@ -168,3 +168,27 @@ func TestIdleConnectionsGiveWay(t *testing.T) {
 		t.Errorf("with --redfish-max-conns-per-source 0, after 50 half-open connections: %d %v, want 200", code, err)
 	}
 }
+
+// A source is an IPv4 address, or an IPv6 address's /64 (what one host is
+// usually given); an IPv4-mapped address is its IPv4 one.
+func TestConnectionSource(t *testing.T) {
+	src := func(s string) string {
+		return source(&net.TCPAddr{IP: net.ParseIP(s), Port: 1234}).String()
+	}
+	for _, tc := range []struct{ a, b string }{
+		{"2001:db8::1", "2001:db8::ffff:1"},
+		{"::ffff:192.0.2.1", "192.0.2.1"},
+	} {
+		if src(tc.a) != src(tc.b) {
+			t.Errorf("%s and %s are counted apart (%s, %s), want together", tc.a, tc.b, src(tc.a), src(tc.b))
+		}
+	}
+	for _, tc := range []struct{ a, b string }{
+		{"2001:db8::1", "2001:db8:0:1::1"},
+		{"192.0.2.1", "192.0.2.2"},
+	} {
+		if src(tc.a) == src(tc.b) {
+			t.Errorf("%s and %s are counted together (%s), want apart", tc.a, tc.b, src(tc.a))
+		}
+	}
+}
