@@ -157,6 +157,7 @@ const (
 	MediaNoSpace     MediaErrorKind = "no-space"    // the cache's disk is full, or the image exceeds the cache's bound
 	MediaTooLarge    MediaErrorKind = "too-large"   // the image exceeds the request's MaxBytes
 	MediaForbidden   MediaErrorKind = "forbidden"   // a local path outside the allowed directory, an unsupported scheme
+	MediaDenied      MediaErrorKind = "denied"      // the image server's address is refused by the BMC's address policy
 	MediaFailed      MediaErrorKind = "failed"      // anything else: interrupted transfer, HTTP 5xx
 )
 

@@ -623,7 +623,7 @@ func (c *Cache) classify(image string, err, cause error) error {
 	case errors.Is(cause, errStalled):
 		return fail(machine.MediaFailed, image, "the transfer stalled")
 	case errors.Is(err, netpolicy.ErrDenied):
-		return &machine.MediaError{Kind: machine.MediaForbidden, Image: image, Err: ErrDenied}
+		return &machine.MediaError{Kind: machine.MediaDenied, Image: image, Err: refusal(err)}
 	case errors.Is(err, errTooManyRedirects):
 		return fail(machine.MediaForbidden, image, "the image server sent %v", errTooManyRedirects)
 	case errors.Is(err, errRedirectScheme):

@@ -72,8 +72,8 @@ func TestFetchPolicyAtDialTime(t *testing.T) {
 		name, image string
 		want        machine.MediaErrorKind
 	}{
-		{"denied range", denied + "/x.iso", machine.MediaForbidden},
-		{"redirect into a denied range", origin + "/to-denied", machine.MediaForbidden},
+		{"denied range", denied + "/x.iso", machine.MediaDenied},
+		{"redirect into a denied range", origin + "/to-denied", machine.MediaDenied},
 		{"redirect loop", origin + "/loop", machine.MediaForbidden},
 		{"redirect to file://", origin + "/to-file", machine.MediaForbidden},
 	} {
@@ -84,12 +84,25 @@ func TestFetchPolicyAtDialTime(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "127.0.0.2") && tc.name != "denied range" {
 			t.Errorf("%s: the error names the refused address: %v", tc.name, err)
 		}
+		if tc.want == machine.MediaDenied && !strings.Contains(err.Error(), "--media-deny-cidr") {
+			t.Errorf("%s: the error does not say which flag refuses the address: %v", tc.name, err)
+		}
 	}
 	// A name is checked on what it resolves to when dialled.
 	byName := newCache(t, Config{Policy: Policy{AllowLoopback: true, Deny: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}})
 	port := denied[strings.LastIndex(denied, ":")+1:]
-	if _, err := fetch(t, byName, machine.ImageRequest{Image: "http://localhost:" + port + "/x.iso"}); kindOf(err) != machine.MediaForbidden {
-		t.Errorf("localhost with loopback denied: %v, want forbidden", err)
+	if _, err := fetch(t, byName, machine.ImageRequest{Image: "http://localhost:" + port + "/x.iso"}); kindOf(err) != machine.MediaDenied {
+		t.Errorf("localhost with loopback denied: %v, want denied", err)
+	}
+	// Under the default policy a loopback image is refused, and the error
+	// says which flag allows it (issue 25: only "of a different format").
+	def, err := New(Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = fetch(t, def, machine.ImageRequest{Image: origin + "/plain.iso"})
+	if kindOf(err) != machine.MediaDenied || !strings.Contains(err.Error(), "--media-allow-loopback") {
+		t.Errorf("a loopback image under the default policy: %v (kind %q), want denied, naming --media-allow-loopback", err, kindOf(err))
 	}
 	// Credentials go to the origin only.
 	mustFetch(t, c, machine.ImageRequest{Image: origin + "/to-other-port", UserName: "u", Password: "p"})

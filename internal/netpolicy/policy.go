@@ -100,7 +100,7 @@ func (p Policy) Control(_, address string, _ syscall.RawConn) error {
 		return fmt.Errorf("%w (%s is not an IP address and port)", ErrDenied, address)
 	}
 	if why := p.Why(ap.Addr()); why != "" {
-		return &DeniedError{Addr: ap.Addr(), Why: why}
+		return &DeniedError{Addr: ap.Addr(), Why: why, Rule: p.Refusal(ap.Addr())}
 	}
 	return nil
 }
@@ -111,10 +111,32 @@ func (p Policy) Dialer(timeout time.Duration) *net.Dialer {
 }
 
 // DeniedError names the refused address and the rule, for the operator's
-// log; it unwraps to ErrDenied.
+// log (Why); Rule says the same without the address, for the client. It
+// unwraps to ErrDenied.
 type DeniedError struct {
 	Addr netip.Addr
 	Why  string
+	Rule string
+}
+
+// Refusal says, for a client, which rule refuses a and which vbmcd flag
+// would allow it; it does not name the address.
+func (p Policy) Refusal(a netip.Addr) string {
+	a = a.Unmap()
+	for _, d := range p.Deny {
+		if d.Contains(a) {
+			return "the address is in a range vbmcd refuses (--media-deny-cidr), which no other flag overrides"
+		}
+	}
+	switch {
+	case a.IsLoopback():
+		return "loopback addresses are refused unless vbmcd runs with --media-allow-loopback (or --media-allow-cidr naming the range)"
+	case a.IsLinkLocalUnicast(), linkLocal4.Contains(a):
+		return "link-local addresses (the cloud metadata address among them) are refused unless vbmcd runs with --media-allow-cidr naming the range"
+	case a.IsPrivate(), cgnat.Contains(a):
+		return "private addresses are refused because vbmcd runs with --media-deny-private; --media-allow-cidr allows a range of them"
+	}
+	return "unspecified, broadcast and multicast addresses are refused unless vbmcd runs with --media-allow-cidr naming the range"
 }
 
 func (e *DeniedError) Error() string { return ErrDenied.Error() + ": " + e.Why }

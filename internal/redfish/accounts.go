@@ -174,6 +174,11 @@ func checkBody(c *call, schema fields, cur obj) (map[string]any, *apiError) {
 	if msgs := schema.check(body, cur); len(msgs) > 0 {
 		return nil, &apiError{status: http.StatusBadRequest, messages: msgs}
 	}
+	if c.r.Method == http.MethodPatch {
+		if err := schema.noChange(body); err != nil {
+			return nil, err
+		}
+	}
 	return body, nil
 }
 

@@ -19,7 +19,9 @@
 // (resources.go); a rendered body is cached by (URI, machine Generation), so a
 // GET of an unchanged resource is a map lookup and a write, and its ETag is
 // computed once per render. Writes (PATCH, actions) are validated here
-// (property names, types, enums, with Base registry messages) and carried out
+// (property names, types, enums, duplicate keys, a PATCH that changes
+// nothing, with Base registry messages; bodies, messages and echoed values
+// bounded, patch.go and messages.go) and carried out
 // by the machine model, which owns the BMC semantics (Once/Continuous boot
 // overrides, pending BIOS settings, secure boot at the next start, media
 // changes live on a running machine).

@@ -124,6 +124,9 @@ func (s *Server) fail(c *call, e *apiError) {
 	b, _ := json.Marshal(errorBody(e))
 	h["Content-Type"] = hdrJSON
 	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	if e.status == http.StatusRequestEntityTooLarge {
+		discardBody(c)
+	}
 	c.w.WriteHeader(e.status)
 	c.w.Write(b)
 }
@@ -412,6 +415,9 @@ func (s *Server) begin(c *call, schema fields) (map[string]any, *apiError) {
 	if msgs := schema.check(body, rendered); len(msgs) > 0 {
 		return nil, &apiError{status: http.StatusBadRequest, messages: msgs}
 	}
+	if err := schema.noChange(body); err != nil {
+		return nil, err
+	}
 	return body, nil
 }
 
@@ -546,8 +552,13 @@ func patchBiosSettings(s *Server, c *call) *apiError {
 // actionParams reads an action's body: an object whose keys are among
 // allowed. An empty body is an empty object.
 func actionParams(c *call, action string, allowed ...string) (map[string]any, *apiError) {
-	body, err := readObject(c.r)
-	if err != nil {
+	body, dup, err := parseObject(c.r, maxBody)
+	switch {
+	case dup != nil && len(dup.keys) == 1:
+		return nil, newError(http.StatusBadRequest, MsgActionParameterDuplicate, action, dup.path())
+	case dup != nil:
+		return nil, newError(http.StatusBadRequest, MsgPropertyDuplicate, dup.path())
+	case err != nil:
 		return nil, err
 	}
 	keys := make([]string, 0, len(body))
@@ -574,7 +585,7 @@ func enumParam(body map[string]any, action, name string, values []string) (strin
 		return "", newError(http.StatusBadRequest, MsgActionParameterValueTypeError, argText(v), name, action)
 	}
 	if !slices.Contains(values, str) {
-		return "", newError(http.StatusBadRequest, MsgActionParameterValueNotInList, str, name, action)
+		return "", newError(http.StatusBadRequest, MsgActionParameterValueNotInList, argText(str), name, action)
 	}
 	return str, nil
 }
@@ -639,22 +650,39 @@ func postResetBios(s *Server, c *call) *apiError {
 
 // --- sessions and accounts ---
 
-var loginSchema = fields{"UserName": {kind: kindString}, "Password": {kind: kindString}}
+// readLogin reads a session login: at most maxLoginBody bytes, of which
+// only UserName and Password are looked at. Nothing else of an
+// unauthenticated body is checked or echoed (a login of 80,000 unknown
+// keys was answered with a message for each).
+func readLogin(c *call) (user, pass string, aerr *apiError) {
+	body, aerr := readObjectLimit(c.r, maxLoginBody)
+	if aerr != nil {
+		return "", "", aerr
+	}
+	var vals [2]string
+	for i, k := range []string{"UserName", "Password"} {
+		v, ok := body[k]
+		if !ok {
+			return "", "", newError(http.StatusBadRequest, MsgPropertyMissing, k)
+		}
+		s, ok := v.(string)
+		if !ok {
+			shown := argText(v)
+			if k == "Password" {
+				shown = "(hidden)"
+			}
+			return "", "", newError(http.StatusBadRequest, MsgPropertyValueTypeError, shown, k)
+		}
+		vals[i] = s
+	}
+	return vals[0], vals[1], nil
+}
 
 func postSession(s *Server, c *call) *apiError {
-	body, err := readObject(c.r)
+	user, pass, err := readLogin(c)
 	if err != nil {
 		return err
 	}
-	if msgs := loginSchema.check(body, nil); len(msgs) > 0 {
-		return &apiError{status: http.StatusBadRequest, messages: msgs}
-	}
-	for _, k := range []string{"UserName", "Password"} {
-		if _, ok := body[k]; !ok {
-			return newError(http.StatusBadRequest, MsgPropertyMissing, k)
-		}
-	}
-	user, pass := body["UserName"].(string), body["Password"].(string)
 	if err := s.slowed(c); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package redfish
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -66,6 +67,12 @@ const (
 	MsgOperationFailed                 MessageID = "OperationFailed"
 	MsgQueryParameterUnsupported       MessageID = "QueryParameterUnsupported"
 	MsgQueryParameterValueTypeError    MessageID = "QueryParameterValueTypeError"
+	MsgMaximumErrorsExceeded           MessageID = "MaximumErrorsExceeded"
+	MsgPropertyDuplicate               MessageID = "PropertyDuplicate"
+	MsgActionParameterDuplicate        MessageID = "ActionParameterDuplicate"
+	MsgNoOperation                     MessageID = "NoOperation"
+	MsgStringValueTooLong              MessageID = "StringValueTooLong"
+	MsgAccessDenied                    MessageID = "AccessDenied"
 )
 
 var baseMessages = map[MessageID]message{
@@ -142,6 +149,18 @@ var baseMessages = map[MessageID]message{
 		"Correct or remove the query parameter and resubmit the request.", 1},
 	MsgQueryParameterValueTypeError: {"The value '%1' for the query parameter %2 is of a different type than the parameter can accept.", "Warning",
 		"Correct the value for the query parameter in the request and resubmit the request if the operation failed.", 2},
+	MsgMaximumErrorsExceeded: {"Too many errors have occurred to report them all.", "Critical",
+		"Resolve other reported errors and retry the current operation.", 0},
+	MsgPropertyDuplicate: {"The property %1 was duplicated in the request.", "Warning",
+		"Remove the duplicate property from the request body and resubmit the request if the operation failed.", 1},
+	MsgActionParameterDuplicate: {"The action %1 was submitted with more than one value for the parameter %2.", "Warning",
+		"Resubmit the action with only one instance of the action parameter in the request body if the operation failed.", 2},
+	MsgNoOperation: {"The request body submitted contain no data to act upon and no changes to the resource took place.", "Warning",
+		"Add properties in the JSON object and resubmit the request.", 0},
+	MsgStringValueTooLong: {"The string '%1' exceeds the length limit %2.", "Warning",
+		"Resubmit the request with an appropriate string length.", 2},
+	MsgAccessDenied: {"While attempting to establish a connection to '%1', the service denied access.", "Critical",
+		"Attempt to ensure that the URI is correct and that the service has the appropriate credentials.", 1},
 	MsgOperationFailed: {"An error occurred internal to the service as part of the overall request.  Partial results may have been returned.", "Warning",
 		"Resubmit the request.  If the problem persists, consider resetting the service or provider.", 0},
 }
@@ -185,7 +204,44 @@ type messageObject struct {
 	Resolution      string   `json:"Resolution"`
 }
 
-// newMessage fills a registry message with its arguments.
+// Bounds of an error response, whoever sends what: at most maxMessages
+// messages (then one MaximumErrorsExceeded saying how many more), each
+// argument at most maxArg bytes (a value the client sent: maxArgText), the
+// top-level detail and a Resolution at most maxDetail.
+const (
+	maxMessages = 8
+	maxArg      = 256
+	maxArgText  = 64
+	maxDetail   = 512
+)
+
+// msgList collects the messages of one response, keeping maxMessages and
+// counting the rest.
+type msgList struct {
+	msgs []messageObject
+	more int
+}
+
+func (l *msgList) add(id MessageID, args ...string) {
+	if len(l.msgs) == maxMessages {
+		l.more++
+		return
+	}
+	l.msgs = append(l.msgs, newMessage(id, args...))
+}
+
+// list is the messages, the last saying how many were left out.
+func (l *msgList) list() []messageObject {
+	if l.more == 0 {
+		return l.msgs
+	}
+	m := newMessage(MsgMaximumErrorsExceeded)
+	m.Resolution = fmt.Sprintf("%d more errors were found and not reported. %s", l.more, m.Resolution)
+	return append(l.msgs, m)
+}
+
+// newMessage fills a registry message with its arguments, each cut to
+// maxArg bytes.
 func newMessage(id MessageID, args ...string) messageObject {
 	registry := baseRegistryID
 	m, ok := baseMessages[id]
@@ -193,6 +249,12 @@ func newMessage(id MessageID, args ...string) messageObject {
 		registry = updateRegistryID
 		if m, ok = updateMessages[id]; !ok {
 			panic(fmt.Sprintf("redfish: message %q is not in the registry table", id))
+		}
+	}
+	for i, a := range args {
+		if len(a) > maxArg {
+			args = slices.Clone(args)
+			args[i] = truncate(a, maxArg)
 		}
 	}
 	text := m.Text
@@ -233,7 +295,7 @@ func newError(status int, id MessageID, args ...string) *apiError {
 	return &apiError{status: status, messages: []messageObject{newMessage(id, args...)}}
 }
 
-func (e *apiError) with(detail string) *apiError { e.detail = detail; return e }
+func (e *apiError) with(detail string) *apiError { e.detail = truncate(detail, maxDetail); return e }
 
 func (e *apiError) withHeader(k, v string) *apiError {
 	e.header = append(e.header, [2]string{k, v})
@@ -243,6 +305,15 @@ func (e *apiError) withHeader(k, v string) *apiError {
 // errorBody is the JSON of a Redfish error response (Redfish spec "Error
 // responses"): one general code and the specific messages.
 func errorBody(e *apiError) map[string]any {
+	if len(e.messages) > maxMessages+1 {
+		l := msgList{msgs: e.messages[:maxMessages:maxMessages], more: len(e.messages) - maxMessages}
+		e.messages = l.list()
+	}
+	for i := range e.messages {
+		if len(e.messages[i].Resolution) > maxDetail {
+			e.messages[i].Resolution = truncate(e.messages[i].Resolution, maxDetail)
+		}
+	}
 	code := baseRegistryID + "." + string(MsgGeneralError)
 	msg := "A general error has occurred. See ExtendedInfo for more information."
 	if len(e.messages) == 1 {

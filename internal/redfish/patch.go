@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
+	"fmt"
 	"mime"
 	"net/http"
 	"slices"
@@ -34,29 +34,254 @@ func checkContentType(r *http.Request) *apiError {
 		with("The request body must be application/json.")
 }
 
-// readObject reads a JSON object body. An empty body is an empty object.
+// maxLoginBody is the largest session login body read: a user name and a
+// password. A login is unauthenticated, so it gets no more than it needs.
+const maxLoginBody = 4 << 10
+
+// maxJSONDepth is how deeply a request body may nest objects and arrays;
+// Redfish bodies nest a few levels (Boot, Attributes, Oem).
+const maxJSONDepth = 32
+
+// readObject reads a JSON object body of at most maxBody bytes. An empty
+// body is an empty object.
 func readObject(r *http.Request) (map[string]any, *apiError) {
-	raw, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	return readObjectLimit(r, maxBody)
+}
+
+// readObjectLimit reads a JSON object body of at most limit bytes. A key
+// given twice in one object, at any depth, is refused (PropertyDuplicate
+// naming it): with the last one winning, {"ResetType":"Explode",
+// "ResetType":"ForceOff"} powered a system off.
+func readObjectLimit(r *http.Request, limit int64) (map[string]any, *apiError) {
+	o, dup, aerr := parseObject(r, limit)
+	if dup != nil {
+		return nil, newError(http.StatusBadRequest, MsgPropertyDuplicate, dup.path()).
+			with("A property may be given once in an object.")
+	}
+	return o, aerr
+}
+
+// parseObject reads a JSON object body of at most limit bytes; a duplicate
+// key is returned apart, for the caller to word.
+func parseObject(r *http.Request, limit int64) (map[string]any, *duplicateKeyError, *apiError) {
+	if r.ContentLength > limit {
+		return nil, nil, newError(http.StatusRequestEntityTooLarge, MsgPayloadTooLarge).
+			with(fmt.Sprintf("At most %d bytes.", limit))
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + 1) // one allocation, not ReadAll's doublings
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(nil, r.Body, limit))
+	raw := buf.Bytes()
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, newError(http.StatusRequestEntityTooLarge, MsgPayloadTooLarge)
+			return nil, nil, newError(http.StatusRequestEntityTooLarge, MsgPayloadTooLarge).
+				with(fmt.Sprintf("At most %d bytes.", limit))
 		}
-		return nil, newError(http.StatusBadRequest, MsgUnrecognizedRequestBody).with(err.Error())
+		return nil, nil, newError(http.StatusBadRequest, MsgUnrecognizedRequestBody).with(err.Error())
 	}
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
-		return map[string]any{}, nil
+		return map[string]any{}, nil, nil
 	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, newError(http.StatusBadRequest, MsgMalformedJSON).with(err.Error())
+	if !json.Valid(raw) {
+		var v any
+		detail := "The body is not valid JSON."
+		if err := json.Unmarshal(raw, &v); err != nil {
+			detail = err.Error()
+		}
+		return nil, nil, newError(http.StatusBadRequest, MsgMalformedJSON).with(detail)
 	}
-	o, ok := v.(map[string]any)
-	if !ok {
-		return nil, newError(http.StatusBadRequest, MsgUnrecognizedRequestBody).with("The body must be a JSON object.")
+	if raw[0] != '{' {
+		return nil, nil, newError(http.StatusBadRequest, MsgUnrecognizedRequestBody).with("The body must be a JSON object.")
 	}
-	return o, nil
+	w := walker{b: raw}
+	if err := w.value(0); err != nil {
+		var dup *duplicateKeyError
+		switch {
+		case errors.As(err, &dup):
+			return nil, dup, nil
+		case errors.Is(err, errTooMany):
+			return nil, nil, newError(http.StatusRequestEntityTooLarge, MsgPayloadTooLarge).with(err.Error())
+		}
+		return nil, nil, newError(http.StatusBadRequest, MsgMalformedJSON).with(err.Error())
+	}
+	var o map[string]any
+	if err := json.Unmarshal(raw, &o); err != nil {
+		return nil, nil, newError(http.StatusBadRequest, MsgMalformedJSON).with(err.Error())
+	}
+	return o, nil, nil
+}
+
+// duplicateKeyError is a key given twice in one JSON object; keys holds the
+// path to it, outermost first.
+type duplicateKeyError struct{ keys []string }
+
+func (e *duplicateKeyError) Error() string { return "duplicate key " + e.path() }
+
+// path names the key as Parent/Key, each part cut short.
+func (e *duplicateKeyError) path() string {
+	parts := make([]string, len(e.keys))
+	for i, k := range e.keys {
+		parts[i] = truncate(k, maxArgText)
+	}
+	return truncate(strings.Join(parts, "/"), maxArg)
+}
+
+// maxJSONValues is the most values (members and array elements, at any
+// depth) a request body may hold: a Redfish body has tens, a BIOS
+// settings PATCH a few hundred. More is refused before any is decoded.
+const maxJSONValues = 10_000
+
+var (
+	errTooDeep = fmt.Errorf("the body nests deeper than %d levels", maxJSONDepth)
+	errTooMany = fmt.Errorf("the body holds more than %d values", maxJSONValues)
+)
+
+// walker checks a valid JSON text (json.Valid) for what encoding/json lets
+// through: a key given twice in one object, and bodies too deep or with
+// too many values. It decodes nothing but keys.
+type walker struct {
+	b      []byte
+	i      int
+	values int
+}
+
+func (w *walker) ws() {
+	for w.i < len(w.b) {
+		switch w.b[w.i] {
+		case ' ', '\t', '\n', '\r':
+			w.i++
+		default:
+			return
+		}
+	}
+}
+
+// str skips a string and returns it with its quotes.
+func (w *walker) str() []byte {
+	start := w.i
+	w.i++ // "
+	for w.i < len(w.b) && w.b[w.i] != '"' {
+		if w.b[w.i] == '\\' {
+			w.i++
+		}
+		w.i++
+	}
+	w.i++ // "
+	return w.b[start:min(w.i, len(w.b))]
+}
+
+// key is a key's text, its escapes undone ("\u0041" is "A").
+func key(quoted []byte) string {
+	if bytes.IndexByte(quoted, '\\') < 0 {
+		return string(quoted[1 : len(quoted)-1])
+	}
+	var k string
+	_ = json.Unmarshal(quoted, &k)
+	return k
+}
+
+func (w *walker) value(depth int) error {
+	w.values++
+	if w.values > maxJSONValues {
+		return errTooMany
+	}
+	w.ws()
+	if w.i >= len(w.b) {
+		return errors.New("unexpected end of the body")
+	}
+	switch c := w.b[w.i]; c {
+	case '{', '[':
+		if depth >= maxJSONDepth {
+			return errTooDeep
+		}
+		w.i++
+		var seen map[string]struct{}
+		for {
+			w.ws()
+			if w.i >= len(w.b) {
+				return errors.New("unexpected end of the body")
+			}
+			if w.b[w.i] == '}' || w.b[w.i] == ']' {
+				w.i++
+				return nil
+			}
+			if w.b[w.i] == ',' {
+				w.i++
+				w.ws()
+			}
+			var k string
+			if c == '{' {
+				k = key(w.str())
+				if _, dup := seen[k]; dup {
+					return &duplicateKeyError{keys: []string{k}}
+				}
+				if seen == nil {
+					seen = map[string]struct{}{}
+				}
+				seen[k] = struct{}{}
+				w.ws()
+				w.i++ // :
+			}
+			if err := w.value(depth + 1); err != nil {
+				var dup *duplicateKeyError
+				if c == '{' && errors.As(err, &dup) {
+					dup.keys = append([]string{k}, dup.keys...)
+				}
+				return err
+			}
+		}
+	case '"':
+		w.str()
+	default: // a number, true, false or null
+		for w.i < len(w.b) && !strings.ContainsRune(",]} \t\n\r", rune(w.b[w.i])) {
+			w.i++
+		}
+	}
+	return nil
+}
+
+// noChange refuses a PATCH that changes nothing: an empty body
+// (EmptyJSON), or one of annotations and empty objects only, such as a
+// client's echo of @odata.id or {"Boot": {}} (NoOperation).
+func (fs fields) noChange(body map[string]any) *apiError {
+	if len(body) == 0 {
+		return newError(http.StatusBadRequest, MsgEmptyJSON)
+	}
+	if !fs.changes(body) {
+		return newError(http.StatusBadRequest, MsgNoOperation).
+			with("The body holds only annotations or empty objects.")
+	}
+	return nil
+}
+
+// changes reports whether body sets any property: annotations (keys with
+// @) set nothing, nor does an empty object.
+func (fs fields) changes(body map[string]any) bool {
+	for k, v := range body {
+		if strings.Contains(k, "@") {
+			continue
+		}
+		o, isObj := v.(map[string]any)
+		if !isObj {
+			return true
+		}
+		if f, ok := fs[k]; ok && f.sub != nil {
+			if f.sub.changes(o) {
+				return true
+			}
+			continue
+		}
+		for ok := range o {
+			if !strings.Contains(ok, "@") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // kind is the JSON type a writable property takes.
@@ -83,14 +308,21 @@ type fields map[string]field
 // check compares a request body with the writable properties. A property
 // the resource has but may not be written is PropertyNotWritable; one it
 // does not have is PropertyUnknown. Annotations (@odata.*, @Redfish.* that
-// are not listed) are ignored, as clients echo them back.
+// are not listed) are ignored, as clients echo them back. At most
+// maxMessages messages are returned, the last saying how many more there
+// were (a body of 80,000 unknown keys was answered with 29 MB).
 func (fs fields) check(body, rendered map[string]any) []messageObject {
+	var l msgList
+	fs.checkInto(body, rendered, &l)
+	return l.list()
+}
+
+func (fs fields) checkInto(body, rendered map[string]any, l *msgList) {
 	keys := make([]string, 0, len(body))
 	for k := range body {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var msgs []messageObject
 	for _, k := range keys {
 		v := body[k]
 		f, ok := fs[k]
@@ -99,9 +331,9 @@ func (fs fields) check(body, rendered map[string]any) []messageObject {
 				continue
 			}
 			if _, has := rendered[k]; has {
-				msgs = append(msgs, newMessage(MsgPropertyNotWritable, k))
+				l.add(MsgPropertyNotWritable, k)
 			} else {
-				msgs = append(msgs, newMessage(MsgPropertyUnknown, k))
+				l.add(MsgPropertyUnknown, k)
 			}
 			continue
 		}
@@ -109,50 +341,50 @@ func (fs fields) check(body, rendered map[string]any) []messageObject {
 		case f.sub != nil:
 			o, ok := v.(map[string]any)
 			if !ok {
-				msgs = append(msgs, newMessage(MsgPropertyValueTypeError, argText(v), k))
+				l.add(MsgPropertyValueTypeError, argText(v), k)
 				continue
 			}
 			sub, _ := rendered[k].(map[string]any)
-			msgs = append(msgs, f.sub.check(o, sub)...)
+			f.sub.checkInto(o, sub, l)
 		case f.kind == kindObject:
 			if _, ok := v.(map[string]any); !ok {
-				msgs = append(msgs, newMessage(MsgPropertyValueTypeError, argText(v), k))
+				l.add(MsgPropertyValueTypeError, argText(v), k)
 			}
 		case f.kind == kindArray:
 			if _, ok := v.([]any); !ok {
-				msgs = append(msgs, newMessage(MsgPropertyValueTypeError, argText(v), k))
+				l.add(MsgPropertyValueTypeError, argText(v), k)
 			}
 		case f.kind == kindInt:
 			if n, ok := v.(float64); !ok || n != float64(int64(n)) || n < 0 {
-				msgs = append(msgs, newMessage(MsgPropertyValueTypeError, argText(v), k))
+				l.add(MsgPropertyValueTypeError, argText(v), k)
 			}
 		case f.kind == kindBool:
 			if _, ok := v.(bool); !ok {
-				msgs = append(msgs, newMessage(MsgPropertyValueTypeError, argText(v), k))
+				l.add(MsgPropertyValueTypeError, argText(v), k)
 			}
 		default:
 			s, ok := v.(string)
 			if !ok {
-				msgs = append(msgs, newMessage(MsgPropertyValueTypeError, argText(v), k))
+				l.add(MsgPropertyValueTypeError, argText(v), k)
 				continue
 			}
 			if f.enum != nil && !slices.Contains(f.enum, s) {
-				msgs = append(msgs, newMessage(MsgPropertyValueNotInList, s, k))
+				l.add(MsgPropertyValueNotInList, argText(s), k)
 			}
 		}
 	}
-	return msgs
 }
 
 // argText is a value as a message argument: strings as they are, anything
-// else as its JSON (null as "null").
+// else as its JSON (null as "null"), cut to maxArgText bytes: a client's
+// value is not echoed at length (a 1 MiB string came back as a 3.1 MB body).
 func argText(v any) string {
 	if s, ok := v.(string); ok {
-		return s
+		return truncate(s, maxArgText)
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return "?"
 	}
-	return string(b)
+	return truncate(string(b), maxArgText)
 }

@@ -1,6 +1,8 @@
 package redfish
 
 import (
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -226,6 +228,9 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap lets http.ResponseController reach the connection (Flush).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
 func (s *Server) serve(c *call) {
 	w, r := c.w, c.r
 	h := w.Header()
@@ -269,12 +274,14 @@ func (s *Server) serve(c *call) {
 	switch r.Method {
 	case http.MethodPost, http.MethodPatch, http.MethodPut:
 		// A body is read only up to maxBody, whoever sends it; the writer
-		// makes the server close the connection rather than drain the rest.
+		// makes the server close the connection after the answer. A refused
+		// body is discarded after the answer (fail), up to maxDiscard.
 		if r.ContentLength > maxBody {
-			s.fail(c, newError(http.StatusRequestEntityTooLarge, MsgPayloadTooLarge))
+			s.fail(c, newError(http.StatusRequestEntityTooLarge, MsgPayloadTooLarge).
+				with(fmt.Sprintf("At most %d bytes.", maxBody)))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		r.Body = &cappedBody{ReadCloser: http.MaxBytesReader(w, r.Body, maxBody), raw: r.Body}
 	}
 	rt := s.match(c)
 	method := r.Method
@@ -388,4 +395,39 @@ func (s *Server) inject(c *call, in machine.Injected) *apiError {
 			with("An injected fault (vbmcd fault): the BMC is unavailable.").withHeader("Retry-After", "1")
 	}
 	return nil
+}
+
+// maxDiscard is how much of a refused body (413) is read and thrown away
+// before the answer. A client such as python3-requests sends its whole body
+// before it reads an answer: had the server closed the connection with the
+// body unread, the client would see a connection reset instead of the 413.
+// Answering first would not do either: net/http then reads 256 KiB of the
+// body itself and closes the connection after a half-close and half a
+// second's wait, a goroutine and its stack held per request. The bytes go
+// nowhere (no memory is kept); a longer body still gets the connection
+// closed, and ReadTimeout bounds how long a slow one is read.
+const maxDiscard = 32 << 20
+
+// discardBody reads the rest of a refused HTTP/1 body, up to maxDiscard,
+// so that the connection can carry the answer and the next request. A
+// client that asked "Expect: 100-continue" has sent nothing yet: it is
+// answered without a 100 Continue, and the connection closes. HTTP/2
+// needs none of this: the answer ends the stream, not the connection (and
+// its server hides Expect, which reading would answer with 100 Continue).
+func discardBody(c *call) {
+	body := c.r.Body
+	if cb, ok := body.(*cappedBody); ok {
+		body = cb.raw
+	}
+	if body == nil || body == http.NoBody || c.r.ProtoMajor != 1 || strings.EqualFold(c.r.Header.Get("Expect"), "100-continue") {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, body, maxDiscard)
+}
+
+// cappedBody is a request body read through http.MaxBytesReader; raw is
+// the body as the server gave it, which discardBody reads on.
+type cappedBody struct {
+	io.ReadCloser
+	raw io.ReadCloser
 }

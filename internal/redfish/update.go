@@ -185,6 +185,9 @@ func postSimpleUpdate(s *Server, c *call) *apiError {
 	if aerr != nil {
 		return aerr
 	}
+	if len(image) > machine.MaxImageURI {
+		return tooLong("ImageURI", image, machine.MaxImageURI)
+	}
 	proto, aerr := stringParam(body, action, "TransferProtocol", false)
 	if aerr != nil {
 		return aerr

@@ -4,8 +4,10 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -232,7 +234,29 @@ func insertRequest(body map[string]any, action string) (machine.InsertRequest, *
 			}
 		}
 	}
+	for _, l := range []struct {
+		name  string
+		v     string
+		limit int
+	}{{"Image", req.Image, machine.MaxImageURI}, {"UserName", req.UserName, machine.MaxMediaCredential}, {"Password", req.Password, machine.MaxMediaCredential}} {
+		if len(l.v) > l.limit {
+			return req, tooLong(l.name, l.v, l.limit)
+		}
+	}
 	return req, nil
+}
+
+// tooLong refuses a string parameter or property over limit bytes with
+// StringValueTooLong, which gives the limit: its start is echoed (nothing
+// of a password), and the detail says how long it was (issue 25: a 9 KB
+// image URI was answered GeneralError without saying why).
+func tooLong(name, v string, limit int) *apiError {
+	shown := argText(v)
+	if name == "Password" {
+		shown = "(hidden)"
+	}
+	return newError(http.StatusBadRequest, MsgStringValueTooLong, shown, strconv.Itoa(limit)).
+		with(fmt.Sprintf("%s is %d bytes long; at most %d are accepted.", name, len(v), limit))
 }
 
 func postInsertMedia(s *Server, c *call) *apiError {
@@ -316,9 +340,6 @@ func patchVirtualMedia(s *Server, c *call) *apiError {
 	if aerr != nil {
 		return aerr
 	}
-	if len(body) == 0 {
-		return newError(http.StatusBadRequest, MsgEmptyJSON)
-	}
 	writable := append(slices.Clone(insertParams), "VerifyCertificate")
 	for k := range body {
 		if strings.Contains(k, "@") || slices.Contains(writable, k) {
@@ -328,6 +349,9 @@ func patchVirtualMedia(s *Server, c *call) *apiError {
 			return newError(http.StatusBadRequest, MsgPropertyNotWritable, k)
 		}
 		return newError(http.StatusBadRequest, MsgPropertyUnknown, k)
+	}
+	if err := (fields{}).noChange(body); err != nil {
+		return err
 	}
 	if v, ok := body["VerifyCertificate"]; ok {
 		b, ok := v.(bool)
@@ -389,6 +413,13 @@ func mediaErrorMessage(me *machine.MediaError, action, param string) (int, messa
 		return http.StatusBadRequest, newMessage(MsgCouldNotEstablishConnection, me.Image)
 	case machine.MediaAuth:
 		return http.StatusBadRequest, newMessage(MsgResourceAtURIUnauthorized, me.Image, me.Err.Error())
+	case machine.MediaDenied:
+		// Refused by vbmcd's address policy, not by the image server:
+		// the message says so and which flag allows the address.
+		m := newMessage(MsgAccessDenied, me.Image)
+		m.Resolution = "The BMC did not connect: " + me.Err.Error() +
+			". Use an image server the BMC may reach, or have the BMC's administrator allow the address."
+		return http.StatusBadRequest, m
 	case machine.MediaNotImage, machine.MediaForbidden, machine.MediaTooLarge:
 		if action == "" {
 			return http.StatusBadRequest, newMessage(MsgPropertyValueFormatError, me.Image, param)

@@ -6,8 +6,10 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,9 +48,9 @@ var attacks = map[string]attack{
 			}
 			return r, err
 		}},
-	"bad-session": {"session logins with a 100 KB user name and a wrong password",
+	"bad-session": {"session logins with a 3,900-byte user name (a login body is at most 4 KiB) and a wrong password",
 		func(base *url.URL, o options, i int) (*http.Request, error) {
-			body := fmt.Sprintf(`{"UserName": "%d%s", "Password": "wrong"}`, i, strings.Repeat("u", 100_000))
+			body := fmt.Sprintf(`{"UserName": "%d%s", "Password": "wrong"}`, i, strings.Repeat("u", 3_900))
 			return jsonRequest("POST", base.String()+"/redfish/v1/SessionService/Sessions", body)
 		}},
 	"sessions": {"session logins with the right credentials, never logged out",
@@ -63,6 +66,29 @@ var attacks = map[string]attack{
 			}
 			return r, err
 		}},
+	// Issue 25's: a login without credentials of 80,000 unknown keys was
+	// answered with a message per key (29 MB); 16 of them took vbmcd from
+	// 15.7 MB to 1,055 MB.
+	"unknown-keys-login": {"session logins without credentials, each a body of 80,000 unknown keys (859 KiB)",
+		func(base *url.URL, o options, i int) (*http.Request, error) {
+			return jsonRequest("POST", base.String()+"/redfish/v1/SessionService/Sessions", unknownKeysBody)
+		}},
+	"unknown-keys-patch": {"PATCHes of AccountService, logged in, each a body of 80,000 unknown keys (859 KiB)",
+		func(base *url.URL, o options, i int) (*http.Request, error) {
+			r, err := jsonRequest("PATCH", base.String()+"/redfish/v1/AccountService", unknownKeysBody)
+			if err == nil {
+				r.SetBasicAuth(o.user, o.password)
+			}
+			return r, err
+		}},
+	"long-value": {"PATCHes of AccountService, logged in, with a 1,000,000-byte string where a number goes",
+		func(base *url.URL, o options, i int) (*http.Request, error) {
+			r, err := jsonRequest("PATCH", base.String()+"/redfish/v1/AccountService", `{"AccountLockoutThreshold": "`+strings.Repeat("x", 1_000_000)+`"}`)
+			if err == nil {
+				r.SetBasicAuth(o.user, o.password)
+			}
+			return r, err
+		}},
 	"long-path": {"GETs of distinct 16 KiB paths",
 		func(base *url.URL, o options, i int) (*http.Request, error) {
 			r, err := http.NewRequest("GET", fmt.Sprintf("%s/redfish/v1/Systems/%d%s", base, i, strings.Repeat("a", 16<<10)), nil)
@@ -72,6 +98,20 @@ var attacks = map[string]attack{
 			return r, err
 		}},
 }
+
+// unknownKeysBody is a JSON object of 80,000 unknown keys.
+var unknownKeysBody = func() string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range 80_000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%05d":1`, i)
+	}
+	b.WriteByte('}')
+	return b.String()
+}()
 
 func jsonRequest(method, u, body string) (*http.Request, error) {
 	r, err := http.NewRequest(method, u, strings.NewReader(body))
@@ -84,12 +124,16 @@ func jsonRequest(method, u, body string) (*http.Request, error) {
 // runAttack sends o.n requests of one kind over o.conns connections and
 // reports the statuses and the server's resident memory before and after.
 func runAttack(ctx context.Context, base *url.URL, o options, out io.Writer) error {
+	if o.attack == "half-open" {
+		return runHalfOpen(ctx, base, o, out)
+	}
 	a, ok := attacks[o.attack]
 	if !ok {
 		var names []string
 		for k := range attacks {
 			names = append(names, k)
 		}
+		names = append(names, "half-open")
 		sort.Strings(names)
 		return fmt.Errorf("-attack %q: want one of %s", o.attack, strings.Join(names, ", "))
 	}
@@ -142,6 +186,81 @@ func runAttack(ctx context.Context, base *url.URL, o options, out io.Writer) err
 	for _, k := range keys {
 		fmt.Fprintf(out, "  %-40s %d\n", k, statuses[k])
 	}
+	fmt.Fprintf(out, "server VmRSS: %.1f MB before, %.1f MB after (%+.1f MB); VmHWM %.1f MB\n",
+		mb(before.rss), mb(after.rss), mb(after.rss-before.rss), mb(after.hwm))
+	return nil
+}
+
+// runHalfOpen opens o.n connections from 127.0.0.1 and sends nothing on
+// them, then times a GET of the service root from 127.0.0.1 and from
+// 127.0.0.2, and reports how many connections the server kept open and its
+// memory (issue 25: 5,000 of them added 29 MB and slowed a probe to 943 ms).
+func runHalfOpen(ctx context.Context, base *url.URL, o options, out io.Writer) error {
+	if o.serverPID == 0 {
+		return fmt.Errorf("-attack needs the server's PID (-server-pid) to read its memory")
+	}
+	before, err := rss(o.serverPID)
+	if err != nil {
+		return err
+	}
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, Timeout: 5 * time.Second}
+	failed := 0
+	for i := 0; i < o.n && ctx.Err() == nil; i++ {
+		c, err := d.DialContext(ctx, "tcp", base.Host)
+		if err != nil {
+			failed++
+			continue
+		}
+		conns = append(conns, c)
+	}
+	// A connection the server closed reads EOF at once; one it keeps
+	// waits for headers (10 s).
+	var open atomic.Int64
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(func() {
+			c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			if _, err := c.Read(make([]byte, 1)); err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					open.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	probe := func(local net.IP) string {
+		pd := &net.Dialer{LocalAddr: &net.TCPAddr{IP: local}, Timeout: 5 * time.Second}
+		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: pd.DialContext,
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback benchmark
+		defer c.CloseIdleConnections()
+		start := time.Now()
+		resp, err := c.Get(base.String() + "/redfish/v1/")
+		took := time.Since(start).Round(10 * time.Microsecond)
+		if err != nil {
+			msg := err.Error()
+			if j := strings.LastIndex(msg, ": "); j >= 0 {
+				msg = msg[j+2:]
+			}
+			return fmt.Sprintf("no answer (%s) after %v", msg, took)
+		}
+		resp.Body.Close()
+		return fmt.Sprintf("%s in %v", resp.Status, took)
+	}
+	from1, from2 := probe(net.IPv4(127, 0, 0, 1)), probe(net.IPv4(127, 0, 0, 2))
+	after, err := rss(o.serverPID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "attack half-open: connections from 127.0.0.1 that send nothing\n")
+	fmt.Fprintf(out, "connections: %d opened (%d failed to connect), %d kept open by the server\n", len(conns), failed, open.Load())
+	fmt.Fprintf(out, "a GET from 127.0.0.1: %s; from 127.0.0.2: %s\n", from1, from2)
 	fmt.Fprintf(out, "server VmRSS: %.1f MB before, %.1f MB after (%+.1f MB); VmHWM %.1f MB\n",
 		mb(before.rss), mb(after.rss), mb(after.rss-before.rss), mb(after.hwm))
 	return nil

@@ -63,7 +63,7 @@ func Run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.password, "password", "password", "Basic auth password")
 	fs.IntVar(&o.serverPID, "server-pid", 0, "PID of the server, to read its CPU time from /proc (with -url)")
 	fs.IntVar(&o.systems, "systems", 10, "systems of the sim backend when rfbench starts the server")
-	fs.StringVar(&o.attack, "attack", "", "send -n hostile requests of one kind (padded-basic, bad-basic, bad-session, sessions, big-body, long-path) to -url and report the server's memory (needs -server-pid)")
+	fs.StringVar(&o.attack, "attack", "", "send -n hostile requests of one kind (padded-basic, bad-basic, bad-session, sessions, big-body, long-path, unknown-keys-login, unknown-keys-patch, long-value; half-open opens -n connections that send nothing) to -url and report the server's memory (needs -server-pid)")
 	fs.IntVar(&o.n, "n", 10000, "requests to send with -attack")
 	fs.IntVar(&o.rate, "rate", 0, "at most this many requests a second over all connections, for soaks (default: as fast as the connections go)")
 	fs.IntVar(&o.floor, "floor-bytes", 0, "start a bare Go net/http server that answers every GET with this many bytes, and load it instead: this machine's floor for the same load")

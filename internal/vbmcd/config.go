@@ -45,6 +45,9 @@ type Config struct {
 	StateDir        string
 	SessionTimeout  time.Duration
 
+	// MaxConnsPerSource caps a source's connections to the Redfish listener.
+	MaxConnsPerSource int
+
 	MediaDir      string
 	MediaMaxBytes int64
 	MediaLocalDir string
@@ -96,6 +99,7 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&c.SimNodes, "sim-nodes", 8, "number of simulated servers (--backend sim)")
 	fs.DurationVar(&c.SimDelay, "sim-delay", 2*time.Second, "how long a simulated power transition takes")
 	fs.StringVar(&c.RedfishAddr, "redfish-addr", "127.0.0.1:8000", "Redfish listen address host:port (\":8000\" for every address; off loopback a password of your own is required)")
+	fs.IntVar(&c.MaxConnsPerSource, "redfish-max-conns-per-source", defaultMaxConnsPerSource, "connections one source address (IPv6: its /64) may hold open on the Redfish listener; over it the source's oldest idle keep-alive is closed, or else the new connection (0: no limit)")
 	fs.StringVar(&c.Username, "username", "admin", "the service-wide BMC user (Redfish and IPMI)")
 	fs.StringVar(&c.Password, "password", DefaultPassword, "the service-wide BMC password (visible to every local user in the process list: prefer --credentials-file or VBMCD_PASSWORD)")
 	fs.StringVar(&c.CredentialsFile, "credentials-file", "", "YAML file with username: and password: (instead of --username/--password)")
@@ -343,6 +347,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxStarting < 0 || c.StartGap < 0 {
 		return fmt.Errorf("--max-starting %d, --start-gap %v: neither may be negative (0 means no limit)", c.MaxStarting, c.StartGap)
+	}
+	if c.MaxConnsPerSource < 0 {
+		return fmt.Errorf("--redfish-max-conns-per-source %d: want a number of connections, or 0 for no limit", c.MaxConnsPerSource)
 	}
 	if c.Backend == "sim" && c.SimNodes < 1 {
 		return fmt.Errorf("--sim-nodes %d: the sim backend needs at least one node", c.SimNodes)

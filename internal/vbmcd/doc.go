@@ -7,7 +7,9 @@
 // state directory, through which `vbmcd fault set|clear|list` injects faults
 // (latency, HTTP errors, dropped IPMI packets, a refused power-on, stuck
 // media, a BMC down) into a running daemon for testing clients; `vbmcd ipmi
-// set|unset|list` (package ipmicmd) manages machines' IPMI endpoints.
+// set|unset|list` (package ipmicmd) manages machines' IPMI endpoints. The
+// Redfish listener bounds what one client holds (httpserver.go: header,
+// body and idle timeouts; connlimit.go: connections per source address).
 //
 // What it does not do: any protocol or backend work; that lives in
 // internal/redfish, internal/ipmi, internal/virt, internal/kubevirt and

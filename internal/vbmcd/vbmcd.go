@@ -288,6 +288,13 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	if err != nil {
 		return fmt.Errorf("redfish listener: %w (is another vbmcd or sushy-emulator running? choose another --redfish-addr)", err)
 	}
+	limiter := newConnLimiter(cfg.MaxConnsPerSource, log.Named("redfish"))
+	ln = limiter.wrap(ln)
+	srv.ConnState = limiter.connState
+	reg.Counter("vbmcd_redfish_connections_refused_total", "Redfish connections closed at accept: their source held as many as it may (--redfish-max-conns-per-source).",
+		func() float64 { return float64(limiter.refused.Load()) })
+	reg.Counter("vbmcd_redfish_connections_evicted_total", "Idle Redfish keep-alive connections closed to admit a new one from the same source.",
+		func() float64 { return float64(limiter.evicted.Load()) })
 
 	errc := make(chan error, 2)
 	go func() {
