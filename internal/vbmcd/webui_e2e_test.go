@@ -17,12 +17,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+	"github.com/gorilla/websocket"
 
+	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
+	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 // The web console's tests drive a real browser: Debian's chromium,
@@ -118,6 +123,34 @@ func (b *browser) run(t *testing.T, what string, timeout time.Duration, actions 
 // waitJS waits until the JavaScript expression is true.
 func waitJS(expr string) chromedp.Action {
 	return chromedp.Poll(expr, nil, chromedp.WithPollingInterval(50*time.Millisecond))
+}
+
+// typeInto types s into the focused terminal: Enter as a key press (xterm
+// reads control keys from keydown), text as the browser's text input (which
+// xterm reads from the input event; chromedp's key events for printable
+// characters reach xterm twice, as keydown text and as keypress).
+func typeInto(s string) chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		for len(s) > 0 {
+			i := strings.IndexByte(s, '\r')
+			if i < 0 {
+				i = len(s)
+			}
+			if i > 0 {
+				if err := input.InsertText(s[:i]).Do(ctx); err != nil {
+					return err
+				}
+			}
+			if i < len(s) {
+				if err := chromedp.KeyEvent(kb.Enter).Do(ctx); err != nil {
+					return err
+				}
+				i++
+			}
+			s = s[i:]
+		}
+		return nil
+	})
 }
 
 // screenshot keeps what the browser shows as _out/screenshots/<test>-<name>.png.
@@ -369,4 +402,86 @@ func TestWebUIAPI(t *testing.T) {
 		t.Errorf("top=100000: %v %v, want 400", resp.StatusCode, err)
 	}
 	_ = fmt.Sprint()
+}
+
+// TestE2EWebUIConsole is the console over a real VM: the page powers it
+// on and shows the state change without a reload, the serial console shows
+// the disk's grub and what is typed reaches grub (its answer to an echo of
+// a variable comes back, which grub's own echo of the typed line cannot
+// fake), a page opened later gets the scroll-back, a ForceOff shows, a
+// ReadOnly user gets no console, and a websocket from another origin is
+// refused.
+func TestE2EWebUIConsole(t *testing.T) {
+	lab := virttest.New(t, "e2e-webui-")
+	vm := lab.NewVM(t, "a", virttest.VMOptions{DiskMarker: true})
+	base := daemon(t, "e2e-webui-", func(c *Config) { c.WebConsole = true })
+	b := newBrowser(t, base)
+	b.login(t, "admin", "e2e-pass")
+	b.run(t, "the VM's row", 10*time.Second,
+		waitJS(fmt.Sprintf(`(r => r && r.dataset.power === 'Off')(document.querySelector('#rows tr[data-id="%s"]'))`, vm.ID)))
+
+	var ok bool
+	b.run(t, "system page", 20*time.Second,
+		chromedp.Navigate(base+"/#/system/"+vm.ID),
+		chromedp.WaitVisible("#reset-On", chromedp.ByID),
+		waitJS(`document.querySelector('#console-status').dataset.state === 'warn'`), // waiting: the VM is off
+		chromedp.Evaluate(`window.notReloaded = true`, &ok))
+	start := time.Now()
+	b.run(t, "power on from the page", 60*time.Second,
+		chromedp.Click("#reset-On", chromedp.ByID),
+		waitJS(`document.querySelector('#sys-power [data-power]').dataset.power === 'On' && window.notReloaded === true`))
+	t.Logf("On clicked to On shown: %v", time.Since(start).Round(time.Millisecond))
+	b.run(t, "grub on the console", bootTimeout,
+		waitJS(`document.querySelector('#console-status').dataset.state === 'good'`),
+		waitJS(fmt.Sprintf(`document.querySelector('#terminal').dataset.text.includes(%q) && document.querySelector('#terminal').dataset.text.includes('grub>')`, testenv.DiskMarker)))
+	t.Logf("On clicked to grub's prompt in the terminal: %v", time.Since(start).Round(time.Millisecond))
+	b.run(t, "type into grub", 30*time.Second,
+		chromedp.Click("#terminal .xterm-screen", chromedp.ByQuery),
+		chromedp.Focus("#terminal textarea.xterm-helper-textarea", chromedp.ByQuery),
+		typeInto("\rset x=WEB\recho ${x}CONSOLE\r"),
+		waitJS(`document.querySelector('#terminal').dataset.text.includes('WEBCONSOLE')`))
+	b.screenshot(t, "console")
+
+	// A page opened now gets the scroll-back: what grub printed before.
+	b.run(t, "scroll-back", 30*time.Second,
+		chromedp.Navigate(base+"/#/systems"),
+		chromedp.WaitVisible("#rows", chromedp.ByID),
+		chromedp.Navigate(base+"/#/system/"+vm.ID),
+		waitJS(fmt.Sprintf(`document.querySelector('#terminal') && document.querySelector('#terminal').dataset.text.includes(%q) && document.querySelector('#terminal').dataset.text.includes('WEBCONSOLE')`, testenv.DiskMarker)))
+
+	// A websocket from another origin is refused at the handshake.
+	d := websocket.Dialer{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, HandshakeTimeout: 10 * time.Second}
+	wsURL := "wss" + strings.TrimPrefix(base, "https") + "/ui/console/" + vm.ID
+	if _, resp, err := d.Dial(wsURL, http.Header{"Origin": {"https://evil.example"}}); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("websocket from another origin: %v (%v), want 403", err, resp)
+	}
+	// The same origin without a session: closed with a policy violation.
+	conn, _, err := d.Dial(wsURL, http.Header{"Origin": {base}})
+	if err != nil {
+		t.Fatalf("websocket: %v", err)
+	}
+	_ = conn.WriteJSON(map[string]string{"Token": "not-a-token"})
+	_, _, err = conn.ReadMessage() // the error message
+	if err == nil {
+		_, _, err = conn.ReadMessage()
+	}
+	if !websocket.IsCloseError(err, websocket.ClosePolicyViolation) {
+		t.Errorf("websocket with a bad token: %v, want close 1008", err)
+	}
+	conn.Close()
+
+	b.run(t, "force off from the page", 60*time.Second,
+		chromedp.Click("#reset-ForceOff", chromedp.ByID),
+		waitJS(`document.querySelector('#sys-power [data-power]').dataset.power === 'Off'`),
+		waitJS(`document.querySelector('#console-status').dataset.state === 'warn'`))
+	lab.WaitPower(t, vm.ID, machine.PowerOff, 30*time.Second)
+
+	// A ReadOnly user sees the machine and gets no console.
+	addAccount(t, base, "viewer", "ReadOnly")
+	b.run(t, "log out", 10*time.Second, chromedp.Click("#logout", chromedp.ByID), chromedp.WaitVisible("#login", chromedp.ByID))
+	b.login(t, "viewer", "Web-pass-1234")
+	b.run(t, "viewer's console", 20*time.Second,
+		chromedp.Navigate(base+"/#/system/"+vm.ID),
+		waitJS(`document.querySelector('#console-status').textContent.includes('Operator')`))
+	b.screenshot(t, "readonly")
 }

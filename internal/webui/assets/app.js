@@ -66,7 +66,8 @@ async function api(method, path, body) {
   if (r.status === 401 && path !== "/redfish/v1/SessionService/Sessions") {
     forget();
     showLogin("Your session ended; log in again.");
-    throw new Error("session ended");
+    // The view that asked is gone: its caller never resumes.
+    return new Promise(() => {});
   }
   return { status: r.status, body: data, headers: r.headers };
 }
@@ -101,6 +102,8 @@ function forget() {
 }
 
 async function logout() {
+  leaveView();
+  stopLive();
   if (state.session) { try { await api("DELETE", state.session); } catch (e) { /* gone already */ } }
   forget();
   showLogin("Logged out.");
