@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -153,13 +154,13 @@ func typeInto(s string) chromedp.Action {
 	})
 }
 
-// screenshot keeps what the browser shows as _out/screenshots/<test>-<name>.png.
+// screenshot keeps the whole page as _out/screenshots/<test>-<name>.png.
 func (b *browser) screenshot(t *testing.T, name string) string {
 	t.Helper()
 	var png []byte
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
 	defer cancel()
-	if err := chromedp.Run(ctx, chromedp.CaptureScreenshot(&png)); err != nil {
+	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
 		t.Logf("screenshot %s: %v", name, err)
 		return ""
 	}
@@ -297,10 +298,43 @@ func TestWebUISim(t *testing.T) {
 		waitJS(`document.querySelector('#sys-power [data-power]').dataset.power === 'Off'`),
 		waitJS(`[...document.querySelectorAll('#eventlog li')].some(li => li.textContent.includes('On → Off'))`),
 	)
+
+	// Media by URL, from an image server on loopback.
+	iso := testenv.MarkerISO(t)
+	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFile(w, r, iso)
+	}))
+	defer img.Close()
+	b.run(t, "insert media from the page", 30*time.Second,
+		chromedp.SendKeys(`#media .media-item[data-slot="Cd"] input.media-url`, img.URL+"/boot.iso", chromedp.ByQuery),
+		chromedp.Click(`#media .media-item[data-slot="Cd"] button.insert`, chromedp.ByQuery),
+		waitJS(`(e => e && e.textContent.includes('boot.iso'))(document.querySelector('#media .media-item[data-slot="Cd"] .media-state'))`),
+		waitJS(`[...document.querySelectorAll('#eventlog li')].some(li => li.textContent.includes('Cd inserted'))`))
+	// A pending BIOS setting made elsewhere shows.
+	if st, body := rf(t, base, "admin", "e2e-pass", "PATCH", "/redfish/v1/Systems/"+id+"/Bios/Settings",
+		map[string]any{"Attributes": map[string]any{"ProcTurboMode": "Disabled"}}); st >= 300 {
+		t.Fatalf("patch BIOS settings: %d %v", st, body)
+	}
+	b.run(t, "pending BIOS setting", 20*time.Second,
+		waitJS(`document.querySelector('#bios-pending').textContent.startsWith('1 setting')`),
+		waitJS(`[...document.querySelectorAll('#bios tr.pending')].some(tr => tr.textContent.includes('ProcTurboMode') && tr.textContent.includes('→ Disabled'))`))
 	b.screenshot(t, "system")
+	b.run(t, "eject media from the page", 30*time.Second,
+		chromedp.Click(`#media .media-item[data-slot="Cd"] button.eject`, chromedp.ByQuery),
+		waitJS(`(e => e && e.textContent === 'Empty')(document.querySelector('#media .media-item[data-slot="Cd"] .media-state'))`))
+
+	// The Administrator makes a ReadOnly account on the accounts page.
+	b.run(t, "add an account from the page", 30*time.Second,
+		chromedp.Click("#nav-accounts", chromedp.ByID),
+		chromedp.WaitVisible("#new-user", chromedp.ByID),
+		chromedp.SendKeys("#new-user", "viewer", chromedp.ByID),
+		chromedp.SendKeys("#new-pass", "Web-pass-1234", chromedp.ByID),
+		chromedp.SetValue("#new-role", "ReadOnly", chromedp.ByID),
+		chromedp.Click("#new-add", chromedp.ByID),
+		waitJS(`[...document.querySelectorAll('#accounts tr')].some(tr => tr.textContent.startsWith('viewerReadOnly'))`))
+	b.screenshot(t, "accounts")
 
 	// A ReadOnly user sees, and cannot act.
-	addAccount(t, base, "viewer", "ReadOnly")
 	b.run(t, "log out", 10*time.Second, chromedp.Click("#logout", chromedp.ByID), chromedp.WaitVisible("#login", chromedp.ByID))
 	b.login(t, "viewer", "Web-pass-1234")
 	var disabled bool

@@ -92,6 +92,27 @@ async function act(what, method, path, body) {
   return res;
 }
 
+// followTask watches the task of a 202 answer until it ends, then says how
+// it ended (a media insert downloads first) and calls done.
+async function followTask(res, what, done) {
+  if (res.status !== 202) { if (done) done(); return; }
+  const uri = (res.body && res.body["@odata.id"] && res.body["@odata.id"].includes("/TaskService/Tasks/")) ? res.body["@odata.id"] : null;
+  if (!uri) { if (done) done(); return; }
+  for (let i = 0; i < 7200; i++) {
+    const r = await api("GET", uri);
+    if (r.status !== 200) break;
+    const st = r.body.TaskState;
+    if (st !== "New" && st !== "Starting" && st !== "Running" && st !== "Pending") {
+      const m = (r.body.Messages || []).map((x) => x.Message).join(" ");
+      toast(`${what}: ${st}${m ? ": " + m : ""}`, st !== "Completed");
+      break;
+    }
+    if (done && i === 0) done(); // show the insert as under way
+    await new Promise((ok) => setTimeout(ok, 500));
+  }
+  if (done) done();
+}
+
 // ---- session ----
 
 function forget() {
@@ -390,7 +411,8 @@ function systemView(id) {
         el("p", { class: "media-state", text: v.Inserted ? `Inserted: ${v.Image}` : "Empty" }),
         el("div", { class: "form" }, url,
           el("button", { type: "button", class: "insert", disabled: !operate || !ins, title: denied, text: "Insert",
-            onclick: () => act("Insert " + v.Id, "POST", ins.target, { Image: url.value, Inserted: true, WriteProtected: true }).then(loadMedia) }),
+            onclick: () => act("Insert " + v.Id, "POST", ins.target, { Image: url.value, Inserted: true, WriteProtected: true })
+              .then((res) => followTask(res, "Insert " + v.Id, loadMedia)) }),
           el("button", { type: "button", class: "eject", disabled: !operate || !ej || !v.Inserted, title: denied, text: "Eject",
             onclick: () => act("Eject " + v.Id, "POST", ej.target, {}).then(loadMedia) })));
     }));
@@ -444,6 +466,13 @@ function systemView(id) {
 // the websocket, which is sent the session token first.
 function openConsole(id, box, status) {
   let ws = null, closed = false, retry = null;
+  if (!state.me.Console || !state.me.Operate) {
+    box.hidden = true;
+    status.textContent = !state.me.Console ? "This backend's machines have no serial console."
+      : "The serial console needs the Operator or Administrator role (as IPMI's SOL does); your role is " + (state.me.Role || "?") + ".";
+    status.className = "muted";
+    return { close() {} };
+  }
   const term = new window.Terminal({ convertEol: false, cursorBlink: true, scrollback: 5000, fontSize: 14,
     theme: { background: "#111417", foreground: "#d8dee4" } });
   const fit = new window.FitAddon.FitAddon();
@@ -458,14 +487,6 @@ function openConsole(id, box, status) {
   const dec = new TextDecoder();
   function say(s, cls) { status.textContent = s; status.className = cls || "muted"; status.dataset.state = cls || ""; }
   function connect() {
-    if (!state.me.Console) {
-      say("This backend's machines have no serial console.", "muted");
-      return;
-    }
-    if (!state.me.Operate) {
-      say("The serial console needs the Operator or Administrator role.", "bad");
-      return;
-    }
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
     ws = new WebSocket(`${proto}//${location.host}/ui/console/${encodeURIComponent(id)}`);
     ws.binaryType = "arraybuffer";
