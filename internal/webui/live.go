@@ -319,9 +319,11 @@ func (u *UI) serveLive(w http.ResponseWriter, r *http.Request, c redfish.Caller)
 	}
 	defer u.release()
 	rc := http.NewResponseController(w)
-	// The listener's write timeout bounds ordinary answers; a stream
-	// lives as long as the page.
+	// The listener's timeouts bound ordinary requests; a stream lives as
+	// long as the page (with the write deadline left, the stream broke
+	// at the first write after it: TestLiveOutlivesTimeouts).
 	_ = rc.SetWriteDeadline(time.Time{})
+	_ = rc.SetReadDeadline(time.Time{})
 	tok := r.Header.Get("X-Auth-Token")
 	v := u.hub.add()
 	defer u.hub.remove(v)

@@ -1,11 +1,14 @@
 package webui
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -221,3 +224,56 @@ func benchGet(b *testing.B, wrap bool) {
 // costs Redfish one prefix comparison.
 func BenchmarkGetSystemDirect(b *testing.B)  { benchGet(b, false) }
 func BenchmarkGetSystemWrapped(b *testing.B) { benchGet(b, true) }
+
+// TestLiveOutlivesTimeouts checks a live stream keeps delivering past the
+// listener's read and write timeouts, which bound ordinary requests (vbmcd
+// sets 30 s and 60 s): without clearing them the stream ended when the
+// first ran out, and the page missed what changed until it reconnected.
+func TestLiveOutlivesTimeouts(t *testing.T) {
+	f := newFixture(t, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.ui.Run(ctx)
+	srv := httptest.NewUnstartedServer(f.h)
+	srv.Config.ReadTimeout, srv.Config.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	tok := f.login(t, user, pass)
+	req, _ := http.NewRequest("GET", srv.URL+"/ui/api/live", nil)
+	req.Header.Set("X-Auth-Token", tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("live: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	time.Sleep(time.Second) // past both timeouts
+	id := f.svc.List()[1].ID
+	if err := f.svc.Reset(ctx, id, machine.ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			if strings.HasPrefix(l, "data: ") && strings.Contains(l, id) {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no row for the machine powered on")
+		}
+	}
+}

@@ -187,7 +187,7 @@ function startLive() {
   const ctl = new AbortController();
   state.live = ctl;
   (async () => {
-    let backoff = 500;
+    let backoff = 500, first = true;
     while (!ctl.signal.aborted && state.token) {
       try {
         const r = await fetch("/ui/api/live", { headers: { "X-Auth-Token": state.token }, signal: ctl.signal, cache: "no-store", credentials: "omit" });
@@ -195,6 +195,10 @@ function startLive() {
         if (!r.ok || !r.body) throw new Error("live: " + r.status);
         $("live").className = "live on";
         $("live").dataset.state = "on";
+        // What changed while the stream was down was not sent: read the
+        // view again.
+        if (!first && state.onResync) state.onResync();
+        first = false;
         backoff = 500;
         const rd = r.body.pipeThrough(new TextDecoderStream()).getReader();
         let buf = "";
@@ -230,6 +234,7 @@ function leaveView() {
   if (state.leave) state.leave();
   state.leave = null;
   state.onRows = null;
+  state.onResync = null;
 }
 
 function route() {
@@ -305,7 +310,7 @@ function systemsView(pageNo, filter) {
       tr.dataset.power = r.Power;
     }
   };
-  (async () => {
+  const load = async () => {
     const res = await api("GET", `/ui/api/systems?skip=${(pageNo - 1) * PAGE}&top=${PAGE}${filter ? "&q=" + encodeURIComponent(filter) : ""}`);
     if (res.status !== 200) { toast("Systems: " + errorText(res), true); return; }
     const p = res.body;
@@ -319,7 +324,9 @@ function systemsView(pageNo, filter) {
     prev.disabled = pageNo <= 1;
     next.disabled = pageNo >= pages;
     tbody.dataset.loaded = "1";
-  })();
+  };
+  state.onResync = () => { rows.clear(); tbody.replaceChildren(); load(); };
+  load();
 }
 
 // ---- one system ----
@@ -458,6 +465,7 @@ function systemView(id) {
       pendingReload = setTimeout(() => { loadSystem(); loadMedia(); loadBios(); loadLog(); }, 100);
     }
   };
+  state.onResync = () => { loadSystem(); loadMedia(); loadBios(); loadFirmware(); loadLog(); };
   const con = openConsole(id, termBox, conStatus);
   state.leave = () => { clearTimeout(pendingReload); con.close(); };
 }
