@@ -313,7 +313,7 @@ func atoiDefault(s string, def int) (int, error) {
 // the machines the caller may see that changed (a removed one with
 // Removed set), and a comment every pingEvery. The session is checked
 // again before each batch; the stream ends when it ends.
-func (u *UI) serveLive(w http.ResponseWriter, r *http.Request, c redfish.Caller) {
+func (u *UI) serveLive(w http.ResponseWriter, r *http.Request) {
 	if !u.take(w) {
 		return
 	}
@@ -365,8 +365,8 @@ func (u *UI) serveLive(w http.ResponseWriter, r *http.Request, c redfish.Caller)
 			}
 		}
 		last = time.Now()
-		var ok bool
-		if c, ok = u.rf.SessionCaller(tok); !ok {
+		c, ok := u.rf.SessionCaller(tok)
+		if !ok {
 			return
 		}
 		rows := []row{}

@@ -160,7 +160,7 @@ func (u *UI) serveAPI(w http.ResponseWriter, r *http.Request, rest string) {
 	case rest == "systems":
 		u.serveSystems(w, r, c)
 	case rest == "live":
-		u.serveLive(w, r, c)
+		u.serveLive(w, r)
 	case strings.HasPrefix(rest, "systems/"):
 		id, what, _ := strings.Cut(strings.TrimPrefix(rest, "systems/"), "/")
 		m, err := u.svc.Get(id)
