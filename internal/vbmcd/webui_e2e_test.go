@@ -438,8 +438,10 @@ func TestWebUIAPI(t *testing.T) {
 	_ = fmt.Sprint()
 }
 
-// TestE2EWebUIConsole is the console over a real VM: the page powers it
-// on and shows the state change without a reload, the serial console shows
+// TestE2EWebUIConsole is the console over a real VM: a Once Cd override
+// set on the page boots the marker ISO, whose marker shows in the console
+// and whose power-off shows without a reload with the override spent; the
+// page powers it on again and shows the state change, the serial console shows
 // the disk's grub and what is typed reaches grub (its answer to an echo of
 // a variable comes back, which grub's own echo of the typed line cannot
 // fake), a page opened later gets the scroll-back, a ForceOff shows, a
@@ -460,6 +462,23 @@ func TestE2EWebUIConsole(t *testing.T) {
 		chromedp.WaitVisible("#reset-On", chromedp.ByID),
 		waitJS(`document.querySelector('#console-status').dataset.state === 'warn'`), // waiting: the VM is off
 		chromedp.Evaluate(`window.notReloaded = true`, &ok))
+	// Once from the CD: the marker ISO prints its marker and powers the VM
+	// off, which the page shows by itself.
+	b.run(t, "Once Cd from the page", 20*time.Second,
+		waitJS(`document.querySelector('#boot-target').options.length > 3`),
+		chromedp.SetValue("#boot-target", "Cd", chromedp.ByID),
+		chromedp.SetValue("#boot-enabled", "Once", chromedp.ByID),
+		chromedp.Click("#boot-apply", chromedp.ByID),
+		waitJS(`document.querySelector('#boot-now').textContent.includes('Cd, Once')`),
+		chromedp.Click("#reset-On", chromedp.ByID),
+		waitJS(fmt.Sprintf(`document.querySelector('#terminal').dataset.text.includes(%q)`, testenv.Marker)))
+	b.run(t, "the ISO powers the VM off", bootTimeout,
+		waitJS(`document.querySelector('#sys-power [data-power]').dataset.power === 'Off' && window.notReloaded === true`),
+		waitJS(`document.querySelector('#boot-now').textContent.startsWith('Now: none')`),
+		waitJS(`[...document.querySelectorAll('#eventlog li')].some(li => li.textContent.includes('One-time boot override (Cd) used'))`))
+	b.screenshot(t, "once-cd")
+
+	// Then the disk, whose grub stays at its prompt.
 	start := time.Now()
 	b.run(t, "power on from the page", 60*time.Second,
 		chromedp.Click("#reset-On", chromedp.ByID),
