@@ -1,11 +1,15 @@
 package webui
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"embed"
 	"encoding/json"
 	"io/fs"
 	"net/http"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -50,7 +54,7 @@ type UI struct {
 	rf     *redfish.Server
 	svc    *machine.Service
 	log    *zap.Logger
-	static http.Handler
+	static *static
 	now    func() time.Time
 
 	hub     hub
@@ -65,10 +69,9 @@ func New(rf *redfish.Server, svc *machine.Service, log *zap.Logger) *UI {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	sub, _ := fs.Sub(assetFS, "assets")
 	u := &UI{
 		rf: rf, svc: svc, log: log, now: time.Now,
-		static:  http.StripPrefix("/ui/assets/", http.FileServerFS(sub)),
+		static:  newStatic(),
 		streams: make(chan struct{}, maxStreams),
 		done:    make(chan struct{}),
 	}
@@ -110,14 +113,14 @@ func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.Set("Cache-Control", "no-cache")
-		http.ServeFileFS(w, r, assetFS, "assets/index.html")
+		u.static.serve(w, r, "index.html")
 	case strings.HasPrefix(p, "/ui/assets/"):
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			methodNotAllowed(w)
 			return
 		}
 		h.Set("Cache-Control", "no-cache")
-		u.static.ServeHTTP(w, r)
+		u.static.serve(w, r, strings.TrimPrefix(p, "/ui/assets/"))
 	case strings.HasPrefix(p, "/ui/api/"):
 		u.serveAPI(w, r, strings.TrimPrefix(p, "/ui/api/"))
 	case strings.HasPrefix(p, "/ui/console/"):
@@ -222,6 +225,45 @@ func (u *UI) Run(ctx context.Context) {
 			}
 		}
 	}()
+}
+
+// static serves the embedded assets, each with an ETag (its SHA-256), so a
+// browser revalidates them with a 304 instead of fetching xterm.js again;
+// directories are not listed.
+type static struct {
+	files map[string]asset
+}
+
+type asset struct {
+	body []byte
+	etag string
+}
+
+func newStatic() *static {
+	st := &static{files: map[string]asset{}}
+	_ = fs.WalkDir(assetFS, "assets", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := assetFS.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		st.files[strings.TrimPrefix(p, "assets/")] = asset{body: b, etag: `"` + hex.EncodeToString(sum[:16]) + `"`}
+		return nil
+	})
+	return st
+}
+
+func (st *static) serve(w http.ResponseWriter, r *http.Request, name string) {
+	a, ok := st.files[name]
+	if !ok {
+		apiError(w, http.StatusNotFound, "no such file")
+		return
+	}
+	w.Header().Set("ETag", a.etag)
+	http.ServeContent(w, r, path.Base(name), time.Time{}, bytes.NewReader(a.body))
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -277,3 +277,30 @@ func TestLiveOutlivesTimeouts(t *testing.T) {
 		}
 	}
 }
+
+// TestAssets checks the assets are served with their type and an ETag a
+// browser revalidates with, and that directories are not listed.
+func TestAssets(t *testing.T) {
+	f := newFixture(t, 1)
+	get := func(path, inm string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", path, nil)
+		if inm != "" {
+			r.Header.Set("If-None-Match", inm)
+		}
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, r)
+		return w
+	}
+	w := get("/ui/assets/vendor/xterm/xterm.js", "")
+	if w.Code != 200 || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/javascript") || w.Header().Get("ETag") == "" {
+		t.Fatalf("xterm.js: %d %q %q", w.Code, w.Header().Get("Content-Type"), w.Header().Get("ETag"))
+	}
+	if w2 := get("/ui/assets/vendor/xterm/xterm.js", w.Header().Get("ETag")); w2.Code != http.StatusNotModified {
+		t.Errorf("xterm.js with its ETag: %d, want 304", w2.Code)
+	}
+	for _, p := range []string{"/ui/assets/", "/ui/assets/vendor/", "/ui/assets/vendor/xterm", "/ui/assets/../webui.go"} {
+		if w := get(p, ""); w.Code != http.StatusNotFound {
+			t.Errorf("%s: %d, want 404", p, w.Code)
+		}
+	}
+}
