@@ -502,6 +502,46 @@ func TestE2EWebUIConsole(t *testing.T) {
 		chromedp.Navigate(base+"/#/system/"+vm.ID),
 		waitJS(fmt.Sprintf(`document.querySelector('#terminal') && document.querySelector('#terminal').dataset.text.includes(%q) && document.querySelector('#terminal').dataset.text.includes('WEBCONSOLE')`, testenv.DiskMarker)))
 
+	// Another holder takes the console (as IPMI SOL or virsh console
+	// would): the page says so and leaves it to them, not taking it back
+	// every second, until asked.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	holder, err := lab.Backend.OpenConsole(ctx, vm.ID)
+	if err != nil {
+		t.Fatalf("open the console beside the page: %v", err)
+	}
+	defer holder.Close()
+	held := make(chan error, 1)
+	var heldOut testenv.Buffer
+	go func() {
+		_, err := io.Copy(&heldOut, holder)
+		held <- err
+	}()
+	b.run(t, "the page sees the console taken", 30*time.Second,
+		waitJS(`document.querySelector('#console-status').textContent.startsWith('taken')`),
+		waitJS(`!document.querySelector('#console-take').hidden`))
+	b.screenshot(t, "taken")
+	if _, err := holder.Write([]byte("\recho HELD\r")); err != nil {
+		t.Fatalf("type into the taken console: %v", err)
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return strings.Contains(heldOut.String(), "\rHELD\n") }) {
+		t.Fatalf("the other holder's console did not answer; got %q", heldOut.String())
+	}
+	select {
+	case err := <-held:
+		t.Fatalf("the page took the console back unasked: the other holder's stream ended (%v)", err)
+	case <-time.After(3 * time.Second): // the page's old retry came after 1 s
+	}
+	b.run(t, "take the console back", 30*time.Second,
+		chromedp.Click("#console-take", chromedp.ByID),
+		waitJS(`document.querySelector('#console-status').dataset.state === 'good'`))
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the other holder kept the console after the page took it back")
+	}
+
 	// A websocket from another origin is refused at the handshake.
 	d := websocket.Dialer{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, HandshakeTimeout: 10 * time.Second}
 	wsURL := "wss" + strings.TrimPrefix(base, "https") + "/ui/console/" + vm.ID

@@ -31,8 +31,11 @@ import (
 // keeps the last scrollBack bytes of output, which a new viewer is sent
 // first; it reopens the stream when the machine stops and starts again,
 // and closes it when its last viewer leaves. The backend's console takes
-// the stream over from another holder (libvirt's force flag): an IPMI SOL
-// session and a browser on the same machine take it from each other.
+// the stream over from another holder (libvirt's force flag). So that an
+// IPMI SOL session and a browser on the same machine do not take it from
+// each other forever, a stream that ends while its machine still runs is
+// taken, not reopened: the page says so and offers to take it back (a
+// {"take":true} text message), which a viewer's click does once.
 
 // ConsoleOpener is the backend's serial console, as internal/ipmi's SOL
 // uses it: a stream of output that takes input, ending when the machine
@@ -119,13 +122,21 @@ func (u *UI) serveConsole(w http.ResponseWriter, r *http.Request, id string) {
 		return ws.WriteMessage(kind, b)
 	}
 	ws.SetPongHandler(func(string) error { return nil })
-	// Input: whatever the page sends goes to the console as typed.
+	// Input: binary messages go to the console as typed; a text message
+	// is a request ({"take":true}: take the console back).
 	go func() {
 		defer cancel()
 		for {
-			_, b, err := ws.ReadMessage()
+			kind, b, err := ws.ReadMessage()
 			if err != nil {
 				return
+			}
+			if kind == websocket.TextMessage {
+				var req struct{ Take bool }
+				if json.Unmarshal(b, &req) == nil && req.Take {
+					t.takeBack()
+				}
+				continue
 			}
 			t.write(b)
 		}
@@ -196,6 +207,14 @@ type tap struct {
 	status  consoleMsg
 	stop    context.CancelFunc // nil when the reader is not running
 	used    time.Time
+	take    chan struct{} // a viewer asks to take the console back
+}
+
+func (t *tap) takeBack() {
+	select {
+	case t.take <- struct{}{}:
+	default:
+	}
 }
 
 type taps struct {
@@ -215,7 +234,7 @@ func (ts *taps) join(u *UI, opener ConsoleOpener, id string) *tap {
 		if len(ts.m) >= tapsKept {
 			ts.evict()
 		}
-		t = &tap{id: id, opener: opener, svc: u.svc, viewers: map[*consoleViewer]struct{}{}}
+		t = &tap{id: id, opener: opener, svc: u.svc, viewers: map[*consoleViewer]struct{}{}, take: make(chan struct{}, 1)}
 		ts.m[id] = t
 	}
 	t.mu.Lock()
@@ -368,9 +387,46 @@ func (t *tap) read(ctx context.Context, done <-chan struct{}) {
 		if ctx.Err() != nil {
 			return
 		}
-		t.setStatus(consoleMsg{Status: "waiting", Detail: "The console stream ended (the machine stopped, or another console took it)."})
+		if m, err := t.svc.Get(t.id); err == nil && m.Power == machine.PowerOn {
+			// The machine runs: someone else (an IPMI SOL session,
+			// virsh console) took the stream.
+			t.setStatus(consoleMsg{Status: "taken", Detail: "Another console (IPMI SOL, virsh console) took the serial console."})
+			if !t.waitTakeBack(ctx, done, events) {
+				return
+			}
+			continue
+		}
+		t.setStatus(consoleMsg{Status: "waiting", Detail: "The console stream ended: the machine stopped."})
 		if !waitChange(ctx, done, events, t.id) {
 			return
+		}
+	}
+}
+
+// waitTakeBack waits until a viewer asks for the console back or the
+// machine stops running (its next start's console is anyone's); false when
+// ctx or done ends first.
+func (t *tap) waitTakeBack(ctx context.Context, done <-chan struct{}, events <-chan machine.Event) bool {
+	select {
+	case <-t.take: // a request made before the stream ended is stale
+	default:
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-done:
+			return false
+		case <-t.take:
+			return true
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			if ev.ID == t.id && ev.Machine != nil && ev.Machine.Power != machine.PowerOn {
+				return true
+			}
 		}
 	}
 }

@@ -493,6 +493,9 @@ function openConsole(id, box, status) {
   term.onData((d) => { if (ws && ws.readyState === WebSocket.OPEN) ws.send(enc.encode(d)); });
   box.dataset.text = "";
   const dec = new TextDecoder();
+  const takeBtn = el("button", { type: "button", id: "console-take", hidden: true, text: "Take the console back",
+    onclick: () => { if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ Take: true })); takeBtn.hidden = true; } });
+  status.after(takeBtn);
   function say(s, cls) { status.textContent = s; status.className = cls || "muted"; status.dataset.state = cls || ""; }
   function connect() {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
@@ -506,6 +509,7 @@ function openConsole(id, box, status) {
         if (m.error) say(`${m.error}${m.detail ? ": " + m.detail : ""}`, "bad");
         else if (m.status === "connected") say("connected", "good");
         else say(`${m.status}${m.detail ? ": " + m.detail : ""}`, "warn");
+        takeBtn.hidden = m.status !== "taken";
         return;
       }
       const b = new Uint8Array(ev.data);
@@ -521,7 +525,7 @@ function openConsole(id, box, status) {
     };
   }
   connect();
-  return { close() { closed = true; clearTimeout(retry); if (ws) ws.close(); window.removeEventListener("resize", onResize); term.dispose(); } };
+  return { close() { closed = true; clearTimeout(retry); if (ws) ws.close(); window.removeEventListener("resize", onResize); term.dispose(); takeBtn.remove(); } };
 }
 
 // ---- accounts (Administrator) ----
