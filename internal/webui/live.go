@@ -30,6 +30,7 @@ const (
 	logPerMachine = 32   // entries kept per machine
 	logMachines   = 4096 // machines with a log; the oldest log goes first
 	flushEvery    = 200 * time.Millisecond
+	recheckEvery  = 500 * time.Millisecond // a machine in PoweringOn or PoweringOff
 	pingEvery     = 25 * time.Second
 )
 
@@ -72,6 +73,19 @@ func (h *hub) remove(v *viewer) {
 	h.mu.Lock()
 	delete(h.clients, v)
 	h.mu.Unlock()
+}
+
+// mark adds machines to the viewer's changed set.
+func (v *viewer) mark(ids []string) {
+	v.mu.Lock()
+	for _, id := range ids {
+		v.dirty[id] = struct{}{}
+	}
+	v.mu.Unlock()
+	select {
+	case v.kick <- struct{}{}:
+	default:
+	}
 }
 
 // take returns the machines that changed since the last call.
@@ -370,6 +384,7 @@ func (u *UI) serveLive(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rows := []row{}
+		var moving []string
 		for _, id := range v.take() {
 			m, err := u.svc.Get(id)
 			switch {
@@ -377,7 +392,17 @@ func (u *UI) serveLive(w http.ResponseWriter, r *http.Request) {
 				rows = append(rows, row{ID: id, Removed: true})
 			case err == nil && c.CanAccess(m):
 				rows = append(rows, u.row(m))
+				if m.Power == machine.PowerPoweringOn || m.Power == machine.PowerPoweringOff {
+					moving = append(moving, m.ID)
+				}
 			}
+		}
+		if len(moving) > 0 {
+			// PoweringOn and PoweringOff are the model's word for an
+			// action under way; the backend's event may come before the
+			// action ends, and the end brings no event of its own. Look
+			// again until the machine settles.
+			time.AfterFunc(recheckEvery, func() { v.mark(moving) })
 		}
 		if len(rows) == 0 {
 			continue

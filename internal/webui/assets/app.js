@@ -59,9 +59,21 @@ async function api(method, path, body) {
     headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
-  const r = await fetch(path, init);
+  let r;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      r = await fetch(path, init);
+      break;
+    } catch (e) {
+      // The network failed under the request (a dropped connection, the
+      // browser's "network changed"): a read is tried again, a change is
+      // reported, since it may or may not have been done.
+      if (method === "GET" && attempt < 3) { await new Promise((ok) => setTimeout(ok, 300 * (attempt + 1))); continue; }
+      return { status: 0, body: { error: "network error (" + e.message + "); check the state before trying again" }, headers: new Headers() };
+    }
+  }
   let data = null;
-  const text = await r.text();
+  const text = await r.text().catch(() => "");
   if (text) { try { data = JSON.parse(text); } catch (e) { data = { text }; } }
   if (r.status === 401 && path !== "/redfish/v1/SessionService/Sessions") {
     forget();
@@ -80,7 +92,7 @@ function errorText(res) {
     return `${res.status}: ${i.Message}${i.Resolution ? " " + i.Resolution : ""}`;
   }
   if (b.error && b.error.message) return `${res.status}: ${b.error.message}`;
-  if (typeof b.error === "string") return `${res.status}: ${b.error}`;
+  if (typeof b.error === "string") return res.status ? `${res.status}: ${b.error}` : b.error;
   return `${res.status}`;
 }
 
@@ -360,8 +372,11 @@ function systemView(id) {
   const mode = el("select", { id: "boot-mode", disabled: !operate });
   const bootNow = el("p", { id: "boot-now", class: "muted" });
   const bootApply = el("button", { type: "button", id: "boot-apply", disabled: !operate, title: denied, text: "Set boot override",
-    onclick: () => act("Boot override", "PATCH", sys, { Boot: {
-      BootSourceOverrideTarget: target.value, BootSourceOverrideEnabled: enabled.value, BootSourceOverrideMode: mode.value } }).then(loadSystem) });
+    onclick: () => {
+      const boot = { BootSourceOverrideTarget: target.value, BootSourceOverrideEnabled: enabled.value, BootSourceOverrideMode: mode.value };
+      for (const sel of [target, enabled, mode]) delete sel.dataset.dirty;
+      act("Boot override", "PATCH", sys, { Boot: boot }).then(loadSystem);
+    } });
 
   const mediaBox = el("div", { id: "media" });
   const biosBox = el("div", { id: "bios" });
@@ -384,9 +399,13 @@ function systemView(id) {
       el("div", {},
         section("Serial console", "console", el("p", {}, conStatus), termBox))));
 
+  // A live update refreshes the selects, except one the user changed and
+  // has not applied yet.
   function fill(sel, values, cur) {
+    if (sel.dataset.dirty) return;
     sel.replaceChildren(...values.map((v) => el("option", { value: v, selected: v === cur, text: v })));
   }
+  for (const sel of [target, enabled, mode]) sel.addEventListener("change", () => { sel.dataset.dirty = "1"; });
 
   async function loadSystem() {
     const res = await api("GET", sys);
@@ -404,25 +423,37 @@ function systemView(id) {
     bootNow.textContent = `Now: ${bootText({ Target: b.BootSourceOverrideTarget, Enabled: b.BootSourceOverrideEnabled, Mode: b.BootSourceOverrideMode })}`;
   }
 
+  // Media members are made once and updated in place, so that a live
+  // update does not wipe a URL being typed.
+  const members = new Map();
   async function loadMedia() {
     const res = await api("GET", mgr + "/VirtualMedia");
     if (res.status !== 200) { mediaBox.textContent = errorText(res); return; }
     const items = await Promise.all((res.body.Members || []).map((m) => api("GET", m["@odata.id"])));
-    mediaBox.replaceChildren(...items.filter((r) => r.status === 200).map((r) => {
+    for (const r of items) {
+      if (r.status !== 200) continue;
       const v = r.body;
-      const url = el("input", { type: "url", class: "media-url", placeholder: "http://…/image.iso", disabled: !operate, "data-slot": v.Id });
       const acts = v["Actions"] || {};
       const ins = acts["#VirtualMedia.InsertMedia"], ej = acts["#VirtualMedia.EjectMedia"];
-      return el("div", { class: "media-item", "data-slot": v.Id },
-        el("strong", { text: v.Id + " " }), el("span", { class: "muted", text: (v.MediaTypes || []).join(", ") }),
-        el("p", { class: "media-state", text: v.Inserted ? `Inserted: ${v.Image}` : "Empty" }),
-        el("div", { class: "form" }, url,
-          el("button", { type: "button", class: "insert", disabled: !operate || !ins, title: denied, text: "Insert",
-            onclick: () => act("Insert " + v.Id, "POST", ins.target, { Image: url.value, Inserted: true, WriteProtected: true })
-              .then((res) => followTask(res, "Insert " + v.Id, loadMedia)) }),
-          el("button", { type: "button", class: "eject", disabled: !operate || !ej || !v.Inserted, title: denied, text: "Eject",
-            onclick: () => act("Eject " + v.Id, "POST", ej.target, {}).then(loadMedia) })));
-    }));
+      let m = members.get(v.Id);
+      if (!m) {
+        m = {
+          state: el("p", { class: "media-state" }),
+          url: el("input", { type: "url", class: "media-url", placeholder: "http://…/image.iso", disabled: !operate, "data-slot": v.Id }),
+        };
+        m.insert = el("button", { type: "button", class: "insert", disabled: !operate || !ins, title: denied, text: "Insert",
+          onclick: () => act("Insert " + v.Id, "POST", ins.target, { Image: m.url.value, Inserted: true, WriteProtected: true })
+            .then((res) => followTask(res, "Insert " + v.Id, loadMedia)) });
+        m.eject = el("button", { type: "button", class: "eject", title: denied, text: "Eject",
+          onclick: () => act("Eject " + v.Id, "POST", ej.target, {}).then(loadMedia) });
+        members.set(v.Id, m);
+        mediaBox.append(el("div", { class: "media-item", "data-slot": v.Id },
+          el("strong", { text: v.Id + " " }), el("span", { class: "muted", text: (v.MediaTypes || []).join(", ") }),
+          m.state, el("div", { class: "form" }, m.url, m.insert, m.eject)));
+      }
+      m.state.textContent = v.Inserted ? `Inserted: ${v.Image}` : "Empty";
+      m.eject.disabled = !operate || !ej || !v.Inserted;
+    }
   }
 
   async function loadBios() {
