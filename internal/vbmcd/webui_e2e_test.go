@@ -565,6 +565,17 @@ func TestE2EWebUIConsole(t *testing.T) {
 		t.Fatalf("the page took the console back unasked: the other holder's stream ended (%v)", err)
 	case <-time.After(3 * time.Second): // the page's old retry came after 1 s
 	}
+	// A page opened now finds it taken too, and leaves it.
+	b.run(t, "reopen the page", 30*time.Second,
+		chromedp.Navigate(base+"/#/systems"),
+		chromedp.WaitVisible("#rows", chromedp.ByID),
+		chromedp.Navigate(base+"/#/system/"+vm.ID),
+		waitJS(`document.querySelector('#console-status').textContent.startsWith('taken')`))
+	select {
+	case err := <-held:
+		t.Fatalf("a page opened again took the console unasked: the other holder's stream ended (%v)", err)
+	case <-time.After(2 * time.Second):
+	}
 	b.run(t, "take the console back", 30*time.Second,
 		chromedp.Click("#console-take", chromedp.ByID),
 		waitJS(`document.querySelector('#console-status').dataset.state === 'good'`))

@@ -338,6 +338,16 @@ func (t *tap) read(ctx context.Context, done <-chan struct{}) {
 	events, cancel := t.svc.Backend().Subscribe()
 	defer cancel()
 	buf := make([]byte, 4096)
+	t.mu.Lock()
+	taken := t.status.Status == "taken"
+	t.mu.Unlock()
+	if m, err := t.svc.Get(t.id); taken && err == nil && m.Power == machine.PowerOn {
+		// Taken before the last viewer left (a page reloaded, a dropped
+		// connection): still theirs until a viewer asks.
+		if !t.waitTakeBack(ctx, done, events) {
+			return
+		}
+	}
 	for ctx.Err() == nil {
 		octx, ocancel := context.WithTimeout(ctx, 10*time.Second)
 		con, err := t.opener.OpenConsole(octx, t.id)
