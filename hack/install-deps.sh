@@ -18,6 +18,8 @@ PKGS=(
   openssh-client
   # the daemons the hybrid mode's static pods configure, and a DNS client
   keepalived haproxy bind9-dnsutils
+  # the browser the web console's tests drive (chromedp)
+  chromium
   # systemd-analyze, to verify the shipped vbmcd unit
   systemd
   # ping across the VXLAN that joins a lab's bridges on two hosts

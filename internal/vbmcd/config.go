@@ -42,6 +42,7 @@ type Config struct {
 	TLSMinVersion   string
 	TLSCipherSuites []string
 	InsecureHTTP    bool
+	WebConsole      bool
 	StateDir        string
 	SessionTimeout  time.Duration
 
@@ -109,6 +110,7 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.TLSMinVersion, "tls-min-version", "1.2", "lowest TLS version Redfish accepts: 1.2 or 1.3")
 	fs.StringSliceVar(&c.TLSCipherSuites, "tls-cipher-suites", nil, "TLS 1.2 cipher suites Redfish offers, IANA names, comma-separated (default: every forward-secret AEAD suite; "+strings.Join(redfish.TLSSuiteNames(), ", ")+")")
 	fs.BoolVar(&c.InsecureHTTP, "insecure-http", false, "serve Redfish over plain HTTP")
+	fs.BoolVar(&c.WebConsole, "web-console", true, "serve the web console (a browser's view of the machines, with their serial consoles) at / on the Redfish listener")
 	fs.StringVar(&c.StateDir, "state-dir", "/var/lib/vbmcd", "where vbmcd keeps its TLS certificate and service UUID")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 30*time.Minute, "idle timeout of Redfish sessions")
 	fs.StringVar(&c.MediaDir, "media-dir", filepath.Join(defaultRoot, "var/lib/bmlab/media"), "virtual media image cache (qemu must be able to read it)")

@@ -2,7 +2,8 @@
 // (or KubeVirt VirtualMachine, or simulated server) a Redfish BMC and an IPMI lanplus BMC over one
 // machine model. It parses flags, the YAML config file and VBMCD_*
 // environment variables, builds the backend, the model and the protocol
-// faces, and shuts them down within a bounded time. Beside the daemon it
+// faces, and shuts them down within a bounded time. On the Redfish listener
+// it also serves the web console (internal/webui, --web-console). Beside the daemon it
 // serves Prometheus metrics (--metrics-addr) and an admin socket in the
 // state directory, through which `vbmcd fault set|clear|list` injects faults
 // (latency, HTTP errors, dropped IPMI packets, a refused power-on, stuck
@@ -12,6 +13,6 @@
 // body and idle timeouts; connlimit.go: connections per source address).
 //
 // What it does not do: any protocol or backend work; that lives in
-// internal/redfish, internal/ipmi, internal/virt, internal/kubevirt and
-// internal/sim.
+// internal/redfish, internal/ipmi, internal/webui, internal/virt,
+// internal/kubevirt and internal/sim.
 package vbmcd

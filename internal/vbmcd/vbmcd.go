@@ -31,6 +31,7 @@ import (
 	"github.com/bmlab/bmlab/internal/sim"
 	"github.com/bmlab/bmlab/internal/vbmcd/ipmicmd"
 	"github.com/bmlab/bmlab/internal/virt"
+	"github.com/bmlab/bmlab/internal/webui"
 )
 
 // Streams are the command's standard streams.
@@ -266,7 +267,17 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		redfish.WithEventPolicy(policy), // the image fetcher's: one outbound policy
 		redfish.WithEventStore(filepath.Join(cfg.StateDir, "event-subscriptions.json")))
 	rf.WatchEvents(ctx)
-	srv := newHTTPServer(rf.Handler(), log, defaultHTTPLimits)
+	var handler http.Handler = rf.Handler()
+	var ui *webui.UI
+	if cfg.WebConsole {
+		ui = webui.New(rf, svc, log.Named("webui"))
+		ui.Run(ctx)
+		handler = ui.Wrap(handler)
+	}
+	srv := newHTTPServer(handler, log, defaultHTTPLimits)
+	if ui != nil {
+		srv.RegisterOnShutdown(ui.Shutdown)
+	}
 	scheme := "https"
 	if cfg.InsecureHTTP {
 		scheme = "http"

@@ -1,0 +1,467 @@
+package webui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"go.uber.org/zap"
+
+	"github.com/bmlab/bmlab/internal/accounts"
+	"github.com/bmlab/bmlab/internal/machine"
+)
+
+// The serial console over a websocket.
+//
+// A browser cannot put a header on a websocket's handshake, so the session
+// token is the first message the page sends, not part of the URL (which
+// logs and the browser's history keep). The handshake itself is refused
+// unless its Origin is this listener's (gorilla/websocket's default
+// check), and nothing is read from cookies. The console needs the
+// privilege IPMI's SOL needs (ConfigureComponents: Operator and
+// Administrator).
+//
+// Every browser viewing one machine shares one console stream (a tap),
+// opened with the backend's OpenConsole, the stream IPMI SOL reads. The tap
+// keeps the last scrollBack bytes of output, which a new viewer is sent
+// first; it reopens the stream when the machine stops and starts again,
+// and closes it when its last viewer leaves. The backend's console takes
+// the stream over from another holder (libvirt's force flag). So that an
+// IPMI SOL session and a browser on the same machine do not take it from
+// each other forever, a stream that ends while its machine still runs is
+// taken, not reopened: the page says so and offers to take it back (a
+// {"take":true} text message), which a viewer's click does once.
+
+// ConsoleOpener is the backend's serial console, as internal/ipmi's SOL
+// uses it: a stream of output that takes input, ending when the machine
+// stops.
+type ConsoleOpener interface {
+	OpenConsole(ctx context.Context, id string) (io.ReadWriteCloser, error)
+}
+
+const (
+	scrollBack   = 64 << 10 // bytes of output kept per machine
+	tapsKept     = 64       // machines whose scroll-back is kept
+	authWait     = 10 * time.Second
+	maxInput     = 4096 // bytes of one input message
+	wsPing       = 20 * time.Second
+	reopenEvery  = time.Second
+	viewerQueued = 256 // output chunks queued for one viewer
+)
+
+var upgrader = websocket.Upgrader{ReadBufferSize: 4096, WriteBufferSize: 16 << 10}
+
+// consoleMsg is a text message to the page: where the console stands.
+type consoleMsg struct {
+	Status string `json:"status,omitempty"` // connected, waiting
+	Error  string `json:"error,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+func (u *UI) serveConsole(w http.ResponseWriter, r *http.Request, id string) {
+	opener, ok := u.svc.Backend().(ConsoleOpener)
+	if !ok {
+		apiError(w, http.StatusNotImplemented, "this backend's machines have no serial console")
+		return
+	}
+	if !u.take(w) {
+		return
+	}
+	defer u.release()
+	ws, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader answered
+	}
+	defer ws.Close()
+	nc := ws.NetConn()
+	_ = nc.SetDeadline(time.Time{})
+	ws.SetReadLimit(maxInput)
+
+	// The first message is the session token.
+	_ = ws.SetReadDeadline(time.Now().Add(authWait))
+	var hello struct{ Token string }
+	if err := ws.ReadJSON(&hello); err != nil {
+		closeWith(ws, websocket.ClosePolicyViolation, consoleMsg{Error: "no session token"})
+		return
+	}
+	c, ok := u.rf.SessionCaller(hello.Token)
+	if !ok {
+		closeWith(ws, websocket.ClosePolicyViolation, consoleMsg{Error: "no valid session: log in again"})
+		return
+	}
+	m, err := u.svc.Get(id)
+	if err != nil || !c.CanAccess(m) {
+		closeWith(ws, websocket.ClosePolicyViolation, consoleMsg{Error: "no such system"})
+		return
+	}
+	if !c.Can(accounts.ConfigureComponents) {
+		closeWith(ws, websocket.ClosePolicyViolation, consoleMsg{Error: "insufficient privilege",
+			Detail: "The serial console needs the Operator or Administrator role, as IPMI's SOL does."})
+		return
+	}
+	_ = ws.SetReadDeadline(time.Time{})
+	u.log.Info("web console opened", zap.String("system", m.ID), zap.String("user", accounts.LogName(c.User)), zap.String("remote", r.RemoteAddr))
+	defer u.log.Info("web console closed", zap.String("system", m.ID), zap.String("user", accounts.LogName(c.User)))
+
+	t := u.taps.join(u, opener, m.ID)
+	v := t.add()
+	defer u.taps.leave(t, v)
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	var wmu sync.Mutex
+	send := func(kind int, b []byte) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		_ = nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		return ws.WriteMessage(kind, b)
+	}
+	ws.SetPongHandler(func(string) error { return nil })
+	// Input: binary messages go to the console as typed; a text message
+	// is a request ({"take":true}: take the console back).
+	go func() {
+		defer cancel()
+		for {
+			kind, b, err := ws.ReadMessage()
+			if err != nil {
+				return
+			}
+			if kind == websocket.TextMessage {
+				var req struct{ Take bool }
+				if json.Unmarshal(b, &req) == nil && req.Take {
+					t.takeBack()
+				}
+				continue
+			}
+			t.write(b)
+		}
+	}()
+	ping := time.NewTicker(wsPing)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-u.done:
+			closeWith(ws, websocket.CloseGoingAway, consoleMsg{Error: "vbmcd is shutting down"})
+			return
+		case <-ping.C:
+			wmu.Lock()
+			err := ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(10*time.Second))
+			wmu.Unlock()
+			if err != nil {
+				return
+			}
+		case out, ok := <-v.out:
+			if !ok {
+				return // the viewer fell too far behind
+			}
+			kind := websocket.BinaryMessage
+			if out.status != nil {
+				kind = websocket.TextMessage
+				out.data, _ = json.Marshal(out.status)
+			}
+			if send(kind, out.data) != nil {
+				return
+			}
+		}
+	}
+}
+
+func closeWith(ws *websocket.Conn, code int, msg consoleMsg) {
+	b, _ := json.Marshal(msg)
+	_ = ws.WriteMessage(websocket.TextMessage, b)
+	reason := msg.Error
+	if len(reason) > 120 {
+		reason = reason[:120]
+	}
+	_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+}
+
+// chunk is console output, or a status change when status is set.
+type chunk struct {
+	data   []byte
+	status *consoleMsg
+}
+
+type consoleViewer struct {
+	out  chan chunk
+	gone bool
+}
+
+// tap is one machine's shared console stream.
+type tap struct {
+	id     string
+	opener ConsoleOpener
+	svc    *machine.Service
+
+	mu      sync.Mutex
+	buf     []byte // the last scrollBack bytes of output
+	viewers map[*consoleViewer]struct{}
+	con     io.ReadWriteCloser
+	status  consoleMsg
+	stop    context.CancelFunc // nil when the reader is not running
+	used    time.Time
+	take    chan struct{} // a viewer asks to take the console back
+}
+
+func (t *tap) takeBack() {
+	select {
+	case t.take <- struct{}{}:
+	default:
+	}
+}
+
+type taps struct {
+	mu sync.Mutex
+	m  map[string]*tap
+}
+
+// join returns the tap of machine id, starting its reader when it has none.
+func (ts *taps) join(u *UI, opener ConsoleOpener, id string) *tap {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.m == nil {
+		ts.m = map[string]*tap{}
+	}
+	t := ts.m[id]
+	if t == nil {
+		if len(ts.m) >= tapsKept {
+			ts.evict()
+		}
+		t = &tap{id: id, opener: opener, svc: u.svc, viewers: map[*consoleViewer]struct{}{}, take: make(chan struct{}, 1)}
+		ts.m[id] = t
+	}
+	t.mu.Lock()
+	t.used = time.Now()
+	if t.stop == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.stop = cancel
+		go t.read(ctx, u.done)
+	}
+	t.mu.Unlock()
+	return t
+}
+
+// evict drops the scroll-back of the least recently used machine that no
+// one views; ts.mu is held.
+func (ts *taps) evict() {
+	var old *tap
+	for _, t := range ts.m {
+		t.mu.Lock()
+		idle := len(t.viewers) == 0
+		used := t.used
+		t.mu.Unlock()
+		if idle && (old == nil || used.Before(old.used)) {
+			old = t
+		}
+	}
+	if old != nil {
+		delete(ts.m, old.id)
+	}
+}
+
+// leave removes v; the last viewer to leave stops the reader.
+func (ts *taps) leave(t *tap, v *consoleViewer) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.viewers, v)
+	if len(t.viewers) == 0 && t.stop != nil {
+		t.stop()
+		t.stop = nil
+		if t.con != nil {
+			_ = t.con.Close()
+			t.con = nil
+		}
+	}
+}
+
+// add makes a viewer, queued the scroll-back and the current status first.
+func (t *tap) add() *consoleViewer {
+	v := &consoleViewer{out: make(chan chunk, viewerQueued)}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.buf) > 0 {
+		v.out <- chunk{data: append([]byte(nil), t.buf...)}
+	}
+	if t.status != (consoleMsg{}) {
+		st := t.status
+		v.out <- chunk{status: &st}
+	}
+	t.viewers[v] = struct{}{}
+	return v
+}
+
+// publish sends c to every viewer; t.mu is held. A viewer whose queue is
+// full is dropped (its page reconnects and gets the scroll-back).
+func (t *tap) publish(c chunk) {
+	for v := range t.viewers {
+		select {
+		case v.out <- c:
+		default:
+			if !v.gone {
+				v.gone = true
+				close(v.out)
+			}
+			delete(t.viewers, v)
+		}
+	}
+}
+
+func (t *tap) setStatus(st consoleMsg) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.status == st {
+		return
+	}
+	t.status = st
+	t.publish(chunk{status: &st})
+}
+
+func (t *tap) write(b []byte) {
+	t.mu.Lock()
+	con := t.con
+	t.mu.Unlock()
+	if con != nil {
+		_, _ = con.Write(b)
+	}
+}
+
+// read copies console output to the viewers and the scroll-back, opening
+// the console again when it ends (the machine stopped), until ctx ends.
+func (t *tap) read(ctx context.Context, done <-chan struct{}) {
+	events, cancel := t.svc.Backend().Subscribe()
+	defer cancel()
+	buf := make([]byte, 4096)
+	t.mu.Lock()
+	taken := t.status.Status == "taken"
+	t.mu.Unlock()
+	if m, err := t.svc.Get(t.id); taken && err == nil && m.Power == machine.PowerOn {
+		// Taken before the last viewer left (a page reloaded, a dropped
+		// connection): still theirs until a viewer asks.
+		if !t.waitTakeBack(ctx, done, events) {
+			return
+		}
+	}
+	for ctx.Err() == nil {
+		octx, ocancel := context.WithTimeout(ctx, 10*time.Second)
+		con, err := t.opener.OpenConsole(octx, t.id)
+		ocancel()
+		if err != nil {
+			detail := err.Error()
+			if errors.Is(err, machine.ErrConflict) {
+				detail = "The machine is off; the console connects when it starts."
+			}
+			t.setStatus(consoleMsg{Status: "waiting", Detail: detail})
+			if !waitChange(ctx, done, events, t.id) {
+				return
+			}
+			continue
+		}
+		t.mu.Lock()
+		if ctx.Err() != nil {
+			t.mu.Unlock()
+			_ = con.Close()
+			return
+		}
+		t.con = con
+		t.mu.Unlock()
+		t.setStatus(consoleMsg{Status: "connected"})
+		for {
+			n, err := con.Read(buf)
+			if n > 0 {
+				out := append([]byte(nil), buf[:n]...)
+				t.mu.Lock()
+				t.buf = append(t.buf, out...)
+				if over := len(t.buf) - scrollBack; over > 0 {
+					t.buf = append(t.buf[:0:0], t.buf[over:]...)
+				}
+				t.publish(chunk{data: out})
+				t.mu.Unlock()
+			}
+			if err != nil {
+				break
+			}
+		}
+		t.mu.Lock()
+		if t.con == con {
+			t.con = nil
+		}
+		t.mu.Unlock()
+		_ = con.Close()
+		if ctx.Err() != nil {
+			return
+		}
+		if m, err := t.svc.Get(t.id); err == nil && m.Power == machine.PowerOn {
+			// The machine runs: someone else (an IPMI SOL session,
+			// virsh console) took the stream.
+			t.setStatus(consoleMsg{Status: "taken", Detail: "Another console (IPMI SOL, virsh console) took the serial console."})
+			if !t.waitTakeBack(ctx, done, events) {
+				return
+			}
+			continue
+		}
+		t.setStatus(consoleMsg{Status: "waiting", Detail: "The console stream ended: the machine stopped."})
+		if !waitChange(ctx, done, events, t.id) {
+			return
+		}
+	}
+}
+
+// waitTakeBack waits until a viewer asks for the console back or the
+// machine stops running (its next start's console is anyone's); false when
+// ctx or done ends first.
+func (t *tap) waitTakeBack(ctx context.Context, done <-chan struct{}, events <-chan machine.Event) bool {
+	select {
+	case <-t.take: // a request made before the stream ended is stale
+	default:
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-done:
+			return false
+		case <-t.take:
+			return true
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			if ev.ID == t.id && ev.Machine != nil && ev.Machine.Power != machine.PowerOn {
+				return true
+			}
+		}
+	}
+}
+
+// waitChange waits for a change of machine id or reopenEvery; false when
+// ctx or done ends first.
+func waitChange(ctx context.Context, done <-chan struct{}, events <-chan machine.Event, id string) bool {
+	timer := time.NewTimer(reopenEvery)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-done:
+			return false
+		case <-timer.C:
+			return true
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			if ev.ID == id {
+				return true
+			}
+		}
+	}
+}

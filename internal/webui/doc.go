@@ -1,0 +1,21 @@
+// Package webui is vbmcd's web console: a browser's view of the machines a
+// BMC serves, on the Redfish listener at / (Wrap sends /redfish to the
+// Redfish handler and the rest here).
+//
+// The page (assets/, embedded with go:embed: plain JavaScript, no build
+// step, no request to another origin) logs in with a Redfish session and
+// makes every change through the Redfish API with its token, so the roles
+// are the API's: ReadOnly sees, Operator acts, Administrator also manages
+// accounts. This package adds what Redfish has no cheap form for, behind
+// the same session token (X-Auth-Token, never a cookie): a page of system
+// rows (/ui/api/systems), a Server-Sent Events stream of the rows that
+// change (/ui/api/live), a short event log per machine derived from the
+// model's events (live.go), and the serial console as a websocket
+// (/ui/console/<id>, console.go) on the backend's console stream, the one
+// IPMI SOL reads.
+//
+// What it does not do: decide anything about a machine (the model does),
+// keep state across restarts (the event log and the console's scroll-back
+// are in memory and bounded), or serve anything without a session but the
+// page and its static assets.
+package webui
