@@ -2,6 +2,8 @@ package kubevirt
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -34,6 +36,8 @@ const (
 	// (value: the member, Cd); each also has its VM as owner, so deleting
 	// the VM deletes them.
 	LabelMedia = "bmlab.io/vmedia"
+	// LabelMediaVM is the UID of the VM a DataVolume was made for.
+	LabelMediaVM = "bmlab.io/vmedia-vm"
 	// mediaDisk is the name of the CD-ROM disk and volume vbmcd adds to a
 	// VM that has none.
 	mediaDisk = "bmc-cd"
@@ -60,9 +64,13 @@ func mediaOf(vm *kubevirtv1.VirtualMachine) (mediaRecord, bool) {
 	return r, true
 }
 
-// dataVolumeName is the name of the DataVolume of vm's CD.
+// dataVolumeName names a new DataVolume for vm's CD. Each insert gets its
+// own name, so that an instance still running with an earlier medium is
+// not taken for one that has this one.
 func dataVolumeName(vm string) string {
-	const suffix = "-" + mediaDisk
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	suffix := "-" + mediaDisk + "-" + hex.EncodeToString(b[:])
 	if len(vm)+len(suffix) > 253 {
 		vm = vm[:253-len(suffix)]
 	}
@@ -174,7 +182,7 @@ func (b *Backend) importImage(ctx context.Context, vm *kubevirtv1.VirtualMachine
 		TypeMeta: metav1.TypeMeta{APIVersion: cdiv1.SchemeGroupVersion.String(), Kind: "DataVolume"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: vm.Namespace,
-			Labels:      map[string]string{LabelMedia: string(machine.SlotCD), "app.kubernetes.io/managed-by": "vbmcd"},
+			Labels:      map[string]string{LabelMedia: string(machine.SlotCD), LabelMediaVM: string(vm.UID), "app.kubernetes.io/managed-by": "vbmcd"},
 			Annotations: map[string]string{annImmediateBinding: "true"},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachine", Name: vm.Name, UID: vm.UID,
@@ -189,7 +197,15 @@ func (b *Backend) importImage(ctx context.Context, vm *kubevirtv1.VirtualMachine
 			},
 		},
 	}
-	b.deleteDataVolume(ctx, vm.Namespace, name)
+	// DataVolumes of inserts that did not finish (vbmcd stopped while CDI
+	// imported) go first; the CD holds none now.
+	list := &cdiv1.DataVolumeList{}
+	if err := b.cdi.Get().Namespace(vm.Namespace).Resource("datavolumes").Param("labelSelector", LabelMediaVM+"="+string(vm.UID)).Do(ctx).Into(list); err != nil {
+		return "", apiError("list DataVolumes of "+vm.Name, err)
+	}
+	for _, old := range list.Items {
+		b.deleteDataVolume(ctx, vm.Namespace, old.Name)
+	}
 	created := &cdiv1.DataVolume{}
 	if err := b.cdi.Post().Namespace(vm.Namespace).Resource("datavolumes").Body(dv).Do(ctx).Into(created); err != nil {
 		return "", apiError("create DataVolume "+name, err)
