@@ -130,8 +130,15 @@ func (b *Backend) SetMedia(ctx context.Context, id string, slot machine.MediaSlo
 	if b.cfg.Images == nil {
 		return fmt.Errorf("%w: virtual media on KubeVirt needs vbmcd's image server (--kubevirt-media-addr), which CDI imports the images from", machine.ErrUnsupported)
 	}
-	if old, ok := mediaOf(vm); ok {
-		return fmt.Errorf("%w: the CD of %s holds DataVolume %s", machine.ErrConflict, SystemName(vm.Namespace, vm.Name), old.DataVolume)
+	if _, ok := mediaOf(vm); ok {
+		// The model inserts only into an empty drive: a record without
+		// its volume (someone edited the VM) is cleared first.
+		if err := b.eject(ctx, vm); err != nil {
+			return err
+		}
+		if vm, _, _, err = b.current(id); err != nil {
+			return err
+		}
 	}
 	fi, err := os.Stat(src)
 	if err != nil {
@@ -225,7 +232,9 @@ func (b *Backend) importImage(ctx context.Context, vm *kubevirtv1.VirtualMachine
 		case err == nil && cur.Status.Phase == cdiv1.Failed:
 			b.deleteDataVolume(ctx, vm.Namespace, name)
 			return "", &machine.MediaError{Kind: machine.MediaFailed, Image: src, Err: fmt.Errorf("CDI failed to import DataVolume %s: %s", name, dvReason(cur))}
-		case err != nil && wctx.Err() == nil && !apierrors.IsNotFound(err):
+		case apierrors.IsNotFound(err):
+			return "", fmt.Errorf("%w: DataVolume %s was deleted while CDI imported it", machine.ErrConflict, name)
+		case err != nil && wctx.Err() == nil:
 			b.log.Debug("reading DataVolume", zap.Error(err))
 		}
 		select {
