@@ -71,7 +71,9 @@ func TestE2EKubeVirtAccounts(t *testing.T) {
 		t.Fatalf("IPMI ports in the VMs' annotations: %v", ports)
 	}
 	ipmi := func(port int, user, pass string, args ...string) (string, error) {
-		all := append([]string{"-I", "lanplus", "-H", "127.0.0.1", "-p", strconv.Itoa(port), "-U", user, "-P", pass, "-R", "1", "-N", "2"}, args...)
+		// -L OPERATOR: ipmitool asks for Administrator by default, which
+		// an Operator account is rightly refused.
+		all := append([]string{"-I", "lanplus", "-H", "127.0.0.1", "-p", strconv.Itoa(port), "-U", user, "-P", pass, "-L", "OPERATOR", "-R", "1", "-N", "2"}, args...)
 		out, err := exec.Command(ipmitool, all...).CombinedOutput()
 		return string(out), err
 	}
