@@ -300,8 +300,7 @@ func (f *Fixture) reconcile(ctx context.Context, name string) error {
 			// It ran and its domain is gone: it failed.
 			return f.finish(ctx, vmi, kubevirtv1.Failed)
 		}
-		var err error
-		if d, err = f.runDomain(ctx, vmi); err != nil {
+		if _, err := f.runDomain(ctx, vmi); err != nil {
 			return err
 		}
 		if err := f.running(ctx, vmi); err != nil {
