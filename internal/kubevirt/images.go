@@ -20,37 +20,47 @@ type ImageServer struct {
 	base string // URL the cluster reaches this server at, without a trailing slash
 
 	mu      sync.Mutex
-	byToken map[string]string // token → local file
-	byPath  map[string]string // local file → token
+	byToken map[string]string  // token → local file
+	byPath  map[string]*served // local file → its token and users
+}
+
+type served struct {
+	token string
+	users int // Serve calls not yet matched by Stop
 }
 
 // NewImageServer returns a server whose images are reached at base
 // (http://host:port as the cluster's importer pods see it).
 func NewImageServer(base string) *ImageServer {
-	return &ImageServer{base: strings.TrimSuffix(base, "/"), byToken: map[string]string{}, byPath: map[string]string{}}
+	return &ImageServer{base: strings.TrimSuffix(base, "/"), byToken: map[string]string{}, byPath: map[string]*served{}}
 }
 
-// Serve registers a local file and returns its URL.
+// Serve registers a local file and returns its URL. Two machines
+// inserting the same cached image share the URL; each Serve is undone by
+// one Stop.
 func (s *ImageServer) Serve(path string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	tok, ok := s.byPath[path]
+	sv, ok := s.byPath[path]
 	if !ok {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
-		tok = hex.EncodeToString(b[:])
-		s.byPath[path], s.byToken[tok] = tok, path
+		sv = &served{token: hex.EncodeToString(b[:])}
+		s.byPath[path], s.byToken[sv.token] = sv, path
 	}
-	return s.base + "/" + tok + "/" + filepath.Base(path)
+	sv.users++
+	return s.base + "/" + sv.token + "/" + filepath.Base(path)
 }
 
-// Stop stops serving a local file.
+// Stop undoes one Serve of a local file; the last one stops serving it.
 func (s *ImageServer) Stop(path string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if tok, ok := s.byPath[path]; ok {
-		delete(s.byPath, path)
-		delete(s.byToken, tok)
+	if sv, ok := s.byPath[path]; ok {
+		if sv.users--; sv.users <= 0 {
+			delete(s.byPath, path)
+			delete(s.byToken, sv.token)
+		}
 	}
 }
 
