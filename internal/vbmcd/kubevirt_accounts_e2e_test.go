@@ -36,7 +36,7 @@ func TestE2EKubeVirtAccounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	sel := map[string]string{"bmlab.io/bmc": "yes"}
-	vms := []*kubevirtv1.VirtualMachine{kubevirtVM(t, f.Namespace, "node-0", sel), kubevirtVM(t, f.Namespace, "node-1", sel)}
+	vms := []*kubevirtv1.VirtualMachine{kubevirtVM(t, f.Namespace, "acct-0", sel), kubevirtVM(t, f.Namespace, "acct-1", sel)}
 	for _, vm := range vms {
 		if err := kv.Post().Namespace(f.Namespace).Resource("virtualmachines").Body(vm).Do(ctx).Error(); err != nil {
 			t.Fatalf("create VirtualMachine %s: %v", vm.Name, err)
@@ -86,47 +86,47 @@ func TestE2EKubeVirtAccounts(t *testing.T) {
 		return r.Code
 	}
 
-	// node-1's own credentials, written into its annotation by someone
+	// acct-1's own credentials, written into its annotation by someone
 	// else: a JSON merge patch of the settings, keeping what vbmcd put there.
-	s1 := settings("node-1")
-	s1.Credentials = []machine.Credential{{Username: "node1", Password: "node1-pass"}}
+	s1 := settings("acct-1")
+	s1.Credentials = []machine.Credential{{Username: "acct1", Password: "acct1-pass"}}
 	raw, _ := json.Marshal(s1)
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{kubevirt.AnnotationSettings: string(raw)}}})
-	if err := kv.Patch(types.MergePatchType).Namespace(f.Namespace).Resource("virtualmachines").Name("node-1").Body(patch).Do(ctx).Error(); err != nil {
+	if err := kv.Patch(types.MergePatchType).Namespace(f.Namespace).Resource("virtualmachines").Name("acct-1").Body(patch).Do(ctx).Error(); err != nil {
 		t.Fatal(err)
 	}
 	// Polled at the login throttle's refill rate (one failure a second
 	// after a burst of 20), so that waiting does not lock the source out.
 	var code int
 	if !testenv.WaitFor(30*time.Second, func() bool {
-		if code = get(url, id1, "node1", "node1-pass"); code != http.StatusOK {
+		if code = get(url, id1, "acct1", "acct1-pass"); code != http.StatusOK {
 			time.Sleep(time.Second)
 		}
 		return code == http.StatusOK
 	}) {
-		t.Fatalf("node-1's own credentials on node-1: %d, want 200", code)
+		t.Fatalf("acct-1's own credentials on acct-1: %d, want 200", code)
 	}
-	if c := get(url, id0, "node1", "node1-pass"); c != http.StatusUnauthorized {
-		t.Errorf("node-1's credentials on node-0: %d, want 401", c)
+	if c := get(url, id0, "acct1", "acct1-pass"); c != http.StatusUnauthorized {
+		t.Errorf("acct-1's credentials on acct-0: %d, want 401", c)
 	}
-	if out, err := ipmi(ports["node-1"], "node1", "node1-pass", "power", "status"); err != nil || !strings.Contains(out, "is off") {
-		t.Errorf("ipmitool as node1 on node-1: %v %s", err, out)
+	if out, err := ipmi(ports["acct-1"], "acct1", "acct1-pass", "power", "status"); err != nil || !strings.Contains(out, "is off") {
+		t.Errorf("ipmitool as acct1 on acct-1: %v %s", err, out)
 	}
-	if out, err := ipmi(ports["node-0"], "node1", "node1-pass", "power", "status"); err == nil {
-		t.Errorf("ipmitool as node1 on node-0 succeeded: %s", out)
+	if out, err := ipmi(ports["acct-0"], "acct1", "acct1-pass", "power", "status"); err == nil {
+		t.Errorf("ipmitool as acct1 on acct-0 succeeded: %s", out)
 	}
 
-	// An AccountService account scoped to node-0, an Operator.
+	// An AccountService account scoped to acct-0, an Operator.
 	r, err := send("POST", url+"/redfish/v1/AccountService/Accounts", "admin", "e2e-pass",
-		`{"UserName":"op0","Password":"op0-pass-long","RoleId":"Operator","Oem":{"Bmlab":{"System":"lab.node-0"}}}`)
+		`{"UserName":"op0","Password":"op0-pass-long","RoleId":"Operator","Oem":{"Bmlab":{"System":"lab.acct-0"}}}`)
 	if err != nil || r.Code != http.StatusCreated {
 		t.Fatalf("create a scoped account: %v %d %s", err, r.Code, r.Body)
 	}
 	if sys := r.object()["Oem"].(map[string]any)["Bmlab"].(map[string]any)["System"]; sys != id0 {
-		t.Errorf("the account's system %v, want node-0's UUID %s", sys, id0)
+		t.Errorf("the account's system %v, want acct-0's UUID %s", sys, id0)
 	}
 	if st := sushy(t, url, "op0", "op0-pass-long", id0, "reset", "On"); st.Power == "" {
-		t.Errorf("sushy as op0 on node-0: %+v", st)
+		t.Errorf("sushy as op0 on acct-0: %+v", st)
 	}
 	WaitPowerOn := func(id string) {
 		t.Helper()
@@ -137,13 +137,13 @@ func TestE2EKubeVirtAccounts(t *testing.T) {
 	}
 	WaitPowerOn(id0)
 	if c := get(url, id1, "op0", "op0-pass-long"); c == http.StatusOK {
-		t.Errorf("op0 reads node-1: %d", c)
+		t.Errorf("op0 reads acct-1: %d", c)
 	}
-	if out, err := ipmi(ports["node-0"], "op0", "op0-pass-long", "power", "status"); err != nil || !strings.Contains(out, "is on") {
-		t.Errorf("ipmitool as op0 on node-0: %v %s", err, out)
+	if out, err := ipmi(ports["acct-0"], "op0", "op0-pass-long", "power", "status"); err != nil || !strings.Contains(out, "is on") {
+		t.Errorf("ipmitool as op0 on acct-0: %v %s", err, out)
 	}
-	if out, err := ipmi(ports["node-1"], "op0", "op0-pass-long", "power", "status"); err == nil {
-		t.Errorf("ipmitool as op0 on node-1 succeeded: %s", out)
+	if out, err := ipmi(ports["acct-1"], "op0", "op0-pass-long", "power", "status"); err == nil {
+		t.Errorf("ipmitool as op0 on acct-1 succeeded: %s", out)
 	}
 	sushy(t, url, "admin", "e2e-pass", id0, "reset", "ForceOff")
 
@@ -151,8 +151,8 @@ func TestE2EKubeVirtAccounts(t *testing.T) {
 	// per-system credentials are on the VM, the first one's AccountService
 	// accounts are its own.
 	url2 := daemon(t, "", kube)
-	if c := get(url2, id1, "node1", "node1-pass"); c != http.StatusOK {
-		t.Errorf("node-1's credentials on the second vbmcd: %d, want 200", c)
+	if c := get(url2, id1, "acct1", "acct1-pass"); c != http.StatusOK {
+		t.Errorf("acct-1's credentials on the second vbmcd: %d, want 200", c)
 	}
 	if c := get(url2, id0, "op0", "op0-pass-long"); c != http.StatusUnauthorized {
 		t.Errorf("the first vbmcd's account on the second: %d, want 401", c)

@@ -23,6 +23,7 @@ type sushyMedia struct {
 	Image        string
 	ConnectedVia string `json:"connected_via"`
 	Oem          struct{ Volume, AttachedAt string }
+	Status       struct{ State, Health string }
 }
 
 // TestE2EKubeVirtMedia: virtual media over KubeVirt with sushy, as
@@ -34,11 +35,16 @@ type sushyMedia struct {
 // serial console) and the next instance the disk; eject detaches it and
 // deletes the DataVolume, whose image URL then answers 404. An insert
 // into the running VM reads Inserted with ConnectedVia NotConnected
-// (AttachedAt NextStart) until a restart makes an instance with it.
+// (AttachedAt NextStart) until a restart makes an instance with it. An
+// import CDI fails fails the insert and leaves no DataVolume.
+//
+// The VM is not called node-0: its firmware UUID (derived from the name)
+// would be that of TestE2EKubeVirt's VM, and libvirt holds one domain per
+// UUID, should another run of that test be under way on the same libvirtd.
 func TestE2EKubeVirtMedia(t *testing.T) {
 	f := kubevirttest.Start(t, "lab", "e2e-kvm-")
 	ctx := context.Background()
-	vm := kubevirtVM(t, f.Namespace, "node-0", map[string]string{"bmlab.io/bmc": "yes"})
+	vm := kubevirtVM(t, f.Namespace, "media-0", map[string]string{"bmlab.io/bmc": "yes"})
 	s := &vm.Spec.Template.Spec
 	s.Domain.Devices.Disks, s.Volumes = s.Domain.Devices.Disks[:1], s.Volumes[:1] // the disk, no CD
 	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
@@ -117,7 +123,7 @@ func TestE2EKubeVirtMedia(t *testing.T) {
 	image := img.URL + "/boot.iso"
 	media("insert", image)
 	m := waitMedia("the insert", func(m sushyMedia) bool { return m.Inserted })
-	if m.Image != image || m.ConnectedVia != "URI" || m.Oem.AttachedAt != "Now" || !strings.HasPrefix(m.Oem.Volume, "datavolumes/lab/node-0-bmc-cd-") {
+	if m.Image != image || m.ConnectedVia != "URI" || m.Oem.AttachedAt != "Now" || !strings.HasPrefix(m.Oem.Volume, "datavolumes/lab/media-0-bmc-cd-") {
 		t.Errorf("after the insert: %+v", m)
 	}
 	dvs := ours()
@@ -194,6 +200,26 @@ func TestE2EKubeVirtMedia(t *testing.T) {
 	sushy(t, url, user, pass, id, "reset", "ForceOff")
 	media("eject")
 	if !testenv.WaitFor(30*time.Second, func() bool { return len(ours()) == 0 }) {
-		t.Fatalf("DataVolumes left after the last eject: %d", len(ours()))
+		t.Fatalf("DataVolumes left after the eject: %d", len(ours()))
+	}
+
+	// CDI fails the import: the insert fails within vbmcd's media wait, so
+	// the action answers at once: 500 OperationFailed (the source is
+	// vbmcd's own server, the failure is the service's) with CDI's
+	// message; the member warns, holds nothing, and the failed DataVolume
+	// is deleted.
+	f.FailImports("Unable to connect to http data source: the fixture refuses")
+	r, err := send("POST", url+"/redfish/v1/Managers/"+id+"/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia", user, pass, `{"Image":"`+image+`"}`)
+	if err != nil || r.Code != http.StatusInternalServerError || !strings.Contains(string(r.Body), "the fixture refuses") {
+		t.Errorf("insert with CDI failing: %v %d %s, want 500 with CDI's message", err, r.Code, r.Body)
+	}
+	if m := media("show"); m.Inserted || m.Status.Health != "Warning" {
+		t.Errorf("after a failed import: %+v, want empty with Health Warning", m)
+	}
+	if !testenv.WaitFor(30*time.Second, func() bool { return len(ours()) == 0 }) {
+		t.Fatalf("the failed DataVolume was not deleted: %d left", len(ours()))
+	}
+	if d, _ := cdDisk(getVM(t, kv, f.Namespace, vm.Name)); d.Name != "" {
+		t.Errorf("a failed import left CD %+v on the VM", d)
 	}
 }

@@ -70,6 +70,15 @@ func (f *Fixture) DataVolumePath(name string) string {
 	return f.imported[name]
 }
 
+// FailImports makes every import from now on fail with msg, as CDI's
+// importer reports an unreachable or broken source; "" lets them succeed
+// again.
+func (f *Fixture) FailImports(msg string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failImports = msg
+}
+
 func (f *Fixture) dvFile(name string) string { return filepath.Join(f.serial, "dv-"+name+".img") }
 
 func (f *Fixture) importDV(ctx context.Context, name string) error {
@@ -100,6 +109,12 @@ func (f *Fixture) importDV(ctx context.Context, name string) error {
 	}
 	if err := f.dvStatus(ctx, dv, cdiv1.ImportInProgress, "0.00%", ""); err != nil {
 		return err
+	}
+	f.mu.Lock()
+	fail := f.failImports
+	f.mu.Unlock()
+	if fail != "" {
+		return f.dvStatusFresh(ctx, name, cdiv1.Failed, "N/A", fail)
 	}
 	path := f.dvFile(name)
 	size, err := fetch(ctx, src.HTTP.URL, path)

@@ -90,6 +90,8 @@ type Fixture struct {
 	doms     map[string]*domain // by VM name; only the worker changes it
 	held     map[string]bool    // VMs whose new instances wait for Release
 	imported map[string]string  // DataVolume name → the file holding its data
+	// failImports, when set, fails every import with this message.
+	failImports string
 }
 
 // Hold makes the fixture wait before it makes VM name's next instance,
