@@ -203,8 +203,8 @@ func TestE2EKubeVirtMedia(t *testing.T) {
 		t.Fatalf("DataVolumes left after the eject: %d", len(ours()))
 	}
 
-	// CDI fails the import: the insert fails within vbmcd's media wait, so
-	// the action answers at once: 500 OperationFailed (the source is
+	// CDI fails the import: the insert fails within the insert wait (1 s),
+	// so the action answers itself: 500 OperationFailed (the source is
 	// vbmcd's own server, the failure is the service's) with CDI's
 	// message; the member warns, holds nothing, and the failed DataVolume
 	// is deleted.
