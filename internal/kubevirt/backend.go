@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	"github.com/bmlab/bmlab/internal/machine"
 )
@@ -40,6 +41,12 @@ type Config struct {
 	// Probe is how often the API server's /readyz is asked while it is
 	// unreachable or healthy, for UnavailableOffline. Default 1 s.
 	Probe time.Duration
+	// Images serves inserted images to CDI's importer; nil refuses
+	// virtual media.
+	Images *ImageServer
+	// ImportWait bounds how long an insert waits for CDI to import the
+	// image into its DataVolume. Default 10 min.
+	ImportWait time.Duration
 }
 
 // Backend serves KubeVirt VirtualMachines as machines.
@@ -48,6 +55,7 @@ type Backend struct {
 	log *zap.Logger
 	kv  *rest.RESTClient // kubevirt.io/v1
 	sub *rest.RESTClient // subresources.kubevirt.io/v1
+	cdi *rest.RESTClient // cdi.kubevirt.io/v1beta1
 
 	informers []cache.SharedIndexInformer
 	vmiStores []cache.Store // the instances' informers' stores
@@ -79,6 +87,9 @@ func New(cfg Config, log *zap.Logger) (*Backend, error) {
 	if cfg.Probe <= 0 {
 		cfg.Probe = time.Second
 	}
+	if cfg.ImportWait <= 0 {
+		cfg.ImportWait = 10 * time.Minute
+	}
 	kv, err := NewRESTClient(cfg.Rest, kubevirtv1.SchemeGroupVersion)
 	if err != nil {
 		return nil, fmt.Errorf("kubevirt client: %w", err)
@@ -87,15 +98,22 @@ func New(cfg Config, log *zap.Logger) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubevirt subresource client: %w", err)
 	}
-	return &Backend{cfg: cfg, log: log, kv: kv, sub: sub, entries: map[string]*entry{}, byID: map[string]string{}}, nil
+	cdi, err := NewRESTClient(cfg.Rest, cdiv1.SchemeGroupVersion)
+	if err != nil {
+		return nil, fmt.Errorf("CDI client: %w", err)
+	}
+	return &Backend{cfg: cfg, log: log, kv: kv, sub: sub, cdi: cdi, entries: map[string]*entry{}, byID: map[string]string{}}, nil
 }
 
 // NewRESTClient returns a client of one of KubeVirt's API groups
-// (kubevirt.io/v1, subresources.kubevirt.io/v1) that speaks JSON with
-// kubevirt.io/api's types.
+// (kubevirt.io/v1, subresources.kubevirt.io/v1) or CDI's
+// (cdi.kubevirt.io/v1beta1) that speaks JSON with their API types.
 func NewRESTClient(base *rest.Config, gv schema.GroupVersion) (*rest.RESTClient, error) {
 	scheme := runtime.NewScheme()
 	if err := kubevirtv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := cdiv1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	metav1.AddToGroupVersion(scheme, gv)
@@ -379,27 +397,42 @@ func (b *Backend) Save(ctx context.Context, id string, s machine.Settings) error
 	if err != nil {
 		return err
 	}
+	return b.patchVM(ctx, vm, func(c *kubevirtv1.VirtualMachine) {
+		c.Annotations[AnnotationSettings] = string(raw)
+		spec := specOf(c)
+		if c.Spec.Template != nil {
+			applyBoot(spec, s.Boot.Effective(), ownOrder(c))
+			if mode, sb := firmwareOf(spec); mode != s.Boot.Mode || sb != s.SecureBoot {
+				applyFirmware(spec, s.Boot.Mode, s.SecureBoot)
+			}
+		}
+	})
+}
+
+// ownOrder returns the VM's own boot order, recording it in the
+// annotation when it is not there yet (before the first override).
+func ownOrder(c *kubevirtv1.VirtualMachine) map[string]uint {
+	own := map[string]uint{}
+	if o, ok := c.Annotations[AnnotationBootOrder]; ok {
+		_ = json.Unmarshal([]byte(o), &own)
+		return own
+	}
+	own = bootOrders(specOf(c))
+	ob, _ := json.Marshal(own)
+	c.Annotations[AnnotationBootOrder] = string(ob)
+	return own
+}
+
+// patchVM changes a VM by change, in one JSON patch guarded by the
+// resourceVersion it was made from; when someone else changed the VM
+// meanwhile, it is read again and change redone on what is there.
+func (b *Backend) patchVM(ctx context.Context, vm *kubevirtv1.VirtualMachine, change func(*kubevirtv1.VirtualMachine)) error {
 	for attempt := 0; ; attempt++ {
 		c := vm.DeepCopy()
 		if c.Annotations == nil {
 			c.Annotations = map[string]string{}
 		}
-		c.Annotations[AnnotationSettings] = string(raw)
-		spec := specOf(c)
-		if c.Spec.Template != nil {
-			own := map[string]uint{}
-			if o, ok := c.Annotations[AnnotationBootOrder]; ok {
-				_ = json.Unmarshal([]byte(o), &own)
-			} else {
-				own = bootOrders(spec)
-				ob, _ := json.Marshal(own)
-				c.Annotations[AnnotationBootOrder] = string(ob)
-			}
-			applyBoot(spec, s.Boot.Effective(), own)
-			if mode, sb := firmwareOf(spec); mode != s.Boot.Mode || sb != s.SecureBoot {
-				applyFirmware(spec, s.Boot.Mode, s.SecureBoot)
-			}
-		}
+		change(c)
 		patch, err := json.Marshal(patchOps(vm, c))
 		if err != nil {
 			return err
@@ -565,12 +598,6 @@ func (b *Backend) SetIndicator(id string, on bool) error {
 	e.indicator = on
 	b.refresh(e)
 	return nil
-}
-
-// SetMedia implements machine.Backend. Virtual media through CDI
-// DataVolumes is not there yet.
-func (b *Backend) SetMedia(context.Context, string, machine.MediaSlot, string) error {
-	return fmt.Errorf("%w: virtual media on KubeVirt (CDI DataVolumes) is not implemented yet", machine.ErrUnsupported)
 }
 
 // Stale implements machine.Backend: the instance runs with another boot

@@ -18,6 +18,13 @@
 // serial console (IPMI SOL) is the instance's console subresource, a
 // WebSocket.
 //
-// Not yet: virtual media (CDI DataVolumes), NMI.
+// Virtual media (the CD): the image vbmcd fetched into its cache is served
+// by an ImageServer, a CDI DataVolume (labelled, owned by the VM) imports
+// it from there, and a SATA CD-ROM disk on the VM's template takes the
+// DataVolume. KubeVirt does not hot-plug CD-ROMs, so a running VM gets it
+// at its next start (machine.Disk.NextStart). Eject removes the disk and
+// deletes the DataVolume.
+//
+// Not there: NMI (KubeVirt has none), the removable member.
 // docs/kubevirt.md has the whole mapping and what the tests' fixture plays.
 package kubevirt

@@ -305,6 +305,7 @@ func snapshot(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInsta
 		running = &vmi.Spec
 	}
 	m.Mode, m.SecureBootActive = firmwareOf(running)
+	mediaDrives(m, vm, vmi)
 	return m
 }
 
@@ -354,9 +355,14 @@ func patchOps(orig, mod *kubevirtv1.VirtualMachine) []patchOp {
 	if orig.Annotations == nil {
 		ops = append(ops, patchOp{Op: "add", Path: "/metadata/annotations", Value: mod.Annotations})
 	} else {
-		for _, k := range []string{AnnotationSettings, AnnotationBootOrder} {
-			if v, ok := mod.Annotations[k]; ok && v != orig.Annotations[k] {
+		for _, k := range []string{AnnotationSettings, AnnotationBootOrder, AnnotationMedia} {
+			v, ok := mod.Annotations[k]
+			was, had := orig.Annotations[k]
+			switch {
+			case ok && (!had || v != was):
 				ops = append(ops, patchOp{Op: "add", Path: "/metadata/annotations/" + escapePointer(k), Value: v})
+			case !ok && had:
+				ops = append(ops, patchOp{Op: "remove", Path: "/metadata/annotations/" + escapePointer(k)})
 			}
 		}
 	}
@@ -373,10 +379,13 @@ func patchOps(orig, mod *kubevirtv1.VirtualMachine) []patchOp {
 		}
 	}
 	od, md := orig.Spec.Template.Spec.Domain, mod.Spec.Template.Spec.Domain
-	for i := range md.Devices.Disks {
-		order(fmt.Sprintf("%s/devices/disks/%d/bootOrder", dom, i), od.Devices.Disks[i].BootOrder, md.Devices.Disks[i].BootOrder)
+	// Disks are matched by name: virtual media adds and removes its CD.
+	for i, d := range od.Devices.Disks {
+		if j := slices.IndexFunc(md.Devices.Disks, func(x kubevirtv1.Disk) bool { return x.Name == d.Name }); j >= 0 {
+			order(fmt.Sprintf("%s/devices/disks/%d/bootOrder", dom, i), d.BootOrder, md.Devices.Disks[j].BootOrder)
+		}
 	}
-	for i := range md.Devices.Interfaces {
+	for i := range min(len(md.Devices.Interfaces), len(od.Devices.Interfaces)) {
 		order(fmt.Sprintf("%s/devices/interfaces/%d/bootOrder", dom, i), od.Devices.Interfaces[i].BootOrder, md.Devices.Interfaces[i].BootOrder)
 	}
 	if !equalJSON(od.Firmware, md.Firmware) {
@@ -392,6 +401,37 @@ func patchOps(orig, mod *kubevirtv1.VirtualMachine) []patchOp {
 		} else {
 			ops = append(ops, patchOp{Op: "add", Path: dom + "/features/smm", Value: md.Features.SMM})
 		}
+	}
+	diskName := func(d kubevirtv1.Disk) string { return d.Name }
+	volName := func(v kubevirtv1.Volume) string { return v.Name }
+	ops = append(ops, listOps(dom+"/devices/disks", od.Devices.Disks, md.Devices.Disks, diskName)...)
+	ops = append(ops, listOps("/spec/template/spec/volumes", orig.Spec.Template.Spec.Volumes, mod.Spec.Template.Spec.Volumes, volName)...)
+	return ops
+}
+
+// listOps removes the named items of orig that mod does not have (from the
+// last, so that the indexes hold) and appends those mod has and orig does
+// not.
+func listOps[T any](path string, orig, mod []T, name func(T) string) []patchOp {
+	var ops []patchOp
+	has := func(l []T, n string) bool { return slices.ContainsFunc(l, func(x T) bool { return name(x) == n }) }
+	left := len(orig)
+	for i := len(orig) - 1; i >= 0; i-- {
+		if !has(mod, name(orig[i])) {
+			ops = append(ops, patchOp{Op: "remove", Path: fmt.Sprintf("%s/%d", path, i)})
+			left--
+		}
+	}
+	for _, x := range mod {
+		if has(orig, name(x)) {
+			continue
+		}
+		if left == 0 && len(orig) == 0 {
+			ops = append(ops, patchOp{Op: "add", Path: path, Value: []T{x}})
+		} else {
+			ops = append(ops, patchOp{Op: "add", Path: path + "/-", Value: x})
+		}
+		left++
 	}
 	return ops
 }

@@ -2,6 +2,7 @@ package kubevirt
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -154,5 +155,100 @@ func TestPatchOps(t *testing.T) {
 	}
 	if ops[0].Op != "test" || ops[0].Path != "/metadata/resourceVersion" || ops[0].Value != "42" {
 		t.Errorf("the patch is not guarded by the resourceVersion: %+v", ops[0])
+	}
+}
+
+// applyOps applies patchOps(orig, mod) to orig and compares with mod.
+func applyOps(t *testing.T, orig, mod *kubevirtv1.VirtualMachine) {
+	t.Helper()
+	raw, err := json.Marshal(patchOps(orig, mod))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := jsonpatch.DecodePatch(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := json.Marshal(orig)
+	got, err := p.Apply(src)
+	if err != nil {
+		t.Fatalf("apply %s: %v", raw, err)
+	}
+	var gotV, wantV any
+	json.Unmarshal(got, &gotV)
+	want, _ := json.Marshal(mod)
+	json.Unmarshal(want, &wantV)
+	if diff := cmp.Diff(wantV, gotV); diff != "" {
+		t.Errorf("patched VM (-want +got):\n%s\npatch: %s", diff, raw)
+	}
+}
+
+// TestPatchOpsMedia: an insert adds the CD disk, its DataVolume volume
+// (to a VM with no volumes at all) and the media annotation with a boot
+// order change in the same patch; an eject removes a disk from the middle
+// of the list, its volume and the annotation. Failed before disks were
+// matched by name (an added disk indexed past the original list).
+func TestPatchOpsMedia(t *testing.T) {
+	orig := &kubevirtv1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "vm", ResourceVersion: "7", Annotations: map[string]string{AnnotationSettings: "{}"}},
+		Spec:       kubevirtv1.VirtualMachineSpec{Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: *spec()}},
+	}
+	orig.Spec.Template.Spec.Domain.Devices.Disks = orig.Spec.Template.Spec.Domain.Devices.Disks[:2] // no CD
+	ins := orig.DeepCopy()
+	s := &ins.Spec.Template.Spec
+	s.Domain.Devices.Disks = append(s.Domain.Devices.Disks, kubevirtv1.Disk{Name: mediaDisk, DiskDevice: kubevirtv1.DiskDevice{CDRom: &kubevirtv1.CDRomTarget{Bus: kubevirtv1.DiskBusSATA}}})
+	s.Volumes = []kubevirtv1.Volume{{Name: mediaDisk, VolumeSource: kubevirtv1.VolumeSource{DataVolume: &kubevirtv1.DataVolumeSource{Name: "vm-bmc-cd"}}}}
+	ins.Annotations[AnnotationMedia] = `{"disk":"bmc-cd"}`
+	applyBoot(s, machine.BootCd, bootOrders(specOf(orig)))
+	applyOps(t, orig, ins)
+
+	ins.ResourceVersion = "8"
+	// Eject, with the CD between two disks and another volume after it.
+	ins.Spec.Template.Spec.Domain.Devices.Disks = append(ins.Spec.Template.Spec.Domain.Devices.Disks, kubevirtv1.Disk{Name: "late", DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{}}})
+	ins.Spec.Template.Spec.Volumes = append(ins.Spec.Template.Spec.Volumes, kubevirtv1.Volume{Name: "late", VolumeSource: kubevirtv1.VolumeSource{HostDisk: &kubevirtv1.HostDisk{Path: "/x"}}})
+	ej := ins.DeepCopy()
+	s = &ej.Spec.Template.Spec
+	s.Domain.Devices.Disks = slices.Delete(s.Domain.Devices.Disks, 2, 3)
+	s.Volumes = s.Volumes[1:]
+	delete(ej.Annotations, AnnotationMedia)
+	applyOps(t, ins, ej)
+}
+
+// TestMediaDrives: a VM without a CD shows an empty virtual drive; vbmcd's
+// DataVolume shows as the cached file it came from, NextStart while the
+// running instance does not have it, connected once it does.
+func TestMediaDrives(t *testing.T) {
+	vm := &kubevirtv1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "lab"},
+		Spec:       kubevirtv1.VirtualMachineSpec{Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: *spec()}},
+	}
+	s := &vm.Spec.Template.Spec
+	s.Domain.Devices.Disks = s.Domain.Devices.Disks[:2]
+	m := snapshot(vm, nil)
+	if d := m.Disks[len(m.Disks)-1]; d.Device != machine.DeviceCDROM || d.Source != "" || d.ID != mediaDisk {
+		t.Errorf("a VM without a CD: last drive %+v, want the empty virtual CD", d)
+	}
+	vmi := &kubevirtv1.VirtualMachineInstance{Spec: *s.DeepCopy(), Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running}}
+	s.Domain.Devices.Disks = append(s.Domain.Devices.Disks, kubevirtv1.Disk{Name: mediaDisk, DiskDevice: kubevirtv1.DiskDevice{CDRom: &kubevirtv1.CDRomTarget{}}})
+	s.Volumes = append(s.Volumes, kubevirtv1.Volume{Name: mediaDisk, VolumeSource: kubevirtv1.VolumeSource{DataVolume: &kubevirtv1.DataVolumeSource{Name: "vm-bmc-cd"}}})
+	vm.Annotations = map[string]string{AnnotationMedia: `{"disk":"bmc-cd","addedDisk":true,"dataVolume":"vm-bmc-cd","path":"/cache/a.iso"}`}
+	cd := func(m *machine.Machine) machine.Disk {
+		for _, d := range m.Disks {
+			if d.Device == machine.DeviceCDROM {
+				return d
+			}
+		}
+		t.Fatal("no CD drive")
+		return machine.Disk{}
+	}
+	if d := cd(snapshot(vm, vmi)); d.Source != "/cache/a.iso" || !d.NextStart || d.Volume != "datavolumes/lab/vm-bmc-cd" {
+		t.Errorf("inserted while running: %+v, want the cached file, NextStart, the DataVolume", d)
+	}
+	if d := cd(snapshot(vm, nil)); d.Source != "/cache/a.iso" || d.NextStart {
+		t.Errorf("inserted while off: %+v, want the cached file, not NextStart", d)
+	}
+	vmi.Spec = *s.DeepCopy()
+	if d := cd(snapshot(vm, vmi)); d.Source != "/cache/a.iso" || d.NextStart {
+		t.Errorf("instance started with it: %+v, want connected", d)
 	}
 }

@@ -241,6 +241,13 @@ type Disk struct {
 	// <target rotation_rate>): 1 a solid-state drive, else the speed in
 	// RPM; 0 when the definition says nothing.
 	RotationRate uint
+	// Volume names what holds the medium in the backend's own terms when
+	// that is not Source (KubeVirt: datavolumes/<namespace>/<name>).
+	Volume string
+	// NextStart: the medium is in the machine's definition but not in the
+	// running machine, which gets it at its next start (KubeVirt, whose
+	// CD-ROMs do not hot-plug).
+	NextStart bool
 }
 
 // Inventory is the hardware a machine has.

@@ -77,10 +77,20 @@ func virtualMedia(base string, md machine.Media) obj {
 	st := status("Enabled")
 	connected := "NotConnected"
 	var protocol, method any
+	var oem obj
 	if md.Inserted {
 		connected = "URI"
 		method = "Upload"
 		protocol = nullable(md.TransferProtocol)
+		if d := md.Drive; d != nil && (d.NextStart || d.Volume != "") {
+			// KubeVirt: the medium is a DataVolume, and a CD-ROM that
+			// does not hot-plug reaches a running VM at its next start.
+			at := "Now"
+			if d.NextStart {
+				connected, at = "NotConnected", "NextStart"
+			}
+			oem = obj{"Bmlab": obj{"Volume": nullable(d.Volume), "AttachedAt": at}}
+		}
 	}
 	if md.Task != nil {
 		ts := md.Task.Status()
@@ -92,7 +102,7 @@ func virtualMedia(base string, md machine.Media) obj {
 			st = obj{"State": "Enabled", "Health": "Warning"}
 		}
 	}
-	return obj{
+	o := obj{
 		"@odata.id":            u,
 		"@odata.type":          "#VirtualMedia.v1_6_0.VirtualMedia",
 		"Id":                   string(md.Slot),
@@ -121,6 +131,10 @@ func virtualMedia(base string, md machine.Media) obj {
 			"#" + ejectAction: obj{"target": u + "/Actions/" + ejectAction},
 		},
 	}
+	if oem != nil {
+		o["Oem"] = oem
+	}
+	return o
 }
 
 func schemeOf(image string) string {

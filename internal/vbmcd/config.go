@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,6 +33,8 @@ type Config struct {
 	Kubeconfig      string
 	KubeNamespaces  []string
 	KubeSelector    string
+	KubeMediaAddr   string // listen address of the image server CDI imports from
+	KubeMediaURL    string // the image server's URL as the cluster reaches it
 	RedfishAddr     string
 	Username        string
 	Password        string
@@ -91,6 +94,8 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig of the KubeVirt cluster (--backend kubevirt; default: the in-cluster configuration)")
 	fs.StringSliceVar(&c.KubeNamespaces, "namespace", nil, "namespaces whose VirtualMachines get a BMC, repeatable (--backend kubevirt; default: all)")
 	fs.StringVar(&c.KubeSelector, "selector", "", "label selector choosing the VirtualMachines that get a BMC (--backend kubevirt)")
+	fs.StringVar(&c.KubeMediaAddr, "kubevirt-media-addr", "", "listen address (host:port) of the plain-HTTP server CDI's importer fetches inserted images from (--backend kubevirt; empty: no virtual media)")
+	fs.StringVar(&c.KubeMediaURL, "kubevirt-media-url", "", "base URL at which the cluster reaches --kubevirt-media-addr, e.g. http://vbmcd.lab.svc:8081 (default: http://ADDR)")
 	c.Libvirt = []virt.Host{{URI: "qemu:///system"}}
 	hl := &hostList{hosts: &c.Libvirt}
 	fs.Var(uriValue{hl}, "libvirt-uri", "libvirt URI, repeatable for several hosts, each optionally named NAME=URI (qemu:///system, qemu+unix:///system?socket=PATH, qemu+tcp://HOST/system, qemu+tls://HOST/system?pkipath=DIR, qemu+ssh://USER@HOST/system?keyfile=PATH)")
@@ -352,6 +357,15 @@ func (c *Config) validate() error {
 	}
 	if c.MaxConnsPerSource < 0 {
 		return fmt.Errorf("--redfish-max-conns-per-source %d: want a number of connections, or 0 for no limit", c.MaxConnsPerSource)
+	}
+	if c.KubeMediaURL != "" {
+		u, err := url.Parse(c.KubeMediaURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--kubevirt-media-url %q: must be an http:// or https:// URL with a host (how CDI's importer pods reach --kubevirt-media-addr)", c.KubeMediaURL)
+		}
+		if c.KubeMediaAddr == "" {
+			return fmt.Errorf("--kubevirt-media-url needs --kubevirt-media-addr, the address the image server listens on")
+		}
 	}
 	if c.Backend == "sim" && c.SimNodes < 1 {
 		return fmt.Errorf("--sim-nodes %d: the sim backend needs at least one node", c.SimNodes)

@@ -156,7 +156,11 @@ func newKubeVirt(ctx context.Context, cfg Config, log *zap.Logger) (*kubevirt.Ba
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig %q: %w", cfg.Kubeconfig, err)
 	}
-	be, err := kubevirt.New(kubevirt.Config{Rest: rc, Namespaces: cfg.KubeNamespaces, Selector: cfg.KubeSelector}, log)
+	images, err := kubeMediaServer(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	be, err := kubevirt.New(kubevirt.Config{Rest: rc, Namespaces: cfg.KubeNamespaces, Selector: cfg.KubeSelector, Images: images}, log)
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +168,33 @@ func newKubeVirt(ctx context.Context, cfg Config, log *zap.Logger) (*kubevirt.Ba
 		return nil, err
 	}
 	return be, nil
+}
+
+// kubeMediaServer starts the plain-HTTP server CDI's importer fetches
+// inserted images from (--kubevirt-media-addr); nil when not asked for.
+// It serves only images attached right now, each at an unguessable path.
+func kubeMediaServer(ctx context.Context, cfg Config, log *zap.Logger) (*kubevirt.ImageServer, error) {
+	if cfg.KubeMediaAddr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", cfg.KubeMediaAddr)
+	if err != nil {
+		return nil, fmt.Errorf("--kubevirt-media-addr: %w (choose another address)", err)
+	}
+	base := cfg.KubeMediaURL
+	if base == "" {
+		base = "http://" + ln.Addr().String()
+	}
+	images := kubevirt.NewImageServer(base)
+	srv := &http.Server{Handler: images, ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(log)}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("image server for CDI stopped", zap.Error(err))
+		}
+	}()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	log.Info("serving inserted images to CDI", zap.String("addr", ln.Addr().String()), zap.String("url", base))
+	return images, nil
 }
 
 // serve runs the daemon until ctx ends.

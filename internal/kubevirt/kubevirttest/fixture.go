@@ -13,6 +13,9 @@
 //     as its disks and CD, bootOrder as its boot order, EFI or BIOS. The
 //     guest really boots; a guest that powers off ends the instance
 //     (phase Succeeded), and runStrategy Always then starts a new one.
+//   - CDI: a DataVolume with an http source is imported into a file, which
+//     an instance whose volume names the DataVolume gets as its disk or CD
+//     (cdi.go).
 //   - virt-api's subresources (start, stop, restart, softreboot, console):
 //     served by a front proxy that vbmcd's kubeconfig points at. The proxy
 //     forwards everything else to kube-apiserver unchanged; in a real
@@ -49,6 +52,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	"github.com/bmlab/bmlab/internal/kubevirt"
 	"github.com/bmlab/bmlab/internal/kubevirt/kubetest"
@@ -79,9 +83,15 @@ type Fixture struct {
 	vms, vmis cache.SharedIndexInformer
 	queue     chan string
 
-	mu   sync.Mutex
-	doms map[string]*domain // by VM name; only the worker changes it
-	held map[string]bool    // VMs whose new instances wait for Release
+	cdi *rest.RESTClient // cdi.kubevirt.io/v1beta1
+	dvs cache.SharedIndexInformer
+
+	mu       sync.Mutex
+	doms     map[string]*domain // by VM name; only the worker changes it
+	held     map[string]bool    // VMs whose new instances wait for Release
+	imported map[string]string  // DataVolume name → the file holding its data
+	// failImports, when set, fails every import with this message.
+	failImports string
 }
 
 // Hold makes the fixture wait before it makes VM name's next instance,
@@ -126,8 +136,13 @@ func Start(t testing.TB, ns, prefix string) *Fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &Fixture{API: api, Namespace: ns, t: t, lab: lab, kv: kv, prefix: prefix,
-		serial: testenv.QemuDir(t), queue: make(chan string, 1024), doms: map[string]*domain{}, held: map[string]bool{}}
+	cdi, err := kubevirt.NewRESTClient(api.RestConfig(), cdiv1.SchemeGroupVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &Fixture{API: api, Namespace: ns, t: t, lab: lab, kv: kv, cdi: cdi, prefix: prefix,
+		serial: testenv.QemuDir(t), queue: make(chan string, 1024), doms: map[string]*domain{}, held: map[string]bool{},
+		imported: map[string]string{}}
 	f.startProxy(t)
 	lw := func(res string) *cache.ListWatch {
 		return cache.NewFilteredListWatchFromClient(kv, res, ns, func(*metav1.ListOptions) {})
@@ -161,6 +176,7 @@ func Start(t testing.TB, ns, prefix string) *Fixture {
 			}
 		}
 	}()
+	f.startCDI(ctx)
 	go f.work(ctx)
 	t.Cleanup(func() {
 		cancel()
@@ -369,8 +385,17 @@ func (f *Fixture) runDomain(ctx context.Context, vmi *kubevirtv1.VirtualMachineI
 	}
 	paths := map[string]string{}
 	for _, v := range vmi.Spec.Volumes {
-		if v.HostDisk != nil {
+		switch {
+		case v.HostDisk != nil:
 			paths[v.Name] = v.HostDisk.Path
+		case v.DataVolume != nil:
+			// virt-launcher mounts the DataVolume's PVC; KubeVirt holds
+			// the instance back until the DataVolume is ready.
+			p := f.DataVolumePath(v.DataVolume.Name)
+			if p == "" {
+				return nil, fmt.Errorf("DataVolume %s of %s is not imported (yet)", v.DataVolume.Name, vmi.Name)
+			}
+			paths[v.Name] = p
 		}
 	}
 	cdFirst := false
