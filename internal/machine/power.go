@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -70,6 +71,19 @@ type powerOp struct {
 	seq    uint64     // distinguishes snapshots made while it runs
 	cancel context.CancelFunc
 	done   chan struct{} // closed when it ended
+	// started is set once the backend started the machine; what the action
+	// does after (spending a Once override) is bookkeeping.
+	started atomic.Bool
+}
+
+type opKey struct{}
+
+// markStarted records, for the power action carried out under ctx, that
+// the backend has started the machine.
+func markStarted(ctx context.Context) {
+	if op, ok := ctx.Value(opKey{}).(*powerOp); ok {
+		op.started.Store(true)
+	}
 }
 
 // BusyError is a power action refused because another runs that it cannot
@@ -162,13 +176,18 @@ func shows(rt ResetType, p PowerState) PowerState {
 	return PowerPoweringOff
 }
 
-// reached reports whether an action under way of type rt has already
-// brought the machine to what it was for, as its backend reads now: off
-// after a ForceOff or GracefulShutdown. Starts and restarts end with more
-// than the power state (a Once override spent), so they are never taken as
-// reached.
-func reached(rt ResetType, p PowerState) bool {
-	return (rt == ResetForceOff || rt == ResetGracefulShutdown) && p == PowerOff
+// reached reports whether the action op under way has already done what
+// it was for, as the machine's backend reads now (p), and only ends its
+// bookkeeping: off after a ForceOff or GracefulShutdown, or off again
+// after a start the backend carried out.
+func reached(op *powerOp, p PowerState) bool {
+	if p != PowerOff {
+		return false
+	}
+	// Off after a stop; or off again after a start that the backend
+	// carried out (a guest that powered itself off at once): an On
+	// joined to that start would never start the machine.
+	return op.rt == ResetForceOff || op.rt == ResetGracefulShutdown || op.started.Load()
 }
 
 // changes reports whether rt changes anything for a machine in state p
@@ -219,7 +238,7 @@ func (s *Service) powerAction(ctx context.Context, id string, rt ResetType) erro
 	}
 	s.power.mu.Lock()
 	prev := s.power.pending[m.ID]
-	if prev != nil && !reached(prev.rt, m.Power) {
+	if prev != nil && !reached(prev, m.Power) {
 		join, preempt := combine(rt, prev)
 		if join {
 			s.power.mu.Unlock()
@@ -253,6 +272,7 @@ func (s *Service) powerAction(ctx context.Context, id string, rt ResetType) erro
 	// The action outlives the request that asked for it.
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 	op := &powerOp{rt: rt, shows: shows(rt, m.Power), seq: seq, cancel: cancel, done: make(chan struct{})}
+	bg = context.WithValue(bg, opKey{}, op)
 	s.power.pending[m.ID] = op
 	s.power.mu.Unlock()
 

@@ -252,6 +252,7 @@ func (s *Service) start(ctx context.Context, m *Machine) error {
 	if err := s.be.Start(ctx, m.ID); err != nil {
 		return err
 	}
+	markStarted(ctx)
 	return s.spend(ctx, m.ID, st)
 }
 

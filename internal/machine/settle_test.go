@@ -3,6 +3,7 @@ package machine_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,4 +103,61 @@ func TestForceRestartOfAGuestThatJustHalted(t *testing.T) {
 		t.Fatalf("ForceRestart of a guest that just halted: %v, want accepted", err)
 	}
 	waitPower(t, svc, id, machine.PowerOn)
+}
+
+// haltsAtOnce is a sim backend whose first started guest powers itself off
+// at once (the marker ISO does) and whose Save waits for hold: the start's
+// spending of its Once override is still under way when the machine reads
+// Off again.
+type haltsAtOnce struct {
+	*sim.Backend
+	hold   chan struct{}
+	starts atomic.Int32
+}
+
+func (b *haltsAtOnce) Start(ctx context.Context, id string) error {
+	if err := b.Backend.Start(ctx, id); err != nil {
+		return err
+	}
+	if b.starts.Add(1) == 1 {
+		return b.Backend.Stop(ctx, id, true)
+	}
+	return nil
+}
+
+func (b *haltsAtOnce) Save(ctx context.Context, id string, s machine.Settings) error {
+	if b.hold != nil {
+		<-b.hold
+	}
+	return b.Backend.Save(ctx, id, s)
+}
+
+// TestOnAfterAGuestHaltedDuringItsStart: the web console's test under load
+// pressed On again once the page read Off after the CD's guest halted; the
+// first start was still spending its Once override, the second On joined
+// it, answered 204 and never started the machine.
+func TestOnAfterAGuestHaltedDuringItsStart(t *testing.T) {
+	be := &haltsAtOnce{Backend: sim.New(1)}
+	svc := machine.NewService(be, nil)
+	ctx := context.Background()
+	id := be.List()[0].ID
+	cd, once := machine.BootCd, machine.BootOnce
+	if _, err := svc.SetBoot(ctx, id, machine.BootPatch{Target: &cd, Enabled: &once}); err != nil {
+		t.Fatal(err)
+	}
+	be.hold = make(chan struct{})
+	if err := svc.Reset(ctx, id, machine.ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := be.Get(id); m.Power != machine.PowerOff {
+		t.Fatalf("the guest reads %s after halting, want Off", m.Power)
+	}
+	go func() { time.Sleep(100 * time.Millisecond); close(be.hold) }()
+	if err := svc.Reset(ctx, id, machine.ResetOn); err != nil {
+		t.Fatalf("On once the machine reads Off again: %v, want accepted", err)
+	}
+	waitPower(t, svc, id, machine.PowerOn)
+	if n := be.starts.Load(); n != 2 {
+		t.Fatalf("%d starts, want 2", n)
+	}
 }
