@@ -15,14 +15,8 @@ import (
 	"github.com/bmlab/bmlab/internal/ipmi/wire"
 )
 
-// ConsoleOpener is what a backend implements when its machines have a
-// serial console: a stream of the console's output, which also takes input.
-// The stream ends when the machine stops; the SOL session then opens it
-// again, so that it shows the next boot. Closing the stream must not affect
-// the machine.
-type ConsoleOpener interface {
-	OpenConsole(ctx context.Context, id string) (io.ReadWriteCloser, error)
-}
+// ConsoleOpener is the backend's serial console (machine.ConsoleOpener).
+type ConsoleOpener = machine.ConsoleOpener
 
 // SOL payload limits and timing, as announced by Activate Payload and the
 // SOL configuration parameters (IPMI v2.0 §24.1, §26.3).

@@ -1,6 +1,9 @@
 package machine
 
-import "context"
+import (
+	"context"
+	"io"
+)
 
 // Backend carries out what the Service decides, on real VMs (libvirt) or in
 // memory (sim). Backends hold no BMC semantics: a Once override, pending BIOS
@@ -101,4 +104,13 @@ func PageIDs(ms []*Machine, skip, limit int) []string {
 		ids[i] = m.ID
 	}
 	return ids
+}
+
+// ConsoleOpener is what a backend implements when its machines have a
+// serial console: a stream of the console's output, which also takes input.
+// The stream ends when the machine stops; a reader (IPMI SOL, the web
+// console) opens it again to show the next boot. Closing the stream must
+// not affect the machine.
+type ConsoleOpener interface {
+	OpenConsole(ctx context.Context, id string) (io.ReadWriteCloser, error)
 }

@@ -37,12 +37,9 @@ import (
 // taken, not reopened: the page says so and offers to take it back (a
 // {"take":true} text message), which a viewer's click does once.
 
-// ConsoleOpener is the backend's serial console, as internal/ipmi's SOL
-// uses it: a stream of output that takes input, ending when the machine
-// stops.
-type ConsoleOpener interface {
-	OpenConsole(ctx context.Context, id string) (io.ReadWriteCloser, error)
-}
+// ConsoleOpener is the backend's serial console, the one IPMI SOL reads
+// (machine.ConsoleOpener).
+type ConsoleOpener = machine.ConsoleOpener
 
 const (
 	scrollBack   = 64 << 10 // bytes of output kept per machine
