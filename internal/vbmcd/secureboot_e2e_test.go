@@ -30,8 +30,9 @@ type sushySB struct {
 		Status   int      `json:"status"`
 		Messages []string `json:"messages"`
 	} `json:"refused"`
-	Enabled   bool                       `json:"enabled"`
-	Mode      string                     `json:"mode"`
+	Enabled     bool                       `json:"enabled"`
+	Mode        string                     `json:"mode"`
+	CurrentBoot string                     `json:"current_boot"`
 	Databases map[string]sushySBDatabase `json:"databases"`
 	Boot      map[string]any             `json:"boot"`
 }
