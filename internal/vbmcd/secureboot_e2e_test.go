@@ -33,8 +33,8 @@ type sushySB struct {
 	Enabled     bool                       `json:"enabled"`
 	Mode        string                     `json:"mode"`
 	CurrentBoot string                     `json:"current_boot"`
-	Databases map[string]sushySBDatabase `json:"databases"`
-	Boot      map[string]any             `json:"boot"`
+	Databases   map[string]sushySBDatabase `json:"databases"`
+	Boot        map[string]any             `json:"boot"`
 }
 
 // sushySecureBoot runs one step of testdata/sushy_secureboot.py.
