@@ -389,7 +389,7 @@ func (f *Fixture) runDomain(ctx context.Context, vmi *kubevirtv1.VirtualMachineI
 			// build with SMM, from variables with Microsoft's keys
 			// enrolled. Its VM webhook refuses secure boot without SMM.
 			if sb := fw.Bootloader.EFI.SecureBoot; sb == nil || *sb {
-				if smm := vmi.Spec.Domain.Features; smm == nil || smm.SMM == nil || (smm.SMM.Enabled != nil && !*smm.SMM.Enabled) {
+				if ft := vmi.Spec.Domain.Features; ft == nil || ft.SMM == nil || (ft.SMM.Enabled != nil && !*ft.SMM.Enabled) {
 					return nil, fmt.Errorf("instance %s: SMM should be enabled for EFI secure boot (spec.domain.features.smm)", vmi.Name)
 				}
 				spec.SecureBoot = true
