@@ -10,9 +10,12 @@
 // instance's phase. A boot override is the devices' bootOrder in the VM's
 // template; Start returns once KubeVirt made the new instance, so a Once
 // override that the model spends right after holds for that instance only.
-// Firmware (BIOS, EFI, secure boot) is spec.template...firmware.bootloader.
+// Firmware (BIOS, EFI, secure boot) is spec.template...firmware.bootloader,
+// with features.smm for secure boot. The backend is no machine.KeyStorer:
+// the enrolled keys are in the variable store virt-launcher makes, out of
+// vbmcd's reach, so no key databases are served.
 // What KubeVirt does not hold (the BMC's settings: override, BIOS
-// attributes current and pending, firmware versions, accounts, keys) is an
+// attributes current and pending, firmware versions, accounts) is an
 // annotation on the VM, so a restarted or second vbmcd sees the same state.
 // An API server that does not answer makes every machine Unavailable. The
 // serial console (IPMI SOL) is the instance's console subresource, a

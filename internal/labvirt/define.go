@@ -21,7 +21,12 @@ type DomainSpec struct {
 	VCPUs     uint
 	Machine   string // "q35" (default) or "pc"
 	UEFI      bool
-	Disks     []DiskSpec
+	// SecureBoot (with UEFI) boots OVMF's secure-boot build, with SMM, from
+	// a variable store with Microsoft's keys enrolled (the firmware's
+	// SecureCode and SecureVars): unsigned EFI binaries are refused. It
+	// needs a q35 machine.
+	SecureBoot bool
+	Disks      []DiskSpec
 	// CDROM is the ISO in the CD-ROM drive; empty leaves the drive empty. The
 	// drive always exists so that "boot from Cd" has a target.
 	CDROM     string
@@ -85,12 +90,26 @@ func (s DomainSpec) DomainXML(fw virt.Firmware) (string, error) {
 	for _, dev := range order {
 		d.OS.BootDevices = append(d.OS.BootDevices, libvirtxml.DomainBootDevice{Dev: dev})
 	}
+	if s.SecureBoot && !s.UEFI {
+		return "", fmt.Errorf("domain %s wants secure boot without UEFI; secure boot needs UEFI", s.Name)
+	}
 	if s.UEFI {
-		if fw.Code == "" || fw.Vars == "" {
+		code, vars, secure := fw.Code, fw.Vars, "no"
+		if s.SecureBoot {
+			if mt != "q35" && !strings.HasPrefix(mt, "pc-q35") {
+				return "", fmt.Errorf("domain %s wants secure boot on machine %q; secure boot needs q35", s.Name, mt)
+			}
+			if fw.SecureCode == "" || fw.SecureVars == "" {
+				return "", fmt.Errorf("domain %s wants secure boot but no secure-boot OVMF (secboot code, variables with enrolled keys) was found; install the ovmf package", s.Name)
+			}
+			code, vars, secure = fw.SecureCode, fw.SecureVars, "yes"
+			// OVMF's secure-boot build keeps its variables safe in SMM.
+			d.Features.SMM = &libvirtxml.DomainFeatureSMM{State: "on"}
+		} else if fw.Code == "" || fw.Vars == "" {
 			return "", fmt.Errorf("domain %s wants UEFI but no OVMF firmware was found; install the ovmf package", s.Name)
 		}
-		d.OS.Loader = &libvirtxml.DomainLoader{Path: fw.Code, Readonly: "yes", Type: "pflash", Secure: "no"}
-		d.OS.NVRam = &libvirtxml.DomainNVRam{Template: fw.Vars}
+		d.OS.Loader = &libvirtxml.DomainLoader{Path: code, Readonly: "yes", Type: "pflash", Secure: secure}
+		d.OS.NVRam = &libvirtxml.DomainNVRam{Template: vars}
 	}
 	dev := d.Devices
 	for i, dk := range s.Disks {

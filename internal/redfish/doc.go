@@ -4,11 +4,12 @@
 // EventService, TaskService, UpdateService, Registries, $metadata).
 //
 // Under each system: boot override and ComputerSystem.Reset, Bios and its
-// pending Settings, SecureBoot with its key databases, Storage (drives and
-// RAID volumes), Processors, Memory, EthernetInterfaces, and the Chassis'
-// PCIe devices, network adapters, Power and Thermal sensors. Virtual media
-// (InsertMedia, EjectMedia, PATCH of Image and Inserted, a task for a long
-// download) hangs under the Manager, where sushy and Ironic look, and under
+// pending Settings, SecureBoot with its key databases (when the backend is
+// a machine.KeyStorer), Storage (drives and RAID volumes), Processors,
+// Memory, EthernetInterfaces, and the Chassis' PCIe devices, network
+// adapters, Power and Thermal sensors. Virtual media (InsertMedia,
+// EjectMedia, PATCH of Image and Inserted, a task for a long download)
+// hangs under the Manager, where sushy and Ironic look, and under
 // the System, for newer clients; both show the same members (vmedia.go).
 // Events (events.go) go to subscribers as the machines change, whichever
 // face changed them, only to addresses vbmcd's outbound policy allows

@@ -111,7 +111,7 @@ func TestResourceBuildersGolden(t *testing.T) {
 		"drive_file.json":              drive(m, "1", "vda"),
 		"drive_ssd.json":               drive(m, "1", "sdb"),
 		"storage_controller.json":      storageController(m, "1", "0"),
-		"secure_boot.json":             secureBoot(m),
+		"secure_boot.json":             secureBoot(m, true),
 		"bios.json":                    bios(m),
 		"bios_settings.json":           biosSettings(m),
 		"manager.json":                 manager(m, goldenIdentity),
@@ -155,7 +155,7 @@ func TestBuildersAgreeOnURIs(t *testing.T) {
 			t.Errorf("%s link %q", k, got)
 		}
 	}
-	if got := secureBoot(m)["@odata.id"]; got != sys["SecureBoot"].(ref).ID {
+	if got := secureBoot(m, true)["@odata.id"]; got != sys["SecureBoot"].(ref).ID {
 		t.Errorf("SecureBoot @odata.id %v", got)
 	}
 	if got := bios(m)["@Redfish.Settings"].(obj)["SettingsObject"].(ref).ID; got != biosSettings(m)["@odata.id"] {

@@ -378,7 +378,7 @@ func renderDrive(_ *Server, c *call) any {
 	}
 	return drive(c.m, c.params[1], did)
 }
-func renderSecureBoot(_ *Server, c *call) any   { return secureBoot(c.m) }
+func renderSecureBoot(s *Server, c *call) any   { return secureBoot(c.m, s.hasKeys(c.m.ID)) }
 func renderBios(_ *Server, c *call) any         { return bios(c.m) }
 func renderBiosSettings(_ *Server, c *call) any { return biosSettings(c.m) }
 

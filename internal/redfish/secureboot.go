@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -47,10 +48,14 @@ func keyDatabaseIDs() []string {
 	return out
 }
 
-func secureBoot(m *machine.Machine) obj {
+// secureBoot renders a system's SecureBoot resource. keys says whether its
+// backend holds key databases: without (KubeVirt, whose firmware's
+// variables vbmcd can neither read nor write) neither the databases nor the
+// key reset is advertised, so a client finds no link that answers 404.
+func secureBoot(m *machine.Machine, keys bool) obj {
 	u := secureBootURI(m.ID)
 	current := m.SecureBootActive && m.Power != machine.PowerOff
-	return obj{
+	o := obj{
 		"@odata.id":             u,
 		"@odata.type":           "#SecureBoot.v1_1_0.SecureBoot",
 		"Id":                    "SecureBoot",
@@ -58,14 +63,24 @@ func secureBoot(m *machine.Machine) obj {
 		"SecureBootEnable":      m.Settings.SecureBoot,
 		"SecureBootCurrentBoot": enabledDisabled(current),
 		"SecureBootMode":        m.Settings.SecureBootMode(),
-		"SecureBootDatabases":   ref{keyDatabasesURI(m.ID)},
-		"Actions": obj{
+	}
+	if keys {
+		o["SecureBootDatabases"] = ref{keyDatabasesURI(m.ID)}
+		o["Actions"] = obj{
 			"#SecureBoot.ResetKeys": obj{
 				"target":                                u + "/Actions/SecureBoot.ResetKeys",
 				"ResetKeysType@Redfish.AllowableValues": secureBootKeyResets,
 			},
-		},
+		}
 	}
+	return o
+}
+
+// hasKeys reports whether a system's backend holds secure boot key
+// databases.
+func (s *Server) hasKeys(id string) bool {
+	_, _, _, err := s.svc.Keys(id)
+	return !errors.Is(err, machine.ErrUnsupported)
 }
 
 // keyEntries returns a database's entries by its Redfish ID: the ones it

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmlab/bmlab/internal/machine"
 )
 
 // TestSecureBootKeys walks the key resets over Redfish as Ironic's clean
@@ -89,5 +91,45 @@ func TestSecureBootKeys(t *testing.T) {
 		if w := f.do(req{path: p}); w.Code != http.StatusNotFound {
 			t.Errorf("GET %s: %d, want 404", p, w.Code)
 		}
+	}
+}
+
+// noKeys is a backend without key databases (as KubeVirt's): the machine
+// interface only, so it is no machine.KeyStorer.
+type noKeys struct{ machine.Backend }
+
+// TestSecureBootWithoutKeys: on a backend without key databases the
+// SecureBoot resource still turns secure boot on and off but links no
+// databases and offers no key reset, whose targets would answer 404
+// (sushy's secure_boot.databases failed on KubeVirt before).
+func TestSecureBootWithoutKeys(t *testing.T) {
+	f := newFixture(t, 1)
+	srv := New(machine.NewService(noKeys{f.be}, nil), nil, WithCredentials(testUser, testPass))
+	f.h = srv.Handler()
+	sb := f.sys(0) + "/SecureBoot"
+	v := decode(t, f.do(req{path: sb}))
+	if _, ok := v["SecureBootDatabases"]; ok {
+		t.Errorf("SecureBootDatabases linked without key databases: %v", v)
+	}
+	if _, ok := v["Actions"]; ok {
+		t.Errorf("ResetKeys offered without key databases: %v", v)
+	}
+	if w := f.do(req{path: sb + "/SecureBootDatabases"}); w.Code != http.StatusNotFound {
+		t.Errorf("GET SecureBootDatabases: %d, want 404", w.Code)
+	}
+	if w := f.do(req{method: "PATCH", path: sb, body: `{"SecureBootEnable": true}`}); w.Code != http.StatusOK && w.Code != http.StatusNoContent {
+		t.Fatalf("PATCH SecureBootEnable: %d %s", w.Code, w.Body)
+	}
+	if v := decode(t, f.do(req{path: sb})); v["SecureBootEnable"] != true {
+		t.Errorf("SecureBootEnable %v after the PATCH, want true", v["SecureBootEnable"])
+	}
+	// With key databases (the fixture's sim backend) both are there.
+	g := newFixture(t, 1)
+	v = decode(t, g.do(req{path: g.sys(0) + "/SecureBoot"}))
+	if _, ok := v["SecureBootDatabases"]; !ok {
+		t.Errorf("no SecureBootDatabases with key databases: %v", v)
+	}
+	if _, ok := v["Actions"]; !ok {
+		t.Errorf("no ResetKeys with key databases: %v", v)
 	}
 }

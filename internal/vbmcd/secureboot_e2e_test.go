@@ -30,10 +30,11 @@ type sushySB struct {
 		Status   int      `json:"status"`
 		Messages []string `json:"messages"`
 	} `json:"refused"`
-	Enabled   bool                       `json:"enabled"`
-	Mode      string                     `json:"mode"`
-	Databases map[string]sushySBDatabase `json:"databases"`
-	Boot      map[string]any             `json:"boot"`
+	Enabled     bool                       `json:"enabled"`
+	Mode        string                     `json:"mode"`
+	CurrentBoot string                     `json:"current_boot"`
+	Databases   map[string]sushySBDatabase `json:"databases"`
+	Boot        map[string]any             `json:"boot"`
 }
 
 // sushySecureBoot runs one step of testdata/sushy_secureboot.py.

@@ -10,9 +10,13 @@
 //     without a firmware UUID gets the one KubeVirt derives from its name.
 //   - virt-handler and virt-launcher: each instance is a real libvirt
 //     domain (type qemu) made from the instance's spec: hostDisk volumes
-//     as its disks and CD, bootOrder as its boot order, EFI or BIOS. The
-//     guest really boots; a guest that powers off ends the instance
-//     (phase Succeeded), and runStrategy Always then starts a new one.
+//     as its disks and CD, bootOrder as its boot order, EFI or BIOS. EFI
+//     with secureBoot (KubeVirt's default) runs OVMF's secure-boot build
+//     with SMM from variables with Microsoft's keys enrolled, as
+//     virt-launcher does; without features.smm the instance does not start
+//     (KubeVirt's webhook refuses such a VM). The guest really boots; a
+//     guest that powers off ends the instance (phase Succeeded), and
+//     runStrategy Always then starts a new one.
 //   - CDI: a DataVolume with an http source is imported into a file, which
 //     an instance whose volume names the DataVolume gets as its disk or CD
 //     (cdi.go).
@@ -381,6 +385,15 @@ func (f *Fixture) runDomain(ctx context.Context, vmi *kubevirtv1.VirtualMachineI
 		spec.UUID = string(fw.UUID)
 		if fw.Bootloader != nil && fw.Bootloader.EFI != nil {
 			spec.UEFI, spec.MemoryMiB = true, 256
+			// KubeVirt's default is secure boot on: OVMF's secboot
+			// build with SMM, from variables with Microsoft's keys
+			// enrolled. Its VM webhook refuses secure boot without SMM.
+			if sb := fw.Bootloader.EFI.SecureBoot; sb == nil || *sb {
+				if ft := vmi.Spec.Domain.Features; ft == nil || ft.SMM == nil || (ft.SMM.Enabled != nil && !*ft.SMM.Enabled) {
+					return nil, fmt.Errorf("instance %s: SMM should be enabled for EFI secure boot (spec.domain.features.smm)", vmi.Name)
+				}
+				spec.SecureBoot = true
+			}
 		}
 	}
 	paths := map[string]string{}
