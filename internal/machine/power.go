@@ -71,15 +71,15 @@ type powerOp struct {
 	seq    uint64     // distinguishes snapshots made while it runs
 	cancel context.CancelFunc
 	done   chan struct{} // closed when it ended
-	// started is set once the backend started the machine; what the action
-	// does after (spending a Once override) is bookkeeping.
+	// started is set as the action hands the start to the backend; what
+	// it does after (spending a Once override) is bookkeeping.
 	started atomic.Bool
 }
 
 type opKey struct{}
 
 // markStarted records, for the power action carried out under ctx, that
-// the backend has started the machine.
+// it is starting the machine.
 func markStarted(ctx context.Context) {
 	if op, ok := ctx.Value(opKey{}).(*powerOp); ok {
 		op.started.Store(true)
@@ -96,6 +96,10 @@ type BusyError struct {
 
 func (e *BusyError) Error() string { return e.msg }
 func (e *BusyError) Unwrap() error { return ErrConflict }
+
+// settleWait bounds how long an action waits for one under way that has
+// done what it was for and only ends its bookkeeping.
+const settleWait = 30 * time.Second
 
 // retryBusy is the retry hint of a BusyError: about what a start or stop
 // of a machine under TCG takes.
@@ -179,7 +183,7 @@ func shows(rt ResetType, p PowerState) PowerState {
 // reached reports whether the action op under way has already done what
 // it was for, as the machine's backend reads now (p), and only ends its
 // bookkeeping: off after a ForceOff or GracefulShutdown, or off again
-// after a start the backend carried out.
+// after a start handed to the backend.
 func reached(op *powerOp, p PowerState) bool {
 	if p != PowerOff {
 		return false
@@ -255,10 +259,15 @@ func (s *Service) powerAction(ctx context.Context, id string, rt ResetType) erro
 		// a client that saw the state and acts on it is not refused.
 		// It ends within moments; this one then runs on its own.
 		s.power.mu.Unlock()
+		t := time.NewTimer(settleWait)
+		defer t.Stop()
 		select {
 		case <-prev.done:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-t.C:
+			return &BusyError{RetryAfter: retryBusy, msg: fmt.Sprintf("%v: %s is still ending %s; retry when it is done",
+				ErrConflict, m.Name, prev.rt)}
 		}
 		return s.powerAction(ctx, id, rt)
 	} else if !changes(rt, m.Power) {

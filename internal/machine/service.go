@@ -249,10 +249,13 @@ func (s *Service) start(ctx context.Context, m *Machine) error {
 	if err != nil {
 		return err
 	}
+	// Marked before the backend starts it: a guest may run and power
+	// itself off before the backend's start returns (a marker ISO under
+	// TCG on a loaded host).
+	markStarted(ctx)
 	if err := s.be.Start(ctx, m.ID); err != nil {
 		return err
 	}
-	markStarted(ctx)
 	return s.spend(ctx, m.ID, st)
 }
 
