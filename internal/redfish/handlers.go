@@ -129,6 +129,13 @@ func (s *Server) fail(c *call, e *apiError) {
 	}
 	c.w.WriteHeader(e.status)
 	c.w.Write(b)
+	if e.status == http.StatusRequestEntityTooLarge && c.r.ProtoMajor == 2 {
+		// The stream is reset once the handler returns with its body
+		// unread, and HTTP/2's scheduler sends that reset ahead of
+		// queued data: curl then saw the 413 cut short. Flushing
+		// writes the answer out first.
+		_ = http.NewResponseController(c.w).Flush()
+	}
 }
 
 // modelError translates an error of the machine model into a response.
