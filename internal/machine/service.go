@@ -138,7 +138,10 @@ func usable(m *Machine) error {
 func boots(rt ResetType, p PowerState) bool {
 	on := p == PowerOn || p == PowerPoweringOff
 	switch rt {
-	case ResetOn, ResetForceOn, ResetPushPowerButton:
+	case ResetOn, ResetForceOn:
+		// A guest shutting down is off in a moment: an On starts it then.
+		return !on || p == PowerPoweringOff
+	case ResetPushPowerButton:
 		return !on
 	case ResetForceRestart, ResetPowerCycle, ResetGracefulRestart:
 		return true
@@ -150,6 +153,11 @@ func boots(rt ResetType, p PowerState) bool {
 // An action that boots the machine first waits for virtual media that is
 // still loading (bounded, see WithMediaWait), so no boot sees half an image.
 func (s *Service) reset(ctx context.Context, id string, rt ResetType) error {
+	if rt == ResetOn || rt == ResetForceOn {
+		if err := s.waitDown(ctx, id); err != nil {
+			return err
+		}
+	}
 	if m, err := s.be.Get(id); err == nil && boots(rt, m.Power) {
 		if err := s.waitMedia(ctx, m.ID); err != nil {
 			return err
@@ -207,6 +215,38 @@ func (s *Service) reset(ctx context.Context, id string, rt ResetType) error {
 		return s.be.NMI(ctx, m.ID)
 	default:
 		return invalidf("unknown reset type %q", rt)
+	}
+}
+
+// waitDown waits, bounded, while a machine's guest shuts itself down (the
+// backend reads PoweringOff, as libvirt's shutdown state): an On that came
+// meanwhile starts the machine once it is off, instead of finding it on and
+// doing nothing while it goes off (a client that read Off a moment early
+// and powers on). Events wake it; a slow re-read covers one it missed.
+func (s *Service) waitDown(ctx context.Context, id string) error {
+	events, cancel := s.be.Subscribe()
+	defer cancel()
+	limit := time.NewTimer(settleWait)
+	defer limit.Stop()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		m, err := s.be.Get(id)
+		if err != nil {
+			return err
+		}
+		if m.Power != PowerPoweringOff {
+			return nil
+		}
+		select {
+		case <-events:
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-limit.C:
+			return &BusyError{RetryAfter: retryBusy, msg: fmt.Sprintf("%v: %s is still shutting down after %s; retry when it is off",
+				ErrConflict, m.Name, settleWait)}
+		}
 	}
 }
 

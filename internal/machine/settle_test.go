@@ -161,3 +161,75 @@ func TestOnAfterAGuestHaltedDuringItsStart(t *testing.T) {
 		t.Fatalf("%d starts, want 2", n)
 	}
 }
+
+// shuttingDown is a sim backend whose running guest reads PoweringOff
+// while it shuts itself down (libvirt's shutdown state), until halt.
+type shuttingDown struct {
+	*sim.Backend
+	down   atomic.Bool
+	starts atomic.Int32
+}
+
+func (b *shuttingDown) Get(id string) (*machine.Machine, error) {
+	m, err := b.Backend.Get(id)
+	if err == nil && b.down.Load() && m.Power == machine.PowerOn {
+		c := *m
+		c.Power = machine.PowerPoweringOff
+		return &c, nil
+	}
+	return m, err
+}
+
+func (b *shuttingDown) Start(ctx context.Context, id string) error {
+	b.starts.Add(1)
+	return b.Backend.Start(ctx, id)
+}
+
+// halt ends the guest's shutdown: the machine is off.
+func (b *shuttingDown) halt(ctx context.Context, id string) error {
+	b.down.Store(false)
+	return b.Backend.Stop(ctx, id, true)
+}
+
+// TestOnWhileTheGuestShutsDown: the web console's test under load pressed
+// On when the page read Off a moment before libvirt did: the CD's guest
+// was still shutting down (PoweringOff). The On found the machine on,
+// changed nothing, answered 204, and the machine ended off. An On now
+// waits for the guest to be off and starts it.
+func TestOnWhileTheGuestShutsDown(t *testing.T) {
+	be := &shuttingDown{Backend: sim.New(1)}
+	svc := machine.NewService(be, nil)
+	ctx := context.Background()
+	id := be.List()[0].ID
+	if err := svc.Reset(ctx, id, machine.ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	waitPower(t, svc, id, machine.PowerOn)
+	be.down.Store(true)
+	if err := svc.Reset(ctx, id, machine.ResetOn); err != nil {
+		t.Fatalf("On while the guest shuts down: %v, want accepted", err)
+	}
+	if m, _ := svc.Get(id); m.Power != machine.PowerPoweringOff {
+		t.Fatalf("reads %s while the guest shuts down with an On waiting, want PoweringOff", m.Power)
+	}
+	if err := be.halt(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	waitPower(t, svc, id, machine.PowerOn)
+	if n := be.starts.Load(); n != 2 {
+		t.Fatalf("%d starts, want 2: the On was lost", n)
+	}
+	// ForceOn alike; PushPowerButton on a machine going down is still a
+	// press on a running machine (a second shutdown request).
+	be.down.Store(true)
+	if err := svc.Reset(ctx, id, machine.ResetForceOn); err != nil {
+		t.Fatalf("ForceOn while the guest shuts down: %v, want accepted", err)
+	}
+	if err := be.halt(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	waitPower(t, svc, id, machine.PowerOn)
+	if n := be.starts.Load(); n != 3 {
+		t.Fatalf("%d starts, want 3: the ForceOn was lost", n)
+	}
+}
