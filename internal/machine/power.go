@@ -200,7 +200,7 @@ func changes(rt ResetType, p PowerState) bool {
 	on := p == PowerOn || p == PowerPoweringOff
 	switch rt {
 	case ResetOn, ResetForceOn:
-		return !on
+		return !on || p == PowerPoweringOff // off in a moment: started then
 	case ResetGracefulShutdown, ResetForceOff:
 		return on
 	}
@@ -246,6 +246,8 @@ func (s *Service) powerAction(ctx context.Context, id string, rt ResetType) erro
 		join, preempt := combine(rt, prev)
 		if join {
 			s.power.mu.Unlock()
+			s.log.Debug("power action joined the one under way", zap.String("machine", m.Name), zap.String("type", string(rt)),
+				zap.String("under way", string(prev.rt)), zap.String("reads", string(m.Power)), zap.Bool("started", prev.started.Load()))
 			return nil // already on its way
 		}
 		if !preempt {
@@ -272,6 +274,7 @@ func (s *Service) powerAction(ctx context.Context, id string, rt ResetType) erro
 		return s.powerAction(ctx, id, rt)
 	} else if !changes(rt, m.Power) {
 		s.power.mu.Unlock()
+		s.log.Debug("power action changes nothing", zap.String("machine", m.Name), zap.String("type", string(rt)), zap.String("reads", string(m.Power)))
 		return nil
 	}
 	opSeq.Lock()

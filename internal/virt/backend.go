@@ -337,6 +337,10 @@ func (b *Backend) refresh(l *libvirt.Libvirt, d libvirt.Domain) {
 		b.reorder()
 	}
 	b.mu.Unlock()
+	if prev != nil && prev.Power != e.m.Power {
+		b.log.Debug("domain's power changed", zap.String("domain", e.m.Name), zap.String("was", string(prev.Power)),
+			zap.String("now", string(e.m.Power)), zap.Uint64("read", seq))
+	}
 	if changed {
 		b.subs.Send(machine.Event{Kind: machine.EventChanged, ID: id, Machine: e.m, Prev: prev})
 	}
