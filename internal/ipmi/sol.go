@@ -15,7 +15,9 @@ import (
 	"github.com/bmlab/bmlab/internal/ipmi/wire"
 )
 
-// ConsoleOpener is the backend's serial console (machine.ConsoleOpener).
+// ConsoleOpener is a serial console opener (machine.ConsoleOpener); SOL
+// uses the model's shared one (machine.Service.Consoles), which a web
+// console page on the same machine reads too.
 type ConsoleOpener = machine.ConsoleOpener
 
 // SOL payload limits and timing, as announced by Activate Payload and the
@@ -296,8 +298,10 @@ func (b *bmc) activatePayload(s *sessRef, d []byte) (wire.CompletionCode, []byte
 	if s == nil {
 		return wire.CodeInsufficientPriv, nil
 	}
-	opener, ok := b.svc.Backend().(ConsoleOpener)
-	if !ok {
+	// The machine's shared console: a web console page on it keeps
+	// running beside this session.
+	opener := b.svc.Consoles()
+	if opener == nil {
 		return 0x81, nil // payload type disabled: the backend has no consoles
 	}
 	b.mu.Lock()

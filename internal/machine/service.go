@@ -26,6 +26,7 @@ type Service struct {
 	observePower func(ResetType, error, time.Duration)
 	power        powerOps
 	faults       faults
+	consoles     consoleMux // Consoles: one shared stream per machine
 	// bmcUpdateDown is how long a BMC is unreachable after its firmware
 	// was updated (WithBMCUpdateDowntime).
 	bmcUpdateDown time.Duration

@@ -658,3 +658,96 @@ func TestE2EWebUIConsole(t *testing.T) {
 		waitJS(`document.querySelector('#console-status').textContent.includes('Operator')`))
 	b.screenshot(t, "readonly")
 }
+
+// TestE2EWebUIConsoleBesideSOL: the page's console and an IPMI SOL session
+// (ipmitool, the real client) on one running VM share its one serial
+// console: what grub prints shows on both, what either types reaches grub,
+// and neither takes the console from the other (before the shared stream,
+// the SOL session took it and the page said "taken").
+func TestE2EWebUIConsoleBesideSOL(t *testing.T) {
+	ipmitool := testenv.Command(t, "ipmitool")
+	scr := testenv.Command(t, "script")
+	lab := virttest.New(t, "e2e-websol-")
+	vm := lab.NewVM(t, "a", virttest.VMOptions{DiskMarker: true})
+	port := freeUDPPort(t)
+	base := daemon(t, "e2e-websol-", func(c *Config) { c.WebConsole = true; c.IPMI, c.IPMIPortBase = true, port })
+	b := newBrowser(t, base)
+	b.login(t, "admin", "e2e-pass")
+	b.run(t, "system page", 20*time.Second,
+		chromedp.Navigate(base+"/#/system/"+vm.ID),
+		chromedp.WaitVisible("#reset-On", chromedp.ByID))
+	b.press(t, "power on", "#reset-On", `document.querySelector('#console-status').dataset.state === 'good'`, bootTimeout)
+
+	line := strings.Join(append([]string{"exec", ipmitool}, lanplus(port, "e2e-pass", "sol", "activate")...), " ")
+	cmd := exec.Command(scr, "-q", "-e", "-c", line, "/dev/null")
+	cmd.Env = append(os.Environ(), "SHELL=/bin/sh")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sol := &testenv.Buffer{}
+	cmd.Stdout, cmd.Stderr = sol, sol
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	if !testenv.WaitFor(20*time.Second, func() bool { return strings.Contains(sol.String(), "SOL Session operational") }) {
+		t.Fatalf("ipmitool sol activate did not start: %q", sol.String())
+	}
+	// grub may still be booting (what is typed before it reads its
+	// prompt is lost): ask for a prompt over SOL until one comes.
+	prompt := func() bool {
+		from := len(sol.String())
+		if _, err := in.Write([]byte("\r")); err != nil {
+			t.Fatal(err)
+		}
+		return testenv.WaitFor(2*time.Second, func() bool { return strings.Contains(sol.String()[from:], "grub>") })
+	}
+	if !testenv.WaitFor(60*time.Second, prompt) {
+		t.Fatalf("no grub prompt over SOL; got %q", sol.String())
+	}
+	pageHas := func(what, s string) {
+		t.Helper()
+		b.run(t, what, 30*time.Second, waitJS(fmt.Sprintf(`document.querySelector('#terminal').dataset.text.includes(%q)`, s)))
+	}
+	// Typed over SOL: grub's answer (the typed line holds "${x}SIDE")
+	// shows on the page too.
+	if _, err := in.Write([]byte("set x=SOL\recho ${x}SIDE\r")); err != nil {
+		t.Fatal(err)
+	}
+	if !testenv.WaitFor(30*time.Second, func() bool { return strings.Contains(sol.String(), "SOLSIDE") }) {
+		t.Fatalf("grub's answer did not come back over SOL; got %q", sol.String())
+	}
+	pageHas("SOL's line on the page", "SOLSIDE")
+	// Typed on the page: the answer reaches SOL too.
+	b.run(t, "type on the page", 30*time.Second,
+		chromedp.Click("#terminal .xterm-screen", chromedp.ByQuery),
+		chromedp.Focus("#terminal textarea.xterm-helper-textarea", chromedp.ByQuery),
+		typeInto("\rset y=WEB\recho ${y}SIDE\r"))
+	pageHas("the page's line on the page", "WEBSIDE")
+	if !testenv.WaitFor(30*time.Second, func() bool { return strings.Contains(sol.String(), "WEBSIDE") }) {
+		t.Fatalf("the page's line did not reach SOL; got %q", sol.String())
+	}
+	var state string
+	b.run(t, "console state", 5*time.Second, chromedp.Evaluate(`document.querySelector('#console-status').dataset.state + ' ' + document.querySelector('#console-status').textContent`, &state))
+	if !strings.HasPrefix(state, "good") {
+		t.Fatalf("the page's console beside SOL reads %q, want connected", state)
+	}
+	b.screenshot(t, "beside-sol")
+	// SOL leaves; the page's console goes on.
+	if _, err := in.Write([]byte("\r~.")); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("ipmitool did not leave on ~.; got %q", sol.String())
+	}
+	b.run(t, "type after SOL left", 30*time.Second,
+		chromedp.Focus("#terminal textarea.xterm-helper-textarea", chromedp.ByQuery),
+		typeInto("\rset z=AFTER\recho ${z}SOL\r"),
+		waitJS(`document.querySelector('#terminal').dataset.text.includes('AFTERSOL')`),
+		waitJS(`document.querySelector('#console-status').dataset.state === 'good'`))
+}

@@ -27,18 +27,20 @@ import (
 // Administrator).
 //
 // Every browser viewing one machine shares one console stream (a tap),
-// opened with the backend's OpenConsole, the stream IPMI SOL reads. The tap
-// keeps the last scrollBack bytes of output, which a new viewer is sent
-// first; it reopens the stream when the machine stops and starts again,
-// and closes it when its last viewer leaves. The backend's console takes
-// the stream over from another holder (libvirt's force flag). So that an
-// IPMI SOL session and a browser on the same machine do not take it from
-// each other forever, a stream that ends while its machine still runs is
-// taken, not reopened: the page says so and offers to take it back (a
-// {"take":true} text message), which a viewer's click does once.
+// opened with the model's shared console (machine.Service.Consoles), the
+// stream IPMI SOL sessions read too: a page and a SOL session see the same
+// output and both type into it. The tap keeps the last scrollBack bytes of
+// output, which a new viewer is sent first; it reopens the stream when the
+// machine stops and starts again, and leaves it when its last viewer
+// leaves. The backend's console takes the stream over from a holder
+// outside vbmcd (libvirt's force flag, virsh console). So that such a
+// holder and a browser do not take it from each other forever, a stream
+// that ends while its machine still runs is taken, not reopened: the page
+// says so and offers to take it back (a {"take":true} text message), which
+// a viewer's click does once.
 
-// ConsoleOpener is the backend's serial console, the one IPMI SOL reads
-// (machine.ConsoleOpener).
+// ConsoleOpener is a serial console opener (machine.ConsoleOpener); the
+// web console uses the model's shared one.
 type ConsoleOpener = machine.ConsoleOpener
 
 const (
@@ -61,8 +63,8 @@ type consoleMsg struct {
 }
 
 func (u *UI) serveConsole(w http.ResponseWriter, r *http.Request, id string) {
-	opener, ok := u.svc.Backend().(ConsoleOpener)
-	if !ok {
+	opener := u.svc.Consoles() // shared with IPMI SOL
+	if opener == nil {
 		apiError(w, http.StatusNotImplemented, "this backend's machines have no serial console")
 		return
 	}
@@ -397,7 +399,7 @@ func (t *tap) read(ctx context.Context, done <-chan struct{}) {
 		if m, err := t.svc.Get(t.id); err == nil && m.Power == machine.PowerOn {
 			// The machine runs: someone else (an IPMI SOL session,
 			// virsh console) took the stream.
-			t.setStatus(consoleMsg{Status: "taken", Detail: "Another console (IPMI SOL, virsh console) took the serial console."})
+			t.setStatus(consoleMsg{Status: "taken", Detail: "A console outside vbmcd (virsh console) took the serial console."})
 			if !t.waitTakeBack(ctx, done, events) {
 				return
 			}
