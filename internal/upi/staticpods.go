@@ -38,7 +38,9 @@ const IngressHealthPort = 1937
 // the ingress VIP: the router on the master itself (no workers: the
 // routers run on the masters), else the master's haproxy, which is ready
 // while it has a ready worker's router to send to. It is on the loopback
-// address of the cluster's first family: [::1] for an IPv6-only cluster.
+// address of the cluster's first family: [::1] for an IPv6-only cluster,
+// whose routers listen on IPv6 (the kubelet probes them at the node's
+// IPv6 address).
 func IngressHealthURL(c Cluster) string {
 	port := RouterHealthPort
 	if len(nodesWith(c, RoleWorker)) > 0 {
