@@ -505,10 +505,11 @@ func TestHAProxyBalancesIPv6(t *testing.T) {
 	t.Run("dual", func(t *testing.T) { haproxyBalances(t, podClusterDual(2)) })
 }
 
-// haproxyBalances runs HAProxyConf(c) on master-0, which holds every
-// family's ingress VIP (keepalived's part, by hand), with the workers'
-// routers (HTTP servers answering their name) and their health endpoints
-// in namespaces; a client asks every ingress VIP.
+// haproxyBalances runs HAProxyConf(c) on master-0 with the node's sysctl
+// file applied, as a master that does not hold the ingress VIPs yet; then
+// master-0 takes every family's ingress VIP (keepalived's part, by hand).
+// The workers' routers (HTTP servers answering their name) and their
+// health endpoints are in namespaces; a client asks every ingress VIP.
 func haproxyBalances(t *testing.T, c Cluster) {
 	haproxy := testenv.Command(t, "haproxy")
 	testenv.Command(t, "curl")
@@ -524,9 +525,20 @@ func haproxyBalances(t *testing.T, c Cluster) {
 	}
 	m0 := s.node("ocp-master-0", addrs(c.Nodes[1])...)
 	client := s.node("client", clientIPs...)
-	for _, v := range vips {
-		a := netip.MustParseAddr(v)
-		s.ip("-n", m0, "addr", "add", netip.PrefixFrom(a, a.BitLen()).String(), "dev", "eth0", "nodad")
+	files, err := StaticPodFiles(c, c.Nodes[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f.Path == SysctlFile {
+			p := filepath.Join(t.TempDir(), "sysctl.conf")
+			if err := os.WriteFile(p, f.Contents, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command("ip", "netns", "exec", m0, testenv.Command(t, "sysctl"), "-q", "-p", p).CombinedOutput(); err != nil {
+				t.Fatalf("sysctl -p %s: %v\n%s", SysctlFile, err, out)
+			}
+		}
 	}
 	var ready sync.Map // worker name → bool
 	for _, w := range c.Nodes[4:] {
@@ -563,6 +575,18 @@ func haproxyBalances(t *testing.T, c Cluster) {
 		t.Fatalf("haproxy -c rejects the configuration: %v\n%s", err, out)
 	}
 	hap := run(t, m0, haproxy, "-db", "-f", conf)
+	// haproxy is up (it answers its health frontend, 503 with no
+	// backend checked yet or 200) before master-0 holds the VIPs.
+	if !testenv.WaitFor(10*time.Second, func() bool {
+		out, _ := exec.Command("ip", "netns", "exec", m0, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "1", IngressHealthURL(c)).Output()
+		return string(out) == "200" || string(out) == "503"
+	}) {
+		t.Fatalf("haproxy does not run on a master without the ingress VIPs")
+	}
+	for _, v := range vips {
+		a := netip.MustParseAddr(v)
+		s.ip("-n", m0, "addr", "add", netip.PrefixFrom(a, a.BitLen()).String(), "dev", "eth0", "nodad")
+	}
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: netplumb.DialContextIn(client), DisableKeepAlives: true}}
 	for _, vip := range vips {
 		for _, port := range []string{"80", "443"} {
