@@ -5,6 +5,12 @@
 // (keepalived), DNS (coredns) and ingress load balancer (haproxy), with their
 // daemons' configuration files. keepalived tracks the API's readyz for the
 // API VIP and the router's (or haproxy's) health for the ingress VIP.
+// IPv6-only clusters have IPv6 in Cluster's and Node's addresses;
+// dual-stack ones have IPv4 there and IPv6 in Cluster.Secondary and
+// Node.SecondaryIP. keepalived then runs one instance per family and VIP
+// (the same router ID in both families), coredns answers AAAA (and A),
+// and haproxy binds [::]:80 and [::]:443 v4v6; StaticPodFiles refuses an
+// address of the wrong family, naming the field.
 //
 // Every transformation is a pure function of the cluster's facts (Cluster,
 // Node) and the installer's output; the labctl hybrid pipeline resolves the

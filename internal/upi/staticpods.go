@@ -37,13 +37,24 @@ const IngressHealthPort = 1937
 // IngressHealthURL is what a master's keepalived checks before it holds
 // the ingress VIP: the router on the master itself (no workers: the
 // routers run on the masters), else the master's haproxy, which is ready
-// while it has a ready worker's router to send to.
+// while it has a ready worker's router to send to. It is on the loopback
+// address of the cluster's first family: [::1] for an IPv6-only cluster,
+// whose routers listen on IPv6 (the kubelet probes them at the node's
+// IPv6 address).
 func IngressHealthURL(c Cluster) string {
 	port := RouterHealthPort
 	if len(nodesWith(c, RoleWorker)) > 0 {
 		port = IngressHealthPort
 	}
-	return fmt.Sprintf("http://127.0.0.1:%d/healthz/ready", port)
+	return "http://" + netip.AddrPortFrom(loopback(c), uint16(port)).String() + "/healthz/ready"
+}
+
+// loopback is the loopback address of the cluster's first family.
+func loopback(c Cluster) netip.Addr {
+	if c.APIVIP.Is6() {
+		return netip.IPv6Loopback()
+	}
+	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
 }
 
 // Keepalived priorities: the bootstrap holds the API VIP while it lives.
@@ -114,7 +125,117 @@ func checkCluster(c Cluster) error {
 			return fmt.Errorf("static pods: node %s has no IP", n.Name)
 		}
 	}
+	return checkFamilies(c)
+}
+
+// checkFamilies: every address of a family is of that family. The first
+// family is APIVIP's (IPv4, or IPv6 for an IPv6-only cluster); a
+// dual-stack cluster's Secondary is IPv6 after IPv4, with an API VIP, an
+// ingress VIP exactly when the first family has one, and every node's
+// SecondaryIP.
+func checkFamilies(c Cluster) error {
+	name := func(a netip.Addr) string {
+		if a.Is4() {
+			return "IPv4"
+		}
+		return "IPv6"
+	}
+	first := name(c.APIVIP)
+	same := func(field string, a netip.Addr, want string) error {
+		switch {
+		case !a.IsValid():
+			return nil
+		case a.Is4In6():
+			return fmt.Errorf("static pods: %s %s is an IPv4-mapped IPv6 address: give it as IPv4 or IPv6", field, a)
+		case name(a) != want && want == first:
+			return fmt.Errorf("static pods: %s %s is %s but APIVIP %s is %s: a family's addresses are all of it (a dual-stack cluster's IPv6 goes in Secondary)", field, a, name(a), c.APIVIP, first)
+		case name(a) != want:
+			return fmt.Errorf("static pods: %s %s is %s: a dual-stack cluster's Secondary is its IPv6 family, after IPv4", field, a, name(a))
+		}
+		return nil
+	}
+	dual := isDual(c)
+	if err := same("APIVIP", c.APIVIP, first); err != nil {
+		return err
+	}
+	if err := same("MachineNetwork", c.MachineNetwork.Addr(), first); err != nil {
+		return err
+	}
+	if err := same("IngressVIP", c.IngressVIP, first); err != nil {
+		return err
+	}
+	if dual {
+		s := c.Secondary
+		switch {
+		case first != "IPv4":
+			return fmt.Errorf("static pods: APIVIP %s is IPv6 and Secondary is set: a dual-stack cluster has IPv4 first and IPv6 in Secondary", c.APIVIP)
+		case !s.APIVIP.IsValid():
+			return fmt.Errorf("static pods: Secondary.APIVIP is missing: a dual-stack cluster has an API VIP in each family")
+		case s.IngressVIP.IsValid() != c.IngressVIP.IsValid():
+			return fmt.Errorf("static pods: IngressVIP %v and Secondary.IngressVIP %v: give an ingress VIP in both families or in neither", c.IngressVIP, s.IngressVIP)
+		}
+		for _, f := range []struct {
+			field string
+			a     netip.Addr
+		}{{"Secondary.MachineNetwork", s.MachineNetwork.Addr()}, {"Secondary.APIVIP", s.APIVIP}, {"Secondary.IngressVIP", s.IngressVIP}} {
+			if err := same(f.field, f.a, "IPv6"); err != nil {
+				return err
+			}
+		}
+	}
+	for _, n := range c.Nodes {
+		if err := same("node "+n.Name+"'s IP", n.IP, first); err != nil {
+			return err
+		}
+		switch {
+		case dual && !n.SecondaryIP.IsValid():
+			return fmt.Errorf("static pods: node %s has no SecondaryIP: every node of a dual-stack cluster has an address in each family", n.Name)
+		case !dual && n.SecondaryIP.IsValid():
+			return fmt.Errorf("static pods: node %s has SecondaryIP %s but the cluster has no Secondary family: set Secondary or drop it", n.Name, n.SecondaryIP)
+		}
+		if err := same("node "+n.Name+"'s SecondaryIP", n.SecondaryIP, "IPv6"); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// isDual reports whether c is dual-stack (has a Secondary family).
+func isDual(c Cluster) bool { return c.Secondary != (Family{}) }
+
+// hasIPv6 reports whether c has IPv6 addresses (IPv6-only or dual-stack).
+func hasIPv6(c Cluster) bool { return c.APIVIP.Is6() || isDual(c) }
+
+// stack is one of the cluster's address families as the static pods use
+// it: its VIPs and each node's address in it.
+type stack struct {
+	Family
+	secondary bool
+}
+
+func (s stack) ip(n Node) netip.Addr {
+	if s.secondary {
+		return n.SecondaryIP
+	}
+	return n.IP
+}
+
+// ingressVIP is the family's ingress VIP, else its API VIP.
+func (s stack) ingressVIP() netip.Addr {
+	if s.IngressVIP.IsValid() {
+		return s.IngressVIP
+	}
+	return s.APIVIP
+}
+
+// stacks are the cluster's families, the first first: one for a
+// single-stack cluster, IPv4 and IPv6 for a dual-stack one.
+func stacks(c Cluster) []stack {
+	out := []stack{{Family: Family{MachineNetwork: c.MachineNetwork, APIVIP: c.APIVIP, IngressVIP: c.IngressVIP}}}
+	if isDual(c) {
+		out = append(out, stack{Family: c.Secondary, secondary: true})
+	}
+	return out
 }
 
 func nodesWith(c Cluster, roles ...string) []Node {
@@ -129,13 +250,8 @@ func nodesWith(c Cluster, roles ...string) []Node {
 
 func domain(c Cluster) string { return c.Name + "." + c.BaseDomain }
 
-// ingressVIP is the ingress VIP, else the API VIP.
-func ingressVIP(c Cluster) netip.Addr {
-	if c.IngressVIP.IsValid() {
-		return c.IngressVIP
-	}
-	return c.APIVIP
-}
+// ingressVIP is the ingress VIP of the first family, else its API VIP.
+func ingressVIP(c Cluster) netip.Addr { return stacks(c)[0].ingressVIP() }
 
 // KeepalivedConf is node n's keepalived.conf, with @INTERFACE@ where the
 // interface that carries n's IP goes (RenderScript fills it in on the
@@ -148,6 +264,18 @@ func ingressVIP(c Cluster) netip.Addr {
 // FAULT); the bootstrap has the higher priority while it lives. The ingress
 // instance runs on the masters only (routers or haproxy are there) and
 // tracks IngressHealthURL the same way.
+//
+// A dual-stack cluster has each instance twice, one per family (as
+// OpenShift's on-prem keepalived has): the IPv6 one (_v6) with the IPv6
+// VIP, unicast between the nodes' IPv6 addresses, the same
+// virtual_router_id (VRRP's IPv4 and IPv6 virtual routers are apart, and
+// keepalived takes one ID in both families on one interface) and the same
+// checks. The families elect apart, so each VIP is on a node whose check
+// passes, not necessarily the same node. An IPv6-only cluster has its
+// instances in IPv6. IPv6 instances run VRRPv3, which has no
+// authentication (keepalived ignores it, and its config check fails):
+// check_unicast_src takes adverts only from the peers instead. IPv6 VIPs
+// are /128, IPv4 ones /32.
 func KeepalivedConf(c Cluster, n Node) (string, error) {
 	if n.Role != RoleBootstrap && n.Role != RoleMaster {
 		return "", fmt.Errorf("keepalived runs on the bootstrap and the masters, not on %s (%s)", n.Name, n.Role)
@@ -167,23 +295,36 @@ func KeepalivedConf(c Cluster, n Node) (string, error) {
 		// router (or, with workers, whose haproxy) is not ready lets go.
 		fmt.Fprintf(&b, "\nvrrp_script chk_ingress {\n    script \"/usr/bin/curl -o /dev/null -fs --max-time 1 %s\"\n    interval 1\n    fall 2\n    rise 2\n    init_fail\n}\n", IngressHealthURL(c))
 	}
-	instance(&b, c, n, "api", c.APIVIP, c.APIRouterID, prio, nodesWith(c, RoleBootstrap, RoleMaster), "chk_api")
-	if ingress {
-		instance(&b, c, n, "ingress", c.IngressVIP, c.IngressRouterID, MasterPriority, nodesWith(c, RoleMaster), "chk_ingress")
+	for _, s := range stacks(c) {
+		suffix := ""
+		if s.secondary {
+			suffix = "_v6"
+		}
+		instance(&b, c, n, s, "api"+suffix, s.APIVIP, c.APIRouterID, prio, nodesWith(c, RoleBootstrap, RoleMaster), "chk_api")
+		if ingress {
+			instance(&b, c, n, s, "ingress"+suffix, s.IngressVIP, c.IngressRouterID, MasterPriority, nodesWith(c, RoleMaster), "chk_ingress")
+		}
 	}
 	return b.String(), nil
 }
 
-func instance(b *strings.Builder, c Cluster, n Node, what string, vip netip.Addr, id, prio int, members []Node, script string) {
+func instance(b *strings.Builder, c Cluster, n Node, s stack, what string, vip netip.Addr, id, prio int, members []Node, script string) {
 	fmt.Fprintf(b, "\nvrrp_instance %s_%s {\n    state BACKUP\n    interface %s\n    virtual_router_id %d\n    priority %d\n    advert_int 1\n", strings.ReplaceAll(c.Name, "-", "_"), what, interfaceMark, id, prio)
-	fmt.Fprintf(b, "    unicast_src_ip %s\n    unicast_peer {\n", n.IP)
+	fmt.Fprintf(b, "    unicast_src_ip %s\n", s.ip(n))
+	if vip.Is6() {
+		b.WriteString("    check_unicast_src\n")
+	}
+	b.WriteString("    unicast_peer {\n")
 	for _, m := range members {
 		if m.Name != n.Name {
-			fmt.Fprintf(b, "        %s\n", m.IP)
+			fmt.Fprintf(b, "        %s\n", s.ip(m))
 		}
 	}
-	fmt.Fprintf(b, "    }\n    authentication {\n        auth_type PASS\n        auth_pass %s\n    }\n", authPass(c, what))
-	fmt.Fprintf(b, "    virtual_ipaddress {\n        %s/32 dev %s\n    }\n", vip, interfaceMark)
+	b.WriteString("    }\n")
+	if vip.Is4() {
+		fmt.Fprintf(b, "    authentication {\n        auth_type PASS\n        auth_pass %s\n    }\n", authPass(c, what))
+	}
+	fmt.Fprintf(b, "    virtual_ipaddress {\n        %s dev %s\n    }\n", netip.PrefixFrom(vip, vip.BitLen()), interfaceMark)
 	if script != "" {
 		fmt.Fprintf(b, "    track_script {\n        %s\n    }\n", script)
 	}
@@ -199,15 +340,16 @@ func authPass(c Cluster, what string) string {
 }
 
 // RenderScript writes keepalived.conf from its template, with the
-// interface that carries ip (found with `ip -o -4 addr`). Arguments:
-// template, output.
+// interface that carries ip, IPv4 or IPv6 (found with `ip -o addr`, which
+// writes IPv6 addresses as netip does, RFC 5952). Arguments: template,
+// output.
 func RenderScript(ip netip.Addr) string {
 	return `#!/bin/sh
 # bmlab: fill in the interface that carries this node's IP (` + ip.String() + `).
 set -eu
 in=${1:-/config/keepalived.conf.tmpl}
 out=${2:-/etc/keepalived/keepalived.conf}
-iface=$(ip -o -4 addr show | awk -v ip="` + ip.String() + `" '{split($4, a, "/"); if (a[1] == ip) {print $2; exit}}')
+iface=$(ip -o addr show | awk -v ip="` + ip.String() + `" '{split($4, a, "/"); if (a[1] == ip) {print $2; exit}}')
 if [ -z "$iface" ]; then
     echo "no interface has ` + ip.String() + `" >&2
     exit 1
@@ -220,18 +362,35 @@ mv "$out.tmp" "$out"
 // Corefile is coredns's configuration on every node: api and api-int to
 // the API VIP, *.apps to the ingress VIP (else the API VIP), every node's
 // name (short and in the cluster's domain) to its IP, everything else to
-// the upstream servers.
+// the upstream servers. Each family answers its record type (A, AAAA;
+// both for a dual-stack cluster); a type the cluster has no address of
+// gets an empty NOERROR answer, not a question to the upstream.
 func Corefile(c Cluster) string {
 	d := domain(c)
 	var b strings.Builder
 	fmt.Fprintf(&b, "# bmlab: coredns of cluster %s\n.:53 {\n    errors\n    hosts {\n", d)
-	fmt.Fprintf(&b, "        %s api.%s api-int.%s\n", c.APIVIP, d, d)
+	for _, s := range stacks(c) {
+		fmt.Fprintf(&b, "        %s api.%s api-int.%s\n", s.APIVIP, d, d)
+	}
 	for _, n := range c.Nodes {
-		fmt.Fprintf(&b, "        %s %s %s.%s\n", n.IP, n.Name, n.Name, d)
+		for _, s := range stacks(c) {
+			fmt.Fprintf(&b, "        %s %s %s.%s\n", s.ip(n), n.Name, n.Name, d)
+		}
 	}
 	b.WriteString("        fallthrough\n    }\n")
-	fmt.Fprintf(&b, "    template IN A apps.%s {\n        answer \"{{ .Name }} 60 IN A %s\"\n    }\n", d, ingressVIP(c))
-	fmt.Fprintf(&b, "    template IN AAAA apps.%s {\n        rcode NOERROR\n    }\n", d)
+	for _, rr := range []string{"A", "AAAA"} {
+		var vip netip.Addr
+		for _, s := range stacks(c) {
+			if v := s.ingressVIP(); v.Is6() == (rr == "AAAA") {
+				vip = v
+			}
+		}
+		if vip.IsValid() {
+			fmt.Fprintf(&b, "    template IN %s apps.%s {\n        answer \"{{ .Name }} 60 IN %s %s\"\n    }\n", rr, d, rr, vip)
+		} else {
+			fmt.Fprintf(&b, "    template IN %s apps.%s {\n        rcode NOERROR\n    }\n", rr, d)
+		}
+	}
 	b.WriteString("    forward .")
 	for _, u := range c.Upstream {
 		fmt.Fprintf(&b, " %s", u)
@@ -247,19 +406,31 @@ const RouterHealthPort = 1936
 // workers' routers; a worker whose router is not ready (its
 // /healthz/ready on RouterHealthPort fails) gets nothing. It answers
 // IngressHealthURL on localhost for the master's keepalived.
+//
+// A cluster with IPv6 (IPv6-only or dual-stack) binds 80 and 443 on every
+// address of both families ([::]:80 v4v6, as OpenShift's on-prem haproxy
+// binds its API port): the masters serve nothing else there, and it takes
+// both VIPs of a dual-stack cluster with no non-local bind of an IPv6 VIP.
+// An IPv4-only cluster keeps the bind on its VIP (a host may have IPv6
+// off). The routers are reached at the workers' first-family addresses,
+// [addr]:port in IPv6.
 func HAProxyConf(c Cluster) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# bmlab: haproxy of cluster %s: the ingress VIP to the workers' routers\n", domain(c))
 	b.WriteString("global\n    maxconn 4000\n\ndefaults\n    mode tcp\n    timeout connect 5s\n    timeout client 1m\n    timeout server 1m\n")
 	// What the master's keepalived checks (IngressHealthURL): 200 while
 	// both backends have a ready router, else 503.
-	fmt.Fprintf(&b, "\nfrontend ingress-health\n    mode http\n    bind 127.0.0.1:%d\n    acl no_http nbsrv(ingress-80) lt 1\n    acl no_https nbsrv(ingress-443) lt 1\n    monitor-uri /healthz/ready\n    monitor fail if no_http || no_https\n", IngressHealthPort)
+	fmt.Fprintf(&b, "\nfrontend ingress-health\n    mode http\n    bind %s\n    acl no_http nbsrv(ingress-80) lt 1\n    acl no_https nbsrv(ingress-443) lt 1\n    monitor-uri /healthz/ready\n    monitor fail if no_http || no_https\n", netip.AddrPortFrom(loopback(c), IngressHealthPort))
 	for _, port := range []int{80, 443} {
 		name := "ingress-" + strconv.Itoa(port)
-		fmt.Fprintf(&b, "\nfrontend %s\n    bind %s:%d\n    default_backend %s\n", name, ingressVIP(c), port, name)
+		bind := netip.AddrPortFrom(ingressVIP(c), uint16(port)).String()
+		if hasIPv6(c) {
+			bind = netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(port)).String() + " v4v6"
+		}
+		fmt.Fprintf(&b, "\nfrontend %s\n    bind %s\n    default_backend %s\n", name, bind, name)
 		fmt.Fprintf(&b, "\nbackend %s\n    balance roundrobin\n    option httpchk GET /healthz/ready\n", name)
 		for _, w := range nodesWith(c, RoleWorker) {
-			fmt.Fprintf(&b, "    server %s %s:%d check port %d inter 2s\n", w.Name, w.IP, port, RouterHealthPort)
+			fmt.Fprintf(&b, "    server %s %s check port %d inter 2s\n", w.Name, netip.AddrPortFrom(w.IP, uint16(port)), RouterHealthPort)
 		}
 	}
 	return b.String()
