@@ -72,15 +72,18 @@ func (installComplete) Delete(ctx context.Context, e *Env) error {
 }
 
 // hostsEntries are api (the API VIP) and the console and oauth routes (the
-// ingress VIP, else the API VIP).
+// ingress VIP, else the API VIP); a single node's address for both.
 func hostsEntries(p *plan.Plan) []string {
 	k := p.Cluster
-	ingress := k.IngressVIP
+	api, ingress := k.APIVIP, k.IngressVIP
 	if !ingress.IsValid() {
-		ingress = k.APIVIP
+		ingress = api
+	}
+	if p.SingleNode() {
+		api, ingress = p.Nodes[0].IP, p.Nodes[0].IP
 	}
 	return []string{
-		fmt.Sprintf("%s %s", k.APIVIP, k.APIName),
+		fmt.Sprintf("%s %s", api, k.APIName),
 		fmt.Sprintf("%s %s %s", ingress, k.ConsoleHost, k.OAuthHost),
 	}
 }

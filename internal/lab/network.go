@@ -288,7 +288,7 @@ func NATSpec(p *plan.Plan) labvirt.LabNetworkSpec {
 		Name: nat.Name, Bridge: nat.Bridge, Lab: p.Lab,
 		CIDR: nat.CIDR, DHCPStart: nat.DHCPStart, DHCPEnd: nat.DHCPEnd,
 		MTU: uint(nat.MTU), Domain: nat.Domain, APIVIP: nat.APIVIP, IngressVIP: nat.IngressVIP,
-		NodeHoldsVIPs: p.Agent != nil && p.Agent.Topology == plan.TopologySNO,
+		NodeHoldsVIPs: p.SingleNode(),
 	}
 	for _, n := range p.Nodes {
 		spec.Hosts = append(spec.Hosts, labvirt.LabHost{MAC: n.MAC, IP: n.IP, Hostname: n.Name})

@@ -475,6 +475,27 @@ type Hybrid struct {
 	// baremetal bridge is joined to): clusters on one segment must not
 	// share VIPs or keepalived router IDs.
 	Segment string `json:"segment"`
+	// SingleNode is a single-node cluster (masters 1, no workers),
+	// installed as kcli does: bootstrap in place, no bootstrap node, no
+	// VIPs (api, api-int and *.apps are the node's own address in the lab
+	// network's DNS), no static pods. Image is then the RHCOS live ISO;
+	// BootISO is that ISO with the node's bootstrap-in-place ignition
+	// embedded, in the node's CD drive behind its blank disk; and
+	// InstallationDisk is install-config's bootstrapInPlace.installationDisk,
+	// the node's first disk as the guest sees it.
+	SingleNode       bool   `json:"singleNode,omitempty"`
+	BootISO          string `json:"bootISO,omitempty"`
+	InstallationDisk string `json:"installationDisk,omitempty"`
+}
+
+// InstallationDisk is a lab node's first disk as the guest sees it: labvirt
+// puts it on virtio, the first of which Linux names vda.
+const InstallationDisk = "/dev/vda"
+
+// SingleNode reports whether the cluster is a single node (agent or hybrid
+// mode): its VIPs are that node's own address.
+func (p *Plan) SingleNode() bool {
+	return (p.Agent != nil && p.Agent.Topology == TopologySNO) || (p.Hybrid != nil && p.Hybrid.SingleNode)
 }
 
 // Load reads the lab file, applies the profile and resolves the plan.
@@ -573,6 +594,10 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		} else if !filepath.IsAbs(k.Image) {
 			p.Hybrid.Backing = filepath.Join(o.Dir, k.Image)
 		}
+		if k.Masters.N() == 1 {
+			p.Hybrid.SingleNode, p.Hybrid.InstallationDisk = true, InstallationDisk
+			p.Hybrid.BootISO = filepath.Join(p.Paths.IgnitionDir, cfg.Name+"-"+RoleMaster+"-0.iso")
+		}
 		p.Hybrid.APIRouterID, p.Hybrid.IngressRouterID = RouterIDs(k.Name)
 		if h.APIRouterID != 0 {
 			p.Hybrid.APIRouterID = h.APIRouterID
@@ -596,6 +621,9 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	p.resolveHosts(cfg)
 	if o.Mode == ModeAgent {
 		p.resolveAgent(cfg)
+	}
+	if p.Hybrid != nil && p.Hybrid.SingleNode {
+		p.nodeHoldsVIPs(p.Nodes[0].IP)
 	}
 	p.resolveShared()
 	p.Vbmcd = p.vbmcd(o.Vbmcd, o.HostCPUs)
@@ -756,6 +784,9 @@ func checkTopology(cfg *labconfig.Config, mode string) error {
 			errs = append(errs, fmt.Sprintf("cluster.arbiter: a two-node control plane with an arbiter is installed by --mode %s, not %s", ModeAgent, mode))
 		}
 	}
+	if mode == ModeHybrid && k.Masters.N() == 1 && k.Workers.N() > 0 {
+		errs = append(errs, "cluster.workers.count: a single-node hybrid cluster is installed in place, without workers (as kcli's sno, whose workers boot later from their own ISO); set workers.count: 0, or use 3 masters for a cluster with workers")
+	}
 	if mode == ModeAgent && k.Masters.N() == 1 && k.Workers.N() > 0 {
 		errs = append(errs, "cluster.workers.count: a single-node cluster has no workers at install; add them afterwards (labctl add-node) or use 3 masters")
 	}
@@ -791,13 +822,21 @@ func (p *Plan) resolveAgent(cfg *labconfig.Config) {
 	}
 	a.MediaAddr = net.JoinHostPort(p.Cluster.HostAddress.String(), strconv.Itoa(k.Agent.MediaPort))
 	a.MediaURL = "http://" + a.MediaAddr + "/" + filepath.Base(p.Paths.AgentISO)
-	if a.Topology == TopologySNO && p.Network.NAT != nil {
-		p.Network.NAT.APIVIP, p.Network.NAT.IngressVIP = a.RendezvousIP, a.RendezvousIP
-	}
-	if a.Topology == TopologySNO && p.Network.Shared != nil {
-		p.Network.Shared.APIVIP, p.Network.Shared.IngressVIP = a.RendezvousIP, a.RendezvousIP
+	if a.Topology == TopologySNO {
+		p.nodeHoldsVIPs(a.RendezvousIP)
 	}
 	p.Agent = a
+}
+
+// nodeHoldsVIPs makes a single node's address the one the lab network's
+// DNS gives api, api-int and *.apps.
+func (p *Plan) nodeHoldsVIPs(ip netip.Addr) {
+	if p.Network.NAT != nil {
+		p.Network.NAT.APIVIP, p.Network.NAT.IngressVIP = ip, ip
+	}
+	if p.Network.Shared != nil {
+		p.Network.Shared.APIVIP, p.Network.Shared.IngressVIP = ip, ip
+	}
 }
 
 // natBridge names the bridge of the lab's own NAT network: bmnat-<lab>
@@ -869,7 +908,7 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 		n    int
 	}
 	groups := []group{{RoleMaster, k.Masters, k.Masters.N()}, {RoleArbiter, k.Arbiter, k.Arbiter.N()}, {RoleWorker, k.Workers, k.Workers.N() + p.addedWorkers}}
-	if p.Mode == ModeHybrid {
+	if p.Mode == ModeHybrid && !p.Hybrid.SingleNode {
 		// The bootstrap is sized like a master and first in line.
 		groups = append([]group{{RoleBootstrap, k.Masters, 1}}, groups...)
 	}
@@ -894,6 +933,12 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 			if p.Hybrid != nil {
 				disk.Backing = p.Hybrid.Backing
 				n.Ignition = filepath.Join(p.Paths.IgnitionDir, name+".ign")
+			}
+			if p.Hybrid != nil && p.Hybrid.SingleNode {
+				// A blank disk: the live ISO installs onto it. The merged
+				// ignition stays beside the ISO it is embedded in, but
+				// qemu does not hand it over (no fw_cfg).
+				disk.Backing = ""
 			}
 			n.Disks = append(n.Disks, disk)
 			for j, gib := range g.spec.ExtraDisks {
