@@ -29,7 +29,7 @@ const (
 
 // EmbedIgnition writes out: the live ISO with ign embedded as
 // /images/ignition.img (a gzip-compressed newc cpio holding config.ign),
-// its boot records replayed. It does with xorriso what coreos-installer
+// its boot records kept. It does with xorriso what coreos-installer
 // does in the ISO's reserved embed area, so an ISO without that area (or
 // without coreos-installer on the host) takes one too; the kernel
 // unpacks either archive the same way.
@@ -47,9 +47,24 @@ func EmbedIgnition(ctx context.Context, liveISO string, ign []byte, out string) 
 	if err := os.WriteFile(imgPath, img, 0o600); err != nil {
 		return err
 	}
+	// The new session keeps the volume's date: it is the filesystem UUID
+	// a bootloader may search its root by (grub-mkrescue's images do).
+	info, err := exec.CommandContext(ctx, "xorriso", "-indev", liveISO, "-pvd_info").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("read %s (xorriso -pvd_info): %w\n%s", liveISO, err, lastLines(string(info), 5))
+	}
+	date := ""
+	for _, l := range strings.Split(string(info), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "Modif. Time" {
+			date = strings.TrimSpace(v)
+		}
+	}
 	part := filepath.Join(tmp, "out.iso")
-	cmd := exec.CommandContext(ctx, "xorriso", "-indev", liveISO, "-outdev", part,
-		"-map", imgPath, ISOIgnitionImage, "-boot_image", "any", "replay")
+	args := []string{"-indev", liveISO, "-outdev", part, "-boot_image", "any", "keep"}
+	if date != "" {
+		args = append(args, "-volume_date", "uuid", date)
+	}
+	cmd := exec.CommandContext(ctx, "xorriso", append(args, "-map", imgPath, ISOIgnitionImage)...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("embed the ignition into %s (xorriso): %w\n%s", liveISO, err, lastLines(string(b), 5))
 	}
