@@ -115,7 +115,7 @@ func bootstrapInPlace(boot []byte, disk string) ([]byte, error) {
 	script := "#!/usr/bin/env bash\nset -euoE pipefail\n# bootstrap in place: the master's config onto the installation disk\n" +
 		"coreos-installer install --ignition-file /opt/openshift/master.ign " + disk + "\nreboot\n"
 	f := types.File{
-		Node: types.Node{Path: InstallToDiskScript, Overwrite: util.BoolToPtr(true), User: types.NodeUser{Name: util.StrToPtr("root")}},
+		Node:          types.Node{Path: InstallToDiskScript, Overwrite: util.BoolToPtr(true), User: types.NodeUser{Name: util.StrToPtr("root")}},
 		FileEmbedded1: types.FileEmbedded1{Mode: util.IntToPtr(0o555), Contents: types.Resource{Source: util.StrToPtr(dataURL([]byte(script)))}},
 	}
 	u := types.Unit{Name: "install-to-disk.service", Enabled: util.BoolToPtr(true),
