@@ -80,6 +80,11 @@ func markAttrs(p *plan.Plan) []string {
 		return nil
 	}
 	k := p.Cluster
+	if p.Hybrid.SingleNode {
+		// No VIP and no VRRP: nothing another lab on the segment could
+		// clash with.
+		return []string{"segment", p.Hybrid.Segment, "hostsFile", p.Paths.HostsFile}
+	}
 	return []string{
 		"segment", p.Hybrid.Segment,
 		"apiVIP", k.APIVIP.String(), "ingressVIP", k.IngressVIP.String(),

@@ -475,7 +475,8 @@ type Hybrid struct {
 	// baremetal bridge is joined to): clusters on one segment must not
 	// share VIPs or keepalived router IDs.
 	Segment string `json:"segment"`
-	// SingleNode is a single-node cluster (masters 1, no workers),
+	// SingleNode is a single-node cluster (masters 1, no workers; one
+	// master with workers keeps the bootstrap flow, as kcli without sno),
 	// installed as kcli does: bootstrap in place, no bootstrap node, no
 	// VIPs (api, api-int and *.apps are the node's own address in the lab
 	// network's DNS), no static pods. Image is then the RHCOS live ISO;
@@ -594,7 +595,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		} else if !filepath.IsAbs(k.Image) {
 			p.Hybrid.Backing = filepath.Join(o.Dir, k.Image)
 		}
-		if k.Masters.N() == 1 {
+		if k.Masters.N() == 1 && k.Workers.N() == 0 {
 			p.Hybrid.SingleNode, p.Hybrid.InstallationDisk = true, InstallationDisk
 			p.Hybrid.BootISO = filepath.Join(p.Paths.IgnitionDir, cfg.Name+"-"+RoleMaster+"-0.iso")
 		}
@@ -783,9 +784,6 @@ func checkTopology(cfg *labconfig.Config, mode string) error {
 		case k.Arbiter.N() > 0:
 			errs = append(errs, fmt.Sprintf("cluster.arbiter: a two-node control plane with an arbiter is installed by --mode %s, not %s", ModeAgent, mode))
 		}
-	}
-	if mode == ModeHybrid && k.Masters.N() == 1 && k.Workers.N() > 0 {
-		errs = append(errs, "cluster.workers.count: a single-node hybrid cluster is installed in place, without workers (as kcli's sno, whose workers boot later from their own ISO); set workers.count: 0, or use 3 masters for a cluster with workers")
 	}
 	if mode == ModeAgent && k.Masters.N() == 1 && k.Workers.N() > 0 {
 		errs = append(errs, "cluster.workers.count: a single-node cluster has no workers at install; add them afterwards (labctl add-node) or use 3 masters")

@@ -34,6 +34,9 @@ const (
 // without coreos-installer on the host) takes one too; the kernel
 // unpacks either archive the same way.
 func EmbedIgnition(ctx context.Context, liveISO string, ign []byte, out string) error {
+	if _, err := os.Stat(liveISO); err != nil {
+		return err // xorriso would start a new, empty image
+	}
 	img, err := ignitionArchive(ign)
 	if err != nil {
 		return err
@@ -60,7 +63,7 @@ func EmbedIgnition(ctx context.Context, liveISO string, ign []byte, out string) 
 		}
 	}
 	part := filepath.Join(tmp, "out.iso")
-	args := []string{"-indev", liveISO, "-outdev", part, "-boot_image", "any", "keep"}
+	args := []string{"-abort_on", "FAILURE", "-indev", liveISO, "-outdev", part, "-boot_image", "any", "keep"}
 	if date != "" {
 		args = append(args, "-volume_date", "uuid", date)
 	}
