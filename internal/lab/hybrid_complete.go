@@ -13,7 +13,9 @@ import (
 )
 
 // installComplete waits for `openshift-install wait-for install-complete`,
-// writes the lab host's entries for api and the console and oauth hosts,
+// writes the lab host's entries for api and the console and oauth hosts
+// (network.hostResolver hosts; a drop-in, written with the network, covers
+// every name),
 // and says where the kubeconfig and kubeadmin password are.
 type installComplete struct{}
 
@@ -35,7 +37,11 @@ func (installComplete) Ensure(ctx context.Context, e *Env) (bool, error) {
 		}
 		changed = true
 	}
-	c, err := ensureHosts(p.Paths.HostsFile, p.Lab, hostsEntries(p))
+	var lines []string // hostResolver none, or a drop-in: no hosts entries
+	if p.Network.HostResolver == plan.ResolverHosts {
+		lines = hostsEntries(p)
+	}
+	c, err := ensureHosts(p.Paths.HostsFile, p.Lab, lines)
 	if err != nil {
 		return changed, err
 	}

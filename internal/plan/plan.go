@@ -305,6 +305,29 @@ type Network struct {
 	NodeNetwork string `json:"nodeNetwork"`
 	// NMConfDir receives NetworkManager's unmanaged-devices snippet.
 	NMConfDir string `json:"nmConfDir"`
+	// HostResolver is how the lab host resolves the cluster's names:
+	// hosts, none, or a drop-in (Resolver) for dnsmasq or resolved.
+	HostResolver string    `json:"hostResolver"`
+	Resolver     *Resolver `json:"resolver,omitempty"`
+	// ResolverDropIns are the files down removes when they bear the lab's
+	// mark: the plan's drop-in and the lab's name at both default places,
+	// so that down --lab, without the lab file, finds one the lab wrote.
+	ResolverDropIns []string `json:"resolverDropIns"`
+}
+
+// ResolverHosts is network.hostResolver's hosts: entries in the hosts file.
+const ResolverHosts = labconfig.ResolverHosts
+
+// Resolver is the lab host's resolver drop-in: the cluster's domain sent
+// to the lab network's DNS (its own NAT network's, or the shared
+// network's, which carries the lab's records). Apps answers *.apps itself
+// on a shared network (dnsmasq only), which cannot hold that wildcard.
+type Resolver struct {
+	Kind   string     `json:"kind"`
+	Path   string     `json:"path"`
+	Domain string     `json:"domain"`
+	DNS    netip.Addr `json:"dns"`
+	Apps   netip.Addr `json:"apps,omitzero"`
 }
 
 // NAT is the lab's own libvirt NAT network: the machine network, with a
@@ -627,6 +650,9 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		p.nodeHoldsVIPs(p.Nodes[0].IP)
 	}
 	p.resolveShared()
+	if err := p.resolveResolver(cfg); err != nil {
+		return nil, err
+	}
 	p.Vbmcd = p.vbmcd(o.Vbmcd, o.HostCPUs)
 	return p, nil
 }
@@ -824,6 +850,36 @@ func (p *Plan) resolveAgent(cfg *labconfig.Config) {
 		p.nodeHoldsVIPs(a.RendezvousIP)
 	}
 	p.Agent = a
+}
+
+// resolveResolver places the host resolver's drop-in, whose server is the
+// DNS of the network the lab's records are in.
+func (p *Plan) resolveResolver(cfg *labconfig.Config) error {
+	n := cfg.Network
+	p.Network.HostResolver = n.HostResolver
+	for _, dir := range []string{labconfig.DefaultDnsmasqDir, labconfig.DefaultResolvedDir} {
+		p.Network.ResolverDropIns = append(p.Network.ResolverDropIns, netplumb.ResolverDropInPath(dir, p.Lab))
+	}
+	if n.HostResolver != labconfig.ResolverDnsmasq && n.HostResolver != labconfig.ResolverResolved {
+		return nil
+	}
+	r := &Resolver{Kind: n.HostResolver, Path: netplumb.ResolverDropInPath(n.HostResolverDir, p.Lab), Domain: p.Cluster.Domain}
+	switch {
+	case p.Network.NAT != nil:
+		r.DNS = p.Network.NAT.Gateway
+	case p.Network.Shared != nil:
+		r.DNS = p.Network.Shared.Gateway
+		if r.Kind == labconfig.ResolverDnsmasq {
+			r.Apps = p.Network.Shared.IngressVIP
+		}
+	default:
+		return fmt.Errorf("network.hostResolver: %s sends the cluster's names to the lab network's DNS, but this lab borrows the libvirt network on %s, whose DNS has none of its records; name it in network.shared (the lab adds its records there), or use hostResolver: %s", n.HostResolver, n.LibvirtBridge, labconfig.ResolverHosts)
+	}
+	if !slices.Contains(p.Network.ResolverDropIns, r.Path) {
+		p.Network.ResolverDropIns = append([]string{r.Path}, p.Network.ResolverDropIns...)
+	}
+	p.Network.Resolver = r
+	return nil
 }
 
 // nodeHoldsVIPs makes a single node's address the one the lab network's
