@@ -211,3 +211,34 @@ func TestHybridSingleNode(t *testing.T) {
 		t.Errorf("masters 1 with a worker: single node %v, nodes %+v", p.SingleNode(), p.Nodes)
 	}
 }
+
+// TestHostResolver: the drop-in's server is the DNS of the network the
+// lab's records are in (its NAT network's gateway, or the shared
+// network's, where the dnsmasq drop-in answers *.apps itself); a lab that
+// borrows a network without its records is refused; down's list holds the
+// drop-in and the lab's name at both default places.
+func TestHostResolver(t *testing.T) {
+	p := resolve(t, "name: r\nnetwork: {hostResolver: resolved}\ncluster: {image: /i.qcow2}\n", "tiny", ModeHybrid)
+	want := &Resolver{Kind: "resolved", Path: "/etc/systemd/resolved.conf.d/bmlab-r.conf", Domain: "r." + labconfig.DefaultBaseDomain, DNS: p.Network.NAT.Gateway}
+	if p.Network.Resolver == nil || *want != *p.Network.Resolver {
+		t.Errorf("resolved on a NAT network: %+v, want %+v", p.Network.Resolver, want)
+	}
+	if d := cmp.Diff([]string{"/etc/NetworkManager/dnsmasq.d/bmlab-r.conf", "/etc/systemd/resolved.conf.d/bmlab-r.conf"}, p.Network.ResolverDropIns); d != "" {
+		t.Errorf("drop-ins down removes (-want +got):\n%s", d)
+	}
+	p = resolve(t, "name: r\nnetwork: {hostResolver: dnsmasq, hostResolverDir: /d, shared: default, bridges: [{name: bm-r}], veths: [{name: r-v0, master: bm-r, peer: r-v1, peerMaster: virbr0}]}\n"+
+		"cluster: {image: /i.qcow2, machineNetwork: 192.168.122.0/24, dhcpRange: {start: 192.168.122.150, end: 192.168.122.159}, apiVIP: 192.168.122.145, ingressVIP: 192.168.122.146}\n", "tiny", ModeHybrid)
+	if r := p.Network.Resolver; r == nil || r.Path != "/d/bmlab-r.conf" || r.DNS.String() != "192.168.122.1" || r.Apps.String() != "192.168.122.146" || p.Network.ResolverDropIns[0] != "/d/bmlab-r.conf" {
+		t.Errorf("dnsmasq on a shared network: %+v, %v", r, p.Network.ResolverDropIns)
+	}
+	if p := resolve(t, "name: r\ncluster: {image: /i.qcow2}\n", "tiny", ModeHybrid); p.Network.Resolver != nil || p.Network.HostResolver != ResolverHosts {
+		t.Errorf("the default: %q, %+v; want hosts and no drop-in", p.Network.HostResolver, p.Network.Resolver)
+	}
+	cfg, err := labconfig.Parse([]byte("name: r\nnetwork: {hostResolver: dnsmasq, libvirtBridge: br-other}\ncluster: {image: /i.qcow2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Resolve(cfg, Options{Dir: "/labs/r", Mode: ModeHybrid}); err == nil || !strings.Contains(err.Error(), "network.hostResolver: dnsmasq sends the cluster's names to the lab network's DNS, but this lab borrows the libvirt network on br-other") {
+		t.Errorf("a borrowed network: %v", err)
+	}
+}
