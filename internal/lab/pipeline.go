@@ -101,7 +101,7 @@ func CheckUntil(actions []Action, until string) error {
 	if until == "" || slices.Contains(Names(actions), until) {
 		return nil
 	}
-	return fmt.Errorf("--until %q: not a step; the steps are %s", until, strings.Join(Names(actions), ", "))
+	return fmt.Errorf("--until %q: not a step; the steps are %s", until, strings.Join(slices.Compact(Names(actions)), ", "))
 }
 
 // Up runs the actions in order, stopping after until (when not empty). It
