@@ -168,3 +168,26 @@ func TestNetworkResolverDropIn(t *testing.T) {
 		t.Errorf("remove = %+v, file %q; want the foreign file left and named", rm, got)
 	}
 }
+
+// TestPreflightForeignResolverDropIn: a file without the lab's mark where
+// its drop-in goes stops up in preflight, before anything is made.
+func TestPreflightForeignResolverDropIn(t *testing.T) {
+	f := newFake()
+	e, _ := testEnv(t, f, "")
+	p := e.Plan
+	path := filepath.Join(t.TempDir(), "bmlab-fk.conf")
+	must(t, os.WriteFile(path, []byte("server=/example.test/192.0.2.1\n"), 0o644))
+	p.Network.HostResolver = "dnsmasq"
+	p.Network.Resolver = &plan.Resolver{Kind: "dnsmasq", Path: path, Domain: p.Cluster.Domain, DNS: p.Network.NAT.Gateway}
+	actions, err := Pipeline(plan.ModeIPI)
+	must(t, err)
+	err = Up(context.Background(), e, actions, "")
+	if err == nil || !strings.Contains(err.Error(), "preflight: ") || !strings.Contains(err.Error(), "file "+path+" has no lab's mark") {
+		t.Fatalf("up = %v, want preflight to name the file", err)
+	}
+	for kind, objs := range f.objs {
+		if len(objs) > 0 {
+			t.Errorf("%ss made though preflight refused: %v", kind, objs)
+		}
+	}
+}

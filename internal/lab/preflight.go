@@ -158,6 +158,13 @@ func Clashes(ctx context.Context, e *Env) error {
 			}
 		}
 	}
+	if d := resolverDropIn(p); d != nil {
+		if _, foreign, err := d.State(); err != nil {
+			return err
+		} else if foreign {
+			msgs = append(msgs, fmt.Sprintf("file %s has no lab's mark (its first line): move it away, or give this lab another place (network.hostResolverDir) or none (network.hostResolver: hosts)", d.Path))
+		}
+	}
 	if p.Network.Shared != nil {
 		m, err := sharedClashes(ctx, e)
 		if err != nil {
