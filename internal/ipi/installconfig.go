@@ -42,6 +42,15 @@ type InstallConfig struct {
 	Platform   Platform     `json:"platform"`
 	PullSecret string       `json:"pullSecret"`
 	SSHKey     string       `json:"sshKey,omitempty"`
+	// BootstrapInPlace makes a single node its own bootstrap (`create
+	// single-node-ignition-config`): the live ISO installs onto
+	// InstallationDisk.
+	BootstrapInPlace *BootstrapInPlace `json:"bootstrapInPlace,omitempty"`
+}
+
+// BootstrapInPlace is install-config's bootstrapInPlace section.
+type BootstrapInPlace struct {
+	InstallationDisk string `json:"installationDisk"`
 }
 
 // Metadata holds the cluster's name.

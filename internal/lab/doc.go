@@ -26,7 +26,16 @@
 // (network.shared) adds its entries to it there, and its down removes the
 // entries the network lists as the lab's, found without the lab file;
 // preflight checks its addresses, MACs and names against every other lab's
-// on that network (sharedClashes).
+// on that network (sharedClashes). The host resolver's drop-in
+// (network.hostResolver: dnsmasq or resolved) is one of the network's
+// objects: checked, written back and removed with the rest.
+//
+// The hybrid pipeline holds two flows; each plan runs the actions that
+// apply to it (conditional): the bootstrap flow (manifests, ignition,
+// control-plane, bootstrap-complete, remove-bootstrap, workers) and, for a
+// single node (masters 1, no workers), kcli's sno with the bootstrap in
+// place (hybrid_sno.go: the bootstrap-in-place ignition embedded into the
+// live ISO, one VM booting it from its CD drive behind its blank disk).
 //
 // Ownership. Everything the lab creates bears its mark: domains and libvirt
 // networks in their <metadata>, links in their alias (bmlab:<lab>), the

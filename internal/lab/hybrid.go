@@ -9,11 +9,13 @@ import (
 // hybridPipeline is the kcli-style UPI flow on the lab's host: the
 // installer's own ignition, merged with static pods for the cluster's VIPs
 // (keepalived), DNS (coredns) and ingress load balancer (haproxy), so the
-// lab needs no DNS or PXE control.
+// lab needs no DNS or PXE control. A single-node cluster takes the
+// bootstrap-in-place path instead (hybrid_sno.go): each plan runs the
+// actions that apply to it.
 func hybridPipeline() []Action {
 	return []Action{
 		preflight{}, hybridInstallConfig{}, network{}, storage{},
-		manifests{}, ignition{}, controlPlane{}, bootstrapComplete{},
+		manifests{}, ignition{}, snoIgnition{}, controlPlane{}, snoNode{}, bootstrapComplete{},
 		removeBootstrap{}, workers{}, installComplete{},
 	}
 }
@@ -45,6 +47,9 @@ func HybridInstallConfig(e *Env) (*ipi.InstallConfig, error) {
 		PullSecret:   pull,
 		SSHKey:       key,
 	}
+	if p.Hybrid.SingleNode {
+		ic.BootstrapInPlace = &ipi.BootstrapInPlace{InstallationDisk: p.Hybrid.InstallationDisk}
+	}
 	if errs := ipi.Validate(ic, k.DHCPRange); len(errs) > 0 {
 		return nil, errs
 	}
@@ -60,7 +65,7 @@ func Cluster(p *plan.Plan, sshKey string) upi.Cluster {
 		Name: k.Name, BaseDomain: k.BaseDomain, MachineNetwork: k.MachineNetwork,
 		APIVIP: k.APIVIP, IngressVIP: k.IngressVIP,
 		APIRouterID: h.APIRouterID, IngressRouterID: h.IngressRouterID,
-		Upstream: h.Upstream, SSHKey: sshKey,
+		Upstream: h.Upstream, SSHKey: sshKey, SingleNode: h.SingleNode,
 		Images: upi.Images{Keepalived: h.KeepalivedImage, CoreDNS: h.CoreDNSImage, HAProxy: h.HAProxyImage},
 	}
 	for _, n := range p.Nodes {

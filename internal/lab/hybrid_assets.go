@@ -17,7 +17,7 @@ import (
 // the hybrid flow (upi.EditManifests): no Machine, MachineSet or
 // ControlPlaneMachineSet, schedulable masters when there are no workers,
 // the ingress controller's replicas and placement, a CSR auto-approver.
-type manifests struct{}
+type manifests struct{ multiNode }
 
 func (manifests) Name() string { return "manifests" }
 
@@ -55,7 +55,7 @@ func (manifests) createsNothing()                    {}
 // worker) merged with the node's static pods, hostname, SSH key and
 // resolv.conf dispatcher, in the installer's spec version, where qemu
 // reads it (fw_cfg).
-type ignition struct{}
+type ignition struct{ multiNode }
 
 func (ignition) Name() string { return "ignition" }
 

@@ -13,7 +13,9 @@ import (
 )
 
 // installComplete waits for `openshift-install wait-for install-complete`,
-// writes the lab host's entries for api and the console and oauth hosts,
+// writes the lab host's entries for api and the console and oauth hosts
+// (network.hostResolver hosts; a drop-in, written with the network, covers
+// every name),
 // and says where the kubeconfig and kubeadmin password are.
 type installComplete struct{}
 
@@ -35,7 +37,11 @@ func (installComplete) Ensure(ctx context.Context, e *Env) (bool, error) {
 		}
 		changed = true
 	}
-	c, err := ensureHosts(p.Paths.HostsFile, p.Lab, hostsEntries(p))
+	var lines []string // hostResolver none, or a drop-in: no hosts entries
+	if p.Network.HostResolver == plan.ResolverHosts {
+		lines = hostsEntries(p)
+	}
+	c, err := ensureHosts(p.Paths.HostsFile, p.Lab, lines)
 	if err != nil {
 		return changed, err
 	}
@@ -72,15 +78,18 @@ func (installComplete) Delete(ctx context.Context, e *Env) error {
 }
 
 // hostsEntries are api (the API VIP) and the console and oauth routes (the
-// ingress VIP, else the API VIP).
+// ingress VIP, else the API VIP); a single node's address for both.
 func hostsEntries(p *plan.Plan) []string {
 	k := p.Cluster
-	ingress := k.IngressVIP
+	api, ingress := k.APIVIP, k.IngressVIP
 	if !ingress.IsValid() {
-		ingress = k.APIVIP
+		ingress = api
+	}
+	if p.SingleNode() {
+		api, ingress = p.Nodes[0].IP, p.Nodes[0].IP
 	}
 	return []string{
-		fmt.Sprintf("%s %s", k.APIVIP, k.APIName),
+		fmt.Sprintf("%s %s", api, k.APIName),
 		fmt.Sprintf("%s %s %s", ingress, k.ConsoleHost, k.OAuthHost),
 	}
 }

@@ -15,7 +15,7 @@ import (
 
 // controlPlane defines and starts the bootstrap and the masters; each
 // boots its ignition through fw_cfg.
-type controlPlane struct{}
+type controlPlane struct{ multiNode }
 
 func (controlPlane) Name() string { return "control-plane" }
 
@@ -37,7 +37,7 @@ func (controlPlane) Delete(ctx context.Context, e *Env) error {
 }
 
 // workers defines and starts the workers, after the bootstrap is gone.
-type workers struct{}
+type workers struct{ multiNode }
 
 func (workers) Name() string { return "workers" }
 
@@ -115,7 +115,7 @@ func writeStarted(p *plan.Plan, set map[string]bool) error {
 // bootstrapComplete waits for `openshift-install wait-for
 // bootstrap-complete`, a few times. On failure everything stays, and the
 // error says where the logs are and how to gather the bootstrap's.
-type bootstrapComplete struct{}
+type bootstrapComplete struct{ multiNode }
 
 // BootstrapAttempts is how often bootstrap-complete is waited for.
 const BootstrapAttempts = 3
@@ -161,7 +161,7 @@ func (bootstrapComplete) Delete(_ context.Context, e *Env) error {
 
 // removeBootstrap deletes the bootstrap's domain, its disks and its
 // ignition, and nothing else; only after bootstrap-complete.
-type removeBootstrap struct{}
+type removeBootstrap struct{ multiNode }
 
 func (removeBootstrap) Name() string { return "remove-bootstrap" }
 

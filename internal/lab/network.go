@@ -25,6 +25,13 @@ func (network) Name() string { return "network" }
 
 func (network) Ensure(ctx context.Context, e *Env) (bool, error) {
 	done, err := EnsureNetwork(ctx, e)
+	for _, d := range done {
+		// What asks for the user's hand (a resolver or NetworkManager to
+		// reload) is said; the rest is the tick.
+		if strings.Contains(d, "applies it now") {
+			e.Rep.Note("network", d)
+		}
+	}
 	return len(done) > 0, err
 }
 
@@ -116,7 +123,30 @@ func CheckNetwork(ctx context.Context, e *Env) ([]NetDifference, error) {
 			Want: netplumb.UnmanagedSnippetPath(p.Network.NMConfDir, p.Lab),
 			Fix:  "write the unmanaged-devices snippet for the lab's links"})
 	}
+	if d := resolverDropIn(p); d != nil {
+		problem, foreign, err := d.State()
+		if err != nil {
+			return nil, err
+		}
+		if problem != "" {
+			diff := NetDifference{Object: d.Path, Kind: "host-resolver", Want: "the " + d.Kind + " drop-in sending " + d.Domain + " to " + d.DNS.String(), Got: problem,
+				Fix: "write it again: labctl net repair (" + d.ApplyHint() + ")"}
+			if foreign {
+				diff.Blocking, diff.Fix = true, "the lab never changes a file without its mark: move it away, or set network.hostResolver: hosts"
+			}
+			out = append(out, diff)
+		}
+	}
 	return out, nil
+}
+
+// resolverDropIn is the plan's host resolver drop-in, nil for hosts or none.
+func resolverDropIn(p *plan.Plan) *netplumb.ResolverDropIn {
+	r := p.Network.Resolver
+	if r == nil {
+		return nil
+	}
+	return &netplumb.ResolverDropIn{Kind: r.Kind, Path: r.Path, Lab: p.Lab, Domain: r.Domain, DNS: r.DNS, Apps: r.Apps}
 }
 
 // EnsureNetwork makes what is missing and corrects what differs, and says
@@ -164,6 +194,15 @@ func EnsureNetwork(ctx context.Context, e *Env) ([]string, error) {
 			done = append(done, "NetworkManager found: wrote "+path+" so it leaves the lab's links alone; `nmcli general reload conf` applies it now")
 		}
 	}
+	if d := resolverDropIn(p); d != nil {
+		c, err := d.Write()
+		if err != nil {
+			return done, err
+		}
+		if c {
+			done = append(done, fmt.Sprintf("host resolver: wrote %s, %s and every name under it to %s; %s", d.Path, d.Domain, d.DNS, d.ApplyHint()))
+		}
+	}
 	return done, nil
 }
 
@@ -177,17 +216,20 @@ type NetworkRemoval struct {
 	Links    []string `json:"links"`
 	Foreign  []string `json:"foreign"`
 	Snippet  string   `json:"networkManagerSnippet,omitempty"`
+	// ResolverDropIns are the host resolver drop-ins removed.
+	ResolverDropIns []string `json:"resolverDropIns"`
 }
 
 // RemoveNetwork removes the lab's entries from the networks it shares,
 // then its libvirt networks (bridge-named, then the NAT network: the bridge
 // networks' veth is on its bridge), then its links, then the
-// NetworkManager snippet: the plan's and everything else that
+// NetworkManager snippet and the host resolver drop-ins that bear the
+// lab's mark (the plan's, and the lab's name at the default places): the plan's and everything else that
 // bears the lab's mark. It fails while any of it is left.
 func RemoveNetwork(ctx context.Context, e *Env) (NetworkRemoval, error) {
 	p := e.Plan
 	objs := e.Host.Objects()
-	rm := NetworkRemoval{Shared: []string{}, Networks: []string{}, Links: []string{}, Foreign: []string{}}
+	rm := NetworkRemoval{Shared: []string{}, Networks: []string{}, Links: []string{}, Foreign: []string{}, ResolverDropIns: []string{}}
 	// The lab's entries in shared networks first, found by the lists the
 	// networks keep, whether or not the plan names the network (down
 	// --lab has no lab file).
@@ -252,6 +294,17 @@ func RemoveNetwork(ctx context.Context, e *Env) (NetworkRemoval, error) {
 	} else if removed {
 		rm.Snippet = path
 	}
+	for _, path := range p.Network.ResolverDropIns {
+		switch removed, foreign, err := netplumb.RemoveResolverDropIn(path, p.Lab); {
+		case err != nil:
+			errs = append(errs, err)
+		case removed:
+			rm.ResolverDropIns = append(rm.ResolverDropIns, path)
+		case foreign && p.Network.Resolver != nil && path == p.Network.Resolver.Path:
+			rm.Foreign = append(rm.Foreign, "file "+path)
+			e.Rep.Note("remove network", "left "+path+" alone: it is not the lab's")
+		}
+	}
 	if len(errs) > 0 {
 		return rm, errors.Join(errs...)
 	}
@@ -288,7 +341,7 @@ func NATSpec(p *plan.Plan) labvirt.LabNetworkSpec {
 		Name: nat.Name, Bridge: nat.Bridge, Lab: p.Lab,
 		CIDR: nat.CIDR, DHCPStart: nat.DHCPStart, DHCPEnd: nat.DHCPEnd,
 		MTU: uint(nat.MTU), Domain: nat.Domain, APIVIP: nat.APIVIP, IngressVIP: nat.IngressVIP,
-		NodeHoldsVIPs: p.Agent != nil && p.Agent.Topology == plan.TopologySNO,
+		NodeHoldsVIPs: p.SingleNode(),
 	}
 	for _, n := range p.Nodes {
 		spec.Hosts = append(spec.Hosts, labvirt.LabHost{MAC: n.MAC, IP: n.IP, Hostname: n.Name})

@@ -2,11 +2,17 @@ package lab
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/plan"
 )
 
 func objects(d []NetDifference) []string {
@@ -48,7 +54,7 @@ func TestNetworkPath(t *testing.T) {
 	}
 	rm, err := RemoveNetwork(ctx, e)
 	must(t, err)
-	if d := cmp.Diff(NetworkRemoval{Shared: []string{}, Networks: []string{"baremetal", "fk-machine"}, Links: []string{"baremetal", "bmlab-veth0", "bmlab-veth1", "bmnat-fk"}, Foreign: []string{}}, rm); d != "" {
+	if d := cmp.Diff(NetworkRemoval{Shared: []string{}, Networks: []string{"baremetal", "fk-machine"}, Links: []string{"baremetal", "bmlab-veth0", "bmlab-veth1", "bmnat-fk"}, Foreign: []string{}, ResolverDropIns: []string{}}, rm); d != "" {
 		t.Errorf("remove (-want +got):\n%s", d)
 	}
 	for kind, objs := range f.objs {
@@ -81,5 +87,107 @@ func TestNetworkForeign(t *testing.T) {
 	}
 	if f.objs[KindNetwork]["baremetal"] != "other" || f.objs[KindLink]["baremetal"] != "other" {
 		t.Errorf("remove changed another lab's objects: %v", f.objs)
+	}
+}
+
+// TestNetworkResolverDropIn: the host resolver drop-in is one of the
+// network's objects: check reports it missing, changed or not the lab's;
+// ensure writes it and repairs it; remove takes the plan's and the lab's
+// drop-ins at the other places (down --lab), bearing its mark only, and
+// never a file without it.
+func TestNetworkResolverDropIn(t *testing.T) {
+	f := newFake()
+	e, _ := testEnv(t, f, "")
+	ctx := context.Background()
+	dir := t.TempDir()
+	p := e.Plan
+	path := filepath.Join(dir, "dnsmasq.d", "bmlab-fk.conf")
+	other := filepath.Join(dir, "resolved.conf.d", "bmlab-fk.conf")
+	p.Network.HostResolver = "dnsmasq"
+	p.Network.Resolver = &plan.Resolver{Kind: "dnsmasq", Path: path, Domain: p.Cluster.Domain, DNS: p.Network.NAT.Gateway}
+	p.Network.ResolverDropIns = []string{path, other}
+	has := func(want string) {
+		t.Helper()
+		diffs, err := CheckNetwork(ctx, e)
+		must(t, err)
+		got := objects(diffs)
+		if (want == "") != !slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, path) }) ||
+			want != "" && !slices.ContainsFunc(diffs, func(d NetDifference) bool { return d.Object == path && d.Got == want }) {
+			t.Errorf("check = %+v, want %q for %s", diffs, want, path)
+		}
+	}
+	has("missing")
+	done, err := EnsureNetwork(ctx, e)
+	must(t, err)
+	if !slices.ContainsFunc(done, func(s string) bool { return strings.HasPrefix(s, "host resolver: wrote "+path) }) {
+		t.Errorf("ensure = %q, want the drop-in written", done)
+	}
+	want := "# bmlab lab fk: the names of cluster " + p.Cluster.Domain + " for this host. labctl writes this\n" +
+		"# file (`labctl up`, `labctl net repair`) and removes it (`labctl down`).\n" +
+		"server=/" + p.Cluster.Domain + "/" + p.Network.NAT.Gateway.String() + "\n"
+	if got, _ := os.ReadFile(path); string(got) != want {
+		t.Errorf("drop-in:\n%s\nwant:\n%s", got, want)
+	}
+	has("")
+	must(t, os.WriteFile(path, []byte(want+"server=/"+p.Cluster.Domain+"/192.0.2.1\n"), 0o644))
+	has("changed")
+	must(t, os.Remove(path))
+	has("missing")
+	if done, err := EnsureNetwork(ctx, e); err != nil || len(done) != 1 {
+		t.Errorf("repair = %q, %v; want the drop-in alone written again", done, err)
+	}
+	has("")
+	// One the lab wrote at the other place (an earlier lab file), and
+	// another lab's there: remove takes the lab's only.
+	must(t, os.MkdirAll(filepath.Dir(other), 0o755))
+	must(t, os.WriteFile(other, []byte("# bmlab lab fk: the names of cluster x for this host.\n[Resolve]\n"), 0o644))
+	foreign := filepath.Join(filepath.Dir(other), "bmlab-fk2.conf")
+	must(t, os.WriteFile(foreign, []byte("# bmlab lab fk2: the names of cluster y for this host.\n"), 0o644))
+	rm, err := RemoveNetwork(ctx, e)
+	must(t, err)
+	if d := cmp.Diff([]string{path, other}, rm.ResolverDropIns); d != "" {
+		t.Errorf("removed drop-ins (-want +got):\n%s", d)
+	}
+	if _, err := os.Stat(foreign); err != nil {
+		t.Errorf("remove took another lab's drop-in: %v", err)
+	}
+	// A file at the path without the lab's mark: blocking, never written
+	// over nor removed.
+	must(t, os.WriteFile(path, []byte("server=/example.test/192.0.2.1\n"), 0o644))
+	diffs, err := CheckNetwork(ctx, e)
+	must(t, err)
+	if !slices.Contains(objects(diffs), path+" host-resolver (blocking)") {
+		t.Errorf("check = %q, want the foreign file blocking", objects(diffs))
+	}
+	if _, err := EnsureNetwork(ctx, e); !errors.Is(err, netplumb.ErrNotLabs) {
+		t.Errorf("ensure over a foreign file = %v, want ErrNotLabs", err)
+	}
+	rm, err = RemoveNetwork(ctx, e)
+	must(t, err)
+	if got, _ := os.ReadFile(path); string(got) != "server=/example.test/192.0.2.1\n" || !slices.Contains(rm.Foreign, "file "+path) {
+		t.Errorf("remove = %+v, file %q; want the foreign file left and named", rm, got)
+	}
+}
+
+// TestPreflightForeignResolverDropIn: a file without the lab's mark where
+// its drop-in goes stops up in preflight, before anything is made.
+func TestPreflightForeignResolverDropIn(t *testing.T) {
+	f := newFake()
+	e, _ := testEnv(t, f, "")
+	p := e.Plan
+	path := filepath.Join(t.TempDir(), "bmlab-fk.conf")
+	must(t, os.WriteFile(path, []byte("server=/example.test/192.0.2.1\n"), 0o644))
+	p.Network.HostResolver = "dnsmasq"
+	p.Network.Resolver = &plan.Resolver{Kind: "dnsmasq", Path: path, Domain: p.Cluster.Domain, DNS: p.Network.NAT.Gateway}
+	actions, err := Pipeline(plan.ModeIPI)
+	must(t, err)
+	err = Up(context.Background(), e, actions, "")
+	if err == nil || !strings.Contains(err.Error(), "preflight: ") || !strings.Contains(err.Error(), "file "+path+" has no lab's mark") {
+		t.Fatalf("up = %v, want preflight to name the file", err)
+	}
+	for kind, objs := range f.objs {
+		if len(objs) > 0 {
+			t.Errorf("%ss made though preflight refused: %v", kind, objs)
+		}
 	}
 }

@@ -58,6 +58,14 @@ func DomainSpec(p *plan.Plan, n plan.Node) labvirt.DomainSpec {
 		Metadata:  labvirt.MarkXML(p.Lab, markAttrs(p)...),
 		Ignition:  n.Ignition,
 	}
+	if h := p.Hybrid; h != nil && h.SingleNode {
+		// As kcli's sno VM: the live ISO with the embedded ignition in the
+		// CD drive, behind the blank disk the ISO installs onto; the
+		// firmware passes the blank disk over, and the installed one once
+		// it boots.
+		spec.Ignition, spec.CDROM = "", h.BootISO
+		spec.BootOrder = []string{"hd", "cdrom"}
+	}
 	for _, d := range n.Disks {
 		spec.Disks = append(spec.Disks, labvirt.DiskSpec{Path: d.Path})
 	}
@@ -72,6 +80,11 @@ func markAttrs(p *plan.Plan) []string {
 		return nil
 	}
 	k := p.Cluster
+	if p.Hybrid.SingleNode {
+		// No VIP and no VRRP: nothing another lab on the segment could
+		// clash with.
+		return []string{"segment", p.Hybrid.Segment, "hostsFile", p.Paths.HostsFile}
+	}
 	return []string{
 		"segment", p.Hybrid.Segment,
 		"apiVIP", k.APIVIP.String(), "ingressVIP", k.IngressVIP.String(),

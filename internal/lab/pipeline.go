@@ -101,7 +101,7 @@ func CheckUntil(actions []Action, until string) error {
 	if until == "" || slices.Contains(Names(actions), until) {
 		return nil
 	}
-	return fmt.Errorf("--until %q: not a step; the steps are %s", until, strings.Join(Names(actions), ", "))
+	return fmt.Errorf("--until %q: not a step; the steps are %s", until, strings.Join(slices.Compact(Names(actions)), ", "))
 }
 
 // Up runs the actions in order, stopping after until (when not empty). It
@@ -115,9 +115,12 @@ func Up(ctx context.Context, e *Env, actions []Action, until string) error {
 	if err != nil {
 		return err
 	}
-	for _, a := range actions {
+	for i, a := range actions {
 		if skipped(a, e.Plan) {
-			if a.Name() == until {
+			// A step this plan skips ends the run where it would have
+			// been, unless a later one of the plan's bears its name (the
+			// hybrid mode's two flows share step names).
+			if a.Name() == until && !slices.ContainsFunc(actions[i+1:], func(b Action) bool { return b.Name() == until && !skipped(b, e.Plan) }) {
 				break
 			}
 			continue

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/bmlab/bmlab/internal/labvirt"
+	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/qemuaccess"
 )
 
@@ -29,6 +30,9 @@ func (preflight) Ensure(ctx context.Context, e *Env) (bool, error) {
 		return false, errors.New("hosts: the hybrid mode runs on one host for now (its ignition files and backing image are on the hub only); use --mode ipi-baremetal, or remove the lab file's hosts section")
 	}
 	if err := CheckInputs(e); err != nil {
+		return false, err
+	}
+	if err := checkLiveISO(p); err != nil {
 		return false, err
 	}
 	if _, err := os.Stat("/dev/kvm"); err != nil {
@@ -154,6 +158,13 @@ func Clashes(ctx context.Context, e *Env) error {
 			}
 		}
 	}
+	if d := resolverDropIn(p); d != nil {
+		if _, foreign, err := d.State(); err != nil {
+			return err
+		} else if foreign {
+			msgs = append(msgs, fmt.Sprintf("file %s has no lab's mark (its first line): move it away, or give this lab another place (network.hostResolverDir) or none (network.hostResolver: hosts)", d.Path))
+		}
+	}
 	if p.Network.Shared != nil {
 		m, err := sharedClashes(ctx, e)
 		if err != nil {
@@ -168,7 +179,7 @@ func Clashes(ctx context.Context, e *Env) error {
 		}
 		msgs = append(msgs, m...)
 	}
-	if p.Hybrid != nil {
+	if p.Hybrid != nil && !p.Hybrid.SingleNode {
 		m, err := segmentClashes(ctx, e)
 		if err != nil {
 			return err
@@ -437,4 +448,25 @@ func orNone(s string) string {
 		return "no hostname"
 	}
 	return s
+}
+
+// checkLiveISO refuses a single-node hybrid cluster whose image (a local
+// file; a URL is checked once downloaded, by the embedding) is not an ISO
+// 9660 image: it boots the live ISO, not the qcow2 the bootstrap flow
+// clones.
+func checkLiveISO(p *plan.Plan) error {
+	if p.Hybrid == nil || !p.Hybrid.SingleNode || plan.IsURL(p.Hybrid.Image) {
+		return nil
+	}
+	f, err := os.Open(p.Hybrid.Backing)
+	if err != nil {
+		return fmt.Errorf("cluster.image: %w", err)
+	}
+	defer f.Close()
+	// The primary volume descriptor at sector 16: type 1, "CD001" (ECMA-119 8.4).
+	b := make([]byte, 6)
+	if _, err := f.ReadAt(b, 16*2048); err != nil || string(b[1:]) != "CD001" {
+		return fmt.Errorf("cluster.image: %s is not an ISO 9660 image; a single-node hybrid cluster (masters 1, no workers) boots the RHCOS live ISO (rhcos-live.x86_64.iso) as kcli's sno does: name it, or give the cluster workers (or 3 masters) for the bootstrap flow, which clones the qcow2", p.Hybrid.Image)
+	}
+	return nil
 }

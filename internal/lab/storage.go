@@ -28,8 +28,11 @@ func (storage) Ensure(ctx context.Context, e *Env) (bool, error) {
 			return changed, err
 		}
 		changed = changed || c
-		if imageBytes, err = virtualSize(ctx, p.Hybrid.Backing); err != nil {
-			return changed, err
+		// A single node's image is the live ISO; its disk is blank.
+		if !p.Hybrid.SingleNode {
+			if imageBytes, err = virtualSize(ctx, p.Hybrid.Backing); err != nil {
+				return changed, err
+			}
 		}
 	}
 	for _, n := range p.Nodes {

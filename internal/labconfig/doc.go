@@ -18,7 +18,8 @@
 // and outside the DHCP range and the host's address, the provisioning
 // subnet apart from the machine network, the control plane's size, a shared
 // network (network.shared) other than libvirt's default named with its
-// bridge. The
+// bridge, the host resolver (network.hostResolver: hosts, dnsmasq,
+// resolved or none; a drop-in directory only with a drop-in). The
 // OpenShift installer's rules on the files a run writes live in
 // internal/ipi, worded as the installer words them; labctl's preflight
 // applies them before anything is built.

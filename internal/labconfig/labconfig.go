@@ -45,6 +45,25 @@ const (
 	DefaultNMConfDir     = "/etc/NetworkManager/conf.d"
 )
 
+// Host resolvers (network.hostResolver): how the lab host resolves the
+// cluster's names.
+const (
+	// ResolverHosts puts api and the console and oauth routes in the
+	// hosts file at install-complete (hybrid mode; cluster.hybrid.hostsFile).
+	ResolverHosts = "hosts"
+	// ResolverDnsmasq writes a drop-in for NetworkManager's dnsmasq plugin
+	// that sends the cluster's domain to the lab network's DNS.
+	ResolverDnsmasq = "dnsmasq"
+	// ResolverResolved writes a systemd-resolved drop-in: the lab network's
+	// DNS for the cluster's domain only (a routing domain, ~domain).
+	ResolverResolved = "resolved"
+	// ResolverNone leaves the host's resolution alone.
+	ResolverNone = "none"
+	// DefaultDnsmasqDir and DefaultResolvedDir are where each drop-in goes.
+	DefaultDnsmasqDir  = "/etc/NetworkManager/dnsmasq.d"
+	DefaultResolvedDir = "/etc/systemd/resolved.conf.d"
+)
+
 // Config is the lab's configuration file.
 type Config struct {
 	APIVersion string `json:"apiVersion"`
@@ -87,6 +106,15 @@ type Network struct {
 	// NetworkManagerConfDir receives the unmanaged-devices snippet when
 	// NetworkManager is present (default /etc/NetworkManager/conf.d).
 	NetworkManagerConfDir string `json:"networkManagerConfDir,omitempty"`
+	// HostResolver says how the lab host resolves the cluster's names:
+	// hosts (the default: api, console and oauth in the hosts file, hybrid
+	// mode), dnsmasq (a NetworkManager dnsmasq-plugin drop-in), resolved (a
+	// systemd-resolved drop-in) or none. The drop-ins send the whole
+	// cluster domain, *.apps included, to the lab network's DNS.
+	HostResolver string `json:"hostResolver,omitempty"`
+	// HostResolverDir is where the drop-in goes (default
+	// /etc/NetworkManager/dnsmasq.d or /etc/systemd/resolved.conf.d).
+	HostResolverDir string `json:"hostResolverDir,omitempty"`
 }
 
 // Bridge is a bridge the lab owns.
@@ -205,6 +233,17 @@ func (c *Config) SetDefaults() {
 	if n.NetworkManagerConfDir == "" {
 		n.NetworkManagerConfDir = DefaultNMConfDir
 	}
+	if n.HostResolver == "" {
+		n.HostResolver = ResolverHosts
+	}
+	if n.HostResolverDir == "" {
+		switch n.HostResolver {
+		case ResolverDnsmasq:
+			n.HostResolverDir = DefaultDnsmasqDir
+		case ResolverResolved:
+			n.HostResolverDir = DefaultResolvedDir
+		}
+	}
 	if n.Bridges == nil {
 		n.Bridges = []Bridge{{Name: BaremetalBridge}}
 		if n.ProvisioningNetwork != ProvisioningDisabled {
@@ -268,6 +307,16 @@ func (c *Config) Validate() error {
 		}
 	}
 	names("libvirtBridge", c.Network.LibvirtBridge)
+	switch r := c.Network.HostResolver; r {
+	case ResolverHosts, ResolverDnsmasq, ResolverResolved, ResolverNone:
+		if d := c.Network.HostResolverDir; d != "" && (r == ResolverHosts || r == ResolverNone) {
+			errs = append(errs, fmt.Errorf("network.hostResolverDir: %s is set but network.hostResolver is %s, which writes no drop-in; set hostResolver: %s or %s, or leave the directory out", d, r, ResolverDnsmasq, ResolverResolved))
+		} else if d != "" && !filepath.IsAbs(d) {
+			errs = append(errs, fmt.Errorf("network.hostResolverDir: %q is not an absolute path; name the directory the resolver reads (%s or %s)", d, DefaultDnsmasqDir, DefaultResolvedDir))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("network.hostResolver: %q is not one of %s, %s, %s, %s (hosts file entries, a NetworkManager dnsmasq drop-in, a systemd-resolved drop-in, nothing)", r, ResolverHosts, ResolverDnsmasq, ResolverResolved, ResolverNone))
+	}
 	if sh := c.Network.Shared; sh != "" {
 		if !sharedName.MatchString(sh) {
 			errs = append(errs, fmt.Errorf("network.shared: %q is not a libvirt network name (letters, digits, '.', '_' and '-'); name the network to share, as `virsh net-list --all` shows it", sh))

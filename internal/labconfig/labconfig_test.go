@@ -53,7 +53,7 @@ func TestParse(t *testing.T) {
 		name: "managed provisioning adds the provisioning bridge",
 		yaml: "network:\n  provisioningNetwork: Managed\n  libvirtBridge: virbr1\n  mtu: 9000\n",
 		want: Network{
-			ProvisioningNetwork: "Managed", MTU: 9000, LibvirtBridge: "virbr1", NetworkManagerConfDir: DefaultNMConfDir,
+			ProvisioningNetwork: "Managed", MTU: 9000, LibvirtBridge: "virbr1", NetworkManagerConfDir: DefaultNMConfDir, HostResolver: ResolverHosts,
 			Bridges: []Bridge{{Name: "baremetal", MTU: 9000}, {Name: "provisioning", MTU: 9000}},
 			Veths:   []Veth{{Name: "bmlab-veth0", Master: "baremetal", Peer: "bmlab-veth1", PeerMaster: "virbr1", MTU: 9000}},
 		},
@@ -72,7 +72,7 @@ network:
   - {name: bm.10, parent: bm, id: 10, addresses: [10.9.0.1/24]}
 `,
 		want: Network{
-			ProvisioningNetwork: "Disabled", MTU: 1500, LibvirtBridge: "virbr0", NetworkManagerConfDir: DefaultNMConfDir,
+			ProvisioningNetwork: "Disabled", MTU: 1500, LibvirtBridge: "virbr0", NetworkManagerConfDir: DefaultNMConfDir, HostResolver: ResolverHosts,
 			Bridges: []Bridge{{Name: "bm", MTU: 1400, LibvirtNetwork: &no}},
 			Veths:   []Veth{},
 			VLANs:   []VLAN{{Name: "bm.10", Parent: "bm", ID: 10, MTU: 1500, Addresses: []netip.Prefix{netip.MustParsePrefix("10.9.0.1/24")}}},
@@ -103,6 +103,9 @@ func TestParseErrorsNameTheField(t *testing.T) {
 		{"kind: Cluster\n", `kind: "Cluster" is not supported`},
 		{"name: ../x\n", `name: "../x" must be`},
 		{"network:\n  provisioningNetwork: managed\n", `network.provisioningNetwork: "managed" is not one of`},
+		{"network:\n  hostResolver: systemd\n", `network.hostResolver: "systemd" is not one of hosts, dnsmasq, resolved, none`},
+		{"network:\n  hostResolver: dnsmasq\n  hostResolverDir: dnsmasq.d\n", `network.hostResolverDir: "dnsmasq.d" is not an absolute path`},
+		{"network:\n  hostResolverDir: /etc/dnsmasq.d\n", `network.hostResolverDir: /etc/dnsmasq.d is set but network.hostResolver is hosts, which writes no drop-in`},
 		{"network:\n  bridges: [{name: a-very-long-bridge-name}]\n", "network.bridges[0].name: interface name"},
 		{"network:\n  bridges: [{name: bm}]\n  veths: [{name: v0, peer: v1, master: bm, peerMaster: v0}]\n", `master of "v1" is "v0", a veth`},
 		{"network:\n  vlans: [{name: v, parent: eth0, id: 5000}]\n", "id 5000 is not in 1..4094"},

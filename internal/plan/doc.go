@@ -9,7 +9,10 @@
 // cluster (its names api, api-int and *.apps in its domain, VIPs, machine
 // network, counts, bridges, input files) and every file labctl keeps (Paths:
 // state, logs, markers, ignition, install-config and its copy, installer
-// logs, kubeconfig, hosts file). IPICluster and IPINodes hand the cluster
+// logs, kubeconfig, hosts file), the host resolver's drop-in (Resolver) and,
+// for a hybrid single node (Hybrid.SingleNode), its ISO and installation
+// disk, with the VIPs in the lab network's DNS made the node's address.
+// IPICluster and IPINodes hand the cluster
 // to install-config generation (internal/ipi).
 //
 // `labctl up`, `down`, `status` and `net` all read the plan, so they cannot

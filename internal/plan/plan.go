@@ -305,6 +305,29 @@ type Network struct {
 	NodeNetwork string `json:"nodeNetwork"`
 	// NMConfDir receives NetworkManager's unmanaged-devices snippet.
 	NMConfDir string `json:"nmConfDir"`
+	// HostResolver is how the lab host resolves the cluster's names:
+	// hosts, none, or a drop-in (Resolver) for dnsmasq or resolved.
+	HostResolver string    `json:"hostResolver"`
+	Resolver     *Resolver `json:"resolver,omitempty"`
+	// ResolverDropIns are the files down removes when they bear the lab's
+	// mark: the plan's drop-in and the lab's name at both default places,
+	// so that down --lab, without the lab file, finds one the lab wrote.
+	ResolverDropIns []string `json:"resolverDropIns"`
+}
+
+// ResolverHosts is network.hostResolver's hosts: entries in the hosts file.
+const ResolverHosts = labconfig.ResolverHosts
+
+// Resolver is the lab host's resolver drop-in: the cluster's domain sent
+// to the lab network's DNS (its own NAT network's, or the shared
+// network's, which carries the lab's records). Apps answers *.apps itself
+// on a shared network (dnsmasq only), which cannot hold that wildcard.
+type Resolver struct {
+	Kind   string     `json:"kind"`
+	Path   string     `json:"path"`
+	Domain string     `json:"domain"`
+	DNS    netip.Addr `json:"dns"`
+	Apps   netip.Addr `json:"apps,omitzero"`
 }
 
 // NAT is the lab's own libvirt NAT network: the machine network, with a
@@ -475,6 +498,28 @@ type Hybrid struct {
 	// baremetal bridge is joined to): clusters on one segment must not
 	// share VIPs or keepalived router IDs.
 	Segment string `json:"segment"`
+	// SingleNode is a single-node cluster (masters 1, no workers; one
+	// master with workers keeps the bootstrap flow, as kcli without sno),
+	// installed as kcli does: bootstrap in place, no bootstrap node, no
+	// VIPs (api, api-int and *.apps are the node's own address in the lab
+	// network's DNS), no static pods. Image is then the RHCOS live ISO;
+	// BootISO is that ISO with the node's bootstrap-in-place ignition
+	// embedded, in the node's CD drive behind its blank disk; and
+	// InstallationDisk is install-config's bootstrapInPlace.installationDisk,
+	// the node's first disk as the guest sees it.
+	SingleNode       bool   `json:"singleNode,omitempty"`
+	BootISO          string `json:"bootISO,omitempty"`
+	InstallationDisk string `json:"installationDisk,omitempty"`
+}
+
+// InstallationDisk is a lab node's first disk as the guest sees it: labvirt
+// puts it on virtio, the first of which Linux names vda.
+const InstallationDisk = "/dev/vda"
+
+// SingleNode reports whether the cluster is a single node (agent or hybrid
+// mode): its VIPs are that node's own address.
+func (p *Plan) SingleNode() bool {
+	return (p.Agent != nil && p.Agent.Topology == TopologySNO) || (p.Hybrid != nil && p.Hybrid.SingleNode)
 }
 
 // Load reads the lab file, applies the profile and resolves the plan.
@@ -573,6 +618,10 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		} else if !filepath.IsAbs(k.Image) {
 			p.Hybrid.Backing = filepath.Join(o.Dir, k.Image)
 		}
+		if k.Masters.N() == 1 && k.Workers.N() == 0 {
+			p.Hybrid.SingleNode, p.Hybrid.InstallationDisk = true, InstallationDisk
+			p.Hybrid.BootISO = filepath.Join(p.Paths.IgnitionDir, cfg.Name+"-"+RoleMaster+"-0.iso")
+		}
 		p.Hybrid.APIRouterID, p.Hybrid.IngressRouterID = RouterIDs(k.Name)
 		if h.APIRouterID != 0 {
 			p.Hybrid.APIRouterID = h.APIRouterID
@@ -597,7 +646,13 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	if o.Mode == ModeAgent {
 		p.resolveAgent(cfg)
 	}
+	if p.Hybrid != nil && p.Hybrid.SingleNode {
+		p.nodeHoldsVIPs(p.Nodes[0].IP)
+	}
 	p.resolveShared()
+	if err := p.resolveResolver(cfg); err != nil {
+		return nil, err
+	}
 	p.Vbmcd = p.vbmcd(o.Vbmcd, o.HostCPUs)
 	return p, nil
 }
@@ -791,13 +846,51 @@ func (p *Plan) resolveAgent(cfg *labconfig.Config) {
 	}
 	a.MediaAddr = net.JoinHostPort(p.Cluster.HostAddress.String(), strconv.Itoa(k.Agent.MediaPort))
 	a.MediaURL = "http://" + a.MediaAddr + "/" + filepath.Base(p.Paths.AgentISO)
-	if a.Topology == TopologySNO && p.Network.NAT != nil {
-		p.Network.NAT.APIVIP, p.Network.NAT.IngressVIP = a.RendezvousIP, a.RendezvousIP
-	}
-	if a.Topology == TopologySNO && p.Network.Shared != nil {
-		p.Network.Shared.APIVIP, p.Network.Shared.IngressVIP = a.RendezvousIP, a.RendezvousIP
+	if a.Topology == TopologySNO {
+		p.nodeHoldsVIPs(a.RendezvousIP)
 	}
 	p.Agent = a
+}
+
+// resolveResolver places the host resolver's drop-in, whose server is the
+// DNS of the network the lab's records are in.
+func (p *Plan) resolveResolver(cfg *labconfig.Config) error {
+	n := cfg.Network
+	p.Network.HostResolver = n.HostResolver
+	for _, dir := range []string{labconfig.DefaultDnsmasqDir, labconfig.DefaultResolvedDir} {
+		p.Network.ResolverDropIns = append(p.Network.ResolverDropIns, netplumb.ResolverDropInPath(dir, p.Lab))
+	}
+	if n.HostResolver != labconfig.ResolverDnsmasq && n.HostResolver != labconfig.ResolverResolved {
+		return nil
+	}
+	r := &Resolver{Kind: n.HostResolver, Path: netplumb.ResolverDropInPath(n.HostResolverDir, p.Lab), Domain: p.Cluster.Domain}
+	switch {
+	case p.Network.NAT != nil:
+		r.DNS = p.Network.NAT.Gateway
+	case p.Network.Shared != nil:
+		r.DNS = p.Network.Shared.Gateway
+		if r.Kind == labconfig.ResolverDnsmasq {
+			r.Apps = p.Network.Shared.IngressVIP
+		}
+	default:
+		return fmt.Errorf("network.hostResolver: %s sends the cluster's names to the lab network's DNS, but this lab borrows the libvirt network on %s, whose DNS has none of its records; name it in network.shared (the lab adds its records there), or use hostResolver: %s", n.HostResolver, n.LibvirtBridge, labconfig.ResolverHosts)
+	}
+	if !slices.Contains(p.Network.ResolverDropIns, r.Path) {
+		p.Network.ResolverDropIns = append([]string{r.Path}, p.Network.ResolverDropIns...)
+	}
+	p.Network.Resolver = r
+	return nil
+}
+
+// nodeHoldsVIPs makes a single node's address the one the lab network's
+// DNS gives api, api-int and *.apps.
+func (p *Plan) nodeHoldsVIPs(ip netip.Addr) {
+	if p.Network.NAT != nil {
+		p.Network.NAT.APIVIP, p.Network.NAT.IngressVIP = ip, ip
+	}
+	if p.Network.Shared != nil {
+		p.Network.Shared.APIVIP, p.Network.Shared.IngressVIP = ip, ip
+	}
 }
 
 // natBridge names the bridge of the lab's own NAT network: bmnat-<lab>
@@ -869,7 +962,7 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 		n    int
 	}
 	groups := []group{{RoleMaster, k.Masters, k.Masters.N()}, {RoleArbiter, k.Arbiter, k.Arbiter.N()}, {RoleWorker, k.Workers, k.Workers.N() + p.addedWorkers}}
-	if p.Mode == ModeHybrid {
+	if p.Mode == ModeHybrid && !p.Hybrid.SingleNode {
 		// The bootstrap is sized like a master and first in line.
 		groups = append([]group{{RoleBootstrap, k.Masters, 1}}, groups...)
 	}
@@ -894,6 +987,12 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 			if p.Hybrid != nil {
 				disk.Backing = p.Hybrid.Backing
 				n.Ignition = filepath.Join(p.Paths.IgnitionDir, name+".ign")
+			}
+			if p.Hybrid != nil && p.Hybrid.SingleNode {
+				// A blank disk: the live ISO installs onto it. The merged
+				// ignition stays beside the ISO it is embedded in, but
+				// qemu does not hand it over (no fw_cfg).
+				disk.Backing = ""
 			}
 			n.Disks = append(n.Disks, disk)
 			for j, gib := range g.spec.ExtraDisks {

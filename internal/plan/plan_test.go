@@ -33,7 +33,7 @@ func resolve(t *testing.T, lab, profile, mode string) *Plan {
 
 // TestGolden pins the plans of the seed lab, its tiny profile, a lab with
 // TLS off and IPMI BMCs, a hybrid lab (and one on libvirt's default
-// network, shared).
+// network, shared, and a single node installed in place).
 func TestGolden(t *testing.T) {
 	for _, tt := range []struct{ name, lab, profile, mode string }{
 		{"seed", "", "", ModeIPI},
@@ -42,6 +42,7 @@ func TestGolden(t *testing.T) {
 		{"hybrid", "name: hyb\ncluster: {image: /images/rhcos.qcow2, workers: {count: 1}}\n", "tiny", ModeHybrid},
 		{"hybrid-shared", "name: hsh\nnetwork: {shared: default, bridges: [{name: bm-hsh}], veths: [{name: hsh-v0, master: bm-hsh, peer: hsh-v1, peerMaster: virbr0}]}\n" +
 			"cluster: {image: /images/rhcos.qcow2, machineNetwork: 192.168.122.0/24, dhcpRange: {start: 192.168.122.150, end: 192.168.122.159}, apiVIP: 192.168.122.145, ingressVIP: 192.168.122.146, workers: {count: 1}}\n", "tiny", ModeHybrid},
+		{"hybrid-sno", "name: hsno\ncluster: {image: /images/rhcos-live.x86_64.iso, masters: {count: 1}}\n", "tiny", ModeHybrid},
 		{"agent-sno", "name: sno\ncluster: {masters: {count: 1}, agent: {staticIPs: true}}\n", "", ModeAgent},
 		{"agent-fencing", "name: tnf\ncluster: {masters: {count: 2}, fencing: true}\n", "tiny", ModeAgent},
 		{"agent-arbiter", "name: arb\ncluster: {masters: {count: 2}, arbiter: {count: 1}, workers: {count: 1}}\n", "tiny", ModeAgent},
@@ -193,5 +194,51 @@ func TestMultiHostPlacement(t *testing.T) {
 		if _, err := labconfig.Parse([]byte(bad.lab)); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("Parse(%q) = %v, want %q", bad.lab, err, bad.want)
 		}
+	}
+}
+
+// TestHybridSingleNode: one master and no workers is installed in place (no
+// bootstrap, the VIPs are the node's in the lab network); one master with
+// workers keeps the bootstrap flow, as kcli without sno.
+func TestHybridSingleNode(t *testing.T) {
+	p := resolve(t, "name: s\ncluster: {image: /i.iso, masters: {count: 1}}\n", "tiny", ModeHybrid)
+	if !p.SingleNode() || len(p.Nodes) != 1 || p.Nodes[0].Role != RoleMaster || p.Nodes[0].Disks[0].Backing != "" ||
+		p.Network.NAT.APIVIP != p.Nodes[0].IP || p.Network.NAT.IngressVIP != p.Nodes[0].IP || p.Hybrid.InstallationDisk != "/dev/vda" {
+		t.Errorf("masters 1, no workers: single node %v, nodes %+v, NAT %+v", p.SingleNode(), p.Nodes, p.Network.NAT)
+	}
+	p = resolve(t, "name: s\ncluster: {image: /i.qcow2, masters: {count: 1}, workers: {count: 1}}\n", "tiny", ModeHybrid)
+	if p.SingleNode() || len(p.Nodes) != 3 || p.Nodes[0].Role != RoleBootstrap || p.Network.NAT.APIVIP == p.Nodes[1].IP {
+		t.Errorf("masters 1 with a worker: single node %v, nodes %+v", p.SingleNode(), p.Nodes)
+	}
+}
+
+// TestHostResolver: the drop-in's server is the DNS of the network the
+// lab's records are in (its NAT network's gateway, or the shared
+// network's, where the dnsmasq drop-in answers *.apps itself); a lab that
+// borrows a network without its records is refused; down's list holds the
+// drop-in and the lab's name at both default places.
+func TestHostResolver(t *testing.T) {
+	p := resolve(t, "name: r\nnetwork: {hostResolver: resolved}\ncluster: {image: /i.qcow2}\n", "tiny", ModeHybrid)
+	want := &Resolver{Kind: "resolved", Path: "/etc/systemd/resolved.conf.d/bmlab-r.conf", Domain: "r." + labconfig.DefaultBaseDomain, DNS: p.Network.NAT.Gateway}
+	if p.Network.Resolver == nil || *want != *p.Network.Resolver {
+		t.Errorf("resolved on a NAT network: %+v, want %+v", p.Network.Resolver, want)
+	}
+	if d := cmp.Diff([]string{"/etc/NetworkManager/dnsmasq.d/bmlab-r.conf", "/etc/systemd/resolved.conf.d/bmlab-r.conf"}, p.Network.ResolverDropIns); d != "" {
+		t.Errorf("drop-ins down removes (-want +got):\n%s", d)
+	}
+	p = resolve(t, "name: r\nnetwork: {hostResolver: dnsmasq, hostResolverDir: /d, shared: default, bridges: [{name: bm-r}], veths: [{name: r-v0, master: bm-r, peer: r-v1, peerMaster: virbr0}]}\n"+
+		"cluster: {image: /i.qcow2, machineNetwork: 192.168.122.0/24, dhcpRange: {start: 192.168.122.150, end: 192.168.122.159}, apiVIP: 192.168.122.145, ingressVIP: 192.168.122.146}\n", "tiny", ModeHybrid)
+	if r := p.Network.Resolver; r == nil || r.Path != "/d/bmlab-r.conf" || r.DNS.String() != "192.168.122.1" || r.Apps.String() != "192.168.122.146" || p.Network.ResolverDropIns[0] != "/d/bmlab-r.conf" {
+		t.Errorf("dnsmasq on a shared network: %+v, %v", r, p.Network.ResolverDropIns)
+	}
+	if p := resolve(t, "name: r\ncluster: {image: /i.qcow2}\n", "tiny", ModeHybrid); p.Network.Resolver != nil || p.Network.HostResolver != ResolverHosts {
+		t.Errorf("the default: %q, %+v; want hosts and no drop-in", p.Network.HostResolver, p.Network.Resolver)
+	}
+	cfg, err := labconfig.Parse([]byte("name: r\nnetwork: {hostResolver: dnsmasq, libvirtBridge: br-other}\ncluster: {image: /i.qcow2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Resolve(cfg, Options{Dir: "/labs/r", Mode: ModeHybrid}); err == nil || !strings.Contains(err.Error(), "network.hostResolver: dnsmasq sends the cluster's names to the lab network's DNS, but this lab borrows the libvirt network on br-other") {
+		t.Errorf("a borrowed network: %v", err)
 	}
 }

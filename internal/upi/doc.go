@@ -29,8 +29,14 @@
 //     first in resolv.conf, added to the installer's config in its own spec
 //     version (3.2.0 to 3.6.0); the installer's entries win and stay byte for
 //     byte, the pointer configs' merge source and CA stay.
-//   - Installer runs `create manifests`, `create ignition-configs` and
-//     `wait-for` through ipi.RunInstallerCommand (output streamed, its tail in
+//   - EmbedIgnition(ctx, liveISO, ign, out) for a single node (bootstrap in
+//     place): the config as /images/ignition.img (a gzip newc cpio holding
+//     config.ign, where coreos-installer's `iso ignition embed` puts it),
+//     written with xorriso, the ISO's boot records and volume date kept;
+//     EmbeddedIgnition reads it back. A single node's MergeIgnition adds no
+//     resolv.conf dispatcher (Cluster.SingleNode: no coredns of its own).
+//   - Installer runs `create manifests`, `create ignition-configs`,
+//     `create single-node-ignition-config` and `wait-for` through ipi.RunInstallerCommand (output streamed, its tail in
 //     errors). Package upitest has a fixture openshift-install for tests.
 //
 // What it does not do: talk to libvirt, decide addresses, retry the

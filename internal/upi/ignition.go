@@ -156,9 +156,9 @@ func NodeFiles(node Node, c Cluster, extra []File) ([]File, error) {
 	if !node.IP.IsValid() {
 		return nil, fmt.Errorf("node %s has no IP", node.Name)
 	}
-	files := []File{
-		{Path: HostnamePath, Mode: 0o644, Contents: []byte(node.Name + "\n")},
-		{Path: DispatcherPath, Mode: 0o755, Contents: []byte(DispatcherScript(node.IP.String()))},
+	files := []File{{Path: HostnamePath, Mode: 0o644, Contents: []byte(node.Name + "\n")}}
+	if !c.SingleNode {
+		files = append(files, File{Path: DispatcherPath, Mode: 0o755, Contents: []byte(DispatcherScript(node.IP.String()))})
 	}
 	files = append(files, extra...)
 	seen := map[string]bool{}

@@ -31,6 +31,13 @@ func (i *Installer) CreateManifests(ctx context.Context) error {
 	return i.run(ctx, "create", "manifests")
 }
 
+// CreateSingleNodeIgnitionConfig runs `create single-node-ignition-config`,
+// which consumes the install-config (with bootstrapInPlace) and writes
+// bootstrap-in-place-for-live-iso.ign, worker.ign, auth/ and metadata.json.
+func (i *Installer) CreateSingleNodeIgnitionConfig(ctx context.Context) error {
+	return i.run(ctx, "create", "single-node-ignition-config")
+}
+
 // CreateIgnitionConfigs runs `create ignition-configs`, which consumes
 // manifests/ and openshift/ and writes bootstrap.ign, master.ign,
 // worker.ign, auth/ and metadata.json.

@@ -41,6 +41,11 @@ type Cluster struct {
 	// Images are the container images of the static pods (from the
 	// release payload or the lab file).
 	Images Images
+	// SingleNode is a single-node cluster installed in place: no static
+	// pods, and the node keeps the lab network's DNS (which gives api,
+	// api-int and *.apps its address) as its resolver, without the
+	// dispatcher that would put its own coredns first.
+	SingleNode bool
 }
 
 // Node is one node of the cluster.

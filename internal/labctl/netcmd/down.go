@@ -62,13 +62,16 @@ func (s *session) down(cmd *cobra.Command) error {
 	if rm.Snippet != "" {
 		fmt.Fprintf(s.out, "%s removed %s\n", mark, rm.Snippet)
 	}
+	for _, f := range rm.ResolverDropIns {
+		fmt.Fprintf(s.out, "%s removed %s\n", mark, f)
+	}
 	for _, n := range rm.Foreign {
 		fmt.Fprintf(s.out, "! left %s alone: it has a lab name but is not the lab's\n", n)
 	}
 	if err != nil {
 		return err
 	}
-	if len(rm.Shared)+len(rm.Networks)+len(rm.Links) == 0 && rm.Snippet == "" {
+	if len(rm.Shared)+len(rm.Networks)+len(rm.Links)+len(rm.ResolverDropIns) == 0 && rm.Snippet == "" {
 		fmt.Fprintf(s.out, "✓ nothing of lab %q to remove\n", p.Lab)
 	}
 	for _, line := range rep.Hosts {

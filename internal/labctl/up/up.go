@@ -36,7 +36,9 @@ func NewCommands(g *cli.Globals) []*cobra.Command {
 bmcs, install-config, installer. --mode hybrid: the kcli-style UPI flow:
 preflight, install-config, network, storage, manifests, ignition,
 control-plane, bootstrap-complete, remove-bootstrap, workers,
-install-complete. --mode agent: the agent-based installer: preflight,
+install-complete; a single node (masters 1, no workers) is installed in
+place: preflight, install-config, network, storage, ignition (the live ISO
+with it embedded), node, install-complete. --mode agent: the agent-based installer: preflight,
 network, storage, nodes, bmcs, install-config (and agent-config), image,
 media (every node boots the ISO through its BMC), bootstrap-complete,
 install-complete. Every step is idempotent: up again resumes.`,

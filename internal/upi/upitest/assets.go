@@ -33,9 +33,12 @@ type InstallConfig struct {
 		Name     string `json:"name"`
 		Replicas *int   `json:"replicas"`
 	} `json:"compute"`
-	Platform   map[string]any `json:"platform"`
-	PullSecret string         `json:"pullSecret"`
-	SSHKey     string         `json:"sshKey"`
+	Platform         map[string]any `json:"platform"`
+	PullSecret       string         `json:"pullSecret"`
+	SSHKey           string         `json:"sshKey"`
+	BootstrapInPlace *struct {
+		InstallationDisk string `json:"installationDisk"`
+	} `json:"bootstrapInPlace"`
 }
 
 // ParseInstallConfig reads install-config.yaml and checks the few fields

@@ -110,7 +110,15 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return r.createIgnition()
 	case "wait-for bootstrap-complete":
 		return r.waitFor(cmd, EnvBootstrapExit, bootstrapLines)
+	case "create single-node-ignition-config":
+		return r.createSingleNode()
 	case "wait-for install-complete":
+		if ic, ok := r.installConfig(); ok && ic.BootstrapInPlace != nil {
+			if err := r.playLive(ic); err != nil {
+				r.log("error", err.Error())
+				return ExitInstallFailed
+			}
+		}
 		return r.waitFor(cmd, EnvInstallExit, installLines)
 	case "agent create image":
 		return r.createAgentImage()
