@@ -114,3 +114,12 @@ func PageIDs(ms []*Machine, skip, limit int) []string {
 type ConsoleOpener interface {
 	OpenConsole(ctx context.Context, id string) (io.ReadWriteCloser, error)
 }
+
+// ConsoleLogger is what a backend implements when a machine's serial
+// output is also written to a file this process can read (libvirt's serial
+// log on the local host): the web console's scroll-back then holds what the
+// machine printed while no console was connected (the first lines of a
+// boot, before the console connects after a start).
+type ConsoleLogger interface {
+	ConsoleLog(id string) (path string, err error)
+}

@@ -76,6 +76,9 @@ type entry struct {
 	led    bool
 	xmlDef string // persistent XML, the base for the next Save
 	read   uint64 // which refresh read this entry (Backend.reads)
+	// serialLog is the log file of the domain's first serial port
+	// (<log file=...>), "" when it has none.
+	serialLog string
 }
 
 // New returns a backend; Run connects it and keeps its view current.
@@ -367,6 +370,14 @@ func (b *Backend) read(l *libvirt.Libvirt, d libvirt.Domain) (*entry, error) {
 		return nil, fmt.Errorf("parse domain XML of %s: %w", d.Name, err)
 	}
 	e := &entry{dom: d, xmlDef: inactive, next: bootSignature(&def)}
+	if def.Devices != nil {
+		for _, sp := range def.Devices.Serials {
+			if sp.Log != nil && sp.Log.File != "" {
+				e.serialLog = sp.Log.File
+				break
+			}
+		}
+	}
 	power := powerOf(libvirt.DomainState(state))
 	running := &def
 	if power != machine.PowerOff {

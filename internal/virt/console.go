@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"sync"
 
 	"github.com/digitalocean/go-libvirt"
@@ -349,4 +350,24 @@ func decodeError(b []byte) error {
 		e.Message = fmt.Sprintf("libvirt error %d", e.Code)
 	}
 	return e
+}
+
+// ConsoleLog implements machine.ConsoleLogger: the log file libvirt writes
+// the domain's serial output to (<log file=...> on its first serial port),
+// when this backend's libvirtd runs on this host (the file is libvirtd's,
+// not reachable over a remote URI).
+func (b *Backend) ConsoleLog(id string) (string, error) {
+	if u, err := url.Parse(b.cfg.URI); b.cfg.URI != "" && (err != nil || u.Host != "") {
+		return "", fmt.Errorf("%w: the serial log of a domain on %s is on that host", machine.ErrNotFound, b.cfg.URI)
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	e, err := b.find(id)
+	if err != nil {
+		return "", err
+	}
+	if e.serialLog == "" {
+		return "", fmt.Errorf("%w: %s's serial port has no log file", machine.ErrNotFound, e.m.Name)
+	}
+	return e.serialLog, nil
 }

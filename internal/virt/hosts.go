@@ -294,3 +294,13 @@ func (h *Hosts) OpenConsole(ctx context.Context, id string) (io.ReadWriteCloser,
 	}
 	return b.OpenConsole(ctx, id)
 }
+
+// ConsoleLog returns the serial log file of a machine on a host that is
+// this one (see Backend.ConsoleLog).
+func (h *Hosts) ConsoleLog(id string) (string, error) {
+	b, err := h.owner(id)
+	if err != nil {
+		return "", err
+	}
+	return b.ConsoleLog(id)
+}

@@ -1,11 +1,13 @@
 package webui
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -207,6 +209,12 @@ type tap struct {
 	stop    context.CancelFunc // nil when the reader is not running
 	used    time.Time
 	take    chan struct{} // a viewer asks to take the console back
+	// logOff is how far the machine's serial log was shown when the last
+	// stream ended (-1: never connected); overlap is the end of the log
+	// shown at the last connect, which the stream's first output may
+	// repeat.
+	logOff  int64
+	overlap []byte
 }
 
 func (t *tap) takeBack() {
@@ -233,7 +241,7 @@ func (ts *taps) join(u *UI, opener ConsoleOpener, id string) *tap {
 		if len(ts.m) >= tapsKept {
 			ts.evict()
 		}
-		t = &tap{id: id, opener: opener, svc: u.svc, viewers: map[*consoleViewer]struct{}{}, take: make(chan struct{}, 1)}
+		t = &tap{id: id, opener: opener, svc: u.svc, viewers: map[*consoleViewer]struct{}{}, take: make(chan struct{}, 1), logOff: -1}
 		ts.m[id] = t
 	}
 	t.mu.Lock()
@@ -371,10 +379,17 @@ func (t *tap) read(ctx context.Context, done <-chan struct{}) {
 		t.con = con
 		t.mu.Unlock()
 		t.setStatus(consoleMsg{Status: "connected"})
-		for {
+		t.catchUp()
+		for first := true; ; first = false {
 			n, err := con.Read(buf)
+			var out []byte
 			if n > 0 {
-				out := append([]byte(nil), buf[:n]...)
+				out = append([]byte(nil), buf[:n]...)
+				if first {
+					out = t.trimOverlap(out)
+				}
+			}
+			if len(out) > 0 {
 				t.mu.Lock()
 				t.buf = append(t.buf, out...)
 				if over := len(t.buf) - scrollBack; over > 0 {
@@ -393,6 +408,7 @@ func (t *tap) read(ctx context.Context, done <-chan struct{}) {
 		}
 		t.mu.Unlock()
 		_ = con.Close()
+		t.logEnd()
 		if ctx.Err() != nil {
 			return
 		}
@@ -462,5 +478,98 @@ func waitChange(ctx context.Context, done <-chan struct{}, events <-chan machine
 				return true
 			}
 		}
+	}
+}
+
+// The serial log's scroll-back. libvirt gives a console that connects
+// after a start nothing of what the machine printed before it (the first
+// second of a boot or more on a loaded host); when the backend also writes
+// the serial output to a log file this process can read
+// (machine.ConsoleLogger), each connect first shows what the log holds
+// beyond what was shown: the last scrollBack bytes at the first connect,
+// then what was printed while no stream was open.
+
+// logSize returns the machine's serial log file and its size.
+func (t *tap) logSize() (string, int64, bool) {
+	cl, ok := t.svc.Backend().(machine.ConsoleLogger)
+	if !ok {
+		return "", 0, false
+	}
+	path, err := cl.ConsoleLog(t.id)
+	if err != nil {
+		return "", 0, false
+	}
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return "", 0, false
+	}
+	return path, fi.Size(), true
+}
+
+// catchUp publishes what the serial log holds that was not shown yet.
+func (t *tap) catchUp() {
+	path, size, ok := t.logSize()
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	from := t.logOff
+	t.mu.Unlock()
+	if from < 0 || from > size { // first connect, or a new log
+		from = max(0, size-scrollBack)
+	}
+	from = max(from, size-scrollBack)
+	if from == size {
+		return
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	out := make([]byte, size-from)
+	n, _ := f.ReadAt(out, from)
+	out = out[:n]
+	if n == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, out...)
+	if over := len(t.buf) - scrollBack; over > 0 {
+		t.buf = append(t.buf[:0:0], t.buf[over:]...)
+	}
+	t.overlap = append([]byte(nil), out[max(0, len(out)-overlapMax):]...)
+	t.publish(chunk{data: out})
+}
+
+// overlapMax bounds the repeat looked for between the log shown at a
+// connect and the stream's first output (both hold what was printed
+// between the connect and the log's read).
+const overlapMax = 4096
+
+// trimOverlap cuts from a stream's first output what the log shown at the
+// connect already ended with (at least 4 bytes, so that a lone repeated
+// newline is not mistaken for one).
+func (t *tap) trimOverlap(out []byte) []byte {
+	t.mu.Lock()
+	tail := t.overlap
+	t.overlap = nil
+	t.mu.Unlock()
+	for k := min(len(tail), len(out)); k >= 4; k-- {
+		if bytes.Equal(tail[len(tail)-k:], out[:k]) {
+			return out[k:]
+		}
+	}
+	return out
+}
+
+// logEnd records how far the log goes when a stream ends: the next
+// connect shows what comes after.
+func (t *tap) logEnd() {
+	if _, size, ok := t.logSize(); ok {
+		t.mu.Lock()
+		t.logOff = size
+		t.mu.Unlock()
 	}
 }
