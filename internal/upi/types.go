@@ -22,6 +22,11 @@ type Cluster struct {
 	// ingress keepalived instance runs.
 	APIVIP     netip.Addr
 	IngressVIP netip.Addr
+	// Secondary is a dual-stack cluster's second address family (IPv6
+	// after IPv4, as the installer orders them); its zero value means a
+	// single-stack cluster. An IPv6-only cluster has IPv6 in the fields
+	// above and no Secondary.
+	Secondary Family
 	// APIRouterID and IngressRouterID are keepalived's virtual_router_id
 	// for each VIP (1-255), deterministic per cluster and distinct from
 	// every other cluster's on the same network (see RouterIDs).
@@ -40,10 +45,18 @@ type Cluster struct {
 
 // Node is one node of the cluster.
 type Node struct {
-	Name string // short host name, also the domain's name
-	Role string // RoleBootstrap, RoleMaster or RoleWorker
-	IP   netip.Addr
-	MAC  string
+	Name        string // short host name, also the domain's name
+	Role        string // RoleBootstrap, RoleMaster or RoleWorker
+	IP          netip.Addr
+	SecondaryIP netip.Addr // dual-stack: the second family's address, else invalid
+	MAC         string
+}
+
+// Family is one address family's machine network and VIPs.
+type Family struct {
+	MachineNetwork netip.Prefix
+	APIVIP         netip.Addr
+	IngressVIP     netip.Addr
 }
 
 // Images are the static pods' container images.
