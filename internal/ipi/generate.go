@@ -249,10 +249,10 @@ func Generate(k Cluster, nodes []Node, pullSecret, sshKey string) (*InstallConfi
 		})
 	}
 	ic := &InstallConfig{
-		APIVersion: "v1",
-		BaseDomain: k.BaseDomain,
-		Metadata:   Metadata{Name: k.Name},
-		Networking: ClusterNetworking(k.MachineNetwork, k.Secondary.MachineNetwork),
+		APIVersion:   "v1",
+		BaseDomain:   k.BaseDomain,
+		Metadata:     Metadata{Name: k.Name},
+		Networking:   ClusterNetworking(k.MachineNetwork, k.Secondary.MachineNetwork),
 		Compute:      []MachinePool{{Name: RoleWorker, Replicas: k.Workers}},
 		ControlPlane: MachinePool{Name: RoleMaster, Replicas: k.Masters, Fencing: fencing},
 		Platform:     Platform{BareMetal: bm},

@@ -142,8 +142,8 @@ type Cluster struct {
 	IPFamily  string  `json:"ipFamily"`
 	Secondary *Family `json:"secondary,omitempty"`
 	Masters   int     `json:"masters"`
-	Arbiters       int           `json:"arbiters,omitempty"`
-	Workers        int           `json:"workers"`
+	Arbiters  int     `json:"arbiters,omitempty"`
+	Workers   int     `json:"workers"`
 	// ProvisioningNetwork is Managed, Unmanaged or Disabled; the CIDR
 	// and bridge are set when it is not Disabled.
 	ProvisioningNetwork     string       `json:"provisioningNetwork"`
@@ -256,16 +256,16 @@ const (
 
 // Node is one VM.
 type Node struct {
-	Name      string     `json:"name"`
-	Role      string     `json:"role"`
-	MAC       string     `json:"mac"`
-	UUID      string     `json:"uuid"`
-	IP        netip.Addr `json:"ip"`
+	Name string     `json:"name"`
+	Role string     `json:"role"`
+	MAC  string     `json:"mac"`
+	UUID string     `json:"uuid"`
+	IP   netip.Addr `json:"ip"`
 	// SecondaryIP is a dual-stack node's IPv6 address (the same place in
 	// dhcpRangeV6 as IP in dhcpRange); invalid otherwise.
 	SecondaryIP netip.Addr `json:"secondaryIP,omitzero"`
 	VCPUs       uint       `json:"vcpus"`
-	MemoryMiB uint       `json:"memoryMiB"`
+	MemoryMiB   uint       `json:"memoryMiB"`
 	// Disks are the node's volumes, the boot disk first.
 	Disks     []Disk `json:"disks"`
 	SerialLog string `json:"serialLog"`
