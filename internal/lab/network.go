@@ -290,8 +290,11 @@ func NATSpec(p *plan.Plan) labvirt.LabNetworkSpec {
 		MTU: uint(nat.MTU), Domain: nat.Domain, APIVIP: nat.APIVIP, IngressVIP: nat.IngressVIP,
 		NodeHoldsVIPs: p.Agent != nil && p.Agent.Topology == plan.TopologySNO,
 	}
+	if f := nat.Secondary; f != nil {
+		spec.Secondary = &labvirt.LabNetworkFamily{CIDR: f.CIDR, DHCPStart: f.DHCPStart, DHCPEnd: f.DHCPEnd, APIVIP: f.APIVIP, IngressVIP: f.IngressVIP}
+	}
 	for _, n := range p.Nodes {
-		spec.Hosts = append(spec.Hosts, labvirt.LabHost{MAC: n.MAC, IP: n.IP, Hostname: n.Name})
+		spec.Hosts = append(spec.Hosts, labvirt.LabHost{MAC: n.MAC, IP: n.IP, SecondaryIP: n.SecondaryIP, Hostname: n.Name})
 	}
 	return spec
 }
