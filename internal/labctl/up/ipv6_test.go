@@ -1,17 +1,22 @@
 package up_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +27,7 @@ import (
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/testenv"
 	"github.com/bmlab/bmlab/internal/upi/upitest"
@@ -159,6 +165,33 @@ func upIPv6(t *testing.T, name, mode, family string, port int) {
 		resolveFamilyIn(t, gw6, "ip4", a)
 	}
 
+	// A node's DHCPv6 client that sends the DUID-LL of its MAC is offered
+	// its reserved address; another client an address of the range; and
+	// the router advertisements give the network a default route.
+	solicit, probeNS := dhcp6Probe(t, p.Network.NAT.Bridge)
+	node := p.Nodes[1]
+	wantIP := node.IP
+	if dual {
+		wantIP = node.SecondaryIP
+	}
+	if got, err := solicit(duidLL(node.MAC)); err != nil || got != wantIP {
+		t.Errorf("DHCPv6 with %s's DUID-LL: %v, %v; want its reservation %s", node.Name, got, err, wantIP)
+	}
+	rng := p.Cluster.DHCPRange
+	if dual {
+		rng = p.Cluster.Secondary.DHCPRange
+	}
+	if got, err := solicit(duidLL("52:54:00:fe:ed:01")); err != nil || !rng.Contains(got) || got == wantIP {
+		t.Errorf("DHCPv6 with an unknown DUID-LL: %v, %v; want an address of %s", got, err, rng)
+	}
+	var route []byte
+	if !testenv.WaitFor(30*time.Second, func() bool {
+		route, _ = exec.Command("ip", "-n", probeNS, "-6", "route", "show", "default").Output()
+		return strings.Contains(string(route), "via fe80::")
+	}) {
+		t.Errorf("no IPv6 default route from router advertisements in the probe namespace: %q", route)
+	}
+
 	// install-config (and agent-config): the installer's shape.
 	var ic ipi.InstallConfig
 	if err := yaml.Unmarshal([]byte(readFile(t, filepath.Join(dir, "install", "install-config.yaml"))), &ic); err != nil {
@@ -268,4 +301,112 @@ func resolveFamilyIn(t *testing.T, server, network string, want map[string]strin
 			t.Errorf("%s (%s) at %s: %v, %v; want %s", name, network, server, addrs, err, ip)
 		}
 	}
+}
+
+// dhcp6Probe plugs a throwaway namespace into bridge (in labci) and
+// returns a DHCPv6 client: it solicits (RFC 8415 §16.2) with the client
+// identifier duid and an IA_NA, and returns the address the server
+// advertises. It also returns the namespace, whose IPv6 default route
+// comes from the router advertisements on the bridge.
+func dhcp6Probe(t *testing.T, bridge string) (func(duid []byte) (netip.Addr, error), string) {
+	t.Helper()
+	ns, _ := netnstest.New(t)
+	port := "l6p" + netnstest.Rand(3)
+	netnstest.IP(t, "-n", "labci", "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "-n", "labci", "link", "del", port).Run() })
+	// No duplicate address detection on the probe's side: its link-local
+	// address is usable at once.
+	if out, err := exec.Command("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.eth0.accept_dad=0").CombinedOutput(); err != nil {
+		t.Fatalf("sysctl: %v: %s", err, out)
+	}
+	netnstest.IP(t, "-n", "labci", "link", "set", port, "master", bridge, "up")
+	netnstest.IP(t, "-n", ns, "link", "set", "eth0", "up")
+	return func(duid []byte) (netip.Addr, error) {
+		var conn net.PacketConn
+		err := netplumb.InNamespace(ns, func() error {
+			lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+				var serr error
+				err := c.Control(func(fd uintptr) {
+					serr = errors.Join(syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1),
+						syscall.BindToDevice(int(fd), "eth0"))
+				})
+				return errors.Join(err, serr)
+			}}
+			var err error
+			conn, err = lc.ListenPacket(context.Background(), "udp6", "[::]:546")
+			return err
+		})
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		defer conn.Close()
+		xid := []byte{0x6a, duid[len(duid)-2], duid[len(duid)-1]}
+		opt := func(code uint16, data []byte) []byte {
+			return append(binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, code), uint16(len(data))), data...)
+		}
+		// SOLICIT: Client Identifier (1), IA_NA (3: IAID, T1, T2), Elapsed
+		// Time (8).
+		pkt := append([]byte{1}, xid...)
+		pkt = append(pkt, opt(1, duid)...)
+		pkt = append(pkt, opt(3, make([]byte, 12))...)
+		pkt = append(pkt, opt(8, []byte{0, 0})...)
+		ifi, err := netIndexIn(ns, "eth0")
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		to := &net.UDPAddr{IP: net.ParseIP("ff02::1:2"), Port: 547, Zone: ifi}
+		deadline := time.Now().Add(15 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, err := conn.WriteTo(pkt, to); err != nil {
+				return netip.Addr{}, fmt.Errorf("send: %w", err)
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+			buf := make([]byte, 1500)
+			for {
+				n, _, err := conn.ReadFrom(buf)
+				if err != nil {
+					break // resend
+				}
+				if n < 4 || buf[0] != 2 || !bytes.Equal(buf[1:4], xid) { // ADVERTISE
+					continue
+				}
+				for i := 4; i+4 <= n; {
+					code, l := binary.BigEndian.Uint16(buf[i:]), int(binary.BigEndian.Uint16(buf[i+2:]))
+					body := buf[i+4 : min(n, i+4+l)]
+					i += 4 + l
+					if code != 3 || len(body) < 12 { // IA_NA
+						continue
+					}
+					for j := 12; j+4 <= len(body); {
+						sc, sl := binary.BigEndian.Uint16(body[j:]), int(binary.BigEndian.Uint16(body[j+2:]))
+						if sc == 5 && sl >= 24 && j+4+16 <= len(body) { // IA Address
+							a, _ := netip.AddrFromSlice(body[j+4 : j+20])
+							return a, nil
+						}
+						if sc == 13 { // Status Code
+							return netip.Addr{}, fmt.Errorf("DHCPv6 status %q", body[min(len(body), j+6):min(len(body), j+4+sl)])
+						}
+						j += 4 + sl
+					}
+				}
+			}
+		}
+		return netip.Addr{}, errors.New("no DHCPv6 ADVERTISE in 15 s")
+	}, ns
+}
+
+// netIndexIn is a link's index in a namespace, as an IPv6 zone.
+func netIndexIn(ns, link string) (string, error) {
+	out, err := exec.Command("ip", "-n", ns, "-o", "link", "show", link).Output()
+	if err != nil {
+		return "", fmt.Errorf("ip -n %s link show %s: %w", ns, link, err)
+	}
+	i, _, _ := strings.Cut(string(out), ":")
+	return strings.TrimSpace(i), nil
+}
+
+// duidLL is a DUID-LL (RFC 8415 §11.4) of a MAC.
+func duidLL(mac string) []byte {
+	hw, _ := net.ParseMAC(mac)
+	return append([]byte{0, 3, 0, 1}, hw...)
 }
