@@ -179,3 +179,27 @@ func TestUpLeavesShutOffNodesOff(t *testing.T) {
 		t.Errorf("down left the list of started nodes: %v", err)
 	}
 }
+
+// TestHybridClusterFamilies: the static pods' view of a dual-stack cluster
+// carries the IPv6 family beside the IPv4 one (upi.Cluster.Secondary, each
+// node's SecondaryIP, coredns' upstream of each family); an IPv6-only one
+// has IPv6 in the primary fields and no second family.
+func TestHybridClusterFamilies(t *testing.T) {
+	c := Cluster(hybridPlan(t, "hd", ", ipFamily: dual"), "key")
+	s := c.Secondary
+	if c.MachineNetwork.String() != "192.168.111.0/24" || s.MachineNetwork.String() != "fd2e:6f44:5dd8:c956::/120" ||
+		s.APIVIP.String() != "fd2e:6f44:5dd8:c956::5" || s.IngressVIP.String() != "fd2e:6f44:5dd8:c956::4" {
+		t.Errorf("dual: %s, second family %+v", c.MachineNetwork, s)
+	}
+	if n := c.Nodes[0]; n.IP.String() != "192.168.111.20" || n.SecondaryIP.String() != "fd2e:6f44:5dd8:c956::20" {
+		t.Errorf("dual: bootstrap %+v", n)
+	}
+	if len(c.Upstream) != 2 || c.Upstream[1].String() != "fd2e:6f44:5dd8:c956::1" {
+		t.Errorf("dual: upstream %v", c.Upstream)
+	}
+	c = Cluster(hybridPlan(t, "h6", ", ipFamily: v6"), "key")
+	if c.APIVIP.String() != "fd2e:6f44:5dd8:c956::5" || c.Secondary.MachineNetwork.IsValid() || c.Nodes[1].SecondaryIP.IsValid() ||
+		c.Upstream[0].String() != "fd2e:6f44:5dd8:c956::1" {
+		t.Errorf("v6: %+v", c)
+	}
+}
