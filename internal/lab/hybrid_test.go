@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -201,5 +202,43 @@ func TestHybridClusterFamilies(t *testing.T) {
 	if c.APIVIP.String() != "fd2e:6f44:5dd8:c956::5" || c.Secondary.MachineNetwork.IsValid() || c.Nodes[1].SecondaryIP.IsValid() ||
 		c.Upstream[0].String() != "fd2e:6f44:5dd8:c956::1" {
 		t.Errorf("v6: %+v", c)
+	}
+}
+
+// cidrHost is a fake host with other libvirt networks' addresses.
+type cidrHost struct {
+	*fakeHost
+	cidrs map[string][]netip.Prefix
+}
+
+func (c cidrHost) NetworkCIDRs(context.Context) (map[string][]netip.Prefix, error) {
+	return c.cidrs, nil
+}
+func (c cidrHost) Networks() Networks { return c }
+
+// TestDualStackClashes: preflight compares a dual-stack lab's IPv6 family
+// too: another libvirt network on its IPv6 machine network (two dual-stack
+// labs with the default fd2e:6f44:5dd8:c956::/120), and another hybrid
+// cluster on its segment holding its IPv6 VIPs.
+func TestDualStackClashes(t *testing.T) {
+	p := hybridPlan(t, "dd", ", ipFamily: dual")
+	e := &Env{Plan: p, Host: cidrHost{newFake(), map[string][]netip.Prefix{
+		"other-machine": {netip.MustParsePrefix("10.198.1.0/24"), netip.MustParsePrefix("fd2e:6f44:5dd8:c956::/120")}}}}
+	err := Clashes(context.Background(), e)
+	if err == nil || !strings.Contains(err.Error(), "libvirt network other-machine has fd2e:6f44:5dd8:c956::/120, which overlaps the machine network fd2e:6f44:5dd8:c956::/120: give this lab another (cluster.machineNetworkV6") {
+		t.Errorf("IPv6 network clash: %v", err)
+	}
+	other := hybridPlan(t, "de", ", ipFamily: dual, apiVIP: 192.168.111.6, ingressVIP: 192.168.111.7, hybrid: {apiRouterID: 201, ingressRouterID: 202}")
+	m := map[string]string{"name": "de"}
+	attrs := markAttrs(other)
+	for i := 0; i+1 < len(attrs); i += 2 {
+		m[attrs[i]] = attrs[i+1]
+	}
+	m["segment"] = p.Hybrid.Segment // both labs on one segment
+	e.Host = markedHost{newFake(), map[string]map[string]string{"de-master-0": m}}
+	msgs, err := segmentClashes(context.Background(), e)
+	must(t, err)
+	if got := strings.Join(msgs, "\n"); len(msgs) != 2 || !strings.Contains(got, `holds apiVIPV6 fd2e:6f44:5dd8:c956::5: give this lab another (cluster.apiVIPV6)`) {
+		t.Errorf("IPv6 VIP clashes:\n%s", got)
 	}
 }
