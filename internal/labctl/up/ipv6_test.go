@@ -101,6 +101,11 @@ func upIPv6(t *testing.T, name, mode, family string, port int) {
 		t.Fatalf("up: %v", err)
 	}
 	t.Logf("up --until install-config took %s", time.Since(began).Round(time.Second))
+	for _, want := range []string{"✓ preflight", "✓ network", "✓ storage", "✓ nodes", "✓ bmcs", "✓ install-config"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("up output lacks %q", want)
+		}
+	}
 	p := resolvePlan(t, cfg, mode)
 	dual := p.Cluster.Secondary != nil
 	if len(p.Nodes) != 3 || dual != (name == "ldual") {
