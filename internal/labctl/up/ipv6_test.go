@@ -263,6 +263,21 @@ func upIPv6(t *testing.T, name, mode, family string, port int) {
 		t.Errorf("the IPv6 BMC address is not bracketed: %s", h0(ic))
 	}
 
+	// status shows a dual-stack node's two addresses.
+	sout, err := labctlRun(t, append([]string{"status", "-o", "json"}, common...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Nodes []struct{ Name, IP, SecondaryIP string }
+	}
+	if err := json.Unmarshal([]byte(sout[strings.Index(sout, "{"):]), &st); err != nil || len(st.Nodes) != 3 {
+		t.Fatalf("status json: %v: %s", err, sout)
+	}
+	if n := st.Nodes[0]; n.IP != p.Nodes[0].IP.String() || dual != (n.SecondaryIP == p.Nodes[0].SecondaryIP.String() && n.SecondaryIP != "") {
+		t.Errorf("status of %s: ip %q secondaryIP %q", n.Name, n.IP, n.SecondaryIP)
+	}
+
 	netCheck := append([]string{"net", "check"}, common...)
 	if out, err := labctlRun(t, netCheck...); err != nil {
 		t.Errorf("net check right after up = %v:\n%s", err, out)
