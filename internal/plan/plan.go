@@ -982,6 +982,12 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 				}
 				if k.BMC.UseNodeAccounts() {
 					n.BMC.Username, n.BMC.Password = n.Name, NodePassword(p.BMC.Password, p.Lab, n.Name)
+					if k.BMC.Kind == labconfig.BMCIPMI {
+						// IPMI's longest password is 20 bytes (IPMI v2.0
+						// §22.30): ipmitool, and Ironic through it, refuse
+						// a longer one before they send anything.
+						n.BMC.Password = n.BMC.Password[:ipmiMaxPassword]
+					}
 				}
 			}
 			p.Nodes = append(p.Nodes, n)
@@ -1004,6 +1010,10 @@ func (p *Plan) endpoint(n *Node, i int, kind string) error {
 	n.BMC.Address = addr
 	return nil
 }
+
+// ipmiMaxPassword is IPMI's longest password (internal/accounts'
+// MaxPasswordLength, which vbmcd enforces).
+const ipmiMaxPassword = 20
 
 // NodePassword derives a node's own BMC password from the lab's: the same
 // across down and up, different for every node, and nothing to store.
