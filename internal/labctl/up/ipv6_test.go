@@ -43,7 +43,9 @@ import (
 //     from inside labci;
 //   - every BMC answers Redfish at its bracketed IPv6 address in
 //     install-config, from inside labci, with a certificate the lab's CA
-//     issued for that address;
+//     issued for that address; with IPMI BMCs (a third lab, IPv6-only with a
+//     Managed provisioning network), ipmitool's lanplus session reaches each
+//     one at its ipmi://[ADDR]:PORT from inside labci;
 //   - install-config and agent-config are the installer's dual-stack or
 //     IPv6 shape (and pass its rules: up validates them);
 //   - net check finds no drift, a second up changes nothing, down leaves
@@ -53,13 +55,14 @@ func TestUpIPv6AndDualStack(t *testing.T) {
 	for _, tc := range []struct {
 		name, mode, lab string
 		port            int
+		ipmi            bool
 	}{
 		{"v6", plan.ModeIPI, `  ipFamily: v6
   machineNetwork: fd2e:6f44:5dd8:c961::/120
   dhcpRange: {start: "fd2e:6f44:5dd8:c961::20", end: "fd2e:6f44:5dd8:c961::60"}
   apiVIP: "fd2e:6f44:5dd8:c961::5"
   ingressVIP: "fd2e:6f44:5dd8:c961::4"
-`, 18761},
+`, 18761, false},
 		{"dual", plan.ModeAgent, `  ipFamily: dual
   machineNetwork: 10.198.62.0/24
   dhcpRange: {start: 10.198.62.20, end: 10.198.62.60}
@@ -71,13 +74,19 @@ func TestUpIPv6AndDualStack(t *testing.T) {
   ingressVIPV6: "fd2e:6f44:5dd8:c962::4"
   agent: {staticIPs: true}
   installer: INSTALLER
-`, 18762},
+`, 18762, false},
+		{"v6ipmi", plan.ModeIPI, `  ipFamily: v6
+  machineNetwork: fd2e:6f44:5dd8:c963::/120
+  dhcpRange: {start: "fd2e:6f44:5dd8:c963::20", end: "fd2e:6f44:5dd8:c963::60"}
+  apiVIP: "fd2e:6f44:5dd8:c963::5"
+  ingressVIP: "fd2e:6f44:5dd8:c963::4"
+`, 18763, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) { upIPv6(t, "l"+tc.name, tc.mode, tc.lab, tc.port) })
+		t.Run(tc.name, func(t *testing.T) { upIPv6(t, "l"+tc.name, tc.mode, tc.lab, tc.port, tc.ipmi) })
 	}
 }
 
-func upIPv6(t *testing.T, name, mode, family string, port int) {
+func upIPv6(t *testing.T, name, mode, family string, port int, ipmi bool) {
 	dir := testenv.QemuDir(t)
 	cfg := labFile(t, dir, name, port)
 	b, err := os.ReadFile(cfg)
@@ -89,6 +98,10 @@ func upIPv6(t *testing.T, name, mode, family string, port int) {
 	end := strings.Index(lab, "  bmc:")
 	family = strings.ReplaceAll(family, "INSTALLER", upitest.Installer(t))
 	lab = lab[:start] + family + "  workers: {count: 0}\n" + lab[end:]
+	if ipmi {
+		lab = strings.Replace(lab, "cluster:\n", "network: {provisioningNetwork: Managed}\ncluster:\n", 1)
+		lab = strings.Replace(lab, "  bmc: {", "  bmc: {kind: ipmi, ipmiPortBase: 16230, ", 1)
+	}
 	if err := os.WriteFile(cfg, []byte(lab), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -240,9 +253,22 @@ func upIPv6(t *testing.T, name, mode, family string, port int) {
 	if len(ic.Platform.BareMetal.Hosts) != 3 {
 		t.Fatalf("install-config has %d hosts", len(ic.Platform.BareMetal.Hosts))
 	}
-	for _, h := range ic.Platform.BareMetal.Hosts {
+	for i, h := range ic.Platform.BareMetal.Hosts {
 		prefix := fmt.Sprintf("redfish-virtualmedia+https://%s/redfish/v1/Systems/", net.JoinHostPort(bmcHost.String(), fmt.Sprint(port)))
-		if !strings.HasPrefix(h.BMC.Address, prefix) {
+		if ipmi {
+			prefix = "ipmi://" + net.JoinHostPort(bmcHost.String(), fmt.Sprint(16230+i))
+			if h.BMC.Address != prefix {
+				t.Errorf("%s: BMC address %s, want %s", h.Name, h.BMC.Address, prefix)
+			}
+			out, err := exec.Command("ip", "netns", "exec", "labci", testenv.Command(t, "ipmitool"), "-I", "lanplus",
+				"-H", bmcHost.String(), "-p", fmt.Sprint(16230+i), "-U", h.BMC.Username, "-P", h.BMC.Password, "chassis", "power", "status").CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "Chassis Power is off") {
+				t.Errorf("%s: ipmitool at %s from labci: %v: %s", h.Name, h.BMC.Address, err, out)
+			}
+			// Redfish too, at the node's System.
+			n, _ := p.Node(h.Name)
+			prefix, h.BMC.Address = "https://", "redfish-virtualmedia+"+n.BMC.SystemURL
+		} else if !strings.HasPrefix(h.BMC.Address, prefix) {
 			t.Errorf("%s: BMC address %s, want %s...", h.Name, h.BMC.Address, prefix)
 		}
 		uuid := h.BMC.Address[strings.LastIndex(h.BMC.Address, "/")+1:]
@@ -259,7 +285,7 @@ func upIPv6(t *testing.T, name, mode, family string, port int) {
 			t.Errorf("%s: BMC answered %d with UUID %q, want %s", h.Name, resp.StatusCode, sys.UUID, uuid)
 		}
 	}
-	if !dual && !strings.Contains(h0(ic), "[fd2e:6f44:5dd8:c961::1]") {
+	if !dual && !strings.Contains(h0(ic), "["+bmcHost.String()+"]") {
 		t.Errorf("the IPv6 BMC address is not bracketed: %s", h0(ic))
 	}
 
