@@ -987,6 +987,9 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 						// §22.30): ipmitool, and Ironic through it, refuse
 						// a longer one before they send anything.
 						n.BMC.Password = n.BMC.Password[:ipmiMaxPassword]
+						if len(n.Name) > ipmiMaxName {
+							return fmt.Errorf("cluster.bmc.nodeAccounts: node %s's BMC user is its name, %d bytes, and an IPMI user name has at most %d (IPMI v2.0 §22.28); give the lab a shorter name (name) or every node the lab's user (cluster.bmc.nodeAccounts: false)", n.Name, len(n.Name), ipmiMaxName)
+						}
 					}
 				}
 			}
@@ -1011,9 +1014,13 @@ func (p *Plan) endpoint(n *Node, i int, kind string) error {
 	return nil
 }
 
-// ipmiMaxPassword is IPMI's longest password (internal/accounts'
-// MaxPasswordLength, which vbmcd enforces).
-const ipmiMaxPassword = 20
+// ipmiMaxPassword and ipmiMaxName are IPMI's longest password and user
+// name (internal/accounts' MaxPasswordLength and MaxNameLength, which vbmcd
+// enforces).
+const (
+	ipmiMaxPassword = 20
+	ipmiMaxName     = 16
+)
 
 // NodePassword derives a node's own BMC password from the lab's: the same
 // across down and up, different for every node, and nothing to store.
