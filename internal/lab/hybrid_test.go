@@ -242,3 +242,23 @@ func TestDualStackClashes(t *testing.T) {
 		t.Errorf("IPv6 VIP clashes:\n%s", got)
 	}
 }
+
+// TestHybridInstallConfigDualStack: the hybrid mode's install-config
+// (platform none) has a machine, cluster and service network per family,
+// IPv4 first, and passes the installer's dual-stack rules.
+func TestHybridInstallConfigDualStack(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "pull-secret.json"), []byte(`{"auths":{"registry.invalid":{"auth":"dXNlcjpwYXNz"}}}`), 0o600))
+	cfg, err := labconfig.Parse([]byte("name: hic\ncluster: {ipFamily: dual, image: /img/rhcos.qcow2}\n"))
+	must(t, err)
+	p, err := plan.Resolve(cfg, plan.Options{Dir: dir, Mode: plan.ModeHybrid, SSHKey: "/dev/null"})
+	must(t, err)
+	ic, err := HybridInstallConfig(&Env{Plan: p})
+	must(t, err)
+	n := ic.Networking
+	got := []string{n.MachineNetwork[0].CIDR, n.MachineNetwork[1].CIDR, n.ClusterNetwork[0].CIDR, n.ClusterNetwork[1].CIDR, n.ServiceNetwork[0], n.ServiceNetwork[1]}
+	want := []string{"192.168.111.0/24", "fd2e:6f44:5dd8:c956::/120", "10.128.0.0/14", "fd01::/48", "172.30.0.0/16", "fd02::/112"}
+	if !slices.Equal(got, want) || ic.Platform.None == nil {
+		t.Errorf("hybrid install-config networks %v, platform %+v; want %v, none", got, ic.Platform, want)
+	}
+}
