@@ -179,11 +179,15 @@ var ovnSubnets = []struct {
 	{"internal", netip.MustParsePrefix("100.64.0.0/16")},
 	{"transit", netip.MustParsePrefix("100.88.0.0/16")},
 	{"masquerade", netip.MustParsePrefix("169.254.0.0/17")},
+	{"internal", netip.MustParsePrefix("fd98::/64")},
+	{"transit", netip.MustParsePrefix("fd97::/64")},
+	{"masquerade", netip.MustParsePrefix("fd69::/112")},
 }
 
 // networking: pkg/types/validation/installconfig.go (validateNetworking,
 // validateMachineNetwork, validateServiceNetwork, validateClusterNetwork,
-// validateNetworkNotOverlapDefaultOVNSubnets) for IPv4 single stack.
+// validateNetworkNotOverlapDefaultOVNSubnets), for each family; the
+// dual-stack rules are dualStack's.
 func (c *checker) networking(n Networking) {
 	if n.NetworkType == "" {
 		c.required("networking.networkType", "network provider type required")
@@ -254,8 +258,8 @@ func (c *checker) networking(n Networking) {
 }
 
 // dualStack: pkg/types/validation/installconfig.go
-// (validateNetworkingIPVersion) as it applies to bare metal: a network
-// list with both families makes the cluster dual-stack, and then every
+// (validateNetworkingIPVersion) as it applies to bare metal: networks of
+// both families, in any list, make the cluster dual-stack, and then every
 // list has one network of each family, in the same order (IPv4 first or
 // IPv6 first, the same everywhere).
 func (c *checker) dualStack(n Networking) {
@@ -290,13 +294,11 @@ func (c *checker) dualStack(n Networking) {
 		}
 		return f
 	}
-	dual := false
+	var all []string
 	for _, l := range lists {
-		if len(families(l.cidrs)) == 2 {
-			dual = true
-		}
+		all = append(all, l.cidrs...)
 	}
-	if !dual {
+	if len(families(all)) != 2 {
 		return
 	}
 	if !strings.EqualFold(n.NetworkType, NetworkType) {

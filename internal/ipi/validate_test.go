@@ -90,6 +90,11 @@ func TestValidateRules(t *testing.T) {
 		fail: func(ic *InstallConfig) { retarget(ic, "100.64.1.0/24") },
 		want: []string{`networking.machineNetwork[0]: Invalid value: "100.64.1.0/24": must not overlap with OVNKubernetes default internal subnet 100.64.0.0/16`},
 	}, {
+		rule: "an IPv6 machine network avoids OVN-Kubernetes' IPv6 internal subnets", src: "pkg/types/validation/installconfig.go validateNetworkNotOverlapDefaultOVNSubnets",
+		pass: func(ic *InstallConfig) { retargetV6(ic, "fd2e:6f44:5dd8:c956::/120") },
+		fail: func(ic *InstallConfig) { retargetV6(ic, "fd97::/120") },
+		want: []string{`networking.machineNetwork[0]: Invalid value: "fd97::/120": must not overlap with OVNKubernetes default transit subnet fd97::/64`},
+	}, {
 		rule: "service network does not overlap the machine network", src: "pkg/types/validation/installconfig.go validateServiceNetwork",
 		pass: func(ic *InstallConfig) { ic.Networking.ServiceNetwork = []string{"172.31.0.0/16"} },
 		fail: func(ic *InstallConfig) { retarget(ic, "172.30.8.0/24") },
@@ -305,6 +310,15 @@ func TestValidateRules(t *testing.T) {
 		fail: func(ic *InstallConfig) { dual(ic); ic.Networking.ServiceNetwork = ic.Networking.ServiceNetwork[:1] },
 		want: []string{`networking.serviceNetwork: Invalid value: "172.30.0.0/16": when installing dual-stack IPv4/IPv6 you must provide two service networks, one for each IP address type`},
 	}, {
+		rule: "networks of two families make a dual-stack cluster", src: "pkg/types/validation/installconfig.go validateNetworkingIPVersion",
+		pass: func(ic *InstallConfig) { retargetV6(ic, "fd2e:6f44:5dd8:c956::/120") },
+		fail: func(ic *InstallConfig) { retarget(ic, "fd2e:6f44:5dd8:c956::/120") },
+		want: []string{
+			`networking.machineNetwork: Invalid value: "fd2e:6f44:5dd8:c956::/120": when installing dual-stack IPv4/IPv6 you must provide two machine networks, one for each IP address type`,
+			`networking.clusterNetwork: Invalid value: "10.128.0.0/14": when installing dual-stack IPv4/IPv6 you must provide two cluster networks, one for each IP address type`,
+			`networking.serviceNetwork: Invalid value: "172.30.0.0/16": when installing dual-stack IPv4/IPv6 you must provide two service networks, one for each IP address type`,
+		},
+	}, {
 		rule: "dual stack: the families in the same order everywhere", src: "pkg/types/validation/installconfig.go validateNetworkingIPVersion",
 		fail: func(ic *InstallConfig) {
 			dual(ic)
@@ -345,6 +359,13 @@ func TestValidateRules(t *testing.T) {
 			}
 		})
 	}
+}
+
+// retargetV6 moves the lab to an IPv6 machine network, with the IPv6
+// cluster and service networks.
+func retargetV6(ic *InstallConfig, cidr string) {
+	retarget(ic, cidr)
+	ic.Networking = ClusterNetworking(netip.MustParsePrefix(cidr))
 }
 
 // dual makes the seed's install-config dual-stack, IPv6 second.
