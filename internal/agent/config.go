@@ -53,13 +53,23 @@ type NMInterface struct {
 	Identifier string `json:"identifier"`
 	MACAddress string `json:"mac-address"`
 	IPv4       NMIPv4 `json:"ipv4"`
+	// IPv6 is the static IPv6 address of an IPv6 or dual-stack lab.
+	IPv6 *NMIPv6 `json:"ipv6,omitempty"`
 }
 
-// NMIPv4 is a static IPv4 address.
+// NMIPv4 is a static IPv4 address (none, disabled, in an IPv6-only lab).
 type NMIPv4 struct {
 	Enabled bool        `json:"enabled"`
 	DHCP    bool        `json:"dhcp"`
-	Address []NMAddress `json:"address"`
+	Address []NMAddress `json:"address,omitempty"`
+}
+
+// NMIPv6 is a static IPv6 address, without DHCPv6 or SLAAC.
+type NMIPv6 struct {
+	Enabled  bool        `json:"enabled"`
+	DHCP     bool        `json:"dhcp"`
+	Autoconf bool        `json:"autoconf"`
+	Address  []NMAddress `json:"address"`
 }
 
 // NMAddress is one address with its prefix length.
@@ -100,7 +110,12 @@ type Cluster struct {
 	// resolver.
 	StaticIPs bool
 	Gateway   netip.Addr
-	Hosts     []HostSpec
+	// SecondaryNetwork and SecondaryGateway are a dual-stack lab's IPv6
+	// family (invalid for a single stack); an IPv6-only lab has IPv6 in
+	// MachineNetwork and Gateway.
+	SecondaryNetwork netip.Prefix
+	SecondaryGateway netip.Addr
+	Hosts            []HostSpec
 }
 
 // HostSpec is one node of the plan.
@@ -109,6 +124,8 @@ type HostSpec struct {
 	Role string
 	MAC  string
 	IP   netip.Addr
+	// SecondaryIP is a dual-stack host's IPv6 address.
+	SecondaryIP netip.Addr
 }
 
 // Generate builds agent-config for the plan's nodes.
@@ -119,16 +136,41 @@ func Generate(c Cluster) *Config {
 		host := Host{Hostname: h.Name, Role: h.Role, Interfaces: []Interface{{Name: NICName, MACAddress: h.MAC}},
 			RootDeviceHints: &ipi.RootDeviceHints{DeviceName: ipi.DefaultRootDevice}}
 		if c.StaticIPs {
-			nc := &NetworkConfig{Interfaces: []NMInterface{{Name: NICName, Type: "ethernet", State: "up",
-				Identifier: "mac-address", MACAddress: h.MAC,
-				IPv4: NMIPv4{Enabled: true, Address: []NMAddress{{IP: h.IP.String(), PrefixLength: c.MachineNetwork.Bits()}}}}}}
-			nc.DNSResolver.Config.Server = []string{c.Gateway.String()}
-			nc.Routes.Config = []NMRoute{{Destination: "0.0.0.0/0", NextHopAddress: c.Gateway.String(), NextHopInterface: NICName}}
-			host.NetworkConfig = nc
+			host.NetworkConfig = staticConfig(c, h)
 		}
 		ac.Hosts = append(ac.Hosts, host)
 	}
 	return ac
+}
+
+// staticConfig is a host's nmstate state: its address of each family
+// (IPv4 first in a dual-stack lab), a default route and the resolver
+// through the lab host's address of each.
+func staticConfig(c Cluster, h HostSpec) *NetworkConfig {
+	nic := NMInterface{Name: NICName, Type: "ethernet", State: "up", Identifier: "mac-address", MACAddress: h.MAC}
+	nc := &NetworkConfig{}
+	add := func(ip netip.Addr, prefix netip.Prefix, gw netip.Addr) {
+		if !ip.IsValid() {
+			return
+		}
+		a := NMAddress{IP: ip.String(), PrefixLength: prefix.Bits()}
+		dst := "0.0.0.0/0"
+		if ip.Is6() {
+			dst = "::/0"
+			if nic.IPv6 == nil {
+				nic.IPv6 = &NMIPv6{Enabled: true}
+			}
+			nic.IPv6.Address = append(nic.IPv6.Address, a)
+		} else {
+			nic.IPv4 = NMIPv4{Enabled: true, Address: []NMAddress{a}}
+		}
+		nc.DNSResolver.Config.Server = append(nc.DNSResolver.Config.Server, gw.String())
+		nc.Routes.Config = append(nc.Routes.Config, NMRoute{Destination: dst, NextHopAddress: gw.String(), NextHopInterface: NICName})
+	}
+	add(h.IP, c.MachineNetwork, c.Gateway)
+	add(h.SecondaryIP, c.SecondaryNetwork, c.SecondaryGateway)
+	nc.Interfaces = []NMInterface{nic}
+	return nc
 }
 
 // Marshal renders agent-config in its fields' order.
@@ -179,7 +221,11 @@ func Validate(ac *Config, machine netip.Prefix) ipi.ErrorList {
 		}
 		if h.NetworkConfig != nil {
 			for _, nic := range h.NetworkConfig.Interfaces {
-				for _, a := range nic.IPv4.Address {
+				addrs := nic.IPv4.Address
+				if nic.IPv6 != nil {
+					addrs = append(addrs[:len(addrs):len(addrs)], nic.IPv6.Address...)
+				}
+				for _, a := range addrs {
 					if a.IP == ac.RendezvousIP && h.Role == ipi.RoleMaster {
 						rendezvousStatic = true
 					}

@@ -1,7 +1,8 @@
 // Package agent is what OpenShift's agent-based installer needs of a lab
 // beside install-config: agent-config.yaml (the rendezvous address, every
 // host with its hostname, role, NIC by MAC, root disk and, for static
-// addresses, an nmstate networkConfig), its checks, worded as the
+// addresses, an nmstate networkConfig with an address, a default route
+// and a resolver of each family), its checks, worded as the
 // installer words them, and the installer's agent commands (`agent create
 // image`, `agent wait-for bootstrap-complete|install-complete`).
 //

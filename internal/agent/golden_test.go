@@ -29,6 +29,9 @@ func TestTopologiesGolden(t *testing.T) {
 		{"ha", "name: ha\n"},
 		{"two-node-fencing", "name: tnf\ncluster: {masters: {count: 2}, fencing: true}\n"},
 		{"two-node-arbiter", "name: arb\ncluster: {masters: {count: 2}, arbiter: {count: 1}, workers: {count: 0}}\n"},
+		{"v6-static", "name: six\ncluster: {ipFamily: v6, workers: {count: 0}, agent: {staticIPs: true}}\n"},
+		{"dual-static", "name: dual\ncluster: {ipFamily: dual, agent: {staticIPs: true}}\n"},
+		{"sno-dual-static", "name: snod\ncluster: {ipFamily: dual, masters: {count: 1}, agent: {staticIPs: true}}\n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg, err := labconfig.Parse([]byte(tt.lab))
@@ -46,7 +49,11 @@ func TestTopologiesGolden(t *testing.T) {
 			if bm := ic.Platform.BareMetal; bm != nil {
 				bm.ProvisioningNetwork = ipi.ProvisioningDisabled
 			}
-			if errs := ipi.Validate(ic, p.Cluster.DHCPRange); len(errs) > 0 {
+			ranges := []ipi.AddrRange{p.Cluster.DHCPRange}
+			if f := p.Cluster.Secondary; f != nil {
+				ranges = append(ranges, f.DHCPRange)
+			}
+			if errs := ipi.Validate(ic, ranges...); len(errs) > 0 {
 				t.Errorf("install-config fails the installer's rules: %v", errs)
 			}
 			ac := agent.Generate(p.AgentCluster())

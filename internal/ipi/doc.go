@@ -12,10 +12,15 @@
 //     baremetal bridge and its bmc.address (BMCAddress, which the plan
 //     calls). labctl's preflight generates and validates it before any VM
 //     exists, with the plan's real MACs and UUIDs.
-//   - Validate(ic, dhcpRange) returns every problem, each worded as the
+//   - Validate(ic, dhcpRanges...) returns every problem, each worded as the
 //     installer words it ("platform.baremetal.apiVIPs: Invalid value:
 //     \"10.0.0.9\": IP expected to be in one of the machine networks: ..."),
-//     plus a few rules of the lab's own (VIPs outside the DHCP range).
+//     the installer's dual-stack rules included, plus a few rules of the
+//     lab's own (VIPs outside each family's DHCP range).
+//   - ClusterNetworking(machine...) is install-config's networking for one
+//     machine network per family, in the installer's order: each family's
+//     machine, cluster and service network. A dual-stack Cluster has its
+//     IPv6 family in Secondary, apiVIPs and ingressVIPs one of each.
 //   - Write(dir, ic) writes dir/install-config.yaml, mode 0600 (it holds the
 //     pull secret and the BMC passwords), fields in the installer's order.
 //   - RunInstaller(ctx, opts, onLine) runs `openshift-install create cluster`

@@ -16,7 +16,34 @@ const (
 	ClusterNetwork    = "10.128.0.0/14"
 	ClusterHostPrefix = 23
 	ServiceNetwork    = "172.30.0.0/16"
+	// The IPv6 family's, as the installer's documentation and dev-scripts
+	// write them.
+	ClusterNetworkV6    = "fd01::/48"
+	ClusterHostPrefixV6 = 64
+	ServiceNetworkV6    = "fd02::/112"
 )
+
+// ClusterNetworking is install-config's networking for the machine
+// networks given, one per family, in the installer's order (IPv4 first in
+// a dual-stack cluster): each family has its machine, cluster and service
+// network.
+func ClusterNetworking(machine ...netip.Prefix) Networking {
+	n := Networking{NetworkType: NetworkType}
+	for _, m := range machine {
+		if !m.IsValid() {
+			continue
+		}
+		n.MachineNetwork = append(n.MachineNetwork, MachineNetworkEntry{CIDR: m.String()})
+		if m.Addr().Is6() {
+			n.ClusterNetwork = append(n.ClusterNetwork, ClusterNetworkEntry{CIDR: ClusterNetworkV6, HostPrefix: ClusterHostPrefixV6})
+			n.ServiceNetwork = append(n.ServiceNetwork, ServiceNetworkV6)
+		} else {
+			n.ClusterNetwork = append(n.ClusterNetwork, ClusterNetworkEntry{CIDR: ClusterNetwork, HostPrefix: ClusterHostPrefix})
+			n.ServiceNetwork = append(n.ServiceNetwork, ServiceNetwork)
+		}
+	}
+	return n
+}
 
 // DefaultRootDevice is the first virtio disk, the bus internal/virt gives a
 // node's disks unless told otherwise.
@@ -144,6 +171,18 @@ type Cluster struct {
 	// PlatformNone writes platform none (a single node of the agent-based
 	// installer): no VIPs, no hosts.
 	PlatformNone bool
+	// Secondary is a dual-stack cluster's second family (IPv6 after the
+	// IPv4 above); the zero Family for a single stack. An IPv6-only
+	// cluster has IPv6 above.
+	Secondary Family
+}
+
+// Family is one address family's machine network, DHCP range and VIPs.
+type Family struct {
+	MachineNetwork netip.Prefix
+	DHCPRange      AddrRange
+	APIVIP         netip.Addr
+	IngressVIP     netip.Addr
 }
 
 // Generate builds the install-config for the lab's cluster and nodes. It
@@ -152,8 +191,8 @@ type Cluster struct {
 // report.
 func Generate(k Cluster, nodes []Node, pullSecret, sshKey string) (*InstallConfig, error) {
 	bm := &BareMetal{
-		APIVIPs:             []string{k.APIVIP.String()},
-		IngressVIPs:         []string{k.IngressVIP.String()},
+		APIVIPs:             vips(k.APIVIP, k.Secondary.APIVIP),
+		IngressVIPs:         vips(k.IngressVIP, k.Secondary.IngressVIP),
 		ProvisioningNetwork: k.ProvisioningNetwork,
 		ExternalBridge:      k.ExternalBridge,
 		BMCVerifyCA:         k.BMCVerifyCA,
@@ -210,15 +249,10 @@ func Generate(k Cluster, nodes []Node, pullSecret, sshKey string) (*InstallConfi
 		})
 	}
 	ic := &InstallConfig{
-		APIVersion: "v1",
-		BaseDomain: k.BaseDomain,
-		Metadata:   Metadata{Name: k.Name},
-		Networking: Networking{
-			NetworkType:    NetworkType,
-			MachineNetwork: []MachineNetworkEntry{{CIDR: k.MachineNetwork.String()}},
-			ClusterNetwork: []ClusterNetworkEntry{{CIDR: ClusterNetwork, HostPrefix: ClusterHostPrefix}},
-			ServiceNetwork: []string{ServiceNetwork},
-		},
+		APIVersion:   "v1",
+		BaseDomain:   k.BaseDomain,
+		Metadata:     Metadata{Name: k.Name},
+		Networking:   ClusterNetworking(k.MachineNetwork, k.Secondary.MachineNetwork),
 		Compute:      []MachinePool{{Name: RoleWorker, Replicas: k.Workers}},
 		ControlPlane: MachinePool{Name: RoleMaster, Replicas: k.Masters, Fencing: fencing},
 		Platform:     Platform{BareMetal: bm},
@@ -232,6 +266,17 @@ func Generate(k Cluster, nodes []Node, pullSecret, sshKey string) (*InstallConfi
 		ic.Platform = Platform{None: &None{}}
 	}
 	return ic, nil
+}
+
+// vips lists a VIP of each family, the valid ones in order.
+func vips(a ...netip.Addr) []string {
+	var out []string
+	for _, v := range a {
+		if v.IsValid() {
+			out = append(out, v.String())
+		}
+	}
+	return out
 }
 
 // FencingAddress is a BMC address as the fence agent takes it: Redfish

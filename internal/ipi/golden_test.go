@@ -26,6 +26,9 @@ func TestGenerateGolden(t *testing.T) {
 		{name: "ipmi-managed", lab: "network: {provisioningNetwork: Managed}\ncluster: {clusterName: ostest, bmc: {kind: ipmi}}\n"},
 		{name: "redfish-http-managed", lab: "network: {provisioningNetwork: Managed}\ncluster: {bmc: {kind: redfish, tls: false, redfishPort: 8080}}\n"},
 		{name: "tiny-compact", lab: "cluster: {workers: {count: 0}}\n", profile: labconfig.ProfileTiny},
+		{name: "v6", lab: "cluster: {ipFamily: v6}\n"},
+		{name: "v6-ipmi-managed", lab: "network: {provisioningNetwork: Managed}\ncluster: {ipFamily: v6, bmc: {kind: ipmi}}\n"},
+		{name: "dual", lab: "cluster: {ipFamily: dual}\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,7 +47,11 @@ func TestGenerateGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Generate: %v", err)
 			}
-			if errs := ipi.Validate(ic, p.Cluster.DHCPRange); len(errs) > 0 {
+			ranges := []ipi.AddrRange{p.Cluster.DHCPRange}
+			if f := p.Cluster.Secondary; f != nil {
+				ranges = append(ranges, f.DHCPRange)
+			}
+			if errs := ipi.Validate(ic, ranges...); len(errs) > 0 {
 				t.Errorf("Validate(Generate()) = %v", errs)
 			}
 			got, err := ipi.Marshal(ic)

@@ -103,9 +103,9 @@ func (c *checker) unsupported(field string, value any, supported ...string) {
 }
 
 // Validate returns every problem the installer would report for ic, and
-// the lab's own: dhcpRange (zero: unchecked) is the machine network's DHCP
-// range, which the VIPs must stay out of.
-func Validate(ic *InstallConfig, dhcpRange AddrRange) ErrorList {
+// the lab's own: dhcpRanges (zero ones unchecked) are the machine
+// networks' DHCP ranges, one per family, which the VIPs must stay out of.
+func Validate(ic *InstallConfig, dhcpRanges ...AddrRange) ErrorList {
 	c := &checker{}
 	if ic.APIVersion != "v1" {
 		// pkg/types/validation/installconfig.go: nothing else is checked.
@@ -128,7 +128,7 @@ func Validate(ic *InstallConfig, dhcpRange AddrRange) ErrorList {
 	case bm == nil:
 		c.invalid("platform", "", "must specify one of the platforms (baremetal, none)")
 	default:
-		c.vips(bm, machine, dhcpRange)
+		c.vips(bm, machine, dhcpRanges)
 		c.platform(bm, ic)
 		c.provisioning(bm, machine)
 	}
@@ -179,11 +179,15 @@ var ovnSubnets = []struct {
 	{"internal", netip.MustParsePrefix("100.64.0.0/16")},
 	{"transit", netip.MustParsePrefix("100.88.0.0/16")},
 	{"masquerade", netip.MustParsePrefix("169.254.0.0/17")},
+	{"internal", netip.MustParsePrefix("fd98::/64")},
+	{"transit", netip.MustParsePrefix("fd97::/64")},
+	{"masquerade", netip.MustParsePrefix("fd69::/112")},
 }
 
 // networking: pkg/types/validation/installconfig.go (validateNetworking,
 // validateMachineNetwork, validateServiceNetwork, validateClusterNetwork,
-// validateNetworkNotOverlapDefaultOVNSubnets) for IPv4 single stack.
+// validateNetworkNotOverlapDefaultOVNSubnets), for each family; the
+// dual-stack rules are dualStack's.
 func (c *checker) networking(n Networking) {
 	if n.NetworkType == "" {
 		c.required("networking.networkType", "network provider type required")
@@ -230,6 +234,7 @@ func (c *checker) networking(n Networking) {
 	if len(n.ClusterNetwork) == 0 {
 		c.required("networking.clusterNetwork", "cluster network required")
 	}
+	c.dualStack(n)
 	for i, cn := range n.ClusterNetwork {
 		f := fmt.Sprintf("networking.clusterNetwork[%d].cidr", i)
 		p, ok := c.subnet(f, cn.CIDR)
@@ -248,6 +253,68 @@ func (c *checker) networking(n Networking) {
 		if cn.HostPrefix < p.Bits() {
 			c.invalid(fmt.Sprintf("networking.clusterNetwork[%d].hostPrefix", i), cn.HostPrefix,
 				"cluster network host subnetwork prefix must not be larger size than CIDR "+cn.CIDR)
+		}
+	}
+}
+
+// dualStack: pkg/types/validation/installconfig.go
+// (validateNetworkingIPVersion) as it applies to bare metal: networks of
+// both families, in any list, make the cluster dual-stack, and then every
+// list has one network of each family, in the same order (IPv4 first or
+// IPv6 first, the same everywhere).
+func (c *checker) dualStack(n Networking) {
+	type list struct {
+		field, what string
+		cidrs       []string
+	}
+	lists := []list{{"networking.machineNetwork", "machine networks", nil}, {"networking.clusterNetwork", "cluster networks", nil}, {"networking.serviceNetwork", "service networks", nil}}
+	for _, m := range n.MachineNetwork {
+		lists[0].cidrs = append(lists[0].cidrs, m.CIDR)
+	}
+	for _, cn := range n.ClusterNetwork {
+		lists[1].cidrs = append(lists[1].cidrs, cn.CIDR)
+	}
+	lists[2].cidrs = n.ServiceNetwork
+	// families is "4", "6", "46" or "64": the families in order of first
+	// appearance; "" when a CIDR does not parse (reported elsewhere).
+	families := func(cidrs []string) string {
+		var f string
+		for _, s := range cidrs {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				return ""
+			}
+			x := "4"
+			if p.Addr().Is6() {
+				x = "6"
+			}
+			if !strings.Contains(f, x) {
+				f += x
+			}
+		}
+		return f
+	}
+	var all []string
+	for _, l := range lists {
+		all = append(all, l.cidrs...)
+	}
+	if len(families(all)) != 2 {
+		return
+	}
+	if !strings.EqualFold(n.NetworkType, NetworkType) {
+		c.invalid("networking.networkType", n.NetworkType, "dual-stack IPv4/IPv6 requires OVNKubernetes network type")
+	}
+	order := ""
+	for _, l := range lists {
+		f := families(l.cidrs)
+		switch {
+		case f == "":
+		case len(f) != 2 || len(l.cidrs) != 2:
+			c.invalid(l.field, strings.Join(l.cidrs, ", "), "when installing dual-stack IPv4/IPv6 you must provide two "+l.what+", one for each IP address type")
+		case order == "":
+			order = f
+		case f != order:
+			c.invalid(l.field, strings.Join(l.cidrs, ", "), "IPv4 and IPv6 addresses must be listed in the same order in all networks")
 		}
 	}
 }
@@ -284,7 +351,7 @@ func (c *checker) notOVN(field string, p netip.Prefix, networkType string) {
 // vips: pkg/types/validation/installconfig.go (validateAPIAndIngressVIPs,
 // ValidateIPinMachineCIDR), for one VIP of each; plus the lab's rule that
 // a VIP outside the DHCP range cannot be leased to a node.
-func (c *checker) vips(bm *BareMetal, machine []netip.Prefix, dhcp AddrRange) {
+func (c *checker) vips(bm *BareMetal, machine []netip.Prefix, dhcp []AddrRange) {
 	const api, ingress = "platform.baremetal.apiVIPs", "platform.baremetal.ingressVIPs"
 	var cidrs []string
 	for _, p := range machine {
@@ -306,8 +373,19 @@ func (c *checker) vips(bm *BareMetal, machine []netip.Prefix, dhcp AddrRange) {
 			}
 			if err != nil || !slices.ContainsFunc(machine, func(p netip.Prefix) bool { return p.Contains(a) }) {
 				c.invalid(field, v, "IP expected to be in one of the machine networks: "+strings.Join(cidrs, ","))
-			} else if dhcp.Contains(a) { // lab
-				c.invalid(field, v, fmt.Sprintf("IP is inside the machine network's DHCP range %s, where a node could lease it", dhcp))
+			} else if i := slices.IndexFunc(dhcp, func(r AddrRange) bool { return r.Contains(a) }); i >= 0 { // lab
+				c.invalid(field, v, fmt.Sprintf("IP is inside the machine network's DHCP range %s, where a node could lease it", dhcp[i]))
+			}
+		}
+		// Dual stack: one VIP per family, the first of the primary's.
+		if len(vips) == 2 {
+			a, errA := netip.ParseAddr(vips[0])
+			b, errB := netip.ParseAddr(vips[1])
+			if errA == nil && errB == nil && a.Is4() == b.Is4() {
+				c.invalid(field, vips, fmt.Sprintf("If two %s VIPs are given, one must be an IPv4 address, the other an IPv6", what))
+			}
+			if errA == nil && len(machine) > 1 && machine[0].Addr().Is4() != a.Is4() {
+				c.invalid(field, vips[0], fmt.Sprintf("VIP for %s must be of the same IP family with machine network's primary IP Family for dual-stack IPv4/IPv6", what))
 			}
 		}
 	}

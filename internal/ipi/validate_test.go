@@ -90,6 +90,11 @@ func TestValidateRules(t *testing.T) {
 		fail: func(ic *InstallConfig) { retarget(ic, "100.64.1.0/24") },
 		want: []string{`networking.machineNetwork[0]: Invalid value: "100.64.1.0/24": must not overlap with OVNKubernetes default internal subnet 100.64.0.0/16`},
 	}, {
+		rule: "an IPv6 machine network avoids OVN-Kubernetes' IPv6 internal subnets", src: "pkg/types/validation/installconfig.go validateNetworkNotOverlapDefaultOVNSubnets",
+		pass: func(ic *InstallConfig) { retargetV6(ic, "fd2e:6f44:5dd8:c956::/120") },
+		fail: func(ic *InstallConfig) { retargetV6(ic, "fd97::/120") },
+		want: []string{`networking.machineNetwork[0]: Invalid value: "fd97::/120": must not overlap with OVNKubernetes default transit subnet fd97::/64`},
+	}, {
 		rule: "service network does not overlap the machine network", src: "pkg/types/validation/installconfig.go validateServiceNetwork",
 		pass: func(ic *InstallConfig) { ic.Networking.ServiceNetwork = []string{"172.31.0.0/16"} },
 		fail: func(ic *InstallConfig) { retarget(ic, "172.30.8.0/24") },
@@ -299,6 +304,40 @@ func TestValidateRules(t *testing.T) {
 		rule: "every registry has auth or credsStore", src: "pkg/validate ImagePullSecret",
 		fail: func(ic *InstallConfig) { ic.PullSecret = `{"auths":{"b.io":{"email":"x"},"a.io":{}}}` },
 		want: []string{`pullSecret: Invalid value: "<redacted>": ["a.io" requires either auth or credsStore, "b.io" requires either auth or credsStore]`},
+	}, {
+		rule: "dual stack: every network list has one network of each family", src: "pkg/types/validation/installconfig.go validateNetworkingIPVersion",
+		pass: dual,
+		fail: func(ic *InstallConfig) { dual(ic); ic.Networking.ServiceNetwork = ic.Networking.ServiceNetwork[:1] },
+		want: []string{`networking.serviceNetwork: Invalid value: "172.30.0.0/16": when installing dual-stack IPv4/IPv6 you must provide two service networks, one for each IP address type`},
+	}, {
+		rule: "networks of two families make a dual-stack cluster", src: "pkg/types/validation/installconfig.go validateNetworkingIPVersion",
+		pass: func(ic *InstallConfig) { retargetV6(ic, "fd2e:6f44:5dd8:c956::/120") },
+		fail: func(ic *InstallConfig) { retarget(ic, "fd2e:6f44:5dd8:c956::/120") },
+		want: []string{
+			`networking.machineNetwork: Invalid value: "fd2e:6f44:5dd8:c956::/120": when installing dual-stack IPv4/IPv6 you must provide two machine networks, one for each IP address type`,
+			`networking.clusterNetwork: Invalid value: "10.128.0.0/14": when installing dual-stack IPv4/IPv6 you must provide two cluster networks, one for each IP address type`,
+			`networking.serviceNetwork: Invalid value: "172.30.0.0/16": when installing dual-stack IPv4/IPv6 you must provide two service networks, one for each IP address type`,
+		},
+	}, {
+		rule: "dual stack: the families in the same order everywhere", src: "pkg/types/validation/installconfig.go validateNetworkingIPVersion",
+		fail: func(ic *InstallConfig) {
+			dual(ic)
+			n := &ic.Networking
+			n.ClusterNetwork[0], n.ClusterNetwork[1] = n.ClusterNetwork[1], n.ClusterNetwork[0]
+		},
+		want: []string{`networking.clusterNetwork: Invalid value: "fd01::/48, 10.128.0.0/14": IPv4 and IPv6 addresses must be listed in the same order in all networks`},
+	}, {
+		rule: "dual stack: two VIPs are of two families, the primary's first", src: "pkg/types/validation/installconfig.go validateAPIAndIngressVIPs",
+		fail: func(ic *InstallConfig) {
+			dual(ic)
+			bm := ic.Platform.BareMetal
+			bm.APIVIPs = []string{bm.APIVIPs[1], bm.APIVIPs[0]}
+			bm.IngressVIPs = []string{bm.IngressVIPs[0], "192.168.111.6"}
+		},
+		want: []string{
+			`platform.baremetal.apiVIPs: Invalid value: "fd2e:6f44:5dd8:c956::5": VIP for API must be of the same IP family with machine network's primary IP Family for dual-stack IPv4/IPv6`,
+			`platform.baremetal.ingressVIPs: Invalid value: ["192.168.111.4","192.168.111.6"]: If two Ingress VIPs are given, one must be an IPv4 address, the other an IPv6`,
+		},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {
@@ -320,6 +359,21 @@ func TestValidateRules(t *testing.T) {
 			}
 		})
 	}
+}
+
+// retargetV6 moves the lab to an IPv6 machine network, with the IPv6
+// cluster and service networks.
+func retargetV6(ic *InstallConfig, cidr string) {
+	retarget(ic, cidr)
+	ic.Networking = ClusterNetworking(netip.MustParsePrefix(cidr))
+}
+
+// dual makes the seed's install-config dual-stack, IPv6 second.
+func dual(ic *InstallConfig) {
+	ic.Networking = ClusterNetworking(netip.MustParsePrefix("192.168.111.0/24"), netip.MustParsePrefix("fd2e:6f44:5dd8:c956::/120"))
+	bm := ic.Platform.BareMetal
+	bm.APIVIPs = append(bm.APIVIPs, "fd2e:6f44:5dd8:c956::5")
+	bm.IngressVIPs = append(bm.IngressVIPs, "fd2e:6f44:5dd8:c956::4")
 }
 
 // retarget moves the lab to another machine network, VIPs included.

@@ -42,7 +42,7 @@ func AgentConfigs(e *Env) (*ipi.InstallConfig, *agent.Config, error) {
 		bm.ProvisioningNetwork = ipi.ProvisioningDisabled
 		bm.ProvisioningBridge, bm.ProvisioningNetworkCIDR = "", ""
 	}
-	errs := ipi.Validate(ic, p.Cluster.DHCPRange)
+	errs := ipi.Validate(ic, p.Cluster.DHCPRange, secondaryRange(p))
 	ac := agent.Generate(p.AgentCluster())
 	for _, fe := range agent.Validate(ac, p.Cluster.MachineNetwork) {
 		fe.Field = "agent-config " + fe.Field

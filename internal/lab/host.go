@@ -103,6 +103,10 @@ type Networks interface {
 	SharedNetworks(ctx context.Context) ([]labvirt.SharedNetwork, error)
 	// RemoveShared removes what a network lists as lab's (false: nothing).
 	RemoveShared(ctx context.Context, network, lab string) (bool, error)
+	// WaitAddress returns once addr on the link is usable: an IPv6
+	// address is tentative (nothing can bind it) until duplicate address
+	// detection has run on a link with a carrier.
+	WaitAddress(ctx context.Context, link string, addr netip.Addr) error
 }
 
 // BMCs is the lab's BMC daemon (vbmcd).

@@ -1,6 +1,8 @@
 package lab
 
 import (
+	"net/netip"
+
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/upi"
@@ -33,12 +35,7 @@ func HybridInstallConfig(e *Env) (*ipi.InstallConfig, error) {
 		APIVersion: "v1",
 		BaseDomain: k.BaseDomain,
 		Metadata:   ipi.Metadata{Name: k.Name},
-		Networking: ipi.Networking{
-			NetworkType:    ipi.NetworkType,
-			MachineNetwork: []ipi.MachineNetworkEntry{{CIDR: k.MachineNetwork.String()}},
-			ClusterNetwork: []ipi.ClusterNetworkEntry{{CIDR: ipi.ClusterNetwork, HostPrefix: ipi.ClusterHostPrefix}},
-			ServiceNetwork: []string{ipi.ServiceNetwork},
-		},
+		Networking: ipi.ClusterNetworking(k.MachineNetwork, secondaryNetwork(p)),
 		// UPI: the installer makes no machines; compute replicas are 0
 		// and the workers join by their CSRs.
 		Compute:      []ipi.MachinePool{{Name: ipi.RoleWorker, Replicas: 0}},
@@ -50,7 +47,7 @@ func HybridInstallConfig(e *Env) (*ipi.InstallConfig, error) {
 	if p.Hybrid.SingleNode {
 		ic.BootstrapInPlace = &ipi.BootstrapInPlace{InstallationDisk: p.Hybrid.InstallationDisk}
 	}
-	if errs := ipi.Validate(ic, k.DHCPRange); len(errs) > 0 {
+	if errs := ipi.Validate(ic, k.DHCPRange, secondaryRange(p)); len(errs) > 0 {
 		return nil, errs
 	}
 	return ic, nil
@@ -68,10 +65,31 @@ func Cluster(p *plan.Plan, sshKey string) upi.Cluster {
 		Upstream: h.Upstream, SSHKey: sshKey, SingleNode: h.SingleNode,
 		Images: upi.Images{Keepalived: h.KeepalivedImage, CoreDNS: h.CoreDNSImage, HAProxy: h.HAProxyImage},
 	}
+	if f := k.Secondary; f != nil {
+		c.Secondary = upi.Family{MachineNetwork: f.MachineNetwork, APIVIP: f.APIVIP, IngressVIP: f.IngressVIP}
+	}
 	for _, n := range p.Nodes {
-		c.Nodes = append(c.Nodes, upi.Node{Name: n.Name, Role: n.Role, IP: n.IP, MAC: n.MAC})
+		c.Nodes = append(c.Nodes, upi.Node{Name: n.Name, Role: n.Role, IP: n.IP, SecondaryIP: n.SecondaryIP, MAC: n.MAC})
 	}
 	return c
+}
+
+// secondaryNetwork is a dual-stack cluster's IPv6 machine network
+// (invalid for a single stack).
+func secondaryNetwork(p *plan.Plan) netip.Prefix {
+	if f := p.Cluster.Secondary; f != nil {
+		return f.MachineNetwork
+	}
+	return netip.Prefix{}
+}
+
+// secondaryRange is a dual-stack cluster's IPv6 DHCP range (zero for a
+// single stack).
+func secondaryRange(p *plan.Plan) ipi.AddrRange {
+	if f := p.Cluster.Secondary; f != nil {
+		return f.DHCPRange
+	}
+	return ipi.AddrRange{}
 }
 
 // installerFor runs openshift-install in the plan's installer directory,

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -177,5 +178,87 @@ func TestUpLeavesShutOffNodesOff(t *testing.T) {
 	must(t, (controlPlane{}).Delete(context.Background(), e))
 	if _, err := os.Stat(p.Paths.Started); !os.IsNotExist(err) {
 		t.Errorf("down left the list of started nodes: %v", err)
+	}
+}
+
+// TestHybridClusterFamilies: the static pods' view of a dual-stack cluster
+// carries the IPv6 family beside the IPv4 one (upi.Cluster.Secondary, each
+// node's SecondaryIP, coredns' upstream of each family); an IPv6-only one
+// has IPv6 in the primary fields and no second family.
+func TestHybridClusterFamilies(t *testing.T) {
+	c := Cluster(hybridPlan(t, "hd", ", ipFamily: dual"), "key")
+	s := c.Secondary
+	if c.MachineNetwork.String() != "192.168.111.0/24" || s.MachineNetwork.String() != "fd2e:6f44:5dd8:c956::/120" ||
+		s.APIVIP.String() != "fd2e:6f44:5dd8:c956::5" || s.IngressVIP.String() != "fd2e:6f44:5dd8:c956::4" {
+		t.Errorf("dual: %s, second family %+v", c.MachineNetwork, s)
+	}
+	if n := c.Nodes[0]; n.IP.String() != "192.168.111.20" || n.SecondaryIP.String() != "fd2e:6f44:5dd8:c956::20" {
+		t.Errorf("dual: bootstrap %+v", n)
+	}
+	if len(c.Upstream) != 2 || c.Upstream[1].String() != "fd2e:6f44:5dd8:c956::1" {
+		t.Errorf("dual: upstream %v", c.Upstream)
+	}
+	c = Cluster(hybridPlan(t, "h6", ", ipFamily: v6"), "key")
+	if c.APIVIP.String() != "fd2e:6f44:5dd8:c956::5" || c.Secondary.MachineNetwork.IsValid() || c.Nodes[1].SecondaryIP.IsValid() ||
+		c.Upstream[0].String() != "fd2e:6f44:5dd8:c956::1" {
+		t.Errorf("v6: %+v", c)
+	}
+}
+
+// cidrHost is a fake host with other libvirt networks' addresses.
+type cidrHost struct {
+	*fakeHost
+	cidrs map[string][]netip.Prefix
+}
+
+func (c cidrHost) NetworkCIDRs(context.Context) (map[string][]netip.Prefix, error) {
+	return c.cidrs, nil
+}
+func (c cidrHost) Networks() Networks { return c }
+
+// TestDualStackClashes: preflight compares a dual-stack lab's IPv6 family
+// too: another libvirt network on its IPv6 machine network (two dual-stack
+// labs with the default fd2e:6f44:5dd8:c956::/120), and another hybrid
+// cluster on its segment holding its IPv6 VIPs.
+func TestDualStackClashes(t *testing.T) {
+	p := hybridPlan(t, "dd", ", ipFamily: dual")
+	e := &Env{Plan: p, Host: cidrHost{newFake(), map[string][]netip.Prefix{
+		"other-machine": {netip.MustParsePrefix("10.198.1.0/24"), netip.MustParsePrefix("fd2e:6f44:5dd8:c956::/120")}}}}
+	err := Clashes(context.Background(), e)
+	if err == nil || !strings.Contains(err.Error(), "libvirt network other-machine has fd2e:6f44:5dd8:c956::/120, which overlaps the machine network fd2e:6f44:5dd8:c956::/120: give this lab another (cluster.machineNetworkV6") {
+		t.Errorf("IPv6 network clash: %v", err)
+	}
+	other := hybridPlan(t, "de", ", ipFamily: dual, apiVIP: 192.168.111.6, ingressVIP: 192.168.111.7, hybrid: {apiRouterID: 201, ingressRouterID: 202}")
+	m := map[string]string{"name": "de"}
+	attrs := markAttrs(other)
+	for i := 0; i+1 < len(attrs); i += 2 {
+		m[attrs[i]] = attrs[i+1]
+	}
+	m["segment"] = p.Hybrid.Segment // both labs on one segment
+	e.Host = markedHost{newFake(), map[string]map[string]string{"de-master-0": m}}
+	msgs, err := segmentClashes(context.Background(), e)
+	must(t, err)
+	if got := strings.Join(msgs, "\n"); len(msgs) != 2 || !strings.Contains(got, `holds apiVIPV6 fd2e:6f44:5dd8:c956::5: give this lab another (cluster.apiVIPV6)`) {
+		t.Errorf("IPv6 VIP clashes:\n%s", got)
+	}
+}
+
+// TestHybridInstallConfigDualStack: the hybrid mode's install-config
+// (platform none) has a machine, cluster and service network per family,
+// IPv4 first, and passes the installer's dual-stack rules.
+func TestHybridInstallConfigDualStack(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "pull-secret.json"), []byte(`{"auths":{"registry.invalid":{"auth":"dXNlcjpwYXNz"}}}`), 0o600))
+	cfg, err := labconfig.Parse([]byte("name: hic\ncluster: {ipFamily: dual, image: /img/rhcos.qcow2}\n"))
+	must(t, err)
+	p, err := plan.Resolve(cfg, plan.Options{Dir: dir, Mode: plan.ModeHybrid, SSHKey: "/dev/null"})
+	must(t, err)
+	ic, err := HybridInstallConfig(&Env{Plan: p})
+	must(t, err)
+	n := ic.Networking
+	got := []string{n.MachineNetwork[0].CIDR, n.MachineNetwork[1].CIDR, n.ClusterNetwork[0].CIDR, n.ClusterNetwork[1].CIDR, n.ServiceNetwork[0], n.ServiceNetwork[1]}
+	want := []string{"192.168.111.0/24", "fd2e:6f44:5dd8:c956::/120", "10.128.0.0/14", "fd01::/48", "172.30.0.0/16", "fd02::/112"}
+	if !slices.Equal(got, want) || ic.Platform.None == nil {
+		t.Errorf("hybrid install-config networks %v, platform %+v; want %v, none", got, ic.Platform, want)
 	}
 }

@@ -55,7 +55,7 @@ func IPIInstallConfig(e *Env) (*ipi.InstallConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	if errs := ipi.Validate(ic, p.Cluster.DHCPRange); len(errs) > 0 {
+	if errs := ipi.Validate(ic, p.Cluster.DHCPRange, secondaryRange(p)); len(errs) > 0 {
 		return nil, errs
 	}
 	return ic, nil

@@ -121,6 +121,8 @@ func (f *fakeHost) EnsureNAT(_ context.Context, s labvirt.LabNetworkSpec) (bool,
 	return f.put(KindNetwork, s.Name, s.Lab), nil
 }
 
+func (f *fakeHost) WaitAddress(context.Context, string, netip.Addr) error { return nil }
+
 func (f *fakeHost) EnsureBridgeNetwork(_ context.Context, s labvirt.NetworkSpec) (bool, error) {
 	return f.put(KindNetwork, s.Name, s.Lab), f.call("network " + s.Name)
 }

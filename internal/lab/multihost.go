@@ -160,6 +160,11 @@ func (m *MultiHost) EnsureLinks(ctx context.Context, lab string, t netplumb.Topo
 	return m.hub.EnsureLinks(ctx, lab, t)
 }
 
+// WaitAddress implements Networks: on the hub, where the NAT network is.
+func (m *MultiHost) WaitAddress(ctx context.Context, link string, addr netip.Addr) error {
+	return m.hub.WaitAddress(ctx, link, addr)
+}
+
 // EnsureShared implements Networks: the hub's, as the NAT network.
 func (m *MultiHost) EnsureShared(ctx context.Context, spec labvirt.SharedSpec) ([]string, error) {
 	return m.hub.EnsureShared(ctx, spec)

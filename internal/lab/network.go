@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -176,6 +177,18 @@ func EnsureNetwork(ctx context.Context, e *Env) ([]string, error) {
 	if err != nil {
 		return done, err
 	}
+	// The NAT bridge's IPv6 address is tentative until its veth gives it a
+	// carrier and duplicate address detection has run: vbmcd cannot bind
+	// it, nor dnsmasq answer on it, before.
+	if nat := p.Network.NAT; nat != nil {
+		for _, gw := range []netip.Addr{nat.Gateway, secondaryGateway(nat)} {
+			if gw.Is6() {
+				if err := nets.WaitAddress(ctx, nat.Bridge, gw); err != nil {
+					return done, fmt.Errorf("the lab's NAT bridge: %w; its veth %s should give it a carrier (labctl net check)", err, vethOn(p, nat.Bridge))
+				}
+			}
+		}
+	}
 	for _, name := range p.Network.BridgeNetworks {
 		c, err := nets.EnsureBridgeNetwork(ctx, bridgeNetwork(p, name))
 		if err != nil {
@@ -313,6 +326,25 @@ func RemoveNetwork(ctx context.Context, e *Env) (NetworkRemoval, error) {
 
 func join(s []string) string { return strings.Join(s, ", ") }
 
+// secondaryGateway is the NAT network's IPv6 address in a dual-stack lab
+// (invalid otherwise).
+func secondaryGateway(nat *plan.NAT) netip.Addr {
+	if nat.Secondary != nil {
+		return nat.Secondary.Gateway
+	}
+	return netip.Addr{}
+}
+
+// vethOn names the lab's veth end on a bridge ("" when none is).
+func vethOn(p *plan.Plan, bridge string) string {
+	for _, v := range p.HubTopology().Veths {
+		if v.PeerMaster == bridge {
+			return v.Peer
+		}
+	}
+	return ""
+}
+
 // bridgeNetwork is the libvirt network named like a lab bridge.
 func bridgeNetwork(p *plan.Plan, name string) labvirt.NetworkSpec {
 	return labvirt.NetworkSpec{Name: name, Bridge: name, Lab: p.Lab}
@@ -343,8 +375,11 @@ func NATSpec(p *plan.Plan) labvirt.LabNetworkSpec {
 		MTU: uint(nat.MTU), Domain: nat.Domain, APIVIP: nat.APIVIP, IngressVIP: nat.IngressVIP,
 		NodeHoldsVIPs: p.SingleNode(),
 	}
+	if f := nat.Secondary; f != nil {
+		spec.Secondary = &labvirt.LabNetworkFamily{CIDR: f.CIDR, DHCPStart: f.DHCPStart, DHCPEnd: f.DHCPEnd, APIVIP: f.APIVIP, IngressVIP: f.IngressVIP}
+	}
 	for _, n := range p.Nodes {
-		spec.Hosts = append(spec.Hosts, labvirt.LabHost{MAC: n.MAC, IP: n.IP, Hostname: n.Name})
+		spec.Hosts = append(spec.Hosts, labvirt.LabHost{MAC: n.MAC, IP: n.IP, SecondaryIP: n.SecondaryIP, Hostname: n.Name})
 	}
 	return spec
 }

@@ -85,12 +85,16 @@ func markAttrs(p *plan.Plan) []string {
 		// clash with.
 		return []string{"segment", p.Hybrid.Segment, "hostsFile", p.Paths.HostsFile}
 	}
-	return []string{
+	attrs := []string{
 		"segment", p.Hybrid.Segment,
 		"apiVIP", k.APIVIP.String(), "ingressVIP", k.IngressVIP.String(),
 		"apiRouterID", strconv.Itoa(p.Hybrid.APIRouterID), "ingressRouterID", strconv.Itoa(p.Hybrid.IngressRouterID),
 		"hostsFile", p.Paths.HostsFile,
 	}
+	if f := k.Secondary; f != nil {
+		attrs = append(attrs, "apiVIPV6", f.APIVIP.String(), "ingressVIPV6", f.IngressVIP.String())
+	}
+	return attrs
 }
 
 // Delete removes the lab's domains: the plan's and any other that bears

@@ -147,13 +147,25 @@ func Clashes(ctx context.Context, e *Env) error {
 		if err != nil {
 			return err
 		}
+		families := []struct {
+			cidr netip.Prefix
+			fix  string
+		}{{nat.CIDR, "cluster.machineNetwork, with dhcpRange, apiVIP, ingressVIP and bmc.address"}}
+		if f := nat.Secondary; f != nil {
+			families = append(families, struct {
+				cidr netip.Prefix
+				fix  string
+			}{f.CIDR, "cluster.machineNetworkV6, with dhcpRangeV6, apiVIPV6 and ingressVIPV6"})
+		}
 		for name, list := range cidrs {
 			if name == nat.Name {
 				continue
 			}
 			for _, c := range list {
-				if c.Overlaps(nat.CIDR) {
-					msgs = append(msgs, fmt.Sprintf("libvirt network %s has %s, which overlaps the machine network %s: give this lab another (cluster.machineNetwork, with dhcpRange, apiVIP, ingressVIP and bmc.address)", name, c, nat.CIDR))
+				for _, f := range families {
+					if c.Overlaps(f.cidr) {
+						msgs = append(msgs, fmt.Sprintf("libvirt network %s has %s, which overlaps the machine network %s: give this lab another (%s)", name, c, f.cidr, f.fix))
+					}
 				}
 			}
 		}
@@ -244,7 +256,12 @@ func segmentClashes(ctx context.Context, e *Env) ([]string, error) {
 		"apiRouterID": strconv.Itoa(p.Hybrid.APIRouterID), "ingressRouterID": strconv.Itoa(p.Hybrid.IngressRouterID),
 	}
 	settings := map[string]string{"apiVIP": "cluster.apiVIP", "ingressVIP": "cluster.ingressVIP",
-		"apiRouterID": "cluster.hybrid.apiRouterID", "ingressRouterID": "cluster.hybrid.ingressRouterID"}
+		"apiRouterID": "cluster.hybrid.apiRouterID", "ingressRouterID": "cluster.hybrid.ingressRouterID",
+		"apiVIPV6": "cluster.apiVIPV6", "ingressVIPV6": "cluster.ingressVIPV6"}
+	keys := []string{"apiVIP", "ingressVIP", "apiRouterID", "ingressRouterID", "apiVIPV6", "ingressVIPV6"}
+	if f := k.Secondary; f != nil {
+		mine["apiVIPV6"], mine["ingressVIPV6"] = f.APIVIP.String(), f.IngressVIP.String()
+	}
 	seen := map[string]bool{}
 	var msgs []string
 	for _, m := range marks {
@@ -252,9 +269,10 @@ func segmentClashes(ctx context.Context, e *Env) ([]string, error) {
 			continue
 		}
 		seen[m["name"]] = true
-		for _, key := range []string{"apiVIP", "ingressVIP", "apiRouterID", "ingressRouterID"} {
-			for _, other := range []string{"apiVIP", "ingressVIP", "apiRouterID", "ingressRouterID"} {
-				if strings.HasSuffix(key, "VIP") != strings.HasSuffix(other, "VIP") || m[other] == "" || m[other] == "invalid IP" {
+		for _, key := range keys {
+			for _, other := range keys {
+				isVIP := func(k string) bool { return strings.Contains(k, "VIP") }
+				if isVIP(key) != isVIP(other) || mine[key] == "" || m[other] == "" || m[other] == "invalid IP" {
 					continue
 				}
 				if mine[key] == m[other] {

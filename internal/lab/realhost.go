@@ -343,6 +343,15 @@ func (r *RealHost) EnsureLinks(ctx context.Context, lab string, t netplumb.Topol
 	return steps, nil
 }
 
+// addressWait bounds WaitAddress: duplicate address detection takes a
+// second or two once the link has a carrier.
+const addressWait = 30 * time.Second
+
+// WaitAddress implements Networks.
+func (r *RealHost) WaitAddress(ctx context.Context, link string, addr netip.Addr) error {
+	return netplumb.WaitAddress(ctx, r.h, link, addr, addressWait)
+}
+
 // LinkDifferences implements Networks.
 func (r *RealHost) LinkDifferences(_ context.Context, lab string, t netplumb.Topology) ([]netplumb.Difference, error) {
 	p, err := r.plumber(lab).Plan(t)

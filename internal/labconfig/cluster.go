@@ -41,6 +41,31 @@ const (
 	DefaultPullSecret      = "pull-secret.json"
 )
 
+// IP families of a lab's machine network (cluster.ipFamily).
+const (
+	// IPFamilyV4 is IPv4 only, the default.
+	IPFamilyV4 = "v4"
+	// IPFamilyV6 is IPv6 only: machineNetwork, dhcpRange and the VIPs
+	// hold IPv6 addresses.
+	IPFamilyV6 = "v6"
+	// IPFamilyDual is dual stack, IPv4 first as the installer orders the
+	// families: machineNetwork, dhcpRange and the VIPs hold IPv4, the
+	// *V6 fields IPv6.
+	IPFamilyDual = "dual"
+)
+
+// IPv6 defaults: dev-scripts' unique local network (RFC 4193; configuration
+// text, nothing in the tests sends traffic to it outside a namespace), with
+// the VIPs, the DHCP range and the lab host at the same offsets as the
+// IPv4 seed's (0x20-0x60 here).
+var (
+	DefaultMachineNetworkV6          = netip.MustParsePrefix("fd2e:6f44:5dd8:c956::/120")
+	DefaultDHCPRangeV6               = IPRange{Start: netip.MustParseAddr("fd2e:6f44:5dd8:c956::20"), End: netip.MustParseAddr("fd2e:6f44:5dd8:c956::60")}
+	DefaultAPIVIPV6                  = netip.MustParseAddr("fd2e:6f44:5dd8:c956::5")
+	DefaultIngressVIPV6              = netip.MustParseAddr("fd2e:6f44:5dd8:c956::4")
+	DefaultProvisioningNetworkCIDRV6 = netip.MustParsePrefix("fd00:1101::/64") // dev-scripts'
+)
+
 // Seed network values. 192.168.111.0/24 is the dev-scripts convention; it is
 // configuration text here, nothing in the tests sends traffic to it.
 var (
@@ -60,6 +85,10 @@ type Cluster struct {
 	BaseDomain string `json:"baseDomain,omitempty"`
 	Masters    Role   `json:"masters,omitzero"`
 	Workers    Role   `json:"workers,omitzero"`
+	// IPFamily is v4 (default), v6 or dual: the machine network's address
+	// families. For v6 the fields below hold IPv6; for dual they hold IPv4
+	// and the *V6 fields IPv6.
+	IPFamily string `json:"ipFamily,omitempty"`
 	// MachineNetwork is the nodes' subnet on the baremetal bridge.
 	MachineNetwork netip.Prefix `json:"machineNetwork,omitzero"`
 	// DHCPRange is the part of MachineNetwork that DHCP hands out; the VIPs
@@ -67,6 +96,14 @@ type Cluster struct {
 	DHCPRange  IPRange    `json:"dhcpRange,omitzero"`
 	APIVIP     netip.Addr `json:"apiVIP,omitzero"`
 	IngressVIP netip.Addr `json:"ingressVIP,omitzero"`
+	// MachineNetworkV6, DHCPRangeV6, APIVIPV6 and IngressVIPV6 are a
+	// dual-stack lab's IPv6 family (default: the IPv6 defaults above);
+	// each node has an address of each family, in the same place of each
+	// range.
+	MachineNetworkV6 netip.Prefix `json:"machineNetworkV6,omitzero"`
+	DHCPRangeV6      IPRange      `json:"dhcpRangeV6,omitzero"`
+	APIVIPV6         netip.Addr   `json:"apiVIPV6,omitzero"`
+	IngressVIPV6     netip.Addr   `json:"ingressVIPV6,omitzero"`
 	// ProvisioningNetworkCIDR is the provisioning subnet when
 	// network.provisioningNetwork is Managed or Unmanaged (default
 	// 172.22.0.0/24, as the installer's); unset when Disabled.
@@ -249,23 +286,30 @@ func (c *Config) setClusterDefaults() {
 		k.Agent.MediaPort = DefaultMediaPort
 	}
 	k.Workers.setDefaults(DefaultWorkers, DefaultWorkerVCPUs, DefaultWorkerMemoryMiB)
-	if !k.MachineNetwork.IsValid() {
-		k.MachineNetwork = DefaultMachineNetwork
-		// The other addresses default with the network, never alone: a
-		// changed network with the seed's VIPs would fail validation for
-		// a value the user never wrote.
-		if !k.DHCPRange.Start.IsValid() {
-			k.DHCPRange = DefaultDHCPRange
-		}
-		if !k.APIVIP.IsValid() {
-			k.APIVIP = DefaultAPIVIP
-		}
-		if !k.IngressVIP.IsValid() {
-			k.IngressVIP = DefaultIngressVIP
-		}
+	if k.IPFamily == "" {
+		k.IPFamily = IPFamilyV4
+	}
+	// The other addresses default with the network, never alone: a
+	// changed network with the seed's VIPs would fail validation for a
+	// value the user never wrote.
+	if k.IPFamily == IPFamilyV6 {
+		defaultFamily(&k.MachineNetwork, &k.DHCPRange, &k.APIVIP, &k.IngressVIP,
+			DefaultMachineNetworkV6, DefaultDHCPRangeV6, DefaultAPIVIPV6, DefaultIngressVIPV6)
+	} else {
+		defaultFamily(&k.MachineNetwork, &k.DHCPRange, &k.APIVIP, &k.IngressVIP,
+			DefaultMachineNetwork, DefaultDHCPRange, DefaultAPIVIP, DefaultIngressVIP)
+	}
+	if k.IPFamily == IPFamilyDual && !k.DHCPRangeV6.Start.IsValid() && !k.APIVIPV6.IsValid() && !k.IngressVIPV6.IsValid() {
+		// IPv6 addresses without their network stay so: validation
+		// asks for the network.
+		defaultFamily(&k.MachineNetworkV6, &k.DHCPRangeV6, &k.APIVIPV6, &k.IngressVIPV6,
+			DefaultMachineNetworkV6, DefaultDHCPRangeV6, DefaultAPIVIPV6, DefaultIngressVIPV6)
 	}
 	if c.Network.ProvisioningNetwork != ProvisioningDisabled && !k.ProvisioningNetworkCIDR.IsValid() {
 		k.ProvisioningNetworkCIDR = DefaultProvisioningNetworkCIDR
+		if k.IPFamily == IPFamilyV6 {
+			k.ProvisioningNetworkCIDR = DefaultProvisioningNetworkCIDRV6
+		}
 	}
 	b := &k.BMC
 	if b.Kind == "" {
@@ -302,6 +346,24 @@ func (c *Config) setClusterDefaults() {
 		if *d.v == "" {
 			*d.v = d.def
 		}
+	}
+}
+
+// defaultFamily sets one family's network and, with it only, its range
+// and VIPs.
+func defaultFamily(mn *netip.Prefix, r *IPRange, api, ingress *netip.Addr, dmn netip.Prefix, dr IPRange, dapi, dingress netip.Addr) {
+	if mn.IsValid() {
+		return
+	}
+	*mn = dmn
+	if !r.Start.IsValid() {
+		*r = dr
+	}
+	if !api.IsValid() {
+		*api = dapi
+	}
+	if !ingress.IsValid() {
+		*ingress = dingress
 	}
 }
 
@@ -351,39 +413,30 @@ func (c *Config) validateCluster() []error {
 		}
 	}
 	mn := k.MachineNetwork
-	if mn != mn.Masked() {
-		add("machineNetwork: %s has host bits set; use %s", mn, mn.Masked())
-	}
-	if k.DHCPRange.Start.IsValid() != k.DHCPRange.End.IsValid() {
-		add("dhcpRange: set both start and end")
-	} else if k.DHCPRange.Start.IsValid() {
-		if k.DHCPRange.End.Less(k.DHCPRange.Start) {
-			add("dhcpRange: end %s is before start %s", k.DHCPRange.End, k.DHCPRange.Start)
+	switch k.IPFamily {
+	case IPFamilyV4, IPFamilyV6:
+		for _, f := range []struct {
+			field string
+			set   bool
+		}{{"machineNetworkV6", k.MachineNetworkV6.IsValid()}, {"dhcpRangeV6", k.DHCPRangeV6.Start.IsValid() || k.DHCPRangeV6.End.IsValid()},
+			{"apiVIPV6", k.APIVIPV6.IsValid()}, {"ingressVIPV6", k.IngressVIPV6.IsValid()}} {
+			if f.set {
+				add("%s: is a dual-stack lab's second family, but ipFamily is %s; set ipFamily: dual, or write the IPv6 addresses in machineNetwork, dhcpRange, apiVIP and ingressVIP with ipFamily: v6", f.field, k.IPFamily)
+			}
 		}
-		if !mn.Contains(k.DHCPRange.Start) || !mn.Contains(k.DHCPRange.End) {
-			add("dhcpRange: %s is not inside machineNetwork %s", k.DHCPRange, mn)
+		errs = append(errs, family(k.IPFamily, "", mn, k.DHCPRange, k.APIVIP, k.IngressVIP, k.IPFamily == IPFamilyV6)...)
+	case IPFamilyDual:
+		errs = append(errs, family(k.IPFamily, "", mn, k.DHCPRange, k.APIVIP, k.IngressVIP, false)...)
+		if !k.MachineNetworkV6.IsValid() {
+			add("machineNetworkV6: must be set when dhcpRangeV6, apiVIPV6 or ingressVIPV6 are; name the IPv6 network they are in (or drop them all for the default %s)", DefaultMachineNetworkV6)
+		} else {
+			errs = append(errs, family(k.IPFamily, "V6", k.MachineNetworkV6, k.DHCPRangeV6, k.APIVIPV6, k.IngressVIPV6, true)...)
 		}
+	default:
+		add("ipFamily: %q is not one of %s (default), %s, %s", k.IPFamily, IPFamilyV4, IPFamilyV6, IPFamilyDual)
 	}
-	if !k.APIVIP.IsValid() || !k.IngressVIP.IsValid() {
-		add("apiVIP and ingressVIP: both must be set when machineNetwork is")
-	}
-	host := mn.Masked().Addr().Next()
-	for _, v := range []struct {
-		field string
-		ip    netip.Addr
-	}{{"apiVIP", k.APIVIP}, {"ingressVIP", k.IngressVIP}} {
-		switch {
-		case !v.ip.IsValid():
-		case !mn.Contains(v.ip):
-			add("%s: %s is outside machineNetwork %s; pick a free address inside it, outside dhcpRange", v.field, v.ip, mn)
-		case k.DHCPRange.Contains(v.ip):
-			add("%s: %s is inside dhcpRange %s, where DHCP may lease it to a node; pick one outside the range", v.field, v.ip, k.DHCPRange)
-		case v.ip == host:
-			add("%s: %s is the lab host's own address on machineNetwork (its first); pick another", v.field, v.ip)
-		}
-	}
-	if k.APIVIP.IsValid() && k.APIVIP == k.IngressVIP {
-		add("ingressVIP: %s is the apiVIP too; the API and the ingress need an address each", k.IngressVIP)
+	if k.IPFamily != IPFamilyV4 && c.Network.Shared != "" {
+		add("ipFamily: %s on a shared libvirt network (network.shared %s) is not supported: labctl adds IPv4 reservations and records to a shared network only; give the lab its own NAT network (drop network.shared) or use ipFamily: v4", k.IPFamily, c.Network.Shared)
 	}
 	if c.Network.ProvisioningNetwork == ProvisioningDisabled && k.ProvisioningNetworkCIDR.IsValid() {
 		add("provisioningNetworkCIDR: %s is set but network.provisioningNetwork is Disabled", k.ProvisioningNetworkCIDR)
@@ -437,6 +490,66 @@ func (c *Config) validateCluster() []error {
 	}
 	if last := k.BMC.IPMIPortBase + k.Masters.N() + k.Workers.N() - 1; k.BMC.Kind == BMCIPMI && last > 65535 {
 		add("bmc.ipmiPortBase: %d leaves no port for every node (the last would be %d)", k.BMC.IPMIPortBase, last)
+	}
+	return errs
+}
+
+// family checks one address family's machine network, DHCP range and
+// VIPs; suffix is the fields' ("" or "V6"), v6 the family they must be.
+func family(ipFamily, suffix string, mn netip.Prefix, r IPRange, api, ingress netip.Addr, v6 bool) []error {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf("cluster."+format, a...)) }
+	name, other := "IPv4", "IPv6"
+	if v6 {
+		name, other = "IPv6", "IPv4"
+	}
+	fix := "set ipFamily: v6 for an IPv6-only lab, or dual (IPv4 in machineNetwork, IPv6 in machineNetworkV6)"
+	if v6 {
+		fix = "write an IPv6 network such as " + DefaultMachineNetworkV6.String()
+		if ipFamily == IPFamilyDual {
+			fix = "machineNetwork holds the IPv4 family, machineNetworkV6 the IPv6 one"
+		}
+	}
+	if mn.IsValid() && mn.Addr().Is6() != v6 {
+		add("machineNetwork%s: %s is %s, but ipFamily %s wants %s here; %s", suffix, mn, other, ipFamily, name, fix)
+		return errs
+	}
+	if mn != mn.Masked() {
+		add("machineNetwork%s: %s has host bits set; use %s", suffix, mn, mn.Masked())
+	}
+	if v6 && mn.IsValid() && (mn.Bits() < 64 || mn.Bits() > 126) {
+		add("machineNetwork%s: /%d; an IPv6 machine network here is /64 to /126 (libvirt's DHCPv6 range lies in it; dev-scripts uses /120)", suffix, mn.Bits())
+	}
+	if r.Start.IsValid() != r.End.IsValid() {
+		add("dhcpRange%s: set both start and end", suffix)
+	} else if r.Start.IsValid() {
+		if r.End.Less(r.Start) {
+			add("dhcpRange%s: end %s is before start %s", suffix, r.End, r.Start)
+		}
+		if !mn.Contains(r.Start) || !mn.Contains(r.End) {
+			add("dhcpRange%s: %s is not inside machineNetwork%s %s", suffix, r, suffix, mn)
+		}
+	}
+	if !api.IsValid() || !ingress.IsValid() {
+		add("apiVIP%s and ingressVIP%s: both must be set when machineNetwork%s is", suffix, suffix, suffix)
+	}
+	host := mn.Masked().Addr().Next()
+	for _, v := range []struct {
+		field string
+		ip    netip.Addr
+	}{{"apiVIP" + suffix, api}, {"ingressVIP" + suffix, ingress}} {
+		switch {
+		case !v.ip.IsValid():
+		case !mn.Contains(v.ip):
+			add("%s: %s is outside machineNetwork%s %s; pick a free address inside it, outside dhcpRange%s", v.field, v.ip, suffix, mn, suffix)
+		case r.Contains(v.ip):
+			add("%s: %s is inside dhcpRange%s %s, where DHCP may lease it to a node; pick one outside the range", v.field, v.ip, suffix, r)
+		case v.ip == host:
+			add("%s: %s is the lab host's own address on machineNetwork%s (its first); pick another", v.field, v.ip, suffix)
+		}
+	}
+	if api.IsValid() && api == ingress {
+		add("ingressVIP%s: %s is the apiVIP%s too; the API and the ingress need an address each", suffix, ingress, suffix)
 	}
 	return errs
 }
@@ -525,6 +638,9 @@ func hostOrIP(s string) error {
 	}
 	if strings.Trim(s, "0123456789.") == "" {
 		return fmt.Errorf("%q is not an IP address (each of its four numbers is 0-255); write the lab host's address on machineNetwork", s)
+	}
+	if a, err := netip.ParseAddr(strings.Trim(s, "[]")); err == nil && a.Is6() {
+		return fmt.Errorf("%q: write the IPv6 address without brackets (%s); labctl adds them where a URL needs them", s, a)
 	}
 	if strings.Contains(s, ":") {
 		return fmt.Errorf("%q is not an IP address", s)

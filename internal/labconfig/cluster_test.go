@@ -17,6 +17,7 @@ func TestClusterDefaultsAreTheSeed(t *testing.T) {
 		BaseDomain:     "bmlab.test",
 		Masters:        Role{Count: intp(3), VCPUs: 4, MemoryMiB: 16384, DiskGiB: 120},
 		Workers:        Role{Count: intp(2), VCPUs: 2, MemoryMiB: 8192, DiskGiB: 120},
+		IPFamily:       "v4",
 		MachineNetwork: netip.MustParsePrefix("192.168.111.0/24"),
 		DHCPRange:      IPRange{Start: netip.MustParseAddr("192.168.111.20"), End: netip.MustParseAddr("192.168.111.60")},
 		APIVIP:         netip.MustParseAddr("192.168.111.5"),
@@ -143,5 +144,36 @@ func TestApplyProfile(t *testing.T) {
 	}
 	if err := d.ApplyProfile("huge"); err == nil || !strings.Contains(err.Error(), `profile: "huge" is not one of default, tiny`) {
 		t.Errorf(`ApplyProfile("huge") = %v`, err)
+	}
+}
+
+// TestIPFamilyDefaults: an IPv6-only lab gets dev-scripts' unique local
+// network in the primary fields (and its BMC address there); a dual-stack
+// lab keeps the IPv4 seed first and gets the IPv6 network second.
+func TestIPFamilyDefaults(t *testing.T) {
+	v6, err := Parse([]byte("cluster: {ipFamily: v6}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := v6.Cluster
+	if k.MachineNetwork != DefaultMachineNetworkV6 || k.DHCPRange != DefaultDHCPRangeV6 || k.APIVIP != DefaultAPIVIPV6 ||
+		k.IngressVIP != DefaultIngressVIPV6 || k.BMC.Address != "fd2e:6f44:5dd8:c956::1" || k.MachineNetworkV6.IsValid() {
+		t.Errorf("v6 defaults: %+v", k)
+	}
+	dual, err := Parse([]byte("cluster: {ipFamily: dual}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k = dual.Cluster
+	if k.MachineNetwork != DefaultMachineNetwork || k.MachineNetworkV6 != DefaultMachineNetworkV6 || k.DHCPRangeV6 != DefaultDHCPRangeV6 ||
+		k.APIVIPV6 != DefaultAPIVIPV6 || k.IngressVIPV6 != DefaultIngressVIPV6 || k.BMC.Address != "192.168.111.1" {
+		t.Errorf("dual defaults: %+v", k)
+	}
+	managed, err := Parse([]byte("network: {provisioningNetwork: Managed}\ncluster: {ipFamily: v6}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := managed.Cluster.ProvisioningNetworkCIDR; got != DefaultProvisioningNetworkCIDRV6 {
+		t.Errorf("v6 provisioning network: %s, want %s", got, DefaultProvisioningNetworkCIDRV6)
 	}
 }

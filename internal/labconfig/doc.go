@@ -3,7 +3,9 @@
 //
 // The file holds the lab's name, its network and the cluster that
 // `labctl up --mode ipi-baremetal` installs (cluster name and base domain,
-// masters and workers with their sizes, machine network, DHCP range, VIPs,
+// masters and workers with their sizes, the address families (ipFamily v4,
+// v6 or dual), machine network, DHCP range, VIPs (and dual stack's IPv6
+// ones in the *V6 fields),
 // BMC kind and where vbmcd is reached, pull secret, SSH key and
 // openshift-install paths). New sections are added beside the others, never
 // inside them. Parse reads the YAML tree first and reports, all

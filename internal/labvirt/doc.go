@@ -1,6 +1,8 @@
 // Package labvirt builds a lab's libvirt objects: the directory storage pool
 // and its thin qcow2 volumes (optionally clones of a backing image), the
-// lab's own NAT network with DHCP reservations and DNS, the bridge-named
+// lab's own NAT network with DHCP reservations and DNS (IPv4, IPv6 or both:
+// DHCPv6 reservations by DUID-LL and name, AAAA records, router
+// advertisements from libvirt's dnsmasq; labnet.go), the bridge-named
 // networks the IPI installer's bridge check accepts, a lab's entries
 // (reservations and DNS records, listed per lab in the network's metadata)
 // in a network it shares with other labs (shared.go), and the node domains

@@ -47,7 +47,20 @@ package labvirt
 // says in words what differs, for a caller that wants to tell the user
 // before.
 //
-// IPv4 only.
+// IPv6: the spec's CIDR may be IPv6 (an IPv6-only lab), or IPv4 with
+// Secondary an IPv6 family (dual stack). An IPv6 family is a second <ip
+// family='ipv6'> (or the only one) with its DHCPv6 range, and libvirt's
+// dnsmasq then sends router advertisements on the bridge (the nodes learn
+// the default route from them; the prefix's addresses come from DHCPv6).
+// libvirt's IPv6 <host> takes no MAC (a MAC means nothing to DHCPv6): each
+// host's reservation is id='00:03:00:01:MAC' (a DUID-LL made of its MAC,
+// what NetworkManager sends with ipv6.dhcp-duid=ll, as dev-scripts' nodes
+// do) and name='NAME' (dnsmasq also matches a client that sends its host
+// name). A client with another DUID and another name takes an address of
+// the range instead. The DNS records of an IPv6 address are AAAA
+// records, and *.apps gets an address= option per family. <forward
+// mode='nat'> carries <nat ipv6='yes'/> so that the unique local
+// addresses reach out as IPv4's private ones do.
 
 import (
 	"context"
@@ -86,14 +99,57 @@ type LabNetworkSpec struct {
 	// single-node cluster answers api and *.apps itself.
 	NodeHoldsVIPs bool
 	Hosts         []LabHost
+	// Secondary is a dual-stack network's IPv6 family (CIDR is then
+	// IPv4); nil for a single stack.
+	Secondary *LabNetworkFamily
+}
+
+// LabNetworkFamily is a network's second address family: its own <ip>
+// element, DHCP range and VIPs.
+type LabNetworkFamily struct {
+	CIDR       netip.Prefix
+	DHCPStart  netip.Addr
+	DHCPEnd    netip.Addr
+	APIVIP     netip.Addr
+	IngressVIP netip.Addr
 }
 
 // LabHost is a DHCP reservation with its DNS name.
 type LabHost struct {
-	MAC      string
-	IP       netip.Addr
-	Hostname string // a single DNS label ("master-0")
+	MAC string
+	IP  netip.Addr
+	// SecondaryIP is the host's address of the Secondary family.
+	SecondaryIP netip.Addr
+	Hostname    string // a single DNS label ("master-0")
 }
+
+// family is one address family of the spec, as the checks and the XML
+// take it.
+type family struct {
+	CIDR               netip.Prefix
+	DHCPStart, DHCPEnd netip.Addr
+	APIVIP, IngressVIP netip.Addr
+	ip                 func(LabHost) netip.Addr
+	label              string // "" or "IPv6 " in messages
+}
+
+func (f family) gateway() netip.Addr { return f.CIDR.Masked().Addr().Next() }
+
+// families are the spec's families, the primary first.
+func (s LabNetworkSpec) families() []family {
+	out := []family{{CIDR: s.CIDR, DHCPStart: s.DHCPStart, DHCPEnd: s.DHCPEnd, APIVIP: s.APIVIP, IngressVIP: s.IngressVIP,
+		ip: func(h LabHost) netip.Addr { return h.IP }}}
+	if f := s.Secondary; f != nil {
+		out = append(out, family{CIDR: f.CIDR, DHCPStart: f.DHCPStart, DHCPEnd: f.DHCPEnd, APIVIP: f.APIVIP, IngressVIP: f.IngressVIP,
+			ip: func(h LabHost) netip.Addr { return h.SecondaryIP }, label: "IPv6 "})
+	}
+	return out
+}
+
+// DUID is the DHCPv6 client identifier a reservation of host mac takes:
+// a DUID-LL (RFC 8415 §11.4, type 3, hardware type 1, Ethernet) made of
+// the MAC.
+func DUID(mac string) string { return "00:03:00:01:" + strings.ToLower(mac) }
 
 // Gateway is the bridge's address: the CIDR's first host address.
 func (s LabNetworkSpec) Gateway() netip.Addr { return s.CIDR.Masked().Addr().Next() }
@@ -113,39 +169,19 @@ func (s LabNetworkSpec) Validate() error {
 	if s.Bridge == "" || len(s.Bridge) > 15 {
 		bad("bridge %q: want 1 to 15 bytes", s.Bridge)
 	}
-	if !s.CIDR.IsValid() || !s.CIDR.Addr().Is4() || s.CIDR.Bits() > 30 {
-		bad("CIDR %s: want an IPv4 prefix of /30 or shorter", s.CIDR)
-		return fmt.Errorf("lab network %q: %w", s.Name, errors.Join(errs...))
+	if f := s.Secondary; f != nil && (!s.CIDR.Addr().Is4() || !f.CIDR.Addr().Is6()) {
+		bad("secondary family %s: a dual-stack network is IPv4 (CIDR %s) and IPv6 (Secondary)", f.CIDR, s.CIDR)
 	}
-	gw := s.Gateway()
-	bcast := lastAddr(s.CIDR)
-	host := func(a netip.Addr) bool {
-		return s.CIDR.Contains(a) && a != gw && a != bcast && a != s.CIDR.Masked().Addr()
-	}
-	if !host(s.DHCPStart) || !host(s.DHCPEnd) || s.DHCPEnd.Less(s.DHCPStart) {
-		bad("DHCP range %s-%s: want host addresses of %s other than the bridge's %s, start before end", s.DHCPStart, s.DHCPEnd, s.CIDR, gw)
-	}
-	inRange := func(a netip.Addr) bool { return !a.Less(s.DHCPStart) && !s.DHCPEnd.Less(a) }
-	reserved := func(a netip.Addr) bool {
-		for _, h := range s.Hosts {
-			if h.IP == a {
-				return true
-			}
+	for _, f := range s.families() {
+		switch a := f.CIDR.Addr(); {
+		case !f.CIDR.IsValid(), a.Is4() && f.CIDR.Bits() > 30:
+			bad("CIDR %s: want an IPv4 prefix of /30 or shorter, or an IPv6 one of /64 to /126", f.CIDR)
+			return fmt.Errorf("lab network %q: %w", s.Name, errors.Join(errs...))
+		case a.Is6() && (f.CIDR.Bits() < 64 || f.CIDR.Bits() > 126):
+			bad("CIDR %s: want an IPv6 prefix of /64 to /126", f.CIDR)
+			return fmt.Errorf("lab network %q: %w", s.Name, errors.Join(errs...))
 		}
-		return false
-	}
-	for _, v := range []struct {
-		what string
-		ip   netip.Addr
-	}{{"API VIP", s.APIVIP}, {"ingress VIP", s.IngressVIP}} {
-		switch {
-		case !v.ip.IsValid(), s.NodeHoldsVIPs && reserved(v.ip):
-			// A node's own address: a single-node cluster's API and apps.
-		case !host(v.ip):
-			bad("%s %s: want a host address of %s other than the bridge's %s", v.what, v.ip, s.CIDR, gw)
-		case inRange(v.ip):
-			bad("%s %s is inside the DHCP range %s-%s, where dnsmasq may lease it to a host", v.what, v.ip, s.DHCPStart, s.DHCPEnd)
-		}
+		errs = append(errs, s.validateFamily(f)...)
 	}
 	if (s.APIVIP.IsValid() || s.IngressVIP.IsValid() || len(s.Hosts) > 0) && !validDNSName(s.Domain) {
 		bad("domain %q: DNS records need a domain such as ocp.lab.local", s.Domain)
@@ -165,11 +201,11 @@ func (s LabNetworkSpec) Validate() error {
 		if !validDNSName(h.Hostname) || strings.Contains(h.Hostname, ".") {
 			bad("host %q: want a single DNS label as hostname", h.Hostname)
 		}
-		if !host(h.IP) || (!s.NodeHoldsVIPs && (h.IP == s.APIVIP || h.IP == s.IngressVIP)) {
-			bad("host %s: IP %s is not a free host address of %s (bridge %s, VIPs %s, %s)", h.Hostname, h.IP, s.CIDR, gw, s.APIVIP, s.IngressVIP)
-		}
 		once("MAC", strings.ToLower(h.MAC), h.Hostname)
 		once("IP", h.IP.String(), h.Hostname)
+		if h.SecondaryIP.IsValid() {
+			once("IP", h.SecondaryIP.String(), h.Hostname)
+		}
 		once("hostname", h.Hostname, h.Hostname)
 	}
 	if len(errs) > 0 {
@@ -178,12 +214,58 @@ func (s LabNetworkSpec) Validate() error {
 	return nil
 }
 
-func lastAddr(p netip.Prefix) netip.Addr {
-	a := p.Masked().Addr().As4()
-	for i := p.Bits(); i < 32; i++ {
-		a[i/8] |= 1 << (7 - i%8)
+// validateFamily checks one family's range, VIPs and hosts' addresses.
+func (s LabNetworkSpec) validateFamily(f family) []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(f.label+format, a...)) }
+	gw := f.gateway()
+	bcast := lastAddr(f.CIDR)
+	host := func(a netip.Addr) bool {
+		return f.CIDR.Contains(a) && a != gw && a != bcast && a != f.CIDR.Masked().Addr()
 	}
-	return netip.AddrFrom4(a)
+	if !host(f.DHCPStart) || !host(f.DHCPEnd) || f.DHCPEnd.Less(f.DHCPStart) {
+		bad("DHCP range %s-%s: want host addresses of %s other than the bridge's %s, start before end", f.DHCPStart, f.DHCPEnd, f.CIDR, gw)
+	}
+	inRange := func(a netip.Addr) bool { return !a.Less(f.DHCPStart) && !f.DHCPEnd.Less(a) }
+	reserved := func(a netip.Addr) bool {
+		for _, h := range s.Hosts {
+			if f.ip(h) == a {
+				return true
+			}
+		}
+		return false
+	}
+	for _, v := range []struct {
+		what string
+		ip   netip.Addr
+	}{{"API VIP", f.APIVIP}, {"ingress VIP", f.IngressVIP}} {
+		switch {
+		case !v.ip.IsValid(), s.NodeHoldsVIPs && reserved(v.ip):
+			// A node's own address: a single-node cluster's API and apps.
+		case !host(v.ip):
+			bad("%s %s: want a host address of %s other than the bridge's %s", v.what, v.ip, f.CIDR, gw)
+		case inRange(v.ip):
+			bad("%s %s is inside the DHCP range %s-%s, where dnsmasq may lease it to a host", v.what, v.ip, f.DHCPStart, f.DHCPEnd)
+		}
+	}
+	for _, h := range s.Hosts {
+		ip := f.ip(h)
+		if !host(ip) || (!s.NodeHoldsVIPs && (ip == f.APIVIP || ip == f.IngressVIP)) {
+			bad("host %s: IP %s is not a free host address of %s (bridge %s, VIPs %s, %s)", h.Hostname, ip, f.CIDR, gw, f.APIVIP, f.IngressVIP)
+		}
+	}
+	return errs
+}
+
+// lastAddr is a prefix's last address (IPv4's broadcast address).
+func lastAddr(p netip.Prefix) netip.Addr {
+	a := p.Masked().Addr()
+	b := a.AsSlice()
+	for i := p.Bits(); i < a.BitLen(); i++ {
+		b[i/8] |= 1 << (7 - i%8)
+	}
+	out, _ := netip.AddrFromSlice(b)
+	return out
 }
 
 func validDNSName(s string) bool {
@@ -225,44 +307,52 @@ func labNetwork(spec LabNetworkSpec) (*libvirtxml.Network, error) {
 	if spec.MTU > 0 {
 		n.MTU = &libvirtxml.NetworkMTU{Size: spec.MTU}
 	}
-	ip := libvirtxml.NetworkIP{
-		Address: spec.Gateway().String(),
-		Prefix:  uint(spec.CIDR.Bits()),
-		DHCP: &libvirtxml.NetworkDHCP{Ranges: []libvirtxml.NetworkDHCPRange{{
-			Start: spec.DHCPStart.String(), End: spec.DHCPEnd.String(),
-		}}},
-	}
 	if spec.Domain != "" {
 		n.Domain = &libvirtxml.NetworkDomain{Name: spec.Domain, LocalOnly: "yes"}
 	}
 	var dns []libvirtxml.NetworkDNSHost
-	for _, h := range spec.Hosts {
-		dh, dn := labHostXML(spec, h)
-		ip.DHCP.Hosts = append(ip.DHCP.Hosts, dh)
-		dns = append(dns, dn)
-	}
-	if spec.APIVIP.IsValid() {
-		api := dnsHost(spec.APIVIP, "api."+spec.Domain, "api-int."+spec.Domain)
-		merged := false
-		for i := range dns {
-			if dns[i].IP == api.IP { // a single node's own address
-				dns[i].Hostnames = append(dns[i].Hostnames, api.Hostnames...)
-				merged = true
+	for _, f := range spec.families() {
+		ip := libvirtxml.NetworkIP{
+			Address: f.gateway().String(),
+			Prefix:  uint(f.CIDR.Bits()),
+			DHCP: &libvirtxml.NetworkDHCP{Ranges: []libvirtxml.NetworkDHCPRange{{
+				Start: f.DHCPStart.String(), End: f.DHCPEnd.String(),
+			}}},
+		}
+		if f.CIDR.Addr().Is6() {
+			ip.Family = "ipv6"
+			n.Forward.NAT = &libvirtxml.NetworkForwardNAT{IPv6: "yes"}
+		}
+		for _, h := range spec.Hosts {
+			dh, dn := labHostXML(spec, h, f)
+			ip.DHCP.Hosts = append(ip.DHCP.Hosts, dh)
+			dns = append(dns, dn)
+		}
+		if f.APIVIP.IsValid() {
+			api := dnsHost(f.APIVIP, "api."+spec.Domain, "api-int."+spec.Domain)
+			merged := false
+			for i := range dns {
+				if dns[i].IP == api.IP { // a single node's own address
+					dns[i].Hostnames = append(dns[i].Hostnames, api.Hostnames...)
+					merged = true
+				}
+			}
+			if !merged {
+				dns = append(dns, api)
 			}
 		}
-		if !merged {
-			dns = append(dns, api)
+		if f.IngressVIP.IsValid() {
+			if n.DnsmasqOptions == nil {
+				n.DnsmasqOptions = &libvirtxml.NetworkDnsmasqOptions{}
+			}
+			n.DnsmasqOptions.Option = append(n.DnsmasqOptions.Option,
+				libvirtxml.NetworkDnsmasqOption{Value: "address=/apps." + spec.Domain + "/" + f.IngressVIP.String()})
 		}
-	}
-	if spec.IngressVIP.IsValid() {
-		n.DnsmasqOptions = &libvirtxml.NetworkDnsmasqOptions{Option: []libvirtxml.NetworkDnsmasqOption{
-			{Value: "address=/apps." + spec.Domain + "/" + spec.IngressVIP.String()},
-		}}
+		n.IPs = append(n.IPs, ip)
 	}
 	if len(dns) > 0 {
 		n.DNS = &libvirtxml.NetworkDNS{Host: dns}
 	}
-	n.IPs = []libvirtxml.NetworkIP{ip}
 	return n, nil
 }
 
@@ -279,10 +369,15 @@ func labNetworkMarked(spec LabNetworkSpec) (*libvirtxml.Network, error) {
 	return &libvirtxml.Network{Name: n.Name, Metadata: n.Metadata}, nil
 }
 
-// labHostXML is a host's DHCP reservation and DNS record.
-func labHostXML(spec LabNetworkSpec, h LabHost) (libvirtxml.NetworkDHCPHost, libvirtxml.NetworkDNSHost) {
-	return libvirtxml.NetworkDHCPHost{MAC: strings.ToLower(h.MAC), IP: h.IP.String(), Name: h.Hostname},
-		dnsHost(h.IP, h.Hostname, h.Hostname+"."+spec.Domain)
+// labHostXML is a host's DHCP reservation and DNS record in family f: by
+// MAC for IPv4, by DUID and name for IPv6 (see the top of this file).
+func labHostXML(spec LabNetworkSpec, h LabHost, f family) (libvirtxml.NetworkDHCPHost, libvirtxml.NetworkDNSHost) {
+	ip := f.ip(h)
+	dh := libvirtxml.NetworkDHCPHost{MAC: strings.ToLower(h.MAC), IP: ip.String(), Name: h.Hostname}
+	if ip.Is6() {
+		dh.MAC, dh.ID = "", DUID(h.MAC)
+	}
+	return dh, dnsHost(ip, h.Hostname, h.Hostname+"."+spec.Domain)
 }
 
 func dnsHost(ip netip.Addr, names ...string) libvirtxml.NetworkDNSHost {
@@ -334,6 +429,9 @@ func viewLabNetworkAll(n *libvirtxml.Network) labNetView {
 	v := labNetView{Owner: networkOwner(n)}
 	if n.Forward != nil {
 		v.Forward = n.Forward.Mode
+		if n.Forward.NAT != nil && n.Forward.NAT.IPv6 == "yes" {
+			v.Forward += " (IPv6 too)"
+		}
 	}
 	if n.Bridge != nil {
 		v.Bridge = n.Bridge.Name
@@ -344,13 +442,16 @@ func viewLabNetworkAll(n *libvirtxml.Network) labNetView {
 	if n.Domain != nil {
 		v.Domain = n.Domain.Name + " localOnly=" + n.Domain.LocalOnly
 	}
-	for _, ip := range n.IPs {
+	for i, ip := range n.IPs {
 		prefix := ip.Prefix
 		if ip.Netmask != "" {
 			if m := net.ParseIP(ip.Netmask).To4(); m != nil {
 				ones, _ := net.IPMask(m).Size()
 				prefix = uint(ones)
 			}
+		}
+		if i > 0 {
+			v.Address += ", "
 		}
 		v.Address += fmt.Sprintf("%s/%d %s", ip.Address, prefix, ip.Family)
 		if ip.DHCP == nil {
@@ -380,6 +481,9 @@ func viewLabNetworkAll(n *libvirtxml.Network) labNetView {
 }
 
 func dhcpHostKey(h libvirtxml.NetworkDHCPHost) string {
+	if h.ID != "" { // IPv6
+		return "id " + strings.ToLower(h.ID) + " " + h.IP + " " + h.Name
+	}
 	return strings.ToLower(h.MAC) + " " + h.IP + " " + h.Name
 }
 
@@ -637,26 +741,31 @@ func labNetworkApply(l *libvirt.Libvirt, spec LabNetworkSpec, want *libvirtxml.N
 func labNetworkAddHosts(l *libvirt.Libvirt, spec LabNetworkSpec, st labNetState) error {
 	have := viewLabNetwork(st.def)
 	const flags = libvirt.NetworkUpdateAffectLive | libvirt.NetworkUpdateAffectConfig
-	for _, h := range spec.Hosts {
-		dh, dn := labHostXML(spec, h)
-		for _, u := range []struct {
-			what    string
-			present bool
-			section libvirt.NetworkUpdateSection
-			elem    any
-		}{
-			{"DHCP host", slices.Contains(have.DHCPHosts, dhcpHostKey(dh)), libvirt.NetworkSectionIPDhcpHost, dh},
-			{"DNS host", slices.Contains(have.DNSHosts, dnsHostKey(dn)), libvirt.NetworkSectionDNSHost, dn},
-		} {
-			if u.present {
-				continue
-			}
-			x, err := xml.Marshal(u.elem)
-			if err != nil {
-				return err
-			}
-			if err := l.NetworkUpdateCompat(st.net, libvirt.NetworkUpdateCommandAddLast, u.section, -1, string(x), flags); err != nil {
-				return fmt.Errorf("add %s %s to libvirt network %q: %w", u.what, h.Hostname, spec.Name, err)
+	for i, f := range spec.families() {
+		for _, h := range spec.Hosts {
+			dh, dn := labHostXML(spec, h, f)
+			for _, u := range []struct {
+				what    string
+				present bool
+				section libvirt.NetworkUpdateSection
+				parent  int32
+				elem    any
+			}{
+				// A DHCP host goes into its family's <ip> (libvirt's
+				// -1 is the first IPv4 one).
+				{"DHCP host", slices.Contains(have.DHCPHosts, dhcpHostKey(dh)), libvirt.NetworkSectionIPDhcpHost, int32(i), dh},
+				{"DNS host", slices.Contains(have.DNSHosts, dnsHostKey(dn)), libvirt.NetworkSectionDNSHost, -1, dn},
+			} {
+				if u.present {
+					continue
+				}
+				x, err := xml.Marshal(u.elem)
+				if err != nil {
+					return err
+				}
+				if err := l.NetworkUpdateCompat(st.net, libvirt.NetworkUpdateCommandAddLast, u.section, u.parent, string(x), flags); err != nil {
+					return fmt.Errorf("add %s %s to libvirt network %q: %w", u.what, h.Hostname, spec.Name, err)
+				}
 			}
 		}
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/digitalocean/go-libvirt"
 	"github.com/digitalocean/go-libvirt/socket/dialers"
 	"github.com/google/go-cmp/cmp"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bmlab/bmlab/internal/netplumb"
@@ -41,6 +43,30 @@ func labNetTestSpec(name, bridge string) LabNetworkSpec {
 	}
 }
 
+// labNetTestSpecV6 is labNetTestSpec on an IPv6 network.
+func labNetTestSpecV6(name, bridge string) LabNetworkSpec {
+	a := netip.MustParseAddr
+	s := labNetTestSpec(name, bridge)
+	s.CIDR, s.DHCPStart, s.DHCPEnd = netip.MustParsePrefix("fd00:77::/120"), a("fd00:77::64"), a("fd00:77::c7")
+	s.APIVIP, s.IngressVIP = a("fd00:77::5"), a("fd00:77::6")
+	s.Hosts = []LabHost{
+		{MAC: "52:54:00:77:00:10", IP: a("fd00:77::10"), Hostname: "master-0"},
+		{MAC: "52:54:00:77:00:11", IP: a("fd00:77::11"), Hostname: "master-1"},
+	}
+	return s
+}
+
+// labNetTestSpecDual is labNetTestSpec with the IPv6 family of
+// labNetTestSpecV6 second.
+func labNetTestSpecDual(name, bridge string) LabNetworkSpec {
+	s, v6 := labNetTestSpec(name, bridge), labNetTestSpecV6(name, bridge)
+	s.Secondary = &LabNetworkFamily{CIDR: v6.CIDR, DHCPStart: v6.DHCPStart, DHCPEnd: v6.DHCPEnd, APIVIP: v6.APIVIP, IngressVIP: v6.IngressVIP}
+	for i := range s.Hosts {
+		s.Hosts[i].SecondaryIP = v6.Hosts[i].IP
+	}
+	return s
+}
+
 func TestLabNetworkSpecValidate(t *testing.T) {
 	a := netip.MustParseAddr
 	for _, tc := range []struct {
@@ -52,7 +78,25 @@ func TestLabNetworkSpecValidate(t *testing.T) {
 		{"no VIPs, no hosts, no domain", func(s *LabNetworkSpec) {
 			s.APIVIP, s.IngressVIP, s.Hosts, s.Domain = netip.Addr{}, netip.Addr{}, nil, ""
 		}, ""},
-		{"IPv6", func(s *LabNetworkSpec) { s.CIDR = netip.MustParsePrefix("fd00::/64") }, "want an IPv4 prefix"},
+		{"IPv6 CIDR, IPv4 addresses", func(s *LabNetworkSpec) { s.CIDR = netip.MustParsePrefix("fd00::/64") }, "DHCP range"},
+		{"IPv6 /48", func(s *LabNetworkSpec) {
+			*s = labNetTestSpecV6("lt-v", "lt-v")
+			s.CIDR = netip.MustParsePrefix("fd00:77::/48")
+		}, "IPv6 prefix of /64 to /126"},
+		{"IPv6 only", func(s *LabNetworkSpec) { *s = labNetTestSpecV6("lt-v", "lt-v") }, ""},
+		{"dual", func(s *LabNetworkSpec) { *s = labNetTestSpecDual("lt-v", "lt-v") }, ""},
+		{"dual, IPv6 VIP in the range", func(s *LabNetworkSpec) {
+			*s = labNetTestSpecDual("lt-v", "lt-v")
+			s.Secondary.IngressVIP = a("fd00:77::a0")
+		}, "IPv6 ingress VIP fd00:77::a0 is inside the DHCP range"},
+		{"dual, IPv6 host outside", func(s *LabNetworkSpec) {
+			*s = labNetTestSpecDual("lt-v", "lt-v")
+			s.Hosts[1].SecondaryIP = a("fd00:78::11")
+		}, "IPv6 host master-1: IP fd00:78::11 is not a free host address"},
+		{"dual, secondary IPv4", func(s *LabNetworkSpec) {
+			*s = labNetTestSpecDual("lt-v", "lt-v")
+			s.Secondary.CIDR = netip.MustParsePrefix("10.198.78.0/24")
+		}, "a dual-stack network is IPv4"},
 		{"long bridge", func(s *LabNetworkSpec) { s.Bridge = "lt-0123456789abc" }, "1 to 15 bytes"},
 		{"range outside", func(s *LabNetworkSpec) { s.DHCPEnd = a("10.198.78.9") }, "DHCP range"},
 		{"range on the bridge", func(s *LabNetworkSpec) { s.DHCPStart = a("10.198.77.1") }, "DHCP range"},
@@ -105,6 +149,43 @@ func TestLabNetworkXML(t *testing.T) {
 	want, _ := labNetwork(spec)
 	if d := cmp.Diff(viewLabNetwork(want), viewLabNetwork(&n)); d != "" {
 		t.Errorf("view of the prefixed XML differs (-want +got):\n%s", d)
+	}
+}
+
+// TestLabNetworkXMLDualStack: a dual-stack network has an <ip> per
+// family, IPv4 first; its IPv6 reservations go by DUID-LL and name (libvirt
+// takes no MAC there), its records are one per address (AAAA for the
+// IPv6 ones), *.apps has an option per family, and NAT covers IPv6.
+func TestLabNetworkXMLDualStack(t *testing.T) {
+	spec := labNetTestSpecDual("lt-x", "lt-x")
+	x, err := LabNetworkXML(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<nat ipv6="yes">`, `<ip address="10.198.77.1" prefix="24">`,
+		`<ip address="fd00:77::1" family="ipv6" prefix="120">`, `<range start="fd00:77::64" end="fd00:77::c7">`,
+		`<host mac="52:54:00:77:00:10" name="master-0" ip="10.198.77.10">`,
+		`<host id="00:03:00:01:52:54:00:77:00:10" name="master-0" ip="fd00:77::10">`,
+		`<host ip="fd00:77::10">`, `<host ip="fd00:77::5">`,
+		`<option value="address=/apps.ocp.lab.local/10.198.77.6">`, `<option value="address=/apps.ocp.lab.local/fd00:77::6">`} {
+		if !strings.Contains(x, want) {
+			t.Errorf("dual-stack network XML lacks %s:\n%s", want, x)
+		}
+	}
+	if strings.Index(x, `address="10.198.77.1"`) > strings.Index(x, `address="fd00:77::1"`) {
+		t.Errorf("the IPv4 <ip> is not first:\n%s", x)
+	}
+	var n libvirtxml.Network
+	if err := n.Unmarshal(x); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := labNetwork(spec)
+	if d, _ := labNetDiff(viewLabNetwork(want), viewLabNetwork(&n)); len(d) > 0 {
+		t.Errorf("the network differs from itself: %v", d)
+	}
+	v4, _ := labNetwork(labNetTestSpec("lt-x", "lt-x"))
+	if d, _ := labNetDiff(viewLabNetwork(want), viewLabNetwork(v4)); len(d) == 0 {
+		t.Error("an IPv4-only network reads as the dual-stack one")
 	}
 }
 
@@ -439,5 +520,174 @@ func labNetResolve(t *testing.T, server string, want map[string]string) {
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("DNS answers from %s differ (-want +got):\n%s", server, d)
+	}
+}
+
+// TestEnsureLabNetworkDualStack: a dual-stack lab network and an IPv6-only
+// one on the real libvirtd (in labci): defined with no drift after, libvirt
+// gives dnsmasq the IPv6 range with router advertisements and the DUID
+// reservations, dnsmasq answers AAAA for the hosts, the API and *.apps
+// (asked from inside labci over IPv6), and a host more goes in live into
+// the IPv6 <ip> without a restart.
+func TestEnsureLabNetworkDualStack(t *testing.T) {
+	l := labNetTestConn(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		spec func(name, bridge string) LabNetworkSpec
+	}{{"dual", labNetTestSpecDual}, {"v6", labNetTestSpecV6}} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := netnstest.Rand(3)
+			spec := tc.spec("lt-net6-"+id, "lt-br6-"+id)
+			t.Cleanup(func() {
+				if _, err := deleteLabNetwork(context.Background(), l, spec.Name, spec.Lab); err != nil {
+					t.Errorf("clean up: %v", err)
+				}
+			})
+			if changed, err := ensureLabNetwork(ctx, l, spec); err != nil || !changed {
+				t.Fatalf("first EnsureLabNetwork = %v, %v; want changed", changed, err)
+			}
+			if changed, err := ensureLabNetwork(ctx, l, spec); err != nil || changed {
+				t.Fatalf("second EnsureLabNetwork = %v, %v; want unchanged", changed, err)
+			}
+			if d, err := labNetworkDrift(ctx, l, spec); err != nil || len(d) != 0 {
+				t.Fatalf("drift after ensure: %v, %v", d, err)
+			}
+			want, _ := labNetwork(spec)
+			if d := cmp.Diff(viewLabNetwork(want), viewLabNetwork(labNetLive(t, l, spec.Name))); d != "" {
+				t.Errorf("live network differs (-want +got):\n%s", d)
+			}
+			labNetCarrier(t, spec.Bridge, "lt-d6-"+id)
+			conf := labNetReadFile(t, "/var/lib/libvirt/dnsmasq/"+spec.Name+".conf")
+			for _, want := range []string{"dhcp-range=fd00:77::64,fd00:77::c7,120", "enable-ra", "address=/apps.ocp.lab.local/fd00:77::6"} {
+				if !strings.Contains(conf, want) {
+					t.Errorf("dnsmasq conf lacks %q:\n%s", want, conf)
+				}
+			}
+			hostsfile := labNetReadFile(t, "/var/lib/libvirt/dnsmasq/"+spec.Name+".hostsfile")
+			for _, want := range []string{"id:00:03:00:01:52:54:00:77:00:10,master-0,[fd00:77::10]", "id:00:03:00:01:52:54:00:77:00:11,master-1,[fd00:77::11]"} {
+				if !strings.Contains(hostsfile, want) {
+					t.Errorf("dnsmasq hostsfile lacks %q:\n%s", want, hostsfile)
+				}
+			}
+			aaaa := map[string]string{
+				"master-0.ocp.lab.local": "fd00:77::10", "master-1.ocp.lab.local": "fd00:77::11",
+				"api.ocp.lab.local": "fd00:77::5", "api-int.ocp.lab.local": "fd00:77::5",
+				"console-openshift-console.apps.ocp.lab.local": "fd00:77::6",
+			}
+			labNetResolveFamily(t, "fd00:77::1", "ip6", aaaa)
+			if spec.Secondary != nil {
+				labNetResolveFamily(t, "10.198.77.1", "ip4", map[string]string{"master-0.ocp.lab.local": "10.198.77.10", "api.ocp.lab.local": "10.198.77.5"})
+			}
+
+			more := spec
+			w := LabHost{MAC: "52:54:00:77:00:20", IP: netip.MustParseAddr("fd00:77::20"), Hostname: "worker-0"}
+			if spec.Secondary != nil {
+				w.IP, w.SecondaryIP = netip.MustParseAddr("10.198.77.20"), w.IP
+			}
+			more.Hosts = append(append([]LabHost{}, spec.Hosts...), w)
+			if changed, err := ensureLabNetwork(ctx, l, more); err != nil || !changed {
+				t.Fatalf("EnsureLabNetwork with a host more = %v, %v; want changed", changed, err)
+			}
+			if d, err := labNetworkDrift(ctx, l, more); err != nil || len(d) != 0 {
+				t.Fatalf("drift after adding a host: %v, %v", d, err)
+			}
+			if !strings.Contains(labNetReadFile(t, "/var/lib/libvirt/dnsmasq/"+spec.Name+".hostsfile"), "id:00:03:00:01:52:54:00:77:00:20,worker-0,[fd00:77::20]") {
+				t.Error("the added host's IPv6 reservation is not in dnsmasq's hostsfile")
+			}
+			labNetResolveFamily(t, "fd00:77::1", "ip6", map[string]string{"worker-0.ocp.lab.local": "fd00:77::20"})
+		})
+	}
+}
+
+// labNetCarrier gives a bridge in labci a port, as a lab's
+// veth and VMs do (a veth pair, one end on the bridge): a bridge without
+// one has no carrier, and its IPv6 address stays tentative (duplicate
+// address detection never runs), so nothing answers on it. It returns once
+// the address is usable.
+func labNetCarrier(t *testing.T, bridge, port string) {
+	t.Helper()
+	h, err := netplumb.OpenNamespace("labci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	br, err := h.LinkByName(bridge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: port, MasterIndex: br.Attrs().Index}, PeerName: port + "p"}
+	if err := h.LinkAdd(d); err != nil {
+		t.Fatalf("add %s to %s: %v", port, bridge, err)
+	}
+	t.Cleanup(func() {
+		if l, err := h.LinkByName(port); err == nil {
+			_ = h.LinkDel(l)
+		}
+	})
+	for _, name := range []string{port, port + "p"} {
+		l, err := h.LinkByName(name)
+		if err == nil {
+			err = h.LinkSetUp(l)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		addrs, err := h.AddrList(br, netlink.FAMILY_V6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ready := false
+		for _, a := range addrs {
+			if a.IP.IsGlobalUnicast() && a.Flags&(unix.IFA_F_TENTATIVE|unix.IFA_F_DADFAILED) == 0 {
+				ready = true
+			}
+		}
+		if ready {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the IPv6 address of %s is still tentative: %v", bridge, addrs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// labNetResolveFamily asks server (from inside labci) for each name's
+// addresses of one family: "ip4" (A) or "ip6" (AAAA).
+func labNetResolveFamily(t *testing.T, server, network string, want map[string]string) {
+	t.Helper()
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return netplumb.DialContextIn("labci")(ctx, "udp", net.JoinHostPort(server, "53"))
+	}}
+	got := map[string]string{}
+	for name := range want {
+		var addrs []netip.Addr
+		// dnsmasq may take a moment to bind a new address.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			var err error
+			addrs, err = r.LookupNetIP(ctx, network, name)
+			cancel()
+			if err == nil || time.Now().After(deadline) {
+				if err != nil {
+					t.Errorf("resolve %s (%s) at %s: %v", name, network, server, err)
+				}
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		var s []string
+		for _, a := range addrs {
+			s = append(s, a.String())
+		}
+		got[name] = strings.Join(s, ",")
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("%s answers from %s differ (-want +got):\n%s", network, server, d)
 	}
 }

@@ -3,7 +3,9 @@
 // the provisioning network is Disabled, provisioning), the veth pairs that
 // join baremetal to libvirt's network bridge so VMs keep libvirt's DHCP, DNS
 // and NAT, VLAN sub-interfaces, the VXLAN links that join a lab's bridges
-// across several hosts, MTUs, addresses and link state.
+// across several hosts, MTUs, addresses and link state. WaitAddress waits
+// for an address to be usable (an IPv6 one is tentative until duplicate
+// address detection has run on a link with a carrier).
 //
 // The flow is desired state → plan → apply:
 //

@@ -15,6 +15,12 @@
 // IPICluster and IPINodes hand the cluster
 // to install-config generation (internal/ipi).
 //
+// Address families (cluster.ipFamily): an IPv6-only lab has IPv6 where an
+// IPv4 lab has IPv4; a dual-stack lab has IPv4 there and its IPv6 family
+// in Cluster.Secondary, NAT.Secondary and each node's SecondaryIP (the same
+// place of the IPv6 range as IP of the IPv4 one). BMC URLs and vbmcd's
+// --redfish-addr bracket an IPv6 host (net.JoinHostPort).
+//
 // `labctl up`, `down`, `status` and `net` all read the plan, so they cannot
 // disagree about a lab: nothing outside this package derives a name, an
 // address or a path, and internal/lab, internal/ipi and internal/upi never

@@ -136,9 +136,14 @@ type Cluster struct {
 	DHCPRange      ipi.AddrRange `json:"dhcpRange"`
 	APIVIP         netip.Addr    `json:"apiVIP"`
 	IngressVIP     netip.Addr    `json:"ingressVIP"`
-	Masters        int           `json:"masters"`
-	Arbiters       int           `json:"arbiters,omitempty"`
-	Workers        int           `json:"workers"`
+	// IPFamily is v4, v6 or dual. For v6 the addresses above are IPv6;
+	// for dual they are IPv4 and Secondary is the IPv6 family (nil
+	// otherwise), as the installer orders them.
+	IPFamily  string  `json:"ipFamily"`
+	Secondary *Family `json:"secondary,omitempty"`
+	Masters   int     `json:"masters"`
+	Arbiters  int     `json:"arbiters,omitempty"`
+	Workers   int     `json:"workers"`
 	// ProvisioningNetwork is Managed, Unmanaged or Disabled; the CIDR
 	// and bridge are set when it is not Disabled.
 	ProvisioningNetwork     string       `json:"provisioningNetwork"`
@@ -152,6 +157,16 @@ type Cluster struct {
 	// means the first of the user's default keys.
 	PullSecret string `json:"pullSecret"`
 	SSHKey     string `json:"sshKey,omitempty"`
+}
+
+// Family is a dual-stack cluster's second address family: its machine
+// network, the lab host's address on it, the nodes' range and the VIPs.
+type Family struct {
+	MachineNetwork netip.Prefix  `json:"machineNetwork"`
+	HostAddress    netip.Addr    `json:"hostAddress"`
+	DHCPRange      ipi.AddrRange `json:"dhcpRange"`
+	APIVIP         netip.Addr    `json:"apiVIP"`
+	IngressVIP     netip.Addr    `json:"ingressVIP"`
 }
 
 // Paths are the files labctl keeps for a lab, all under its directory.
@@ -241,13 +256,16 @@ const (
 
 // Node is one VM.
 type Node struct {
-	Name      string     `json:"name"`
-	Role      string     `json:"role"`
-	MAC       string     `json:"mac"`
-	UUID      string     `json:"uuid"`
-	IP        netip.Addr `json:"ip"`
-	VCPUs     uint       `json:"vcpus"`
-	MemoryMiB uint       `json:"memoryMiB"`
+	Name string     `json:"name"`
+	Role string     `json:"role"`
+	MAC  string     `json:"mac"`
+	UUID string     `json:"uuid"`
+	IP   netip.Addr `json:"ip"`
+	// SecondaryIP is a dual-stack node's IPv6 address (the same place in
+	// dhcpRangeV6 as IP in dhcpRange); invalid otherwise.
+	SecondaryIP netip.Addr `json:"secondaryIP,omitzero"`
+	VCPUs       uint       `json:"vcpus"`
+	MemoryMiB   uint       `json:"memoryMiB"`
 	// Disks are the node's volumes, the boot disk first.
 	Disks     []Disk `json:"disks"`
 	SerialLog string `json:"serialLog"`
@@ -331,7 +349,8 @@ type Resolver struct {
 }
 
 // NAT is the lab's own libvirt NAT network: the machine network, with a
-// DHCP reservation and DNS record per node.
+// DHCP reservation and DNS record per node. An IPv6-only lab's addresses
+// are IPv6; a dual-stack lab's are IPv4, with Secondary its IPv6 family.
 type NAT struct {
 	Name       string       `json:"name"`
 	Bridge     string       `json:"bridge"`
@@ -341,6 +360,18 @@ type NAT struct {
 	DHCPEnd    netip.Addr   `json:"dhcpEnd"`
 	MTU        int          `json:"mtu"`
 	Domain     string       `json:"domain"`
+	APIVIP     netip.Addr   `json:"apiVIP"`
+	IngressVIP netip.Addr   `json:"ingressVIP"`
+	// Secondary is a dual-stack lab's IPv6 family (nil otherwise).
+	Secondary *NATFamily `json:"secondary,omitempty"`
+}
+
+// NATFamily is a NAT network's second address family.
+type NATFamily struct {
+	CIDR       netip.Prefix `json:"cidr"`
+	Gateway    netip.Addr   `json:"gateway"`
+	DHCPStart  netip.Addr   `json:"dhcpStart"`
+	DHCPEnd    netip.Addr   `json:"dhcpEnd"`
 	APIVIP     netip.Addr   `json:"apiVIP"`
 	IngressVIP netip.Addr   `json:"ingressVIP"`
 }
@@ -638,6 +669,9 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 			p.Hybrid.Upstream = []netip.Addr{p.Network.NAT.Gateway}
 			p.Hybrid.Segment = p.Network.NAT.Bridge
 		}
+		if f := p.Cluster.Secondary; f != nil {
+			p.Hybrid.Upstream = append(p.Hybrid.Upstream, f.HostAddress)
+		}
 	}
 	if err := p.resolveNodes(cfg); err != nil {
 		return nil, err
@@ -647,7 +681,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		p.resolveAgent(cfg)
 	}
 	if p.Hybrid != nil && p.Hybrid.SingleNode {
-		p.nodeHoldsVIPs(p.Nodes[0].IP)
+		p.nodeHoldsVIPs(p.Nodes[0])
 	}
 	p.resolveShared()
 	if err := p.resolveResolver(cfg); err != nil {
@@ -713,6 +747,13 @@ func resolveCluster(cfg *labconfig.Config, o Options, n Network) Cluster {
 		c.ProvisioningNetworkCIDR = k.ProvisioningNetworkCIDR
 		c.ProvisioningBridge = provisioningBridge(cfg.Network, c.ExternalBridge)
 	}
+	c.IPFamily = k.IPFamily
+	if k.IPFamily == labconfig.IPFamilyDual {
+		c.Secondary = &Family{
+			MachineNetwork: k.MachineNetworkV6, HostAddress: k.MachineNetworkV6.Masked().Addr().Next(),
+			DHCPRange: k.DHCPRangeV6, APIVIP: k.APIVIPV6, IngressVIP: k.IngressVIPV6,
+		}
+	}
 	return c
 }
 
@@ -765,7 +806,18 @@ func (p *Plan) IPICluster() ipi.Cluster {
 		Arbiters:     c.Arbiters,
 		Fencing:      p.Agent != nil && p.Agent.Fencing,
 		PlatformNone: p.Agent != nil && p.Agent.Platform == "none",
+		Secondary:    p.ipiSecondary(),
 	}
+}
+
+// ipiSecondary is a dual-stack cluster's IPv6 family as install-config
+// takes it (the zero Family for a single stack).
+func (p *Plan) ipiSecondary() ipi.Family {
+	f := p.Cluster.Secondary
+	if f == nil {
+		return ipi.Family{}
+	}
+	return ipi.Family{MachineNetwork: f.MachineNetwork, DHCPRange: f.DHCPRange, APIVIP: f.APIVIP, IngressVIP: f.IngressVIP}
 }
 
 // AgentCluster is the cluster as agent-config generation takes it.
@@ -774,9 +826,12 @@ func (p *Plan) AgentCluster() agent.Cluster {
 	if a := p.Agent; a != nil {
 		c.RendezvousIP, c.StaticIPs, c.Gateway = a.RendezvousIP, a.StaticIPs, a.Gateway
 	}
+	if f := p.Cluster.Secondary; f != nil {
+		c.SecondaryNetwork, c.SecondaryGateway = f.MachineNetwork, f.HostAddress
+	}
 	for _, n := range p.Nodes {
 		if !n.Added {
-			c.Hosts = append(c.Hosts, agent.HostSpec{Name: n.Name, Role: n.Role, MAC: n.MAC, IP: n.IP})
+			c.Hosts = append(c.Hosts, agent.HostSpec{Name: n.Name, Role: n.Role, MAC: n.MAC, IP: n.IP, SecondaryIP: n.SecondaryIP})
 		}
 	}
 	return c
@@ -811,6 +866,9 @@ func checkTopology(cfg *labconfig.Config, mode string) error {
 			errs = append(errs, fmt.Sprintf("cluster.arbiter: a two-node control plane with an arbiter is installed by --mode %s, not %s", ModeAgent, mode))
 		}
 	}
+	if mode == ModeAgent && k.IPFamily == labconfig.IPFamilyV6 && !k.Agent.StaticIPs {
+		errs = append(errs, "cluster.agent.staticIPs: an IPv6-only agent lab needs static addresses: the hosts meet at the first master's planned address, and a DHCPv6 reservation holds only for a client that sends the DUID-LL of its MAC, which the agent image's NetworkManager is not known to do; set cluster.agent.staticIPs: true")
+	}
 	if mode == ModeAgent && k.Masters.N() == 1 && k.Workers.N() > 0 {
 		errs = append(errs, "cluster.workers.count: a single-node cluster has no workers at install; add them afterwards (labctl add-node) or use 3 masters")
 	}
@@ -838,16 +896,17 @@ func (p *Plan) resolveAgent(cfg *labconfig.Config) {
 	default:
 		a.Topology = TopologyHA
 	}
+	var first Node
 	for _, n := range p.Nodes {
 		if n.Role == RoleMaster {
-			a.RendezvousIP = n.IP
+			first, a.RendezvousIP = n, n.IP
 			break
 		}
 	}
 	a.MediaAddr = net.JoinHostPort(p.Cluster.HostAddress.String(), strconv.Itoa(k.Agent.MediaPort))
 	a.MediaURL = "http://" + a.MediaAddr + "/" + filepath.Base(p.Paths.AgentISO)
 	if a.Topology == TopologySNO {
-		p.nodeHoldsVIPs(a.RendezvousIP)
+		p.nodeHoldsVIPs(first)
 	}
 	p.Agent = a
 }
@@ -884,9 +943,13 @@ func (p *Plan) resolveResolver(cfg *labconfig.Config) error {
 
 // nodeHoldsVIPs makes a single node's address the one the lab network's
 // DNS gives api, api-int and *.apps.
-func (p *Plan) nodeHoldsVIPs(ip netip.Addr) {
+func (p *Plan) nodeHoldsVIPs(n Node) {
+	ip := n.IP
 	if p.Network.NAT != nil {
 		p.Network.NAT.APIVIP, p.Network.NAT.IngressVIP = ip, ip
+		if f := p.Network.NAT.Secondary; f != nil {
+			f.APIVIP, f.IngressVIP = n.SecondaryIP, n.SecondaryIP
+		}
 	}
 	if p.Network.Shared != nil {
 		p.Network.Shared.APIVIP, p.Network.Shared.IngressVIP = ip, ip
@@ -937,6 +1000,12 @@ func resolveNetwork(cfg *labconfig.Config) Network {
 			DHCPStart: k.DHCPRange.Start, DHCPEnd: k.DHCPRange.End, MTU: n.MTU,
 			Domain: k.Name + "." + k.BaseDomain, APIVIP: k.APIVIP, IngressVIP: k.IngressVIP,
 		}
+		if k.IPFamily == labconfig.IPFamilyDual {
+			out.NAT.Secondary = &NATFamily{
+				CIDR: k.MachineNetworkV6, Gateway: k.MachineNetworkV6.Masked().Addr().Next(),
+				DHCPStart: k.DHCPRangeV6.Start, DHCPEnd: k.DHCPRangeV6.End, APIVIP: k.APIVIPV6, IngressVIP: k.IngressVIPV6,
+			}
+		}
 	}
 	out.Topology = top
 	return out
@@ -966,7 +1035,10 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 		// The bootstrap is sized like a master and first in line.
 		groups = append([]group{{RoleBootstrap, k.Masters, 1}}, groups...)
 	}
-	ip := k.DHCPRange.Start
+	ip, ip6 := k.DHCPRange.Start, netip.Addr{}
+	if k.IPFamily == labconfig.IPFamilyDual {
+		ip6 = k.DHCPRangeV6.Start
+	}
 	for _, g := range groups {
 		for i := 0; i < g.n; i++ {
 			name := fmt.Sprintf("%s-%s-%d", cfg.Name, g.role, i)
@@ -976,6 +1048,9 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 			if !ip.IsValid() || !k.DHCPRange.Contains(ip) {
 				return fmt.Errorf("cluster.dhcpRange: %s has no room for %d nodes; widen it", k.DHCPRange, len(p.Nodes)+1)
 			}
+			if ip6.IsValid() && !k.DHCPRangeV6.Contains(ip6) {
+				return fmt.Errorf("cluster.dhcpRangeV6: %s has no room for %d nodes; widen it", k.DHCPRangeV6, len(p.Nodes)+1)
+			}
 			n := Node{
 				Added: g.role == RoleWorker && i >= k.Workers.N(),
 				Name:  name, Role: g.role, MAC: MACFor(cfg.Name, name), UUID: UUIDFor(cfg.Name, name), IP: ip,
@@ -983,6 +1058,9 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 				SerialLog: filepath.Join(p.Paths.Logs, name+".serial.log"),
 			}
 			ip = ip.Next()
+			if ip6.IsValid() {
+				n.SecondaryIP, ip6 = ip6, ip6.Next()
+			}
 			disk := Disk{Volume: name + ".qcow2", SizeGiB: uint(g.spec.DiskGiB)}
 			if p.Hybrid != nil {
 				disk.Backing = p.Hybrid.Backing
@@ -1007,6 +1085,15 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 				}
 				if k.BMC.UseNodeAccounts() {
 					n.BMC.Username, n.BMC.Password = n.Name, NodePassword(p.BMC.Password, p.Lab, n.Name)
+					if k.BMC.Kind == labconfig.BMCIPMI {
+						// IPMI's longest password is 20 bytes (IPMI v2.0
+						// §22.30): ipmitool, and Ironic through it, refuse
+						// a longer one before they send anything.
+						n.BMC.Password = n.BMC.Password[:ipmiMaxPassword]
+						if len(n.Name) > ipmiMaxName {
+							return fmt.Errorf("cluster.bmc.nodeAccounts: node %s's BMC user is its name, %d bytes, and an IPMI user name has at most %d (IPMI v2.0 §22.28); give the lab a shorter name (name) or every node the lab's user (cluster.bmc.nodeAccounts: false)", n.Name, len(n.Name), ipmiMaxName)
+						}
+					}
 				}
 			}
 			p.Nodes = append(p.Nodes, n)
@@ -1029,6 +1116,14 @@ func (p *Plan) endpoint(n *Node, i int, kind string) error {
 	n.BMC.Address = addr
 	return nil
 }
+
+// ipmiMaxPassword and ipmiMaxName are IPMI's longest password and user
+// name (internal/accounts' MaxPasswordLength and MaxNameLength, which vbmcd
+// enforces).
+const (
+	ipmiMaxPassword = 20
+	ipmiMaxName     = 16
+)
 
 // NodePassword derives a node's own BMC password from the lab's: the same
 // across down and up, different for every node, and nothing to store.

@@ -44,6 +44,10 @@ func TestGolden(t *testing.T) {
 			"cluster: {image: /images/rhcos.qcow2, machineNetwork: 192.168.122.0/24, dhcpRange: {start: 192.168.122.150, end: 192.168.122.159}, apiVIP: 192.168.122.145, ingressVIP: 192.168.122.146, workers: {count: 1}}\n", "tiny", ModeHybrid},
 		{"hybrid-sno", "name: hsno\ncluster: {image: /images/rhcos-live.x86_64.iso, masters: {count: 1}}\n", "tiny", ModeHybrid},
 		{"agent-sno", "name: sno\ncluster: {masters: {count: 1}, agent: {staticIPs: true}}\n", "", ModeAgent},
+		{"v6-ipmi", "name: six\nnetwork: {provisioningNetwork: Managed}\ncluster: {ipFamily: v6, bmc: {kind: ipmi}, workers: {count: 1}}\n", "tiny", ModeIPI},
+		{"dual", "name: two\ncluster: {ipFamily: dual, workers: {count: 1}}\n", "tiny", ModeIPI},
+		{"hybrid-dual", "name: hyd\ncluster: {ipFamily: dual, image: /images/rhcos.qcow2, workers: {count: 0}}\n", "tiny", ModeHybrid},
+		{"agent-sno-dual", "name: snd\ncluster: {ipFamily: dual, masters: {count: 1}, agent: {staticIPs: true}}\n", "", ModeAgent},
 		{"agent-fencing", "name: tnf\ncluster: {masters: {count: 2}, fencing: true}\n", "tiny", ModeAgent},
 		{"agent-arbiter", "name: arb\ncluster: {masters: {count: 2}, arbiter: {count: 1}, workers: {count: 1}}\n", "tiny", ModeAgent},
 		{"multihost", "name: spread\nnetwork: {provisioningNetwork: Managed}\n" +

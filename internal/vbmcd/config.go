@@ -308,9 +308,10 @@ func reach(addr string) reachability {
 // ipmiAddr is the address IPMI BMCs bind when their endpoint names none:
 // --ipmi-addr, else the Redfish listener's host ("" when that is every
 // address).
+// An IPv6 --ipmi-addr may come in brackets, as in a URL ([fd00::1]).
 func (c *Config) ipmiAddr() string {
 	if c.IPMIAddr != "" {
-		return c.IPMIAddr
+		return strings.TrimSuffix(strings.TrimPrefix(c.IPMIAddr, "["), "]")
 	}
 	host, _, err := net.SplitHostPort(c.RedfishAddr)
 	if err != nil {
@@ -387,6 +388,9 @@ func (c *Config) validate() error {
 	}
 	if _, err := c.libvirtHosts(); err != nil {
 		return err
+	}
+	if a := c.ipmiAddr(); c.IPMIAddr != "" && net.ParseIP(a) == nil {
+		return fmt.Errorf("--ipmi-addr %q: want an IP address (IPv6 with or without brackets: fd00::1 or [fd00::1]), no port: each BMC has its own", c.IPMIAddr)
 	}
 	if c.IPMIPortBase < 0 || c.IPMIPortBase > 65535 {
 		return fmt.Errorf("--ipmi-port-base %d: want a UDP port (1-65535) or 0 for off", c.IPMIPortBase)

@@ -66,6 +66,7 @@ func TestBadSettingsSayWhatIsWrong(t *testing.T) {
 		{"tls suites without HTTP/2's", []string{"--tls-cipher-suites", "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"}, nil, "", "HTTP/2 needs"},
 		{"tls suites with 1.3", []string{"--tls-min-version", "1.3", "--tls-cipher-suites", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"}, nil, "", "apply to TLS 1.2"},
 		{"port base", []string{"--ipmi-port-base", "70000"}, nil, "", "want a UDP port"},
+		{"ipmi addr with a port", []string{"--ipmi-addr", "[fd00::1]:623"}, nil, "", "want an IP address"},
 		{"kubevirt media url", []string{"--kubevirt-media-addr", ":8081", "--kubevirt-media-url", "vbmcd.lab.svc:8081"}, nil, "", "must be an http:// or https:// URL"},
 		{"kubevirt media url alone", []string{"--kubevirt-media-url", "http://vbmcd.lab.svc:8081"}, nil, "", "needs --kubevirt-media-addr"},
 		{"creds", []string{"--credentials-file", creds}, nil, "", "must both be set"},

@@ -37,7 +37,7 @@ func simDaemon(t *testing.T, edit func(*Config)) (string, *testenv.Buffer) {
 		edit(&cfg)
 	}
 	out := start(t, cfg)
-	re := regexp.MustCompile(`Redfish at https?://([0-9.:]+)/redfish/v1`)
+	re := regexp.MustCompile(`Redfish at https?://([0-9a-f.:\[\]]+)/redfish/v1`)
 	var addr string
 	if !testenv.WaitFor(10*time.Second, func() bool {
 		if m := re.FindStringSubmatch(out.String()); m != nil {

@@ -178,9 +178,19 @@ type nodeRow struct {
 	Power string `json:"power"`
 	MAC   string `json:"bootMAC"`
 	IP    string `json:"ip"`
-	BMC   string `json:"bmc,omitempty"`
-	UUID  string `json:"uuid"`
-	Host  string `json:"host,omitempty"` // labs over several hosts
+	// SecondaryIP is a dual-stack node's IPv6 address.
+	SecondaryIP string `json:"secondaryIP,omitempty"`
+	BMC         string `json:"bmc,omitempty"`
+	UUID        string `json:"uuid"`
+	Host        string `json:"host,omitempty"` // labs over several hosts
+}
+
+// ips is the node's address, or a dual-stack node's two.
+func (r nodeRow) ips() string {
+	if r.SecondaryIP != "" {
+		return r.IP + "," + r.SecondaryIP
+	}
+	return r.IP
 }
 
 func rows(ctx context.Context, e *lab.Env) ([]nodeRow, error) {
@@ -190,7 +200,11 @@ func rows(ctx context.Context, e *lab.Env) ([]nodeRow, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, nodeRow{Name: n.Name, Role: n.Role, MAC: n.MAC, IP: n.IP.String(), BMC: n.BMC.Address, UUID: n.UUID, Power: power, Host: n.Host})
+		r := nodeRow{Name: n.Name, Role: n.Role, MAC: n.MAC, IP: n.IP.String(), BMC: n.BMC.Address, UUID: n.UUID, Power: power, Host: n.Host}
+		if n.SecondaryIP.IsValid() {
+			r.SecondaryIP = n.SecondaryIP.String()
+		}
+		out = append(out, r)
 	}
 	return out, nil
 }
@@ -204,13 +218,13 @@ func table(ctx context.Context, g *cli.Globals, e *lab.Env) error {
 	if len(e.Plan.Hosts) > 0 {
 		fmt.Fprintln(tw, "NODE\tHOST\tROLE\tPOWER\tBOOT MAC\tIP\tBMC")
 		for _, r := range rs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Host, r.Role, r.Power, r.MAC, r.IP, orDash(r.BMC))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Host, r.Role, r.Power, r.MAC, r.ips(), orDash(r.BMC))
 		}
 		return tw.Flush()
 	}
 	fmt.Fprintln(tw, "NODE\tROLE\tPOWER\tBOOT MAC\tIP\tBMC")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Role, r.Power, r.MAC, r.IP, orDash(r.BMC))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Role, r.Power, r.MAC, r.ips(), orDash(r.BMC))
 	}
 	return tw.Flush()
 }
