@@ -27,6 +27,14 @@ const (
 	// the executable files of dispatcher.d, in name order, on every
 	// connection event: NetworkManager-dispatcher(8)).
 	DispatcherPath = "/etc/NetworkManager/dispatcher.d/30-bmlab-resolv-prepend"
+	// DUIDConfPath is the NetworkManager configuration that makes an IPv6
+	// or dual-stack node ask DHCPv6 with the DUID-LL of its interface's MAC
+	// (and the MAC as IAID), as OpenShift's on-prem nodes do: libvirt's
+	// IPv6 reservations cannot name a MAC, so the lab network reserves
+	// each node's address for that DUID (NetworkManager's default, a DUID
+	// made from /etc/machine-id, would get a dynamic address that the
+	// static pods' configuration does not know).
+	DUIDConfPath = "/etc/NetworkManager/conf.d/01-bmlab-ipv6-duid.conf"
 	// ResolvConfEnv overrides the resolv.conf the dispatcher script edits
 	// (tests run the script against a file of their own).
 	ResolvConfEnv = "BMLAB_RESOLV_CONF"
@@ -147,7 +155,8 @@ func MergeIgnition(file string, installer []byte, node Node, c Cluster, extra []
 }
 
 // NodeFiles returns the files MergeIgnition adds for node: the extra files,
-// the hostname and the resolv.conf dispatcher, checked (absolute paths,
+// the hostname, the resolv.conf dispatcher and, on an IPv6 or dual-stack
+// node, the DHCPv6 DUID configuration, checked (absolute paths,
 // valid modes, no path twice).
 func NodeFiles(node Node, c Cluster, extra []File) ([]File, error) {
 	if node.Name == "" {
@@ -159,6 +168,9 @@ func NodeFiles(node Node, c Cluster, extra []File) ([]File, error) {
 	files := []File{{Path: HostnamePath, Mode: 0o644, Contents: []byte(node.Name + "\n")}}
 	if !c.SingleNode {
 		files = append(files, File{Path: DispatcherPath, Mode: 0o755, Contents: []byte(DispatcherScript(node.IP.String()))})
+	}
+	if node.IP.Is6() || node.SecondaryIP.IsValid() {
+		files = append(files, File{Path: DUIDConfPath, Mode: 0o644, Contents: []byte(DUIDConf)})
 	}
 	files = append(files, extra...)
 	seen := map[string]bool{}
@@ -176,6 +188,15 @@ func NodeFiles(node Node, c Cluster, extra []File) ([]File, error) {
 	}
 	return files, nil
 }
+
+// DUIDConf is DUIDConfPath's contents: connection defaults
+// (NetworkManager.conf(5), [connection] section).
+const DUIDConf = `# bmlab: DHCPv6 as the lab network's reservations expect it (a DUID-LL of
+# the interface's MAC, the MAC as IAID), as on OpenShift's on-prem nodes.
+[connection]
+ipv6.dhcp-duid=ll
+ipv6.dhcp-iaid=mac
+`
 
 // DispatcherScript is the NetworkManager dispatcher script that puts
 // "nameserver ip" first in resolv.conf ($BMLAB_RESOLV_CONF, else

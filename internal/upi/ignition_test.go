@@ -457,3 +457,33 @@ func TestMergeIgnitionTwice(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeFilesDHCPv6DUID: an IPv6-only or dual-stack node gets the
+// NetworkManager defaults that make it ask DHCPv6 with the DUID-LL of its
+// MAC, which the lab network's IPv6 reservations name; an IPv4 node none.
+func TestNodeFilesDHCPv6DUID(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		c    Cluster
+		want bool
+	}{{"v4", podCluster(0), false}, {"v6", podCluster6(0), true}, {"dual", podClusterDual(0), true}} {
+		for _, n := range c.c.Nodes {
+			files, err := NodeFiles(n, c.c, nil)
+			if err != nil {
+				t.Fatalf("%s %s: %v", c.name, n.Name, err)
+			}
+			var got *File
+			for i := range files {
+				if files[i].Path == DUIDConfPath {
+					got = &files[i]
+				}
+			}
+			if (got != nil) != c.want {
+				t.Fatalf("%s %s: DUID configuration present %v, want %v", c.name, n.Name, got != nil, c.want)
+			}
+			if got != nil && (!strings.Contains(string(got.Contents), "\n[connection]\nipv6.dhcp-duid=ll\nipv6.dhcp-iaid=mac\n") || got.Mode != 0o644) {
+				t.Fatalf("%s: %s is %q (mode %#o)", c.name, DUIDConfPath, got.Contents, got.Mode)
+			}
+		}
+	}
+}
