@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -368,20 +367,7 @@ func dhcp6Probe(t *testing.T, bridge string) (func(duid []byte) (netip.Addr, err
 	netnstest.IP(t, "-n", "labci", "link", "set", port, "master", bridge, "up")
 	netnstest.IP(t, "-n", ns, "link", "set", "eth0", "up")
 	return func(duid []byte) (netip.Addr, error) {
-		var conn net.PacketConn
-		err := netplumb.InNamespace(ns, func() error {
-			lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-				var serr error
-				err := c.Control(func(fd uintptr) {
-					serr = errors.Join(syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1),
-						syscall.BindToDevice(int(fd), "eth0"))
-				})
-				return errors.Join(err, serr)
-			}}
-			var err error
-			conn, err = lc.ListenPacket(context.Background(), "udp6", "[::]:546")
-			return err
-		})
+		conn, err := dhcpSocket(ns, "udp6", "[::]:546")
 		if err != nil {
 			return netip.Addr{}, err
 		}

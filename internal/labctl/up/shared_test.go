@@ -382,21 +382,7 @@ func dhcpProbe(t *testing.T, bridge string) func(mac string, lease bool) (netip.
 		if err != nil {
 			return netip.Addr{}, err
 		}
-		var conn net.PacketConn
-		err = netplumb.InNamespace(ns, func() error {
-			lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-				var serr error
-				err := c.Control(func(fd uintptr) {
-					serr = errors.Join(syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_BROADCAST, 1),
-						syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1),
-						syscall.BindToDevice(int(fd), "eth0"))
-				})
-				return errors.Join(err, serr)
-			}}
-			var err error
-			conn, err = lc.ListenPacket(context.Background(), "udp4", "0.0.0.0:68")
-			return err
-		})
+		conn, err := dhcpSocket(ns, "udp4", "0.0.0.0:68")
 		if err != nil {
 			return netip.Addr{}, err
 		}
@@ -465,4 +451,28 @@ func dhcpProbe(t *testing.T, bridge string) func(mac string, lease bool) (netip.
 		acked, _, err := exchange(request(3, req...), 5) // REQUEST, ACK
 		return acked, err
 	}
+}
+
+// dhcpSocket is a DHCP client's socket in netns ns: listening on addr of
+// network (udp4 or udp6), bound to the namespace's eth0, broadcast allowed
+// for DHCPv4.
+func dhcpSocket(ns, network, addr string) (net.PacketConn, error) {
+	var conn net.PacketConn
+	err := netplumb.InNamespace(ns, func() error {
+		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			err := c.Control(func(fd uintptr) {
+				if network == "udp4" {
+					serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_BROADCAST, 1)
+				}
+				serr = errors.Join(serr, syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1),
+					syscall.BindToDevice(int(fd), "eth0"))
+			})
+			return errors.Join(err, serr)
+		}}
+		var err error
+		conn, err = lc.ListenPacket(context.Background(), network, addr)
+		return err
+	})
+	return conn, err
 }
