@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -78,20 +79,31 @@ func (installComplete) Delete(ctx context.Context, e *Env) error {
 }
 
 // hostsEntries are api (the API VIP) and the console and oauth routes (the
-// ingress VIP, else the API VIP); a single node's address for both.
+// ingress VIP, else the API VIP); a single node's address for both. A
+// dual-stack cluster's names get their IPv6 addresses too.
 func hostsEntries(p *plan.Plan) []string {
 	k := p.Cluster
-	api, ingress := k.APIVIP, k.IngressVIP
-	if !ingress.IsValid() {
-		ingress = api
+	lines := func(api, ingress netip.Addr) []string {
+		if !ingress.IsValid() {
+			ingress = api
+		}
+		return []string{
+			fmt.Sprintf("%s %s", api, k.APIName),
+			fmt.Sprintf("%s %s %s", ingress, k.ConsoleHost, k.OAuthHost),
+		}
 	}
 	if p.SingleNode() {
-		api, ingress = p.Nodes[0].IP, p.Nodes[0].IP
+		out := lines(p.Nodes[0].IP, p.Nodes[0].IP)
+		if ip := p.Nodes[0].SecondaryIP; ip.IsValid() {
+			out = append(out, lines(ip, ip)...)
+		}
+		return out
 	}
-	return []string{
-		fmt.Sprintf("%s %s", api, k.APIName),
-		fmt.Sprintf("%s %s %s", ingress, k.ConsoleHost, k.OAuthHost),
+	out := lines(k.APIVIP, k.IngressVIP)
+	if f := k.Secondary; f != nil {
+		out = append(out, lines(f.APIVIP, f.IngressVIP)...)
 	}
+	return out
 }
 
 // ensureHosts puts lines between the lab's marker comments in a hosts file

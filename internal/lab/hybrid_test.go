@@ -262,3 +262,17 @@ func TestHybridInstallConfigDualStack(t *testing.T) {
 		t.Errorf("hybrid install-config networks %v, platform %+v; want %v, none", got, ic.Platform, want)
 	}
 }
+
+// TestHostsEntriesDualStack: the lab host's hosts file gets a dual-stack
+// cluster's names with each family's VIPs; an IPv4 one's with its VIPs only.
+func TestHostsEntriesDualStack(t *testing.T) {
+	got := strings.Join(hostsEntries(hybridPlan(t, "hd", ", ipFamily: dual")), "\n")
+	for _, want := range []string{"192.168.111.5 api.", "fd2e:6f44:5dd8:c956::5 api.", "fd2e:6f44:5dd8:c956::4 console-openshift-console.apps."} {
+		if !strings.Contains(got, want) {
+			t.Errorf("dual-stack hosts entries lack %q:\n%s", want, got)
+		}
+	}
+	if got := hostsEntries(hybridPlan(t, "h4", "")); len(got) != 2 || strings.Contains(strings.Join(got, "\n"), ":") {
+		t.Errorf("IPv4 hosts entries: %q", got)
+	}
+}
