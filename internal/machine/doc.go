@@ -8,6 +8,11 @@
 // BMC's clock (clock.go) and what the switch each NIC is plugged into
 // announces over LLDP (lldp.go, filled in by the backend), and the UEFI
 // HTTP boot of an ISO or a UEFI application the BMC fetches (httpboot.go).
+// A machine has one serial console, shared by every face that shows it
+// (IPMI SOL, the web console): one backend stream per machine, each reader
+// getting the output from when it joined, anyone's input reaching the
+// machine (consoles.go). An On while the guest shuts itself down starts it
+// once it is off (power.go, service.go).
 //
 // What it does not do: decode protocols, authenticate, or talk to libvirt.
 // Faces import this package; this package imports no backend.

@@ -11,11 +11,12 @@
 // rows (/ui/api/systems), a Server-Sent Events stream of the rows that
 // change (/ui/api/live), a short event log per machine derived from the
 // model's events (live.go), and the serial console as a websocket
-// (/ui/console/<id>, console.go) on the backend's console stream, the one
-// IPMI SOL reads.
+// (/ui/console/<id>, console.go) on the model's shared console stream, the
+// one IPMI SOL sessions read too, with a scroll-back that also holds what
+// the domain's serial log file has from before the stream connected.
 //
 // What it does not do: decide anything about a machine (the model does),
 // keep state across restarts (the event log and the console's scroll-back
-// are in memory and bounded), or serve anything without a session but the
+// are in memory and bounded; the serial log is the backend's), or serve anything without a session but the
 // page and its static assets.
 package webui
