@@ -101,6 +101,10 @@ func (e *BusyError) Unwrap() error { return ErrConflict }
 // done what it was for and only ends its bookkeeping.
 const settleWait = 30 * time.Second
 
+// onSettleWait, when set (tests only), is called as an action starts
+// waiting for one that only ends its bookkeeping.
+var onSettleWait func()
+
 // retryBusy is the retry hint of a BusyError: about what a start or stop
 // of a machine under TCG takes.
 const retryBusy = 2 * time.Second
@@ -261,6 +265,9 @@ func (s *Service) powerAction(ctx context.Context, id string, rt ResetType) erro
 		// a client that saw the state and acts on it is not refused.
 		// It ends within moments; this one then runs on its own.
 		s.power.mu.Unlock()
+		if onSettleWait != nil {
+			onSettleWait()
+		}
 		t := time.NewTimer(settleWait)
 		defer t.Stop()
 		select {

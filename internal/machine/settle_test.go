@@ -78,9 +78,14 @@ func TestOnRightAfterOffReads(t *testing.T) {
 	if m, _ := be.Get(id); m.Power != machine.PowerOff {
 		t.Fatalf("the backend reads %s after the forced stop, want Off", m.Power)
 	}
-	go func() { time.Sleep(100 * time.Millisecond); close(be.release) }()
+	waited := false
+	machine.SetOnSettleWait(func() { waited = true; close(be.release) })
+	defer machine.SetOnSettleWait(nil)
 	if err := svc.Reset(ctx, id, machine.ResetOn); err != nil {
 		t.Fatalf("On once the machine reads Off: %v, want accepted", err)
+	}
+	if !waited {
+		t.Fatal("the On did not wait for the ForceOff's action to end")
 	}
 	waitPower(t, svc, id, machine.PowerOn)
 }
@@ -152,9 +157,14 @@ func TestOnAfterAGuestHaltedDuringItsStart(t *testing.T) {
 	if m, _ := be.Get(id); m.Power != machine.PowerOff {
 		t.Fatalf("the guest reads %s after halting, want Off", m.Power)
 	}
-	go func() { time.Sleep(100 * time.Millisecond); close(be.hold) }()
+	waited := false
+	machine.SetOnSettleWait(func() { waited = true; close(be.hold) })
+	defer machine.SetOnSettleWait(nil)
 	if err := svc.Reset(ctx, id, machine.ResetOn); err != nil {
 		t.Fatalf("On once the machine reads Off again: %v, want accepted", err)
+	}
+	if !waited {
+		t.Fatal("the On did not wait for the first start's action to end")
 	}
 	waitPower(t, svc, id, machine.PowerOn)
 	if n := be.starts.Load(); n != 2 {

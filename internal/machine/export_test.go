@@ -1,0 +1,5 @@
+package machine
+
+// SetOnSettleWait makes f run as a power action starts waiting for one
+// that only ends its bookkeeping (nil: nothing).
+func SetOnSettleWait(f func()) { onSettleWait = f }
