@@ -58,6 +58,22 @@ func waitPower(t *testing.T, svc *machine.Service, id string, want machine.Power
 	}
 }
 
+// onAfterSettling sends On while the action under way is held by release:
+// the On must wait for that action to end (release is closed as it starts
+// waiting) and then be accepted.
+func onAfterSettling(t *testing.T, svc *machine.Service, id string, release chan struct{}, what string) {
+	t.Helper()
+	waited := false
+	machine.SetOnSettleWait(func() { waited = true; close(release) })
+	defer machine.SetOnSettleWait(nil)
+	if err := svc.Reset(context.Background(), id, machine.ResetOn); err != nil {
+		t.Fatalf("On once the machine reads Off: %v, want accepted", err)
+	}
+	if !waited {
+		t.Fatalf("the On did not wait for %s action to end", what)
+	}
+}
+
 // TestOnRightAfterOffReads: a client that reads Off after its ForceOff and
 // sends On at once (Ironic, the LLDP e2e test under load) is not refused
 // because the ForceOff's action has not ended its bookkeeping yet: the On
@@ -78,15 +94,7 @@ func TestOnRightAfterOffReads(t *testing.T) {
 	if m, _ := be.Get(id); m.Power != machine.PowerOff {
 		t.Fatalf("the backend reads %s after the forced stop, want Off", m.Power)
 	}
-	waited := false
-	machine.SetOnSettleWait(func() { waited = true; close(be.release) })
-	defer machine.SetOnSettleWait(nil)
-	if err := svc.Reset(ctx, id, machine.ResetOn); err != nil {
-		t.Fatalf("On once the machine reads Off: %v, want accepted", err)
-	}
-	if !waited {
-		t.Fatal("the On did not wait for the ForceOff's action to end")
-	}
+	onAfterSettling(t, svc, id, be.release, "the ForceOff's")
 	waitPower(t, svc, id, machine.PowerOn)
 }
 
@@ -157,15 +165,7 @@ func TestOnAfterAGuestHaltedDuringItsStart(t *testing.T) {
 	if m, _ := be.Get(id); m.Power != machine.PowerOff {
 		t.Fatalf("the guest reads %s after halting, want Off", m.Power)
 	}
-	waited := false
-	machine.SetOnSettleWait(func() { waited = true; close(be.hold) })
-	defer machine.SetOnSettleWait(nil)
-	if err := svc.Reset(ctx, id, machine.ResetOn); err != nil {
-		t.Fatalf("On once the machine reads Off again: %v, want accepted", err)
-	}
-	if !waited {
-		t.Fatal("the On did not wait for the first start's action to end")
-	}
+	onAfterSettling(t, svc, id, be.hold, "the first start's")
 	waitPower(t, svc, id, machine.PowerOn)
 	if n := be.starts.Load(); n != 2 {
 		t.Fatalf("%d starts, want 2", n)
