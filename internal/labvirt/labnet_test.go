@@ -323,19 +323,7 @@ func TestEnsureLabNetwork(t *testing.T) {
 			t.Errorf("clean up: %v", err)
 		}
 	})
-	h, err := netplumb.OpenNamespace("labci")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
-	bridgeIndex := func() int {
-		t.Helper()
-		link, err := h.LinkByName(spec.Bridge)
-		if err != nil {
-			t.Fatalf("bridge %s in labci: %v", spec.Bridge, err)
-		}
-		return link.Attrs().Index
-	}
+	h, bridgeIndex := labciBridge(t, spec.Bridge)
 
 	start := time.Now()
 	if changed, err := ensureLabNetwork(ctx, l, spec); err != nil || !changed {
@@ -689,5 +677,24 @@ func labNetResolveFamily(t *testing.T, server, network string, want map[string]s
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("%s answers from %s differ (-want +got):\n%s", network, server, d)
+	}
+}
+
+// labciBridge returns a netlink handle in labci and a function reading
+// bridge's interface index there (a network restarted by libvirt gets a new
+// bridge, a new index).
+func labciBridge(t *testing.T, bridge string) (*netlink.Handle, func() int) {
+	h, err := netplumb.OpenNamespace("labci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h, func() int {
+		t.Helper()
+		link, err := h.LinkByName(bridge)
+		if err != nil {
+			t.Fatalf("bridge %s in labci: %v", bridge, err)
+		}
+		return link.Attrs().Index
 	}
 }

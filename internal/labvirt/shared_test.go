@@ -11,7 +11,6 @@ import (
 
 	"github.com/digitalocean/go-libvirt"
 
-	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
 )
 
@@ -69,19 +68,7 @@ func TestSharedNetwork(t *testing.T) {
 	if _, err := ensureLabNetwork(ctx, l, owner); err != nil {
 		t.Fatal(err)
 	}
-	h, err := netplumb.OpenNamespace("labci")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
-	bridgeIndex := func() int {
-		t.Helper()
-		link, err := h.LinkByName(owner.Bridge)
-		if err != nil {
-			t.Fatalf("bridge %s in labci: %v", owner.Bridge, err)
-		}
-		return link.Attrs().Index
-	}
+	_, bridgeIndex := labciBridge(t, owner.Bridge)
 	index := bridgeIndex()
 	spec := sharedTestSpec(owner.Name, owner.Bridge)
 
