@@ -205,9 +205,13 @@ func accountResource(id, user string, role accounts.Role, enabled, locked bool, 
 }
 
 // manages reports whether who may manage account a: global administrators
-// every account, a system's administrators the accounts of that system.
+// every account, a system's administrators the accounts of that system;
+// on a server's own BMC, the accounts bound to that server only.
 func (p *principal) manages(a accounts.Account) bool {
 	if p.priv&accounts.ConfigureUsers == 0 {
+		return false
+	}
+	if p.only != "" && a.System != p.only {
 		return false
 	}
 	if p.acct == "" {
@@ -330,13 +334,21 @@ func postAccount(s *Server, c *call) *apiError {
 		}
 		n.System = m.ID
 	}
-	if c.who.acct != "" && c.who.system != "" {
+	switch {
+	case c.who.only != "" && (c.who.all || c.who.system == c.who.only):
+		// An account made on a server's own BMC is that server's, as a
+		// user made on its IPMI BMC is.
+		if n.System != "" && n.System != c.who.only {
+			return newError(http.StatusForbidden, MsgInsufficientPrivilege).with("This BMC manages the accounts of its own system only.")
+		}
+		n.System = c.who.only
+	case c.who.acct != "" && c.who.system != "":
 		// A system's administrator makes accounts of that system only.
 		if n.System != "" && n.System != c.who.system {
 			return newError(http.StatusForbidden, MsgInsufficientPrivilege).with("A system's account manages the accounts of its own system only.")
 		}
 		n.System = c.who.system
-	} else if !c.who.all {
+	case !c.who.all:
 		return newError(http.StatusForbidden, MsgInsufficientPrivilege)
 	}
 	a, e := s.accounts.Create(n)

@@ -38,6 +38,13 @@ type principal struct {
 	system string
 	gen    uint64
 
+	// only, when set, is the one system of the BMC the principal came in
+	// through (a per-address listener, AtBMC): whatever else it may reach,
+	// it reaches that system only, and sees that BMC's accounts, sessions,
+	// subscriptions and tasks only. Its authority over service-wide
+	// settings (all) is left as it was.
+	only string
+
 	// id names who the principal is, for matching sessions to their owner
 	// and counting them: a stored account by its ID (a deleted and re-made
 	// user of the same name is someone else), the bootstrap user by name,
@@ -61,6 +68,9 @@ func (s *Server) stale(p *principal) bool {
 // canAccess reports whether p may reach machine m (its System, Manager,
 // Chassis and their sub-resources).
 func (p *principal) canAccess(m *machine.Machine) bool {
+	if p.only != "" && m.ID != p.only {
+		return false
+	}
 	if p.all {
 		return true
 	}
@@ -75,6 +85,28 @@ func (p *principal) canAccess(m *machine.Machine) bool {
 		}
 	}
 	return false
+}
+
+// everywhere reports whether p sees every system: the service-wide user
+// or an account bound to none, on the service's own listener.
+func (p *principal) everywhere() bool { return p.all && p.only == "" }
+
+// at narrows p to the system of the BMC a request came in through (c.bmc),
+// as a server's own BMC knows that server only; nil when p may not reach it.
+func (s *Server) at(c *call, p *principal) *principal {
+	if c.bmc == "" || p.only == c.bmc {
+		return p
+	}
+	m, err := s.svc.Get(c.bmc)
+	if err != nil || m.ID != c.bmc {
+		return nil
+	}
+	q := *p
+	q.only = m.ID
+	if !q.canAccess(m) {
+		return nil
+	}
+	return &q
 }
 
 // equalConst compares in time that depends on the lengths only.
@@ -270,7 +302,9 @@ func (s *Server) authenticate(c *call) *apiError {
 	h := c.r.Header
 	if tok := h["X-Auth-Token"]; len(tok) > 0 {
 		sess := s.sessions.lookup(tok[0], s.now(), s.ttl)
-		if sess == nil {
+		if sess == nil || sess.bmc != c.bmc {
+			// A session belongs to the BMC it was made on: another
+			// server's BMC has never heard of its token.
 			return unauthorized("The session token is unknown or expired.")
 		}
 		who := sess.who.Load()
@@ -292,8 +326,7 @@ func (s *Server) authenticate(c *call) *apiError {
 		return unauthorized("The Authorization header is too long.")
 	}
 	if p := s.basic.get(auth[0]); p != nil && !s.stale(p) {
-		c.who = p
-		return nil
+		return s.admit(c, p)
 	}
 	user, pass, ok := parseBasic(auth[0])
 	if !ok {
@@ -305,8 +338,7 @@ func (s *Server) authenticate(c *call) *apiError {
 		if canonical {
 			s.basic.put(k, auth[0], true, p)
 		}
-		c.who = p
-		return nil
+		return s.admit(c, p)
 	}
 	if err := s.slowed(c); err != nil {
 		return err
@@ -318,7 +350,15 @@ func (s *Server) authenticate(c *call) *apiError {
 		return unauthorized("The credentials were not accepted.")
 	}
 	s.basic.put(k, auth[0], canonical, p)
-	c.who = p
+	return s.admit(c, p)
+}
+
+// admit sets c.who to p as the BMC the request came in through sees it.
+// Credentials another server's BMC knows are not valid on this one.
+func (s *Server) admit(c *call, p *principal) *apiError {
+	if c.who = s.at(c, p); c.who == nil {
+		return unauthorized("The credentials are not valid for this BMC.")
+	}
 	return nil
 }
 
@@ -341,6 +381,7 @@ func parseBasic(h string) (user, pass string, ok bool) {
 type session struct {
 	id      string
 	token   string
+	bmc     string // the system of the per-address BMC it was made on; "" for the service listener
 	who     atomic.Pointer[principal]
 	created time.Time
 	last    atomic.Int64 // unix nanoseconds of the last use
@@ -385,7 +426,7 @@ func (st *sessionStore) remove(sess *session) {
 
 // create opens a session, after dropping expired ones; nil when max live
 // sessions exist, or perUser of who's own.
-func (st *sessionStore) create(who *principal, now time.Time, ttl time.Duration, max, perUser int) *session {
+func (st *sessionStore) create(who *principal, bmc string, now time.Time, ttl time.Duration, max, perUser int) *session {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	own := 0
@@ -402,7 +443,7 @@ func (st *sessionStore) create(who *principal, now time.Time, ttl time.Duration,
 	if len(st.byID) >= max || own >= perUser {
 		return nil
 	}
-	sess := &session{id: randomHex(8), token: randomHex(24), created: now}
+	sess := &session{id: randomHex(8), token: randomHex(24), bmc: bmc, created: now}
 	sess.who.Store(who)
 	sess.last.Store(now.UnixNano())
 	st.byToken[sess.token] = sess
@@ -410,14 +451,15 @@ func (st *sessionStore) create(who *principal, now time.Time, ttl time.Duration,
 	return sess
 }
 
-// visible lists the sessions who may see: all of them for the service user,
-// else the ones of the same user.
-func (st *sessionStore) visible(who *principal) []*session {
+// visible lists the sessions of one BMC (bmc, "" for the service
+// listener) who may see: all of them for the service user, else the ones
+// of the same user.
+func (st *sessionStore) visible(who *principal, bmc string) []*session {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	var out []*session
 	for _, sess := range st.byID {
-		if who.sees(sess.who.Load()) {
+		if sess.bmc == bmc && who.sees(sess.who.Load()) {
 			out = append(out, sess)
 		}
 	}
@@ -447,7 +489,16 @@ func (s *Server) refresh(p *principal) *principal {
 	if err != nil || !a.Enabled || a.Locked || !a.HasPassword {
 		return nil
 	}
-	return fromAccount(a, gen)
+	q := fromAccount(a, gen)
+	if p.only != "" {
+		// Still the BMC's own: an account rebound to another system
+		// no longer reaches it.
+		if a.System != "" && a.System != p.only {
+			return nil
+		}
+		q.only = p.only
+	}
+	return q
 }
 
 func randomHex(n int) string {

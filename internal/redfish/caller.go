@@ -1,6 +1,8 @@
 package redfish
 
 import (
+	"context"
+
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/machine"
 )
@@ -22,21 +24,23 @@ type Caller struct {
 func (c Caller) Can(need accounts.Privilege) bool { return c.Privileges&need == need }
 
 // AllSystems reports whether the caller reaches every system (not an
-// account bound to one, nor a machine's own user).
-func (c Caller) AllSystems() bool { return c.p != nil && c.p.all }
+// account bound to one, nor a machine's own user, nor anyone on a
+// server's own BMC).
+func (c Caller) AllSystems() bool { return c.p != nil && c.p.everywhere() }
 
 // CanAccess reports whether the caller may reach machine m.
 func (c Caller) CanAccess(m *machine.Machine) bool { return c.p != nil && c.p.canAccess(m) }
 
 // SessionCaller returns the caller of a live session token, marking the
 // session used as a request with X-Auth-Token would; false when the token is
-// unknown, expired or its account can no longer log in.
-func (s *Server) SessionCaller(token string) (Caller, bool) {
+// unknown, expired, made on another BMC than the one ctx (a request's
+// context) came in through (AtBMC), or its account can no longer log in.
+func (s *Server) SessionCaller(ctx context.Context, token string) (Caller, bool) {
 	if token == "" || len(token) > maxAuthHeader {
 		return Caller{}, false
 	}
 	sess := s.sessions.lookup(token, s.now(), s.ttl)
-	if sess == nil {
+	if sess == nil || sess.bmc != bmcOf(ctx) {
 		return Caller{}, false
 	}
 	who := sess.who.Load()

@@ -670,8 +670,11 @@ func (s *Server) subscription(c *call) (*subscription, *apiError) {
 // scope is the systems whose events a subscription of this caller may
 // receive (nil: every system).
 func (s *Server) scope(p *principal) []string {
-	if p.all {
+	if p.everywhere() {
 		return nil
+	}
+	if p.only != "" {
+		return []string{p.only}
 	}
 	out := []string{}
 	for _, m := range s.svc.List() {
@@ -685,7 +688,7 @@ func (s *Server) scope(p *principal) []string {
 // seesSubscription reports whether the caller may see a subscription: one
 // limited to some systems sees the subscriptions whose systems it reaches.
 func (s *Server) seesSubscription(p *principal, sub *subscription) bool {
-	if p.all {
+	if p.everywhere() {
 		return true
 	}
 	if sub.Systems == nil {

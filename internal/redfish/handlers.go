@@ -30,7 +30,7 @@ func (s *Server) resolve(c *call, rt *route) *apiError {
 		c.m = m
 		return nil
 	}
-	if !c.who.all {
+	if !c.who.all && c.bmc == "" {
 		return unauthorized("The credentials are not valid for this system.")
 	}
 	kind := map[scope]string{scopeSystem: "ComputerSystem", scopeManager: "Manager", scopeChassis: "Chassis"}[rt.scope]
@@ -213,6 +213,14 @@ func renderMetadata(*Server, *call) any { return newEntry(0, []byte(metadataXML(
 
 // visible lists the machines c.who may reach.
 func (s *Server) visible(c *call) []*machine.Machine {
+	if c.who.only != "" {
+		// A server's own BMC: its one system, without a snapshot of
+		// every other machine.
+		if m, err := s.svc.Get(c.who.only); err == nil && c.who.canAccess(m) {
+			return []*machine.Machine{m}
+		}
+		return nil
+	}
 	ms := s.svc.List()
 	if c.who.all {
 		return ms
@@ -230,7 +238,7 @@ func (s *Server) visible(c *call) []*machine.Machine {
 // the skip-th on, and how many it may reach in all. A caller who may reach
 // every machine is answered without a snapshot of each.
 func (s *Server) members(c *call, skip, limit int) (ids []string, total int) {
-	if c.who.all {
+	if c.who.everywhere() {
 		return s.svc.IDs(skip, limit)
 	}
 	all := s.visible(c)
@@ -698,7 +706,11 @@ func postSession(s *Server, c *call) *apiError {
 		s.refused(c, user, why)
 		return unauthorized("The credentials were not accepted.")
 	}
-	sess := s.sessions.create(who, s.now(), s.ttl, s.maxSessions, s.maxPerUser)
+	if err := s.admit(c, who); err != nil {
+		return err
+	}
+	who = c.who
+	sess := s.sessions.create(who, c.bmc, s.now(), s.ttl, s.maxSessions, s.maxPerUser)
 	if sess == nil {
 		return newError(http.StatusServiceUnavailable, MsgSessionLimitExceeded)
 	}
@@ -711,7 +723,7 @@ func postSession(s *Server, c *call) *apiError {
 }
 
 func getSessions(s *Server, c *call) *apiError {
-	ss := s.sessions.visible(c.who)
+	ss := s.sessions.visible(c.who, c.bmc)
 	members := make([]string, len(ss))
 	for i, sess := range ss {
 		members[i] = sessionsURI + "/" + sess.id
@@ -724,7 +736,7 @@ func getSessions(s *Server, c *call) *apiError {
 // ownSession returns the session c.params[0] when c.who may see it.
 func (s *Server) ownSession(c *call) (*session, *apiError) {
 	sess := s.sessions.get(c.params[0])
-	if sess == nil || !c.who.sees(sess.who.Load()) {
+	if sess == nil || sess.bmc != c.bmc || !c.who.sees(sess.who.Load()) {
 		return nil, newError(http.StatusNotFound, MsgResourceNotFound, "Session", c.params[0])
 	}
 	return sess, nil

@@ -53,6 +53,7 @@ type req struct {
 	header       map[string]string
 	user, pass   string
 	noAuth       bool
+	bmc          string // the system whose own BMC is asked (AtBMC); "" for the service listener
 }
 
 func (f *fixture) do(q req) *httptest.ResponseRecorder {
@@ -65,6 +66,9 @@ func (f *fixture) do(q req) *httptest.ResponseRecorder {
 		q.method = http.MethodGet
 	}
 	r := httptest.NewRequest(q.method, q.path, body)
+	if q.bmc != "" {
+		r = r.WithContext(AtBMC(r.Context(), q.bmc))
+	}
 	switch {
 	case q.ctype != "":
 		r.Header.Set("Content-Type", q.ctype)

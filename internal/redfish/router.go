@@ -73,6 +73,10 @@ type call struct {
 	who     *principal
 	session *session
 	m       *machine.Machine
+
+	// bmc is the system whose own BMC the request came in through
+	// (AtBMC), "" on the service's listener.
+	bmc string
 }
 
 func (rt *route) handler(method string) handlerFunc {

@@ -1,6 +1,7 @@
 package redfish
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -177,6 +178,24 @@ func New(svc *machine.Service, log *zap.Logger, opts ...Option) *Server {
 // /redfish).
 func (s *Server) Handler() http.Handler { return s }
 
+type bmcKey struct{}
+
+// AtBMC marks ctx (an http.Server's ConnContext) as a connection to system
+// id's own BMC, as a real server's BMC has an address of its own. Requests
+// under it see that system only: /redfish/v1/Systems lists it alone (and so
+// the Managers and Chassis), other systems are not found, any credentials
+// that reach it work and others do not (401), and its sessions, accounts,
+// event subscriptions, tasks and firmware inventory are that BMC's. An
+// UpdateService.SimpleUpdate without Targets updates it, whoever calls.
+func AtBMC(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, bmcKey{}, id)
+}
+
+func bmcOf(ctx context.Context) string {
+	id, _ := ctx.Value(bmcKey{}).(string)
+	return id
+}
+
 // Common header values, shared read-only by every response.
 var (
 	hdrJSON      = []string{"application/json; charset=utf-8"}
@@ -233,6 +252,7 @@ func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter 
 
 func (s *Server) serve(c *call) {
 	w, r := c.w, c.r
+	c.bmc = bmcOf(r.Context())
 	h := w.Header()
 	h["Odata-Version"] = hdrOData
 	h["Cache-Control"] = hdrNoCache

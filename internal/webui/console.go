@@ -90,7 +90,7 @@ func (u *UI) serveConsole(w http.ResponseWriter, r *http.Request, id string) {
 		closeWith(ws, websocket.ClosePolicyViolation, consoleMsg{Error: "no session token"})
 		return
 	}
-	c, ok := u.rf.SessionCaller(hello.Token)
+	c, ok := u.rf.SessionCaller(r.Context(), hello.Token)
 	if !ok {
 		closeWith(ws, websocket.ClosePolicyViolation, consoleMsg{Error: "no valid session: log in again"})
 		return

@@ -360,7 +360,7 @@ func (u *UI) serveLive(w http.ResponseWriter, r *http.Request) {
 		case <-u.done:
 			return
 		case <-ping.C:
-			if _, ok := u.rf.SessionCaller(tok); !ok {
+			if _, ok := u.rf.SessionCaller(r.Context(), tok); !ok {
 				return
 			}
 			if _, err := w.Write([]byte(": ping\n\n")); err != nil || rc.Flush() != nil {
@@ -379,7 +379,7 @@ func (u *UI) serveLive(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		last = time.Now()
-		c, ok := u.rf.SessionCaller(tok)
+		c, ok := u.rf.SessionCaller(r.Context(), tok)
 		if !ok {
 			return
 		}

@@ -135,7 +135,7 @@ func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // credentials and needs no CSRF token.
 func (u *UI) caller(w http.ResponseWriter, r *http.Request) (redfish.Caller, bool) {
 	tok := r.Header.Get("X-Auth-Token")
-	c, ok := u.rf.SessionCaller(tok)
+	c, ok := u.rf.SessionCaller(r.Context(), tok)
 	if !ok {
 		apiError(w, http.StatusUnauthorized, "no valid session: log in again")
 	}
