@@ -207,10 +207,20 @@ func (m *Manager) assignPorts(ctx context.Context) {
 
 func (m *Manager) endpointOf(mc *machine.Machine) (endpoint, bool) {
 	ep := mc.Settings.IPMI
+	own := mc.Settings.BMCAddress
+	if m.cfg.bmcPort <= 0 {
+		own = ""
+	}
+	if ep == nil && own != "" {
+		return endpoint{addr: own, port: m.cfg.bmcPort}, true
+	}
 	if ep == nil || ep.Port <= 0 || ep.Port > 65535 {
 		return endpoint{}, false
 	}
 	addr := ep.Address
+	if addr == "" {
+		addr = own
+	}
 	if addr == "" {
 		addr = m.cfg.addr
 	}

@@ -134,6 +134,62 @@ func TestPortBase(t *testing.T) {
 	}
 }
 
+// TestBMCAddress: with WithBMCPort, a machine with a BMC address of its own
+// answers IPMI at that address and port; an endpoint that names only a
+// port binds the machine's address at that port; without the option the
+// address means nothing to IPMI.
+func TestBMCAddress(t *testing.T) {
+	ctx := context.Background()
+	svc := machine.NewService(sim.New(3), nil)
+	ms := svc.List()
+	addrs := []string{"127.0.0.21", "127.0.0.22", "127.0.0.23"}
+	port, other := freePort(t, addrs[0]), freePort(t, addrs[1])
+	for i, m := range ms {
+		if _, err := svc.UpdateSettings(ctx, m.ID, func(s *machine.Settings) error {
+			s.BMCAddress = addrs[i]
+			if i == 1 {
+				s.IPMI = &machine.IPMIEndpoint{Port: other}
+			}
+			if i == 2 {
+				s.IPMI = &machine.IPMIEndpoint{Address: "127.0.0.1", Port: other}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mgr := runManager(t, svc, WithBMCPort(port), WithAddress("127.0.0.1"))
+	want := map[string]string{
+		ms[0].ID: net.JoinHostPort(addrs[0], strconv.Itoa(port)),
+		ms[1].ID: net.JoinHostPort(addrs[1], strconv.Itoa(other)),
+		ms[2].ID: net.JoinHostPort("127.0.0.1", strconv.Itoa(other)),
+	}
+	if !testenv.WaitFor(3*time.Second, func() bool { return len(mgr.Endpoints()) == 3 }) {
+		t.Fatalf("endpoints: %v", mgr.Endpoints())
+	}
+	for _, ep := range mgr.Endpoints() {
+		if ep.Addr != want[ep.MachineID] {
+			t.Errorf("%s: BMC on %s, want %s", ep.MachineID, ep.Addr, want[ep.MachineID])
+		}
+	}
+	if err := powerStatus(t, want[ms[0].ID], testUser, testPass); err != nil {
+		t.Errorf("IPMI at the machine's own address: %v", err)
+	}
+	// Without WithBMCPort the address is Redfish's business only.
+	svc2 := machine.NewService(sim.New(1), nil)
+	if _, err := svc2.UpdateSettings(ctx, svc2.List()[0].ID, func(s *machine.Settings) error {
+		s.BMCAddress = addrs[0]
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mgr2 := runManager(t, svc2, WithAddress("127.0.0.1"))
+	time.Sleep(200 * time.Millisecond) // the window in which no BMC may start
+	if eps := mgr2.Endpoints(); len(eps) != 0 {
+		t.Errorf("a BMC address without WithBMCPort started IPMI: %v", eps)
+	}
+}
+
 // TestSessionLimitAndTimeout: beyond the limit Open Session says
 // "insufficient resources"; idle sessions expire.
 func TestSessionLimitAndTimeout(t *testing.T) {

@@ -17,6 +17,7 @@ type config struct {
 	throttle    *accounts.Throttle
 	metrics     *metrics.Registry
 	portBase    int
+	bmcPort     int
 	addr        string
 	cipher0     bool
 	maxSessions int
@@ -62,6 +63,13 @@ func WithMetrics(m *metrics.Registry) Option { return func(c *config) { c.metric
 // port at or above base, recorded with the machine (so it is stable across
 // restarts and as machines are added). 0 (the default) assigns nothing.
 func WithPortBase(base int) Option { return func(c *config) { c.portBase = base } }
+
+// WithBMCPort serves IPMI on the machine's own BMC address
+// (Settings.BMCAddress) at port, as a real server's BMC answers on port
+// 623 of its address: a machine with such an address and no IPMI endpoint
+// gets its BMC there, and an endpoint that names no address binds the
+// machine's. 0 (the default) leaves BMC addresses to Redfish.
+func WithBMCPort(port int) Option { return func(c *config) { c.bmcPort = port } }
 
 // WithAddress is the address BMCs bind when their endpoint names none
 // (default: every address, IPv4 and IPv6).

@@ -147,6 +147,10 @@ type Settings struct {
 	Credentials []Credential
 	// IPMI, when set, is this machine's IPMI endpoint.
 	IPMI *IPMIEndpoint
+	// BMCAddress, when set, is the address of this machine's own BMC
+	// (vbmcd --bmc-addresses): a Redfish listener that serves this
+	// machine alone, and its IPMI BMC unless IPMI names another address.
+	BMCAddress string
 	// Media holds per-member virtual media settings and where the inserted
 	// images came from; what is inserted derives from the drives.
 	Media []MediaSettings

@@ -129,11 +129,7 @@ func (ca *CA) Pool() *x509.CertPool {
 // keyFile. The certificate file holds the server's certificate then the
 // CA's, the chain a TLS server sends.
 func (ca *CA) IssueServer(certFile, keyFile string, sans []string, now time.Time) error {
-	notAfter := now.Add(ServerValidity)
-	if notAfter.After(ca.Cert.NotAfter) {
-		notAfter = ca.Cert.NotAfter
-	}
-	certPEM, keyPEM, err := leaf(sans, now, notAfter, ca)
+	certPEM, keyPEM, err := ca.issue(sans, now)
 	if err != nil {
 		return err
 	}
@@ -141,6 +137,27 @@ func (ca *CA) IssueServer(certFile, keyFile string, sans []string, now time.Time
 		return err
 	}
 	return WriteFile(certFile, append(certPEM, ca.CertPEM...), 0o644)
+}
+
+// Issue makes a server certificate for sans signed by the CA, kept in
+// memory only: the pair a TLS server serves, its chain the server's
+// certificate then the CA's.
+func (ca *CA) Issue(sans []string, now time.Time) (tls.Certificate, error) {
+	certPEM, keyPEM, err := ca.issue(sans, now)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(append(certPEM, ca.CertPEM...), keyPEM)
+}
+
+// issue makes a server certificate for sans, valid for ServerValidity
+// and never beyond the CA.
+func (ca *CA) issue(sans []string, now time.Time) (certPEM, keyPEM []byte, err error) {
+	notAfter := now.Add(ServerValidity)
+	if notAfter.After(ca.Cert.NotAfter) {
+		notAfter = ca.Cert.NotAfter
+	}
+	return leaf(sans, now, notAfter, ca)
 }
 
 // SelfSigned makes a self-signed server certificate (a leaf: it signs

@@ -11,9 +11,9 @@ import (
 )
 
 // TestCAIssuesServerCertificates: the CA's key is 0600 and the CA is
-// reused; a server certificate it issues verifies for its SANs with the CA
-// as the only root, and not for another name; a CA key others may read is
-// refused.
+// reused; a server certificate it issues (to files or in memory) verifies
+// for its SANs with the CA as the only root, and not for another name; a
+// CA key others may read is refused.
 func TestCAIssuesServerCertificates(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "lab")
 	now := time.Now()
@@ -56,6 +56,17 @@ func TestCAIssuesServerCertificates(t *testing.T) {
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: other.Pool(), DNSName: "bmc.lab.example"}); err == nil {
 		t.Errorf("another CA verifies the certificate")
+	}
+	// Issue: the same, kept in memory, with the chain a server sends.
+	mem, err := ca.Issue([]string{"fd00::12"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mem.Certificate) != 2 {
+		t.Errorf("Issue's chain has %d certificates, want the server's and the CA's", len(mem.Certificate))
+	}
+	if _, err := mem.Leaf.Verify(x509.VerifyOptions{Roots: ca.Pool(), DNSName: "fd00::12"}); err != nil {
+		t.Errorf("an issued in-memory certificate does not verify for its address: %v", err)
 	}
 	if err := os.Chmod(caKey, 0o644); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,6 +53,15 @@ type Config struct {
 
 	// MaxConnsPerSource caps a source's connections to the Redfish listener.
 	MaxConnsPerSource int
+
+	// BMCAddresses gives every machine a BMC of its own (bmcaddr.go);
+	// BMCRedfishPort and BMCIPMIPort are where those BMCs answer, and
+	// TLSCACert and TLSCAKey the CA that issues their certificates.
+	BMCAddresses   []string
+	BMCRedfishPort int
+	BMCIPMIPort    int
+	TLSCACert      string
+	TLSCAKey       string
 
 	MediaDir      string
 	MediaMaxBytes int64
@@ -105,6 +116,11 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&c.SimNodes, "sim-nodes", 8, "number of simulated servers (--backend sim)")
 	fs.DurationVar(&c.SimDelay, "sim-delay", 2*time.Second, "how long a simulated power transition takes")
 	fs.StringVar(&c.RedfishAddr, "redfish-addr", "127.0.0.1:8000", "Redfish listen address host:port (\":8000\" for every address; off loopback a password of your own is required)")
+	fs.StringSliceVar(&c.BMCAddresses, "bmc-addresses", nil, "give every machine a BMC of its own, as real servers have: a Redfish listener serving that machine alone and its IPMI BMC, on an address from this list: ADDRESS, FIRST-LAST (IPv4 or IPv6) or MACHINE=ADDRESS (a name or UUID pinned to an address); comma-separated or repeated (default: none, one listener for all)")
+	fs.IntVar(&c.BMCRedfishPort, "bmc-redfish-port", 0, "port of each machine's own Redfish listener (default: 443, or 80 with --insecure-http)")
+	fs.IntVar(&c.BMCIPMIPort, "bmc-ipmi-port", 623, "UDP port of each machine's own IPMI BMC, on its --bmc-addresses address (0: no IPMI there)")
+	fs.StringVar(&c.TLSCACert, "tls-ca-cert", "", "CA certificate that issues each --bmc-addresses BMC a certificate for its address, e.g. a lab's CA (default: a CA vbmcd makes once and keeps in --state-dir as bmc-ca.crt)")
+	fs.StringVar(&c.TLSCAKey, "tls-ca-key", "", "the key of --tls-ca-cert (0600)")
 	fs.IntVar(&c.MaxConnsPerSource, "redfish-max-conns-per-source", defaultMaxConnsPerSource, "connections one source address (IPv6: its /64) may hold open on the Redfish listener; over it the source's oldest idle keep-alive is closed, or else the new connection (0: no limit)")
 	fs.StringVar(&c.Username, "username", "admin", "the service-wide BMC user (Redfish and IPMI)")
 	fs.StringVar(&c.Password, "password", DefaultPassword, "the service-wide BMC password (visible to every local user in the process list: prefer --credentials-file or VBMCD_PASSWORD)")
@@ -208,6 +224,18 @@ func flagStrings(v any) []string {
 			out = append(out, fmt.Sprint(i))
 		}
 		return out
+	case map[string]any:
+		// A map is a list of KEY=VALUE items (bmc-addresses: {master-0: 10.0.0.5}).
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		out := make([]string, len(keys))
+		for i, k := range keys {
+			out[i] = k + "=" + fmt.Sprint(x[k])
+		}
+		return out
 	case float64:
 		if x == float64(int64(x)) {
 			return []string{fmt.Sprint(int64(x))}
@@ -272,6 +300,14 @@ func (c *Config) listeners() []listener {
 	ls := []listener{{"--redfish-addr", c.RedfishAddr}}
 	if c.IPMI {
 		ls = append(ls, listener{"--ipmi-addr", c.ipmiAddr()})
+	}
+	if p, err := parseBMCPool(c.BMCAddresses); err == nil && p != nil {
+		for _, r := range p.ranges {
+			ls = append(ls, listener{"--bmc-addresses", r.first.String()}, listener{"--bmc-addresses", r.last.String()})
+		}
+		for _, q := range p.pins {
+			ls = append(ls, listener{"--bmc-addresses", q.addr.String()})
+		}
 	}
 	return ls
 }
@@ -395,7 +431,56 @@ func (c *Config) validate() error {
 	if c.IPMIPortBase < 0 || c.IPMIPortBase > 65535 {
 		return fmt.Errorf("--ipmi-port-base %d: want a UDP port (1-65535) or 0 for off", c.IPMIPortBase)
 	}
+	return c.validateBMCs()
+}
+
+// validateBMCs checks --bmc-addresses and the flags that go with it.
+func (c *Config) validateBMCs() error {
+	pool, err := parseBMCPool(c.BMCAddresses)
+	if err != nil {
+		return err
+	}
+	if c.BMCRedfishPort < 0 || c.BMCRedfishPort > 65535 {
+		return fmt.Errorf("--bmc-redfish-port %d: want a TCP port (1-65535), or 0 for 443 (80 with --insecure-http)", c.BMCRedfishPort)
+	}
+	if c.BMCIPMIPort < 0 || c.BMCIPMIPort > 65535 {
+		return fmt.Errorf("--bmc-ipmi-port %d: want a UDP port (1-65535), or 0 for no IPMI on the BMCs' addresses", c.BMCIPMIPort)
+	}
+	if (c.TLSCACert == "") != (c.TLSCAKey == "") {
+		return fmt.Errorf("--tls-ca-cert and --tls-ca-key go together")
+	}
+	if c.InsecureHTTP && c.TLSCACert != "" {
+		return fmt.Errorf("--insecure-http and --tls-ca-cert contradict each other; drop one")
+	}
+	if pool == nil {
+		return nil
+	}
+	if c.IPMIPortBase > 0 && c.IPMI && c.BMCIPMIPort > 0 {
+		return fmt.Errorf("--ipmi-port-base and --bmc-addresses both place IPMI BMCs; with --bmc-addresses each machine's IPMI BMC is on its own address at --bmc-ipmi-port (%d), so drop --ipmi-port-base", c.BMCIPMIPort)
+	}
+	if host, port, err := net.SplitHostPort(c.RedfishAddr); err == nil && port == strconv.Itoa(c.bmcRedfishPort()) {
+		if a, err := netip.ParseAddr(host); host == "" || (err == nil && (a.IsUnspecified() || pool.inRange(a.Unmap()) || pool.pinned(a.Unmap()))) {
+			return fmt.Errorf("--redfish-addr %q and the BMCs' port %d collide; give the service listener another port or address, or choose --bmc-redfish-port", c.RedfishAddr, c.bmcRedfishPort())
+		}
+	}
 	return nil
+}
+
+// bmcPool is --bmc-addresses, nil when not given (checked by validate).
+func (c *Config) bmcPool() *bmcPool {
+	p, _ := parseBMCPool(c.BMCAddresses)
+	return p
+}
+
+// bmcRedfishPort is where each machine's own Redfish listener listens.
+func (c *Config) bmcRedfishPort() int {
+	switch {
+	case c.BMCRedfishPort > 0:
+		return c.BMCRedfishPort
+	case c.InsecureHTTP:
+		return 80
+	}
+	return 443
 }
 
 // mediaPolicy is vbmcd's outbound address policy: the virtual media

@@ -41,6 +41,34 @@ func TestPrecedenceFlagsEnvFile(t *testing.T) {
 	}
 }
 
+// TestBMCAddressesInTheConfigFile: --bmc-addresses as a YAML list, and
+// as a map of machines to addresses.
+func TestBMCAddressesInTheConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	for name, tc := range map[string]struct {
+		yaml string
+		want []string
+	}{
+		"list": {"bmc-addresses: [127.0.0.10-127.0.0.19, 'master-0=fd00::5']\n", []string{"127.0.0.10-127.0.0.19", "master-0=fd00::5"}},
+		"map":  {"bmc-addresses: {worker-0: 10.0.0.6, master-0: 10.0.0.5}\n", []string{"master-0=10.0.0.5", "worker-0=10.0.0.6"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(dir, name+".yaml")
+			os.WriteFile(file, []byte(tc.yaml), 0o600)
+			c, err := parse(t, nil, nil, file)
+			if err == nil {
+				err = c.validate()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, c.BMCAddresses); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestBadSettingsSayWhatIsWrong(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
@@ -74,6 +102,17 @@ func TestBadSettingsSayWhatIsWrong(t *testing.T) {
 		{"fault without machine", []string{"--fault", `{"latency":"1s"}`}, nil, "", "name the machine"},
 		{"fault key", []string{"--fault", `{"machine":"a","latancy":"1s"}`}, nil, "", `unknown field "latancy"`},
 		{"fault duration", []string{"--fault", `{"machine":"a","down":"soon"}`}, nil, "", `down "soon": want a duration`},
+		{"bmc address", []string{"--bmc-addresses", "127.0.0.300"}, nil, "", "is not an IP address; want ADDRESS, FIRST-LAST or MACHINE=ADDRESS"},
+		{"bmc range backwards", []string{"--bmc-addresses", "127.0.0.20-127.0.0.10"}, nil, "", "write the lower address first"},
+		{"bmc range families", []string{"--bmc-addresses", "127.0.0.10-fd00::1"}, nil, "", "of one family"},
+		{"bmc range too big", []string{"--bmc-addresses", "10.0.0.0-10.255.0.0"}, nil, "", "at most 65536 addresses"},
+		{"bmc address twice", []string{"--bmc-addresses", "127.0.0.10-127.0.0.20,m0=127.0.0.15"}, nil, "", "127.0.0.15 is given twice"},
+		{"bmc pin twice", []string{"--bmc-addresses", "m0=127.0.0.15,M0=127.0.0.16"}, nil, "", "pinned twice"},
+		{"bmc wildcard", []string{"--bmc-addresses", "0.0.0.0"}, nil, "", "cannot be one BMC's address"},
+		{"bmc port base", []string{"--bmc-addresses", "127.0.0.10", "--ipmi-port-base", "6230"}, nil, "", "drop --ipmi-port-base"},
+		{"bmc port", []string{"--bmc-addresses", "127.0.0.10", "--bmc-ipmi-port", "70000"}, nil, "", "--bmc-ipmi-port 70000: want a UDP port"},
+		{"bmc and service listener", []string{"--bmc-addresses", "127.0.0.10", "--redfish-addr", ":443"}, nil, "", "collide"},
+		{"bmc ca pair", []string{"--tls-ca-cert", "ca.crt"}, nil, "", "--tls-ca-cert and --tls-ca-key go together"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,6 +26,7 @@ import (
 	"github.com/bmlab/bmlab/internal/kubevirt"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/media"
+	"github.com/bmlab/bmlab/internal/pki"
 	"github.com/bmlab/bmlab/internal/qemuaccess"
 	"github.com/bmlab/bmlab/internal/redfish"
 	"github.com/bmlab/bmlab/internal/sim"
@@ -338,6 +339,28 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	reg.Counter("vbmcd_redfish_connections_evicted_total", "Idle Redfish keep-alive connections closed to admit a new one from the same source.",
 		func() float64 { return float64(limiter.evicted.Load()) })
 
+	// Machines' own BMCs (--bmc-addresses): more listeners of the same
+	// server, through the same limiter.
+	var own *bmcs
+	if pool := cfg.bmcPool(); pool != nil {
+		var ca *pki.CA
+		if srv.TLSConfig != nil {
+			if ca, err = cfg.bmcCA(); err != nil {
+				return err
+			}
+		}
+		own = newBMCs(svc, pool, srv, limiter.wrap, cfg.bmcRedfishPort(), ca, log.Named("bmcs"))
+		if srv.TLSConfig != nil {
+			main := srv.TLSConfig.Certificates[0]
+			srv.TLSConfig.Certificates = nil // else a client that sends no SNI (one that dials an address) never reaches GetCertificate
+			srv.TLSConfig.GetCertificate = own.certificate(&main)
+		}
+		if err := own.start(ctx); err != nil {
+			return err
+		}
+		reg.Gauge("vbmcd_bmc_listeners", "Machines' own Redfish listeners running (--bmc-addresses).", func() float64 { return float64(own.listening()) })
+	}
+
 	errc := make(chan error, 2)
 	go func() {
 		var err error
@@ -350,6 +373,9 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 			errc <- fmt.Errorf("redfish server: %w", err)
 		}
 	}()
+	if own != nil {
+		go own.Run(ctx)
+	}
 	var ipmiDone chan struct{}
 	if cfg.IPMI {
 		opts := []ipmi.Option{
@@ -364,6 +390,9 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		}
 		if cfg.IPMIPortBase > 0 {
 			opts = append(opts, ipmi.WithPortBase(cfg.IPMIPortBase))
+		}
+		if own != nil {
+			opts = append(opts, ipmi.WithBMCPort(cfg.BMCIPMIPort))
 		}
 		mgr := ipmi.NewManager(svc, log.Named("ipmi"), opts...)
 		reg.Gauge("vbmcd_ipmi_sessions", "IPMI sessions of every BMC, set-up ones included.", func() float64 { return float64(mgr.Sessions()) })
@@ -407,6 +436,10 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	n := machine.Count(svc.Backend())
 	addr := ln.Addr().String()
 	fmt.Fprintf(out, "vbmcd: serving %d %s machine(s); Redfish at %s://%s/redfish/v1 (user %s); metrics at %s\n", n, cfg.Backend, scheme, displayAddr(addr), user, metricsURL)
+	if own != nil {
+		fmt.Fprintf(out, "vbmcd: %d machine(s) have a BMC of their own: Redfish on %s://ADDRESS:%d/redfish/v1, IPMI on port %d of the same address\n",
+			own.listening(), scheme, cfg.bmcRedfishPort(), cfg.BMCIPMIPort)
+	}
 	log.Info("vbmcd started", zap.Int("machines", n), zap.String("redfish", scheme+"://"+addr), zap.Bool("ipmi", cfg.IPMI))
 
 	var runErr error

@@ -34,6 +34,7 @@ type bmcMeta struct {
 	BIOSPending string       `xml:"bios-pending,omitempty"`
 	Users       []metaUser   `xml:"user"`
 	IPMI        *metaIPMI    `xml:"ipmi"`
+	Address     string       `xml:"bmc-address,omitempty"` // the machine's own BMC's address (vbmcd --bmc-addresses)
 	Media       []metaMedia  `xml:"media"`
 	Volumes     []metaVolume `xml:"volume"`
 	// Firmware are the updated firmware versions, current or staged.
@@ -141,6 +142,7 @@ func toMeta(s machine.Settings, defaultBoot string, resetNVRAM bool) (*bmcMeta, 
 	if s.IPMI != nil {
 		m.IPMI = &metaIPMI{Address: s.IPMI.Address, Port: s.IPMI.Port}
 	}
+	m.Address = s.BMCAddress
 	for _, v := range s.Volumes {
 		m.Volumes = append(m.Volumes, metaVolume{ID: v.ID, Name: v.Name, RAIDType: v.RAIDType,
 			Drives: strings.Join(v.Drives, ","), Capacity: v.CapacityBytes, Path: v.Path})
@@ -226,6 +228,7 @@ func (m *bmcMeta) settings() (machine.Settings, error) {
 	if m.IPMI != nil {
 		s.IPMI = &machine.IPMIEndpoint{Address: m.IPMI.Address, Port: m.IPMI.Port}
 	}
+	s.BMCAddress = m.Address
 	for _, v := range m.Volumes {
 		s.Volumes = append(s.Volumes, machine.Volume{ID: v.ID, Name: v.Name, RAIDType: v.RAIDType,
 			Drives: strings.Split(v.Drives, ","), CapacityBytes: v.Capacity, Path: v.Path})

@@ -10,13 +10,15 @@ import (
 	"github.com/bmlab/bmlab/internal/machine"
 )
 
-// TestMetadataKeepsBootOrderAndClock: the boot order, BootNext and the
-// BMC's clock go into the domain's metadata and come back unchanged.
+// TestMetadataKeepsBootOrderAndClock: the boot order, BootNext, the
+// BMC's clock and its own address go into the domain's metadata and come
+// back unchanged.
 func TestMetadataKeepsBootOrderAndClock(t *testing.T) {
 	st := machine.DefaultSettings(machine.BootModeUEFI, false)
 	st.BootOrder = []string{"Cd-sda", "Hdd-vda", "Pxe-525400000001"}
 	st.Boot.Target, st.Boot.Enabled, st.Boot.BootNext = machine.BootUefiBootNext, machine.BootOnce, "UefiHttp-525400000001"
 	st.Clock = machine.Clock{Skew: -3*time.Hour - 7*time.Second, Offset: "-04:00"}
+	st.BMCAddress = "fd00:bm::12"
 	m, err := toMeta(st, "hd", false)
 	if err != nil {
 		t.Fatal(err)
@@ -33,16 +35,14 @@ func TestMetadataKeepsBootOrderAndClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := struct {
-		Order []string
-		Boot  machine.Boot
-		Clock machine.Clock
-	}{st.BootOrder, st.Boot, st.Clock}
-	if diff := cmp.Diff(want, struct {
-		Order []string
-		Boot  machine.Boot
-		Clock machine.Clock
-	}{got.BootOrder, got.Boot, got.Clock}); diff != "" {
+	type kept struct {
+		Order   []string
+		Boot    machine.Boot
+		Clock   machine.Clock
+		Address string
+	}
+	want := kept{st.BootOrder, st.Boot, st.Clock, st.BMCAddress}
+	if diff := cmp.Diff(want, kept{got.BootOrder, got.Boot, got.Clock, got.BMCAddress}); diff != "" {
 		t.Errorf("round trip through %s (-want +got):\n%s", b, diff)
 	}
 }

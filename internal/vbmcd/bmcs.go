@@ -1,0 +1,337 @@
+package vbmcd
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/pki"
+	"github.com/bmlab/bmlab/internal/redfish"
+)
+
+// bmcs runs one Redfish listener per machine on the machine's own address
+// (--bmc-addresses), as a real server's BMC has an address of its own. The
+// listeners are served by the daemon's one http.Server, through the same
+// connection limiter, so every bound and budget of the Redfish listener
+// holds on them too; the server's ConnContext tells the Redfish face which
+// machine's BMC a connection reached (redfish.AtBMC), and TLS serves each
+// address a certificate of its own, issued on first use by the BMC CA.
+type bmcs struct {
+	svc  *machine.Service
+	pool *bmcPool
+	log  *zap.Logger
+	srv  *http.Server
+	wrap func(net.Listener) net.Listener // the connection limiter
+	port int
+	ca   *pki.CA // nil: plain HTTP
+
+	mu      sync.RWMutex
+	running map[string]*bmcListener // by machine ID
+	byAddr  map[netip.AddrPort]string
+	failed  map[string]netip.Addr // addresses that would not bind, retried on the tick
+	certs   map[netip.Addr]*tls.Certificate
+	stopped bool
+}
+
+type bmcListener struct {
+	addr netip.AddrPort
+	ln   net.Listener
+}
+
+func newBMCs(svc *machine.Service, pool *bmcPool, srv *http.Server, wrap func(net.Listener) net.Listener, port int, ca *pki.CA, log *zap.Logger) *bmcs {
+	b := &bmcs{svc: svc, pool: pool, log: log, srv: srv, wrap: wrap, port: port, ca: ca,
+		running: map[string]*bmcListener{}, byAddr: map[netip.AddrPort]string{},
+		failed: map[string]netip.Addr{}, certs: map[netip.Addr]*tls.Certificate{}}
+	srv.ConnContext = b.connContext
+	return b
+}
+
+// connContext marks a connection that reached a machine's own listener.
+func (b *bmcs) connContext(ctx context.Context, c net.Conn) context.Context {
+	if id := b.machineAt(c.LocalAddr()); id != "" {
+		return redfish.AtBMC(ctx, id)
+	}
+	return ctx
+}
+
+// machineAt is the machine whose listener a local address is, "" for none.
+func (b *bmcs) machineAt(a net.Addr) string {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return ""
+	}
+	ap := ta.AddrPort()
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.byAddr[ap]
+}
+
+// certificate serves each machine's listener a certificate for its address
+// (issued once, kept in memory) and the service's own everywhere else.
+func (b *bmcs) certificate(main *tls.Certificate) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		if h.Conn == nil || b.machineAt(h.Conn.LocalAddr()) == "" {
+			return main, nil
+		}
+		ip := h.Conn.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+		b.mu.RLock()
+		c := b.certs[ip]
+		b.mu.RUnlock()
+		if c != nil {
+			return c, nil
+		}
+		pair, err := b.ca.Issue([]string{ip.String()}, time.Now())
+		if err != nil {
+			b.log.Error("issuing a BMC's certificate failed", zap.Stringer("addr", ip), zap.Error(err))
+			return nil, err
+		}
+		b.mu.Lock()
+		if prev := b.certs[ip]; prev != nil {
+			b.mu.Unlock()
+			return prev, nil
+		}
+		b.certs[ip] = &pair
+		b.mu.Unlock()
+		return &pair, nil
+	}
+}
+
+// start assigns every machine its address, records the new ones and
+// starts their listeners; it fails when a pin names no machine. Run then
+// keeps the listeners equal to the model.
+func (b *bmcs) start(ctx context.Context) error {
+	ms := b.svc.List()
+	if names := b.pool.unmatchedPins(ms); len(names) > 0 {
+		return errPins(names)
+	}
+	b.reconcile(ctx, ms)
+	return nil
+}
+
+func errPins(names []string) error {
+	return errors.New("--bmc-addresses pins machines this vbmcd does not serve: " + joinNames(names) +
+		" (name a served machine or its UUID; vbmcd ipmi list shows them)")
+}
+
+func joinNames(ns []string) string {
+	s := ""
+	for i, n := range ns {
+		if i > 0 {
+			s += ", "
+		}
+		s += n
+	}
+	return s
+}
+
+// reconcileEvery is how often Run re-reads every machine (events may be
+// lost by a slow reader) and retries addresses that would not bind.
+const bmcReconcileEvery = 5 * time.Second
+
+// Run keeps the listeners equal to the model until ctx ends.
+func (b *bmcs) Run(ctx context.Context) {
+	events, cancel := b.svc.Backend().Subscribe()
+	defer cancel()
+	tick := time.NewTicker(bmcReconcileEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			b.stop()
+			return
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			switch {
+			case ev.Kind == machine.EventRemoved:
+				b.close(ev.ID)
+			case ev.Machine != nil && b.settled(ev.Machine):
+				b.ensure(ev.Machine)
+			case ev.Machine != nil:
+				b.reconcile(ctx, b.svc.List()) // a new machine, or a pin's machine moved
+			}
+		case <-tick.C:
+			b.reconcile(ctx, b.svc.List())
+		}
+	}
+}
+
+// settled reports whether m's recorded address is the one it keeps: its
+// pin, or an address of the ranges.
+func (b *bmcs) settled(m *machine.Machine) bool {
+	a, err := netip.ParseAddr(m.Settings.BMCAddress)
+	if err != nil {
+		return false
+	}
+	if p, ok := b.pool.pinFor(m); ok {
+		return p == a
+	}
+	return b.pool.inRange(a)
+}
+
+// reconcile records every machine's address where it changed, then makes
+// the listeners follow.
+func (b *bmcs) reconcile(ctx context.Context, ms []*machine.Machine) {
+	want, short := b.pool.assign(ms)
+	if len(short) > 0 {
+		b.log.Error("--bmc-addresses has no address left for some machines; they get no BMC of their own",
+			zap.Int("machines", len(short)), zap.String("first", short[0].Name), zap.Int("addresses", b.pool.size()))
+	}
+	seen := make(map[string]bool, len(ms))
+	for _, m := range ms {
+		seen[m.ID] = true
+		a, ok := want[m.ID]
+		if ok && m.Settings.BMCAddress != a.String() {
+			addr := a.String()
+			nm, err := b.svc.UpdateSettings(ctx, m.ID, func(s *machine.Settings) error {
+				s.BMCAddress = addr
+				return nil
+			})
+			if err != nil {
+				b.log.Warn("recording a BMC address failed", zap.String("machine", m.Name), zap.String("addr", addr), zap.Error(err))
+				continue
+			}
+			b.log.Info("assigned BMC address", zap.String("machine", m.Name), zap.String("addr", addr))
+			m = nm
+		}
+		if !ok {
+			b.close(m.ID)
+			continue
+		}
+		b.ensure(m)
+	}
+	b.mu.RLock()
+	var gone []string
+	for id := range b.running {
+		if !seen[id] {
+			gone = append(gone, id)
+		}
+	}
+	b.mu.RUnlock()
+	for _, id := range gone {
+		b.close(id)
+	}
+}
+
+// ensure starts, moves or keeps m's listener at its recorded address.
+func (b *bmcs) ensure(m *machine.Machine) {
+	a, err := netip.ParseAddr(m.Settings.BMCAddress)
+	if err != nil {
+		return
+	}
+	want := netip.AddrPortFrom(a.Unmap(), uint16(b.port))
+	b.mu.RLock()
+	cur := b.running[m.ID]
+	b.mu.RUnlock()
+	if cur != nil && cur.addr == want {
+		return
+	}
+	b.close(m.ID)
+	ln, err := net.Listen("tcp", want.String())
+	if err != nil {
+		b.mu.Lock()
+		logIt := b.failed[m.ID] != a
+		b.failed[m.ID] = a
+		b.mu.Unlock()
+		if logIt {
+			b.log.Error("a BMC cannot listen on its address (is the address on this host or in this namespace?); retried every few seconds",
+				zap.String("machine", m.Name), zap.String("addr", want.String()), zap.Error(err))
+		}
+		return
+	}
+	l := &bmcListener{addr: want, ln: b.wrap(ln)}
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		ln.Close()
+		return
+	}
+	delete(b.failed, m.ID)
+	b.running[m.ID] = l
+	b.byAddr[want] = m.ID
+	b.mu.Unlock()
+	go func() {
+		var err error
+		if b.srv.TLSConfig != nil {
+			err = b.srv.ServeTLS(l.ln, "", "")
+		} else {
+			err = b.srv.Serve(l.ln)
+		}
+		if !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			b.log.Error("a BMC's Redfish listener stopped", zap.String("machine", m.Name), zap.String("addr", want.String()), zap.Error(err))
+		}
+	}()
+	b.log.Debug("BMC listening", zap.String("machine", m.Name), zap.String("redfish", want.String()))
+}
+
+// close stops machine id's listener; its open connections end with the
+// server (or their idle timeout).
+func (b *bmcs) close(id string) {
+	b.mu.Lock()
+	l := b.running[id]
+	delete(b.running, id)
+	delete(b.failed, id)
+	if l != nil {
+		delete(b.byAddr, l.addr)
+	}
+	b.mu.Unlock()
+	if l != nil {
+		l.ln.Close()
+	}
+}
+
+func (b *bmcs) stop() {
+	b.mu.Lock()
+	b.stopped = true
+	ids := make([]string, 0, len(b.running))
+	for id := range b.running {
+		ids = append(ids, id)
+	}
+	b.mu.Unlock()
+	for _, id := range ids {
+		b.close(id)
+	}
+}
+
+// listening counts the machines whose listener runs.
+func (b *bmcs) listening() int {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return len(b.running)
+}
+
+// Names of the BMC CA vbmcd makes when none is given.
+const (
+	bmcCACert = "bmc-ca.crt"
+	bmcCAKey  = "bmc-ca.key"
+)
+
+// bmcCA is the CA that issues machines' own BMCs their certificates:
+// --tls-ca-cert and --tls-ca-key, else one made once in --state-dir.
+func (c *Config) bmcCA() (*pki.CA, error) {
+	if c.TLSCACert != "" {
+		ca, err := pki.LoadCA(c.TLSCACert, c.TLSCAKey)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca-cert: %w", err)
+		}
+		return ca, nil
+	}
+	ca, err := pki.EnsureCA(filepath.Join(c.StateDir, bmcCACert), filepath.Join(c.StateDir, bmcCAKey), "vbmcd BMC CA", time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("the BMCs' CA in --state-dir: %w", err)
+	}
+	return ca, nil
+}

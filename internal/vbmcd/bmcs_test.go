@@ -1,0 +1,172 @@
+package vbmcd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bmlab/bmlab/internal/sim"
+	"github.com/bmlab/bmlab/internal/testenv"
+)
+
+// bmcResult is what testdata/sushy_bmc.py prints.
+type bmcResult struct {
+	System, Manager, Chassis, Power, Monitor, Error string
+}
+
+// sushyBMC runs testdata/sushy_bmc.py against url with TLS verified by ca.
+func sushyBMC(t *testing.T, ns, url, user, pass, ca, image string) bmcResult {
+	t.Helper()
+	args := []string{testenv.Python(t, "sushy"), "testdata/sushy_bmc.py", url, user, pass, ca}
+	if image != "" {
+		args = append(args, image)
+	}
+	if ns != "" {
+		args = append([]string{"ip", "netns", "exec", ns}, args...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Env = withoutCABundles() // nothing but verify=<CA> decides what is trusted
+	b, err := cmd.CombinedOutput()
+	var r bmcResult
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &r) != nil {
+		t.Fatalf("sushy_bmc.py %s: %v\n%s", url, err, b)
+	}
+	return r
+}
+
+func withoutCABundles() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "REQUESTS_CA_BUNDLE=") && !strings.HasPrefix(kv, "CURL_CA_BUNDLE=") && !strings.HasPrefix(kv, "SSL_CERT_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// curlSystems GETs /redfish/v1/Systems at addr (https, port 443) with curl
+// verifying the certificate against ca, and returns the members.
+func curlSystems(t *testing.T, ns, addr, ca string) []string {
+	t.Helper()
+	args := []string{testenv.Command(t, "curl"), "-sS", "--fail-with-body", "--max-time", "20", "--cacert", ca,
+		"-u", "admin:sim-pass-1", "https://" + bracket(addr) + "/redfish/v1/Systems"}
+	if ns != "" {
+		args = append([]string{"ip", "netns", "exec", ns}, args...)
+	}
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("curl https://%s/redfish/v1/Systems: %v\n%s", bracket(addr), err, out)
+	}
+	var coll struct {
+		Members []struct {
+			ID string `json:"@odata.id"`
+		}
+	}
+	if err := json.Unmarshal(out, &coll); err != nil {
+		t.Fatalf("curl %s: %v\n%s", addr, err, out)
+	}
+	var ids []string
+	for _, m := range coll.Members {
+		ids = append(ids, strings.TrimPrefix(m.ID, "/redfish/v1/Systems/"))
+	}
+	return ids
+}
+
+func bracket(a string) string {
+	if strings.Contains(a, ":") {
+		return "[" + a + "]"
+	}
+	return a
+}
+
+// ipmiPower runs ipmitool against addr at IPMI's own port, 623.
+func ipmiPower(t *testing.T, ns, addr string, args ...string) string {
+	t.Helper()
+	cmd := []string{testenv.Command(t, "ipmitool"), "-I", "lanplus", "-H", addr, "-U", "admin", "-P", "sim-pass-1", "chassis", "power"}
+	cmd = append(cmd, args...)
+	if ns != "" {
+		cmd = append([]string{"ip", "netns", "exec", ns}, cmd...)
+	}
+	var out []byte
+	var err error
+	if !testenv.WaitFor(15*time.Second, func() bool {
+		out, err = exec.Command(cmd[0], cmd[1:]...).CombinedOutput()
+		return err == nil
+	}) {
+		t.Fatalf("ipmitool -H %s chassis power %v: %v\n%s", addr, args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestOneBMCPerAddress: with --bmc-addresses every simulated server has a
+// BMC of its own, as real hardware: https://ADDR/redfish/v1/Systems (port
+// 443, a certificate for ADDR issued by vbmcd's BMC CA, which curl and
+// sushy verify) lists that server alone, sushy finds its System, Manager
+// and Chassis without being told, ipmitool -H ADDR (port 623) powers the
+// same server, and the service-wide account's SimpleUpdate without Targets
+// updates it, where the service's own listener refuses it. A range hands
+// out addresses in order; a pin (MACHINE=ADDR) wins.
+func TestOneBMCPerAddress(t *testing.T) {
+	testenv.Integration(t)
+	testenv.Root(t) // ports 443 and 623
+	images := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "bios payload")
+	}))
+	t.Cleanup(images.Close)
+	var state string
+	main, out := simDaemon(t, func(c *Config) {
+		c.SimNodes, c.InsecureHTTP, c.IPMI = 3, false, true
+		c.BMCAddresses = []string{"127.34.0.1-127.34.0.2", "sim-0003=127.34.0.9"}
+		c.MediaAllowLoopback = true
+		state = c.StateDir
+	})
+	if !testenv.WaitFor(10*time.Second, func() bool { return strings.Contains(out.String(), "3 machine(s) have a BMC of their own") }) {
+		t.Fatalf("no BMCs of their own:\n%s", out)
+	}
+	ca := filepath.Join(state, bmcCACert)
+	want := map[string]string{
+		"127.34.0.1": sim.UUIDFor("sim-0001"),
+		"127.34.0.2": sim.UUIDFor("sim-0002"),
+		"127.34.0.9": sim.UUIDFor("sim-0003"),
+	}
+	for addr, id := range want {
+		if got := curlSystems(t, "", addr, ca); len(got) != 1 || got[0] != id {
+			t.Errorf("https://%s/redfish/v1/Systems: %v, want [%s]", addr, got, id)
+		}
+	}
+
+	// IPMI at port 623 of the same address reaches the same machine.
+	if got := ipmiPower(t, "", "127.34.0.2", "on"); !strings.Contains(got, "Up/On") {
+		t.Errorf("ipmitool power on: %s", got)
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool {
+		return sushyBMC(t, "", "https://127.34.0.2", "admin", "sim-pass-1", ca, "").Power == "On"
+	}) {
+		t.Errorf("the machine ipmitool -H 127.34.0.2 powered on does not read On at https://127.34.0.2")
+	}
+	if got := sushyBMC(t, "", "https://127.34.0.1", "admin", "sim-pass-1", ca, ""); got.Power != "Off" {
+		t.Errorf("the neighbour at 127.34.0.1: %+v, want off", got)
+	}
+
+	// sushy, as Ironic runs it: the one system, and an update without
+	// Targets from the service-wide account.
+	got := sushyBMC(t, "", "https://127.34.0.9", "admin", "sim-pass-1", ca, images.URL+"/bios-2.3.1.bin")
+	id := want["127.34.0.9"]
+	if got.Error != "" || got.System != id || got.Manager != id || got.Chassis != id || got.Monitor == "" {
+		t.Errorf("sushy at https://127.34.0.9: %+v, want system %s found and an update task", got, id)
+	}
+	if got := sushyBMC(t, "", "https://"+main, "admin", "sim-pass-1", filepath.Join(state, "redfish-tls.crt"), images.URL+"/bios-2.3.1.bin"); !strings.Contains(got.Error, "UnknownDefaultError") {
+		t.Errorf("sushy on the service's listener: %+v, want no default system", got)
+	}
+}
