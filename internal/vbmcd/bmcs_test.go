@@ -10,9 +10,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
 	"github.com/bmlab/bmlab/internal/sim"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
@@ -57,10 +62,10 @@ func withoutCABundles() []string {
 
 // curlSystems GETs /redfish/v1/Systems at addr (https, port 443) with curl
 // verifying the certificate against ca, and returns the members.
-func curlSystems(t *testing.T, ns, addr, ca string) []string {
+func curlSystems(t *testing.T, ns, addr, ca, pass string) []string {
 	t.Helper()
 	args := []string{testenv.Command(t, "curl"), "-sS", "--fail-with-body", "--max-time", "20", "--cacert", ca,
-		"-u", "admin:sim-pass-1", "https://" + bracket(addr) + "/redfish/v1/Systems"}
+		"-u", "admin:" + pass, "https://" + bracket(addr) + "/redfish/v1/Systems"}
 	if ns != "" {
 		args = append([]string{"ip", "netns", "exec", ns}, args...)
 	}
@@ -91,9 +96,9 @@ func bracket(a string) string {
 }
 
 // ipmiPower runs ipmitool against addr at IPMI's own port, 623.
-func ipmiPower(t *testing.T, ns, addr string, args ...string) string {
+func ipmiPower(t *testing.T, ns, addr, pass string, args ...string) string {
 	t.Helper()
-	cmd := []string{testenv.Command(t, "ipmitool"), "-I", "lanplus", "-H", addr, "-U", "admin", "-P", "sim-pass-1", "chassis", "power"}
+	cmd := []string{testenv.Command(t, "ipmitool"), "-I", "lanplus", "-H", addr, "-U", "admin", "-P", pass, "chassis", "power"}
 	cmd = append(cmd, args...)
 	if ns != "" {
 		cmd = append([]string{"ip", "netns", "exec", ns}, cmd...)
@@ -141,13 +146,13 @@ func TestOneBMCPerAddress(t *testing.T) {
 		"127.34.0.9": sim.UUIDFor("sim-0003"),
 	}
 	for addr, id := range want {
-		if got := curlSystems(t, "", addr, ca); len(got) != 1 || got[0] != id {
+		if got := curlSystems(t, "", addr, ca, "sim-pass-1"); len(got) != 1 || got[0] != id {
 			t.Errorf("https://%s/redfish/v1/Systems: %v, want [%s]", addr, got, id)
 		}
 	}
 
 	// IPMI at port 623 of the same address reaches the same machine.
-	if got := ipmiPower(t, "", "127.34.0.2", "on"); !strings.Contains(got, "Up/On") {
+	if got := ipmiPower(t, "", "127.34.0.2", "sim-pass-1", "on"); !strings.Contains(got, "Up/On") {
 		t.Errorf("ipmitool power on: %s", got)
 	}
 	if !testenv.WaitFor(10*time.Second, func() bool {
@@ -168,5 +173,52 @@ func TestOneBMCPerAddress(t *testing.T) {
 	}
 	if got := sushyBMC(t, "", "https://"+main, "admin", "sim-pass-1", filepath.Join(state, "redfish-tls.crt"), images.URL+"/bios-2.3.1.bin"); !strings.Contains(got.Error, "UnknownDefaultError") {
 		t.Errorf("sushy on the service's listener: %+v, want no default system", got)
+	}
+}
+
+// TestOneBMCPerAddressIPv6: the same with IPv6 addresses, in a network
+// namespace of the test's own that has them (the host's loopback has only
+// ::1): curl reaches https://[fd00:34::1]/redfish/v1/Systems and finds one
+// system, verified against the BMC CA, and ipmitool -H fd00:34::2 reaches
+// the other machine at port 623.
+func TestOneBMCPerAddressIPv6(t *testing.T) {
+	testenv.Integration(t)
+	ns, h := netnstest.New(t)
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"fd00:34::1", "fd00:34::2"} {
+		ip, _ := netlink.ParseIPNet(a + "/128")
+		if err := h.AddrAdd(lo, &netlink.Addr{IPNet: ip, Flags: unix.IFA_F_NODAD}); err != nil {
+			t.Fatalf("add %s in %s: %v", a, ns, err)
+		}
+	}
+	state := t.TempDir()
+	out := &testenv.Buffer{}
+	cmd := exec.Command("ip", "netns", "exec", ns, testenv.Binary(t, "vbmcd"), "--backend", "sim", "--sim-nodes", "2",
+		"--redfish-addr", "[::1]:8000", "--bmc-addresses", "fd00:34::1-fd00:34::2",
+		"--state-dir", state, "--media-dir", t.TempDir())
+	cmd.Env = append(os.Environ(), "VBMCD_PASSWORD=sim-pass-1")
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	if !testenv.WaitFor(30*time.Second, func() bool { return strings.Contains(out.String(), "2 machine(s) have a BMC of their own") }) {
+		t.Fatalf("no BMCs of their own in %s:\n%s", ns, out)
+	}
+	ca := filepath.Join(state, bmcCACert)
+	if got := curlSystems(t, ns, "fd00:34::1", ca, "sim-pass-1"); len(got) != 1 || got[0] != sim.UUIDFor("sim-0001") {
+		t.Errorf("https://[fd00:34::1]/redfish/v1/Systems: %v, want [%s]", got, sim.UUIDFor("sim-0001"))
+	}
+	if got := ipmiPower(t, ns, "fd00:34::2", "sim-pass-1", "status"); !strings.Contains(got, "Chassis Power is off") {
+		t.Errorf("ipmitool -H fd00:34::2 chassis power status: %s", got)
+	}
+	if got := sushyBMC(t, ns, "https://[fd00:34::2]", "admin", "sim-pass-1", ca, ""); got.Error != "" || got.System != sim.UUIDFor("sim-0002") {
+		t.Errorf("sushy at https://[fd00:34::2]: %+v", got)
 	}
 }
