@@ -1,6 +1,7 @@
 package redfish
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -375,4 +376,21 @@ func messageRegistry(prefix, version, uri, name, description string, table map[M
 		"OwningEntity":    "DMTF",
 		"Messages":        msgs,
 	}
+}
+
+// MessageRegistries returns the message registries the service serves
+// (Base and Update), by registry Id ("Base.1.19.0"), as JSON: what a client
+// that keeps standard registries of its own may be given (python3-sushy
+// 4.3.3 as Debian ships it lacks its sushy/standard_registries/, which
+// internal/ironictest fills from here).
+func MessageRegistries() map[string][]byte {
+	out := map[string][]byte{}
+	for _, body := range []map[string]any{registryBody(), updateRegistryBody()} {
+		b, err := json.MarshalIndent(body, "", "  ")
+		if err != nil {
+			panic("redfish: a message registry does not encode: " + err.Error())
+		}
+		out[body["Id"].(string)] = b
+	}
+	return out
 }

@@ -1,0 +1,73 @@
+package vbmcd
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/bmlab/bmlab/internal/kubevirt"
+	"github.com/bmlab/bmlab/internal/kubevirt/kubevirttest"
+	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/testenv"
+)
+
+// TestE2EKubeVirtOneBMCPerAddress: --bmc-addresses over the KubeVirt
+// backend. Each VirtualMachine's address is recorded in its settings
+// annotation; at its address curl finds that VM alone, and ipmitool (port
+// 623) starts it through KubeVirt's start subresource.
+func TestE2EKubeVirtOneBMCPerAddress(t *testing.T) {
+	f := kubevirttest.Start(t, "lab", "e2e-kvb-")
+	ctx := context.Background()
+	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := map[string]string{"bmlab.io/bmc": "yes"}
+	vms := []*kubevirtv1.VirtualMachine{kubevirtVM(t, f.Namespace, "own-0", sel), kubevirtVM(t, f.Namespace, "own-1", sel)}
+	for _, vm := range vms {
+		if err := kv.Post().Namespace(f.Namespace).Resource("virtualmachines").Body(vm).Do(ctx).Error(); err != nil {
+			t.Fatalf("create VirtualMachine %s: %v", vm.Name, err)
+		}
+	}
+	state := t.TempDir()
+	daemon(t, "", func(c *Config) {
+		c.Backend, c.Kubeconfig = "kubevirt", f.Kubeconfig
+		c.KubeNamespaces, c.KubeSelector = []string{f.Namespace}, "bmlab.io/bmc=yes"
+		c.IPMI, c.StateDir, c.BMCIPMIPort = true, state, 623
+		c.BMCAddresses = []string{"127.34.2.1-127.34.2.2"}
+	})
+	addrs := map[string]string{}
+	for _, vm := range vms {
+		var s machine.Settings
+		if !testenv.WaitFor(10*time.Second, func() bool {
+			a, ok := getVM(t, kv, f.Namespace, vm.Name).Annotations[kubevirt.AnnotationSettings]
+			return ok && json.Unmarshal([]byte(a), &s) == nil && s.BMCAddress != ""
+		}) {
+			t.Fatalf("%s: no BMC address in its %s annotation", vm.Name, kubevirt.AnnotationSettings)
+		}
+		addrs[vm.Name] = s.BMCAddress
+	}
+	if addrs["own-0"] == addrs["own-1"] {
+		t.Fatalf("both VMs have %s", addrs["own-0"])
+	}
+	ca := filepath.Join(state, bmcCACert)
+	for _, vm := range vms {
+		if got := curlSystems(t, "", addrs[vm.Name], ca, "e2e-pass"); len(got) != 1 || got[0] != kubevirt.FirmwareUUID(vm) {
+			t.Errorf("https://%s/redfish/v1/Systems: %v, want [%s]", addrs[vm.Name], got, kubevirt.FirmwareUUID(vm))
+		}
+	}
+	ipmiPower(t, "", addrs["own-1"], "e2e-pass", "on")
+	if !testenv.WaitFor(30*time.Second, func() bool {
+		rs, _ := getVM(t, kv, f.Namespace, "own-1").RunStrategy()
+		return rs == kubevirtv1.RunStrategyAlways
+	}) {
+		t.Errorf("ipmitool -H %s power on did not start own-1", addrs["own-1"])
+	}
+	if rs, _ := getVM(t, kv, f.Namespace, "own-0").RunStrategy(); rs != kubevirtv1.RunStrategyHalted {
+		t.Errorf("the neighbour own-0 has runStrategy %s", rs)
+	}
+}
