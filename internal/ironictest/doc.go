@@ -1,0 +1,36 @@
+// Package ironictest runs OpenStack Ironic for the project's tests: the
+// Ironic 21.4 Debian 12 ships (the ironic-api and ironic-conductor packages;
+// the API and the conductor run as one process, `ironic`, with
+// rpc_transport none, as Metal3's image runs them), with sqlite and no
+// authentication (noauth), its configuration written by Start, on loopback
+// or in a network namespace the test names. A test then enrolls nodes
+// against vbmcd's BMCs and drives them through Ironic's REST API (client.go):
+// manage, inspect, provide, deploy, undeploy, clean; Wait fails a test with
+// the step, the node's states and Ironic's last_error.
+//
+// Two things the packages lack are supplied without touching Debian's
+// files:
+//   - python3-sushy 4.3.3 ships without sushy/standard_registries/, which
+//     sushy lists (pkg_resources, relative to its own package directory)
+//     whenever it reads a task monitor or a message, so every firmware
+//     update Ironic polls died with FileNotFoundError. Start makes an
+//     overlay of the sushy package (links to Debian's files) with the
+//     directory filled from vbmcd's own message registries
+//     (redfish.MessageRegistries), and puts it first on Ironic's
+//     PYTHONPATH. No setting of sushy names another directory.
+//   - ironic-python-agent, which runs in the deploy ramdisk. Agent (agent.go)
+//     stands in for it: it speaks the agent's side of Ironic's protocol
+//     (lookup, heartbeat, the commands API Ironic calls back) as Metal3's
+//     fake-ipa does, once told a node booted the deploy image: for a VM, its
+//     serial console shows the marker ISO's line (WatchSerial); for a
+//     simulated machine, vbmcd's event says its one-time Cd boot was used
+//     (WatchEvents). It writes nothing to disks: the deploy and clean
+//     steps it is asked to run succeed at once.
+//
+// Ironic publishes the images it hands BMCs (the deploy ISO) under its
+// http_root; Start serves that directory over HTTP (Ironic.HTTPURL), as
+// Metal3's httpd does, and anything else a test puts in Ironic.Files.
+//
+// What it does not do: start vbmcd, libvirt or VMs (the test does), DHCP,
+// PXE or inspection through ironic-inspector.
+package ironictest

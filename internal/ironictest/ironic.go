@@ -1,0 +1,371 @@
+package ironictest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/testenv"
+)
+
+// Options configure Start. The zero value runs Ironic on 127.0.0.1.
+type Options struct {
+	// Namespace, when set, is a network namespace (ip netns) Ironic, its
+	// HTTP server and the agent run in, as on a lab's machine network; the
+	// test's clients reach them through it. Default: the test's own.
+	Namespace string
+	// Host is the address everything listens on (default 127.0.0.1, in
+	// Namespace when given).
+	Host string
+	// Config adds or overrides Ironic settings, by section and key
+	// ({"conductor": {"automated_clean": "false"}}).
+	Config map[string]map[string]string
+	// HeartbeatEvery is how often the agent heartbeats between commands
+	// (default 1 s; a real agent waits minutes, but is kicked after each
+	// command, as this one is too).
+	HeartbeatEvery time.Duration
+}
+
+// Ironic is a running Ironic and what serves it: its API, the HTTP server
+// of its http_root, and the stand-in agent.
+type Ironic struct {
+	// URL is the API's endpoint (http://HOST:PORT).
+	URL string
+	// HTTPURL is where the HTTP server serves Ironic's http_root and Files.
+	HTTPURL string
+	// Dir holds the configuration, the database, http_root and the log.
+	Dir string
+	// Agent stands in for ironic-python-agent.
+	Agent *Agent
+	// Started is how long Start took: configuration, database, process,
+	// until the API answered.
+	Started time.Duration
+
+	t      testing.TB
+	ns     string
+	hc     *http.Client
+	log    string
+	cmd    *exec.Cmd
+	files  *files
+	closed chan struct{}
+}
+
+// Start runs Ironic until the test ends. It needs root (Ironic's rootwrap
+// and, with Options.Namespace, ip netns) and Debian's ironic-conductor,
+// ironic-api and python3-sushy (hack/install-deps.sh); without them the
+// test skips, and fails under CI=true.
+func Start(t testing.TB, o Options) *Ironic {
+	t.Helper()
+	testenv.Integration(t)
+	testenv.Root(t)
+	ironicBin := testenv.Command(t, "ironic")
+	dbsync := testenv.Command(t, "ironic-dbsync")
+	py := testenv.Python(t, "ironic", "sushy")
+	testenv.Command(t, "ipmitool")
+	begin := time.Now()
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if o.HeartbeatEvery <= 0 {
+		o.HeartbeatEvery = time.Second
+	}
+	dir := t.TempDir()
+	for _, d := range []string{"http", "state", "locks", "tmp", "pylib"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ir := &Ironic{Dir: dir, t: t, ns: o.Namespace, log: filepath.Join(dir, "ironic.log"), closed: make(chan struct{})}
+	ir.hc = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: netplumb.DialContextIn(o.Namespace)}}
+
+	if err := sushyOverlay(py, filepath.Join(dir, "pylib")); err != nil {
+		t.Fatalf("ironictest: the sushy overlay: %v", err)
+	}
+
+	// Listeners first: Ironic's configuration names their ports.
+	apiPort := freePort(t, o.Namespace, o.Host)
+	httpLn := listen(t, o.Namespace, o.Host)
+	ir.HTTPURL = "http://" + httpLn.Addr().String()
+	ir.files = newFiles(filepath.Join(dir, "http"))
+	serve(t, httpLn, ir.files)
+	agentLn := listen(t, o.Namespace, o.Host)
+	ir.URL = "http://" + net.JoinHostPort(o.Host, strconv.Itoa(apiPort))
+
+	conf := filepath.Join(dir, "ironic.conf")
+	if err := os.WriteFile(conf, []byte(config(dir, o.Host, apiPort, ir.HTTPURL, o.Config)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := templateDB(t, dbsync, conf, filepath.Join(dir, "ironic.sqlite")); err != nil {
+		t.Fatalf("ironictest: database: %v", err)
+	}
+
+	logf, err := os.Create(ir.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{ironicBin, "--config-file", conf}
+	if o.Namespace != "" {
+		args = append([]string{testenv.Command(t, "ip"), "netns", "exec", o.Namespace}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(dir, "pylib"), "TMPDIR="+filepath.Join(dir, "tmp"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("ironictest: start ironic: %v", err)
+	}
+	ir.cmd = cmd
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait(); logf.Close(); close(ir.closed) }()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("ironictest: the last lines of Ironic's log (%s):\n%s", ir.log, ir.LogTail(60))
+		}
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-ir.closed:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-ir.closed
+		}
+	})
+
+	ready := false
+	if !testenv.WaitFor(60*time.Second, func() bool {
+		select {
+		case err := <-exited:
+			t.Fatalf("ironictest: ironic exited at start (%v):\n%s", err, ir.LogTail(40))
+		default:
+		}
+		resp, err := ir.hc.Get(ir.URL + "/v1/")
+		if err == nil {
+			resp.Body.Close()
+			ready = resp.StatusCode == http.StatusOK
+		}
+		return ready
+	}) {
+		t.Fatalf("ironictest: Ironic's API did not answer at %s within 60 s:\n%s", ir.URL, ir.LogTail(40))
+	}
+	ir.Agent = newAgent(t, ir, agentLn, o.HeartbeatEvery)
+	ir.Started = time.Since(begin)
+	t.Logf("ironictest: Ironic 21.4 at %s (HTTP %s), started in %s", ir.URL, ir.HTTPURL, ir.Started.Round(10*time.Millisecond))
+	return ir
+}
+
+// LogTail returns the last n lines of Ironic's log.
+func (ir *Ironic) LogTail(n int) string {
+	b, _ := os.ReadFile(ir.log)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Log returns Ironic's whole log so far.
+func (ir *Ironic) Log() string {
+	b, _ := os.ReadFile(ir.log)
+	return string(b)
+}
+
+// Serve makes the HTTP server answer path (beginning with /) with the file
+// at src, and returns its URL: images for Ironic to hand out (a deploy ISO,
+// an instance image, a firmware file).
+func (ir *Ironic) Serve(path, src string) string {
+	ir.files.add(path, src)
+	return ir.HTTPURL + path
+}
+
+// config is Ironic's configuration: noauth, sqlite, one process, the
+// redfish and ipmi hardware types with the interfaces the tests use, and
+// the timings a test needs (seconds where production waits minutes).
+func config(dir, host string, port int, httpURL string, extra map[string]map[string]string) string {
+	c := map[string]map[string]string{
+		"DEFAULT": {
+			"auth_strategy":                 "noauth",
+			"rpc_transport":                 "none",
+			"host":                          "ironictest",
+			"state_path":                    filepath.Join(dir, "state"),
+			"tempdir":                       filepath.Join(dir, "tmp"),
+			"use_stderr":                    "true",
+			"debug":                         "true",
+			"enabled_hardware_types":        "redfish,ipmi",
+			"enabled_boot_interfaces":       "redfish-virtual-media,ipxe,pxe",
+			"enabled_deploy_interfaces":     "direct,ramdisk",
+			"enabled_inspect_interfaces":    "redfish,no-inspect",
+			"enabled_management_interfaces": "redfish,ipmitool",
+			"enabled_power_interfaces":      "redfish,ipmitool",
+			"enabled_bios_interfaces":       "redfish,no-bios",
+			"enabled_raid_interfaces":       "redfish,agent,no-raid",
+			"enabled_vendor_interfaces":     "redfish,ipmitool,no-vendor",
+			"enabled_network_interfaces":    "noop",
+			"enabled_console_interfaces":    "no-console",
+			"default_network_interface":     "noop",
+			"default_deploy_interface":      "direct",
+		},
+		"api":               {"host_ip": host, "port": strconv.Itoa(port)},
+		"database":          {"connection": "sqlite:///" + filepath.Join(dir, "ironic.sqlite")},
+		"dhcp":              {"dhcp_provider": "none"},
+		"oslo_concurrency":  {"lock_path": filepath.Join(dir, "locks")},
+		"deploy":            {"http_url": httpURL, "http_root": filepath.Join(dir, "http"), "default_boot_mode": "uefi"},
+		"conductor":         {"automated_clean": "true", "deploy_callback_timeout": "600", "clean_callback_timeout": "600", "power_state_change_timeout": "60"},
+		"agent":             {"post_deploy_get_power_state_retries": "2", "post_deploy_get_power_state_retry_interval": "1", "deploy_logs_collect": "never", "command_timeout": "30"},
+		"redfish":           {"firmware_update_status_interval": "2", "firmware_update_fail_interval": "2", "connection_attempts": "10", "connection_retry_interval": "1"},
+		"oslo_messaging_notifications": {"driver": "noop"},
+	}
+	for sec, kv := range extra {
+		if c[sec] == nil {
+			c[sec] = map[string]string{}
+		}
+		for k, v := range kv {
+			c[sec][k] = v
+		}
+	}
+	var b strings.Builder
+	secs := make([]string, 0, len(c))
+	for s := range c {
+		secs = append(secs, s)
+	}
+	sort.Strings(secs)
+	for _, s := range secs {
+		fmt.Fprintf(&b, "[%s]\n", s)
+		keys := make([]string, 0, len(c[s]))
+		for k := range c[s] {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "%s = %s\n", k, c[s][k])
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// The schema is made once per test process (ironic-dbsync takes about
+// 2 s) and copied for every Ironic.
+var (
+	dbOnce sync.Once
+	dbTmpl string
+	dbErr  error
+)
+
+func templateDB(t testing.TB, dbsync, conf, dst string) error {
+	dbOnce.Do(func() {
+		d, err := os.MkdirTemp("", "bmlab-ironic-db-")
+		if err != nil {
+			dbErr = err
+			return
+		}
+		dbTmpl = filepath.Join(d, "ironic.sqlite")
+		// A configuration of its own: only the database matters here.
+		c := filepath.Join(d, "dbsync.conf")
+		if dbErr = os.WriteFile(c, []byte("[database]\nconnection = sqlite:///"+dbTmpl+"\n"), 0o600); dbErr != nil {
+			return
+		}
+		if out, err := exec.Command(dbsync, "--config-file", c, "create_schema").CombinedOutput(); err != nil {
+			dbErr = fmt.Errorf("ironic-dbsync create_schema: %v\n%s", err, out)
+		}
+	})
+	if dbErr != nil {
+		return dbErr
+	}
+	in, err := os.Open(dbTmpl)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// listen opens a TCP listener on host in namespace ns ("" : the test's).
+func listen(t testing.TB, ns, host string) net.Listener {
+	t.Helper()
+	var ln net.Listener
+	if err := netplumb.InNamespace(ns, func() error {
+		var err error
+		ln, err = net.Listen("tcp", net.JoinHostPort(host, "0"))
+		return err
+	}); err != nil {
+		t.Fatalf("ironictest: listen on %s: %v", host, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// freePort finds a port Ironic can bind on host.
+func freePort(t testing.TB, ns, host string) int {
+	t.Helper()
+	var port int
+	if err := netplumb.InNamespace(ns, func() error {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return err
+		}
+		port = ln.Addr().(*net.TCPAddr).Port
+		return ln.Close()
+	}); err != nil {
+		t.Fatalf("ironictest: a free port on %s: %v", host, err)
+	}
+	return port
+}
+
+// serve runs an HTTP server on ln until the test ends.
+func serve(t testing.TB, ln net.Listener, h http.Handler) {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+}
+
+// files serves Ironic's http_root, and the files a test adds by path.
+type files struct {
+	root  http.Handler
+	mu    sync.Mutex
+	extra map[string]string
+}
+
+func newFiles(root string) *files {
+	return &files{root: http.FileServer(http.Dir(root)), extra: map[string]string{}}
+}
+
+func (f *files) add(path, src string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.extra[path] = src
+}
+
+func (f *files) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	src, ok := f.extra[r.URL.Path]
+	f.mu.Unlock()
+	if ok {
+		http.ServeFile(w, r, src)
+		return
+	}
+	f.root.ServeHTTP(w, r)
+}

@@ -1,0 +1,261 @@
+package vbmcd
+
+import (
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bmlab/bmlab/internal/ironictest"
+	"github.com/bmlab/bmlab/internal/pki"
+	"github.com/bmlab/bmlab/internal/sim"
+	"github.com/bmlab/bmlab/internal/testenv"
+)
+
+// labCA makes a CA as labctl makes a lab's, for vbmcd to issue the BMCs'
+// certificates from (--tls-ca-cert) and Ironic to verify them with.
+func labCA(t *testing.T) (cert, key string) {
+	t.Helper()
+	dir := t.TempDir()
+	cert, key = filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	if _, err := pki.EnsureCA(cert, key, "bmlab test lab CA", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
+}
+
+// redfishNode is a node Ironic reaches with the redfish hardware type:
+// virtual media boot of deployISO, Redfish inspection, BIOS and firmware.
+// systemID is empty for a BMC of the node's own, as real hardware has one.
+func redfishNode(name, addr, systemID, user, pass, ca, deployISO string, props map[string]any) ironictest.NodeSpec {
+	info := map[string]any{
+		"redfish_address":    addr,
+		"redfish_username":   user,
+		"redfish_password":   pass,
+		"redfish_verify_ca":  ca,
+		"redfish_deploy_iso": deployISO,
+	}
+	if systemID != "" {
+		info["redfish_system_id"] = "/redfish/v1/Systems/" + systemID
+	}
+	return ironictest.NodeSpec{
+		Name: name, Driver: "redfish", DriverInfo: info, Properties: props,
+		Interfaces: map[string]string{
+			"boot_interface": "redfish-virtual-media", "deploy_interface": "direct",
+			"inspect_interface": "redfish", "bios_interface": "redfish",
+			"management_interface": "redfish", "power_interface": "redfish",
+			"raid_interface": "no-raid", "vendor_interface": "redfish",
+		},
+	}
+}
+
+// step runs an Ironic step on every node at once (target: manage, inspect,
+// provide, active, deleted) and waits for each to reach want.
+func step(t *testing.T, ir *ironictest.Ironic, name, target, want string, timeout time.Duration, nodes ...string) {
+	t.Helper()
+	start := time.Now()
+	for _, n := range nodes {
+		if err := ir.Provision(n, target, nil); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	for _, n := range nodes {
+		if _, err := ir.Wait(name, n, want, timeout); err != nil {
+			t.Fatalf("%v\nagent:\n%s", err, ir.Agent.Log())
+		}
+	}
+	t.Logf("%s of %d node(s): %s", name, len(nodes), time.Since(start).Round(100*time.Millisecond))
+}
+
+// imageInfo is instance_info for a whole-disk image Ironic's direct deploy
+// hands the agent.
+func imageInfo(t *testing.T, url, file string) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	hexsum := hex.EncodeToString(sum[:])
+	return []map[string]any{
+		{"op": "add", "path": "/instance_info/image_source", "value": url},
+		{"op": "add", "path": "/instance_info/image_checksum", "value": hexsum},
+		{"op": "add", "path": "/instance_info/image_os_hash_algo", "value": "sha256"},
+		{"op": "add", "path": "/instance_info/image_os_hash_value", "value": hexsum},
+	}
+}
+
+// TestIronicSim: Ironic 21.4 drives simulated servers through vbmcd's
+// BMCs, one BMC per address (--bmc-addresses), with certificates from a
+// lab's CA that Ironic verifies, and one node through the service's single
+// listener with its system named: each redfish node goes through enroll,
+// manage, Redfish inspection, provide (automated cleaning with the agent),
+// deploy with redfish-virtual-media (the agent heartbeats when vbmcd says
+// the virtual CD booted) and undeploy with cleaning. One node then gets a
+// BIOS setting and a firmware update through Ironic's manual cleaning, the
+// update as Ironic 21.4 sends it, SimpleUpdate without Targets, by the
+// service-wide account. A node with the ipmi hardware type is managed and
+// powered through ipmitool at port 623 of its own address.
+func TestIronicSim(t *testing.T) {
+	testenv.Integration(t)
+	caCert, caKey := labCA(t)
+	var state string
+	mainAddr, out := simDaemon(t, func(c *Config) {
+		c.SimNodes, c.SimDelay, c.InsecureHTTP, c.IPMI = 4, 500*time.Millisecond, false, true
+		c.BMCAddresses = []string{"127.34.3.1-127.34.3.9"}
+		c.TLSCACert, c.TLSCAKey = caCert, caKey
+		c.MediaAllowLoopback = true // Ironic's HTTP server and the agent's event listener are on loopback
+		c.BMCUpdateDowntime, c.BMCFlashTime = 2*time.Second, 500*time.Millisecond
+		state = c.StateDir
+	})
+	if !testenv.WaitFor(10*time.Second, func() bool { return strings.Contains(out.String(), "4 machine(s) have a BMC of their own") }) {
+		t.Fatalf("no BMCs of their own:\n%s", out)
+	}
+	const user, pass = "admin", "sim-pass-1"
+	ir := ironictest.Start(t, ironictest.Options{})
+	if err := ir.Agent.WatchEvents(ironictest.Redfish{URL: "https://" + mainAddr, User: user, Password: pass, CAFile: filepath.Join(state, "redfish-tls.crt")}); err != nil {
+		t.Fatal(err)
+	}
+	iso := ir.Serve("/images/deploy.iso", testenv.MarkerISO(t))
+	disk := testenv.MarkerDisk(t)
+	image := ir.Serve("/images/disk.img", disk)
+	uefi := map[string]any{"capabilities": "boot_mode:uefi"}
+
+	own0, own1 := sim.UUIDFor("sim-0001"), sim.UUIDFor("sim-0002")
+	single := sim.UUIDFor("sim-0003")
+	specs := []ironictest.NodeSpec{
+		redfishNode("own-0", "https://127.34.3.1", "", user, pass, caCert, iso, uefi),
+		redfishNode("own-1", "https://127.34.3.2", "", user, pass, caCert, iso, uefi),
+		redfishNode("single", "https://"+mainAddr, single, user, pass, filepath.Join(state, "redfish-tls.crt"), iso, uefi),
+	}
+	var names []string
+	for _, s := range specs {
+		if _, err := ir.Enroll(s); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, s.Name)
+	}
+	step(t, ir, "manage", "manage", "manageable", 2*time.Minute, names...)
+	step(t, ir, "Redfish inspection", "inspect", "manageable", 2*time.Minute, names...)
+	for i, n := range names {
+		node, _ := ir.Node(n)
+		macs, err := ir.Ports(n)
+		want := strings.ToLower(fmt.Sprintf("52:54:00:00:00:%02x", i+1))
+		if err != nil || len(macs) != 1 || macs[0] != want || node.Properties["memory_mb"] == nil || node.Properties["cpus"] == nil {
+			t.Errorf("%s after inspection: ports %v (%v), properties %v; want port %s, cpus and memory_mb", n, macs, err, node.Properties, want)
+		}
+	}
+	step(t, ir, "provide (automated cleaning)", "provide", "available", 3*time.Minute, names...)
+	for _, n := range names {
+		node, _ := ir.Node(n)
+		if ir.Agent.Boots(node.UUID) < 1 {
+			t.Errorf("%s: cleaning did not boot the agent", n)
+		}
+		if err := ir.Patch(n, imageInfo(t, image, disk)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(t, ir, "deploy (redfish-virtual-media, direct)", "active", "active", 3*time.Minute, names...)
+	for _, n := range names {
+		if node, err := ir.WaitPower("deploy", n, "power on", time.Minute); err != nil {
+			t.Error(err)
+		} else if ir.Agent.Boots(node.UUID) < 2 {
+			t.Errorf("%s: the deploy did not boot the agent", n)
+		}
+	}
+	step(t, ir, "undeploy (cleaning)", "deleted", "available", 3*time.Minute, names...)
+
+	// BIOS and firmware through manual cleaning, on own-0.
+	step(t, ir, "manage for manual cleaning", "manage", "manageable", time.Minute, "own-0")
+	clean := func(name string, steps ...map[string]any) {
+		t.Helper()
+		start := time.Now()
+		if err := ir.Provision("own-0", "clean", map[string]any{"clean_steps": steps}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := ir.Wait(name, "own-0", "manageable", 3*time.Minute); err != nil {
+			t.Fatalf("%v\nagent:\n%s", err, ir.Agent.Log())
+		}
+		t.Logf("%s: %s", name, time.Since(start).Round(100*time.Millisecond))
+	}
+	clean("BIOS settings", map[string]any{"interface": "bios", "step": "apply_configuration",
+		"args": map[string]any{"settings": []any{map[string]any{"name": "ProcTurboMode", "value": "Disabled"}}}})
+	ca := caCert
+	bios := getWith(t, "https://127.34.3.1", "/redfish/v1/Systems/"+own0+"/Bios", user, pass, ca)
+	if a, _ := bios["Attributes"].(map[string]any); a["ProcTurboMode"] != "Disabled" {
+		t.Errorf("after Ironic's BIOS step: ProcTurboMode %v, want Disabled", a["ProcTurboMode"])
+	}
+	fw := ir.Serve("/firmware/bios-2.3.1.bin", disk)
+	clean("firmware update (SimpleUpdate without Targets)", map[string]any{"interface": "management", "step": "update_firmware",
+		"args": map[string]any{"firmware_images": []any{map[string]any{"url": fw, "wait": 1}}}})
+	sys := getWith(t, "https://127.34.3.1", "/redfish/v1/Systems/"+own0, user, pass, ca)
+	if sys["BiosVersion"] != "2.3.1" {
+		t.Errorf("after Ironic's firmware update: BiosVersion %v, want 2.3.1", sys["BiosVersion"])
+	}
+	if other := getWith(t, "https://127.34.3.2", "/redfish/v1/Systems/"+own1, user, pass, ca); other["BiosVersion"] == "2.3.1" {
+		t.Errorf("the update without Targets reached own-1 too")
+	}
+
+	// The ipmi hardware type: ipmitool at port 623 of the node's own address.
+	ipmiNode := sim.UUIDFor("sim-0004")
+	if _, err := ir.Enroll(ironictest.NodeSpec{Name: "ipmi", Driver: "ipmi", DriverInfo: map[string]any{
+		"ipmi_address": "127.34.3.4", "ipmi_port": 623, "ipmi_username": user, "ipmi_password": pass,
+	}, Interfaces: map[string]string{"boot_interface": "ipxe", "deploy_interface": "direct", "management_interface": "ipmitool", "power_interface": "ipmitool"}}); err != nil {
+		t.Fatal(err)
+	}
+	step(t, ir, "manage (ipmi)", "manage", "manageable", 2*time.Minute, "ipmi")
+	if err := ir.Power("ipmi", "power on"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ir.WaitPower("power on (ipmi)", "ipmi", "power on", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if s := getWith(t, "https://127.34.3.4", "/redfish/v1/Systems/"+ipmiNode, user, pass, ca); s["PowerState"] != "On" {
+		t.Errorf("Ironic powered the ipmi node on; vbmcd reads %v", s["PowerState"])
+	}
+	if err := ir.Do("PUT", "/v1/nodes/ipmi/management/boot_device", map[string]any{"boot_device": "pxe", "persistent": false}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s := getWith(t, "https://127.34.3.4", "/redfish/v1/Systems/"+ipmiNode, user, pass, ca); s["Boot"].(map[string]any)["BootSourceOverrideTarget"] != "Pxe" {
+		t.Errorf("Ironic set the boot device to pxe over IPMI; vbmcd reads %v", s["Boot"])
+	}
+	if err := ir.Power("ipmi", "power off"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ir.WaitPower("power off (ipmi)", "ipmi", "power off", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// getWith GETs path from a BMC at base, verifying its certificate against
+// the CA in caFile, and decodes the JSON object.
+func getWith(t *testing.T, base, path, user, pass, caFile string) map[string]any {
+	t.Helper()
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	hc := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+	req.SetBasicAuth(user, pass)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s%s: %v", base, path, err)
+	}
+	defer resp.Body.Close()
+	var v map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s%s: %d %v", base, path, resp.StatusCode, err)
+	}
+	return v
+}
