@@ -331,8 +331,15 @@ func (a *Agent) execute(s *session, name string, params map[string]any) *command
 			"hardware_manager_version": map[string]any{"generic_hardware_manager": "1.1"},
 		}
 	case "deploy.get_deploy_steps":
+		// IPA's in-band deploy steps, all off unless asked for (priority
+		// 0). The list must not be empty: Ironic asks again at every
+		// heartbeat while its cache of them is empty, and that answer then
+		// hides the step it waits for.
 		c.Result = map[string]any{
-			"deploy_steps":             map[string]any{"GenericHardwareManager": []any{}},
+			"deploy_steps": map[string]any{"GenericHardwareManager": []any{
+				map[string]any{"step": "write_image", "priority": 0, "interface": "deploy", "reboot_requested": false},
+				map[string]any{"step": "inject_files", "priority": 0, "interface": "deploy", "reboot_requested": false},
+			}},
 			"hardware_manager_version": map[string]any{"generic_hardware_manager": "1.1"},
 		}
 	case "clean.execute_clean_step":

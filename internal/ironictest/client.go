@@ -44,8 +44,8 @@ func str(p *string) string {
 // Power is the node's power state as Ironic last read it ("power on").
 func (n Node) Power() string { return str(n.PowerState) }
 
-// Error is Ironic's last_error for the node.
-func (n Node) Error() string { return str(n.LastError) }
+// LastErr is Ironic's last_error for the node.
+func (n Node) LastErr() string { return str(n.LastError) }
 
 // String says where the node is, for failures.
 func (n Node) String() string {
@@ -63,7 +63,7 @@ func (n Node) String() string {
 	if len(n.DeployStep) > 0 {
 		s += fmt.Sprintf(", deploy step %v", n.DeployStep)
 	}
-	if e := n.Error(); e != "" {
+	if e := n.LastErr(); e != "" {
 		s += "; last_error: " + e
 	}
 	return s
@@ -162,7 +162,7 @@ func (ir *Ironic) Ports(id string) ([]string, error) {
 			Address string `json:"address"`
 		} `json:"ports"`
 	}
-	if err := ir.Do(http.MethodGet, "/v1/nodes/"+id+"/ports", nil, &out); err != nil {
+	if err := ir.Do(http.MethodGet, "/v1/ports?node="+id, nil, &out); err != nil {
 		return nil, err
 	}
 	var macs []string
@@ -203,8 +203,9 @@ var failedStates = map[string]bool{
 // Wait waits for the node to be in provision state want with no
 // transition pending, and returns it. It fails with the step's name, where
 // the node is and Ironic's last_error (and its log's tail) when the node
-// lands in a failed state, when a transition it was waiting for fails,
-// or at the timeout.
+// lands in a failed state, when it settles elsewhere with an error, or at
+// the timeout. Call it after the request for the step: Ironic sets the
+// target state before the request returns.
 func (ir *Ironic) Wait(step, id, want string, timeout time.Duration) (Node, error) {
 	deadline := time.Now().Add(timeout)
 	var n Node
@@ -217,6 +218,10 @@ func (ir *Ironic) Wait(step, id, want string, timeout time.Duration) (Node, erro
 			return n, nil
 		case failedStates[n.ProvisionState] && !failedStates[want]:
 			return n, ir.stepError(step, want, n, "it failed")
+		case str(n.TargetProvisionState) == "" && n.LastErr() != "":
+			// Back where it was, with an error: manage that cannot
+			// reach the BMC returns the node to enroll.
+			return n, ir.stepError(step, want, n, "Ironic gave up")
 		}
 		if time.Now().After(deadline) {
 			if err != nil {

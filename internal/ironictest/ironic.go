@@ -44,9 +44,10 @@ type Options struct {
 type Ironic struct {
 	// URL is the API's endpoint (http://HOST:PORT).
 	URL string
-	// HTTPURL is where the HTTP server serves Ironic's http_root and Files.
+	// HTTPURL is where the HTTP server serves Ironic's http_root and the
+	// files a test adds (Serve).
 	HTTPURL string
-	// Dir holds the configuration, the database, http_root and the log.
+	// Dir holds the configuration, the database, the caches and the log.
 	Dir string
 	// Agent stands in for ironic-python-agent.
 	Agent *Agent
@@ -83,7 +84,7 @@ func Start(t testing.TB, o Options) *Ironic {
 		o.HeartbeatEvery = time.Second
 	}
 	dir := t.TempDir()
-	for _, d := range []string{"http", "state", "locks", "tmp", "pylib"} {
+	for _, d := range []string{"state", "locks", "tmp", "pylib"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -99,13 +100,14 @@ func Start(t testing.TB, o Options) *Ironic {
 	apiPort := freePort(t, o.Namespace, o.Host)
 	httpLn := listen(t, o.Namespace, o.Host)
 	ir.HTTPURL = "http://" + httpLn.Addr().String()
-	ir.files = newFiles(filepath.Join(dir, "http"))
+	httpRoot := httpRootDir(t)
+	ir.files = newFiles(httpRoot)
 	serve(t, httpLn, ir.files)
 	agentLn := listen(t, o.Namespace, o.Host)
 	ir.URL = "http://" + net.JoinHostPort(o.Host, strconv.Itoa(apiPort))
 
 	conf := filepath.Join(dir, "ironic.conf")
-	if err := os.WriteFile(conf, []byte(config(dir, o.Host, apiPort, ir.HTTPURL, o.Config)), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte(config(dir, httpRoot, o.Host, apiPort, ir.HTTPURL, o.Config)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := templateDB(t, dbsync, conf, filepath.Join(dir, "ironic.sqlite")); err != nil {
@@ -121,7 +123,7 @@ func Start(t testing.TB, o Options) *Ironic {
 		args = append([]string{testenv.Command(t, "ip"), "netns", "exec", o.Namespace}, args...)
 	}
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(dir, "pylib"), "TMPDIR="+filepath.Join(dir, "tmp"))
+	cmd.Env = append(cleanEnv(), "PYTHONPATH="+filepath.Join(dir, "pylib"), "TMPDIR="+filepath.Join(dir, "tmp"))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -165,6 +167,23 @@ func Start(t testing.TB, o Options) *Ironic {
 	return ir
 }
 
+// cleanEnv is the environment without the variables that make python's
+// requests trust another CA bundle than the one Ironic is given:
+// REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE override the verify a session (so
+// sushy's redfish_verify_ca) sets, whatever the node says.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR", "PYTHONPATH":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
 // LogTail returns the last n lines of Ironic's log.
 func (ir *Ironic) LogTail(n int) string {
 	b, _ := os.ReadFile(ir.log)
@@ -192,7 +211,16 @@ func (ir *Ironic) Serve(path, src string) string {
 // config is Ironic's configuration: noauth, sqlite, one process, the
 // redfish and ipmi hardware types with the interfaces the tests use, and
 // the timings a test needs (seconds where production waits minutes).
-func config(dir, host string, port int, httpURL string, extra map[string]map[string]string) string {
+//
+// Ironic keeps every cache in dir (its defaults are under /var/lib/ironic);
+// http_root is on another filesystem: Ironic 21.4 publishes a deploy ISO
+// into http_root with a hard link of its temporary copy, itself a hard link
+// of the cache's master, and when it publishes it again in one operation (a
+// manual clean step that reboots into the agent) the old link is there, so
+// it copies instead, and the copy fails with "are the same file". Across
+// filesystems it always copies, as in Metal3's image, where http_root is a
+// volume of its own.
+func config(dir, httpRoot, host string, port int, httpURL string, extra map[string]map[string]string) string {
 	c := map[string]map[string]string{
 		"DEFAULT": {
 			"auth_strategy":                 "noauth",
@@ -216,14 +244,19 @@ func config(dir, host string, port int, httpURL string, extra map[string]map[str
 			"default_network_interface":     "noop",
 			"default_deploy_interface":      "direct",
 		},
-		"api":               {"host_ip": host, "port": strconv.Itoa(port)},
-		"database":          {"connection": "sqlite:///" + filepath.Join(dir, "ironic.sqlite")},
-		"dhcp":              {"dhcp_provider": "none"},
-		"oslo_concurrency":  {"lock_path": filepath.Join(dir, "locks")},
-		"deploy":            {"http_url": httpURL, "http_root": filepath.Join(dir, "http"), "default_boot_mode": "uefi"},
-		"conductor":         {"automated_clean": "true", "deploy_callback_timeout": "600", "clean_callback_timeout": "600", "power_state_change_timeout": "60"},
-		"agent":             {"post_deploy_get_power_state_retries": "2", "post_deploy_get_power_state_retry_interval": "1", "deploy_logs_collect": "never", "command_timeout": "30"},
-		"redfish":           {"firmware_update_status_interval": "2", "firmware_update_fail_interval": "2", "connection_attempts": "10", "connection_retry_interval": "1"},
+		"api": {"host_ip": host, "port": strconv.Itoa(port)},
+		// Where the agent is told to find the API (no keystone catalog).
+		"service_catalog":  {"endpoint_override": "http://" + net.JoinHostPort(host, strconv.Itoa(port))},
+		"database":         {"connection": "sqlite:///" + filepath.Join(dir, "ironic.sqlite")},
+		"dhcp":             {"dhcp_provider": "none"},
+		"oslo_concurrency": {"lock_path": filepath.Join(dir, "locks")},
+		"deploy": {"http_url": httpURL, "http_root": httpRoot, "default_boot_mode": "uefi",
+			"iso_master_path": filepath.Join(dir, "master_iso_images")},
+		"pxe": {"images_path": filepath.Join(dir, "images"), "instance_master_path": filepath.Join(dir, "master_images"),
+			"tftp_root": filepath.Join(dir, "tftp"), "tftp_master_path": filepath.Join(dir, "tftp_master")},
+		"conductor":                    {"automated_clean": "true", "deploy_callback_timeout": "600", "clean_callback_timeout": "600", "power_state_change_timeout": "60"},
+		"agent":                        {"post_deploy_get_power_state_retries": "2", "post_deploy_get_power_state_retry_interval": "1", "deploy_logs_collect": "never", "command_timeout": "30"},
+		"redfish":                      {"use_swift": "false", "firmware_update_status_interval": "2", "firmware_update_fail_interval": "2", "connection_attempts": "10", "connection_retry_interval": "1"},
 		"oslo_messaging_notifications": {"driver": "noop"},
 	}
 	for sec, kv := range extra {
@@ -253,6 +286,20 @@ func config(dir, host string, port int, httpURL string, extra map[string]map[str
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// httpRootDir is Ironic's http_root, on another filesystem than its
+// caches (see config): in /dev/shm, a tmpfs.
+func httpRootDir(t testing.TB) string {
+	d, err := os.MkdirTemp("/dev/shm", "bmlab-ironic-http-")
+	if err != nil {
+		t.Fatalf("ironictest: a directory in /dev/shm for Ironic's http_root: %v", err)
+	}
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
 }
 
 // The schema is made once per test process (ironic-dbsync takes about

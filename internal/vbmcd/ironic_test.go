@@ -1,6 +1,7 @@
 package vbmcd
 
 import (
+	"crypto/sha1" //nolint:gosec // the checksum Ironic 21.4 asks for firmware images
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -195,7 +196,7 @@ func TestIronicSim(t *testing.T) {
 	}
 	fw := ir.Serve("/firmware/bios-2.3.1.bin", disk)
 	clean("firmware update (SimpleUpdate without Targets)", map[string]any{"interface": "management", "step": "update_firmware",
-		"args": map[string]any{"firmware_images": []any{map[string]any{"url": fw, "wait": 1}}}})
+		"args": map[string]any{"firmware_images": []any{map[string]any{"url": fw, "checksum": sha1File(t, disk), "wait": 1}}}})
 	sys := getWith(t, "https://127.34.3.1", "/redfish/v1/Systems/"+own0, user, pass, ca)
 	if sys["BiosVersion"] != "2.3.1" {
 		t.Errorf("after Ironic's firmware update: BiosVersion %v, want 2.3.1", sys["BiosVersion"])
@@ -233,6 +234,18 @@ func TestIronicSim(t *testing.T) {
 	if _, err := ir.WaitPower("power off (ipmi)", "ipmi", "power off", time.Minute); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// sha1File is the SHA-1 of a file, as Ironic 21.4's firmware update wants
+// its images' checksums.
+func sha1File(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha1.Sum(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // getWith GETs path from a BMC at base, verifying its certificate against
