@@ -14,6 +14,10 @@ PKGS=(
   grub-pc-bin grub-efi-amd64-bin grub-common xorriso mtools
   # real protocol clients
   ipmitool freeipmi-tools python3-sushy python3-pyghmi redfishtool curl
+  # Ironic 21.4 (the tests run `ironic`, API and conductor in one process,
+  # themselves: internal/ironictest) and the fence agents of a two-node
+  # cluster (fence_redfish, fence_ipmilan)
+  ironic-api ironic-conductor fence-agents
   # the demo lab's placeholder SSH key
   openssh-client
   # the daemons the hybrid mode's static pods configure, and a DNS client
@@ -35,6 +39,14 @@ done
 if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # Packages must not start their daemons (ironic-api on 6385, tftpd-hpa,
+  # xinetd): the tests start what they need. Without a policy of the
+  # host's, one that refuses every start is in place during the install.
+  policy=/usr/sbin/policy-rc.d
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"; chmod 755 "$policy"
+    trap 'rm -f "$policy"' EXIT
+  fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

@@ -8,8 +8,9 @@
 // this package keeps the session state machine (Open Session, RAKP 1–4,
 // privilege), answers commands, runs Serial-over-LAN and owns the sockets.
 // A Manager reconciles listeners with the model: it starts, stops and rebinds
-// BMCs as machines gain, change or lose their IPMI endpoint, without a
-// restart. Users are the shared account store's (users.go). The SDR
+// BMCs as machines gain, change or lose their IPMI endpoint (or, with
+// WithBMCPort, a BMC address of their own, where they answer at port 623),
+// without a restart. Users are the shared account store's (users.go). The SDR
 // repository holds four threshold sensors (two temperatures, a fan, the power
 // drawn) whose readings follow the machine's power state (sdr.go).
 //

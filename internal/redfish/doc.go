@@ -32,7 +32,10 @@
 // (machine.Settings.Credentials) reach that system, its Manager and Chassis
 // only, and collections list only what the caller may see. Accounts and
 // roles come from internal/accounts; an account bound to a system changes
-// nothing service-wide (the lockout policy, the event retry settings).
+// nothing service-wide (the lockout policy, the event retry settings). A
+// connection marked with AtBMC is a server's own BMC: whoever logs in sees
+// that one system, and that BMC's sessions, accounts, subscriptions, tasks
+// and firmware; SimpleUpdate without Targets updates it.
 //
 // What it does not do: talk to a hypervisor or decide BMC semantics. It does
 // not listen either: the caller wraps Handler in an http.Server, with

@@ -119,6 +119,15 @@ func MarkerISOWith(t testing.TB, name, marker string) string {
 	return markerImage(t, name, marker, "halt")
 }
 
+// AgentISO returns a boot-marker ISO that prints AgentMarker and stays
+// running at grub's prompt: a deploy ramdisk as the Ironic tests boot it
+// (internal/ironictest's agent heartbeats from the moment the line shows),
+// which runs until the conductor powers the machine off.
+func AgentISO(t testing.TB) string { return markerImage(t, "agent-marker.iso", AgentMarker, "stay") }
+
+// AgentMarker is the line AgentISO prints.
+const AgentMarker = "BMLAB-AGENT-BOOTED"
+
 // MarkerDisk returns a bootable image that prints DiskMarker instead and
 // then stays at grub's prompt: attached as a disk (format raw) it shows that a
 // VM booted its disk, not its CD, and leaves the VM running. Attach a copy

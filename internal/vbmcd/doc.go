@@ -11,6 +11,10 @@
 // set|unset|list` (package ipmicmd) manages machines' IPMI endpoints. The
 // Redfish listener bounds what one client holds (httpserver.go: header,
 // body and idle timeouts; connlimit.go: connections per source address).
+// With --bmc-addresses every machine also gets a BMC of its own (bmcaddr.go
+// assigns and records the addresses, bmcs.go runs a Redfish listener per
+// address on the same server, with a certificate per address from the BMC
+// CA, and the IPMI manager binds port 623 there).
 //
 // What it does not do: any protocol or backend work; that lives in
 // internal/redfish, internal/ipmi, internal/webui, internal/virt,
