@@ -41,6 +41,10 @@ type bmcs struct {
 	failed  map[string]netip.Addr // addresses that would not bind, retried on the tick
 	certs   map[netip.Addr]*tls.Certificate
 	stopped bool
+
+	// short are the machines the ranges had no address left for at the
+	// last reconcile: their events need no new one (Run's goroutine only).
+	short map[string]bool
 }
 
 type bmcListener struct {
@@ -160,6 +164,8 @@ func (b *bmcs) Run(ctx context.Context) {
 				b.close(ev.ID)
 			case ev.Machine != nil && b.settled(ev.Machine):
 				b.ensure(ev.Machine)
+			case ev.Machine != nil && b.short[ev.ID]:
+				// Still no address for it; the tick tries again.
 			case ev.Machine != nil:
 				b.reconcile(ctx, b.svc.List()) // a new machine, or a pin's machine moved
 			}
@@ -186,9 +192,13 @@ func (b *bmcs) settled(m *machine.Machine) bool {
 // the listeners follow.
 func (b *bmcs) reconcile(ctx context.Context, ms []*machine.Machine) {
 	want, short := b.pool.assign(ms)
-	if len(short) > 0 {
+	if len(short) > 0 && len(short) != len(b.short) {
 		b.log.Error("--bmc-addresses has no address left for some machines; they get no BMC of their own",
 			zap.Int("machines", len(short)), zap.String("first", short[0].Name), zap.Int("addresses", b.pool.size()))
+	}
+	b.short = make(map[string]bool, len(short))
+	for _, m := range short {
+		b.short[m.ID] = true
 	}
 	seen := make(map[string]bool, len(ms))
 	for _, m := range ms {

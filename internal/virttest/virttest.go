@@ -95,6 +95,9 @@ type VM struct {
 // VMOptions shape a test VM.
 type VMOptions struct {
 	UEFI bool
+	// MemoryMiB is the VM's memory (default 128, 256 with UEFI). qemu
+	// touches only what the guest uses.
+	MemoryMiB int
 	// NoCD leaves the CD-ROM drive empty; by default it holds the marker ISO.
 	NoCD bool
 	// DiskMarker gives the VM a bootable disk that prints testenv.DiskMarker;
@@ -127,6 +130,9 @@ func (lab *Lab) NewVM(t testing.TB, name string, o VMOptions) *VM {
 	}
 	if o.UEFI {
 		spec.MemoryMiB = 256
+	}
+	if o.MemoryMiB > 0 {
+		spec.MemoryMiB = uint(o.MemoryMiB)
 	}
 	if !o.NoCD {
 		spec.CDROM = testenv.MarkerISO(t)
