@@ -184,12 +184,14 @@ func (s *Service) reset(ctx context.Context, id string, rt ResetType) error {
 	case ResetForceOff:
 		return s.be.Stop(ctx, m.ID, true)
 	case ResetGracefulShutdown:
-		if !on {
+		// A machine the backend is still starting is on its way up: the
+		// power button takes it down (see changes).
+		if !on && m.Power != PowerPoweringOn {
 			return nil
 		}
 		return s.be.Stop(ctx, m.ID, false)
 	case ResetPushPowerButton:
-		if on {
+		if on || m.Power == PowerPoweringOn {
 			return s.be.Stop(ctx, m.ID, false)
 		}
 		return s.start(ctx, m)
