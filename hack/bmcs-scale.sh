@@ -5,7 +5,8 @@
 # an IPMI BMC of its own for every server on 127.35.x.y (loopback has all
 # of 127.0.0.0/8). For each: how long from exec until the last address
 # answers, RSS idle, and GET /Systems/{id} at 8 connections on the service
-# listener and, with BMCs, on one machine's own listener, in one run.
+# listener and, with BMCs, on one machine's own listener, in one run; then
+# every BMC once (its certificate issued at its first handshake).
 # Needs root (ports 443 and 623).
 # Usage: bash hack/bmcs-scale.sh [N] [DURATION]
 set -euo pipefail
@@ -17,8 +18,9 @@ dir=$(mktemp -d)
 pid=
 trap 'kill "$pid" 2>/dev/null || true; wait 2>/dev/null; rm -rf "$dir"' EXIT
 printf 'username: admin\npassword: scale-pass-1\n' >"$dir/c.yaml"; chmod 600 "$dir/c.yaml"
-# The n-th address from 127.35.0.1 on.
-addr() { local k=$(($1 - 1)); echo "127.35.$((k / 250)).$((k % 250 + 1))"; }
+# The n-th address from 127.35.0.1 on (a range is contiguous: .255 and .0
+# of the next block are in it).
+addr() { local k=$1; echo "127.35.$((k / 256)).$((k % 256))"; }
 last=$(addr "$n")
 rss() { awk '/^VmRSS/{printf "%.1f MB", $2/1024}' "/proc/$pid/status"; }
 fds() { ls "/proc/$pid/fd" | wc -l; }
@@ -50,6 +52,16 @@ run() { # mode: single | bmcs
     echo "   GET $id on its own BMC, https://127.35.0.1, 8 connections:"
     bin/rfbench -url https://127.35.0.1 -server-pid "$pid" -user admin -password scale-pass-1 -path "$id" -c 8 -d "$d" | grep -E 'throughput|latency|server CPU' | sed 's/^/     /'
     echo "   members of /redfish/v1/Systems at https://$last: $(curl -fsk -u admin:scale-pass-1 "https://$last/redfish/v1/Systems" | grep -o '"Members@odata.count":[0-9]*' | cut -d: -f2)"
+    # Every BMC once (a TLS handshake each, so a certificate issued for
+    # each address), one curl: what a client that polls every node costs.
+    for ((k = 1; k <= n; k++)); do
+      printf 'url = "https://%s/redfish/v1/Systems"\noutput = "/dev/null"\n' "$(addr "$k")"
+    done >"$dir/all"
+    local ts te
+    ts=$(date +%s%N)
+    curl -fsk -u admin:scale-pass-1 -K "$dir/all"
+    te=$(date +%s%N)
+    echo "   GET /redfish/v1/Systems at each of the $n BMCs once, one curl, a new TLS connection each: $(( (te - ts) / 1000000 )) ms; RSS after $(rss)"
   fi
   echo "   RSS after load $(rss)"
   kill "$pid"; wait "$pid" 2>/dev/null || true; pid=

@@ -18,8 +18,16 @@ func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
 func (d *discard) WriteHeader(int)             {}
 
 func benchGet(b *testing.B, n int, path func(f *fixture) string, opts ...Option) {
+	benchGetOn(b, n, path, false, opts...)
+}
+
+// benchGetOn is benchGet, on the system's own BMC (AtBMC) when own.
+func benchGetOn(b *testing.B, n int, path func(f *fixture) string, own bool, opts ...Option) {
 	f := newFixture(b, n, opts...)
 	r := httptest.NewRequest("GET", path(f), nil)
+	if own {
+		r = r.WithContext(AtBMC(r.Context(), f.ids[0]))
+	}
 	r.SetBasicAuth(testUser, testPass)
 	w := &discard{h: http.Header{}}
 	f.h.ServeHTTP(w, r) // fill the caches
@@ -33,6 +41,12 @@ func benchGet(b *testing.B, n int, path func(f *fixture) string, opts ...Option)
 
 func BenchmarkGetSystem(b *testing.B) {
 	benchGet(b, 10, func(f *fixture) string { return f.sys(0) })
+}
+
+// BenchmarkGetSystemAtBMC is BenchmarkGetSystem on the system's own BMC
+// (vbmcd --bmc-addresses): what the view of one system costs a GET.
+func BenchmarkGetSystemAtBMC(b *testing.B) {
+	benchGetOn(b, 10, func(f *fixture) string { return f.sys(0) }, true)
 }
 
 // BenchmarkGetSystemMetrics is BenchmarkGetSystem with the Prometheus
