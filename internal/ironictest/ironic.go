@@ -258,6 +258,9 @@ func config(dir, httpRoot, host string, port int, httpURL string, extra map[stri
 		"agent":                        {"post_deploy_get_power_state_retries": "2", "post_deploy_get_power_state_retry_interval": "1", "deploy_logs_collect": "never", "command_timeout": "30"},
 		"redfish":                      {"use_swift": "false", "firmware_update_status_interval": "2", "firmware_update_fail_interval": "2", "connection_attempts": "10", "connection_retry_interval": "1"},
 		"oslo_messaging_notifications": {"driver": "noop"},
+		// Ironic waits 5 s between two IPMI commands to a BMC by default,
+		// for slow BMCs; vbmcd's answer at once.
+		"ipmi": {"min_command_interval": "1"},
 	}
 	for sec, kv := range extra {
 		if c[sec] == nil {
