@@ -135,6 +135,8 @@ func Start(t testing.TB, o Options) *Ironic {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("ironictest: the last lines of Ironic's log (%s):\n%s", ir.log, ir.LogTail(60))
+		} else if p := ir.Problems(); len(p) > 0 {
+			t.Logf("ironictest: Ironic logged %d warning and error lines; the distinct ones:\n%s", len(p), strings.Join(distinct(p, 30), "\n"))
 		}
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		select {
@@ -192,6 +194,41 @@ func (ir *Ironic) LogTail(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Problems returns the WARNING and ERROR lines of Ironic's log, from the
+// level on, without the request context ("[None req-… - - - - - -]").
+func (ir *Ironic) Problems() []string {
+	var out []string
+	for _, l := range strings.Split(ir.Log(), "\n") {
+		for _, lvl := range []string{" WARNING ", " ERROR "} {
+			i := strings.Index(l, lvl)
+			if i < 0 {
+				continue
+			}
+			msg := l[i+len(lvl):]
+			if k := strings.Index(msg, "] "); k >= 0 && strings.Contains(msg[:k], "[") {
+				msg = msg[k+2:]
+			}
+			out = append(out, strings.TrimSpace(lvl)+" "+strings.TrimSuffix(msg, "\x1b[00m"))
+		}
+	}
+	return out
+}
+
+func distinct(lines []string, max int) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, l := range lines {
+		if len(l) > 300 {
+			l = l[:300] + "…"
+		}
+		if !seen[l] && len(out) < max {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // Log returns Ironic's whole log so far.

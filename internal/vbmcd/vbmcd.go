@@ -102,7 +102,12 @@ VBMCD_REDFISH_ADDR). Flags win over the environment, which wins over the file.`,
 		}
 		return machine.NewService(be, zap.NewNop()), cancel, nil
 	}
-	cmd.AddCommand(ipmicmd.NewCommand(open, streams.Out))
+	cmd.AddCommand(ipmicmd.NewCommand(open, streams.Out, func() int {
+		if len(cfg.BMCAddresses) == 0 {
+			return 0
+		}
+		return cfg.BMCIPMIPort
+	}))
 	cmd.AddCommand(newFaultCommand(func() (string, error) {
 		if err := fill(cmd.PersistentFlags(), configFile, getenv); err != nil {
 			return "", err

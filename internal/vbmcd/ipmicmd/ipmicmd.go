@@ -26,12 +26,16 @@ import (
 type Opener func(ctx context.Context) (*machine.Service, func(), error)
 
 // NewCommand returns the `ipmi` command with its subcommands.
-func NewCommand(open Opener, out io.Writer) *cobra.Command {
+//
+// bmcPort says where machines with a BMC address of their own and no
+// endpoint answer IPMI (the daemon's --bmc-ipmi-port when --bmc-addresses
+// is set; 0 otherwise), so that list shows them too.
+func NewCommand(open Opener, out io.Writer, bmcPort func() int) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "ipmi",
 		Short: "Manage the IPMI (lanplus) endpoints of machines",
 	}
-	c.AddCommand(newSet(open, out), newUnset(open, out), newList(open, out))
+	c.AddCommand(newSet(open, out), newUnset(open, out), newList(open, out, bmcPort))
 	return c
 }
 
@@ -153,13 +157,16 @@ type Row struct {
 	Username string `json:"username,omitempty"` // empty: the daemon's users
 	Power    string `json:"power"`
 	Host     string `json:"host,omitempty"` // the libvirt host, when there are several
+	// BMC is the machine's own BMC address (vbmcd --bmc-addresses), where
+	// its Redfish is and its IPMI when it has no endpoint of its own.
+	BMC string `json:"bmc,omitempty"`
 }
 
-func newList(open Opener, out io.Writer) *cobra.Command {
+func newList(open Opener, out io.Writer, bmcPort func() int) *cobra.Command {
 	var format string
 	c := &cobra.Command{
 		Use:   "list",
-		Short: "List the machines that have an IPMI endpoint",
+		Short: "List the machines that have an IPMI endpoint (their own, or on a BMC address of their own)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if format != "table" && format != "json" {
@@ -171,12 +178,22 @@ func newList(open Opener, out io.Writer) *cobra.Command {
 			}
 			defer release()
 			rows := []Row{}
+			port := bmcPort()
 			for _, m := range svc.List() {
 				ep := m.Settings.IPMI
-				if ep == nil {
-					continue
+				own := ""
+				if port > 0 {
+					own = m.Settings.BMCAddress
 				}
-				r := Row{Name: m.Name, UUID: m.ID, Address: ep.Address, Port: ep.Port, Power: string(m.Power), Host: m.Host}
+				switch {
+				case ep == nil && own == "":
+					continue
+				case ep == nil:
+					ep = &machine.IPMIEndpoint{Address: own, Port: port}
+				case ep.Address == "" && own != "":
+					ep = &machine.IPMIEndpoint{Address: own, Port: ep.Port}
+				}
+				r := Row{Name: m.Name, UUID: m.ID, Address: ep.Address, Port: ep.Port, Power: string(m.Power), Host: m.Host, BMC: own}
 				if _, err := svc.Get(m.ID); errors.Is(err, machine.ErrUnavailable) {
 					r.Power = "Unknown (host unreachable)"
 				}
@@ -191,7 +208,7 @@ func newList(open Opener, out io.Writer) *cobra.Command {
 				return e.Encode(rows)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tUUID\tHOST\tADDRESS\tUSER\tPOWER")
+			fmt.Fprintln(tw, "NAME\tUUID\tHOST\tADDRESS\tBMC\tUSER\tPOWER")
 			for _, r := range rows {
 				user := r.Username
 				if user == "" {
@@ -201,7 +218,11 @@ func newList(open Opener, out io.Writer) *cobra.Command {
 				if host == "" {
 					host = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.UUID, host, displayAddr(machine.IPMIEndpoint{Address: r.Address, Port: r.Port}), user, r.Power)
+				bmc := r.BMC
+				if bmc == "" {
+					bmc = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.UUID, host, displayAddr(machine.IPMIEndpoint{Address: r.Address, Port: r.Port}), bmc, user, r.Power)
 			}
 			return tw.Flush()
 		},

@@ -15,8 +15,15 @@ import (
 
 func run(t *testing.T, svc *machine.Service, args ...string) (string, error) {
 	t.Helper()
+	return runBMC(t, svc, 0, args...)
+}
+
+// runBMC runs the command for a daemon whose machines' own BMCs answer
+// IPMI at bmcPort (0: no --bmc-addresses).
+func runBMC(t *testing.T, svc *machine.Service, bmcPort int, args ...string) (string, error) {
+	t.Helper()
 	var out bytes.Buffer
-	c := NewCommand(func(context.Context) (*machine.Service, func(), error) { return svc, func() {}, nil }, &out)
+	c := NewCommand(func(context.Context) (*machine.Service, func(), error) { return svc, func() {}, nil }, &out, func() int { return bmcPort })
 	c.SetArgs(args)
 	c.SetOut(&out)
 	c.SetErr(&out)
@@ -83,5 +90,49 @@ func TestSetListUnset(t *testing.T) {
 		if _, err := run(t, svc, bad...); err == nil {
 			t.Errorf("%v: no error", bad)
 		}
+	}
+}
+
+// TestListShowsBMCsOfTheirOwn: with --bmc-addresses, a machine whose BMC
+// has an address of its own answers IPMI there (at --bmc-ipmi-port, or at
+// its endpoint's port when the endpoint names no address), and list says
+// so; without the flag a recorded address means nothing to IPMI.
+func TestListShowsBMCsOfTheirOwn(t *testing.T) {
+	svc := machine.NewService(sim.New(3), nil)
+	ctx := context.Background()
+	for i, edit := range []func(*machine.Settings){
+		func(s *machine.Settings) { s.BMCAddress = "127.0.0.21" },
+		func(s *machine.Settings) {
+			s.BMCAddress, s.IPMI = "127.0.0.22", &machine.IPMIEndpoint{Port: 6232}
+		},
+	} {
+		if _, err := svc.UpdateSettings(ctx, svc.List()[i].ID, func(s *machine.Settings) error { edit(s); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func(port int) []Row {
+		t.Helper()
+		out, err := runBMC(t, svc, port, "list", "-o", "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []Row
+		if err := json.Unmarshal([]byte(out), &rows); err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	want := []Row{
+		{Name: "sim-0001", UUID: sim.UUIDFor("sim-0001"), Address: "127.0.0.21", Port: 623, Power: "Off", BMC: "127.0.0.21"},
+		{Name: "sim-0002", UUID: sim.UUIDFor("sim-0002"), Address: "127.0.0.22", Port: 6232, Power: "Off", BMC: "127.0.0.22"},
+	}
+	if diff := cmp.Diff(want, list(623)); diff != "" {
+		t.Errorf("list with --bmc-addresses (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]Row{{Name: "sim-0002", UUID: sim.UUIDFor("sim-0002"), Port: 6232, Power: "Off"}}, list(0)); diff != "" {
+		t.Errorf("list without --bmc-addresses (-want +got):\n%s", diff)
+	}
+	if out, err := runBMC(t, svc, 623, "list"); err != nil || !strings.Contains(out, "127.0.0.21:623") || !strings.Contains(out, "BMC") {
+		t.Errorf("table: %v\n%s", err, out)
 	}
 }
