@@ -11,6 +11,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/agent"
 	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/lab/bmcclient"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -146,10 +147,10 @@ func bootPending(ctx context.Context, e *Env, pending []plan.Node) (bool, error)
 		return false, err
 	}
 	defer stop()
-	c := newRedfishClient(p)
+	c := bmcclient.New(p)
 	url := "http://" + p.Agent.MediaAddr + "/" + agent.NodeISOName
 	for _, n := range pending {
-		if _, err := bootFromISO(ctx, c, url, n); err != nil {
+		if _, err := c.BootFromISO(ctx, n.BMC.SystemURL, url); err != nil {
 			return true, fmt.Errorf("node %s: %w", n.Name, err)
 		}
 		e.Rep.Note("media", fmt.Sprintf("%s: node ISO inserted, boot override Cd once, powered on", n.Name))
@@ -169,13 +170,9 @@ func monitorJoin(ctx context.Context, e *Env, pending []plan.Node) (bool, error)
 		func(l string) { e.Rep.Note("join", l) }); err != nil {
 		return false, fmt.Errorf("%w\nthe nodes are kept; `labctl add-node` again carries on", err)
 	}
-	c := newRedfishClient(p)
+	c := bmcclient.New(p)
 	for _, n := range pending {
-		cd, vm, err := c.cdDrive(ctx, n.BMC.SystemURL)
-		if err == nil && vm.Inserted {
-			_, err = c.do(ctx, "POST", cd+"/Actions/VirtualMedia.EjectMedia", map[string]any{}, nil)
-		}
-		if err != nil {
+		if err := c.Eject(ctx, n.BMC.SystemURL); err != nil {
 			return true, fmt.Errorf("eject the ISO of %s: %w", n.Name, err)
 		}
 		if err := os.WriteFile(joinedMarker(p, n), nil, 0o644); err != nil {

@@ -10,12 +10,9 @@ import (
 	"time"
 
 	"github.com/bmlab/bmlab/internal/agent"
+	"github.com/bmlab/bmlab/internal/lab/bmcclient"
 	"github.com/bmlab/bmlab/internal/netplumb"
-	"github.com/bmlab/bmlab/internal/plan"
 )
-
-// MediaWait bounds how long a BMC may take to fetch the ISO.
-var MediaWait = 15 * time.Minute
 
 // agentMedia boots every node from the agent ISO through its BMC, as on
 // real servers: labctl serves the ISO on the lab network (the lab host's
@@ -38,11 +35,11 @@ func (agentMedia) Ensure(ctx context.Context, e *Env) (bool, error) {
 		return false, err
 	}
 	defer stop()
-	c := newRedfishClient(p)
+	c := bmcclient.New(p)
 	changed := false
 	for i, n := range p.Nodes {
 		e.Rep.Progress("media", fmt.Sprintf("%d of %d nodes booting the ISO; %s's BMC fetches it", i, len(p.Nodes), n.Name))
-		c1, err := bootFromISO(ctx, c, p.Agent.MediaURL, n)
+		c1, err := c.BootFromISO(ctx, n.BMC.SystemURL, p.Agent.MediaURL)
 		changed = changed || c1
 		if err != nil {
 			return changed, fmt.Errorf("node %s: %w", n.Name, err)
@@ -83,75 +80,12 @@ func serveISO(netns, iso, addr string) (stop func(), err error) {
 	}, nil
 }
 
-// bootFromISO inserts the ISO into a node's virtual CD, waits until the
-// BMC has it, sets a Once boot override to the CD and powers the node on
-// (or restarts it when it runs).
-func bootFromISO(ctx context.Context, c *redfishClient, url string, n plan.Node) (bool, error) {
-	sys := n.BMC.SystemURL
-	cd, vm, err := c.cdDrive(ctx, sys)
-	if err != nil {
-		return false, err
-	}
-	if !vm.Inserted || vm.Image != url {
-		if vm.Inserted {
-			if _, err := c.do(ctx, http.MethodPost, cd+"/Actions/VirtualMedia.EjectMedia", map[string]any{}, nil); err != nil {
-				return false, err
-			}
-		}
-		if _, err := c.do(ctx, http.MethodPost, cd+"/Actions/VirtualMedia.InsertMedia",
-			map[string]any{"Image": url, "Inserted": true, "WriteProtected": true}, nil); err != nil {
-			return false, err
-		}
-		if err := waitInserted(ctx, c, cd, url); err != nil {
-			return true, err
-		}
-	}
-	if _, err := c.do(ctx, http.MethodPatch, sys, map[string]any{"Boot": map[string]any{
-		"BootSourceOverrideTarget": "Cd", "BootSourceOverrideEnabled": "Once", "BootSourceOverrideMode": "UEFI"}}, nil); err != nil {
-		return true, err
-	}
-	s, err := c.system(ctx, sys)
-	if err != nil {
-		return true, err
-	}
-	reset := "On"
-	if s.PowerState == "On" || s.PowerState == "PoweringOn" {
-		reset = "ForceRestart"
-	}
-	_, err = c.do(ctx, http.MethodPost, sys+"/Actions/ComputerSystem.Reset", map[string]any{"ResetType": reset}, nil)
-	return true, err
-}
-
-// waitInserted waits until the BMC shows the image in the drive.
-func waitInserted(ctx context.Context, c *redfishClient, cd, url string) error {
-	deadline := time.Now().Add(MediaWait)
-	for {
-		var vm virtualMedia
-		_, err := c.do(ctx, http.MethodGet, cd, nil, &vm)
-		if err == nil && vm.Inserted && vm.Image == url {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the BMC has not attached %s after %s (last error: %v)", url, MediaWait, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
 // ejectAll ejects the virtual CD of every node.
 func ejectAll(ctx context.Context, e *Env) error {
-	c := newRedfishClient(e.Plan)
+	c := bmcclient.New(e.Plan)
 	var errs []error
 	for _, n := range e.Plan.Nodes {
-		cd, vm, err := c.cdDrive(ctx, n.BMC.SystemURL)
-		if err == nil && vm.Inserted {
-			_, err = c.do(ctx, http.MethodPost, cd+"/Actions/VirtualMedia.EjectMedia", map[string]any{}, nil)
-		}
-		if err != nil {
+		if err := c.Eject(ctx, n.BMC.SystemURL); err != nil {
 			errs = append(errs, fmt.Errorf("eject the ISO of %s: %w", n.Name, err))
 		}
 	}

@@ -2,19 +2,15 @@ package lab
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -34,11 +30,11 @@ func (bmcs) Ensure(ctx context.Context, e *Env) (bool, error) {
 		if n.BMC.IPMIPort == 0 && n.BMC.Username == "" {
 			continue
 		}
-		c, err := e.Host.Nodes().SetNodeBMC(ctx, n.Name, n.BMC.IPMIPort, n.BMC.Username, n.BMC.Password)
+		c, err := e.Host.Ensure(ctx, MachineBMC{Node: n.Name, IPMIPort: n.BMC.IPMIPort, User: n.BMC.Username, Password: n.BMC.Password})
 		if err != nil {
 			return changed, err
 		}
-		changed = changed || c
+		changed = changed || len(c) > 0
 	}
 	c, err := writeCredentials(p)
 	if err != nil {
@@ -52,48 +48,32 @@ func (bmcs) Ensure(ctx context.Context, e *Env) (bool, error) {
 		e.Rep.Note("bmcs", "the lab's CA issued vbmcd's certificate for "+p.BMC.Host+" ("+p.Paths.CACert+")")
 	}
 	c = c || cert // both are read at start: a change restarts vbmcd
-	running, err := e.Host.BMCs().Daemons(ctx, p.Lab)
-	if err != nil {
-		return changed, err
-	}
-	ok := false
-	for _, d := range running {
-		// The credentials are read at start: a changed file restarts it.
-		if slices.Equal(d.Args, p.Vbmcd.Args) && !c {
-			ok = true
-			continue
+	done, err := e.Host.Ensure(ctx, BMCDaemon{Plan: p, Restart: c, Wait: 30 * time.Second,
+		Progress: func(msg string) { e.Rep.Progress("bmcs", msg) }})
+	for _, d := range done {
+		if strings.HasPrefix(d, "restart") {
+			e.Rep.Note("bmcs", d)
 		}
-		e.Rep.Note("bmcs", fmt.Sprintf("restarting vbmcd (pid %d): its settings changed", d.PID))
-		if err := e.Host.BMCs().StopDaemon(ctx, d.PID); err != nil {
-			return changed, err
-		}
-		changed = true
 	}
-	if !ok {
-		if _, err := e.Host.BMCs().StartDaemon(ctx, p.Vbmcd, p.Netns); err != nil {
-			return changed, err
-		}
-		changed = true
-	}
-	return changed, e.Host.BMCs().CheckBMCs(ctx, p, 30*time.Second, func(msg string) { e.Rep.Progress("bmcs", msg) })
+	return changed || len(done) > 0, err
 }
 
 // Delete stops every vbmcd that bears the lab's mark.
 func (bmcs) Delete(ctx context.Context, e *Env) error {
-	running, err := e.Host.BMCs().Daemons(ctx, e.Plan.Lab)
+	running, err := e.Host.Marked(ctx, KindDaemon, e.Plan.Lab)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, d := range running {
-		if err := e.Host.BMCs().StopDaemon(ctx, d.PID); err != nil {
+	for _, pid := range running {
+		if err := e.Host.Delete(ctx, KindDaemon, pid, e.Plan.Lab); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	if left, err := e.Host.BMCs().Daemons(ctx, e.Plan.Lab); err != nil || len(left) > 0 {
+	if left, err := e.Host.Marked(ctx, KindDaemon, e.Plan.Lab); err != nil || len(left) > 0 {
 		return errors.Join(err, fmt.Errorf("vbmcd of lab %q still runs: %v", e.Plan.Lab, left))
 	}
 	return nil
@@ -118,69 +98,4 @@ func writeCredentials(p *plan.Plan) (bool, error) {
 		return false, fmt.Errorf("BMC credentials: %w", err)
 	}
 	return true, os.Rename(tmp, path)
-}
-
-// BMCClient is an HTTP client whose sockets live in the lab's network
-// namespace: it reaches the BMCs where the nodes reach them.
-func BMCClient(p *plan.Plan) *http.Client {
-	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		DialContext:     netplumb.DialContextIn(p.Netns),
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // vbmcd's own self-signed certificate
-	}}
-}
-
-// CheckBMCs implements BMCs: every node's Redfish System answers with its
-// UUID at the plan's address, reached from the lab's namespace.
-func (r *RealHost) CheckBMCs(ctx context.Context, p *plan.Plan, wait time.Duration, progress func(string)) error {
-	hc := BMCClient(p)
-	deadline := time.Now().Add(wait)
-	for i, n := range p.Nodes {
-		if progress != nil {
-			progress(fmt.Sprintf("%d of %d BMCs answer; waiting for %s's", i, len(p.Nodes), n.Name))
-		}
-		for {
-			status, err := probe(ctx, hc, p, n.BMC.SystemURL)
-			if err == nil && status == http.StatusOK {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("the BMC of %s does not answer at %s (status %d, error %v); see %s", n.Name, n.BMC.SystemURL, status, err, p.Vbmcd.Log)
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	}
-	return nil
-}
-
-func probe(ctx context.Context, hc *http.Client, p *plan.Plan, url string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	req.SetBasicAuth(p.BMC.Username, p.BMC.Password)
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusOK {
-		var b strings.Builder
-		buf := make([]byte, 4096)
-		for {
-			k, err := resp.Body.Read(buf)
-			b.Write(buf[:k])
-			if err != nil {
-				break
-			}
-		}
-		id := url[strings.LastIndex(url, "/")+1:]
-		if !strings.Contains(strings.ToLower(b.String()), strings.ToLower(id)) {
-			return resp.StatusCode, fmt.Errorf("the System at %s is not %s", url, id)
-		}
-	}
-	return resp.StatusCode, nil
 }

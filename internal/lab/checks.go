@@ -27,7 +27,7 @@ func CheckInputs(e *Env) error {
 	}
 	if p.Network.NAT != nil {
 		// What libvirt would be given for the lab's own network.
-		if err := NATSpec(p).Validate(); err != nil {
+		if err := e.Host.Validate(NATObject(p)); err != nil {
 			return fmt.Errorf("the lab's NAT network would be refused; nothing was created:\n  %w (cluster.machineNetwork, dhcpRange, apiVIP, ingressVIP)", err)
 		}
 	}

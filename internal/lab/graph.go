@@ -23,7 +23,7 @@ func Graph(ctx context.Context, e *Env) (string, error) {
 	}
 	power := map[string]string{}
 	for _, n := range e.Plan.Nodes {
-		if power[n.Name], err = e.Host.Nodes().Power(ctx, n.Name); err != nil {
+		if power[n.Name], err = e.Host.Power(ctx, n.Name); err != nil {
 			return "", err
 		}
 	}
@@ -32,10 +32,10 @@ func Graph(ctx context.Context, e *Env) (string, error) {
 
 // GraphDOT is Graph's drawing, pure: the plan, net check's differences and
 // each node's power state ("absent" for a missing domain).
-func GraphDOT(p *plan.Plan, diffs []NetDifference, power map[string]string) string {
+func GraphDOT(p *plan.Plan, diffs []Difference, power map[string]string) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
-	drift := map[string]NetDifference{}
+	drift := map[string]Difference{}
 	for _, d := range diffs {
 		drift[strings.TrimPrefix(d.Object, "libvirt network ")] = d
 	}
@@ -136,7 +136,7 @@ func GraphDOT(p *plan.Plan, diffs []NetDifference, power map[string]string) stri
 }
 
 // graphSummary is the picture's title line: in sync or not, power counts.
-func graphSummary(diffs []NetDifference, power map[string]string) string {
+func graphSummary(diffs []Difference, power map[string]string) string {
 	counts := map[string]int{}
 	for _, p := range power {
 		counts[p]++

@@ -26,11 +26,11 @@ func TestGraphDOT(t *testing.T) {
 	drifted[e.Plan.Nodes[0].Name] = "absent"
 	for _, tt := range []struct {
 		name  string
-		diffs []NetDifference
+		diffs []Difference
 		power map[string]string
 	}{
 		{"graph-in-sync", nil, power},
-		{"graph-drift", []NetDifference{{Object: "bmlab-veth0", Kind: "missing", Fix: "create it"}}, drifted},
+		{"graph-drift", []Difference{{Object: "bmlab-veth0", Kind: "missing", Fix: "create it"}}, drifted},
 	} {
 		got := GraphDOT(e.Plan, tt.diffs, tt.power)
 		golden := filepath.Join("testdata", tt.name+".dot")

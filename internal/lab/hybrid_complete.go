@@ -60,11 +60,11 @@ func (installComplete) Delete(ctx context.Context, e *Env) error {
 		return err
 	}
 	files := []string{e.Plan.Paths.HostsFile}
-	marks, err := e.Host.Nodes().DomainMarks(ctx)
+	sv, err := e.Host.Survey(ctx, KindDomain)
 	if err != nil {
 		return err
 	}
-	for _, m := range marks {
+	for _, m := range sv.Marks {
 		if f := m["hostsFile"]; m["name"] == e.Plan.Lab && f != "" && !slices.Contains(files, f) {
 			files = append(files, f)
 		}

@@ -62,7 +62,7 @@ func startNodes(ctx context.Context, e *Env, step string, list []plan.Node) (boo
 			return changed, fmt.Errorf("node %s: its ignition: %w", n.Name, err)
 		}
 		if started[n.Name] && !e.StartStopped {
-			power, err := e.Host.Nodes().Power(ctx, n.Name)
+			power, err := e.Host.Power(ctx, n.Name)
 			if err != nil {
 				return changed, err
 			}
@@ -71,7 +71,7 @@ func startNodes(ctx context.Context, e *Env, step string, list []plan.Node) (boo
 				continue
 			}
 		}
-		c, err := e.Host.Nodes().Start(ctx, n.Name)
+		c, err := e.Host.Start(ctx, n.Name)
 		if err != nil {
 			return changed, err
 		}
@@ -175,15 +175,15 @@ func (removeBootstrap) Ensure(ctx context.Context, e *Env) (bool, error) {
 		return false, errors.New("the plan has no bootstrap node")
 	}
 	n := b[0]
-	found, _, err := e.Host.Objects().Owner(ctx, KindDomain, n.Name)
+	found, _, err := e.Host.Owner(ctx, KindDomain, n.Name)
 	if err != nil {
 		return false, err
 	}
-	if err := e.Host.Objects().Delete(ctx, KindDomain, n.Name, p.Lab); err != nil {
+	if err := e.Host.Delete(ctx, KindDomain, n.Name, p.Lab); err != nil {
 		return false, err
 	}
 	for _, d := range n.Disks {
-		if err := e.Host.Objects().Delete(ctx, KindVolume, p.Storage.Pool+"/"+d.Volume, p.Lab); err != nil {
+		if err := e.Host.Delete(ctx, KindVolume, p.Storage.Pool+"/"+d.Volume, p.Lab); err != nil {
 			return found, err
 		}
 	}

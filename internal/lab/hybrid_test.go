@@ -29,11 +29,13 @@ type markedHost struct {
 	marks map[string]map[string]string
 }
 
-func (m markedHost) DomainMarks(context.Context) (map[string]map[string]string, error) {
-	return m.marks, nil
+func (m markedHost) Survey(ctx context.Context, kinds ...Kind) (*Survey, error) {
+	s, err := m.fakeHost.Survey(ctx, kinds...)
+	if s != nil {
+		s.Marks = m.marks
+	}
+	return s, err
 }
-
-func (m markedHost) Nodes() Nodes { return m }
 
 func TestSegmentClashes(t *testing.T) {
 	p := hybridPlan(t, "one", "")
@@ -211,10 +213,13 @@ type cidrHost struct {
 	cidrs map[string][]netip.Prefix
 }
 
-func (c cidrHost) NetworkCIDRs(context.Context) (map[string][]netip.Prefix, error) {
-	return c.cidrs, nil
+func (c cidrHost) Survey(ctx context.Context, kinds ...Kind) (*Survey, error) {
+	s, err := c.fakeHost.Survey(ctx, kinds...)
+	if s != nil {
+		s.Addresses = c.cidrs
+	}
+	return s, err
 }
-func (c cidrHost) Networks() Networks { return c }
 
 // TestDualStackClashes: preflight compares a dual-stack lab's IPv6 family
 // too: another libvirt network on its IPv6 machine network (two dual-stack

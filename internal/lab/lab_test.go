@@ -11,17 +11,16 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/bmlab/bmlab/internal/labconfig"
-	"github.com/bmlab/bmlab/internal/labvirt"
-	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -40,8 +39,8 @@ type fakeHost struct {
 	ignoreDelete map[string]bool
 	calls        []string
 	// shared are the libvirt networks other labs could share, with the
-	// entries labs added (EnsureShared).
-	shared []labvirt.SharedNetwork
+	// entries labs added (Ensure of SharedEntries).
+	shared []Network
 }
 
 func newFake() *fakeHost {
@@ -77,6 +76,13 @@ func (f *fakeHost) Owner(_ context.Context, kind Kind, name string) (bool, strin
 
 func (f *fakeHost) Marked(_ context.Context, kind Kind, lab string) ([]string, error) {
 	var out []string
+	if kind == KindDaemon {
+		for pid := range f.daemons {
+			out = append(out, strconv.Itoa(pid))
+		}
+		slices.Sort(out)
+		return out, nil
+	}
 	for name, o := range f.objs[kind] {
 		if o == lab && lab != "" {
 			out = append(out, name)
@@ -87,6 +93,22 @@ func (f *fakeHost) Marked(_ context.Context, kind Kind, lab string) ([]string, e
 }
 
 func (f *fakeHost) Delete(_ context.Context, kind Kind, name, lab string) error {
+	switch kind {
+	case KindDaemon:
+		pid, _ := strconv.Atoi(name)
+		delete(f.daemons, pid)
+		return f.call("stop vbmcd")
+	case KindShared:
+		n := f.sharedNet(name)
+		if n != nil {
+			n.Labs = slices.DeleteFunc(n.Labs, func(e Entries) bool { return e.Lab == lab })
+		}
+		return f.call("unshare " + name)
+	case KindDanglingPool:
+		delete(f.objs[KindPool], name)
+		f.dropVolumes(name) // they were files in the directory
+		return f.call("delete dangling " + name)
+	}
 	if err := f.call("delete " + name); err != nil {
 		return err
 	}
@@ -113,65 +135,152 @@ func (f *fakeHost) dropVolumes(pool string) {
 	}
 }
 
-func (f *fakeHost) EnsureNAT(_ context.Context, s labvirt.LabNetworkSpec) (bool, error) {
-	if err := f.call("nat " + s.Name); err != nil {
-		return false, err
-	}
-	f.put(KindLink, s.Bridge, s.Lab)
-	return f.put(KindNetwork, s.Name, s.Lab), nil
-}
+func (f *fakeHost) Validate(Object) error { return nil }
 
-func (f *fakeHost) WaitAddress(context.Context, string, netip.Addr) error { return nil }
-
-func (f *fakeHost) EnsureBridgeNetwork(_ context.Context, s labvirt.NetworkSpec) (bool, error) {
-	return f.put(KindNetwork, s.Name, s.Lab), f.call("network " + s.Name)
-}
-
-func (f *fakeHost) NetworkCIDRs(context.Context) (map[string][]netip.Prefix, error) {
-	return map[string][]netip.Prefix{"default": {netip.MustParsePrefix("192.168.122.1/24")}}, nil
-}
-
-func (f *fakeHost) EnsureLinks(_ context.Context, lab string, t netplumb.Topology) ([]string, error) {
-	var steps []string
-	for _, n := range t.Names() {
-		if f.put(KindLink, n, lab) {
-			steps = append(steps, "create "+n)
+func (f *fakeHost) Ensure(_ context.Context, o Object) ([]string, error) {
+	changed := func(c bool, err error, what string) ([]string, error) {
+		if c {
+			return []string{what}, err
 		}
+		return nil, err
 	}
-	return steps, f.call("links")
-}
-
-// LinkDifferences: a link of the topology that is missing, or another's
-// (blocking), as netplumb reports them.
-func (f *fakeHost) LinkDifferences(_ context.Context, lab string, t netplumb.Topology) ([]netplumb.Difference, error) {
-	var out []netplumb.Difference
-	for _, n := range t.Names() {
-		switch o, ok := f.objs[KindLink][n]; {
-		case !ok:
-			out = append(out, netplumb.Difference{Link: n, Kind: "missing", Fix: "create it"})
-		case o != lab:
-			out = append(out, netplumb.Difference{Link: n, Kind: "foreign", Blocking: true, Fix: "ip link del " + n})
+	switch o := o.(type) {
+	case NATNetwork:
+		if err := f.call("nat " + o.NAT.Name); err != nil {
+			return nil, err
 		}
+		f.put(KindLink, o.NAT.Bridge, o.Lab)
+		return changed(f.put(KindNetwork, o.NAT.Name, o.Lab), nil, "nat")
+	case LinkAddress:
+		return nil, nil
+	case BridgeNetwork:
+		return changed(f.put(KindNetwork, o.Name, o.Lab), f.call("network "+o.Name), "network")
+	case Links:
+		var steps []string
+		for _, n := range o.Topology.Names() {
+			if f.put(KindLink, n, o.Lab) {
+				steps = append(steps, "create "+n)
+			}
+		}
+		return steps, f.call("links")
+	case SharedEntries:
+		if err := f.call("shared " + o.Shared.Network); err != nil {
+			return nil, err
+		}
+		n := f.sharedNet(o.Shared.Network)
+		if n == nil {
+			return nil, fmt.Errorf("shared libvirt network %q: missing", o.Shared.Network)
+		}
+		want := entriesOf(o)
+		if i := slices.IndexFunc(n.Labs, func(e Entries) bool { return e.Lab == o.Lab }); i >= 0 {
+			if reflect.DeepEqual(n.Labs[i], want) {
+				return nil, nil
+			}
+			n.Labs[i] = want
+		} else {
+			n.Labs = append(n.Labs, want)
+		}
+		return []string{"entries of " + o.Lab + " in " + o.Shared.Network}, nil
+	case Pool:
+		if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+			return nil, err
+		}
+		f.poolDir[o.Name] = o.Dir
+		return changed(f.put(KindPool, o.Name, o.Lab), f.call("pool "+o.Name), "pool")
+	case Volume:
+		if err := f.call("volume " + o.Disk.Volume); err != nil {
+			return nil, err
+		}
+		return changed(f.put(KindVolume, o.Pool+"/"+o.Disk.Volume, o.Lab), nil, "volume")
+	case Machine:
+		if err := f.call("define " + o.Node.Name); err != nil {
+			return nil, err
+		}
+		f.put(KindDomain, o.Node.Name, o.Lab)
+		return []string{"domain"}, nil
+	case MachineBMC:
+		return nil, nil
+	case BMCDaemon:
+		var done []string
+		ok := false
+		for pid, args := range f.daemons {
+			if slices.Equal(args, o.Plan.Vbmcd.Args) && !o.Restart {
+				ok = true
+				continue
+			}
+			done = append(done, fmt.Sprintf("restarting vbmcd (pid %d): its settings changed", pid))
+			delete(f.daemons, pid)
+			if err := f.call("stop vbmcd"); err != nil {
+				return done, err
+			}
+		}
+		if !ok {
+			if err := f.call("start vbmcd"); err != nil {
+				return done, err
+			}
+			f.nextPID++
+			f.daemons[f.nextPID] = o.Plan.Vbmcd.Args
+			done = append(done, "started")
+		}
+		return done, f.call("check bmcs")
 	}
-	return out, f.call("link differences")
+	return nil, fmt.Errorf("fake: ensure %T", o)
 }
 
-// NATProblems: absent, or another lab's.
-func (f *fakeHost) NATProblems(_ context.Context, s labvirt.LabNetworkSpec) ([]string, error) {
-	if o, ok := f.objs[KindNetwork][s.Name]; !ok {
-		return []string{"absent"}, nil
-	} else if o != s.Lab {
-		return []string{"owned by " + o}, nil
+// entriesOf is what the lab adds to a shared network, as the fake keeps it.
+func entriesOf(o SharedEntries) Entries {
+	sh := o.Shared
+	e := Entries{Lab: o.Lab, Block: netaddr.Range{Start: sh.BlockStart, End: sh.BlockEnd}}
+	for _, r := range sh.Reservations {
+		r.MAC = strings.ToLower(r.MAC)
+		e.Hosts = append(e.Hosts, r)
 	}
-	return nil, nil
+	e.Records = append(e.Records, sh.Records...)
+	return e
 }
 
-// BridgeNetworkProblems: absent, or another lab's.
-func (f *fakeHost) BridgeNetworkProblems(_ context.Context, s labvirt.NetworkSpec) ([]string, error) {
-	return f.NATProblems(context.Background(), labvirt.LabNetworkSpec{Name: s.Name, Lab: s.Lab})
+func (f *fakeHost) Differences(_ context.Context, o Object) ([]Difference, error) {
+	gone := func(name, lab string) []Difference {
+		if o, ok := f.objs[KindNetwork][name]; !ok {
+			return []Difference{{Got: "absent"}}
+		} else if o != lab {
+			return []Difference{{Got: "owned by " + o}}
+		}
+		return nil
+	}
+	switch o := o.(type) {
+	case NATNetwork:
+		return gone(o.NAT.Name, o.Lab), nil
+	case BridgeNetwork:
+		return gone(o.Name, o.Lab), nil
+	case Links:
+		// A link of the topology that is missing, or another's
+		// (blocking), as netplumb reports them.
+		var out []Difference
+		for _, n := range o.Topology.Names() {
+			switch own, ok := f.objs[KindLink][n]; {
+			case !ok:
+				out = append(out, Difference{Object: n, Kind: "missing", Fix: "create it"})
+			case own != o.Lab:
+				out = append(out, Difference{Object: n, Kind: "foreign", Blocking: true, Fix: "ip link del " + n})
+			}
+		}
+		return out, f.call("link differences")
+	case SharedEntries:
+		n := f.sharedNet(o.Shared.Network)
+		if n == nil {
+			return []Difference{{Got: "missing"}}, nil
+		}
+		want := entriesOf(o)
+		if !slices.ContainsFunc(n.Labs, func(e Entries) bool { return reflect.DeepEqual(e, want) }) {
+			return []Difference{{Got: "the lab's entries are missing"}}, nil
+		}
+		return nil, nil
+	}
+	return nil, fmt.Errorf("fake: differences of %T", o)
 }
 
-func (f *fakeHost) sharedNet(name string) *labvirt.SharedNetwork {
+func (f *fakeHost) sharedNet(name string) *Network {
 	for i := range f.shared {
 		if f.shared[i].Name == name {
 			return &f.shared[i]
@@ -180,111 +289,33 @@ func (f *fakeHost) sharedNet(name string) *labvirt.SharedNetwork {
 	return nil
 }
 
-// EnsureShared: the network must be there; the lab's list replaces its
-// earlier one.
-func (f *fakeHost) EnsureShared(_ context.Context, s labvirt.SharedSpec) ([]string, error) {
-	if err := f.call("shared " + s.Network); err != nil {
-		return nil, err
+// Survey: one other network with an address; the shared networks; every
+// marked domain's mark; pools whose directory is gone (their mark went
+// with it, so they no longer count as the lab's, as on a real host).
+func (f *fakeHost) Survey(_ context.Context, kinds ...Kind) (*Survey, error) {
+	s := &Survey{
+		Addresses: map[string][]netip.Prefix{"default": {netip.MustParsePrefix("192.168.122.1/24")}},
+		Networks:  slices.Clone(f.shared),
+		Marks:     map[string]map[string]string{},
 	}
-	n := f.sharedNet(s.Network)
-	if n == nil {
-		return nil, fmt.Errorf("shared libvirt network %q: missing", s.Network)
-	}
-	if i := slices.IndexFunc(n.Labs, func(e labvirt.SharedEntries) bool { return e.Lab == s.Entries.Lab }); i >= 0 {
-		if reflect.DeepEqual(n.Labs[i], s.Entries) {
-			return nil, nil
+	for name, owner := range f.objs[KindDomain] {
+		if owner != "" {
+			s.Marks[name] = map[string]string{"name": owner}
 		}
-		n.Labs[i] = s.Entries
-	} else {
-		n.Labs = append(n.Labs, s.Entries)
 	}
-	return []string{"entries of " + s.Entries.Lab + " in " + s.Network}, nil
-}
-
-func (f *fakeHost) SharedProblems(_ context.Context, s labvirt.SharedSpec) ([]string, error) {
-	n := f.sharedNet(s.Network)
-	if n == nil {
-		return []string{"missing"}, nil
-	}
-	if !slices.ContainsFunc(n.Labs, func(e labvirt.SharedEntries) bool { return reflect.DeepEqual(e, s.Entries) }) {
-		return []string{"the lab's entries are missing"}, nil
-	}
-	return nil, nil
-}
-
-func (f *fakeHost) SharedNetworks(context.Context) ([]labvirt.SharedNetwork, error) {
-	return slices.Clone(f.shared), nil
-}
-
-func (f *fakeHost) RemoveShared(_ context.Context, network, lab string) (bool, error) {
-	n := f.sharedNet(network)
-	if n == nil {
-		return false, nil
-	}
-	before := len(n.Labs)
-	n.Labs = slices.DeleteFunc(n.Labs, func(e labvirt.SharedEntries) bool { return e.Lab == lab })
-	return len(n.Labs) < before, f.call("unshare " + network)
-}
-
-func (f *fakeHost) Objects() Objects   { return f }
-func (f *fakeHost) Nodes() Nodes       { return f }
-func (f *fakeHost) Storage() Storage   { return f }
-func (f *fakeHost) Networks() Networks { return f }
-func (f *fakeHost) BMCs() BMCs         { return f }
-
-func (f *fakeHost) EnsurePool(_ context.Context, s labvirt.PoolSpec) (bool, error) {
-	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
-		return false, err
-	}
-	f.poolDir[s.Name] = s.Dir
-	return f.put(KindPool, s.Name, s.Lab), f.call("pool " + s.Name)
-}
-
-func (f *fakeHost) EnsureVolume(_ context.Context, s labvirt.VolumeSpec) (bool, error) {
-	if err := f.call("volume " + s.Name); err != nil {
-		return false, err
-	}
-	return f.put(KindVolume, s.Pool+"/"+s.Name, s.Lab), nil
-}
-
-// DanglingPools are pools whose directory is gone; their mark went with
-// it, so they no longer count as the lab's (as on a real host).
-func (f *fakeHost) DanglingPools(context.Context) ([]labvirt.DanglingPool, error) {
-	var out []labvirt.DanglingPool
 	for name, dir := range f.poolDir {
+		if len(kinds) > 0 && !slices.Contains(kinds, KindPool) {
+			break
+		}
 		if _, ok := f.objs[KindPool][name]; !ok {
 			continue
 		}
 		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 			f.objs[KindPool][name] = ""
-			out = append(out, labvirt.DanglingPool{Name: name, Dir: dir})
+			s.Dangling = append(s.Dangling, DanglingPool{Name: name, Dir: dir})
 		}
 	}
-	return out, nil
-}
-
-func (f *fakeHost) DeleteDanglingPool(_ context.Context, name string) error {
-	delete(f.objs[KindPool], name)
-	f.dropVolumes(name) // they were files in the directory
-	return f.call("delete dangling " + name)
-}
-
-func (f *fakeHost) DefineDomain(_ context.Context, s labvirt.DomainSpec) error {
-	if err := f.call("define " + s.Name); err != nil {
-		return err
-	}
-	f.put(KindDomain, s.Name, labvirt.MarkOf(s.Metadata))
-	return nil
-}
-
-func (f *fakeHost) DomainMarks(context.Context) (map[string]map[string]string, error) {
-	out := map[string]map[string]string{}
-	for name, owner := range f.objs[KindDomain] {
-		if owner != "" {
-			out[name] = map[string]string{"name": owner}
-		}
-	}
-	return out, nil
+	return s, nil
 }
 
 func (f *fakeHost) Start(_ context.Context, name string) (bool, error) {
@@ -305,36 +336,6 @@ func (f *fakeHost) Power(_ context.Context, name string) (string, error) {
 		return "Off", nil
 	}
 	return "absent", nil
-}
-
-func (f *fakeHost) SetNodeBMC(context.Context, string, int, string, string) (bool, error) {
-	return false, nil
-}
-
-func (f *fakeHost) Daemons(context.Context, string) ([]Daemon, error) {
-	var out []Daemon
-	for pid, args := range f.daemons {
-		out = append(out, Daemon{PID: pid, Args: args})
-	}
-	return out, nil
-}
-
-func (f *fakeHost) StartDaemon(_ context.Context, v plan.Vbmcd, _ string) (Daemon, error) {
-	if err := f.call("start vbmcd"); err != nil {
-		return Daemon{}, err
-	}
-	f.nextPID++
-	f.daemons[f.nextPID] = v.Args
-	return Daemon{PID: f.nextPID, Args: v.Args}, nil
-}
-
-func (f *fakeHost) StopDaemon(_ context.Context, pid int) error {
-	delete(f.daemons, pid)
-	return f.call("stop vbmcd")
-}
-
-func (f *fakeHost) CheckBMCs(context.Context, *plan.Plan, time.Duration, func(string)) error {
-	return f.call("check bmcs")
 }
 
 // recorder keeps the status lines.

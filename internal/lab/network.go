@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/plan"
 )
@@ -41,77 +40,60 @@ func (network) Delete(ctx context.Context, e *Env) error {
 	return err
 }
 
-// NetDifference is one way the host's network differs from the plan.
-type NetDifference struct {
-	Object string `json:"object"`
-	Kind   string `json:"kind"`
-	Want   string `json:"want,omitempty"`
-	Got    string `json:"got,omitempty"`
-	// Blocking marks an object with a lab name that is not the lab's:
-	// nothing repairs it, the user must clear it.
-	Blocking bool   `json:"blocking,omitempty"`
-	Fix      string `json:"fix"`
-}
-
 // CheckNetwork lists every difference between the host's network and the
 // plan, in the order EnsureNetwork repairs them. It changes nothing.
-func CheckNetwork(ctx context.Context, e *Env) ([]NetDifference, error) {
+func CheckNetwork(ctx context.Context, e *Env) ([]Difference, error) {
 	p := e.Plan
-	nets := e.Host.Networks()
-	out := []NetDifference{}
+	out := []Difference{}
 	foreign := func(name string) (bool, error) {
-		found, owner, err := e.Host.Objects().Owner(ctx, KindNetwork, name)
+		found, owner, err := e.Host.Owner(ctx, KindNetwork, name)
 		return found && owner != p.Lab, err
 	}
 	clear := func(name string) string {
 		return fmt.Sprintf("the lab never changes a network it does not own: virsh net-destroy %s; virsh net-undefine %s, if it is stale", name, name)
 	}
-	if p.Network.NAT != nil {
-		spec := NATSpec(p)
-		problems, err := nets.NATProblems(ctx, spec)
+	if nat := p.Network.NAT; nat != nil {
+		problems, err := e.Host.Differences(ctx, NATObject(p))
 		if err != nil {
 			return nil, err
 		}
 		if len(problems) > 0 {
-			d := NetDifference{Object: "libvirt network " + spec.Name, Kind: "nat-network",
-				Want: "active NAT network " + spec.CIDR.String() + " on " + spec.Bridge, Got: join(problems), Fix: "define, correct or start it"}
-			if d.Blocking, err = foreign(spec.Name); err != nil {
+			d := Difference{Object: "libvirt network " + nat.Name, Kind: "nat-network",
+				Want: "active NAT network " + nat.CIDR.String() + " on " + nat.Bridge, Got: join(gots(problems)), Fix: "define, correct or start it"}
+			if d.Blocking, err = foreign(nat.Name); err != nil {
 				return nil, err
 			} else if d.Blocking {
-				d.Fix = clear(spec.Name)
+				d.Fix = clear(nat.Name)
 			}
 			out = append(out, d)
 		}
 	}
 	if sh := p.Network.Shared; sh != nil {
-		problems, err := nets.SharedProblems(ctx, SharedSpec(p))
+		problems, err := e.Host.Differences(ctx, SharedEntries{Lab: p.Lab, Shared: *sh})
 		if err != nil {
 			return nil, err
 		}
 		for _, pr := range problems {
-			out = append(out, NetDifference{Object: "libvirt network " + sh.Network + " (shared)", Kind: "shared-entry",
-				Want: "the lab's reservations and DNS records, listed as its own", Got: pr,
+			out = append(out, Difference{Object: "libvirt network " + sh.Network + " (shared)", Kind: "shared-entry",
+				Want: "the lab's reservations and DNS records, listed as its own", Got: pr.Got,
 				Fix: "add the lab's entries live (the network is not restarted): labctl net repair"})
 		}
 	}
-	links, err := nets.LinkDifferences(ctx, p.Lab, p.HubTopology())
+	links, err := e.Host.Differences(ctx, Links{Lab: p.Lab, Topology: p.HubTopology()})
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range links {
-		out = append(out, NetDifference{Object: d.Link, Kind: string(d.Kind), Want: d.Want, Got: d.Got, Blocking: d.Blocking, Fix: d.Fix})
-	}
+	out = append(out, links...)
 	for _, name := range p.Network.BridgeNetworks {
-		spec := bridgeNetwork(p, name)
-		problems, err := nets.BridgeNetworkProblems(ctx, spec)
+		problems, err := e.Host.Differences(ctx, BridgeNetwork{Lab: p.Lab, Name: name})
 		if err != nil {
 			return nil, err
 		}
 		if len(problems) == 0 {
 			continue
 		}
-		d := NetDifference{Object: "libvirt network " + name, Kind: "libvirt-network", Want: "active, bridge " + name,
-			Got: join(problems), Fix: "define and start it"}
+		d := Difference{Object: "libvirt network " + name, Kind: "libvirt-network", Want: "active, bridge " + name,
+			Got: join(gots(problems)), Fix: "define and start it"}
 		if d.Blocking, err = foreign(name); err != nil {
 			return nil, err
 		} else if d.Blocking {
@@ -120,7 +102,7 @@ func CheckNetwork(ctx context.Context, e *Env) ([]NetDifference, error) {
 		out = append(out, d)
 	}
 	if netplumb.NetworkManagerPresent(p.Network.NMConfDir) && !netplumb.UnmanagedSnippetCurrent(p.Network.NMConfDir, p.Lab, p.HubTopology().Names()) {
-		out = append(out, NetDifference{Object: "NetworkManager", Kind: "unmanaged-missing",
+		out = append(out, Difference{Object: "NetworkManager", Kind: "unmanaged-missing",
 			Want: netplumb.UnmanagedSnippetPath(p.Network.NMConfDir, p.Lab),
 			Fix:  "write the unmanaged-devices snippet for the lab's links"})
 	}
@@ -130,7 +112,7 @@ func CheckNetwork(ctx context.Context, e *Env) ([]NetDifference, error) {
 			return nil, err
 		}
 		if problem != "" {
-			diff := NetDifference{Object: d.Path, Kind: "host-resolver", Want: "the " + d.Kind + " drop-in sending " + d.Domain + " to " + d.DNS.String(), Got: problem,
+			diff := Difference{Object: d.Path, Kind: "host-resolver", Want: "the " + d.Kind + " drop-in sending " + d.Domain + " to " + d.DNS.String(), Got: problem,
 				Fix: "write it again: labctl net repair (" + d.ApplyHint() + ")"}
 			if foreign {
 				diff.Blocking, diff.Fix = true, "the lab never changes a file without its mark: move it away, or set network.hostResolver: hosts"
@@ -154,25 +136,24 @@ func resolverDropIn(p *plan.Plan) *netplumb.ResolverDropIn {
 // what it changed, one line each (none: nothing to do).
 func EnsureNetwork(ctx context.Context, e *Env) ([]string, error) {
 	p := e.Plan
-	nets := e.Host.Networks()
 	var done []string
 	if nat := p.Network.NAT; nat != nil {
-		c, err := nets.EnsureNAT(ctx, NATSpec(p))
+		c, err := e.Host.Ensure(ctx, NATObject(p))
 		if err != nil {
 			return done, err
 		}
-		if c {
+		if len(c) > 0 {
 			done = append(done, fmt.Sprintf("libvirt network %s: NAT network %s on %s, defined, active, autostarted", nat.Name, nat.CIDR, nat.Bridge))
 		}
 	}
 	if p.Network.Shared != nil {
-		steps, err := nets.EnsureShared(ctx, SharedSpec(p))
+		steps, err := e.Host.Ensure(ctx, SharedEntries{Lab: p.Lab, Shared: *p.Network.Shared})
 		done = append(done, steps...)
 		if err != nil {
 			return done, err
 		}
 	}
-	steps, err := nets.EnsureLinks(ctx, p.Lab, p.HubTopology())
+	steps, err := e.Host.Ensure(ctx, Links{Lab: p.Lab, Topology: p.HubTopology()})
 	done = append(done, steps...)
 	if err != nil {
 		return done, err
@@ -183,18 +164,18 @@ func EnsureNetwork(ctx context.Context, e *Env) ([]string, error) {
 	if nat := p.Network.NAT; nat != nil {
 		for _, gw := range []netip.Addr{nat.Gateway, secondaryGateway(nat)} {
 			if gw.Is6() {
-				if err := nets.WaitAddress(ctx, nat.Bridge, gw); err != nil {
+				if _, err := e.Host.Ensure(ctx, LinkAddress{Link: nat.Bridge, Addr: gw}); err != nil {
 					return done, fmt.Errorf("the lab's NAT bridge: %w; its veth %s should give it a carrier (labctl net check)", err, vethOn(p, nat.Bridge))
 				}
 			}
 		}
 	}
 	for _, name := range p.Network.BridgeNetworks {
-		c, err := nets.EnsureBridgeNetwork(ctx, bridgeNetwork(p, name))
+		c, err := e.Host.Ensure(ctx, BridgeNetwork{Lab: p.Lab, Name: name})
 		if err != nil {
 			return done, err
 		}
-		if c {
+		if len(c) > 0 {
 			done = append(done, fmt.Sprintf("libvirt network %s: defined, active, autostarted on bridge %s", name, name))
 		}
 	}
@@ -241,27 +222,23 @@ type NetworkRemoval struct {
 // bears the lab's mark. It fails while any of it is left.
 func RemoveNetwork(ctx context.Context, e *Env) (NetworkRemoval, error) {
 	p := e.Plan
-	objs := e.Host.Objects()
+	objs := e.Host
 	rm := NetworkRemoval{Shared: []string{}, Networks: []string{}, Links: []string{}, Foreign: []string{}, ResolverDropIns: []string{}}
 	// The lab's entries in shared networks first, found by the lists the
 	// networks keep, whether or not the plan names the network (down
 	// --lab has no lab file).
-	shared, err := e.Host.Networks().SharedNetworks(ctx)
+	sv, err := e.Host.Survey(ctx, KindNetwork)
 	if err != nil {
 		return rm, err
 	}
-	sharedNames := []string{}
-	for _, n := range shared {
-		if slices.ContainsFunc(n.Labs, func(x labvirt.SharedEntries) bool { return x.Lab == p.Lab }) {
-			sharedNames = append(sharedNames, n.Name)
+	for _, n := range sv.Networks {
+		if !slices.ContainsFunc(n.Labs, func(x Entries) bool { return x.Lab == p.Lab }) {
+			continue
 		}
-	}
-	for _, name := range sharedNames {
-		if removed, err := e.Host.Networks().RemoveShared(ctx, name, p.Lab); err != nil {
+		if err := e.Host.Delete(ctx, KindShared, n.Name, p.Lab); err != nil {
 			return rm, err
-		} else if removed {
-			rm.Shared = append(rm.Shared, name)
 		}
+		rm.Shared = append(rm.Shared, n.Name)
 	}
 	marked, err := objs.Marked(ctx, KindNetwork, p.Lab)
 	if err != nil {
@@ -345,41 +322,16 @@ func vethOn(p *plan.Plan, bridge string) string {
 	return ""
 }
 
-// bridgeNetwork is the libvirt network named like a lab bridge.
-func bridgeNetwork(p *plan.Plan, name string) labvirt.NetworkSpec {
-	return labvirt.NetworkSpec{Name: name, Bridge: name, Lab: p.Lab}
+// gots are the differences' Got fields.
+func gots(ds []Difference) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.Got
+	}
+	return out
 }
 
-// SharedSpec is the lab's part of the network it shares, as libvirt
-// takes it.
-func SharedSpec(p *plan.Plan) labvirt.SharedSpec {
-	sh := p.Network.Shared
-	spec := labvirt.SharedSpec{Network: sh.Network, Bridge: sh.Bridge, CIDR: sh.CIDR, Entries: labvirt.SharedEntries{
-		Lab: p.Lab, Block: sh.BlockStart.String() + "-" + sh.BlockEnd.String(),
-	}}
-	for _, r := range sh.Reservations {
-		spec.Entries.Hosts = append(spec.Entries.Hosts, labvirt.SharedHost{MAC: strings.ToLower(r.MAC), IP: r.IP.String(), Name: r.Name})
-	}
-	for _, r := range sh.Records {
-		spec.Entries.Records = append(spec.Entries.Records, labvirt.SharedRecord{IP: r.IP.String(), Names: r.Names})
-	}
-	return spec
-}
-
-// NATSpec is the plan's NAT network as libvirt builds it.
-func NATSpec(p *plan.Plan) labvirt.LabNetworkSpec {
-	nat := p.Network.NAT
-	spec := labvirt.LabNetworkSpec{
-		Name: nat.Name, Bridge: nat.Bridge, Lab: p.Lab,
-		CIDR: nat.CIDR, DHCPStart: nat.DHCPStart, DHCPEnd: nat.DHCPEnd,
-		MTU: uint(nat.MTU), Domain: nat.Domain, APIVIP: nat.APIVIP, IngressVIP: nat.IngressVIP,
-		NodeHoldsVIPs: p.SingleNode(),
-	}
-	if f := nat.Secondary; f != nil {
-		spec.Secondary = &labvirt.LabNetworkFamily{CIDR: f.CIDR, DHCPStart: f.DHCPStart, DHCPEnd: f.DHCPEnd, APIVIP: f.APIVIP, IngressVIP: f.IngressVIP}
-	}
-	for _, n := range p.Nodes {
-		spec.Hosts = append(spec.Hosts, labvirt.LabHost{MAC: n.MAC, IP: n.IP, SecondaryIP: n.SecondaryIP, Hostname: n.Name})
-	}
-	return spec
+// NATObject is the plan's NAT network as the provider makes it.
+func NATObject(p *plan.Plan) NATNetwork {
+	return NATNetwork{Lab: p.Lab, NAT: *p.Network.NAT, Nodes: p.Nodes, NodeHoldsVIPs: p.SingleNode()}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
-func objects(d []NetDifference) []string {
+func objects(d []Difference) []string {
 	var out []string
 	for _, x := range d {
 		s := x.Object + " " + x.Kind
@@ -112,7 +112,7 @@ func TestNetworkResolverDropIn(t *testing.T) {
 		must(t, err)
 		got := objects(diffs)
 		if (want == "") != !slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, path) }) ||
-			want != "" && !slices.ContainsFunc(diffs, func(d NetDifference) bool { return d.Object == path && d.Got == want }) {
+			want != "" && !slices.ContainsFunc(diffs, func(d Difference) bool { return d.Object == path && d.Got == want }) {
 			t.Errorf("check = %+v, want %q for %s", diffs, want, path)
 		}
 	}

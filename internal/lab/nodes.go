@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -27,7 +26,7 @@ func ensureDomains(ctx context.Context, e *Env, list []plan.Node) (bool, error) 
 	p := e.Plan
 	changed := false
 	for _, n := range list {
-		found, owner, err := e.Host.Objects().Owner(ctx, KindDomain, n.Name)
+		found, owner, err := e.Host.Owner(ctx, KindDomain, n.Name)
 		if err != nil {
 			return changed, err
 		}
@@ -40,7 +39,7 @@ func ensureDomains(ctx context.Context, e *Env, list []plan.Node) (bool, error) 
 		if err := os.MkdirAll(filepath.Dir(n.SerialLog), 0o755); err != nil {
 			return changed, err
 		}
-		if err := e.Host.Nodes().DefineDomain(ctx, DomainSpec(p, n)); err != nil {
+		if _, err := e.Host.Ensure(ctx, MachineOf(p, n)); err != nil {
 			return changed, err
 		}
 		changed = true
@@ -48,28 +47,17 @@ func ensureDomains(ctx context.Context, e *Env, list []plan.Node) (bool, error) 
 	return changed, nil
 }
 
-// DomainSpec is a node's domain as libvirt defines it.
-func DomainSpec(p *plan.Plan, n plan.Node) labvirt.DomainSpec {
-	spec := labvirt.DomainSpec{
-		Name: n.Name, UUID: n.UUID, MemoryMiB: n.MemoryMiB, VCPUs: n.VCPUs, UEFI: true,
-		NICs:      []labvirt.NICSpec{{Network: p.Network.NodeNetwork, MAC: n.MAC}},
-		SerialLog: n.SerialLog,
-		BootOrder: []string{"hd", "network"},
-		Metadata:  labvirt.MarkXML(p.Lab, markAttrs(p)...),
-		Ignition:  n.Ignition,
-	}
+// MachineOf is a node's machine as the plan declares it.
+func MachineOf(p *plan.Plan, n plan.Node) Machine {
+	m := Machine{Lab: p.Lab, Node: n, Network: p.Network.NodeNetwork, Attrs: markAttrs(p)}
 	if h := p.Hybrid; h != nil && h.SingleNode {
 		// As kcli's sno VM: the live ISO with the embedded ignition in the
 		// CD drive, behind the blank disk the ISO installs onto; the
 		// firmware passes the blank disk over, and the installed one once
 		// it boots.
-		spec.Ignition, spec.CDROM = "", h.BootISO
-		spec.BootOrder = []string{"hd", "cdrom"}
+		m.CDROM = h.BootISO
 	}
-	for _, d := range n.Disks {
-		spec.Disks = append(spec.Disks, labvirt.DiskSpec{Path: d.Path})
-	}
-	return spec
+	return m
 }
 
 // markAttrs are what a hybrid lab's domains tell other labs: the segment
@@ -100,13 +88,13 @@ func markAttrs(p *plan.Plan) []string {
 // Delete removes the lab's domains: the plan's and any other that bears
 // the lab's mark.
 func (nodes) Delete(ctx context.Context, e *Env) error {
-	marked, err := e.Host.Objects().Marked(ctx, KindDomain, e.Plan.Lab)
+	marked, err := e.Host.Marked(ctx, KindDomain, e.Plan.Lab)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, name := range union(e.Plan.NodeNames(), marked) {
-		if err := e.Host.Objects().Delete(ctx, KindDomain, name, e.Plan.Lab); errors.Is(err, ErrForeign) {
+		if err := e.Host.Delete(ctx, KindDomain, name, e.Plan.Lab); errors.Is(err, ErrForeign) {
 			e.Rep.Note("remove nodes", "left "+name+" alone: it is not this lab's")
 		} else if err != nil {
 			errs = append(errs, err)

@@ -179,7 +179,7 @@ func Down(ctx context.Context, e *Env, actions []Action) error {
 // remaining fails when objects of a kind that bear the lab's mark are
 // still there: a Delete never reports success while leaving them.
 func remaining(ctx context.Context, e *Env, kind Kind) error {
-	left, err := e.Host.Objects().Marked(ctx, kind, e.Plan.Lab)
+	left, err := e.Host.Marked(ctx, kind, e.Plan.Lab)
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/bmlab/bmlab/internal/labvirt"
+	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/qemuaccess"
 )
@@ -93,7 +93,7 @@ func Clashes(ctx context.Context, e *Env) error {
 	p := e.Plan
 	var found []clash
 	check := func(kind Kind, name, setting string) error {
-		ok, owner, err := e.Host.Objects().Owner(ctx, kind, name)
+		ok, owner, err := e.Host.Owner(ctx, kind, name)
 		if err != nil {
 			return err
 		}
@@ -120,10 +120,10 @@ func Clashes(ctx context.Context, e *Env) error {
 		err = firstErr(err, check(KindNetwork, nat.Name, "name"))
 		// libvirt makes the NAT bridge (no alias): it is the lab's when the
 		// lab's NAT network is there, and a clash when it is there alone.
-		if nfound, owner, nerr := e.Host.Objects().Owner(ctx, KindNetwork, nat.Name); nerr != nil {
+		if nfound, owner, nerr := e.Host.Owner(ctx, KindNetwork, nat.Name); nerr != nil {
 			err = firstErr(err, nerr)
 		} else if !nfound || owner != p.Lab {
-			if bfound, _, berr := e.Host.Objects().Owner(ctx, KindLink, nat.Bridge); berr != nil {
+			if bfound, _, berr := e.Host.Owner(ctx, KindLink, nat.Bridge); berr != nil {
 				err = firstErr(err, berr)
 			} else if bfound {
 				found = append(found, clash{KindLink, nat.Bridge, "", "name (the NAT bridge is bmnat-<name>)"})
@@ -143,10 +143,11 @@ func Clashes(ctx context.Context, e *Env) error {
 		msgs = append(msgs, fmt.Sprintf("%s %s %s: give this lab its own (%s)", c.kind, c.name, whose, c.setting))
 	}
 	if nat := p.Network.NAT; nat != nil {
-		cidrs, err := e.Host.Networks().NetworkCIDRs(ctx)
+		sv, err := e.Host.Survey(ctx, KindNetwork)
 		if err != nil {
 			return err
 		}
+		cidrs := sv.Addresses
 		families := []struct {
 			cidr netip.Prefix
 			fix  string
@@ -247,10 +248,11 @@ func (preflight) createsNothing() {}
 func segmentClashes(ctx context.Context, e *Env) ([]string, error) {
 	p := e.Plan
 	k := p.Cluster
-	marks, err := e.Host.Nodes().DomainMarks(ctx)
+	sv, err := e.Host.Survey(ctx, KindDomain)
 	if err != nil {
 		return nil, err
 	}
+	marks := sv.Marks
 	mine := map[string]string{
 		"apiVIP": k.APIVIP.String(), "ingressVIP": k.IngressVIP.String(),
 		"apiRouterID": strconv.Itoa(p.Hybrid.APIRouterID), "ingressRouterID": strconv.Itoa(p.Hybrid.IngressRouterID),
@@ -293,11 +295,12 @@ func segmentClashes(ctx context.Context, e *Env) ([]string, error) {
 func sharedClashes(ctx context.Context, e *Env) ([]string, error) {
 	p := e.Plan
 	sh := p.Network.Shared
-	nets, err := e.Host.Networks().SharedNetworks(ctx)
+	sv, err := e.Host.Survey(ctx, KindNetwork)
 	if err != nil {
 		return nil, err
 	}
-	i := slices.IndexFunc(nets, func(n labvirt.SharedNetwork) bool { return n.Name == sh.Network })
+	nets := sv.Networks
+	i := slices.IndexFunc(nets, func(n Network) bool { return n.Name == sh.Network })
 	if i < 0 {
 		var names []string
 		for _, n := range nets {
@@ -340,14 +343,8 @@ func sharedClashes(ctx context.Context, e *Env) ([]string, error) {
 			names[strings.ToLower(nm)] = true
 		}
 	}
-	block := func(s string) (netip.Addr, netip.Addr, bool) {
-		a, b, ok := strings.Cut(s, "-")
-		x, err1 := netip.ParseAddr(a)
-		y, err2 := netip.ParseAddr(b)
-		return x, y, ok && err1 == nil && err2 == nil
-	}
 	in := func(a, lo, hi netip.Addr) bool { return !a.Less(lo) && !hi.Less(a) }
-	against := func(who string, hosts []labvirt.SharedHost, records []labvirt.SharedRecord, blk string) {
+	against := func(who string, hosts []plan.Reservation, records []plan.Record, blk netaddr.Range) {
 		seen := map[string]bool{}
 		add := func(m string) {
 			if !seen[m] {
@@ -355,7 +352,7 @@ func sharedClashes(ctx context.Context, e *Env) ([]string, error) {
 				msgs = append(msgs, m)
 			}
 		}
-		if lo, hi, ok := block(blk); ok {
+		if lo, hi := blk.Start, blk.End; lo.IsValid() && hi.IsValid() {
 			if !(hi.Less(sh.BlockStart) || sh.BlockEnd.Less(lo)) {
 				add(fmt.Sprintf("cluster.dhcpRange: %s-%s overlaps %s's addresses %s-%s on the shared network %s; give this lab a range of its own", sh.BlockStart, sh.BlockEnd, who, lo, hi, sh.Network))
 			}
@@ -369,9 +366,9 @@ func sharedClashes(ctx context.Context, e *Env) ([]string, error) {
 			}
 		}
 		for _, h := range hosts {
-			if f, ok := ipField[h.IP]; ok {
+			if f, ok := ipField[h.IP.String()]; ok {
 				add(fmt.Sprintf("%s: %s is %s's (%s) on the shared network %s; pick an address no lab on it uses", f, h.IP, who, h.Name, sh.Network))
-			} else if a, err := netip.ParseAddr(h.IP); err == nil && in(a, sh.BlockStart, sh.BlockEnd) {
+			} else if h.IP.IsValid() && in(h.IP, sh.BlockStart, sh.BlockEnd) {
 				add(fmt.Sprintf("cluster.dhcpRange: %s-%s holds %s, %s's (%s) on the shared network %s; give this lab a range of its own", sh.BlockStart, sh.BlockEnd, h.IP, who, h.Name, sh.Network))
 			}
 			if node, ok := macs[strings.ToLower(h.MAC)]; ok {
@@ -379,7 +376,7 @@ func sharedClashes(ctx context.Context, e *Env) ([]string, error) {
 			}
 		}
 		for _, r := range records {
-			if f, ok := ipField[r.IP]; ok {
+			if f, ok := ipField[r.IP.String()]; ok {
 				add(fmt.Sprintf("%s: %s has a DNS record of %s (%s) on the shared network %s; pick an address no lab on it uses", f, r.IP, who, strings.Join(r.Names, " "), sh.Network))
 			}
 			for _, nm := range r.Names {
@@ -401,7 +398,7 @@ func sharedClashes(ctx context.Context, e *Env) ([]string, error) {
 		mine[r.IP.String()] = strings.ToLower(r.MAC)
 	}
 	for _, le := range n.Leases {
-		if f, ok := ipField[le.IP]; ok && le.MAC != mine[le.IP] {
+		if f, ok := ipField[le.IP.String()]; ok && le.MAC != mine[le.IP.String()] {
 			msgs = append(msgs, fmt.Sprintf("%s: %s is leased to %s (%s) on the shared network %s; pick an address nothing holds (virsh net-dhcp-leases %s)", f, le.IP, le.MAC, orNone(le.Name), sh.Network, sh.Network))
 		}
 	}
@@ -412,7 +409,7 @@ func sharedClashes(ctx context.Context, e *Env) ([]string, error) {
 	if n.Owner != p.Lab {
 		// A lab's NAT network hands out its range to its own nodes (and
 		// workers added later): the range is that lab's block.
-		blk := ""
+		var blk netaddr.Range
 		if n.Owner != "" && len(n.Ranges) > 0 {
 			blk = n.Ranges[0]
 		}
@@ -442,12 +439,12 @@ func borrowedNetwork(ctx context.Context, e *Env) ([]string, error) {
 	if len(peers) == 0 || !p.Cluster.MachineNetwork.IsValid() {
 		return nil, nil
 	}
-	nets, err := e.Host.Networks().SharedNetworks(ctx)
+	sv, err := e.Host.Survey(ctx, KindNetwork)
 	if err != nil {
 		return nil, err
 	}
 	var msgs []string
-	for _, n := range nets {
+	for _, n := range sv.Networks {
 		if !peers[n.Bridge] || len(n.Ranges) == 0 || !slices.ContainsFunc(n.CIDRs, func(c netip.Prefix) bool { return c.Masked() == p.Cluster.MachineNetwork.Masked() }) {
 			continue
 		}

@@ -11,16 +11,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/plan"
 )
-
-// Runner runs labctl on another host of the lab: `<exec> <labctl> args...`
-// with the lab file on its standard input. It returns what the command
-// printed on its standard output, also when it fails.
-type Runner interface {
-	Labctl(ctx context.Context, h plan.Host, stdin []byte, args ...string) ([]byte, error)
-}
 
 // ExecRunner is the Runner that starts the host's exec: argv (ssh, say).
 type ExecRunner struct{}
@@ -108,9 +100,9 @@ func SpokeArgs(p *plan.Plan, h plan.Host, sub ...string) []string {
 // NetReport is what `labctl net check -o json` prints: the contract between
 // labctl on the hub and labctl on the other hosts.
 type NetReport struct {
-	Lab         string          `json:"lab"`
-	InSync      bool            `json:"inSync"`
-	Differences []NetDifference `json:"differences"`
+	Lab         string       `json:"lab"`
+	InSync      bool         `json:"inSync"`
+	Differences []Difference `json:"differences"`
 	// OwnedLinks are the links on the host that bear the lab's mark.
 	OwnedLinks []string `json:"ownedLinks"`
 	// NotChecked are the other hosts that were not checked (no exec:).
@@ -143,20 +135,6 @@ func (r *NetReport) Summary() string {
 		objs = append(objs, d.Object+" "+d.Kind)
 	}
 	return fmt.Sprintf("%d difference(s): %s", len(r.Differences), strings.Join(objs, ", "))
-}
-
-// HostView is what libvirt on one host shows of the lab.
-type HostView struct {
-	Domains  []string // bearing the lab's mark
-	Networks []string // bearing the lab's mark
-	Pool     labvirt.RemotePool
-}
-
-// Spokes is implemented by the Host of a lab over several hosts: libvirt's
-// view of each other host, for the hosts step to verify what labctl on that
-// host made or removed.
-type Spokes interface {
-	HostView(ctx context.Context, host, lab, pool string) (HostView, error)
 }
 
 // hosts makes, on every host other than the hub, what only labctl on that

@@ -13,7 +13,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bmlab/bmlab/internal/labconfig"
-	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -50,7 +49,7 @@ func (r *fakeRunner) Labctl(_ context.Context, h plan.Host, stdin []byte, args .
 	}
 	switch args[0] {
 	case "up":
-		v := HostView{Networks: r.p.Network.BridgeNetworks, Pool: labvirt.RemotePool{Found: true, Active: true, Dir: r.p.Storage.Dir}}
+		v := HostView{Networks: r.p.Network.BridgeNetworks, Pool: PoolView{Found: true, Active: true, Dir: r.p.Storage.Dir}}
 		for _, n := range r.p.LocalNodes(h.Name) {
 			v.Domains = append(v.Domains, n.Name)
 			for _, d := range n.Disks {

@@ -6,10 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/bmlab/bmlab/internal/labconfig"
-	"github.com/bmlab/bmlab/internal/labvirt"
+	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -29,10 +28,10 @@ func sharedPlan(t *testing.T, name, cluster string, start, api, ingress int) *pl
 	return p
 }
 
-func sharedNet(labs ...labvirt.SharedEntries) labvirt.SharedNetwork {
-	return labvirt.SharedNetwork{Name: "shnet", Bridge: "shbr", Active: true, CIDRs: []netip.Prefix{netip.MustParsePrefix("10.198.90.1/24")},
-		Ranges: []string{"10.198.90.2-10.198.90.254"}, Labs: labs,
-		Hosts: []labvirt.SharedHost{{MAC: "52:54:00:aa:bb:cc", IP: "10.198.90.200", Name: "someones-vm"}}}
+func sharedNet(labs ...Entries) Network {
+	return Network{Name: "shnet", Bridge: "shbr", Active: true, CIDRs: []netip.Prefix{netip.MustParsePrefix("10.198.90.1/24")},
+		Ranges: []netaddr.Range{{Start: netip.MustParseAddr("10.198.90.2"), End: netip.MustParseAddr("10.198.90.254")}}, Labs: labs,
+		Hosts: []plan.Reservation{{MAC: "52:54:00:aa:bb:cc", IP: netip.MustParseAddr("10.198.90.200"), Name: "someones-vm"}}}
 }
 
 // TestSharedClashes: a lab on a shared network is checked against the
@@ -51,7 +50,7 @@ func TestSharedClashes(t *testing.T) {
 	}
 	n := sharedNet()
 	n.Bridge, n.Active, n.CIDRs = "virbr9", false, []netip.Prefix{netip.MustParsePrefix("10.1.0.1/16")}
-	f.shared = []labvirt.SharedNetwork{n}
+	f.shared = []Network{n}
 	msgs, err = sharedClashes(ctx, e)
 	must(t, err)
 	for _, want := range []string{
@@ -65,7 +64,7 @@ func TestSharedClashes(t *testing.T) {
 	}
 
 	// A joins the right network: no clash; it adds its entries.
-	f.shared = []labvirt.SharedNetwork{sharedNet()}
+	f.shared = []Network{sharedNet()}
 	msgs, err = sharedClashes(ctx, e)
 	if err != nil || len(msgs) != 0 {
 		t.Fatalf("A alone: %q, %v", msgs, err)
@@ -73,7 +72,7 @@ func TestSharedClashes(t *testing.T) {
 	if _, err := EnsureNetwork(ctx, e); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := CheckNetwork(ctx, e); err != nil || slices.ContainsFunc(d, func(x NetDifference) bool { return x.Kind == "shared-entry" }) {
+	if d, err := CheckNetwork(ctx, e); err != nil || slices.ContainsFunc(d, func(x Difference) bool { return x.Kind == "shared-entry" }) {
 		t.Errorf("check after ensure: %+v, %v", d, err)
 	}
 
@@ -100,7 +99,7 @@ func TestSharedClashes(t *testing.T) {
 		}
 	}
 	// A machine that holds one of C's addresses by a lease.
-	f.shared[0].Leases = []labvirt.SharedHost{{MAC: "52:54:00:12:34:56", IP: "10.198.90.200", Name: "vm1"}}
+	f.shared[0].Leases = []plan.Reservation{{MAC: "52:54:00:12:34:56", IP: netip.MustParseAddr("10.198.90.200"), Name: "vm1"}}
 	msgs, err = sharedClashes(ctx, &Env{Plan: c, Host: f})
 	must(t, err)
 	if all := strings.Join(msgs, "\n"); !strings.Contains(all, "cluster.apiVIP: 10.198.90.200 is leased to 52:54:00:12:34:56 (vm1) on the shared network shnet; pick an address nothing holds") {
@@ -116,7 +115,7 @@ func TestSharedClashes(t *testing.T) {
 	f.shared[0].Labs = nil
 	d, err := CheckNetwork(ctx, e)
 	must(t, err)
-	if !slices.ContainsFunc(d, func(x NetDifference) bool {
+	if !slices.ContainsFunc(d, func(x Difference) bool {
 		return x.Kind == "shared-entry" && x.Object == "libvirt network shnet (shared)"
 	}) {
 		t.Errorf("check with A's entries lost: %+v", d)
@@ -124,7 +123,7 @@ func TestSharedClashes(t *testing.T) {
 	if _, err := EnsureNetwork(ctx, e); err != nil {
 		t.Fatal(err)
 	}
-	if d, _ := CheckNetwork(ctx, e); slices.ContainsFunc(d, func(x NetDifference) bool { return x.Kind == "shared-entry" }) {
+	if d, _ := CheckNetwork(ctx, e); slices.ContainsFunc(d, func(x Difference) bool { return x.Kind == "shared-entry" }) {
 		t.Errorf("check after repair: %+v", d)
 	}
 
@@ -157,50 +156,8 @@ func TestGraphSharedNetwork(t *testing.T) {
 	if !strings.Contains(dot, "shared network shnet\\nbridge shbr") || strings.Contains(dot, "bridge shbr\\n(not the lab's)") {
 		t.Errorf("the shared network is not drawn as such:\n%s", dot)
 	}
-	dot = GraphDOT(p, []NetDifference{{Object: "libvirt network shnet (shared)", Kind: "shared-entry", Got: "DHCP host sha-master-0: missing"}}, nil)
+	dot = GraphDOT(p, []Difference{{Object: "libvirt network shnet (shared)", Kind: "shared-entry", Got: "DHCP host sha-master-0: missing"}}, nil)
 	if !strings.Contains(dot, `xlabel="shared-entry: DHCP host sha-master-0: missing"`) {
 		t.Errorf("the missing entry is not drawn:\n%s", dot)
-	}
-}
-
-// TestSharedLockExcludes: two changers of one shared network take turns
-// (flock: across labctl processes too), another network's changer does
-// not wait, and a waiter gives up with its context.
-func TestSharedLockExcludes(t *testing.T) {
-	old := SharedLockDir
-	SharedLockDir = t.TempDir()
-	t.Cleanup(func() { SharedLockDir = old })
-	ctx := context.Background()
-	unlock, err := lockShared(ctx, "shnet")
-	must(t, err)
-	other, err := lockShared(ctx, "othernet")
-	must(t, err)
-	other()
-	got := make(chan func())
-	go func() {
-		u, err := lockShared(ctx, "shnet")
-		if err != nil {
-			t.Error(err)
-			u = func() {}
-		}
-		got <- u
-	}()
-	select {
-	case u := <-got:
-		u()
-		t.Fatal("a second changer took the lock while the first held it")
-	case <-time.After(300 * time.Millisecond): // the window in which it must wait
-	}
-	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	defer cancel()
-	if _, err := lockShared(short, "shnet"); err == nil || !strings.Contains(err.Error(), "waiting for another labctl to finish with shared network shnet") {
-		t.Errorf("a waiter with a short context: %v", err)
-	}
-	unlock()
-	select {
-	case u := <-got:
-		u()
-	case <-time.After(5 * time.Second):
-		t.Fatal("the second changer never got the lock after the first let go")
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/plan"
+	"strings"
 )
 
 // storage ensures the lab's directory pool and one thin qcow2 volume per
@@ -17,10 +17,11 @@ func (storage) Name() string { return "storage" }
 
 func (storage) Ensure(ctx context.Context, e *Env) (bool, error) {
 	p := e.Plan
-	changed, err := e.Host.Storage().EnsurePool(ctx, labvirt.PoolSpec{Name: p.Storage.Pool, Dir: p.Storage.Dir, Lab: p.Lab})
+	c, err := e.Host.Ensure(ctx, Pool{Lab: p.Lab, Name: p.Storage.Pool, Dir: p.Storage.Dir})
 	if err != nil {
 		return false, err
 	}
+	changed := len(c) > 0
 	var imageBytes uint64
 	if p.Hybrid != nil {
 		c, err := ensureImage(ctx, e)
@@ -45,14 +46,11 @@ func (storage) Ensure(ctx context.Context, e *Env) (bool, error) {
 				// A clone is at least as large as its image.
 				capacity = imageBytes
 			}
-			c, err := e.Host.Storage().EnsureVolume(ctx, labvirt.VolumeSpec{
-				Pool: p.Storage.Pool, Name: d.Volume, CapacityBytes: capacity,
-				Format: "qcow2", Lab: p.Lab, Backing: d.Backing,
-			})
+			c, err := e.Host.Ensure(ctx, Volume{Lab: p.Lab, Pool: p.Storage.Pool, Disk: d, Capacity: capacity})
 			if err != nil {
 				return changed, err
 			}
-			changed = changed || c
+			changed = changed || len(c) > 0
 		}
 	}
 	return changed, nil
@@ -63,27 +61,27 @@ func (storage) Ensure(ctx context.Context, e *Env) (bool, error) {
 // layout (see the package doc).
 func (storage) Delete(ctx context.Context, e *Env) error {
 	p := e.Plan
-	marked, err := e.Host.Objects().Marked(ctx, KindPool, p.Lab)
+	marked, err := e.Host.Marked(ctx, KindPool, p.Lab)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, name := range union([]string{p.Storage.Pool}, marked) {
-		if err := e.Host.Objects().Delete(ctx, KindPool, name, p.Lab); errors.Is(err, ErrForeign) {
+		if err := e.Host.Delete(ctx, KindPool, name, p.Lab); errors.Is(err, ErrForeign) {
 			// A pool whose directory is gone is handled below.
 			continue
 		} else if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	dangling, err := e.Host.Storage().DanglingPools(ctx)
+	dangling, err := danglingPools(ctx, e)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
 	for _, d := range dangling {
 		switch {
-		case d.Name == p.Storage.Pool && labvirt.HasLayoutSuffix(d.Dir, ".bmlab/disks"):
-			if err := e.Host.Storage().DeleteDanglingPool(ctx, d.Name); err != nil {
+		case d.Name == p.Storage.Pool && hasLayoutSuffix(d.Dir, ".bmlab/disks"):
+			if err := e.Host.Delete(ctx, KindDanglingPool, d.Name, p.Lab); err != nil {
 				errs = append(errs, err)
 			} else {
 				e.Rep.Note("remove storage", fmt.Sprintf("removed pool %s: its directory %s was gone (nothing lost with it)", d.Name, d.Dir))
@@ -96,7 +94,7 @@ func (storage) Delete(ctx context.Context, e *Env) error {
 		return errors.Join(errs...)
 	}
 	// A dangling pool of the plan's name is the lab's too: it must be gone.
-	if dangling, err = e.Host.Storage().DanglingPools(ctx); err != nil {
+	if dangling, err = danglingPools(ctx, e); err != nil {
 		return err
 	}
 	for _, d := range dangling {
@@ -105,4 +103,19 @@ func (storage) Delete(ctx context.Context, e *Env) error {
 		}
 	}
 	return remaining(ctx, e, KindPool)
+}
+
+func danglingPools(ctx context.Context, e *Env) ([]DanglingPool, error) {
+	sv, err := e.Host.Survey(ctx, KindPool)
+	if err != nil {
+		return nil, err
+	}
+	return sv.Dangling, nil
+}
+
+// hasLayoutSuffix reports whether dir ends with the path elements suffix
+// (…/.bmlab/disks, as labctl lays out a lab's pool): the proof that a pool
+// whose directory is gone was the lab's.
+func hasLayoutSuffix(dir, suffix string) bool {
+	return strings.HasSuffix(strings.TrimRight(dir, "/"), "/"+suffix)
 }

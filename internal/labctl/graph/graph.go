@@ -15,6 +15,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
+	"github.com/bmlab/bmlab/internal/labvirt"
 )
 
 // NewCommand returns `labctl graph`.
@@ -44,7 +45,7 @@ Without -o the DOT text goes to standard output.`,
 			if err != nil {
 				return err
 			}
-			prov, err := lab.OpenHost(cmd.Context(), p, g.Logger)
+			prov, err := labvirt.Open(cmd.Context(), p, g.Logger)
 			if err != nil {
 				return err
 			}

@@ -21,7 +21,7 @@ func (s *session) check(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	owned, err := s.env.Host.Objects().Marked(ctx, lab.KindLink, p.Lab)
+	owned, err := s.env.Host.Marked(ctx, lab.KindLink, p.Lab)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
+	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -126,9 +127,9 @@ func open(ctx context.Context, g *cli.Globals, f *flags) (*session, error) {
 		q.Network.NAT, q.Network.BridgeNetworks = nil, nil
 		p = &q
 		s.args = []string{"--no-libvirt"}
-		prov, err = lab.OpenLinks(p, g.Logger)
+		prov, err = labvirt.OpenLinks(p, g.Logger)
 	} else {
-		prov, err = lab.OpenHost(ctx, p, g.Logger)
+		prov, err = labvirt.Open(ctx, p, g.Logger)
 		if err != nil {
 			err = fmt.Errorf("%w; or pass --no-libvirt to leave libvirt networks out", err)
 		}
@@ -175,7 +176,7 @@ func (s *session) checkSpoke(ctx context.Context, h plan.Host) (*lab.NetReport, 
 
 // spokeRows are the other hosts' differences, each object named with its
 // host, and a line per host that was not checked.
-func (s *session) spokeRows(ctx context.Context) (rows []lab.NetDifference, notes []string) {
+func (s *session) spokeRows(ctx context.Context) (rows []lab.Difference, notes []string) {
 	for _, h := range s.spokes {
 		if len(h.Exec) == 0 {
 			notes = append(notes, fmt.Sprintf("host %s: not checked (no exec: in the lab file); run there: labctl net check --host %s", h.Name, h.Name))
@@ -183,7 +184,7 @@ func (s *session) spokeRows(ctx context.Context) (rows []lab.NetDifference, note
 		}
 		rep, err := s.checkSpoke(ctx, h)
 		if err != nil {
-			rows = append(rows, lab.NetDifference{Object: "host " + h.Name, Kind: "unreachable", Got: err.Error(), Blocking: true,
+			rows = append(rows, lab.Difference{Object: "host " + h.Name, Kind: "unreachable", Got: err.Error(), Blocking: true,
 				Fix: "make hosts[].exec of " + h.Name + " work, or run `labctl net check --host " + h.Name + "` there"})
 			continue
 		}
@@ -231,7 +232,7 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func printRows(w io.Writer, rows []lab.NetDifference) error {
+func printRows(w io.Writer, rows []lab.Difference) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "OBJECT\tDIFFERENCE\tWANT\tGOT\tFIX")
 	for _, r := range rows {
@@ -252,7 +253,7 @@ func dash(s string) string {
 }
 
 // nextStep tells the user what to run, or what to clear first.
-func nextStep(rows []lab.NetDifference) string {
+func nextStep(rows []lab.Difference) string {
 	blocking := 0
 	for _, r := range rows {
 		if r.Blocking {

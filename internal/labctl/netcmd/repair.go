@@ -11,12 +11,12 @@ import (
 )
 
 type repairReport struct {
-	Lab         string              `json:"lab"`
-	Differences []lab.NetDifference `json:"differences"`
+	Lab         string           `json:"lab"`
+	Differences []lab.Difference `json:"differences"`
 	// Changed is what the repair changed, one line each.
 	Changed []string `json:"changed"`
 	// Left is what still differs after the repair (a failure).
-	Left []lab.NetDifference `json:"left,omitempty"`
+	Left []lab.Difference `json:"left,omitempty"`
 	// Hosts are the other hosts' results, one line each.
 	Hosts []string `json:"hosts,omitempty"`
 }

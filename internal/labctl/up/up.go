@@ -15,6 +15,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
+	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -161,9 +162,9 @@ func withLab(ctx context.Context, g *cli.Globals, f *flags, check func(*plan.Pla
 		Close()
 	}
 	if len(p.Hosts) > 0 {
-		h, err = lab.OpenHosts(ctx, p, g.Logger)
+		h, err = labvirt.OpenHosts(ctx, p, g.Logger)
 	} else {
-		h, err = lab.OpenHost(ctx, p, g.Logger)
+		h, err = labvirt.Open(ctx, p, g.Logger)
 	}
 	if err != nil {
 		return err
@@ -196,7 +197,7 @@ func (r nodeRow) ips() string {
 func rows(ctx context.Context, e *lab.Env) ([]nodeRow, error) {
 	var out []nodeRow
 	for _, n := range e.Plan.Nodes {
-		power, err := e.Host.Nodes().Power(ctx, n.Name)
+		power, err := e.Host.Power(ctx, n.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -251,10 +252,10 @@ func printStatus(ctx context.Context, g *cli.Globals, e *lab.Env, output string)
 	vb := "stopped"
 	if e.Plan.Mode == plan.ModeHybrid {
 		vb = "none (no BMCs in this mode)"
-	} else if ds, err := e.Host.BMCs().Daemons(ctx, e.Plan.Lab); err != nil {
+	} else if pids, err := e.Host.Marked(ctx, lab.KindDaemon, e.Plan.Lab); err != nil {
 		return err
-	} else if len(ds) > 0 {
-		vb = fmt.Sprintf("running (pid %d, log %s)", ds[0].PID, e.Plan.Vbmcd.Log)
+	} else if len(pids) > 0 {
+		vb = fmt.Sprintf("running (pid %s, log %s)", pids[0], e.Plan.Vbmcd.Log)
 	}
 	spokes := lab.CheckSpokes(ctx, e.Remote, e.Plan)
 	if output == "json" {
