@@ -189,7 +189,7 @@ type Survey struct {
 	// Addresses are every network's addresses (every family), by name.
 	Addresses map[string][]netip.Prefix
 	// Networks are every network as a lab that would join it sees it.
-	Networks []Network
+	Networks []SharedNetwork
 	// Marks are the mark's attributes of every marked node, whichever
 	// lab's, by node.
 	Marks map[string]map[string]string
@@ -197,11 +197,11 @@ type Survey struct {
 	Dangling []DanglingPool
 }
 
-// Network is a network a lab could share: its bridge, IPv4 addresses and
-// DHCP ranges, the entries each lab that shares it added, the reservations
-// and records no lab's list names (its owner's or the user's), and what
-// its DHCP server has leased.
-type Network struct {
+// SharedNetwork is a network a lab could share: its bridge, IPv4
+// addresses and DHCP ranges, the entries each lab that shares it added,
+// the reservations and records no lab's list names (its owner's or the
+// user's), and what its DHCP server has leased.
+type SharedNetwork struct {
 	Name    string
 	Owner   string // the lab whose mark it bears, "" for none
 	Bridge  string

@@ -222,9 +222,13 @@ func (r *Host) Delete(ctx context.Context, kind lab.Kind, name, labName string) 
 	return fmt.Errorf("delete a %s: not supported", kind)
 }
 
-// Validate implements lab.Provider: what libvirt would be given for the
-// lab's own network, checked for what it would accept or report badly.
-func (r *Host) Validate(o lab.Object) error {
+// Validate implements lab.Provider.
+func (r *Host) Validate(o lab.Object) error { return Validate(o) }
+
+// Validate says what libvirt would refuse, or report badly, in an object:
+// the lab's own network as it would be given (LabNetworkSpec.Validate).
+// It needs no connection.
+func Validate(o lab.Object) error {
 	if n, ok := o.(lab.NATNetwork); ok {
 		return natSpec(n).Validate()
 	}
@@ -469,8 +473,8 @@ func sharedSpec(o lab.SharedEntries) SharedSpec {
 
 // surveyNetwork is a shared network in the steps' terms; an address that
 // does not parse stays invalid (it matches no lab's).
-func surveyNetwork(n SharedNetwork) lab.Network {
-	out := lab.Network{Name: n.Name, Owner: n.Owner, Bridge: n.Bridge, Active: n.Active, CIDRs: n.CIDRs,
+func surveyNetwork(n SharedNetwork) lab.SharedNetwork {
+	out := lab.SharedNetwork{Name: n.Name, Owner: n.Owner, Bridge: n.Bridge, Active: n.Active, CIDRs: n.CIDRs,
 		Hosts: reservations(n.Hosts), Records: records(n.Records), Leases: reservations(n.Leases)}
 	for _, r := range n.Ranges {
 		if rg, ok := netaddr.ParseRange(r); ok {

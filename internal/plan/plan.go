@@ -159,6 +159,15 @@ type Cluster struct {
 	SSHKey     string `json:"sshKey,omitempty"`
 }
 
+// DHCPRanges are the cluster's DHCP ranges, one per address family.
+func (c Cluster) DHCPRanges() []ipi.AddrRange {
+	out := []ipi.AddrRange{c.DHCPRange}
+	if f := c.Secondary; f != nil {
+		out = append(out, f.DHCPRange)
+	}
+	return out
+}
+
 // Family is a dual-stack cluster's second address family: its machine
 // network, the lab host's address on it, the nodes' range and the VIPs.
 type Family struct {

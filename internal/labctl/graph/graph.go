@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
 	"github.com/bmlab/bmlab/internal/labvirt"
 )
@@ -50,7 +51,7 @@ Without -o the DOT text goes to standard output.`,
 				return err
 			}
 			defer prov.Close()
-			dot, err := lab.Graph(cmd.Context(), &lab.Env{Plan: p, Host: prov, Rep: g.Status(), Log: g.Logger})
+			dot, err := steps.Graph(cmd.Context(), &lab.Env{Plan: p, Host: prov, Rep: g.Status(), Log: g.Logger})
 			if err != nil {
 				return err
 			}

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
 	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/plan"
@@ -121,7 +122,7 @@ func open(ctx context.Context, g *cli.Globals, f *flags) (*session, error) {
 		lab.Provider
 		Close()
 	}
-	s := &session{spokes: spokes, remote: lab.ExecRunner{}, json: f.output == "json", out: g.Streams.Out}
+	s := &session{spokes: spokes, remote: steps.ExecRunner{}, json: f.output == "json", out: g.Streams.Out}
 	if f.noLibvirt {
 		q := *p
 		q.Network.NAT, q.Network.BridgeNetworks = nil, nil
@@ -165,13 +166,13 @@ var errDiffers = errors.New("the lab's network differs from its configuration")
 // onSpoke runs `labctl net SUB --host NAME` on another host of the lab.
 func (s *session) onSpoke(ctx context.Context, h plan.Host, sub ...string) ([]byte, error) {
 	p := s.env.Plan
-	args := lab.SpokeArgs(p, h, append([]string{"net"}, sub...)...)
+	args := steps.SpokeArgs(p, h, append([]string{"net"}, sub...)...)
 	return s.remote.Labctl(ctx, h, p.Source, append(args, s.args...)...)
 }
 
 // checkSpoke is CheckSpokeNet with this command's flags.
-func (s *session) checkSpoke(ctx context.Context, h plan.Host) (*lab.NetReport, error) {
-	return lab.CheckSpokeNet(ctx, s.remote, s.env.Plan, h, s.args...)
+func (s *session) checkSpoke(ctx context.Context, h plan.Host) (*steps.NetReport, error) {
+	return steps.CheckSpokeNet(ctx, s.remote, s.env.Plan, h, s.args...)
 }
 
 // spokeRows are the other hosts' differences, each object named with its
@@ -200,7 +201,7 @@ func (s *session) spokeRows(ctx context.Context) (rows []lab.Difference, notes [
 // onSpokes runs `net SUB` on every other host through its exec:, then `net
 // check` there, and judges its report: a host gets ✓ only when judge says
 // so. A host without exec: gets a line saying what to run there.
-func (s *session) onSpokes(ctx context.Context, sub string, judge func(plan.Host, *lab.NetReport) (string, error)) ([]string, error) {
+func (s *session) onSpokes(ctx context.Context, sub string, judge func(plan.Host, *steps.NetReport) (string, error)) ([]string, error) {
 	var lines []string
 	var errs []error
 	for _, h := range s.spokes {
@@ -211,7 +212,7 @@ func (s *session) onSpokes(ctx context.Context, sub string, judge func(plan.Host
 		var ok string
 		_, err := s.onSpoke(ctx, h, sub)
 		if err == nil {
-			var rep *lab.NetReport
+			var rep *steps.NetReport
 			if rep, err = s.checkSpoke(ctx, h); err == nil {
 				ok, err = judge(h, rep)
 			}

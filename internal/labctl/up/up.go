@@ -14,6 +14,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/lab/agentmode"
+	"github.com/bmlab/bmlab/internal/lab/modes"
+	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
 	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/plan"
@@ -48,9 +51,11 @@ install-complete. Every step is idempotent: up again resumes.`,
 			var actions []lab.Action
 			// The flags are checked before any host is reached.
 			check := func(p *plan.Plan) (err error) {
-				if actions, err = lab.Pipeline(p.Mode); err != nil {
+				m, err := modes.All.Lookup(p.Mode)
+				if err != nil {
 					return err
 				}
+				actions = m.Actions()
 				return lab.CheckUntil(actions, f.until)
 			}
 			return withLab(cmd.Context(), g, f, check, func(e *lab.Env) error {
@@ -90,13 +95,13 @@ directory or state file is gone. With --lab NAME no lab file is needed.`,
 			return withLab(cmd.Context(), g, f, nil, func(e *lab.Env) error {
 				if f.lab != "" {
 					// The mode is not known: every action's delete.
-					return lab.Down(cmd.Context(), e, lab.Teardown())
+					return lab.Down(cmd.Context(), e, modes.All.Teardown())
 				}
-				actions, err := lab.Pipeline(e.Plan.Mode)
+				m, err := modes.All.Lookup(e.Plan.Mode)
 				if err != nil {
 					return err
 				}
-				return lab.Down(cmd.Context(), e, actions)
+				return lab.Down(cmd.Context(), e, m.Actions())
 			})
 		},
 	}
@@ -120,7 +125,7 @@ after a failure, it carries on with the nodes that have not joined.`,
 				return fmt.Errorf("--role %q: add-node adds workers (--role worker)", role)
 			}
 			return withLab(cmd.Context(), g, f, nil, func(e *lab.Env) error {
-				if err := lab.AddWorkers(cmd.Context(), e, count, g.LoadPlan); err != nil {
+				if err := agentmode.AddWorkers(cmd.Context(), e, count, g.LoadPlan); err != nil {
 					return err
 				}
 				fmt.Fprintln(g.Streams.Out)
@@ -170,7 +175,7 @@ func withLab(ctx context.Context, g *cli.Globals, f *flags, check func(*plan.Pla
 		return err
 	}
 	defer h.Close()
-	return fn(&lab.Env{Plan: p, Host: h, Rep: g.Status(), Log: g.Logger, Remote: lab.ExecRunner{}})
+	return fn(&lab.Env{Plan: p, Host: h, Rep: g.Status(), Log: g.Logger, Remote: steps.ExecRunner{}})
 }
 
 type nodeRow struct {
@@ -257,7 +262,7 @@ func printStatus(ctx context.Context, g *cli.Globals, e *lab.Env, output string)
 	} else if len(pids) > 0 {
 		vb = fmt.Sprintf("running (pid %s, log %s)", pids[0], e.Plan.Vbmcd.Log)
 	}
-	spokes := lab.CheckSpokes(ctx, e.Remote, e.Plan)
+	spokes := steps.CheckSpokes(ctx, e.Remote, e.Plan)
 	if output == "json" {
 		rs, err := rows(ctx, e)
 		if err != nil {
