@@ -6,6 +6,7 @@ import (
 
 	"github.com/digitalocean/go-libvirt"
 
+	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/virt"
 )
 
@@ -82,4 +83,10 @@ func (c *Conn) MarkedNetworks(ctx context.Context, lab string) ([]string, error)
 // MarkedPools lists lab's pools, and the pools whose directory is gone.
 func (c *Conn) MarkedPools(ctx context.Context, lab string) ([]string, []DanglingPool, error) {
 	return markedPools(ctx, c.l, lab)
+}
+
+// SetNodeBMC records a domain's IPMI port with it (0: none), where vbmcd
+// reads it when it starts, and reports whether it changed.
+func (c *Conn) SetNodeBMC(_ context.Context, name string, ipmiPort int) (bool, error) {
+	return setNodeBMC(c.l, lab.MachineBMC{Node: name, IPMIPort: ipmiPort})
 }
