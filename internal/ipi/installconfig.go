@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
-	"sigs.k8s.io/yaml"
-	yamlv3 "sigs.k8s.io/yaml/goyaml.v3"
+	yamlv3 "go.yaml.in/yaml/v3"
+
+	"github.com/bmlab/bmlab/internal/yamljson"
 )
 
 // FileName is the name the installer reads in its asset directory.
@@ -202,8 +202,8 @@ func blockStyle(n *yamlv3.Node) {
 // this package does not know would be dropped by a Write.
 func Parse(data []byte) (*InstallConfig, error) {
 	ic := &InstallConfig{}
-	if err := yaml.UnmarshalStrict(data, ic); err != nil {
-		msg := strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: ")
+	if err := yamljson.UnmarshalStrict(data, ic); err != nil {
+		msg := err.Error()
 		return nil, fmt.Errorf("not an install-config this lab writes: %s", msg)
 	}
 	return ic, nil

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	yamlv3 "sigs.k8s.io/yaml/goyaml.v3"
+	yamlv3 "go.yaml.in/yaml/v3"
 )
 
 // checkShape reads the file as a YAML tree and compares it with Config's

@@ -7,11 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/yamljson"
 )
 
 // APIVersion and Kind head every lab configuration file.
@@ -196,9 +194,8 @@ func Parse(data []byte) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{}
-	if err := yaml.UnmarshalStrict(data, c); err != nil {
-		// sigs.k8s.io/yaml goes through JSON; say so only once.
-		msg := strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: ")
+	if err := yamljson.UnmarshalStrict(data, c); err != nil {
+		msg := err.Error()
 		return nil, fmt.Errorf("not a lab configuration: %s", msg)
 	}
 	c.SetDefaults()

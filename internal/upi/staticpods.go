@@ -2,7 +2,7 @@ package upi
 
 // The static pods that give a hybrid cluster its own VIPs (keepalived), DNS
 // (coredns) and ingress load balancer (haproxy), with their daemons'
-// configuration files. kcli's facts, typed: the pods are corev1.Pods, the
+// configuration files. kcli's facts, typed: the pods are pods, the
 // configurations pure functions of the cluster, every one run by the real
 // daemon in the tests.
 
@@ -14,9 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
+	"github.com/bmlab/bmlab/internal/yamljson"
 )
 
 // Where the static pods and their configurations go on a node.
@@ -438,14 +436,14 @@ func HAProxyConf(c Cluster) string {
 
 // The pods.
 
-func staticPod(name string, containers []corev1.Container, init []corev1.Container, volumes []corev1.Volume) corev1.Pod {
-	return corev1.Pod{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: "bmlab-" + name, Namespace: PodNamespace, Labels: map[string]string{"app": "bmlab-" + name}},
-		Spec: corev1.PodSpec{
+func staticPod(name string, containers []container, init []container, volumes []volume) pod {
+	return pod{
+		typeMeta: typeMeta{APIVersion: "v1", Kind: "Pod"},
+		Metadata: objectMeta{Name: "bmlab-" + name, Namespace: PodNamespace, Labels: map[string]string{"app": "bmlab-" + name}},
+		Spec: podSpec{
 			HostNetwork:       true,
 			PriorityClassName: "system-node-critical",
-			Tolerations:       []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Tolerations:       []toleration{{Operator: "Exists"}},
 			InitContainers:    init,
 			Containers:        containers,
 			Volumes:           volumes,
@@ -453,62 +451,61 @@ func staticPod(name string, containers []corev1.Container, init []corev1.Contain
 	}
 }
 
-func hostDir(name, path string) corev1.Volume {
-	t := corev1.HostPathDirectory
-	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: &t}}}
+func hostDir(name, path string) volume {
+	return volume{Name: name, HostPath: &hostPath{Path: path, Type: "Directory"}}
 }
 
-func privileged() *corev1.SecurityContext {
+func privileged() *securityContext {
 	yes := true
-	return &corev1.SecurityContext{Privileged: &yes}
+	return &securityContext{Privileged: &yes}
 }
 
-func keepalivedPod(c Cluster) corev1.Pod {
-	mounts := []corev1.VolumeMount{{Name: "config", MountPath: "/config"}, {Name: "run", MountPath: "/etc/keepalived"}}
+func keepalivedPod(c Cluster) pod {
+	mounts := []volumeMount{{Name: "config", MountPath: "/config"}, {Name: "run", MountPath: "/etc/keepalived"}}
 	return staticPod("keepalived",
-		[]corev1.Container{{
+		[]container{{
 			Name: "keepalived", Image: c.Images.Keepalived,
 			Command:         []string{"keepalived", "--dont-fork", "--log-console", "--log-detail", "--vrrp", "-f", "/etc/keepalived/keepalived.conf"},
 			SecurityContext: privileged(), VolumeMounts: mounts,
 		}},
-		[]corev1.Container{{
+		[]container{{
 			Name: "render", Image: c.Images.Keepalived,
 			Command:      []string{"/bin/sh", "/config/render.sh", "/config/keepalived.conf.tmpl", "/etc/keepalived/keepalived.conf"},
 			VolumeMounts: mounts,
 		}},
-		[]corev1.Volume{hostDir("config", ResourcesDir+"/keepalived"), {Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		[]volume{hostDir("config", ResourcesDir+"/keepalived"), {Name: "run", EmptyDir: &empty{}}},
 	)
 }
 
-func corednsPod(c Cluster) corev1.Pod {
+func corednsPod(c Cluster) pod {
 	return staticPod("coredns",
-		[]corev1.Container{{
+		[]container{{
 			Name: "coredns", Image: c.Images.CoreDNS,
 			Args:         []string{"-conf", "/config/Corefile"},
-			VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/config"}},
+			VolumeMounts: []volumeMount{{Name: "config", MountPath: "/config"}},
 		}},
 		nil,
-		[]corev1.Volume{hostDir("config", ResourcesDir+"/coredns")},
+		[]volume{hostDir("config", ResourcesDir+"/coredns")},
 	)
 }
 
-func haproxyPod(c Cluster) corev1.Pod {
+func haproxyPod(c Cluster) pod {
 	return staticPod("haproxy",
-		[]corev1.Container{{
+		[]container{{
 			Name: "haproxy", Image: c.Images.HAProxy,
 			Command:         []string{"haproxy", "-db", "-f", "/config/haproxy.cfg"},
 			SecurityContext: privileged(),
-			VolumeMounts:    []corev1.VolumeMount{{Name: "config", MountPath: "/config"}},
+			VolumeMounts:    []volumeMount{{Name: "config", MountPath: "/config"}},
 		}},
 		nil,
-		[]corev1.Volume{hostDir("config", ResourcesDir+"/haproxy")},
+		[]volume{hostDir("config", ResourcesDir+"/haproxy")},
 	)
 }
 
-func podYAML(p corev1.Pod) ([]byte, error) {
-	b, err := yaml.Marshal(p)
+func podYAML(p pod) ([]byte, error) {
+	b, err := yamljson.Marshal(p)
 	if err != nil {
-		return nil, fmt.Errorf("pod %s: %w", p.Name, err)
+		return nil, fmt.Errorf("pod %s: %w", p.Metadata.Name, err)
 	}
 	return b, nil
 }

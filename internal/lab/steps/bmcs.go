@@ -9,10 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/yamljson"
 )
 
 // BMCs records each node's IPMI endpoint (for the ipmi kind) and its own BMC
@@ -83,7 +82,7 @@ func (BMCs) Delete(ctx context.Context, e *lab.Env) error {
 // writeCredentials writes the BMC user to the plan's credentials file,
 // 0600, and reports whether it changed.
 func writeCredentials(p *plan.Plan) (bool, error) {
-	want, err := yaml.Marshal(map[string]string{"username": p.BMC.Username, "password": p.BMC.Password})
+	want, err := yamljson.Marshal(map[string]string{"username": p.BMC.Username, "password": p.BMC.Password})
 	if err != nil {
 		return false, err
 	}
