@@ -67,7 +67,11 @@ type Config struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	// Name names the lab; the lab marks what it creates with it.
-	Name    string  `json:"name"`
+	Name string `json:"name"`
+	// Mode is the install mode (ipi-baremetal, hybrid, agent); labctl's
+	// --mode overrides it, and neither may disagree with a lab that
+	// exists. Empty: ipi-baremetal, or the existing lab's.
+	Mode    string  `json:"mode,omitempty"`
 	Network Network `json:"network"`
 	// Cluster is what `labctl up --mode ipi-baremetal` installs.
 	Cluster Cluster `json:"cluster,omitzero"`

@@ -32,9 +32,6 @@ const (
 	ModeAgent  = "agent"
 )
 
-// Modes lists the modes in the order help texts name them.
-var Modes = []string{ModeIPI, ModeHybrid, ModeAgent}
-
 // Roles of nodes.
 const (
 	RoleBootstrap = "bootstrap"
@@ -56,8 +53,11 @@ type Options struct {
 	ConfigData []byte
 	// Dir is the lab's directory (default: the lab file's directory when
 	// the user named it, else the working directory).
-	Dir        string
-	Profile    string
+	Dir     string
+	Profile string
+	// Mode is --mode: it overrides the lab file's mode:; "" takes the lab
+	// file's, else the mode of the lab that exists (Load reads its state),
+	// else ModeIPI. Load refuses one that disagrees with the existing lab.
 	Mode       string
 	Netns      string
 	LibvirtURI string
@@ -73,13 +73,56 @@ type Options struct {
 	// add-node), beyond the lab file's; Load reads them from the lab's
 	// state (Paths.AddedNodes).
 	AddedWorkers int
+
+	modeFrom string // where Load found Mode
+}
+
+// Where a plan's mode comes from (Plan.ModeFrom).
+const (
+	ModeFromFlag    = "--mode"
+	ModeFromFile    = "mode: in the lab file"
+	ModeFromState   = "the lab's state"
+	ModeFromDefault = "the default"
+)
+
+// settleMode gives the options the mode of the lab that exists (its
+// state file names it) when neither --mode nor the lab file's mode: does,
+// and refuses either when it disagrees with that lab: a lab is taken down
+// before it is built again in another mode.
+func (o *Options) settleMode(cfg *labconfig.Config, statePath string) error {
+	var st struct {
+		Lab  string `json:"lab"`
+		Mode string `json:"mode"`
+	}
+	b, err := os.ReadFile(statePath)
+	if err != nil || json.Unmarshal(b, &st) != nil || st.Mode == "" || st.Lab != cfg.Name {
+		// No lab here (or a damaged state file, which the lab's state
+		// reader reports).
+		return nil
+	}
+	given, from := o.Mode, ModeFromFlag
+	if given == "" {
+		given, from = cfg.Mode, ModeFromFile
+	}
+	switch {
+	case given == "":
+		o.Mode, o.modeFrom = st.Mode, ModeFromState
+	case given != st.Mode && from == ModeFromFlag:
+		return fmt.Errorf("--mode %s: lab %q exists in mode %s (%s); `labctl down` it first, or leave --mode out", given, cfg.Name, st.Mode, statePath)
+	case given != st.Mode:
+		return fmt.Errorf("mode: %s in the lab file, but lab %q exists in mode %s (%s); `labctl down` it first, or write mode: %s", given, cfg.Name, st.Mode, statePath, st.Mode)
+	}
+	return nil
 }
 
 // Plan is every fact about a lab, resolved once. Commands read it; none
 // recomputes a fact.
 type Plan struct {
-	Lab        string `json:"lab"`
-	Mode       string `json:"mode"`
+	Lab  string `json:"lab"`
+	Mode string `json:"mode"`
+	// ModeFrom says where Mode comes from, for messages: --mode, the lab
+	// file's mode:, the lab's state, or the default.
+	ModeFrom   string `json:"-"`
 	Profile    string `json:"profile,omitempty"`
 	Dir        string `json:"dir"`
 	StateDir   string `json:"stateDir"`
@@ -597,6 +640,9 @@ func Load(o Options) (*Plan, error) {
 	if o.AddedWorkers, err = ReadAdded(filepath.Join(o.Dir, ".bmlab", "added-nodes.json")); err != nil {
 		return nil, err
 	}
+	if err := o.settleMode(cfg, filepath.Join(o.Dir, ".bmlab", "state.json")); err != nil {
+		return nil, err
+	}
 	p, err := Resolve(cfg, o)
 	if err != nil {
 		return nil, err
@@ -608,11 +654,16 @@ func Load(o Options) (*Plan, error) {
 // Resolve turns a loaded lab file and the options into the plan. It is pure:
 // it reads nothing but its arguments.
 func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
-	if o.Mode == "" {
-		o.Mode = ModeIPI
-	}
-	if !slices.Contains(Modes, o.Mode) {
-		return nil, fmt.Errorf("--mode %q: use %s", o.Mode, strings.Join(Modes, ", "))
+	from := ModeFromFlag
+	switch {
+	case o.Mode != "":
+		if o.modeFrom != "" {
+			from = o.modeFrom
+		}
+	case cfg.Mode != "":
+		o.Mode, from = cfg.Mode, ModeFromFile
+	default:
+		o.Mode, from = ModeIPI, ModeFromDefault
 	}
 	if err := checkTopology(cfg, o.Mode); err != nil {
 		return nil, err
@@ -623,7 +674,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	k := cfg.Cluster
 	state := filepath.Join(o.Dir, ".bmlab")
 	p := &Plan{
-		Lab: cfg.Name, Mode: o.Mode, Profile: o.Profile, Dir: o.Dir, StateDir: state,
+		Lab: cfg.Name, Mode: o.Mode, ModeFrom: from, Profile: o.Profile, Dir: o.Dir, StateDir: state,
 		LibvirtURI: o.LibvirtURI, Netns: o.Netns,
 		Storage:   Storage{Pool: cfg.Name + "-disks", Dir: filepath.Join(state, "disks")},
 		Installer: Installer{Binary: k.Installer, Dir: filepath.Join(o.Dir, "install"), OC: k.OC},

@@ -122,7 +122,6 @@ func TestNATBridgeNames(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	for _, tt := range []struct{ lab, mode, want string }{
-		{"", "upi", `--mode "upi": use ipi-baremetal, hybrid, agent`},
 		{"cluster: {masters: {count: 1}}\n", ModeIPI, "cluster.masters.count: 1 (a single-node cluster) is installed by --mode agent (or hybrid); ipi-baremetal needs 3 masters"},
 		{"cluster: {masters: {count: 2}, fencing: true, image: /i.qcow2}\n", ModeHybrid, "cluster.fencing: a two-node control plane with fencing is installed by --mode agent, not hybrid"},
 		{"cluster: {masters: {count: 2}, arbiter: {count: 1}}\n", ModeIPI, "cluster.arbiter: a two-node control plane with an arbiter is installed by --mode agent, not ipi-baremetal"},

@@ -13,10 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
-	"github.com/bmlab/bmlab/internal/labvirt"
 )
 
 // NewCommand returns `labctl graph`.
@@ -42,16 +40,12 @@ Without -o the DOT text goes to standard output.`,
 			default:
 				return fmt.Errorf("-o %s: the format follows the extension: .dot, .svg or .png", out)
 			}
-			p, err := g.LoadPlan()
+			l, err := g.Open(cmd.Context(), cli.Open{})
 			if err != nil {
 				return err
 			}
-			prov, err := labvirt.Open(cmd.Context(), p, g.Logger)
-			if err != nil {
-				return err
-			}
-			defer prov.Close()
-			dot, err := steps.Graph(cmd.Context(), &lab.Env{Plan: p, Host: prov, Rep: g.Status(), Log: g.Logger})
+			defer l.Close()
+			dot, err := steps.Graph(cmd.Context(), l.Env)
 			if err != nil {
 				return err
 			}

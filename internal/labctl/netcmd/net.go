@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -20,7 +19,6 @@ import (
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
-	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -90,74 +88,27 @@ type session struct {
 	out    io.Writer
 }
 
-// open resolves the plan for the host this runs on (the hub's part, or a
+// open opens the lab for the host this runs on (the hub's part, or a
 // spoke's with --host), without libvirt's objects when --no-libvirt.
 func open(ctx context.Context, g *cli.Globals, f *flags) (*session, error) {
 	if f.output != "table" && f.output != "json" {
 		return nil, fmt.Errorf("--output %q: use table or json", f.output)
 	}
-	p, err := g.LoadPlan()
+	o := cli.Open{Host: f.host, Here: true, NoLibvirt: f.noLibvirt, Quiet: true}
+	if !f.noLibvirt {
+		o.Hint = "or pass --no-libvirt to leave libvirt networks out"
+	}
+	l, err := g.Open(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	var spokes []plan.Host
-	switch host, ok := p.ForHost(f.host); {
-	case len(p.Hosts) > 0 && f.host == "":
-		return nil, fmt.Errorf("lab %q is spread over hosts %s: name the one this runs on with --host", p.Lab, hostNames(p))
-	case len(p.Hosts) == 0 && f.host != "":
-		return nil, fmt.Errorf("--host %q: lab %q is on one host (its lab file has no hosts:)", f.host, p.Lab)
-	case f.host != "" && !ok:
-		return nil, fmt.Errorf("--host %q: lab %q has hosts %s", f.host, p.Lab, hostNames(p))
-	case ok && host.Hub:
-		spokes = p.Spokes()
-		q := *p
-		q.LibvirtURI = host.LibvirtURI
-		p = &q
-	case ok:
-		if p, err = p.ForSpoke(f.host); err != nil {
-			return nil, err
-		}
-	}
-	var prov interface {
-		lab.Provider
-		Close()
-	}
-	s := &session{spokes: spokes, remote: steps.ExecRunner{}, json: f.output == "json", out: g.Streams.Out}
+	s := &session{env: l.Env, close: l.Close, spokes: l.Spokes, remote: l.Remote, json: f.output == "json", out: g.Streams.Out}
 	if f.noLibvirt {
-		q := *p
-		q.Network.NAT, q.Network.BridgeNetworks = nil, nil
-		p = &q
 		s.args = []string{"--no-libvirt"}
-		prov, err = labvirt.OpenLinks(p, g.Logger)
-	} else {
-		prov, err = labvirt.Open(ctx, p, g.Logger)
-		if err != nil {
-			err = fmt.Errorf("%w; or pass --no-libvirt to leave libvirt networks out", err)
-		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	s.close = prov.Close
-	s.env = &lab.Env{Plan: p, Host: prov, Rep: quiet{}, Log: g.Logger, Remote: s.remote}
+	p := l.Plan
 	g.Logger.Debug("lab opened", zap.String("lab", p.Lab), zap.String("netns", p.Netns), zap.Bool("libvirt", !f.noLibvirt), zap.String("host", f.host))
 	return s, nil
-}
-
-// quiet drops the action's notes: the commands print what it returns.
-type quiet struct{}
-
-func (quiet) Start(string)             {}
-func (quiet) Note(string, string)      {}
-func (quiet) Progress(string, string)  {}
-func (quiet) Done(string, bool, error) {}
-
-func hostNames(p *plan.Plan) string {
-	var names []string
-	for _, h := range p.Hosts {
-		names = append(names, h.Name)
-	}
-	return strings.Join(names, ", ")
 }
 
 // errDiffers is what check returns when anything differs.

@@ -18,7 +18,6 @@ import (
 	"github.com/bmlab/bmlab/internal/lab/modes"
 	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
-	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -50,15 +49,11 @@ install-complete. Every step is idempotent: up again resumes.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var actions []lab.Action
 			// The flags are checked before any host is reached.
-			check := func(p *plan.Plan) (err error) {
-				m, err := modes.All.Lookup(p.Mode)
-				if err != nil {
-					return err
-				}
+			check := func(_ *plan.Plan, m lab.Mode) error {
 				actions = m.Actions()
 				return lab.CheckUntil(actions, f.until)
 			}
-			return withLab(cmd.Context(), g, f, check, func(e *lab.Env) error {
+			return withLab(cmd.Context(), g, f, check, func(e *lab.Env, _ lab.Mode) error {
 				e.StartStopped = f.startStopped
 				if err := lab.Up(cmd.Context(), e, actions, f.until); err != nil {
 					return err
@@ -79,7 +74,7 @@ install-complete. Every step is idempotent: up again resumes.`,
 		Short: "Show the lab's nodes, power, BMC endpoints, MACs and IPs, and its vbmcd",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withLab(cmd.Context(), g, f, nil, func(e *lab.Env) error { return printStatus(cmd.Context(), g, e, f.output) })
+			return withLab(cmd.Context(), g, f, nil, func(e *lab.Env, _ lab.Mode) error { return printStatus(cmd.Context(), g, e, f.output) })
 		},
 	}
 	status.Flags().StringVarP(&f.output, "output", "o", "table", "table or json")
@@ -92,14 +87,10 @@ links, storage pool and vbmcd, found by their marks even when the lab's
 directory or state file is gone. With --lab NAME no lab file is needed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withLab(cmd.Context(), g, f, nil, func(e *lab.Env) error {
+			return withLab(cmd.Context(), g, f, nil, func(e *lab.Env, m lab.Mode) error {
 				if f.lab != "" {
 					// The mode is not known: every action's delete.
 					return lab.Down(cmd.Context(), e, modes.All.Teardown())
-				}
-				m, err := modes.All.Lookup(e.Plan.Mode)
-				if err != nil {
-					return err
 				}
 				return lab.Down(cmd.Context(), e, m.Actions())
 			})
@@ -124,7 +115,7 @@ after a failure, it carries on with the nodes that have not joined.`,
 			if role != plan.RoleWorker {
 				return fmt.Errorf("--role %q: add-node adds workers (--role worker)", role)
 			}
-			return withLab(cmd.Context(), g, f, nil, func(e *lab.Env) error {
+			return withLab(cmd.Context(), g, f, nil, func(e *lab.Env, _ lab.Mode) error {
 				if err := agentmode.AddWorkers(cmd.Context(), e, count, g.LoadPlan); err != nil {
 					return err
 				}
@@ -139,43 +130,15 @@ after a failure, it carries on with the nodes that have not joined.`,
 	return []*cobra.Command{up, status, down, addNode}
 }
 
-// withLab resolves the plan, runs check on it (when not nil) before
-// reaching any host, then opens the plan's provider and runs fn.
-func withLab(ctx context.Context, g *cli.Globals, f *flags, check func(*plan.Plan) error, fn func(*lab.Env) error) error {
-	var p *plan.Plan
-	var err error
-	if f.lab != "" {
-		p, err = g.LoadPlanNamed(f.lab)
-	} else {
-		p, err = g.LoadPlan()
-	}
+// withLab opens the lab the flags select (cli.Open: check sees the plan
+// before any host is reached) and runs fn on it.
+func withLab(ctx context.Context, g *cli.Globals, f *flags, check func(*plan.Plan, lab.Mode) error, fn func(*lab.Env, lab.Mode) error) error {
+	l, err := g.Open(ctx, cli.Open{Lab: f.lab, Host: f.host, Check: check})
 	if err != nil {
 		return err
 	}
-	if f.host != "" {
-		if p, err = p.ForSpoke(f.host); err != nil {
-			return err
-		}
-	}
-	if check != nil {
-		if err := check(p); err != nil {
-			return err
-		}
-	}
-	var h interface {
-		lab.Provider
-		Close()
-	}
-	if len(p.Hosts) > 0 {
-		h, err = labvirt.OpenHosts(ctx, p, g.Logger)
-	} else {
-		h, err = labvirt.Open(ctx, p, g.Logger)
-	}
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	return fn(&lab.Env{Plan: p, Host: h, Rep: g.Status(), Log: g.Logger, Remote: steps.ExecRunner{}})
+	defer l.Close()
+	return fn(l.Env, l.Mode)
 }
 
 type nodeRow struct {
@@ -255,7 +218,7 @@ func printStatus(ctx context.Context, g *cli.Globals, e *lab.Env, output string)
 		phase = "not up"
 	}
 	vb := "stopped"
-	if e.Plan.Mode == plan.ModeHybrid {
+	if len(e.Plan.Vbmcd.Args) == 0 {
 		vb = "none (no BMCs in this mode)"
 	} else if pids, err := e.Host.Marked(ctx, lab.KindDaemon, e.Plan.Lab); err != nil {
 		return err
