@@ -15,11 +15,15 @@ import (
 // FileName is the name the installer reads in its asset directory.
 const FileName = "install-config.yaml"
 
-// Host roles and boot modes, as install-config spells them.
+// Machine roles, as install-config spells them (bootstrap: the
+// installer's temporary control plane, whose ignition is bootstrap.ign, in
+// no install-config), and boot modes. The lab file, the plan and the
+// hybrid flow speak of roles in these words.
 const (
-	RoleMaster  = "master"
-	RoleWorker  = "worker"
-	RoleArbiter = "arbiter"
+	RoleBootstrap = "bootstrap"
+	RoleMaster    = "master"
+	RoleWorker    = "worker"
+	RoleArbiter   = "arbiter"
 
 	BootModeUEFI           = "UEFI"
 	BootModeUEFISecureBoot = "UEFISecureBoot"

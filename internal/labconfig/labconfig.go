@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 
+	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/yamljson"
 )
@@ -20,14 +21,6 @@ const (
 
 // DefaultPath is where labctl looks for the file when no --config is given.
 const DefaultPath = "lab.yaml"
-
-// Provisioning network modes, as install-config's
-// platform.baremetal.provisioningNetwork spells them.
-const (
-	ProvisioningManaged   = "Managed"
-	ProvisioningUnmanaged = "Unmanaged"
-	ProvisioningDisabled  = "Disabled"
-)
 
 // Seed lab defaults.
 const (
@@ -223,7 +216,7 @@ func (c *Config) SetDefaults() {
 	}
 	n := &c.Network
 	if n.ProvisioningNetwork == "" {
-		n.ProvisioningNetwork = ProvisioningDisabled
+		n.ProvisioningNetwork = ipi.ProvisioningDisabled
 	}
 	if n.MTU == 0 {
 		n.MTU = DefaultMTU
@@ -247,7 +240,7 @@ func (c *Config) SetDefaults() {
 	}
 	if n.Bridges == nil {
 		n.Bridges = []Bridge{{Name: BaremetalBridge}}
-		if n.ProvisioningNetwork != ProvisioningDisabled {
+		if n.ProvisioningNetwork != ipi.ProvisioningDisabled {
 			n.Bridges = append(n.Bridges, Bridge{Name: ProvisioningBridge})
 		}
 	}
@@ -293,7 +286,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("name: %q must be 1 to 48 lower-case letters, digits and inner dashes", c.Name))
 	}
 	switch c.Network.ProvisioningNetwork {
-	case ProvisioningManaged, ProvisioningUnmanaged, ProvisioningDisabled:
+	case ipi.ProvisioningManaged, ipi.ProvisioningUnmanaged, ipi.ProvisioningDisabled:
 	default:
 		errs = append(errs, fmt.Errorf("network.provisioningNetwork: %q is not one of Managed, Unmanaged, Disabled", c.Network.ProvisioningNetwork))
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/netplumb"
 )
 
@@ -34,7 +35,7 @@ func TestDefaultIsTheSeedLab(t *testing.T) {
 	if d := cmp.Diff([]string{"baremetal"}, c.Network.LibvirtNetworks()); d != "" {
 		t.Errorf("LibvirtNetworks (-want +got):\n%s", d)
 	}
-	if c.Name != "seed" || c.Network.ProvisioningNetwork != ProvisioningDisabled {
+	if c.Name != "seed" || c.Network.ProvisioningNetwork != ipi.ProvisioningDisabled {
 		t.Errorf("name %q provisioningNetwork %q, want seed Disabled", c.Name, c.Network.ProvisioningNetwork)
 	}
 }

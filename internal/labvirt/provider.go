@@ -436,13 +436,8 @@ func domainSpec(m lab.Machine) DomainSpec {
 func natSpec(o lab.NATNetwork) LabNetworkSpec {
 	nat := o.NAT
 	spec := LabNetworkSpec{
-		Name: nat.Name, Bridge: nat.Bridge, Lab: o.Lab,
-		CIDR: nat.CIDR, DHCPStart: nat.DHCPStart, DHCPEnd: nat.DHCPEnd,
-		MTU: uint(nat.MTU), Domain: nat.Domain, APIVIP: nat.APIVIP, IngressVIP: nat.IngressVIP,
-		NodeHoldsVIPs: o.NodeHoldsVIPs,
-	}
-	if f := nat.Secondary; f != nil {
-		spec.Secondary = &LabNetworkFamily{CIDR: f.CIDR, DHCPStart: f.DHCPStart, DHCPEnd: f.DHCPEnd, APIVIP: f.APIVIP, IngressVIP: f.IngressVIP}
+		Name: nat.Name, Bridge: nat.Bridge, Lab: o.Lab, Family: nat.Family, Secondary: nat.Secondary,
+		MTU: uint(nat.MTU), Domain: nat.Domain, NodeHoldsVIPs: o.NodeHoldsVIPs,
 	}
 	for _, n := range o.Nodes {
 		spec.Hosts = append(spec.Hosts, LabHost{MAC: n.MAC, IP: n.IP, SecondaryIP: n.SecondaryIP, Hostname: n.Name})

@@ -101,7 +101,7 @@ func TestInstallerHybridSteps(t *testing.T) {
 			for _, tc := range []struct {
 				file string
 				role string
-			}{{"bootstrap.ign", RoleBootstrap}, {"master.ign", RoleMaster}, {"worker.ign", RoleWorker}} {
+			}{{"bootstrap.ign", ipi.RoleBootstrap}, {"master.ign", ipi.RoleMaster}, {"worker.ign", ipi.RoleWorker}} {
 				raw, err := os.ReadFile(filepath.Join(dir, tc.file))
 				if err != nil {
 					t.Fatal(err)

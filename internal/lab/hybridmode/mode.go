@@ -1,8 +1,6 @@
 package hybridmode
 
 import (
-	"net/netip"
-
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/steps"
@@ -41,7 +39,7 @@ func HybridInstallConfig(e *lab.Env) (*ipi.InstallConfig, error) {
 		APIVersion: "v1",
 		BaseDomain: k.BaseDomain,
 		Metadata:   ipi.Metadata{Name: k.Name},
-		Networking: ipi.ClusterNetworking(k.MachineNetwork, secondaryNetwork(p)),
+		Networking: ipi.ClusterNetworking(k.MachineNetwork, k.SecondaryFamily().MachineNetwork),
 		// UPI: the installer makes no machines; compute replicas are 0
 		// and the workers join by their CSRs.
 		Compute:      []ipi.MachinePool{{Name: ipi.RoleWorker, Replicas: 0}},
@@ -65,28 +63,15 @@ func Cluster(p *plan.Plan, sshKey string) upi.Cluster {
 	k := p.Cluster
 	h := p.Hybrid
 	c := upi.Cluster{
-		Name: k.Name, BaseDomain: k.BaseDomain, MachineNetwork: k.MachineNetwork,
-		APIVIP: k.APIVIP, IngressVIP: k.IngressVIP,
+		Name: k.Name, BaseDomain: k.BaseDomain, Family: k.Family, Secondary: k.SecondaryFamily(),
 		APIRouterID: h.APIRouterID, IngressRouterID: h.IngressRouterID,
 		Upstream: h.Upstream, SSHKey: sshKey, SingleNode: h.SingleNode,
 		Images: upi.Images{Keepalived: h.KeepalivedImage, CoreDNS: h.CoreDNSImage, HAProxy: h.HAProxyImage},
-	}
-	if f := k.Secondary; f != nil {
-		c.Secondary = upi.Family{MachineNetwork: f.MachineNetwork, APIVIP: f.APIVIP, IngressVIP: f.IngressVIP}
 	}
 	for _, n := range p.Nodes {
 		c.Nodes = append(c.Nodes, upi.Node{Name: n.Name, Role: n.Role, IP: n.IP, SecondaryIP: n.SecondaryIP, MAC: n.MAC})
 	}
 	return c
-}
-
-// secondaryNetwork is a dual-stack cluster's IPv6 machine network
-// (invalid for a single stack).
-func secondaryNetwork(p *plan.Plan) netip.Prefix {
-	if f := p.Cluster.Secondary; f != nil {
-		return f.MachineNetwork
-	}
-	return netip.Prefix{}
 }
 
 // installerFor runs openshift-install in the plan's installer directory,

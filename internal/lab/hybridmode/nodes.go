@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/plan"
@@ -22,9 +23,9 @@ type controlPlane struct{ multiNode }
 func (controlPlane) Name() string { return "control-plane" }
 
 func (controlPlane) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
-	roles := []string{plan.RoleMaster}
+	roles := []string{ipi.RoleMaster}
 	if !lab.Exists(e.Plan.Paths.BootstrapRemoved) {
-		roles = append([]string{plan.RoleBootstrap}, roles...)
+		roles = append([]string{ipi.RoleBootstrap}, roles...)
 	}
 	return startNodes(ctx, e, "control-plane", nodesOf(e.Plan, roles...))
 }
@@ -44,7 +45,7 @@ type workers struct{ multiNode }
 func (workers) Name() string { return "workers" }
 
 func (workers) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
-	return startNodes(ctx, e, "workers", nodesOf(e.Plan, plan.RoleWorker))
+	return startNodes(ctx, e, "workers", nodesOf(e.Plan, ipi.RoleWorker))
 }
 
 func (workers) Delete(context.Context, *lab.Env) error { return nil }
@@ -144,9 +145,9 @@ func (bootstrapComplete) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 		var bootstrap string
 		for _, n := range p.Nodes {
 			switch n.Role {
-			case plan.RoleMaster:
+			case ipi.RoleMaster:
 				masters = append(masters, "--master "+n.IP.String())
-			case plan.RoleBootstrap:
+			case ipi.RoleBootstrap:
 				bootstrap = n.IP.String()
 			}
 		}
@@ -172,7 +173,7 @@ func (removeBootstrap) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 	if !lab.Exists(p.Paths.BootstrapComplete) {
 		return false, errors.New("the bootstrap has not completed; it stays")
 	}
-	b := nodesOf(p, plan.RoleBootstrap)
+	b := nodesOf(p, ipi.RoleBootstrap)
 	if len(b) != 1 {
 		return false, errors.New("the plan has no bootstrap node")
 	}

@@ -64,7 +64,7 @@ func GraphDOT(p *plan.Plan, diffs []lab.Difference, power map[string]string) str
 	w(`    label=%s; style="rounded,dashed"; color="#7f8c8d";`, q(host))
 	if nat := p.Network.NAT; nat != nil {
 		w(`    %s [label=%s, fillcolor="#eaf2f8"%s];`, q("br:"+nat.Bridge),
-			q(fmt.Sprintf("NAT network %s\nbridge %s\n%s, gateway %s\nDHCP %s–%s", nat.Name, nat.Bridge, nat.CIDR, nat.Gateway, nat.DHCPStart, nat.DHCPEnd)), style(nat.Name))
+			q(fmt.Sprintf("NAT network %s\nbridge %s\n%s, gateway %s\nDHCP %s–%s", nat.Name, nat.Bridge, nat.MachineNetwork, nat.HostAddress, nat.DHCPRange.Start, nat.DHCPRange.End)), style(nat.Name))
 	}
 	if sh := p.Network.Shared; sh != nil {
 		w(`    %s [label=%s, fillcolor="#eaf2f8"%s];`, q("br:"+sh.Bridge),

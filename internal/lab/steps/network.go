@@ -60,7 +60,7 @@ func CheckNetwork(ctx context.Context, e *lab.Env) ([]lab.Difference, error) {
 		}
 		if len(problems) > 0 {
 			d := lab.Difference{Object: "libvirt network " + nat.Name, Kind: "nat-network",
-				Want: "active NAT network " + nat.CIDR.String() + " on " + nat.Bridge, Got: join(gots(problems)), Fix: "define, correct or start it"}
+				Want: "active NAT network " + nat.MachineNetwork.String() + " on " + nat.Bridge, Got: join(gots(problems)), Fix: "define, correct or start it"}
 			if d.Blocking, err = foreign(nat.Name); err != nil {
 				return nil, err
 			} else if d.Blocking {
@@ -144,7 +144,7 @@ func EnsureNetwork(ctx context.Context, e *lab.Env) ([]string, error) {
 			return done, err
 		}
 		if len(c) > 0 {
-			done = append(done, fmt.Sprintf("libvirt network %s: NAT network %s on %s, defined, active, autostarted", nat.Name, nat.CIDR, nat.Bridge))
+			done = append(done, fmt.Sprintf("libvirt network %s: NAT network %s on %s, defined, active, autostarted", nat.Name, nat.MachineNetwork, nat.Bridge))
 		}
 	}
 	if p.Network.Shared != nil {
@@ -163,7 +163,7 @@ func EnsureNetwork(ctx context.Context, e *lab.Env) ([]string, error) {
 	// carrier and duplicate address detection has run: vbmcd cannot bind
 	// it, nor dnsmasq answer on it, before.
 	if nat := p.Network.NAT; nat != nil {
-		for _, gw := range []netip.Addr{nat.Gateway, secondaryGateway(nat)} {
+		for _, gw := range []netip.Addr{nat.HostAddress, secondaryGateway(nat)} {
 			if gw.Is6() {
 				if _, err := e.Host.Ensure(ctx, lab.LinkAddress{Link: nat.Bridge, Addr: gw}); err != nil {
 					return done, fmt.Errorf("the lab's NAT bridge: %w; its veth %s should give it a carrier (labctl net check)", err, vethOn(p, nat.Bridge))
@@ -308,7 +308,7 @@ func join(s []string) string { return strings.Join(s, ", ") }
 // (invalid otherwise).
 func secondaryGateway(nat *plan.NAT) netip.Addr {
 	if nat.Secondary != nil {
-		return nat.Secondary.Gateway
+		return nat.Secondary.HostAddress
 	}
 	return netip.Addr{}
 }

@@ -106,7 +106,7 @@ func TestNetworkResolverDropIn(t *testing.T) {
 	path := filepath.Join(dir, "dnsmasq.d", "bmlab-fk.conf")
 	other := filepath.Join(dir, "resolved.conf.d", "bmlab-fk.conf")
 	p.Network.HostResolver = "dnsmasq"
-	p.Network.Resolver = &plan.Resolver{Kind: "dnsmasq", Path: path, Domain: p.Cluster.Domain, DNS: p.Network.NAT.Gateway}
+	p.Network.Resolver = &plan.Resolver{Kind: "dnsmasq", Path: path, Domain: p.Cluster.Domain, DNS: p.Network.NAT.HostAddress}
 	p.Network.ResolverDropIns = []string{path, other}
 	has := func(want string) {
 		t.Helper()
@@ -126,7 +126,7 @@ func TestNetworkResolverDropIn(t *testing.T) {
 	}
 	want := "# bmlab lab fk: the names of cluster " + p.Cluster.Domain + " for this host. labctl writes this\n" +
 		"# file (`labctl up`, `labctl net repair`) and removes it (`labctl down`).\n" +
-		"server=/" + p.Cluster.Domain + "/" + p.Network.NAT.Gateway.String() + "\n"
+		"server=/" + p.Cluster.Domain + "/" + p.Network.NAT.HostAddress.String() + "\n"
 	if got, _ := os.ReadFile(path); string(got) != want {
 		t.Errorf("drop-in:\n%s\nwant:\n%s", got, want)
 	}
@@ -180,7 +180,7 @@ func TestPreflightForeignResolverDropIn(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bmlab-fk.conf")
 	labtest.Must(t, os.WriteFile(path, []byte("server=/example.test/192.0.2.1\n"), 0o644))
 	p.Network.HostResolver = "dnsmasq"
-	p.Network.Resolver = &plan.Resolver{Kind: "dnsmasq", Path: path, Domain: p.Cluster.Domain, DNS: p.Network.NAT.Gateway}
+	p.Network.Resolver = &plan.Resolver{Kind: "dnsmasq", Path: path, Domain: p.Cluster.Domain, DNS: p.Network.NAT.HostAddress}
 	actions := []lab.Action{Preflight{}, Network{}, Storage{}, Nodes{}, BMCs{}}
 	err := lab.Up(context.Background(), e, actions, "")
 	if err == nil || !strings.Contains(err.Error(), "preflight: ") || !strings.Contains(err.Error(), "file "+path+" has no lab's mark") {

@@ -174,12 +174,12 @@ func (pf Preflight) Clash(ctx context.Context, e *lab.Env) error {
 		families := []struct {
 			cidr netip.Prefix
 			fix  string
-		}{{nat.CIDR, "cluster.machineNetwork, with dhcpRange, apiVIP, ingressVIP and bmc.address"}}
+		}{{nat.MachineNetwork, "cluster.machineNetwork, with dhcpRange, apiVIP, ingressVIP and bmc.address"}}
 		if f := nat.Secondary; f != nil {
 			families = append(families, struct {
 				cidr netip.Prefix
 				fix  string
-			}{f.CIDR, "cluster.machineNetworkV6, with dhcpRangeV6, apiVIPV6 and ingressVIPV6"})
+			}{f.MachineNetwork, "cluster.machineNetworkV6, with dhcpRangeV6, apiVIPV6 and ingressVIPV6"})
 		}
 		for name, list := range cidrs {
 			if name == nat.Name {
