@@ -3,6 +3,9 @@ package lab
 import (
 	"errors"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 )
 
 // The files every step keeps beside the platform's objects (markers,
@@ -42,4 +45,31 @@ func RemoveFiles(paths []string, dir string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ReadNames is a set of node names kept one a line (none when the file is
+// missing or unreadable).
+func ReadNames(path string) map[string]bool {
+	out := map[string]bool{}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return out
+	}
+	for _, name := range strings.Fields(string(b)) {
+		out[name] = true
+	}
+	return out
+}
+
+// WriteNames keeps a set of node names, one a line, sorted.
+func WriteNames(path string, set map[string]bool) error {
+	names := make([]string, 0, len(set))
+	for name := range set {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return WriteAtomic(path, []byte(strings.Join(names, "\n")+"\n"), 0o644)
 }

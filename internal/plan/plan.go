@@ -256,8 +256,8 @@ type Paths struct {
 	NodeImageDir string `json:"nodeImageDir"`
 	// AgentConfig is agent-config.yaml in the installer's directory, and
 	// its copy in the state directory (agent mode); AgentISO the image
-	// `agent create image` writes; MediaBooted marks that every node was
-	// booted from it.
+	// `agent create image` writes; MediaBooted records the nodes booted
+	// from it, one name a line.
 	AgentConfig     string `json:"agentConfig"`
 	AgentConfigCopy string `json:"agentConfigCopy"`
 	AgentISO        string `json:"agentISO"`

@@ -14,6 +14,7 @@ import (
 	"github.com/bmlab/bmlab/internal/lab/bmcclient"
 	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/plan"
 )
 
 // agentMedia boots every node from the agent ISO through its BMC, as on
@@ -29,7 +30,8 @@ func (agentMedia) Name() string { return "media" }
 
 func (agentMedia) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 	p := e.Plan
-	if lab.Exists(p.Paths.MediaBooted) {
+	booted, all := mediaBooted(p)
+	if all {
 		return false, nil
 	}
 	stop, err := serveISO(p.Netns, p.Paths.AgentISO, p.Agent.MediaAddr)
@@ -40,18 +42,45 @@ func (agentMedia) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 	c := bmcclient.New(p)
 	changed := false
 	for i, n := range p.Nodes {
+		if booted[n.Name] || n.Added {
+			// It booted the ISO on an earlier up that failed later: booting
+			// it again would restart an install under way. (A node added
+			// on day 2 boots the cluster's node ISO: add-node.)
+			continue
+		}
 		e.Rep.Progress("media", fmt.Sprintf("%d of %d nodes booting the ISO; %s's BMC fetches it", i, len(p.Nodes), n.Name))
 		c1, err := c.BootFromISO(ctx, n.BMC.SystemURL, p.Agent.MediaURL)
 		changed = changed || c1
 		if err != nil {
 			return changed, fmt.Errorf("node %s: %w", n.Name, err)
 		}
+		booted[n.Name] = true
+		if err := lab.WriteNames(p.Paths.MediaBooted, booted); err != nil {
+			return true, err
+		}
 		e.Rep.Note("media", fmt.Sprintf("%s: ISO inserted, boot override Cd once, powered on", n.Name))
 	}
-	return true, os.WriteFile(p.Paths.MediaBooted, nil, 0o644)
+	return true, nil
 }
 
-// Delete forgets that the nodes were booted (down removes them anyway).
+// mediaBooted is the record of the nodes booted from the ISO
+// (Paths.MediaBooted, one name a line, written as each one boots), and
+// whether every node the cluster was installed with is in it. An empty record is an older
+// labctl's: it wrote the file, empty, once every node had booted.
+func mediaBooted(p *plan.Plan) (map[string]bool, bool) {
+	booted := lab.ReadNames(p.Paths.MediaBooted)
+	if len(booted) == 0 {
+		return booted, lab.Exists(p.Paths.MediaBooted)
+	}
+	for _, n := range p.Nodes {
+		if !booted[n.Name] && !n.Added {
+			return booted, false
+		}
+	}
+	return booted, true
+}
+
+// Delete forgets which nodes were booted (down removes them anyway).
 func (agentMedia) Delete(_ context.Context, e *lab.Env) error {
 	return lab.RemoveFiles([]string{e.Plan.Paths.MediaBooted}, "")
 }

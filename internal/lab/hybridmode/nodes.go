@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/bmlab/bmlab/internal/ipi"
@@ -59,7 +57,9 @@ func startNodes(ctx context.Context, e *lab.Env, step string, list []plan.Node) 
 	if err != nil {
 		return changed, err
 	}
-	started := readStarted(e.Plan)
+	// The nodes up started (none when the list is missing or unreadable:
+	// then up starts them, as the first time).
+	started := lab.ReadNames(e.Plan.Paths.Started)
 	for _, n := range list {
 		if _, err := os.Stat(n.Ignition); err != nil {
 			return changed, fmt.Errorf("node %s: its ignition: %w", n.Name, err)
@@ -81,38 +81,12 @@ func startNodes(ctx context.Context, e *lab.Env, step string, list []plan.Node) 
 		changed = changed || c
 		if !started[n.Name] {
 			started[n.Name] = true
-			if err := writeStarted(e.Plan, started); err != nil {
+			if err := lab.WriteNames(e.Plan.Paths.Started, started); err != nil {
 				return changed, err
 			}
 		}
 	}
 	return changed, nil
-}
-
-// readStarted is the set of nodes up started (none when the list is
-// missing or unreadable: then up starts them, as the first time).
-func readStarted(p *plan.Plan) map[string]bool {
-	out := map[string]bool{}
-	b, err := os.ReadFile(p.Paths.Started)
-	if err != nil {
-		return out
-	}
-	for _, name := range strings.Fields(string(b)) {
-		out[name] = true
-	}
-	return out
-}
-
-func writeStarted(p *plan.Plan, set map[string]bool) error {
-	names := make([]string, 0, len(set))
-	for name := range set {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	if err := os.MkdirAll(filepath.Dir(p.Paths.Started), 0o755); err != nil {
-		return err
-	}
-	return lab.WriteAtomic(p.Paths.Started, []byte(strings.Join(names, "\n")+"\n"), 0o644)
 }
 
 // bootstrapComplete waits for `openshift-install wait-for
