@@ -18,8 +18,8 @@ import (
 	"github.com/coreos/vcontext/report"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/bmlab/bmlab/internal/installertest"
 	"github.com/bmlab/bmlab/internal/ipi"
-	"github.com/bmlab/bmlab/internal/upi/upitest"
 )
 
 // reparse parses raw with the stable package of version and returns the
@@ -51,11 +51,11 @@ func reparse(t *testing.T, version string, raw []byte) report.Report {
 // installerIgnition is what the fixture installer writes for testCluster.
 func installerIgnition(t *testing.T, version string, workers int) map[string][]byte {
 	t.Helper()
-	ic, err := upitest.ParseInstallConfig([]byte(installConfigYAML(workers)))
+	ic, err := installertest.ParseInstallConfig([]byte(installConfigYAML(workers)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return upitest.IgnitionConfigs(ic, version, upitest.Manifests(ic))
+	return installertest.IgnitionConfigs(ic, version, installertest.Manifests(ic))
 }
 
 // extraFiles stand for the static pods the caller passes.
@@ -149,9 +149,9 @@ func TestMergeIgnitionEveryVersion(t *testing.T) {
 			file string
 			node Node
 		}{
-			{upitest.BootstrapIgn, nodeOf(c, ipi.RoleBootstrap)},
-			{upitest.MasterIgn, nodeOf(c, ipi.RoleMaster)},
-			{upitest.WorkerIgn, nodeOf(c, ipi.RoleWorker)},
+			{installertest.BootstrapIgn, nodeOf(c, ipi.RoleBootstrap)},
+			{installertest.MasterIgn, nodeOf(c, ipi.RoleMaster)},
+			{installertest.WorkerIgn, nodeOf(c, ipi.RoleWorker)},
 		} {
 			t.Run(version+"/"+tc.file, func(t *testing.T) {
 				out, err := MergeIgnition(tc.file, inst[tc.file], tc.node, c, extraFiles(tc.node))
@@ -225,7 +225,7 @@ func TestMergeIgnitionGolden(t *testing.T) {
 // source and CA by value, at the oldest and newest versions.
 func TestMergeIgnitionPointerConfig(t *testing.T) {
 	c := testCluster(0)
-	ca := DataURL(upitest.RootCA())
+	ca := DataURL(installertest.RootCA())
 	for _, version := range []string{"3.2.0", "3.6.0"} {
 		inst := installerIgnition(t, version, 0)
 		for _, role := range []string{"master", "worker"} {
@@ -326,7 +326,7 @@ var sortStrings = cmp.Transformer("sort", func(in []string) []string {
 func TestMergeIgnitionErrors(t *testing.T) {
 	c := testCluster(0)
 	n := nodeOf(c, ipi.RoleMaster)
-	valid := installerIgnition(t, "3.2.0", 0)[upitest.MasterIgn]
+	valid := installerIgnition(t, "3.2.0", 0)[installertest.MasterIgn]
 	for _, tc := range []struct {
 		name      string
 		installer string

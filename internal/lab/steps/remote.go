@@ -311,15 +311,15 @@ func (s SpokeNet) String() string {
 	return fmt.Sprintf("host %s: %s", s.Host.Name, s.Report.Summary())
 }
 
-// CheckSpokes runs `net check` on every other host that has exec:; `labctl
-// status` and `labctl net check` on the hub both report it, so they say the
-// same of every host.
-func CheckSpokes(ctx context.Context, r lab.Runner, p *plan.Plan) []SpokeNet {
+// CheckSpokes runs `net check` (with extra flags) on every other host that
+// has exec:; `labctl status` and `labctl net check` on the hub both report
+// it, so they say the same of every host.
+func CheckSpokes(ctx context.Context, r lab.Runner, p *plan.Plan, extra ...string) []SpokeNet {
 	var out []SpokeNet
 	for _, h := range p.Spokes() {
 		s := SpokeNet{Host: h}
 		if s.Checked() {
-			s.Report, s.Err = CheckSpokeNet(ctx, r, p, h)
+			s.Report, s.Err = CheckSpokeNet(ctx, r, p, h, extra...)
 		}
 		out = append(out, s)
 	}

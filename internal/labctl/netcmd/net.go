@@ -35,13 +35,16 @@ func NewCommand(g *cli.Globals) *cobra.Command {
 		Use:   "net",
 		Short: "Check and repair the lab's bridges, veth pairs and libvirt networks",
 		Long: `The lab's host network is what the lab plan says: the lab file, with the
-same -f, --profile, --mode and --netns as up, down and status take. 'check'
-lists every difference from it (its NAT network, bridges, veths, the
-bridge-named libvirt networks, NetworkManager's snippet) and exits non-zero
+same -f, --profile and --netns as up, down and status take. 'check' lists
+every difference from it (its NAT network or its entries in a shared one,
+bridges, veths, VXLAN links, the bridge-named libvirt networks,
+NetworkManager's snippet, the host resolver's drop-in) and exits non-zero
 when there is one; 'repair' prints the same list, then changes only what
 differs and checks again; 'down' removes what the lab owns and nothing else.
-They run the network step of 'labctl up' and 'labctl down'. A link or libvirt
-network with a lab name that the lab did not create is never changed: the
+They run the network step of 'labctl up' and 'labctl down'. On a lab over
+several hosts --host names the one this runs on; the hub reaches the
+others through their exec: and reports them too. A link, libvirt network or
+file with a lab name that the lab did not make is never changed: the
 command stops and says how to clear it.`,
 		// Without this, cobra prints help and succeeds on a mistyped subcommand.
 		Args: cobra.ArbitraryArgs,
@@ -129,18 +132,21 @@ func (s *session) checkSpoke(ctx context.Context, h plan.Host) (*steps.NetReport
 // spokeRows are the other hosts' differences, each object named with its
 // host, and a line per host that was not checked.
 func (s *session) spokeRows(ctx context.Context) (rows []lab.Difference, notes []string) {
-	for _, h := range s.spokes {
-		if len(h.Exec) == 0 {
-			notes = append(notes, fmt.Sprintf("host %s: not checked (no exec: in the lab file); run there: labctl net check --host %s", h.Name, h.Name))
+	if len(s.spokes) == 0 {
+		return nil, nil
+	}
+	for _, sn := range steps.CheckSpokes(ctx, s.remote, s.env.Plan, s.args...) {
+		h := sn.Host
+		switch {
+		case !sn.Checked():
+			notes = append(notes, sn.String())
 			continue
-		}
-		rep, err := s.checkSpoke(ctx, h)
-		if err != nil {
-			rows = append(rows, lab.Difference{Object: "host " + h.Name, Kind: "unreachable", Got: err.Error(), Blocking: true,
+		case sn.Err != nil:
+			rows = append(rows, lab.Difference{Object: "host " + h.Name, Kind: "unreachable", Got: sn.Err.Error(), Blocking: true,
 				Fix: "make hosts[].exec of " + h.Name + " work, or run `labctl net check --host " + h.Name + "` there"})
 			continue
 		}
-		for _, d := range rep.Differences {
+		for _, d := range sn.Report.Differences {
 			d.Object = h.Name + ": " + d.Object
 			d.Fix += " (labctl net repair reaches " + h.Name + " through its exec:)"
 			rows = append(rows, d)

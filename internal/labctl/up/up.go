@@ -1,8 +1,8 @@
-// Package up is `labctl up`, `labctl status` and `labctl down`: flag
-// parsing, the lab plan, and the pipeline the mode chooses (internal/lab),
-// with one status line per action. Flags are checked before any host is
-// reached; the lab file is checked whole by the plan and the preflight
-// action before anything is built.
+// Package up is `labctl up`, `labctl status`, `labctl down` and `labctl
+// add-node`: flag parsing, and the actions of the lab's mode (internal/lab/
+// modes) run by the engine (internal/lab), one status line per action.
+// Flags are checked before any host is reached; the lab file is checked
+// whole by the plan and the preflight action before anything is built.
 package up
 
 import (
@@ -30,19 +30,20 @@ type flags struct {
 	host         string
 }
 
-// NewCommands returns up, status and down.
+// NewCommands returns up, status, down and add-node.
 func NewCommands(g *cli.Globals) []*cobra.Command {
 	f := &flags{}
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Bring the lab up (idempotent; run it again to resume)",
-		Long: `Bring the lab up. --mode ipi-baremetal: preflight, network, storage, nodes,
-bmcs, install-config, installer. --mode hybrid: the kcli-style UPI flow:
+		Long: `Bring the lab up, in the mode the lab file's mode: names (or --mode, which
+must agree with a lab that exists). ipi-baremetal: preflight, network, storage, nodes,
+bmcs, install-config, installer. hybrid: the kcli-style UPI flow:
 preflight, install-config, network, storage, manifests, ignition,
 control-plane, bootstrap-complete, remove-bootstrap, workers,
 install-complete; a single node (masters 1, no workers) is installed in
 place: preflight, install-config, network, storage, ignition (the live ISO
-with it embedded), node, install-complete. --mode agent: the agent-based installer: preflight,
+with it embedded), node, install-complete. agent: the agent-based installer: preflight,
 network, storage, nodes, bmcs, install-config (and agent-config), image,
 media (every node boots the ISO through its BMC), bootstrap-complete,
 install-complete. Every step is idempotent: up again resumes.`,

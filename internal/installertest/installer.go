@@ -1,4 +1,4 @@
-package upitest
+package installertest
 
 import (
 	"encoding/json"

@@ -1,6 +1,10 @@
-// Package upitest is the test fixture for the hybrid flow: a stand-in for
-// openshift-install (cmd fakeinstaller, built by Installer) and the assets it
-// writes, for tests of internal/upi and of the labctl hybrid pipeline.
+// Package installertest is the test fixture that plays every installer
+// labctl runs: a stand-in for openshift-install (cmd fakeinstaller, built by
+// Installer) in the hybrid mode (`create manifests`, `create
+// ignition-configs`, `create single-node-ignition-config`, `wait-for`) and
+// the agent mode (`agent create image`, `agent wait-for`), and for oc
+// (`adm node-image create|monitor`, add-node; OC builds it), with the assets
+// they write, for tests of internal/upi and of labctl's modes.
 //
 // The fixture behaves like the real installer where the pipeline can tell:
 // `create manifests` consumes install-config.yaml (removing it, keeping it in
@@ -35,4 +39,4 @@
 // "installed OS" is whatever image the test names),
 // contact any host, or stand for the real installer's acceptance of a
 // config. Only tests import it.
-package upitest
+package installertest

@@ -1,4 +1,4 @@
-package upitest
+package installertest
 
 import (
 	"os"
@@ -30,7 +30,7 @@ func Installer(t testing.TB) string {
 		t.Fatal(err)
 	}
 	p := filepath.Join(dir, "openshift-install")
-	pkg := filepath.Join(testenv.RepoRoot(), "internal", "upi", "upitest", "fakeinstaller")
+	pkg := filepath.Join(testenv.RepoRoot(), "internal", "installertest", "fakeinstaller")
 	if out, err := exec.Command("go", "build", "-o", p, pkg).CombinedOutput(); err != nil {
 		t.Fatalf("build the fixture openshift-install: %v\n%s", err, out)
 	}
