@@ -76,7 +76,7 @@ func TestOnlyTheBackendsTalkLibvirt(t *testing.T) {
 		}
 		rel, _ := filepath.Rel("..", path)
 		if imports(t, path)[golibvirt] && !allowed[rel] {
-			t.Errorf("internal/%s imports go-libvirt: go through labvirt.Conn", rel)
+			t.Errorf("internal/%s imports go-libvirt: go through the libvirt provider (internal/labvirt)", rel)
 		}
 		return nil
 	})

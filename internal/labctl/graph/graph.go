@@ -1,5 +1,5 @@
 // Package graph is `labctl graph`: a picture of the lab, drawn from its plan
-// and what is really on the host (internal/lab's Graph), as Graphviz DOT,
+// and what is really on the host (internal/lab/steps' Graph), as Graphviz DOT,
 // or SVG or PNG through Graphviz's dot.
 package graph
 

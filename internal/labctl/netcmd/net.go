@@ -1,5 +1,5 @@
 // Package netcmd is `labctl net`: check, repair and take down the lab's
-// host network. It is a view over the network action of internal/lab
+// host network. It is a view over the network step of internal/lab/steps
 // (CheckNetwork, EnsureNetwork, RemoveNetwork): it picks the host (--host),
 // leaves libvirt out when asked (--no-libvirt), reaches the lab's other
 // hosts through their exec:, and prints. It implements nothing of its own.
