@@ -38,11 +38,11 @@ func labCA(t *testing.T) (cert, key string) {
 // systemID is empty for a BMC of the node's own, as real hardware has one.
 func redfishNode(name, addr, systemID, user, pass, ca, deployISO string, props map[string]any) ironictest.NodeSpec {
 	info := map[string]any{
-		"redfish_address":    addr,
-		"redfish_username":   user,
-		"redfish_password":   pass,
-		"redfish_verify_ca":  ca,
-		"redfish_deploy_iso": deployISO,
+		"redfish_address":   addr,
+		"redfish_username":  user,
+		"redfish_password":  pass,
+		"redfish_verify_ca": ca,
+		"deploy_iso":        deployISO, // redfish_deploy_iso before 21.x
 	}
 	if systemID != "" {
 		info["redfish_system_id"] = "/redfish/v1/Systems/" + systemID
