@@ -31,6 +31,19 @@
 // http_root; Start serves that directory over HTTP (Ironic.HTTPURL), as
 // Metal3's httpd does, and anything else a test puts in Ironic.Files.
 //
+// For many nodes (a nodes-per-minute benchmark over hundreds of simulated
+// servers), one WatchEvents on vbmcd's service listener covers them all;
+// raise Options.HeartbeatEvery (each running agent heartbeats that often
+// besides the heartbeat after each command, which is what moves a step on)
+// and, if the log grows too large, set Options.Config's DEFAULT debug to
+// false. Ironic's warnings and errors are logged with the test
+// (Ironic.Problems); its whole log is in Ironic.Dir.
+//
+// Known limits of the clients, not of the harness: sushy 4.3 reads a
+// system's memory as whole GiB, so Redfish inspection of a machine with
+// less than 1 GiB finds none and fails.
+//
 // What it does not do: start vbmcd, libvirt or VMs (the test does), DHCP,
-// PXE or inspection through ironic-inspector.
+// PXE or iPXE (so no deploy with the ipmi hardware type, whose boot is a
+// network boot), or inspection through ironic-inspector.
 package ironictest

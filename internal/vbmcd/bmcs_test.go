@@ -2,6 +2,8 @@ package vbmcd
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -174,6 +176,47 @@ func TestOneBMCPerAddress(t *testing.T) {
 	if got := sushyBMC(t, "", "https://"+main, "admin", "sim-pass-1", filepath.Join(state, "redfish-tls.crt"), images.URL+"/bios-2.3.1.bin"); !strings.Contains(got.Error, "UnknownDefaultError") {
 		t.Errorf("sushy on the service's listener: %+v, want no default system", got)
 	}
+
+	// The web console on a BMC of its own: a session made there sees that
+	// machine, and is unknown on the service's listener.
+	hc := caClient(t, ca)
+	req, _ := http.NewRequest(http.MethodPost, "https://127.34.0.1/redfish/v1/SessionService/Sessions", strings.NewReader(`{"UserName":"admin","Password":"sim-pass-1"}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("session at https://127.34.0.1: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	tok := resp.Header.Get("X-Auth-Token")
+	req, _ = http.NewRequest(http.MethodGet, "https://127.34.0.1/ui/api/systems", nil)
+	req.Header.Set("X-Auth-Token", tok)
+	var page struct {
+		Total int
+		Rows  []struct{ ID string }
+	}
+	if resp, err = hc.Do(req); err != nil || json.NewDecoder(resp.Body).Decode(&page) != nil || page.Total != 1 || len(page.Rows) != 1 || page.Rows[0].ID != want["127.34.0.1"] {
+		t.Errorf("the web console's systems at https://127.34.0.1: %+v (%v), want %s alone", page, err, want["127.34.0.1"])
+	}
+	insecure := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the session is tested, not the certificate
+	req, _ = http.NewRequest(http.MethodGet, "https://"+main+"/ui/api/systems", nil)
+	req.Header.Set("X-Auth-Token", tok)
+	if resp, err := insecure.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the BMC's session on the service listener's web console: %v %v, want 401", resp, err)
+	}
+}
+
+// caClient trusts the CA in file only.
+func caClient(t *testing.T, file string) *http.Client {
+	t.Helper()
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatalf("%s holds no certificate", file)
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 }
 
 // TestOneBMCPerAddressIPv6: the same with IPv6 addresses, in a network

@@ -3,8 +3,6 @@ package vbmcd
 import (
 	"crypto/sha1" //nolint:gosec // the checksum Ironic 21.4 asks for firmware images
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -252,16 +250,9 @@ func sha1File(t *testing.T, path string) string {
 // the CA in caFile, and decodes the JSON object.
 func getWith(t *testing.T, base, path, user, pass, caFile string) map[string]any {
 	t.Helper()
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	hc := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	req, _ := http.NewRequest(http.MethodGet, base+path, nil)
 	req.SetBasicAuth(user, pass)
-	resp, err := hc.Do(req)
+	resp, err := caClient(t, caFile).Do(req)
 	if err != nil {
 		t.Fatalf("GET %s%s: %v", base, path, err)
 	}
