@@ -401,17 +401,15 @@ func listen(t testing.TB, ns, host string) net.Listener {
 	return ln
 }
 
-// freePort finds a port Ironic can bind on host.
+// freePort reserves a port Ironic can bind on host in namespace ns, with
+// testenv.Port: a port picked by listening and closing may be handed to any
+// client socket before Ironic binds it.
 func freePort(t testing.TB, ns, host string) int {
 	t.Helper()
 	var port int
 	if err := netplumb.InNamespace(ns, func() error {
-		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			return err
-		}
-		port = ln.Addr().(*net.TCPAddr).Port
-		return ln.Close()
+		port = testenv.Port(t, host)
+		return nil
 	}); err != nil {
 		t.Fatalf("ironictest: a free port on %s: %v", host, err)
 	}
