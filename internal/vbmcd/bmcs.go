@@ -30,8 +30,8 @@ type bmcs struct {
 	svc  *machine.Service
 	pool *bmcPool
 	log  *zap.Logger
-	srv  *http.Server
-	wrap func(net.Listener) net.Listener // the connection limiter
+	srv   *http.Server
+	serve func(*http.Server, net.Listener) error // serves srv on a listener, through the connection limiter
 	port int
 	ca   *pki.CA // nil: plain HTTP
 
@@ -52,8 +52,8 @@ type bmcListener struct {
 	ln   net.Listener
 }
 
-func newBMCs(svc *machine.Service, pool *bmcPool, srv *http.Server, wrap func(net.Listener) net.Listener, port int, ca *pki.CA, log *zap.Logger) *bmcs {
-	b := &bmcs{svc: svc, pool: pool, log: log, srv: srv, wrap: wrap, port: port, ca: ca,
+func newBMCs(svc *machine.Service, pool *bmcPool, srv *http.Server, serve func(*http.Server, net.Listener) error, port int, ca *pki.CA, log *zap.Logger) *bmcs {
+	b := &bmcs{svc: svc, pool: pool, log: log, srv: srv, serve: serve, port: port, ca: ca,
 		running: map[string]*bmcListener{}, byAddr: map[netip.AddrPort]string{},
 		failed: map[string]netip.Addr{}, certs: map[netip.Addr]*tls.Certificate{}}
 	srv.ConnContext = b.connContext
@@ -262,7 +262,7 @@ func (b *bmcs) ensure(m *machine.Machine) {
 		}
 		return
 	}
-	l := &bmcListener{addr: want, ln: b.wrap(ln)}
+	l := &bmcListener{addr: want, ln: ln}
 	b.mu.Lock()
 	if b.stopped {
 		b.mu.Unlock()
@@ -274,13 +274,7 @@ func (b *bmcs) ensure(m *machine.Machine) {
 	b.byAddr[want] = m.ID
 	b.mu.Unlock()
 	go func() {
-		var err error
-		if b.srv.TLSConfig != nil {
-			err = b.srv.ServeTLS(l.ln, "", "")
-		} else {
-			err = b.srv.Serve(l.ln)
-		}
-		if !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+		if err := b.serve(b.srv, l.ln); !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			b.log.Error("a BMC's Redfish listener stopped", zap.String("machine", m.Name), zap.String("addr", want.String()), zap.Error(err))
 		}
 	}()

@@ -354,7 +354,14 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 				return err
 			}
 		}
-		own = newBMCs(svc, pool, srv, limiter.wrap, cfg.bmcRedfishPort(), ca, log.Named("bmcs"))
+		serveOn := func(s *http.Server, l net.Listener) error {
+			l = limiter.wrap(l)
+			if s.TLSConfig != nil {
+				return s.ServeTLS(l, "", "")
+			}
+			return s.Serve(l)
+		}
+		own = newBMCs(svc, pool, srv, serveOn, cfg.bmcRedfishPort(), ca, log.Named("bmcs"))
 		if srv.TLSConfig != nil {
 			main := srv.TLSConfig.Certificates[0]
 			srv.TLSConfig.Certificates = nil // else a client that sends no SNI (one that dials an address) never reaches GetCertificate
