@@ -149,7 +149,10 @@ func bootPending(ctx context.Context, e *lab.Env, pending []plan.Node) (bool, er
 		return false, err
 	}
 	defer stop()
-	c := bmcclient.New(p)
+	c, err := bmcclient.New(p)
+	if err != nil {
+		return false, err
+	}
 	url := "http://" + p.Agent.MediaAddr + "/" + agent.NodeISOName
 	for _, n := range pending {
 		if _, err := c.BootFromISO(ctx, n.BMC.SystemURL, url); err != nil {
@@ -172,7 +175,10 @@ func monitorJoin(ctx context.Context, e *lab.Env, pending []plan.Node) (bool, er
 		func(l string) { e.Rep.Note("join", l) }); err != nil {
 		return false, fmt.Errorf("%w\nthe nodes are kept; `labctl add-node` again carries on", err)
 	}
-	c := bmcclient.New(p)
+	c, err := bmcclient.New(p)
+	if err != nil {
+		return true, err
+	}
 	for _, n := range pending {
 		if err := c.Eject(ctx, n.BMC.SystemURL); err != nil {
 			return true, fmt.Errorf("eject the ISO of %s: %w", n.Name, err)

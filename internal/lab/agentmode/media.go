@@ -39,7 +39,10 @@ func (agentMedia) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 		return false, err
 	}
 	defer stop()
-	c := bmcclient.New(p)
+	c, err := bmcclient.New(p)
+	if err != nil {
+		return false, err
+	}
 	changed := false
 	for i, n := range p.Nodes {
 		if booted[n.Name] || n.Added {
@@ -113,7 +116,10 @@ func serveISO(netns, iso, addr string) (stop func(), err error) {
 
 // ejectAll ejects the virtual CD of every node.
 func ejectAll(ctx context.Context, e *lab.Env) error {
-	c := bmcclient.New(e.Plan)
+	c, err := bmcclient.New(e.Plan)
+	if err != nil {
+		return err
+	}
 	var errs []error
 	for _, n := range e.Plan.Nodes {
 		if err := c.Eject(ctx, n.BMC.SystemURL); err != nil {

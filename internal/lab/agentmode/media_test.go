@@ -2,6 +2,7 @@ package agentmode
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -11,17 +12,21 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/labtest"
 	"github.com/bmlab/bmlab/internal/labconfig"
+	"github.com/bmlab/bmlab/internal/pki"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
-// fakeBMCs answers the Redfish calls the media step makes, for every
-// system, and keeps each call that changes something ("POST node Insert",
-// "PATCH node", "POST node Reset On"); an InsertMedia for a system in fail
-// answers 500 once.
+// fakeBMCs answers, in Redfish's shape (what gofish reads), the calls the
+// media step makes, for every system, and keeps each call that changes
+// something ("POST node Insert", "PATCH node", "POST node Reset On"); an
+// InsertMedia for a system in fail answers 500 once. It stands in for
+// vbmcd to test the step's bookkeeping across ups; the client's calls
+// against vbmcd itself are bmcclient's TestAgainstVbmcd.
 type fakeBMCs struct {
 	mu       sync.Mutex
 	calls    []string
@@ -33,22 +38,38 @@ type fakeBMCs struct {
 func (f *fakeBMCs) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	answer := func(v any) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	if r.Method == http.MethodGet && strings.TrimSuffix(r.URL.Path, "/") == "/redfish/v1" {
+		answer(map[string]any{"@odata.id": "/redfish/v1/", "Id": "RootService", "Systems": map[string]string{"@odata.id": "/redfish/v1/Systems"}})
+		return
+	}
 	rest := strings.TrimPrefix(r.URL.Path, "/redfish/v1/Systems/")
 	sys, sub, _ := strings.Cut(rest, "/")
-	answer := func(v any) { _ = json.NewEncoder(w).Encode(v) }
+	self := "/redfish/v1/Systems/" + sys
+	action := func(name string) map[string]string { return map[string]string{"target": self + "/" + name} }
 	switch {
 	case r.Method == http.MethodGet && sub == "":
-		answer(map[string]any{"PowerState": f.power[sys]})
+		answer(map[string]any{"@odata.id": self, "Id": sys, "UUID": sys, "PowerState": f.power[sys],
+			"VirtualMedia": map[string]string{"@odata.id": self + "/VirtualMedia"},
+			"Actions":      map[string]any{"#ComputerSystem.Reset": action("Actions/ComputerSystem.Reset")}})
 	case r.Method == http.MethodGet && sub == "VirtualMedia":
-		answer(map[string]any{"Members": []map[string]string{{"@odata.id": "/redfish/v1/Systems/" + sys + "/VirtualMedia/Cd"}}})
+		answer(map[string]any{"@odata.id": self + "/VirtualMedia", "Members": []map[string]string{{"@odata.id": self + "/VirtualMedia/Cd"}}, "Members@odata.count": 1})
 	case r.Method == http.MethodGet && sub == "VirtualMedia/Cd":
-		answer(map[string]any{"MediaTypes": []string{"CD", "DVD"}, "Image": f.inserted[sys], "Inserted": f.inserted[sys] != ""})
+		answer(map[string]any{"@odata.id": self + "/VirtualMedia/Cd", "Id": "Cd", "MediaTypes": []string{"CD", "DVD"}, "Image": f.inserted[sys], "Inserted": f.inserted[sys] != "",
+			"Actions": map[string]any{
+				"#VirtualMedia.InsertMedia": action("VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia"),
+				"#VirtualMedia.EjectMedia":  action("VirtualMedia/Cd/Actions/VirtualMedia.EjectMedia"),
+			}})
 	case r.Method == http.MethodPost && sub == "VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia":
 		f.calls = append(f.calls, "POST "+sys+" Insert")
 		if f.fail[sys] {
 			delete(f.fail, sys)
+			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusInternalServerError)
-			answer(map[string]any{"error": map[string]any{"message": "the image server does not answer"}})
+			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": "the image server does not answer"}})
 			return
 		}
 		var body struct{ Image string }
@@ -95,8 +116,19 @@ func TestMediaAfterAPartialFailure(t *testing.T) {
 	p, err := plan.Resolve(cfg, plan.Options{Dir: dir, Profile: "tiny", Mode: plan.ModeAgent, AddedWorkers: 1})
 	labtest.Must(t, err)
 	bmcs := &fakeBMCs{inserted: map[string]string{}, power: map[string]string{}, fail: map[string]bool{}}
-	srv := httptest.NewTLSServer(bmcs)
+	// The fake's certificate is issued by the lab's CA, which the client
+	// verifies.
+	ca, err := pki.EnsureCA(p.Paths.CACert, p.Paths.CAKey, "test lab CA", time.Now())
+	labtest.Must(t, err)
+	pair, err := ca.Issue([]string{"127.0.0.1"}, time.Now())
+	labtest.Must(t, err)
+	srv := httptest.NewUnstartedServer(bmcs)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}}
+	srv.StartTLS()
 	defer srv.Close()
+	if !p.BMC.LabCA {
+		t.Fatal("the plan has no lab CA: the test wants the client to verify one")
+	}
 	var systems []string
 	for i, n := range p.Nodes {
 		p.Nodes[i].BMC.SystemURL = srv.URL + "/redfish/v1/Systems/" + n.UUID
