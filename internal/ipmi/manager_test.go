@@ -143,7 +143,7 @@ func TestBMCAddress(t *testing.T) {
 	svc := machine.NewService(sim.New(3), nil)
 	ms := svc.List()
 	addrs := []string{"127.0.0.21", "127.0.0.22", "127.0.0.23"}
-	port, other := freePort(t, addrs[0]), freePort(t, addrs[1])
+	port, other := testenv.Port(t, addrs[0]), testenv.Port(t, addrs[1])
 	for i, m := range ms {
 		if _, err := svc.UpdateSettings(ctx, m.ID, func(s *machine.Settings) error {
 			s.BMCAddress = addrs[i]
