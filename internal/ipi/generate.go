@@ -101,6 +101,10 @@ type BMCEndpoint struct {
 	Host        string
 	RedfishPort int
 	TLS         bool
+	// OwnAddress: Host is the node's BMC's own address (a BMC network),
+	// with Redfish and IPMI at their usual ports (443 or 80, 623), which
+	// the address leaves out.
+	OwnAddress bool
 }
 
 // BMCAddress is a node's bmc.address for the lab's BMC kind:
@@ -109,10 +113,14 @@ type BMCEndpoint struct {
 //	redfish+https://HOST:PORT/redfish/v1/Systems/UUID
 //	ipmi://HOST:PORT
 //
-// (http instead of https when the lab's BMC has TLS off).
+// (http instead of https when the lab's BMC has TLS off; without :PORT for
+// a BMC of its own, OwnAddress).
 func BMCAddress(b BMCEndpoint, uuid string, ipmiPort int) (string, error) {
 	switch b.Kind {
 	case BMCIPMI:
+		if b.OwnAddress {
+			return "ipmi://" + urlHost(b.Host), nil
+		}
 		if ipmiPort < 1 || ipmiPort > 65535 {
 			return "", fmt.Errorf("bmc address: IPMI port %d is not a port", ipmiPort)
 		}
@@ -125,10 +133,21 @@ func BMCAddress(b BMCEndpoint, uuid string, ipmiPort int) (string, error) {
 		if b.TLS {
 			scheme = "https"
 		}
-		return fmt.Sprintf("%s+%s://%s/redfish/v1/Systems/%s", b.Kind, scheme,
-			net.JoinHostPort(b.Host, strconv.Itoa(b.RedfishPort)), uuid), nil
+		host := net.JoinHostPort(b.Host, strconv.Itoa(b.RedfishPort))
+		if b.OwnAddress {
+			host = urlHost(b.Host)
+		}
+		return fmt.Sprintf("%s+%s://%s/redfish/v1/Systems/%s", b.Kind, scheme, host, uuid), nil
 	}
 	return "", fmt.Errorf("bmc address: unknown BMC kind %q", b.Kind)
+}
+
+// urlHost is a host as a URL's: an IPv6 address in brackets.
+func urlHost(h string) string {
+	if strings.Contains(h, ":") {
+		return "[" + h + "]"
+	}
+	return h
 }
 
 // Cluster is what Generate needs of the lab's cluster: facts of the lab

@@ -232,6 +232,14 @@ type BMC struct {
 	// each host's, and firmware updates through it need no Targets. false
 	// gives every host the lab's one user.
 	NodeAccounts *bool `json:"nodeAccounts,omitempty"`
+	// Network, when set, gives every node's BMC an address of its own on a
+	// network of its own, as a data centre's out-of-band management
+	// network: a bridge on the lab host with this subnet (IPv4 or IPv6, a
+	// family the machine network has), the lab host at its first address
+	// and the nodes' BMCs at the next ones, in order. Each BMC serves its
+	// node alone: Redfish on port 443 (80 without TLS), IPMI on port 623.
+	// The nodes reach it through the lab host, their default gateway.
+	Network netip.Prefix `json:"network,omitzero"`
 }
 
 // UseNodeAccounts reports whether each node has a BMC user of its own.
@@ -471,10 +479,75 @@ func (c *Config) validateCluster() []error {
 			add("bmc.%s: %d is not a port (1-65535)", p.field, p.port)
 		}
 	}
-	if last := k.BMC.IPMIPortBase + k.Masters.N() + k.Workers.N() - 1; k.BMC.Kind == ipi.BMCIPMI && last > 65535 {
+	errs = append(errs, c.validateBMCNetwork()...)
+	if last := k.BMC.IPMIPortBase + k.Masters.N() + k.Workers.N() - 1; k.BMC.Kind == ipi.BMCIPMI && last > 65535 && !k.BMC.Network.IsValid() {
 		add("bmc.ipmiPortBase: %d leaves no port for every node (the last would be %d)", k.BMC.IPMIPortBase, last)
 	}
 	return errs
+}
+
+// validateBMCNetwork checks cluster.bmc.network: a subnet of a family the
+// machine network has, apart from the lab's other networks, with room for
+// the lab host and every node's BMC.
+func (c *Config) validateBMCNetwork() []error {
+	k := &c.Cluster
+	bn := k.BMC.Network
+	if !bn.IsValid() {
+		return nil
+	}
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf("cluster.bmc.network: "+format, a...)) }
+	if bn != bn.Masked() {
+		add("%s has host bits set; use %s", bn, bn.Masked())
+	}
+	fams := []netip.Prefix{k.MachineNetwork}
+	if k.IPFamily == IPFamilyDual {
+		fams = append(fams, k.MachineNetworkV6)
+	}
+	reachable := false
+	for _, mn := range fams {
+		if mn.IsValid() && mn.Addr().Is6() == bn.Addr().Is6() {
+			reachable = true
+		}
+		if mn.IsValid() && mn.Overlaps(bn) {
+			add("%s overlaps the machine network %s; the BMC network is a subnet of its own (for example 192.168.125.0/24, or fd2e:6f44:5dd8:c957::/120)", bn, mn)
+		}
+	}
+	if !reachable {
+		add("%s is %s, but the machine network (ipFamily %s) has no address of that family: the nodes could not reach their BMCs; use a subnet of the machine network's family", bn, familyName(bn.Addr()), k.IPFamily)
+	}
+	if p := k.ProvisioningNetworkCIDR; p.IsValid() && p.Overlaps(bn) {
+		add("%s overlaps provisioningNetworkCIDR %s; keep them apart", bn, p)
+	}
+	if len(c.Hosts) > 0 {
+		add("a BMC network of its own is not offered for a lab over several hosts yet; drop cluster.bmc.network or hosts")
+	}
+	need := 1 + k.Masters.N() + k.Arbiter.N() + k.Workers.N() // the lab host, then every BMC
+	if n := hostAddresses(bn); n < need {
+		add("%s has %d host addresses; the lab host and %d BMCs need %d: use a larger subnet", bn, n, need-1, need)
+	}
+	return errs
+}
+
+// hostAddresses is how many addresses of p a host may have (not the
+// subnet's own, nor IPv4's broadcast); at most 1<<20.
+func hostAddresses(p netip.Prefix) int {
+	free := p.Addr().BitLen() - p.Bits()
+	if free >= 20 {
+		return 1 << 20
+	}
+	n := 1<<free - 1
+	if p.Addr().Is4() {
+		n--
+	}
+	return max(n, 0)
+}
+
+func familyName(a netip.Addr) string {
+	if a.Is6() {
+		return "IPv6"
+	}
+	return "IPv4"
 }
 
 // family checks one address family's machine network, DHCP range and

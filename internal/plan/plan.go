@@ -339,6 +339,9 @@ type Endpoint struct {
 	// node whatever the kind; labctl checks the BMC there.
 	SystemURL string `json:"systemURL"`
 	IPMIPort  int    `json:"ipmiPort,omitempty"`
+	// Addr is the node's BMC's own address on the BMC network
+	// (cluster.bmc.network; invalid: none, the BMC is at BMC.Host).
+	Addr netip.Addr `json:"addr,omitzero"`
 	// Username and Password are the node's own BMC user, bound to its
 	// system (empty: the lab's user serves every node).
 	Username string `json:"username,omitempty"`
@@ -545,6 +548,30 @@ type BMC struct {
 	// LabCA: the BMCs' certificate is issued by the lab's CA (Paths.CA*),
 	// which install-config carries (bmcVerifyCA).
 	LabCA bool `json:"labCA,omitempty"`
+	// Network is the BMCs' network of their own (cluster.bmc.network;
+	// invalid: none): Bridge on the lab host, which is HostAddress there;
+	// each node's BMC is at its Endpoint.Addr, a listener of its own.
+	Network     netip.Prefix `json:"network,omitzero"`
+	Bridge      string       `json:"bridge,omitempty"`
+	HostAddress netip.Addr   `json:"hostAddress,omitzero"`
+}
+
+// bmcBridge names the bridge of a lab's BMC network.
+func bmcBridge(lab string) string { return labBridge("bmbmc-", lab) }
+
+// bmcNetwork adds the BMC network's bridge to the lab's topology: the lab
+// host's address and every node's BMC address on it.
+func (p *Plan) bmcNetwork() {
+	if !p.BMC.Network.IsValid() {
+		return
+	}
+	br := netplumb.Bridge{Name: p.BMC.Bridge, Addresses: []netip.Prefix{netip.PrefixFrom(p.BMC.HostAddress, p.BMC.Network.Bits())}}
+	for _, n := range p.Nodes {
+		if n.BMC.Addr.IsValid() {
+			br.Addresses = append(br.Addresses, netip.PrefixFrom(n.BMC.Addr, p.BMC.Network.Bits()))
+		}
+	}
+	p.Network.Topology.Bridges = append(p.Network.Topology.Bridges, br)
 }
 
 // Vbmcd is the lab's vbmcd invocation.
@@ -704,8 +731,14 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		p.BMC.Scheme = "https"
 		p.BMC.LabCA = k.BMC.UseLabCA()
 	}
-	if k.BMC.Kind == ipi.BMCIPMI {
+	if k.BMC.Kind == ipi.BMCIPMI && !k.BMC.Network.IsValid() {
 		p.BMC.IPMIPortBase = k.BMC.IPMIPortBase
+	}
+	if bn := k.BMC.Network; bn.IsValid() {
+		if o.Mode == ModeHybrid {
+			return nil, fmt.Errorf("cluster.bmc.network: the %s mode's nodes have no BMC; drop cluster.bmc.network", ModeHybrid)
+		}
+		p.BMC.Network, p.BMC.Bridge, p.BMC.HostAddress = bn, bmcBridge(cfg.Name), bn.Addr().Next()
 	}
 	if o.Mode == ModeHybrid {
 		if k.Image == "" {
@@ -749,6 +782,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	if err := p.resolveNodes(cfg); err != nil {
 		return nil, err
 	}
+	p.bmcNetwork()
 	p.resolveHosts(cfg)
 	if o.Mode == ModeAgent {
 		p.resolveAgent(cfg)
@@ -1023,13 +1057,18 @@ func (p *Plan) nodeHoldsVIPs(n Node) {
 // natBridge names the bridge of the lab's own NAT network: bmnat-<lab>
 // when that fits the kernel's 15 bytes, else a prefix and a hash, so two
 // long lab names never share a bridge.
-func natBridge(lab string) string {
-	b := "bmnat-" + lab
+func natBridge(lab string) string { return labBridge("bmnat-", lab) }
+
+// labBridge is a lab's bridge name: kind (6 bytes) and the lab's name, or
+// when that is longer than a link name may be (15 bytes), the name's first
+// 4 bytes and 5 hex digits of its hash.
+func labBridge(kind, lab string) string {
+	b := kind + lab
 	if len(b) <= 15 {
 		return b
 	}
 	h := sha256.Sum256([]byte(lab))
-	return fmt.Sprintf("bmnat-%s%x", lab[:4], h[:3])[:15] // 6+4+5 bytes
+	return fmt.Sprintf("%s%s%x", kind, lab[:4], h[:3])[:15]
 }
 
 func resolveNetwork(cfg *labconfig.Config) Network {
@@ -1160,6 +1199,25 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 
 // endpoint gives node i its BMC address: the one place it is made.
 func (p *Plan) endpoint(n *Node, i int, kind string) error {
+	if p.BMC.Network.IsValid() {
+		// A BMC of its own: the next address of the BMC network, Redfish
+		// and IPMI at their usual ports there.
+		a := p.BMC.HostAddress
+		for range i + 1 {
+			a = a.Next()
+		}
+		if !p.BMC.Network.Contains(a) || (a.Is4() && !p.BMC.Network.Contains(a.Next())) {
+			return fmt.Errorf("cluster.bmc.network: %s has no address left for node %s's BMC; use a larger subnet", p.BMC.Network, n.Name)
+		}
+		n.BMC.Addr = a
+		n.BMC.SystemURL = fmt.Sprintf("%s://%s/redfish/v1/Systems/%s", p.BMC.Scheme, hostForURL(a), n.UUID)
+		addr, err := ipi.BMCAddress(ipi.BMCEndpoint{Kind: kind, Host: a.String(), TLS: p.BMC.Scheme == "https", OwnAddress: true}, n.UUID, 0)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		n.BMC.Address = addr
+		return nil
+	}
 	host := net.JoinHostPort(p.BMC.Host, strconv.Itoa(p.BMC.RedfishPort))
 	n.BMC.SystemURL = fmt.Sprintf("%s://%s/redfish/v1/Systems/%s", p.BMC.Scheme, host, n.UUID)
 	if p.BMC.Kind == ipi.BMCIPMI {
@@ -1171,6 +1229,14 @@ func (p *Plan) endpoint(n *Node, i int, kind string) error {
 	}
 	n.BMC.Address = addr
 	return nil
+}
+
+// hostForURL is an address as a URL's host: IPv6 in brackets.
+func hostForURL(a netip.Addr) string {
+	if a.Is6() {
+		return "[" + a.String() + "]"
+	}
+	return a.String()
 }
 
 // ipmiMaxPassword and ipmiMaxName are IPMI's longest password and user
@@ -1245,6 +1311,20 @@ func (p *Plan) vbmcd(path string, cpus int) Vbmcd {
 	}
 	if p.BMC.Kind == ipi.BMCIPMI && listen != "" {
 		v.Args = append(v.Args, "--ipmi-addr", listen)
+	}
+	if p.BMC.Network.IsValid() {
+		// Every node a BMC of its own, at its address on the BMC network;
+		// their certificates issued by the lab's CA.
+		var pins []string
+		for _, n := range p.Nodes {
+			if n.BMC.Addr.IsValid() {
+				pins = append(pins, n.Name+"="+n.BMC.Addr.String())
+			}
+		}
+		v.Args = append(v.Args, "--bmc-addresses", strings.Join(pins, ","))
+		if p.BMC.LabCA {
+			v.Args = append(v.Args, "--tls-ca-cert", p.Paths.CACert, "--tls-ca-key", p.Paths.CAKey)
+		}
 	}
 	return v
 }

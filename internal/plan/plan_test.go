@@ -3,8 +3,10 @@ package plan
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,6 +53,8 @@ func TestGolden(t *testing.T) {
 		{"agent-sno-dual", "name: snd\ncluster: {ipFamily: dual, masters: {count: 1}, agent: {staticIPs: true}}\n", "", ModeAgent},
 		{"agent-fencing", "name: tnf\ncluster: {masters: {count: 2}, fencing: true}\n", "tiny", ModeAgent},
 		{"agent-arbiter", "name: arb\ncluster: {masters: {count: 2}, arbiter: {count: 1}, workers: {count: 1}}\n", "tiny", ModeAgent},
+		{"bmc-network", "name: oob\ncluster: {bmc: {network: 192.168.125.0/24}, workers: {count: 1}}\n", "tiny", ModeIPI},
+		{"bmc-network-v6-fencing", "name: oob6\ncluster: {ipFamily: v6, bmc: {network: 'fd2e:6f44:5dd8:c957::/120'}, masters: {count: 2}, fencing: true, agent: {staticIPs: true}}\n", "tiny", ModeAgent},
 		{"multihost", "name: spread\nnetwork: {provisioningNetwork: Managed}\n" +
 			"hosts:\n- {name: alpha, libvirtURI: 'qemu:///system', underlay: 10.254.0.1}\n" +
 			"- {name: beta, libvirtURI: 'qemu+tls://beta.lab.example/system', underlay: 10.254.0.2}\n" +
@@ -94,6 +98,63 @@ func TestOneAddress(t *testing.T) {
 				!strings.HasPrefix(n.BMC.SystemURL, scheme+"://192.168.111.1:8000/redfish/v1/Systems/"+n.UUID) {
 				t.Errorf("tls %s: %s has %s and %s", tls, n.Name, n.BMC.Address, n.BMC.SystemURL)
 			}
+		}
+	}
+}
+
+// TestBMCNetwork: with cluster.bmc.network every node's BMC has an address
+// of its own there, after the lab host's: install-config's address (Redfish
+// and IPMI, no port: the usual ones), the System URL labctl checks, vbmcd's
+// pins and the bridge's addresses agree; a subnet too small for every node,
+// of a family the machine network lacks, or on the machine network is
+// refused with the field and the fix.
+func TestBMCNetwork(t *testing.T) {
+	p := resolve(t, "name: oob\ncluster: {bmc: {network: 192.168.125.0/24}}\n", "", ModeIPI)
+	args := strings.Join(p.Vbmcd.Args, " ")
+	var br []string
+	for _, b := range p.Network.Topology.Bridges {
+		if b.Name == "bmbmc-oob" {
+			for _, a := range b.Addresses {
+				br = append(br, a.String())
+			}
+		}
+	}
+	want := []string{"192.168.125.1/24"}
+	for i, n := range p.Nodes {
+		a := fmt.Sprintf("192.168.125.%d", i+2)
+		want = append(want, a+"/24")
+		if n.BMC.Addr.String() != a || n.BMC.Address != "redfish-virtualmedia+https://"+a+"/redfish/v1/Systems/"+n.UUID ||
+			n.BMC.SystemURL != "https://"+a+"/redfish/v1/Systems/"+n.UUID || n.BMC.IPMIPort != 0 {
+			t.Errorf("%s: %+v, want its BMC at %s", n.Name, n.BMC, a)
+		}
+		if !strings.Contains(args, n.Name+"="+a) {
+			t.Errorf("vbmcd's arguments do not pin %s to %s: %s", n.Name, a, args)
+		}
+	}
+	if !slices.Equal(br, want) {
+		t.Errorf("the BMC bridge's addresses: %v, want %v", br, want)
+	}
+	if !strings.Contains(args, "--tls-ca-cert "+p.Paths.CACert+" --tls-ca-key "+p.Paths.CAKey) {
+		t.Errorf("vbmcd does not get the lab's CA for its BMCs' certificates: %s", args)
+	}
+	ipmi := resolve(t, "name: oob\nnetwork: {provisioningNetwork: Managed}\ncluster: {bmc: {kind: ipmi, network: 'fd00:125::/64'}, ipFamily: dual}\n", "", ModeIPI)
+	if got := ipmi.Nodes[0].BMC.Address; got != "ipmi://[fd00:125::2]" {
+		t.Errorf("an IPMI BMC of its own: %s, want ipmi://[fd00:125::2]", got)
+	}
+
+	for _, tt := range []struct{ lab, mode, want string }{
+		{"cluster: {bmc: {network: 192.168.125.0/30}}\n", ModeIPI, "cluster.bmc.network: 192.168.125.0/30 has 2 host addresses; the lab host and 5 BMCs need 6: use a larger subnet"},
+		{"cluster: {bmc: {network: 'fd00:125::/64'}}\n", ModeIPI, "cluster.bmc.network: fd00:125::/64 is IPv6, but the machine network (ipFamily v4) has no address of that family: the nodes could not reach their BMCs; use a subnet of the machine network's family"},
+		{"cluster: {bmc: {network: 192.168.111.128/25}}\n", ModeIPI, "cluster.bmc.network: 192.168.111.128/25 overlaps the machine network 192.168.111.0/24; the BMC network is a subnet of its own (for example 192.168.125.0/24, or fd2e:6f44:5dd8:c957::/120)"},
+		{"cluster: {bmc: {network: 192.168.125.1/24}}\n", ModeIPI, "cluster.bmc.network: 192.168.125.1/24 has host bits set; use 192.168.125.0/24"},
+		{"cluster: {bmc: {network: 192.168.125.0/24}, image: /i.qcow2}\n", ModeHybrid, "cluster.bmc.network: the hybrid mode's nodes have no BMC; drop cluster.bmc.network"},
+	} {
+		cfg, err := labconfig.Parse([]byte(tt.lab))
+		if err == nil {
+			_, err = Resolve(cfg, Options{Dir: "/x", Mode: tt.mode})
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q (%s) = %v, want %q", tt.lab, tt.mode, err, tt.want)
 		}
 	}
 }

@@ -76,6 +76,9 @@ func GraphDOT(p *plan.Plan, diffs []lab.Difference, power map[string]string) str
 		if slices.Contains(p.Network.BridgeNetworks, br.Name) {
 			label += "\n+ libvirt network " + br.Name
 		}
+		if br.Name == p.BMC.Bridge && p.BMC.Network.IsValid() {
+			label = fmt.Sprintf("BMC network %s\nbridge %s, lab host %s\n%d BMCs, one address each", p.BMC.Network, br.Name, p.BMC.HostAddress, len(br.Addresses)-1)
+		}
 		w(`    %s [label=%s, fillcolor="#fef9e7"%s];`, q("br:"+br.Name), q(label), style(br.Name)+style("libvirt network "+br.Name))
 	}
 	w("  }")
@@ -111,6 +114,9 @@ func GraphDOT(p *plan.Plan, diffs []lab.Difference, power map[string]string) str
 	}
 	if p.Vbmcd.Path != "" || len(p.Vbmcd.Args) > 0 {
 		w(`  vbmcd [shape=component, label=%s, fillcolor="#e8f8f5"];`, q(fmt.Sprintf("vbmcd\n%s://%s:%d", p.BMC.Scheme, p.BMC.Host, p.BMC.RedfishPort)))
+		if p.BMC.Network.IsValid() {
+			w(`  vbmcd -> %s [label="a listener per BMC address", color="#16a085"];`, q("br:"+p.BMC.Bridge))
+		}
 	}
 	for _, n := range p.Nodes {
 		pw := power[n.Name]
@@ -129,7 +135,11 @@ func GraphDOT(p *plan.Plan, diffs []lab.Difference, power map[string]string) str
 		w(`  %s [label=%s, fillcolor=%s%s];`, q("vm:"+n.Name), q(label), q(fill), extra)
 		w(`  %s -> %s;`, q("vm:"+n.Name), q("br:"+p.Network.NodeNetwork))
 		if n.BMC.SystemURL != "" {
-			w(`  vbmcd -> %s [style=dotted, color="#16a085", tooltip=%s];`, q("vm:"+n.Name), q(n.BMC.Address))
+			if n.BMC.Addr.IsValid() {
+				w(`  vbmcd -> %s [style=dotted, color="#16a085", label=%s, tooltip=%s];`, q("vm:"+n.Name), q("BMC "+n.BMC.Addr.String()), q(n.BMC.Address))
+			} else {
+				w(`  vbmcd -> %s [style=dotted, color="#16a085", tooltip=%s];`, q("vm:"+n.Name), q(n.BMC.Address))
+			}
 		}
 	}
 	w("}")

@@ -10,12 +10,16 @@ import (
 
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/labtest"
+	"github.com/bmlab/bmlab/internal/labconfig"
+	"github.com/bmlab/bmlab/internal/plan"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // TestGraphDOT pins the drawing of the fake host's lab: in sync, then with
-// a veth missing and a domain absent (testdata/graph-*.dot; -update).
+// a veth missing and a domain absent, and a lab with a BMC network (its
+// bridge, vbmcd on it, each node's BMC address) (testdata/graph-*.dot;
+// -update).
 func TestGraphDOT(t *testing.T) {
 	e, _ := labtest.Env(t, labtest.NewHost(), "")
 	power := map[string]string{}
@@ -27,15 +31,23 @@ func TestGraphDOT(t *testing.T) {
 		drifted[k] = v
 	}
 	drifted[e.Plan.Nodes[0].Name] = "absent"
+	// A lab whose BMCs are on a network of their own.
+	cfg, err := labconfig.Parse([]byte("name: fk\ncluster: {bmc: {network: 192.168.125.0/24}}\n"))
+	labtest.Must(t, err)
+	labtest.Must(t, cfg.ApplyProfile("tiny"))
+	oob, err := plan.Resolve(cfg, plan.Options{Dir: "/labs/fk", Profile: "tiny", Vbmcd: "/bin/vbmcd"})
+	labtest.Must(t, err)
 	for _, tt := range []struct {
 		name  string
+		p     *plan.Plan
 		diffs []lab.Difference
 		power map[string]string
 	}{
-		{"graph-in-sync", nil, power},
-		{"graph-drift", []lab.Difference{{Object: "bmlab-veth0", Kind: "missing", Fix: "create it"}}, drifted},
+		{"graph-in-sync", e.Plan, nil, power},
+		{"graph-drift", e.Plan, []lab.Difference{{Object: "bmlab-veth0", Kind: "missing", Fix: "create it"}}, drifted},
+		{"graph-bmc-network", oob, nil, power},
 	} {
-		got := GraphDOT(e.Plan, tt.diffs, tt.power)
+		got := GraphDOT(tt.p, tt.diffs, tt.power)
 		golden := filepath.Join("testdata", tt.name+".dot")
 		if *update {
 			labtest.Must(t, os.MkdirAll("testdata", 0o755))

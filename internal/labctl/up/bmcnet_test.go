@@ -1,0 +1,258 @@
+package up_test
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/bmlab/bmlab/internal/agent"
+	"github.com/bmlab/bmlab/internal/installertest"
+	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
+	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/testenv"
+)
+
+// TestUpBMCNetwork brings up, on the real libvirtd (in labci), a lab whose
+// BMCs are on a network of their own (cluster.bmc.network), up to its
+// installer's files: an IPv4 IPI lab with IPMI BMCs, and an IPv6 agent lab
+// of two masters with fencing (Redfish), one after the other (both use the
+// baremetal bridge). For each:
+//   - install-config names one address per BMC on the BMC network, without
+//     a port (and agent-config's... install-config's fencing credentials
+//     the same addresses, as redfish+https);
+//   - from a namespace plugged into the machine network as a node is (an
+//     address there, its default route the lab host), every BMC answers:
+//     https://ADDR/redfish/v1/Systems lists that node alone, with a
+//     certificate for ADDR the lab's CA issued (curl verifies it), and
+//     ipmitool at ADDR (port 623) reaches the same node;
+//   - net check is clean; an address taken off the BMC bridge is reported,
+//     net repair puts it back and net check is clean again;
+//   - down leaves no BMC bridge.
+func TestUpBMCNetwork(t *testing.T) {
+	testenv.Libvirt(t)
+	for _, tc := range []struct {
+		name, mode, lab string
+		port            int
+		bmcNet          string
+	}{
+		{"lbn4", plan.ModeIPI, `  machineNetwork: 10.198.64.0/24
+  dhcpRange: {start: 10.198.64.20, end: 10.198.64.60}
+  apiVIP: 10.198.64.5
+  ingressVIP: 10.198.64.4
+  workers: {count: 0}
+`, 18764, "10.198.164.0/24"},
+		{"lbn6", plan.ModeAgent, `  ipFamily: v6
+  machineNetwork: fd2e:6f44:5dd8:c964::/120
+  dhcpRange: {start: "fd2e:6f44:5dd8:c964::20", end: "fd2e:6f44:5dd8:c964::60"}
+  apiVIP: "fd2e:6f44:5dd8:c964::5"
+  ingressVIP: "fd2e:6f44:5dd8:c964::4"
+  masters: {count: 2}
+  workers: {count: 0}
+  fencing: true
+  agent: {staticIPs: true}
+  installer: INSTALLER
+`, 18765, "fd2e:6f44:5dd8:c965::/120"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { upBMCNetwork(t, tc.name, tc.mode, tc.lab, tc.port, tc.bmcNet) })
+	}
+}
+
+func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet string) {
+	dir := testenv.QemuDir(t)
+	cfg := labFile(t, dir, name, port)
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab := string(b)
+	ipmi := mode == plan.ModeIPI
+	cluster = strings.ReplaceAll(cluster, "INSTALLER", installertest.Installer(t))
+	lab = lab[:strings.Index(lab, "  machineNetwork:")] + cluster + lab[strings.Index(lab, "  bmc:"):]
+	lab = strings.Replace(lab, "  bmc: {", "  bmc: {network: '"+bmcNet+"', ", 1)
+	if ipmi {
+		lab = strings.Replace(lab, "cluster:\n", "network: {provisioningNetwork: Managed}\ncluster:\n", 1)
+		lab = strings.Replace(lab, "  bmc: {", "  bmc: {kind: ipmi, ", 1)
+	}
+	if err := os.WriteFile(cfg, []byte(lab), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"-f", cfg, "--netns", "labci", "--vbmcd", testenv.Binary(t, "vbmcd"), "--mode", mode, "--profile", "tiny"}
+	t.Cleanup(func() { _, _ = labctlRun(t, append([]string{"down"}, common...)...) })
+	began := time.Now()
+	out, err := labctlRun(t, append([]string{"up", "--until", "install-config"}, common...)...)
+	if err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	t.Logf("up --until install-config took %s", time.Since(began).Round(time.Second))
+	for _, want := range []string{"✓ network", "✓ nodes", "✓ bmcs", "✓ install-config"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("up output lacks %q", want)
+		}
+	}
+	p := resolvePlan(t, cfg, mode)
+	bn := netip.MustParsePrefix(bmcNet)
+	if p.BMC.Network != bn || p.BMC.Bridge == "" {
+		t.Fatalf("plan: BMC network %s on %q", p.BMC.Network, p.BMC.Bridge)
+	}
+
+	// install-config: one address per BMC on the BMC network, no port.
+	var ic ipi.InstallConfig
+	if err := yaml.Unmarshal([]byte(readFile(t, filepath.Join(dir, "install", "install-config.yaml"))), &ic); err != nil {
+		t.Fatal(err)
+	}
+	hosts := ic.Platform.BareMetal.Hosts
+	if len(hosts) != len(p.Nodes) {
+		t.Fatalf("install-config has %d hosts, the plan %d nodes", len(hosts), len(p.Nodes))
+	}
+	seen := map[string]bool{}
+	for i, h := range hosts {
+		n, _ := p.Node(h.Name)
+		host := n.BMC.Addr.String()
+		if n.BMC.Addr.Is6() {
+			host = "[" + host + "]"
+		}
+		want := "redfish-virtualmedia+https://" + host + "/redfish/v1/Systems/" + n.UUID
+		if ipmi {
+			want = "ipmi://" + host
+		}
+		if !bn.Contains(n.BMC.Addr) || n.BMC.Addr == p.BMC.HostAddress || seen[host] || h.BMC.Address != want {
+			t.Errorf("host %d %s: BMC address %s (its BMC at %s), want %s, one address each on %s", i, h.Name, h.BMC.Address, n.BMC.Addr, want, bn)
+		}
+		seen[host] = true
+	}
+	if fc := ic.ControlPlane.Fencing; mode == plan.ModeAgent {
+		if fc == nil || len(fc.Credentials) != 2 {
+			t.Fatalf("install-config's fencing: %+v", fc)
+		}
+		for _, c := range fc.Credentials {
+			n, _ := p.Node(c.HostName)
+			if want := "redfish+https://[" + n.BMC.Addr.String() + "]/redfish/v1/Systems/" + n.UUID; c.Address != want {
+				t.Errorf("fencing credential of %s: %s, want %s", c.HostName, c.Address, want)
+			}
+		}
+		var ac agent.Config
+		if err := yaml.Unmarshal([]byte(readFile(t, filepath.Join(dir, "install", "agent-config.yaml"))), &ac); err != nil || len(ac.Hosts) != 2 {
+			t.Errorf("agent-config: %v, %d hosts", err, len(ac.Hosts))
+		}
+	}
+
+	// From the machine network, as a node: every BMC, routed through the
+	// lab host.
+	ns := machineNetworkProbe(t, p)
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(readFile(t, p.Paths.CACert))) {
+		t.Fatal("lab CA unreadable")
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: netplumb.DialContextIn(ns), TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	for _, n := range p.Nodes {
+		host := n.BMC.Addr.String()
+		if n.BMC.Addr.Is6() {
+			host = "[" + host + "]"
+		}
+		var members []string
+		if !testenv.WaitFor(20*time.Second, func() bool {
+			members, err = systems(hc, "https://"+host+"/redfish/v1/Systems", p.BMC.Username, p.BMC.Password)
+			return err == nil
+		}) || len(members) != 1 || members[0] != "/redfish/v1/Systems/"+n.UUID {
+			t.Errorf("%s: https://%s/redfish/v1/Systems from the machine network: %v, %v; want its System alone", n.Name, host, members, err)
+		}
+		if ipmi {
+			out, err := exec.Command("ip", "netns", "exec", ns, testenv.Command(t, "ipmitool"), "-I", "lanplus",
+				"-H", n.BMC.Addr.String(), "-U", n.BMC.Username, "-P", n.BMC.Password, "chassis", "power", "status").CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "Chassis Power is off") {
+				t.Errorf("%s: ipmitool -H %s (port 623) from the machine network: %v: %s", n.Name, n.BMC.Addr, err, out)
+			}
+		}
+	}
+
+	// net check, a drift, repair.
+	if out, err := labctlRun(t, append([]string{"net", "check"}, common...)...); err != nil {
+		t.Errorf("net check right after up = %v:\n%s", err, out)
+	}
+	gone := netip.PrefixFrom(p.Nodes[1].BMC.Addr, bn.Bits()).String()
+	netnstest.IP(t, "-n", "labci", "addr", "del", gone, "dev", p.BMC.Bridge)
+	if out, err := labctlRun(t, append([]string{"net", "check"}, common...)...); err == nil || !strings.Contains(out, p.BMC.Bridge) {
+		t.Errorf("net check with %s taken off %s = %v, want it reported:\n%s", gone, p.BMC.Bridge, err, out)
+	}
+	if out, err := labctlRun(t, append([]string{"net", "repair"}, common...)...); err != nil {
+		t.Errorf("net repair = %v:\n%s", err, out)
+	}
+	if out, err := labctlRun(t, append([]string{"net", "check"}, common...)...); err != nil {
+		t.Errorf("net check after repair = %v:\n%s", err, out)
+	}
+
+	if _, err := labctlRun(t, append([]string{"down"}, common...)...); err != nil {
+		t.Fatalf("down: %v", err)
+	}
+	if out, err := exec.Command("ip", "-n", "labci", "link", "show", p.BMC.Bridge).CombinedOutput(); err == nil {
+		t.Errorf("down left the BMC bridge:\n%s", out)
+	}
+}
+
+// systems lists a Redfish service's Systems members.
+func systems(hc *http.Client, url, user, pass string) ([]string, error) {
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.SetBasicAuth(user, pass)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s", resp.Status)
+	}
+	var coll struct {
+		Members []struct {
+			ID string `json:"@odata.id"`
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&coll); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range coll.Members {
+		out = append(out, m.ID)
+	}
+	return out, nil
+}
+
+// machineNetworkProbe plugs a throwaway namespace into the lab's NAT bridge
+// (in labci) as a node is: the last address of the machine network's
+// first family, its default route the lab host's address there.
+func machineNetworkProbe(t *testing.T, p *plan.Plan) string {
+	t.Helper()
+	ns, _ := netnstest.New(t)
+	port := "lbp" + netnstest.Rand(3)
+	netnstest.IP(t, "-n", "labci", "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "-n", "labci", "link", "del", port).Run() })
+	if out, err := exec.Command("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.eth0.accept_dad=0").CombinedOutput(); err != nil {
+		t.Fatalf("sysctl: %v: %s", err, out)
+	}
+	netnstest.IP(t, "-n", "labci", "link", "set", port, "master", p.Network.NAT.Bridge, "up")
+	mn := p.Cluster.MachineNetwork
+	last := mn.Addr()
+	for mn.Contains(last.Next()) {
+		last = last.Next()
+	}
+	if last.Is4() {
+		last = last.Prev() // not the broadcast address
+	}
+	netnstest.IP(t, "-n", ns, "addr", "add", netip.PrefixFrom(last, mn.Bits()).String(), "dev", "eth0", "nodad")
+	netnstest.IP(t, "-n", ns, "link", "set", "eth0", "up")
+	netnstest.IP(t, "-n", ns, "route", "add", "default", "via", p.Cluster.HostAddress.String())
+	return ns
+}
