@@ -1180,10 +1180,12 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 				}
 				if k.BMC.UseNodeAccounts() {
 					n.BMC.Username, n.BMC.Password = n.Name, NodePassword(p.BMC.Password, p.Lab, n.Name)
-					if k.BMC.Kind == ipi.BMCIPMI {
+					if k.BMC.Kind == ipi.BMCIPMI || k.BMC.Network.IsValid() {
 						// IPMI's longest password is 20 bytes (IPMI v2.0
 						// §22.30): ipmitool, and Ironic through it, refuse
-						// a longer one before they send anything.
+						// a longer one before they send anything. A BMC
+						// of its own (a BMC network) answers IPMI at port
+						// 623 whatever the kind (fence_ipmilan uses it).
 						n.BMC.Password = n.BMC.Password[:ipmiMaxPassword]
 						if len(n.Name) > ipmiMaxName {
 							return fmt.Errorf("cluster.bmc.nodeAccounts: node %s's BMC user is its name, %d bytes, and an IPMI user name has at most %d (IPMI v2.0 §22.28); give the lab a shorter name (name) or every node the lab's user (cluster.bmc.nodeAccounts: false)", n.Name, len(n.Name), ipmiMaxName)

@@ -105,7 +105,8 @@ func TestOneAddress(t *testing.T) {
 // TestBMCNetwork: with cluster.bmc.network every node's BMC has an address
 // of its own there, after the lab host's: install-config's address (Redfish
 // and IPMI, no port: the usual ones), the System URL labctl checks, vbmcd's
-// pins and the bridge's addresses agree; a subnet too small for every node,
+// pins and the bridge's addresses agree; each node's password fits IPMI
+// (its BMC answers IPMI at port 623 whatever the kind); a subnet too small for every node,
 // of a family the machine network lacks, or on the machine network is
 // refused with the field and the fix.
 func TestBMCNetwork(t *testing.T) {
@@ -126,6 +127,9 @@ func TestBMCNetwork(t *testing.T) {
 		if n.BMC.Addr.String() != a || n.BMC.Address != "redfish-virtualmedia+https://"+a+"/redfish/v1/Systems/"+n.UUID ||
 			n.BMC.SystemURL != "https://"+a+"/redfish/v1/Systems/"+n.UUID || n.BMC.IPMIPort != 0 {
 			t.Errorf("%s: %+v, want its BMC at %s", n.Name, n.BMC, a)
+		}
+		if len(n.BMC.Password) != 20 {
+			t.Errorf("%s's BMC password is %d bytes; IPMI at its own address takes 20 at most", n.Name, len(n.BMC.Password))
 		}
 		if !strings.Contains(args, n.Name+"="+a) {
 			t.Errorf("vbmcd's arguments do not pin %s to %s: %s", n.Name, a, args)

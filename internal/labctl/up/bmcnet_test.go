@@ -31,8 +31,8 @@ import (
 // of two masters with fencing (Redfish), one after the other (both use the
 // baremetal bridge). For each:
 //   - install-config names one address per BMC on the BMC network, without
-//     a port (and agent-config's... install-config's fencing credentials
-//     the same addresses, as redfish+https);
+//     a port, and install-config's fencing credentials the same addresses
+//     (redfish+https);
 //   - from a namespace plugged into the machine network as a node is (an
 //     address there, its default route the lab host), every BMC answers:
 //     https://ADDR/redfish/v1/Systems lists that node alone, with a
@@ -40,6 +40,9 @@ import (
 //     ipmitool at ADDR (port 623) reaches the same node;
 //   - net check is clean; an address taken off the BMC bridge is reported,
 //     net repair puts it back and net check is clean again;
+//   - in the two-node lab, fence_redfish and fence_ipmilan, with the
+//     fencing credentials install-config carries, power each master on
+//     and off (libvirt's view checked); a wrong password is refused;
 //   - down leaves no BMC bridge.
 func TestUpBMCNetwork(t *testing.T) {
 	testenv.Libvirt(t)
@@ -179,6 +182,13 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 		}
 	}
 
+	// The fence agents of a two-node cluster, from the machine network,
+	// with the fencing credentials install-config carries (and the lab's
+	// CA): each master off and on, a wrong password refused.
+	if mode == plan.ModeAgent {
+		fenceMasters(t, ns, p, ic.ControlPlane.Fencing.Credentials)
+	}
+
 	// net check, a drift, repair.
 	if out, err := labctlRun(t, append([]string{"net", "check"}, common...)...); err != nil {
 		t.Errorf("net check right after up = %v:\n%s", err, out)
@@ -255,4 +265,78 @@ func machineNetworkProbe(t *testing.T, p *plan.Plan) string {
 	netnstest.IP(t, "-n", ns, "link", "set", "eth0", "up")
 	netnstest.IP(t, "-n", ns, "route", "add", "default", "via", p.Cluster.HostAddress.String())
 	return ns
+}
+
+// fenceMasters runs Debian's fence_redfish (without a systems URI: the
+// BMC's one system) and fence_ipmilan (lanplus, port 623) against each
+// master's BMC address in creds, from namespace ns: status, on, off, with
+// libvirt's own view of the domain checked after each; then a wrong
+// password, refused, the domain's state unchanged.
+func fenceMasters(t *testing.T, ns string, p *plan.Plan, creds []ipi.FencingCredential) {
+	fenceRedfish, fenceIPMI := testenv.Command(t, "fence_redfish"), testenv.Command(t, "fence_ipmilan")
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "REQUESTS_CA_BUNDLE=") && !strings.HasPrefix(kv, "CURL_CA_BUNDLE=") && !strings.HasPrefix(kv, "SSL_CERT_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "REQUESTS_CA_BUNDLE="+p.Paths.CACert) // the cluster trusts the lab's CA
+	run := func(argv []string, action string) (string, error) {
+		cmd := exec.Command("ip", append([]string{"netns", "exec", ns}, append(argv, "--action", action)...)...)
+		cmd.Env = env
+		b, err := cmd.CombinedOutput()
+		return strings.TrimSpace(string(b)), err
+	}
+	domstate := func(name string) string {
+		out, _ := virsh(t, "domstate", name)
+		return strings.TrimSpace(out)
+	}
+	for _, c := range creds {
+		n, _ := p.Node(c.HostName)
+		if !strings.HasPrefix(c.Address, "redfish+https://") || c.Username == "" {
+			t.Fatalf("fencing credential of %s: %+v", c.HostName, c)
+		}
+		addr := n.BMC.Addr.String()
+		// fence_redfish 4.12 writes https://IP:PORT/…: an IPv6 address
+		// goes in brackets (it splits host and port only at a single
+		// colon). fence_ipmilan hands it to ipmitool as it is.
+		rfAddr := addr
+		if n.BMC.Addr.Is6() {
+			rfAddr = "[" + addr + "]"
+		}
+		agents := map[string]func(pass string) []string{
+			"fence_redfish": func(pass string) []string {
+				return []string{fenceRedfish, "--ip", rfAddr, "--username", c.Username, "--password", pass, "--ssl-secure"}
+			},
+			"fence_ipmilan": func(pass string) []string {
+				return []string{fenceIPMI, "--ip", addr, "--username", c.Username, "--password", pass, "--lanplus"}
+			},
+		}
+		for _, name := range []string{"fence_redfish", "fence_ipmilan"} {
+			argv := agents[name]
+			for _, s := range []struct{ action, output, state string }{
+				{"status", "Status: OFF", "shut off"},
+				{"on", "Success: Powered ON", "running"},
+				{"status", "Status: ON", "running"},
+				{"off", "Success: Powered OFF", "shut off"},
+			} {
+				got, err := run(argv(c.Password), s.action)
+				// A fence agent's status exits 2 for off (EC_STATUS).
+				wantErr := s.action == "status" && s.state == "shut off"
+				if ee, ok := err.(*exec.ExitError); (wantErr && (!ok || ee.ExitCode() != 2)) || (!wantErr && err != nil) || !strings.Contains(got, s.output) {
+					t.Fatalf("%s --action %s at %s (%s): %v\n%s", name, s.action, addr, n.Name, err, got)
+				}
+				var st string
+				if !testenv.WaitFor(60*time.Second, func() bool { st = domstate(n.Name); return st == s.state }) {
+					t.Errorf("after %s --action %s: libvirt says %s is %q, want %q", name, s.action, n.Name, st, s.state)
+				}
+			}
+			if got, err := run(argv("wrong-password"), "on"); err == nil {
+				t.Errorf("%s with a wrong password succeeded:\n%s", name, got)
+			}
+			if st := domstate(n.Name); st != "shut off" {
+				t.Errorf("after %s with a wrong password %s is %q, want shut off", name, n.Name, st)
+			}
+		}
+	}
 }
