@@ -19,6 +19,7 @@ import (
 	"github.com/bmlab/bmlab/internal/agent"
 	"github.com/bmlab/bmlab/internal/installertest"
 	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/ironictest"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
 	"github.com/bmlab/bmlab/internal/plan"
@@ -40,6 +41,10 @@ import (
 //     ipmitool at ADDR (port 623) reaches the same node;
 //   - net check is clean; an address taken off the BMC bridge is reported,
 //     net repair puts it back and net check is clean again;
+//   - Ironic 21.4, started in that namespace as in the bootstrap VM, takes
+//     each host of install-config (its BMC address, credentials and
+//     bmcVerifyCA as given; the ipmi and the redfish hardware types) to
+//     manageable and powers it on and off, as libvirt sees;
 //   - in the two-node lab, fence_redfish and fence_ipmilan, with the
 //     fencing credentials install-config carries, power each master on
 //     and off (libvirt's view checked); a wrong password is refused;
@@ -154,7 +159,7 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 
 	// From the machine network, as a node: every BMC, routed through the
 	// lab host.
-	ns := machineNetworkProbe(t, p)
+	ns, probeAddr := machineNetworkProbe(t, p)
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM([]byte(readFile(t, p.Paths.CACert))) {
 		t.Fatal("lab CA unreadable")
@@ -181,6 +186,10 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 			}
 		}
 	}
+
+	// Ironic, on the machine network as in the bootstrap VM, drives every
+	// node through the BMC install-config names for it.
+	ironicDrives(t, ns, probeAddr, ic)
 
 	// The fence agents of a two-node cluster, from the machine network,
 	// with the fencing credentials install-config carries (and the lab's
@@ -243,7 +252,7 @@ func systems(hc *http.Client, url, user, pass string) ([]string, error) {
 // machineNetworkProbe plugs a throwaway namespace into the lab's NAT bridge
 // (in labci) as a node is: the last address of the machine network's
 // first family, its default route the lab host's address there.
-func machineNetworkProbe(t *testing.T, p *plan.Plan) string {
+func machineNetworkProbe(t *testing.T, p *plan.Plan) (string, netip.Addr) {
 	t.Helper()
 	ns, _ := netnstest.New(t)
 	port := "lbp" + netnstest.Rand(3)
@@ -264,7 +273,7 @@ func machineNetworkProbe(t *testing.T, p *plan.Plan) string {
 	netnstest.IP(t, "-n", ns, "addr", "add", netip.PrefixFrom(last, mn.Bits()).String(), "dev", "eth0", "nodad")
 	netnstest.IP(t, "-n", ns, "link", "set", "eth0", "up")
 	netnstest.IP(t, "-n", ns, "route", "add", "default", "via", p.Cluster.HostAddress.String())
-	return ns
+	return ns, last
 }
 
 // fenceMasters runs Debian's fence_redfish (without a systems URI: the
@@ -336,6 +345,70 @@ func fenceMasters(t *testing.T, ns string, p *plan.Plan, creds []ipi.FencingCred
 			}
 			if st := domstate(n.Name); st != "shut off" {
 				t.Errorf("after %s with a wrong password %s is %q, want shut off", name, n.Name, st)
+			}
+		}
+	}
+}
+
+// ironicDrives starts Ironic in namespace ns at addr and has it enroll every
+// host of install-config with its BMC address, credentials and the CA
+// install-config carries, manage it (Ironic checks power and management
+// through the BMC) and power it on and off; libvirt's view of the domain
+// is checked after each. (Inspection, deploy and cleaning through BMCs of
+// their own: TestIronicSim and TestE2EIronic, internal/vbmcd.)
+func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig) {
+	t.Helper()
+	ir := ironictest.Start(t, ironictest.Options{Namespace: ns, Host: addr.String()})
+	ca := filepath.Join(t.TempDir(), "bmc-verify-ca.pem")
+	if err := os.WriteFile(ca, []byte(ic.Platform.BareMetal.BMCVerifyCA), 0o644); err != nil || ic.Platform.BareMetal.BMCVerifyCA == "" {
+		t.Fatalf("install-config's bmcVerifyCA: %v (%d bytes)", err, len(ic.Platform.BareMetal.BMCVerifyCA))
+	}
+	var names []string
+	for _, h := range ic.Platform.BareMetal.Hosts {
+		spec := ironictest.NodeSpec{Name: h.Name}
+		switch a := h.BMC.Address; {
+		case strings.HasPrefix(a, "ipmi://"):
+			host := strings.Trim(strings.TrimPrefix(a, "ipmi://"), "[]")
+			spec.Driver = "ipmi"
+			spec.DriverInfo = map[string]any{"ipmi_address": host, "ipmi_username": h.BMC.Username, "ipmi_password": h.BMC.Password}
+			spec.Interfaces = map[string]string{"boot_interface": "ipxe", "deploy_interface": "direct", "management_interface": "ipmitool", "power_interface": "ipmitool"}
+		case strings.HasPrefix(a, "redfish-virtualmedia+https://"):
+			rest := strings.TrimPrefix(a, "redfish-virtualmedia+")
+			i := strings.Index(rest, "/redfish/")
+			spec.Driver = "redfish"
+			spec.DriverInfo = map[string]any{"redfish_address": rest[:i], "redfish_system_id": rest[i:],
+				"redfish_username": h.BMC.Username, "redfish_password": h.BMC.Password, "redfish_verify_ca": ca}
+			spec.Interfaces = map[string]string{"boot_interface": "redfish-virtual-media", "deploy_interface": "direct",
+				"management_interface": "redfish", "power_interface": "redfish", "inspect_interface": "redfish"}
+		default:
+			t.Fatalf("%s: BMC address %s", h.Name, a)
+		}
+		if _, err := ir.Enroll(spec); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+	}
+	for _, n := range names {
+		if err := ir.Provision(n, "manage", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range names {
+		if _, err := ir.Wait("manage", n, "manageable", 2*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []struct{ power, state string }{{"power on", "running"}, {"power off", "shut off"}} {
+		for _, n := range names {
+			if err := ir.Power(n, s.power); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ir.WaitPower(s.power, n, s.power, 2*time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			var st string
+			if !testenv.WaitFor(60*time.Second, func() bool { out, _ := virsh(t, "domstate", n); st = strings.TrimSpace(out); return st == s.state }) {
+				t.Errorf("Ironic's %s of %s: libvirt says %q, want %q", s.power, n, st, s.state)
 			}
 		}
 	}
