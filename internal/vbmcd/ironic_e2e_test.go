@@ -52,8 +52,8 @@ func TestE2EIronic(t *testing.T) {
 		names = append(names, s.Name)
 	}
 	start := time.Now()
-	step(t, ir, "manage", "manage", "manageable", 2*time.Minute, names...)
-	step(t, ir, "Redfish inspection", "inspect", "manageable", 2*time.Minute, names...)
+	ir.Step(t, "manage", "manage", "manageable", 2*time.Minute, names...)
+	ir.Step(t, "Redfish inspection", "inspect", "manageable", 2*time.Minute, names...)
 	for i, n := range names {
 		macs, err := ir.Ports(n)
 		if err != nil || len(macs) != 1 {
@@ -61,16 +61,16 @@ func TestE2EIronic(t *testing.T) {
 		}
 		ir.Agent.WatchSerial(vms[i].SerialLog, testenv.AgentMarker, macs...)
 	}
-	step(t, ir, "provide (automated cleaning)", "provide", "available", 5*time.Minute, names...)
+	ir.Step(t, "provide (automated cleaning)", "provide", "available", 5*time.Minute, names...)
 	for i, n := range names {
 		if got := testenv.Count(vms[i].SerialLog, testenv.AgentMarker); got != 1 {
 			t.Errorf("%s: the agent ISO booted %d times for cleaning, want 1", n, got)
 		}
-		if err := ir.Patch(n, imageInfo(t, image, disk)...); err != nil {
+		if err := ir.Patch(n, ironictest.ImageInfo(t, image, disk)...); err != nil {
 			t.Fatal(err)
 		}
 	}
-	step(t, ir, "deploy (redfish-virtual-media, direct)", "active", "active", 5*time.Minute, names...)
+	ir.Step(t, "deploy (redfish-virtual-media, direct)", "active", "active", 5*time.Minute, names...)
 	for i, n := range names {
 		vms[i].WaitMarker(t, testenv.DiskMarker, 0, bootTimeout)
 		if got := testenv.Count(vms[i].SerialLog, testenv.AgentMarker); got != 2 {
@@ -80,7 +80,7 @@ func TestE2EIronic(t *testing.T) {
 			t.Errorf("%s deployed: %s, want power on", n, node)
 		}
 	}
-	step(t, ir, "undeploy (cleaning)", "deleted", "available", 5*time.Minute, names...)
+	ir.Step(t, "undeploy (cleaning)", "deleted", "available", 5*time.Minute, names...)
 	for i, n := range names {
 		if got := testenv.Count(vms[i].SerialLog, testenv.AgentMarker); got != 3 {
 			t.Errorf("%s: the agent ISO booted %d times by the end of the undeploy, want 3", n, got)

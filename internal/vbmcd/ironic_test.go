@@ -2,7 +2,6 @@ package vbmcd
 
 import (
 	"crypto/sha1" //nolint:gosec // the checksum Ironic 21.4 asks for firmware images
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -56,41 +55,7 @@ func redfishNode(name, addr, systemID, user, pass, ca, deployISO string, props m
 	}
 }
 
-// step runs an Ironic step on every node at once (target: manage, inspect,
-// provide, active, deleted) and waits for each to reach want.
-func step(t *testing.T, ir *ironictest.Ironic, name, target, want string, timeout time.Duration, nodes ...string) {
-	t.Helper()
-	start := time.Now()
-	for _, n := range nodes {
-		if err := ir.Provision(n, target, nil); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-	}
-	for _, n := range nodes {
-		if _, err := ir.Wait(name, n, want, timeout); err != nil {
-			t.Fatalf("%v\nagent:\n%s", err, ir.Agent.Log())
-		}
-	}
-	t.Logf("%s of %d node(s): %s", name, len(nodes), time.Since(start).Round(100*time.Millisecond))
-}
 
-// imageInfo is instance_info for a whole-disk image Ironic's direct deploy
-// hands the agent.
-func imageInfo(t *testing.T, url, file string) []map[string]any {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
-	hexsum := hex.EncodeToString(sum[:])
-	return []map[string]any{
-		{"op": "add", "path": "/instance_info/image_source", "value": url},
-		{"op": "add", "path": "/instance_info/image_checksum", "value": hexsum},
-		{"op": "add", "path": "/instance_info/image_os_hash_algo", "value": "sha256"},
-		{"op": "add", "path": "/instance_info/image_os_hash_value", "value": hexsum},
-	}
-}
 
 // TestIronicSim: Ironic 21.4 drives simulated servers through vbmcd's
 // BMCs, one BMC per address (--bmc-addresses), with certificates from a
@@ -142,8 +107,8 @@ func TestIronicSim(t *testing.T) {
 		}
 		names = append(names, s.Name)
 	}
-	step(t, ir, "manage", "manage", "manageable", 2*time.Minute, names...)
-	step(t, ir, "Redfish inspection", "inspect", "manageable", 2*time.Minute, names...)
+	ir.Step(t, "manage", "manage", "manageable", 2*time.Minute, names...)
+	ir.Step(t, "Redfish inspection", "inspect", "manageable", 2*time.Minute, names...)
 	for i, n := range names {
 		node, _ := ir.Node(n)
 		macs, err := ir.Ports(n)
@@ -152,17 +117,17 @@ func TestIronicSim(t *testing.T) {
 			t.Errorf("%s after inspection: ports %v (%v), properties %v; want port %s, cpus and memory_mb", n, macs, err, node.Properties, want)
 		}
 	}
-	step(t, ir, "provide (automated cleaning)", "provide", "available", 3*time.Minute, names...)
+	ir.Step(t, "provide (automated cleaning)", "provide", "available", 3*time.Minute, names...)
 	for _, n := range names {
 		node, _ := ir.Node(n)
 		if ir.Agent.Boots(node.UUID) < 1 {
 			t.Errorf("%s: cleaning did not boot the agent", n)
 		}
-		if err := ir.Patch(n, imageInfo(t, image, disk)...); err != nil {
+		if err := ir.Patch(n, ironictest.ImageInfo(t, image, disk)...); err != nil {
 			t.Fatal(err)
 		}
 	}
-	step(t, ir, "deploy (redfish-virtual-media, direct)", "active", "active", 3*time.Minute, names...)
+	ir.Step(t, "deploy (redfish-virtual-media, direct)", "active", "active", 3*time.Minute, names...)
 	for _, n := range names {
 		if node, err := ir.WaitPower("deploy", n, "power on", time.Minute); err != nil {
 			t.Error(err)
@@ -170,10 +135,10 @@ func TestIronicSim(t *testing.T) {
 			t.Errorf("%s: the deploy did not boot the agent", n)
 		}
 	}
-	step(t, ir, "undeploy (cleaning)", "deleted", "available", 3*time.Minute, names...)
+	ir.Step(t, "undeploy (cleaning)", "deleted", "available", 3*time.Minute, names...)
 
 	// BIOS and firmware through manual cleaning, on own-0.
-	step(t, ir, "manage for manual cleaning", "manage", "manageable", time.Minute, "own-0")
+	ir.Step(t, "manage for manual cleaning", "manage", "manageable", time.Minute, "own-0")
 	clean := func(name string, steps ...map[string]any) {
 		t.Helper()
 		start := time.Now()
@@ -210,7 +175,7 @@ func TestIronicSim(t *testing.T) {
 	}, Interfaces: map[string]string{"boot_interface": "ipxe", "deploy_interface": "direct", "management_interface": "ipmitool", "power_interface": "ipmitool"}}); err != nil {
 		t.Fatal(err)
 	}
-	step(t, ir, "manage (ipmi)", "manage", "manageable", 2*time.Minute, "ipmi")
+	ir.Step(t, "manage (ipmi)", "manage", "manageable", 2*time.Minute, "ipmi")
 	if err := ir.Power("ipmi", "power on"); err != nil {
 		t.Fatal(err)
 	}

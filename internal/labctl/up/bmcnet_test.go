@@ -44,7 +44,10 @@ import (
 //   - Ironic 21.4, started in that namespace as in the bootstrap VM, takes
 //     each host of install-config (its BMC address, credentials and
 //     bmcVerifyCA as given; the ipmi and the redfish hardware types) to
-//     manageable and powers it on and off, as libvirt sees;
+//     manageable and powers it on and off, as libvirt sees; the Redfish
+//     hosts then go through provide (automated cleaning), deploy with
+//     redfish-virtual-media and undeploy with cleaning, each boot of the
+//     deploy ISO seen on the node's serial console;
 //   - in the two-node lab, fence_redfish and fence_ipmilan, with the
 //     fencing credentials install-config carries, power each master on
 //     and off (libvirt's view checked); a wrong password is refused;
@@ -189,7 +192,7 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 
 	// Ironic, on the machine network as in the bootstrap VM, drives every
 	// node through the BMC install-config names for it.
-	ironicDrives(t, ns, probeAddr, ic)
+	ironicDrives(t, ns, probeAddr, ic, p)
 
 	// The fence agents of a two-node cluster, from the machine network,
 	// with the fencing credentials install-config carries (and the lab's
@@ -356,9 +359,11 @@ func fenceMasters(t *testing.T, ns string, p *plan.Plan, creds []ipi.FencingCred
 // through the BMC) and power it on and off; libvirt's view of the domain
 // is checked after each. (Inspection, deploy and cleaning through BMCs of
 // their own: TestIronicSim and TestE2EIronic, internal/vbmcd.)
-func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig) {
+func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig, p *plan.Plan) {
 	t.Helper()
 	ir := ironictest.Start(t, ironictest.Options{Namespace: ns, Host: addr.String()})
+	iso := ir.Serve("/images/agent.iso", testenv.AgentISO(t))
+	var redfish []string
 	ca := filepath.Join(t.TempDir(), "bmc-verify-ca.pem")
 	if err := os.WriteFile(ca, []byte(ic.Platform.BareMetal.BMCVerifyCA), 0o644); err != nil || ic.Platform.BareMetal.BMCVerifyCA == "" {
 		t.Fatalf("install-config's bmcVerifyCA: %v (%d bytes)", err, len(ic.Platform.BareMetal.BMCVerifyCA))
@@ -377,9 +382,13 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 			i := strings.Index(rest, "/redfish/")
 			spec.Driver = "redfish"
 			spec.DriverInfo = map[string]any{"redfish_address": rest[:i], "redfish_system_id": rest[i:],
-				"redfish_username": h.BMC.Username, "redfish_password": h.BMC.Password, "redfish_verify_ca": ca}
+				"redfish_username": h.BMC.Username, "redfish_password": h.BMC.Password, "redfish_verify_ca": ca,
+				"deploy_iso": iso}
 			spec.Interfaces = map[string]string{"boot_interface": "redfish-virtual-media", "deploy_interface": "direct",
 				"management_interface": "redfish", "power_interface": "redfish", "inspect_interface": "redfish"}
+			spec.Properties = map[string]any{"capabilities": "boot_mode:uefi"} // the lab's nodes are UEFI
+			spec.MACs = []string{h.BootMACAddress}
+			redfish = append(redfish, h.Name)
 		default:
 			t.Fatalf("%s: BMC address %s", h.Name, a)
 		}
@@ -412,4 +421,67 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 			}
 		}
 	}
+	// Ironic forgets the nodes when done: its power sync would otherwise
+	// put back a power state the fence agents change.
+	defer func() {
+		for _, n := range names {
+			if err := ir.Do(http.MethodDelete, "/v1/nodes/"+n, nil, nil); err != nil {
+				t.Errorf("delete %s from Ironic: %v", n, err)
+			}
+		}
+	}()
+	if len(redfish) == 0 {
+		return
+	}
+
+	// The Redfish hosts: provide (automated cleaning), deploy with
+	// redfish-virtual-media and undeploy with cleaning. The deploy ISO is
+	// the agent marker: the stand-in agent starts when its line shows on
+	// the node's serial console, so each boot of it is counted there.
+	disk := testenv.MarkerDisk(t)
+	image := ir.Serve("/images/disk.img", disk)
+	logs := map[string]string{}
+	for _, n := range redfish {
+		h := hostNamed(ic, n)
+		logs[n] = filepath.Join(p.Paths.Logs, n+".serial.log")
+		ir.Agent.WatchSerial(logs[n], testenv.AgentMarker, h.BootMACAddress)
+	}
+	booted := func(n string) int { return testenv.Count(logs[n], testenv.AgentMarker) }
+	ir.Step(t, "provide (automated cleaning)", "provide", "available", 10*time.Minute, redfish...)
+	for _, n := range redfish {
+		if got := booted(n); got != 1 {
+			t.Errorf("%s: the agent ISO booted %d times for cleaning, want 1", n, got)
+		}
+		if err := ir.Patch(n, ironictest.ImageInfo(t, image, disk)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ir.Step(t, "deploy (redfish-virtual-media, direct)", "active", "active", 10*time.Minute, redfish...)
+	for _, n := range redfish {
+		if got := booted(n); got != 2 {
+			t.Errorf("%s: the agent ISO booted %d times by the end of the deploy, want 2", n, got)
+		}
+		if node, _ := ir.Node(n); node.Power() != "power on" {
+			t.Errorf("%s deployed: %s, want power on", n, node)
+		}
+	}
+	ir.Step(t, "undeploy (cleaning)", "deleted", "available", 10*time.Minute, redfish...)
+	for _, n := range redfish {
+		if got := booted(n); got != 3 {
+			t.Errorf("%s: the agent ISO booted %d times by the end of the undeploy, want 3", n, got)
+		}
+		if out, _ := virsh(t, "domstate", n); strings.TrimSpace(out) != "shut off" {
+			t.Errorf("%s after cleaning: %s, want shut off", n, out)
+		}
+	}
+}
+
+// hostNamed is install-config's host called name.
+func hostNamed(ic ipi.InstallConfig, name string) ipi.Host {
+	for _, h := range ic.Platform.BareMetal.Hosts {
+		if h.Name == name {
+			return h
+		}
+	}
+	return ipi.Host{}
 }

@@ -1,0 +1,47 @@
+package ironictest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+)
+
+// Step runs an Ironic step on every node at once (target: manage,
+// inspect, provide, active, deleted) and waits for each to reach want; a
+// failure says which step and node, with Ironic's last_error and the
+// agent's log.
+func (ir *Ironic) Step(t testing.TB, name, target, want string, timeout time.Duration, nodes ...string) {
+	t.Helper()
+	start := time.Now()
+	for _, n := range nodes {
+		if err := ir.Provision(n, target, nil); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	for _, n := range nodes {
+		if _, err := ir.Wait(name, n, want, timeout); err != nil {
+			t.Fatalf("%v\nagent:\n%s", err, ir.Agent.Log())
+		}
+	}
+	t.Logf("%s of %d node(s): %s", name, len(nodes), time.Since(start).Round(100*time.Millisecond))
+}
+
+// ImageInfo is instance_info for a whole-disk image at url (the file
+// served there) that Ironic's direct deploy hands the agent.
+func ImageInfo(t testing.TB, url, file string) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	hexsum := hex.EncodeToString(sum[:])
+	return []map[string]any{
+		{"op": "add", "path": "/instance_info/image_source", "value": url},
+		{"op": "add", "path": "/instance_info/image_checksum", "value": hexsum},
+		{"op": "add", "path": "/instance_info/image_os_hash_algo", "value": "sha256"},
+		{"op": "add", "path": "/instance_info/image_os_hash_value", "value": hexsum},
+	}
+}
