@@ -26,7 +26,7 @@ mkdir -p "$work/boot/grub"
 cat >"$work/boot/grub/grub.cfg" <<CFG
 serial --unit=0 --speed=115200
 terminal_input serial console
-terminal_output serial console
+terminal_output serial
 echo ""
 echo "$marker"
 $last
