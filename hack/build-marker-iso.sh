@@ -3,7 +3,9 @@
 # UEFI, prints a marker line on the serial console and halts. Under TCG it
 # boots in about a second (BIOS), which makes "the VM really booted from this
 # media" a fast and honest assertion: read the serial log. The marker is
-# printed once per boot, so counting it counts boots.
+# printed once per boot, so counting it counts boots: on the serial terminal
+# alone (OVMF copies the EFI console to the serial port, so "serial
+# console" printed it twice per boot under UEFI).
 #
 # usage: build-marker-iso.sh OUT.iso [MARKER] [halt|stay]
 #   halt (default): power the VM off after the marker, a clean "boot done".

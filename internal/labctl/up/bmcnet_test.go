@@ -28,9 +28,9 @@ import (
 
 // TestUpBMCNetwork brings up, on the real libvirtd (in labci), a lab whose
 // BMCs are on a network of their own (cluster.bmc.network), up to its
-// installer's files: an IPv4 IPI lab with IPMI BMCs, and an IPv6 agent lab
-// of two masters with fencing (Redfish), one after the other (both use the
-// baremetal bridge). For each:
+// installer's files: an IPv4 IPI lab with Redfish BMCs, one with IPMI BMCs,
+// and an IPv6 agent lab of two masters with fencing (Redfish), one after
+// the other (all use the baremetal bridge). For each:
 //   - install-config names one address per BMC on the BMC network, without
 //     a port, and install-config's fencing credentials the same addresses
 //     (redfish+https);
@@ -58,13 +58,20 @@ func TestUpBMCNetwork(t *testing.T) {
 		name, mode, lab string
 		port            int
 		bmcNet          string
+		ipmi            bool
 	}{
 		{"lbn4", plan.ModeIPI, `  machineNetwork: 10.198.64.0/24
   dhcpRange: {start: 10.198.64.20, end: 10.198.64.60}
   apiVIP: 10.198.64.5
   ingressVIP: 10.198.64.4
   workers: {count: 0}
-`, 18764, "10.198.164.0/24"},
+`, 18764, "10.198.164.0/24", false},
+		{"lbni", plan.ModeIPI, `  machineNetwork: 10.198.66.0/24
+  dhcpRange: {start: 10.198.66.20, end: 10.198.66.60}
+  apiVIP: 10.198.66.5
+  ingressVIP: 10.198.66.4
+  workers: {count: 0}
+`, 18766, "10.198.166.0/24", true},
 		{"lbn6", plan.ModeAgent, `  ipFamily: v6
   machineNetwork: fd2e:6f44:5dd8:c964::/120
   dhcpRange: {start: "fd2e:6f44:5dd8:c964::20", end: "fd2e:6f44:5dd8:c964::60"}
@@ -75,13 +82,13 @@ func TestUpBMCNetwork(t *testing.T) {
   fencing: true
   agent: {staticIPs: true}
   installer: INSTALLER
-`, 18765, "fd2e:6f44:5dd8:c965::/120"},
+`, 18765, "fd2e:6f44:5dd8:c965::/120", false},
 	} {
-		t.Run(tc.name, func(t *testing.T) { upBMCNetwork(t, tc.name, tc.mode, tc.lab, tc.port, tc.bmcNet) })
+		t.Run(tc.name, func(t *testing.T) { upBMCNetwork(t, tc.name, tc.mode, tc.lab, tc.port, tc.bmcNet, tc.ipmi) })
 	}
 }
 
-func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet string) {
+func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet string, ipmi bool) {
 	dir := testenv.QemuDir(t)
 	cfg := labFile(t, dir, name, port)
 	b, err := os.ReadFile(cfg)
@@ -89,7 +96,6 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 		t.Fatal(err)
 	}
 	lab := string(b)
-	ipmi := mode == plan.ModeIPI
 	cluster = strings.ReplaceAll(cluster, "INSTALLER", installertest.Installer(t))
 	lab = lab[:strings.Index(lab, "  machineNetwork:")] + cluster + lab[strings.Index(lab, "  bmc:"):]
 	lab = strings.Replace(lab, "  bmc: {", "  bmc: {network: '"+bmcNet+"', ", 1)
