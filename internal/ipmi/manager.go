@@ -71,11 +71,25 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.reconcileAll(ctx)
 	tick := time.NewTicker(reconcileEvery)
 	defer tick.Stop()
+	var changed <-chan struct{} // the account store's next change
+	if m.cfg.accounts != nil {
+		changed = m.cfg.accounts.Changed()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			m.shutdown()
 			return nil
+		case <-changed:
+			// An account was deleted, disabled or changed role: its
+			// sessions end or are lowered now, not at their next
+			// command.
+			changed = m.cfg.accounts.Changed()
+			m.mu.Lock()
+			for _, b := range m.bmcs {
+				b.recheckAll()
+			}
+			m.mu.Unlock()
 		case ev, ok := <-events:
 			if !ok {
 				events = nil

@@ -495,7 +495,15 @@ func (c *h2Conn) rst(id uint32) error {
 // read counts what the server answers and frees a place for each stream
 // it ends.
 func (c *h2Conn) read(count func(string)) {
-	freed := func() {
+	ended := map[uint32]bool{} // streams already freed (an answer's end, then a reset)
+	freed := func(id uint32) {
+		if ended[id] {
+			return
+		}
+		ended[id] = true
+		if len(ended) > 1<<16 {
+			clear(ended) // old streams' resets come right after their ends
+		}
 		select {
 		case c.freed <- struct{}{}:
 		default:
@@ -515,7 +523,7 @@ func (c *h2Conn) read(count func(string)) {
 				count("answered " + st)
 			}
 			if f.StreamEnded() {
-				freed()
+				freed(f.StreamID)
 			}
 		case *http2.DataFrame:
 			if n := uint32(len(f.Data())); n > 0 {
@@ -524,11 +532,11 @@ func (c *h2Conn) read(count func(string)) {
 				c.wmu.Unlock()
 			}
 			if f.StreamEnded() {
-				freed()
+				freed(f.StreamID)
 			}
 		case *http2.RSTStreamFrame:
 			count("stream reset by the server: " + f.ErrCode.String())
-			freed()
+			freed(f.StreamID)
 		case *http2.GoAwayFrame:
 			count("GOAWAY: " + f.ErrCode.String())
 		case *http2.SettingsFrame:
