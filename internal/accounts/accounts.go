@@ -430,13 +430,42 @@ func (s *Store) slotFreeLocked(system string, slot uint8) bool {
 	return true
 }
 
+// InvalidError is a value an account may not take (errors.Is ErrInvalid):
+// which field, and why.
+type InvalidError struct {
+	Field string // FieldName, FieldPassword, FieldRole or FieldSlot
+	// TooLong is set when the value is longer than Max bytes.
+	TooLong bool
+	Max     int
+	err     error
+}
+
+// The fields of an InvalidError.
+const (
+	FieldName     = "name"
+	FieldPassword = "password"
+	FieldRole     = "role"
+	FieldSlot     = "slot"
+)
+
+func (e *InvalidError) Error() string { return e.err.Error() }
+
+// Unwrap makes errors.Is(err, ErrInvalid) true.
+func (e *InvalidError) Unwrap() error { return e.err }
+
+func invalid(field string, format string, args ...any) *InvalidError {
+	return &InvalidError{Field: field, err: fmt.Errorf(format, args...)}
+}
+
 func checkName(name string) error {
 	if name == "" || len(name) > MaxNameLength {
-		return fmt.Errorf("user name %q: %w: want 1 to %d bytes", name, ErrInvalid, MaxNameLength)
+		e := invalid(FieldName, "user name %q: %w: want 1 to %d bytes", name, ErrInvalid, MaxNameLength)
+		e.TooLong, e.Max = len(name) > MaxNameLength, MaxNameLength
+		return e
 	}
 	for _, c := range []byte(name) {
 		if c <= ' ' || c >= 0x7f || c == ':' {
-			return fmt.Errorf("user name %q: %w: printable ASCII without spaces or ':'", name, ErrInvalid)
+			return invalid(FieldName, "user name %q: %w: printable ASCII without spaces or ':'", name, ErrInvalid)
 		}
 	}
 	return nil
@@ -445,7 +474,9 @@ func checkName(name string) error {
 // CheckPassword says what is wrong with a password, or nil.
 func CheckPassword(p string) error {
 	if len(p) < MinPasswordLength || len(p) > MaxPasswordLength {
-		return fmt.Errorf("password: %w: want %d to %d bytes (IPMI takes at most %d)", ErrInvalid, MinPasswordLength, MaxPasswordLength, MaxPasswordLength)
+		e := invalid(FieldPassword, "password: %w: want %d to %d bytes (IPMI takes at most %d)", ErrInvalid, MinPasswordLength, MaxPasswordLength, MaxPasswordLength)
+		e.TooLong, e.Max = len(p) > MaxPasswordLength, MaxPasswordLength
+		return e
 	}
 	return nil
 }
@@ -505,7 +536,7 @@ func (s *Store) Create(n New) (Account, error) {
 		return Account{}, err
 	}
 	if !n.Role.Valid() {
-		return Account{}, fmt.Errorf("role %q: %w: want one of %v", n.Role, ErrInvalid, Roles)
+		return Account{}, invalid(FieldRole, "role %q: %w: want one of %v", n.Role, ErrInvalid, Roles)
 	}
 	if !n.NoPassword {
 		if err := CheckPassword(n.Password); err != nil {
@@ -529,7 +560,7 @@ func (s *Store) Create(n New) (Account, error) {
 			return Account{}, fmt.Errorf("user %q: %w (IPMI user IDs %d-%d are all used)", n.UserName, ErrFull, FirstSlot, MaxSlot)
 		}
 	} else if slot < FirstSlot || slot > MaxSlot {
-		return Account{}, fmt.Errorf("IPMI user ID %d: %w: want %d to %d", slot, ErrInvalid, FirstSlot, MaxSlot)
+		return Account{}, invalid(FieldSlot, "IPMI user ID %d: %w: want %d to %d", slot, ErrInvalid, FirstSlot, MaxSlot)
 	} else if !s.slotFreeLocked(n.System, slot) {
 		return Account{}, fmt.Errorf("IPMI user ID %d: %w", slot, ErrExists)
 	}
@@ -573,7 +604,7 @@ func (s *Store) Update(id string, c Change) (Account, error) {
 		}
 	}
 	if c.Role != nil && !c.Role.Valid() {
-		return Account{}, fmt.Errorf("role %q: %w: want one of %v", *c.Role, ErrInvalid, Roles)
+		return Account{}, invalid(FieldRole, "role %q: %w: want one of %v", *c.Role, ErrInvalid, Roles)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

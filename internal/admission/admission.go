@@ -5,13 +5,14 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/bmlab/bmlab/internal/lograte"
 )
 
 // Budgets are what the callers of one daemon's listeners may hold at once.
@@ -68,11 +69,7 @@ type Gate struct {
 	total usage
 
 	refused [5]atomic.Uint64 // by whys' index
-
-	logMu   sync.Mutex
-	logged  time.Time
-	pending map[string]int // refusals since the last line, by source and why
-	npend   int
+	rlog    *lograte.Log
 }
 
 // usage is what a source (or all) holds.
@@ -87,7 +84,8 @@ func New(b Budgets, log *zap.Logger, refuse Refuser) *Gate {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Gate{b: b, log: log, refuse: refuse, src: map[netip.Addr]*usage{}}
+	return &Gate{b: b, log: log, refuse: refuse, src: map[netip.Addr]*usage{},
+		rlog: lograte.New(log, "requests refused: their budgets were full (503 with Retry-After)", 20, 10*time.Second)}
 }
 
 // Budgets returns the gate's budgets.
@@ -216,15 +214,34 @@ func ticketOf(r *http.Request) *ticket {
 // timeout. Without a gate (a test's bare handler) it does nothing.
 func Authenticated(r *http.Request) {
 	t := ticketOf(r)
-	if t == nil {
+	if t == nil || !t.leaveAnon() {
 		return
 	}
+	if g := t.g; g.b.Read > 0 {
+		// A hijacked connection (a websocket) keeps its own deadlines.
+		_ = http.NewResponseController(t.w).SetReadDeadline(t.start.Add(g.b.Read))
+	}
+}
+
+// AuthenticatedConn is Authenticated for a request whose connection was
+// hijacked (a websocket): it leaves the budgets of requests without
+// credentials and touches no deadline, which the connection's new owner
+// keeps.
+func AuthenticatedConn(r *http.Request) {
+	if t := ticketOf(r); t != nil {
+		t.leaveAnon()
+	}
+}
+
+// leaveAnon moves t out of the budgets of requests without credentials;
+// false when it was not in them.
+func (t *ticket) leaveAnon() bool {
 	t.mu.Lock()
 	was := t.anon
 	t.anon = false
 	t.mu.Unlock()
 	if !was {
-		return
+		return false
 	}
 	g := t.g
 	g.mu.Lock()
@@ -233,10 +250,7 @@ func Authenticated(r *http.Request) {
 		g.total.anon--
 	}
 	g.mu.Unlock()
-	if g.b.Read > 0 {
-		// A hijacked connection (a websocket) keeps its own deadlines.
-		_ = http.NewResponseController(t.w).SetReadDeadline(t.start.Add(g.b.Read))
-	}
+	return true
 }
 
 // Anonymous puts r, which carries credentials its handler will not check
@@ -336,59 +350,15 @@ func (g *Gate) refuseRequest(w http.ResponseWriter, r *http.Request, src netip.A
 	http.Error(w, "busy: retry later", http.StatusServiceUnavailable)
 }
 
-// logEvery bounds the log lines about refused requests: one in this
-// interval at most, naming the sources refused most since the last one.
-const logEvery = 10 * time.Second
-
-// count counts a refusal, and logs the refusals since the last line at
-// most once per logEvery.
+// count counts a refusal and logs it (rate-limited).
 func (g *Gate) count(src netip.Addr, why string) {
 	for i, w := range whys {
 		if w == why {
 			g.refused[i].Add(1)
 		}
 	}
-	now := time.Now()
-	g.logMu.Lock()
-	if g.pending == nil {
-		g.pending = map[string]int{}
-	}
-	key := src.String() + " " + why
-	if _, ok := g.pending[key]; ok || len(g.pending) < 1024 {
-		g.pending[key]++
-	}
-	g.npend++
-	if now.Sub(g.logged) < logEvery {
-		g.logMu.Unlock()
-		return
-	}
-	pending, n := g.pending, g.npend
-	g.pending, g.npend, g.logged = nil, 0, now
-	g.logMu.Unlock()
-	g.log.Warn("requests refused: their budgets are full (503 with Retry-After)",
-		zap.Int("refused", n), zap.Strings("most refused (source why: count)", top(pending, 5)))
-}
-
-// top names the n entries with the highest counts, "source why: count".
-func top(m map[string]int, n int) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if m[keys[i]] != m[keys[j]] {
-			return m[keys[i]] > m[keys[j]]
-		}
-		return keys[i] < keys[j]
-	})
-	if len(keys) > n {
-		keys = keys[:n]
-	}
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = k + ": " + strconv.Itoa(m[k])
-	}
-	return out
+	g.rlog.Refused(src.String()+" "+why, "request refused: a budget is full (503 with Retry-After)",
+		zap.String("source", src.String()), zap.String("budget", why))
 }
 
 // SourceOf is what a remote address ("host:port", or a net.Addr's

@@ -11,8 +11,6 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/ipmi/session"
 	"github.com/bmlab/bmlab/internal/ipmi/wire"
+	"github.com/bmlab/bmlab/internal/lograte"
 	"github.com/bmlab/bmlab/internal/machine"
 )
 
@@ -354,8 +353,7 @@ func (b *bmc) sweepLocked(now time.Time) {
 				// Message 2 went out and no Message 3 came: ipmitool and
 				// FreeIPMI stop there when the code does not match their
 				// password, which is how most refused logins end.
-				b.log.Info("login refused", zap.String("face", "ipmi"), zap.String("user", accounts.LogName(s.user)),
-					zap.Stringer("remote", s.addr), zap.String("why", "no RAKP 3 came: a wrong password or an unknown user"))
+				b.refused(s.user, s.addr, "no RAKP 3 came: a wrong password or an unknown user")
 			}
 			b.dropLocked(id)
 		}
@@ -513,31 +511,9 @@ func (b *bmc) droppedLocked(now time.Time, why string, src netip.Addr) {
 	}
 	b.log.Warn("IPMI session set-ups dropped for room (an open-session flood, or more consoles than sessions)",
 		zap.Int("source", d.n["source"]), zap.Int("evicted", d.n["evicted"]), zap.Int("refused", d.n["refused"]),
-		zap.Int("reserved", d.n["reserved"]), zap.Strings("most from (source: count)", topCounts(d.src, 5)),
+		zap.Int("reserved", d.n["reserved"]), zap.Strings("most from (source: count)", lograte.Top(d.src, 5)),
 		zap.Duration("within", now.Sub(d.since)), zap.Int("sessions", len(b.sessions)))
 	d.logged, d.since, d.n, d.src = now, now, map[string]int{}, map[string]int{}
-}
-
-// topCounts names the n keys with the highest counts, "key: count".
-func topCounts(m map[string]int, n int) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b string) int {
-		if m[a] != m[b] {
-			return m[b] - m[a]
-		}
-		return strings.Compare(a, b)
-	})
-	if len(keys) > n {
-		keys = keys[:n]
-	}
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = k + ": " + strconv.Itoa(m[k])
-	}
-	return out
 }
 
 // recheck holds session id to its stored account as the account is now
@@ -673,7 +649,7 @@ func (b *bmc) rakp1(p []byte, from net.Addr) []byte {
 		return b.rakp2ErrLocked(m.Tag, 0, wire.StatusInvalidSessionID)
 	}
 	if d := b.cfg.throttle.Wait(from.String()); d > 0 {
-		b.log.Debug("RAKP 1 unanswered: too many failed logins", zap.Stringer("remote", from), zap.Duration("wait", d))
+		b.refused(string(m.Username), from, "RAKP 1 unanswered: too many failed logins from this address")
 		return nil
 	}
 	b.cfg.throttle.Failed(from.String())
@@ -749,6 +725,21 @@ func (b *bmc) lookupLocked(name, source string) (pass string, limit uint8, acct 
 	return "", 0, "", false
 }
 
+// refused logs a refused login, rate-limited (config.refusals), with its
+// source and user.
+func (b *bmc) refused(user string, from net.Addr, why string) {
+	fs := []zap.Field{zap.String("face", "ipmi"), zap.String("user", accounts.LogName(user)), zap.Stringer("remote", from), zap.String("why", why)}
+	if b.cfg.refusals == nil {
+		b.log.Info("login refused", fs...)
+		return
+	}
+	host := ""
+	if u, ok := from.(*net.UDPAddr); ok {
+		host = u.IP.String()
+	}
+	b.cfg.refusals.Refused(host+" "+accounts.LogName(user), "login refused", fs...)
+}
+
 // authFailed counts a failed login towards the name's lock for source.
 func (b *bmc) authFailed(name, source string) {
 	if b.cfg.accounts != nil {
@@ -796,8 +787,7 @@ func (b *bmc) rakp3(p []byte, from net.Addr) []byte {
 	refused := func(why string, st wire.Status) []byte {
 		b.authFailed(s.user, from.String())
 		b.cfg.metrics.LoginFailed("ipmi")
-		b.log.Info("login refused", zap.String("face", "ipmi"), zap.String("user", accounts.LogName(s.user)),
-			zap.Stringer("remote", from), zap.String("why", why))
+		b.refused(s.user, from, why)
 		return fail(st)
 	}
 	if m.Status != wire.StatusOK {

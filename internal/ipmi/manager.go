@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/bmlab/bmlab/internal/lograte"
 	"github.com/bmlab/bmlab/internal/machine"
 )
 
@@ -37,6 +38,7 @@ func NewManager(svc *machine.Service, log *zap.Logger, opts ...Option) *Manager 
 	for _, o := range opts {
 		o(&cfg)
 	}
+	cfg.refusals = lograte.New(log, "IPMI logins refused (more than the log shows one by one)", 20, 10*time.Second)
 	return &Manager{svc: svc, log: log, cfg: cfg, bmcs: map[string]*bmc{}, failed: map[string]endpoint{}}
 }
 

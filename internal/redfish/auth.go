@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bmlab/bmlab/internal/accounts"
+	"github.com/bmlab/bmlab/internal/lograte"
 	"github.com/bmlab/bmlab/internal/machine"
 )
 
@@ -156,6 +157,9 @@ func (s *Server) slowed(c *call) *apiError {
 		return nil
 	}
 	secs := strconv.Itoa(int((d + time.Second - 1) / time.Second))
+	host := hostOf(c.r.RemoteAddr)
+	s.refusals.Refused(host+" (throttled)", "login refused: too many failed logins from this address (429)",
+		zap.String("remote", c.r.RemoteAddr), zap.Duration("wait", d))
 	return newError(http.StatusTooManyRequests, MsgServiceTemporarilyUnavailable, secs).
 		with("Too many failed logins from this address.").withHeader("Retry-After", secs)
 }
@@ -168,8 +172,20 @@ func (s *Server) refused(c *call, user string, why error) {
 	if why != nil {
 		fs = append(fs, zap.Error(why))
 	}
-	s.log.Info("login refused", fs...)
+	s.refusals.Refused(hostOf(c.r.RemoteAddr)+" "+accounts.LogName(user), "login refused", fs...)
 }
+
+// hostOf is the address of a remote "host:port".
+func hostOf(remote string) string {
+	if h, _, err := net.SplitHostPort(remote); err == nil {
+		return h
+	}
+	return remote
+}
+
+// Refusals is the service's rate-limited log of refused logins, which the
+// web console, sharing its sessions, logs its own refusals to.
+func (s *Server) Refusals() *lograte.Log { return s.refusals }
 
 // basicCache remembers who verified Basic credentials belong to, so a
 // request with known credentials costs no bcrypt and, in the usual
@@ -447,6 +463,7 @@ type sessionStore struct {
 	mu      sync.RWMutex
 	byToken map[string]*session
 	byID    map[string]*session
+	changed accounts.Signal // fired when a session ends
 }
 
 // count is how many sessions there are (expired ones not yet swept included).
@@ -459,6 +476,12 @@ func (st *sessionStore) count() int {
 // lookup returns the live session of a token and marks it used; an expired
 // session is removed.
 func (st *sessionStore) lookup(token string, now time.Time, ttl time.Duration) *session {
+	return st.find(token, now, ttl, true)
+}
+
+// find returns the live session of a token, marked used when use is set;
+// an expired session is removed.
+func (st *sessionStore) find(token string, now time.Time, ttl time.Duration, use bool) *session {
 	st.mu.RLock()
 	sess := st.byToken[token]
 	st.mu.RUnlock()
@@ -469,15 +492,22 @@ func (st *sessionStore) lookup(token string, now time.Time, ttl time.Duration) *
 		st.remove(sess)
 		return nil
 	}
-	sess.last.Store(now.UnixNano())
+	if use {
+		sess.last.Store(now.UnixNano())
+	}
 	return sess
 }
 
+// remove ends a session, and tells those watching (Server.Changed).
 func (st *sessionStore) remove(sess *session) {
 	st.mu.Lock()
+	_, ok := st.byID[sess.id]
 	delete(st.byToken, sess.token)
 	delete(st.byID, sess.id)
 	st.mu.Unlock()
+	if ok {
+		st.changed.Fire()
+	}
 }
 
 // create opens a session, after dropping expired ones; nil when max live
@@ -485,11 +515,17 @@ func (st *sessionStore) remove(sess *session) {
 func (st *sessionStore) create(who *principal, now time.Time, ttl time.Duration, max, perUser int) *session {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	own := 0
+	own, expired := 0, false
+	defer func() {
+		if expired {
+			st.changed.Fire()
+		}
+	}()
 	for _, sess := range st.byID {
 		if now.Sub(time.Unix(0, sess.last.Load())) > ttl {
 			delete(st.byToken, sess.token)
 			delete(st.byID, sess.id)
+			expired = true
 			continue
 		}
 		if sess.who.Load().id == who.id {

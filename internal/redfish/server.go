@@ -13,6 +13,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/admission"
+	"github.com/bmlab/bmlab/internal/lograte"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/metrics"
 )
@@ -42,6 +43,7 @@ type Server struct {
 	sessions sessionStore
 	routes   []*route
 	events   *events
+	refusals *lograte.Log
 }
 
 // Option configures a Server.
@@ -165,6 +167,9 @@ func New(svc *machine.Service, log *zap.Logger, opts ...Option) *Server {
 		o(s)
 	}
 	s.events.stamp = s.eventTime
+	// Each refused login is a line until 20 came within 10 s; then a line
+	// per 10 s counts them by source and user.
+	s.refusals = lograte.New(s.log, "logins refused (more than the log shows one by one)", 20, 10*time.Second)
 	s.id.SessionTTL = int(s.ttl / time.Second)
 	s.cache.init(defaultRenderCacheBytes)
 	s.basic.init()
