@@ -54,6 +54,7 @@ type req struct {
 	header       map[string]string
 	user, pass   string
 	noAuth       bool
+	remote       string // the client's address; default httptest's 192.0.2.1:1234
 }
 
 func (f *fixture) do(q req) *httptest.ResponseRecorder {
@@ -66,6 +67,9 @@ func (f *fixture) do(q req) *httptest.ResponseRecorder {
 		q.method = http.MethodGet
 	}
 	r := httptest.NewRequest(q.method, q.path, body)
+	if q.remote != "" {
+		r.RemoteAddr = q.remote
+	}
 	// A change names JSON, as every client does, unless the test says
 	// otherwise ("-": no Content-Type at all).
 	switch {
