@@ -10,11 +10,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stmcginnis/gofish"
+	"github.com/stmcginnis/gofish/schemas"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/admission"
+	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/sim"
+	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 // The tests of issue 32's findings on the Redfish face.
@@ -291,5 +296,65 @@ func TestRefusalsSayWhat(t *testing.T) {
 	if w.Code != 400 || trimRegistry(msg.MessageID) != string(MsgAccessDenied) || strings.Contains(w.Body.String(), "enumeration") ||
 		!strings.Contains(msg.Resolution, "--media-allow-loopback") || strings.Contains(w.Body.String(), "abc") {
 		t.Errorf("a loopback destination under the default policy: %d %s, want AccessDenied naming the flag, no token echoed", w.Code, w.Body)
+	}
+}
+
+// lldpSim is the sim backend whose first machine's NIC sees a switch with
+// VLAN 42 (what the libvirt backend reads from the domain's interface or
+// its network: internal/virt's TestLLDPVLAN).
+type lldpSim struct{ *sim.Backend }
+
+func (b lldpSim) withLLDP(m *machine.Machine) *machine.Machine {
+	c := *m
+	c.NICs = append([]machine.NIC(nil), m.NICs...)
+	c.NICs[0].LLDP = &machine.LLDP{ChassisID: "52:54:00:aa:00:01", ChassisIDSubtype: "MacAddr", SystemName: "virbr9", PortID: "vnet7", VLAN: 42}
+	return &c
+}
+
+func (b lldpSim) Get(id string) (*machine.Machine, error) {
+	m, err := b.Backend.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	return b.withLLDP(m), nil
+}
+
+func (b lldpSim) List() []*machine.Machine {
+	ms := b.Backend.List()
+	for i, m := range ms {
+		ms[i] = b.withLLDP(m)
+	}
+	return ms
+}
+
+// A port's VLAN reaches a client as Port.Ethernet.LLDPReceive's
+// ManagementVlanId (gofish, as Ironic's inspection reads LLDP over Redfish).
+func TestLLDPVLANOverRedfish(t *testing.T) {
+	testenv.Integration(t)
+	be := lldpSim{sim.New(1)}
+	svc := machine.NewService(be, nil)
+	srv := New(svc, nil, WithCredentials(testUser, testPass))
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	c, err := gofish.Connect(gofish.ClientConfig{Endpoint: ts.URL, Username: testUser, Password: testPass, BasicAuth: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Logout()
+	ch, err := schemas.GetChassis(c, chassisOf(be.List()[0].ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapters, err := ch.NetworkAdapters()
+	if err != nil || len(adapters) == 0 {
+		t.Fatalf("NetworkAdapters: %d, %v", len(adapters), err)
+	}
+	ports, err := adapters[0].Ports()
+	if err != nil || len(ports) == 0 {
+		t.Fatalf("Ports: %d, %v", len(ports), err)
+	}
+	r := ports[0].Ethernet.LLDPReceive
+	if r.ManagementVlanID == nil || *r.ManagementVlanID != 42 || r.PortID != "vnet7" {
+		t.Errorf("LLDPReceive %+v (VLAN %v), want port vnet7 on VLAN 42", r, r.ManagementVlanID)
 	}
 }
