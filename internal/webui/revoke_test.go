@@ -167,7 +167,11 @@ func (s *consoleServer) deleteSession(t *testing.T, tok, asTok string) {
 	r.Header.Set("X-Auth-Token", tok)
 	w := httptest.NewRecorder()
 	s.h.ServeHTTP(w, r)
-	var col struct{ Members []struct{ ID string `json:"@odata.id"` } }
+	var col struct {
+		Members []struct {
+			ID string `json:"@odata.id"`
+		}
+	}
 	_ = json.Unmarshal(w.Body.Bytes(), &col)
 	if len(col.Members) != 1 {
 		t.Fatalf("the session's own list: %s", w.Body)
@@ -290,7 +294,9 @@ func TestLiveRevokedAtOnce(t *testing.T) {
 		ends   bool
 	}{
 		{"logout", func(t *testing.T, s *consoleServer, _ accounts.Account, tok, _ string) { s.deleteSession(t, tok, tok) }, true},
-		{"session deleted", func(t *testing.T, s *consoleServer, _ accounts.Account, tok, admin string) { s.deleteSession(t, tok, admin) }, true},
+		{"session deleted", func(t *testing.T, s *consoleServer, _ accounts.Account, tok, admin string) {
+			s.deleteSession(t, tok, admin)
+		}, true},
 		{"account deleted", func(t *testing.T, s *consoleServer, a accounts.Account, _, _ string) { s.store.Delete(a.ID) }, true},
 		{"account disabled", func(t *testing.T, s *consoleServer, a accounts.Account, _, _ string) {
 			off := false
