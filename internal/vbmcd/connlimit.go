@@ -206,6 +206,13 @@ func (l *connLimiter) admit(c net.Conn) *limitedConn {
 	return lc
 }
 
+// held is how many connections all sources hold.
+func (l *connLimiter) held() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.total
+}
+
 // forgetLocked removes c from the counts; l.mu is held.
 func (l *connLimiter) forgetLocked(c *limitedConn) {
 	if set := l.bySource[c.src]; set != nil {

@@ -192,3 +192,78 @@ func TestConnectionSource(t *testing.T) {
 		}
 	}
 }
+
+// All sources together hold at most --redfish-max-conns: at the total, the
+// source holding the most gives one up to a source holding fewer (issue
+// 32: 40 sources at their cap held 5,120 connections, bounded only by the
+// file descriptor limit), and a source among the biggest is refused.
+func TestTotalConnectionCap(t *testing.T) {
+	const perSource, total = 6, 8
+	addr, out := simDaemon(t, func(c *Config) {
+		c.MaxConnsPerSource, c.MaxConns = perSource, total
+		c.MetricsAddr = "127.0.0.1:0"
+	})
+	base := "http://" + addr
+	m := regexp.MustCompile(`metrics at (http://[0-9.:]+/metrics)`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no metrics address in the output:\n%s", out.String())
+	}
+	// 127.0.0.1 holds 6 (its cap), 127.0.0.2 2: the total, all half-open.
+	var held []net.Conn
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	for i := range total {
+		src := "127.0.0.1"
+		if i >= perSource {
+			src = "127.0.0.2"
+		}
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	// The server has them all before the probe.
+	if !testenv.WaitFor(5*time.Second, func() bool { return scrape(t, m[1], "vbmcd_redfish_connections") == total }) {
+		t.Fatalf("%v connections held, want %d", scrape(t, m[1], "vbmcd_redfish_connections"), total)
+	}
+	// A third source gets in: 127.0.0.1 (the biggest) gives one up.
+	if code, err := get(clientFrom("127.0.0.3"), base); err != nil || code != http.StatusOK {
+		t.Errorf("a new source at the total: %d %v, want 200", code, err)
+	}
+	if n := scrape(t, m[1], "vbmcd_redfish_connections_taken_total"); n < 1 {
+		t.Errorf("vbmcd_redfish_connections_taken_total %v, want a connection of the biggest source taken", n)
+	}
+	// One of 127.0.0.1's is closed now.
+	closed := 0
+	for _, c := range held[:perSource] {
+		c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); err == io.EOF {
+			closed++
+		}
+	}
+	if closed < 1 {
+		t.Errorf("none of the biggest source's connections was closed for the new source")
+	}
+}
+
+// scrape reads one unlabelled sample from the metrics at url.
+func scrape(t *testing.T, url, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no %s in the metrics", name)
+	}
+	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	return v
+}

@@ -68,18 +68,7 @@ func startVbmcdProcess(t *testing.T, extra ...string) *vbmcdProcess {
 // metric reads one unlabelled sample from the daemon's metrics.
 func (p *vbmcdProcess) metric(t *testing.T, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(p.metrics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindSubmatch(b)
-	if m == nil {
-		t.Fatalf("no %s in the metrics", name)
-	}
-	v, _ := strconv.ParseFloat(string(m[1]), 64)
-	return v
+	return scrape(t, p.metrics, name)
 }
 
 // get is a GET of the Systems collection as the administrator.

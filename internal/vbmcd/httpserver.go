@@ -114,6 +114,8 @@ func newFront(cfg Config, log *zap.Logger, refuse admission.Refuser, reg *metric
 		reg.Counter("vbmcd_redfish_requests_refused_"+metricName(why)+"_total", "Requests answered 503 with Retry-After because a budget was full: "+whyHelp[why]+".",
 			func() float64 { return float64(f.gate.Refused(why)) })
 	}
+	reg.Gauge("vbmcd_redfish_connections", "Connections held on the Redfish listeners.",
+		func() float64 { return float64(f.conns.held()) })
 	reg.Gauge("vbmcd_redfish_requests_in_flight", "Requests (HTTP/1 requests and HTTP/2 streams) being served on the Redfish listeners.",
 		func() float64 { n, _, _ := f.gate.InFlight(); return float64(n) })
 	reg.Gauge("vbmcd_redfish_request_body_bytes", "Request body bytes held in memory, and their decoding, as charged to the budget.",

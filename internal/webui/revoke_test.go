@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/machine"
@@ -504,6 +506,48 @@ func TestConsoleOriginChecked(t *testing.T) {
 			t.Errorf("Origin %q: %v, want the handshake accepted", tc.origin, err)
 		case !tc.ok && (err == nil || resp == nil || resp.StatusCode != http.StatusForbidden):
 			t.Errorf("Origin %q: %v (%v), want 403", tc.origin, err, resp)
+		}
+	}
+}
+
+// The console's refusals are logged with their source (issue 32: a bad or
+// missing token on the console and the console's API left no trace),
+// through the Redfish service's rate-limited log of refused logins.
+func TestConsoleRefusalsLogged(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	be := &pipeConsoles{Backend: sim.New(1), ends: make(chan net.Conn, 4)}
+	svc := machine.NewService(be, nil)
+	rf := redfish.New(svc, zap.New(core), redfish.WithCredentials(user, pass))
+	ui := New(rf, svc, zap.New(core))
+	srv := httptest.NewTLSServer(ui.Wrap(rf.Handler()))
+	t.Cleanup(srv.Close)
+	s := &consoleServer{fixture: &fixture{svc: svc, rf: rf, ui: ui, h: ui.Wrap(rf.Handler())}, be: be, srv: srv}
+
+	ws, _, err := dialer("127.0.0.1").Dial(s.wsURL(svc.List()[0].ID), http.Header{"Origin": {srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.WriteJSON(map[string]string{"Token": "stolen-or-stale"})
+	closedWithin(t, ws, websocket.ClosePolicyViolation, 5*time.Second)
+	ws.Close()
+	if _, _, err := dialer("127.0.0.2").Dial(s.wsURL(svc.List()[0].ID), http.Header{"Origin": {"http://evil.example"}}); err == nil {
+		t.Fatal("a handshake from another origin was accepted")
+	}
+	if st, _ := s.get(t, "bad-token", "/ui/api/systems"); st != http.StatusUnauthorized {
+		t.Fatalf("the API with a bad token: %d", st)
+	}
+	got := logs.FilterMessage("web console refused").All()
+	whys := map[string]bool{}
+	for _, e := range got {
+		f := e.ContextMap()
+		if f["remote"] == nil || f["remote"] == "" {
+			t.Errorf("a refusal logged without its source: %v", f)
+		}
+		whys[fmt.Sprint(f["why"])] = true
+	}
+	for _, want := range []string{"no valid session token", "websocket handshake from another origin, or without one"} {
+		if !whys[want] {
+			t.Errorf("no refusal logged for %q; logged: %v", want, whys)
 		}
 	}
 }
