@@ -29,10 +29,15 @@ type Budgets struct {
 	AnonTotal     int // of all, those not authenticated
 
 	// AnonRead is how long a request not yet authenticated may take to
-	// send its body; Read how long an authenticated one may (the
-	// listener's ReadTimeout, restored when a request is authenticated).
+	// send its body; Read how long an authenticated one may; Write how
+	// long a request may take to be answered. They are set on each
+	// admitted request, so that the server itself needs no ReadTimeout or
+	// WriteTimeout: HTTP/2 arms those as timers on every stream, refused
+	// ones included, and a timer keeps its connection's buffers in memory
+	// until it would have fired, long after the connection ended.
 	AnonRead time.Duration
 	Read     time.Duration
+	Write    time.Duration
 
 	BodyPerSource int64 // request body bytes held for one source
 	BodyTotal     int64 // request body bytes held for all
@@ -70,6 +75,10 @@ type Gate struct {
 
 	refused [5]atomic.Uint64 // by whys' index
 	rlog    *lograte.Log
+
+	swMu     sync.Mutex
+	streams  map[*ticket]struct{} // HTTP/2 requests whose deadlines sweep enforces
+	sweeping bool
 }
 
 // usage is what a source (or all) holds.
@@ -114,16 +123,45 @@ func (g *Gate) InFlight() (reqs, anon int, body int64) {
 
 type ticketKey struct{}
 
-// ticket is one admitted request's share of the budgets.
+// ticket is one admitted request's share of the budgets, and its
+// deadlines.
 type ticket struct {
 	g     *Gate
 	src   netip.Addr
-	w     http.ResponseWriter
+	rc    *http.ResponseController
+	h2    bool
 	start time.Time
 
 	mu   sync.Mutex
 	anon bool
 	body int64
+	// An HTTP/2 stream's deadlines are kept here and enforced by the
+	// gate's sweeper, not by timers (Budgets); gone once the handler
+	// returned.
+	readAt, writeAt time.Time
+	gone            bool
+}
+
+// setRead sets the request's read deadline (zero: none).
+func (t *ticket) setRead(at time.Time) {
+	if !t.h2 {
+		_ = t.rc.SetReadDeadline(at)
+		return
+	}
+	t.mu.Lock()
+	t.readAt = at
+	t.mu.Unlock()
+}
+
+// setWrite sets the request's write deadline (zero: none).
+func (t *ticket) setWrite(at time.Time) {
+	if !t.h2 {
+		_ = t.rc.SetWriteDeadline(at)
+		return
+	}
+	t.mu.Lock()
+	t.writeAt = at
+	t.mu.Unlock()
 }
 
 // Wrap admits every request within the budgets before h serves it. A
@@ -140,10 +178,26 @@ func (g *Gate) Wrap(h http.Handler) http.Handler {
 			g.refuseRequest(w, r, src, why)
 			return
 		}
-		t := &ticket{g: g, src: src, w: w, anon: anon, start: time.Now()}
+		t := &ticket{g: g, src: src, rc: http.NewResponseController(w), h2: r.ProtoMajor >= 2, anon: anon, start: time.Now()}
 		defer t.done()
-		if anon && g.b.AnonRead > 0 {
-			_ = http.NewResponseController(w).SetReadDeadline(t.start.Add(g.b.AnonRead))
+		if t.h2 {
+			g.track(t)
+			defer g.untrack(t)
+		}
+		if read := g.b.Read; anon && g.b.AnonRead > 0 {
+			t.setRead(t.start.Add(g.b.AnonRead))
+		} else if read > 0 {
+			t.setRead(t.start.Add(read))
+		}
+		if g.b.Write > 0 {
+			t.setWrite(t.start.Add(g.b.Write))
+			if !t.h2 {
+				// The connection keeps the deadline after the handler:
+				// renewed, it covers the answer's last flush and what
+				// the server itself writes before the next request's
+				// handler (a 431, a 400), as its WriteTimeout did.
+				defer func() { _ = t.rc.SetWriteDeadline(time.Now().Add(g.b.Write)) }()
+			}
 		}
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ticketKey{}, t)))
 	})
@@ -218,8 +272,7 @@ func Authenticated(r *http.Request) {
 		return
 	}
 	if g := t.g; g.b.Read > 0 {
-		// A hijacked connection (a websocket) keeps its own deadlines.
-		_ = http.NewResponseController(t.w).SetReadDeadline(t.start.Add(g.b.Read))
+		t.setRead(t.start.Add(g.b.Read))
 	}
 }
 
@@ -291,9 +344,86 @@ func Anonymous(w http.ResponseWriter, r *http.Request) bool {
 	t.anon = true
 	t.mu.Unlock()
 	if g.b.AnonRead > 0 {
-		_ = http.NewResponseController(t.w).SetReadDeadline(time.Now().Add(g.b.AnonRead))
+		t.setRead(time.Now().Add(g.b.AnonRead))
 	}
 	return true
+}
+
+// Unbounded lifts r's read and write deadlines: a long-lived stream (the
+// web console's live view). Without a gate it does nothing; the handler
+// clears the server's own deadlines itself.
+func Unbounded(r *http.Request) {
+	if t := ticketOf(r); t != nil {
+		t.setRead(time.Time{})
+		t.setWrite(time.Time{})
+	}
+}
+
+// sweepEvery is how often HTTP/2 streams' deadlines are checked: they are
+// enforced up to this late.
+const sweepEvery = 250 * time.Millisecond
+
+// track adds an HTTP/2 request to those the sweeper watches, starting it
+// when it is not running.
+func (g *Gate) track(t *ticket) {
+	g.swMu.Lock()
+	defer g.swMu.Unlock()
+	if g.streams == nil {
+		g.streams = map[*ticket]struct{}{}
+	}
+	g.streams[t] = struct{}{}
+	if !g.sweeping {
+		g.sweeping = true
+		go g.sweep()
+	}
+}
+
+// untrack removes a request whose handler is returning; after it the
+// sweeper no longer touches its (soon invalid) response writer.
+func (g *Gate) untrack(t *ticket) {
+	t.mu.Lock()
+	t.gone = true
+	t.mu.Unlock()
+	g.swMu.Lock()
+	delete(g.streams, t)
+	g.swMu.Unlock()
+}
+
+// sweep ends the HTTP/2 streams past their deadline (a deadline in the
+// past resets them at once), until none is left to watch.
+func (g *Gate) sweep() {
+	tick := time.NewTicker(sweepEvery)
+	defer tick.Stop()
+	var due []*ticket
+	for range tick.C {
+		now := time.Now()
+		due = due[:0]
+		g.swMu.Lock()
+		if len(g.streams) == 0 {
+			g.sweeping = false
+			g.swMu.Unlock()
+			return
+		}
+		for t := range g.streams {
+			due = append(due, t)
+		}
+		g.swMu.Unlock()
+		for _, t := range due {
+			t.mu.Lock()
+			if !t.gone {
+				past := now.Add(-time.Second)
+				if !t.readAt.IsZero() && now.After(t.readAt) {
+					t.readAt = time.Time{}
+					_ = t.rc.SetReadDeadline(past)
+				}
+				if !t.writeAt.IsZero() && now.After(t.writeAt) {
+					t.writeAt = time.Time{}
+					_ = t.rc.SetWriteDeadline(past)
+				}
+			}
+			t.mu.Unlock()
+		}
+	}
 }
 
 // Reserve charges n more bytes of r's body against the budgets; false
@@ -342,6 +472,11 @@ func (g *Gate) retryAfter() int {
 // refuseRequest answers a refused request and counts it.
 func (g *Gate) refuseRequest(w http.ResponseWriter, r *http.Request, src netip.Addr, why string) {
 	g.count(src, why)
+	if r.ProtoMajor == 1 && g.b.Write > 0 {
+		// HTTP/1: a deadline on the connection, no timer. (HTTP/2: the
+		// connection's own write stall bounds the short answer.)
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(g.b.Write))
+	}
 	if g.refuse != nil {
 		g.refuse(w, r, g.retryAfter(), why)
 		return

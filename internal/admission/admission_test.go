@@ -192,48 +192,61 @@ func TestReserve(t *testing.T) {
 }
 
 // A request without credentials gets AnonRead to send its body, an
-// authenticated one Read, on a real listener.
+// authenticated one Read, on a real listener, over HTTP/1 (the
+// connection's deadline) and HTTP/2 (the gate's sweeper: no timer per
+// stream).
 func TestAnonymousBodyDeadline(t *testing.T) {
-	g := New(Budgets{AnonRead: 300 * time.Millisecond, Read: 10 * time.Second}, nil, nil)
-	type result struct {
-		err  error
-		took time.Duration
-	}
-	results := make(chan result, 1)
-	srv := httptest.NewServer(g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "" {
-			Authenticated(r)
-		}
-		start := time.Now()
-		_, err := io.ReadAll(r.Body)
-		results <- result{err, time.Since(start)}
-	})))
-	defer srv.Close()
-	for _, creds := range []bool{false, true} {
-		pr, pw := io.Pipe()
-		r, _ := http.NewRequest("POST", srv.URL, pr)
-		r.ContentLength = 1
-		if creds {
-			r.Header.Set("Authorization", "Basic eDp4")
-		}
-		go func() {
-			resp, err := http.DefaultClient.Do(r)
-			if err == nil {
-				resp.Body.Close()
+	for _, proto := range []string{"HTTP/1.1", "HTTP/2.0"} {
+		t.Run(proto, func(t *testing.T) {
+			g := New(Budgets{AnonRead: 300 * time.Millisecond, Read: 10 * time.Second, Write: 10 * time.Second}, nil, nil)
+			type result struct {
+				proto string
+				err   error
+				took  time.Duration
 			}
-		}()
-		go func() {
-			time.Sleep(time.Second) // the body comes after a second
-			pw.Write([]byte("x"))
-			pw.Close()
-		}()
-		res := <-results
-		if !creds && (res.err == nil || res.took > 900*time.Millisecond) {
-			t.Errorf("without credentials, a body a second late: %v after %v, want a timeout after %v", res.err, res.took, g.b.AnonRead)
-		}
-		if creds && res.err != nil {
-			t.Errorf("authenticated, a body a second late: %v after %v, want it read", res.err, res.took)
-		}
+			results := make(chan result, 1)
+			srv := httptest.NewUnstartedServer(g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("Authorization") != "" {
+					Authenticated(r)
+				}
+				start := time.Now()
+				_, err := io.ReadAll(r.Body)
+				results <- result{r.Proto, err, time.Since(start)}
+			})))
+			srv.EnableHTTP2 = proto == "HTTP/2.0"
+			srv.StartTLS()
+			defer srv.Close()
+			c := srv.Client()
+			for _, creds := range []bool{false, true} {
+				pr, pw := io.Pipe()
+				r, _ := http.NewRequest("POST", srv.URL, pr)
+				r.ContentLength = 1
+				if creds {
+					r.Header.Set("Authorization", "Basic eDp4")
+				}
+				go func() {
+					resp, err := c.Do(r)
+					if err == nil {
+						resp.Body.Close()
+					}
+				}()
+				go func() {
+					time.Sleep(time.Second) // the body comes after a second
+					pw.Write([]byte("x"))
+					pw.Close()
+				}()
+				res := <-results
+				if res.proto != proto {
+					t.Fatalf("served over %s, want %s", res.proto, proto)
+				}
+				if !creds && (res.err == nil || res.took > 900*time.Millisecond) {
+					t.Errorf("without credentials, a body a second late: %v after %v, want a timeout after %v", res.err, res.took, g.b.AnonRead)
+				}
+				if creds && res.err != nil {
+					t.Errorf("authenticated, a body a second late: %v after %v, want it read", res.err, res.took)
+				}
+			}
+		})
 	}
 }
 

@@ -303,7 +303,9 @@ func TestSushyEveryAction(t *testing.T) {
 		t.Errorf("sushy's %s ended refused (415)", p)
 	}
 	for _, want := range []string{"VirtualMedia.EjectMedia", "Bios.ResetBios", "Manager.Reset", "EventService.SubmitTestEvent", "SecureBoot.ResetKeys"} {
-		if !slices.ContainsFunc(changes, func(l string) bool { return strings.Contains(l, want) && strings.HasSuffix(l, "→ 204") || strings.Contains(l, want) && strings.HasSuffix(l, "→ 200") }) {
+		if !slices.ContainsFunc(changes, func(l string) bool {
+			return strings.Contains(l, want) && strings.HasSuffix(l, "→ 204") || strings.Contains(l, want) && strings.HasSuffix(l, "→ 200")
+		}) {
 			t.Errorf("no successful %s among what sushy sent", want)
 		}
 	}

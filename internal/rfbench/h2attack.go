@@ -132,12 +132,21 @@ type H2Result struct {
 
 	Before, Peak, End, Settled int64 // server VmRSS, bytes
 	PeakAt                     time.Duration
-	Stopped                    bool // MaxRSS was passed
-	StoppedAt                  time.Duration
+	// After is VmRSS at 1, 5, 10, 20, 30… s after everything was closed,
+	// up to Settle (the last is Settled).
+	After     []Sample
+	Stopped   bool // MaxRSS was passed
+	StoppedAt time.Duration
 
 	// Probes made during the hold from a source of their own (127.0.0.254):
 	// a GET with the administrator's Basic credentials and a session login.
 	ProbeGET, ProbeLogin string
+}
+
+// Sample is the server's VmRSS some time after the attack.
+type Sample struct {
+	At  time.Duration
+	RSS int64
 }
 
 // H2Attack runs one HTTP/2 attack and reports what it saw.
@@ -280,14 +289,34 @@ func H2Attack(ctx context.Context, cfg H2Config) (*H2Result, error) {
 	mu.Unlock()
 	wg.Wait()
 	res.Streams = streams.Load()
-	select {
-	case <-time.After(cfg.Settle):
-	case <-ctx.Done():
-	}
-	if m, err := rss(cfg.ServerPID); err == nil {
-		res.Settled = m.rss
+	closed := time.Now()
+	for _, at := range settleTimes(cfg.Settle) {
+		select {
+		case <-time.After(time.Until(closed.Add(at))):
+		case <-ctx.Done():
+			return res, nil
+		}
+		if m, err := rss(cfg.ServerPID); err == nil {
+			res.After = append(res.After, Sample{at, m.rss})
+			res.Settled = m.rss
+		}
 	}
 	return res, nil
+}
+
+// settleTimes are when memory is read after the attack: 1, 5, 10 s, then
+// every 10 s, up to settle.
+func settleTimes(settle time.Duration) []time.Duration {
+	var out []time.Duration
+	for _, at := range []time.Duration{time.Second, 5 * time.Second, 10 * time.Second} {
+		if at < settle {
+			out = append(out, at)
+		}
+	}
+	for at := 20 * time.Second; at < settle; at += 10 * time.Second {
+		out = append(out, at)
+	}
+	return append(out, settle)
 }
 
 // Report prints r.
@@ -316,8 +345,12 @@ func (r *H2Result) Report(out io.Writer) {
 	if r.Stopped {
 		fmt.Fprintf(out, "STOPPED: the server's VmRSS passed %.0f MB %.1f s into the attack\n", mb(c.MaxRSS), r.StoppedAt.Seconds())
 	}
-	fmt.Fprintf(out, "server VmRSS: %.1f MB before, peak %.1f MB (%.1f s in), %.1f MB at the end of the hold, %.1f MB %v after closing\n",
-		mb(r.Before), mb(r.Peak), r.PeakAt.Seconds(), mb(r.End), mb(r.Settled), c.Settle)
+	var after []string
+	for _, s := range r.After {
+		after = append(after, fmt.Sprintf("%.1f MB at %v", mb(s.RSS), s.At))
+	}
+	fmt.Fprintf(out, "server VmRSS: %.1f MB before, peak %.1f MB (%.1f s in), %.1f MB at the end of the hold; after closing: %s\n",
+		mb(r.Before), mb(r.Peak), r.PeakAt.Seconds(), mb(r.End), strings.Join(after, ", "))
 }
 
 func maxStreamsText(n uint32) string {

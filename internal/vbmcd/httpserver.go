@@ -1,9 +1,12 @@
 package vbmcd
 
 import (
+	"context"
 	"crypto/tls"
 	"net"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"time"
 
 	"go.uber.org/zap"
@@ -89,16 +92,17 @@ type front struct {
 
 // newFront builds the front of a daemon configured by cfg; refuse answers
 // a request refused for room (a Redfish error body); reg, when not nil,
-// gets the front's counters.
-func newFront(cfg Config, log *zap.Logger, refuse admission.Refuser, reg *metrics.Registry) *front {
+// gets the front's counters. Until ctx ends it gives memory back to the
+// system after a burst (relieve).
+func newFront(ctx context.Context, cfg Config, log *zap.Logger, refuse admission.Refuser, reg *metrics.Registry) *front {
 	l := defaultHTTPLimits
 	f := &front{
 		limits: l,
-		conns:  newConnLimiter(cfg.MaxConnsPerSource, cfg.MaxConns, log),
+		conns:  newConnLimiter(cfg.MaxConnsPerSource, cfg.MaxConns, l.idle, log),
 		gate: admission.New(admission.Budgets{
 			PerSource: cfg.MaxConnsPerSource, Total: inFlightTotal,
 			AnonPerSource: anonPerSource, AnonTotal: anonTotal,
-			AnonRead: l.anonRead, Read: l.read,
+			AnonRead: l.anonRead, Read: l.read, Write: l.write,
 			BodyPerSource: bodyPerSource, BodyTotal: bodyTotal,
 			RetryAfter: refusedRetryAfter,
 		}, log, refuse),
@@ -110,41 +114,86 @@ func newFront(cfg Config, log *zap.Logger, refuse admission.Refuser, reg *metric
 		func() float64 { return float64(f.conns.evicted.Load()) })
 	reg.Counter("vbmcd_redfish_connections_taken_total", "Redfish connections in use closed, at the total, to admit one from a source holding fewer.",
 		func() float64 { return float64(f.conns.taken.Load()) })
-	for _, why := range admission.Whys() {
-		reg.Counter("vbmcd_redfish_requests_refused_"+metricName(why)+"_total", "Requests answered 503 with Retry-After because a budget was full: "+whyHelp[why]+".",
-			func() float64 { return float64(f.gate.Refused(why)) })
-	}
+	reg.CounterBy("vbmcd_redfish_requests_refused_total", "Requests answered 503 with Retry-After because a budget was full, by budget: "+
+		"source (its source's requests in flight, --redfish-max-conns-per-source), total (all requests in flight), "+
+		"anon-source and anon-total (requests not yet authenticated), body (request body bytes held).",
+		"budget", admission.Whys(), func(why string) float64 { return float64(f.gate.Refused(why)) })
 	reg.Gauge("vbmcd_redfish_connections", "Connections held on the Redfish listeners.",
 		func() float64 { return float64(f.conns.held()) })
 	reg.Gauge("vbmcd_redfish_requests_in_flight", "Requests (HTTP/1 requests and HTTP/2 streams) being served on the Redfish listeners.",
 		func() float64 { n, _, _ := f.gate.InFlight(); return float64(n) })
 	reg.Gauge("vbmcd_redfish_request_body_bytes", "Request body bytes held in memory, and their decoding, as charged to the budget.",
 		func() float64 { _, _, b := f.gate.InFlight(); return float64(b) })
+	go f.relieve(ctx)
 	return f
 }
 
-var whyHelp = map[string]string{
-	admission.WhySource:     "its source's requests in flight (--redfish-max-conns-per-source)",
-	admission.WhyTotal:      "all requests in flight",
-	admission.WhyAnonSource: "its source's requests not yet authenticated",
-	admission.WhyAnonTotal:  "all requests not yet authenticated",
-	admission.WhyBody:       "request body bytes held",
-}
+// After a burst (many requests or connections held, or some refused) the
+// Go runtime keeps the memory it grew to: nothing allocates once the
+// burst is over, so no collection runs and nothing is given back for
+// minutes (issue 32: 223 MB two minutes after an attack that peaked at
+// 206 MB). relieve watches once a second and, when a burst has passed,
+// collects and gives the free memory back to the system at once. (What
+// the server would otherwise keep reachable for a minute after a burst,
+// its timers per HTTP/2 stream and per connection, it no longer arms: the
+// gate and the connection limiter keep those deadlines.)
+const (
+	reliefBusyRequests = 256 // requests in flight that make a burst
+	reliefBusyConns    = 256 // connections held that make a burst
+	reliefEvery        = time.Second
+)
 
-func metricName(why string) string {
-	b := []byte(why)
-	for i, c := range b {
-		if c == '-' {
-			b[i] = '_'
+func (f *front) relieve(ctx context.Context) {
+	tick := time.NewTicker(reliefEvery)
+	defer tick.Stop()
+	var burst bool
+	var refused uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		reqs, _, _ := f.gate.InFlight()
+		conns := f.conns.held()
+		r := f.conns.refused.Load()
+		for _, why := range admission.Whys() {
+			r += f.gate.Refused(why)
+		}
+		switch {
+		case reqs >= reliefBusyRequests || conns >= reliefBusyConns || r != refused:
+			burst, refused = true, r
+		case burst && reqs < reliefBusyRequests/4 && conns < reliefBusyConns/4:
+			burst = false
+			f.giveBack(reqs, conns)
 		}
 	}
-	return string(b)
+}
+
+// giveBack collects and returns the free memory to the system.
+func (f *front) giveBack(reqs, conns int) {
+	// Two collections: the first moves what sync.Pools hold (net/http's
+	// and HTTP/2's buffers, thousands after a burst) to their victim
+	// caches, the second frees them; FreeOSMemory's own collection then
+	// gives it back.
+	runtime.GC()
+	debug.FreeOSMemory()
+	f.log.Info("a burst of requests is over: memory given back to the system", zap.Int("in flight", reqs), zap.Int("connections", conns))
 }
 
 // server returns the http.Server of one Redfish listener serving h over
 // TLS config tc (nil: plain HTTP, which has no HTTP/2).
 func (f *front) server(h http.Handler, tc *tls.Config) *http.Server {
 	srv := newHTTPServer(f.gate.Wrap(h), f.log, f.limits)
+	// The gate sets each admitted request's read and write deadlines;
+	// the server's own would arm two timers on every HTTP/2 stream, the
+	// refused ones too, each keeping its connection's buffers in memory
+	// until it fires (internal/admission, Budgets).
+	srv.ReadTimeout, srv.WriteTimeout = 0, 0
+	// The limiter closes idle connections (connlimit.go): the server's
+	// idle timer per connection would keep each ended one in memory
+	// until it fired.
+	srv.IdleTimeout = 0
 	srv.TLSConfig = tc
 	srv.ConnState = f.conns.connState
 	srv.HTTP2 = &http.HTTP2Config{

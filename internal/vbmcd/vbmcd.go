@@ -328,7 +328,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	}
 	// Every Redfish listener is built from one front, and shares its
 	// budgets.
-	fr := newFront(cfg, log.Named("redfish"), redfish.Busy, reg)
+	fr := newFront(ctx, cfg, log.Named("redfish"), redfish.Busy, reg)
 	srv := fr.server(handler, tc)
 	if ui != nil {
 		srv.RegisterOnShutdown(ui.Shutdown)

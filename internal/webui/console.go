@@ -62,7 +62,7 @@ const (
 	maxInput     = 4096 // bytes of one input message
 	wsPing       = 20 * time.Second
 	reopenEvery  = time.Second
-	viewerQueued = 256 // output chunks queued for one viewer
+	viewerQueued = 64 // output chunks (4 KiB at most) queued for one viewer: 256 KiB; a slower one is dropped and reconnects
 )
 
 var upgrader = websocket.Upgrader{ReadBufferSize: 4096, WriteBufferSize: 16 << 10, CheckOrigin: sameOrigin}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bmlab/bmlab/internal/admission"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/redfish"
 )
@@ -344,6 +345,7 @@ func (u *UI) serveLive(w http.ResponseWriter, r *http.Request, c redfish.Caller)
 	// at the first write after it: TestLiveOutlivesTimeouts).
 	_ = rc.SetWriteDeadline(time.Time{})
 	_ = rc.SetReadDeadline(time.Time{})
+	admission.Unbounded(r) // and the listener's own, per request
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	changes := u.watch(ctx, r.Header.Get("X-Auth-Token"), c, func(redfish.Caller) bool { return true })
