@@ -142,25 +142,29 @@ type ticket struct {
 	gone            bool
 }
 
-// setRead sets the request's read deadline (zero: none).
-func (t *ticket) setRead(at time.Time) {
-	if !t.h2 {
-		_ = t.rc.SetReadDeadline(at)
-		return
-	}
-	t.mu.Lock()
-	t.readAt = at
-	t.mu.Unlock()
-}
+// Which deadline setDeadline sets.
+const (
+	readDeadline  = true
+	writeDeadline = false
+)
 
-// setWrite sets the request's write deadline (zero: none).
-func (t *ticket) setWrite(at time.Time) {
+// setDeadline sets the request's read or write deadline (zero: none):
+// HTTP/1's on the connection, HTTP/2's for the gate's sweeper.
+func (t *ticket) setDeadline(read bool, at time.Time) {
 	if !t.h2 {
-		_ = t.rc.SetWriteDeadline(at)
+		if read {
+			_ = t.rc.SetReadDeadline(at)
+		} else {
+			_ = t.rc.SetWriteDeadline(at)
+		}
 		return
 	}
 	t.mu.Lock()
-	t.writeAt = at
+	if read {
+		t.readAt = at
+	} else {
+		t.writeAt = at
+	}
 	t.mu.Unlock()
 }
 
@@ -185,12 +189,12 @@ func (g *Gate) Wrap(h http.Handler) http.Handler {
 			defer g.untrack(t)
 		}
 		if read := g.b.Read; anon && g.b.AnonRead > 0 {
-			t.setRead(t.start.Add(g.b.AnonRead))
+			t.setDeadline(readDeadline, t.start.Add(g.b.AnonRead))
 		} else if read > 0 {
-			t.setRead(t.start.Add(read))
+			t.setDeadline(readDeadline, t.start.Add(read))
 		}
 		if g.b.Write > 0 {
-			t.setWrite(t.start.Add(g.b.Write))
+			t.setDeadline(writeDeadline, t.start.Add(g.b.Write))
 			if !t.h2 {
 				// The connection keeps the deadline after the handler:
 				// renewed, it covers the answer's last flush and what
@@ -272,7 +276,7 @@ func Authenticated(r *http.Request) {
 		return
 	}
 	if g := t.g; g.b.Read > 0 {
-		t.setRead(t.start.Add(g.b.Read))
+		t.setDeadline(readDeadline, t.start.Add(g.b.Read))
 	}
 }
 
@@ -344,7 +348,7 @@ func Anonymous(w http.ResponseWriter, r *http.Request) bool {
 	t.anon = true
 	t.mu.Unlock()
 	if g.b.AnonRead > 0 {
-		t.setRead(time.Now().Add(g.b.AnonRead))
+		t.setDeadline(readDeadline, time.Now().Add(g.b.AnonRead))
 	}
 	return true
 }
@@ -354,8 +358,8 @@ func Anonymous(w http.ResponseWriter, r *http.Request) bool {
 // clears the server's own deadlines itself.
 func Unbounded(r *http.Request) {
 	if t := ticketOf(r); t != nil {
-		t.setRead(time.Time{})
-		t.setWrite(time.Time{})
+		t.setDeadline(readDeadline, time.Time{})
+		t.setDeadline(writeDeadline, time.Time{})
 	}
 }
 

@@ -3,9 +3,6 @@ package ipmi
 import (
 	"context"
 	"errors"
-	"net"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -24,23 +21,7 @@ import (
 // script(1): one session kept open, commands typed one by one.
 func shellAs(t *testing.T, l *lab, i int, user, pass, level string) *solConsole {
 	t.Helper()
-	bin := testenv.Command(t, "ipmitool")
-	scr := testenv.Command(t, "script")
-	host, port, _ := net.SplitHostPort(l.addrs[i])
-	line := strings.Join([]string{"exec", bin, "-I", "lanplus", "-H", host, "-p", port, "-U", user, "-P", pass, "-L", level, "shell"}, " ")
-	cmd := exec.Command(scr, "-q", "-e", "-c", line, "/dev/null")
-	cmd.Env = append(os.Environ(), "SHELL=/bin/sh")
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := &testenv.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return &solConsole{in: in, out: out, script: cmd}
+	return underScript(t, l, i, user, pass, level, "shell")
 }
 
 // run types a command into the shell and waits until its output holds
