@@ -71,7 +71,7 @@ func Run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.serverPID, "server-pid", 0, "PID of the server, to read its CPU time from /proc (with -url)")
 	fs.IntVar(&o.systems, "systems", 10, "systems of the sim backend when rfbench starts the server")
 	fs.StringVar(&o.attack, "attack", "", "send -n hostile requests of one kind (padded-basic, bad-basic, bad-session, sessions, big-body, long-path, unknown-keys-login, unknown-keys-patch, long-value; half-open opens -n connections that send nothing) to -url and report the server's memory (needs -server-pid); the HTTP/2 kinds ("+strings.Join(H2Kinds(), ", ")+") open -c connections from each of -sources addresses and hold their streams for -hold")
-	fs.IntVar(&o.sources, "sources", 1, "HTTP/2 attacks: source addresses, 127.0.0.1 to 127.0.0.N, each with -c connections")
+	fs.IntVar(&o.sources, "sources", 1, "HTTP/2 attacks and half-open: source addresses, 127.0.0.1 to 127.0.0.N (each with -c connections, half-open: -n)")
 	fs.IntVar(&o.streams, "streams", 0, "HTTP/2 attacks: streams per connection (0: as many as the server allows)")
 	fs.DurationVar(&o.hold, "hold", 10*time.Second, "HTTP/2 attacks: how long the streams are held")
 	fs.DurationVar(&o.settle, "settle", 10*time.Second, "HTTP/2 attacks: how long the server's memory is watched after everything is closed")
