@@ -333,8 +333,13 @@ func TestE2EKubeVirtAPIServerRestart(t *testing.T) {
 	var mu sync.Mutex
 	var reads, failed, offline int
 	var errs []string
+	// The readers stop when the test ends however it ends (a failure
+	// below would otherwise leave them looping for the package's run).
 	stop := make(chan struct{})
+	var stopOnce sync.Once
 	var wg sync.WaitGroup
+	halt := func() { stopOnce.Do(func() { close(stop) }); wg.Wait() }
+	defer halt()
 	for range 4 {
 		wg.Add(1)
 		go func() {
@@ -381,8 +386,7 @@ func TestE2EKubeVirtAPIServerRestart(t *testing.T) {
 		t.Fatal("a PATCH is still refused 30 s after kube-apiserver came back")
 	}
 	t.Logf("whole again %v after kube-apiserver was ready", time.Since(back).Round(time.Millisecond))
-	close(stop)
-	wg.Wait()
+	halt()
 	if _, _, s := do(http.MethodGet, ""); s == "UnavailableOffline" {
 		t.Errorf("still UnavailableOffline after a PATCH went through")
 	}
