@@ -109,7 +109,7 @@ func BenchmarkKubeVirtGetSystem(b *testing.B) {
 			ids[i] = kubevirt.FirmwareUUID(vm)
 		}
 		kc := b.TempDir() + "/kubeconfig"
-		if err := api.WriteKubeconfig(kc, api.URL, api.CA); err != nil {
+		if err := api.WriteKubeconfig(kc, api.URL, api.Token); err != nil {
 			b.Fatal(err)
 		}
 		before := heap()

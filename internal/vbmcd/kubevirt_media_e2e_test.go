@@ -60,11 +60,7 @@ func TestE2EKubeVirtMedia(t *testing.T) {
 	}
 	vmUID := getVM(t, kv, f.Namespace, vm.Name).UID
 	id := kubevirt.FirmwareUUID(vm)
-	url := daemon(t, "", func(c *Config) {
-		c.Backend, c.Kubeconfig = "kubevirt", f.Kubeconfig
-		c.KubeNamespaces, c.KubeSelector = []string{f.Namespace}, "bmlab.io/bmc=yes"
-		c.KubeMediaAddr = "127.0.0.1:0"
-	})
+	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil), func(c *Config) { c.KubeMediaAddr = "127.0.0.1:0" })
 	iso := testenv.MarkerISO(t)
 	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, iso) }))
 	defer img.Close()

@@ -36,10 +36,7 @@ func TestE2EKubeVirtSecureBoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := kubevirt.FirmwareUUID(vm)
-	url := daemon(t, "", func(c *Config) {
-		c.Backend, c.Kubeconfig = "kubevirt", f.Kubeconfig
-		c.KubeNamespaces, c.KubeSelector = []string{f.Namespace}, "bmlab.io/bmc=yes"
-	})
+	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil))
 	const user, pass = "admin", "e2e-pass"
 	serial := f.SerialLog(vm.Name)
 	count := func(s string) int { return testenv.Count(serial, s) }
