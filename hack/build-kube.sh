@@ -60,7 +60,7 @@ build_controller_gen() {
   go_build "$1" hack/tools/cdi-crds "-s -w" sigs.k8s.io/controller-tools/cmd/controller-gen
 }
 
-tool_cached kube-apiserver $KUBE_VERSION build_kube_apiserver
-tool_cached etcd $ETCD_VERSION build_etcd
-tool_cached kubevirt $KUBEVIRT_VERSION build_kubevirt
-tool_cached controller-gen $CONTROLLER_GEN_VERSION build_controller_gen
+tool_cached kube-apiserver "$KUBE_VERSION-$(modhash hack/tools/kube)" build_kube_apiserver
+tool_cached etcd "$ETCD_VERSION-$(modhash hack/tools/etcd)" build_etcd
+tool_cached kubevirt "$KUBEVIRT_VERSION-$(modhash hack/tools/kubevirt)" build_kubevirt
+tool_cached controller-gen "$CONTROLLER_GEN_VERSION-$(modhash hack/tools/cdi-crds)" build_controller_gen

@@ -5,6 +5,9 @@
 #
 #   ${BMLAB_TOOLS_CACHE:-/var/cache/bmlab/tools}/<tool>-<version>/<binaries>
 #
+# A tool built from a tools module under hack/tools/ has the module's hash
+# in its version (<tool>-<version>-<modhash>).
+#
 # A directory is complete or absent: a build goes into a temporary
 # directory beside it and is renamed into place when it succeeded. Builds
 # of one tool are serialized by a lock file, so two runs at once build it
@@ -41,6 +44,13 @@ tool_cached() {
   for f in "$dir"/*; do
     ln -sfn "$f" "_out/tools/$(basename "$f")"
   done
+}
+
+# modhash DIR: 8 hex digits of the hash of a tools module's go.mod, go.sum
+# and Go files, for the cache key of what it builds (a changed replace
+# line, sum or generator is another build, even at the same version).
+modhash() {
+  (cd "$1" && find . -name go.mod -o -name go.sum -o -name '*.go' | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-8)
 }
 
 # go_build DIR MODULE_DIR LDFLAGS PACKAGE...: builds the packages of the

@@ -42,7 +42,7 @@ func TestE2EKubeVirtAccounts(t *testing.T) {
 			t.Fatalf("create VirtualMachine %s: %v", vm.Name, err)
 		}
 	}
-	id0, id1 := kubevirt.FirmwareUUID(vms[0]), kubevirt.FirmwareUUID(vms[1])
+	id0, id1 := vmUUID(t, kv, vms[0]), vmUUID(t, kv, vms[1])
 	kubeconfig := f.VBMCDKubeconfig(t, nil)
 	url := kubevirtDaemon(t, f, kubeconfig, func(c *Config) { c.IPMI, c.IPMIPortBase = true, freeUDPPort(t) })
 	settings := func(name string) machine.Settings {

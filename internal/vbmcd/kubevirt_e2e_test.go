@@ -171,6 +171,18 @@ func createVMs(t *testing.T, kv *rest.RESTClient, vms ...*kubevirtv1.VirtualMach
 	}
 }
 
+// vmUUID is the firmware UUID of a VM created with createVMs: the one
+// KubeVirt's VM webhook gave it (a new VM gets a random one), by which
+// vbmcd serves it.
+func vmUUID(t *testing.T, kv *rest.RESTClient, vm *kubevirtv1.VirtualMachine) string {
+	t.Helper()
+	fw := getVM(t, kv, vm.Namespace, vm.Name).Spec.Template.Spec.Domain.Firmware
+	if fw == nil || fw.UUID == "" {
+		t.Fatalf("VirtualMachine %s has no firmware UUID after KubeVirt admitted it", vm.Name)
+	}
+	return string(fw.UUID)
+}
+
 // webConsoleProbe opens the web console's serial console of system id
 // (the page's WebSocket, after a Redfish session login, as the browser
 // does), has grub at its prompt print a word only its answer holds, and
@@ -258,9 +270,9 @@ func TestE2EKubeVirt(t *testing.T) {
 		t.Fatal(err)
 	}
 	createVMs(t, kv, vm, other)
-	id := kubevirt.FirmwareUUID(vm)
+	id := vmUUID(t, kv, vm)
 	port := freeUDPPort(t)
-	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil), func(c *Config) { c.IPMI, c.IPMIPortBase = true, port })
+	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil), func(c *Config) { c.IPMI, c.IPMIPortBase, c.WebConsole = true, port, true })
 	const user, pass = "admin", "e2e-pass"
 	serial := f.SerialLog(vm.Name)
 	waitMarker := func(marker string, before int) int {
@@ -287,7 +299,7 @@ func TestE2EKubeVirt(t *testing.T) {
 	if code, v := redfishGet(t, hc, url, "/redfish/v1/Systems"); code != http.StatusOK || v["Members@odata.count"] != float64(1) {
 		t.Fatalf("Systems: %d %v, want the one selected VM", code, v)
 	}
-	if code, _ := redfishGet(t, hc, url, "/redfish/v1/Systems/"+kubevirt.FirmwareUUID(other)); code != http.StatusNotFound {
+	if code, _ := redfishGet(t, hc, url, "/redfish/v1/Systems/"+vmUUID(t, kv, other)); code != http.StatusNotFound {
 		t.Fatalf("the unselected VM answers %d, want 404", code)
 	}
 	if code, v := redfishGet(t, hc, url, "/redfish/v1/Systems/lab.node-0"); code != http.StatusOK || v["UUID"] != id {
@@ -430,7 +442,7 @@ func TestE2EKubeVirtStartRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	createVMs(t, kv, vm, noACPI)
-	id := kubevirt.FirmwareUUID(vm)
+	id := vmUUID(t, kv, vm)
 	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil))
 	const user, pass = "admin", "e2e-pass"
 	serial := f.SerialLog(vm.Name)
@@ -472,7 +484,7 @@ func TestE2EKubeVirtStartRefused(t *testing.T) {
 
 	// KubeVirt refuses a soft reboot of a VM without ACPI (and no guest
 	// agent): GracefulRestart answers with KubeVirt's message.
-	nid := kubevirt.FirmwareUUID(noACPI)
+	nid := vmUUID(t, kv, noACPI)
 	sushy(t, url, user, pass, nid, "reset", "On")
 	waitPower(nid, "On")
 	r, err := send("POST", url+"/redfish/v1/Systems/"+nid+"/Actions/ComputerSystem.Reset", user, pass, `{"ResetType":"GracefulRestart"}`)
@@ -509,7 +521,7 @@ func TestE2EKubeVirtAPIServerRestart(t *testing.T) {
 	if err := kv.Post().Namespace(f.Namespace).Resource("virtualmachines").Body(vm).Do(context.Background()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	id := kubevirt.FirmwareUUID(vm)
+	id := vmUUID(t, kv, vm)
 	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil))
 	hc := redfishClient(t)
 	do := func(method, body string) (int, string, string) {
@@ -605,7 +617,7 @@ func TestE2EKubeVirtUEFI(t *testing.T) {
 	if err := kv.Post().Namespace(f.Namespace).Resource("virtualmachines").Body(vm).Do(context.Background()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	id := kubevirt.FirmwareUUID(vm)
+	id := vmUUID(t, kv, vm)
 	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil))
 	const user, pass = "admin", "e2e-pass"
 	if st := sushy(t, url, user, pass, id, "show"); st.Mode != "Legacy" {
@@ -637,5 +649,38 @@ func TestE2EKubeVirtUEFI(t *testing.T) {
 	}
 	if st := sushy(t, url, user, pass, id, "show"); st.Enabled != "Disabled" || st.Mode != "UEFI" {
 		t.Errorf("after the boot: %+v, want the Once spent and mode UEFI kept", st)
+	}
+}
+
+// TestE2EKubeVirtRBACConsole: vbmcd.yaml's Role without get on
+// virtualmachineinstances/console (the rule IPMI SOL and the web console
+// need): power still works, and the API server and virt-api refuse the
+// console, so SOL and the web console's serial console reach no prompt.
+// With the Role as shipped both work (TestE2EKubeVirt): the console verb is
+// needed, and RBAC is enforced on vbmcd.
+func TestE2EKubeVirtRBACConsole(t *testing.T) {
+	ipmitool := testenv.Command(t, "ipmitool")
+	f := kubevirttest.Start(t, "lab", "e2e-kvc-")
+	vm := kubevirtVM(t, f.Namespace, "rbac-0", map[string]string{"bmlab.io/bmc": "yes"})
+	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	createVMs(t, kv, vm)
+	id := vmUUID(t, kv, vm)
+	port := freeUDPPort(t)
+	kc := f.VBMCDKubeconfig(t, kubevirttest.WithoutVerb(t, "virtualmachineinstances/console", "get"))
+	url := kubevirtDaemon(t, f, kc, func(c *Config) { c.IPMI, c.IPMIPortBase, c.WebConsole = true, port, true })
+	sushy(t, url, "admin", "e2e-pass", id, "reset", "On")
+	if !testenv.WaitFor(bootTimeout, func() bool { return testenv.Count(f.SerialLog(vm.Name), testenv.DiskMarker) > 0 }) {
+		t.Fatal("the disk did not boot: power does not work under the Role")
+	}
+	if err := solProbe(t, ipmitool, port, "e2e-pass"); err == nil {
+		t.Error("IPMI SOL reached grub's prompt without get on virtualmachineinstances/console")
+	} else {
+		t.Logf("SOL without the console verb: %v", err)
+	}
+	if err := webConsoleProbe(t, url, "admin", "e2e-pass", id); err == nil {
+		t.Error("the web console reached grub's prompt without get on virtualmachineinstances/console")
 	}
 }

@@ -35,7 +35,7 @@ func TestE2EKubeVirtSecureBoot(t *testing.T) {
 	if err := kv.Post().Namespace(f.Namespace).Resource("virtualmachines").Body(vm).Do(context.Background()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	id := kubevirt.FirmwareUUID(vm)
+	id := vmUUID(t, kv, vm)
 	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil))
 	const user, pass = "admin", "e2e-pass"
 	serial := f.SerialLog(vm.Name)

@@ -1,7 +1,6 @@
 package kubevirttest
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -20,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/bmlab/bmlab/internal/kubevirt"
 	"github.com/bmlab/bmlab/internal/kubevirt/kubetest"
@@ -141,10 +139,16 @@ func (cp *controlPlane) start(t testing.TB, name, bin string, args ...string) {
 	})
 }
 
-// tail returns the last n lines of a file.
+// tail returns the last n lines of a KubeVirt log, without the lines its
+// certificate managers print on every TLS handshake.
 func tail(path string, n int) string {
 	b, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if !strings.Contains(l, `"pos":"cert-manager.go`) {
+			lines = append(lines, l)
+		}
+	}
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
@@ -153,24 +157,13 @@ func tail(path string, n int) string {
 // and webhooks given virt-api's port and the KubeVirt CA.
 func (cp *controlPlane) applyControlPlane(t testing.TB, api *kubetest.Server) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "internal", "kubevirt", "testdata", "kubevirt-control-plane.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	dc, err := dynamic.NewForConfig(api.RestConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := int64(cp.apiPort)
-	for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
-		var obj map[string]any
-		if err := yaml.Unmarshal(doc, &obj); err != nil {
-			t.Fatal(err)
-		}
-		if obj == nil {
-			continue
-		}
-		u := &unstructured.Unstructured{Object: obj}
+	for _, u := range manifestObjects(t, filepath.Join(testenv.RepoRoot(), "internal", "kubevirt", "testdata", "kubevirt-control-plane.yaml")) {
+		obj := u.Object
 		gvr, ok := kinds[u.GetKind()]
 		if !ok {
 			t.Fatalf("kubevirt-control-plane.yaml: kind %s unknown to the fixture", u.GetKind())
@@ -210,8 +203,8 @@ func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
 // createKubeVirtCR makes the KubeVirt CR "kubevirt" with the feature gates,
 // emulation (no /dev/kvm here: the fixture's domains run under TCG) and
-// phase Deployed, which virt-api and virt-controller wait for before they
-// take its configuration.
+// the status virt-operator would write (phase Deployed, which virt-api and
+// virt-controller wait for before they take its configuration).
 func (cp *controlPlane) createKubeVirtCR(t testing.TB, api *kubetest.Server, gates []string) {
 	t.Helper()
 	kv, err := kubevirt.NewRESTClient(api.RestConfig(), kubevirtv1.SchemeGroupVersion)
@@ -233,8 +226,12 @@ func (cp *controlPlane) createKubeVirtCR(t testing.TB, api *kubetest.Server, gat
 	if err := kv.Post().Namespace(KubeVirtNamespace).Resource("kubevirts").Body(cr).Do(ctx).Into(out); err != nil {
 		t.Fatalf("create the KubeVirt CR: %v", err)
 	}
+	// What virt-operator reports once it deployed KubeVirt, as far as
+	// virt-api and virt-controller read it: the phase, the version and the
+	// default architecture of new instances (the nodes' own).
 	out.Status.Phase = kubevirtv1.KubeVirtPhaseDeployed
 	out.Status.ObservedKubeVirtVersion, out.Status.TargetKubeVirtVersion = "v1.8.0", "v1.8.0"
+	out.Status.DefaultArchitecture = "amd64"
 	if err := kv.Put().Namespace(KubeVirtNamespace).Resource("kubevirts").Name(out.Name).SubResource("status").Body(out).Do(ctx).Error(); err != nil {
 		t.Fatalf("KubeVirt CR status: %v", err)
 	}

@@ -24,10 +24,12 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -104,7 +106,46 @@ func Start(t testing.TB, ns, prefix string, opts ...Option) *Fixture {
 		serial: testenv.QemuDir(t), imported: map[string]string{}}
 	f.startCDI(ctx)
 	f.node = startNode(ctx, t, f)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the cluster when the test failed:\n%s", f.state())
+		}
+	})
 	return f
+}
+
+// state describes the test namespace's VMs, instances, pods and
+// DataVolumes, for a failing test's log.
+func (f *Fixture) state() string {
+	var b strings.Builder
+	ctx := context.Background()
+	vms := &kubevirtv1.VirtualMachineList{}
+	if err := f.kv.Get().Namespace(f.Namespace).Resource("virtualmachines").Do(ctx).Into(vms); err == nil {
+		for _, vm := range vms.Items {
+			rs, _ := vm.RunStrategy()
+			fmt.Fprintf(&b, "VM %s: runStrategy %s, printableStatus %s, stateChangeRequests %v, conditions %v\n",
+				vm.Name, rs, vm.Status.PrintableStatus, vm.Status.StateChangeRequests, vm.Status.Conditions)
+		}
+	}
+	vmis := &kubevirtv1.VirtualMachineInstanceList{}
+	if err := f.kv.Get().Namespace(f.Namespace).Resource("virtualmachineinstances").Do(ctx).Into(vmis); err == nil {
+		for _, vmi := range vmis.Items {
+			fmt.Fprintf(&b, "VMI %s (%s): phase %s, node %q, deleting %v, conditions %v, volumes %v\n",
+				vmi.Name, vmi.UID, vmi.Status.Phase, vmi.Status.NodeName, vmi.DeletionTimestamp != nil, vmi.Status.Conditions, vmi.Status.VolumeStatus)
+		}
+	}
+	if pods, err := f.API.Clientset(f.t).CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, p := range pods.Items {
+			fmt.Fprintf(&b, "pod %s: phase %s, node %q, deleting %v, labels %v, nodeSelector %v, affinity %v\n", p.Name, p.Status.Phase, p.Spec.NodeName, p.DeletionTimestamp != nil, p.Labels, p.Spec.NodeSelector, p.Spec.Affinity)
+		}
+	}
+	dvs := &cdiv1.DataVolumeList{}
+	if err := f.cdi.Get().Namespace(f.Namespace).Resource("datavolumes").Do(ctx).Into(dvs); err == nil {
+		for _, dv := range dvs.Items {
+			fmt.Fprintf(&b, "DataVolume %s: phase %s, progress %s, restarts %d\n", dv.Name, dv.Status.Phase, dv.Status.Progress, dv.Status.RestartCount)
+		}
+	}
+	return b.String()
 }
 
 // SerialLog is the file that receives the serial console of every

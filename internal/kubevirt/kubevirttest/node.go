@@ -99,6 +99,26 @@ type domain struct {
 
 const fixtureNode = "fixture-node"
 
+// nodeLabels are the node's labels: the kubelet's, and those virt-handler's
+// node labeller sets that KubeVirt's launcher pods select on here (the
+// machine types this host's qemu runs; the CPU model is host-model, which
+// selects on no label).
+var nodeLabels = map[string]string{
+	"kubernetes.io/hostname": fixtureNode, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+	kubevirtv1.NodeSchedulable:                  "true",
+	kubevirtv1.SupportedMachineTypeLabel + "q35": "true",
+	kubevirtv1.SupportedMachineTypeLabel + "pc":  "true",
+}
+
+func podConditionIs(p *corev1.Pod, t corev1.PodConditionType, st corev1.ConditionStatus) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == t {
+			return c.Status == st
+		}
+	}
+	return false
+}
+
 func startNode(ctx context.Context, t testing.TB, f *Fixture) *node {
 	t.Helper()
 	n := &node{f: f, name: fixtureNode, cs: f.API.Clientset(t), lab: f.lab, queue: make(chan string, 4096), doms: map[string]*domain{}}
@@ -186,10 +206,8 @@ func (n *node) kickAll(any) {
 // register makes the Node and the virt-handler pod on it.
 func (n *node) register(ctx context.Context, t testing.TB) {
 	t.Helper()
-	nd := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: map[string]string{
-		"kubernetes.io/hostname": n.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-		kubevirtv1.NodeSchedulable: "true",
-	}, Annotations: map[string]string{kubevirtv1.VirtHandlerHeartbeat: heartbeatNow()}}}
+	nd := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: nodeLabels,
+		Annotations: map[string]string{kubevirtv1.VirtHandlerHeartbeat: heartbeatNow()}}}
 	created, err := n.cs.CoreV1().Nodes().Create(ctx, nd, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +264,6 @@ func runningStatus(p *corev1.Pod) {
 	p.Status.HostIP, p.Status.PodIP = "127.0.0.1", "127.0.0.1"
 	p.Status.HostIPs, p.Status.PodIPs = []corev1.HostIP{{IP: "127.0.0.1"}}, []corev1.PodIP{{IP: "127.0.0.1"}}
 	p.Status.StartTime = &now
-	p.Status.QOSClass = corev1.PodQOSBurstable
 	p.Status.Conditions = nil
 	for _, c := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
 		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: c, Status: corev1.ConditionTrue, LastTransitionTime: now})
@@ -404,10 +421,17 @@ func (n *node) kubelet(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstan
 		return n.removePod(ctx, p)
 	case p.Spec.NodeName == "":
 		for k, v := range p.Spec.NodeSelector {
-			if k != kubevirtv1.NodeSchedulable && k != "kubernetes.io/arch" && k != "kubernetes.io/os" && k != "kubernetes.io/hostname" {
-				return nil // unschedulable here: a label the node does not have
+			if nodeLabels[k] != v {
+				// Unschedulable: the node lacks a label the pod asks for.
+				if podConditionIs(p, corev1.PodScheduled, corev1.ConditionFalse) {
+					return nil
+				}
+				c := p.DeepCopy()
+				c.Status.Conditions = append(c.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+					Reason: corev1.PodReasonUnschedulable, Message: fmt.Sprintf("0/1 nodes are available: the node lacks label %s=%s", k, v), LastTransitionTime: metav1.Now()})
+				_, err := n.cs.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{})
+				return err
 			}
-			_ = v
 		}
 		return n.cs.CoreV1().Pods(p.Namespace).Bind(ctx, &corev1.Binding{
 			ObjectMeta: metav1.ObjectMeta{Name: p.Name, UID: p.UID},

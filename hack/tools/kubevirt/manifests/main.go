@@ -7,8 +7,10 @@
 //	kubevirt-manifests crds           every CustomResourceDefinition
 //	                                  (GenerateCurrentInstallStrategy's list)
 //	kubevirt-manifests control-plane  the service accounts and RBAC of
-//	                                  virt-api and virt-controller, the
-//	                                  cluster roles, virt-api's Service,
+//	                                  virt-api, virt-controller and
+//	                                  virt-handler (which the tests' node
+//	                                  fixture runs as), the cluster roles,
+//	                                  virt-api's Service,
 //	                                  APIService and webhook configurations,
 //	                                  in namespace "kubevirt"
 //
@@ -94,6 +96,7 @@ func controlPlane() error {
 	objs = append(objs, rbac.GetAllCluster()...)
 	objs = append(objs, rbac.GetAllApiServer(namespace)...)
 	objs = append(objs, rbac.GetAllController(namespace, true)...)
+	objs = append(objs, rbac.GetAllHandler(namespace)...)
 	objs = append(objs, components.NewApiServerService(namespace))
 	for _, a := range components.NewVirtAPIAPIServices(namespace) {
 		objs = append(objs, a)
