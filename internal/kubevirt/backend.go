@@ -588,7 +588,13 @@ func (b *Backend) lifecycle(ctx context.Context, vm *kubevirtv1.VirtualMachine, 
 		if err == nil || done != nil && done(err) {
 			return nil
 		}
-		if !apierrors.IsConflict(err) && !apierrors.IsInternalError(err) || !b.busy(name) {
+		// "stop/start already underway" is KubeVirt's answer to a state
+		// change request while an earlier one is not taken up yet
+		// (virt-api's lifecycle.go, getChangeRequestJson): it clears
+		// once the VM controller took that one up, which vbmcd's view of
+		// the VM may not show yet.
+		underway := apierrors.IsInternalError(err) && strings.Contains(err.Error(), "already underway")
+		if !underway && !(apierrors.IsConflict(err) && b.busy(name)) {
 			return apiError(action+" "+name, err)
 		}
 		b.log.Debug("KubeVirt is still carrying out an earlier request; waiting", zap.String("machine", name),
@@ -692,7 +698,9 @@ func (b *Backend) Stop(ctx context.Context, id string, force bool) error {
 		opts.GracePeriod = &zero
 	}
 	// KubeVirt refuses to stop an instance that ended: it stopped meanwhile.
-	stopped := func(err error) bool { return apierrors.IsConflict(err) && strings.Contains(err.Error(), "is not running") }
+	stopped := func(err error) bool {
+		return apierrors.IsConflict(err) && strings.Contains(err.Error(), "is not running")
+	}
 	err = b.lifecycle(ctx, vm, "virtualmachines", "stop", opts, stopped)
 	if err != nil || !force {
 		return err

@@ -184,7 +184,7 @@ func preparedKey(name string, slot machine.MediaSlot, src string) string {
 // that DataVolume. release deletes the DataVolume unless SetMedia took it;
 // a cancelled ctx (an eject) stops the import and deletes it.
 func (b *Backend) PrepareMedia(ctx context.Context, id string, slot machine.MediaSlot, src string) (release func(), err error) {
-	if err := b.mediaSupported(slot); err != nil {
+	if err := b.MediaSupported(slot); err != nil {
 		return nil, err
 	}
 	vm, _, m, err := b.current(id)
@@ -234,7 +234,9 @@ func (b *Backend) take(name string, slot machine.MediaSlot, src string) (string,
 	return p.dv, true
 }
 
-func (b *Backend) mediaSupported(slot machine.MediaSlot) error {
+// MediaSupported implements machine.MediaChecker: only the CD member, and
+// only with vbmcd's image server.
+func (b *Backend) MediaSupported(slot machine.MediaSlot) error {
 	if slot != machine.SlotCD {
 		return fmt.Errorf("%w: virtual media %s on KubeVirt: a USB stick would be a hot-plugged disk, and KubeVirt hot-plugs disks only on the scsi or virtio bus, never usb (its storage hot-plug admission); only the Cd member is mapped, to a CD-ROM on a DataVolume", machine.ErrUnsupported, slot)
 	}
@@ -261,7 +263,7 @@ func (b *Backend) SetMedia(ctx context.Context, id string, slot machine.MediaSlo
 	if src == "" {
 		return b.eject(ctx, vm)
 	}
-	if err := b.mediaSupported(slot); err != nil {
+	if err := b.MediaSupported(slot); err != nil {
 		return err
 	}
 	if _, ok := mediaOf(vm); ok {

@@ -323,6 +323,11 @@ func (s *Service) InsertMedia(_ context.Context, id string, slot MediaSlot, req 
 	if err := mediaTarget(m, slot); err != nil {
 		return nil, err
 	}
+	if mc, ok := s.be.(MediaChecker); ok {
+		if err := mc.MediaSupported(slot); err != nil {
+			return nil, err
+		}
+	}
 	md := s.mediaOf(m, slot)
 	if md.Inserted {
 		what := "holds " + redact(md.Image)
@@ -395,6 +400,13 @@ func (s *Service) endTask(t *Task, state TaskState, err error) {
 		s.log.Warn("virtual media insert failed", zap.String("machine", t.MachineName),
 			zap.String("slot", string(t.Slot)), zap.String("image", t.Image), zap.Error(err))
 	}
+}
+
+// MediaChecker is a Backend that takes virtual media in some members
+// only, or only when configured to: MediaSupported says why a member takes
+// none, and the insert is refused before the image is fetched.
+type MediaChecker interface {
+	MediaSupported(slot MediaSlot) error
 }
 
 // MediaPreparer is a Backend whose insert has a long first step that

@@ -152,8 +152,17 @@ func (f *Fixture) importDV(ctx context.Context, name string) (again time.Duratio
 		}
 	}
 	if fail != "" {
-		// The importer pod exits non-zero and is restarted: CDI keeps
-		// the phase and counts the restart.
+		// The importer pod exits non-zero and is restarted after the
+		// back-off: CDI keeps the phase and counts the restart.
+		f.mu.Lock()
+		next, ok := f.retryAt[name]
+		f.mu.Unlock()
+		if wait := time.Until(next); ok && wait > 0 {
+			return wait, nil
+		}
+		f.mu.Lock()
+		f.retryAt[name] = time.Now().Add(RetryEvery)
+		f.mu.Unlock()
 		c := dv.DeepCopy()
 		c.Status.RestartCount++
 		return RetryEvery, f.dvStatus(ctx, c, cdiv1.ImportInProgress, "N/A", fail)

@@ -83,7 +83,12 @@ func installKubeVirt(t testing.TB, api *kubetest.Server, gates []string) *contro
 	cp.applyControlPlane(t, api)
 	cp.createKubeVirtCR(t, api, gates)
 
-	f := func(name string) string { return filepath.Join(cp.dir, name) }
+	// The certificates in a directory of their own: virt-api's and
+	// virt-controller's certificate managers watch the directory and
+	// reload (and log) on every change in it, which the logs beside them
+	// would cause without end.
+	certs := t.TempDir()
+	f := func(name string) string { return filepath.Join(certs, name) }
 	loop := []net.IP{net.IPv4(127, 0, 0, 1)}
 	cp.ca.IssueFiles(t, kubetest.Leaf{CN: "virt-api", DNS: []string{"virt-api." + KubeVirtNamespace + ".svc"}, IPs: loop, Server: true},
 		f("virt-api.crt"), f("virt-api.key"))
@@ -134,9 +139,28 @@ func (cp *controlPlane) start(t testing.TB, name, bin string, args ...string) {
 		_ = c.Wait()
 		out.Close()
 		if t.Failed() {
-			t.Logf("%s's log ends (%s):\n%s", name, logPath, tail(logPath, 30))
+			t.Logf("%s's log ends (%s):\n%s\nits last errors and warnings:\n%s", name, logPath, tail(logPath, 15), problems(logPath, 25))
+		}
+		// BMLAB_KUBEVIRT_LOGS=DIR keeps the logs past the test.
+		if d := os.Getenv("BMLAB_KUBEVIRT_LOGS"); d != "" {
+			if b, err := os.ReadFile(logPath); err == nil {
+				_ = os.WriteFile(filepath.Join(d, strings.ReplaceAll(t.Name(), "/", "_")+"-"+name+".log"), b, 0o644)
+			}
 		}
 	})
+}
+
+// problems returns the last n error and warning lines of a KubeVirt log,
+// without the conflicts its controllers retry.
+func problems(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if (strings.Contains(l, `"level":"error"`) || strings.Contains(l, `"level":"warning"`)) && !strings.Contains(l, "the object has been modified") {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // tail returns the last n lines of a KubeVirt log, without the lines its
@@ -218,6 +242,7 @@ func (cp *controlPlane) createKubeVirtCR(t testing.TB, api *kubetest.Server, gat
 			DeveloperConfiguration: &kubevirtv1.DeveloperConfiguration{
 				UseEmulation: true,
 				FeatureGates: append(append([]string{}, baseGates...), gates...),
+				LogVerbosity: logVerbosity(),
 			},
 		}},
 	}
@@ -235,6 +260,17 @@ func (cp *controlPlane) createKubeVirtCR(t testing.TB, api *kubetest.Server, gat
 	if err := kv.Put().Namespace(KubeVirtNamespace).Resource("kubevirts").Name(out.Name).SubResource("status").Body(out).Do(ctx).Error(); err != nil {
 		t.Fatalf("KubeVirt CR status: %v", err)
 	}
+}
+
+// logVerbosity is BMLAB_KUBEVIRT_VERBOSITY (virt-api's and
+// virt-controller's log level, for debugging a test), else KubeVirt's
+// default.
+func logVerbosity() *kubevirtv1.LogVerbosity {
+	v, err := strconv.Atoi(os.Getenv("BMLAB_KUBEVIRT_VERBOSITY"))
+	if err != nil {
+		return nil
+	}
+	return &kubevirtv1.LogVerbosity{VirtAPI: uint(v), VirtController: uint(v)}
 }
 
 // waitReady waits until kube-apiserver reports the APIService available

@@ -116,6 +116,7 @@ func (f *Fixture) VBMCDKubeconfig(t testing.TB, edit func(rules []any) []any) st
 func WithoutVerb(t testing.TB, resource, verb string) func([]any) []any {
 	return func(rules []any) []any {
 		found := false
+		var out []any
 		for _, r := range rules {
 			rule := r.(map[string]any)
 			res, _, _ := unstructured.NestedStringSlice(rule, "resources")
@@ -137,10 +138,15 @@ func WithoutVerb(t testing.TB, resource, verb string) func([]any) []any {
 			}
 			rule["verbs"] = kept
 		}
+		for _, r := range rules {
+			if v, _, _ := unstructured.NestedSlice(r.(map[string]any), "verbs"); len(v) > 0 {
+				out = append(out, r) // a rule left without verbs goes
+			}
+		}
 		if !found {
 			t.Fatalf("vbmcd.yaml's Role has no rule giving %s on %s", verb, resource)
 		}
-		return rules
+		return out
 	}
 }
 

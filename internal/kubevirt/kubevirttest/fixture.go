@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -62,7 +63,8 @@ type Fixture struct {
 	dvs    cache.SharedIndexInformer
 
 	mu          sync.Mutex
-	imported    map[string]string // DataVolume name → the file holding its data
+	imported    map[string]string    // DataVolume name → the file holding its data
+	retryAt     map[string]time.Time // DataVolume name → when its failed importer runs again
 	failImports string
 	holdImports bool
 }
@@ -103,7 +105,7 @@ func Start(t testing.TB, ns, prefix string, opts ...Option) *Fixture {
 		t.Fatal(err)
 	}
 	f := &Fixture{API: api, Namespace: ns, Kubeconfig: api.Kubeconfig, t: t, lab: lab, cp: cp, kv: kv, cdi: cdi, prefix: prefix,
-		serial: testenv.QemuDir(t), imported: map[string]string{}}
+		serial: testenv.QemuDir(t), imported: map[string]string{}, retryAt: map[string]time.Time{}}
 	f.startCDI(ctx)
 	f.node = startNode(ctx, t, f)
 	t.Cleanup(func() {
@@ -130,13 +132,32 @@ func (f *Fixture) state() string {
 	vmis := &kubevirtv1.VirtualMachineInstanceList{}
 	if err := f.kv.Get().Namespace(f.Namespace).Resource("virtualmachineinstances").Do(ctx).Into(vmis); err == nil {
 		for _, vmi := range vmis.Items {
-			fmt.Fprintf(&b, "VMI %s (%s): phase %s, node %q, deleting %v, conditions %v, volumes %v\n",
-				vmi.Name, vmi.UID, vmi.Status.Phase, vmi.Status.NodeName, vmi.DeletionTimestamp != nil, vmi.Status.Conditions, vmi.Status.VolumeStatus)
+			var vols []string
+			for _, v := range vmi.Spec.Volumes {
+				vols = append(vols, v.Name)
+			}
+			fmt.Fprintf(&b, "VMI %s (%s): phase %s, node %q, deleting %v, conditions %v, spec volumes %v, volume status %v\n",
+				vmi.Name, vmi.UID, vmi.Status.Phase, vmi.Status.NodeName, vmi.DeletionTimestamp != nil, vmi.Status.Conditions, vols, vmi.Status.VolumeStatus)
 		}
 	}
 	if pods, err := f.API.Clientset(f.t).CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{}); err == nil {
 		for _, p := range pods.Items {
-			fmt.Fprintf(&b, "pod %s: phase %s, node %q, deleting %v, labels %v, nodeSelector %v, affinity %v\n", p.Name, p.Status.Phase, p.Spec.NodeName, p.DeletionTimestamp != nil, p.Labels, p.Spec.NodeSelector, p.Spec.Affinity)
+			var vols, ready []string
+			for _, v := range p.Spec.Volumes {
+				vols = append(vols, v.Name)
+			}
+			for _, c := range p.Status.ContainerStatuses {
+				ready = append(ready, fmt.Sprintf("%s:%v", c.Name, c.Ready))
+			}
+			fmt.Fprintf(&b, "pod %s: phase %s, node %q, deleting %v, labels %v, volumes %v, containers ready %v\n",
+				p.Name, p.Status.Phase, p.Spec.NodeName, p.DeletionTimestamp != nil, p.Labels, vols, ready)
+		}
+	}
+	if evs, err := f.API.Clientset(f.t).CoreV1().Events(f.Namespace).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, e := range evs.Items {
+			if e.Type != corev1.EventTypeNormal || strings.Contains(e.Reason, "Fail") {
+				fmt.Fprintf(&b, "event %s %s/%s: %s %s (x%d)\n", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message, e.Count)
+			}
 		}
 	}
 	dvs := &cdiv1.DataVolumeList{}

@@ -105,7 +105,7 @@ const fixtureNode = "fixture-node"
 // selects on no label).
 var nodeLabels = map[string]string{
 	"kubernetes.io/hostname": fixtureNode, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-	kubevirtv1.NodeSchedulable:                  "true",
+	kubevirtv1.NodeSchedulable:                   "true",
 	kubevirtv1.SupportedMachineTypeLabel + "q35": "true",
 	kubevirtv1.SupportedMachineTypeLabel + "pc":  "true",
 }
@@ -513,7 +513,7 @@ func (n *node) handler(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstan
 
 // setPhase writes an instance's phase as virt-handler does (an update of
 // the whole instance: its CRD has no status subresource), with the phase
-// transition time and, for Running, the machine type.
+// transition time and, for Running, the machine type and SELinux context.
 func (n *node) setPhase(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, phase kubevirtv1.VirtualMachineInstancePhase) error {
 	return n.updateVMI(ctx, vmi, func(c *kubevirtv1.VirtualMachineInstance) {
 		if c.Status.Phase == phase {
@@ -522,6 +522,11 @@ func (n *node) setPhase(ctx context.Context, vmi *kubevirtv1.VirtualMachineInsta
 		c.Status.Phase = phase
 		c.Status.PhaseTransitionTimestamps = append(c.Status.PhaseTransitionTimestamps,
 			kubevirtv1.VirtualMachineInstancePhaseTransitionTimestamp{Phase: phase, PhaseTransitionTimestamp: metav1.Now()})
+		if phase == kubevirtv1.Running && c.Status.SelinuxContext == "" {
+			// What virt-handler reports on a node without SELinux;
+			// virt-controller's hot-plug attachment pods need it.
+			c.Status.SelinuxContext = "none"
+		}
 		if phase == kubevirtv1.Running && c.Status.Machine == nil {
 			mt := "q35"
 			if m := c.Spec.Domain.Machine; m != nil && m.Type != "" {
@@ -666,8 +671,10 @@ func (n *node) runDomain(ctx context.Context, vmi *kubevirtv1.VirtualMachineInst
 // hotplug plays virt-handler's part of a hot-plugged CD: once
 // virt-controller reports the volume attached to the node (its attachment
 // pod runs), the file behind it goes into the running domain's CD-ROM and
-// the volume is reported Ready; a CD-ROM whose volume left the spec is
-// emptied and its volume's status removed.
+// the volume is reported Ready with its target, as virt-handler reports a
+// volume it attached; a CD-ROM whose volume left the spec is emptied and
+// its volume reported UnMountedFromPod (virt-controller then deletes the
+// attachment pod and drops the status).
 func (n *node) hotplug(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, d *domain) error {
 	vols := map[string]kubevirtv1.Volume{}
 	for _, v := range vmi.Spec.Volumes {
@@ -677,18 +684,18 @@ func (n *node) hotplug(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstan
 	for _, s := range vmi.Status.VolumeStatus {
 		status[s.Name] = s
 	}
-	ready := map[string]string{} // volume → target, newly in the CD
-	gone := []string{}
-	for _, disk := range vmi.Spec.Domain.Devices.Disks {
+	ready := map[string]string{} // volume → its target, now in the CD
+	gone := map[string]bool{}    // volumes taken out of the CD
+	for i, disk := range vmi.Spec.Domain.Devices.Disks {
 		if disk.CDRom == nil {
 			continue
 		}
 		v, has := vols[disk.Name]
+		st, hasStatus := status[disk.Name]
 		in := d.cd[disk.Name]
 		switch {
 		case has && (v.DataVolume != nil || v.PersistentVolumeClaim != nil):
-			st, ok := status[disk.Name]
-			if !ok || st.HotplugVolume == nil || (st.Phase != kubevirtv1.HotplugVolumeAttachedToNode && st.Phase != kubevirtv1.VolumeReady) {
+			if !hasStatus || st.HotplugVolume == nil || (st.Phase != kubevirtv1.HotplugVolumeAttachedToNode && st.Phase != kubevirtv1.VolumeReady) {
 				continue // not attached to the node yet (or not hot-plugged)
 			}
 			p, err := n.volumeFile(v)
@@ -704,16 +711,18 @@ func (n *node) hotplug(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstan
 				n.mu.Unlock()
 			}
 			if st.Phase != kubevirtv1.VolumeReady {
-				ready[disk.Name] = "sd" + strconv.Itoa(len(ready))
+				ready[disk.Name] = fmt.Sprintf("sd%c", 'a'+i)
 			}
-		case !has && in != "":
-			if err := n.lab.Backend.SetMedia(ctx, d.uuid, machine.SlotCD, ""); err != nil {
-				return fmt.Errorf("eject the CD of %s: %w", d.name, err)
+		case !has && hasStatus && st.HotplugVolume != nil && (st.Phase == kubevirtv1.VolumeReady || st.Phase == kubevirtv1.HotplugVolumeMounted):
+			if in != "" {
+				if err := n.lab.Backend.SetMedia(ctx, d.uuid, machine.SlotCD, ""); err != nil {
+					return fmt.Errorf("eject the CD of %s: %w", d.name, err)
+				}
+				n.mu.Lock()
+				d.cd[disk.Name] = ""
+				n.mu.Unlock()
 			}
-			n.mu.Lock()
-			d.cd[disk.Name] = ""
-			n.mu.Unlock()
-			gone = append(gone, disk.Name)
+			gone[disk.Name] = true
 		}
 	}
 	if len(ready) == 0 && len(gone) == 0 {
@@ -722,14 +731,15 @@ func (n *node) hotplug(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstan
 	return n.updateVMI(ctx, vmi, func(c *kubevirtv1.VirtualMachineInstance) {
 		for i := range c.Status.VolumeStatus {
 			s := &c.Status.VolumeStatus[i]
-			if _, ok := ready[s.Name]; ok {
-				s.Phase, s.Reason = kubevirtv1.VolumeReady, "VolumeReady"
+			if target, ok := ready[s.Name]; ok {
+				s.Phase, s.Reason, s.Target = kubevirtv1.VolumeReady, "VolumeReady", target
 				s.Message = fmt.Sprintf("Successfully attach hotplugged volume %s to VM", s.Name)
 			}
+			if gone[s.Name] {
+				s.Phase, s.Reason, s.Target = kubevirtv1.HotplugVolumeUnMounted, "VolumeUnMountedFromPod", ""
+				s.Message = fmt.Sprintf("Volume %s has been unmounted from virt-launcher pod", s.Name)
+			}
 		}
-		c.Status.VolumeStatus = slices.DeleteFunc(c.Status.VolumeStatus, func(s kubevirtv1.VolumeStatus) bool {
-			return slices.Contains(gone, s.Name)
-		})
 	})
 }
 
