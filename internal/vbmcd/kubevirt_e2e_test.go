@@ -31,7 +31,7 @@ import (
 // marker ISO and a disk with the disk marker (hostDisk volumes, which the
 // fixture gives its libvirt domain), the disk first in its own boot order,
 // halted.
-func kubevirtVM(t *testing.T, ns, name string, labels map[string]string) *kubevirtv1.VirtualMachine {
+func kubevirtVM(t testing.TB, ns, name string, labels map[string]string) *kubevirtv1.VirtualMachine {
 	disk := testenv.QemuDir(t) + "/disk.img"
 	testenv.CopyFile(t, testenv.MarkerDisk(t), disk)
 	one := uint(1)
