@@ -165,7 +165,6 @@ func (b *Backend) HotplugCD() bool { return b.hotplugCD.Load() }
 // has not attached yet (PrepareMedia).
 type preparedImport struct {
 	dv       string
-	hotplug  bool
 	consumed bool
 }
 

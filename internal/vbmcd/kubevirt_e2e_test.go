@@ -344,7 +344,7 @@ func TestE2EKubeVirt(t *testing.T) {
 
 	// On again: the disk boots (no override left).
 	sushy(t, url, user, pass, id, "reset", "On")
-	disk := waitMarker(testenv.DiskMarker, 0)
+	waitMarker(testenv.DiskMarker, 0)
 	if c := testenv.Count(serial, testenv.Marker); c != cd {
 		t.Fatalf("the CD booted again after a spent Once override")
 	}
@@ -374,7 +374,7 @@ func TestE2EKubeVirt(t *testing.T) {
 	// ForceRestart: KubeVirt's reset subresource, a warm reset of the
 	// same instance.
 	instance := vmiUID()
-	disk = testenv.Count(serial, testenv.DiskMarker)
+	disk := testenv.Count(serial, testenv.DiskMarker)
 	sushy(t, url, user, pass, id, "reset", "ForceRestart")
 	disk = waitMarker(testenv.DiskMarker, disk)
 	if uid := vmiUID(); uid != instance {

@@ -483,8 +483,7 @@ func (n *node) handler(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstan
 		if vmi.DeletionTimestamp != nil {
 			return n.setPhase(ctx, vmi, kubevirtv1.Succeeded)
 		}
-		var err error
-		if d, err = n.runDomain(ctx, vmi); err != nil {
+		if _, err := n.runDomain(ctx, vmi); err != nil {
 			return err
 		}
 		return n.setPhase(ctx, vmi, kubevirtv1.Running)
