@@ -426,13 +426,16 @@ func TestE2EKubeVirt(t *testing.T) {
 // on once the node removed the pod. A refusal that does not clear on its
 // own is the system's Redfish error: KubeVirt refuses the soft reboot of a
 // VM without ACPI, and GracefulRestart answers with KubeVirt's message
-// (at once, or as the system's power fault).
+// (at once, or as the system's power fault). GracefulShutdown of that VM
+// ends when KubeVirt kills it after its grace period.
 func TestE2EKubeVirtStartRefused(t *testing.T) {
 	f := kubevirttest.Start(t, "lab", "e2e-kvs-")
 	vm := kubevirtVM(t, f.Namespace, "refused-0", map[string]string{"bmlab.io/bmc": "yes"})
 	noACPI := kubevirtVM(t, f.Namespace, "noacpi-0", map[string]string{"bmlab.io/bmc": "yes"})
 	off := false
 	noACPI.Spec.Template.Spec.Domain.Features = &kubevirtv1.Features{ACPI: kubevirtv1.FeatureState{Enabled: &off}}
+	grace := int64(3)
+	noACPI.Spec.Template.Spec.TerminationGracePeriodSeconds = &grace
 	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
 	if err != nil {
 		t.Fatal(err)
@@ -503,6 +506,13 @@ func TestE2EKubeVirtStartRefused(t *testing.T) {
 			t.Fatalf("GracefulRestart without ACPI: %d %s, status %v; want KubeVirt's refusal (%s)", r.Code, r.Body, v["Status"], why)
 		}
 	}
+
+	// GracefulShutdown of a guest that cannot take the ACPI request:
+	// KubeVirt kills the instance when its grace period (3 s here) ends.
+	began := time.Now()
+	sushy(t, url, user, pass, nid, "reset", "GracefulShutdown")
+	waitPower(nid, "Off")
+	t.Logf("GracefulShutdown without ACPI: Off after %s (grace period 3 s)", time.Since(began).Round(100*time.Millisecond))
 }
 
 // TestE2EKubeVirtAPIServerRestart: kube-apiserver crashes (SIGKILL) and comes back
