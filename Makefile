@@ -18,8 +18,7 @@ unit:
 
 # go vet, then staticcheck (pinned; hack/staticcheck.sh builds it once per machine into the tool cache).
 lint:
-	$(GO) vet ./...
-	bash hack/staticcheck.sh
+	bash hack/lint.sh
 
 demo:
 	bash hack/demo.sh

@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 mode=${1:?usage: lab-bench.sh ipi|hybrid|agent [ROUNDS]}
 rounds=${2:-5}
 go build -o bin/ ./cmd/...
-go build -o _out/tools/fake-installer/openshift-install ./internal/upi/upitest/fakeinstaller
+go build -o _out/tools/fake-installer/openshift-install ./internal/installertest/fakeinstaller
 dir=$(mktemp -d /tmp/bmlab-lab-bench-XXXX)
 chmod 755 "$dir"
 args=(-f "$dir/lab.yaml" --netns labci --profile tiny)

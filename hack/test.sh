@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (`make test`): installs what the tests need,
-# starts libvirtd, builds the marker images, then runs every test, unit and
-# integration, against the real libvirtd, qemu and clients.
+# starts libvirtd, builds the marker images, runs make lint (go vet,
+# staticcheck) and the pure-logic tests under the race detector, then every
+# test, unit and integration, against the real libvirtd, qemu and clients.
 #
 # Under CI=true a missing prerequisite fails the test that needs it instead
 # of skipping it. Extra arguments go to `go test` (e.g. -run TestE2E).
@@ -32,7 +33,15 @@ bash hack/build-kube.sh
 bash hack/check-generated.sh
 
 go build ./...
-go vet ./...
+# make lint (go vet, staticcheck), then the pure-logic tests under the race
+# detector (make unit), then every test. With arguments (one test, say) only
+# that last run, after go vet.
+if [ $# -eq 0 ]; then
+  bash hack/lint.sh
+  go test -short -race -count=1 ./...
+else
+  go vet ./...
+fi
 # One package at a time: the VM tests boot qemu under TCG and time real
 # protocol exchanges; on a 2-core machine, packages in parallel starve each
 # other. The whole run takes a few minutes.

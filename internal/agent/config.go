@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/netaddr"
 )
 
 // FileName is the name the installer reads beside install-config.yaml.
@@ -103,19 +104,18 @@ const NICName = "enp1s0"
 
 // Cluster is what Generate needs, from the lab plan.
 type Cluster struct {
-	Name           string
-	RendezvousIP   netip.Addr
-	MachineNetwork netip.Prefix
-	// StaticIPs writes each host's address, Gateway its default route and
+	Name         string
+	RendezvousIP netip.Addr
+	// Family is the machine network's first family: each host's static
+	// address is in MachineNetwork, HostAddress its default route and
 	// resolver.
+	netaddr.Family
+	// StaticIPs writes each host's address, route and resolver.
 	StaticIPs bool
-	Gateway   netip.Addr
-	// SecondaryNetwork and SecondaryGateway are a dual-stack lab's IPv6
-	// family (invalid for a single stack); an IPv6-only lab has IPv6 in
-	// MachineNetwork and Gateway.
-	SecondaryNetwork netip.Prefix
-	SecondaryGateway netip.Addr
-	Hosts            []HostSpec
+	// Secondary is a dual-stack lab's IPv6 family (the zero Family for a
+	// single stack); an IPv6-only lab has IPv6 in Family.
+	Secondary netaddr.Family
+	Hosts     []HostSpec
 }
 
 // HostSpec is one node of the plan.
@@ -167,8 +167,8 @@ func staticConfig(c Cluster, h HostSpec) *NetworkConfig {
 		nc.DNSResolver.Config.Server = append(nc.DNSResolver.Config.Server, gw.String())
 		nc.Routes.Config = append(nc.Routes.Config, NMRoute{Destination: dst, NextHopAddress: gw.String(), NextHopInterface: NICName})
 	}
-	add(h.IP, c.MachineNetwork, c.Gateway)
-	add(h.SecondaryIP, c.SecondaryNetwork, c.SecondaryGateway)
+	add(h.IP, c.MachineNetwork, c.HostAddress)
+	add(h.SecondaryIP, c.Secondary.MachineNetwork, c.Secondary.HostAddress)
 	nc.Interfaces = []NMInterface{nic}
 	return nc
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/bmlab/bmlab/internal/agent"
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labconfig"
+	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
@@ -49,7 +50,7 @@ func TestTopologiesGolden(t *testing.T) {
 			if bm := ic.Platform.BareMetal; bm != nil {
 				bm.ProvisioningNetwork = ipi.ProvisioningDisabled
 			}
-			ranges := []ipi.AddrRange{p.Cluster.DHCPRange}
+			ranges := []netaddr.Range{p.Cluster.DHCPRange}
 			if f := p.Cluster.Secondary; f != nil {
 				ranges = append(ranges, f.DHCPRange)
 			}
@@ -89,8 +90,9 @@ func TestTopologiesGolden(t *testing.T) {
 // TestValidate: the installer's agent-config rules, each failing alone.
 func TestValidate(t *testing.T) {
 	base := func() *agent.Config {
-		return agent.Generate(agent.Cluster{Name: "x", RendezvousIP: mustAddr("10.0.0.20"), MachineNetwork: mustPrefix("10.0.0.0/24"),
-			StaticIPs: true, Gateway: mustAddr("10.0.0.1"), Hosts: []agent.HostSpec{
+		return agent.Generate(agent.Cluster{Name: "x", RendezvousIP: mustAddr("10.0.0.20"),
+			Family:    netaddr.Family{MachineNetwork: mustPrefix("10.0.0.0/24"), HostAddress: mustAddr("10.0.0.1")},
+			StaticIPs: true, Hosts: []agent.HostSpec{
 				{Name: "m0", Role: "master", MAC: "52:54:00:00:00:01", IP: mustAddr("10.0.0.20")},
 				{Name: "w0", Role: "worker", MAC: "52:54:00:00:00:02", IP: mustAddr("10.0.0.21")}}})
 	}

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/bmlab/bmlab/internal/netaddr"
 )
 
 // Networks every lab uses; the installer's defaults, written out so the
@@ -49,33 +51,28 @@ func ClusterNetworking(machine ...netip.Prefix) Networking {
 // node's disks unless told otherwise.
 const DefaultRootDevice = "/dev/vda"
 
-// BMC kinds, as the schemes of install-config's bmc.address spell them.
+// BMC kinds, as the schemes of install-config's bmc.address spell them
+// (and the lab file's cluster.bmc.kind).
 const (
+	// BMCRedfishVirtualMedia boots the discovery and install images from
+	// virtual media; the only kind that works with a Disabled provisioning
+	// network.
 	BMCRedfishVirtualMedia = "redfish-virtualmedia"
-	BMCRedfish             = "redfish"
-	BMCIPMI                = "ipmi"
+	// BMCRedfish is Redfish power and boot control with PXE on the
+	// provisioning network.
+	BMCRedfish = "redfish"
+	// BMCIPMI is IPMI lanplus, one UDP port per node, with PXE on the
+	// provisioning network.
+	BMCIPMI = "ipmi"
 )
 
 // Provisioning network modes, as platform.baremetal.provisioningNetwork
-// spells them.
+// spells them (and the lab file's network.provisioningNetwork).
 const (
 	ProvisioningManaged   = "Managed"
 	ProvisioningUnmanaged = "Unmanaged"
 	ProvisioningDisabled  = "Disabled"
 )
-
-// AddrRange is an inclusive range of addresses (a DHCP range).
-type AddrRange struct {
-	Start netip.Addr `json:"start"`
-	End   netip.Addr `json:"end"`
-}
-
-// Contains reports whether a is in the range; the zero range holds nothing.
-func (r AddrRange) Contains(a netip.Addr) bool {
-	return r.Start.IsValid() && a.Compare(r.Start) >= 0 && a.Compare(r.End) <= 0
-}
-
-func (r AddrRange) String() string { return r.Start.String() + "-" + r.End.String() }
 
 // Node is what the labctl pipeline knows about one VM once its domain is
 // defined.
@@ -139,14 +136,12 @@ func BMCAddress(b BMCEndpoint, uuid string, ipmiPort int) (string, error) {
 type Cluster struct {
 	Name       string
 	BaseDomain string
-	// MachineNetwork is the nodes' subnet; DHCPRange the part of it DHCP
-	// hands out (the VIPs must stay outside it).
-	MachineNetwork netip.Prefix
-	DHCPRange      AddrRange
-	APIVIP         netip.Addr
-	IngressVIP     netip.Addr
-	Masters        int
-	Workers        int
+	// Family is the machine network's (first) address family: the nodes'
+	// subnet, the part of it DHCP hands out (the VIPs must stay outside
+	// it) and the VIPs.
+	netaddr.Family
+	Masters int
+	Workers int
 	// ProvisioningNetwork is Managed, Unmanaged or Disabled; the CIDR and
 	// bridge only matter when it is not Disabled.
 	ProvisioningNetwork     string
@@ -174,15 +169,7 @@ type Cluster struct {
 	// Secondary is a dual-stack cluster's second family (IPv6 after the
 	// IPv4 above); the zero Family for a single stack. An IPv6-only
 	// cluster has IPv6 above.
-	Secondary Family
-}
-
-// Family is one address family's machine network, DHCP range and VIPs.
-type Family struct {
-	MachineNetwork netip.Prefix
-	DHCPRange      AddrRange
-	APIVIP         netip.Addr
-	IngressVIP     netip.Addr
+	Secondary netaddr.Family
 }
 
 // Generate builds the install-config for the lab's cluster and nodes. It

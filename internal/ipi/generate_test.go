@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmlab/bmlab/internal/netaddr"
 )
 
 // testPullSecret and testSSHKey are well-formed and worthless.
@@ -21,9 +23,11 @@ const (
 func seed() Cluster {
 	return Cluster{
 		Name: "seed", BaseDomain: "bmlab.test",
-		MachineNetwork: netip.MustParsePrefix("192.168.111.0/24"),
-		DHCPRange:      AddrRange{Start: netip.MustParseAddr("192.168.111.20"), End: netip.MustParseAddr("192.168.111.60")},
-		APIVIP:         netip.MustParseAddr("192.168.111.5"), IngressVIP: netip.MustParseAddr("192.168.111.4"),
+		Family: netaddr.Family{
+			MachineNetwork: netip.MustParsePrefix("192.168.111.0/24"),
+			DHCPRange:      netaddr.Range{Start: netip.MustParseAddr("192.168.111.20"), End: netip.MustParseAddr("192.168.111.60")},
+			APIVIP:         netip.MustParseAddr("192.168.111.5"), IngressVIP: netip.MustParseAddr("192.168.111.4"),
+		},
 		Masters: 3, Workers: 2, ProvisioningNetwork: ProvisioningDisabled, ExternalBridge: "baremetal",
 		BMCUsername: "admin", BMCPassword: "password", BMCInsecure: true,
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labconfig"
+	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
@@ -47,7 +48,7 @@ func TestGenerateGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Generate: %v", err)
 			}
-			ranges := []ipi.AddrRange{p.Cluster.DHCPRange}
+			ranges := []netaddr.Range{p.Cluster.DHCPRange}
 			if f := p.Cluster.Secondary; f != nil {
 				ranges = append(ranges, f.DHCPRange)
 			}

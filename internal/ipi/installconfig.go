@@ -6,20 +6,24 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
-	"sigs.k8s.io/yaml"
-	yamlv3 "sigs.k8s.io/yaml/goyaml.v3"
+	yamlv3 "go.yaml.in/yaml/v3"
+
+	"github.com/bmlab/bmlab/internal/yamljson"
 )
 
 // FileName is the name the installer reads in its asset directory.
 const FileName = "install-config.yaml"
 
-// Host roles and boot modes, as install-config spells them.
+// Machine roles, as install-config spells them (bootstrap: the
+// installer's temporary control plane, whose ignition is bootstrap.ign, in
+// no install-config), and boot modes. The lab file, the plan and the
+// hybrid flow speak of roles in these words.
 const (
-	RoleMaster  = "master"
-	RoleWorker  = "worker"
-	RoleArbiter = "arbiter"
+	RoleBootstrap = "bootstrap"
+	RoleMaster    = "master"
+	RoleWorker    = "worker"
+	RoleArbiter   = "arbiter"
 
 	BootModeUEFI           = "UEFI"
 	BootModeUEFISecureBoot = "UEFISecureBoot"
@@ -202,8 +206,8 @@ func blockStyle(n *yamlv3.Node) {
 // this package does not know would be dropped by a Write.
 func Parse(data []byte) (*InstallConfig, error) {
 	ic := &InstallConfig{}
-	if err := yaml.UnmarshalStrict(data, ic); err != nil {
-		msg := strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: ")
+	if err := yamljson.UnmarshalStrict(data, ic); err != nil {
+		msg := err.Error()
 		return nil, fmt.Errorf("not an install-config this lab writes: %s", msg)
 	}
 	return ic, nil

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/bmlab/bmlab/internal/netaddr"
 )
 
 // The rules below restate the OpenShift installer's (openshift/installer,
@@ -105,7 +107,7 @@ func (c *checker) unsupported(field string, value any, supported ...string) {
 // Validate returns every problem the installer would report for ic, and
 // the lab's own: dhcpRanges (zero ones unchecked) are the machine
 // networks' DHCP ranges, one per family, which the VIPs must stay out of.
-func Validate(ic *InstallConfig, dhcpRanges ...AddrRange) ErrorList {
+func Validate(ic *InstallConfig, dhcpRanges ...netaddr.Range) ErrorList {
 	c := &checker{}
 	if ic.APIVersion != "v1" {
 		// pkg/types/validation/installconfig.go: nothing else is checked.
@@ -351,7 +353,7 @@ func (c *checker) notOVN(field string, p netip.Prefix, networkType string) {
 // vips: pkg/types/validation/installconfig.go (validateAPIAndIngressVIPs,
 // ValidateIPinMachineCIDR), for one VIP of each; plus the lab's rule that
 // a VIP outside the DHCP range cannot be leased to a node.
-func (c *checker) vips(bm *BareMetal, machine []netip.Prefix, dhcp []AddrRange) {
+func (c *checker) vips(bm *BareMetal, machine []netip.Prefix, dhcp []netaddr.Range) {
 	const api, ingress = "platform.baremetal.apiVIPs", "platform.baremetal.ingressVIPs"
 	var cidrs []string
 	for _, p := range machine {
@@ -373,7 +375,7 @@ func (c *checker) vips(bm *BareMetal, machine []netip.Prefix, dhcp []AddrRange) 
 			}
 			if err != nil || !slices.ContainsFunc(machine, func(p netip.Prefix) bool { return p.Contains(a) }) {
 				c.invalid(field, v, "IP expected to be in one of the machine networks: "+strings.Join(cidrs, ","))
-			} else if i := slices.IndexFunc(dhcp, func(r AddrRange) bool { return r.Contains(a) }); i >= 0 { // lab
+			} else if i := slices.IndexFunc(dhcp, func(r netaddr.Range) bool { return r.Contains(a) }); i >= 0 { // lab
 				c.invalid(field, v, fmt.Sprintf("IP is inside the machine network's DHCP range %s, where a node could lease it", dhcp[i]))
 			}
 		}

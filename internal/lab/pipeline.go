@@ -49,43 +49,23 @@ type Env struct {
 	StartStopped bool
 }
 
-// nothingToDelete marks actions that create nothing on the host; Down
+// NothingToDelete marks actions that create nothing on the platform; Down
 // does not list them.
-type nothingToDelete interface{ createsNothing() }
+type NothingToDelete interface{ CreatesNothing() }
 
-// conditional marks actions that have nothing to do for some plans (the
+// Conditional marks actions that have nothing to do for some plans (the
 // hosts step, for a lab on one host); Up and Down leave them out there.
-type conditional interface{ applies(p *plan.Plan) bool }
+type Conditional interface{ Applies(p *plan.Plan) bool }
 
 func skipped(a Action, p *plan.Plan) bool {
-	c, ok := a.(conditional)
-	return ok && !c.applies(p)
+	c, ok := a.(Conditional)
+	return ok && !c.Applies(p)
 }
 
 // ErrStop, returned (wrapped) by an Ensure, ends Up early without an
 // error: the action is not done, its message is shown, and `labctl up`
 // again resumes there (for example when openshift-install is not there yet).
 var ErrStop = errors.New("stopped")
-
-// Pipeline returns the actions of a mode, in order.
-func Pipeline(mode string) ([]Action, error) {
-	switch mode {
-	case plan.ModeIPI:
-		return []Action{preflight{}, hosts{}, network{}, storage{}, nodes{}, bmcs{}, installConfig{}, installer{}}, nil
-	case plan.ModeHybrid:
-		return hybridPipeline(), nil
-	case plan.ModeAgent:
-		return agentPipeline(), nil
-	}
-	return nil, fmt.Errorf("--mode %q: use %s", mode, strings.Join(plan.Modes, ", "))
-}
-
-// Teardown is every action that owns something on the host, of both
-// modes, in up's order: what down runs when the lab's mode is not known
-// (down --lab, after the lab file is gone).
-func Teardown() []Action {
-	return []Action{hosts{}, network{}, storage{}, nodes{}, ignition{}, bmcs{}, installConfig{}, hybridInstallConfig{}, agentConfigs{}, agentMedia{}, bootstrapComplete{}, installComplete{}, agentComplete{}}
-}
 
 // Names lists the actions' names.
 func Names(actions []Action) []string {
@@ -153,7 +133,7 @@ func Up(ctx context.Context, e *Env, actions []Action, until string) error {
 func Down(ctx context.Context, e *Env, actions []Action) error {
 	var errs []error
 	for _, a := range slices.Backward(actions) {
-		if _, ok := a.(nothingToDelete); ok || skipped(a, e.Plan) {
+		if _, ok := a.(NothingToDelete); ok || skipped(a, e.Plan) {
 			continue
 		}
 		name := "remove " + a.Name()
@@ -176,10 +156,10 @@ func Down(ctx context.Context, e *Env, actions []Action) error {
 	return nil
 }
 
-// remaining fails when objects of a kind that bear the lab's mark are
+// Remaining fails when objects of a kind that bear the lab's mark are
 // still there: a Delete never reports success while leaving them.
-func remaining(ctx context.Context, e *Env, kind Kind) error {
-	left, err := e.Host.Objects().Marked(ctx, kind, e.Plan.Lab)
+func Remaining(ctx context.Context, e *Env, kind Kind) error {
+	left, err := e.Host.Marked(ctx, kind, e.Plan.Lab)
 	if err != nil {
 		return err
 	}
@@ -189,8 +169,8 @@ func remaining(ctx context.Context, e *Env, kind Kind) error {
 	return nil
 }
 
-// union is the plan's names and the marked ones, without duplicates.
-func union(a, b []string) []string {
+// Union is the plan's names and the marked ones, without duplicates.
+func Union(a, b []string) []string {
 	out := slices.Clone(a)
 	for _, x := range b {
 		if !slices.Contains(out, x) {

@@ -2,26 +2,13 @@ package labconfig
 
 import (
 	"fmt"
-
-	"github.com/bmlab/bmlab/internal/ipi"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
-)
 
-// BMC kinds: how install-config addresses each node's BMC.
-const (
-	// BMCRedfishVirtualMedia boots the discovery and install images from
-	// virtual media; the only kind that works with a Disabled provisioning
-	// network.
-	BMCRedfishVirtualMedia = "redfish-virtualmedia"
-	// BMCRedfish is Redfish power and boot control with PXE on the
-	// provisioning network.
-	BMCRedfish = "redfish"
-	// BMCIPMI is IPMI lanplus, one UDP port per node, with PXE on the
-	// provisioning network.
-	BMCIPMI = "ipmi"
+	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/netaddr"
 )
 
 // Cluster defaults, those of the seed lab.
@@ -60,7 +47,7 @@ const (
 // IPv4 seed's (0x20-0x60 here).
 var (
 	DefaultMachineNetworkV6          = netip.MustParsePrefix("fd2e:6f44:5dd8:c956::/120")
-	DefaultDHCPRangeV6               = IPRange{Start: netip.MustParseAddr("fd2e:6f44:5dd8:c956::20"), End: netip.MustParseAddr("fd2e:6f44:5dd8:c956::60")}
+	DefaultDHCPRangeV6               = netaddr.Range{Start: netip.MustParseAddr("fd2e:6f44:5dd8:c956::20"), End: netip.MustParseAddr("fd2e:6f44:5dd8:c956::60")}
 	DefaultAPIVIPV6                  = netip.MustParseAddr("fd2e:6f44:5dd8:c956::5")
 	DefaultIngressVIPV6              = netip.MustParseAddr("fd2e:6f44:5dd8:c956::4")
 	DefaultProvisioningNetworkCIDRV6 = netip.MustParsePrefix("fd00:1101::/64") // dev-scripts'
@@ -70,7 +57,7 @@ var (
 // configuration text here, nothing in the tests sends traffic to it.
 var (
 	DefaultMachineNetwork          = netip.MustParsePrefix("192.168.111.0/24")
-	DefaultDHCPRange               = IPRange{Start: netip.MustParseAddr("192.168.111.20"), End: netip.MustParseAddr("192.168.111.60")}
+	DefaultDHCPRange               = netaddr.Range{Start: netip.MustParseAddr("192.168.111.20"), End: netip.MustParseAddr("192.168.111.60")}
 	DefaultAPIVIP                  = netip.MustParseAddr("192.168.111.5")
 	DefaultIngressVIP              = netip.MustParseAddr("192.168.111.4")
 	DefaultProvisioningNetworkCIDR = netip.MustParsePrefix("172.22.0.0/24") // the installer's own default
@@ -93,17 +80,17 @@ type Cluster struct {
 	MachineNetwork netip.Prefix `json:"machineNetwork,omitzero"`
 	// DHCPRange is the part of MachineNetwork that DHCP hands out; the VIPs
 	// must stay outside it.
-	DHCPRange  IPRange    `json:"dhcpRange,omitzero"`
-	APIVIP     netip.Addr `json:"apiVIP,omitzero"`
-	IngressVIP netip.Addr `json:"ingressVIP,omitzero"`
+	DHCPRange  netaddr.Range `json:"dhcpRange,omitzero"`
+	APIVIP     netip.Addr    `json:"apiVIP,omitzero"`
+	IngressVIP netip.Addr    `json:"ingressVIP,omitzero"`
 	// MachineNetworkV6, DHCPRangeV6, APIVIPV6 and IngressVIPV6 are a
 	// dual-stack lab's IPv6 family (default: the IPv6 defaults above);
 	// each node has an address of each family, in the same place of each
 	// range.
-	MachineNetworkV6 netip.Prefix `json:"machineNetworkV6,omitzero"`
-	DHCPRangeV6      IPRange      `json:"dhcpRangeV6,omitzero"`
-	APIVIPV6         netip.Addr   `json:"apiVIPV6,omitzero"`
-	IngressVIPV6     netip.Addr   `json:"ingressVIPV6,omitzero"`
+	MachineNetworkV6 netip.Prefix  `json:"machineNetworkV6,omitzero"`
+	DHCPRangeV6      netaddr.Range `json:"dhcpRangeV6,omitzero"`
+	APIVIPV6         netip.Addr    `json:"apiVIPV6,omitzero"`
+	IngressVIPV6     netip.Addr    `json:"ingressVIPV6,omitzero"`
 	// ProvisioningNetworkCIDR is the provisioning subnet when
 	// network.provisioningNetwork is Managed or Unmanaged (default
 	// 172.22.0.0/24, as the installer's); unset when Disabled.
@@ -212,10 +199,6 @@ func (r Role) N() int {
 	return *r.Count
 }
 
-// IPRange is an inclusive range of addresses: the install-config
-// generator's own type, so the lab file's DHCP range reaches it unchanged.
-type IPRange = ipi.AddrRange
-
 // BMC says how the installer (and Ironic in the cluster) reaches vbmcd.
 type BMC struct {
 	// Kind is redfish-virtualmedia (default), redfish or ipmi.
@@ -305,7 +288,7 @@ func (c *Config) setClusterDefaults() {
 		defaultFamily(&k.MachineNetworkV6, &k.DHCPRangeV6, &k.APIVIPV6, &k.IngressVIPV6,
 			DefaultMachineNetworkV6, DefaultDHCPRangeV6, DefaultAPIVIPV6, DefaultIngressVIPV6)
 	}
-	if c.Network.ProvisioningNetwork != ProvisioningDisabled && !k.ProvisioningNetworkCIDR.IsValid() {
+	if c.Network.ProvisioningNetwork != ipi.ProvisioningDisabled && !k.ProvisioningNetworkCIDR.IsValid() {
 		k.ProvisioningNetworkCIDR = DefaultProvisioningNetworkCIDR
 		if k.IPFamily == IPFamilyV6 {
 			k.ProvisioningNetworkCIDR = DefaultProvisioningNetworkCIDRV6
@@ -313,7 +296,7 @@ func (c *Config) setClusterDefaults() {
 	}
 	b := &k.BMC
 	if b.Kind == "" {
-		b.Kind = BMCRedfishVirtualMedia
+		b.Kind = ipi.BMCRedfishVirtualMedia
 	}
 	if b.Address == "" && k.MachineNetwork.IsValid() {
 		b.Address = k.MachineNetwork.Masked().Addr().Next().String()
@@ -351,7 +334,7 @@ func (c *Config) setClusterDefaults() {
 
 // defaultFamily sets one family's network and, with it only, its range
 // and VIPs.
-func defaultFamily(mn *netip.Prefix, r *IPRange, api, ingress *netip.Addr, dmn netip.Prefix, dr IPRange, dapi, dingress netip.Addr) {
+func defaultFamily(mn *netip.Prefix, r *netaddr.Range, api, ingress *netip.Addr, dmn netip.Prefix, dr netaddr.Range, dapi, dingress netip.Addr) {
 	if mn.IsValid() {
 		return
 	}
@@ -438,7 +421,7 @@ func (c *Config) validateCluster() []error {
 	if k.IPFamily != IPFamilyV4 && c.Network.Shared != "" {
 		add("ipFamily: %s on a shared libvirt network (network.shared %s) is not supported: labctl adds IPv4 reservations and records to a shared network only; give the lab its own NAT network (drop network.shared) or use ipFamily: v4", k.IPFamily, c.Network.Shared)
 	}
-	if c.Network.ProvisioningNetwork == ProvisioningDisabled && k.ProvisioningNetworkCIDR.IsValid() {
+	if c.Network.ProvisioningNetwork == ipi.ProvisioningDisabled && k.ProvisioningNetworkCIDR.IsValid() {
 		add("provisioningNetworkCIDR: %s is set but network.provisioningNetwork is Disabled", k.ProvisioningNetworkCIDR)
 	}
 	if p := k.ProvisioningNetworkCIDR; p.IsValid() && mn.IsValid() && p.Overlaps(mn) {
@@ -471,9 +454,9 @@ func (c *Config) validateCluster() []error {
 		add("hybrid.ingressRouterID: %d is the API's too; the VIPs need distinct router IDs", id)
 	}
 	switch k.BMC.Kind {
-	case BMCRedfishVirtualMedia, BMCRedfish, BMCIPMI:
+	case ipi.BMCRedfishVirtualMedia, ipi.BMCRedfish, ipi.BMCIPMI:
 	default:
-		add("bmc.kind: %q is not one of %s, %s, %s", k.BMC.Kind, BMCRedfishVirtualMedia, BMCRedfish, BMCIPMI)
+		add("bmc.kind: %q is not one of %s, %s, %s", k.BMC.Kind, ipi.BMCRedfishVirtualMedia, ipi.BMCRedfish, ipi.BMCIPMI)
 	}
 	if k.BMC.Address == "" {
 		add("bmc.address: must be set")
@@ -488,7 +471,7 @@ func (c *Config) validateCluster() []error {
 			add("bmc.%s: %d is not a port (1-65535)", p.field, p.port)
 		}
 	}
-	if last := k.BMC.IPMIPortBase + k.Masters.N() + k.Workers.N() - 1; k.BMC.Kind == BMCIPMI && last > 65535 {
+	if last := k.BMC.IPMIPortBase + k.Masters.N() + k.Workers.N() - 1; k.BMC.Kind == ipi.BMCIPMI && last > 65535 {
 		add("bmc.ipmiPortBase: %d leaves no port for every node (the last would be %d)", k.BMC.IPMIPortBase, last)
 	}
 	return errs
@@ -496,7 +479,7 @@ func (c *Config) validateCluster() []error {
 
 // family checks one address family's machine network, DHCP range and
 // VIPs; suffix is the fields' ("" or "V6"), v6 the family they must be.
-func family(ipFamily, suffix string, mn netip.Prefix, r IPRange, api, ingress netip.Addr, v6 bool) []error {
+func family(ipFamily, suffix string, mn netip.Prefix, r netaddr.Range, api, ingress netip.Addr, v6 bool) []error {
 	var errs []error
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf("cluster."+format, a...)) }
 	name, other := "IPv4", "IPv6"

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmlab/bmlab/internal/netaddr"
 )
 
 func intp(n int) *int { return &n }
@@ -19,7 +21,7 @@ func TestClusterDefaultsAreTheSeed(t *testing.T) {
 		Workers:        Role{Count: intp(2), VCPUs: 2, MemoryMiB: 8192, DiskGiB: 120},
 		IPFamily:       "v4",
 		MachineNetwork: netip.MustParsePrefix("192.168.111.0/24"),
-		DHCPRange:      IPRange{Start: netip.MustParseAddr("192.168.111.20"), End: netip.MustParseAddr("192.168.111.60")},
+		DHCPRange:      netaddr.Range{Start: netip.MustParseAddr("192.168.111.20"), End: netip.MustParseAddr("192.168.111.60")},
 		APIVIP:         netip.MustParseAddr("192.168.111.5"),
 		IngressVIP:     netip.MustParseAddr("192.168.111.4"),
 		BMC: BMC{Kind: "redfish-virtualmedia", Address: "192.168.111.1", RedfishPort: 8000, IPMIPortBase: 6230,
@@ -66,7 +68,7 @@ cluster:
 `,
 		want: func(c *Cluster) {
 			c.MachineNetwork = netip.MustParsePrefix("10.10.0.0/24")
-			c.DHCPRange = IPRange{}
+			c.DHCPRange = netaddr.Range{}
 			c.APIVIP = netip.MustParseAddr("10.10.0.5")
 			c.IngressVIP = netip.MustParseAddr("10.10.0.6")
 			c.BMC.Address = "10.10.0.1"

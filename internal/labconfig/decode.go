@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
-	yamlv3 "sigs.k8s.io/yaml/goyaml.v3"
+	yamlv3 "go.yaml.in/yaml/v3"
 )
 
 // checkShape reads the file as a YAML tree and compares it with Config's
@@ -20,7 +22,7 @@ import (
 func checkShape(data []byte) error {
 	var doc yamlv3.Node
 	if err := yamlv3.Unmarshal(data, &doc); err != nil {
-		return fmt.Errorf("not YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return fmt.Errorf("not YAML: %s", syntaxError(err))
 	}
 	if len(doc.Content) == 0 {
 		return nil // an empty file is the seed lab
@@ -28,6 +30,40 @@ func checkShape(data []byte) error {
 	var errs []error
 	shape(doc.Content[0], reflect.TypeFor[Config](), "", &errs)
 	return errors.Join(errs...)
+}
+
+// parserProblems are the YAML parser's own problems (go.yaml.in/yaml/v3
+// parserc.go), as opposed to its scanner's. For those the library
+// reports the line counted from 0 (decode.go's fail: only a scanner
+// error's line is moved on by one), so an unclosed '[' on line 10 would
+// be "line 9".
+var parserProblems = map[string]bool{
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected <document start>": true,
+	"did not find expected <stream-start>":   true,
+	"did not find expected key":              true,
+	"did not find expected node content":     true,
+	"found duplicate %TAG directive":         true,
+	"found duplicate %YAML directive":        true,
+	"found incompatible YAML document":       true,
+	"found undefined tag handle":             true,
+}
+
+var syntaxLine = regexp.MustCompile(`^line (\d+): (.*)$`)
+
+// syntaxError is the YAML library's syntax error with the line counted
+// from 1 as an editor counts it: for a structure left open, the line where
+// it opens (or the next).
+func syntaxError(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	m := syntaxLine.FindStringSubmatch(msg)
+	if m == nil || !parserProblems[m[2]] {
+		return msg
+	}
+	n, _ := strconv.Atoi(m[1])
+	return fmt.Sprintf("line %d: %s", n+1, m[2])
 }
 
 var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()

@@ -7,11 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 
-	"sigs.k8s.io/yaml"
-
+	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/yamljson"
 )
 
 // APIVersion and Kind head every lab configuration file.
@@ -22,14 +21,6 @@ const (
 
 // DefaultPath is where labctl looks for the file when no --config is given.
 const DefaultPath = "lab.yaml"
-
-// Provisioning network modes, as install-config's
-// platform.baremetal.provisioningNetwork spells them.
-const (
-	ProvisioningManaged   = "Managed"
-	ProvisioningUnmanaged = "Unmanaged"
-	ProvisioningDisabled  = "Disabled"
-)
 
 // Seed lab defaults.
 const (
@@ -69,7 +60,11 @@ type Config struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	// Name names the lab; the lab marks what it creates with it.
-	Name    string  `json:"name"`
+	Name string `json:"name"`
+	// Mode is the install mode (ipi-baremetal, hybrid, agent); labctl's
+	// --mode overrides it, and neither may disagree with a lab that
+	// exists. Empty: ipi-baremetal, or the existing lab's.
+	Mode    string  `json:"mode,omitempty"`
 	Network Network `json:"network"`
 	// Cluster is what `labctl up --mode ipi-baremetal` installs.
 	Cluster Cluster `json:"cluster,omitzero"`
@@ -196,9 +191,8 @@ func Parse(data []byte) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{}
-	if err := yaml.UnmarshalStrict(data, c); err != nil {
-		// sigs.k8s.io/yaml goes through JSON; say so only once.
-		msg := strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: ")
+	if err := yamljson.UnmarshalStrict(data, c); err != nil {
+		msg := err.Error()
 		return nil, fmt.Errorf("not a lab configuration: %s", msg)
 	}
 	c.SetDefaults()
@@ -222,7 +216,7 @@ func (c *Config) SetDefaults() {
 	}
 	n := &c.Network
 	if n.ProvisioningNetwork == "" {
-		n.ProvisioningNetwork = ProvisioningDisabled
+		n.ProvisioningNetwork = ipi.ProvisioningDisabled
 	}
 	if n.MTU == 0 {
 		n.MTU = DefaultMTU
@@ -246,7 +240,7 @@ func (c *Config) SetDefaults() {
 	}
 	if n.Bridges == nil {
 		n.Bridges = []Bridge{{Name: BaremetalBridge}}
-		if n.ProvisioningNetwork != ProvisioningDisabled {
+		if n.ProvisioningNetwork != ipi.ProvisioningDisabled {
 			n.Bridges = append(n.Bridges, Bridge{Name: ProvisioningBridge})
 		}
 	}
@@ -292,7 +286,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("name: %q must be 1 to 48 lower-case letters, digits and inner dashes", c.Name))
 	}
 	switch c.Network.ProvisioningNetwork {
-	case ProvisioningManaged, ProvisioningUnmanaged, ProvisioningDisabled:
+	case ipi.ProvisioningManaged, ipi.ProvisioningUnmanaged, ipi.ProvisioningDisabled:
 	default:
 		errs = append(errs, fmt.Errorf("network.provisioningNetwork: %q is not one of Managed, Unmanaged, Disabled", c.Network.ProvisioningNetwork))
 	}

@@ -1,14 +1,17 @@
 package labconfig
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/netplumb"
 )
 
@@ -34,7 +37,7 @@ func TestDefaultIsTheSeedLab(t *testing.T) {
 	if d := cmp.Diff([]string{"baremetal"}, c.Network.LibvirtNetworks()); d != "" {
 		t.Errorf("LibvirtNetworks (-want +got):\n%s", d)
 	}
-	if c.Name != "seed" || c.Network.ProvisioningNetwork != ProvisioningDisabled {
+	if c.Name != "seed" || c.Network.ProvisioningNetwork != ipi.ProvisioningDisabled {
 		t.Errorf("name %q provisioningNetwork %q, want seed Disabled", c.Name, c.Network.ProvisioningNetwork)
 	}
 }
@@ -184,4 +187,43 @@ func TestBMCPasswordSources(t *testing.T) {
 			t.Errorf("%s with %s set: %v, password %q, want from-env", filepath.Base(p), PasswordEnv, err, c.Cluster.BMC.Password)
 		}
 	}
+}
+
+// TestSyntaxErrorLine: a YAML syntax error names the line of the mistake
+// as an editor counts it (or the next): an unclosed '[' or '{' on line 10,
+// with lines after it or at the file's end, and a scanner's error.
+func TestSyntaxErrorLine(t *testing.T) {
+	head := "apiVersion: bmlab.dev/v1alpha1\nkind: Lab\nname: x\n\n\n\n\n\n"
+	for _, tt := range []struct {
+		name, rest string
+		lines      []string // acceptable
+	}{
+		{"flow sequence, more after", "cluster:\n  workers: {count: [1\n  masters: {count: 3}\n", []string{"line 10:", "line 11:"}},
+		{"flow sequence over lines", "network:\n  bridges: [\n    {name: a}\n  mtu: 1500\n", []string{"line 10:", "line 11:"}},
+		{"flow mapping", "network:\n  bridges: [{name: a\n  mtu: 1500\n", []string{"line 10:", "line 11:"}},
+		{"at the end", "\ncluster: {workers: [\n", []string{"line 10:", "line 11:"}},
+		{"scanner: mapping in a scalar", "cluster:\n  apiVIP: 10.0.0.5\n    - oops: x\n", []string{"line 11:"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			data := head + tt.rest
+			if n := strings.Count(head, "\n"); n != 8 {
+				t.Fatalf("head has %d lines", n)
+			}
+			_, err := Parse([]byte(data))
+			if err == nil || !strings.Contains(err.Error(), "not YAML: ") {
+				t.Fatalf("Parse = %v, want a YAML syntax error", err)
+			}
+			if !slices.ContainsFunc(tt.lines, func(l string) bool { return strings.Contains(err.Error(), "not YAML: "+l) }) {
+				t.Errorf("Parse = %v\nwant one of %q\n%s", err, tt.lines, numbered(data))
+			}
+		})
+	}
+}
+
+func numbered(s string) string {
+	var b strings.Builder
+	for i, l := range strings.Split(s, "\n") {
+		fmt.Fprintf(&b, "%3d %s\n", i+1, l)
+	}
+	return b.String()
 }

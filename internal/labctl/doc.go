@@ -3,8 +3,10 @@
 // main: it parses args, runs the subcommand and returns its error, which the
 // caller prints once (cobra's own error and usage printing are silenced).
 //
-// Subcommands: up, status and down (package up), net check|repair|down
-// (package netcmd), demo (package demo). The flags every subcommand shares
-// (-f, --profile, --mode, --netns, --libvirt-uri, --dir) select the lab; cli
-// resolves them into the plan.
+// Subcommands: up, status, down and add-node (package up), net
+// check|repair|down (package netcmd), graph (package graph), demo (package
+// demo). The flags every subcommand shares (-f, --profile, --mode, --netns,
+// --libvirt-uri, --dir) select the lab; cli opens it (Globals.Open: the
+// plan, the mode from labctl's list, the provider) the one way for every
+// command.
 package labctl

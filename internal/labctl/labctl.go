@@ -9,13 +9,13 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/bmlab/bmlab/internal/lab/modes"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
 	"github.com/bmlab/bmlab/internal/labctl/demo"
 	"github.com/bmlab/bmlab/internal/labctl/graph"
 	"github.com/bmlab/bmlab/internal/labctl/netcmd"
 	"github.com/bmlab/bmlab/internal/labctl/up"
-	"github.com/bmlab/bmlab/internal/plan"
 )
 
 // Streams are the command's standard streams.
@@ -58,7 +58,7 @@ func NewCommand(logger *zap.Logger, streams Streams) *cobra.Command {
 		"the lab configuration file, - for standard input (without it and without "+labconfig.DefaultPath+": the seed lab)")
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&g.Profile, "profile", "", "tiny: shrink every node for a demo on a small machine (give it to every command of that lab)")
-	pf.StringVar(&g.Mode, "mode", plan.ModeIPI, strings.Join(plan.Modes, ", ")+" (the installer flow)")
+	pf.StringVar(&g.Mode, "mode", "", strings.Join(modes.All.Names(), ", ")+" (the installer flow; default: the lab file's mode:, else the existing lab's, else "+modes.All[0].Name+"); refused when it disagrees with the lab that exists")
 	pf.StringVar(&g.Progress, "progress", cli.ProgressAuto, "auto (animated on a terminal), tty or plain (a line now and then, for CI logs)")
 	pf.StringVar(&g.Netns, "netns", "", "the named network namespace (ip netns) of the lab's links and vbmcd, where libvirtd runs (default: labctl's own)")
 	pf.StringVar(&g.LibvirtURI, "libvirt-uri", "qemu:///system", "libvirt URI")

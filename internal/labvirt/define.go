@@ -8,6 +8,8 @@ import (
 	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
 
+	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/virt"
 )
 
@@ -257,4 +259,18 @@ func domainOwner(_ context.Context, l *libvirt.Libvirt, name string) (found bool
 		return true, "", nil
 	}
 	return true, MarkOf(def.Metadata.XML), nil
+}
+
+// setNodeBMC records a node's IPMI port (0: none) and its own BMC user
+// (empty: none) with its domain, where vbmcd reads them (virt owns the
+// format), and reports whether they changed.
+func setNodeBMC(l *libvirt.Libvirt, o lab.MachineBMC) (bool, error) {
+	var want virt.NodeBMC
+	if o.IPMIPort > 0 {
+		want.IPMI = &machine.IPMIEndpoint{Port: o.IPMIPort}
+	}
+	if o.User != "" {
+		want.Users = []machine.Credential{{Username: o.User, Password: o.Password}}
+	}
+	return virt.SetNodeBMC(l, o.Node, want)
 }

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
@@ -186,12 +185,6 @@ func domainPower(_ context.Context, l *libvirt.Libvirt, name string) (string, er
 	default:
 		return "Off", nil
 	}
-}
-
-// HasLayoutSuffix reports whether dir ends with the path elements suffix
-// (e.g. ".bmlab/disks").
-func HasLayoutSuffix(dir, suffix string) bool {
-	return strings.HasSuffix(strings.TrimRight(dir, "/"), "/"+suffix)
 }
 
 // startDomain starts a defined domain; one that runs already is no change.

@@ -1,18 +1,24 @@
-// Package labvirt builds a lab's libvirt objects: the directory storage pool
-// and its thin qcow2 volumes (optionally clones of a backing image), the
-// lab's own NAT network with DHCP reservations and DNS (IPv4, IPv6 or both:
-// DHCPv6 reservations by DUID-LL and name, AAAA records, router
-// advertisements from libvirt's dnsmasq; labnet.go), the bridge-named
-// networks the IPI installer's bridge check accepts, a lab's entries
-// (reservations and DNS records, listed per lab in the network's metadata)
-// in a network it shares with other labs (shared.go), and the node domains
-// (with an empty CD-ROM, a serial log, fw_cfg ignition when asked). Every
-// object carries the lab's ownership mark (MarkXML, or a mark file in a
-// pool's directory), and the Marked functions find what bears it.
+// Package labvirt is labctl's libvirt provider (lab.Provider): Host for a
+// lab on one host, MultiHost for a lab over several (each call goes where
+// its object lives; labctl on each other host makes what only it can, and
+// HostView reads it back through libvirt). It makes the objects the steps
+// declare as libvirt's: the directory storage pool and its thin qcow2
+// volumes (optionally clones of a backing image), the lab's own NAT network
+// with DHCP reservations and DNS (IPv4, IPv6 or both: DHCPv6 reservations
+// by DUID-LL and name, AAAA records, router advertisements from libvirt's
+// dnsmasq; labnet.go), the bridge-named networks the IPI installer's bridge
+// check accepts, a lab's entries (reservations and DNS records, listed per
+// lab in the network's metadata) in a network it shares with other labs
+// (shared.go, one lab at a time through a lock), and the node domains (with
+// an empty CD-ROM, a serial log, fw_cfg ignition when asked); the lab's
+// links through netlink (internal/netplumb) in the lab's namespace; and
+// the lab's vbmcd as a process (daemon.go). Every object carries the lab's
+// ownership mark (MarkXML, a mark file in a pool's directory, a link's
+// alias, vbmcd's environment), and Marked finds what bears it.
 //
-// Conn is the way in: a connection to one libvirtd (Dial, or Wrap of a
-// connection made elsewhere) whose methods are the tasks above. Outside
-// this package and internal/virt nobody holds a go-libvirt client.
+// Conn is a connection to one libvirtd (Dial, or Wrap of one made
+// elsewhere) with the few tasks the test fixtures and labctl demo use.
+// Outside this package and internal/virt nobody holds a go-libvirt client.
 //
 // What it does not do: serve BMCs or watch domains (that is internal/virt,
 // the BMC backend), decide names or addresses (internal/plan), or order the

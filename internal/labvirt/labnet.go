@@ -74,6 +74,8 @@ import (
 
 	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
+
+	"github.com/bmlab/bmlab/internal/netaddr"
 )
 
 // LabNetworkSpec declares the lab's NAT network.
@@ -81,37 +83,26 @@ type LabNetworkSpec struct {
 	Name   string
 	Bridge string // at most 15 bytes
 	Lab    string // the owning lab
-	// CIDR is the network; its first host address is the bridge's.
-	CIDR      netip.Prefix
-	DHCPStart netip.Addr
-	DHCPEnd   netip.Addr
-	MTU       uint // 0: libvirt's default (1500)
+	// Family is the network's first address family: MachineNetwork is
+	// the network, its first host address the bridge's (HostAddress, when
+	// given, must be it); DHCPRange the DHCP range; APIVIP and IngressVIP
+	// are where api, api-int and *.apps resolve: the cluster's VIPs, or a
+	// single-node cluster's own address (a host's reservation below).
+	// Invalid (zero): no such records.
+	netaddr.Family
+	MTU uint // 0: libvirt's default (1500)
 	// Domain is the cluster's domain, cluster name and base domain
 	// ("ocp.lab.local"): hosts resolve as NAME.Domain, the API as
 	// api.Domain and api-int.Domain, ingress as *.apps.Domain.
 	Domain string
-	// APIVIP and IngressVIP are where api, api-int and *.apps resolve: the
-	// cluster's VIPs, or a single-node cluster's own address (a host's
-	// reservation below). Invalid (zero): no such records.
-	APIVIP     netip.Addr
-	IngressVIP netip.Addr
 	// NodeHoldsVIPs says the VIPs are a node's own reservation: a
 	// single-node cluster answers api and *.apps itself.
 	NodeHoldsVIPs bool
 	Hosts         []LabHost
-	// Secondary is a dual-stack network's IPv6 family (CIDR is then
-	// IPv4); nil for a single stack.
-	Secondary *LabNetworkFamily
-}
-
-// LabNetworkFamily is a network's second address family: its own <ip>
-// element, DHCP range and VIPs.
-type LabNetworkFamily struct {
-	CIDR       netip.Prefix
-	DHCPStart  netip.Addr
-	DHCPEnd    netip.Addr
-	APIVIP     netip.Addr
-	IngressVIP netip.Addr
+	// Secondary is a dual-stack network's IPv6 family, its own <ip>
+	// element, DHCP range and VIPs (Family is then IPv4); nil for a single
+	// stack.
+	Secondary *netaddr.Family
 }
 
 // LabHost is a DHCP reservation with its DNS name.
@@ -126,22 +117,19 @@ type LabHost struct {
 // family is one address family of the spec, as the checks and the XML
 // take it.
 type family struct {
-	CIDR               netip.Prefix
-	DHCPStart, DHCPEnd netip.Addr
-	APIVIP, IngressVIP netip.Addr
-	ip                 func(LabHost) netip.Addr
-	label              string // "" or "IPv6 " in messages
+	netaddr.Family
+	ip    func(LabHost) netip.Addr
+	label string // "" or "IPv6 " in messages
 }
 
-func (f family) gateway() netip.Addr { return f.CIDR.Masked().Addr().Next() }
+// gateway is the bridge's address: the network's first host address.
+func (f family) gateway() netip.Addr { return f.MachineNetwork.Masked().Addr().Next() }
 
 // families are the spec's families, the primary first.
 func (s LabNetworkSpec) families() []family {
-	out := []family{{CIDR: s.CIDR, DHCPStart: s.DHCPStart, DHCPEnd: s.DHCPEnd, APIVIP: s.APIVIP, IngressVIP: s.IngressVIP,
-		ip: func(h LabHost) netip.Addr { return h.IP }}}
+	out := []family{{Family: s.Family, ip: func(h LabHost) netip.Addr { return h.IP }}}
 	if f := s.Secondary; f != nil {
-		out = append(out, family{CIDR: f.CIDR, DHCPStart: f.DHCPStart, DHCPEnd: f.DHCPEnd, APIVIP: f.APIVIP, IngressVIP: f.IngressVIP,
-			ip: func(h LabHost) netip.Addr { return h.SecondaryIP }, label: "IPv6 "})
+		out = append(out, family{Family: *f, ip: func(h LabHost) netip.Addr { return h.SecondaryIP }, label: "IPv6 "})
 	}
 	return out
 }
@@ -151,8 +139,8 @@ func (s LabNetworkSpec) families() []family {
 // the MAC.
 func DUID(mac string) string { return "00:03:00:01:" + strings.ToLower(mac) }
 
-// Gateway is the bridge's address: the CIDR's first host address.
-func (s LabNetworkSpec) Gateway() netip.Addr { return s.CIDR.Masked().Addr().Next() }
+// Gateway is the bridge's address: the network's first host address.
+func (s LabNetworkSpec) Gateway() netip.Addr { return s.MachineNetwork.Masked().Addr().Next() }
 
 // dnsmasqXMLNS is libvirt's namespace for raw dnsmasq options.
 const dnsmasqXMLNS = "http://libvirt.org/schemas/network/dnsmasq/1.0"
@@ -169,16 +157,16 @@ func (s LabNetworkSpec) Validate() error {
 	if s.Bridge == "" || len(s.Bridge) > 15 {
 		bad("bridge %q: want 1 to 15 bytes", s.Bridge)
 	}
-	if f := s.Secondary; f != nil && (!s.CIDR.Addr().Is4() || !f.CIDR.Addr().Is6()) {
-		bad("secondary family %s: a dual-stack network is IPv4 (CIDR %s) and IPv6 (Secondary)", f.CIDR, s.CIDR)
+	if f := s.Secondary; f != nil && (!s.MachineNetwork.Addr().Is4() || !f.MachineNetwork.Addr().Is6()) {
+		bad("secondary family %s: a dual-stack network is IPv4 (CIDR %s) and IPv6 (Secondary)", f.MachineNetwork, s.MachineNetwork)
 	}
 	for _, f := range s.families() {
-		switch a := f.CIDR.Addr(); {
-		case !f.CIDR.IsValid(), a.Is4() && f.CIDR.Bits() > 30:
-			bad("CIDR %s: want an IPv4 prefix of /30 or shorter, or an IPv6 one of /64 to /126", f.CIDR)
+		switch a := f.MachineNetwork.Addr(); {
+		case !f.MachineNetwork.IsValid(), a.Is4() && f.MachineNetwork.Bits() > 30:
+			bad("CIDR %s: want an IPv4 prefix of /30 or shorter, or an IPv6 one of /64 to /126", f.MachineNetwork)
 			return fmt.Errorf("lab network %q: %w", s.Name, errors.Join(errs...))
-		case a.Is6() && (f.CIDR.Bits() < 64 || f.CIDR.Bits() > 126):
-			bad("CIDR %s: want an IPv6 prefix of /64 to /126", f.CIDR)
+		case a.Is6() && (f.MachineNetwork.Bits() < 64 || f.MachineNetwork.Bits() > 126):
+			bad("CIDR %s: want an IPv6 prefix of /64 to /126", f.MachineNetwork)
 			return fmt.Errorf("lab network %q: %w", s.Name, errors.Join(errs...))
 		}
 		errs = append(errs, s.validateFamily(f)...)
@@ -219,14 +207,14 @@ func (s LabNetworkSpec) validateFamily(f family) []error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(f.label+format, a...)) }
 	gw := f.gateway()
-	bcast := lastAddr(f.CIDR)
+	bcast := lastAddr(f.MachineNetwork)
 	host := func(a netip.Addr) bool {
-		return f.CIDR.Contains(a) && a != gw && a != bcast && a != f.CIDR.Masked().Addr()
+		return f.MachineNetwork.Contains(a) && a != gw && a != bcast && a != f.MachineNetwork.Masked().Addr()
 	}
-	if !host(f.DHCPStart) || !host(f.DHCPEnd) || f.DHCPEnd.Less(f.DHCPStart) {
-		bad("DHCP range %s-%s: want host addresses of %s other than the bridge's %s, start before end", f.DHCPStart, f.DHCPEnd, f.CIDR, gw)
+	if !host(f.DHCPRange.Start) || !host(f.DHCPRange.End) || f.DHCPRange.End.Less(f.DHCPRange.Start) {
+		bad("DHCP range %s-%s: want host addresses of %s other than the bridge's %s, start before end", f.DHCPRange.Start, f.DHCPRange.End, f.MachineNetwork, gw)
 	}
-	inRange := func(a netip.Addr) bool { return !a.Less(f.DHCPStart) && !f.DHCPEnd.Less(a) }
+	inRange := func(a netip.Addr) bool { return !a.Less(f.DHCPRange.Start) && !f.DHCPRange.End.Less(a) }
 	reserved := func(a netip.Addr) bool {
 		for _, h := range s.Hosts {
 			if f.ip(h) == a {
@@ -243,15 +231,15 @@ func (s LabNetworkSpec) validateFamily(f family) []error {
 		case !v.ip.IsValid(), s.NodeHoldsVIPs && reserved(v.ip):
 			// A node's own address: a single-node cluster's API and apps.
 		case !host(v.ip):
-			bad("%s %s: want a host address of %s other than the bridge's %s", v.what, v.ip, f.CIDR, gw)
+			bad("%s %s: want a host address of %s other than the bridge's %s", v.what, v.ip, f.MachineNetwork, gw)
 		case inRange(v.ip):
-			bad("%s %s is inside the DHCP range %s-%s, where dnsmasq may lease it to a host", v.what, v.ip, f.DHCPStart, f.DHCPEnd)
+			bad("%s %s is inside the DHCP range %s-%s, where dnsmasq may lease it to a host", v.what, v.ip, f.DHCPRange.Start, f.DHCPRange.End)
 		}
 	}
 	for _, h := range s.Hosts {
 		ip := f.ip(h)
 		if !host(ip) || (!s.NodeHoldsVIPs && (ip == f.APIVIP || ip == f.IngressVIP)) {
-			bad("host %s: IP %s is not a free host address of %s (bridge %s, VIPs %s, %s)", h.Hostname, ip, f.CIDR, gw, f.APIVIP, f.IngressVIP)
+			bad("host %s: IP %s is not a free host address of %s (bridge %s, VIPs %s, %s)", h.Hostname, ip, f.MachineNetwork, gw, f.APIVIP, f.IngressVIP)
 		}
 	}
 	return errs
@@ -314,12 +302,12 @@ func labNetwork(spec LabNetworkSpec) (*libvirtxml.Network, error) {
 	for _, f := range spec.families() {
 		ip := libvirtxml.NetworkIP{
 			Address: f.gateway().String(),
-			Prefix:  uint(f.CIDR.Bits()),
+			Prefix:  uint(f.MachineNetwork.Bits()),
 			DHCP: &libvirtxml.NetworkDHCP{Ranges: []libvirtxml.NetworkDHCPRange{{
-				Start: f.DHCPStart.String(), End: f.DHCPEnd.String(),
+				Start: f.DHCPRange.Start.String(), End: f.DHCPRange.End.String(),
 			}}},
 		}
-		if f.CIDR.Addr().Is6() {
+		if f.MachineNetwork.Addr().Is6() {
 			ip.Family = "ipv6"
 			n.Forward.NAT = &libvirtxml.NetworkForwardNAT{IPv6: "yes"}
 		}

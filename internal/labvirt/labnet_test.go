@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 	"libvirt.org/go/libvirtxml"
 
+	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
 	"github.com/bmlab/bmlab/internal/testenv"
@@ -32,10 +33,12 @@ func labNetTestSpec(name, bridge string) LabNetworkSpec {
 	a := netip.MustParseAddr
 	return LabNetworkSpec{
 		Name: name, Bridge: bridge, Lab: labNetTestLab,
-		CIDR:      netip.MustParsePrefix("10.198.77.0/24"),
-		DHCPStart: a("10.198.77.100"), DHCPEnd: a("10.198.77.199"),
+		Family: netaddr.Family{
+			MachineNetwork: netip.MustParsePrefix("10.198.77.0/24"),
+			DHCPRange:      netaddr.Range{Start: a("10.198.77.100"), End: a("10.198.77.199")},
+			APIVIP:         a("10.198.77.5"), IngressVIP: a("10.198.77.6"),
+		},
 		Domain: "ocp.lab.local",
-		APIVIP: a("10.198.77.5"), IngressVIP: a("10.198.77.6"),
 		Hosts: []LabHost{
 			{MAC: "52:54:00:77:00:10", IP: a("10.198.77.10"), Hostname: "master-0"},
 			{MAC: "52:54:00:77:00:11", IP: a("10.198.77.11"), Hostname: "master-1"},
@@ -47,7 +50,7 @@ func labNetTestSpec(name, bridge string) LabNetworkSpec {
 func labNetTestSpecV6(name, bridge string) LabNetworkSpec {
 	a := netip.MustParseAddr
 	s := labNetTestSpec(name, bridge)
-	s.CIDR, s.DHCPStart, s.DHCPEnd = netip.MustParsePrefix("fd00:77::/120"), a("fd00:77::64"), a("fd00:77::c7")
+	s.MachineNetwork, s.DHCPRange = netip.MustParsePrefix("fd00:77::/120"), netaddr.Range{Start: a("fd00:77::64"), End: a("fd00:77::c7")}
 	s.APIVIP, s.IngressVIP = a("fd00:77::5"), a("fd00:77::6")
 	s.Hosts = []LabHost{
 		{MAC: "52:54:00:77:00:10", IP: a("fd00:77::10"), Hostname: "master-0"},
@@ -60,7 +63,7 @@ func labNetTestSpecV6(name, bridge string) LabNetworkSpec {
 // labNetTestSpecV6 second.
 func labNetTestSpecDual(name, bridge string) LabNetworkSpec {
 	s, v6 := labNetTestSpec(name, bridge), labNetTestSpecV6(name, bridge)
-	s.Secondary = &LabNetworkFamily{CIDR: v6.CIDR, DHCPStart: v6.DHCPStart, DHCPEnd: v6.DHCPEnd, APIVIP: v6.APIVIP, IngressVIP: v6.IngressVIP}
+	s.Secondary = &v6.Family
 	for i := range s.Hosts {
 		s.Hosts[i].SecondaryIP = v6.Hosts[i].IP
 	}
@@ -78,10 +81,10 @@ func TestLabNetworkSpecValidate(t *testing.T) {
 		{"no VIPs, no hosts, no domain", func(s *LabNetworkSpec) {
 			s.APIVIP, s.IngressVIP, s.Hosts, s.Domain = netip.Addr{}, netip.Addr{}, nil, ""
 		}, ""},
-		{"IPv6 CIDR, IPv4 addresses", func(s *LabNetworkSpec) { s.CIDR = netip.MustParsePrefix("fd00::/64") }, "DHCP range"},
+		{"IPv6 CIDR, IPv4 addresses", func(s *LabNetworkSpec) { s.MachineNetwork = netip.MustParsePrefix("fd00::/64") }, "DHCP range"},
 		{"IPv6 /48", func(s *LabNetworkSpec) {
 			*s = labNetTestSpecV6("lt-v", "lt-v")
-			s.CIDR = netip.MustParsePrefix("fd00:77::/48")
+			s.MachineNetwork = netip.MustParsePrefix("fd00:77::/48")
 		}, "IPv6 prefix of /64 to /126"},
 		{"IPv6 only", func(s *LabNetworkSpec) { *s = labNetTestSpecV6("lt-v", "lt-v") }, ""},
 		{"dual", func(s *LabNetworkSpec) { *s = labNetTestSpecDual("lt-v", "lt-v") }, ""},
@@ -95,11 +98,11 @@ func TestLabNetworkSpecValidate(t *testing.T) {
 		}, "IPv6 host master-1: IP fd00:78::11 is not a free host address"},
 		{"dual, secondary IPv4", func(s *LabNetworkSpec) {
 			*s = labNetTestSpecDual("lt-v", "lt-v")
-			s.Secondary.CIDR = netip.MustParsePrefix("10.198.78.0/24")
+			s.Secondary.MachineNetwork = netip.MustParsePrefix("10.198.78.0/24")
 		}, "a dual-stack network is IPv4"},
 		{"long bridge", func(s *LabNetworkSpec) { s.Bridge = "lt-0123456789abc" }, "1 to 15 bytes"},
-		{"range outside", func(s *LabNetworkSpec) { s.DHCPEnd = a("10.198.78.9") }, "DHCP range"},
-		{"range on the bridge", func(s *LabNetworkSpec) { s.DHCPStart = a("10.198.77.1") }, "DHCP range"},
+		{"range outside", func(s *LabNetworkSpec) { s.DHCPRange.End = a("10.198.78.9") }, "DHCP range"},
+		{"range on the bridge", func(s *LabNetworkSpec) { s.DHCPRange.Start = a("10.198.77.1") }, "DHCP range"},
 		{"VIP in range", func(s *LabNetworkSpec) { s.IngressVIP = a("10.198.77.150") }, "inside the DHCP range"},
 		{"no domain", func(s *LabNetworkSpec) { s.Domain = "" }, "need a domain"},
 		{"dotted hostname", func(s *LabNetworkSpec) { s.Hosts[0].Hostname = "master-0.x" }, "single DNS label"},

@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/digitalocean/go-libvirt"
@@ -264,3 +265,48 @@ func deleteNetwork(ctx context.Context, l *libvirt.Libvirt, name, lab string) (d
 func isNetworkNotFound(err error) bool { return isNetworkError(err, libvirt.ErrNoNetwork) }
 
 func isNetworkError(err error, code libvirt.ErrorNumber) bool { return virt.IsCode(err, code) }
+
+// networkCIDRs are the addresses of every libvirt network, by name.
+func networkCIDRs(_ context.Context, l *libvirt.Libvirt) (map[string][]netip.Prefix, error) {
+	nets, _, err := l.ConnectListAllNetworks(1, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list libvirt networks: %w", err)
+	}
+	out := map[string][]netip.Prefix{}
+	for _, n := range nets {
+		x, err := l.NetworkGetXMLDesc(n, 0)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		var def libvirtxml.Network
+		if def.Unmarshal(x) != nil {
+			continue
+		}
+		for _, ip := range def.IPs {
+			a, err := netip.ParseAddr(ip.Address)
+			if err != nil {
+				continue
+			}
+			bits := int(ip.Prefix)
+			if bits == 0 && ip.Netmask != "" {
+				if m, err := netip.ParseAddr(ip.Netmask); err == nil {
+					bits = maskBits(m)
+				}
+			}
+			if p, err := a.Prefix(bits); err == nil {
+				out[n.Name] = append(out[n.Name], p)
+			}
+		}
+	}
+	return out, nil
+}
+
+func maskBits(m netip.Addr) int {
+	n := 0
+	for _, b := range m.AsSlice() {
+		for ; b&0x80 != 0; b <<= 1 {
+			n++
+		}
+	}
+	return n
+}

@@ -228,7 +228,7 @@ func networkTestDelete(t *testing.T, name, lab string) {
 		return
 	}
 	defer c.Close()
-	if _, err := c.DeleteNetwork(context.Background(), name, lab); err != nil {
+	if _, err := deleteNetwork(context.Background(), c.l, name, lab); err != nil {
 		t.Errorf("clean up libvirt network %s: %v", name, err)
 	}
 }

@@ -33,7 +33,7 @@ package labvirt
 // persistent definition as it is, metadata changed, which touches nothing
 // that runs. Two labs changing one network's metadata at the same moment
 // could lose one's list (read, change, write): labctl's callers hold a
-// per-network lock on the host (internal/lab's RealHost), and check says
+// per-network lock on the host (Host.Ensure, lockShared), and check says
 // when a lab's list is missing.
 //
 // The network's owner (a lab whose NAT network it is, or the user) keeps

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netlink"
 
+	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
@@ -27,7 +28,7 @@ const lab = "itest"
 // throwaway namespace.
 func seedTopology() netplumb.Topology {
 	c := labconfig.Default()
-	c.Network.ProvisioningNetwork = labconfig.ProvisioningManaged
+	c.Network.ProvisioningNetwork = ipi.ProvisioningManaged
 	c.Network.Bridges = nil
 	c.SetDefaults()
 	c.Network.Bridges[0].Addresses = []netip.Prefix{netip.MustParsePrefix("10.77.0.1/24")}

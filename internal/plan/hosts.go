@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/netplumb"
 )
@@ -100,13 +101,13 @@ func (p *Plan) resolveHosts(cfg *labconfig.Config) {
 		n := &p.Nodes[i]
 		var placed []string
 		switch n.Role {
-		case RoleMaster:
+		case ipi.RoleMaster:
 			placed = cfg.Cluster.Masters.Placement
-		case RoleWorker:
+		case ipi.RoleWorker:
 			placed = cfg.Cluster.Workers.Placement
 		}
 		switch {
-		case n.Role == RoleBootstrap:
+		case n.Role == ipi.RoleBootstrap:
 			n.Host = hub.Name
 		case len(placed) > 0:
 			n.Host = placed[count[n.Role]]

@@ -39,13 +39,24 @@ func imports(t *testing.T, dir string) map[string]bool {
 }
 
 // TestOnlyThePlanReadsTheLabFile guards the plan's promise: labctl's
-// actions, install-config generation and the hybrid flow take the plan's
-// facts, never the lab file, so no fact is derived twice.
+// engine, steps and modes, the provider, install-config and agent-config
+// generation and the hybrid flow take the plan's facts, never the lab
+// file, so no fact is derived twice.
 func TestOnlyThePlanReadsTheLabFile(t *testing.T) {
 	const labconfig = "github.com/bmlab/bmlab/internal/labconfig"
-	for _, dir := range []string{"../lab", "../ipi", "../upi"} {
-		if imports(t, dir)[labconfig] {
-			t.Errorf("internal/%s imports internal/labconfig: read the plan's facts (internal/plan) instead", filepath.Base(dir))
+	dirs := []string{"../ipi", "../upi", "../agent", "../labvirt"}
+	err := filepath.WalkDir("../lab", func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() != "testdata" && d.Name() != "labtest" {
+			dirs = append(dirs, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range dirs {
+		if ms, _ := filepath.Glob(filepath.Join(dir, "*.go")); len(ms) > 0 && imports(t, dir)[labconfig] {
+			t.Errorf("internal/%s imports internal/labconfig: read the plan's facts (internal/plan) instead", strings.TrimPrefix(dir, "../"))
 		}
 	}
 }
@@ -65,7 +76,7 @@ func TestOnlyTheBackendsTalkLibvirt(t *testing.T) {
 		}
 		rel, _ := filepath.Rel("..", path)
 		if imports(t, path)[golibvirt] && !allowed[rel] {
-			t.Errorf("internal/%s imports go-libvirt: go through labvirt.Conn", rel)
+			t.Errorf("internal/%s imports go-libvirt: go through the libvirt provider (internal/labvirt)", rel)
 		}
 		return nil
 	})

@@ -22,6 +22,7 @@ import (
 	"github.com/bmlab/bmlab/internal/agent"
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labconfig"
+	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/netplumb"
 )
 
@@ -30,17 +31,6 @@ const (
 	ModeIPI    = "ipi-baremetal"
 	ModeHybrid = "hybrid"
 	ModeAgent  = "agent"
-)
-
-// Modes lists the modes in the order help texts name them.
-var Modes = []string{ModeIPI, ModeHybrid, ModeAgent}
-
-// Roles of nodes.
-const (
-	RoleBootstrap = "bootstrap"
-	RoleMaster    = "master"
-	RoleWorker    = "worker"
-	RoleArbiter   = "arbiter"
 )
 
 // Options are what, beside the lab file, selects and shapes a lab: the
@@ -56,8 +46,11 @@ type Options struct {
 	ConfigData []byte
 	// Dir is the lab's directory (default: the lab file's directory when
 	// the user named it, else the working directory).
-	Dir        string
-	Profile    string
+	Dir     string
+	Profile string
+	// Mode is --mode: it overrides the lab file's mode:; "" takes the lab
+	// file's, else the mode of the lab that exists (Load reads its state),
+	// else ModeIPI. Load refuses one that disagrees with the existing lab.
 	Mode       string
 	Netns      string
 	LibvirtURI string
@@ -73,13 +66,56 @@ type Options struct {
 	// add-node), beyond the lab file's; Load reads them from the lab's
 	// state (Paths.AddedNodes).
 	AddedWorkers int
+
+	modeFrom string // where Load found Mode
+}
+
+// Where a plan's mode comes from (Plan.ModeFrom).
+const (
+	ModeFromFlag    = "--mode"
+	ModeFromFile    = "mode: in the lab file"
+	ModeFromState   = "the lab's state"
+	ModeFromDefault = "the default"
+)
+
+// settleMode gives the options the mode of the lab that exists (its
+// state file names it) when neither --mode nor the lab file's mode: does,
+// and refuses either when it disagrees with that lab: a lab is taken down
+// before it is built again in another mode.
+func (o *Options) settleMode(cfg *labconfig.Config, statePath string) error {
+	var st struct {
+		Lab  string `json:"lab"`
+		Mode string `json:"mode"`
+	}
+	b, err := os.ReadFile(statePath)
+	if err != nil || json.Unmarshal(b, &st) != nil || st.Mode == "" || st.Lab != cfg.Name {
+		// No lab here (or a damaged state file, which the lab's state
+		// reader reports).
+		return nil
+	}
+	given, from := o.Mode, ModeFromFlag
+	if given == "" {
+		given, from = cfg.Mode, ModeFromFile
+	}
+	switch {
+	case given == "":
+		o.Mode, o.modeFrom = st.Mode, ModeFromState
+	case given != st.Mode && from == ModeFromFlag:
+		return fmt.Errorf("--mode %s: lab %q exists in mode %s (%s); `labctl down` it first, or leave --mode out", given, cfg.Name, st.Mode, statePath)
+	case given != st.Mode:
+		return fmt.Errorf("mode: %s in the lab file, but lab %q exists in mode %s (%s); `labctl down` it first, or write mode: %s", given, cfg.Name, st.Mode, statePath, st.Mode)
+	}
+	return nil
 }
 
 // Plan is every fact about a lab, resolved once. Commands read it; none
 // recomputes a fact.
 type Plan struct {
-	Lab        string `json:"lab"`
-	Mode       string `json:"mode"`
+	Lab  string `json:"lab"`
+	Mode string `json:"mode"`
+	// ModeFrom says where Mode comes from, for messages: --mode, the lab
+	// file's mode:, the lab's state, or the default.
+	ModeFrom   string `json:"-"`
 	Profile    string `json:"profile,omitempty"`
 	Dir        string `json:"dir"`
 	StateDir   string `json:"stateDir"`
@@ -129,21 +165,19 @@ type Cluster struct {
 	AppsDomain  string `json:"appsDomain"`
 	ConsoleHost string `json:"consoleHost"`
 	OAuthHost   string `json:"oauthHost"`
-	// MachineNetwork is the nodes' subnet; HostAddress the lab host's own
-	// address on it (the NAT network's gateway, libvirt's dnsmasq).
-	MachineNetwork netip.Prefix  `json:"machineNetwork"`
-	HostAddress    netip.Addr    `json:"hostAddress"`
-	DHCPRange      ipi.AddrRange `json:"dhcpRange"`
-	APIVIP         netip.Addr    `json:"apiVIP"`
-	IngressVIP     netip.Addr    `json:"ingressVIP"`
+	// Family is the machine network's first address family: the nodes'
+	// subnet (MachineNetwork), the lab host's own address on it
+	// (HostAddress: the NAT network's gateway, libvirt's dnsmasq), the
+	// nodes' range (DHCPRange) and the VIPs.
+	netaddr.Family
 	// IPFamily is v4, v6 or dual. For v6 the addresses above are IPv6;
 	// for dual they are IPv4 and Secondary is the IPv6 family (nil
 	// otherwise), as the installer orders them.
-	IPFamily  string  `json:"ipFamily"`
-	Secondary *Family `json:"secondary,omitempty"`
-	Masters   int     `json:"masters"`
-	Arbiters  int     `json:"arbiters,omitempty"`
-	Workers   int     `json:"workers"`
+	IPFamily  string          `json:"ipFamily"`
+	Secondary *netaddr.Family `json:"secondary,omitempty"`
+	Masters   int             `json:"masters"`
+	Arbiters  int             `json:"arbiters,omitempty"`
+	Workers   int             `json:"workers"`
 	// ProvisioningNetwork is Managed, Unmanaged or Disabled; the CIDR
 	// and bridge are set when it is not Disabled.
 	ProvisioningNetwork     string       `json:"provisioningNetwork"`
@@ -159,14 +193,22 @@ type Cluster struct {
 	SSHKey     string `json:"sshKey,omitempty"`
 }
 
-// Family is a dual-stack cluster's second address family: its machine
-// network, the lab host's address on it, the nodes' range and the VIPs.
-type Family struct {
-	MachineNetwork netip.Prefix  `json:"machineNetwork"`
-	HostAddress    netip.Addr    `json:"hostAddress"`
-	DHCPRange      ipi.AddrRange `json:"dhcpRange"`
-	APIVIP         netip.Addr    `json:"apiVIP"`
-	IngressVIP     netip.Addr    `json:"ingressVIP"`
+// DHCPRanges are the cluster's DHCP ranges, one per address family.
+func (c Cluster) DHCPRanges() []netaddr.Range {
+	out := []netaddr.Range{c.DHCPRange}
+	if f := c.Secondary; f != nil {
+		out = append(out, f.DHCPRange)
+	}
+	return out
+}
+
+// SecondaryFamily is the second family, the zero Family for a single
+// stack (as install-config, agent-config and the static pods take it).
+func (c Cluster) SecondaryFamily() netaddr.Family {
+	if c.Secondary == nil {
+		return netaddr.Family{}
+	}
+	return *c.Secondary
 }
 
 // Paths are the files labctl keeps for a lab, all under its directory.
@@ -214,8 +256,8 @@ type Paths struct {
 	NodeImageDir string `json:"nodeImageDir"`
 	// AgentConfig is agent-config.yaml in the installer's directory, and
 	// its copy in the state directory (agent mode); AgentISO the image
-	// `agent create image` writes; MediaBooted marks that every node was
-	// booted from it.
+	// `agent create image` writes; MediaBooted records the nodes booted
+	// from it, one name a line.
 	AgentConfig     string `json:"agentConfig"`
 	AgentConfigCopy string `json:"agentConfigCopy"`
 	AgentISO        string `json:"agentISO"`
@@ -349,31 +391,54 @@ type Resolver struct {
 }
 
 // NAT is the lab's own libvirt NAT network: the machine network, with a
-// DHCP reservation and DNS record per node. An IPv6-only lab's addresses
-// are IPv6; a dual-stack lab's are IPv4, with Secondary its IPv6 family.
+// DHCP reservation and DNS record per node. Its Family is the cluster's
+// first, but for the VIPs, which are where its DNS sends api and *.apps
+// (a single node's own address); Secondary is a dual-stack lab's IPv6
+// family. An IPv6-only lab's addresses are IPv6.
 type NAT struct {
-	Name       string       `json:"name"`
-	Bridge     string       `json:"bridge"`
-	CIDR       netip.Prefix `json:"cidr"`
-	Gateway    netip.Addr   `json:"gateway"`
-	DHCPStart  netip.Addr   `json:"dhcpStart"`
-	DHCPEnd    netip.Addr   `json:"dhcpEnd"`
-	MTU        int          `json:"mtu"`
-	Domain     string       `json:"domain"`
-	APIVIP     netip.Addr   `json:"apiVIP"`
-	IngressVIP netip.Addr   `json:"ingressVIP"`
-	// Secondary is a dual-stack lab's IPv6 family (nil otherwise).
-	Secondary *NATFamily `json:"secondary,omitempty"`
+	Name   string `json:"name"`
+	Bridge string `json:"bridge"`
+	netaddr.Family
+	MTU       int             `json:"mtu"`
+	Domain    string          `json:"domain"`
+	Secondary *netaddr.Family `json:"secondary,omitempty"`
 }
 
-// NATFamily is a NAT network's second address family.
-type NATFamily struct {
-	CIDR       netip.Prefix `json:"cidr"`
-	Gateway    netip.Addr   `json:"gateway"`
-	DHCPStart  netip.Addr   `json:"dhcpStart"`
-	DHCPEnd    netip.Addr   `json:"dhcpEnd"`
-	APIVIP     netip.Addr   `json:"apiVIP"`
-	IngressVIP netip.Addr   `json:"ingressVIP"`
+// MarshalJSON writes the NAT network in libvirt's words (cidr, gateway,
+// dhcpStart, dhcpEnd), as `virsh net-dumpxml` shows it, which is what
+// the plan's JSON shows people and its golden files pin.
+func (n NAT) MarshalJSON() ([]byte, error) {
+	type family struct {
+		CIDR       netip.Prefix `json:"cidr"`
+		Gateway    netip.Addr   `json:"gateway"`
+		DHCPStart  netip.Addr   `json:"dhcpStart"`
+		DHCPEnd    netip.Addr   `json:"dhcpEnd"`
+		APIVIP     netip.Addr   `json:"apiVIP"`
+		IngressVIP netip.Addr   `json:"ingressVIP"`
+	}
+	words := func(f netaddr.Family) family {
+		return family{f.MachineNetwork, f.HostAddress, f.DHCPRange.Start, f.DHCPRange.End, f.APIVIP, f.IngressVIP}
+	}
+	v := struct {
+		Name       string       `json:"name"`
+		Bridge     string       `json:"bridge"`
+		CIDR       netip.Prefix `json:"cidr"`
+		Gateway    netip.Addr   `json:"gateway"`
+		DHCPStart  netip.Addr   `json:"dhcpStart"`
+		DHCPEnd    netip.Addr   `json:"dhcpEnd"`
+		MTU        int          `json:"mtu"`
+		Domain     string       `json:"domain"`
+		APIVIP     netip.Addr   `json:"apiVIP"`
+		IngressVIP netip.Addr   `json:"ingressVIP"`
+		Secondary  *family      `json:"secondary,omitempty"`
+	}{Name: n.Name, Bridge: n.Bridge, MTU: n.MTU, Domain: n.Domain}
+	w := words(n.Family)
+	v.CIDR, v.Gateway, v.DHCPStart, v.DHCPEnd, v.APIVIP, v.IngressVIP = w.CIDR, w.Gateway, w.DHCPStart, w.DHCPEnd, w.APIVIP, w.IngressVIP
+	if n.Secondary != nil {
+		f := words(*n.Secondary)
+		v.Secondary = &f
+	}
+	return json.Marshal(v)
 }
 
 // Shared is a libvirt network the lab shares with other labs: what the lab
@@ -588,6 +653,9 @@ func Load(o Options) (*Plan, error) {
 	if o.AddedWorkers, err = ReadAdded(filepath.Join(o.Dir, ".bmlab", "added-nodes.json")); err != nil {
 		return nil, err
 	}
+	if err := o.settleMode(cfg, filepath.Join(o.Dir, ".bmlab", "state.json")); err != nil {
+		return nil, err
+	}
 	p, err := Resolve(cfg, o)
 	if err != nil {
 		return nil, err
@@ -599,11 +667,16 @@ func Load(o Options) (*Plan, error) {
 // Resolve turns a loaded lab file and the options into the plan. It is pure:
 // it reads nothing but its arguments.
 func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
-	if o.Mode == "" {
-		o.Mode = ModeIPI
-	}
-	if !slices.Contains(Modes, o.Mode) {
-		return nil, fmt.Errorf("--mode %q: use %s", o.Mode, strings.Join(Modes, ", "))
+	from := ModeFromFlag
+	switch {
+	case o.Mode != "":
+		if o.modeFrom != "" {
+			from = o.modeFrom
+		}
+	case cfg.Mode != "":
+		o.Mode, from = cfg.Mode, ModeFromFile
+	default:
+		o.Mode, from = ModeIPI, ModeFromDefault
 	}
 	if err := checkTopology(cfg, o.Mode); err != nil {
 		return nil, err
@@ -614,7 +687,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	k := cfg.Cluster
 	state := filepath.Join(o.Dir, ".bmlab")
 	p := &Plan{
-		Lab: cfg.Name, Mode: o.Mode, Profile: o.Profile, Dir: o.Dir, StateDir: state,
+		Lab: cfg.Name, Mode: o.Mode, ModeFrom: from, Profile: o.Profile, Dir: o.Dir, StateDir: state,
 		LibvirtURI: o.LibvirtURI, Netns: o.Netns,
 		Storage:   Storage{Pool: cfg.Name + "-disks", Dir: filepath.Join(state, "disks")},
 		Installer: Installer{Binary: k.Installer, Dir: filepath.Join(o.Dir, "install"), OC: k.OC},
@@ -631,7 +704,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		p.BMC.Scheme = "https"
 		p.BMC.LabCA = k.BMC.UseLabCA()
 	}
-	if k.BMC.Kind == labconfig.BMCIPMI {
+	if k.BMC.Kind == ipi.BMCIPMI {
 		p.BMC.IPMIPortBase = k.BMC.IPMIPortBase
 	}
 	if o.Mode == ModeHybrid {
@@ -651,7 +724,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		}
 		if k.Masters.N() == 1 && k.Workers.N() == 0 {
 			p.Hybrid.SingleNode, p.Hybrid.InstallationDisk = true, InstallationDisk
-			p.Hybrid.BootISO = filepath.Join(p.Paths.IgnitionDir, cfg.Name+"-"+RoleMaster+"-0.iso")
+			p.Hybrid.BootISO = filepath.Join(p.Paths.IgnitionDir, cfg.Name+"-"+ipi.RoleMaster+"-0.iso")
 		}
 		p.Hybrid.APIRouterID, p.Hybrid.IngressRouterID = RouterIDs(k.Name)
 		if h.APIRouterID != 0 {
@@ -666,7 +739,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		// libvirt network, whose dnsmasq listens on its first address.
 		p.Hybrid.Upstream = []netip.Addr{k.MachineNetwork.Masked().Addr().Next()}
 		if p.Network.NAT != nil {
-			p.Hybrid.Upstream = []netip.Addr{p.Network.NAT.Gateway}
+			p.Hybrid.Upstream = []netip.Addr{p.Network.NAT.HostAddress}
 			p.Hybrid.Segment = p.Network.NAT.Bridge
 		}
 		if f := p.Cluster.Secondary; f != nil {
@@ -730,12 +803,9 @@ func resolveCluster(cfg *labconfig.Config, o Options, n Network) Cluster {
 	c := Cluster{
 		Name: k.Name, BaseDomain: k.BaseDomain, Domain: domain,
 		APIName: "api." + domain, APIIntName: "api-int." + domain, AppsDomain: "apps." + domain,
-		ConsoleHost:    "console-openshift-console.apps." + domain,
-		OAuthHost:      "oauth-openshift.apps." + domain,
-		MachineNetwork: k.MachineNetwork, HostAddress: k.MachineNetwork.Masked().Addr().Next(),
-		DHCPRange: ipi.AddrRange{Start: k.DHCPRange.Start, End: k.DHCPRange.End},
-		APIVIP:    k.APIVIP, IngressVIP: k.IngressVIP,
-		Masters: k.Masters.N(), Arbiters: k.Arbiter.N(), Workers: k.Workers.N(),
+		ConsoleHost: "console-openshift-console.apps." + domain,
+		OAuthHost:   "oauth-openshift.apps." + domain,
+		Masters:     k.Masters.N(), Arbiters: k.Arbiter.N(), Workers: k.Workers.N(),
 		ProvisioningNetwork: cfg.Network.ProvisioningNetwork,
 		ExternalBridge:      externalBridge(cfg.Network),
 		PullSecret:          inputPath(cmp.Or(o.PullSecret, k.PullSecret), o.Dir),
@@ -743,18 +813,26 @@ func resolveCluster(cfg *labconfig.Config, o Options, n Network) Cluster {
 	if s := cmp.Or(o.SSHKey, k.SSHKey); s != "" {
 		c.SSHKey = inputPath(s, o.Dir)
 	}
-	if c.ProvisioningNetwork != labconfig.ProvisioningDisabled {
+	if c.ProvisioningNetwork != ipi.ProvisioningDisabled {
 		c.ProvisioningNetworkCIDR = k.ProvisioningNetworkCIDR
 		c.ProvisioningBridge = provisioningBridge(cfg.Network, c.ExternalBridge)
 	}
 	c.IPFamily = k.IPFamily
-	if k.IPFamily == labconfig.IPFamilyDual {
-		c.Secondary = &Family{
-			MachineNetwork: k.MachineNetworkV6, HostAddress: k.MachineNetworkV6.Masked().Addr().Next(),
-			DHCPRange: k.DHCPRangeV6, APIVIP: k.APIVIPV6, IngressVIP: k.IngressVIPV6,
-		}
-	}
+	c.Family, c.Secondary = families(k)
 	return c
+}
+
+// families are the machine network's address families as the lab file
+// gives them: the first, and a dual-stack lab's IPv6 one (nil otherwise).
+// The lab host's address on each is its first.
+func families(k labconfig.Cluster) (netaddr.Family, *netaddr.Family) {
+	first := netaddr.Family{MachineNetwork: k.MachineNetwork, HostAddress: k.MachineNetwork.Masked().Addr().Next(),
+		DHCPRange: k.DHCPRange, APIVIP: k.APIVIP, IngressVIP: k.IngressVIP}
+	if k.IPFamily != labconfig.IPFamilyDual {
+		return first, nil
+	}
+	return first, &netaddr.Family{MachineNetwork: k.MachineNetworkV6, HostAddress: k.MachineNetworkV6.Masked().Addr().Next(),
+		DHCPRange: k.DHCPRangeV6, APIVIP: k.APIVIPV6, IngressVIP: k.IngressVIPV6}
 }
 
 // inputPath is a lab file's (or flag's) path of an input file: relative to
@@ -796,38 +874,24 @@ func provisioningBridge(n labconfig.Network, external string) string {
 func (p *Plan) IPICluster() ipi.Cluster {
 	c := p.Cluster
 	return ipi.Cluster{
-		Name: c.Name, BaseDomain: c.BaseDomain, MachineNetwork: c.MachineNetwork, DHCPRange: c.DHCPRange,
-		APIVIP: c.APIVIP, IngressVIP: c.IngressVIP, Masters: c.Masters, Workers: c.Workers,
+		Name: c.Name, BaseDomain: c.BaseDomain, Family: c.Family, Masters: c.Masters, Workers: c.Workers,
 		ProvisioningNetwork: c.ProvisioningNetwork, ProvisioningNetworkCIDR: c.ProvisioningNetworkCIDR,
 		ExternalBridge: c.ExternalBridge, ProvisioningBridge: c.ProvisioningBridge,
 		BMCUsername: p.BMC.Username, BMCPassword: p.BMC.Password,
 		// vbmcd's certificate is self-signed.
-		BMCInsecure:  p.BMC.Kind != labconfig.BMCIPMI && p.BMC.Scheme == "https" && !p.BMC.LabCA,
+		BMCInsecure:  p.BMC.Kind != ipi.BMCIPMI && p.BMC.Scheme == "https" && !p.BMC.LabCA,
 		Arbiters:     c.Arbiters,
 		Fencing:      p.Agent != nil && p.Agent.Fencing,
 		PlatformNone: p.Agent != nil && p.Agent.Platform == "none",
-		Secondary:    p.ipiSecondary(),
+		Secondary:    c.SecondaryFamily(),
 	}
-}
-
-// ipiSecondary is a dual-stack cluster's IPv6 family as install-config
-// takes it (the zero Family for a single stack).
-func (p *Plan) ipiSecondary() ipi.Family {
-	f := p.Cluster.Secondary
-	if f == nil {
-		return ipi.Family{}
-	}
-	return ipi.Family{MachineNetwork: f.MachineNetwork, DHCPRange: f.DHCPRange, APIVIP: f.APIVIP, IngressVIP: f.IngressVIP}
 }
 
 // AgentCluster is the cluster as agent-config generation takes it.
 func (p *Plan) AgentCluster() agent.Cluster {
-	c := agent.Cluster{Name: p.Cluster.Name, MachineNetwork: p.Cluster.MachineNetwork}
+	c := agent.Cluster{Name: p.Cluster.Name, Family: p.Cluster.Family, Secondary: p.Cluster.SecondaryFamily()}
 	if a := p.Agent; a != nil {
-		c.RendezvousIP, c.StaticIPs, c.Gateway = a.RendezvousIP, a.StaticIPs, a.Gateway
-	}
-	if f := p.Cluster.Secondary; f != nil {
-		c.SecondaryNetwork, c.SecondaryGateway = f.MachineNetwork, f.HostAddress
+		c.RendezvousIP, c.StaticIPs = a.RendezvousIP, a.StaticIPs
 	}
 	for _, n := range p.Nodes {
 		if !n.Added {
@@ -841,7 +905,7 @@ func (p *Plan) AgentCluster() agent.Cluster {
 func (p *Plan) IPINodes() []ipi.Node {
 	var out []ipi.Node
 	for _, n := range p.Nodes {
-		if !n.Added && (n.Role == RoleMaster || n.Role == RoleWorker || n.Role == RoleArbiter) {
+		if !n.Added && (n.Role == ipi.RoleMaster || n.Role == ipi.RoleWorker || n.Role == ipi.RoleArbiter) {
 			out = append(out, ipi.Node{Name: n.Name, Role: n.Role, UUID: n.UUID, BootMAC: n.MAC, BMCAddress: n.BMC.Address,
 				BMCUsername: n.BMC.Username, BMCPassword: n.BMC.Password})
 		}
@@ -898,7 +962,7 @@ func (p *Plan) resolveAgent(cfg *labconfig.Config) {
 	}
 	var first Node
 	for _, n := range p.Nodes {
-		if n.Role == RoleMaster {
+		if n.Role == ipi.RoleMaster {
 			first, a.RendezvousIP = n, n.IP
 			break
 		}
@@ -925,7 +989,7 @@ func (p *Plan) resolveResolver(cfg *labconfig.Config) error {
 	r := &Resolver{Kind: n.HostResolver, Path: netplumb.ResolverDropInPath(n.HostResolverDir, p.Lab), Domain: p.Cluster.Domain}
 	switch {
 	case p.Network.NAT != nil:
-		r.DNS = p.Network.NAT.Gateway
+		r.DNS = p.Network.NAT.HostAddress
 	case p.Network.Shared != nil:
 		r.DNS = p.Network.Shared.Gateway
 		if r.Kind == labconfig.ResolverDnsmasq {
@@ -994,18 +1058,10 @@ func resolveNetwork(cfg *labconfig.Config) Network {
 				top.Veths[i].PeerMaster = br
 			}
 		}
-		out.NAT = &NAT{
-			Name: cfg.Name + "-machine", Bridge: br, CIDR: k.MachineNetwork,
-			Gateway:   k.MachineNetwork.Masked().Addr().Next(),
-			DHCPStart: k.DHCPRange.Start, DHCPEnd: k.DHCPRange.End, MTU: n.MTU,
-			Domain: k.Name + "." + k.BaseDomain, APIVIP: k.APIVIP, IngressVIP: k.IngressVIP,
-		}
-		if k.IPFamily == labconfig.IPFamilyDual {
-			out.NAT.Secondary = &NATFamily{
-				CIDR: k.MachineNetworkV6, Gateway: k.MachineNetworkV6.Masked().Addr().Next(),
-				DHCPStart: k.DHCPRangeV6.Start, DHCPEnd: k.DHCPRangeV6.End, APIVIP: k.APIVIPV6, IngressVIP: k.IngressVIPV6,
-			}
-		}
+		// Its own copies: a single node's address becomes its VIPs
+		// (nodeHoldsVIPs), not the cluster's.
+		first, second := families(k)
+		out.NAT = &NAT{Name: cfg.Name + "-machine", Bridge: br, Family: first, MTU: n.MTU, Domain: k.Name + "." + k.BaseDomain, Secondary: second}
 	}
 	out.Topology = top
 	return out
@@ -1030,10 +1086,10 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 		spec labconfig.Role
 		n    int
 	}
-	groups := []group{{RoleMaster, k.Masters, k.Masters.N()}, {RoleArbiter, k.Arbiter, k.Arbiter.N()}, {RoleWorker, k.Workers, k.Workers.N() + p.addedWorkers}}
+	groups := []group{{ipi.RoleMaster, k.Masters, k.Masters.N()}, {ipi.RoleArbiter, k.Arbiter, k.Arbiter.N()}, {ipi.RoleWorker, k.Workers, k.Workers.N() + p.addedWorkers}}
 	if p.Mode == ModeHybrid && !p.Hybrid.SingleNode {
 		// The bootstrap is sized like a master and first in line.
-		groups = append([]group{{RoleBootstrap, k.Masters, 1}}, groups...)
+		groups = append([]group{{ipi.RoleBootstrap, k.Masters, 1}}, groups...)
 	}
 	ip, ip6 := k.DHCPRange.Start, netip.Addr{}
 	if k.IPFamily == labconfig.IPFamilyDual {
@@ -1042,7 +1098,7 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 	for _, g := range groups {
 		for i := 0; i < g.n; i++ {
 			name := fmt.Sprintf("%s-%s-%d", cfg.Name, g.role, i)
-			if g.role == RoleBootstrap {
+			if g.role == ipi.RoleBootstrap {
 				name = cfg.Name + "-bootstrap"
 			}
 			if !ip.IsValid() || !k.DHCPRange.Contains(ip) {
@@ -1052,7 +1108,7 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 				return fmt.Errorf("cluster.dhcpRangeV6: %s has no room for %d nodes; widen it", k.DHCPRangeV6, len(p.Nodes)+1)
 			}
 			n := Node{
-				Added: g.role == RoleWorker && i >= k.Workers.N(),
+				Added: g.role == ipi.RoleWorker && i >= k.Workers.N(),
 				Name:  name, Role: g.role, MAC: MACFor(cfg.Name, name), UUID: UUIDFor(cfg.Name, name), IP: ip,
 				VCPUs: uint(g.spec.VCPUs), MemoryMiB: uint(g.spec.MemoryMiB),
 				SerialLog: filepath.Join(p.Paths.Logs, name+".serial.log"),
@@ -1085,7 +1141,7 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 				}
 				if k.BMC.UseNodeAccounts() {
 					n.BMC.Username, n.BMC.Password = n.Name, NodePassword(p.BMC.Password, p.Lab, n.Name)
-					if k.BMC.Kind == labconfig.BMCIPMI {
+					if k.BMC.Kind == ipi.BMCIPMI {
 						// IPMI's longest password is 20 bytes (IPMI v2.0
 						// §22.30): ipmitool, and Ironic through it, refuse
 						// a longer one before they send anything.
@@ -1106,7 +1162,7 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 func (p *Plan) endpoint(n *Node, i int, kind string) error {
 	host := net.JoinHostPort(p.BMC.Host, strconv.Itoa(p.BMC.RedfishPort))
 	n.BMC.SystemURL = fmt.Sprintf("%s://%s/redfish/v1/Systems/%s", p.BMC.Scheme, host, n.UUID)
-	if p.BMC.Kind == labconfig.BMCIPMI {
+	if p.BMC.Kind == ipi.BMCIPMI {
 		n.BMC.IPMIPort = p.BMC.IPMIPortBase + i
 	}
 	addr, err := ipi.BMCAddress(ipi.BMCEndpoint{Kind: kind, Host: p.BMC.Host, RedfishPort: p.BMC.RedfishPort, TLS: p.BMC.Scheme == "https"}, n.UUID, n.BMC.IPMIPort)
@@ -1187,7 +1243,7 @@ func (p *Plan) vbmcd(path string, cpus int) Vbmcd {
 	if p.BMC.LabCA {
 		v.Args = append(v.Args, "--tls-cert", p.Paths.BMCCert, "--tls-key", p.Paths.BMCKey)
 	}
-	if p.BMC.Kind == labconfig.BMCIPMI && listen != "" {
+	if p.BMC.Kind == ipi.BMCIPMI && listen != "" {
 		v.Args = append(v.Args, "--ipmi-addr", listen)
 	}
 	return v

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labconfig"
 )
 
@@ -122,7 +123,6 @@ func TestNATBridgeNames(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	for _, tt := range []struct{ lab, mode, want string }{
-		{"", "upi", `--mode "upi": use ipi-baremetal, hybrid, agent`},
 		{"cluster: {masters: {count: 1}}\n", ModeIPI, "cluster.masters.count: 1 (a single-node cluster) is installed by --mode agent (or hybrid); ipi-baremetal needs 3 masters"},
 		{"cluster: {masters: {count: 2}, fencing: true, image: /i.qcow2}\n", ModeHybrid, "cluster.fencing: a two-node control plane with fencing is installed by --mode agent, not hybrid"},
 		{"cluster: {masters: {count: 2}, arbiter: {count: 1}}\n", ModeIPI, "cluster.arbiter: a two-node control plane with an arbiter is installed by --mode agent, not ipi-baremetal"},
@@ -206,12 +206,12 @@ func TestMultiHostPlacement(t *testing.T) {
 // workers keeps the bootstrap flow, as kcli without sno.
 func TestHybridSingleNode(t *testing.T) {
 	p := resolve(t, "name: s\ncluster: {image: /i.iso, masters: {count: 1}}\n", "tiny", ModeHybrid)
-	if !p.SingleNode() || len(p.Nodes) != 1 || p.Nodes[0].Role != RoleMaster || p.Nodes[0].Disks[0].Backing != "" ||
+	if !p.SingleNode() || len(p.Nodes) != 1 || p.Nodes[0].Role != ipi.RoleMaster || p.Nodes[0].Disks[0].Backing != "" ||
 		p.Network.NAT.APIVIP != p.Nodes[0].IP || p.Network.NAT.IngressVIP != p.Nodes[0].IP || p.Hybrid.InstallationDisk != "/dev/vda" {
 		t.Errorf("masters 1, no workers: single node %v, nodes %+v, NAT %+v", p.SingleNode(), p.Nodes, p.Network.NAT)
 	}
 	p = resolve(t, "name: s\ncluster: {image: /i.qcow2, masters: {count: 1}, workers: {count: 1}}\n", "tiny", ModeHybrid)
-	if p.SingleNode() || len(p.Nodes) != 3 || p.Nodes[0].Role != RoleBootstrap || p.Network.NAT.APIVIP == p.Nodes[1].IP {
+	if p.SingleNode() || len(p.Nodes) != 3 || p.Nodes[0].Role != ipi.RoleBootstrap || p.Network.NAT.APIVIP == p.Nodes[1].IP {
 		t.Errorf("masters 1 with a worker: single node %v, nodes %+v", p.SingleNode(), p.Nodes)
 	}
 }
@@ -223,7 +223,7 @@ func TestHybridSingleNode(t *testing.T) {
 // drop-in and the lab's name at both default places.
 func TestHostResolver(t *testing.T) {
 	p := resolve(t, "name: r\nnetwork: {hostResolver: resolved}\ncluster: {image: /i.qcow2}\n", "tiny", ModeHybrid)
-	want := &Resolver{Kind: "resolved", Path: "/etc/systemd/resolved.conf.d/bmlab-r.conf", Domain: "r." + labconfig.DefaultBaseDomain, DNS: p.Network.NAT.Gateway}
+	want := &Resolver{Kind: "resolved", Path: "/etc/systemd/resolved.conf.d/bmlab-r.conf", Domain: "r." + labconfig.DefaultBaseDomain, DNS: p.Network.NAT.HostAddress}
 	if p.Network.Resolver == nil || *want != *p.Network.Resolver {
 		t.Errorf("resolved on a NAT network: %+v, want %+v", p.Network.Resolver, want)
 	}

@@ -4,5 +4,5 @@
 // test; under CI=true it fails it, so a skipped test is never counted as a pass.
 //
 // It is imported only from _test.go files and from the helper packages that
-// only tests import (virt/virttest, netplumb/netnstest, upi/upitest).
+// only tests import (virttest, netplumb/netnstest, installertest).
 package testenv

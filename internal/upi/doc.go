@@ -37,7 +37,7 @@
 //     resolv.conf dispatcher (Cluster.SingleNode: no coredns of its own).
 //   - Installer runs `create manifests`, `create ignition-configs`,
 //     `create single-node-ignition-config` and `wait-for` through ipi.RunInstallerCommand (output streamed, its tail in
-//     errors). Package upitest has a fixture openshift-install for tests.
+//     errors). Package installertest has a fixture openshift-install for tests.
 //
 // What it does not do: talk to libvirt, decide addresses, retry the
 // installer's waits, or remove the bootstrap; those belong to the plan and

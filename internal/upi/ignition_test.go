@@ -18,7 +18,8 @@ import (
 	"github.com/coreos/vcontext/report"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/bmlab/bmlab/internal/upi/upitest"
+	"github.com/bmlab/bmlab/internal/installertest"
+	"github.com/bmlab/bmlab/internal/ipi"
 )
 
 // reparse parses raw with the stable package of version and returns the
@@ -50,11 +51,11 @@ func reparse(t *testing.T, version string, raw []byte) report.Report {
 // installerIgnition is what the fixture installer writes for testCluster.
 func installerIgnition(t *testing.T, version string, workers int) map[string][]byte {
 	t.Helper()
-	ic, err := upitest.ParseInstallConfig([]byte(installConfigYAML(workers)))
+	ic, err := installertest.ParseInstallConfig([]byte(installConfigYAML(workers)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return upitest.IgnitionConfigs(ic, version, upitest.Manifests(ic))
+	return installertest.IgnitionConfigs(ic, version, installertest.Manifests(ic))
 }
 
 // extraFiles stand for the static pods the caller passes.
@@ -148,9 +149,9 @@ func TestMergeIgnitionEveryVersion(t *testing.T) {
 			file string
 			node Node
 		}{
-			{upitest.BootstrapIgn, nodeOf(c, RoleBootstrap)},
-			{upitest.MasterIgn, nodeOf(c, RoleMaster)},
-			{upitest.WorkerIgn, nodeOf(c, RoleWorker)},
+			{installertest.BootstrapIgn, nodeOf(c, ipi.RoleBootstrap)},
+			{installertest.MasterIgn, nodeOf(c, ipi.RoleMaster)},
+			{installertest.WorkerIgn, nodeOf(c, ipi.RoleWorker)},
 		} {
 			t.Run(version+"/"+tc.file, func(t *testing.T) {
 				out, err := MergeIgnition(tc.file, inst[tc.file], tc.node, c, extraFiles(tc.node))
@@ -202,7 +203,7 @@ func TestMergeIgnitionGolden(t *testing.T) {
 	c := testCluster(2)
 	for _, version := range []string{"3.2.0", "3.6.0"} {
 		inst := installerIgnition(t, version, 2)
-		for _, role := range []string{RoleBootstrap, RoleMaster, RoleWorker} {
+		for _, role := range []string{ipi.RoleBootstrap, ipi.RoleMaster, ipi.RoleWorker} {
 			t.Run(version+"/"+role, func(t *testing.T) {
 				n := nodeOf(c, role)
 				out, err := MergeIgnition(role+".ign", inst[role+".ign"], n, c, extraFiles(n))
@@ -224,11 +225,11 @@ func TestMergeIgnitionGolden(t *testing.T) {
 // source and CA by value, at the oldest and newest versions.
 func TestMergeIgnitionPointerConfig(t *testing.T) {
 	c := testCluster(0)
-	ca := DataURL(upitest.RootCA())
+	ca := DataURL(installertest.RootCA())
 	for _, version := range []string{"3.2.0", "3.6.0"} {
 		inst := installerIgnition(t, version, 0)
 		for _, role := range []string{"master", "worker"} {
-			out, err := MergeIgnition(role+".ign", inst[role+".ign"], nodeOf(c, RoleMaster), c, nil)
+			out, err := MergeIgnition(role+".ign", inst[role+".ign"], nodeOf(c, ipi.RoleMaster), c, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -262,7 +263,7 @@ func TestMergeIgnitionPointerConfig(t *testing.T) {
 // entries collide with the additions on every kind of path.
 func TestMergeIgnitionInstallerWins(t *testing.T) {
 	c := testCluster(0)
-	n := nodeOf(c, RoleMaster)
+	n := nodeOf(c, ipi.RoleMaster)
 	const installer = `{"ignition":{"version":"3.4.0"},
 "passwd":{"users":[{"name":"core","passwordHash":"$6$x","sshAuthorizedKeys":["` + testSSHKey + `","ssh-rsa AAAAother other@x"]},{"name":"other"}]},
 "storage":{
@@ -324,8 +325,8 @@ var sortStrings = cmp.Transformer("sort", func(in []string) []string {
 
 func TestMergeIgnitionErrors(t *testing.T) {
 	c := testCluster(0)
-	n := nodeOf(c, RoleMaster)
-	valid := installerIgnition(t, "3.2.0", 0)[upitest.MasterIgn]
+	n := nodeOf(c, ipi.RoleMaster)
+	valid := installerIgnition(t, "3.2.0", 0)[installertest.MasterIgn]
 	for _, tc := range []struct {
 		name      string
 		installer string
@@ -442,7 +443,7 @@ func TestMergeIgnitionTwice(t *testing.T) {
 			if !strings.HasSuffix(file, ".ign") {
 				continue
 			}
-			n := nodeOf(c, RoleMaster)
+			n := nodeOf(c, ipi.RoleMaster)
 			once, err := MergeIgnition(file, raw, n, c, extraFiles(n))
 			if err != nil {
 				t.Fatal(err)

@@ -14,8 +14,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/bmlab/bmlab/internal/installertest"
 	"github.com/bmlab/bmlab/internal/ipi"
-	"github.com/bmlab/bmlab/internal/upi/upitest"
 )
 
 // lines collects streamed output; OnLine runs on another goroutine.
@@ -36,7 +36,7 @@ func (l *lines) has(sub string) bool {
 // holding install-config.yaml.
 func fixtureInstaller(t *testing.T, env ...string) (*Installer, *lines) {
 	t.Helper()
-	bin := upitest.Installer(t)
+	bin := installertest.Installer(t)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "install-config.yaml"), []byte(installConfigYAML(2)), 0o600); err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func fixtureInstaller(t *testing.T, env ...string) (*Installer, *lines) {
 func TestInstallerHybridSteps(t *testing.T) {
 	for _, version := range []string{"", "3.5.0"} {
 		t.Run("spec "+version, func(t *testing.T) {
-			inst, out := fixtureInstaller(t, upitest.EnvIgnitionVersion+"="+version, upitest.EnvBootstrapExit+"=5,0")
+			inst, out := fixtureInstaller(t, installertest.EnvIgnitionVersion+"="+version, installertest.EnvBootstrapExit+"=5,0")
 			dir := inst.Options.Dir
 			ctx := context.Background()
 			if err := inst.CreateManifests(ctx); err != nil {
@@ -101,7 +101,7 @@ func TestInstallerHybridSteps(t *testing.T) {
 			for _, tc := range []struct {
 				file string
 				role string
-			}{{"bootstrap.ign", RoleBootstrap}, {"master.ign", RoleMaster}, {"worker.ign", RoleWorker}} {
+			}{{"bootstrap.ign", ipi.RoleBootstrap}, {"master.ign", ipi.RoleMaster}, {"worker.ign", ipi.RoleWorker}} {
 				raw, err := os.ReadFile(filepath.Join(dir, tc.file))
 				if err != nil {
 					t.Fatal(err)
@@ -117,8 +117,8 @@ func TestInstallerHybridSteps(t *testing.T) {
 
 			err = inst.WaitFor(ctx, BootstrapComplete)
 			var ie *ipi.InstallerError
-			if !errors.As(err, &ie) || ie.ExitCode() != upitest.ExitBootstrapFailed {
-				t.Fatalf("first wait-for: %v, want exit %d", err, upitest.ExitBootstrapFailed)
+			if !errors.As(err, &ie) || ie.ExitCode() != installertest.ExitBootstrapFailed {
+				t.Fatalf("first wait-for: %v, want exit %d", err, installertest.ExitBootstrapFailed)
 			}
 			for _, w := range []string{"openshift-install wait-for bootstrap-complete failed: exit status 5", "Bootstrap failed to complete", "gather bootstrap"} {
 				if !strings.Contains(err.Error(), w) {
@@ -138,7 +138,7 @@ func TestInstallerHybridSteps(t *testing.T) {
 				t.Errorf("no install-complete lines in %q", out.all)
 			}
 			calls := []string{"create manifests", "create ignition-configs", "wait-for bootstrap-complete", "wait-for bootstrap-complete", "wait-for install-complete"}
-			if diff := cmp.Diff(calls, upitest.Calls(dir)); diff != "" {
+			if diff := cmp.Diff(calls, installertest.Calls(dir)); diff != "" {
 				t.Errorf("calls (-want +got):\n%s", diff)
 			}
 			log, _ := os.ReadFile(filepath.Join(dir, ipi.OutputLogName))
@@ -152,13 +152,13 @@ func TestInstallerHybridSteps(t *testing.T) {
 func TestInstallerFailures(t *testing.T) {
 	ctx := context.Background()
 	t.Run("install fails", func(t *testing.T) {
-		inst, _ := fixtureInstaller(t, upitest.EnvInstallExit+"=6")
+		inst, _ := fixtureInstaller(t, installertest.EnvInstallExit+"=6")
 		if err := inst.CreateManifests(ctx); err != nil {
 			t.Fatal(err)
 		}
 		err := inst.WaitFor(ctx, InstallComplete)
 		var ie *ipi.InstallerError
-		if !errors.As(err, &ie) || ie.ExitCode() != upitest.ExitInstallFailed || !strings.Contains(err.Error(), "failed to initialize the cluster") {
+		if !errors.As(err, &ie) || ie.ExitCode() != installertest.ExitInstallFailed || !strings.Contains(err.Error(), "failed to initialize the cluster") {
 			t.Errorf("error %v", err)
 		}
 	})
@@ -183,7 +183,7 @@ func TestInstallerFailures(t *testing.T) {
 		}
 	})
 	t.Run("cancelled wait", func(t *testing.T) {
-		inst, out := fixtureInstaller(t, upitest.EnvWait+"=10m")
+		inst, out := fixtureInstaller(t, installertest.EnvWait+"=10m")
 		if err := inst.CreateManifests(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -208,23 +208,23 @@ func TestInstallerFailures(t *testing.T) {
 // TestFixtureVersion checks the fixture's version text has the real one's
 // shape.
 func TestFixtureVersion(t *testing.T) {
-	out, err := exec.Command(upitest.Installer(t), "version").Output()
+	out, err := exec.Command(installertest.Installer(t), "version").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ls := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(ls) != 4 || ls[0] != "openshift-install "+upitest.Version || !strings.HasPrefix(ls[1], "built from commit ") ||
+	if len(ls) != 4 || ls[0] != "openshift-install "+installertest.Version || !strings.HasPrefix(ls[1], "built from commit ") ||
 		!strings.HasPrefix(ls[2], "release image quay.io/") || ls[3] != "release architecture amd64" {
 		t.Errorf("version output %q", ls)
 	}
 	var meta map[string]any
-	if err := json.Unmarshal(upitest.IgnitionConfigs(mustIC(t), "3.2.0", nil)["metadata.json"], &meta); err != nil || meta["clusterName"] != "hyb" {
+	if err := json.Unmarshal(installertest.IgnitionConfigs(mustIC(t), "3.2.0", nil)["metadata.json"], &meta); err != nil || meta["clusterName"] != "hyb" {
 		t.Errorf("metadata.json %v %v", meta, err)
 	}
 }
 
-func mustIC(t *testing.T) upitest.InstallConfig {
-	ic, err := upitest.ParseInstallConfig([]byte(installConfigYAML(2)))
+func mustIC(t *testing.T) installertest.InstallConfig {
+	ic, err := installertest.ParseInstallConfig([]byte(installConfigYAML(2)))
 	if err != nil {
 		t.Fatal(err)
 	}

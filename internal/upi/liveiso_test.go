@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bmlab/bmlab/internal/installertest"
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/upi/upitest"
 )
 
 // TestEmbedIgnition embeds a config into the fixture's live ISO (a real
@@ -24,7 +24,7 @@ func TestEmbedIgnition(t *testing.T) {
 	testenv.Command(t, "grub-mkrescue")
 	dir := t.TempDir()
 	live := filepath.Join(dir, "live.iso")
-	upitest.LiveISO(t, live)
+	installertest.LiveISO(t, live)
 	ctx := context.Background()
 	if got, err := EmbeddedIgnition(ctx, live); err != nil || got != nil {
 		t.Fatalf("the bare live ISO: %q, %v; want no config", got, err)

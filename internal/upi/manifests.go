@@ -10,11 +10,8 @@ import (
 	"slices"
 	"strings"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
+	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/yamljson"
 )
 
 // Manifest paths, relative to the installer's directory.
@@ -65,10 +62,10 @@ func manifestNodes(c Cluster, role string) []Node {
 // ingressRouterNodes are the nodes the ingress routers run on: the
 // workers, or the masters when there are none.
 func ingressRouterNodes(c Cluster) []Node {
-	if w := manifestNodes(c, RoleWorker); len(w) > 0 {
+	if w := manifestNodes(c, ipi.RoleWorker); len(w) > 0 {
 		return w
 	}
-	return manifestNodes(c, RoleMaster)
+	return manifestNodes(c, ipi.RoleMaster)
 }
 
 // EditManifests edits what `openshift-install create manifests` wrote in
@@ -118,7 +115,7 @@ func EditManifests(dir string, c Cluster, o ManifestOptions) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scheduler config: %w (run `openshift-install create manifests` first)", err)
 	}
-	edited, err := SetMastersSchedulable(data, len(manifestNodes(c, RoleWorker)) == 0)
+	edited, err := SetMastersSchedulable(data, len(manifestNodes(c, ipi.RoleWorker)) == 0)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", sp, err)
 	}
@@ -141,12 +138,6 @@ func EditManifests(dir string, c Cluster, o ManifestOptions) ([]string, error) {
 	return changed, nil
 }
 
-// typeMeta is what tells a manifest's kind.
-type typeMeta struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-}
-
 // machineKinds are the kinds the hybrid flow removes: it makes its
 // machines itself, and the machine API must not try to (the installer's
 // own Machine objects would stay Provisioning forever on platform none).
@@ -160,7 +151,7 @@ func IsMachineManifest(data []byte) (bool, error) {
 	var machines, others int
 	for i, doc := range documents(data) {
 		var tm typeMeta
-		if err := yaml.Unmarshal(doc, &tm); err != nil {
+		if err := yamljson.Unmarshal(doc, &tm); err != nil {
 			return false, fmt.Errorf("document %d: %w", i+1, err)
 		}
 		group, _, _ := strings.Cut(tm.APIVersion, "/")
@@ -208,7 +199,7 @@ func SetMastersSchedulable(data []byte, v bool) ([]byte, error) {
 			MastersSchedulable *bool `json:"mastersSchedulable"`
 		} `json:"spec"`
 	}
-	if err := yaml.Unmarshal(data, &cur); err != nil {
+	if err := yamljson.Unmarshal(data, &cur); err != nil {
 		return nil, err
 	}
 	if cur.Kind != "Scheduler" || !strings.HasPrefix(cur.APIVersion, "config.openshift.io/") {
@@ -218,7 +209,7 @@ func SetMastersSchedulable(data []byte, v bool) ([]byte, error) {
 		return data, nil
 	}
 	var m map[string]any
-	if err := yaml.Unmarshal(data, &m); err != nil {
+	if err := yamljson.Unmarshal(data, &m); err != nil {
 		return nil, err
 	}
 	spec, _ := m["spec"].(map[string]any)
@@ -227,15 +218,15 @@ func SetMastersSchedulable(data []byte, v bool) ([]byte, error) {
 		m["spec"] = spec
 	}
 	spec["mastersSchedulable"] = v
-	return yaml.Marshal(m)
+	return yamljson.Marshal(m)
 }
 
 // ingressController is operator.openshift.io/v1 IngressController, the
 // fields the hybrid flow sets (openshift/api operator/v1 types).
 type ingressController struct {
-	metav1.TypeMeta `json:",inline"`
-	Metadata        metav1.ObjectMeta     `json:"metadata"`
-	Spec            ingressControllerSpec `json:"spec"`
+	typeMeta `json:",inline"`
+	Metadata objectMeta            `json:"metadata"`
+	Spec     ingressControllerSpec `json:"spec"`
 }
 
 type ingressControllerSpec struct {
@@ -249,15 +240,15 @@ type endpointPublishingStrategy struct {
 }
 
 type nodePlacement struct {
-	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
-	Tolerations  []corev1.Toleration   `json:"tolerations,omitempty"`
+	NodeSelector *labelSelector `json:"nodeSelector,omitempty"`
+	Tolerations  []toleration   `json:"tolerations,omitempty"`
 }
 
 // masterTolerations let a pod run on masters that keep their NoSchedule
 // taint (masters are unschedulable when there are workers).
-var masterTolerations = []corev1.Toleration{
-	{Key: masterLabel, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-	{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+var masterTolerations = []toleration{
+	{Key: masterLabel, Operator: "Exists", Effect: "NoSchedule"},
+	{Key: "node-role.kubernetes.io/control-plane", Operator: "Exists", Effect: "NoSchedule"},
 }
 
 // IngressController is the default IngressController: one router per
@@ -269,16 +260,16 @@ func IngressController(c Cluster) ([]byte, error) {
 	if len(routers) == 0 {
 		return nil, errors.New("the cluster has neither masters nor workers to run the routers")
 	}
-	placement := nodePlacement{NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{workerLabel: ""}}}
-	if len(manifestNodes(c, RoleWorker)) == 0 {
+	placement := nodePlacement{NodeSelector: &labelSelector{MatchLabels: map[string]string{workerLabel: ""}}}
+	if len(manifestNodes(c, ipi.RoleWorker)) == 0 {
 		placement = nodePlacement{
-			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{masterLabel: ""}},
+			NodeSelector: &labelSelector{MatchLabels: map[string]string{masterLabel: ""}},
 			Tolerations:  masterTolerations,
 		}
 	}
-	return yaml.Marshal(ingressController{
-		TypeMeta: metav1.TypeMeta{APIVersion: "operator.openshift.io/v1", Kind: "IngressController"},
-		Metadata: metav1.ObjectMeta{Name: "default", Namespace: "openshift-ingress-operator"},
+	return yamljson.Marshal(ingressController{
+		typeMeta: typeMeta{APIVersion: "operator.openshift.io/v1", Kind: "IngressController"},
+		Metadata: objectMeta{Name: "default", Namespace: "openshift-ingress-operator"},
 		Spec: ingressControllerSpec{
 			Replicas:                   int32(len(routers)),
 			EndpointPublishingStrategy: endpointPublishingStrategy{Type: "HostNetwork"},
@@ -331,63 +322,63 @@ func CSRApprover(image string, nodes []string) ([]Manifest, error) {
 	if len(nodes) == 0 {
 		return nil, errors.New("CSR approver: no nodes to approve CSRs for")
 	}
-	meta := func(namespaced bool) metav1.ObjectMeta {
-		m := metav1.ObjectMeta{Name: CSRApproverName, Labels: map[string]string{"app.kubernetes.io/managed-by": "bmlab"}}
+	meta := func(namespaced bool) objectMeta {
+		m := objectMeta{Name: CSRApproverName, Labels: map[string]string{"app.kubernetes.io/managed-by": "bmlab"}}
 		if namespaced {
 			m.Namespace = CSRApproverNamespace
 		}
 		return m
 	}
-	ns := corev1.Namespace{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-		ObjectMeta: metav1.ObjectMeta{Name: CSRApproverNamespace, Labels: map[string]string{"app.kubernetes.io/managed-by": "bmlab"}},
+	ns := namespace{
+		typeMeta: typeMeta{APIVersion: "v1", Kind: "Namespace"},
+		Metadata: objectMeta{Name: CSRApproverNamespace, Labels: map[string]string{"app.kubernetes.io/managed-by": "bmlab"}},
 	}
-	sa := corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(true)}
-	role := rbacv1.ClusterRole{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
-		ObjectMeta: meta(false),
-		Rules: []rbacv1.PolicyRule{
+	sa := serviceAccount{typeMeta: typeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, Metadata: meta(true)}
+	role := clusterRole{
+		typeMeta: typeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+		Metadata: meta(false),
+		Rules: []policyRule{
 			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests/approval"}, Verbs: []string{"update"}},
 			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, Verbs: []string{"approve"},
 				ResourceNames: []string{"kubernetes.io/kube-apiserver-client-kubelet", "kubernetes.io/kubelet-serving"}},
 		},
 	}
-	binding := rbacv1.ClusterRoleBinding{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
-		ObjectMeta: meta(false),
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: CSRApproverName},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: CSRApproverName, Namespace: CSRApproverNamespace}},
+	binding := clusterRoleBinding{
+		typeMeta: typeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+		Metadata: meta(false),
+		RoleRef:  roleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: CSRApproverName},
+		Subjects: []subject{{Kind: "ServiceAccount", Name: CSRApproverName, Namespace: CSRApproverNamespace}},
 	}
 	no, yes := false, true
 	history := int32(1)
-	job := batchv1.CronJob{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "CronJob"},
-		ObjectMeta: meta(true),
-		Spec: batchv1.CronJobSpec{
+	job := cronJob{
+		typeMeta: typeMeta{APIVersion: "batch/v1", Kind: "CronJob"},
+		Metadata: meta(true),
+		Spec: cronJobSpec{
 			Schedule:                   "*/1 * * * *",
-			ConcurrencyPolicy:          batchv1.ForbidConcurrent,
+			ConcurrencyPolicy:          "Forbid",
 			SuccessfulJobsHistoryLimit: &history,
 			FailedJobsHistoryLimit:     &history,
-			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{
-				Spec: corev1.PodSpec{
+			JobTemplate: jobTemplateSpec{Spec: jobSpec{Template: podTemplateSpec{
+				Spec: podSpec{
 					ServiceAccountName: CSRApproverName,
-					RestartPolicy:      corev1.RestartPolicyOnFailure,
+					RestartPolicy:      "OnFailure",
 					NodeSelector:       map[string]string{masterLabel: ""},
 					Tolerations:        masterTolerations,
 					PriorityClassName:  "system-cluster-critical",
-					SecurityContext: &corev1.PodSecurityContext{
+					SecurityContext: &podSecurityContext{
 						RunAsNonRoot:   &yes,
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+						SeccompProfile: &seccompProfile{Type: "RuntimeDefault"},
 					},
-					Containers: []corev1.Container{{
+					Containers: []container{{
 						Name:    CSRApproverName,
 						Image:   image,
 						Command: []string{"/bin/sh", "-c", approveScript},
-						Env:     []corev1.EnvVar{{Name: "NODES", Value: strings.Join(nodes, " ")}},
-						SecurityContext: &corev1.SecurityContext{
+						Env:     []envVar{{Name: "NODES", Value: strings.Join(nodes, " ")}},
+						SecurityContext: &securityContext{
 							AllowPrivilegeEscalation: &no,
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+							Capabilities:             &capabilities{Drop: []string{"ALL"}},
 						},
 					}},
 				},
@@ -399,7 +390,7 @@ func CSRApprover(image string, nodes []string) ([]Manifest, error) {
 		name string
 		obj  any
 	}{{"namespace", ns}, {"serviceaccount", sa}, {"clusterrole", role}, {"clusterrolebinding", binding}, {"cronjob", job}} {
-		b, err := yaml.Marshal(o.obj)
+		b, err := yamljson.Marshal(o.obj)
 		if err != nil {
 			return nil, fmt.Errorf("CSR approver %s: %w", o.name, err)
 		}
@@ -417,7 +408,7 @@ func AddedManifests(c Cluster, o ManifestOptions) ([]Manifest, error) {
 	}
 	var nodes []string
 	for _, n := range c.Nodes {
-		if n.Role != RoleBootstrap {
+		if n.Role != ipi.RoleBootstrap {
 			nodes = append(nodes, n.Name)
 		}
 	}

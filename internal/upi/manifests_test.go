@@ -16,12 +16,11 @@ import (
 	"strings"
 	"testing"
 
-	batchv1 "k8s.io/api/batch/v1"
-
 	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/bmlab/bmlab/internal/upi/upitest"
+	"github.com/bmlab/bmlab/internal/installertest"
 )
 
 const testApproverImage = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:cli"
@@ -148,12 +147,12 @@ func TestSetMastersSchedulable(t *testing.T) {
 // workers workers into a new directory.
 func manifestsDir(t *testing.T, workers int) string {
 	t.Helper()
-	ic, err := upitest.ParseInstallConfig([]byte("baseDomain: lab.test\nmetadata:\n  name: hyb\npullSecret: '{}'\ncompute:\n- name: worker\n  replicas: " + strconv.Itoa(workers) + "\n"))
+	ic, err := installertest.ParseInstallConfig([]byte("baseDomain: lab.test\nmetadata:\n  name: hyb\npullSecret: '{}'\ncompute:\n- name: worker\n  replicas: " + strconv.Itoa(workers) + "\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	for name, data := range upitest.Manifests(ic) {
+	for name, data := range installertest.Manifests(ic) {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)

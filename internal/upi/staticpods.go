@@ -2,7 +2,7 @@ package upi
 
 // The static pods that give a hybrid cluster its own VIPs (keepalived), DNS
 // (coredns) and ingress load balancer (haproxy), with their daemons'
-// configuration files. kcli's facts, typed: the pods are corev1.Pods, the
+// configuration files. kcli's facts, typed: the pods are pods, the
 // configurations pure functions of the cluster, every one run by the real
 // daemon in the tests.
 
@@ -14,9 +14,9 @@ import (
 	"strconv"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
+	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/netaddr"
+	"github.com/bmlab/bmlab/internal/yamljson"
 )
 
 // Where the static pods and their configurations go on a node.
@@ -43,7 +43,7 @@ const IngressHealthPort = 1937
 // IPv6 address).
 func IngressHealthURL(c Cluster) string {
 	port := RouterHealthPort
-	if len(nodesWith(c, RoleWorker)) > 0 {
+	if len(nodesWith(c, ipi.RoleWorker)) > 0 {
 		port = IngressHealthPort
 	}
 	return "http://" + netip.AddrPortFrom(loopback(c), uint16(port)).String() + "/healthz/ready"
@@ -81,7 +81,7 @@ func StaticPodFiles(c Cluster, n Node) ([]File, error) {
 		return nil, err
 	}
 	files = append(files, File{Path: ManifestsDir + "/coredns.yaml", Mode: 0o644, Contents: pod})
-	if n.Role == RoleBootstrap || n.Role == RoleMaster {
+	if n.Role == ipi.RoleBootstrap || n.Role == ipi.RoleMaster {
 		conf, err := KeepalivedConf(c, n)
 		if err != nil {
 			return nil, err
@@ -97,7 +97,7 @@ func StaticPodFiles(c Cluster, n Node) ([]File, error) {
 			File{Path: SysctlFile, Mode: 0o644, Contents: []byte("# bmlab: keepalived and haproxy bind the VIPs before they hold them\nnet.ipv4.ip_nonlocal_bind = 1\n")},
 		)
 	}
-	if n.Role == RoleMaster && len(nodesWith(c, RoleWorker)) > 0 {
+	if n.Role == ipi.RoleMaster && len(nodesWith(c, ipi.RoleWorker)) > 0 {
 		pod, err := podYAML(haproxyPod(c))
 		if err != nil {
 			return nil, err
@@ -201,7 +201,7 @@ func checkFamilies(c Cluster) error {
 }
 
 // isDual reports whether c is dual-stack (has a Secondary family).
-func isDual(c Cluster) bool { return c.Secondary != (Family{}) }
+func isDual(c Cluster) bool { return !c.Secondary.IsZero() }
 
 // hasIPv6 reports whether c has IPv6 addresses (IPv6-only or dual-stack).
 func hasIPv6(c Cluster) bool { return c.APIVIP.Is6() || isDual(c) }
@@ -209,7 +209,7 @@ func hasIPv6(c Cluster) bool { return c.APIVIP.Is6() || isDual(c) }
 // stack is one of the cluster's address families as the static pods use
 // it: its VIPs and each node's address in it.
 type stack struct {
-	Family
+	netaddr.Family
 	secondary bool
 }
 
@@ -231,7 +231,7 @@ func (s stack) ingressVIP() netip.Addr {
 // stacks are the cluster's families, the first first: one for a
 // single-stack cluster, IPv4 and IPv6 for a dual-stack one.
 func stacks(c Cluster) []stack {
-	out := []stack{{Family: Family{MachineNetwork: c.MachineNetwork, APIVIP: c.APIVIP, IngressVIP: c.IngressVIP}}}
+	out := []stack{{Family: c.Family}}
 	if isDual(c) {
 		out = append(out, stack{Family: c.Secondary, secondary: true})
 	}
@@ -277,7 +277,7 @@ func ingressVIP(c Cluster) netip.Addr { return stacks(c)[0].ingressVIP() }
 // check_unicast_src takes adverts only from the peers instead. IPv6 VIPs
 // are /128, IPv4 ones /32.
 func KeepalivedConf(c Cluster, n Node) (string, error) {
-	if n.Role != RoleBootstrap && n.Role != RoleMaster {
+	if n.Role != ipi.RoleBootstrap && n.Role != ipi.RoleMaster {
 		return "", fmt.Errorf("keepalived runs on the bootstrap and the masters, not on %s (%s)", n.Name, n.Role)
 	}
 	var b strings.Builder
@@ -286,10 +286,10 @@ func KeepalivedConf(c Cluster, n Node) (string, error) {
 	// init_fail: a node is no candidate before its first check passes.
 	fmt.Fprintf(&b, "vrrp_script chk_api {\n    script \"/usr/bin/curl -o /dev/null -kfs --max-time 1 %s\"\n    interval 1\n    fall 2\n    rise 2\n    init_fail\n}\n", ReadyzURL)
 	prio := MasterPriority
-	if n.Role == RoleBootstrap {
+	if n.Role == ipi.RoleBootstrap {
 		prio = BootstrapPriority
 	}
-	ingress := c.IngressVIP.IsValid() && n.Role == RoleMaster
+	ingress := c.IngressVIP.IsValid() && n.Role == ipi.RoleMaster
 	if ingress {
 		// The ingress VIP is tracked as the API VIP is: a master whose
 		// router (or, with workers, whose haproxy) is not ready lets go.
@@ -300,9 +300,9 @@ func KeepalivedConf(c Cluster, n Node) (string, error) {
 		if s.secondary {
 			suffix = "_v6"
 		}
-		instance(&b, c, n, s, "api"+suffix, s.APIVIP, c.APIRouterID, prio, nodesWith(c, RoleBootstrap, RoleMaster), "chk_api")
+		instance(&b, c, n, s, "api"+suffix, s.APIVIP, c.APIRouterID, prio, nodesWith(c, ipi.RoleBootstrap, ipi.RoleMaster), "chk_api")
 		if ingress {
-			instance(&b, c, n, s, "ingress"+suffix, s.IngressVIP, c.IngressRouterID, MasterPriority, nodesWith(c, RoleMaster), "chk_ingress")
+			instance(&b, c, n, s, "ingress"+suffix, s.IngressVIP, c.IngressRouterID, MasterPriority, nodesWith(c, ipi.RoleMaster), "chk_ingress")
 		}
 	}
 	return b.String(), nil
@@ -429,7 +429,7 @@ func HAProxyConf(c Cluster) string {
 		}
 		fmt.Fprintf(&b, "\nfrontend %s\n    bind %s\n    default_backend %s\n", name, bind, name)
 		fmt.Fprintf(&b, "\nbackend %s\n    balance roundrobin\n    option httpchk GET /healthz/ready\n", name)
-		for _, w := range nodesWith(c, RoleWorker) {
+		for _, w := range nodesWith(c, ipi.RoleWorker) {
 			fmt.Fprintf(&b, "    server %s %s check port %d inter 2s\n", w.Name, netip.AddrPortFrom(w.IP, uint16(port)), RouterHealthPort)
 		}
 	}
@@ -438,14 +438,14 @@ func HAProxyConf(c Cluster) string {
 
 // The pods.
 
-func staticPod(name string, containers []corev1.Container, init []corev1.Container, volumes []corev1.Volume) corev1.Pod {
-	return corev1.Pod{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: "bmlab-" + name, Namespace: PodNamespace, Labels: map[string]string{"app": "bmlab-" + name}},
-		Spec: corev1.PodSpec{
+func staticPod(name string, containers []container, init []container, volumes []volume) pod {
+	return pod{
+		typeMeta: typeMeta{APIVersion: "v1", Kind: "Pod"},
+		Metadata: objectMeta{Name: "bmlab-" + name, Namespace: PodNamespace, Labels: map[string]string{"app": "bmlab-" + name}},
+		Spec: podSpec{
 			HostNetwork:       true,
 			PriorityClassName: "system-node-critical",
-			Tolerations:       []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Tolerations:       []toleration{{Operator: "Exists"}},
 			InitContainers:    init,
 			Containers:        containers,
 			Volumes:           volumes,
@@ -453,62 +453,61 @@ func staticPod(name string, containers []corev1.Container, init []corev1.Contain
 	}
 }
 
-func hostDir(name, path string) corev1.Volume {
-	t := corev1.HostPathDirectory
-	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: &t}}}
+func hostDir(name, path string) volume {
+	return volume{Name: name, HostPath: &hostPath{Path: path, Type: "Directory"}}
 }
 
-func privileged() *corev1.SecurityContext {
+func privileged() *securityContext {
 	yes := true
-	return &corev1.SecurityContext{Privileged: &yes}
+	return &securityContext{Privileged: &yes}
 }
 
-func keepalivedPod(c Cluster) corev1.Pod {
-	mounts := []corev1.VolumeMount{{Name: "config", MountPath: "/config"}, {Name: "run", MountPath: "/etc/keepalived"}}
+func keepalivedPod(c Cluster) pod {
+	mounts := []volumeMount{{Name: "config", MountPath: "/config"}, {Name: "run", MountPath: "/etc/keepalived"}}
 	return staticPod("keepalived",
-		[]corev1.Container{{
+		[]container{{
 			Name: "keepalived", Image: c.Images.Keepalived,
 			Command:         []string{"keepalived", "--dont-fork", "--log-console", "--log-detail", "--vrrp", "-f", "/etc/keepalived/keepalived.conf"},
 			SecurityContext: privileged(), VolumeMounts: mounts,
 		}},
-		[]corev1.Container{{
+		[]container{{
 			Name: "render", Image: c.Images.Keepalived,
 			Command:      []string{"/bin/sh", "/config/render.sh", "/config/keepalived.conf.tmpl", "/etc/keepalived/keepalived.conf"},
 			VolumeMounts: mounts,
 		}},
-		[]corev1.Volume{hostDir("config", ResourcesDir+"/keepalived"), {Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		[]volume{hostDir("config", ResourcesDir+"/keepalived"), {Name: "run", EmptyDir: &empty{}}},
 	)
 }
 
-func corednsPod(c Cluster) corev1.Pod {
+func corednsPod(c Cluster) pod {
 	return staticPod("coredns",
-		[]corev1.Container{{
+		[]container{{
 			Name: "coredns", Image: c.Images.CoreDNS,
 			Args:         []string{"-conf", "/config/Corefile"},
-			VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/config"}},
+			VolumeMounts: []volumeMount{{Name: "config", MountPath: "/config"}},
 		}},
 		nil,
-		[]corev1.Volume{hostDir("config", ResourcesDir+"/coredns")},
+		[]volume{hostDir("config", ResourcesDir+"/coredns")},
 	)
 }
 
-func haproxyPod(c Cluster) corev1.Pod {
+func haproxyPod(c Cluster) pod {
 	return staticPod("haproxy",
-		[]corev1.Container{{
+		[]container{{
 			Name: "haproxy", Image: c.Images.HAProxy,
 			Command:         []string{"haproxy", "-db", "-f", "/config/haproxy.cfg"},
 			SecurityContext: privileged(),
-			VolumeMounts:    []corev1.VolumeMount{{Name: "config", MountPath: "/config"}},
+			VolumeMounts:    []volumeMount{{Name: "config", MountPath: "/config"}},
 		}},
 		nil,
-		[]corev1.Volume{hostDir("config", ResourcesDir+"/haproxy")},
+		[]volume{hostDir("config", ResourcesDir+"/haproxy")},
 	)
 }
 
-func podYAML(p corev1.Pod) ([]byte, error) {
-	b, err := yaml.Marshal(p)
+func podYAML(p pod) ([]byte, error) {
+	b, err := yamljson.Marshal(p)
 	if err != nil {
-		return nil, fmt.Errorf("pod %s: %w", p.Name, err)
+		return nil, fmt.Errorf("pod %s: %w", p.Metadata.Name, err)
 	}
 	return b, nil
 }

@@ -11,6 +11,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/netaddr"
 )
 
 // podCluster is a cluster of a bootstrap, three masters and n workers on
@@ -18,17 +21,18 @@ import (
 func podCluster(workers int) Cluster {
 	a := netip.MustParseAddr
 	c := Cluster{
-		Name: "ocp", BaseDomain: "lab.test", MachineNetwork: netip.MustParsePrefix("10.0.0.0/24"),
-		APIVIP: a("10.0.0.5"), IngressVIP: a("10.0.0.4"), APIRouterID: 41, IngressRouterID: 42,
+		Name: "ocp", BaseDomain: "lab.test",
+		Family:      netaddr.Family{MachineNetwork: netip.MustParsePrefix("10.0.0.0/24"), APIVIP: a("10.0.0.5"), IngressVIP: a("10.0.0.4")},
+		APIRouterID: 41, IngressRouterID: 42,
 		Upstream: []netip.Addr{a("10.0.0.1")}, SSHKey: "ssh-ed25519 AAAA test",
 		Images: Images{Keepalived: "example.invalid/keepalived:1", CoreDNS: "example.invalid/coredns:1", HAProxy: "example.invalid/haproxy:1"},
-		Nodes:  []Node{{Name: "ocp-bootstrap", Role: RoleBootstrap, IP: a("10.0.0.20")}},
+		Nodes:  []Node{{Name: "ocp-bootstrap", Role: ipi.RoleBootstrap, IP: a("10.0.0.20")}},
 	}
 	for i := range 3 {
-		c.Nodes = append(c.Nodes, Node{Name: fmt.Sprintf("ocp-master-%d", i), Role: RoleMaster, IP: a(fmt.Sprintf("10.0.0.%d", 21+i))})
+		c.Nodes = append(c.Nodes, Node{Name: fmt.Sprintf("ocp-master-%d", i), Role: ipi.RoleMaster, IP: a(fmt.Sprintf("10.0.0.%d", 21+i))})
 	}
 	for i := range workers {
-		c.Nodes = append(c.Nodes, Node{Name: fmt.Sprintf("ocp-worker-%d", i), Role: RoleWorker, IP: a(fmt.Sprintf("10.0.0.%d", 24+i))})
+		c.Nodes = append(c.Nodes, Node{Name: fmt.Sprintf("ocp-worker-%d", i), Role: ipi.RoleWorker, IP: a(fmt.Sprintf("10.0.0.%d", 24+i))})
 	}
 	return c
 }
@@ -54,7 +58,7 @@ func podCluster6(workers int) Cluster {
 // podClusterDual is podCluster dual-stack: IPv4 first, fd00:10::/64 second.
 func podClusterDual(workers int) Cluster {
 	c := podCluster(workers)
-	c.Secondary = Family{MachineNetwork: netip.MustParsePrefix("fd00:10::/64"), APIVIP: v6(c.APIVIP), IngressVIP: v6(c.IngressVIP)}
+	c.Secondary = netaddr.Family{MachineNetwork: netip.MustParsePrefix("fd00:10::/64"), APIVIP: v6(c.APIVIP), IngressVIP: v6(c.IngressVIP)}
 	for i := range c.Nodes {
 		c.Nodes[i].SecondaryIP = v6(c.Nodes[i].IP)
 	}

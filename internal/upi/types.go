@@ -1,12 +1,9 @@
 package upi
 
-import "net/netip"
+import (
+	"net/netip"
 
-// Roles of the nodes of a hybrid cluster.
-const (
-	RoleBootstrap = "bootstrap"
-	RoleMaster    = "master"
-	RoleWorker    = "worker"
+	"github.com/bmlab/bmlab/internal/netaddr"
 )
 
 // Cluster is what the static pods and the ignition merge need to know about
@@ -15,18 +12,16 @@ type Cluster struct {
 	// Name and BaseDomain make the cluster's domain: Name.BaseDomain.
 	Name       string
 	BaseDomain string
-	// MachineNetwork is the nodes' subnet.
-	MachineNetwork netip.Prefix
-	// APIVIP carries api and api-int; IngressVIP carries *.apps. An
-	// invalid IngressVIP means *.apps resolves to the API VIP and no
-	// ingress keepalived instance runs.
-	APIVIP     netip.Addr
-	IngressVIP netip.Addr
+	// Family is the cluster's first address family: the nodes' subnet
+	// (MachineNetwork) and its VIPs. APIVIP carries api and api-int;
+	// IngressVIP carries *.apps. An invalid IngressVIP means *.apps
+	// resolves to the API VIP and no ingress keepalived instance runs.
+	netaddr.Family
 	// Secondary is a dual-stack cluster's second address family (IPv6
 	// after IPv4, as the installer orders them); its zero value means a
-	// single-stack cluster. An IPv6-only cluster has IPv6 in the fields
-	// above and no Secondary.
-	Secondary Family
+	// single-stack cluster. An IPv6-only cluster has IPv6 in Family and no
+	// Secondary.
+	Secondary netaddr.Family
 	// APIRouterID and IngressRouterID are keepalived's virtual_router_id
 	// for each VIP (1-255), deterministic per cluster and distinct from
 	// every other cluster's on the same network (see RouterIDs).
@@ -55,13 +50,6 @@ type Node struct {
 	IP          netip.Addr
 	SecondaryIP netip.Addr // dual-stack: the second family's address, else invalid
 	MAC         string
-}
-
-// Family is one address family's machine network and VIPs.
-type Family struct {
-	MachineNetwork netip.Prefix
-	APIVIP         netip.Addr
-	IngressVIP     netip.Addr
 }
 
 // Images are the static pods' container images.

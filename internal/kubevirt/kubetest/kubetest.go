@@ -80,7 +80,7 @@ func Start(t testing.TB) *Server {
 	_, _ = rand.Read(tok)
 	s.Token = hex.EncodeToString(tok)
 	s.writeFiles(t)
-	etcdPort, peerPort := freePort(t), freePort(t)
+	etcdPort, peerPort := testenv.Port(t, "127.0.0.1"), testenv.Port(t, "127.0.0.1")
 	s.etcdURL = "http://127.0.0.1:" + strconv.Itoa(etcdPort)
 	s.etcd = exec.Command(etcdBin,
 		"--data-dir", filepath.Join(dir, "etcd"),
@@ -94,7 +94,7 @@ func Start(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { Stop(s.etcd) })
-	s.apiPort = freePort(t)
+	s.apiPort = testenv.Port(t, "127.0.0.1")
 	s.URL = "https://127.0.0.1:" + strconv.Itoa(s.apiPort)
 	s.kube = s.apiserverCmd(kubeBin)
 	if err := s.kube.Start(); err != nil {
@@ -285,19 +285,6 @@ func Stop(c *exec.Cmd) {
 		_ = c.Process.Kill()
 		<-done
 	}
-}
-
-// FreePort returns a TCP port on 127.0.0.1 that nothing listened on a
-// moment ago.
-func FreePort(t testing.TB) int { return freePort(t) }
-
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // writeFiles writes the CAs, the serving certificate, the front proxy's

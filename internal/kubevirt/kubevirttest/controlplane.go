@@ -69,7 +69,7 @@ func installKubeVirt(t testing.TB, api *kubetest.Server, gates []string) *contro
 	t.Helper()
 	apiBin, ctlBin := kubetest.Tool(t, "virt-api"), kubetest.Tool(t, "virt-controller")
 	cp := &controlPlane{ca: kubetest.NewCA(t, "kubevirt.io"), dir: t.TempDir(),
-		apiPort: kubetest.FreePort(t), handlerPort: kubetest.FreePort(t), logs: map[string]string{}}
+		apiPort: testenv.Port(t, "127.0.0.1"), handlerPort: testenv.Port(t, "127.0.0.1"), logs: map[string]string{}}
 	api.EnsureNamespace(t, KubeVirtNamespace)
 	InstallCRDs(t, api)
 	ctx := context.Background()
@@ -107,7 +107,7 @@ func installKubeVirt(t testing.TB, api *kubetest.Server, gates []string) *contro
 		"--subresources-only=false")
 	cp.start(t, "virt-controller", ctlBin,
 		"--kubeconfig", api.ServiceAccountKubeconfig(t, KubeVirtNamespace, "kubevirt-controller"),
-		"--listen", "127.0.0.1", "--port", strconv.Itoa(kubetest.FreePort(t)),
+		"--listen", "127.0.0.1", "--port", strconv.Itoa(testenv.Port(t, "127.0.0.1")),
 		"--prom-cert-file", f("controller.crt"), "--prom-key-file", f("controller.key"),
 		// Pods of this image never run: the fixture's node plays them.
 		"--launcher-image", "quay.io/kubevirt/virt-launcher:v1.8.0",

@@ -1,7 +1,8 @@
 // Package demo is `labctl demo`: a few VMs that boot the marker ISO, each
-// given a Redfish and an IPMI BMC by an in-process vbmcd, with their
-// endpoints printed, for trying a BMC client without a whole lab. Ctrl-C
-// stops vbmcd and removes the VMs (unless --keep).
+// given a Redfish and an IPMI BMC by vbmcd, started as a process as `up`
+// starts it (labctl links no BMC daemon), with their endpoints printed,
+// for trying a BMC client without a whole lab. Ctrl-C stops vbmcd and
+// removes the VMs (unless --keep).
 //
 // What it does not do: build a lab. It makes no network, pool or plan; the
 // VMs are on no network and are found again by their name prefix. `make
@@ -10,10 +11,14 @@ package demo
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -22,9 +27,6 @@ import (
 
 	"github.com/bmlab/bmlab/internal/labctl/cli"
 	"github.com/bmlab/bmlab/internal/labvirt"
-	"github.com/bmlab/bmlab/internal/machine"
-	"github.com/bmlab/bmlab/internal/vbmcd"
-	"github.com/bmlab/bmlab/internal/virt"
 )
 
 type flags struct {
@@ -76,30 +78,40 @@ func run(ctx context.Context, g *cli.Globals, f *flags) error {
 	if _, err := os.Stat(iso); err != nil {
 		return fmt.Errorf("the demo ISO %s is missing: run `make iso` (or pass --iso)", iso)
 	}
+	bin, err := cli.FindVbmcd(g.Vbmcd)
+	if err != nil {
+		return err
+	}
+	if bin == "" {
+		return errors.New("vbmcd not found next to labctl or on PATH: run `make build` (it puts both in bin/) or pass --vbmcd")
+	}
 	if err := os.MkdirAll(f.dir, 0o755); err != nil {
 		return fmt.Errorf("demo directory: %w", err)
 	}
 	log := g.Logger
-	be, err := virt.New(virt.Config{Domains: []string{f.prefix + "*"}}, log.Named("libvirt"))
-	if err != nil {
-		return err
-	}
 	// The demo's own connection outlives Ctrl-C (ctx), so it can remove the
 	// VMs afterwards; it ends when run returns.
-	bctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := be.Connect(bctx, 20*time.Second); err != nil {
-		return err
-	}
-	l, err := be.Conn().Client()
+	dctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	c, err := labvirt.Dial(dctx, g.LibvirtURI)
+	cancel()
 	if err != nil {
-		return err
+		return fmt.Errorf("%w; is libvirtd running?", err)
 	}
-	svc := machine.NewService(be, log)
+	defer c.Close()
 	out := g.Streams.Out
 	fmt.Fprintln(out, "✓ libvirt reachable (demo VMs use TCG, qemu's software emulation: slower than KVM, but real)")
 	type node struct{ name, id string }
 	var nodes []node
+	if !f.keep {
+		defer func() {
+			for _, n := range nodes {
+				if err := c.DeleteDomain(context.Background(), n.name); err != nil {
+					log.Warn("removing a demo VM failed", zap.String("vm", n.name), zap.Error(err))
+				}
+			}
+			fmt.Fprintf(out, "✓ removed %d demo VMs\n", len(nodes))
+		}()
+	}
 	for i := 1; i <= f.nodes; i++ {
 		name := fmt.Sprintf("%s%d", f.prefix, i)
 		spec := labvirt.DomainSpec{
@@ -109,41 +121,26 @@ func run(ctx context.Context, g *cli.Globals, f *flags) error {
 		if f.uefi {
 			spec.MemoryMiB = 256
 		}
-		id, err := labvirt.Wrap(l).DefineDomain(ctx, spec)
+		id, err := c.DefineDomain(ctx, spec)
 		if err != nil {
 			return err
 		}
 		nodes = append(nodes, node{name, id})
-	}
-	if !f.keep {
-		defer func() {
-			// A fresh client: the connection may have been re-made meanwhile.
-			l, err := be.Conn().Client()
-			if err != nil {
-				log.Warn("cannot remove the demo VMs: libvirt is not connected", zap.Error(err))
-				return
-			}
-			for _, n := range nodes {
-				if err := labvirt.Wrap(l).DeleteDomain(context.Background(), n.name); err != nil {
-					log.Warn("removing a demo VM failed", zap.String("vm", n.name), zap.Error(err))
-				}
-			}
-			fmt.Fprintf(out, "✓ removed %d demo VMs\n", len(nodes))
-		}()
-	}
-	for i, n := range nodes {
-		port := f.ipmiPortBase + i
-		if _, err := svc.Await(ctx, n.id, 10*time.Second); err != nil {
-			return err
-		}
-		if _, err := svc.UpdateSettings(ctx, n.id, func(s *machine.Settings) error {
-			s.IPMI = &machine.IPMIEndpoint{Address: "127.0.0.1", Port: port}
-			return nil
-		}); err != nil {
+		// Its IPMI endpoint goes with the domain, where vbmcd reads it.
+		if _, err := c.SetNodeBMC(ctx, name, f.ipmiPortBase+i-1); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(out, "✓ defined %d VMs (each boots the marker ISO from its CD-ROM and powers off)\n\n", len(nodes))
+	fmt.Fprintf(out, "✓ defined %d VMs (each boots the marker ISO from its CD-ROM and powers off)\n", len(nodes))
+	vb, err := startVbmcd(ctx, g, f, bin)
+	if err != nil {
+		return err
+	}
+	if err := vb.ready(ctx, "https://"+f.redfishAddr+"/redfish/v1/Systems/"+nodes[0].id, f.username, f.password); err != nil {
+		vb.stop()
+		return err
+	}
+	fmt.Fprintf(out, "✓ vbmcd (pid %d) serves their BMCs\n\n", vb.cmd.Process.Pid)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VM\tREDFISH\tIPMI\tSERIAL LOG")
 	for i, n := range nodes {
@@ -160,12 +157,81 @@ Credentials: %[1]s / %[2]s. Try, in another terminal:
 Ctrl-C stops the demo.
 
 `, f.username, f.password, f.redfishAddr, first.id, f.ipmiPortBase, filepath.Join(f.dir, first.name+".serial.log"))
-	err = vbmcd.Run(ctx, vbmcd.Streams{Out: out, ErrOut: g.Streams.ErrOut}, []string{
-		"--domains", f.prefix + "*", "--redfish-addr", f.redfishAddr,
-		"--username", f.username, "--password", f.password, "--log-level", "warn",
-	})
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return err
+	select {
+	case <-ctx.Done():
+		return vb.stop()
+	case <-vb.done:
+		return fmt.Errorf("vbmcd stopped on its own: %v", vb.err)
 	}
-	return nil
+}
+
+// daemon is the demo's vbmcd process.
+type daemon struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when it exited
+	err  error         // how it exited, once done
+}
+
+// startVbmcd starts vbmcd for the demo's VMs, with the BMC user in its
+// environment (not on its command line, where every local user reads it).
+func startVbmcd(_ context.Context, g *cli.Globals, f *flags, bin string) (*daemon, error) {
+	cmd := exec.Command(bin, "--libvirt-uri", g.LibvirtURI, "--domains", f.prefix+"*",
+		"--redfish-addr", f.redfishAddr, "--ipmi-addr", "127.0.0.1", "--log-level", "warn")
+	cmd.Env = append(os.Environ(), "VBMCD_USERNAME="+f.username, "VBMCD_PASSWORD="+f.password)
+	cmd.Stdout, cmd.Stderr = g.Streams.Out, g.Streams.ErrOut
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start vbmcd (%s): %w", bin, err)
+	}
+	d := &daemon{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		d.err = cmd.Wait()
+		close(d.done)
+	}()
+	return d, nil
+}
+
+// ready waits until vbmcd answers for the first VM (30 s at most).
+func (d *daemon) ready(ctx context.Context, url, user, pass string) error {
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // vbmcd's own self-signed certificate
+	}}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		req.SetBasicAuth(user, pass)
+		resp, err := hc.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = errors.New(resp.Status)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("vbmcd does not answer at %s: %w", url, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-d.done:
+			return fmt.Errorf("vbmcd stopped before it answered: %v", d.err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// stop ends vbmcd: SIGTERM, then SIGKILL after 10 s.
+func (d *daemon) stop() error {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+		return nil
+	case <-time.After(10 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.done
+		return errors.New("vbmcd did not stop on SIGTERM within 10 s; killed")
+	}
 }

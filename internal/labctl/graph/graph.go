@@ -1,5 +1,5 @@
 // Package graph is `labctl graph`: a picture of the lab, drawn from its plan
-// and what is really on the host (internal/lab's Graph), as Graphviz DOT,
+// and what is really on the host (internal/lab/steps' Graph), as Graphviz DOT,
 // or SVG or PNG through Graphviz's dot.
 package graph
 
@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
 )
 
@@ -40,16 +40,12 @@ Without -o the DOT text goes to standard output.`,
 			default:
 				return fmt.Errorf("-o %s: the format follows the extension: .dot, .svg or .png", out)
 			}
-			p, err := g.LoadPlan()
+			l, err := g.Open(cmd.Context(), cli.Open{})
 			if err != nil {
 				return err
 			}
-			prov, err := lab.OpenHost(cmd.Context(), p, g.Logger)
-			if err != nil {
-				return err
-			}
-			defer prov.Close()
-			dot, err := lab.Graph(cmd.Context(), &lab.Env{Plan: p, Host: prov, Rep: g.Status(), Log: g.Logger})
+			defer l.Close()
+			dot, err := steps.Graph(cmd.Context(), l.Env)
 			if err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
 )
 
@@ -17,18 +18,18 @@ func newCheckCommand(g *cli.Globals, f *flags) *cobra.Command {
 func (s *session) check(cmd *cobra.Command) error {
 	ctx := cmd.Context()
 	p := s.env.Plan
-	rows, err := lab.CheckNetwork(ctx, s.env)
+	rows, err := steps.CheckNetwork(ctx, s.env)
 	if err != nil {
 		return err
 	}
-	owned, err := s.env.Host.Objects().Marked(ctx, lab.KindLink, p.Lab)
+	owned, err := s.env.Host.Marked(ctx, lab.KindLink, p.Lab)
 	if err != nil {
 		return err
 	}
 	more, notes := s.spokeRows(ctx)
 	rows = append(rows, more...)
 	if s.json {
-		rep := lab.NetReport{Lab: p.Lab, InSync: len(rows) == 0, Differences: rows, OwnedLinks: nonNil(owned), NotChecked: notes}
+		rep := steps.NetReport{Lab: p.Lab, InSync: len(rows) == 0, Differences: rows, OwnedLinks: nonNil(owned), NotChecked: notes}
 		if err := printJSON(s.out, rep); err != nil {
 			return err
 		}

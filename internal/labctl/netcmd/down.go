@@ -6,14 +6,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
 type downReport struct {
 	Lab string `json:"lab"`
-	lab.NetworkRemoval
+	steps.NetworkRemoval
 	// Hosts are the other hosts' results, one line each.
 	Hosts []string `json:"hosts,omitempty"`
 }
@@ -26,11 +26,11 @@ func newDownCommand(g *cli.Globals, f *flags) *cobra.Command {
 func (s *session) down(cmd *cobra.Command) error {
 	ctx := cmd.Context()
 	p := s.env.Plan
-	rm, err := lab.RemoveNetwork(ctx, s.env)
+	rm, err := steps.RemoveNetwork(ctx, s.env)
 	rep := downReport{Lab: p.Lab, NetworkRemoval: rm}
 	var serr error
 	if err == nil {
-		rep.Hosts, serr = s.onSpokes(ctx, "down", func(h plan.Host, r *lab.NetReport) (string, error) {
+		rep.Hosts, serr = s.onSpokes(ctx, "down", func(h plan.Host, r *steps.NetReport) (string, error) {
 			if len(r.OwnedLinks) > 0 {
 				return "", fmt.Errorf("host %s: after net down there, the lab's links %s are left", h.Name, strings.Join(r.OwnedLinks, ", "))
 			}

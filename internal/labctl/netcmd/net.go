@@ -1,5 +1,5 @@
 // Package netcmd is `labctl net`: check, repair and take down the lab's
-// host network. It is a view over the network action of internal/lab
+// host network. It is a view over the network step of internal/lab/steps
 // (CheckNetwork, EnsureNetwork, RemoveNetwork): it picks the host (--host),
 // leaves libvirt out when asked (--no-libvirt), reaches the lab's other
 // hosts through their exec:, and prints. It implements nothing of its own.
@@ -11,13 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
 	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
 	"github.com/bmlab/bmlab/internal/plan"
 )
@@ -35,13 +35,16 @@ func NewCommand(g *cli.Globals) *cobra.Command {
 		Use:   "net",
 		Short: "Check and repair the lab's bridges, veth pairs and libvirt networks",
 		Long: `The lab's host network is what the lab plan says: the lab file, with the
-same -f, --profile, --mode and --netns as up, down and status take. 'check'
-lists every difference from it (its NAT network, bridges, veths, the
-bridge-named libvirt networks, NetworkManager's snippet) and exits non-zero
+same -f, --profile and --netns as up, down and status take. 'check' lists
+every difference from it (its NAT network or its entries in a shared one,
+bridges, veths, VXLAN links, the bridge-named libvirt networks,
+NetworkManager's snippet, the host resolver's drop-in) and exits non-zero
 when there is one; 'repair' prints the same list, then changes only what
 differs and checks again; 'down' removes what the lab owns and nothing else.
-They run the network step of 'labctl up' and 'labctl down'. A link or libvirt
-network with a lab name that the lab did not create is never changed: the
+They run the network step of 'labctl up' and 'labctl down'. On a lab over
+several hosts --host names the one this runs on; the hub reaches the
+others through their exec: and reports them too. A link, libvirt network or
+file with a lab name that the lab did not make is never changed: the
 command stops and says how to clear it.`,
 		// Without this, cobra prints help and succeeds on a mistyped subcommand.
 		Args: cobra.ArbitraryArgs,
@@ -88,74 +91,27 @@ type session struct {
 	out    io.Writer
 }
 
-// open resolves the plan for the host this runs on (the hub's part, or a
+// open opens the lab for the host this runs on (the hub's part, or a
 // spoke's with --host), without libvirt's objects when --no-libvirt.
 func open(ctx context.Context, g *cli.Globals, f *flags) (*session, error) {
 	if f.output != "table" && f.output != "json" {
 		return nil, fmt.Errorf("--output %q: use table or json", f.output)
 	}
-	p, err := g.LoadPlan()
+	o := cli.Open{Host: f.host, Here: true, NoLibvirt: f.noLibvirt, Quiet: true}
+	if !f.noLibvirt {
+		o.Hint = "or pass --no-libvirt to leave libvirt networks out"
+	}
+	l, err := g.Open(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	var spokes []plan.Host
-	switch host, ok := p.ForHost(f.host); {
-	case len(p.Hosts) > 0 && f.host == "":
-		return nil, fmt.Errorf("lab %q is spread over hosts %s: name the one this runs on with --host", p.Lab, hostNames(p))
-	case len(p.Hosts) == 0 && f.host != "":
-		return nil, fmt.Errorf("--host %q: lab %q is on one host (its lab file has no hosts:)", f.host, p.Lab)
-	case f.host != "" && !ok:
-		return nil, fmt.Errorf("--host %q: lab %q has hosts %s", f.host, p.Lab, hostNames(p))
-	case ok && host.Hub:
-		spokes = p.Spokes()
-		q := *p
-		q.LibvirtURI = host.LibvirtURI
-		p = &q
-	case ok:
-		if p, err = p.ForSpoke(f.host); err != nil {
-			return nil, err
-		}
-	}
-	var prov interface {
-		lab.Provider
-		Close()
-	}
-	s := &session{spokes: spokes, remote: lab.ExecRunner{}, json: f.output == "json", out: g.Streams.Out}
+	s := &session{env: l.Env, close: l.Close, spokes: l.Spokes, remote: l.Remote, json: f.output == "json", out: g.Streams.Out}
 	if f.noLibvirt {
-		q := *p
-		q.Network.NAT, q.Network.BridgeNetworks = nil, nil
-		p = &q
 		s.args = []string{"--no-libvirt"}
-		prov, err = lab.OpenLinks(p, g.Logger)
-	} else {
-		prov, err = lab.OpenHost(ctx, p, g.Logger)
-		if err != nil {
-			err = fmt.Errorf("%w; or pass --no-libvirt to leave libvirt networks out", err)
-		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	s.close = prov.Close
-	s.env = &lab.Env{Plan: p, Host: prov, Rep: quiet{}, Log: g.Logger, Remote: s.remote}
+	p := l.Plan
 	g.Logger.Debug("lab opened", zap.String("lab", p.Lab), zap.String("netns", p.Netns), zap.Bool("libvirt", !f.noLibvirt), zap.String("host", f.host))
 	return s, nil
-}
-
-// quiet drops the action's notes: the commands print what it returns.
-type quiet struct{}
-
-func (quiet) Start(string)             {}
-func (quiet) Note(string, string)      {}
-func (quiet) Progress(string, string)  {}
-func (quiet) Done(string, bool, error) {}
-
-func hostNames(p *plan.Plan) string {
-	var names []string
-	for _, h := range p.Hosts {
-		names = append(names, h.Name)
-	}
-	return strings.Join(names, ", ")
 }
 
 // errDiffers is what check returns when anything differs.
@@ -164,30 +120,33 @@ var errDiffers = errors.New("the lab's network differs from its configuration")
 // onSpoke runs `labctl net SUB --host NAME` on another host of the lab.
 func (s *session) onSpoke(ctx context.Context, h plan.Host, sub ...string) ([]byte, error) {
 	p := s.env.Plan
-	args := lab.SpokeArgs(p, h, append([]string{"net"}, sub...)...)
+	args := steps.SpokeArgs(p, h, append([]string{"net"}, sub...)...)
 	return s.remote.Labctl(ctx, h, p.Source, append(args, s.args...)...)
 }
 
 // checkSpoke is CheckSpokeNet with this command's flags.
-func (s *session) checkSpoke(ctx context.Context, h plan.Host) (*lab.NetReport, error) {
-	return lab.CheckSpokeNet(ctx, s.remote, s.env.Plan, h, s.args...)
+func (s *session) checkSpoke(ctx context.Context, h plan.Host) (*steps.NetReport, error) {
+	return steps.CheckSpokeNet(ctx, s.remote, s.env.Plan, h, s.args...)
 }
 
 // spokeRows are the other hosts' differences, each object named with its
 // host, and a line per host that was not checked.
-func (s *session) spokeRows(ctx context.Context) (rows []lab.NetDifference, notes []string) {
-	for _, h := range s.spokes {
-		if len(h.Exec) == 0 {
-			notes = append(notes, fmt.Sprintf("host %s: not checked (no exec: in the lab file); run there: labctl net check --host %s", h.Name, h.Name))
+func (s *session) spokeRows(ctx context.Context) (rows []lab.Difference, notes []string) {
+	if len(s.spokes) == 0 {
+		return nil, nil
+	}
+	for _, sn := range steps.CheckSpokes(ctx, s.remote, s.env.Plan, s.args...) {
+		h := sn.Host
+		switch {
+		case !sn.Checked():
+			notes = append(notes, sn.String())
 			continue
-		}
-		rep, err := s.checkSpoke(ctx, h)
-		if err != nil {
-			rows = append(rows, lab.NetDifference{Object: "host " + h.Name, Kind: "unreachable", Got: err.Error(), Blocking: true,
+		case sn.Err != nil:
+			rows = append(rows, lab.Difference{Object: "host " + h.Name, Kind: "unreachable", Got: sn.Err.Error(), Blocking: true,
 				Fix: "make hosts[].exec of " + h.Name + " work, or run `labctl net check --host " + h.Name + "` there"})
 			continue
 		}
-		for _, d := range rep.Differences {
+		for _, d := range sn.Report.Differences {
 			d.Object = h.Name + ": " + d.Object
 			d.Fix += " (labctl net repair reaches " + h.Name + " through its exec:)"
 			rows = append(rows, d)
@@ -199,7 +158,7 @@ func (s *session) spokeRows(ctx context.Context) (rows []lab.NetDifference, note
 // onSpokes runs `net SUB` on every other host through its exec:, then `net
 // check` there, and judges its report: a host gets ✓ only when judge says
 // so. A host without exec: gets a line saying what to run there.
-func (s *session) onSpokes(ctx context.Context, sub string, judge func(plan.Host, *lab.NetReport) (string, error)) ([]string, error) {
+func (s *session) onSpokes(ctx context.Context, sub string, judge func(plan.Host, *steps.NetReport) (string, error)) ([]string, error) {
 	var lines []string
 	var errs []error
 	for _, h := range s.spokes {
@@ -210,7 +169,7 @@ func (s *session) onSpokes(ctx context.Context, sub string, judge func(plan.Host
 		var ok string
 		_, err := s.onSpoke(ctx, h, sub)
 		if err == nil {
-			var rep *lab.NetReport
+			var rep *steps.NetReport
 			if rep, err = s.checkSpoke(ctx, h); err == nil {
 				ok, err = judge(h, rep)
 			}
@@ -231,7 +190,7 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func printRows(w io.Writer, rows []lab.NetDifference) error {
+func printRows(w io.Writer, rows []lab.Difference) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "OBJECT\tDIFFERENCE\tWANT\tGOT\tFIX")
 	for _, r := range rows {
@@ -252,7 +211,7 @@ func dash(s string) string {
 }
 
 // nextStep tells the user what to run, or what to clear first.
-func nextStep(rows []lab.NetDifference) string {
+func nextStep(rows []lab.Difference) string {
 	blocking := 0
 	for _, r := range rows {
 		if r.Blocking {

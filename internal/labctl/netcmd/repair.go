@@ -6,17 +6,18 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
 type repairReport struct {
-	Lab         string              `json:"lab"`
-	Differences []lab.NetDifference `json:"differences"`
+	Lab         string           `json:"lab"`
+	Differences []lab.Difference `json:"differences"`
 	// Changed is what the repair changed, one line each.
 	Changed []string `json:"changed"`
 	// Left is what still differs after the repair (a failure).
-	Left []lab.NetDifference `json:"left,omitempty"`
+	Left []lab.Difference `json:"left,omitempty"`
 	// Hosts are the other hosts' results, one line each.
 	Hosts []string `json:"hosts,omitempty"`
 }
@@ -30,7 +31,7 @@ func newRepairCommand(g *cli.Globals, f *flags) *cobra.Command {
 func (s *session) repair(cmd *cobra.Command) error {
 	ctx := cmd.Context()
 	p := s.env.Plan
-	rows, err := lab.CheckNetwork(ctx, s.env)
+	rows, err := steps.CheckNetwork(ctx, s.env)
 	if err != nil {
 		return err
 	}
@@ -48,10 +49,10 @@ func (s *session) repair(cmd *cobra.Command) error {
 			return fmt.Errorf("nothing changed: %s", nextStep(rows))
 		}
 	}
-	changed, err := lab.EnsureNetwork(ctx, s.env)
+	changed, err := steps.EnsureNetwork(ctx, s.env)
 	rep.Changed = append(rep.Changed, changed...)
 	if err == nil {
-		if rep.Left, err = lab.CheckNetwork(ctx, s.env); err == nil && len(rep.Left) > 0 {
+		if rep.Left, err = steps.CheckNetwork(ctx, s.env); err == nil && len(rep.Left) > 0 {
 			err = fmt.Errorf("after the repair, %d difference(s) are left", len(rep.Left))
 		}
 	}
@@ -76,7 +77,7 @@ func (s *session) repair(cmd *cobra.Command) error {
 		}
 		return err
 	}
-	lines, err := s.onSpokes(ctx, "repair", func(h plan.Host, r *lab.NetReport) (string, error) {
+	lines, err := s.onSpokes(ctx, "repair", func(h plan.Host, r *steps.NetReport) (string, error) {
 		if !r.InSync {
 			return "", fmt.Errorf("host %s: after the repair there, net check reports %s", h.Name, r.Summary())
 		}

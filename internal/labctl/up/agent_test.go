@@ -14,9 +14,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/bmlab/bmlab/internal/installertest"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/upi/upitest"
 )
 
 // agentLab writes an agent-mode lab file: the machine network lives only
@@ -29,7 +29,7 @@ func agentLab(t *testing.T, dir, name, subnet string, port int, cluster string) 
 		t.Fatal(err)
 	}
 	lab := strings.ReplaceAll(string(b), "10.198.61.", subnet+".")
-	lab = strings.Replace(lab, "cluster:\n", "cluster:\n  installer: "+upitest.Installer(t)+"\n  oc: "+upitest.OC(t)+"\n"+cluster, 1)
+	lab = strings.Replace(lab, "cluster:\n", "cluster:\n  installer: "+installertest.Installer(t)+"\n  oc: "+installertest.OC(t)+"\n"+cluster, 1)
 	if err := os.WriteFile(cfg, []byte(lab), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -120,18 +120,18 @@ func agentEndToEnd(t *testing.T, name, subnet, cluster string, port, count int) 
 	if len(nodes) != count {
 		t.Fatalf("%d nodes, want %d", len(nodes), count)
 	}
-	var fake []upitest.AgentNode
+	var fake []installertest.AgentNode
 	for _, n := range nodes {
-		fake = append(fake, upitest.AgentNode{Domain: n.Name, Serial: filepath.Join(dir, ".bmlab", "logs", n.Name+".serial.log"),
+		fake = append(fake, installertest.AgentNode{Domain: n.Name, Serial: filepath.Join(dir, ".bmlab", "logs", n.Name+".serial.log"),
 			Disk: filepath.Join(dir, ".bmlab", "disks", n.Name+".qcow2"), Image: testenv.MarkerDisk(t)})
 	}
 	spec, _ := json.Marshal(fake)
-	t.Setenv(upitest.EnvAgentNodes, string(spec))
+	t.Setenv(installertest.EnvAgentNodes, string(spec))
 
 	if count == 1 {
 		// A bootstrap that fails keeps every node and says where the logs
 		// are and how to gather the rendezvous host's; up again resumes.
-		t.Setenv(upitest.EnvBootstrapExit, "5,0")
+		t.Setenv(installertest.EnvBootstrapExit, "5,0")
 		_, err = labctlRun(t, append([]string{"up"}, common...)...)
 		if err == nil || !strings.Contains(err.Error(), "the bootstrap did not complete; every node is kept") ||
 			!strings.Contains(err.Error(), "ssh core@"+nodes[0].IP+" agent-gather") || !strings.Contains(err.Error(), filepath.Join(dir, "install", ".openshift_install.log")) {
@@ -165,7 +165,7 @@ func agentEndToEnd(t *testing.T, name, subnet, cluster string, port, count int) 
 			NetworkConfig  *struct{} `json:"networkConfig"`
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(install, upitest.AgentInputs, "agent-config.yaml"))
+	b, err := os.ReadFile(filepath.Join(install, installertest.AgentInputs, "agent-config.yaml"))
 	if err != nil {
 		t.Fatalf("the fixture kept no agent-config: %v", err)
 	}
@@ -184,7 +184,7 @@ func agentEndToEnd(t *testing.T, name, subnet, cluster string, port, count int) 
 			t.Errorf("host %s: networkConfig %v, want static addresses only in the SNO lab", h.Hostname, h.NetworkConfig != nil)
 		}
 	}
-	b, err = os.ReadFile(filepath.Join(install, upitest.AgentInputs, "install-config.yaml"))
+	b, err = os.ReadFile(filepath.Join(install, installertest.AgentInputs, "install-config.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,13 +221,13 @@ func agentEndToEnd(t *testing.T, name, subnet, cluster string, port, count int) 
 	// override is consumed and the CD is empty.
 	for _, n := range nodes {
 		log := filepath.Join(dir, ".bmlab", "logs", n.Name+".serial.log")
-		iso := fmt.Sprintf("%s role=%s host=%s", upitest.AgentISOMarker, n.Role, n.Name)
+		iso := fmt.Sprintf("%s role=%s host=%s", installertest.AgentISOMarker, n.Role, n.Name)
 		ok := testenv.WaitFor(60*time.Second, func() bool { return testenv.Count(log, testenv.DiskMarker) > 0 })
 		data, _ := os.ReadFile(log)
 		if !ok || !strings.Contains(string(data), iso) || strings.Index(string(data), iso) > strings.Index(string(data), testenv.DiskMarker) {
 			t.Errorf("%s: serial log wants %q, then %q:\n%s", n.Name, iso, testenv.DiskMarker, data)
 		}
-		if c := testenv.Count(log, upitest.AgentISOMarker); c != 1 {
+		if c := testenv.Count(log, installertest.AgentISOMarker); c != 1 {
 			t.Errorf("%s booted the ISO %d times, want once", n.Name, c)
 		}
 		sysURL := strings.TrimPrefix(n.BMC, "redfish-virtualmedia+")
@@ -267,9 +267,9 @@ func agentEndToEnd(t *testing.T, name, subnet, cluster string, port, count int) 
 func addWorker(t *testing.T, dir, name string, common []string) {
 	worker := name + "-worker-0"
 	serial := filepath.Join(dir, ".bmlab", "logs", worker+".serial.log")
-	spec, _ := json.Marshal([]upitest.AgentNode{{Domain: worker, Serial: serial,
+	spec, _ := json.Marshal([]installertest.AgentNode{{Domain: worker, Serial: serial,
 		Disk: filepath.Join(dir, ".bmlab", "disks", worker+".qcow2"), Image: testenv.MarkerDisk(t)}})
-	t.Setenv(upitest.EnvAgentNodes, string(spec))
+	t.Setenv(installertest.EnvAgentNodes, string(spec))
 	out, err := labctlRun(t, append([]string{"add-node", "--role", "worker", "--count", "1"}, common...)...)
 	if err != nil {
 		t.Fatalf("add-node: %v\n%s", err, out)
@@ -279,7 +279,7 @@ func addWorker(t *testing.T, dir, name string, common []string) {
 			t.Errorf("add-node output lacks %q", want)
 		}
 	}
-	iso := fmt.Sprintf("%s role=worker host=%s", upitest.AgentISOMarker, worker)
+	iso := fmt.Sprintf("%s role=worker host=%s", installertest.AgentISOMarker, worker)
 	if !testenv.WaitFor(60*time.Second, func() bool { return testenv.Count(serial, testenv.DiskMarker) > 0 }) {
 		data, _ := os.ReadFile(serial)
 		t.Fatalf("%s did not boot its installed disk:\n%s", worker, data)

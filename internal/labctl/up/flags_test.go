@@ -1,6 +1,8 @@
 package up_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -23,5 +25,20 @@ func TestUpFlagsCheckedFirst(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("labctl %s = %v\n%s\nwant an error containing %q", strings.Join(tt.args, " "), err, out, tt.want)
 		}
+	}
+}
+
+// TestModeInTheLabFileCheckedFirst: a mode the lab file names that labctl
+// does not have is refused from the file alone, with the field named,
+// before any host is reached.
+func TestModeInTheLabFileCheckedFirst(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "lab.yaml")
+	if err := os.WriteFile(cfg, []byte("name: mf\nmode: agentx\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := labctlRun(t, "up", "-f", cfg, "--libvirt-uri", "qemu+tcp://127.0.0.1:1/system")
+	if want := `mode: "agentx" in the lab file: use ipi-baremetal, hybrid, agent`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("up with mode: agentx = %v\n%s\nwant an error containing %q", err, out, want)
 	}
 }

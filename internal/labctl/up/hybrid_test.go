@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bmlab/bmlab/internal/installertest"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/upi/upitest"
 )
 
 // hybridLab writes a hybrid lab of one master and one worker (plus the
@@ -46,7 +46,7 @@ cluster:
   image: rhcos.qcow2
   installer: %s
   hybrid: {hostsFile: %s}
-`, name, name, net, net, net, net, net, upitest.Installer(t), hosts)
+`, name, name, net, net, net, net, net, installertest.Installer(t), hosts)
 	cfg = filepath.Join(dir, "lab.yaml")
 	if err := os.WriteFile(cfg, []byte(lab), 0o644); err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func TestHybridEndToEnd(t *testing.T) {
 	t.Cleanup(func() { _, _ = labctlRun(t, append([]string{"down"}, common...)...) })
 	installDir := filepath.Join(dir, "install")
 
-	t.Setenv(upitest.EnvBootstrapExit, "5")
+	t.Setenv(installertest.EnvBootstrapExit, "5")
 	start := time.Now()
 	out, err := labctlRun(t, append([]string{"up"}, common...)...)
 	if err == nil {
@@ -86,8 +86,8 @@ func TestHybridEndToEnd(t *testing.T) {
 			t.Errorf("up output lacks %q", want)
 		}
 	}
-	if n := slices.Index(upitest.Calls(installDir), "wait-for bootstrap-complete"); n < 0 || strings.Count(strings.Join(upitest.Calls(installDir), "\n"), "wait-for bootstrap-complete") != 3 {
-		t.Errorf("installer calls %v, want 3 bootstrap-complete attempts", upitest.Calls(installDir))
+	if n := slices.Index(installertest.Calls(installDir), "wait-for bootstrap-complete"); n < 0 || strings.Count(strings.Join(installertest.Calls(installDir), "\n"), "wait-for bootstrap-complete") != 3 {
+		t.Errorf("installer calls %v, want 3 bootstrap-complete attempts", installertest.Calls(installDir))
 	}
 	for _, d := range []string{"hyb-bootstrap", "hyb-master-0"} {
 		if st := domState(t, d); st != "running" {
@@ -129,7 +129,7 @@ func TestHybridEndToEnd(t *testing.T) {
 	}
 
 	// Resume: bootstrap-complete now succeeds.
-	t.Setenv(upitest.EnvBootstrapExit, "0")
+	t.Setenv(installertest.EnvBootstrapExit, "0")
 	out, err = labctlRun(t, append([]string{"up"}, common...)...)
 	if err != nil {
 		t.Fatalf("up again: %v\n%s", err, out)
@@ -160,7 +160,7 @@ func TestHybridEndToEnd(t *testing.T) {
 	if !strings.Contains(string(h), "10.198.66.5 api.hyb.lab.invalid") || !strings.Contains(string(h), "10.198.66.4 console-openshift-console.apps.hyb.lab.invalid oauth-openshift.apps.hyb.lab.invalid") || !strings.HasPrefix(string(h), "127.0.0.1 localhost\n") {
 		t.Errorf("hosts file:\n%s", h)
 	}
-	calls := strings.Join(upitest.Calls(installDir), "\n")
+	calls := strings.Join(installertest.Calls(installDir), "\n")
 	if strings.Count(calls, "create manifests") != 1 || strings.Count(calls, "create ignition-configs") != 1 || strings.Count(calls, "wait-for install-complete") != 1 {
 		t.Errorf("installer calls:\n%s", calls)
 	}

@@ -23,13 +23,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/bmlab/bmlab/internal/agent"
+	"github.com/bmlab/bmlab/internal/installertest"
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/upi/upitest"
 )
 
 // TestUpIPv6AndDualStack brings up, on the real libvirtd (in labci), an
@@ -95,7 +95,7 @@ func upIPv6(t *testing.T, name, mode, family string, port int, ipmi bool) {
 	lab := string(b)
 	start := strings.Index(lab, "  machineNetwork:")
 	end := strings.Index(lab, "  bmc:")
-	family = strings.ReplaceAll(family, "INSTALLER", upitest.Installer(t))
+	family = strings.ReplaceAll(family, "INSTALLER", installertest.Installer(t))
 	lab = lab[:start] + family + "  workers: {count: 0}\n" + lab[end:]
 	if ipmi {
 		lab = strings.Replace(lab, "cluster:\n", "network: {provisioningNetwork: Managed}\ncluster:\n", 1)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
 	"github.com/bmlab/bmlab/internal/plan"
@@ -188,11 +189,11 @@ func TestSharedNetworkThreeLabs(t *testing.T) {
 	// reservations and the VIPs, and it forwards to the network's dnsmasq.
 	p2 := plans["shh2"]
 	for _, n := range p2.Nodes {
-		if n.Role == plan.RoleWorker {
+		if n.Role == ipi.RoleWorker {
 			continue
 		}
 		files := ignitionFiles(t, n.Ignition)
-		if n.Role == plan.RoleMaster || n.Role == plan.RoleBootstrap {
+		if n.Role == ipi.RoleMaster || n.Role == ipi.RoleBootstrap {
 			if k := files["/etc/kubernetes/static-pod-resources/bmlab/keepalived/keepalived.conf.tmpl"]; !strings.Contains(k, "unicast_src_ip "+n.IP.String()+"\n") {
 				t.Errorf("%s's keepalived lacks unicast_src_ip %s:\n%s", n.Name, n.IP, k)
 			}

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bmlab/bmlab/internal/installertest"
 	"github.com/bmlab/bmlab/internal/testenv"
 	"github.com/bmlab/bmlab/internal/upi"
-	"github.com/bmlab/bmlab/internal/upi/upitest"
 )
 
 // TestHybridSingleNode brings up a hybrid lab of one master on real
@@ -29,7 +29,7 @@ func TestHybridSingleNode(t *testing.T) {
 	dir := testenv.QemuDir(t)
 	labFile(t, dir, "hsno", 18730) // keys and pull secret
 	live := filepath.Join(dir, "rhcos-live.iso")
-	upitest.LiveISO(t, live)
+	installertest.LiveISO(t, live)
 	hosts := filepath.Join(dir, "hosts")
 	if err := os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -49,15 +49,15 @@ cluster:
   image: rhcos-live.iso
   installer: %s
   hybrid: {hostsFile: %s}
-`, upitest.Installer(t), hosts)
+`, installertest.Installer(t), hosts)
 	if err := os.WriteFile(cfg, []byte(lab), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	common := []string{"--mode", "hybrid", "--profile", "tiny", "-f", cfg, "--netns", "labci"}
 	t.Cleanup(func() { _, _ = labctlRun(t, append([]string{"down"}, common...)...) })
 	serial := filepath.Join(dir, ".bmlab", "logs", "hsno-master-0.serial.log")
-	nodes, _ := json.Marshal([]upitest.AgentNode{{Domain: "hsno-master-0", Serial: serial, Image: testenv.MarkerDisk(t)}})
-	t.Setenv(upitest.EnvLiveNodes, string(nodes))
+	nodes, _ := json.Marshal([]installertest.AgentNode{{Domain: "hsno-master-0", Serial: serial, Image: testenv.MarkerDisk(t)}})
+	t.Setenv(installertest.EnvLiveNodes, string(nodes))
 	installDir := filepath.Join(dir, "install")
 
 	start := time.Now()
@@ -76,7 +76,7 @@ cluster:
 			t.Errorf("up output has the multi-node step %q", not)
 		}
 	}
-	if calls := strings.Join(upitest.Calls(installDir), ","); calls != "create single-node-ignition-config,wait-for install-complete" {
+	if calls := strings.Join(installertest.Calls(installDir), ","); calls != "create single-node-ignition-config,wait-for install-complete" {
 		t.Errorf("installer calls %q, want create single-node-ignition-config then wait-for install-complete", calls)
 	}
 	if ic := readFile(t, filepath.Join(dir, ".bmlab", "install-config.yaml")); !strings.Contains(ic, "bootstrapInPlace:\n  installationDisk: /dev/vda\n") || !strings.Contains(ic, "replicas: 1") {
@@ -113,7 +113,7 @@ cluster:
 	for _, f := range cfgIgn.Storage.Files {
 		paths[f.Path] = true
 	}
-	for _, want := range []string{"/etc/hostname", upitest.InstallToDiskScript, "/usr/local/bin/bootkube.sh"} {
+	for _, want := range []string{"/etc/hostname", installertest.InstallToDiskScript, "/usr/local/bin/bootkube.sh"} {
 		if !paths[want] {
 			t.Errorf("embedded ignition lacks %s", want)
 		}
@@ -131,7 +131,7 @@ cluster:
 		t.Errorf("hsno-master-0 never booted its installed disk (%s on %s)", testenv.DiskMarker, serial)
 	}
 	log := readFile(t, serial)
-	if i, j := strings.Index(log, upitest.LiveISOMarker+" ignition=embedded"), strings.Index(log, testenv.DiskMarker); i < 0 || j < i {
+	if i, j := strings.Index(log, installertest.LiveISOMarker+" ignition=embedded"), strings.Index(log, testenv.DiskMarker); i < 0 || j < i {
 		t.Errorf("serial log: want the live ISO with its ignition, then the disk:\n%s", log)
 	}
 	xml, err := exec.Command("virsh", "dumpxml", "hsno-master-0").Output()

@@ -1,8 +1,8 @@
-// Package up is `labctl up`, `labctl status` and `labctl down`: flag
-// parsing, the lab plan, and the pipeline the mode chooses (internal/lab),
-// with one status line per action. Flags are checked before any host is
-// reached; the lab file is checked whole by the plan and the preflight
-// action before anything is built.
+// Package up is `labctl up`, `labctl status`, `labctl down` and `labctl
+// add-node`: flag parsing, and the actions of the lab's mode (internal/lab/
+// modes) run by the engine (internal/lab), one status line per action.
+// Flags are checked before any host is reached; the lab file is checked
+// whole by the plan and the preflight action before anything is built.
 package up
 
 import (
@@ -13,7 +13,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/lab/agentmode"
+	"github.com/bmlab/bmlab/internal/lab/modes"
+	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
 	"github.com/bmlab/bmlab/internal/plan"
 )
@@ -26,19 +30,20 @@ type flags struct {
 	host         string
 }
 
-// NewCommands returns up, status and down.
+// NewCommands returns up, status, down and add-node.
 func NewCommands(g *cli.Globals) []*cobra.Command {
 	f := &flags{}
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Bring the lab up (idempotent; run it again to resume)",
-		Long: `Bring the lab up. --mode ipi-baremetal: preflight, network, storage, nodes,
-bmcs, install-config, installer. --mode hybrid: the kcli-style UPI flow:
+		Long: `Bring the lab up, in the mode the lab file's mode: names (or --mode, which
+must agree with a lab that exists). ipi-baremetal: preflight, network, storage, nodes,
+bmcs, install-config, installer. hybrid: the kcli-style UPI flow:
 preflight, install-config, network, storage, manifests, ignition,
 control-plane, bootstrap-complete, remove-bootstrap, workers,
 install-complete; a single node (masters 1, no workers) is installed in
 place: preflight, install-config, network, storage, ignition (the live ISO
-with it embedded), node, install-complete. --mode agent: the agent-based installer: preflight,
+with it embedded), node, install-complete. agent: the agent-based installer: preflight,
 network, storage, nodes, bmcs, install-config (and agent-config), image,
 media (every node boots the ISO through its BMC), bootstrap-complete,
 install-complete. Every step is idempotent: up again resumes.`,
@@ -46,13 +51,11 @@ install-complete. Every step is idempotent: up again resumes.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var actions []lab.Action
 			// The flags are checked before any host is reached.
-			check := func(p *plan.Plan) (err error) {
-				if actions, err = lab.Pipeline(p.Mode); err != nil {
-					return err
-				}
+			check := func(_ *plan.Plan, m lab.Mode) error {
+				actions = m.Actions()
 				return lab.CheckUntil(actions, f.until)
 			}
-			return withLab(cmd.Context(), g, f, check, func(e *lab.Env) error {
+			return withLab(cmd.Context(), g, f, check, func(e *lab.Env, _ lab.Mode) error {
 				e.StartStopped = f.startStopped
 				if err := lab.Up(cmd.Context(), e, actions, f.until); err != nil {
 					return err
@@ -73,7 +76,7 @@ install-complete. Every step is idempotent: up again resumes.`,
 		Short: "Show the lab's nodes, power, BMC endpoints, MACs and IPs, and its vbmcd",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withLab(cmd.Context(), g, f, nil, func(e *lab.Env) error { return printStatus(cmd.Context(), g, e, f.output) })
+			return withLab(cmd.Context(), g, f, nil, func(e *lab.Env, _ lab.Mode) error { return printStatus(cmd.Context(), g, e, f.output) })
 		},
 	}
 	status.Flags().StringVarP(&f.output, "output", "o", "table", "table or json")
@@ -86,16 +89,12 @@ links, storage pool and vbmcd, found by their marks even when the lab's
 directory or state file is gone. With --lab NAME no lab file is needed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withLab(cmd.Context(), g, f, nil, func(e *lab.Env) error {
+			return withLab(cmd.Context(), g, f, nil, func(e *lab.Env, m lab.Mode) error {
 				if f.lab != "" {
 					// The mode is not known: every action's delete.
-					return lab.Down(cmd.Context(), e, lab.Teardown())
+					return lab.Down(cmd.Context(), e, modes.All.Teardown())
 				}
-				actions, err := lab.Pipeline(e.Plan.Mode)
-				if err != nil {
-					return err
-				}
-				return lab.Down(cmd.Context(), e, actions)
+				return lab.Down(cmd.Context(), e, m.Actions())
 			})
 		},
 	}
@@ -115,11 +114,11 @@ recorded in the lab's state, so status, net and down see them. Run again
 after a failure, it carries on with the nodes that have not joined.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if role != plan.RoleWorker {
+			if role != ipi.RoleWorker {
 				return fmt.Errorf("--role %q: add-node adds workers (--role worker)", role)
 			}
-			return withLab(cmd.Context(), g, f, nil, func(e *lab.Env) error {
-				if err := lab.AddWorkers(cmd.Context(), e, count, g.LoadPlan); err != nil {
+			return withLab(cmd.Context(), g, f, nil, func(e *lab.Env, _ lab.Mode) error {
+				if err := agentmode.AddWorkers(cmd.Context(), e, count, g.LoadPlan); err != nil {
 					return err
 				}
 				fmt.Fprintln(g.Streams.Out)
@@ -128,48 +127,20 @@ after a failure, it carries on with the nodes that have not joined.`,
 		},
 	}
 	addNode.Flags().IntVar(&count, "count", 1, "how many workers to add (0: only carry on with those not joined yet)")
-	addNode.Flags().StringVar(&role, "role", plan.RoleWorker, "the nodes' role (worker)")
+	addNode.Flags().StringVar(&role, "role", ipi.RoleWorker, "the nodes' role (worker)")
 	down.Flags().StringVar(&f.host, "host", "", "for a lab over several hosts: remove this host's part (not the hub's), on that host")
 	return []*cobra.Command{up, status, down, addNode}
 }
 
-// withLab resolves the plan, runs check on it (when not nil) before
-// reaching any host, then opens the plan's provider and runs fn.
-func withLab(ctx context.Context, g *cli.Globals, f *flags, check func(*plan.Plan) error, fn func(*lab.Env) error) error {
-	var p *plan.Plan
-	var err error
-	if f.lab != "" {
-		p, err = g.LoadPlanNamed(f.lab)
-	} else {
-		p, err = g.LoadPlan()
-	}
+// withLab opens the lab the flags select (cli.Open: check sees the plan
+// before any host is reached) and runs fn on it.
+func withLab(ctx context.Context, g *cli.Globals, f *flags, check func(*plan.Plan, lab.Mode) error, fn func(*lab.Env, lab.Mode) error) error {
+	l, err := g.Open(ctx, cli.Open{Lab: f.lab, Host: f.host, Check: check})
 	if err != nil {
 		return err
 	}
-	if f.host != "" {
-		if p, err = p.ForSpoke(f.host); err != nil {
-			return err
-		}
-	}
-	if check != nil {
-		if err := check(p); err != nil {
-			return err
-		}
-	}
-	var h interface {
-		lab.Provider
-		Close()
-	}
-	if len(p.Hosts) > 0 {
-		h, err = lab.OpenHosts(ctx, p, g.Logger)
-	} else {
-		h, err = lab.OpenHost(ctx, p, g.Logger)
-	}
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	return fn(&lab.Env{Plan: p, Host: h, Rep: g.Status(), Log: g.Logger, Remote: lab.ExecRunner{}})
+	defer l.Close()
+	return fn(l.Env, l.Mode)
 }
 
 type nodeRow struct {
@@ -196,7 +167,7 @@ func (r nodeRow) ips() string {
 func rows(ctx context.Context, e *lab.Env) ([]nodeRow, error) {
 	var out []nodeRow
 	for _, n := range e.Plan.Nodes {
-		power, err := e.Host.Nodes().Power(ctx, n.Name)
+		power, err := e.Host.Power(ctx, n.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -249,14 +220,14 @@ func printStatus(ctx context.Context, g *cli.Globals, e *lab.Env, output string)
 		phase = "not up"
 	}
 	vb := "stopped"
-	if e.Plan.Mode == plan.ModeHybrid {
+	if len(e.Plan.Vbmcd.Args) == 0 {
 		vb = "none (no BMCs in this mode)"
-	} else if ds, err := e.Host.BMCs().Daemons(ctx, e.Plan.Lab); err != nil {
+	} else if pids, err := e.Host.Marked(ctx, lab.KindDaemon, e.Plan.Lab); err != nil {
 		return err
-	} else if len(ds) > 0 {
-		vb = fmt.Sprintf("running (pid %d, log %s)", ds[0].PID, e.Plan.Vbmcd.Log)
+	} else if len(pids) > 0 {
+		vb = fmt.Sprintf("running (pid %s, log %s)", pids[0], e.Plan.Vbmcd.Log)
 	}
-	spokes := lab.CheckSpokes(ctx, e.Remote, e.Plan)
+	spokes := steps.CheckSpokes(ctx, e.Remote, e.Plan)
 	if output == "json" {
 		rs, err := rows(ctx, e)
 		if err != nil {

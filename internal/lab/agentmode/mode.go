@@ -1,0 +1,156 @@
+package agentmode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/bmlab/bmlab/internal/agent"
+	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/lab/steps"
+	"github.com/bmlab/bmlab/internal/plan"
+)
+
+// Mode is the agent mode.
+func Mode() lab.Mode { return lab.Mode{Name: plan.ModeAgent, Actions: Actions} }
+
+// Actions are OpenShift's agent-based installer on the lab: the nodes and
+// their BMCs as for IPI, then install-config and agent-config, the ISO
+// (`agent create image`), every node booted from it through its BMC's
+// virtual media, and the installer's waits.
+func Actions() []lab.Action {
+	return []lab.Action{
+		steps.Preflight{Inputs: func(e *lab.Env) error { _, _, err := AgentConfigs(e); return err }},
+		steps.Hosts{}, steps.Network{}, steps.Storage{}, steps.Nodes{}, steps.BMCs{},
+		agentConfigs{}, agentImage{}, agentMedia{}, agentBootstrap{}, agentComplete{},
+	}
+}
+
+// AgentConfigs builds and validates the agent mode's install-config and
+// agent-config from the plan.
+func AgentConfigs(e *lab.Env) (*ipi.InstallConfig, *agent.Config, error) {
+	p := e.Plan
+	pull, key, err := steps.Inputs(e)
+	if err != nil {
+		return nil, nil, err
+	}
+	ic, err := ipi.Generate(steps.InstallCluster(p), p.IPINodes(), pull, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	bm := ic.Platform.BareMetal
+	if bm != nil {
+		// The agent boots the hosts itself: no provisioning network, and
+		// Ironic only for day 2 (the BMCs stay in the hosts).
+		bm.ProvisioningNetwork = ipi.ProvisioningDisabled
+		bm.ProvisioningBridge, bm.ProvisioningNetworkCIDR = "", ""
+	}
+	errs := ipi.Validate(ic, p.Cluster.DHCPRanges()...)
+	ac := agent.Generate(p.AgentCluster())
+	for _, fe := range agent.Validate(ac, p.Cluster.MachineNetwork) {
+		fe.Field = "agent-config " + fe.Field
+		errs = append(errs, fe)
+	}
+	if len(errs) > 0 {
+		return nil, nil, errs
+	}
+	return ic, ac, nil
+}
+
+// agentConfigs writes install-config.yaml and agent-config.yaml into the
+// installer's directory, and copies in the lab's state directory: the
+// installer consumes both, the copies say what it consumed.
+type agentConfigs struct{}
+
+func (agentConfigs) Name() string { return "install-config" }
+
+func (agentConfigs) Ensure(_ context.Context, e *lab.Env) (bool, error) {
+	p := e.Plan
+	ic, ac, err := AgentConfigs(e)
+	if err != nil {
+		return false, err
+	}
+	icData, err := ipi.Marshal(ic)
+	if err != nil {
+		return false, err
+	}
+	acData, err := agent.Marshal(ac)
+	if err != nil {
+		return false, err
+	}
+	changed := false
+	for _, f := range []struct{ file, copy string }{{p.Paths.InstallConfig, p.Paths.InstallConfigCopy}, {p.Paths.AgentConfig, p.Paths.AgentConfigCopy}} {
+		want := icData
+		if f.file == p.Paths.AgentConfig {
+			want = acData
+		}
+		if lab.Exists(p.Paths.AgentISO) {
+			// The image holds what the installer consumed: it cannot change.
+			if have, err := os.ReadFile(f.copy); err != nil || string(have) != string(want) {
+				return changed, fmt.Errorf("the lab file changed after openshift-install made the agent image from %s (%v); the image cannot take a new one: `labctl down`, then up again", filepath.Base(f.file), err)
+			}
+			continue
+		}
+		cur, cerr := os.ReadFile(f.file)
+		have, herr := os.ReadFile(f.copy)
+		if cerr == nil && herr == nil && string(cur) == string(want) && string(have) == string(want) {
+			continue
+		}
+		for _, path := range []string{f.file, f.copy} {
+			if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+				return changed, err
+			}
+			if err := ipi.WriteFile(path, want); err != nil {
+				return changed, err
+			}
+		}
+		e.Rep.Note("install-config", "wrote "+f.file)
+		changed = true
+	}
+	return changed, nil
+}
+
+// Delete removes the installer's directory (its image, auth/ and state
+// belong to the cluster down removes) and the copies.
+func (agentConfigs) Delete(_ context.Context, e *lab.Env) error {
+	p := e.Plan
+	dir := ""
+	if p.Mode == plan.ModeAgent {
+		dir = p.Installer.Dir
+	}
+	return errors.Join(lab.RemoveFiles([]string{p.Paths.AgentConfigCopy, p.Paths.AgentConfig, p.Paths.MediaBooted, p.Paths.AddedNodes}, dir),
+		lab.RemoveFiles(nil, p.Paths.NodeImageDir))
+}
+
+// agentImage runs `openshift-install agent create image` once: the ISO
+// every node boots.
+type agentImage struct{}
+
+func (agentImage) Name() string { return "image" }
+
+func (agentImage) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
+	if lab.Exists(e.Plan.Paths.AgentISO) {
+		return false, nil
+	}
+	if err := agentInstaller(e, "image").Run(ctx, agent.CreateImage); err != nil {
+		return false, steps.StopIfMissing(err)
+	}
+	if !lab.Exists(e.Plan.Paths.AgentISO) {
+		return true, fmt.Errorf("openshift-install agent create image finished but wrote no %s", e.Plan.Paths.AgentISO)
+	}
+	e.Rep.Note("image", "wrote "+e.Plan.Paths.AgentISO)
+	return true, nil
+}
+
+func (agentImage) Delete(context.Context, *lab.Env) error { return nil }
+func (agentImage) CreatesNothing()                        {}
+
+func agentInstaller(e *lab.Env, step string) *agent.Installer {
+	return &agent.Installer{
+		Options: ipi.InstallerOptions{Binary: e.Plan.Installer.Binary, Dir: e.Plan.Installer.Dir},
+		OnLine:  func(line string) { e.Rep.Note(step, line) },
+	}
+}

@@ -1,0 +1,63 @@
+package ipimode
+
+import (
+	"context"
+	"os"
+
+	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/lab/steps"
+)
+
+// installConfig writes install-config.yaml for platform baremetal, checked
+// against the installer's rules first.
+type installConfig struct{}
+
+func (installConfig) Name() string { return "install-config" }
+
+func (installConfig) Ensure(_ context.Context, e *lab.Env) (bool, error) {
+	ic, err := InstallConfig(e)
+	if err != nil {
+		return false, err
+	}
+	want, err := ipi.Marshal(ic)
+	if err != nil {
+		return false, err
+	}
+	dir := e.Plan.Installer.Dir
+	if have, err := os.ReadFile(e.Plan.Paths.InstallConfig); err == nil && string(have) == string(want) {
+		return false, nil
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return false, err
+	}
+	if err := ipi.Write(dir, ic); err != nil {
+		return false, err
+	}
+	e.Rep.Note("install-config", "wrote "+e.Plan.Paths.InstallConfig)
+	return true, nil
+}
+
+// Delete removes install-config.yaml; the installer's own files in the
+// directory (logs, auth) stay for the user to read.
+func (installConfig) Delete(_ context.Context, e *lab.Env) error {
+	return lab.RemoveFiles([]string{e.Plan.Paths.InstallConfig}, "")
+}
+
+// InstallConfig builds and validates the install-config of the plan's
+// nodes, with their BMC addresses from the plan.
+func InstallConfig(e *lab.Env) (*ipi.InstallConfig, error) {
+	p := e.Plan
+	pull, key, err := steps.Inputs(e)
+	if err != nil {
+		return nil, err
+	}
+	ic, err := ipi.Generate(steps.InstallCluster(p), p.IPINodes(), pull, key)
+	if err != nil {
+		return nil, err
+	}
+	if errs := ipi.Validate(ic, p.Cluster.DHCPRanges()...); len(errs) > 0 {
+		return nil, errs
+	}
+	return ic, nil
+}

@@ -1,0 +1,58 @@
+package lab
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+)
+
+// Mode is an install mode: a name (--mode, mode: in the lab file) and up's
+// actions in order. Each mode is a package of its own (internal/lab/*mode)
+// whose actions, input rules (its preflight's hooks), installer files and
+// plan adapters are its own; labctl knows the modes from one list
+// (internal/lab/modes).
+type Mode struct {
+	Name    string
+	Actions func() []Action
+}
+
+// Modes are the install modes labctl knows, in the order help texts name
+// them.
+type Modes []Mode
+
+// Names lists the modes' names.
+func (ms Modes) Names() []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Name
+	}
+	return out
+}
+
+// Lookup finds a mode by its name.
+func (ms Modes) Lookup(name string) (Mode, error) {
+	if i := slices.IndexFunc(ms, func(m Mode) bool { return m.Name == name }); i >= 0 {
+		return ms[i], nil
+	}
+	return Mode{}, fmt.Errorf("--mode %q: use %s", name, strings.Join(ms.Names(), ", "))
+}
+
+// Teardown is every action of every mode, each once, in up's order, the
+// first mode's first: what down runs when the lab's mode is not known
+// (down --lab, after the lab file is gone). Down runs it backwards, so the
+// modes' own files and markers go before the nodes, storage and network
+// every mode shares.
+func (ms Modes) Teardown() []Action {
+	var out []Action
+	seen := map[reflect.Type]bool{}
+	for _, m := range ms {
+		for _, a := range m.Actions() {
+			if t := reflect.TypeOf(a); !seen[t] {
+				seen[t] = true
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,256 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/bmlab/bmlab/internal/netaddr"
+	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/plan"
+)
+
+// Provider is the platform a lab is built on, in the manner of kind's
+// providers: the steps declare the lab's objects in labctl's own terms
+// (the plan's nodes, disks and networks, its BMC daemon) and the provider
+// makes them its own way. The libvirt one (internal/labvirt) is libvirt,
+// netlink and processes on one host or several; the unit tests' is a
+// fake; another platform is another package.
+//
+// Everything is idempotent. Delete treats "absent" as success and refuses
+// (ErrForeign) what does not bear the lab's mark; Ensure creates what is
+// missing, corrects what differs and leaves the rest.
+type Provider interface {
+	// Owner says whether an object exists and whose mark it bears ("" for
+	// none: foreign).
+	Owner(ctx context.Context, kind Kind, name string) (found bool, owner string, err error)
+	// Marked lists the objects of a kind that bear lab's mark.
+	Marked(ctx context.Context, kind Kind, lab string) ([]string, error)
+	// Delete removes an object of lab's.
+	Delete(ctx context.Context, kind Kind, name, lab string) error
+
+	// Validate says what the platform would refuse in an object, before
+	// anything is made (nil: nothing).
+	Validate(o Object) error
+	// Ensure makes an object as declared and says what it changed, one
+	// line each (none: nothing to do).
+	Ensure(ctx context.Context, o Object) ([]string, error)
+	// Differences says how an object differs from its declaration (none:
+	// in sync). It changes nothing.
+	Differences(ctx context.Context, o Object) ([]Difference, error)
+
+	// Power is a node's power state (On, Off, ..., absent); Start powers
+	// it on (false: it runs already).
+	Power(ctx context.Context, node string) (string, error)
+	Start(ctx context.Context, node string) (bool, error)
+
+	// Survey is what the platform holds besides the lab, whichever lab's
+	// or none's: the parts of kinds (KindNetwork, KindDomain, KindPool;
+	// none: all).
+	Survey(ctx context.Context, kinds ...Kind) (*Survey, error)
+}
+
+// Kind is a kind of object a lab owns on its platform.
+type Kind string
+
+// The kinds of objects.
+const (
+	KindDomain  Kind = "domain"
+	KindNetwork Kind = "libvirt network"
+	KindPool    Kind = "storage pool"
+	KindVolume  Kind = "volume" // named pool/volume
+	KindLink    Kind = "link"
+	// KindDaemon is the lab's BMC daemon (vbmcd), a process named by its
+	// PID.
+	KindDaemon Kind = "vbmcd"
+	// KindShared is the lab's entries in a network it shares, named by
+	// the network.
+	KindShared Kind = "shared network entries"
+	// KindDanglingPool is a storage pool whose directory is gone, and the
+	// mark in it: Delete undefines it once the caller has proven it the
+	// lab's (by its name and its directory's layout).
+	KindDanglingPool Kind = "storage pool without its directory"
+)
+
+// ErrForeign means an object with a lab name does not bear the lab's mark.
+var ErrForeign = errors.New("not the lab's")
+
+// Object is what a step declares for the provider to make.
+type Object interface{ object() }
+
+// Pool is the lab's storage: a directory whose volumes are the nodes'
+// disks.
+type Pool struct{ Lab, Name, Dir string }
+
+// Volume is one disk of a node, at least Capacity bytes large.
+type Volume struct {
+	Lab, Pool string
+	Disk      plan.Disk
+	Capacity  uint64
+}
+
+// Machine is a node: a UEFI machine, shut off when made, with its disks,
+// its boot NIC on Network, an empty CD drive for virtual media and a
+// serial log. Attrs are more attributes of its mark (pairs) that other
+// labs read; CDROM, when set, is an ISO in its CD drive that it boots
+// after its blank disk (no fw_cfg ignition then).
+type Machine struct {
+	Lab     string
+	Node    plan.Node
+	Network string
+	Attrs   []string
+	CDROM   string
+}
+
+// MachineBMC is what a node's BMC serves it with: its IPMI port (0: none)
+// and its own BMC user (empty: none).
+type MachineBMC struct {
+	Node           string
+	IPMIPort       int
+	User, Password string
+}
+
+// NATNetwork is the lab's own NAT network: the machine network of every
+// family, a DHCP reservation and DNS record per node, api and *.apps.
+// NodeHoldsVIPs says those are a single node's own address.
+type NATNetwork struct {
+	Lab           string
+	NAT           plan.NAT
+	Nodes         []plan.Node
+	NodeHoldsVIPs bool
+}
+
+// BridgeNetwork is a network named like a lab bridge, on that bridge (what
+// the installer's bridge check accepts).
+type BridgeNetwork struct{ Lab, Name string }
+
+// SharedEntries are the lab's reservations and DNS records in a network
+// it shares with others; Ensure never makes, starts or restarts that
+// network.
+type SharedEntries struct {
+	Lab    string
+	Shared plan.Shared
+}
+
+// Links are the lab's links on the host (bridges, veths, VXLAN).
+type Links struct {
+	Lab      string
+	Topology netplumb.Topology
+}
+
+// LinkAddress is an address on a link; Ensure returns once it is usable
+// (an IPv6 address is tentative until duplicate address detection has run
+// on a link with a carrier).
+type LinkAddress struct {
+	Link string
+	Addr netip.Addr
+}
+
+// BMCDaemon is the lab's BMC daemon as the plan invokes it. Ensure starts
+// it unless it runs with the plan's arguments (Restart: its settings files
+// changed, it must read them again), then waits up to Wait until every
+// node's BMC answers with its UUID at the plan's address, telling Progress
+// (may be nil) how many answer.
+type BMCDaemon struct {
+	Plan     *plan.Plan
+	Restart  bool
+	Wait     time.Duration
+	Progress func(string)
+}
+
+func (Pool) object()          {}
+func (Volume) object()        {}
+func (Machine) object()       {}
+func (MachineBMC) object()    {}
+func (NATNetwork) object()    {}
+func (BridgeNetwork) object() {}
+func (SharedEntries) object() {}
+func (Links) object()         {}
+func (LinkAddress) object()   {}
+func (BMCDaemon) object()     {}
+
+// Difference is one way the platform differs from what the lab declares.
+// It is also what `labctl net check -o json` prints: the contract between
+// labctl on the lab's hub and on its other hosts.
+type Difference struct {
+	Object string `json:"object"`
+	Kind   string `json:"kind"`
+	Want   string `json:"want,omitempty"`
+	Got    string `json:"got,omitempty"`
+	// Blocking marks an object with a lab name that is not the lab's:
+	// nothing repairs it, the user must clear it.
+	Blocking bool   `json:"blocking,omitempty"`
+	Fix      string `json:"fix"`
+}
+
+// Survey is what a platform holds besides one lab.
+type Survey struct {
+	// Addresses are every network's addresses (every family), by name.
+	Addresses map[string][]netip.Prefix
+	// Networks are every network as a lab that would join it sees it.
+	Networks []SharedNetwork
+	// Marks are the mark's attributes of every marked node, whichever
+	// lab's, by node.
+	Marks map[string]map[string]string
+	// Dangling are storage pools whose directory is gone.
+	Dangling []DanglingPool
+}
+
+// SharedNetwork is a network a lab could share: its bridge, IPv4
+// addresses and DHCP ranges, the entries each lab that shares it added,
+// the reservations and records no lab's list names (its owner's or the
+// user's), and what its DHCP server has leased.
+type SharedNetwork struct {
+	Name    string
+	Owner   string // the lab whose mark it bears, "" for none
+	Bridge  string
+	Active  bool
+	CIDRs   []netip.Prefix
+	Ranges  []netaddr.Range
+	Labs    []Entries
+	Hosts   []plan.Reservation
+	Records []plan.Record
+	Leases  []plan.Reservation
+}
+
+// Entries are what one lab added to a shared network: its block of
+// addresses, its reservations and its DNS records.
+type Entries struct {
+	Lab     string
+	Block   netaddr.Range
+	Hosts   []plan.Reservation
+	Records []plan.Record
+}
+
+// DanglingPool is a storage pool whose directory no longer exists.
+type DanglingPool struct{ Name, Dir string }
+
+// Spokes is implemented by the provider of a lab over several hosts:
+// what each other host shows of the lab, for the hosts step to verify what
+// labctl there made or removed.
+type Spokes interface {
+	HostView(ctx context.Context, host, lab, pool string) (HostView, error)
+}
+
+// HostView is what one host shows of the lab, without reading any file
+// (its pool's directory is that host's).
+type HostView struct {
+	Domains  []string // bearing the lab's mark
+	Networks []string // bearing the lab's mark
+	Pool     PoolView
+}
+
+// PoolView is a storage pool as the platform alone shows it.
+type PoolView struct {
+	Found, Active bool
+	Dir           string
+	Volumes       []string
+}
+
+// Runner runs labctl on another host of the lab: `<exec> <labctl> args...`
+// with the lab file on its standard input. It returns what the command
+// printed on its standard output, also when it fails.
+type Runner interface {
+	Labctl(ctx context.Context, h plan.Host, stdin []byte, args ...string) ([]byte, error)
+}

@@ -1,0 +1,338 @@
+package steps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/plan"
+)
+
+// Network is the one owner of the lab's host network, in dependency order:
+// the lab's NAT network (its bridge is the veth's far end), the bridges and
+// veths, a libvirt network named like each lab bridge (what the installer's
+// bridge check accepts), and NetworkManager's unmanaged-devices snippet
+// where NetworkManager is. `labctl net check|repair|down` are views over
+// CheckNetwork, EnsureNetwork and RemoveNetwork, the functions this action
+// runs: there is no second implementation.
+type Network struct{}
+
+func (Network) Name() string { return "network" }
+
+func (Network) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
+	done, err := EnsureNetwork(ctx, e)
+	for _, d := range done {
+		// What asks for the user's hand (a resolver or NetworkManager to
+		// reload) is said; the rest is the tick.
+		if strings.Contains(d, "applies it now") {
+			e.Rep.Note("network", d)
+		}
+	}
+	return len(done) > 0, err
+}
+
+func (Network) Delete(ctx context.Context, e *lab.Env) error {
+	_, err := RemoveNetwork(ctx, e)
+	return err
+}
+
+// CheckNetwork lists every difference between the host's network and the
+// plan, in the order EnsureNetwork repairs them. It changes nothing.
+func CheckNetwork(ctx context.Context, e *lab.Env) ([]lab.Difference, error) {
+	p := e.Plan
+	out := []lab.Difference{}
+	foreign := func(name string) (bool, error) {
+		found, owner, err := e.Host.Owner(ctx, lab.KindNetwork, name)
+		return found && owner != p.Lab, err
+	}
+	clear := func(name string) string {
+		return fmt.Sprintf("the lab never changes a network it does not own: virsh net-destroy %s; virsh net-undefine %s, if it is stale", name, name)
+	}
+	if nat := p.Network.NAT; nat != nil {
+		problems, err := e.Host.Differences(ctx, NATObject(p))
+		if err != nil {
+			return nil, err
+		}
+		if len(problems) > 0 {
+			d := lab.Difference{Object: "libvirt network " + nat.Name, Kind: "nat-network",
+				Want: "active NAT network " + nat.MachineNetwork.String() + " on " + nat.Bridge, Got: join(gots(problems)), Fix: "define, correct or start it"}
+			if d.Blocking, err = foreign(nat.Name); err != nil {
+				return nil, err
+			} else if d.Blocking {
+				d.Fix = clear(nat.Name)
+			}
+			out = append(out, d)
+		}
+	}
+	if sh := p.Network.Shared; sh != nil {
+		problems, err := e.Host.Differences(ctx, lab.SharedEntries{Lab: p.Lab, Shared: *sh})
+		if err != nil {
+			return nil, err
+		}
+		for _, pr := range problems {
+			out = append(out, lab.Difference{Object: "libvirt network " + sh.Network + " (shared)", Kind: "shared-entry",
+				Want: "the lab's reservations and DNS records, listed as its own", Got: pr.Got,
+				Fix: "add the lab's entries live (the network is not restarted): labctl net repair"})
+		}
+	}
+	links, err := e.Host.Differences(ctx, lab.Links{Lab: p.Lab, Topology: p.HubTopology()})
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, links...)
+	for _, name := range p.Network.BridgeNetworks {
+		problems, err := e.Host.Differences(ctx, lab.BridgeNetwork{Lab: p.Lab, Name: name})
+		if err != nil {
+			return nil, err
+		}
+		if len(problems) == 0 {
+			continue
+		}
+		d := lab.Difference{Object: "libvirt network " + name, Kind: "libvirt-network", Want: "active, bridge " + name,
+			Got: join(gots(problems)), Fix: "define and start it"}
+		if d.Blocking, err = foreign(name); err != nil {
+			return nil, err
+		} else if d.Blocking {
+			d.Fix = clear(name)
+		}
+		out = append(out, d)
+	}
+	if netplumb.NetworkManagerPresent(p.Network.NMConfDir) && !netplumb.UnmanagedSnippetCurrent(p.Network.NMConfDir, p.Lab, p.HubTopology().Names()) {
+		out = append(out, lab.Difference{Object: "NetworkManager", Kind: "unmanaged-missing",
+			Want: netplumb.UnmanagedSnippetPath(p.Network.NMConfDir, p.Lab),
+			Fix:  "write the unmanaged-devices snippet for the lab's links"})
+	}
+	if d := resolverDropIn(p); d != nil {
+		problem, foreign, err := d.State()
+		if err != nil {
+			return nil, err
+		}
+		if problem != "" {
+			diff := lab.Difference{Object: d.Path, Kind: "host-resolver", Want: "the " + d.Kind + " drop-in sending " + d.Domain + " to " + d.DNS.String(), Got: problem,
+				Fix: "write it again: labctl net repair (" + d.ApplyHint() + ")"}
+			if foreign {
+				diff.Blocking, diff.Fix = true, "the lab never changes a file without its mark: move it away, or set network.hostResolver: hosts"
+			}
+			out = append(out, diff)
+		}
+	}
+	return out, nil
+}
+
+// resolverDropIn is the plan's host resolver drop-in, nil for hosts or none.
+func resolverDropIn(p *plan.Plan) *netplumb.ResolverDropIn {
+	r := p.Network.Resolver
+	if r == nil {
+		return nil
+	}
+	return &netplumb.ResolverDropIn{Kind: r.Kind, Path: r.Path, Lab: p.Lab, Domain: r.Domain, DNS: r.DNS, Apps: r.Apps}
+}
+
+// EnsureNetwork makes what is missing and corrects what differs, and says
+// what it changed, one line each (none: nothing to do).
+func EnsureNetwork(ctx context.Context, e *lab.Env) ([]string, error) {
+	p := e.Plan
+	var done []string
+	if nat := p.Network.NAT; nat != nil {
+		c, err := e.Host.Ensure(ctx, NATObject(p))
+		if err != nil {
+			return done, err
+		}
+		if len(c) > 0 {
+			done = append(done, fmt.Sprintf("libvirt network %s: NAT network %s on %s, defined, active, autostarted", nat.Name, nat.MachineNetwork, nat.Bridge))
+		}
+	}
+	if p.Network.Shared != nil {
+		steps, err := e.Host.Ensure(ctx, lab.SharedEntries{Lab: p.Lab, Shared: *p.Network.Shared})
+		done = append(done, steps...)
+		if err != nil {
+			return done, err
+		}
+	}
+	steps, err := e.Host.Ensure(ctx, lab.Links{Lab: p.Lab, Topology: p.HubTopology()})
+	done = append(done, steps...)
+	if err != nil {
+		return done, err
+	}
+	// The NAT bridge's IPv6 address is tentative until its veth gives it a
+	// carrier and duplicate address detection has run: vbmcd cannot bind
+	// it, nor dnsmasq answer on it, before.
+	if nat := p.Network.NAT; nat != nil {
+		for _, gw := range []netip.Addr{nat.HostAddress, secondaryGateway(nat)} {
+			if gw.Is6() {
+				if _, err := e.Host.Ensure(ctx, lab.LinkAddress{Link: nat.Bridge, Addr: gw}); err != nil {
+					return done, fmt.Errorf("the lab's NAT bridge: %w; its veth %s should give it a carrier (labctl net check)", err, vethOn(p, nat.Bridge))
+				}
+			}
+		}
+	}
+	for _, name := range p.Network.BridgeNetworks {
+		c, err := e.Host.Ensure(ctx, lab.BridgeNetwork{Lab: p.Lab, Name: name})
+		if err != nil {
+			return done, err
+		}
+		if len(c) > 0 {
+			done = append(done, fmt.Sprintf("libvirt network %s: defined, active, autostarted on bridge %s", name, name))
+		}
+	}
+	if netplumb.NetworkManagerPresent(p.Network.NMConfDir) {
+		path, c, err := netplumb.WriteUnmanagedSnippet(p.Network.NMConfDir, p.Lab, p.HubTopology().Names())
+		if err != nil {
+			return done, err
+		}
+		if c {
+			done = append(done, "NetworkManager found: wrote "+path+" so it leaves the lab's links alone; `nmcli general reload conf` applies it now")
+		}
+	}
+	if d := resolverDropIn(p); d != nil {
+		c, err := d.Write()
+		if err != nil {
+			return done, err
+		}
+		if c {
+			done = append(done, fmt.Sprintf("host resolver: wrote %s, %s and every name under it to %s; %s", d.Path, d.Domain, d.DNS, d.ApplyHint()))
+		}
+	}
+	return done, nil
+}
+
+// NetworkRemoval is what RemoveNetwork removed, and what it left because it
+// is not the lab's.
+type NetworkRemoval struct {
+	// Shared are the networks the lab shared, whose entries of the lab
+	// were removed.
+	Shared   []string `json:"sharedNetworks"`
+	Networks []string `json:"libvirtNetworks"`
+	Links    []string `json:"links"`
+	Foreign  []string `json:"foreign"`
+	Snippet  string   `json:"networkManagerSnippet,omitempty"`
+	// ResolverDropIns are the host resolver drop-ins removed.
+	ResolverDropIns []string `json:"resolverDropIns"`
+}
+
+// RemoveNetwork removes the lab's entries from the networks it shares,
+// then its libvirt networks (bridge-named, then the NAT network: the bridge
+// networks' veth is on its bridge), then its links, then the
+// NetworkManager snippet and the host resolver drop-ins that bear the
+// lab's mark (the plan's, and the lab's name at the default places): the plan's and everything else that
+// bears the lab's mark. It fails while any of it is left.
+func RemoveNetwork(ctx context.Context, e *lab.Env) (NetworkRemoval, error) {
+	p := e.Plan
+	objs := e.Host
+	rm := NetworkRemoval{Shared: []string{}, Networks: []string{}, Links: []string{}, Foreign: []string{}, ResolverDropIns: []string{}}
+	// The lab's entries in shared networks first, found by the lists the
+	// networks keep, whether or not the plan names the network (down
+	// --lab has no lab file).
+	sv, err := e.Host.Survey(ctx, lab.KindNetwork)
+	if err != nil {
+		return rm, err
+	}
+	for _, n := range sv.Networks {
+		if !slices.ContainsFunc(n.Labs, func(x lab.Entries) bool { return x.Lab == p.Lab }) {
+			continue
+		}
+		if err := e.Host.Delete(ctx, lab.KindShared, n.Name, p.Lab); err != nil {
+			return rm, err
+		}
+		rm.Shared = append(rm.Shared, n.Name)
+	}
+	marked, err := objs.Marked(ctx, lab.KindNetwork, p.Lab)
+	if err != nil {
+		return rm, err
+	}
+	names := p.Network.BridgeNetworks
+	if p.Network.NAT != nil {
+		names = append(names[:len(names):len(names)], p.Network.NAT.Name)
+	}
+	var errs []error
+	remove := func(kind lab.Kind, name string, into *[]string) {
+		found, owner, err := objs.Owner(ctx, kind, name)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case !found && kind == lab.KindLink:
+			// A veth's peer goes with it: listed as the lab's, now gone.
+			*into = append(*into, name)
+		case !found:
+		case owner != p.Lab:
+			rm.Foreign = append(rm.Foreign, string(kind)+" "+name)
+			e.Rep.Note("remove network", "left "+name+" alone: it has a lab name but is not the lab's")
+		default:
+			if err := objs.Delete(ctx, kind, name, p.Lab); err != nil {
+				errs = append(errs, err)
+			} else {
+				*into = append(*into, name)
+			}
+		}
+	}
+	for _, name := range lab.Union(names, marked) {
+		remove(lab.KindNetwork, name, &rm.Networks)
+	}
+	links, err := objs.Marked(ctx, lab.KindLink, p.Lab)
+	if err != nil {
+		return rm, errors.Join(append(errs, err)...)
+	}
+	for _, name := range links {
+		remove(lab.KindLink, name, &rm.Links)
+	}
+	if path, removed, err := netplumb.RemoveUnmanagedSnippet(p.Network.NMConfDir, p.Lab); err != nil {
+		errs = append(errs, err)
+	} else if removed {
+		rm.Snippet = path
+	}
+	for _, path := range p.Network.ResolverDropIns {
+		switch removed, foreign, err := netplumb.RemoveResolverDropIn(path, p.Lab); {
+		case err != nil:
+			errs = append(errs, err)
+		case removed:
+			rm.ResolverDropIns = append(rm.ResolverDropIns, path)
+		case foreign && p.Network.Resolver != nil && path == p.Network.Resolver.Path:
+			rm.Foreign = append(rm.Foreign, "file "+path)
+			e.Rep.Note("remove network", "left "+path+" alone: it is not the lab's")
+		}
+	}
+	if len(errs) > 0 {
+		return rm, errors.Join(errs...)
+	}
+	return rm, errors.Join(lab.Remaining(ctx, e, lab.KindNetwork), lab.Remaining(ctx, e, lab.KindLink))
+}
+
+func join(s []string) string { return strings.Join(s, ", ") }
+
+// secondaryGateway is the NAT network's IPv6 address in a dual-stack lab
+// (invalid otherwise).
+func secondaryGateway(nat *plan.NAT) netip.Addr {
+	if nat.Secondary != nil {
+		return nat.Secondary.HostAddress
+	}
+	return netip.Addr{}
+}
+
+// vethOn names the lab's veth end on a bridge ("" when none is).
+func vethOn(p *plan.Plan, bridge string) string {
+	for _, v := range p.HubTopology().Veths {
+		if v.PeerMaster == bridge {
+			return v.Peer
+		}
+	}
+	return ""
+}
+
+// gots are the differences' Got fields.
+func gots(ds []lab.Difference) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.Got
+	}
+	return out
+}
+
+// NATObject is the plan's NAT network as the provider makes it.
+func NATObject(p *plan.Plan) lab.NATNetwork {
+	return lab.NATNetwork{Lab: p.Lab, NAT: *p.Network.NAT, Nodes: p.Nodes, NodeHoldsVIPs: p.SingleNode()}
+}

@@ -1,0 +1,194 @@
+package steps
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/lab/labtest"
+	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/plan"
+)
+
+func objects(d []lab.Difference) []string {
+	var out []string
+	for _, x := range d {
+		s := x.Object + " " + x.Kind
+		if x.Blocking {
+			s += " (blocking)"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestNetworkPath: check, ensure and remove are one path, the one `labctl
+// net` prints and the network action runs. A fresh host differs in every
+// object, in repair order; after EnsureNetwork nothing differs and a second
+// one changes nothing; RemoveNetwork removes what it made.
+func TestNetworkPath(t *testing.T) {
+	f := labtest.NewHost()
+	e, _ := labtest.Env(t, f, "")
+	ctx := context.Background()
+	diffs, err := CheckNetwork(ctx, e)
+	labtest.Must(t, err)
+	want := []string{"libvirt network fk-machine nat-network", "baremetal missing", "bmlab-veth0 missing", "bmlab-veth1 missing", "libvirt network baremetal libvirt-network"}
+	if d := cmp.Diff(want, objects(diffs)); d != "" {
+		t.Errorf("check of an empty host (-want +got):\n%s", d)
+	}
+	done, err := EnsureNetwork(ctx, e)
+	labtest.Must(t, err)
+	if len(done) != 5 || !strings.Contains(done[0], "fk-machine: NAT network") {
+		t.Errorf("ensure = %q, want the NAT network, three links and the bridge network", done)
+	}
+	if diffs, err = CheckNetwork(ctx, e); err != nil || len(diffs) != 0 {
+		t.Errorf("check after ensure = %v, %v; want none", objects(diffs), err)
+	}
+	if done, err = EnsureNetwork(ctx, e); err != nil || len(done) != 0 {
+		t.Errorf("second ensure = %q, %v; want nothing changed", done, err)
+	}
+	rm, err := RemoveNetwork(ctx, e)
+	labtest.Must(t, err)
+	if d := cmp.Diff(NetworkRemoval{Shared: []string{}, Networks: []string{"baremetal", "fk-machine"}, Links: []string{"baremetal", "bmlab-veth0", "bmlab-veth1", "bmnat-fk"}, Foreign: []string{}, ResolverDropIns: []string{}}, rm); d != "" {
+		t.Errorf("remove (-want +got):\n%s", d)
+	}
+	for kind, objs := range f.Objs {
+		if len(objs) > 0 {
+			t.Errorf("%ss left: %v", kind, objs)
+		}
+	}
+}
+
+// TestNetworkForeign: another lab's objects with the plan's names block the
+// check and are never changed by remove.
+func TestNetworkForeign(t *testing.T) {
+	f := labtest.NewHost()
+	e, _ := labtest.Env(t, f, "")
+	ctx := context.Background()
+	f.Put(lab.KindNetwork, "baremetal", "other")
+	f.Put(lab.KindLink, "baremetal", "other")
+	diffs, err := CheckNetwork(ctx, e)
+	labtest.Must(t, err)
+	got := objects(diffs)
+	for _, w := range []string{"baremetal foreign (blocking)", "libvirt network baremetal libvirt-network (blocking)"} {
+		if !slices.Contains(got, w) {
+			t.Errorf("check = %q, want %q among them", got, w)
+		}
+	}
+	rm, err := RemoveNetwork(ctx, e)
+	labtest.Must(t, err)
+	if !slices.Equal(rm.Foreign, []string{"libvirt network baremetal"}) || len(rm.Networks) != 0 {
+		t.Errorf("remove = %+v, want the foreign network left and named", rm)
+	}
+	if f.Objs[lab.KindNetwork]["baremetal"] != "other" || f.Objs[lab.KindLink]["baremetal"] != "other" {
+		t.Errorf("remove changed another lab's objects: %v", f.Objs)
+	}
+}
+
+// TestNetworkResolverDropIn: the host resolver drop-in is one of the
+// network's objects: check reports it missing, changed or not the lab's;
+// ensure writes it and repairs it; remove takes the plan's and the lab's
+// drop-ins at the other places (down --lab), bearing its mark only, and
+// never a file without it.
+func TestNetworkResolverDropIn(t *testing.T) {
+	f := labtest.NewHost()
+	e, _ := labtest.Env(t, f, "")
+	ctx := context.Background()
+	dir := t.TempDir()
+	p := e.Plan
+	path := filepath.Join(dir, "dnsmasq.d", "bmlab-fk.conf")
+	other := filepath.Join(dir, "resolved.conf.d", "bmlab-fk.conf")
+	p.Network.HostResolver = "dnsmasq"
+	p.Network.Resolver = &plan.Resolver{Kind: "dnsmasq", Path: path, Domain: p.Cluster.Domain, DNS: p.Network.NAT.HostAddress}
+	p.Network.ResolverDropIns = []string{path, other}
+	has := func(want string) {
+		t.Helper()
+		diffs, err := CheckNetwork(ctx, e)
+		labtest.Must(t, err)
+		got := objects(diffs)
+		if (want == "") != !slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, path) }) ||
+			want != "" && !slices.ContainsFunc(diffs, func(d lab.Difference) bool { return d.Object == path && d.Got == want }) {
+			t.Errorf("check = %+v, want %q for %s", diffs, want, path)
+		}
+	}
+	has("missing")
+	done, err := EnsureNetwork(ctx, e)
+	labtest.Must(t, err)
+	if !slices.ContainsFunc(done, func(s string) bool { return strings.HasPrefix(s, "host resolver: wrote "+path) }) {
+		t.Errorf("ensure = %q, want the drop-in written", done)
+	}
+	want := "# bmlab lab fk: the names of cluster " + p.Cluster.Domain + " for this host. labctl writes this\n" +
+		"# file (`labctl up`, `labctl net repair`) and removes it (`labctl down`).\n" +
+		"server=/" + p.Cluster.Domain + "/" + p.Network.NAT.HostAddress.String() + "\n"
+	if got, _ := os.ReadFile(path); string(got) != want {
+		t.Errorf("drop-in:\n%s\nwant:\n%s", got, want)
+	}
+	has("")
+	labtest.Must(t, os.WriteFile(path, []byte(want+"server=/"+p.Cluster.Domain+"/192.0.2.1\n"), 0o644))
+	has("changed")
+	labtest.Must(t, os.Remove(path))
+	has("missing")
+	if done, err := EnsureNetwork(ctx, e); err != nil || len(done) != 1 {
+		t.Errorf("repair = %q, %v; want the drop-in alone written again", done, err)
+	}
+	has("")
+	// One the lab wrote at the other place (an earlier lab file), and
+	// another lab's there: remove takes the lab's only.
+	labtest.Must(t, os.MkdirAll(filepath.Dir(other), 0o755))
+	labtest.Must(t, os.WriteFile(other, []byte("# bmlab lab fk: the names of cluster x for this host.\n[Resolve]\n"), 0o644))
+	foreign := filepath.Join(filepath.Dir(other), "bmlab-fk2.conf")
+	labtest.Must(t, os.WriteFile(foreign, []byte("# bmlab lab fk2: the names of cluster y for this host.\n"), 0o644))
+	rm, err := RemoveNetwork(ctx, e)
+	labtest.Must(t, err)
+	if d := cmp.Diff([]string{path, other}, rm.ResolverDropIns); d != "" {
+		t.Errorf("removed drop-ins (-want +got):\n%s", d)
+	}
+	if _, err := os.Stat(foreign); err != nil {
+		t.Errorf("remove took another lab's drop-in: %v", err)
+	}
+	// A file at the path without the lab's mark: blocking, never written
+	// over nor removed.
+	labtest.Must(t, os.WriteFile(path, []byte("server=/example.test/192.0.2.1\n"), 0o644))
+	diffs, err := CheckNetwork(ctx, e)
+	labtest.Must(t, err)
+	if !slices.Contains(objects(diffs), path+" host-resolver (blocking)") {
+		t.Errorf("check = %q, want the foreign file blocking", objects(diffs))
+	}
+	if _, err := EnsureNetwork(ctx, e); !errors.Is(err, netplumb.ErrNotLabs) {
+		t.Errorf("ensure over a foreign file = %v, want ErrNotLabs", err)
+	}
+	rm, err = RemoveNetwork(ctx, e)
+	labtest.Must(t, err)
+	if got, _ := os.ReadFile(path); string(got) != "server=/example.test/192.0.2.1\n" || !slices.Contains(rm.Foreign, "file "+path) {
+		t.Errorf("remove = %+v, file %q; want the foreign file left and named", rm, got)
+	}
+}
+
+// TestPreflightForeignResolverDropIn: a file without the lab's mark where
+// its drop-in goes stops up in preflight, before anything is made.
+func TestPreflightForeignResolverDropIn(t *testing.T) {
+	f := labtest.NewHost()
+	e, _ := labtest.Env(t, f, "")
+	p := e.Plan
+	path := filepath.Join(t.TempDir(), "bmlab-fk.conf")
+	labtest.Must(t, os.WriteFile(path, []byte("server=/example.test/192.0.2.1\n"), 0o644))
+	p.Network.HostResolver = "dnsmasq"
+	p.Network.Resolver = &plan.Resolver{Kind: "dnsmasq", Path: path, Domain: p.Cluster.Domain, DNS: p.Network.NAT.HostAddress}
+	actions := []lab.Action{Preflight{}, Network{}, Storage{}, Nodes{}, BMCs{}}
+	err := lab.Up(context.Background(), e, actions, "")
+	if err == nil || !strings.Contains(err.Error(), "preflight: ") || !strings.Contains(err.Error(), "file "+path+" has no lab's mark") {
+		t.Fatalf("up = %v, want preflight to name the file", err)
+	}
+	for kind, objs := range f.Objs {
+		if len(objs) > 0 {
+			t.Errorf("%ss made though preflight refused: %v", kind, objs)
+		}
+	}
+}

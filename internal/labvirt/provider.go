@@ -1,0 +1,578 @@
+package labvirt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"go.uber.org/zap"
+
+	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/lab/bmcclient"
+	"github.com/bmlab/bmlab/internal/netaddr"
+	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/plan"
+)
+
+// Host is the libvirt provider on one host (lab.Provider): libvirt
+// through a Conn, the kernel's links through netlink in the lab's
+// namespace, and vbmcd as a process. It maps the steps' objects onto
+// libvirt's (domainSpec, natSpec, sharedSpec below).
+type Host struct {
+	c   *Conn // nil: links only (labctl net --no-libvirt)
+	h   *netlink.Handle
+	log *zap.Logger
+}
+
+// Open connects to the plan's libvirt and opens the plan's network
+// namespace.
+func Open(ctx context.Context, p *plan.Plan, log *zap.Logger) (*Host, error) {
+	return OpenAt(ctx, p, p.LibvirtURI, log)
+}
+
+// OpenLinks opens the plan's network namespace without libvirt: a
+// provider whose libvirt objects are none (labctl net --no-libvirt).
+func OpenLinks(p *plan.Plan, log *zap.Logger) (*Host, error) {
+	h, err := netplumb.OpenNamespace(p.Netns)
+	if err != nil {
+		return nil, err
+	}
+	return &Host{h: h, log: log}, nil
+}
+
+// OpenAt is Open for the libvirt at uri.
+func OpenAt(ctx context.Context, p *plan.Plan, uri string, log *zap.Logger) (*Host, error) {
+	h, err := netplumb.OpenNamespace(p.Netns)
+	if err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	c, err := Dial(dctx, uri)
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("%w; is libvirtd running?", err)
+	}
+	return &Host{c: c, h: h, log: log}, nil
+}
+
+// Close ends the connection.
+func (r *Host) Close() {
+	if r.c != nil {
+		_ = r.c.Close()
+	}
+	r.h.Close()
+}
+
+// errNoLibvirt is what a libvirt call answers on a links-only host.
+var errNoLibvirt = errors.New("libvirt left out (--no-libvirt)")
+
+func (r *Host) conn() (*Conn, error) {
+	if r.c == nil {
+		return nil, errNoLibvirt
+	}
+	return r.c, nil
+}
+
+func (r *Host) plumber(lab string) *netplumb.Plumber {
+	return netplumb.New(r.h, lab, r.log.Named("netplumb"))
+}
+
+// Owner implements lab.Provider. On a links-only host, no libvirt object
+// exists.
+func (r *Host) Owner(ctx context.Context, kind lab.Kind, name string) (bool, string, error) {
+	if kind == lab.KindLink {
+		l, err := r.h.LinkByName(name)
+		if err != nil {
+			var nf netlink.LinkNotFoundError
+			if errors.As(err, &nf) {
+				return false, "", nil
+			}
+			return false, "", fmt.Errorf("link %s: %w", name, err)
+		}
+		owner, ok := strings.CutPrefix(l.Attrs().Alias, netplumb.Owner(""))
+		if !ok {
+			owner = ""
+		}
+		return true, owner, nil
+	}
+	if r.c == nil {
+		return false, "", nil
+	}
+	switch kind {
+	case lab.KindDomain:
+		return domainOwner(ctx, r.c.l, name)
+	case lab.KindNetwork:
+		return networkOwnerOf(ctx, r.c.l, name)
+	case lab.KindPool:
+		return poolOwner(ctx, r.c.l, name)
+	}
+	return false, "", fmt.Errorf("owner of a %s: not supported", kind)
+}
+
+// Marked implements lab.Provider.
+func (r *Host) Marked(ctx context.Context, kind lab.Kind, labName string) ([]string, error) {
+	switch kind {
+	case lab.KindLink:
+		return r.plumber(labName).Owned()
+	case lab.KindDaemon:
+		ds, err := daemons(labName)
+		var pids []string
+		for _, d := range ds {
+			pids = append(pids, strconv.Itoa(d.pid))
+		}
+		return pids, err
+	}
+	if r.c == nil {
+		return nil, nil
+	}
+	switch kind {
+	case lab.KindDomain:
+		return r.c.MarkedDomains(ctx, labName)
+	case lab.KindNetwork:
+		return r.c.MarkedNetworks(ctx, labName)
+	case lab.KindPool:
+		marked, _, err := r.c.MarkedPools(ctx, labName)
+		return marked, err
+	}
+	return nil, fmt.Errorf("marked %ss: not supported", kind)
+}
+
+// Delete implements lab.Provider.
+func (r *Host) Delete(ctx context.Context, kind lab.Kind, name, labName string) error {
+	switch kind {
+	case lab.KindLink:
+		res, err := r.plumber(labName).Down(ctx, netplumb.Topology{VLANs: []netplumb.VLAN{{Name: name}}})
+		if err == nil && len(res.Foreign) > 0 {
+			err = fmt.Errorf("link %s: %w", strings.Join(res.Foreign, ", "), lab.ErrForeign)
+		}
+		return err
+	case lab.KindDaemon:
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			return fmt.Errorf("vbmcd %q: not a PID", name)
+		}
+		ds, err := daemons(labName)
+		if err != nil || !slices.ContainsFunc(ds, func(d daemon) bool { return d.pid == pid }) {
+			return err // gone already, or not the lab's
+		}
+		return stopDaemon(pid)
+	case lab.KindShared:
+		if r.c == nil {
+			return nil
+		}
+		unlock, err := lockShared(ctx, name)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		_, err = removeShared(ctx, r.c.l, name, labName)
+		return err
+	}
+	c, err := r.conn()
+	if err != nil {
+		return err
+	}
+	switch kind {
+	case lab.KindDomain:
+		found, owner, err := domainOwner(ctx, c.l, name)
+		if err != nil || !found {
+			return err
+		}
+		if owner != labName {
+			return fmt.Errorf("domain %s bears the mark of %q: %w", name, owner, lab.ErrForeign)
+		}
+		return deleteDomain(ctx, c.l, name)
+	case lab.KindNetwork:
+		found, owner, err := networkOwnerOf(ctx, c.l, name)
+		if err != nil || !found {
+			return err
+		}
+		if owner != labName {
+			return fmt.Errorf("libvirt network %s bears the mark of %q: %w", name, owner, lab.ErrForeign)
+		}
+		_, err = deleteNetwork(ctx, c.l, name, labName)
+		return err
+	case lab.KindPool:
+		_, err := deletePool(ctx, c.l, name, labName)
+		if errors.Is(err, ErrPoolForeign) {
+			return fmt.Errorf("%w: %w", err, lab.ErrForeign)
+		}
+		return err
+	case lab.KindDanglingPool:
+		_, err := deleteDanglingPool(ctx, c.l, name)
+		return err
+	case lab.KindVolume:
+		pool, vol, ok := strings.Cut(name, "/")
+		if !ok {
+			return fmt.Errorf("volume %q: want pool/volume", name)
+		}
+		_, err := deleteVolume(ctx, c.l, pool, vol, labName)
+		return err
+	}
+	return fmt.Errorf("delete a %s: not supported", kind)
+}
+
+// Validate implements lab.Provider.
+func (r *Host) Validate(o lab.Object) error { return Validate(o) }
+
+// Validate says what libvirt would refuse, or report badly, in an object:
+// the lab's own network as it would be given (LabNetworkSpec.Validate).
+// It needs no connection.
+func Validate(o lab.Object) error {
+	if n, ok := o.(lab.NATNetwork); ok {
+		return natSpec(n).Validate()
+	}
+	return nil
+}
+
+// Ensure implements lab.Provider.
+func (r *Host) Ensure(ctx context.Context, o lab.Object) ([]string, error) {
+	if o, ok := o.(lab.Links); ok {
+		p, err := r.plumber(o.Lab).Apply(ctx, o.Topology)
+		if err != nil {
+			return nil, err
+		}
+		var steps []string
+		for _, s := range p.Steps {
+			steps = append(steps, s.String())
+		}
+		return steps, nil
+	}
+	if o, ok := o.(lab.LinkAddress); ok {
+		return nil, netplumb.WaitAddress(ctx, r.h, o.Link, o.Addr, addressWait)
+	}
+	if o, ok := o.(lab.BMCDaemon); ok {
+		return ensureDaemon(ctx, o)
+	}
+	c, err := r.conn()
+	if err != nil {
+		return nil, err
+	}
+	changed := func(ok bool, err error, what string) ([]string, error) {
+		if ok {
+			return []string{what}, err
+		}
+		return nil, err
+	}
+	switch o := o.(type) {
+	case lab.Pool:
+		ok, err := ensurePool(ctx, c.l, PoolSpec{Name: o.Name, Dir: o.Dir, Lab: o.Lab})
+		return changed(ok, err, "storage pool "+o.Name)
+	case lab.Volume:
+		_, ok, err := ensureVolume(ctx, c.l, VolumeSpec{Pool: o.Pool, Name: o.Disk.Volume, CapacityBytes: o.Capacity,
+			Format: "qcow2", Lab: o.Lab, Backing: o.Disk.Backing})
+		return changed(ok, err, "volume "+o.Pool+"/"+o.Disk.Volume)
+	case lab.Machine:
+		_, err := c.DefineDomain(ctx, domainSpec(o))
+		return changed(err == nil, err, "domain "+o.Node.Name)
+	case lab.MachineBMC:
+		ok, err := setNodeBMC(c.l, o)
+		return changed(ok, err, "the BMC settings of "+o.Node)
+	case lab.NATNetwork:
+		ok, err := ensureLabNetwork(ctx, c.l, natSpec(o))
+		return changed(ok, err, "libvirt network "+o.NAT.Name)
+	case lab.BridgeNetwork:
+		ok, err := ensureNetwork(ctx, c.l, bridgeSpec(o))
+		return changed(ok, err, "libvirt network "+o.Name)
+	case lab.SharedEntries:
+		unlock, err := lockShared(ctx, o.Shared.Network)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+		return ensureShared(ctx, c.l, sharedSpec(o))
+	}
+	return nil, fmt.Errorf("ensure a %T: not supported", o)
+}
+
+// Differences implements lab.Provider.
+func (r *Host) Differences(ctx context.Context, o lab.Object) ([]lab.Difference, error) {
+	if o, ok := o.(lab.Links); ok {
+		p, err := r.plumber(o.Lab).Plan(o.Topology)
+		if err != nil {
+			return nil, err
+		}
+		var out []lab.Difference
+		for _, d := range p.Differences {
+			out = append(out, lab.Difference{Object: d.Link, Kind: string(d.Kind), Want: d.Want, Got: d.Got, Blocking: d.Blocking, Fix: d.Fix})
+		}
+		return out, nil
+	}
+	c, err := r.conn()
+	if err != nil {
+		return nil, err
+	}
+	var problems []string
+	switch o := o.(type) {
+	case lab.NATNetwork:
+		problems, err = labNetworkDrift(ctx, c.l, natSpec(o))
+	case lab.BridgeNetwork:
+		var st NetworkState
+		if st, err = getNetworkState(ctx, c.l, o.Name); err == nil {
+			problems = NetworkProblems(bridgeSpec(o), st)
+		}
+	case lab.SharedEntries:
+		problems, err = sharedProblems(ctx, c.l, sharedSpec(o))
+	default:
+		return nil, fmt.Errorf("differences of a %T: not supported", o)
+	}
+	var out []lab.Difference
+	for _, pr := range problems {
+		out = append(out, lab.Difference{Got: pr})
+	}
+	return out, err
+}
+
+// Power implements lab.Provider.
+func (r *Host) Power(ctx context.Context, name string) (string, error) {
+	c, err := r.conn()
+	if err != nil {
+		return "", err
+	}
+	return c.DomainPower(ctx, name)
+}
+
+// Start implements lab.Provider.
+func (r *Host) Start(ctx context.Context, name string) (bool, error) {
+	c, err := r.conn()
+	if err != nil {
+		return false, err
+	}
+	return c.StartDomain(ctx, name)
+}
+
+// Survey implements lab.Provider; a links-only host has nothing.
+func (r *Host) Survey(ctx context.Context, kinds ...lab.Kind) (*lab.Survey, error) {
+	s := &lab.Survey{}
+	if r.c == nil {
+		return s, nil
+	}
+	want := func(k lab.Kind) bool { return len(kinds) == 0 || slices.Contains(kinds, k) }
+	var err error
+	if want(lab.KindNetwork) {
+		if s.Addresses, err = networkCIDRs(ctx, r.c.l); err != nil {
+			return nil, err
+		}
+		nets, err := sharedNetworks(ctx, r.c.l)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range nets {
+			s.Networks = append(s.Networks, surveyNetwork(n))
+		}
+	}
+	if want(lab.KindDomain) {
+		if s.Marks, err = domainMarks(ctx, r.c.l); err != nil {
+			return nil, err
+		}
+	}
+	if want(lab.KindPool) {
+		_, dangling, err := r.c.MarkedPools(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range dangling {
+			s.Dangling = append(s.Dangling, lab.DanglingPool{Name: d.Name, Dir: d.Dir})
+		}
+	}
+	return s, nil
+}
+
+// view is what libvirt shows of the lab on this host, without reading any
+// file (the pool's directory may be another machine's).
+func (r *Host) view(ctx context.Context, labName, pool string) (lab.HostView, error) {
+	c, err := r.conn()
+	if err != nil {
+		return lab.HostView{}, err
+	}
+	var v lab.HostView
+	if v.Domains, err = c.MarkedDomains(ctx, labName); err != nil {
+		return v, err
+	}
+	if v.Networks, err = c.MarkedNetworks(ctx, labName); err != nil {
+		return v, err
+	}
+	rp, err := remotePoolState(ctx, c.l, pool)
+	v.Pool = lab.PoolView(rp)
+	return v, err
+}
+
+// addressWait bounds the wait for a usable address: duplicate address
+// detection takes a second or two once the link has a carrier.
+const addressWait = 30 * time.Second
+
+// domainSpec is a node's domain as libvirt defines it.
+func domainSpec(m lab.Machine) DomainSpec {
+	n := m.Node
+	spec := DomainSpec{
+		Name: n.Name, UUID: n.UUID, MemoryMiB: n.MemoryMiB, VCPUs: n.VCPUs, UEFI: true,
+		NICs:      []NICSpec{{Network: m.Network, MAC: n.MAC}},
+		SerialLog: n.SerialLog,
+		BootOrder: []string{"hd", "network"},
+		Metadata:  MarkXML(m.Lab, m.Attrs...),
+		Ignition:  n.Ignition,
+	}
+	if m.CDROM != "" {
+		spec.Ignition, spec.CDROM = "", m.CDROM
+		spec.BootOrder = []string{"hd", "cdrom"}
+	}
+	for _, d := range n.Disks {
+		spec.Disks = append(spec.Disks, DiskSpec{Path: d.Path})
+	}
+	return spec
+}
+
+// natSpec is the lab's NAT network as libvirt builds it.
+func natSpec(o lab.NATNetwork) LabNetworkSpec {
+	nat := o.NAT
+	spec := LabNetworkSpec{
+		Name: nat.Name, Bridge: nat.Bridge, Lab: o.Lab, Family: nat.Family, Secondary: nat.Secondary,
+		MTU: uint(nat.MTU), Domain: nat.Domain, NodeHoldsVIPs: o.NodeHoldsVIPs,
+	}
+	for _, n := range o.Nodes {
+		spec.Hosts = append(spec.Hosts, LabHost{MAC: n.MAC, IP: n.IP, SecondaryIP: n.SecondaryIP, Hostname: n.Name})
+	}
+	return spec
+}
+
+// bridgeSpec is the libvirt network named like a lab bridge.
+func bridgeSpec(o lab.BridgeNetwork) NetworkSpec {
+	return NetworkSpec{Name: o.Name, Bridge: o.Name, Lab: o.Lab}
+}
+
+// sharedSpec is the lab's part of the network it shares, as libvirt
+// takes it.
+func sharedSpec(o lab.SharedEntries) SharedSpec {
+	sh := o.Shared
+	spec := SharedSpec{Network: sh.Network, Bridge: sh.Bridge, CIDR: sh.CIDR, Entries: SharedEntries{
+		Lab: o.Lab, Block: sh.BlockStart.String() + "-" + sh.BlockEnd.String(),
+	}}
+	for _, r := range sh.Reservations {
+		spec.Entries.Hosts = append(spec.Entries.Hosts, SharedHost{MAC: strings.ToLower(r.MAC), IP: r.IP.String(), Name: r.Name})
+	}
+	for _, r := range sh.Records {
+		spec.Entries.Records = append(spec.Entries.Records, SharedRecord{IP: r.IP.String(), Names: r.Names})
+	}
+	return spec
+}
+
+// surveyNetwork is a shared network in the steps' terms; an address that
+// does not parse stays invalid (it matches no lab's).
+func surveyNetwork(n SharedNetwork) lab.SharedNetwork {
+	out := lab.SharedNetwork{Name: n.Name, Owner: n.Owner, Bridge: n.Bridge, Active: n.Active, CIDRs: n.CIDRs,
+		Hosts: reservations(n.Hosts), Records: records(n.Records), Leases: reservations(n.Leases)}
+	for _, r := range n.Ranges {
+		if rg, ok := netaddr.ParseRange(r); ok {
+			out.Ranges = append(out.Ranges, rg)
+		}
+	}
+	for _, e := range n.Labs {
+		blk, _ := netaddr.ParseRange(e.Block)
+		out.Labs = append(out.Labs, lab.Entries{Lab: e.Lab, Block: blk, Hosts: reservations(e.Hosts), Records: records(e.Records)})
+	}
+	return out
+}
+
+func reservations(hs []SharedHost) []plan.Reservation {
+	var out []plan.Reservation
+	for _, h := range hs {
+		ip, _ := netip.ParseAddr(h.IP)
+		out = append(out, plan.Reservation{MAC: h.MAC, IP: ip, Name: h.Name})
+	}
+	return out
+}
+
+func records(rs []SharedRecord) []plan.Record {
+	var out []plan.Record
+	for _, r := range rs {
+		ip, _ := netip.ParseAddr(r.IP)
+		out = append(out, plan.Record{IP: ip, Names: r.Names})
+	}
+	return out
+}
+
+// SharedLockDir holds one lock file per shared network: labctl processes
+// on this host that change one network's entries take turns, so that one
+// lab's list in the network's metadata (read, changed, written back) is
+// never lost to another's write.
+var SharedLockDir = "/run/lock/bmlab"
+
+// lockShared takes the network's lock (flock, released when the process
+// dies) and returns its release.
+func lockShared(ctx context.Context, network string) (func(), error) {
+	if err := os.MkdirAll(SharedLockDir, 0o755); err != nil {
+		return nil, fmt.Errorf("shared network lock: %w", err)
+	}
+	name := strings.NewReplacer("/", "_", "..", "_").Replace(network)
+	f, err := os.OpenFile(filepath.Join(SharedLockDir, "shared-"+name+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("shared network lock: %w", err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("shared network lock %s: %w", f.Name(), err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for another labctl to finish with shared network %s: %w", network, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+var _ lab.Provider = (*Host)(nil)
+
+// bmcWait is what the BMC daemon's check waits when the object says
+// nothing.
+const bmcWait = 30 * time.Second
+
+// ensureDaemon keeps the lab's vbmcd running with the plan's arguments
+// (restarting one that runs with others, or whose settings files changed),
+// then waits until every node's BMC answers.
+func ensureDaemon(ctx context.Context, o lab.BMCDaemon) ([]string, error) {
+	p := o.Plan
+	running, err := daemons(p.Lab)
+	if err != nil {
+		return nil, err
+	}
+	var done []string
+	ok := false
+	for _, d := range running {
+		if slices.Equal(d.args, p.Vbmcd.Args) && !o.Restart {
+			ok = true
+			continue
+		}
+		done = append(done, fmt.Sprintf("restarting vbmcd (pid %d): its settings changed", d.pid))
+		if err := stopDaemon(d.pid); err != nil {
+			return done, err
+		}
+	}
+	if !ok {
+		pid, err := startDaemon(p.Vbmcd, p.Netns)
+		if err != nil {
+			return done, err
+		}
+		done = append(done, fmt.Sprintf("started vbmcd (pid %d)", pid))
+	}
+	wait := o.Wait
+	if wait == 0 {
+		wait = bmcWait
+	}
+	return done, bmcclient.WaitAnswer(ctx, p, wait, o.Progress)
+}

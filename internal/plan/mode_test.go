@@ -1,0 +1,68 @@
+package plan
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestModeInTheLabFile: the lab file's mode: is the mode; --mode
+// overrides it while no lab exists; once the lab exists (its state file
+// names its mode) neither may disagree with it, and without either the
+// lab's own mode is taken, so --mode need not be repeated.
+func TestModeInTheLabFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "lab.yaml")
+	write := func(lab string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(lab), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load := func(flag string) (*Plan, error) {
+		return Load(Options{ConfigPath: file, ConfigSet: true, Mode: flag})
+	}
+	write("name: md\nmode: agent\n")
+	for _, tt := range []struct{ flag, mode, from string }{
+		{"", ModeAgent, ModeFromFile},
+		{ModeIPI, ModeIPI, ModeFromFlag},
+	} {
+		p, err := load(tt.flag)
+		if err != nil || p.Mode != tt.mode || p.ModeFrom != tt.from {
+			t.Errorf("--mode %q: %v; want mode %s from %s", tt.flag, err, tt.mode, tt.from)
+			continue
+		}
+	}
+	write("name: md\n")
+	if p, err := load(""); err != nil || p.Mode != ModeIPI || p.ModeFrom != ModeFromDefault {
+		t.Errorf("no mode anywhere: %v, %+v", err, p)
+	}
+
+	// The lab exists, as an agent lab.
+	state := filepath.Join(dir, ".bmlab", "state.json")
+	if err := os.MkdirAll(filepath.Dir(state), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(state, []byte(`{"lab": "md", "mode": "agent", "done": "bmcs"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := load(""); err != nil || p.Mode != ModeAgent || p.ModeFrom != ModeFromState {
+		t.Errorf("an agent lab, no mode given: %v, %+v", err, p)
+	}
+	if p, err := load(ModeAgent); err != nil || p.Mode != ModeAgent {
+		t.Errorf("an agent lab, --mode agent: %v, %+v", err, p)
+	}
+	if _, err := load(ModeHybrid); err == nil || !strings.Contains(err.Error(), `--mode hybrid: lab "md" exists in mode agent`) || !strings.Contains(err.Error(), "`labctl down` it first, or leave --mode out") {
+		t.Errorf("an agent lab, --mode hybrid: %v", err)
+	}
+	write("name: md\nmode: ipi-baremetal\n")
+	if _, err := load(""); err == nil || !strings.Contains(err.Error(), `mode: ipi-baremetal in the lab file, but lab "md" exists in mode agent`) || !strings.Contains(err.Error(), "or write mode: agent") {
+		t.Errorf("an agent lab, mode: ipi-baremetal in its file: %v", err)
+	}
+	// Another lab's state in the directory is not this lab.
+	write("name: other\nmode: hybrid\ncluster: {image: /i.qcow2}\n")
+	if p, err := load(""); err != nil || p.Mode != ModeHybrid {
+		t.Errorf("another lab's state: %v, %+v", err, p)
+	}
+}
