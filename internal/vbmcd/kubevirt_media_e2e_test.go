@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -60,6 +61,15 @@ func TestE2EKubeVirtMedia(t *testing.T) {
 	vm := kubevirtVM(t, f.Namespace, "media-0", map[string]string{"bmlab.io/bmc": "yes"})
 	s := &vm.Spec.Template.Spec
 	s.Domain.Devices.Disks, s.Volumes = s.Domain.Devices.Disks[:1], s.Volumes[:1] // the disk, no CD
+	// A blank disk and UEFI without secure boot: OVMF finds nothing to
+	// boot and starts its shell, a guest the test can ask what it sees.
+	blank := testenv.QemuDir(t) + "/blank.img"
+	if err := os.WriteFile(blank, make([]byte, 1<<20), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	s.Volumes[0].HostDisk.Path = blank
+	off := false
+	s.Domain.Firmware = &kubevirtv1.Firmware{Bootloader: &kubevirtv1.Bootloader{EFI: &kubevirtv1.EFI{SecureBoot: &off}}}
 	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
 	if err != nil {
 		t.Fatal(err)
@@ -307,19 +317,31 @@ func TestE2EKubeVirtMedia(t *testing.T) {
 
 // TestE2EKubeVirtMediaHotplug: with DeclarativeHotplugVolumes in the
 // KubeVirt CR, a CD inserted into a running VM (sushy, as Ironic) goes in
-// live and an eject takes it out live, without a restart. "The guest sees
-// it" here means what the node reports and runs, since no real node runs:
-// KubeVirt's VM controller hot-plugs the DataVolume into the instance's
-// spec, virt-controller runs its attachment pod, the fixture's
+// live and an eject takes it out live, without a restart, and the guest
+// sees both. KubeVirt's VM controller hot-plugs the DataVolume into the
+// instance's spec, virt-controller runs its attachment pod, the fixture's
 // virt-handler reports the volume Ready and puts the file into the running
 // libvirt domain's CD-ROM (its live XML), and the member reads Inserted,
 // URI, AttachedAt Now; after the eject the instance has no such volume and
-// the domain's CD-ROM is empty. The instance is the same throughout.
+// the domain's CD-ROM is empty. The instance is the same throughout. The
+// guest is UEFI firmware at its shell (OVMF's EFI Internal Shell, reached
+// because the VM's disk is blank): its `map -r` lists no CD file system
+// before the insert, the inserted ISO's file system (a CDROM device path,
+// the ISO's efi directory) after it, and none again after the eject.
 func TestE2EKubeVirtMediaHotplug(t *testing.T) {
 	f := kubevirttest.Start(t, "lab", "e2e-kvh-", kubevirttest.WithFeatureGates("DeclarativeHotplugVolumes"))
 	vm := kubevirtVM(t, f.Namespace, "hotplug-0", map[string]string{"bmlab.io/bmc": "yes"})
 	s := &vm.Spec.Template.Spec
 	s.Domain.Devices.Disks, s.Volumes = s.Domain.Devices.Disks[:1], s.Volumes[:1] // the disk, no CD
+	// A blank disk and UEFI without secure boot: OVMF finds nothing to
+	// boot and starts its shell, a guest the test can ask what it sees.
+	blank := testenv.QemuDir(t) + "/blank.img"
+	if err := os.WriteFile(blank, make([]byte, 1<<20), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	s.Volumes[0].HostDisk.Path = blank
+	off := false
+	s.Domain.Firmware = &kubevirtv1.Firmware{Bootloader: &kubevirtv1.Bootloader{EFI: &kubevirtv1.EFI{SecureBoot: &off}}}
 	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
 	if err != nil {
 		t.Fatal(err)
@@ -342,9 +364,11 @@ func TestE2EKubeVirtMediaHotplug(t *testing.T) {
 	// vbmcd gives the VM the BMC's empty CD drive before it starts it, so
 	// the instance has a drive to hot-plug into.
 	sushy(t, url, user, pass, id, "reset", "On")
-	if !testenv.WaitFor(bootTimeout, func() bool { return testenv.Count(serial, testenv.DiskMarker) > 0 }) {
-		t.Fatal("the disk did not boot")
+	if !testenv.WaitFor(bootTimeout, func() bool { return testenv.Count(serial, "Shell>") > 0 }) {
+		b, _ := os.ReadFile(serial)
+		t.Fatalf("the guest did not reach the UEFI shell within %s; its console:\n%s", bootTimeout, b[max(0, len(b)-2000):])
 	}
+	shell := uefiShell(t, f.DomainName(vm.Name), serial)
 	vmi := getVMI(t, kv, f.Namespace, vm.Name)
 	instance := vmi.UID
 	if !slices.ContainsFunc(vmi.Spec.Domain.Devices.Disks, func(d kubevirtv1.Disk) bool { return d.Name == "bmc-cd" && d.CDRom != nil }) {
@@ -370,6 +394,9 @@ func TestE2EKubeVirtMediaHotplug(t *testing.T) {
 	}
 	if src := domainCD(); src != "" {
 		t.Fatalf("the running domain's CD holds %q before any insert", src)
+	}
+	if m := shell("map -r"); strings.Contains(m, "CDROM(") {
+		t.Fatalf("the guest sees a CD before any insert:\n%s", m)
 	}
 
 	media("insert", img.URL+"/boot.iso")
@@ -397,6 +424,16 @@ func TestE2EKubeVirtMediaHotplug(t *testing.T) {
 		t.Errorf("the insert replaced the instance")
 	}
 	t.Logf("hot-plugged: %s in the running domain's CD-ROM, volume %s", domainCD(), st.Phase)
+	// The guest sees the medium: a file system on the CD (the firmware
+	// rescans its devices on map -r), and the ISO's files on it.
+	var seen string
+	if !testenv.WaitFor(time.Minute, func() bool { seen = shell("map -r"); return strings.Contains(seen, "CDROM(") }) {
+		t.Fatalf("the guest does not see the inserted CD; its last map -r:\n%s", seen)
+	}
+	if ls := shell(`ls fs0:\`); !strings.Contains(ls, "efi") {
+		t.Errorf("the guest's listing of the CD has no efi directory:\n%s", ls)
+	}
+	t.Logf("the guest's map -r after the insert:\n%s", seen)
 
 	if m := media("eject"); m.Inserted {
 		t.Errorf("after the live eject: %+v", m)
@@ -408,7 +445,45 @@ func TestE2EKubeVirtMediaHotplug(t *testing.T) {
 	if src := domainCD(); src != "" {
 		t.Errorf("the running domain's CD holds %q after the eject", src)
 	}
+	if !testenv.WaitFor(time.Minute, func() bool { seen = shell("map -r"); return !strings.Contains(seen, "CDROM(") }) {
+		t.Errorf("the guest still sees a CD after the eject; its last map -r:\n%s", seen)
+	}
 	if vmi.UID != instance {
 		t.Errorf("the eject replaced the instance")
+	}
+}
+
+// uefiShell returns a function that types a command into the UEFI shell
+// of the running libvirt domain (through its serial console's pty) and
+// returns what the shell printed until its next prompt, read from the
+// console's log.
+func uefiShell(t *testing.T, domain, serial string) func(cmd string) string {
+	t.Helper()
+	out, err := exec.Command("virsh", "-c", "qemu:///system", "ttyconsole", domain).CombinedOutput()
+	if err != nil {
+		t.Fatalf("virsh ttyconsole %s: %v %s", domain, err, out)
+	}
+	pty, err := os.OpenFile(strings.TrimSpace(string(out)), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pty.Close() })
+	read := func() string { b, _ := os.ReadFile(serial); return string(b) }
+	return func(cmd string) string {
+		t.Helper()
+		from := len(read())
+		// qemu's UART takes from the pty only what its FIFO has room for:
+		// nothing typed is lost while the firmware is busy.
+		if _, err := pty.Write([]byte(cmd + "\r")); err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		if !testenv.WaitFor(time.Minute, func() bool {
+			got = read()[from:]
+			return strings.Contains(got, "Shell>") // the prompt comes back when the command is done
+		}) {
+			t.Fatalf("the UEFI shell did not answer %q; it printed:\n%s", cmd, got)
+		}
+		return got
 	}
 }
