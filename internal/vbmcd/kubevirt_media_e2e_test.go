@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -456,7 +457,7 @@ func TestE2EKubeVirtMediaHotplug(t *testing.T) {
 // uefiShell returns a function that types a command into the UEFI shell
 // of the running libvirt domain (through its serial console's pty) and
 // returns what the shell printed until its next prompt, read from the
-// console's log.
+// console's log, without terminal control sequences.
 func uefiShell(t *testing.T, domain, serial string) func(cmd string) string {
 	t.Helper()
 	out, err := exec.Command("virsh", "-c", "qemu:///system", "ttyconsole", domain).CombinedOutput()
@@ -484,6 +485,9 @@ func uefiShell(t *testing.T, domain, serial string) func(cmd string) string {
 		}) {
 			t.Fatalf("the UEFI shell did not answer %q; it printed:\n%s", cmd, got)
 		}
-		return got
+		return ansi.ReplaceAllString(got, "")
 	}
 }
+
+// ansi matches the terminal control sequences the UEFI shell prints.
+var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
