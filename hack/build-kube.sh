@@ -13,7 +13,8 @@
 #     CDI's DataVolume CRD (hack/tools/cdi-crds).
 # The tools modules keep all of this out of bmlab's own go.mod.
 #
-# Cost on a 2-core machine, cold and warm: see docs/kubevirt.md.
+# Cost on a 2-core machine, cold (about 11 min) and warm (links only): see
+# docs/performance.md (KubeVirt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . hack/toolcache.sh
