@@ -97,8 +97,10 @@ func TestE2EEvents(t *testing.T) {
 	}
 }
 
-// freeUDPPort returns a port on 127.0.0.1 held for this test
-// (testenv.Port), for a daemon's IPMI listeners.
+// freeUDPPort returns a port on 127.0.0.1, free for UDP and TCP and
+// reserved for the test (testenv.Port: below the kernel's ephemeral range,
+// so no client socket takes it between the pick and vbmcd's bind), for an
+// IPMI listener or an IPMI port base.
 func freeUDPPort(t testing.TB) int {
 	t.Helper()
 	return testenv.Port(t, "127.0.0.1")
