@@ -10,7 +10,12 @@
 // A Manager reconciles listeners with the model: it starts, stops and rebinds
 // BMCs as machines gain, change or lose their IPMI endpoint (or, with
 // WithBMCPort, a BMC address of their own, where they answer at port 623),
-// without a restart. Users are the shared account store's (users.go). The SDR
+// without a restart. Users are the shared account store's (users.go); a
+// session of a stored account is held to the account as it is now, per
+// command and when the store changes (a deleted or disabled account's
+// sessions end, a lower role lowers them), and the last session of a BMC is
+// kept for the ADMINISTRATOR level. Refused logins are logged rate-limited
+// (internal/lograte). The SDR
 // repository holds four threshold sensors (two temperatures, a fan, the power
 // drawn) whose readings follow the machine's power state (sdr.go).
 //

@@ -21,8 +21,10 @@
 // GET of an unchanged resource is a map lookup and a write, and its ETag is
 // computed once per render. Writes (PATCH, actions) are validated here
 // (property names, types, enums, duplicate keys, a PATCH that changes
-// nothing, with Base registry messages; bodies, messages and echoed values
-// bounded, patch.go and messages.go) and carried out
+// nothing, with Base registry messages; bodies read as they arrive, charged
+// to the listener's budget (internal/admission), and with messages and
+// echoed values bounded, patch.go and messages.go; a POST or PATCH must
+// name a JSON Content-Type) and carried out
 // by the machine model, which owns the BMC semantics (Once/Continuous boot
 // overrides, pending BIOS settings, secure boot at the next start, media
 // changes live on a running machine).
@@ -36,6 +38,10 @@
 // connection marked with AtBMC is a server's own BMC: whoever logs in sees
 // that one system, and that BMC's sessions, accounts, subscriptions, tasks
 // and firmware; SimpleUpdate without Targets updates it.
+// Sessions are shared with the web console (caller.go: SessionCaller,
+// SessionState, and Changed, which tells it at once when a session ends or
+// an account changes), each with the BMC it was made on. Refused logins
+// are logged rate-limited.
 //
 // What it does not do: talk to a hypervisor or decide BMC semantics. It does
 // not listen either: the caller wraps Handler in an http.Server, with

@@ -22,8 +22,8 @@ import (
 // bmcs runs one Redfish listener per machine on the machine's own address
 // (--bmc-addresses), as a real server's BMC has an address of its own. The
 // listeners are served by the daemon's one http.Server, through the same
-// connection limiter, so every bound and budget of the Redfish listener
-// holds on them too; the server's ConnContext tells the Redfish face which
+// front (httpserver.go), so every bound and budget of the Redfish listener
+// holds on them too, shared with it; the server's ConnContext tells the Redfish face which
 // machine's BMC a connection reached (redfish.AtBMC), and TLS serves each
 // address a certificate of its own, issued on first use by the BMC CA.
 type bmcs struct {
@@ -31,7 +31,7 @@ type bmcs struct {
 	pool *bmcPool
 	log  *zap.Logger
 	srv   *http.Server
-	serve func(*http.Server, net.Listener) error // serves srv on a listener, through the connection limiter
+	serve func(*http.Server, net.Listener) error // serves srv on a listener through the daemon's front (front.serve)
 	port int
 	ca   *pki.CA // nil: plain HTTP
 

@@ -51,8 +51,11 @@ type Config struct {
 	StateDir        string
 	SessionTimeout  time.Duration
 
-	// MaxConnsPerSource caps a source's connections to the Redfish listener.
+	// MaxConnsPerSource caps a source's connections to the Redfish
+	// listener, and its requests in flight; MaxConns all sources'
+	// connections together.
 	MaxConnsPerSource int
+	MaxConns          int
 
 	// BMCAddresses gives every machine a BMC of its own (bmcaddr.go);
 	// BMCRedfishPort and BMCIPMIPort are where those BMCs answer, and
@@ -121,7 +124,8 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&c.BMCIPMIPort, "bmc-ipmi-port", 623, "UDP port of each machine's own IPMI BMC, on its --bmc-addresses address (0: no IPMI there)")
 	fs.StringVar(&c.TLSCACert, "tls-ca-cert", "", "CA certificate that issues each --bmc-addresses BMC a certificate for its address, e.g. a lab's CA (default: a CA vbmcd makes once and keeps in --state-dir as bmc-ca.crt)")
 	fs.StringVar(&c.TLSCAKey, "tls-ca-key", "", "the key of --tls-ca-cert (0600)")
-	fs.IntVar(&c.MaxConnsPerSource, "redfish-max-conns-per-source", defaultMaxConnsPerSource, "connections one source address (IPv6: its /64) may hold open on the Redfish listener; over it the source's oldest idle keep-alive is closed, or else the new connection (0: no limit)")
+	fs.IntVar(&c.MaxConnsPerSource, "redfish-max-conns-per-source", defaultMaxConnsPerSource, "connections one source address (IPv6: its /64) may hold open on the Redfish listeners (every --bmc-addresses BMC's included), and requests (HTTP/2 streams included) it may have in flight; over it the source's oldest idle keep-alive is closed, or else the new connection, and a request over it is answered 503 (0: no limit)")
+	fs.IntVar(&c.MaxConns, "redfish-max-conns", defaultMaxConns, "connections all sources together may hold open on the Redfish listeners (every --bmc-addresses BMC's included); at it the source holding the most gives one up to a source holding fewer, or else the new connection is closed (0: no limit)")
 	fs.StringVar(&c.Username, "username", "admin", "the service-wide BMC user (Redfish and IPMI)")
 	fs.StringVar(&c.Password, "password", DefaultPassword, "the service-wide BMC password (visible to every local user in the process list: prefer --credentials-file or VBMCD_PASSWORD)")
 	fs.StringVar(&c.CredentialsFile, "credentials-file", "", "YAML file with username: and password: (instead of --username/--password)")
@@ -391,6 +395,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxStarting < 0 || c.StartGap < 0 {
 		return fmt.Errorf("--max-starting %d, --start-gap %v: neither may be negative (0 means no limit)", c.MaxStarting, c.StartGap)
+	}
+	if c.MaxConns < 0 {
+		return fmt.Errorf("--redfish-max-conns %d: want a number of connections, or 0 for no limit", c.MaxConns)
 	}
 	if c.MaxConnsPerSource < 0 {
 		return fmt.Errorf("--redfish-max-conns-per-source %d: want a number of connections, or 0 for no limit", c.MaxConnsPerSource)

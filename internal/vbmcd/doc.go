@@ -8,13 +8,15 @@
 // state directory, through which `vbmcd fault set|clear|list` injects faults
 // (latency, HTTP errors, dropped IPMI packets, a refused power-on, stuck
 // media, a BMC down) into a running daemon for testing clients; `vbmcd ipmi
-// set|unset|list` (package ipmicmd) manages machines' IPMI endpoints. The
-// Redfish listener bounds what one client holds (httpserver.go: header,
-// body and idle timeouts; connlimit.go: connections per source address).
-// With --bmc-addresses every machine also gets a BMC of its own (bmcaddr.go
-// assigns and records the addresses, bmcs.go runs a Redfish listener per
-// address on the same server, with a certificate per address from the BMC
-// CA, and the IPMI manager binds port 623 there).
+// set|unset|list` (package ipmicmd) manages machines' IPMI endpoints. Every
+// Redfish listener is built from one front (httpserver.go), which all share:
+// header, body and idle timeouts, HTTP/2 streams, frames and windows,
+// connections per source and in total (connlimit.go), and the request
+// budgets of internal/admission (requests in flight, unauthenticated ones,
+// body bytes). With --bmc-addresses every machine also gets a BMC of its
+// own (bmcaddr.go assigns and records the addresses, bmcs.go runs a Redfish
+// listener per address, served through the same front, with a certificate
+// per address from the BMC CA, and the IPMI manager binds port 623 there).
 //
 // What it does not do: any protocol or backend work; that lives in
 // internal/redfish, internal/ipmi, internal/webui, internal/virt,
