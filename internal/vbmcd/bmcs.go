@@ -27,13 +27,13 @@ import (
 // machine's BMC a connection reached (redfish.AtBMC), and TLS serves each
 // address a certificate of its own, issued on first use by the BMC CA.
 type bmcs struct {
-	svc  *machine.Service
-	pool *bmcPool
-	log  *zap.Logger
+	svc   *machine.Service
+	pool  *bmcPool
+	log   *zap.Logger
 	srv   *http.Server
 	serve func(*http.Server, net.Listener) error // serves srv on a listener through the daemon's front (front.serve)
-	port int
-	ca   *pki.CA // nil: plain HTTP
+	port  int
+	ca    *pki.CA // nil: plain HTTP
 
 	mu      sync.RWMutex
 	running map[string]*bmcListener // by machine ID

@@ -55,8 +55,6 @@ func redfishNode(name, addr, systemID, user, pass, ca, deployISO string, props m
 	}
 }
 
-
-
 // TestIronicSim: Ironic 21.4 drives simulated servers through vbmcd's
 // BMCs, one BMC per address (--bmc-addresses), with certificates from a
 // lab's CA that Ironic verifies, and one node through the service's single
