@@ -6,11 +6,14 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -263,5 +266,70 @@ func TestOneBMCPerAddressIPv6(t *testing.T) {
 	}
 	if got := sushyBMC(t, ns, "https://[fd00:34::2]", "admin", "sim-pass-1", ca, ""); got.Error != "" || got.System != sim.UUIDFor("sim-0002") {
 		t.Errorf("sushy at https://[fd00:34::2]: %+v", got)
+	}
+}
+
+// TestBMCListenersShareTheFront: the machines' own listeners are built by
+// the daemon's one front (issue 32), so its budgets hold over them and the
+// service's listener together: connections held on a BMC's address count
+// toward --redfish-max-conns with the service listener's, and at the total
+// a new source reaching another BMC takes one of the biggest source's.
+// (Over plain HTTP: it found that the second listener of the one server
+// took it for a TLS server, net/http having given it a TLSConfig, and
+// every listener stopped.)
+func TestBMCListenersShareTheFront(t *testing.T) {
+	const total = 3
+	port := testenv.Port(t, "127.34.7.1")
+	_, out := simDaemon(t, func(c *Config) {
+		c.SimNodes, c.MaxConnsPerSource, c.MaxConns = 2, 8, total
+		c.BMCAddresses = []string{"127.34.7.1-127.34.7.2"}
+		c.BMCRedfishPort, c.BMCIPMIPort = port, 0
+		c.MetricsAddr = "127.0.0.1:0"
+	})
+	if !testenv.WaitFor(10*time.Second, func() bool { return strings.Contains(out.String(), "2 machine(s) have a BMC of their own") }) {
+		t.Fatalf("no BMCs of their own:\n%s", out)
+	}
+	service := regexp.MustCompile(`Redfish at http://([0-9.:]+)/redfish/v1`).FindStringSubmatch(out.String())[1]
+	bmc := func(i int) string { return fmt.Sprintf("127.34.7.%d:%d", i, port) }
+	metrics := metricsURL(t, out)
+	if !testenv.WaitFor(10*time.Second, func() bool { return scrape(t, metrics, "vbmcd_bmc_listeners") == 2 }) {
+		t.Fatalf("%v BMC listeners, want 2:\n%s", scrape(t, metrics, "vbmcd_bmc_listeners"), out)
+	}
+	// 127.0.0.1 holds two on the service's listener, 127.0.0.2 one on the
+	// first BMC: the total, half-open.
+	var held []net.Conn
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	for _, h := range []struct{ src, to string }{{"127.0.0.1", service}, {"127.0.0.1", service}, {"127.0.0.2", bmc(1)}} {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(h.src)}}
+		c, err := d.Dial("tcp", h.to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { return scrape(t, metrics, "vbmcd_redfish_connections") == total }) {
+		t.Fatalf("%v connections held over both listeners, want %d counted together", scrape(t, metrics, "vbmcd_redfish_connections"), total)
+	}
+	// A new source at the second BMC: 127.0.0.1 (the biggest) gives one
+	// of its service-listener connections up.
+	if code, err := get(clientFrom("127.0.0.3"), "http://"+bmc(2)); err != nil || code != http.StatusOK {
+		t.Errorf("a new source at a BMC's own address, at the total: %d %v, want 200", code, err)
+	}
+	if n := scrape(t, metrics, "vbmcd_redfish_connections_taken_total"); n < 1 {
+		t.Errorf("vbmcd_redfish_connections_taken_total %v, want one of the biggest source's taken for the BMC's new client", n)
+	}
+	closed := 0
+	for _, c := range held[:2] {
+		_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); err == io.EOF {
+			closed++
+		}
+	}
+	if closed != 1 {
+		t.Errorf("%d of the biggest source's connections closed for the new source at a BMC, want 1", closed)
 	}
 }

@@ -207,10 +207,14 @@ func (f *front) server(h http.Handler, tc *tls.Config) *http.Server {
 }
 
 // serve serves srv on ln, counting ln's connections against the front's
-// budgets, until srv is shut down.
-func (f *front) serve(srv *http.Server, ln net.Listener) error {
+// budgets, until srv is shut down; overTLS says whether srv was built
+// with a TLS config. (Not read from srv: net/http gives a server that
+// serves plain HTTP with HTTP/2 settings a TLSConfig of its own, so a
+// second listener of the same server, a machine's own BMC, would take it
+// for a TLS server.)
+func (f *front) serve(srv *http.Server, ln net.Listener, overTLS bool) error {
 	ln = f.conns.wrap(ln)
-	if srv.TLSConfig != nil {
+	if overTLS {
 		return srv.ServeTLS(ln, "", "")
 	}
 	return srv.Serve(ln)

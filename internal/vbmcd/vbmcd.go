@@ -351,7 +351,8 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 				return err
 			}
 		}
-		own = newBMCs(svc, pool, srv, fr.serve, cfg.bmcRedfishPort(), ca, log.Named("bmcs"))
+		serveOn := func(s *http.Server, l net.Listener) error { return fr.serve(s, l, tc != nil) }
+		own = newBMCs(svc, pool, srv, serveOn, cfg.bmcRedfishPort(), ca, log.Named("bmcs"))
 		if srv.TLSConfig != nil {
 			main := srv.TLSConfig.Certificates[0]
 			srv.TLSConfig.Certificates = nil // else a client that sends no SNI (one that dials an address) never reaches GetCertificate
@@ -365,7 +366,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 
 	errc := make(chan error, 2)
 	go func() {
-		if err := fr.serve(srv, ln); !errors.Is(err, http.ErrServerClosed) {
+		if err := fr.serve(srv, ln, tc != nil); !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("redfish server: %w", err)
 		}
 	}()
