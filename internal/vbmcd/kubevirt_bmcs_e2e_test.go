@@ -56,14 +56,17 @@ func TestE2EKubeVirtOneBMCPerAddress(t *testing.T) {
 	}
 	ca := filepath.Join(state, bmcCACert)
 	for _, vm := range vms {
-		if got := curlSystems(t, "", addrs[vm.Name], ca, "e2e-pass"); len(got) != 1 || got[0] != kubevirt.FirmwareUUID(vm) {
-			t.Errorf("https://%s/redfish/v1/Systems: %v, want [%s]", addrs[vm.Name], got, kubevirt.FirmwareUUID(vm))
+		// The firmware UUID KubeVirt admitted the VM with.
+		if got, id := curlSystems(t, "", addrs[vm.Name], ca, "e2e-pass"), vmUUID(t, kv, vm); len(got) != 1 || got[0] != id {
+			t.Errorf("https://%s/redfish/v1/Systems: %v, want [%s]", addrs[vm.Name], got, id)
 		}
 	}
 	ipmiPower(t, "", addrs["own-1"], "e2e-pass", "on")
 	if !testenv.WaitFor(30*time.Second, func() bool {
+		// A BMC's power-on runs the VM under Manual, as a server stays
+		// as its BMC left it.
 		rs, _ := getVM(t, kv, f.Namespace, "own-1").RunStrategy()
-		return rs == kubevirtv1.RunStrategyAlways
+		return rs == kubevirtv1.RunStrategyManual
 	}) {
 		t.Errorf("ipmitool -H %s power on did not start own-1", addrs["own-1"])
 	}
