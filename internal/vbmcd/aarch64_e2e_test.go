@@ -50,7 +50,7 @@ func TestE2EAArch64(t *testing.T) {
 	if modes, _ := boot["BootSourceOverrideMode@Redfish.AllowableValues"].([]any); len(modes) != 1 || modes[0] != "UEFI" {
 		t.Errorf("allowable boot modes %v, want [UEFI]", boot["BootSourceOverrideMode@Redfish.AllowableValues"])
 	}
-	cpu := getJSON(t, url, "/redfish/v1/Systems/"+vm.ID+"/Processors/CPU0")
+	cpu := getJSON(t, url, "/redfish/v1/Systems/"+vm.ID+"/Processors/CPU1")
 	if cpu["InstructionSet"] != "ARM-A64" {
 		t.Errorf("processor %v, want InstructionSet ARM-A64", cpu)
 	}
