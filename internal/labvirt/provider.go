@@ -21,6 +21,7 @@ import (
 	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/virt"
 )
 
 // Host is the libvirt provider on one host (lab.Provider): libvirt
@@ -229,8 +230,14 @@ func (r *Host) Validate(o lab.Object) error { return Validate(o) }
 // the lab's own network as it would be given (LabNetworkSpec.Validate).
 // It needs no connection.
 func Validate(o lab.Object) error {
-	if n, ok := o.(lab.NATNetwork); ok {
-		return natSpec(n).Validate()
+	switch o := o.(type) {
+	case lab.NATNetwork:
+		return natSpec(o).Validate()
+	case lab.Machine:
+		// The domain as it would be defined: an architecture's firmware
+		// (AAVMF for aarch64) must be on this host.
+		_, err := domainSpec(o).DomainXML(virt.DetectFirmware())
+		return err
 	}
 	return nil
 }
@@ -415,7 +422,7 @@ const addressWait = 30 * time.Second
 func domainSpec(m lab.Machine) DomainSpec {
 	n := m.Node
 	spec := DomainSpec{
-		Name: n.Name, UUID: n.UUID, MemoryMiB: n.MemoryMiB, VCPUs: n.VCPUs, UEFI: true,
+		Name: n.Name, UUID: n.UUID, MemoryMiB: n.MemoryMiB, VCPUs: n.VCPUs, UEFI: true, Arch: n.Arch,
 		NICs:      []NICSpec{{Network: m.Network, MAC: n.MAC}},
 		SerialLog: n.SerialLog,
 		BootOrder: []string{"hd", "network"},
