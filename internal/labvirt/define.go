@@ -26,7 +26,7 @@ type DomainSpec struct {
 	// virt machine on AAVMF, UEFI only, its CD drive on virtio-scsi.
 	Arch string
 	// Type is the libvirt domain type: qemu (default: TCG, software
-	// emulation) or kvm, where libvirt offers it for Arch (DomainType).
+	// emulation) or kvm (an aarch64 node on an arm64 host: DomainType).
 	Type    string
 	Machine string // "q35" (default) or "pc"; aarch64's is "virt"
 	UEFI    bool
@@ -229,13 +229,14 @@ func diskName(bus string, i int) string {
 	return prefix + string(rune('a'+i))
 }
 
-// DomainType is the domain type libvirt offers for an architecture on its
-// host: kvm where its capabilities list KVM for it (an x86_64 host with
-// /dev/kvm for x86_64 nodes, an arm64 one for aarch64 nodes), else qemu:
-// TCG, software emulation.
+// DomainType is the domain type of an aarch64 node: kvm where libvirt's
+// capabilities list KVM for aarch64 (an arm64 host), else qemu (TCG,
+// software emulation). x86_64 nodes stay qemu, as labctl always made them:
+// a host may list KVM that does not run (this project's CI lists it
+// without hardware virtualization, and such a domain only pauses).
 func DomainType(caps []byte, arch string) string {
 	var c libvirtxml.Caps
-	if c.Unmarshal(string(caps)) != nil {
+	if arch != machine.ArchAArch64 || c.Unmarshal(string(caps)) != nil {
 		return "qemu"
 	}
 	for _, g := range c.Guests {
@@ -252,8 +253,7 @@ func DomainType(caps []byte, arch string) string {
 }
 
 // defineDomain defines s (or redefines it when it exists) and returns its
-// UUID. A spec without a type gets the one libvirt offers for its
-// architecture (DomainType).
+// UUID. A spec without a type gets DomainType's.
 func defineDomain(_ context.Context, l *libvirt.Libvirt, s DomainSpec, fw virt.Firmware) (string, error) {
 	if s.Type == "" {
 		caps, err := l.Capabilities()

@@ -132,3 +132,35 @@ func TestDomainXMLAArch64(t *testing.T) {
 		}
 	}
 }
+
+// TestDomainType: an aarch64 node is kvm where libvirt lists KVM for
+// aarch64 (an arm64 host), else qemu; an x86_64 node stays qemu even where
+// KVM is listed (it may not run: the CI host lists it without hardware
+// virtualization).
+func TestDomainType(t *testing.T) {
+	caps := func(arches ...string) []byte {
+		x := "<capabilities><host><cpu><arch>x86_64</arch></cpu></host>"
+		for _, a := range arches {
+			name, kvm, _ := strings.Cut(a, "+")
+			x += "<guest><os_type>hvm</os_type><arch name='" + name + "'><domain type='qemu'/>"
+			if kvm == "kvm" {
+				x += "<domain type='kvm'/>"
+			}
+			x += "</arch></guest>"
+		}
+		return []byte(x + "</capabilities>")
+	}
+	for _, tt := range []struct {
+		caps       []byte
+		arch, want string
+	}{
+		{caps("x86_64+kvm", "aarch64"), "x86_64", "qemu"},
+		{caps("x86_64+kvm", "aarch64"), "aarch64", "qemu"},
+		{caps("aarch64+kvm"), "aarch64", "kvm"},
+		{[]byte("not xml"), "aarch64", "qemu"},
+	} {
+		if got := DomainType(tt.caps, tt.arch); got != tt.want {
+			t.Errorf("DomainType(%s, %s) = %s, want %s", tt.caps, tt.arch, got, tt.want)
+		}
+	}
+}
