@@ -125,8 +125,8 @@ func (r *Host) Marked(ctx context.Context, kind lab.Kind, labName string) ([]str
 	switch kind {
 	case lab.KindLink:
 		return r.plumber(labName).Owned()
-	case lab.KindDaemon:
-		ds, err := daemons(labName)
+	case lab.KindDaemon, lab.KindLLDP:
+		ds, err := marked(labName, kind == lab.KindLLDP)
 		var pids []string
 		for _, d := range ds {
 			pids = append(pids, strconv.Itoa(d.pid))
@@ -157,12 +157,12 @@ func (r *Host) Delete(ctx context.Context, kind lab.Kind, name, labName string) 
 			err = fmt.Errorf("link %s: %w", strings.Join(res.Foreign, ", "), lab.ErrForeign)
 		}
 		return err
-	case lab.KindDaemon:
+	case lab.KindDaemon, lab.KindLLDP:
 		pid, err := strconv.Atoi(name)
 		if err != nil {
-			return fmt.Errorf("vbmcd %q: not a PID", name)
+			return fmt.Errorf("%s %q: not a PID", kind, name)
 		}
-		ds, err := daemons(labName)
+		ds, err := marked(labName, kind == lab.KindLLDP)
 		if err != nil || !slices.ContainsFunc(ds, func(d daemon) bool { return d.pid == pid }) {
 			return err // gone already, or not the lab's
 		}
@@ -261,6 +261,9 @@ func (r *Host) Ensure(ctx context.Context, o lab.Object) ([]string, error) {
 	if o, ok := o.(lab.BMCDaemon); ok {
 		return ensureDaemon(ctx, o)
 	}
+	if o, ok := o.(lab.LLDPSender); ok {
+		return ensureSender(o)
+	}
 	c, err := r.conn()
 	if err != nil {
 		return nil, err
@@ -314,6 +317,9 @@ func (r *Host) Differences(ctx context.Context, o lab.Object) ([]lab.Difference,
 			out = append(out, lab.Difference{Object: d.Link, Kind: string(d.Kind), Want: d.Want, Got: d.Got, Blocking: d.Blocking, Fix: d.Fix})
 		}
 		return out, nil
+	}
+	if o, ok := o.(lab.LLDPSender); ok {
+		return senderDifferences(o)
 	}
 	c, err := r.conn()
 	if err != nil {
@@ -582,4 +588,57 @@ func ensureDaemon(ctx context.Context, o lab.BMCDaemon) ([]string, error) {
 		wait = bmcWait
 	}
 	return done, bmcclient.WaitAnswer(ctx, p, wait, o.Progress)
+}
+
+// ensureSender keeps the lab's LLDP sender running with the plan's
+// arguments, restarting one that runs with others.
+func ensureSender(o lab.LLDPSender) ([]string, error) {
+	if o.Sender.Path == "" {
+		return nil, errors.New("LLDP sender: vbmcd not found next to labctl or on PATH: run `make build` (it puts both in bin/), pass --vbmcd, or set network.lldp: false")
+	}
+	running, err := senders(o.Lab)
+	if err != nil {
+		return nil, err
+	}
+	var done []string
+	ok := false
+	for _, d := range running {
+		if slices.Equal(d.args, o.Sender.Args) && !ok {
+			ok = true
+			continue
+		}
+		done = append(done, fmt.Sprintf("restarting the LLDP sender (pid %d): its arguments changed", d.pid))
+		if err := stopDaemon(d.pid); err != nil {
+			return done, err
+		}
+	}
+	if !ok {
+		pid, err := startDaemon(o.Sender, o.Netns)
+		if err != nil {
+			return done, err
+		}
+		done = append(done, fmt.Sprintf("LLDP sender: started vbmcd lldp (pid %d)", pid))
+	}
+	return done, nil
+}
+
+// senderDifferences says when the lab's LLDP sender does not run, or runs
+// with other arguments.
+func senderDifferences(o lab.LLDPSender) ([]lab.Difference, error) {
+	running, err := senders(o.Lab)
+	if err != nil {
+		return nil, err
+	}
+	var pids []string
+	for _, d := range running {
+		if slices.Equal(d.args, o.Sender.Args) {
+			return nil, nil
+		}
+		pids = append(pids, strconv.Itoa(d.pid))
+	}
+	got := "not running (log: " + o.Sender.Log + ")"
+	if len(pids) > 0 {
+		got = "running with other arguments: pid " + strings.Join(pids, ", ")
+	}
+	return []lab.Difference{{Got: got}}, nil
 }

@@ -395,6 +395,10 @@ type Network struct {
 	// mark: the plan's drop-in and the lab's name at both default places,
 	// so that down --lab, without the lab file, finds one the lab wrote.
 	ResolverDropIns []string `json:"resolverDropIns"`
+	// LLDP is the lab's LLDP sender (`vbmcd lldp`, marked as the lab's as
+	// vbmcd is): the switches' frames on every running node NIC's tap.
+	// Nil when network.lldp is off.
+	LLDP *Vbmcd `json:"lldp,omitempty"`
 }
 
 // ResolverHosts is network.hostResolver's hosts: entries in the hosts file.
@@ -783,7 +787,42 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		return nil, err
 	}
 	p.Vbmcd = p.vbmcd(o.Vbmcd, o.HostCPUs)
+	p.Network.LLDP = p.lldp(cfg.Network.LLDP, o.Vbmcd)
 	return p, nil
+}
+
+// lldp is the lab's LLDP sender: `vbmcd lldp` over the lab's nodes on the
+// libvirt hosts vbmcd reads, in the lab's namespace; nil when the lab file
+// turns it off (network.lldp), or in hybrid mode unless it turns it on.
+func (p *Plan) lldp(on *bool, path string) *Vbmcd {
+	if on != nil && !*on || on == nil && p.Mode == ModeHybrid {
+		return nil
+	}
+	v := Vbmcd{Path: path, Env: []string{MarkEnv + "=" + p.Lab}, Log: filepath.Join(p.StateDir, "lldp.log")}
+	v.Args = append([]string{"lldp"}, p.libvirtURIs()...)
+	v.Args = append(v.Args, "--domains", p.nodeNames())
+	return &v
+}
+
+// libvirtURIs are vbmcd's --libvirt-uri flags for the lab's hosts.
+func (p *Plan) libvirtURIs() []string {
+	var uris []string
+	for _, h := range p.Hosts {
+		uris = append(uris, "--libvirt-uri", h.Name+"="+h.LibvirtURI)
+	}
+	if len(uris) == 0 {
+		uris = []string{"--libvirt-uri", p.LibvirtURI}
+	}
+	return uris
+}
+
+// nodeNames are the nodes' names, comma-separated (vbmcd's --domains).
+func (p *Plan) nodeNames() string {
+	names := make([]string, len(p.Nodes))
+	for i, n := range p.Nodes {
+		names[i] = n.Name
+	}
+	return strings.Join(names, ",")
 }
 
 // resolvePaths names the files labctl keeps: state and markers in the
@@ -1240,22 +1279,8 @@ func (p *Plan) vbmcd(path string, cpus int) Vbmcd {
 		CredentialsFile: filepath.Join(p.StateDir, "vbmcd", "credentials.yaml"),
 		Log:             filepath.Join(p.StateDir, "vbmcd.log"),
 	}
-	var names string
-	for i, n := range p.Nodes {
-		if i > 0 {
-			names += ","
-		}
-		names += n.Name
-	}
-	var uris []string
-	for _, h := range p.Hosts {
-		uris = append(uris, "--libvirt-uri", h.Name+"="+h.LibvirtURI)
-	}
-	if len(uris) == 0 {
-		uris = []string{"--libvirt-uri", p.LibvirtURI}
-	}
-	v.Args = append(uris,
-		"--domains", names,
+	v.Args = append(p.libvirtURIs(),
+		"--domains", p.nodeNames(),
 		"--redfish-addr", net.JoinHostPort(listen, strconv.Itoa(p.BMC.RedfishPort)),
 		"--credentials-file", v.CredentialsFile,
 		"--state-dir", filepath.Join(p.StateDir, "vbmcd"),

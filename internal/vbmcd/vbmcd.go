@@ -102,6 +102,7 @@ VBMCD_REDFISH_ADDR). Flags win over the environment, which wins over the file.`,
 		return machine.NewService(be, zap.NewNop()), cancel, nil
 	}
 	cmd.AddCommand(ipmicmd.NewCommand(open, streams.Out))
+	cmd.AddCommand(newLLDPCommand(open, streams.ErrOut))
 	cmd.AddCommand(newFaultCommand(func() (string, error) {
 		if err := fill(cmd.PersistentFlags(), configFile, getenv); err != nil {
 			return "", err
