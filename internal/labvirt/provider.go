@@ -617,6 +617,22 @@ func ensureSender(o lab.LLDPSender) ([]string, error) {
 		if err != nil {
 			return done, err
 		}
+		// `ip netns exec` execs vbmcd in place: the sender is there once
+		// the process reads as vbmcd lldp, or it died.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			running, err := senders(o.Lab)
+			if err != nil {
+				return done, err
+			}
+			if slices.ContainsFunc(running, func(d daemon) bool { return d.pid == pid }) {
+				break
+			}
+			if !alive(pid) || time.Now().After(deadline) {
+				return done, fmt.Errorf("LLDP sender (pid %d) did not start; its log: %s", pid, o.Sender.Log)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 		done = append(done, fmt.Sprintf("LLDP sender: started vbmcd lldp (pid %d)", pid))
 	}
 	return done, nil
