@@ -791,16 +791,30 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	return p, nil
 }
 
-// lldp is the lab's LLDP sender: `vbmcd lldp` over the lab's nodes on the
-// libvirt hosts vbmcd reads, in the lab's namespace; nil when the lab file
-// turns it off (network.lldp), or in hybrid mode unless it turns it on.
+// lldp is the lab's LLDP sender: `vbmcd lldp` over the lab's nodes, in
+// the lab's namespace; nil when the lab file turns it off (network.lldp),
+// or in hybrid mode unless it turns it on. In a lab over several hosts it
+// is the hub's, over the hub's nodes alone: a tap is a name on its own
+// host, and another host's vnet3 may be a local tap of another machine.
 func (p *Plan) lldp(on *bool, path string) *Vbmcd {
 	if on != nil && !*on || on == nil && p.Mode == ModeHybrid {
 		return nil
 	}
 	v := Vbmcd{Path: path, Env: []string{MarkEnv + "=" + p.Lab}, Log: filepath.Join(p.StateDir, "lldp.log")}
-	v.Args = append([]string{"lldp"}, p.libvirtURIs()...)
-	v.Args = append(v.Args, "--domains", p.nodeNames())
+	uris, nodes := p.libvirtURIs(), p.Nodes
+	for _, h := range p.Hosts {
+		if h.Hub {
+			uris, nodes = []string{"--libvirt-uri", h.Name + "=" + h.LibvirtURI}, p.LocalNodes(h.Name)
+		}
+	}
+	if len(nodes) == 0 {
+		return nil // no node to announce to (an empty --domains is every domain)
+	}
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Name
+	}
+	v.Args = append(append([]string{"lldp"}, uris...), "--domains", strings.Join(names, ","))
 	return &v
 }
 
