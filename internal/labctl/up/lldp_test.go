@@ -30,8 +30,9 @@ type lldpReceive struct {
 }
 
 // TestLLDPOnTheWire: in a lab up to bmcs, a node powered on through its
-// BMC gets LLDP frames on its NIC whose chassis, port, system name and
-// management address are its Port's LLDPReceive over Redfish. The receiver
+// BMC gets LLDP frames on its NIC whose chassis, port and system name (and
+// management address, which the baremetal bridge has none of) are its
+// Port's LLDPReceive over Redfish. The receiver
 // is tcpdump on the NIC's tap in libvirtd's namespace (what qemu hands the
 // guest's NIC), decoding the frames itself. `net check` reports the sender
 // once it is killed, `net repair` starts it again, and after `down` no
@@ -98,18 +99,29 @@ func TestLLDPOnTheWire(t *testing.T) {
 		t.Fatalf("%s: no port with LLDPReceive after power on", node.Name)
 	}
 	t.Logf("%s: LLDPReceive %+v", node.Name, want)
-	if want.ChassisIDSubtype != "MacAddr" || want.SystemName != "bmnat-llldp" || want.MgmtIPv4 != "10.198.65.1" {
-		t.Errorf("LLDPReceive %+v: want the lab's NAT bridge bmnat-llldp (its MAC, 10.198.65.1)", want)
+	// The node's NIC is on the baremetal bridge, a bridge-named libvirt
+	// network: its name is the chassis.
+	if want.ChassisIDSubtype != "IfName" || want.ChassisID != "baremetal" || want.SystemName != "baremetal" || !strings.HasPrefix(want.PortID, "vnet") {
+		t.Errorf("LLDPReceive %+v: want the lab's baremetal bridge, by name, and the NIC's tap", want)
 	}
 
 	// What the wire carries to the NIC, decoded by tcpdump.
 	got := receiveLLDP(t, tcpdump, want.PortID)
-	for _, w := range []string{
-		"Subtype MAC address (4): " + strings.ToLower(want.ChassisID),
+	wants := []string{
 		"Subtype Interface Name (5): " + want.PortID,
 		"System Name TLV (5), length " + strconv.Itoa(len(want.SystemName)) + ": " + want.SystemName,
-		"Management Address length 5, AFI IPv4 (1): " + want.MgmtIPv4,
-	} {
+	}
+	if want.ChassisIDSubtype == "MacAddr" {
+		wants = append(wants, "Subtype MAC address (4): "+strings.ToLower(want.ChassisID))
+	} else {
+		wants = append(wants, "Subtype Interface name (6): "+want.ChassisID)
+	}
+	if want.MgmtIPv4 != "" {
+		wants = append(wants, "Management Address length 5, AFI IPv4 (1): "+want.MgmtIPv4)
+	} else if strings.Contains(got, "Management Address") {
+		t.Errorf("the frame on %s has a management address; LLDPReceive has none:\n%s", want.PortID, got)
+	}
+	for _, w := range wants {
 		if !strings.Contains(got, w) {
 			t.Errorf("the frame on %s lacks %q:\n%s", want.PortID, w, got)
 		}
