@@ -1,6 +1,8 @@
 package up_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -142,13 +144,15 @@ func TestLLDPOnTheWire(t *testing.T) {
 	if err == nil || !strings.Contains(out, "LLDP sender") || !strings.Contains(out, "not running") {
 		t.Errorf("net check with the sender stopped: %v\n%s", err, out)
 	}
+	// The restarted sender sends at once (then every 30 s).
+	frame := captureLLDP(t, tcpdump, want.PortID)
 	if out, err := labctlRun(t, append([]string{"net", "repair"}, common...)...); err != nil || !strings.Contains(out, "vbmcd lldp") {
 		t.Errorf("net repair: %v\n%s", err, out)
 	}
 	if out, err := labctlRun(t, append([]string{"net", "check"}, common...)...); err != nil {
 		t.Errorf("net check after repair: %v\n%s", err, out)
 	}
-	got = receiveLLDP(t, tcpdump, want.PortID)
+	got = frame()
 	if !strings.Contains(got, "Subtype Interface Name (5): "+want.PortID) {
 		t.Errorf("after repair, the frame on %s:\n%s", want.PortID, got)
 	}
@@ -165,16 +169,43 @@ func TestLLDPOnTheWire(t *testing.T) {
 // tcpdump's decoding of it.
 func receiveLLDP(t *testing.T, tcpdump, tap string) string {
 	t.Helper()
+	return captureLLDP(t, tcpdump, tap)()
+}
+
+// captureLLDP starts tcpdump on a tap in labci, returns once it listens,
+// and gives a function that waits for its first LLDP frame and returns
+// tcpdump's decoding of it, blanks made one space.
+func captureLLDP(t *testing.T, tcpdump, tap string) func() string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-	defer cancel()
-	start := time.Now()
-	b, err := exec.CommandContext(ctx, "ip", "netns", "exec", "labci", tcpdump, "-i", tap, "-c", "1", "-e", "-nn", "-vv", "-l",
-		"ether", "proto", "0x88cc").CombinedOutput()
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", "labci", tcpdump, "-i", tap, "-c", "1", "-e", "-nn", "-vv", "-l",
+		"ether", "proto", "0x88cc")
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		t.Fatalf("tcpdump on %s: %v\n%s", tap, err, b)
+		t.Fatal(err)
 	}
-	t.Logf("an LLDP frame on %s after %s:\n%s", tap, time.Since(start).Round(time.Millisecond), b)
-	return regexp.MustCompile(`[ \t]+`).ReplaceAllString(string(b), " ")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// tcpdump says "listening on <tap>" once its capture is open.
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	if err != nil || !strings.Contains(line, "listening on") {
+		cancel()
+		_ = cmd.Wait()
+		t.Fatalf("tcpdump on %s: %q, %v", tap, line, err)
+	}
+	start := time.Now()
+	return func() string {
+		t.Helper()
+		defer cancel()
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("tcpdump on %s: %v\n%s", tap, err, out.String())
+		}
+		t.Logf("an LLDP frame on %s after %s:\n%s", tap, time.Since(start).Round(time.Millisecond), out.String())
+		return regexp.MustCompile(`[ \t\n]+`).ReplaceAllString(out.String(), " ")
+	}
 }
 
 // lldpSenders are the PIDs of the lab's `vbmcd lldp` processes.
