@@ -340,7 +340,9 @@ func TestValidateRules(t *testing.T) {
 		},
 	}, {
 		rule: "a pool's architecture is one the installer knows", src: "pkg/types/validation/machinepools.go",
-		pass: func(ic *InstallConfig) { ic.ControlPlane.Architecture, ic.Compute[0].Architecture = ArchARM64, ArchARM64 },
+		pass: func(ic *InstallConfig) {
+			ic.ControlPlane.Architecture, ic.Compute[0].Architecture = ArchARM64, ArchARM64
+		},
 		fail: func(ic *InstallConfig) { ic.ControlPlane.Architecture, ic.Compute[0].Architecture = "x86_64", "x86_64" },
 		want: []string{
 			`controlPlane.architecture: Unsupported value: "x86_64": supported values: "amd64", "arm64", "ppc64le", "s390x"`,
@@ -348,8 +350,12 @@ func TestValidateRules(t *testing.T) {
 		},
 	}, {
 		rule: "multi-arch bare metal: an amd64 control plane with arm64 compute", src: "pkg/types/validation/installconfig.go validateCompute",
-		pass: func(ic *InstallConfig) { ic.ControlPlane.Architecture, ic.Compute[0].Architecture = ArchAMD64, ArchARM64 },
-		fail: func(ic *InstallConfig) { ic.ControlPlane.Architecture, ic.Compute[0].Architecture = ArchARM64, ArchAMD64 },
+		pass: func(ic *InstallConfig) {
+			ic.ControlPlane.Architecture, ic.Compute[0].Architecture = ArchAMD64, ArchARM64
+		},
+		fail: func(ic *InstallConfig) {
+			ic.ControlPlane.Architecture, ic.Compute[0].Architecture = ArchARM64, ArchAMD64
+		},
 		want: []string{
 			`compute[0].architecture: Invalid value: "arm64": on multi-arch baremetal, the control plane must be amd64`,
 			`compute[0].architecture: Invalid value: "amd64": on baremetal with amd64 control plane, compute must be amd64 or arm64`,

@@ -223,7 +223,7 @@ type NetworkRemoval struct {
 	// LLDPSenders are the PIDs of the lab's LLDP senders stopped.
 	LLDPSenders []string `json:"lldpSenders"`
 	Foreign     []string `json:"foreign"`
-	Snippet  string   `json:"networkManagerSnippet,omitempty"`
+	Snippet     string   `json:"networkManagerSnippet,omitempty"`
 	// ResolverDropIns are the host resolver drop-ins removed.
 	ResolverDropIns []string `json:"resolverDropIns"`
 }

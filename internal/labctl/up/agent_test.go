@@ -202,7 +202,7 @@ func agentEndToEnd(t *testing.T, name, subnet, cluster string, port, count int, 
 			Replicas     int
 			Architecture string
 		}
-		Compute []struct{ Architecture string }
+		Compute  []struct{ Architecture string }
 		Platform struct {
 			None      *struct{} `json:"none"`
 			BareMetal *struct {

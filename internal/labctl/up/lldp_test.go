@@ -89,7 +89,9 @@ func TestLLDPOnTheWire(t *testing.T) {
 		}
 		bmcGet(t, chassis+"/NetworkAdapters", &adapters)
 		for _, a := range adapters.Members {
-			var p struct{ Ethernet struct{ LLDPReceive *lldpReceive } }
+			var p struct {
+				Ethernet struct{ LLDPReceive *lldpReceive }
+			}
 			bmcGet(t, sysURL[:strings.Index(sysURL, "/redfish/")]+a.ID+"/Ports/1", &p)
 			if p.Ethernet.LLDPReceive != nil {
 				want = *p.Ethernet.LLDPReceive
