@@ -7,11 +7,13 @@ PKGS=(
   # libvirt and qemu (TCG works without /dev/kvm)
   libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils qemu-block-extra ovmf
   dnsmasq-base iproute2 iptables
+  # aarch64 nodes: qemu-system-aarch64 and AAVMF (UEFI for aarch64)
+  qemu-system-arm qemu-efi-aarch64
   # a subreaper: where PID 1 does not reap orphans, libvirt's daemonized qemu
   # processes would stay zombies and libvirtd would wait for them forever
   tini
   # the boot-marker ISO
-  grub-pc-bin grub-efi-amd64-bin grub-common xorriso mtools
+  grub-pc-bin grub-efi-amd64-bin grub-efi-arm64-bin grub-common xorriso mtools
   # real protocol clients
   ipmitool freeipmi-tools python3-sushy python3-pyghmi redfishtool curl
   # the demo lab's placeholder SSH key
@@ -26,6 +28,8 @@ PKGS=(
   iputils-ping
   # labctl graph's SVG and PNG
   graphviz
+  # the LLDP tests' receiver: decodes the frames on a node's tap
+  tcpdump
 )
 
 missing=()
