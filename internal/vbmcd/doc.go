@@ -8,7 +8,9 @@
 // state directory, through which `vbmcd fault set|clear|list` injects faults
 // (latency, HTTP errors, dropped IPMI packets, a refused power-on, stuck
 // media, a BMC down) into a running daemon for testing clients; `vbmcd ipmi
-// set|unset|list` (package ipmicmd) manages machines' IPMI endpoints. The
+// set|unset|list` (package ipmicmd) manages machines' IPMI endpoints, and
+// `vbmcd lldp` (lldp.go) sends every running NIC's tap the LLDP frames of
+// its port's LLDPReceive, reading the machines as the daemon does. The
 // Redfish listener bounds what one client holds (httpserver.go: header,
 // body and idle timeouts; connlimit.go: connections per source address).
 //
