@@ -318,7 +318,11 @@ func RemoveNetwork(ctx context.Context, e *lab.Env) (NetworkRemoval, error) {
 	if len(errs) > 0 {
 		return rm, errors.Join(errs...)
 	}
-	return rm, errors.Join(lab.Remaining(ctx, e, lab.KindNetwork), lab.Remaining(ctx, e, lab.KindLink), lab.Remaining(ctx, e, lab.KindLLDP))
+	left := []error{lab.Remaining(ctx, e, lab.KindNetwork), lab.Remaining(ctx, e, lab.KindLink)}
+	if p.Spoke == "" {
+		left = append(left, lab.Remaining(ctx, e, lab.KindLLDP))
+	}
+	return rm, errors.Join(left...)
 }
 
 // lldpSender is the plan's LLDP sender as the provider runs it (nil: the
@@ -333,6 +337,9 @@ func lldpSender(p *plan.Plan) *lab.LLDPSender {
 // checkLLDP says whether the lab's LLDP sender runs as the plan invokes it,
 // or, when the lab file turns it off, that none runs.
 func checkLLDP(ctx context.Context, e *lab.Env) ([]lab.Difference, error) {
+	if e.Plan.Spoke != "" {
+		return nil, nil // the hub's; its host may be this machine
+	}
 	s := lldpSender(e.Plan)
 	if s == nil {
 		running, err := e.Host.Marked(ctx, lab.KindLLDP, e.Plan.Lab)
@@ -354,6 +361,9 @@ func checkLLDP(ctx context.Context, e *lab.Env) ([]lab.Difference, error) {
 // ensureLLDP starts the lab's LLDP sender unless it runs with the plan's
 // arguments, or stops it when the lab file turns it off.
 func ensureLLDP(ctx context.Context, e *lab.Env) ([]string, error) {
+	if e.Plan.Spoke != "" {
+		return nil, nil
+	}
 	s := lldpSender(e.Plan)
 	if s == nil {
 		stopped, err := stopLLDP(ctx, e)
@@ -367,8 +377,12 @@ func ensureLLDP(ctx context.Context, e *lab.Env) ([]string, error) {
 }
 
 // stopLLDP stops every LLDP sender that bears the lab's mark and returns
-// their PIDs.
+// their PIDs; on another host than the hub, none (the sender is the hub's,
+// and that host may be this machine).
 func stopLLDP(ctx context.Context, e *lab.Env) ([]string, error) {
+	if e.Plan.Spoke != "" {
+		return nil, nil
+	}
 	running, err := e.Host.Marked(ctx, lab.KindLLDP, e.Plan.Lab)
 	if err != nil {
 		return nil, err

@@ -217,3 +217,25 @@ func TestPreflightForeignResolverDropIn(t *testing.T) {
 		}
 	}
 }
+
+// TestLLDPNotOnASpoke: labctl on another host of the lab leaves the LLDP
+// sender alone (the hub's, and in the tests that host is this machine).
+func TestLLDPNotOnASpoke(t *testing.T) {
+	f := labtest.NewHost()
+	e, _ := labtest.Env(t, f, "")
+	ctx := context.Background()
+	_, err := EnsureNetwork(ctx, e)
+	labtest.Must(t, err)
+	e.Plan.Spoke, e.Plan.Network.LLDP = "beta", nil
+	if diffs, err := CheckNetwork(ctx, e); err != nil || len(diffs) != 0 {
+		t.Errorf("check on a spoke = %v, %v; want none", objects(diffs), err)
+	}
+	if done, err := EnsureNetwork(ctx, e); err != nil || len(done) != 0 {
+		t.Errorf("repair on a spoke = %q, %v; want nothing", done, err)
+	}
+	rm, err := RemoveNetwork(ctx, e)
+	labtest.Must(t, err)
+	if len(rm.LLDPSenders) != 0 || len(f.Objs[lab.KindLLDP]) != 1 {
+		t.Errorf("down on a spoke stopped %v; the hub's sender left: %v", rm.LLDPSenders, f.Objs[lab.KindLLDP])
+	}
+}
