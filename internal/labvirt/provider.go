@@ -593,9 +593,6 @@ func ensureDaemon(ctx context.Context, o lab.BMCDaemon) ([]string, error) {
 // ensureSender keeps the lab's LLDP sender running with the plan's
 // arguments, restarting one that runs with others.
 func ensureSender(o lab.LLDPSender) ([]string, error) {
-	if o.Sender.Path == "" {
-		return nil, errors.New("LLDP sender: vbmcd not found next to labctl or on PATH: run `make build` (it puts both in bin/), pass --vbmcd, or set network.lldp: false")
-	}
 	running, err := senders(o.Lab)
 	if err != nil {
 		return nil, err
@@ -613,6 +610,9 @@ func ensureSender(o lab.LLDPSender) ([]string, error) {
 		}
 	}
 	if !ok {
+		if o.Sender.Path == "" {
+			return done, errors.New("LLDP sender: vbmcd not found next to labctl or on PATH: run `make build` (it puts both in bin/), pass --vbmcd, or set network.lldp: false")
+		}
 		pid, err := startDaemon(o.Sender, o.Netns)
 		if err != nil {
 			return done, err
