@@ -597,11 +597,16 @@ func ensureSender(o lab.LLDPSender) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	ok := slices.ContainsFunc(running, func(d daemon) bool { return slices.Equal(d.args, o.Sender.Args) })
+	if !ok && o.Sender.Path == "" {
+		// Checked before anything is stopped.
+		return nil, errors.New("LLDP sender: vbmcd not found next to labctl or on PATH: run `make build` (it puts both in bin/), pass --vbmcd, or set network.lldp: false")
+	}
 	var done []string
-	ok := false
+	kept := false
 	for _, d := range running {
-		if slices.Equal(d.args, o.Sender.Args) && !ok {
-			ok = true
+		if slices.Equal(d.args, o.Sender.Args) && !kept {
+			kept = true
 			continue
 		}
 		done = append(done, fmt.Sprintf("restarting the LLDP sender (pid %d): its arguments changed", d.pid))
@@ -610,9 +615,6 @@ func ensureSender(o lab.LLDPSender) ([]string, error) {
 		}
 	}
 	if !ok {
-		if o.Sender.Path == "" {
-			return done, errors.New("LLDP sender: vbmcd not found next to labctl or on PATH: run `make build` (it puts both in bin/), pass --vbmcd, or set network.lldp: false")
-		}
 		pid, err := startDaemon(o.Sender, o.Netns)
 		if err != nil {
 			return done, err
