@@ -88,7 +88,9 @@ func TestE2EAArch64(t *testing.T) {
 		t.Fatalf("the CD booted again after a spent Once override")
 	}
 	// The disk marker stays at grub's prompt: SOL reaches it.
-	solProbe(t, ipmitool, port, pass)
+	if err := solProbe(t, ipmitool, port, pass, time.Minute); err != nil {
+		t.Errorf("SOL on the aarch64 machine: %v", err)
+	}
 
 	ipmi := func(args ...string) string {
 		t.Helper()
