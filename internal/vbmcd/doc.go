@@ -10,9 +10,12 @@
 // media, a BMC down) into a running daemon for testing clients; `vbmcd ipmi
 // set|unset|list` (package ipmicmd) manages machines' IPMI endpoints, and
 // `vbmcd lldp` (lldp.go) sends every running NIC's tap the LLDP frames of
-// its port's LLDPReceive, reading the machines as the daemon does. The
-// Redfish listener bounds what one client holds (httpserver.go: header,
-// body and idle timeouts; connlimit.go: connections per source address).
+// its port's LLDPReceive, reading the machines as the daemon does. Every
+// Redfish listener is built from one front (httpserver.go), which all share:
+// header, body and idle timeouts, HTTP/2 streams, frames and windows,
+// connections per source and in total (connlimit.go), and the request
+// budgets of internal/admission (requests in flight, unauthenticated ones,
+// body bytes).
 //
 // What it does not do: any protocol or backend work; that lives in
 // internal/redfish, internal/ipmi, internal/webui, internal/virt,
