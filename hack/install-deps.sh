@@ -26,6 +26,9 @@ PKGS=(
   iputils-ping
   # labctl graph's SVG and PNG
   graphviz
+  # running vbmcd's OCI image (make image): podman, with runc (crun refuses
+  # a hybrid cgroup hierarchy)
+  podman runc
 )
 
 missing=()
