@@ -76,7 +76,7 @@ func Start(t testing.TB) *Server {
 	if err := s.writeFiles(); err != nil {
 		t.Fatal(err)
 	}
-	etcdPort, peerPort := freePort(t), freePort(t)
+	etcdPort, peerPort := testenv.Port(t, "127.0.0.1"), testenv.Port(t, "127.0.0.1")
 	s.etcdURL = "http://127.0.0.1:" + strconv.Itoa(etcdPort)
 	s.etcd = exec.Command(etcdBin,
 		"--data-dir", filepath.Join(dir, "etcd"),
@@ -90,7 +90,7 @@ func Start(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stop(s.etcd) })
-	s.apiPort = freePort(t)
+	s.apiPort = testenv.Port(t, "127.0.0.1")
 	s.URL = "https://127.0.0.1:" + strconv.Itoa(s.apiPort)
 	s.kube = s.apiserverCmd(kubeBin)
 	if err := s.kube.Start(); err != nil {
@@ -201,15 +201,6 @@ func stop(c *exec.Cmd) {
 		c.Process.Kill()
 		<-done
 	}
-}
-
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // writeFiles writes the CA, the serving certificate, the service account
