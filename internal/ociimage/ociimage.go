@@ -41,6 +41,13 @@ const (
 	User = "vbmcd"
 )
 
+// Cmd is the image's default command: vbmcd sushy-emulator, which with no
+// arguments starts as Metal3's sushy-tools image does (its configuration
+// at /root/sushy/conf.py), so that the image runs in place of that one
+// unchanged. Any arguments replace it: vbmcd's own flags, or
+// sushy-emulator and its flags.
+var Cmd = []string{"sushy-emulator"}
+
 // Paths in the image.
 const (
 	Entrypoint = "/usr/local/bin/vbmcd"
@@ -113,6 +120,7 @@ func Image(s Spec) (v1.Image, error) {
 		Config: v1.Config{
 			User:         fmt.Sprintf("%d:%d", UID, UID),
 			Entrypoint:   []string{Entrypoint},
+			Cmd:          Cmd,
 			WorkingDir:   StateDir,
 			ExposedPorts: map[string]struct{}{"8000/tcp": {}},
 			Labels: map[string]string{
@@ -136,7 +144,9 @@ func Image(s Spec) (v1.Image, error) {
 type plainLayer struct{ v1.Layer }
 
 func (l plainLayer) Descriptor() (*v1.Descriptor, error) {
-	d, err := l.Layer.(interface{ Descriptor() (*v1.Descriptor, error) }).Descriptor()
+	d, err := l.Layer.(interface {
+		Descriptor() (*v1.Descriptor, error)
+	}).Descriptor()
 	if err != nil {
 		return nil, err
 	}

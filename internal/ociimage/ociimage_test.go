@@ -79,7 +79,7 @@ func TestContents(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cf.Config.User != "65532:65532" || cf.Architecture != "arm64" || cf.OS != "linux" || !cf.Created.Equal(at) ||
-		cmp.Diff([]string{Entrypoint}, cf.Config.Entrypoint) != "" || len(cf.Config.Cmd) != 0 || cf.Config.Labels["org.opencontainers.image.version"] != "v2" {
+		cmp.Diff([]string{Entrypoint}, cf.Config.Entrypoint) != "" || cmp.Diff([]string{"sushy-emulator"}, cf.Config.Cmd) != "" || cf.Config.Labels["org.opencontainers.image.version"] != "v2" {
 		t.Errorf("config: %+v", cf)
 	}
 	layers, _ := img.Layers()

@@ -157,6 +157,39 @@ func Parse(name string, data []byte) (*File, error) {
 	return vbmcdForm(name, obj)
 }
 
+// SushySettings reads the literal values a sushy-tools configuration (its
+// Python file, or the same as a JSON object) gives to names; a name it
+// does not set is absent from the result, one it sets to None is nil.
+func SushySettings(path string, names ...string) (map[string]any, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("sushy-tools configuration: %w", err)
+	}
+	first := firstLine(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")))
+	out := map[string]any{}
+	switch {
+	case strings.HasPrefix(first, "{"):
+		var obj map[string]any
+		if err := decodeJSON(data, &obj); err != nil {
+			return nil, fmt.Errorf("sushy-tools configuration %s (JSON): %w", path, err)
+		}
+		for _, n := range names {
+			if v, ok := obj[n]; ok {
+				out[n] = v
+			}
+		}
+	case pyStart.MatchString(first) || first == "":
+		values, _, _, err := pyAssignments(data, names...)
+		if err != nil {
+			return nil, fmt.Errorf("sushy-tools configuration %s: %w", path, err)
+		}
+		out = values
+	default:
+		return nil, fmt.Errorf("%s is not a sushy-tools configuration (Python assignments such as SUSHY_EMULATOR_LISTEN_PORT = 8000, or a JSON object of them)", path)
+	}
+	return out, nil
+}
+
 // pyStart is the first line of a Python configuration: an assignment, an
 // import.
 var pyStart = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*\s*(=[^=]|:[^=]*=)|(import|from|if|for|while|def|class|try|with)\s)`)

@@ -31,9 +31,9 @@ type Config struct {
 	Domains         []string
 	SimNodes        int
 	SimDelay        time.Duration
-	SimSystems      string        // a systems file (simfile), instead of SimNodes alike machines
-	SimNotifyURL    string        // where announcements go, over the file's
-	SimMedia        string        // how simulated machines take virtual media: fetch or probe
+	SimSystems      string // a systems file (simfile), instead of SimNodes alike machines
+	SimNotifyURL    string // where announcements go, over the file's
+	SimMedia        string // how simulated machines take virtual media: fetch or probe
 	Kubeconfig      string
 	KubeNamespaces  []string
 	KubeSelector    string

@@ -8,7 +8,11 @@
 // state directory, through which `vbmcd fault set|clear|list` injects faults
 // (latency, HTTP errors, dropped IPMI packets, a refused power-on, stuck
 // media, a BMC down) into a running daemon for testing clients; `vbmcd ipmi
-// set|unset|list` (package ipmicmd) manages machines' IPMI endpoints. The
+// set|unset|list` (package ipmicmd) manages machines' IPMI endpoints, and
+// `vbmcd sushy-emulator` runs the daemon from sushy-tools' sushy-emulator
+// flags and configuration file (sushycompat.go), as a container of vbmcd's
+// image does by default. With --sim-systems the sim backend's servers come
+// from a systems file (simbackend.go; internal/simfile, internal/simnotify). The
 // Redfish listener bounds what one client holds (httpserver.go: header,
 // body and idle timeouts; connlimit.go: connections per source address).
 //

@@ -2,7 +2,6 @@ package vbmcd
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,10 +15,12 @@ import (
 // TestImage builds vbmcd's OCI image twice (make image: hack/image.sh)
 // and finds the same digest and the same archive bytes; then Debian's
 // podman loads the archive and runs it (as root, in a storage of the
-// test's own) with a sushy-tools configuration mounted, as a vbmctl lab
-// runs its BMC emulator's container, and python3-sushy drives the
-// systems over Redfish. The image has no shell, and vbmcd runs as its own
-// user.
+// test's own) as metal3-dev-env runs sushy-tools' image (no command, the
+// configuration in /root/sushy) and as BMO's vbmctl runs it (vbmcd
+// sushy-emulator with sushy-emulator's flags), both with a fake-driver
+// configuration; python3-sushy drives the systems over Redfish and the
+// first one's changes reach a listener deciding as fake-ipa does. The
+// image has no shell, vbmcd runs as its own user, and SIGTERM stops it.
 //
 // How podman runs here: storage vfs (no overlay in this kernel's
 // containers), the runc runtime with cgroupfs (crun refuses this
@@ -70,47 +71,93 @@ func TestImage(t *testing.T) {
 		t.Errorf("podman sees %q (%v), want the digest %s and user 65532", d, err, digests[0])
 	}
 
-	conf := filepath.Join(t.TempDir(), "sushy")
-	if err := os.MkdirAll(conf, 0o755); err != nil {
+	// Two containers, as the two Metal3 tools start sushy-tools':
+	// metal3-dev-env runs the image with no command and its configuration
+	// directory at /root/sushy (the image's default command, vbmcd
+	// sushy-emulator, finds conf.py there and listens on every address);
+	// BMO's vbmctl gives the configuration file at
+	// /etc/sushy/sushy-emulator.conf, named by SUSHY_EMULATOR_CONFIG, and
+	// sushy-emulator's flags as the command. The first announces the
+	// system's changes to a listener deciding as fake-ipa does.
+	ipa, listener := newFakeIPA(t)
+	devEnvPort := testenv.Port(t, "::")
+	devEnv := filepath.Join(t.TempDir(), "sushy-tools")
+	if err := os.MkdirAll(devEnv, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(conf, 0o755)
-	if err := os.WriteFile(filepath.Join(conf, "conf.py"), []byte(`SUSHY_EMULATOR_FAKE_DRIVER = True
+	if err := os.WriteFile(filepath.Join(devEnv, "conf.py"), []byte(fmt.Sprintf(`import collections
+SUSHY_EMULATOR_LISTEN_PORT = %d
+SUSHY_EMULATOR_FAKE_DRIVER = True
+SUSHY_EMULATOR_AUTH_FILE = "/root/sushy/htpasswd"
+EXTERNAL_NOTIFICATION_URL = "%s"
 SUSHY_EMULATOR_FAKE_SYSTEMS = [
     {'uuid': '27946b59-9e44-4fa7-8e91-f3527a1ef094', 'name': 'fake1', 'power_state': 'Off',
-     'nics': [{'mac': '00:5c:52:31:3a:9c', 'ip': '172.22.0.100'}]},
+     'external_notifier': True, 'nics': [{'mac': '00:5c:52:31:3a:9c', 'ip': '172.22.0.100'}]},
+]
+`, devEnvPort, listener)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vbmctlConf := filepath.Join(t.TempDir(), "sushy-emulator.conf")
+	if err := os.WriteFile(vbmctlConf, []byte(`SUSHY_EMULATOR_FAKE_DRIVER = True
+SUSHY_EMULATOR_FAKE_SYSTEMS = [
+    {'uuid': '27946b59-9e44-4fa7-8e91-f3527a1ef095', 'name': 'fake2', 'power_state': 'Off',
+     'nics': [{'mac': '00:5c:52:31:3a:9d', 'ip': '172.22.0.101'}]},
 ]
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	name := fmt.Sprintf("vbmcd-test-%d", os.Getpid())
-	if out, err := pm("run", "-d", "--name", name, "--network", "host", "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096",
-		"-v", conf+":/etc/sushy:ro", "-e", "VBMCD_PASSWORD=image-pass-1", "localhost/bmlab/vbmcd:test",
-		"--backend", "sim", "--sim-systems", "/etc/sushy/conf.py", "--sim-delay", "0", "--insecure-http", "--redfish-addr", addr, "--ipmi=false"); err != nil {
-		t.Fatalf("podman run: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := pm("rm", "-f", "-t", "5", name); err != nil {
-			t.Errorf("podman rm: %v\n%s", err, out)
+	vbmctlPort := testenv.Port(t, "127.0.0.1")
+
+	run := func(name string, args ...string) {
+		t.Helper()
+		base := []string{"run", "-d", "--name", name, "--network", "host", "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096",
+			"-e", "VBMCD_PASSWORD=image-pass-1"}
+		if out, err := pm(append(base, args...)...); err != nil {
+			t.Fatalf("podman run: %v\n%s", err, out)
 		}
-	})
-	url := "http://" + addr
-	if !testenv.WaitFor(30*time.Second, func() bool {
-		r, err := send("GET", url+"/redfish/v1/Systems/fake1", "admin", "image-pass-1", "")
-		return err == nil && r.Code == 200
-	}) {
-		logs, _ := pm("logs", name)
-		t.Fatalf("the container's vbmcd does not answer on %s; its log:\n%s", addr, logs)
+		t.Cleanup(func() {
+			if out, err := pm("rm", "-f", "-t", "5", name); err != nil {
+				t.Errorf("podman rm: %v\n%s", err, out)
+			}
+		})
 	}
-	const id = "27946b59-9e44-4fa7-8e91-f3527a1ef094"
-	sushy(t, url, "admin", "image-pass-1", id, "boot", "Pxe", "Once", "UEFI")
-	if st := sushy(t, url, "admin", "image-pass-1", id, "reset", "On"); st.Power != "On" && st.Power != "PoweringOn" {
+	answers := func(name, url, system string) {
+		t.Helper()
+		if !testenv.WaitFor(30*time.Second, func() bool {
+			r, err := send("GET", url+"/redfish/v1/Systems/"+system, "admin", "image-pass-1", "")
+			return err == nil && r.Code == 200
+		}) {
+			logs, _ := pm("logs", name)
+			t.Fatalf("the container's vbmcd does not answer on %s; its log:\n%s", url, logs)
+		}
+	}
+	devName := fmt.Sprintf("vbmcd-test-devenv-%d", os.Getpid())
+	run(devName, "-v", devEnv+":/root/sushy:ro", "localhost/bmlab/vbmcd:test")
+	devURL := fmt.Sprintf("http://127.0.0.1:%d", devEnvPort)
+	answers(devName, devURL, "fake1")
+	const id1, id2 = "27946b59-9e44-4fa7-8e91-f3527a1ef094", "27946b59-9e44-4fa7-8e91-f3527a1ef095"
+	sushy(t, devURL, "admin", "image-pass-1", id1, "boot", "Cd", "Once", "UEFI")
+	sushy(t, devURL, "admin", "image-pass-1", id1, "reset", "On")
+	ipa.waitFor(t, "fake1 booted through the container", func(_ []map[string]any, d []string) bool {
+		return len(d) == 1 && d[0] == "boot fake1"
+	})
+	sushy(t, devURL, "admin", "image-pass-1", id1, "reset", "ForceOff")
+	ipa.waitFor(t, "fake1's agent stopped", func(_ []map[string]any, d []string) bool {
+		return len(d) == 2 && d[1] == "shutdown fake1"
+	})
+	if logs, _ := pm("logs", devName); !strings.Contains(logs, "--redfish-addr [::]:"+fmt.Sprint(devEnvPort)) ||
+		!strings.Contains(logs, "SUSHY_EMULATOR_AUTH_FILE /root/sushy/htpasswd is not read") {
+		t.Errorf("the dev-env container's log does not say how it maps the configuration:\n%s", logs)
+	}
+
+	name := fmt.Sprintf("vbmcd-test-vbmctl-%d", os.Getpid())
+	run(name, "-v", vbmctlConf+":/etc/sushy/sushy-emulator.conf:ro", "-e", "SUSHY_EMULATOR_CONFIG=/etc/sushy/sushy-emulator.conf",
+		"localhost/bmlab/vbmcd:test",
+		"sushy-emulator", "--interface", "127.0.0.1", "--port", fmt.Sprint(vbmctlPort), "--storage-pool", "default", "--libvirt-uri", "qemu:///system")
+	url := fmt.Sprintf("http://127.0.0.1:%d", vbmctlPort)
+	answers(name, url, "fake2")
+	sushy(t, url, "admin", "image-pass-1", id2, "boot", "Pxe", "Once", "UEFI")
+	if st := sushy(t, url, "admin", "image-pass-1", id2, "reset", "On"); st.Power != "On" && st.Power != "PoweringOn" {
 		t.Errorf("after On through the container: %+v", st)
 	}
 	if top, err := pm("top", name, "user", "args"); err != nil || !strings.Contains(top, "vbmcd ") || strings.Contains(top, "root") {

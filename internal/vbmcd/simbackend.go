@@ -35,7 +35,7 @@ func newSim(ctx context.Context, cfg Config, log *zap.Logger) (*sim.Backend, *si
 	}
 	log.Info("systems file read", zap.String("file", cfg.SimSystems), zap.String("form", f.Form), zap.Int("systems", len(f.Systems)))
 	for _, s := range f.Ignored {
-		log.Info("a sushy-tools setting vbmcd does not take from the file", zap.String("setting", s))
+		log.Info("a sushy-tools setting the systems file does not give vbmcd (vbmcd sushy-emulator maps the listen address, TLS, the driver and the libvirt URI from it; the rest are vbmcd flags)", zap.String("setting", s))
 	}
 	if f.Media != "" && cfg.SimMedia == "" {
 		opts = append(opts, sim.WithMedia(f.Media))

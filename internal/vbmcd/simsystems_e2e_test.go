@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -171,7 +171,27 @@ SUSHY_EMULATOR_FAKE_SYSTEMS = [
 		return len(d) == 2 && d[1] == "shutdown fake1"
 	})
 
+	// Each power change is announced as the fake driver announces it: the
+	// pending state with its apply_time (whole seconds) and the state
+	// still the old one, then the new state with no pending one.
 	ipa.mu.Lock()
+	var steps []string
+	for _, b := range ipa.bodies {
+		st := fmt.Sprint(b["power_state"])
+		if p, ok := b["pending_power"].(map[string]any); ok {
+			at, _ := p["apply_time"].(float64)
+			if at != float64(int64(at)) || int64(at) < time.Now().Unix()-60 {
+				t.Errorf("apply_time %v: want the Unix second the change applies", p["apply_time"])
+			}
+			st = fmt.Sprintf("%s->%v", st, p["power_state"])
+		}
+		if len(steps) == 0 || steps[len(steps)-1] != st {
+			steps = append(steps, st)
+		}
+	}
+	if want := []string{"Off", "Off->On", "On", "On->Off", "Off"}; !slices.Equal(steps, want) {
+		t.Errorf("fake1's power as announced: %v, want %v", steps, want)
+	}
 	for _, b := range ipa.bodies {
 		if b["name"] != "fake1" || b["external_notifier"] != true {
 			t.Errorf("an announcement of another system, or without the entry's keys: %v", b)
@@ -189,12 +209,8 @@ SUSHY_EMULATOR_FAKE_SYSTEMS = [
 // TestListenerDown in internal/simnotify).
 func TestNotifierDown(t *testing.T) {
 	testenv.Integration(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close()
+	// A port held for this test that nothing listens on.
+	dead := fmt.Sprintf("http://127.0.0.1:%d", testenv.Port(t, "127.0.0.1"))
 	file := filepath.Join(t.TempDir(), "systems.yaml")
 	if err := os.WriteFile(file, []byte("notifier: {url: 'http://127.0.0.1:1'}\nsystems:\n- {name: n0, notify: true}\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -103,6 +103,7 @@ VBMCD_REDFISH_ADDR). Flags win over the environment, which wins over the file.`,
 		return machine.NewService(be, zap.NewNop()), cancel, nil
 	}
 	cmd.AddCommand(ipmicmd.NewCommand(open, streams.Out))
+	cmd.AddCommand(newSushyCommand(streams, getenv))
 	cmd.AddCommand(newFaultCommand(func() (string, error) {
 		if err := fill(cmd.PersistentFlags(), configFile, getenv); err != nil {
 			return "", err
