@@ -152,8 +152,11 @@ type Account struct {
 	// global account.
 	System string `json:"system,omitempty"`
 	// Slot is the IPMI user ID.
-	Slot   uint8 `json:"slot"`
-	Locked bool  `json:"-"`
+	Slot uint8 `json:"slot"`
+	// Locked: the name is locked for logins from some source (see
+	// lockout.go); LockedUntil is when the lock of the source asked
+	// about ends (Store.Verify's and Key's callers).
+	Locked bool `json:"-"`
 	// HasPassword is false for a user made over IPMI whose password is not
 	// set yet; it cannot log in.
 	HasPassword bool `json:"-"`
@@ -166,9 +169,6 @@ type record struct {
 	Account
 	Hash   []byte `json:"hash,omitempty"`
 	Secret []byte `json:"secret,omitempty"`
-
-	failures    int
-	lockedUntil time.Time
 }
 
 // Policy is the lockout policy (AccountService AccountLockoutThreshold and
@@ -205,8 +205,14 @@ type Store struct {
 	recs   map[string]*record // by ID
 	next   int
 	policy Policy
+	locks  lockout
 
-	gen atomic.Uint64
+	gen     atomic.Uint64
+	changed Signal // fired whenever gen changes
+
+	// lockEnd is the latest end of any lock (unix nanoseconds): before
+	// it, a cached login must ask LockedFor; after it, none is locked.
+	lockEnd atomic.Int64
 }
 
 // Option configures a Store.
@@ -321,9 +327,21 @@ func idLess(a, b string) bool {
 	return x < y
 }
 
-// Generation changes whenever an account changes (also when one locks), so
-// that callers caching verified credentials know when to check again.
+// Generation changes whenever an account changes, so that callers caching
+// verified credentials know when to check again. A lock is no change: it
+// refuses logins, not what is logged in.
 func (s *Store) Generation() uint64 { return s.gen.Load() }
+
+// Changed returns a channel closed at the next change of an account
+// (created, changed, deleted): a face holding sessions or streams of an
+// account checks them again then.
+func (s *Store) Changed() <-chan struct{} { return s.changed.Wait() }
+
+// bump marks a change: a new generation, and Changed's channel closed.
+func (s *Store) bump() {
+	s.gen.Add(1)
+	s.changed.Fire()
+}
 
 // Policy returns the lockout policy.
 func (s *Store) Policy() Policy {
@@ -350,7 +368,7 @@ func (s *Store) SetPolicy(p Policy) error {
 
 func (s *Store) viewLocked(r *record) Account {
 	a := r.Account
-	a.Locked = !r.lockedUntil.IsZero() && s.now().Before(r.lockedUntil)
+	a.Locked = s.locks.any(r.UserName, s.now())
 	a.HasPassword = len(r.Hash) > 0
 	return a
 }
@@ -412,13 +430,42 @@ func (s *Store) slotFreeLocked(system string, slot uint8) bool {
 	return true
 }
 
+// InvalidError is a value an account may not take (errors.Is ErrInvalid):
+// which field, and why.
+type InvalidError struct {
+	Field string // FieldName, FieldPassword, FieldRole or FieldSlot
+	// TooLong is set when the value is longer than Max bytes.
+	TooLong bool
+	Max     int
+	err     error
+}
+
+// The fields of an InvalidError.
+const (
+	FieldName     = "name"
+	FieldPassword = "password"
+	FieldRole     = "role"
+	FieldSlot     = "slot"
+)
+
+func (e *InvalidError) Error() string { return e.err.Error() }
+
+// Unwrap makes errors.Is(err, ErrInvalid) true.
+func (e *InvalidError) Unwrap() error { return e.err }
+
+func invalid(field string, format string, args ...any) *InvalidError {
+	return &InvalidError{Field: field, err: fmt.Errorf(format, args...)}
+}
+
 func checkName(name string) error {
 	if name == "" || len(name) > MaxNameLength {
-		return fmt.Errorf("user name %q: %w: want 1 to %d bytes", name, ErrInvalid, MaxNameLength)
+		e := invalid(FieldName, "user name %q: %w: want 1 to %d bytes", name, ErrInvalid, MaxNameLength)
+		e.TooLong, e.Max = len(name) > MaxNameLength, MaxNameLength
+		return e
 	}
 	for _, c := range []byte(name) {
 		if c <= ' ' || c >= 0x7f || c == ':' {
-			return fmt.Errorf("user name %q: %w: printable ASCII without spaces or ':'", name, ErrInvalid)
+			return invalid(FieldName, "user name %q: %w: printable ASCII without spaces or ':'", name, ErrInvalid)
 		}
 	}
 	return nil
@@ -427,7 +474,9 @@ func checkName(name string) error {
 // CheckPassword says what is wrong with a password, or nil.
 func CheckPassword(p string) error {
 	if len(p) < MinPasswordLength || len(p) > MaxPasswordLength {
-		return fmt.Errorf("password: %w: want %d to %d bytes (IPMI takes at most %d)", ErrInvalid, MinPasswordLength, MaxPasswordLength, MaxPasswordLength)
+		e := invalid(FieldPassword, "password: %w: want %d to %d bytes (IPMI takes at most %d)", ErrInvalid, MinPasswordLength, MaxPasswordLength, MaxPasswordLength)
+		e.TooLong, e.Max = len(p) > MaxPasswordLength, MaxPasswordLength
+		return e
 	}
 	return nil
 }
@@ -487,7 +536,7 @@ func (s *Store) Create(n New) (Account, error) {
 		return Account{}, err
 	}
 	if !n.Role.Valid() {
-		return Account{}, fmt.Errorf("role %q: %w: want one of %v", n.Role, ErrInvalid, Roles)
+		return Account{}, invalid(FieldRole, "role %q: %w: want one of %v", n.Role, ErrInvalid, Roles)
 	}
 	if !n.NoPassword {
 		if err := CheckPassword(n.Password); err != nil {
@@ -511,7 +560,7 @@ func (s *Store) Create(n New) (Account, error) {
 			return Account{}, fmt.Errorf("user %q: %w (IPMI user IDs %d-%d are all used)", n.UserName, ErrFull, FirstSlot, MaxSlot)
 		}
 	} else if slot < FirstSlot || slot > MaxSlot {
-		return Account{}, fmt.Errorf("IPMI user ID %d: %w: want %d to %d", slot, ErrInvalid, FirstSlot, MaxSlot)
+		return Account{}, invalid(FieldSlot, "IPMI user ID %d: %w: want %d to %d", slot, ErrInvalid, FirstSlot, MaxSlot)
 	} else if !s.slotFreeLocked(n.System, slot) {
 		return Account{}, fmt.Errorf("IPMI user ID %d: %w", slot, ErrExists)
 	}
@@ -528,7 +577,7 @@ func (s *Store) Create(n New) (Account, error) {
 		s.next--
 		return Account{}, err
 	}
-	s.gen.Add(1)
+	s.bump()
 	return s.viewLocked(r), nil
 }
 
@@ -555,7 +604,7 @@ func (s *Store) Update(id string, c Change) (Account, error) {
 		}
 	}
 	if c.Role != nil && !c.Role.Valid() {
-		return Account{}, fmt.Errorf("role %q: %w: want one of %v", *c.Role, ErrInvalid, Roles)
+		return Account{}, invalid(FieldRole, "role %q: %w: want one of %v", *c.Role, ErrInvalid, Roles)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -576,8 +625,8 @@ func (s *Store) Update(id string, c Change) (Account, error) {
 	if c.Enabled != nil {
 		r.Enabled = *c.Enabled
 	}
-	if c.Unlock {
-		r.failures, r.lockedUntil = 0, time.Time{}
+	if c.Unlock || (c.UserName != nil && *c.UserName != old.UserName) {
+		s.locks.clear(old.UserName)
 	}
 	if c.Password != nil {
 		if err := s.setPasswordLocked(r, *c.Password); err != nil {
@@ -589,7 +638,7 @@ func (s *Store) Update(id string, c Change) (Account, error) {
 		*r = old
 		return Account{}, err
 	}
-	s.gen.Add(1)
+	s.bump()
 	return s.viewLocked(r), nil
 }
 
@@ -606,7 +655,8 @@ func (s *Store) Delete(id string) error {
 		s.recs[id] = r
 		return err
 	}
-	s.gen.Add(1)
+	s.locks.clear(r.UserName)
+	s.bump()
 	return nil
 }
 
@@ -619,48 +669,84 @@ func (s *Store) byNameLocked(name string) *record {
 	return nil
 }
 
-// usableLocked: enabled, with a password, not locked.
-func (s *Store) usableLocked(r *record) error {
+// usableLocked: enabled, with a password.
+func usableLocked(r *record) error {
 	if !r.Enabled || len(r.Hash) == 0 {
 		return ErrCredentials
-	}
-	if !r.lockedUntil.IsZero() {
-		if s.now().Before(r.lockedUntil) {
-			return ErrLocked
-		}
-		r.failures, r.lockedUntil = 0, time.Time{}
 	}
 	return nil
 }
 
-// failLocked counts a failure and locks the account at the threshold.
-func (s *Store) failLocked(r *record) {
-	r.failures++
-	if s.policy.Threshold > 0 && r.failures >= s.policy.Threshold && s.policy.Duration > 0 {
-		r.lockedUntil = s.now().Add(s.policy.Duration)
-		r.failures = 0
-		s.gen.Add(1)
+// LockedError is a login refused because its name is locked for its source
+// (the lockout policy): until when.
+type LockedError struct {
+	Until time.Time
+}
+
+func (e *LockedError) Error() string {
+	return "locked after repeated failed logins from this address until " + e.Until.UTC().Format(time.RFC3339)
+}
+
+// Is makes errors.Is(err, ErrLocked) true.
+func (e *LockedError) Is(target error) bool { return target == ErrLocked }
+
+// failLocked counts a failure of name from source; s.mu is held.
+func (s *Store) failLocked(name, source string) {
+	if s.locks.fail(name, source, s.policy, s.now()) {
+		if end := s.now().Add(s.policy.Duration).UnixNano(); end > s.lockEnd.Load() {
+			s.lockEnd.Store(end)
+		}
 	}
 }
 
-// Verify checks a user name and password (Redfish). Unknown users and wrong
-// passwords are ErrCredentials; a wrong password counts towards the lock;
-// a locked account is ErrLocked whatever the password. found is false when
-// no account has the name, so the caller may try other user sources.
+// LockedFor returns a *LockedError when name is locked for logins from
+// source, else nil: for a face that keeps verified credentials (a cache)
+// and must not let them through a lock. It costs one atomic load while no
+// lock is in force.
+func (s *Store) LockedFor(name, source string) error {
+	if s.now().UnixNano() >= s.lockEnd.Load() {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lockedLocked(name, source)
+}
+
+// lockedLocked returns a *LockedError when name is locked for source.
+func (s *Store) lockedLocked(name, source string) error {
+	if until := s.locks.until(name, source, s.now()); !until.IsZero() {
+		return &LockedError{Until: until}
+	}
+	return nil
+}
+
+// Verify checks a user name and password (Redfish) from source (the
+// client's address, "ip:port"). Unknown users and wrong passwords are
+// ErrCredentials and count towards the lock of the name for source; a name
+// locked for source is a *LockedError (errors.Is ErrLocked) whatever the
+// password, for unknown names too, so a lock tells nothing of which names
+// exist. found is false when no account has the name, so the caller may
+// try other user sources.
 //
 // Every refusal costs one bcrypt comparison, against a dummy hash when
 // there is no hash to compare with: an unknown name answered in 1 ms
 // against 100 ms or more for a wrong password told which names exist
 // (issue 25).
-func (s *Store) Verify(user, pass string) (a Account, found bool, err error) {
+func (s *Store) Verify(user, pass, source string) (a Account, found bool, err error) {
 	s.mu.Lock()
 	r := s.byNameLocked(user)
+	if lerr := s.lockedLocked(user, source); lerr != nil {
+		s.mu.Unlock()
+		s.compareDummy(pass)
+		return Account{}, r != nil, lerr
+	}
 	if r == nil {
+		s.failLocked(user, source)
 		s.mu.Unlock()
 		s.compareDummy(pass)
 		return Account{}, false, ErrCredentials
 	}
-	if err := s.usableLocked(r); err != nil {
+	if err := usableLocked(r); err != nil {
 		s.mu.Unlock()
 		s.compareDummy(pass)
 		return Account{}, true, err
@@ -670,15 +756,13 @@ func (s *Store) Verify(user, pass string) (a Account, found bool, err error) {
 	// The hash is compared outside the lock: bcrypt is slow on purpose.
 	if bcrypt.CompareHashAndPassword(hash, []byte(pass)) != nil {
 		s.mu.Lock()
-		if cur := s.recs[r.ID]; cur == r {
-			s.failLocked(r)
-		}
+		s.failLocked(user, source)
 		s.mu.Unlock()
 		return Account{}, true, ErrCredentials
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r.failures = 0
+	s.locks.succeed(user, source)
 	return s.viewLocked(r), true, nil
 }
 
@@ -699,16 +783,23 @@ func (s *Store) compareDummy(pass string) {
 }
 
 // Key returns the IPMI key (the password) of user as seen from system's BMC,
-// for RAKP; found is false when no account there has the name.
-func (s *Store) Key(system, user string) (key []byte, a Account, found bool, err error) {
+// for RAKP from source (the console's address; "" for no lock check, as a
+// BMC's own Set User Password test does); found is false when no account
+// there has the name.
+func (s *Store) Key(system, user, source string) (key []byte, a Account, found bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.byNameLocked(user)
 	if r == nil || !r.Reaches(system) {
 		return nil, Account{}, false, ErrCredentials
 	}
-	if err := s.usableLocked(r); err != nil {
+	if err := usableLocked(r); err != nil {
 		return nil, Account{}, true, err
+	}
+	if source != "" {
+		if err := s.lockedLocked(user, source); err != nil {
+			return nil, Account{}, true, err
+		}
 	}
 	k, ok := s.openSecretLocked(r)
 	if !ok {
@@ -717,22 +808,19 @@ func (s *Store) Key(system, user string) (key []byte, a Account, found bool, err
 	return k, s.viewLocked(r), true, nil
 }
 
-// Failed counts an authentication failure of user on the IPMI face.
-func (s *Store) Failed(user string) {
+// Failed counts an authentication failure of user from source on the IPMI
+// face towards the name's lock for that source.
+func (s *Store) Failed(user, source string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r := s.byNameLocked(user); r != nil {
-		s.failLocked(r)
-	}
+	s.failLocked(user, source)
 }
 
-// Succeeded resets user's failure count.
-func (s *Store) Succeeded(user string) {
+// Succeeded forgets the failures of user from source.
+func (s *Store) Succeeded(user, source string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r := s.byNameLocked(user); r != nil {
-		r.failures = 0
-	}
+	s.locks.succeed(user, source)
 }
 
 // ByName returns the account named user.

@@ -8,10 +8,14 @@
 // one system (reaches that system only, on both faces). Passwords are kept
 // twice: a bcrypt hash, which Redfish checks, and the cleartext sealed with
 // AES-256-GCM, because IPMI's RAKP needs the key K_UID itself (see
-// DECISION.md). Repeated failures lock an account for a while; a refused
-// login costs one bcrypt comparison whether the name exists or not, so the
-// time does not tell names apart. Throttle slows guessing per source
-// address (IPv6 per /64, rolled up into its /48 when several fail).
+// DECISION.md). Repeated failures from one source lock the name for that
+// source for a while (lockout.go: everyone once several sources hold a
+// lock; unknown names alike; a lock ends no session); a refused login costs
+// one bcrypt comparison whether the name exists or not, so the time does
+// not tell names apart. Throttle slows guessing per source address (IPv6
+// per /64, rolled up into its /48 when several fail). Changed tells the
+// faces at once when an account changes, so that what is logged in
+// follows it (Signal).
 //
 // The store lives in two files of the state directory, both 0600:
 // accounts.json and accounts.key. It does not hold the bootstrap

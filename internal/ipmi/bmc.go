@@ -19,6 +19,7 @@ import (
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/ipmi/session"
 	"github.com/bmlab/bmlab/internal/ipmi/wire"
+	"github.com/bmlab/bmlab/internal/lograte"
 	"github.com/bmlab/bmlab/internal/machine"
 )
 
@@ -56,7 +57,8 @@ type sess struct {
 	limit     uint8 // highest privilege the session may take
 	priv      uint8 // present privilege
 	user      string
-	decoy     bool // user unknown: RAKP 2 carries a decoy code, RAKP 3 fails
+	acct      string // the stored account's ID; "" for the daemon's or the machine's own user
+	decoy     bool   // user unknown: RAKP 2 carries a decoy code, RAKP 3 fails
 	keys      *session.Keys
 	window    session.Window
 	outSeq    uint32
@@ -84,6 +86,7 @@ type bmc struct {
 	drops    struct {
 		logged, since time.Time      // the last line about dropped set-ups
 		n             map[string]int // drops since, by why
+		src           map[string]int // drops since, by the source that caused them
 	}
 	decoyKey [32]byte // keys the decoy codes of unknown users
 	guid     [16]byte // the system GUID in IPMI byte order
@@ -350,8 +353,7 @@ func (b *bmc) sweepLocked(now time.Time) {
 				// Message 2 went out and no Message 3 came: ipmitool and
 				// FreeIPMI stop there when the code does not match their
 				// password, which is how most refused logins end.
-				b.log.Info("login refused", zap.String("face", "ipmi"), zap.String("user", accounts.LogName(s.user)),
-					zap.Stringer("remote", s.addr), zap.String("why", "no RAKP 3 came: a wrong password or an unknown user"))
+				b.refused(s.user, s.addr, "no RAKP 3 came: a wrong password or an unknown user")
 			}
 			b.dropLocked(id)
 		}
@@ -464,7 +466,7 @@ func (b *bmc) roomLocked(now time.Time, src netip.Addr) bool {
 		}
 	}
 	if own >= pendingPerSource {
-		b.droppedLocked(now, "source")
+		b.droppedLocked(now, "source", src)
 		b.dropLocked(oldest.id)
 		return true
 	}
@@ -477,10 +479,10 @@ func (b *bmc) roomLocked(now time.Time, src netip.Addr) bool {
 	}
 	pending = slices.DeleteFunc(pending, func(s *sess) bool { return b.sessions[s.id] != s })
 	if len(pending) == 0 {
-		b.droppedLocked(now, "refused")
+		b.droppedLocked(now, "refused", src)
 		return false
 	}
-	b.droppedLocked(now, "evicted")
+	b.droppedLocked(now, "evicted", src)
 	b.dropLocked(pending[mrand.IntN(len(pending))].id)
 	return true
 }
@@ -491,22 +493,98 @@ const dropLogEvery = 10 * time.Second
 
 // droppedLocked counts a session set-up pushed out or refused for room
 // (metric vbmcd_ipmi_session_setups_dropped_total) and logs the counts at
-// most once per dropLogEvery, so a flood costs a line, not a line a packet.
-// Callers hold b.mu.
-func (b *bmc) droppedLocked(now time.Time, why string) {
+// most once per dropLogEvery, with the sources that caused most of them,
+// so a flood costs a line, not a line a packet. src is the source whose
+// request caused the drop. Callers hold b.mu.
+func (b *bmc) droppedLocked(now time.Time, why string, src netip.Addr) {
 	b.cfg.metrics.SetupDropped(why)
 	d := &b.drops
 	if d.n == nil {
-		d.n, d.since = map[string]int{}, now
+		d.n, d.src, d.since = map[string]int{}, map[string]int{}, now
 	}
 	d.n[why]++
+	if k := src.String(); d.src[k] > 0 || len(d.src) < 256 {
+		d.src[k]++
+	}
 	if !d.logged.IsZero() && now.Sub(d.logged) < dropLogEvery {
 		return
 	}
 	b.log.Warn("IPMI session set-ups dropped for room (an open-session flood, or more consoles than sessions)",
 		zap.Int("source", d.n["source"]), zap.Int("evicted", d.n["evicted"]), zap.Int("refused", d.n["refused"]),
+		zap.Int("reserved", d.n["reserved"]), zap.Strings("most from (source: count)", lograte.Top(d.src, 5)),
 		zap.Duration("within", now.Sub(d.since)), zap.Int("sessions", len(b.sessions)))
-	d.logged, d.since, d.n = now, now, map[string]int{}
+	d.logged, d.since, d.n, d.src = now, now, map[string]int{}, map[string]int{}
+}
+
+// recheck holds session id to its stored account as the account is now
+// (IPMI v2.0 §6.12: a session may not exceed its user's privilege limit):
+// a deleted or disabled account's session ends (false); a lowered role
+// lowers the session's privilege, and ends its serial console below
+// Operator. A session of the daemon's or the machine's own user is left
+// alone.
+func (b *bmc) recheck(id uint32) bool {
+	b.mu.Lock()
+	s := b.sessions[id]
+	if s == nil {
+		b.mu.Unlock()
+		return false
+	}
+	acct := s.acct
+	b.mu.Unlock()
+	if acct == "" || b.cfg.accounts == nil {
+		return true
+	}
+	limit, ok := b.accountLimit(acct)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s = b.sessions[id]
+	if s == nil {
+		return false
+	}
+	if !ok {
+		b.log.Info("IPMI session ended: its account was deleted or disabled", zap.String("user", accounts.LogName(s.user)),
+			zap.Stringer("remote", s.addr))
+		b.dropLocked(id)
+		return false
+	}
+	if limit < s.priv {
+		b.log.Info("IPMI session lowered to its account's new role", zap.String("user", accounts.LogName(s.user)),
+			zap.Stringer("remote", s.addr), zap.Uint8("privilege", limit))
+	}
+	s.limit = min(s.limit, limit)
+	s.priv = min(s.priv, limit)
+	if s.priv < privOperator && b.sol != nil && b.sol.owner == id {
+		sol := b.sol
+		b.sol = nil
+		go sol.stop()
+	}
+	return true
+}
+
+// recheckAll rechecks every session of a stored account (the account store
+// changed).
+func (b *bmc) recheckAll() {
+	b.mu.Lock()
+	var ids []uint32
+	for id, s := range b.sessions {
+		if s.acct != "" {
+			ids = append(ids, id)
+		}
+	}
+	b.mu.Unlock()
+	for _, id := range ids {
+		b.recheck(id)
+	}
+}
+
+// accountLimit is stored account id's privilege limit on this BMC; false
+// when it can no longer log in here (deleted, disabled, no password).
+func (b *bmc) accountLimit(id string) (uint8, bool) {
+	a, err := b.cfg.accounts.Get(id)
+	if err != nil || !a.Enabled || !a.HasPassword || !a.Reaches(b.id) {
+		return 0, false
+	}
+	return a.Role.IPMILimit(), true
 }
 
 // pendingPerSource bounds the sessions one source address may have in set-up.
@@ -571,7 +649,7 @@ func (b *bmc) rakp1(p []byte, from net.Addr) []byte {
 		return b.rakp2ErrLocked(m.Tag, 0, wire.StatusInvalidSessionID)
 	}
 	if d := b.cfg.throttle.Wait(from.String()); d > 0 {
-		b.log.Debug("RAKP 1 unanswered: too many failed logins", zap.Stringer("remote", from), zap.Duration("wait", d))
+		b.refused(string(m.Username), from, "RAKP 1 unanswered: too many failed logins from this address")
 		return nil
 	}
 	b.cfg.throttle.Failed(from.String())
@@ -584,7 +662,7 @@ func (b *bmc) rakp1(p []byte, from net.Addr) []byte {
 		b.dropLocked(s.id)
 		return b.rakp2ErrLocked(m.Tag, s.consoleID, wire.StatusUnauthorizedRole)
 	}
-	pass, limit, ok := b.lookupLocked(string(m.Username))
+	pass, limit, acct, ok := b.lookupLocked(string(m.Username), from.String())
 	s.decoy = !ok
 	if !ok {
 		pass, limit = b.decoyPass(m.Username), privAdmin
@@ -594,6 +672,13 @@ func (b *bmc) rakp1(p []byte, from net.Addr) []byte {
 		b.dropLocked(s.id)
 		return b.rakp2ErrLocked(m.Tag, s.consoleID, wire.StatusUnauthorizedRole)
 	}
+	if ok && !b.roomForLocked(priv, s.id) {
+		// The last session is kept for an administrator.
+		b.droppedLocked(time.Now(), "reserved", s.src)
+		b.dropLocked(s.id)
+		return b.rakp2ErrLocked(m.Tag, s.consoleID, wire.StatusNoResources)
+	}
+	s.acct = acct
 	s.ex = session.Exchange{
 		Auth: s.suite.Auth, ConsoleID: s.consoleID, BMCID: s.id,
 		ConsoleRandom: m.ConsoleRandom, GUID: b.guid, Role: m.Role,
@@ -622,28 +707,63 @@ func (b *bmc) rakp2ErrLocked(tag uint8, consoleID uint32, st wire.Status) []byte
 	return v2Plain(wire.PayloadRAKP2, wire.RAKP2{Tag: tag, Status: st, ConsoleID: consoleID}.Append(nil))
 }
 
-// lookupLocked finds a user's password (its RAKP key) and privilege limit:
-// the daemon's or the machine's own users are administrators; stored
-// accounts have their role's limit and must be enabled and not locked.
-func (b *bmc) lookupLocked(name string) (string, uint8, bool) {
+// lookupLocked finds a user's password (its RAKP key), privilege limit and
+// stored account ID, for a console at source: the daemon's or the
+// machine's own users are administrators; stored accounts have their
+// role's limit and must be enabled and not locked for source.
+func (b *bmc) lookupLocked(name, source string) (pass string, limit uint8, acct string, ok bool) {
 	for _, u := range b.users {
 		if u.Username == name {
-			return u.Password, privAdmin, true
+			return u.Password, privAdmin, "", true
 		}
 	}
 	if st := b.cfg.accounts; st != nil {
-		if key, a, _, err := st.Key(b.id, name); err == nil {
-			return string(key), a.Role.IPMILimit(), true
+		if key, a, _, err := st.Key(b.id, name, source); err == nil {
+			return string(key), a.Role.IPMILimit(), a.ID, true
 		}
 	}
-	return "", 0, false
+	return "", 0, "", false
 }
 
-// authFailed counts a failed login of a stored account towards its lock.
-func (b *bmc) authFailed(name string) {
-	if b.cfg.accounts != nil {
-		b.cfg.accounts.Failed(name)
+// refused logs a refused login, rate-limited (config.refusals), with its
+// source and user.
+func (b *bmc) refused(user string, from net.Addr, why string) {
+	fs := []zap.Field{zap.String("face", "ipmi"), zap.String("user", accounts.LogName(user)), zap.Stringer("remote", from), zap.String("why", why)}
+	if b.cfg.refusals == nil {
+		b.log.Info("login refused", fs...)
+		return
 	}
+	host := ""
+	if u, ok := from.(*net.UDPAddr); ok {
+		host = u.IP.String()
+	}
+	b.cfg.refusals.Refused(host+" "+accounts.LogName(user), "login refused", fs...)
+}
+
+// authFailed counts a failed login towards the name's lock for source.
+func (b *bmc) authFailed(name, source string) {
+	if b.cfg.accounts != nil {
+		b.cfg.accounts.Failed(name, source)
+	}
+}
+
+// roomForLocked reports whether a session asking for privilege level priv
+// may become active: the last place of the table is kept for a session at
+// the administrator level, so consoles of lower roles that fill the rest
+// cannot shut an administrator out (issue 32: a ReadOnly user holding all
+// 16 sessions kept the Administrator out). self, a session in set-up, is
+// not counted. Callers hold b.mu.
+func (b *bmc) roomForLocked(priv uint8, self uint32) bool {
+	if priv >= privAdmin || b.cfg.maxSessions < 2 {
+		return true
+	}
+	active := 0
+	for id, s := range b.sessions {
+		if id != self && s.state == stateActive && s.limit < privAdmin {
+			active++
+		}
+	}
+	return active < b.cfg.maxSessions-1
 }
 
 // rakp3 checks RAKP Message 3 and answers with Message 4 (IPMI v2.0 §13.22,
@@ -665,22 +785,25 @@ func (b *bmc) rakp3(p []byte, from net.Addr) []byte {
 		return v2Plain(wire.PayloadRAKP4, wire.RAKP4{Tag: m.Tag, Status: st, ConsoleID: s.consoleID}.Append(nil))
 	}
 	refused := func(why string, st wire.Status) []byte {
-		b.authFailed(s.user)
+		b.authFailed(s.user, from.String())
 		b.cfg.metrics.LoginFailed("ipmi")
-		b.log.Info("login refused", zap.String("face", "ipmi"), zap.String("user", accounts.LogName(s.user)),
-			zap.Stringer("remote", from), zap.String("why", why))
+		b.refused(s.user, from, why)
 		return fail(st)
 	}
 	if m.Status != wire.StatusOK {
 		// The console refused our RAKP 2 (most often: its password differs).
 		return refused("the console refused RAKP 2: "+m.Status.String(), m.Status)
 	}
-	pass, _, ok := b.lookupLocked(s.user)
+	pass, _, acct, ok := b.lookupLocked(s.user, from.String())
 	if !ok {
 		pass = b.decoyPass([]byte(s.user)) // same work as a known user
 	}
-	if !session.Equal(s.ex.RAKP3Code([]byte(pass)), m.AuthCode) || s.decoy || !ok {
+	if !session.Equal(s.ex.RAKP3Code([]byte(pass)), m.AuthCode) || s.decoy || !ok || acct != s.acct {
 		return refused("wrong password or unknown user", wire.StatusInvalidIntegrityValue)
+	}
+	if !b.roomForLocked(s.limit, s.id) {
+		b.droppedLocked(time.Now(), "reserved", s.src)
+		return fail(wire.StatusNoResources)
 	}
 	sik := s.ex.SIK([]byte(pass)) // no BMC key: Kg is Kuid (IPMI v2.0 §13.31)
 	keys, err := session.NewKeys(s.suite, sik)
@@ -690,6 +813,9 @@ func (b *bmc) rakp3(p []byte, from net.Addr) []byte {
 	s.keys = keys
 	s.state = stateActive
 	b.cfg.throttle.Refund(from.String())
+	if b.cfg.accounts != nil && s.acct != "" {
+		b.cfg.accounts.Succeeded(s.user, from.String())
+	}
 	s.priv = s.limit
 	s.last = time.Now()
 	return v2Plain(wire.PayloadRAKP4, wire.RAKP4{Tag: m.Tag, ConsoleID: s.consoleID, IntegrityCheck: s.ex.RAKP4Code(sik)}.Append(nil))
@@ -717,8 +843,11 @@ func (b *bmc) inSession(pk wire.V2Packet, from net.Addr) []byte {
 	}
 	s.last = time.Now()
 	s.addr = from
-	id := s.id
+	id, acct := s.id, s.acct
 	b.mu.Unlock()
+	if acct != "" && !b.recheck(id) {
+		return nil // its account is gone: so is the session
+	}
 
 	switch pk.Header.PayloadType {
 	case wire.PayloadIPMI:

@@ -131,11 +131,22 @@ func TestIPMILoginThrottle(t *testing.T) {
 	if err := dial(testUser, testPass); err == nil || errors.As(err, new(*client.StatusError)) {
 		t.Errorf("after 3 failures, the right password: %v; want no answer", err)
 	}
-	refused := logs.FilterMessage("login refused").All()
-	if len(refused) != 3 {
-		t.Fatalf("%d refusals logged, want 3", len(refused))
+	// The three wrong passwords, then the unanswered tries of the right
+	// one (the client repeats RAKP 1): every refusal is logged, the
+	// throttled ones too (issue 32: they were not).
+	all := logs.FilterMessage("login refused").All()
+	var refused, throttled []observer.LoggedEntry
+	for _, e := range all {
+		if why, _ := e.ContextMap()["why"].(string); strings.Contains(why, "too many failed logins") {
+			throttled = append(throttled, e)
+		} else {
+			refused = append(refused, e)
+		}
 	}
-	for _, e := range refused {
+	if len(refused) != 3 || len(throttled) == 0 {
+		t.Fatalf("%d refusals and %d throttled tries logged, want 3 and at least 1: %v", len(refused), len(throttled), all)
+	}
+	for _, e := range all {
 		f := e.ContextMap()
 		if u, _ := f["user"].(string); len(u) > 64+len("…") || f["remote"] == nil || f["face"] != "ipmi" {
 			t.Errorf("refusal logged as %v", f)

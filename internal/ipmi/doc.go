@@ -9,7 +9,12 @@
 // privilege), answers commands, runs Serial-over-LAN and owns the sockets.
 // A Manager reconciles listeners with the model: it starts, stops and rebinds
 // BMCs as machines gain, change or lose their IPMI endpoint, without a
-// restart. Users are the shared account store's (users.go). The SDR
+// restart. Users are the shared account store's (users.go); a session of a
+// stored account is held to the account as it is now, per command and when
+// the store changes (a deleted or disabled account's sessions end, a lower
+// role lowers them), and the last session of a BMC is kept for the
+// ADMINISTRATOR level. Refused logins are logged rate-limited
+// (internal/lograte). The SDR
 // repository holds four threshold sensors (two temperatures, a fan, the power
 // drawn) whose readings follow the machine's power state (sdr.go).
 //

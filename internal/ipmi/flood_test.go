@@ -139,7 +139,13 @@ func TestDroppedSetupsCountedAndLoggedBounded(t *testing.T) {
 	if len(lines) != 1 {
 		t.Fatalf("%d log lines for %v drops, want 1", len(lines), counts)
 	}
-	if f := lines[0].ContextMap(); f["source"] != int64(1) {
+	f := lines[0].ContextMap()
+	if f["source"] != int64(1) {
 		t.Errorf("the first line says %v, want the first drop (source 1)", f)
+	}
+	// It names the source that caused the drop (issue 32: the flood's
+	// summary lines named no source).
+	if from, _ := f["most from (source: count)"].([]any); len(from) != 1 || !strings.HasPrefix(fmt.Sprint(from[0]), "127.") {
+		t.Errorf("the line names the sources %v, want the one source that caused its drop", f["most from (source: count)"])
 	}
 }

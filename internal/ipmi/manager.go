@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/bmlab/bmlab/internal/lograte"
 	"github.com/bmlab/bmlab/internal/machine"
 )
 
@@ -37,6 +38,7 @@ func NewManager(svc *machine.Service, log *zap.Logger, opts ...Option) *Manager 
 	for _, o := range opts {
 		o(&cfg)
 	}
+	cfg.refusals = lograte.New(log, "IPMI logins refused (more than the log shows one by one)", 20, 10*time.Second)
 	return &Manager{svc: svc, log: log, cfg: cfg, bmcs: map[string]*bmc{}, failed: map[string]endpoint{}}
 }
 
@@ -71,11 +73,25 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.reconcileAll(ctx)
 	tick := time.NewTicker(reconcileEvery)
 	defer tick.Stop()
+	var changed <-chan struct{} // the account store's next change
+	if m.cfg.accounts != nil {
+		changed = m.cfg.accounts.Changed()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			m.shutdown()
 			return nil
+		case <-changed:
+			// An account was deleted, disabled or changed role: its
+			// sessions end or are lowered now, not at their next
+			// command.
+			changed = m.cfg.accounts.Changed()
+			m.mu.Lock()
+			for _, b := range m.bmcs {
+				b.recheckAll()
+			}
+			m.mu.Unlock()
 		case ev, ok := <-events:
 			if !ok {
 				events = nil

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/bmlab/bmlab/internal/accounts"
+	"github.com/bmlab/bmlab/internal/lograte"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/metrics"
 )
@@ -23,6 +24,7 @@ type config struct {
 	idle        time.Duration
 	halfOpen    time.Duration
 	replyWithin time.Duration
+	refusals    *lograte.Log // refused logins, rate-limited; made by NewManager
 }
 
 func defaultConfig() config {

@@ -76,10 +76,17 @@ func startSOL(t *testing.T, l *lab, i int) *solConsole {
 // startSOLAs is startSOL as user at privilege level.
 func startSOLAs(t *testing.T, l *lab, i int, user, pass, level string) *solConsole {
 	t.Helper()
+	return underScript(t, l, i, user, pass, level, "sol", "activate")
+}
+
+// underScript runs ipmitool against BMC i as user at level with args under
+// script(1), whose terminal it reads from the returned console's in.
+func underScript(t *testing.T, l *lab, i int, user, pass, level string, args ...string) *solConsole {
+	t.Helper()
 	bin := testenv.Command(t, "ipmitool")
 	scr := testenv.Command(t, "script")
 	host, port, _ := net.SplitHostPort(l.addrs[i])
-	line := strings.Join([]string{"exec", bin, "-I", "lanplus", "-H", host, "-p", port, "-U", user, "-P", pass, "-L", level, "sol", "activate"}, " ")
+	line := strings.Join(append([]string{"exec", bin, "-I", "lanplus", "-H", host, "-p", port, "-U", user, "-P", pass, "-L", level}, args...), " ")
 	cmd := exec.Command(scr, "-q", "-e", "-c", line, "/dev/null")
 	cmd.Env = append(os.Environ(), "SHELL=/bin/sh")
 	in, err := cmd.StdinPipe()

@@ -215,7 +215,7 @@ func (b *bmc) setUserPassword(s *sessRef, d []byte) (wire.CompletionCode, []byte
 		}
 		want := u.pass
 		if u.acct != nil {
-			key, _, _, err := b.cfg.accounts.Key(b.id, u.name)
+			key, _, _, err := b.cfg.accounts.Key(b.id, u.name, "")
 			if err != nil {
 				return 0x80, nil // password test failed
 			}

@@ -54,8 +54,8 @@ func (b *bmc) call(method, path, body string) (int, string) {
 	}
 	req, _ := http.NewRequest(method, b.url+path, r)
 	req.SetBasicAuth("admin", "pw")
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+	if body != "" || method == http.MethodPost || method == http.MethodPatch {
+		req.Header.Set("Content-Type", "application/json") // a change names JSON, even without a body
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

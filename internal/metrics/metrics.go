@@ -91,6 +91,18 @@ func (r *Registry) Counter(name, help string, fn func() float64) {
 	}
 }
 
+// CounterBy registers a counter read at scrape time for each value of
+// one label: fn(value) must never go down.
+func (r *Registry) CounterBy(name, help, label string, values []string, fn func(value string) float64) {
+	if r == nil {
+		return
+	}
+	for _, v := range values {
+		r.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: prometheus.Labels{label: v}},
+			func() float64 { return fn(v) }))
+	}
+}
+
 // Redfish counts one answered request.
 func (r *Registry) Redfish(route, method string, code int, took time.Duration) {
 	if r == nil {

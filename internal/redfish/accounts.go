@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -282,18 +283,34 @@ var accountPatchSchema = fields{
 }
 
 // storeError turns an account store error into a Redfish error.
-func storeError(err error, prop string) *apiError {
+func storeError(err error, in obj) *apiError {
+	var ie *accounts.InvalidError
 	switch {
 	case errors.Is(err, accounts.ErrExists):
 		return newError(http.StatusConflict, MsgResourceInUse).with(err.Error())
-	case errors.Is(err, accounts.ErrInvalid):
-		return newError(http.StatusBadRequest, MsgPropertyValueFormatError, "(hidden)", prop).with(err.Error())
+	case errors.As(err, &ie):
+		// The property the store refused, named as the request named
+		// it: a 17-byte UserName was reported as a bad Password.
+		prop, shown := accountProps[ie.Field], "(hidden)"
+		if v, ok := in[prop].(string); ok && prop != "Password" {
+			shown = truncate(v, maxArgText)
+		}
+		if ie.TooLong {
+			return newError(http.StatusBadRequest, MsgStringValueTooLong, shown, strconv.Itoa(ie.Max)).with(err.Error())
+		}
+		return newError(http.StatusBadRequest, MsgPropertyValueFormatError, shown, prop).with(err.Error())
 	case errors.Is(err, accounts.ErrFull):
 		return newError(http.StatusBadRequest, MsgInsufficientStorage).with(err.Error())
 	case errors.Is(err, accounts.ErrNotFound):
 		return newError(http.StatusNotFound, MsgResourceNotFound, "ManagerAccount", "")
 	}
 	return newError(http.StatusInternalServerError, MsgInternalError).with(err.Error())
+}
+
+// accountProps names the account store's fields as ManagerAccount does.
+var accountProps = map[string]string{
+	accounts.FieldName: "UserName", accounts.FieldPassword: "Password",
+	accounts.FieldRole: "RoleId", accounts.FieldSlot: "IPMI user ID",
 }
 
 func postAccount(s *Server, c *call) *apiError {
@@ -341,7 +358,7 @@ func postAccount(s *Server, c *call) *apiError {
 	}
 	a, e := s.accounts.Create(n)
 	if e != nil {
-		return storeError(e, "Password")
+		return storeError(e, body)
 	}
 	s.logChange(c, "account created", zap.String("account", a.UserName), zap.String("role", string(a.Role)), zap.String("system", a.System))
 	c.w.Header().Set("Location", accountURI(a.ID))
@@ -402,7 +419,7 @@ func patchAccount(s *Server, c *call) *apiError {
 	}
 	a, e := s.accounts.Update(a.ID, ch)
 	if e != nil {
-		return storeError(e, "Password")
+		return storeError(e, body)
 	}
 	s.logChange(c, "account changed", zap.String("account", a.UserName))
 	s.writeJSON(c, http.StatusOK, accountResource(a.ID, a.UserName, a.Role, a.Enabled, a.Locked, a.System))
@@ -421,7 +438,7 @@ func deleteAccount(s *Server, c *call) *apiError {
 		return newError(http.StatusForbidden, MsgInsufficientPrivilege).with("Deleting an account needs the ConfigureUsers privilege.")
 	}
 	if e := s.accounts.Delete(a.ID); e != nil {
-		return storeError(e, "")
+		return storeError(e, nil)
 	}
 	s.logChange(c, "account deleted", zap.String("account", a.UserName))
 	c.w.WriteHeader(http.StatusNoContent)

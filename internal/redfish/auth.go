@@ -6,6 +6,9 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bmlab/bmlab/internal/accounts"
+	"github.com/bmlab/bmlab/internal/lograte"
 	"github.com/bmlab/bmlab/internal/machine"
 )
 
@@ -91,10 +95,12 @@ func equalConst(a, b string) bool {
 
 func sum(s string) [32]byte { return sha256.Sum256([]byte(s)) }
 
-// verify checks a user name and password against the service credentials,
-// the stored accounts and every machine's own; nil when none knows them,
-// with why when a stored account refused them (disabled, locked).
-func (s *Server) verify(user, pass string) (*principal, error) {
+// verify checks a user name and password from remote (the client's
+// address) against the service credentials, the stored accounts and every
+// machine's own; nil when none knows them, with why when a stored account
+// refused them (disabled; a *accounts.LockedError when the name is locked
+// for remote).
+func (s *Server) verify(user, pass, remote string) (*principal, error) {
 	if s.admin != nil {
 		u, p := sum(user), sum(pass)
 		okU := subtle.ConstantTimeCompare(u[:], s.adminUser[:])
@@ -103,14 +109,20 @@ func (s *Server) verify(user, pass string) (*principal, error) {
 			return s.admin, nil
 		}
 	}
+	var locked error
 	if s.accounts != nil {
 		gen := s.accounts.Generation()
-		a, found, err := s.accounts.Verify(user, pass)
+		a, found, err := s.accounts.Verify(user, pass, remote)
 		if found {
 			if err != nil {
 				return nil, err
 			}
 			return fromAccount(a, gen), nil
+		}
+		if errors.Is(err, accounts.ErrLocked) {
+			// An unknown name locks as an account's does: a machine's
+			// own user may still match below.
+			locked = err
 		}
 	}
 	ps := sum(pass)
@@ -121,7 +133,20 @@ func (s *Server) verify(user, pass string) (*principal, error) {
 			return cand, nil
 		}
 	}
-	return nil, nil
+	return nil, locked
+}
+
+// refusal is the 401 of a refused login: a name locked for the client's
+// address says so and until when (the client's own failures locked it,
+// and unknown names lock alike, so this tells nothing of which names
+// exist); anything else is "not accepted".
+func refusal(why error) *apiError {
+	var le *accounts.LockedError
+	if errors.As(why, &le) {
+		return unauthorized(fmt.Sprintf("The account is locked for logins from this address after repeated failures, until %s; wait, or ask an administrator to unlock it.",
+			le.Until.UTC().Format(time.RFC3339)))
+	}
+	return unauthorized("The credentials were not accepted.")
 }
 
 // slowed refuses to check credentials from a source that failed too often
@@ -132,6 +157,9 @@ func (s *Server) slowed(c *call) *apiError {
 		return nil
 	}
 	secs := strconv.Itoa(int((d + time.Second - 1) / time.Second))
+	host := hostOf(c.r.RemoteAddr)
+	s.refusals.Refused(host+" (throttled)", "login refused: too many failed logins from this address (429)",
+		zap.String("remote", c.r.RemoteAddr), zap.Duration("wait", d))
 	return newError(http.StatusTooManyRequests, MsgServiceTemporarilyUnavailable, secs).
 		with("Too many failed logins from this address.").withHeader("Retry-After", secs)
 }
@@ -144,8 +172,20 @@ func (s *Server) refused(c *call, user string, why error) {
 	if why != nil {
 		fs = append(fs, zap.Error(why))
 	}
-	s.log.Info("login refused", fs...)
+	s.refusals.Refused(hostOf(c.r.RemoteAddr)+" "+accounts.LogName(user), "login refused", fs...)
 }
+
+// hostOf is the address of a remote "host:port".
+func hostOf(remote string) string {
+	if h, _, err := net.SplitHostPort(remote); err == nil {
+		return h
+	}
+	return remote
+}
+
+// Refusals is the service's rate-limited log of refused logins, which the
+// web console, sharing its sessions, logs its own refusals to.
+func (s *Server) Refusals() *lograte.Log { return s.refusals }
 
 // basicCache remembers who verified Basic credentials belong to, so a
 // request with known credentials costs no bcrypt and, in the usual
@@ -171,6 +211,58 @@ type basicCache struct {
 	// verifies counts Basic requests that needed a full check of their
 	// credentials (tests read it).
 	verifies atomic.Int64
+
+	// flights are the checks under way, by credentials: requests with
+	// the same credentials wait for the one check (a bcrypt comparison,
+	// 100 ms or more) instead of making their own. 750 HTTP/2 streams
+	// with new credentials made 750 comparisons and stalled the daemon
+	// for a minute (issue 32).
+	fmu     sync.Mutex
+	flights map[flightKey]*flight
+}
+
+// flightKey names a check: the credentials and the client's address (a
+// lock holds for one source only).
+type flightKey struct {
+	credKey
+	src string
+}
+
+// flight is one check of credentials, shared by the requests that came
+// while it ran.
+type flight struct {
+	done chan struct{}
+	p    *principal
+	why  error
+}
+
+// once runs check for k, or waits for the one running; first is false
+// for a request that waited.
+func (b *basicCache) once(ck credKey, remote string, check func() (*principal, error)) (p *principal, why error, first bool) {
+	k := flightKey{ck, remote}
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		k.src = host
+	}
+	b.fmu.Lock()
+	if f := b.flights[k]; f != nil {
+		b.fmu.Unlock()
+		<-f.done
+		return f.p, f.why, false
+	}
+	if b.flights == nil {
+		b.flights = map[flightKey]*flight{}
+	}
+	f := &flight{done: make(chan struct{})}
+	b.flights[k] = f
+	b.fmu.Unlock()
+	defer func() {
+		b.fmu.Lock()
+		delete(b.flights, k)
+		b.fmu.Unlock()
+		close(f.done)
+	}()
+	f.p, f.why = check()
+	return f.p, f.why, true
 }
 
 // credKey names one pair of credentials without the password.
@@ -277,7 +369,7 @@ func (s *Server) authenticate(c *call) *apiError {
 		if s.stale(who) {
 			if who = s.refresh(who); who == nil {
 				s.sessions.remove(sess)
-				return unauthorized("The session's account was changed, disabled, locked or deleted.")
+				return unauthorized("The session's account was disabled or deleted.")
 			}
 			sess.who.Store(who)
 		}
@@ -292,6 +384,9 @@ func (s *Server) authenticate(c *call) *apiError {
 		return unauthorized("The Authorization header is too long.")
 	}
 	if p := s.basic.get(auth[0]); p != nil && !s.stale(p) {
+		if err := s.lockedOut(p, c); err != nil {
+			return refusal(err)
+		}
 		c.who = p
 		return nil
 	}
@@ -302,6 +397,9 @@ func (s *Server) authenticate(c *call) *apiError {
 	k := s.basic.key(user, pass)
 	canonical := canonicalBasic(auth[0], user, pass)
 	if p := s.basic.getCred(k); p != nil && !s.stale(p) {
+		if err := s.lockedOut(p, c); err != nil {
+			return refusal(err)
+		}
 		if canonical {
 			s.basic.put(k, auth[0], true, p)
 		}
@@ -311,15 +409,30 @@ func (s *Server) authenticate(c *call) *apiError {
 	if err := s.slowed(c); err != nil {
 		return err
 	}
-	s.basic.verifies.Add(1)
-	p, why := s.verify(user, pass)
+	p, why, first := s.basic.once(k, c.r.RemoteAddr, func() (*principal, error) {
+		s.basic.verifies.Add(1)
+		return s.verify(user, pass, c.r.RemoteAddr)
+	})
 	if p == nil {
-		s.refused(c, user, why)
-		return unauthorized("The credentials were not accepted.")
+		if first {
+			s.refused(c, user, why)
+		}
+		return refusal(why)
 	}
 	s.basic.put(k, auth[0], canonical, p)
 	c.who = p
 	return nil
+}
+
+// lockedOut returns the lock that holds a stored account's name for the
+// client's address: it holds for cached credentials too, or a guesser's
+// right guess would pass through the cache that the account's owner
+// filled.
+func (s *Server) lockedOut(p *principal, c *call) error {
+	if p.acct == "" || s.accounts == nil {
+		return nil
+	}
+	return s.accounts.LockedFor(p.user, c.r.RemoteAddr)
 }
 
 func parseBasic(h string) (user, pass string, ok bool) {
@@ -350,6 +463,7 @@ type sessionStore struct {
 	mu      sync.RWMutex
 	byToken map[string]*session
 	byID    map[string]*session
+	changed accounts.Signal // fired when a session ends
 }
 
 // count is how many sessions there are (expired ones not yet swept included).
@@ -362,6 +476,12 @@ func (st *sessionStore) count() int {
 // lookup returns the live session of a token and marks it used; an expired
 // session is removed.
 func (st *sessionStore) lookup(token string, now time.Time, ttl time.Duration) *session {
+	return st.find(token, now, ttl, true)
+}
+
+// find returns the live session of a token, marked used when use is set;
+// an expired session is removed.
+func (st *sessionStore) find(token string, now time.Time, ttl time.Duration, use bool) *session {
 	st.mu.RLock()
 	sess := st.byToken[token]
 	st.mu.RUnlock()
@@ -372,15 +492,22 @@ func (st *sessionStore) lookup(token string, now time.Time, ttl time.Duration) *
 		st.remove(sess)
 		return nil
 	}
-	sess.last.Store(now.UnixNano())
+	if use {
+		sess.last.Store(now.UnixNano())
+	}
 	return sess
 }
 
+// remove ends a session, and tells those watching (Server.Changed).
 func (st *sessionStore) remove(sess *session) {
 	st.mu.Lock()
+	_, ok := st.byID[sess.id]
 	delete(st.byToken, sess.token)
 	delete(st.byID, sess.id)
 	st.mu.Unlock()
+	if ok {
+		st.changed.Fire()
+	}
 }
 
 // create opens a session, after dropping expired ones; nil when max live
@@ -388,11 +515,17 @@ func (st *sessionStore) remove(sess *session) {
 func (st *sessionStore) create(who *principal, now time.Time, ttl time.Duration, max, perUser int) *session {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	own := 0
+	own, expired := 0, false
+	defer func() {
+		if expired {
+			st.changed.Fire()
+		}
+	}()
 	for _, sess := range st.byID {
 		if now.Sub(time.Unix(0, sess.last.Load())) > ttl {
 			delete(st.byToken, sess.token)
 			delete(st.byID, sess.id)
+			expired = true
 			continue
 		}
 		if sess.who.Load().id == who.id {
@@ -444,7 +577,9 @@ func (p *principal) sees(other *principal) bool {
 func (s *Server) refresh(p *principal) *principal {
 	gen := s.accounts.Generation()
 	a, err := s.accounts.Get(p.acct)
-	if err != nil || !a.Enabled || a.Locked || !a.HasPassword {
+	if err != nil || !a.Enabled || !a.HasPassword {
+		// A lock refuses new logins (from the sources it holds for),
+		// not what is logged in.
 		return nil
 	}
 	return fromAccount(a, gen)

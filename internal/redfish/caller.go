@@ -1,6 +1,8 @@
 package redfish
 
 import (
+	"time"
+
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/machine"
 )
@@ -15,7 +17,19 @@ type Caller struct {
 	// privilege on that machine).
 	Role       accounts.Role
 	Privileges accounts.Privilege
-	p          *principal
+	// Expires is when the session ends if it is not used before.
+	Expires time.Time
+	p       *principal
+}
+
+// Key names who the caller is, for counting what each user holds: a
+// stored account by its ID, the service user by name, a machine's user by
+// name and password.
+func (c Caller) Key() string {
+	if c.p == nil {
+		return ""
+	}
+	return c.p.id
 }
 
 // Can reports whether the caller holds every privilege of need.
@@ -32,10 +46,22 @@ func (c Caller) CanAccess(m *machine.Machine) bool { return c.p != nil && c.p.ca
 // session used as a request with X-Auth-Token would; false when the token is
 // unknown, expired or its account can no longer log in.
 func (s *Server) SessionCaller(token string) (Caller, bool) {
+	return s.sessionCaller(token, true)
+}
+
+// SessionState is SessionCaller without marking the session used: what a
+// long-lived stream asks when it checks its session again, so that the
+// stream does not keep the session alive past its timeout.
+func (s *Server) SessionState(token string) (Caller, bool) {
+	return s.sessionCaller(token, false)
+}
+
+func (s *Server) sessionCaller(token string, use bool) (Caller, bool) {
 	if token == "" || len(token) > maxAuthHeader {
 		return Caller{}, false
 	}
-	sess := s.sessions.lookup(token, s.now(), s.ttl)
+	now := s.now()
+	sess := s.sessions.find(token, now, s.ttl, use)
 	if sess == nil {
 		return Caller{}, false
 	}
@@ -47,5 +73,19 @@ func (s *Server) SessionCaller(token string) (Caller, bool) {
 		}
 		sess.who.Store(who)
 	}
-	return Caller{User: who.user, Role: who.role, Privileges: who.priv, p: who}, true
+	return Caller{User: who.user, Role: who.role, Privileges: who.priv, p: who,
+		Expires: time.Unix(0, sess.last.Load()).Add(s.ttl)}, true
+}
+
+// Changed returns channels closed at the next end of a session (logout,
+// deletion, expiry noticed, its account refused) and at the next change of
+// an account (deleted, disabled, its role changed; nil without an account
+// store): a face that keeps a session's stream open checks it again then
+// (SessionState), so that revocation reaches it at once.
+func (s *Server) Changed() (sessions, accounts <-chan struct{}) {
+	sessions = s.sessions.changed.Wait()
+	if s.accounts != nil {
+		accounts = s.accounts.Changed()
+	}
+	return sessions, accounts
 }

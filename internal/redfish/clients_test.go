@@ -1,9 +1,14 @@
 package redfish
 
 import (
+	"fmt"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stmcginnis/gofish"
@@ -233,5 +238,114 @@ func TestRedfishtool(t *testing.T) {
 	}
 	if out := run("-A", "Basic", "SessionService"); !strings.Contains(out, "SessionTimeout") {
 		t.Errorf("SessionService:\n%s", out)
+	}
+}
+
+// recorded is a handler that keeps every request's method, path, Content-Type
+// and answer, for tests that show what a client sent.
+type recorded struct {
+	h  http.Handler
+	mu sync.Mutex
+	l  []string // "METHOD PATH [Content-Type] → STATUS"
+}
+
+func (rec *recorded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sr := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	rec.h.ServeHTTP(sr, r)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.l = append(rec.l, fmt.Sprintf("%s %s [%s] → %d", r.Method, r.URL.Path, r.Header.Get("Content-Type"), sr.status))
+}
+
+// lines returns what was recorded of changes (not GETs).
+func (rec *recorded) changes() []string {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var out []string
+	for _, l := range rec.l {
+		if !strings.HasPrefix(l, "GET ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestSushyEveryAction: each action and change Ironic makes through
+// python3-sushy (SessionOrBasicAuth, Ironic's default) still succeeds now
+// that a POST without a JSON Content-Type is refused (issue 32): sushy's
+// EjectMedia and ResetBios try without a body first, are answered 415, and
+// send {} as JSON; nothing ends in a 415.
+func TestSushyEveryAction(t *testing.T) {
+	testenv.Integration(t)
+	py := testenv.Python(t, "sushy")
+	f := eventFixture(t)
+	rec := &recorded{h: f.h}
+	ts := httptest.NewServer(rec)
+	t.Cleanup(ts.Close)
+	out, err := exec.Command(py, "testdata/sushy_actions.py", ts.URL, testUser, testPass, f.ids[0]).CombinedOutput()
+	t.Logf("sushy:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "DONE") {
+		t.Fatalf("sushy: %v", err)
+	}
+	changes := rec.changes()
+	t.Logf("what sushy sent:\n%s", strings.Join(changes, "\n"))
+	refused := map[string]bool{}
+	for _, l := range changes {
+		path := strings.Fields(l)[1]
+		switch {
+		case strings.HasSuffix(l, "→ 415"):
+			refused[path] = true
+		case strings.Contains(l, "[application/json]") && !strings.HasSuffix(l, "→ 415"):
+			delete(refused, path)
+		}
+	}
+	for p := range refused {
+		t.Errorf("sushy's %s ended refused (415)", p)
+	}
+	for _, want := range []string{"VirtualMedia.EjectMedia", "Bios.ResetBios", "Manager.Reset", "EventService.SubmitTestEvent", "SecureBoot.ResetKeys"} {
+		if !slices.ContainsFunc(changes, func(l string) bool {
+			return strings.Contains(l, want) && strings.HasSuffix(l, "→ 204") || strings.Contains(l, want) && strings.HasSuffix(l, "→ 200")
+		}) {
+			t.Errorf("no successful %s among what sushy sent", want)
+		}
+	}
+}
+
+// TestFenceRedfish: fence_redfish (Debian's fence-agents, what a two-node
+// cluster fences with) reads and changes power over HTTPS, JSON-typed as
+// the refusal of untyped POSTs (issue 32) needs.
+func TestFenceRedfish(t *testing.T) {
+	testenv.Integration(t)
+	fence := testenv.Command(t, "fence_redfish")
+	f := newFixture(t, 1)
+	rec := &recorded{h: f.h}
+	ts := httptest.NewTLSServer(rec)
+	t.Cleanup(ts.Close)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(ts.URL, "https://"))
+	run := func(action string) string {
+		t.Helper()
+		out, err := exec.Command(fence, "--ip=127.0.0.1", "--ipport="+port, "--username="+testUser, "--password="+testPass,
+			"--ssl-insecure", "--systems-uri=/redfish/v1/Systems/"+f.ids[0], "--action="+action).CombinedOutput()
+		if err != nil && action != "status" {
+			t.Fatalf("fence_redfish --action=%s: %v\n%s", action, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if out := run("status"); !strings.Contains(out, "OFF") {
+		t.Errorf("status of an Off system: %q", out)
+	}
+	run("on")
+	if out := run("status"); !strings.Contains(out, "ON") {
+		t.Errorf("status after on: %q", out)
+	}
+	run("reboot")
+	run("off")
+	if m, _ := f.svc.Get(f.ids[0]); m.Power != "Off" {
+		t.Errorf("power %s after fence_redfish off", m.Power)
+	}
+	for _, l := range rec.changes() {
+		if strings.HasSuffix(l, "→ 415") || !strings.Contains(l, "[application/json]") {
+			t.Errorf("fence_redfish sent %s", l)
+		}
 	}
 }

@@ -21,8 +21,10 @@
 // GET of an unchanged resource is a map lookup and a write, and its ETag is
 // computed once per render. Writes (PATCH, actions) are validated here
 // (property names, types, enums, duplicate keys, a PATCH that changes
-// nothing, with Base registry messages; bodies, messages and echoed values
-// bounded, patch.go and messages.go) and carried out
+// nothing, with Base registry messages; bodies read as they arrive, charged
+// to the listener's budget (internal/admission), and with messages and
+// echoed values bounded, patch.go and messages.go; a POST or PATCH must
+// name a JSON Content-Type) and carried out
 // by the machine model, which owns the BMC semantics (Once/Continuous boot
 // overrides, pending BIOS settings, secure boot at the next start, media
 // changes live on a running machine).
@@ -33,6 +35,9 @@
 // only, and collections list only what the caller may see. Accounts and
 // roles come from internal/accounts; an account bound to a system changes
 // nothing service-wide (the lockout policy, the event retry settings).
+// Sessions are shared with the web console (caller.go: SessionCaller,
+// SessionState, and Changed, which tells it at once when a session ends or
+// an account changes). Refused logins are logged rate-limited.
 //
 // What it does not do: talk to a hypervisor or decide BMC semantics. It does
 // not listen either: the caller wraps Handler in an http.Server, with

@@ -312,7 +312,16 @@ func (e *events) remove(sub *subscription) bool {
 func (e *events) view(sub *subscription) obj {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return sub.resource()
+	return sub.resource(true)
+}
+
+// viewFor renders a subscription for who: a caller who may not manage
+// subscriptions (ConfigureManager) sees the Destination's query string
+// redacted too, which often carries the listener's token.
+func (e *events) viewFor(sub *subscription, who *principal) obj {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return sub.resource(who.priv&accounts.ConfigureManager != 0)
 }
 
 func (e *events) policyOf(sub *subscription) string {
@@ -491,10 +500,10 @@ func (e *events) suspend(sub *subscription) {
 	e.save()
 }
 
-// shown is the Destination as GET bodies and logs show it: a password in
-// it redacted, cut to 256 bytes.
+// shown is the Destination as logs show it: a password and the query
+// string's values redacted, cut to 256 bytes.
 func (sub *subscription) shown() string {
-	return truncate(redactURL(sub.Destination), 256)
+	return truncate(redactQuery(redactURL(sub.Destination)), 256)
 }
 
 // redactURL hides the password of a URL's user:password.
@@ -504,6 +513,26 @@ func redactURL(s string) string {
 		return s
 	}
 	return u.Redacted()
+}
+
+// redactQuery hides the values of a URL's query string
+// (?token=secret becomes ?token=xxxxx), and its fragment.
+func redactQuery(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || (u.RawQuery == "" && u.Fragment == "" && !u.ForceQuery) {
+		return s
+	}
+	parts := strings.Split(u.RawQuery, "&")
+	for i, kv := range parts {
+		if k, _, ok := strings.Cut(kv, "="); ok {
+			parts[i] = k + "=xxxxx"
+		} else if kv != "" {
+			parts[i] = "xxxxx"
+		}
+	}
+	u.RawQuery = strings.Join(parts, "&")
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
 }
 
 func (e *events) post(sub *subscription, body []byte) bool {
@@ -551,11 +580,17 @@ func (e *events) stopAll() {
 
 func subscriptionURI(id string) string { return subscriptionsURI + "/" + id }
 
-func (sub *subscription) resource() obj {
+// resource renders the subscription; full shows the Destination's query
+// string (to those who manage subscriptions).
+func (sub *subscription) resource(full bool) obj {
+	dest := redactURL(sub.Destination)
+	if !full {
+		dest = redactQuery(dest)
+	}
 	o := obj{
 		"@odata.id": subscriptionURI(sub.ID), "@odata.type": "#EventDestination.v1_13_0.EventDestination",
 		"Id": sub.ID, "Name": "Event Subscription " + sub.ID,
-		"Destination": redactURL(sub.Destination), "Context": sub.Context, "Protocol": "Redfish",
+		"Destination": dest, "Context": sub.Context, "Protocol": "Redfish",
 		"SubscriptionType": "RedfishEvent", "EventFormatType": "Event",
 		"DeliveryRetryPolicy": sub.Policy,
 		"Status":              subscriptionStatus(sub.Suspended),
@@ -705,7 +740,7 @@ func getSubscription(s *Server, c *call) *apiError {
 	if err != nil {
 		return err
 	}
-	s.writeJSON(c, http.StatusOK, s.events.view(sub))
+	s.writeJSON(c, http.StatusOK, s.events.viewFor(sub, c.who))
 	return nil
 }
 
@@ -768,7 +803,7 @@ func patchSubscription(s *Server, c *call) *apiError {
 		sub.Policy = v
 	}
 	e.save()
-	cur := sub.resource()
+	cur := sub.resource(true)
 	e.mu.Unlock()
 	s.logChange(c, "event subscription changed", zap.String("subscription", sub.ID))
 	s.writeJSON(c, http.StatusOK, cur)
@@ -803,8 +838,14 @@ func postSubscription(s *Server, c *call) *apiError {
 	// every delivery, on the address it resolves to.
 	if a, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil {
 		if why := s.events.policy.Why(a); why != "" {
-			return newError(http.StatusBadRequest, MsgPropertyValueNotInList, truncate(redactURL(dest), 64), "Destination").
-				with("The destination's address is refused by the BMC's outbound address policy: " + why + ".")
+			// Refused by vbmcd's policy, not by the listener: the
+			// message says so and which flag allows the address (as for
+			// a virtual media image), not "choose a value from the
+			// enumeration list".
+			m := newMessage(MsgAccessDenied, truncate(redactQuery(redactURL(dest)), maxArgText))
+			m.Resolution = "The BMC did not subscribe: its outbound address policy refuses the destination's address (" + why +
+				"). Use a listener the BMC may reach, or have the BMC's administrator allow the address."
+			return &apiError{status: http.StatusBadRequest, messages: []messageObject{m}}
 		}
 	}
 	sub := &subscription{Destination: dest, Headers: map[string]string{}, Policy: policySuspend, Systems: s.scope(c.who)}
@@ -832,7 +873,7 @@ func postSubscription(s *Server, c *call) *apiError {
 	e.mu.Lock()
 	if len(e.subs) >= maxSubscriptions {
 		e.mu.Unlock()
-		return newError(http.StatusServiceUnavailable, MsgOperationNotAllowed).with(fmt.Sprintf("At most %d subscriptions; delete one first.", maxSubscriptions))
+		return newError(http.StatusBadRequest, MsgCreateLimitReachedForResource).with(fmt.Sprintf("At most %d subscriptions; delete one first.", maxSubscriptions))
 	}
 	e.next++
 	sub.ID = strconv.Itoa(e.next)

@@ -117,7 +117,9 @@ func (s *Server) fail(c *call, e *apiError) {
 		h.Set(kv[0], kv[1])
 	}
 	delete(h, "Etag")
-	if e.status >= 500 {
+	if e.status >= 500 && e.status != http.StatusServiceUnavailable {
+		// 503s are refusals for room or injected faults, counted and
+		// logged (rate-limited) where they are decided.
 		s.log.Error("request failed", zap.String("method", c.r.Method), zap.String("path", c.r.URL.Path),
 			zap.Int("status", e.status), zap.String("error", e.Error()), zap.String("detail", e.detail))
 	}
@@ -693,10 +695,10 @@ func postSession(s *Server, c *call) *apiError {
 	if err := s.slowed(c); err != nil {
 		return err
 	}
-	who, why := s.verify(user, pass)
+	who, why := s.verify(user, pass, c.r.RemoteAddr)
 	if who == nil {
 		s.refused(c, user, why)
-		return unauthorized("The credentials were not accepted.")
+		return refusal(why)
 	}
 	sess := s.sessions.create(who, s.now(), s.ttl, s.maxSessions, s.maxPerUser)
 	if sess == nil {

@@ -45,7 +45,8 @@ func newFixture(t testing.TB, n int, opts ...Option) *fixture {
 	return f
 }
 
-// req describes a request; auth "" means the service credentials, "-" none.
+// req describes a request; auth "" means the service credentials, "-" none;
+// ctype "" is application/json for a change or a body, "-" none.
 type req struct {
 	method, path string
 	body         string
@@ -53,6 +54,7 @@ type req struct {
 	header       map[string]string
 	user, pass   string
 	noAuth       bool
+	remote       string // the client's address; default httptest's 192.0.2.1:1234
 }
 
 func (f *fixture) do(q req) *httptest.ResponseRecorder {
@@ -65,10 +67,16 @@ func (f *fixture) do(q req) *httptest.ResponseRecorder {
 		q.method = http.MethodGet
 	}
 	r := httptest.NewRequest(q.method, q.path, body)
+	if q.remote != "" {
+		r.RemoteAddr = q.remote
+	}
+	// A change names JSON, as every client does, unless the test says
+	// otherwise ("-": no Content-Type at all).
 	switch {
+	case q.ctype == "-":
 	case q.ctype != "":
 		r.Header.Set("Content-Type", q.ctype)
-	case q.body != "":
+	case q.body != "" || q.method == http.MethodPost || q.method == http.MethodPatch || q.method == http.MethodPut:
 		r.Header.Set("Content-Type", "application/json")
 	}
 	if !q.noAuth {

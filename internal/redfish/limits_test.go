@@ -205,7 +205,10 @@ func TestVirtualMediaVerifiesCertificatesByDefault(t *testing.T) {
 // checked, right ones included; credentials verified before stay served;
 // another source is not slowed.
 func TestLoginThrottle(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
 	f := newFixture(t, 1, WithThrottle(accounts.NewThrottle(3, time.Minute)))
+	f.srv = New(f.svc, zap.New(core), WithCredentials(testUser, testPass), WithThrottle(accounts.NewThrottle(3, time.Minute)))
+	f.h = f.srv.Handler()
 	if w := f.do(req{path: f.sys(0)}); w.Code != http.StatusOK {
 		t.Fatalf("good Basic: %d", w.Code)
 	}
@@ -228,6 +231,11 @@ func TestLoginThrottle(t *testing.T) {
 			!cmp.Equal(got, []string{"ServiceTemporarilyUnavailable"}) {
 			t.Errorf("%s %s over budget: %d Retry-After %q %v, want 429 with Retry-After", q.method, q.path, w.Code, w.Header().Get("Retry-After"), got)
 		}
+	}
+	// The throttled ones are logged too, with their source (issue 32:
+	// only the checked ones were).
+	if got := logs.FilterMessageSnippet("too many failed logins").All(); len(got) != 2 || got[0].ContextMap()["remote"] == nil {
+		t.Errorf("%d throttled refusals logged (%v), want 2 with their source", len(got), got)
 	}
 	if w := f.do(req{path: f.sys(0)}); w.Code != http.StatusOK {
 		t.Errorf("credentials verified before the failures: %d, want 200", w.Code)

@@ -73,6 +73,7 @@ const (
 	MsgNoOperation                     MessageID = "NoOperation"
 	MsgStringValueTooLong              MessageID = "StringValueTooLong"
 	MsgAccessDenied                    MessageID = "AccessDenied"
+	MsgCreateLimitReachedForResource   MessageID = "CreateLimitReachedForResource"
 )
 
 var baseMessages = map[MessageID]message{
@@ -161,6 +162,8 @@ var baseMessages = map[MessageID]message{
 		"Resubmit the request with an appropriate string length.", 2},
 	MsgAccessDenied: {"While attempting to establish a connection to '%1', the service denied access.", "Critical",
 		"Attempt to ensure that the URI is correct and that the service has the appropriate credentials.", 1},
+	MsgCreateLimitReachedForResource: {"The create operation failed because the resource has reached the limit of possible resources.", "Critical",
+		"Either delete resources and resubmit the request if the operation failed or do not resubmit the request.", 0},
 	MsgOperationFailed: {"An error occurred internal to the service as part of the overall request.  Partial results may have been returned.", "Warning",
 		"Resubmit the request.  If the problem persists, consider resetting the service or provider.", 0},
 }

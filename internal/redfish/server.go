@@ -12,6 +12,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bmlab/bmlab/internal/accounts"
+	"github.com/bmlab/bmlab/internal/admission"
+	"github.com/bmlab/bmlab/internal/lograte"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/metrics"
 )
@@ -41,6 +43,7 @@ type Server struct {
 	sessions sessionStore
 	routes   []*route
 	events   *events
+	refusals *lograte.Log
 }
 
 // Option configures a Server.
@@ -164,6 +167,9 @@ func New(svc *machine.Service, log *zap.Logger, opts ...Option) *Server {
 		o(s)
 	}
 	s.events.stamp = s.eventTime
+	// Each refused login is a line until 20 came within 10 s; then a line
+	// per 10 s counts them by source and user.
+	s.refusals = lograte.New(s.log, "logins refused (more than the log shows one by one)", 20, 10*time.Second)
 	s.id.SessionTTL = int(s.ttl / time.Second)
 	s.cache.init(defaultRenderCacheBytes)
 	s.basic.init()
@@ -182,7 +188,8 @@ var (
 	hdrJSON      = []string{"application/json; charset=utf-8"}
 	hdrXML       = []string{"application/xml; charset=utf-8"}
 	hdrOData     = []string{"4.0"}
-	hdrNoCache   = []string{"no-cache"}
+	hdrNoStore   = []string{"no-store"}
+	hdrNosniff   = []string{"nosniff"}
 	hdrChallenge = `Basic realm="bmlab Redfish", charset="UTF-8"`
 )
 
@@ -235,7 +242,10 @@ func (s *Server) serve(c *call) {
 	w, r := c.w, c.r
 	h := w.Header()
 	h["Odata-Version"] = hdrOData
-	h["Cache-Control"] = hdrNoCache
+	// Answers hold accounts, sessions and tokens: never stored by a
+	// cache (no-cache only asks a cache to revalidate), never sniffed.
+	h["Cache-Control"] = hdrNoStore
+	h["X-Content-Type-Options"] = hdrNosniff
 	p := r.URL.Path
 	if len(p) > 1 && p[len(p)-1] == '/' && p != rootURI+"/" {
 		p = p[:len(p)-1]
@@ -294,6 +304,12 @@ func (s *Server) serve(c *call) {
 			s.fail(c, err)
 			return
 		}
+		admission.Authenticated(r)
+	} else if method != http.MethodGet && !admission.Anonymous(w, r) {
+		// A public route that reads a body (a login) is served without
+		// checking the credentials the request may carry: it waits for
+		// its body as any request without credentials does.
+		return
 	}
 	if rt == nil {
 		s.fail(c, newError(http.StatusNotFound, MsgResourceNotFound, "Resource", r.URL.Path))

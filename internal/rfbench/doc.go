@@ -6,5 +6,12 @@
 // Without -url it starts the server itself, as a child process over the sim
 // backend, so the server's CPU is measured apart from the client's.
 //
+// With -attack it sends hostile requests of one kind and reports the
+// server's memory (attack.go); the HTTP/2 kinds (h2attack.go) write frames
+// themselves with golang.org/x/net/http2's Framer, from one or more
+// loopback source addresses, hold the streams, sample the server's VmRSS
+// from /proc every 50 ms, probe the server as an administrator meanwhile,
+// and stop when the server passes a ceiling (-max-rss).
+//
 // It talks to loopback addresses only.
 package rfbench

@@ -45,6 +45,13 @@ type options struct {
 	n         int
 	rate      int
 	floor     int // bytes the bare server answers with; 0: a Redfish server
+
+	// The HTTP/2 attacks'.
+	sources int
+	streams int
+	hold    time.Duration
+	settle  time.Duration
+	maxRSS  int64 // MB
 }
 
 // Run parses args, runs the benchmark and writes the report to out.
@@ -63,7 +70,12 @@ func Run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.password, "password", "password", "Basic auth password")
 	fs.IntVar(&o.serverPID, "server-pid", 0, "PID of the server, to read its CPU time from /proc (with -url)")
 	fs.IntVar(&o.systems, "systems", 10, "systems of the sim backend when rfbench starts the server")
-	fs.StringVar(&o.attack, "attack", "", "send -n hostile requests of one kind (padded-basic, bad-basic, bad-session, sessions, big-body, long-path, unknown-keys-login, unknown-keys-patch, long-value; half-open opens -n connections that send nothing) to -url and report the server's memory (needs -server-pid)")
+	fs.StringVar(&o.attack, "attack", "", "send -n hostile requests of one kind (padded-basic, bad-basic, bad-session, sessions, big-body, long-path, unknown-keys-login, unknown-keys-patch, long-value; half-open opens -n connections that send nothing) to -url and report the server's memory (needs -server-pid); the HTTP/2 kinds ("+strings.Join(H2Kinds(), ", ")+") open -c connections from each of -sources addresses and hold their streams for -hold")
+	fs.IntVar(&o.sources, "sources", 1, "HTTP/2 attacks and half-open: source addresses, 127.0.0.1 to 127.0.0.N (each with -c connections, half-open: -n)")
+	fs.IntVar(&o.streams, "streams", 0, "HTTP/2 attacks: streams per connection (0: as many as the server allows)")
+	fs.DurationVar(&o.hold, "hold", 10*time.Second, "HTTP/2 attacks: how long the streams are held")
+	fs.DurationVar(&o.settle, "settle", 10*time.Second, "HTTP/2 attacks: how long the server's memory is watched after everything is closed")
+	fs.Int64Var(&o.maxRSS, "max-rss", 4000, "HTTP/2 attacks: stop when the server's VmRSS passes this many MB (0: never), so that a server that grows does not take the machine with it")
 	fs.IntVar(&o.n, "n", 10000, "requests to send with -attack")
 	fs.IntVar(&o.rate, "rate", 0, "at most this many requests a second over all connections, for soaks (default: as fast as the connections go)")
 	fs.IntVar(&o.floor, "floor-bytes", 0, "start a bare Go net/http server that answers every GET with this many bytes, and load it instead: this machine's floor for the same load")
@@ -99,6 +111,15 @@ func Run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if err := loopbackOnly(base.Hostname()); err != nil {
 		return err
+	}
+	if strings.HasPrefix(o.attack, "h2-") {
+		res, err := H2Attack(ctx, H2Config{URL: o.url, Kind: o.attack, User: o.user, Password: o.password, ServerPID: o.serverPID,
+			Sources: o.sources, Conns: o.conns, Streams: o.streams, Hold: o.hold, Settle: o.settle, MaxRSS: o.maxRSS * 1e6})
+		if err != nil {
+			return err
+		}
+		res.Report(out)
+		return nil
 	}
 	if o.attack != "" {
 		return runAttack(ctx, base, o, out)

@@ -53,8 +53,11 @@ type Config struct {
 	StateDir        string
 	SessionTimeout  time.Duration
 
-	// MaxConnsPerSource caps a source's connections to the Redfish listener.
+	// MaxConnsPerSource caps a source's connections to the Redfish
+	// listener, and its requests in flight; MaxConns all sources'
+	// connections together.
 	MaxConnsPerSource int
+	MaxConns          int
 
 	MediaDir      string
 	MediaMaxBytes int64
@@ -112,7 +115,8 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.SimNotifyURL, "sim-notify-url", "", "where the changes of simulated servers with external_notifier are PUT, as sushy-tools' fake driver does (default: the systems file's EXTERNAL_NOTIFICATION_URL, else http://localhost:9999)")
 	fs.StringVar(&c.SimMedia, "sim-media", "", "how simulated servers without a media mode of their own take virtual media: fetch (download the image, as a BMC does) or probe (read its first 64 KiB, then insert it without the download) (default: the systems file's media:, else fetch)")
 	fs.StringVar(&c.RedfishAddr, "redfish-addr", "127.0.0.1:8000", "Redfish listen address host:port (\":8000\" for every address; off loopback a password of your own is required)")
-	fs.IntVar(&c.MaxConnsPerSource, "redfish-max-conns-per-source", defaultMaxConnsPerSource, "connections one source address (IPv6: its /64) may hold open on the Redfish listener; over it the source's oldest idle keep-alive is closed, or else the new connection (0: no limit)")
+	fs.IntVar(&c.MaxConnsPerSource, "redfish-max-conns-per-source", defaultMaxConnsPerSource, "connections one source address (IPv6: its /64) may hold open on the Redfish listener, and requests (HTTP/2 streams included) it may have in flight; over it the source's oldest idle keep-alive is closed, or else the new connection, and a request over it is answered 503 (0: no limit)")
+	fs.IntVar(&c.MaxConns, "redfish-max-conns", defaultMaxConns, "connections all sources together may hold open on the Redfish listener; at it the source holding the most gives one up to a source holding fewer, or else the new connection is closed (0: no limit)")
 	fs.StringVar(&c.Username, "username", "admin", "the service-wide BMC user (Redfish and IPMI)")
 	fs.StringVar(&c.Password, "password", DefaultPassword, "the service-wide BMC password (visible to every local user in the process list: prefer --credentials-file or VBMCD_PASSWORD)")
 	fs.StringVar(&c.CredentialsFile, "credentials-file", "", "YAML file with username: and password: (instead of --username/--password)")
@@ -362,6 +366,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxStarting < 0 || c.StartGap < 0 {
 		return fmt.Errorf("--max-starting %d, --start-gap %v: neither may be negative (0 means no limit)", c.MaxStarting, c.StartGap)
+	}
+	if c.MaxConns < 0 {
+		return fmt.Errorf("--redfish-max-conns %d: want a number of connections, or 0 for no limit", c.MaxConns)
 	}
 	if c.MaxConnsPerSource < 0 {
 		return fmt.Errorf("--redfish-max-conns-per-source %d: want a number of connections, or 0 for no limit", c.MaxConnsPerSource)

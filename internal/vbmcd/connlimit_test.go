@@ -1,11 +1,14 @@
 package vbmcd
 
 import (
+	"bufio"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"sync"
@@ -48,10 +51,7 @@ func TestPerSourceConnectionCap(t *testing.T) {
 		c.MetricsAddr = "127.0.0.1:0"
 	})
 	base := "http://" + addr
-	m := regexp.MustCompile(`metrics at (http://[0-9.:]+/metrics)`).FindStringSubmatch(out.String())
-	if m == nil {
-		t.Fatalf("no metrics address in the output:\n%s", out.String())
-	}
+	metrics := metricsURL(t, out)
 
 	// Three times the cap, half-open: connected, nothing sent.
 	var held []net.Conn
@@ -96,17 +96,8 @@ func TestPerSourceConnectionCap(t *testing.T) {
 	if err != nil || code != http.StatusOK || took > 2*time.Second {
 		t.Errorf("a probe from another source: %d %v after %v, want 200 within 2 s", code, err, took)
 	}
-	resp, err := http.Get(m[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	refused := regexp.MustCompile(`(?m)^vbmcd_redfish_connections_refused_total (\d+)`).FindSubmatch(metrics)
-	if refused == nil {
-		t.Errorf("vbmcd_redfish_connections_refused_total: %q, want the refused connections counted", refused)
-	} else if n, _ := strconv.Atoi(string(refused[1])); n < 2*limit {
-		t.Errorf("vbmcd_redfish_connections_refused_total %d, want at least %d", n, 2*limit)
+	if n := scrape(t, metrics, "vbmcd_redfish_connections_refused_total"); n < 2*limit {
+		t.Errorf("vbmcd_redfish_connections_refused_total %v, want at least %d", n, 2*limit)
 	}
 	// Once the source lets its connections go, it is served again.
 	for _, c := range held {
@@ -190,5 +181,135 @@ func TestConnectionSource(t *testing.T) {
 		if src(tc.a) == src(tc.b) {
 			t.Errorf("%s and %s are counted together (%s), want apart", tc.a, tc.b, src(tc.a))
 		}
+	}
+}
+
+// All sources together hold at most --redfish-max-conns: at the total, the
+// source holding the most gives one up to a source holding fewer (issue
+// 32: 40 sources at their cap held 5,120 connections, bounded only by the
+// file descriptor limit).
+func TestTotalConnectionCap(t *testing.T) {
+	const perSource, total = 6, 8
+	addr, out := simDaemon(t, func(c *Config) {
+		c.MaxConnsPerSource, c.MaxConns = perSource, total
+		c.MetricsAddr = "127.0.0.1:0"
+	})
+	base := "http://" + addr
+	metrics := metricsURL(t, out)
+	// 127.0.0.1 holds 6 (its cap), 127.0.0.2 2: the total, all half-open.
+	var held []net.Conn
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	for i := range total {
+		src := "127.0.0.1"
+		if i >= perSource {
+			src = "127.0.0.2"
+		}
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	// The server has them all before the probe.
+	if !testenv.WaitFor(5*time.Second, func() bool { return scrape(t, metrics, "vbmcd_redfish_connections") == total }) {
+		t.Fatalf("%v connections held, want %d", scrape(t, metrics, "vbmcd_redfish_connections"), total)
+	}
+	// A third source gets in: 127.0.0.1 (the biggest) gives one up.
+	if code, err := get(clientFrom("127.0.0.3"), base); err != nil || code != http.StatusOK {
+		t.Errorf("a new source at the total: %d %v, want 200", code, err)
+	}
+	if n := scrape(t, metrics, "vbmcd_redfish_connections_taken_total"); n < 1 {
+		t.Errorf("vbmcd_redfish_connections_taken_total %v, want a connection of the biggest source taken", n)
+	}
+	// One of 127.0.0.1's is closed now.
+	closed := 0
+	for _, c := range held[:perSource] {
+		c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); err == io.EOF {
+			closed++
+		}
+	}
+	if closed < 1 {
+		t.Errorf("none of the biggest source's connections was closed for the new source")
+	}
+}
+
+// metricsURL is the metrics URL a daemon's banner in out names.
+func metricsURL(t *testing.T, out *testenv.Buffer) string {
+	t.Helper()
+	m := regexp.MustCompile(`metrics at (http://[0-9.:]+/metrics)`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no metrics URL in the banner:\n%s", out.String())
+	}
+	return m[1]
+}
+
+// scrape reads one unlabelled sample from the metrics at url.
+func scrape(t *testing.T, url, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no %s in the metrics", name)
+	}
+	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	return v
+}
+
+// An idle connection is closed after idleFor by the limiter's sweep (the
+// server arms no idle timer per connection: Go's runtime kept each ended
+// connection's buffers until its timer would have fired); one in use is
+// not.
+func TestIdleConnectionsClosed(t *testing.T) {
+	const idleFor = 1500 * time.Millisecond
+	l := newConnLimiter(8, 8, idleFor, testenv.Logger(t))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := make(chan struct{})
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, ConnState: l.connState,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				<-slow
+			}
+		})}
+	go srv.Serve(l.wrap(ln))
+	t.Cleanup(func() { close(slow); srv.Close() })
+	idle, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	busy, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	fmt.Fprintf(idle, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, err := http.ReadResponse(bufio.NewReader(idle), nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET: %v %v", resp, err)
+	}
+	fmt.Fprintf(busy, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	start := time.Now()
+	idle.SetReadDeadline(time.Now().Add(idleFor + 3*time.Second))
+	_, err = idle.Read(make([]byte, 1))
+	took := time.Since(start)
+	if err != io.EOF || took < idleFor-100*time.Millisecond || took > idleFor+2*time.Second {
+		t.Errorf("the idle connection: %v after %v, want closed (EOF) after about %v", err, took, idleFor)
+	}
+	busy.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := busy.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the connection in use: %v, want it kept open", err)
 	}
 }

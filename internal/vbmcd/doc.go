@@ -12,9 +12,12 @@
 // `vbmcd sushy-emulator` runs the daemon from sushy-tools' sushy-emulator
 // flags and configuration file (sushycompat.go), as a container of vbmcd's
 // image does by default. With --sim-systems the sim backend's servers come
-// from a systems file (simbackend.go; internal/simfile, internal/simnotify). The
-// Redfish listener bounds what one client holds (httpserver.go: header,
-// body and idle timeouts; connlimit.go: connections per source address).
+// from a systems file (simbackend.go; internal/simfile, internal/simnotify).
+// Every Redfish listener is built from one front (httpserver.go), which all
+// share: header, body and idle timeouts, HTTP/2 streams, frames and windows,
+// connections per source and in total (connlimit.go), and the request
+// budgets of internal/admission (requests in flight, unauthenticated ones,
+// body bytes).
 //
 // What it does not do: any protocol or backend work; that lives in
 // internal/redfish, internal/ipmi, internal/webui, internal/virt,

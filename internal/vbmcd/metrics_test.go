@@ -26,10 +26,7 @@ func TestMetrics(t *testing.T) {
 		c.MetricsAddr = "127.0.0.1:0"
 		c.IPMI, c.IPMIPortBase = true, port
 	})
-	m := regexp.MustCompile(`metrics at (http://[0-9.:]+/metrics)`).FindStringSubmatch(out.String())
-	if m == nil {
-		t.Fatalf("no metrics URL in the banner:\n%s", out.String())
-	}
+	metrics := metricsURL(t, out)
 	base := "http://" + addr + "/redfish/v1"
 	do := func(method, path, user, pass, body string) int {
 		t.Helper()
@@ -66,7 +63,7 @@ func TestMetrics(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", m[1], nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", metrics, nil)
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package vbmcd
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
@@ -101,4 +102,63 @@ func TestE2ERAIDVolume(t *testing.T) {
 	if hasDisk(0) {
 		t.Errorf("the VM runs with the deleted volume's disk")
 	}
+}
+
+// TestE2EVolumeNameTaken: a file of the name a new volume would take is
+// already in the pool (left by an earlier domain of the same name): the
+// volume is made under a free name (…-volume-1-2.qcow2), answered 202 as
+// usual, and the file in the way is left as it was (issue 32: a 500
+// InternalError, "storage volume '…-volume-1.qcow2' exists"). The same
+// with the file put there after the pool was listed, which the pool has
+// not seen yet. python3-sushy, as Ironic's RAID interface, on real libvirt.
+func TestE2EVolumeNameTaken(t *testing.T) {
+	lab := virttest.New(t, "e2e-raidname-")
+	vm := lab.NewVM(t, "a", virttest.VMOptions{NoCD: true, DiskMarker: true})
+	dir := filepath.Dir(vm.SerialLog)
+	leftover := filepath.Join(dir, vm.Name+"-volume-1.qcow2")
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", leftover, "1M").CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img create: %v\n%s", err, out)
+	}
+	pool, err := lab.Client.StoragePoolCreateXML(fmt.Sprintf(
+		"<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>", vm.Name+"-pool", dir), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lab.Client.StoragePoolDestroy(pool) })
+	// Listed by the pool (made before it) and not listed yet (made after).
+	unlisted := filepath.Join(dir, vm.Name+"-volume-1-2.qcow2")
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", unlisted, "2M").CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img create: %v\n%s", err, out)
+	}
+	sums := map[string]string{}
+	for _, f := range []string{leftover, unlisted} {
+		sums[f] = fileSum(t, f)
+	}
+	url := daemon(t, "e2e-raidname-")
+	var got map[string]any
+	runSushy(t, "sushy_raid.py", url, "admin", "e2e-pass", vm.ID, []string{"create", "vda", "RAID0", fmt.Sprint(16 << 20)}, &got)
+	if got["apply_time"] != "ApplyTime.ON_RESET" || fmt.Sprint(got["volumes"]) != "[1]" {
+		t.Fatalf("create with the name taken: %v, want volume 1 made OnReset", got)
+	}
+	free := filepath.Join(dir, vm.Name+"-volume-1-3.qcow2")
+	if def := lab.LiveXML(t, vm.Name, libvirt.DomainXMLInactive); !strings.Contains(def, "<source file='"+free+"'") {
+		t.Errorf("the definition has no disk %s:\n%s", free, def)
+	}
+	if out, err := exec.Command("qemu-img", "info", "--output=json", free).Output(); err != nil || !strings.Contains(string(out), fmt.Sprintf(`"virtual-size": %d`, 16<<20)) {
+		t.Errorf("qemu-img info %s: %v\n%s", free, err, out)
+	}
+	for f, sum := range sums {
+		if fileSum(t, f) != sum {
+			t.Errorf("the file in the way, %s, was changed", f)
+		}
+	}
+}
+
+func fileSum(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", sha256.Sum256(b))
 }

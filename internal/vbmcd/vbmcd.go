@@ -3,6 +3,7 @@ package vbmcd
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -307,10 +308,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		ui.Run(ctx)
 		handler = ui.Wrap(handler)
 	}
-	srv := newHTTPServer(handler, log, defaultHTTPLimits)
-	if ui != nil {
-		srv.RegisterOnShutdown(ui.Shutdown)
-	}
+	var tc *tls.Config
 	scheme := "https"
 	if cfg.InsecureHTTP {
 		scheme = "http"
@@ -319,36 +317,28 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		if host, _, err := net.SplitHostPort(cfg.RedfishAddr); err == nil && reach(host) != reachLocal && !unspecified(host) {
 			sans = append([]string{host}, sans...)
 		}
-		tc, err := redfish.TLSConfig(cfg.StateDir, cfg.TLSCert, cfg.TLSKey, sans...)
-		if err != nil {
+		if tc, err = redfish.TLSConfig(cfg.StateDir, cfg.TLSCert, cfg.TLSKey, sans...); err != nil {
 			return err
 		}
 		if err := redfish.ApplyTLSPolicy(tc, cfg.TLSMinVersion, cfg.TLSCipherSuites); err != nil {
 			return err
 		}
-		srv.TLSConfig = tc
 	}
 	ln, err := net.Listen("tcp", cfg.RedfishAddr)
 	if err != nil {
 		return fmt.Errorf("redfish listener: %w (is another vbmcd or sushy-emulator running? choose another --redfish-addr)", err)
 	}
-	limiter := newConnLimiter(cfg.MaxConnsPerSource, log.Named("redfish"))
-	ln = limiter.wrap(ln)
-	srv.ConnState = limiter.connState
-	reg.Counter("vbmcd_redfish_connections_refused_total", "Redfish connections closed at accept: their source held as many as it may (--redfish-max-conns-per-source).",
-		func() float64 { return float64(limiter.refused.Load()) })
-	reg.Counter("vbmcd_redfish_connections_evicted_total", "Idle Redfish keep-alive connections closed to admit a new one from the same source.",
-		func() float64 { return float64(limiter.evicted.Load()) })
+	// Every Redfish listener is built from one front, and shares its
+	// budgets.
+	fr := newFront(ctx, cfg, log.Named("redfish"), redfish.Busy, reg)
+	srv := fr.server(handler, tc)
+	if ui != nil {
+		srv.RegisterOnShutdown(ui.Shutdown)
+	}
 
 	errc := make(chan error, 2)
 	go func() {
-		var err error
-		if srv.TLSConfig != nil {
-			err = srv.ServeTLS(ln, "", "")
-		} else {
-			err = srv.Serve(ln)
-		}
-		if !errors.Is(err, http.ErrServerClosed) {
+		if err := fr.serve(srv, ln); !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("redfish server: %w", err)
 		}
 	}()

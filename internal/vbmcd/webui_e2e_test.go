@@ -151,7 +151,9 @@ func (b *browser) run(t *testing.T, what string, timeout time.Duration, actions 
 	if err := chromedp.Run(ctx, actions...); err != nil {
 		b.screenshot(t, "failed-"+strings.ReplaceAll(what, " ", "-"))
 		var text string
-		_ = chromedp.Run(b.ctx, chromedp.Text("body", &text, chromedp.ByQuery))
+		tctx, cancelText := context.WithTimeout(b.ctx, 10*time.Second) // a page that hangs must not hang the test
+		_ = chromedp.Run(tctx, chromedp.Text("body", &text, chromedp.ByQuery))
+		cancelText()
 		t.Fatalf("%s: %v\npage text:\n%s", what, err, text)
 	}
 }
@@ -399,6 +401,24 @@ func TestWebUISim(t *testing.T) {
 		t.Errorf("the ReadOnly user's click changed the power: %v", body["PowerState"])
 	}
 	b.run(t, "no accounts page for a viewer", 5*time.Second, waitJS(`document.querySelector('#nav-accounts') === null`))
+
+	// Five wrong passwords from this address (the default lockout) lock
+	// the viewer for it: the page's login then says the account is locked
+	// and until when (issue 32: a plain 401).
+	b.run(t, "log out", 10*time.Second, chromedp.Click("#logout", chromedp.ByID), chromedp.WaitVisible("#login", chromedp.ByID))
+	for range 5 {
+		if st, _ := rf(t, base, "viewer", "Wrong-pass-1", "GET", "/redfish/v1/Systems", nil); st != http.StatusUnauthorized {
+			t.Fatalf("a wrong password: %d", st)
+		}
+	}
+	b.run(t, "a locked account's login", 20*time.Second,
+		chromedp.SendKeys("#user", "viewer", chromedp.ByID),
+		chromedp.SendKeys("#pass", "Web-pass-1234", chromedp.ByID),
+		chromedp.Click("#login-go", chromedp.ByID),
+		waitJS(`document.querySelector('#login-msg').textContent.includes('locked for logins from this address')`))
+	b.run(t, "refusal text", 5*time.Second, chromedp.Text("#login-msg", &msg, chromedp.ByID))
+	t.Logf("the locked account's login: %s", msg)
+	b.screenshot(t, "locked")
 }
 
 // TestWebUIAPI checks the console's own endpoints refuse what they should,
@@ -468,8 +488,13 @@ func TestWebUIAPI(t *testing.T) {
 	}
 	req, _ = http.NewRequest("GET", base+"/ui/api/systems?top=100000", nil)
 	req.Header.Set("X-Auth-Token", tok)
-	if resp, err := c.Do(req); err != nil || resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("top=100000: %v %v, want 400", resp.StatusCode, err)
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatalf("top=100000: %v", err) // resp is nil: nothing else to look at
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("top=100000: %d, want 400", resp.StatusCode)
 	}
 	_ = fmt.Sprint()
 }
@@ -649,6 +674,66 @@ func TestE2EWebUIConsole(t *testing.T) {
 	}
 	conn.Close()
 
+	// Log out in this page: the console of a second page on the same
+	// session (another browser, given the session's token as a duplicated
+	// tab is) stops within a second, and what is typed there no longer
+	// reaches the machine (issue 32: a second tab kept typing 15 s after
+	// Log out in the first). A second browser rather than a second tab:
+	// headless chromium runs a background tab's page slowly and renders
+	// none of it.
+	var tok, sess string
+	b.run(t, "the session", 5*time.Second,
+		chromedp.Evaluate(`sessionStorage.getItem('vbmcd.token')`, &tok),
+		chromedp.Evaluate(`sessionStorage.getItem('vbmcd.session')`, &sess))
+	tab := newBrowser(t, base)
+	tab.run(t, "a second page on the same session", 60*time.Second,
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible("#login", chromedp.ByID),
+		chromedp.Evaluate(fmt.Sprintf(`sessionStorage.setItem('vbmcd.token', %q); sessionStorage.setItem('vbmcd.session', %q); true`, tok, sess), &ok),
+		chromedp.Navigate(base+"/#/system/"+vm.ID),
+		chromedp.Reload(),
+		waitJS(`document.querySelector('#console-status') && document.querySelector('#console-status').dataset.state === 'good'`))
+	b.run(t, "log out", 10*time.Second, chromedp.Click("#logout", chromedp.ByID), chromedp.WaitVisible("#login", chromedp.ByID))
+	out := time.Now()
+	tab.run(t, "the second page's console ends", 10*time.Second,
+		waitJS(`!document.querySelector('#console-status') || document.querySelector('#console-status').dataset.state === 'bad'`))
+	if took := time.Since(out); took > time.Second {
+		t.Errorf("the second page's console ended %v after the logout, want within a second", took)
+	} else {
+		t.Logf("the second page's console ended %v after the logout", took.Round(time.Millisecond))
+	}
+	before := testenv.Count(vm.SerialLog, "GONE")
+	var term bool
+	tab.run(t, "is the terminal still there", 5*time.Second, chromedp.Evaluate(`!!document.querySelector('#terminal .xterm-helper-textarea')`, &term))
+	if term {
+		tab.run(t, "type after the logout", 10*time.Second,
+			chromedp.Focus("#terminal textarea.xterm-helper-textarea", chromedp.ByQuery),
+			typeInto("echo GONE\r"))
+	}
+	// The same token on a new socket, as a page that kept it would try.
+	conn, _, err = d.Dial(wsURL, http.Header{"Origin": {base}})
+	if err != nil {
+		t.Fatalf("websocket: %v", err)
+	}
+	_ = conn.WriteJSON(map[string]string{"Token": tok})
+	_, _, err = conn.ReadMessage()
+	if err == nil {
+		_, _, err = conn.ReadMessage()
+	}
+	if !websocket.IsCloseError(err, websocket.ClosePolicyViolation) {
+		t.Errorf("a console with the logged-out token: %v, want close 1008", err)
+	}
+	_ = conn.WriteMessage(websocket.BinaryMessage, []byte("echo GONE\r"))
+	conn.Close()
+	time.Sleep(2 * time.Second) // the window in which nothing typed may reach grub
+	if n := testenv.Count(vm.SerialLog, "GONE"); n != before {
+		t.Errorf("what was typed after the logout reached the machine (%d times in its serial log)", n-before)
+	}
+	b.login(t, "admin", "e2e-pass")
+	b.run(t, "system page again", 30*time.Second,
+		chromedp.Navigate(base+"/#/system/"+vm.ID),
+		waitJS(`document.querySelector('#console-status') && document.querySelector('#console-status').dataset.state === 'good'`))
+
 	b.press(t, "force off from the page", "#reset-ForceOff", `document.querySelector('#sys-power [data-power]').dataset.power === 'Off'`, 60*time.Second)
 	b.run(t, "the console waits", 30*time.Second, waitJS(`document.querySelector('#console-status').dataset.state === 'warn'`))
 	lab.WaitPower(t, vm.ID, machine.PowerOff, 30*time.Second)
@@ -703,7 +788,13 @@ func TestE2EWebUIConsoleBesideSOL(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	// One Wait, here; the rest of the test reads its outcome.
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Kill()
+		<-done
+	}()
 	if !testenv.WaitFor(20*time.Second, func() bool { return strings.Contains(sol.String(), "SOL Session operational") }) {
 		t.Fatalf("ipmitool sol activate did not start: %q", sol.String())
 	}
@@ -751,10 +842,9 @@ func TestE2EWebUIConsoleBesideSOL(t *testing.T) {
 	if _, err := in.Write([]byte("\r~.")); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	select {
-	case <-done:
+	case err := <-done:
+		done <- err // for the deferred wait
 	case <-time.After(20 * time.Second):
 		t.Fatalf("ipmitool did not leave on ~.; got %q", sol.String())
 	}

@@ -29,13 +29,8 @@ func lldpOf(in libvirtxml.DomainInterface) *machine.LLDP {
 		return nil
 	}
 	l := &machine.LLDP{ChassisID: bridge, ChassisIDSubtype: "IfName", SystemName: bridge, PortID: in.Target.Dev}
-	if in.VLan != nil && len(in.VLan.Tags) > 0 {
-		l.VLAN = in.VLan.Tags[0].ID
-		for _, t := range in.VLan.Tags {
-			if t.NativeMode == "untagged" {
-				l.VLAN = t.ID
-			}
-		}
+	if in.VLan != nil {
+		l.VLAN = vlanOf(in.VLan.Tags, func(t libvirtxml.DomainInterfaceVLanTag) (uint, string) { return t.ID, t.NativeMode })
 	}
 	return l
 }
@@ -56,22 +51,45 @@ func fillSwitches(l *libvirt.Libvirt, nics []machine.NIC) {
 			def = networkDef(l, n.Network)
 			known[n.Network] = def
 		}
-		if def == nil {
-			continue
-		}
-		if def.MAC != nil && def.MAC.Address != "" {
-			n.LLDP.ChassisID, n.LLDP.ChassisIDSubtype = strings.ToLower(def.MAC.Address), "MacAddr"
-		}
-		for _, ip := range def.IPs {
-			if ip.Family == "" || ip.Family == "ipv4" {
-				n.LLDP.ManagementIPv4 = ip.Address
-				break
-			}
-		}
-		if n.LLDP.VLAN == 0 && def.VLAN != nil && len(def.VLAN.Tags) > 0 {
-			n.LLDP.VLAN = def.VLAN.Tags[0].ID
+		if def != nil {
+			fillSwitch(n.LLDP, def)
 		}
 	}
+}
+
+// fillSwitch completes l with what network def says of its bridge: its MAC
+// (the chassis ID), its IPv4 address (the management address) and, when
+// the interface itself has no VLAN, the network's (its untagged tag, else
+// its first).
+func fillSwitch(l *machine.LLDP, def *libvirtxml.Network) {
+	if def.MAC != nil && def.MAC.Address != "" {
+		l.ChassisID, l.ChassisIDSubtype = strings.ToLower(def.MAC.Address), "MacAddr"
+	}
+	for _, ip := range def.IPs {
+		if ip.Family == "" || ip.Family == "ipv4" {
+			l.ManagementIPv4 = ip.Address
+			break
+		}
+	}
+	if l.VLAN == 0 && def.VLAN != nil {
+		l.VLAN = vlanOf(def.VLAN.Tags, func(t libvirtxml.NetworkVLANTag) (uint, string) { return t.ID, t.NativeMode })
+	}
+}
+
+// vlanOf is a port's VLAN from its tags: the untagged (native) one, else
+// the first; 0 without tags.
+func vlanOf[T any](tags []T, tag func(T) (id uint, nativeMode string)) uint {
+	var first uint
+	for i, t := range tags {
+		id, mode := tag(t)
+		if mode == "untagged" {
+			return id
+		}
+		if i == 0 {
+			first = id
+		}
+	}
+	return first
 }
 
 // networkDef reads a libvirt network's definition; nil when it cannot.

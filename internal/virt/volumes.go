@@ -33,9 +33,7 @@ func (b *Backend) makeVolumes(l *libvirt.Libvirt, name string, def *libvirtxml.D
 			}
 			pool = &p
 		}
-		xml := fmt.Sprintf("<volume><name>%s-volume-%s.qcow2</name><capacity unit='bytes'>%d</capacity>"+
-			"<target><format type='qcow2'/></target></volume>", name, vs[i].ID, vs[i].CapacityBytes)
-		vol, err := l.StorageVolCreateXML(*pool, xml, 0)
+		vol, err := createVolume(l, *pool, fmt.Sprintf("%s-volume-%s", name, vs[i].ID), vs[i].CapacityBytes)
 		if err != nil {
 			return fmt.Errorf("create the disk of volume %s: %w", vs[i].ID, err)
 		}
@@ -44,6 +42,38 @@ func (b *Backend) makeVolumes(l *libvirt.Libvirt, name string, def *libvirtxml.D
 		}
 	}
 	return nil
+}
+
+// volumeNames is how many names createVolume tries.
+const volumeNames = 100
+
+// createVolume makes a thin qcow2 volume named base.qcow2 in pool, or, when
+// that name is taken (a file left in the pool by an earlier domain of the
+// same name, which is not ours to remove or overwrite), base-2.qcow2,
+// base-3.qcow2 and so on (issue 32: the taken name was a 500). The pool is
+// refreshed first, so that a file it has not listed yet counts as taken.
+func createVolume(l *libvirt.Libvirt, pool libvirt.StoragePool, base string, capacity int64) (libvirt.StorageVol, error) {
+	if err := l.StoragePoolRefresh(pool, 0); err != nil {
+		return libvirt.StorageVol{}, fmt.Errorf("refresh the pool: %w", err)
+	}
+	for n := 1; n <= volumeNames; n++ {
+		vname := base + ".qcow2"
+		if n > 1 {
+			vname = fmt.Sprintf("%s-%d.qcow2", base, n)
+		}
+		if _, err := l.StorageVolLookupByName(pool, vname); err == nil {
+			continue // taken
+		}
+		xml := fmt.Sprintf("<volume><name>%s</name><capacity unit='bytes'>%d</capacity>"+
+			"<target><format type='qcow2'/></target></volume>", vname, capacity)
+		vol, err := l.StorageVolCreateXML(pool, xml, 0)
+		if IsCode(err, libvirt.ErrStorageVolExist) {
+			continue // taken meanwhile
+		}
+		return vol, err
+	}
+	return libvirt.StorageVol{}, fmt.Errorf("%w: the names %s.qcow2 to %s-%d.qcow2 are all taken in the pool; remove the files left there",
+		machine.ErrConflict, base, base, volumeNames)
 }
 
 func firstDiskPool(l *libvirt.Libvirt, def *libvirtxml.Domain) (libvirt.StoragePool, error) {

@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,7 +18,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bmlab/bmlab/internal/accounts"
+	"github.com/bmlab/bmlab/internal/admission"
 	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/redfish"
 )
 
 // The serial console over a websocket.
@@ -23,10 +28,15 @@ import (
 // A browser cannot put a header on a websocket's handshake, so the session
 // token is the first message the page sends, not part of the URL (which
 // logs and the browser's history keep). The handshake itself is refused
-// unless its Origin is this listener's (gorilla/websocket's default
-// check), and nothing is read from cookies. The console needs the
-// privilege IPMI's SOL needs (ConfigureComponents: Operator and
-// Administrator).
+// unless it names an Origin and that Origin is this listener's, scheme,
+// host and port (sameOrigin), and nothing is read from cookies. Until its
+// token is valid a console holds no slot and counts among the requests not
+// yet authenticated (internal/admission), with authWait to send it. The
+// console needs the privilege IPMI's SOL needs (ConfigureComponents:
+// Operator and Administrator), and loses it at once when its session ends
+// or its account is deleted, disabled or lowered (slots.go's watch); input
+// is checked against the session as it is now, message by message, and
+// counts as using the session.
 //
 // Every browser viewing one machine shares one console stream (a tap),
 // opened with the model's shared console (machine.Service.Consoles), the
@@ -48,14 +58,48 @@ type ConsoleOpener = machine.ConsoleOpener
 const (
 	scrollBack   = 64 << 10 // bytes of output kept per machine
 	tapsKept     = 64       // machines whose scroll-back is kept
-	authWait     = 10 * time.Second
+	authWait     = 5 * time.Second
 	maxInput     = 4096 // bytes of one input message
 	wsPing       = 20 * time.Second
 	reopenEvery  = time.Second
-	viewerQueued = 256 // output chunks queued for one viewer
+	viewerQueued = 64 // output chunks (4 KiB at most) queued for one viewer: 256 KiB; a slower one is dropped and reconnects
 )
 
-var upgrader = websocket.Upgrader{ReadBufferSize: 4096, WriteBufferSize: 16 << 10}
+var upgrader = websocket.Upgrader{ReadBufferSize: 4096, WriteBufferSize: 16 << 10, CheckOrigin: sameOrigin}
+
+// sameOrigin accepts a handshake whose Origin is this listener's: the
+// scheme the request came over (https with TLS, http without), and the
+// host and port it was sent to. A handshake without an Origin (not a
+// browser's) is refused too: the page always sends one. gorilla's own
+// check compared the host only, so an http:// page could open the HTTPS
+// listener's console, and it let a handshake without Origin through.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header["Origin"]
+	if len(o) != 1 {
+		return false
+	}
+	u, err := url.Parse(o[0])
+	if err != nil || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return false
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return strings.EqualFold(u.Scheme, scheme) && strings.EqualFold(withPort(u.Host, scheme), withPort(r.Host, scheme))
+}
+
+// withPort adds the scheme's default port to a host that names none.
+func withPort(host, scheme string) string {
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return host
+	}
+	port := "80"
+	if scheme == "https" {
+		port = "443"
+	}
+	return net.JoinHostPort(strings.Trim(host, "[]"), port)
+}
 
 // consoleMsg is a text message to the page: where the console stands.
 type consoleMsg struct {
@@ -70,10 +114,9 @@ func (u *UI) serveConsole(w http.ResponseWriter, r *http.Request, id string) {
 		apiError(w, http.StatusNotImplemented, "this backend's machines have no serial console")
 		return
 	}
-	if !u.take(w) {
-		return
+	if !sameOrigin(r) {
+		u.refused(r, "websocket handshake from another origin, or without one")
 	}
-	defer u.release()
 	ws, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // the upgrader answered
@@ -87,11 +130,13 @@ func (u *UI) serveConsole(w http.ResponseWriter, r *http.Request, id string) {
 	_ = ws.SetReadDeadline(time.Now().Add(authWait))
 	var hello struct{ Token string }
 	if err := ws.ReadJSON(&hello); err != nil {
+		u.refused(r, "no session token within "+authWait.String())
 		closeWith(ws, websocket.ClosePolicyViolation, consoleMsg{Error: "no session token"})
 		return
 	}
 	c, ok := u.rf.SessionCaller(hello.Token)
 	if !ok {
+		u.refused(r, "no valid session token")
 		closeWith(ws, websocket.ClosePolicyViolation, consoleMsg{Error: "no valid session: log in again"})
 		return
 	}
@@ -105,16 +150,30 @@ func (u *UI) serveConsole(w http.ResponseWriter, r *http.Request, id string) {
 			Detail: "The serial console needs the Operator or Administrator role, as IPMI's SOL does."})
 		return
 	}
+	admission.AuthenticatedConn(r)
+	release, why := u.slots.take(c.Key(), r.RemoteAddr)
+	if why != "" {
+		closeWith(ws, websocket.CloseTryAgainLater, consoleMsg{Error: why})
+		return
+	}
+	defer release()
 	_ = ws.SetReadDeadline(time.Time{})
 	u.log.Info("web console opened", zap.String("system", m.ID), zap.String("user", accounts.LogName(c.User)), zap.String("remote", r.RemoteAddr))
 	defer u.log.Info("web console closed", zap.String("system", m.ID), zap.String("user", accounts.LogName(c.User)))
+
+	// allowed is whether caller now may still use this console.
+	allowed := func(now redfish.Caller) bool {
+		m, err := u.svc.Get(id)
+		return err == nil && now.CanAccess(m) && now.Can(accounts.ConfigureComponents)
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	changes := u.watch(ctx, hello.Token, c, allowed)
 
 	t := u.taps.join(u, opener, m.ID)
 	v := t.add()
 	defer u.taps.leave(t, v)
 
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
 	var wmu sync.Mutex
 	send := func(kind int, b []byte) error {
 		wmu.Lock()
@@ -123,13 +182,20 @@ func (u *UI) serveConsole(w http.ResponseWriter, r *http.Request, id string) {
 		return ws.WriteMessage(kind, b)
 	}
 	ws.SetPongHandler(func(string) error { return nil })
-	// Input: binary messages go to the console as typed; a text message
-	// is a request ({"take":true}: take the console back).
+	// Input: binary messages go to the console as typed, each checked
+	// against the session as it is now (and counted as using it); a text
+	// message is a request ({"take":true}: take the console back).
+	revoked := make(chan struct{})
 	go func() {
 		defer cancel()
 		for {
 			kind, b, err := ws.ReadMessage()
 			if err != nil {
+				return
+			}
+			now, ok := u.rf.SessionCaller(hello.Token)
+			if !ok || !allowed(now) {
+				close(revoked)
 				return
 			}
 			if kind == websocket.TextMessage {
@@ -144,12 +210,39 @@ func (u *UI) serveConsole(w http.ResponseWriter, r *http.Request, id string) {
 	}()
 	ping := time.NewTicker(wsPing)
 	defer ping.Stop()
+	ended := func() {
+		wmu.Lock()
+		defer wmu.Unlock()
+		msg := consoleMsg{Error: "your session ended", Detail: "Logged out, deleted or expired, or its account was deleted or disabled: log in again."}
+		if now, ok := u.rf.SessionState(hello.Token); ok && !allowed(now) {
+			msg = consoleMsg{Error: "insufficient privilege", Detail: "The account's role no longer allows the serial console."}
+		}
+		u.log.Info("web console closed: "+msg.Error, zap.String("system", m.ID), zap.String("user", accounts.LogName(c.User)))
+		closeWith(ws, websocket.ClosePolicyViolation, msg)
+	}
 	for {
 		select {
+		case <-revoked:
+			ended()
+			return
+		case _, ok := <-changes:
+			if !ok {
+				if ctx.Err() == nil {
+					ended()
+				}
+				return
+			}
 		case <-ctx.Done():
+			select {
+			case <-revoked:
+				ended()
+			default:
+			}
 			return
 		case <-u.done:
+			wmu.Lock()
 			closeWith(ws, websocket.CloseGoingAway, consoleMsg{Error: "vbmcd is shutting down"})
+			wmu.Unlock()
 			return
 		case <-ping.C:
 			wmu.Lock()

@@ -15,6 +15,12 @@
 // one IPMI SOL sessions read too, with a scroll-back that also holds what
 // the domain's serial log file has from before the stream connected.
 //
+// Live streams and consoles hold slots taken once their token is valid,
+// shared per user and per source, and are held to their session: they end
+// (or a console closes, when its role no longer allows it) as soon as the
+// session ends or its account changes, and never keep the session alive
+// (slots.go). The console's websocket needs this listener's own Origin.
+//
 // What it does not do: decide anything about a machine (the model does),
 // keep state across restarts (the event log and the console's scroll-back
 // are in memory and bounded; the serial log is the backend's), or serve anything without a session but the

@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bmlab/bmlab/internal/admission"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/redfish"
 )
@@ -323,22 +325,30 @@ func atoiDefault(s string, def int) (int, error) {
 	return strconv.Atoi(s)
 }
 
-// serveLive streams Server-Sent Events: "rows", a JSON array of the rows of
-// the machines the caller may see that changed (a removed one with
-// Removed set), and a comment every pingEvery. The session is checked
-// again before each batch; the stream ends when it ends.
-func (u *UI) serveLive(w http.ResponseWriter, r *http.Request) {
-	if !u.take(w) {
+// serveLive streams Server-Sent Events to caller c: "rows", a JSON array of
+// the rows of the machines the caller may see that changed (a removed one
+// with Removed set), and a comment every pingEvery. The stream holds a
+// slot (slots.go) and is held to its session: it ends as soon as the
+// session does (logout, deletion, expiry, its account deleted or
+// disabled), and never marks the session used.
+func (u *UI) serveLive(w http.ResponseWriter, r *http.Request, c redfish.Caller) {
+	release, why := u.slots.take(c.Key(), r.RemoteAddr)
+	if why != "" {
+		w.Header().Set("Retry-After", "5")
+		apiError(w, http.StatusServiceUnavailable, why)
 		return
 	}
-	defer u.release()
+	defer release()
 	rc := http.NewResponseController(w)
 	// The listener's timeouts bound ordinary requests; a stream lives as
 	// long as the page (with the write deadline left, the stream broke
 	// at the first write after it: TestLiveOutlivesTimeouts).
 	_ = rc.SetWriteDeadline(time.Time{})
 	_ = rc.SetReadDeadline(time.Time{})
-	tok := r.Header.Get("X-Auth-Token")
+	admission.Unbounded(r) // and the listener's own, per request
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	changes := u.watch(ctx, r.Header.Get("X-Auth-Token"), c, func(redfish.Caller) bool { return true })
 	v := u.hub.add()
 	defer u.hub.remove(v)
 	h := w.Header()
@@ -355,14 +365,17 @@ func (u *UI) serveLive(w http.ResponseWriter, r *http.Request) {
 	var last time.Time
 	for {
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		case <-u.done:
 			return
-		case <-ping.C:
-			if _, ok := u.rf.SessionCaller(tok); !ok {
-				return
+		case now, ok := <-changes:
+			if !ok {
+				return // the session is over
 			}
+			c = now
+			continue
+		case <-ping.C:
 			if _, err := w.Write([]byte(": ping\n\n")); err != nil || rc.Flush() != nil {
 				return
 			}
@@ -372,16 +385,20 @@ func (u *UI) serveLive(w http.ResponseWriter, r *http.Request) {
 		if wait := flushEvery - time.Since(last); wait > 0 {
 			select {
 			case <-time.After(wait):
-			case <-r.Context().Done():
+			case <-ctx.Done():
 				return
 			case <-u.done:
 				return
 			}
 		}
 		last = time.Now()
-		c, ok := u.rf.SessionCaller(tok)
-		if !ok {
-			return
+		select {
+		case now, ok := <-changes:
+			if !ok {
+				return
+			}
+			c = now
+		default:
 		}
 		rows := []row{}
 		var moving []string

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io/fs"
+	"net"
 	"net/http"
 	"path"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bmlab/bmlab/internal/accounts"
+	"github.com/bmlab/bmlab/internal/admission"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/redfish"
 )
@@ -32,12 +34,8 @@ const (
 	FitVersion   = "0.11.0"
 )
 
-// Limits on what browsers may hold open: live-update streams and consoles
-// are long-lived, so each takes one of maxStreams slots.
-const (
-	maxStreams = 256
-	pageMax    = 200 // rows of one /ui/api/systems answer
-)
+// pageMax is the most rows of one /ui/api/systems answer.
+const pageMax = 200
 
 // csp is the Content-Security-Policy of every answer of the console: only
 // this origin's scripts, styles, images and connections (the websocket is
@@ -57,11 +55,11 @@ type UI struct {
 	static *static
 	now    func() time.Time
 
-	hub     hub
-	taps    taps
-	streams chan struct{} // one token per live stream or console
-	done    chan struct{} // closed by Shutdown
-	once    sync.Once
+	hub   hub
+	taps  taps
+	slots slots         // live streams and consoles (slots.go)
+	done  chan struct{} // closed by Shutdown
+	once  sync.Once
 }
 
 // New returns the console over svc, authenticating with rf's sessions.
@@ -71,9 +69,8 @@ func New(rf *redfish.Server, svc *machine.Service, log *zap.Logger) *UI {
 	}
 	u := &UI{
 		rf: rf, svc: svc, log: log, now: time.Now,
-		static:  newStatic(),
-		streams: make(chan struct{}, maxStreams),
-		done:    make(chan struct{}),
+		static: newStatic(),
+		done:   make(chan struct{}),
 	}
 	u.hub.init()
 	return u
@@ -137,9 +134,23 @@ func (u *UI) caller(w http.ResponseWriter, r *http.Request) (redfish.Caller, boo
 	tok := r.Header.Get("X-Auth-Token")
 	c, ok := u.rf.SessionCaller(tok)
 	if !ok {
+		u.refused(r, "no valid session token")
 		apiError(w, http.StatusUnauthorized, "no valid session: log in again")
+		return c, false
 	}
-	return c, ok
+	admission.Authenticated(r)
+	return c, true
+}
+
+// refused logs a request or console refused for want of a valid session,
+// in the Redfish service's rate-limited log of refused logins.
+func (u *UI) refused(r *http.Request, why string) {
+	host := r.RemoteAddr
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	u.rf.Refusals().Refused(host+" (web console)", "web console refused",
+		zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr), zap.String("why", why))
 }
 
 func (u *UI) serveAPI(w http.ResponseWriter, r *http.Request, rest string) {
@@ -163,7 +174,7 @@ func (u *UI) serveAPI(w http.ResponseWriter, r *http.Request, rest string) {
 	case rest == "systems":
 		u.serveSystems(w, r, c)
 	case rest == "live":
-		u.serveLive(w, r)
+		u.serveLive(w, r, c)
 	case strings.HasPrefix(rest, "systems/"):
 		id, what, _ := strings.Cut(strings.TrimPrefix(rest, "systems/"), "/")
 		m, err := u.svc.Get(id)
@@ -192,20 +203,6 @@ type whoami struct {
 	Console      bool // the backend's machines have a serial console
 	XtermVersion string
 }
-
-// take claims a stream slot; false (and 503 written) when all are taken.
-func (u *UI) take(w http.ResponseWriter) bool {
-	select {
-	case u.streams <- struct{}{}:
-		return true
-	default:
-		w.Header().Set("Retry-After", "5")
-		apiError(w, http.StatusServiceUnavailable, "too many live views open; close some")
-		return false
-	}
-}
-
-func (u *UI) release() { <-u.streams }
 
 // Run keeps the event log and feeds the live views until ctx ends.
 func (u *UI) Run(ctx context.Context) {

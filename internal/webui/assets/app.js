@@ -88,8 +88,12 @@ async function api(method, path, body) {
 function errorText(res) {
   const b = res.body || {};
   if (b.error && b.error["@Message.ExtendedInfo"] && b.error["@Message.ExtendedInfo"].length) {
-    const i = b.error["@Message.ExtendedInfo"][0];
-    return `${res.status}: ${i.Message}${i.Resolution ? " " + i.Resolution : ""}`;
+    const infos = b.error["@Message.ExtendedInfo"];
+    const i = infos[0];
+    // With one message, the top-level message is it and what the service
+    // adds (why: a locked account, a refused image address).
+    const text = infos.length === 1 && b.error.message ? b.error.message : i.Message;
+    return `${res.status}: ${text}${i.Resolution ? " " + i.Resolution : ""}`;
   }
   if (b.error && b.error.message) return `${res.status}: ${b.error.message}`;
   if (typeof b.error === "string") return res.status ? `${res.status}: ${b.error}` : b.error;

@@ -1,0 +1,529 @@
+package admission
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/bmlab/bmlab/internal/lograte"
+)
+
+// Budgets are what the callers of one daemon's listeners may hold at once.
+// A request takes a place in its source's and in the total budget of
+// requests in flight (an HTTP/1 request and an HTTP/2 stream alike); until
+// its credentials are verified it also takes one in the smaller budgets of
+// requests without credentials and must send its body within AnonRead. The
+// bytes of request bodies held in memory are budgeted per source and in
+// total, charged as they arrive.
+type Budgets struct {
+	PerSource     int // requests in flight from one source
+	Total         int // requests in flight from all sources
+	AnonPerSource int // of a source's, those not authenticated
+	AnonTotal     int // of all, those not authenticated
+
+	// AnonRead is how long a request not yet authenticated may take to
+	// send its body; Read how long an authenticated one may; Write how
+	// long a request may take to be answered. They are set on each
+	// admitted request, so that the server itself needs no ReadTimeout or
+	// WriteTimeout: HTTP/2 arms those as timers on every stream, refused
+	// ones included, and a timer keeps its connection's buffers in memory
+	// until it would have fired, long after the connection ended.
+	AnonRead time.Duration
+	Read     time.Duration
+	Write    time.Duration
+
+	BodyPerSource int64 // request body bytes held for one source
+	BodyTotal     int64 // request body bytes held for all
+
+	// RetryAfter is what a refused request is told to wait.
+	RetryAfter time.Duration
+}
+
+// Why a request was refused; the metric's label.
+const (
+	WhySource     = "source"      // its source's requests in flight
+	WhyTotal      = "total"       // all requests in flight
+	WhyAnonSource = "anon-source" // its source's requests without credentials
+	WhyAnonTotal  = "anon-total"  // all requests without credentials
+	WhyBody       = "body"        // request body bytes held
+)
+
+var whys = []string{WhySource, WhyTotal, WhyAnonSource, WhyAnonTotal, WhyBody}
+
+// Refuser answers a request refused for why, telling it to retry after
+// retryAfter seconds (a 503 with Retry-After; the face's error body).
+type Refuser func(w http.ResponseWriter, r *http.Request, retryAfter int, why string)
+
+// Gate admits requests within Budgets. It is safe for concurrent use; one
+// Gate serves every listener of a daemon, so several listeners share its
+// budgets.
+type Gate struct {
+	b      Budgets
+	log    *zap.Logger
+	refuse Refuser
+
+	mu    sync.Mutex
+	src   map[netip.Addr]*usage
+	total usage
+
+	refused [5]atomic.Uint64 // by whys' index
+	rlog    *lograte.Log
+
+	swMu     sync.Mutex
+	streams  map[*ticket]struct{} // HTTP/2 requests whose deadlines sweep enforces
+	sweeping bool
+}
+
+// usage is what a source (or all) holds.
+type usage struct {
+	reqs, anon int
+	body       int64
+}
+
+// New returns a gate with budgets b; refuse writes the answer to a
+// refused request.
+func New(b Budgets, log *zap.Logger, refuse Refuser) *Gate {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Gate{b: b, log: log, refuse: refuse, src: map[netip.Addr]*usage{},
+		rlog: lograte.New(log, "requests refused: their budgets were full (503 with Retry-After)", 20, 10*time.Second)}
+}
+
+// Budgets returns the gate's budgets.
+func (g *Gate) Budgets() Budgets { return g.b }
+
+// Refused returns how many requests were refused for why.
+func (g *Gate) Refused(why string) uint64 {
+	for i, w := range whys {
+		if w == why {
+			return g.refused[i].Load()
+		}
+	}
+	return 0
+}
+
+// Whys lists the reasons a request is refused for.
+func Whys() []string { return append([]string(nil), whys...) }
+
+// InFlight returns the requests in flight and those of them not
+// authenticated, and the request body bytes held.
+func (g *Gate) InFlight() (reqs, anon int, body int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.total.reqs, g.total.anon, g.total.body
+}
+
+type ticketKey struct{}
+
+// ticket is one admitted request's share of the budgets, and its
+// deadlines.
+type ticket struct {
+	g     *Gate
+	src   netip.Addr
+	rc    *http.ResponseController
+	h2    bool
+	start time.Time
+
+	mu   sync.Mutex
+	anon bool
+	body int64
+	// An HTTP/2 stream's deadlines are kept here and enforced by the
+	// gate's sweeper, not by timers (Budgets); gone once the handler
+	// returned.
+	readAt, writeAt time.Time
+	gone            bool
+}
+
+// Which deadline setDeadline sets.
+const (
+	readDeadline  = true
+	writeDeadline = false
+)
+
+// setDeadline sets the request's read or write deadline (zero: none):
+// HTTP/1's on the connection, HTTP/2's for the gate's sweeper.
+func (t *ticket) setDeadline(read bool, at time.Time) {
+	if !t.h2 {
+		if read {
+			_ = t.rc.SetReadDeadline(at)
+		} else {
+			_ = t.rc.SetWriteDeadline(at)
+		}
+		return
+	}
+	t.mu.Lock()
+	if read {
+		t.readAt = at
+	} else {
+		t.writeAt = at
+	}
+	t.mu.Unlock()
+}
+
+// Wrap admits every request within the budgets before h serves it. A
+// request that carries no credentials (neither Authorization nor
+// X-Auth-Token) starts as not authenticated, with the short deadline for
+// its body; one that does starts as authenticated, and a face that serves
+// it without checking them first (a login reads the body it would check)
+// calls Anonymous.
+func (g *Gate) Wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		src := SourceOf(r.RemoteAddr)
+		anon := len(r.Header["Authorization"]) == 0 && len(r.Header["X-Auth-Token"]) == 0
+		if why := g.admit(src, anon); why != "" {
+			g.refuseRequest(w, r, src, why)
+			return
+		}
+		t := &ticket{g: g, src: src, rc: http.NewResponseController(w), h2: r.ProtoMajor >= 2, anon: anon, start: time.Now()}
+		defer t.done()
+		if t.h2 {
+			g.track(t)
+			defer g.untrack(t)
+		}
+		if read := g.b.Read; anon && g.b.AnonRead > 0 {
+			t.setDeadline(readDeadline, t.start.Add(g.b.AnonRead))
+		} else if read > 0 {
+			t.setDeadline(readDeadline, t.start.Add(read))
+		}
+		if g.b.Write > 0 {
+			t.setDeadline(writeDeadline, t.start.Add(g.b.Write))
+			if !t.h2 {
+				// The connection keeps the deadline after the handler:
+				// renewed, it covers the answer's last flush and what
+				// the server itself writes before the next request's
+				// handler (a 431, a 400), as its WriteTimeout did.
+				defer func() { _ = t.rc.SetWriteDeadline(time.Now().Add(g.b.Write)) }()
+			}
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ticketKey{}, t)))
+	})
+}
+
+// admit takes places for a request from src; the reason when a budget
+// is full.
+func (g *Gate) admit(src netip.Addr, anon bool) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	u := g.src[src]
+	if u == nil {
+		u = &usage{}
+	}
+	switch {
+	case g.b.PerSource > 0 && u.reqs >= g.b.PerSource:
+		return WhySource
+	case g.b.Total > 0 && g.total.reqs >= g.b.Total:
+		return WhyTotal
+	case anon && g.b.AnonPerSource > 0 && u.anon >= g.b.AnonPerSource:
+		return WhyAnonSource
+	case anon && g.b.AnonTotal > 0 && g.total.anon >= g.b.AnonTotal:
+		return WhyAnonTotal
+	}
+	g.src[src] = u
+	u.reqs++
+	g.total.reqs++
+	if anon {
+		u.anon++
+		g.total.anon++
+	}
+	return ""
+}
+
+// done gives back everything t holds.
+func (t *ticket) done() {
+	t.mu.Lock()
+	anon, body := t.anon, t.body
+	t.anon, t.body = false, 0
+	t.mu.Unlock()
+	g := t.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	u := g.src[t.src]
+	if u == nil {
+		return
+	}
+	u.reqs--
+	g.total.reqs--
+	if anon {
+		u.anon--
+		g.total.anon--
+	}
+	u.body -= body
+	g.total.body -= body
+	if u.reqs <= 0 {
+		delete(g.src, t.src)
+	}
+}
+
+func ticketOf(r *http.Request) *ticket {
+	t, _ := r.Context().Value(ticketKey{}).(*ticket)
+	return t
+}
+
+// Authenticated records that r's credentials are verified: r leaves the
+// budgets of requests without credentials and gets the whole read
+// timeout. Without a gate (a test's bare handler) it does nothing.
+func Authenticated(r *http.Request) {
+	t := ticketOf(r)
+	if t == nil || !t.leaveAnon() {
+		return
+	}
+	if g := t.g; g.b.Read > 0 {
+		t.setDeadline(readDeadline, t.start.Add(g.b.Read))
+	}
+}
+
+// AuthenticatedConn is Authenticated for a request whose connection was
+// hijacked (a websocket): it leaves the budgets of requests without
+// credentials and touches no deadline, which the connection's new owner
+// keeps.
+func AuthenticatedConn(r *http.Request) {
+	if t := ticketOf(r); t != nil {
+		t.leaveAnon()
+	}
+}
+
+// leaveAnon moves t out of the budgets of requests without credentials;
+// false when it was not in them.
+func (t *ticket) leaveAnon() bool {
+	t.mu.Lock()
+	was := t.anon
+	t.anon = false
+	t.mu.Unlock()
+	if !was {
+		return false
+	}
+	g := t.g
+	g.mu.Lock()
+	if u := g.src[t.src]; u != nil {
+		u.anon--
+		g.total.anon--
+	}
+	g.mu.Unlock()
+	return true
+}
+
+// Anonymous puts r, which carries credentials its handler will not check
+// before it reads the body (a login), among the requests without
+// credentials: their budgets and their short deadline. False when those
+// budgets are full: answer 503 (Refuse). Without a gate it does nothing.
+func Anonymous(w http.ResponseWriter, r *http.Request) bool {
+	t := ticketOf(r)
+	if t == nil {
+		return true
+	}
+	t.mu.Lock()
+	already := t.anon
+	t.mu.Unlock()
+	if already {
+		return true
+	}
+	g := t.g
+	g.mu.Lock()
+	u := g.src[t.src]
+	why := ""
+	switch {
+	case u == nil:
+	case g.b.AnonPerSource > 0 && u.anon >= g.b.AnonPerSource:
+		why = WhyAnonSource
+	case g.b.AnonTotal > 0 && g.total.anon >= g.b.AnonTotal:
+		why = WhyAnonTotal
+	default:
+		u.anon++
+		g.total.anon++
+	}
+	g.mu.Unlock()
+	if why != "" {
+		g.refuseRequest(w, r, t.src, why)
+		return false
+	}
+	t.mu.Lock()
+	t.anon = true
+	t.mu.Unlock()
+	if g.b.AnonRead > 0 {
+		t.setDeadline(readDeadline, time.Now().Add(g.b.AnonRead))
+	}
+	return true
+}
+
+// Unbounded lifts r's read and write deadlines: a long-lived stream (the
+// web console's live view). Without a gate it does nothing; the handler
+// clears the server's own deadlines itself.
+func Unbounded(r *http.Request) {
+	if t := ticketOf(r); t != nil {
+		t.setDeadline(readDeadline, time.Time{})
+		t.setDeadline(writeDeadline, time.Time{})
+	}
+}
+
+// sweepEvery is how often HTTP/2 streams' deadlines are checked: they are
+// enforced up to this late.
+const sweepEvery = 250 * time.Millisecond
+
+// track adds an HTTP/2 request to those the sweeper watches, starting it
+// when it is not running.
+func (g *Gate) track(t *ticket) {
+	g.swMu.Lock()
+	defer g.swMu.Unlock()
+	if g.streams == nil {
+		g.streams = map[*ticket]struct{}{}
+	}
+	g.streams[t] = struct{}{}
+	if !g.sweeping {
+		g.sweeping = true
+		go g.sweep()
+	}
+}
+
+// untrack removes a request whose handler is returning; after it the
+// sweeper no longer touches its (soon invalid) response writer.
+func (g *Gate) untrack(t *ticket) {
+	t.mu.Lock()
+	t.gone = true
+	t.mu.Unlock()
+	g.swMu.Lock()
+	delete(g.streams, t)
+	g.swMu.Unlock()
+}
+
+// sweep ends the HTTP/2 streams past their deadline (a deadline in the
+// past resets them at once), until none is left to watch.
+func (g *Gate) sweep() {
+	tick := time.NewTicker(sweepEvery)
+	defer tick.Stop()
+	var due []*ticket
+	for range tick.C {
+		now := time.Now()
+		due = due[:0]
+		g.swMu.Lock()
+		if len(g.streams) == 0 {
+			g.sweeping = false
+			g.swMu.Unlock()
+			return
+		}
+		for t := range g.streams {
+			due = append(due, t)
+		}
+		g.swMu.Unlock()
+		for _, t := range due {
+			t.mu.Lock()
+			if !t.gone {
+				past := now.Add(-time.Second)
+				if !t.readAt.IsZero() && now.After(t.readAt) {
+					t.readAt = time.Time{}
+					_ = t.rc.SetReadDeadline(past)
+				}
+				if !t.writeAt.IsZero() && now.After(t.writeAt) {
+					t.writeAt = time.Time{}
+					_ = t.rc.SetWriteDeadline(past)
+				}
+			}
+			t.mu.Unlock()
+		}
+	}
+}
+
+// Reserve charges n more bytes of r's body against the budgets; false
+// when they would be exceeded (nothing charged): answer 503 (Refuse).
+// The bytes are given back when the request ends. Without a gate it
+// always succeeds.
+func Reserve(r *http.Request, n int64) bool {
+	t := ticketOf(r)
+	if t == nil || n <= 0 {
+		return true
+	}
+	g := t.g
+	g.mu.Lock()
+	u := g.src[t.src]
+	ok := u != nil &&
+		(g.b.BodyPerSource <= 0 || u.body+n <= g.b.BodyPerSource) &&
+		(g.b.BodyTotal <= 0 || g.total.body+n <= g.b.BodyTotal)
+	if ok {
+		u.body += n
+		g.total.body += n
+	}
+	g.mu.Unlock()
+	if !ok {
+		g.count(t.src, WhyBody)
+		return false
+	}
+	t.mu.Lock()
+	t.body += n
+	t.mu.Unlock()
+	return true
+}
+
+// RetryAfter is the wait, in whole seconds, a face tells a request it
+// refuses for want of room (Reserve, Anonymous); 1 without a gate.
+func RetryAfter(r *http.Request) int {
+	if t := ticketOf(r); t != nil {
+		return t.g.retryAfter()
+	}
+	return 1
+}
+
+func (g *Gate) retryAfter() int {
+	return max(1, int((g.b.RetryAfter+time.Second-1)/time.Second))
+}
+
+// refuseRequest answers a refused request and counts it.
+func (g *Gate) refuseRequest(w http.ResponseWriter, r *http.Request, src netip.Addr, why string) {
+	g.count(src, why)
+	if r.ProtoMajor == 1 && g.b.Write > 0 {
+		// HTTP/1: a deadline on the connection, no timer. (HTTP/2: the
+		// connection's own write stall bounds the short answer.)
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(g.b.Write))
+	}
+	if g.refuse != nil {
+		g.refuse(w, r, g.retryAfter(), why)
+		return
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(g.retryAfter()))
+	http.Error(w, "busy: retry later", http.StatusServiceUnavailable)
+}
+
+// count counts a refusal and logs it (rate-limited).
+func (g *Gate) count(src netip.Addr, why string) {
+	for i, w := range whys {
+		if w == why {
+			g.refused[i].Add(1)
+		}
+	}
+	g.rlog.Refused(src.String()+" "+why, "request refused: a budget is full (503 with Retry-After)",
+		zap.String("source", src.String()), zap.String("budget", why))
+}
+
+// SourceOf is what a remote address ("host:port", or a net.Addr's
+// String) is counted against: its IP address, an IPv6 one's /64 (what
+// one host is usually given).
+func SourceOf(remote string) netip.Addr {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		host, _, err := net.SplitHostPort(remote)
+		if err != nil {
+			host = remote
+		}
+		ip, err := netip.ParseAddr(host)
+		if err != nil {
+			return netip.Addr{}
+		}
+		return prefix(ip)
+	}
+	return prefix(ap.Addr())
+}
+
+func prefix(ip netip.Addr) netip.Addr {
+	ip = ip.Unmap()
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return p.Addr()
+	}
+	return ip
+}
