@@ -30,6 +30,9 @@ PKGS=(
   graphviz
   # the LLDP tests' receiver: decodes the frames on a node's tap
   tcpdump
+  # running vbmcd's OCI image (make image): podman, with runc (crun refuses
+  # a hybrid cgroup hierarchy)
+  podman runc
 )
 
 missing=()

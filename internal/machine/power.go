@@ -199,13 +199,18 @@ func reached(op *powerOp, p PowerState) bool {
 }
 
 // changes reports whether rt changes anything for a machine in state p
-// (On when on, GracefulShutdown when off: nothing to do).
+// (On when on, GracefulShutdown when off: nothing to do). A machine the
+// backend itself is powering on (the sim's delay, a KubeVirt VM Starting)
+// is on its way: ForceOff stops it (a graceful shutdown has no guest to
+// ask yet).
 func changes(rt ResetType, p PowerState) bool {
 	on := p == PowerOn || p == PowerPoweringOff
 	switch rt {
 	case ResetOn, ResetForceOn:
 		return !on || p == PowerPoweringOff // off in a moment: started then
-	case ResetGracefulShutdown, ResetForceOff:
+	case ResetForceOff:
+		return on || p == PowerPoweringOn
+	case ResetGracefulShutdown:
 		return on
 	}
 	return true

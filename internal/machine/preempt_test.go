@@ -92,3 +92,43 @@ func TestForcedActionPreemptsPendingStart(t *testing.T) {
 		t.Errorf("after ForceOff: %s, want Off", p)
 	}
 }
+
+// A ForceOff while the backend itself is powering the machine on (the sim
+// backend's --sim-delay, a KubeVirt VM Starting) stops it: the machine
+// reads Off at once (the backend's start is cancelled). It used to be taken as "already off", answered
+// 204, and the start went on to On (a Metal3 fake-ipa flow through vbmcd's
+// image showed it: Ironic's ForceOff right after On was lost).
+func TestForceOffStopsABackendStart(t *testing.T) {
+	be := sim.New(1, sim.WithDelay(time.Minute))
+	svc := machine.NewService(be, nil)
+	ctx := context.Background()
+	id := be.List()[0].ID
+	if err := svc.Reset(ctx, id, machine.ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := be.Get(id); m.Power != machine.PowerPoweringOn {
+		t.Fatalf("the backend reads %s after On, want PoweringOn for a minute", m.Power)
+	}
+	// Twice: preempting the start's action, and with no action under way
+	// (the sim's start was handed over and its op ended).
+	for i := range 2 {
+		if i == 1 {
+			if err := svc.Reset(ctx, id, machine.ResetOn); err != nil {
+				t.Fatal(err)
+			}
+			if !testenv.WaitFor(5*time.Second, func() bool { return svc.PowerQueue().Pending == 0 }) {
+				t.Fatalf("the start's action does not end: %+v", svc.PowerQueue())
+			}
+		}
+		if err := svc.Reset(ctx, id, machine.ResetForceOff); err != nil {
+			t.Fatalf("ForceOff while the backend powers on: %v", err)
+		}
+		if !testenv.WaitFor(5*time.Second, func() bool {
+			m, _ := be.Get(id)
+			return svc.PowerQueue().Pending == 0 && m.Power == machine.PowerOff
+		}) {
+			m, _ := be.Get(id)
+			t.Fatalf("ForceOff while the backend powers on (%d): the machine reads %s, want Off", i, m.Power)
+		}
+	}
+}

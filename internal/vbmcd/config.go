@@ -17,6 +17,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/media"
 	"github.com/bmlab/bmlab/internal/redfish"
+	"github.com/bmlab/bmlab/internal/sim"
 	"github.com/bmlab/bmlab/internal/virt"
 )
 
@@ -30,6 +31,9 @@ type Config struct {
 	Domains         []string
 	SimNodes        int
 	SimDelay        time.Duration
+	SimSystems      string // a systems file (simfile), instead of SimNodes alike machines
+	SimNotifyURL    string // where announcements go, over the file's
+	SimMedia        string // how simulated machines take virtual media: fetch or probe
 	Kubeconfig      string
 	KubeNamespaces  []string
 	KubeSelector    string
@@ -107,6 +111,9 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.Domains, "domains", nil, "serve only domains whose names match these shell patterns (default: all)")
 	fs.IntVar(&c.SimNodes, "sim-nodes", 8, "number of simulated servers (--backend sim)")
 	fs.DurationVar(&c.SimDelay, "sim-delay", 2*time.Second, "how long a simulated power transition takes")
+	fs.StringVar(&c.SimSystems, "sim-systems", "", "the simulated servers, from a file instead of --sim-nodes alike ones: sushy-tools' fake driver configuration (SUSHY_EMULATOR_FAKE_SYSTEMS, EXTERNAL_NOTIFICATION_URL) as Python or JSON, or vbmcd's own YAML (see docs/metal3.md)")
+	fs.StringVar(&c.SimNotifyURL, "sim-notify-url", "", "where the changes of simulated servers with external_notifier are PUT, as sushy-tools' fake driver does (default: the systems file's EXTERNAL_NOTIFICATION_URL, else http://localhost:9999)")
+	fs.StringVar(&c.SimMedia, "sim-media", "", "how simulated servers without a media mode of their own take virtual media: fetch (download the image, as a BMC does) or probe (read its first 64 KiB, then insert it without the download) (default: the systems file's media:, else fetch)")
 	fs.StringVar(&c.RedfishAddr, "redfish-addr", "127.0.0.1:8000", "Redfish listen address host:port (\":8000\" for every address; off loopback a password of your own is required)")
 	fs.IntVar(&c.MaxConnsPerSource, "redfish-max-conns-per-source", defaultMaxConnsPerSource, "connections one source address (IPv6: its /64) may hold open on the Redfish listener, and requests (HTTP/2 streams included) it may have in flight; over it the source's oldest idle keep-alive is closed, or else the new connection, and a request over it is answered 503 (0: no limit)")
 	fs.IntVar(&c.MaxConns, "redfish-max-conns", defaultMaxConns, "connections all sources together may hold open on the Redfish listener; at it the source holding the most gives one up to a source holding fewer, or else the new connection is closed (0: no limit)")
@@ -377,6 +384,14 @@ func (c *Config) validate() error {
 	}
 	if c.Backend == "sim" && c.SimNodes < 1 {
 		return fmt.Errorf("--sim-nodes %d: the sim backend needs at least one node", c.SimNodes)
+	}
+	if c.SimMedia != "" && c.SimMedia != string(sim.MediaFetch) && c.SimMedia != string(sim.MediaProbe) {
+		return fmt.Errorf("--sim-media %q: use fetch (download each image) or probe (read its first 64 KiB only)", c.SimMedia)
+	}
+	if c.SimNotifyURL != "" {
+		if u, err := url.Parse(c.SimNotifyURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--sim-notify-url %q: want an http:// or https:// URL with a host, such as http://127.0.0.1:9999", c.SimNotifyURL)
+		}
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("--tls-cert and --tls-key go together")
