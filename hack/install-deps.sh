@@ -13,7 +13,10 @@ PKGS=(
   # processes would stay zombies and libvirtd would wait for them forever
   tini
   # the boot-marker ISO
-  grub-pc-bin grub-efi-amd64-bin grub-efi-arm64-bin grub-common xorriso mtools
+  grub-pc-bin grub-efi-amd64-bin grub-common xorriso mtools
+  # the aarch64 marker ISO: grub's arm64-efi modules, an arm64 package (Debian
+  # builds it for arm64 only), so dpkg gets the arm64 architecture first
+  grub-efi-arm64-bin:arm64
   # real protocol clients
   ipmitool freeipmi-tools python3-sushy python3-pyghmi redfishtool curl
   # the demo lab's placeholder SSH key
@@ -42,6 +45,11 @@ done
 if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  for p in "${missing[@]}"; do
+    if [[ $p == *:arm64 ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+      dpkg --add-architecture arm64
+    fi
+  done
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
