@@ -1,7 +1,7 @@
 # Thin targets; the logic lives in hack/.
 GO ?= go
 
-.PHONY: build test unit lint demo demo-down deps iso bench
+.PHONY: build test unit lint demo demo-down deps iso bench image
 
 build:
 	$(GO) build -o bin/ ./cmd/...
@@ -35,3 +35,7 @@ iso:
 
 bench:
 	bash hack/bench.sh
+
+# vbmcd's OCI image, without a container daemon, reproducible (docs/metal3.md).
+image:
+	bash hack/image.sh

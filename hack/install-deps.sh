@@ -7,11 +7,16 @@ PKGS=(
   # libvirt and qemu (TCG works without /dev/kvm)
   libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils qemu-block-extra ovmf
   dnsmasq-base iproute2 iptables
+  # aarch64 nodes: qemu-system-aarch64 and AAVMF (UEFI for aarch64)
+  qemu-system-arm qemu-efi-aarch64
   # a subreaper: where PID 1 does not reap orphans, libvirt's daemonized qemu
   # processes would stay zombies and libvirtd would wait for them forever
   tini
   # the boot-marker ISO
   grub-pc-bin grub-efi-amd64-bin grub-common xorriso mtools
+  # the aarch64 marker ISO: grub's arm64-efi modules, an arm64 package (Debian
+  # builds it for arm64 only), so dpkg gets the arm64 architecture first
+  grub-efi-arm64-bin:arm64
   # real protocol clients
   ipmitool freeipmi-tools python3-sushy python3-pyghmi redfishtool curl
   # Ironic 21.4 (the tests run `ironic`, API and conductor in one process,
@@ -30,6 +35,11 @@ PKGS=(
   iputils-ping
   # labctl graph's SVG and PNG
   graphviz
+  # the LLDP tests' receiver: decodes the frames on a node's tap
+  tcpdump
+  # running vbmcd's OCI image (make image): podman, with runc (crun refuses
+  # a hybrid cgroup hierarchy)
+  podman runc
 )
 
 missing=()
@@ -47,6 +57,11 @@ if ((${#missing[@]})); then
     printf '#!/bin/sh\nexit 101\n' >"$policy"; chmod 755 "$policy"
     trap 'rm -f "$policy"' EXIT
   fi
+  for p in "${missing[@]}"; do
+    if [[ $p == *:arm64 ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+      dpkg --add-architecture arm64
+    fi
+  done
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -243,14 +244,22 @@ func Validate(ac *Config, machine netip.Prefix) ipi.ErrorList {
 	return errs
 }
 
-// NodesConfigName and NodeISOName are `oc adm node-image create`'s input
-// and output in its directory.
-const (
-	NodesConfigName = "nodes-config.yaml"
-	NodeISOName     = "node.x86_64.iso"
-)
+// NodesConfigName is `oc adm node-image create`'s input in its directory.
+const NodesConfigName = "nodes-config.yaml"
+
+// ISOName is the agent ISO `agent create image` writes for the control
+// plane's architecture (x86_64, aarch64: InfraEnv's cpuArchitecture, as
+// the RPMs name it): agent.<arch>.iso.
+func ISOName(arch string) string { return "agent." + cmp.Or(arch, "x86_64") + ".iso" }
+
+// NodeISOName is the ISO `oc adm node-image create` writes for nodes of an
+// architecture: node.<arch>.iso.
+func NodeISOName(arch string) string { return "node." + cmp.Or(arch, "x86_64") + ".iso" }
 
 // NodesConfig is nodes-config.yaml: the hosts to add to a running cluster.
 type NodesConfig struct {
-	Hosts []Host `json:"hosts"`
+	// CPUArchitecture is the added nodes' architecture (x86_64, aarch64);
+	// empty: the cluster's.
+	CPUArchitecture string `json:"cpuArchitecture,omitempty"`
+	Hosts           []Host `json:"hosts"`
 }

@@ -1,6 +1,7 @@
 package installertest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -128,9 +129,12 @@ func (r *run) createAgentImage() int {
 	}
 	os.Remove(acPath)
 	uuids := bareMetalHosts(icRaw)
+	// One ISO, for the control plane's architecture (InfraEnv's
+	// cpuArchitecture): agent.<arch>.iso.
+	arch := RPMArch(ic.ControlPlane.Architecture)
+	iso := filepath.Join(r.dir, "agent."+arch+".iso")
 	var cfg strings.Builder
-	cfg.WriteString("serial --unit=0 --speed=115200\nterminal_input serial\nterminal_output serial\ninsmod smbios\n")
-	cfg.WriteString("smbios --type 1 --get-uuid 8 --set uuid\necho \"\"\n")
+	cfg.WriteString("insmod smbios\nsmbios --type 1 --get-uuid 8 --set uuid\necho \"\"\n")
 	for _, h := range ac.Hosts {
 		line := fmt.Sprintf("%s role=%s host=%s", AgentISOMarker, h.Role, h.Hostname)
 		switch u, ok := uuids[h.Hostname]; {
@@ -141,7 +145,7 @@ func (r *run) createAgentImage() int {
 		}
 	}
 	cfg.WriteString("halt\n")
-	if err := buildISO(filepath.Join(r.dir, "agent.x86_64.iso"), cfg.String()); err != nil {
+	if err := buildISO(iso, cfg.String(), arch); err != nil {
 		r.log("fatal", "failed to write asset (Agent Installer ISO) to disk: "+err.Error())
 		return 1
 	}
@@ -153,7 +157,7 @@ func (r *run) createAgentImage() int {
 		r.log("fatal", err.Error())
 		return 1
 	}
-	r.log("info", "Generated ISO at "+filepath.Join(r.dir, "agent.x86_64.iso"))
+	r.log("info", "Generated ISO at "+iso)
 	return 0
 }
 
@@ -185,8 +189,18 @@ func checkAgentConfig(ac agentConfig, ic InstallConfig) string {
 	return ""
 }
 
-// buildISO makes a grub rescue image with cfg as its grub.cfg.
-func buildISO(out, cfg string) error {
+// buildISO makes a UEFI grub rescue image for one architecture (x86_64,
+// aarch64) with cfg as its grub.cfg, after the lines that put grub's
+// console on the machine's serial port: the image boots a machine of that
+// architecture only, as the installer's ISOs do (the lab's nodes are UEFI).
+func buildISO(out, cfg, arch string) error {
+	platform, console := "x86_64-efi", "serial --unit=0 --speed=115200\nterminal_input serial\nterminal_output serial\n"
+	if arch == "aarch64" {
+		// AAVMF's console is the serial port; grub for arm64-efi has no
+		// COM port of its own.
+		platform, console = "arm64-efi", "terminal_output console\n"
+	}
+	cfg = console + cfg
 	work, err := os.MkdirTemp("", "fake-agent-iso-")
 	if err != nil {
 		return err
@@ -198,7 +212,7 @@ func buildISO(out, cfg string) error {
 	if err := os.WriteFile(filepath.Join(work, "boot", "grub", "grub.cfg"), []byte(cfg), 0o644); err != nil {
 		return err
 	}
-	if b, err := exec.Command("grub-mkrescue", "-o", out, work, "--", "-volid", "AGENT_ISO").CombinedOutput(); err != nil {
+	if b, err := exec.Command("grub-mkrescue", "-d", "/usr/lib/grub/"+platform, "-o", out, work, "--", "-volid", "AGENT_ISO").CombinedOutput(); err != nil {
 		return fmt.Errorf("grub-mkrescue: %v: %s", err, b)
 	}
 	return os.Chmod(out, 0o644)
@@ -302,7 +316,8 @@ func OCMain(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		var nc struct {
-			Hosts []struct {
+			CPUArchitecture string `json:"cpuArchitecture"`
+			Hosts           []struct {
 				Hostname string `json:"hostname"`
 			} `json:"hosts"`
 		}
@@ -314,13 +329,20 @@ func OCMain(args []string, stdout, stderr io.Writer) int {
 		if len(nc.Hosts) == 1 {
 			host = nc.Hosts[0].Hostname
 		}
-		cfg := "serial --unit=0 --speed=115200\nterminal_input serial\nterminal_output serial\necho \"\"\n" +
-			fmt.Sprintf("echo \"%s role=worker host=%s\"\nhalt\n", AgentISOMarker, host)
-		if err := buildISO(filepath.Join(r.dir, "node.x86_64.iso"), cfg); err != nil {
+		// The nodes' architecture: nodes-config.yaml's, else the
+		// cluster's (x86_64: the fixture's clusters are).
+		arch := cmp.Or(nc.CPUArchitecture, "x86_64")
+		if arch != "x86_64" && arch != "aarch64" {
+			fmt.Fprintf(stderr, "error: nodes-config.yaml: cpuArchitecture %q: want x86_64 or aarch64\n", arch)
+			return 1
+		}
+		iso := filepath.Join(r.dir, "node."+arch+".iso")
+		cfg := "echo \"\"\n" + fmt.Sprintf("echo \"%s role=worker host=%s\"\nhalt\n", AgentISOMarker, host)
+		if err := buildISO(iso, cfg, arch); err != nil {
 			fmt.Fprintf(stderr, "error: %v\n", err)
 			return 1
 		}
-		fmt.Fprintf(stdout, "Generated ISO at %s\n", filepath.Join(r.dir, "node.x86_64.iso"))
+		fmt.Fprintf(stdout, "Generated ISO at %s\n", iso)
 		return 0
 	case "adm node-image monitor":
 		if err := r.playAgent(); err != nil {

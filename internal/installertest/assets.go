@@ -1,6 +1,7 @@
 package installertest
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/big"
+	"os"
 	"path"
 	"sort"
 	"strings"
@@ -27,11 +29,13 @@ type InstallConfig struct {
 		Name string `json:"name"`
 	} `json:"metadata"`
 	ControlPlane struct {
-		Replicas *int `json:"replicas"`
+		Replicas     *int   `json:"replicas"`
+		Architecture string `json:"architecture"`
 	} `json:"controlPlane"`
 	Compute []struct {
-		Name     string `json:"name"`
-		Replicas *int   `json:"replicas"`
+		Name         string `json:"name"`
+		Replicas     *int   `json:"replicas"`
+		Architecture string `json:"architecture"`
 	} `json:"compute"`
 	Platform         map[string]any `json:"platform"`
 	PullSecret       string         `json:"pullSecret"`
@@ -62,7 +66,41 @@ func ParseInstallConfig(data []byte) (InstallConfig, error) {
 	if len(missing) > 0 {
 		return ic, fmt.Errorf("invalid install-config configuration: %s", strings.Join(missing, ", "))
 	}
+	// The release payload's architecture (validateReleaseArchitecture): a
+	// single-architecture one installs its own only.
+	if rel := ReleaseArch(); rel != "multi" {
+		var bad []string
+		if a := cmp.Or(ic.ControlPlane.Architecture, "amd64"); a != rel {
+			bad = append(bad, fmt.Sprintf("controlPlane.architecture: Invalid value: %q: cannot create %s controlPlane node from a single architecture %s release payload", a, a, rel))
+		}
+		for i, c := range ic.Compute {
+			if c.Architecture != "" && c.Architecture != rel {
+				bad = append(bad, fmt.Sprintf("compute[%d].architecture: Invalid value: %q: cannot create %s compute node from a single architecture %s release payload", i, c.Architecture, c.Architecture, rel))
+			}
+		}
+		if len(bad) > 0 {
+			return ic, fmt.Errorf("invalid \"install-config.yaml\" file: %s", strings.Join(bad, ", "))
+		}
+	}
 	return ic, nil
+}
+
+// EnvReleaseArch is the architecture of the release payload the fixture
+// plays (`version` prints it, and install-configs are checked against
+// it): amd64 unless set (multi for a mixed cluster, as the multi-arch
+// installer's).
+const EnvReleaseArch = "FAKE_INSTALLER_RELEASE_ARCH"
+
+// ReleaseArch is the fixture's release payload architecture.
+func ReleaseArch() string { return cmp.Or(os.Getenv(EnvReleaseArch), "amd64") }
+
+// RPMArch is an install-config architecture as the agent installer names
+// its ISOs (x86_64, aarch64).
+func RPMArch(arch string) string {
+	if arch == "arm64" {
+		return "aarch64"
+	}
+	return "x86_64"
 }
 
 // ClusterDomain is name.baseDomain.

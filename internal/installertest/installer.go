@@ -101,8 +101,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "version":
 		fmt.Fprintf(stdout, "openshift-install %s\nbuilt from commit 5d7a9c1e0f3b2a4c6e8d0f1a3b5c7e9d1f2a4b6c\n"+
-			"release image quay.io/openshift-release-dev/ocp-release@sha256:%s\nrelease architecture amd64\n",
-			Version, strings.Repeat("0f", 32))
+			"release image quay.io/openshift-release-dev/ocp-release@sha256:%s\nrelease architecture %s\n",
+			Version, strings.Repeat("0f", 32), ReleaseArch())
 		return 0
 	case "create manifests":
 		return r.createManifests()

@@ -1,6 +1,7 @@
 package ipi
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -179,6 +180,10 @@ type Cluster struct {
 	BMCVerifyCA string
 	// Arbiters is the arbiter pool's size (0 or 1, with 2 masters).
 	Arbiters int
+	// ControlPlaneArch, ComputeArch and ArbiterArch are the pools'
+	// architectures as the lab names them (x86_64, aarch64; Architecture
+	// gives the installer's words).
+	ControlPlaneArch, ComputeArch, ArbiterArch string
 	// Fencing gives a two-node control plane each master's BMC as its
 	// fencing credential.
 	Fencing bool
@@ -259,19 +264,55 @@ func Generate(k Cluster, nodes []Node, pullSecret, sshKey string) (*InstallConfi
 		BaseDomain:   k.BaseDomain,
 		Metadata:     Metadata{Name: k.Name},
 		Networking:   ClusterNetworking(k.MachineNetwork, k.Secondary.MachineNetwork),
-		Compute:      []MachinePool{{Name: RoleWorker, Replicas: k.Workers}},
-		ControlPlane: MachinePool{Name: RoleMaster, Replicas: k.Masters, Fencing: fencing},
+		Compute:      []MachinePool{{Name: RoleWorker, Replicas: k.Workers, Architecture: Architecture(k.ComputeArch)}},
+		ControlPlane: MachinePool{Name: RoleMaster, Replicas: k.Masters, Fencing: fencing, Architecture: Architecture(k.ControlPlaneArch)},
 		Platform:     Platform{BareMetal: bm},
 		PullSecret:   pullSecret,
 		SSHKey:       sshKey,
 	}
 	if k.Arbiters > 0 {
-		ic.Arbiter = &MachinePool{Name: RoleArbiter, Replicas: k.Arbiters}
+		ic.Arbiter = &MachinePool{Name: RoleArbiter, Replicas: k.Arbiters, Architecture: Architecture(cmp.Or(k.ArbiterArch, k.ControlPlaneArch))}
 	}
 	if k.PlatformNone {
 		ic.Platform = Platform{None: &None{}}
 	}
 	return ic, nil
+}
+
+// CPU architectures as install-config names them (pkg/types
+// Architecture: Go's GOARCH names).
+const (
+	ArchAMD64 = "amd64"
+	ArchARM64 = "arm64"
+	// ArchMulti is a release payload's architecture when it holds several
+	// (`openshift-install version`: "release architecture multi").
+	ArchMulti = "multi"
+)
+
+// Architecture is install-config's name for an architecture as libvirt,
+// qemu and the RPMs name it (x86_64, aarch64); "" stays "" (the
+// installer's default, amd64), a name it does not know stays as it is
+// for Validate to report.
+func Architecture(arch string) string {
+	switch arch {
+	case "x86_64":
+		return ArchAMD64
+	case "aarch64":
+		return ArchARM64
+	}
+	return arch
+}
+
+// RPMArch is the other way: the name the agent installer gives its ISOs
+// and nodes-config.yaml's cpuArchitecture (x86_64, aarch64).
+func RPMArch(arch string) string {
+	switch arch {
+	case ArchAMD64, "":
+		return "x86_64"
+	case ArchARM64:
+		return "aarch64"
+	}
+	return arch
 }
 
 // vips lists a VIP of each family, the valid ones in order.

@@ -86,6 +86,9 @@ type ClusterNetworkEntry struct {
 type MachinePool struct {
 	Name     string `json:"name"`
 	Replicas int    `json:"replicas"`
+	// Architecture is the pool's CPU architecture in the installer's
+	// words (ArchAMD64, ArchARM64; the installer's default is amd64).
+	Architecture string `json:"architecture,omitempty"`
 	// Fencing is a two-node control plane's: how each node is powered off
 	// through its BMC when the other must take over.
 	Fencing *Fencing `json:"fencing,omitempty"`

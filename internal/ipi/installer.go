@@ -134,6 +134,25 @@ func FindInstaller(binary, dir string) (string, error) {
 	return "", &InstallerNotFoundError{Looked: []string{local, "PATH"}, Dir: dir}
 }
 
+// ReleaseArchitecture is the architecture of the release payload the
+// installer bin installs: `openshift-install version`'s "release
+// architecture" line (amd64, arm64, multi...), "unknown" when it prints
+// none.
+func ReleaseArchitecture(ctx context.Context, bin string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "version").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s version: %w", bin, err)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if a, ok := strings.CutPrefix(strings.TrimSpace(l), "release architecture "); ok {
+			return strings.TrimSpace(a), nil
+		}
+	}
+	return "unknown", nil
+}
+
 // RunInstaller runs `openshift-install create cluster` in opts.Dir. Every
 // line the installer prints (stdout and stderr, in order) goes to onLine
 // (may be nil) and to Dir/openshift-install.out. The install-config it

@@ -1,6 +1,7 @@
 package ipi
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -580,6 +581,15 @@ func (c *checker) pools(ic *InstallConfig) {
 		c.invalid("controlPlane.replicas", ic.ControlPlane.Replicas, "number of control plane replicas must be positive")
 	}
 	c.twoNode(ic)
+	c.architecture("controlPlane.architecture", ic.ControlPlane.Architecture)
+	if ic.Arbiter != nil {
+		c.architecture("arbiter.architecture", ic.Arbiter.Architecture)
+	}
+	control := cmp.Or(ic.ControlPlane.Architecture, ArchAMD64)
+	// Multi-arch is enabled by default on AWS, GCP and bare metal, the
+	// only platforms that take it (validateCompute); of this lab's, bare
+	// metal.
+	multiArch := ic.Platform.BareMetal != nil
 	seen := map[string]bool{}
 	for i, p := range ic.Compute {
 		f := fmt.Sprintf("compute[%d].name", i)
@@ -590,7 +600,59 @@ func (c *checker) pools(ic *InstallConfig) {
 			c.add(ErrorDuplicate, f, p.Name, "")
 		}
 		seen[p.Name] = true
+		af := fmt.Sprintf("compute[%d].architecture", i)
+		c.architecture(af, p.Architecture)
+		arch := cmp.Or(p.Architecture, ArchAMD64)
+		if arch == control {
+			continue
+		}
+		if !multiArch {
+			c.invalid(af, p.Architecture, "heteregeneous multi-arch is not supported; compute pool architecture must match control plane")
+			continue
+		}
+		// On bare metal, only an amd64 control plane with arm64 compute.
+		if control != ArchAMD64 {
+			c.invalid(af, control, "on multi-arch baremetal, the control plane must be amd64")
+		}
+		if arch != ArchARM64 {
+			c.invalid(af, p.Architecture, "on baremetal with amd64 control plane, compute must be amd64 or arm64")
+		}
 	}
+}
+
+// installerArchitectures are the architectures install-config takes
+// (pkg/types/machinepools.go, Architecture's enum).
+var installerArchitectures = []string{ArchAMD64, ArchARM64, "ppc64le", "s390x"}
+
+// architecture: a pool's architecture is one the installer knows
+// (ValidateMachinePool; empty is its default, amd64).
+func (c *checker) architecture(field, arch string) {
+	if arch != "" && !slices.Contains(installerArchitectures, arch) {
+		c.unsupported(field, arch, installerArchitectures...)
+	}
+}
+
+// ValidateRelease returns what the installer refuses in ic's pools given
+// the architecture of its release payload (`openshift-install version`'s
+// "release architecture"): a single-architecture payload installs its own
+// architecture only, a multi one any (pkg/types/validation/installconfig.go,
+// validateReleaseArchitecture). An unknown one is not checked, as the
+// installer only warns.
+func ValidateRelease(ic *InstallConfig, releaseArch string) ErrorList {
+	c := &checker{}
+	switch releaseArch {
+	case ArchMulti, "", "unknown":
+		return nil
+	}
+	if arch := cmp.Or(ic.ControlPlane.Architecture, ArchAMD64); arch != releaseArch {
+		c.invalid("controlPlane.architecture", arch, fmt.Sprintf("cannot create %s controlPlane node from a single architecture %s release payload", arch, releaseArch))
+	}
+	for i, p := range ic.Compute {
+		if p.Architecture != "" && p.Architecture != releaseArch {
+			c.invalid(fmt.Sprintf("compute[%d].architecture", i), p.Architecture, fmt.Sprintf("cannot create %s compute node from a single architecture %s release payload", p.Architecture, releaseArch))
+		}
+	}
+	return c.errs
 }
 
 // pullSecret: pkg/validate ImagePullSecret. The installer prints the

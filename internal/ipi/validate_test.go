@@ -338,6 +338,35 @@ func TestValidateRules(t *testing.T) {
 			`platform.baremetal.apiVIPs: Invalid value: "fd2e:6f44:5dd8:c956::5": VIP for API must be of the same IP family with machine network's primary IP Family for dual-stack IPv4/IPv6`,
 			`platform.baremetal.ingressVIPs: Invalid value: ["192.168.111.4","192.168.111.6"]: If two Ingress VIPs are given, one must be an IPv4 address, the other an IPv6`,
 		},
+	}, {
+		rule: "a pool's architecture is one the installer knows", src: "pkg/types/validation/machinepools.go",
+		pass: func(ic *InstallConfig) {
+			ic.ControlPlane.Architecture, ic.Compute[0].Architecture = ArchARM64, ArchARM64
+		},
+		fail: func(ic *InstallConfig) { ic.ControlPlane.Architecture, ic.Compute[0].Architecture = "x86_64", "x86_64" },
+		want: []string{
+			`controlPlane.architecture: Unsupported value: "x86_64": supported values: "amd64", "arm64", "ppc64le", "s390x"`,
+			`compute[0].architecture: Unsupported value: "x86_64": supported values: "amd64", "arm64", "ppc64le", "s390x"`,
+		},
+	}, {
+		rule: "multi-arch bare metal: an amd64 control plane with arm64 compute", src: "pkg/types/validation/installconfig.go validateCompute",
+		pass: func(ic *InstallConfig) {
+			ic.ControlPlane.Architecture, ic.Compute[0].Architecture = ArchAMD64, ArchARM64
+		},
+		fail: func(ic *InstallConfig) {
+			ic.ControlPlane.Architecture, ic.Compute[0].Architecture = ArchARM64, ArchAMD64
+		},
+		want: []string{
+			`compute[0].architecture: Invalid value: "arm64": on multi-arch baremetal, the control plane must be amd64`,
+			`compute[0].architecture: Invalid value: "amd64": on baremetal with amd64 control plane, compute must be amd64 or arm64`,
+		},
+	}, {
+		rule: "platform none has no mixed architectures", src: "pkg/types/validation/installconfig.go validateCompute",
+		fail: func(ic *InstallConfig) {
+			ic.Platform = Platform{None: &None{}}
+			ic.ControlPlane.Architecture, ic.Compute[0].Architecture = ArchAMD64, ArchARM64
+		},
+		want: []string{`compute[0].architecture: Invalid value: "arm64": heteregeneous multi-arch is not supported; compute pool architecture must match control plane`},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {
@@ -399,5 +428,32 @@ func TestValidatePassesTheSeedAndWordsTheList(t *testing.T) {
 	ic.APIVersion = ""
 	if got := Validate(ic, seedDHCP).Error(); got != `invalid "install-config.yaml" file: apiVersion: Required value: install-config version required` {
 		t.Errorf("no apiVersion: %s", got)
+	}
+}
+
+// TestValidateRelease: a single-architecture release payload installs its
+// own architecture only, a multi one any; an unknown one is not checked
+// (pkg/types/validation/installconfig.go validateReleaseArchitecture).
+func TestValidateRelease(t *testing.T) {
+	mixed := validLab(t)
+	mixed.ControlPlane.Architecture, mixed.Compute[0].Architecture = ArchAMD64, ArchARM64
+	for _, tt := range []struct {
+		ic      *InstallConfig
+		release string
+		want    []string
+	}{
+		{validLab(t), ArchAMD64, nil},
+		{mixed, ArchMulti, nil},
+		{mixed, "unknown", nil},
+		{mixed, ArchAMD64, []string{`compute[0].architecture: Invalid value: "arm64": cannot create arm64 compute node from a single architecture amd64 release payload`}},
+		{mixed, ArchARM64, []string{`controlPlane.architecture: Invalid value: "amd64": cannot create amd64 controlPlane node from a single architecture arm64 release payload`}},
+	} {
+		var got []string
+		for _, e := range ValidateRelease(tt.ic, tt.release) {
+			got = append(got, e.Error())
+		}
+		if d := cmp.Diff(tt.want, got); d != "" {
+			t.Errorf("release %s (-want +got):\n%s", tt.release, d)
+		}
 	}
 }

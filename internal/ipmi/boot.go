@@ -203,6 +203,12 @@ func (b *bmc) setBootFlags(f [5]byte) wire.CompletionCode {
 		mode := machine.BootModeLegacy
 		if f[0]&bootFlagEFI != 0 {
 			mode = machine.BootModeUEFI
+		} else if m, err := b.svc.Get(b.id); err == nil && m.Inventory.UEFIOnly() {
+			// The BIOS boot type bit clear asks for a "PC compatible"
+			// boot, which an aarch64 server does not have: its firmware
+			// boots UEFI whatever the bit says, as ipmitool's plain
+			// `chassis bootdev` leaves it clear.
+			mode = machine.BootModeUEFI
 		}
 		p.Target, p.Mode = &t, &mode
 		if t != machine.BootNone {

@@ -64,6 +64,9 @@ const (
 	// KindDaemon is the lab's BMC daemon (vbmcd), a process named by its
 	// PID.
 	KindDaemon Kind = "vbmcd"
+	// KindLLDP is the lab's LLDP sender (`vbmcd lldp`), a process named by
+	// its PID.
+	KindLLDP Kind = "LLDP sender"
 	// KindShared is the lab's entries in a network it shares, named by
 	// the network.
 	KindShared Kind = "shared network entries"
@@ -159,6 +162,16 @@ type BMCDaemon struct {
 	Progress func(string)
 }
 
+// LLDPSender is the lab's switches on the wire: a process that sends
+// every running node NIC's tap the LLDP frames of its port, in the lab's
+// namespace, as the plan invokes it. Ensure starts it unless it runs with
+// the plan's arguments; Differences says when none runs.
+type LLDPSender struct {
+	Lab    string
+	Netns  string
+	Sender plan.Vbmcd
+}
+
 func (Pool) object()          {}
 func (Volume) object()        {}
 func (Machine) object()       {}
@@ -169,6 +182,7 @@ func (SharedEntries) object() {}
 func (Links) object()         {}
 func (LinkAddress) object()   {}
 func (BMCDaemon) object()     {}
+func (LLDPSender) object()    {}
 
 // Difference is one way the platform differs from what the lab declares.
 // It is also what `labctl net check -o json` prints: the contract between

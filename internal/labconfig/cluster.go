@@ -189,7 +189,17 @@ type Role struct {
 	// Placement names the host (of the lab's hosts:) of each node in
 	// order; empty spreads the nodes over the hosts round-robin.
 	Placement []string `json:"placement,omitempty"`
+	// Arch is the nodes' CPU architecture, as libvirt names it: x86_64
+	// (default) or aarch64 (install-config's amd64 and arm64). The
+	// arbiter's defaults to the masters'.
+	Arch string `json:"arch,omitempty"`
 }
+
+// CPU architectures of a pool (Role.Arch), as libvirt and qemu name them.
+const (
+	ArchX86_64  = "x86_64"
+	ArchAArch64 = "aarch64"
+)
 
 // N is the number of nodes (0 when Count is unset).
 func (r Role) N() int {
@@ -270,6 +280,9 @@ func (c *Config) setClusterDefaults() {
 	if k.Arbiter.Count != nil && *k.Arbiter.Count > 0 {
 		if k.Arbiter.DiskGiB == 0 {
 			k.Arbiter.DiskGiB = DefaultArbiterDiskGiB
+		}
+		if k.Arbiter.Arch == "" {
+			k.Arbiter.Arch = k.Masters.Arch
 		}
 		k.Arbiter.setDefaults(0, DefaultArbiterVCPUs, DefaultArbiterMemoryMiB)
 	}
@@ -362,6 +375,9 @@ func (r *Role) setDefaults(count, vcpus, memMiB int) {
 	if r.Count == nil {
 		r.Count = &count
 	}
+	if r.Arch == "" {
+		r.Arch = ArchX86_64
+	}
 	if r.VCPUs == 0 {
 		r.VCPUs = vcpus
 	}
@@ -390,7 +406,21 @@ func (c *Config) validateCluster() []error {
 		field string
 		role  Role
 		min   int
-	}{{"masters", k.Masters, 1}, {"workers", k.Workers, 0}} {
+	}{{"masters", k.Masters, 1}, {"workers", k.Workers, 0}, {"arbiter", k.Arbiter, 0}} {
+		switch a := r.role.Arch; a {
+		case ArchX86_64, ArchAArch64:
+		case "":
+			if r.field != "arbiter" {
+				add("%s.arch: must be set", r.field)
+			}
+		case "amd64", "arm64":
+			add("%s.arch: %q is install-config's name; the lab file names an architecture as libvirt does: %s or %s (%s is %s)", r.field, a, ArchX86_64, ArchAArch64, a, map[string]string{"amd64": ArchX86_64, "arm64": ArchAArch64}[a])
+		default:
+			add("%s.arch: %q is not one of %s (default), %s", r.field, a, ArchX86_64, ArchAArch64)
+		}
+		if r.field == "arbiter" {
+			continue
+		}
 		if r.role.N() < r.min {
 			add("%s.count: %d is less than %d", r.field, r.role.N(), r.min)
 		}

@@ -17,8 +17,8 @@ func TestClusterDefaultsAreTheSeed(t *testing.T) {
 	want := Cluster{
 		Name:           "seed",
 		BaseDomain:     "bmlab.test",
-		Masters:        Role{Count: intp(3), VCPUs: 4, MemoryMiB: 16384, DiskGiB: 120},
-		Workers:        Role{Count: intp(2), VCPUs: 2, MemoryMiB: 8192, DiskGiB: 120},
+		Masters:        Role{Count: intp(3), VCPUs: 4, MemoryMiB: 16384, DiskGiB: 120, Arch: ArchX86_64},
+		Workers:        Role{Count: intp(2), VCPUs: 2, MemoryMiB: 8192, DiskGiB: 120, Arch: ArchX86_64},
 		IPFamily:       "v4",
 		MachineNetwork: netip.MustParsePrefix("192.168.111.0/24"),
 		DHCPRange:      netaddr.Range{Start: netip.MustParseAddr("192.168.111.20"), End: netip.MustParseAddr("192.168.111.60")},
@@ -112,6 +112,8 @@ func TestParseClusterErrorsNameTheField(t *testing.T) {
 		{"cluster:\n  bmc: {address: 192.168.111.300}\n", `cluster.bmc.address: "192.168.111.300" is not an IP address`},
 		{"cluster:\n  bmc: {address: -bad-.lab}\n", `cluster.bmc.address: "-bad-.lab" is neither an IP address nor a DNS name`},
 		{"cluster:\n  bmc: {kind: idrac}\n", `cluster.bmc.kind: "idrac" is not one of`},
+		{"cluster:\n  workers: {arch: arm64}\n", `cluster.workers.arch: "arm64" is install-config's name; the lab file names an architecture as libvirt does: x86_64 or aarch64 (arm64 is aarch64)`},
+		{"cluster:\n  masters: {arch: riscv64}\n", `cluster.masters.arch: "riscv64" is not one of x86_64 (default), aarch64`},
 		{"cluster:\n  bmc: {redfishPort: 70000}\n", "cluster.bmc.redfishPort: 70000 is not a port"},
 		{"cluster:\n  bmc: {kind: ipmi, ipmiPortBase: 65534}\n", "cluster.bmc.ipmiPortBase: 65534 leaves no port for every node (the last would be 65538)"},
 	}
@@ -132,8 +134,8 @@ func TestApplyProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Default().Cluster
-	want.Masters = Role{Count: intp(3), VCPUs: 1, MemoryMiB: 512, DiskGiB: 2}
-	want.Workers = Role{Count: intp(1), VCPUs: 1, MemoryMiB: 256, DiskGiB: 2}
+	want.Masters = Role{Count: intp(3), VCPUs: 1, MemoryMiB: 512, DiskGiB: 2, Arch: ArchX86_64}
+	want.Workers = Role{Count: intp(1), VCPUs: 1, MemoryMiB: 256, DiskGiB: 2, Arch: ArchX86_64}
 	if d := cmp.Diff(want, c.Cluster, netips); d != "" {
 		t.Errorf("tiny (-want +got):\n%s", d)
 	}

@@ -110,6 +110,11 @@ type Network struct {
 	// HostResolverDir is where the drop-in goes (default
 	// /etc/NetworkManager/dnsmasq.d or /etc/systemd/resolved.conf.d).
 	HostResolverDir string `json:"hostResolverDir,omitempty"`
+	// LLDP says whether the lab's switches announce themselves: LLDP
+	// frames on every running node NIC's tap with what the node's BMC
+	// reports as the port's LLDPReceive (`vbmcd lldp`). Default: on where
+	// the nodes have BMCs (ipi-baremetal, agent), off in hybrid mode.
+	LLDP *bool `json:"lldp,omitempty"`
 }
 
 // Bridge is a bridge the lab owns.

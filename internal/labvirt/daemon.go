@@ -25,8 +25,15 @@ type daemon struct {
 }
 
 // daemons are the processes whose environment carries the lab's mark and
-// whose program is vbmcd.
-func daemons(lab string) ([]daemon, error) {
+// whose program is vbmcd serving BMCs.
+func daemons(lab string) ([]daemon, error) { return marked(lab, false) }
+
+// senders are the lab's LLDP senders: vbmcd lldp with the lab's mark.
+func senders(lab string) ([]daemon, error) { return marked(lab, true) }
+
+// marked are the processes whose environment carries the lab's mark and
+// whose program is vbmcd: its lldp subcommand, or not.
+func marked(lab string, lldp bool) ([]daemon, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
@@ -39,7 +46,8 @@ func daemons(lab string) ([]daemon, error) {
 			continue
 		}
 		args := procStrings(pid, "cmdline")
-		if len(args) == 0 || filepath.Base(args[0]) != "vbmcd" || !slices.Contains(procStrings(pid, "environ"), mark) {
+		if len(args) == 0 || filepath.Base(args[0]) != "vbmcd" || (len(args) > 1 && args[1] == "lldp") != lldp ||
+			!slices.Contains(procStrings(pid, "environ"), mark) {
 			continue
 		}
 		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && zombie(st) {
@@ -64,7 +72,7 @@ func zombie(stat []byte) bool {
 	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
-// startDaemon starts vbmcd in its own session, in the lab's namespace,
+// startDaemon starts vbmcd (or its lldp subcommand) in its own session, in the lab's namespace,
 // with the lab's mark in its environment, and returns its PID.
 func startDaemon(v plan.Vbmcd, netns string) (int, error) {
 	if v.Path == "" {

@@ -1,6 +1,7 @@
 package labvirt
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -21,8 +22,14 @@ type DomainSpec struct {
 	UUID      string // empty: libvirt picks one
 	MemoryMiB uint
 	VCPUs     uint
-	Machine   string // "q35" (default) or "pc"
-	UEFI      bool
+	// Arch is x86_64 (default) or aarch64: an aarch64 domain is qemu's
+	// virt machine on AAVMF, UEFI only, its CD drive on virtio-scsi.
+	Arch string
+	// Type is the libvirt domain type: qemu (default: TCG, software
+	// emulation) or kvm (an aarch64 node on an arm64 host: DomainType).
+	Type    string
+	Machine string // "q35" (default) or "pc"; aarch64's is "virt"
+	UEFI    bool
 	// SecureBoot (with UEFI) boots OVMF's secure-boot build, with SMM, from
 	// a variable store with Microsoft's keys enrolled (the firmware's
 	// SecureCode and SecureVars): unsigned EFI binaries are refused. It
@@ -61,12 +68,23 @@ type NICSpec struct {
 
 // DomainXML builds the libvirt definition of s.
 func (s DomainSpec) DomainXML(fw virt.Firmware) (string, error) {
-	mt := s.Machine
-	if mt == "" {
-		mt = "q35"
+	arch := cmp.Or(s.Arch, machine.ArchX86_64)
+	mt := cmp.Or(s.Machine, "q35")
+	features := &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}, APIC: &libvirtxml.DomainFeatureAPIC{}}
+	switch arch {
+	case machine.ArchX86_64:
+	case machine.ArchAArch64:
+		// qemu's virt machine; no APIC (x86's), and UEFI only.
+		mt = cmp.Or(s.Machine, "virt")
+		features.APIC = nil
+		if !s.UEFI {
+			return "", fmt.Errorf("domain %s: an aarch64 machine boots UEFI only (AAVMF); it has no legacy BIOS", s.Name)
+		}
+	default:
+		return "", fmt.Errorf("domain %s: architecture %q: want %s or %s", s.Name, arch, machine.ArchX86_64, machine.ArchAArch64)
 	}
 	d := libvirtxml.Domain{
-		Type: "qemu",
+		Type: cmp.Or(s.Type, "qemu"),
 		Name: s.Name,
 		UUID: s.UUID,
 		Memory: &libvirtxml.DomainMemory{
@@ -74,13 +92,21 @@ func (s DomainSpec) DomainXML(fw virt.Firmware) (string, error) {
 		},
 		VCPU: &libvirtxml.DomainVCPU{Value: max(s.VCPUs, 1)},
 		OS: &libvirtxml.DomainOS{
-			Type: &libvirtxml.DomainOSType{Arch: "x86_64", Machine: mt, Type: "hvm"},
+			Type: &libvirtxml.DomainOSType{Arch: arch, Machine: mt, Type: "hvm"},
 		},
-		Features:   &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}, APIC: &libvirtxml.DomainFeatureAPIC{}},
+		Features:   features,
 		OnPoweroff: "destroy",
 		OnReboot:   "restart",
 		OnCrash:    "destroy",
 		Devices:    &libvirtxml.DomainDeviceList{},
+	}
+	if arch == machine.ArchAArch64 {
+		// Under TCG qemu emulates a named core (its default for virt is a
+		// 32-bit one); under KVM the host's.
+		d.CPU = &libvirtxml.DomainCPU{Mode: "custom", Match: "exact", Model: &libvirtxml.DomainCPUModel{Value: "cortex-a57", Fallback: "allow"}}
+		if d.Type == "kvm" {
+			d.CPU = &libvirtxml.DomainCPU{Mode: "host-passthrough"}
+		}
 	}
 	if s.Metadata != "" {
 		d.Metadata = &libvirtxml.DomainMetadata{XML: s.Metadata}
@@ -96,19 +122,23 @@ func (s DomainSpec) DomainXML(fw virt.Firmware) (string, error) {
 		return "", fmt.Errorf("domain %s wants secure boot without UEFI; secure boot needs UEFI", s.Name)
 	}
 	if s.UEFI {
-		code, vars, secure := fw.Code, fw.Vars, "no"
+		u := fw.For(arch)
+		code, vars, secure := u.Code, u.Vars, "no"
 		if s.SecureBoot {
-			if mt != "q35" && !strings.HasPrefix(mt, "pc-q35") {
+			if arch == machine.ArchX86_64 && mt != "q35" && !strings.HasPrefix(mt, "pc-q35") {
 				return "", fmt.Errorf("domain %s wants secure boot on machine %q; secure boot needs q35", s.Name, mt)
 			}
-			if fw.SecureCode == "" || fw.SecureVars == "" {
-				return "", fmt.Errorf("domain %s wants secure boot but no secure-boot OVMF (secboot code, variables with enrolled keys) was found; install the ovmf package", s.Name)
+			if u.SecureCode == "" || u.SecureVars == "" {
+				return "", fmt.Errorf("domain %s wants secure boot but no secure-boot UEFI firmware for %s (code, variables with enrolled keys) was found; install the %s package", s.Name, arch, virt.FirmwarePackage(arch))
 			}
-			code, vars, secure = fw.SecureCode, fw.SecureVars, "yes"
-			// OVMF's secure-boot build keeps its variables safe in SMM.
-			d.Features.SMM = &libvirtxml.DomainFeatureSMM{State: "on"}
-		} else if fw.Code == "" || fw.Vars == "" {
-			return "", fmt.Errorf("domain %s wants UEFI but no OVMF firmware was found; install the ovmf package", s.Name)
+			code, vars = u.SecureCode, u.SecureVars
+			if arch == machine.ArchX86_64 {
+				// OVMF's secure-boot build keeps its variables safe in SMM.
+				secure = "yes"
+				d.Features.SMM = &libvirtxml.DomainFeatureSMM{State: "on"}
+			}
+		} else if code == "" || vars == "" {
+			return "", fmt.Errorf("domain %s wants UEFI but no UEFI firmware for %s was found; install the %s package", s.Name, arch, virt.FirmwarePackage(arch))
 		}
 		d.OS.Loader = &libvirtxml.DomainLoader{Path: code, Readonly: "yes", Type: "pflash", Secure: secure}
 		d.OS.NVRam = &libvirtxml.DomainNVRam{Template: vars}
@@ -132,11 +162,16 @@ func (s DomainSpec) DomainXML(fw virt.Firmware) (string, error) {
 	cd := libvirtxml.DomainDisk{
 		Device:   "cdrom",
 		Driver:   &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
-		Target:   &libvirtxml.DomainDiskTarget{Dev: "sdz", Bus: CDROMBus(mt)},
+		Target:   &libvirtxml.DomainDiskTarget{Dev: virt.CDROMDev(CDROMBus(mt)), Bus: CDROMBus(mt)},
 		ReadOnly: &libvirtxml.DomainDiskReadOnly{},
 	}
-	if cd.Target.Bus == "ide" {
-		cd.Target.Dev = "hdc"
+	if cd.Target.Bus == "scsi" {
+		dev.Controllers = append(dev.Controllers, virt.SCSIController())
+	}
+	if arch == machine.ArchAArch64 {
+		// A USB controller, for a removable medium (virtual media's USB
+		// stick): the virt machine has none of its own.
+		dev.Controllers = append(dev.Controllers, libvirtxml.DomainController{Type: "usb", Model: "qemu-xhci"})
 	}
 	if s.CDROM != "" {
 		cd.Source = &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.CDROM}}
@@ -182,14 +217,9 @@ func (s DomainSpec) DomainXML(fw virt.Firmware) (string, error) {
 	return d.Marshal()
 }
 
-// CDROMBus returns the bus a CD-ROM drive belongs on for a machine type:
-// SATA on q35 (which has no IDE), IDE on pc (i440fx).
-func CDROMBus(machineType string) string {
-	if machineType == "pc" || strings.HasPrefix(machineType, "pc-i440fx") {
-		return "ide"
-	}
-	return "sata"
-}
+// CDROMBus returns the bus a CD-ROM drive belongs on for a machine type
+// (virt.CDROMBus).
+func CDROMBus(machineType string) string { return virt.CDROMBus(machineType) }
 
 func diskName(bus string, i int) string {
 	prefix := "vd"
@@ -199,9 +229,39 @@ func diskName(bus string, i int) string {
 	return prefix + string(rune('a'+i))
 }
 
+// DomainType is the domain type of an aarch64 node: kvm where libvirt's
+// capabilities list KVM for aarch64 (an arm64 host), else qemu (TCG,
+// software emulation). x86_64 nodes stay qemu, as labctl always made them:
+// a host may list KVM that does not run (this project's CI lists it
+// without hardware virtualization, and such a domain only pauses).
+func DomainType(caps []byte, arch string) string {
+	var c libvirtxml.Caps
+	if arch != machine.ArchAArch64 || c.Unmarshal(string(caps)) != nil {
+		return "qemu"
+	}
+	for _, g := range c.Guests {
+		if g.Arch.Name != arch {
+			continue
+		}
+		for _, d := range g.Arch.Domains {
+			if d.Type == "kvm" {
+				return "kvm"
+			}
+		}
+	}
+	return "qemu"
+}
+
 // defineDomain defines s (or redefines it when it exists) and returns its
-// UUID.
+// UUID. A spec without a type gets DomainType's.
 func defineDomain(_ context.Context, l *libvirt.Libvirt, s DomainSpec, fw virt.Firmware) (string, error) {
+	if s.Type == "" {
+		caps, err := l.Capabilities()
+		if err != nil {
+			return "", fmt.Errorf("read libvirt's capabilities: %w", err)
+		}
+		s.Type = DomainType(caps, cmp.Or(s.Arch, machine.ArchX86_64))
+	}
 	x, err := s.DomainXML(fw)
 	if err != nil {
 		return "", err

@@ -12,9 +12,11 @@
 // (shared.go, one lab at a time through a lock), and the node domains (with
 // an empty CD-ROM, a serial log, fw_cfg ignition when asked); the lab's
 // links through netlink (internal/netplumb) in the lab's namespace; and
-// the lab's vbmcd as a process (daemon.go). Every object carries the lab's
-// ownership mark (MarkXML, a mark file in a pool's directory, a link's
-// alias, vbmcd's environment), and Marked finds what bears it.
+// the lab's vbmcd and its LLDP sender (`vbmcd lldp`) as processes
+// (daemon.go). Every object carries the lab's ownership mark (MarkXML, a
+// mark file in a pool's directory, a link's alias, vbmcd's environment),
+// and Marked finds what bears it. An aarch64 node is qemu's virt machine
+// on AAVMF, defined as kvm only where libvirt offers KVM for aarch64.
 //
 // Conn is a connection to one libvirtd (Dial, or Wrap of one made
 // elsewhere) with the few tasks the test fixtures and labctl demo use.

@@ -21,6 +21,7 @@ import (
 	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/virt"
 )
 
 // Host is the libvirt provider on one host (lab.Provider): libvirt
@@ -124,8 +125,8 @@ func (r *Host) Marked(ctx context.Context, kind lab.Kind, labName string) ([]str
 	switch kind {
 	case lab.KindLink:
 		return r.plumber(labName).Owned()
-	case lab.KindDaemon:
-		ds, err := daemons(labName)
+	case lab.KindDaemon, lab.KindLLDP:
+		ds, err := marked(labName, kind == lab.KindLLDP)
 		var pids []string
 		for _, d := range ds {
 			pids = append(pids, strconv.Itoa(d.pid))
@@ -156,12 +157,12 @@ func (r *Host) Delete(ctx context.Context, kind lab.Kind, name, labName string) 
 			err = fmt.Errorf("link %s: %w", strings.Join(res.Foreign, ", "), lab.ErrForeign)
 		}
 		return err
-	case lab.KindDaemon:
+	case lab.KindDaemon, lab.KindLLDP:
 		pid, err := strconv.Atoi(name)
 		if err != nil {
-			return fmt.Errorf("vbmcd %q: not a PID", name)
+			return fmt.Errorf("%s %q: not a PID", kind, name)
 		}
-		ds, err := daemons(labName)
+		ds, err := marked(labName, kind == lab.KindLLDP)
 		if err != nil || !slices.ContainsFunc(ds, func(d daemon) bool { return d.pid == pid }) {
 			return err // gone already, or not the lab's
 		}
@@ -229,8 +230,14 @@ func (r *Host) Validate(o lab.Object) error { return Validate(o) }
 // the lab's own network as it would be given (LabNetworkSpec.Validate).
 // It needs no connection.
 func Validate(o lab.Object) error {
-	if n, ok := o.(lab.NATNetwork); ok {
-		return natSpec(n).Validate()
+	switch o := o.(type) {
+	case lab.NATNetwork:
+		return natSpec(o).Validate()
+	case lab.Machine:
+		// The domain as it would be defined: an architecture's firmware
+		// (AAVMF for aarch64) must be on this host.
+		_, err := domainSpec(o).DomainXML(virt.DetectFirmware())
+		return err
 	}
 	return nil
 }
@@ -253,6 +260,9 @@ func (r *Host) Ensure(ctx context.Context, o lab.Object) ([]string, error) {
 	}
 	if o, ok := o.(lab.BMCDaemon); ok {
 		return ensureDaemon(ctx, o)
+	}
+	if o, ok := o.(lab.LLDPSender); ok {
+		return ensureSender(o)
 	}
 	c, err := r.conn()
 	if err != nil {
@@ -307,6 +317,9 @@ func (r *Host) Differences(ctx context.Context, o lab.Object) ([]lab.Difference,
 			out = append(out, lab.Difference{Object: d.Link, Kind: string(d.Kind), Want: d.Want, Got: d.Got, Blocking: d.Blocking, Fix: d.Fix})
 		}
 		return out, nil
+	}
+	if o, ok := o.(lab.LLDPSender); ok {
+		return senderDifferences(o)
 	}
 	c, err := r.conn()
 	if err != nil {
@@ -415,7 +428,7 @@ const addressWait = 30 * time.Second
 func domainSpec(m lab.Machine) DomainSpec {
 	n := m.Node
 	spec := DomainSpec{
-		Name: n.Name, UUID: n.UUID, MemoryMiB: n.MemoryMiB, VCPUs: n.VCPUs, UEFI: true,
+		Name: n.Name, UUID: n.UUID, MemoryMiB: n.MemoryMiB, VCPUs: n.VCPUs, UEFI: true, Arch: n.Arch,
 		NICs:      []NICSpec{{Network: m.Network, MAC: n.MAC}},
 		SerialLog: n.SerialLog,
 		BootOrder: []string{"hd", "network"},
@@ -575,4 +588,75 @@ func ensureDaemon(ctx context.Context, o lab.BMCDaemon) ([]string, error) {
 		wait = bmcWait
 	}
 	return done, bmcclient.WaitAnswer(ctx, p, wait, o.Progress)
+}
+
+// ensureSender keeps the lab's LLDP sender running with the plan's
+// arguments, restarting one that runs with others.
+func ensureSender(o lab.LLDPSender) ([]string, error) {
+	running, err := senders(o.Lab)
+	if err != nil {
+		return nil, err
+	}
+	ok := slices.ContainsFunc(running, func(d daemon) bool { return slices.Equal(d.args, o.Sender.Args) })
+	if !ok && o.Sender.Path == "" {
+		// Checked before anything is stopped.
+		return nil, errors.New("LLDP sender: vbmcd not found next to labctl or on PATH: run `make build` (it puts both in bin/), pass --vbmcd, or set network.lldp: false")
+	}
+	var done []string
+	kept := false
+	for _, d := range running {
+		if slices.Equal(d.args, o.Sender.Args) && !kept {
+			kept = true
+			continue
+		}
+		done = append(done, fmt.Sprintf("restarting the LLDP sender (pid %d): its arguments changed", d.pid))
+		if err := stopDaemon(d.pid); err != nil {
+			return done, err
+		}
+	}
+	if !ok {
+		pid, err := startDaemon(o.Sender, o.Netns)
+		if err != nil {
+			return done, err
+		}
+		// `ip netns exec` execs vbmcd in place: the sender is there once
+		// the process reads as vbmcd lldp, or it died.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			running, err := senders(o.Lab)
+			if err != nil {
+				return done, err
+			}
+			if slices.ContainsFunc(running, func(d daemon) bool { return d.pid == pid }) {
+				break
+			}
+			if !alive(pid) || time.Now().After(deadline) {
+				return done, fmt.Errorf("LLDP sender (pid %d) did not start; its log: %s", pid, o.Sender.Log)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		done = append(done, fmt.Sprintf("LLDP sender: started vbmcd lldp (pid %d)", pid))
+	}
+	return done, nil
+}
+
+// senderDifferences says when the lab's LLDP sender does not run, or runs
+// with other arguments.
+func senderDifferences(o lab.LLDPSender) ([]lab.Difference, error) {
+	running, err := senders(o.Lab)
+	if err != nil {
+		return nil, err
+	}
+	var pids []string
+	for _, d := range running {
+		if slices.Equal(d.args, o.Sender.Args) {
+			return nil, nil
+		}
+		pids = append(pids, strconv.Itoa(d.pid))
+	}
+	got := "not running (log: " + o.Sender.Log + ")"
+	if len(pids) > 0 {
+		got = "running with other arguments: pid " + strings.Join(pids, ", ")
+	}
+	return []lab.Difference{{Got: got}}, nil
 }

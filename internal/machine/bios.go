@@ -139,7 +139,7 @@ func applyBIOS(st *Settings, attrs map[string]any) {
 type BIOSError struct {
 	Attribute string
 	Value     any
-	Reason    string // "unknown", "type", "value", "readonly", "conflict"
+	Reason    string // "unknown", "type", "value", "readonly", "conflict", "uefi-only"
 }
 
 func (e *BIOSError) Error() string {
@@ -150,6 +150,8 @@ func (e *BIOSError) Error() string {
 		return fmt.Sprintf("BIOS attribute %q is read-only", e.Attribute)
 	case "conflict":
 		return fmt.Sprintf("BIOS attribute %q: %v needs %s Uefi", e.Attribute, e.Value, BIOSBootMode)
+	case "uefi-only":
+		return fmt.Sprintf("BIOS attribute %q: %v is not offered: this machine's firmware is UEFI only (aarch64), it has no legacy BIOS", e.Attribute, e.Value)
 	case "type":
 		return fmt.Sprintf("BIOS attribute %q: value %v has the wrong type (want %s)", e.Attribute, e.Value, biosByName[e.Attribute].Type)
 	default:

@@ -106,7 +106,7 @@ func (s *Service) settleHTTPBoot(ctx context.Context, m *Machine, st Settings, f
 	}
 	fctx, cancel := context.WithTimeout(ctx, s.tasks.wait)
 	defer cancel()
-	req := ImageRequest{Image: uri, VerifyCertificate: md.VerifyCertificate, ISO: true, EFIArch: httpBootArch(m), InUse: s.AttachedImages}
+	req := ImageRequest{Machine: m.ID, Image: uri, VerifyCertificate: md.VerifyCertificate, ISO: true, EFIArch: httpBootArch(m), InUse: s.AttachedImages}
 	for _, c := range md.Certificates {
 		req.Certificates = append(req.Certificates, c.PEM)
 	}

@@ -173,6 +173,9 @@ func (e *MediaError) Unwrap() error { return e.Err }
 
 // ImageRequest asks a fetcher for an image.
 type ImageRequest struct {
+	// Machine is the ID of the machine the image is for ("" when none):
+	// a fetcher may treat machines differently (the sim's probe mode).
+	Machine           string
 	Image             string
 	UserName          string
 	Password          string

@@ -348,7 +348,7 @@ func (s *Service) InsertMedia(_ context.Context, id string, slot MediaSlot, req 
 	s.tasks.mu.Unlock()
 
 	fr := ImageRequest{
-		Image: req.Image, UserName: req.UserName, Password: req.Password,
+		Machine: m.ID, Image: req.Image, UserName: req.UserName, Password: req.Password,
 		VerifyCertificate: md.VerifyCertificate, ISO: slot == SlotCD,
 		InUse: s.AttachedImages, Progress: t.progress,
 	}

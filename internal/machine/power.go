@@ -199,17 +199,19 @@ func reached(op *powerOp, p PowerState) bool {
 }
 
 // changes reports whether rt changes anything for a machine in state p
-// (On when on, GracefulShutdown when off: nothing to do). A machine
-// powering on is on for a power-off: the backend carries its start out
-// over time (a sim delay, a KubeVirt instance being scheduled) after the
-// action that asked for it ended, and a ForceOff then must take it down,
-// as fence_redfish expects (it reads PoweringOn as on, and waits for Off).
+// (On when on, GracefulShutdown when off: nothing to do). A machine the
+// backend itself is powering on (the sim's delay, a KubeVirt VM Starting)
+// is on its way: ForceOff stops it (a graceful shutdown has no guest to
+// ask yet).
 func changes(rt ResetType, p PowerState) bool {
+	on := p == PowerOn || p == PowerPoweringOff
 	switch rt {
 	case ResetOn, ResetForceOn:
-		return p != PowerOn && p != PowerPoweringOn // off in a moment when PoweringOff: started then
-	case ResetGracefulShutdown, ResetForceOff:
-		return p == PowerOn || p == PowerPoweringOn || p == PowerPoweringOff
+		return !on || p == PowerPoweringOff // off in a moment: started then
+	case ResetForceOff:
+		return on || p == PowerPoweringOn
+	case ResetGracefulShutdown:
+		return on
 	}
 	return true
 }

@@ -470,6 +470,9 @@ func (s *Service) SetBoot(ctx context.Context, id string, p BootPatch) (*Machine
 		if *p.Mode == BootModeLegacy && st.SecureBoot {
 			return nil, fmt.Errorf("%w: secure boot is enabled; disable it before switching to Legacy", ErrConflict)
 		}
+		if *p.Mode == BootModeLegacy && m.Inventory.UEFIOnly() {
+			return nil, ErrUEFIOnly
+		}
 		b.Mode = *p.Mode
 	}
 	if p.HTTPBootURI != nil {
@@ -556,6 +559,9 @@ func (s *Service) SetBIOSPending(ctx context.Context, id string, attrs map[strin
 		st.BIOSPending = map[string]any{}
 	}
 	maps.Copy(st.BIOSPending, attrs)
+	if m.Inventory.UEFIOnly() && st.BIOSPending[BIOSBootMode] == "Bios" {
+		return nil, &BIOSError{Attribute: BIOSBootMode, Value: "Bios", Reason: "uefi-only"}
+	}
 	if err := checkBIOSFirmware(st); err != nil {
 		return nil, err
 	}

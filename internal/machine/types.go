@@ -261,8 +261,8 @@ type Inventory struct {
 	Cores       int // per socket
 	Threads     int // per core
 	MemoryBytes int64
-	Arch        string // x86_64, aarch64
-	MachineType string // q35, pc
+	Arch        string // ArchX86_64, ArchAArch64
+	MachineType string // q35, pc, virt
 	NICs        []NIC
 	Disks       []Disk
 	// PCI lists the devices the definition puts on the PCI bus, by address;
@@ -273,6 +273,20 @@ type Inventory struct {
 	// means Hdd, Cd, Pxe.
 	DefaultBoot []BootSource
 }
+
+// Architectures of Inventory.Arch, as libvirt and qemu name them.
+const (
+	ArchX86_64  = "x86_64"
+	ArchAArch64 = "aarch64"
+)
+
+// UEFIOnly says the machine's firmware has no Legacy (BIOS) boot: an
+// aarch64 server boots UEFI (AAVMF for a VM) and nothing else.
+func (i Inventory) UEFIOnly() bool { return i.Arch == ArchAArch64 }
+
+// ErrUEFIOnly refuses a Legacy boot mode on a machine whose firmware is
+// UEFI only.
+var ErrUEFIOnly = fmt.Errorf("%w: this machine's firmware is UEFI only (aarch64): it has no Legacy BIOS boot; keep BootSourceOverrideMode UEFI (BIOS attribute BootMode Uefi)", ErrUnsupported)
 
 // Machine is a snapshot of one machine. Snapshots are values: a backend makes
 // a new one on every change and never mutates one it has handed out.

@@ -87,6 +87,7 @@ type Cache struct {
 	reserved int64          // bytes promised to downloads in progress
 	hits     int64          // fetches answered from the cache (under mu)
 	fetched  int64          // images downloaded (under mu)
+	probes   int64          // images probed (under mu)
 	statfs   func(path string) (free int64, err error)
 	nowFunc  func() time.Time
 }
@@ -280,6 +281,7 @@ type Stats struct {
 	Bytes     int64
 	Hits      int64 // fetches answered from the cache
 	Downloads int64 // images downloaded
+	Probes    int64 // images probed instead (Probe)
 }
 
 // Stats returns the number and total size of the cached images, and how
@@ -287,7 +289,7 @@ type Stats struct {
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := Stats{Hits: c.hits, Downloads: c.fetched}
+	s := Stats{Hits: c.hits, Downloads: c.fetched, Probes: c.probes}
 	for _, o := range c.idx.Objects {
 		s.Images++
 		s.Bytes += o.Size
@@ -977,18 +979,25 @@ func checkImage(path string, req machine.ImageRequest) error {
 	if req.Raw {
 		return nil
 	}
-	iso := req.ISO
-	errISO := checkISO(path)
-	if iso || errISO == nil {
-		return errISO
-	}
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	return checkImageAt(f, req)
+}
+
+// checkImageAt is checkImage on an image's first bytes (or all of them).
+func checkImageAt(r io.ReaderAt, req machine.ImageRequest) error {
+	if req.Raw {
+		return nil
+	}
+	errISO := checkISOAt(r)
+	if req.ISO || errISO == nil {
+		return errISO
+	}
 	b := make([]byte, 2)
-	if _, err := f.ReadAt(b, 510); err == nil && b[0] == 0x55 && b[1] == 0xaa {
+	if _, err := r.ReadAt(b, 510); err == nil && b[0] == 0x55 && b[1] == 0xaa {
 		return nil
 	}
 	return fmt.Errorf("not a disk image: neither an ISO 9660 volume descriptor at byte 32769 nor a boot sector signature (55 AA) at byte 510")
@@ -1002,8 +1011,12 @@ func checkISO(path string) error {
 		return err
 	}
 	defer f.Close()
+	return checkISOAt(f)
+}
+
+func checkISOAt(r io.ReaderAt) error {
 	b := make([]byte, 5)
-	if _, err := f.ReadAt(b, 32769); err != nil {
+	if _, err := r.ReadAt(b, 32769); err != nil {
 		return fmt.Errorf("not an ISO 9660 image: too short (%v)", err)
 	}
 	if !bytes.Equal(b, []byte("CD001")) && !bytes.Equal(b, []byte("BEA01")) {

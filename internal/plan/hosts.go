@@ -174,7 +174,7 @@ func (p *Plan) Spokes() []Host {
 // ForSpoke is the part of the plan that labctl on a host other than the hub
 // builds there, as a lab on one host: that host's libvirt, links and nodes;
 // no NAT network (the hub's); no vbmcd or installer (the hub runs them for
-// every host). Its commands (`up|down --host NAME`) make and remove only
+// every host); no LLDP sender. Its commands (`up|down --host NAME`) make and remove only
 // what is on that host.
 func (p *Plan) ForSpoke(name string) (*Plan, error) {
 	h, ok := p.ForHost(name)
@@ -192,6 +192,7 @@ func (p *Plan) ForSpoke(name string) (*Plan, error) {
 	s.Nodes = p.LocalNodes(name)
 	s.Network.Topology = h.Topology
 	s.Network.NAT = nil
+	s.Network.LLDP = nil // the hub's sender covers the hub's taps alone
 	s.Spoke = name
 	return &s, nil
 }

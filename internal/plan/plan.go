@@ -178,6 +178,8 @@ type Cluster struct {
 	Masters   int             `json:"masters"`
 	Arbiters  int             `json:"arbiters,omitempty"`
 	Workers   int             `json:"workers"`
+	// Arch is each pool's CPU architecture (x86_64, aarch64).
+	Arch Arches `json:"arch"`
 	// ProvisioningNetwork is Managed, Unmanaged or Disabled; the CIDR
 	// and bridge are set when it is not Disabled.
 	ProvisioningNetwork     string       `json:"provisioningNetwork"`
@@ -192,6 +194,24 @@ type Cluster struct {
 	PullSecret string `json:"pullSecret"`
 	SSHKey     string `json:"sshKey,omitempty"`
 }
+
+// CPU architectures of a node (Node.Arch), as libvirt names them.
+const (
+	ArchX86_64  = labconfig.ArchX86_64
+	ArchAArch64 = labconfig.ArchAArch64
+)
+
+// Arches are the pools' CPU architectures, as libvirt names them (x86_64,
+// aarch64): install-config's controlPlane, compute and arbiter
+// architecture (ipi.Architecture), the nodes' domains, the agent ISO's.
+type Arches struct {
+	Masters string `json:"masters"`
+	Workers string `json:"workers"`
+	Arbiter string `json:"arbiter,omitempty"`
+}
+
+// Mixed says the workers' architecture is not the masters'.
+func (a Arches) Mixed() bool { return a.Workers != a.Masters }
 
 // DHCPRanges are the cluster's DHCP ranges, one per address family.
 func (c Cluster) DHCPRanges() []netaddr.Range {
@@ -308,6 +328,8 @@ type Node struct {
 	SecondaryIP netip.Addr `json:"secondaryIP,omitzero"`
 	VCPUs       uint       `json:"vcpus"`
 	MemoryMiB   uint       `json:"memoryMiB"`
+	// Arch is the node's CPU architecture: x86_64 or aarch64.
+	Arch string `json:"arch"`
 	// Disks are the node's volumes, the boot disk first.
 	Disks     []Disk `json:"disks"`
 	SerialLog string `json:"serialLog"`
@@ -376,6 +398,10 @@ type Network struct {
 	// mark: the plan's drop-in and the lab's name at both default places,
 	// so that down --lab, without the lab file, finds one the lab wrote.
 	ResolverDropIns []string `json:"resolverDropIns"`
+	// LLDP is the lab's LLDP sender (`vbmcd lldp`, marked as the lab's as
+	// vbmcd is): the switches' frames on every running node NIC's tap.
+	// Nil when network.lldp is off.
+	LLDP *Vbmcd `json:"lldp,omitempty"`
 }
 
 // ResolverHosts is network.hostResolver's hosts: entries in the hosts file.
@@ -719,7 +745,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		Storage:   Storage{Pool: cfg.Name + "-disks", Dir: filepath.Join(state, "disks")},
 		Installer: Installer{Binary: k.Installer, Dir: filepath.Join(o.Dir, "install"), OC: k.OC},
 	}
-	p.Paths = resolvePaths(state, p.Installer.Dir, k.Hybrid.HostsFile)
+	p.Paths = resolvePaths(state, p.Installer.Dir, k.Hybrid.HostsFile, k.Masters.Arch)
 	p.addedWorkers = o.AddedWorkers
 	p.Network = resolveNetwork(cfg)
 	p.Cluster = resolveCluster(cfg, o, p.Network)
@@ -795,12 +821,61 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		return nil, err
 	}
 	p.Vbmcd = p.vbmcd(o.Vbmcd, o.HostCPUs)
+	p.Network.LLDP = p.lldp(cfg.Network.LLDP, o.Vbmcd)
 	return p, nil
+}
+
+// lldp is the lab's LLDP sender: `vbmcd lldp` over the lab's nodes, in
+// the lab's namespace; nil when the lab file turns it off (network.lldp),
+// or in hybrid mode unless it turns it on. In a lab over several hosts it
+// is the hub's, over the hub's nodes alone: a tap is a name on its own
+// host, and another host's vnet3 may be a local tap of another machine.
+func (p *Plan) lldp(on *bool, path string) *Vbmcd {
+	if on != nil && !*on || on == nil && p.Mode == ModeHybrid {
+		return nil
+	}
+	v := Vbmcd{Path: path, Env: []string{MarkEnv + "=" + p.Lab}, Log: filepath.Join(p.StateDir, "lldp.log")}
+	uris, nodes := p.libvirtURIs(), p.Nodes
+	for _, h := range p.Hosts {
+		if h.Hub {
+			uris, nodes = []string{"--libvirt-uri", h.Name + "=" + h.LibvirtURI}, p.LocalNodes(h.Name)
+		}
+	}
+	if len(nodes) == 0 {
+		return nil // no node to announce to (an empty --domains is every domain)
+	}
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Name
+	}
+	v.Args = append(append([]string{"lldp"}, uris...), "--domains", strings.Join(names, ","))
+	return &v
+}
+
+// libvirtURIs are vbmcd's --libvirt-uri flags for the lab's hosts.
+func (p *Plan) libvirtURIs() []string {
+	var uris []string
+	for _, h := range p.Hosts {
+		uris = append(uris, "--libvirt-uri", h.Name+"="+h.LibvirtURI)
+	}
+	if len(uris) == 0 {
+		uris = []string{"--libvirt-uri", p.LibvirtURI}
+	}
+	return uris
+}
+
+// nodeNames are the nodes' names, comma-separated (vbmcd's --domains).
+func (p *Plan) nodeNames() string {
+	names := make([]string, len(p.Nodes))
+	for i, n := range p.Nodes {
+		names[i] = n.Name
+	}
+	return strings.Join(names, ",")
 }
 
 // resolvePaths names the files labctl keeps: state and markers in the
 // state directory, the installer's files in its directory.
-func resolvePaths(state, install, hostsFile string) Paths {
+func resolvePaths(state, install, hostsFile, controlPlaneArch string) Paths {
 	return Paths{
 		State:             filepath.Join(state, "state.json"),
 		Logs:              filepath.Join(state, "logs"),
@@ -824,7 +899,7 @@ func resolvePaths(state, install, hostsFile string) Paths {
 		NodeImageDir:      filepath.Join(state, "node-image"),
 		AgentConfig:       filepath.Join(install, "agent-config.yaml"),
 		AgentConfigCopy:   filepath.Join(state, "agent-config.yaml"),
-		AgentISO:          filepath.Join(install, "agent.x86_64.iso"),
+		AgentISO:          filepath.Join(install, agent.ISOName(controlPlaneArch)),
 		MediaBooted:       filepath.Join(state, "media-booted"),
 	}
 }
@@ -840,12 +915,16 @@ func resolveCluster(cfg *labconfig.Config, o Options, n Network) Cluster {
 		ConsoleHost: "console-openshift-console.apps." + domain,
 		OAuthHost:   "oauth-openshift.apps." + domain,
 		Masters:     k.Masters.N(), Arbiters: k.Arbiter.N(), Workers: k.Workers.N(),
+		Arch:                Arches{Masters: k.Masters.Arch, Workers: k.Workers.Arch},
 		ProvisioningNetwork: cfg.Network.ProvisioningNetwork,
 		ExternalBridge:      externalBridge(cfg.Network),
 		PullSecret:          inputPath(cmp.Or(o.PullSecret, k.PullSecret), o.Dir),
 	}
 	if s := cmp.Or(o.SSHKey, k.SSHKey); s != "" {
 		c.SSHKey = inputPath(s, o.Dir)
+	}
+	if c.Arbiters > 0 {
+		c.Arch.Arbiter = k.Arbiter.Arch
 	}
 	if c.ProvisioningNetwork != ipi.ProvisioningDisabled {
 		c.ProvisioningNetworkCIDR = k.ProvisioningNetworkCIDR
@@ -913,8 +992,9 @@ func (p *Plan) IPICluster() ipi.Cluster {
 		ExternalBridge: c.ExternalBridge, ProvisioningBridge: c.ProvisioningBridge,
 		BMCUsername: p.BMC.Username, BMCPassword: p.BMC.Password,
 		// vbmcd's certificate is self-signed.
-		BMCInsecure:  p.BMC.Kind != ipi.BMCIPMI && p.BMC.Scheme == "https" && !p.BMC.LabCA,
-		Arbiters:     c.Arbiters,
+		BMCInsecure:      p.BMC.Kind != ipi.BMCIPMI && p.BMC.Scheme == "https" && !p.BMC.LabCA,
+		Arbiters:         c.Arbiters,
+		ControlPlaneArch: c.Arch.Masters, ComputeArch: c.Arch.Workers, ArbiterArch: c.Arch.Arbiter,
 		Fencing:      p.Agent != nil && p.Agent.Fencing,
 		PlatformNone: p.Agent != nil && p.Agent.Platform == "none",
 		Secondary:    c.SecondaryFamily(),
@@ -1149,7 +1229,7 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 			n := Node{
 				Added: g.role == ipi.RoleWorker && i >= k.Workers.N(),
 				Name:  name, Role: g.role, MAC: MACFor(cfg.Name, name), UUID: UUIDFor(cfg.Name, name), IP: ip,
-				VCPUs: uint(g.spec.VCPUs), MemoryMiB: uint(g.spec.MemoryMiB),
+				VCPUs: uint(g.spec.VCPUs), MemoryMiB: uint(g.spec.MemoryMiB), Arch: g.spec.Arch,
 				SerialLog: filepath.Join(p.Paths.Logs, name+".serial.log"),
 			}
 			ip = ip.Next()
@@ -1281,22 +1361,8 @@ func (p *Plan) vbmcd(path string, cpus int) Vbmcd {
 		CredentialsFile: filepath.Join(p.StateDir, "vbmcd", "credentials.yaml"),
 		Log:             filepath.Join(p.StateDir, "vbmcd.log"),
 	}
-	var names string
-	for i, n := range p.Nodes {
-		if i > 0 {
-			names += ","
-		}
-		names += n.Name
-	}
-	var uris []string
-	for _, h := range p.Hosts {
-		uris = append(uris, "--libvirt-uri", h.Name+"="+h.LibvirtURI)
-	}
-	if len(uris) == 0 {
-		uris = []string{"--libvirt-uri", p.LibvirtURI}
-	}
-	v.Args = append(uris,
-		"--domains", names,
+	v.Args = append(p.libvirtURIs(),
+		"--domains", p.nodeNames(),
 		"--redfish-addr", net.JoinHostPort(listen, strconv.Itoa(p.BMC.RedfishPort)),
 		"--credentials-file", v.CredentialsFile,
 		"--state-dir", filepath.Join(p.StateDir, "vbmcd"),

@@ -36,7 +36,8 @@ func resolve(t *testing.T, lab, profile, mode string) *Plan {
 
 // TestGolden pins the plans of the seed lab, its tiny profile, a lab with
 // TLS off and IPMI BMCs, a hybrid lab (and one on libvirt's default
-// network, shared, and a single node installed in place).
+// network, shared, and a single node installed in place), a lab of x86_64
+// masters and aarch64 workers, an aarch64 agent single node.
 func TestGolden(t *testing.T) {
 	for _, tt := range []struct{ name, lab, profile, mode string }{
 		{"seed", "", "", ModeIPI},
@@ -55,6 +56,8 @@ func TestGolden(t *testing.T) {
 		{"agent-arbiter", "name: arb\ncluster: {masters: {count: 2}, arbiter: {count: 1}, workers: {count: 1}}\n", "tiny", ModeAgent},
 		{"bmc-network", "name: oob\ncluster: {bmc: {network: 192.168.125.0/24}, workers: {count: 1}}\n", "tiny", ModeIPI},
 		{"bmc-network-v6-fencing", "name: oob6\ncluster: {ipFamily: v6, bmc: {network: 'fd2e:6f44:5dd8:c957::/120'}, masters: {count: 2}, fencing: true, agent: {staticIPs: true}}\n", "tiny", ModeAgent},
+		{"mixed", "name: mix\ncluster: {workers: {count: 1, arch: aarch64}}\n", "tiny", ModeIPI},
+		{"agent-arm", "name: arm\ncluster: {masters: {count: 1, arch: aarch64}}\n", "tiny", ModeAgent},
 		{"multihost", "name: spread\nnetwork: {provisioningNetwork: Managed}\n" +
 			"hosts:\n- {name: alpha, libvirtURI: 'qemu:///system', underlay: 10.254.0.1}\n" +
 			"- {name: beta, libvirtURI: 'qemu+tls://beta.lab.example/system', underlay: 10.254.0.2}\n" +

@@ -176,6 +176,8 @@ func biosError(be *machine.BIOSError) *apiError {
 		return newError(http.StatusBadRequest, MsgPropertyNotWritable, be.Attribute)
 	case "conflict":
 		return newError(http.StatusBadRequest, MsgPropertyValueConflict, be.Attribute, machine.BIOSBootMode).with(be.Error())
+	case "uefi-only":
+		return newError(http.StatusBadRequest, MsgPropertyValueNotInList, v, be.Attribute).with(be.Error())
 	}
 	if _, isNum := be.Value.(float64); isNum {
 		return newError(http.StatusBadRequest, MsgPropertyValueOutOfRange, v, be.Attribute)

@@ -208,6 +208,15 @@ func topology(inv machine.Inventory) (sockets, cores, threads int) {
 	return 1, inv.VCPUs, 1
 }
 
+// bootModes are the boot modes a machine's firmware offers: UEFI alone on
+// an aarch64 machine.
+func bootModes(inv machine.Inventory) []string {
+	if inv.UEFIOnly() {
+		return []string{string(machine.BootModeUEFI)}
+	}
+	return strs(machine.BootModes)
+}
+
 func archOf(inv machine.Inventory) (arch, isa string) {
 	switch inv.Arch {
 	case "aarch64", "arm64":
@@ -256,7 +265,7 @@ func system(m *machine.Machine, id identity) obj {
 			"BootSourceOverrideEnabled":                         string(enabled),
 			"BootSourceOverrideEnabled@Redfish.AllowableValues": strs(machine.BootEnabledValues),
 			"BootSourceOverrideMode":                            string(mode),
-			"BootSourceOverrideMode@Redfish.AllowableValues":    strs(machine.BootModes),
+			"BootSourceOverrideMode@Redfish.AllowableValues":    bootModes(m.Inventory),
 			// What a UefiHttp boot fetches; null when none is set.
 			"HttpBootUri": nullable(m.Settings.Boot.HTTPBootURI),
 		},

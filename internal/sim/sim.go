@@ -49,6 +49,15 @@ type Backend struct {
 
 	gen  atomic.Uint64
 	subs machine.Broadcaster
+
+	// specs are the machines a systems file described (NewSystems), in
+	// its order; nil for machines made by New, which are all alike.
+	specs  []spec
+	byName map[string]int32 // with specs: a machine's index by its name
+	// notify is told what sushy-tools' fake driver would announce for the
+	// machines whose System says Notify (announce.go).
+	notify func(name string, body []byte)
+	media  MediaMode // how machines without a mode of their own take media
 }
 
 // viewKeep is how long List's snapshots outlive their last use.
@@ -58,9 +67,11 @@ const viewKeep = 30 * time.Second
 const recentSize = 4096
 
 type node struct {
+	k       int32            // the machine's index
 	m       *machine.Machine // current snapshot, replaced on change
 	running bootConfig       // what the machine was started with
 	timer   *time.Timer      // a pending power transition
+	fake    fakeState        // what the fake driver's announcements say (announce.go)
 }
 
 // bootConfig is what a start fixes until the next start.
@@ -161,8 +172,12 @@ func (b *Backend) fill(k int, m *machine.Machine, nics []machine.NIC, disks []ma
 	}
 }
 
-// first makes machine k's first snapshot in one allocation.
+// first makes machine k's first snapshot in one allocation (a described
+// machine's in a few).
 func (b *Backend) first(k int) *machine.Machine {
+	if b.specs != nil {
+		return b.described(k)
+	}
 	f := new(struct {
 		m     machine.Machine
 		nics  [1]machine.NIC
@@ -194,7 +209,7 @@ func (b *Backend) snapshot(k int32) *machine.Machine {
 func (b *Backend) node(k int32) *node {
 	n := b.changed[k]
 	if n == nil {
-		n = &node{m: b.snapshot(k)}
+		n = &node{k: k, m: b.snapshot(k)}
 		b.changed[k] = n
 	}
 	return n
@@ -257,13 +272,19 @@ func (b *Backend) makeView() {
 	if b.view != nil {
 		return
 	}
-	ms := make([]machine.Machine, b.n)
-	nics := make([]machine.NIC, b.n)
-	disks := make([]machine.Disk, 2*b.n)
 	view := make([]*machine.Machine, b.n)
-	for k := range b.n {
-		b.fill(k, &ms[k], nics[k:k+1], disks[2*k:2*k+2])
-		view[k] = &ms[k]
+	if b.specs != nil {
+		for k := range b.n {
+			view[k] = b.described(k)
+		}
+	} else {
+		ms := make([]machine.Machine, b.n)
+		nics := make([]machine.NIC, b.n)
+		disks := make([]machine.Disk, 2*b.n)
+		for k := range b.n {
+			b.fill(k, &ms[k], nics[k:k+1], disks[2*k:2*k+2])
+			view[k] = &ms[k]
+		}
 	}
 	b.view = view
 	var drop func()
@@ -293,6 +314,10 @@ func (b *Backend) IDAt(i int) string { return b.ids[36*i : 36*(i+1)] }
 func (b *Backend) find(id string) (int32, error) {
 	if u, ok := parseUUID(id); ok {
 		if k, ok := b.byUUID[u]; ok {
+			return k, nil
+		}
+	} else if b.specs != nil {
+		if k, ok := b.byName[id]; ok {
 			return k, nil
 		}
 	} else if num, ok := strings.CutPrefix(id, "sim-"); ok {
@@ -346,6 +371,7 @@ func (b *Backend) update(n *node, fn func(m *machine.Machine)) {
 	c.Generation = b.gen.Add(1)
 	prev := n.m
 	n.m = &c
+	b.announce(n)
 	b.subs.Send(machine.Event{Kind: machine.EventChanged, ID: c.ID, Machine: &c, Prev: prev})
 }
 
@@ -368,20 +394,26 @@ func (b *Backend) Save(_ context.Context, id string, s machine.Settings) error {
 
 // transition moves n to state mid now and to final after the delay.
 // Callers hold b.mu.
+// The fake driver's announcements say the power state to come
+// (pending_power) first, then the state reached.
 func (b *Backend) transition(n *node, mid, final machine.PowerState, then func(*machine.Machine)) {
 	if n.timer != nil {
 		n.timer.Stop()
 		n.timer = nil
 	}
 	if b.delay <= 0 {
+		b.pending(n, string(final), 0)
+		n.fake.pending = nil
 		b.update(n, func(m *machine.Machine) { m.Power = final; then(m) })
 		return
 	}
+	n.fake.pending = b.pendingPower(string(final), b.delay)
 	b.update(n, func(m *machine.Machine) { m.Power = mid })
 	n.timer = time.AfterFunc(b.delay, func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		n.timer = nil
+		n.fake.pending = nil
 		b.update(n, func(m *machine.Machine) { m.Power = final; then(m) })
 	})
 }
@@ -422,6 +454,8 @@ func (b *Backend) Stop(_ context.Context, id string, force bool) error {
 			n.timer.Stop()
 			n.timer = nil
 		}
+		b.pending(n, string(machine.PowerOff), 0)
+		n.fake.pending = nil
 		b.update(n, func(m *machine.Machine) { m.Power = machine.PowerOff })
 		return nil
 	}
@@ -433,12 +467,22 @@ func (b *Backend) Stop(_ context.Context, id string, force bool) error {
 func (b *Backend) Reboot(_ context.Context, id string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	_, m, err := b.findOn(id)
+	k, m, err := b.findOn(id)
 	if err != nil {
 		return err
 	}
 	mid := m.ID
-	time.AfterFunc(b.delay, func() { b.subs.Send(machine.Event{Kind: machine.EventReboot, ID: mid}) })
+	n := b.node(k)
+	b.pending(n, string(machine.ResetGracefulRestart), b.delay)
+	time.AfterFunc(b.delay, func() {
+		b.mu.Lock()
+		if n.fake.pending != nil {
+			n.fake.pending = nil
+			b.announce(n)
+		}
+		b.mu.Unlock()
+		b.subs.Send(machine.Event{Kind: machine.EventReboot, ID: mid})
+	})
 	return nil
 }
 
@@ -450,7 +494,10 @@ func (b *Backend) Reset(_ context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	b.update(b.node(k), func(*machine.Machine) {})
+	n := b.node(k)
+	b.pending(n, string(machine.ResetForceRestart), 0)
+	n.fake.pending = nil
+	b.update(n, func(*machine.Machine) {})
 	return nil
 }
 
@@ -512,6 +559,10 @@ func (b *Backend) SetMedia(_ context.Context, id string, slot machine.MediaSlot,
 		return err
 	}
 	disks := slices.Clone(n.m.Disks)
+	removable := "sdy"
+	if b.specs != nil {
+		removable = b.specs[n.k].removable
+	}
 	switch slot {
 	case machine.SlotCD:
 		i := slices.IndexFunc(disks, func(d machine.Disk) bool { return d.Device == machine.DeviceCDROM })
@@ -533,13 +584,14 @@ func (b *Backend) SetMedia(_ context.Context, id string, slot machine.MediaSlot,
 			}
 			disks[i].Source = src
 		case src != "":
-			disks = append(disks, machine.Disk{ID: "sdy", Device: machine.DeviceDisk, Bus: "usb", Source: src, ReadOnly: true})
+			disks = append(disks, machine.Disk{ID: removable, Device: machine.DeviceDisk, Bus: "usb", Source: src, ReadOnly: true})
 		default:
 			return nil
 		}
 	default:
 		return fmt.Errorf("%w: no virtual media %q", machine.ErrNotFound, slot)
 	}
+	n.fake.media = true
 	b.update(n, func(m *machine.Machine) { m.Disks = disks })
 	return nil
 }

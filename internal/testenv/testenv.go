@@ -144,12 +144,28 @@ func MarkerEFI(t testing.TB) string {
 // EFIMarker is the line MarkerEFI prints.
 const EFIMarker = "BMLAB-EFI-BOOTED"
 
+// MarkerISOArm64 returns an aarch64-only boot-marker ISO (grub for
+// arm64-efi, hack/build-marker-iso.sh's arm64): it prints Marker on the
+// serial console of an aarch64 UEFI machine and powers it off, and no x86
+// machine boots it.
+func MarkerISOArm64(t testing.TB) string {
+	t.Helper()
+	return buildImage(t, "marker-arm64.iso", "build-marker-iso.sh", Marker, "halt", "arm64")
+}
+
+// MarkerDiskArm64 is MarkerDisk for an aarch64 machine: it prints
+// DiskMarker and stays at grub's prompt.
+func MarkerDiskArm64(t testing.TB) string {
+	t.Helper()
+	return buildImage(t, "disk-marker-arm64.img", "build-marker-iso.sh", DiskMarker, "stay", "arm64")
+}
+
 func markerImage(t testing.TB, name, marker, after string) string {
 	t.Helper()
 	return buildImage(t, name, "build-marker-iso.sh", marker, after)
 }
 
-func buildImage(t testing.TB, name, script, marker, after string) string {
+func buildImage(t testing.TB, name, script, marker, after string, more ...string) string {
 	t.Helper()
 	Integration(t)
 	imgMu.Lock()
@@ -160,7 +176,7 @@ func buildImage(t testing.TB, name, script, marker, after string) string {
 	if !done {
 		if _, serr := os.Stat(p); serr != nil {
 			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-				out, berr := exec.Command("bash", filepath.Join(root, "hack", script), p, marker, after).CombinedOutput()
+				out, berr := exec.Command("bash", append([]string{filepath.Join(root, "hack", script), p, marker, after}, more...)...).CombinedOutput()
 				if berr != nil {
 					err = &buildError{out: string(out), err: berr}
 				}

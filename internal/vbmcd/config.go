@@ -19,6 +19,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/media"
 	"github.com/bmlab/bmlab/internal/redfish"
+	"github.com/bmlab/bmlab/internal/sim"
 	"github.com/bmlab/bmlab/internal/virt"
 )
 
@@ -32,6 +33,9 @@ type Config struct {
 	Domains         []string
 	SimNodes        int
 	SimDelay        time.Duration
+	SimSystems      string // a systems file (simfile), instead of SimNodes alike machines
+	SimNotifyURL    string // where announcements go, over the file's
+	SimMedia        string // how simulated machines take virtual media: fetch or probe
 	Kubeconfig      string
 	KubeNamespaces  []string
 	KubeSelector    string
@@ -118,6 +122,9 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.Domains, "domains", nil, "serve only domains whose names match these shell patterns (default: all)")
 	fs.IntVar(&c.SimNodes, "sim-nodes", 8, "number of simulated servers (--backend sim)")
 	fs.DurationVar(&c.SimDelay, "sim-delay", 2*time.Second, "how long a simulated power transition takes")
+	fs.StringVar(&c.SimSystems, "sim-systems", "", "the simulated servers, from a file instead of --sim-nodes alike ones: sushy-tools' fake driver configuration (SUSHY_EMULATOR_FAKE_SYSTEMS, EXTERNAL_NOTIFICATION_URL) as Python or JSON, or vbmcd's own YAML (see docs/metal3.md)")
+	fs.StringVar(&c.SimNotifyURL, "sim-notify-url", "", "where the changes of simulated servers with external_notifier are PUT, as sushy-tools' fake driver does (default: the systems file's EXTERNAL_NOTIFICATION_URL, else http://localhost:9999)")
+	fs.StringVar(&c.SimMedia, "sim-media", "", "how simulated servers without a media mode of their own take virtual media: fetch (download the image, as a BMC does) or probe (read its first 64 KiB, then insert it without the download) (default: the systems file's media:, else fetch)")
 	fs.StringVar(&c.RedfishAddr, "redfish-addr", "127.0.0.1:8000", "Redfish listen address host:port (\":8000\" for every address; off loopback a password of your own is required)")
 	fs.StringSliceVar(&c.BMCAddresses, "bmc-addresses", nil, "give every machine a BMC of its own, as real servers have: a Redfish listener serving that machine alone and its IPMI BMC, on an address from this list: ADDRESS, FIRST-LAST (IPv4 or IPv6) or MACHINE=ADDRESS (a name or UUID pinned to an address); comma-separated or repeated (default: none, one listener for all)")
 	fs.IntVar(&c.BMCRedfishPort, "bmc-redfish-port", 0, "port of each machine's own Redfish listener (default: 443, or 80 with --insecure-http)")
@@ -413,6 +420,14 @@ func (c *Config) validate() error {
 	}
 	if c.Backend == "sim" && c.SimNodes < 1 {
 		return fmt.Errorf("--sim-nodes %d: the sim backend needs at least one node", c.SimNodes)
+	}
+	if c.SimMedia != "" && c.SimMedia != string(sim.MediaFetch) && c.SimMedia != string(sim.MediaProbe) {
+		return fmt.Errorf("--sim-media %q: use fetch (download each image) or probe (read its first 64 KiB only)", c.SimMedia)
+	}
+	if c.SimNotifyURL != "" {
+		if u, err := url.Parse(c.SimNotifyURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--sim-notify-url %q: want an http:// or https:// URL with a host, such as http://127.0.0.1:9999", c.SimNotifyURL)
+		}
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("--tls-cert and --tls-key go together")

@@ -8,9 +8,15 @@
 // state directory, through which `vbmcd fault set|clear|list` injects faults
 // (latency, HTTP errors, dropped IPMI packets, a refused power-on, stuck
 // media, a BMC down) into a running daemon for testing clients; `vbmcd ipmi
-// set|unset|list` (package ipmicmd) manages machines' IPMI endpoints. Every
-// Redfish listener is built from one front (httpserver.go), which all share:
-// header, body and idle timeouts, HTTP/2 streams, frames and windows,
+// set|unset|list` (package ipmicmd) manages machines' IPMI endpoints, and
+// `vbmcd lldp` (lldp.go) sends every running NIC's tap the LLDP frames of
+// its port's LLDPReceive, reading the machines as the daemon does;
+// `vbmcd sushy-emulator` runs the daemon from sushy-tools' sushy-emulator
+// flags and configuration file (sushycompat.go), as a container of vbmcd's
+// image does by default. With --sim-systems the sim backend's servers come
+// from a systems file (simbackend.go; internal/simfile, internal/simnotify).
+// Every Redfish listener is built from one front (httpserver.go), which all
+// share: header, body and idle timeouts, HTTP/2 streams, frames and windows,
 // connections per source and in total (connlimit.go), and the request
 // budgets of internal/admission (requests in flight, unauthenticated ones,
 // body bytes). With --bmc-addresses every machine also gets a BMC of its

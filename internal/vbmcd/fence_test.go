@@ -18,7 +18,7 @@ import (
 // cluster that trusts the lab CA does; fence_ipmilan with lanplus at port
 // 623. A wrong password is refused and the machine's power is what it was.
 // (It found that a ForceOff right after a power-on, while the machine read
-// PoweringOn, was dropped: TestForceOffWhileTheBackendStarts.)
+// PoweringOn, was dropped: TestForceOffStopsABackendStart.)
 func TestFenceAgents(t *testing.T) {
 	testenv.Integration(t)
 	fenceRedfish := testenv.Command(t, "fence_redfish")

@@ -31,6 +31,7 @@ import (
 	"github.com/bmlab/bmlab/internal/qemuaccess"
 	"github.com/bmlab/bmlab/internal/redfish"
 	"github.com/bmlab/bmlab/internal/sim"
+	"github.com/bmlab/bmlab/internal/simnotify"
 	"github.com/bmlab/bmlab/internal/vbmcd/ipmicmd"
 	"github.com/bmlab/bmlab/internal/virt"
 	"github.com/bmlab/bmlab/internal/webui"
@@ -109,6 +110,8 @@ VBMCD_REDFISH_ADDR). Flags win over the environment, which wins over the file.`,
 		}
 		return cfg.BMCIPMIPort
 	}))
+	cmd.AddCommand(newLLDPCommand(open, streams.ErrOut))
+	cmd.AddCommand(newSushyCommand(streams, getenv))
 	cmd.AddCommand(newFaultCommand(func() (string, error) {
 		if err := fill(cmd.PersistentFlags(), configFile, getenv); err != nil {
 			return "", err
@@ -218,19 +221,14 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		log.Warn(w)
 	}
 	var be machine.Backend
+	var notifier *simnotify.Notifier
 	switch cfg.Backend {
 	case "sim":
-		opts := []sim.Option{sim.WithDelay(cfg.SimDelay)}
-		// Simulated machines have the secure boot keys a VM here would
-		// have: those of the host's OVMF template, when there is one.
-		if vars := virt.DetectFirmware().SecureVars; vars != "" {
-			if ks, err := virt.ReadKeys(vars); err != nil {
-				log.Warn("secure boot keys for simulated machines: reading the OVMF template failed; their key databases are empty", zap.String("template", vars), zap.Error(err))
-			} else {
-				opts = append(opts, sim.WithFactoryKeys(ks))
-			}
+		sb, n, err := newSim(ctx, cfg, log.Named("sim"))
+		if err != nil {
+			return err
 		}
-		be = sim.New(cfg.SimNodes, opts...)
+		be, notifier = sb, n
 	case "kubevirt":
 		kb, err := newKubeVirt(ctx, cfg, log.Named("kubevirt"))
 		if err != nil {
@@ -264,7 +262,11 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		}
 	}
 	reg := metrics.New()
-	svc := machine.NewService(be, log.Named("machine"), machine.WithImageFetcher(cache), machine.WithMediaWait(cfg.MediaWait),
+	var fetcher machine.ImageFetcher = cache
+	if sb, ok := be.(*sim.Backend); ok {
+		fetcher = cache.ProbeFor(sb.Probes) // --sim-media probe
+	}
+	svc := machine.NewService(be, log.Named("machine"), machine.WithImageFetcher(fetcher), machine.WithMediaWait(cfg.MediaWait),
 		machine.WithBMCUpdateDowntime(cfg.BMCUpdateDowntime),
 		machine.WithBMCFlashTime(cfg.BMCFlashTime),
 		machine.WithPowerObserver(func(rt machine.ResetType, err error, took time.Duration) {
@@ -276,6 +278,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	reg.Gauge("vbmcd_power_starts_queued", "Starts waiting for a slot (--max-starting) or the gap (--start-gap).",
 		func() float64 { return float64(svc.PowerQueue().Queued) })
 	registerSources(reg, be, cache)
+	registerNotifier(reg, notifier)
 	svc.Watch(ctx)
 	if err := applyFaults(svc, cfg.Faults); err != nil {
 		return err
@@ -546,6 +549,8 @@ func registerSources(reg *metrics.Registry, be machine.Backend, cache *media.Cac
 		func() float64 { return float64(cache.Stats().Hits) })
 	reg.Counter("vbmcd_media_downloads_total", "Images downloaded into the cache.",
 		func() float64 { return float64(cache.Stats().Downloads) })
+	reg.Counter("vbmcd_media_probes_total", "Images probed (their first 64 KiB read) instead of downloaded, for simulated machines (--sim-media probe).",
+		func() float64 { return float64(cache.Stats().Probes) })
 }
 
 // qemuReaches checks, as labctl's preflight does for its pools, that the

@@ -645,7 +645,17 @@ func (b *Backend) save(l *libvirt.Libvirt, e *entry, s machine.Settings, trash [
 		defaultBoot = strings.Join(bootOrderOf(&def), ",")
 	}
 	fw := b.fw
-	if s.SecureBoot {
+	switch {
+	case s.SecureBoot && domainArch(&def) == machine.ArchAArch64:
+		// AAVMF: the template with keys, or the one without any.
+		switch len(s.DeletedKeys) {
+		case 0:
+		case len(machine.KeyDatabases):
+			fw.AArch64.SecureVars = fw.AArch64.Vars
+		default:
+			return fmt.Errorf("configure %s: %w: deleting some of an aarch64 machine's secure boot key databases is not offered (all or none)", e.m.Name, machine.ErrUnsupported)
+		}
+	case s.SecureBoot:
 		if fw.SecureVars, err = b.varsFor(s.DeletedKeys); err != nil {
 			return fmt.Errorf("configure %s: %w", e.m.Name, err)
 		}

@@ -1,6 +1,7 @@
 package virt
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"slices"
@@ -12,15 +13,33 @@ import (
 	"github.com/bmlab/bmlab/internal/machine"
 )
 
-// Firmware names the OVMF images the backend switches domains between.
-type Firmware struct {
-	Code, Vars             string // UEFI, secure boot off
-	SecureCode, SecureVars string // UEFI, secure boot on (keys enrolled)
+// UEFI is one architecture's UEFI firmware: its code and the template of
+// its variable store, with secure boot off and on (keys enrolled).
+type UEFI struct {
+	Code, Vars             string
+	SecureCode, SecureVars string
 }
 
-// DetectFirmware finds OVMF on Debian/Ubuntu or Fedora/RHEL hosts. Missing
-// files leave fields empty; UEFI (or secure boot) is then refused with a
-// clear error rather than a domain that cannot start.
+// Firmware names the UEFI images the backend switches domains between:
+// OVMF for x86_64 domains (the fields of its UEFI), AAVMF for aarch64 ones.
+type Firmware struct {
+	UEFI
+	// AArch64 is AAVMF. An aarch64 machine has no SMM: its secure boot is
+	// the same code with a variable store whose keys are enrolled.
+	AArch64 UEFI
+}
+
+// For is the UEFI firmware of an architecture (x86_64 when empty).
+func (f Firmware) For(arch string) UEFI {
+	if arch == machine.ArchAArch64 {
+		return f.AArch64
+	}
+	return f.UEFI
+}
+
+// DetectFirmware finds OVMF and AAVMF on Debian/Ubuntu or Fedora/RHEL
+// hosts. Missing files leave fields empty; UEFI (or secure boot) is then
+// refused with a clear error rather than a domain that cannot start.
 func DetectFirmware() Firmware {
 	pick := func(paths ...string) string {
 		for _, p := range paths {
@@ -31,11 +50,29 @@ func DetectFirmware() Firmware {
 		return ""
 	}
 	return Firmware{
-		Code:       pick("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_CODE.fd", "/usr/share/edk2/ovmf/OVMF_CODE.fd"),
-		Vars:       pick("/usr/share/OVMF/OVMF_VARS_4M.fd", "/usr/share/OVMF/OVMF_VARS.fd", "/usr/share/edk2/ovmf/OVMF_VARS.fd"),
-		SecureCode: pick("/usr/share/OVMF/OVMF_CODE_4M.secboot.fd", "/usr/share/OVMF/OVMF_CODE.secboot.fd", "/usr/share/edk2/ovmf/OVMF_CODE.secboot.fd"),
-		SecureVars: pick("/usr/share/OVMF/OVMF_VARS_4M.ms.fd", "/usr/share/OVMF/OVMF_VARS.ms.fd", "/usr/share/edk2/ovmf/OVMF_VARS.secboot.fd"),
+		UEFI: UEFI{
+			Code:       pick("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_CODE.fd", "/usr/share/edk2/ovmf/OVMF_CODE.fd"),
+			Vars:       pick("/usr/share/OVMF/OVMF_VARS_4M.fd", "/usr/share/OVMF/OVMF_VARS.fd", "/usr/share/edk2/ovmf/OVMF_VARS.fd"),
+			SecureCode: pick("/usr/share/OVMF/OVMF_CODE_4M.secboot.fd", "/usr/share/OVMF/OVMF_CODE.secboot.fd", "/usr/share/edk2/ovmf/OVMF_CODE.secboot.fd"),
+			SecureVars: pick("/usr/share/OVMF/OVMF_VARS_4M.ms.fd", "/usr/share/OVMF/OVMF_VARS.ms.fd", "/usr/share/edk2/ovmf/OVMF_VARS.secboot.fd"),
+		},
+		// Debian's qemu-efi-aarch64; Fedora's edk2-aarch64.
+		AArch64: UEFI{
+			Code:       pick("/usr/share/AAVMF/AAVMF_CODE.fd", "/usr/share/edk2/aarch64/QEMU_EFI-pflash.raw"),
+			Vars:       pick("/usr/share/AAVMF/AAVMF_VARS.fd", "/usr/share/edk2/aarch64/vars-template-pflash.raw"),
+			SecureCode: pick("/usr/share/AAVMF/AAVMF_CODE.ms.fd", "/usr/share/edk2/aarch64/QEMU_EFI-pflash.raw"),
+			SecureVars: pick("/usr/share/AAVMF/AAVMF_VARS.ms.fd", "/usr/share/edk2/aarch64/vars-template-pflash.secboot.raw"),
+		},
 	}
+}
+
+// FirmwarePackage names the Debian package with an architecture's UEFI
+// firmware, for messages.
+func FirmwarePackage(arch string) string {
+	if arch == machine.ArchAArch64 {
+		return "qemu-efi-aarch64 (AAVMF)"
+	}
+	return "ovmf"
 }
 
 // firmwareOf tells the mode and secure boot state a definition boots with.
@@ -55,7 +92,11 @@ func firmwareOf(d *libvirtxml.Domain) (machine.BootMode, bool) {
 		if l.Secure == "yes" || strings.Contains(l.Path, "secboot") {
 			secure = true
 		}
-		if l.Type == "pflash" || strings.Contains(strings.ToLower(l.Path), "ovmf") || strings.Contains(l.Path, "edk2") {
+		if n := d.OS.NVRam; domainArch(d) == machine.ArchAArch64 && n != nil && (strings.Contains(n.Template, ".ms.") || strings.Contains(n.Template, "secboot")) {
+			// AAVMF's secure boot is its variable store with keys.
+			secure = true
+		}
+		if l.Type == "pflash" || strings.Contains(strings.ToLower(l.Path), "ovmf") || strings.Contains(strings.ToLower(l.Path), "aavmf") || strings.Contains(l.Path, "edk2") {
 			return machine.BootModeUEFI, secure
 		}
 	}
@@ -210,30 +251,37 @@ func applySettings(d *libvirtxml.Domain, st machine.Settings, defaultOrder []str
 	if d.OS.NVRam != nil {
 		oldTemplate = d.OS.NVRam.Template
 	}
+	arch := domainArch(d)
 	switch st.Boot.Mode {
 	case machine.BootModeLegacy:
+		if arch == machine.ArchAArch64 {
+			return false, machine.ErrUEFIOnly
+		}
 		d.OS.Firmware, d.OS.FirmwareInfo, d.OS.Loader, d.OS.NVRam = "", nil, nil, nil
 		return false, nil
 	case machine.BootModeUEFI:
 	default:
 		return false, fmt.Errorf("%w: boot mode %q", machine.ErrInvalid, st.Boot.Mode)
 	}
-	code, vars := fw.Code, fw.Vars
+	u := fw.For(arch)
+	code, vars := u.Code, u.Vars
 	if st.SecureBoot {
-		code, vars = fw.SecureCode, fw.SecureVars
-		if !strings.Contains(machineType(d), "q35") {
+		code, vars = u.SecureCode, u.SecureVars
+		if arch != machine.ArchAArch64 && !strings.Contains(machineType(d), "q35") {
 			return false, fmt.Errorf("%w: secure boot needs a q35 machine; this domain is %q", machine.ErrUnsupported, machineType(d))
 		}
 	}
 	if code == "" || vars == "" {
-		what := "UEFI firmware (OVMF)"
+		what := "UEFI firmware"
 		if st.SecureBoot {
-			what = "secure-boot UEFI firmware (OVMF secboot with enrolled keys)"
+			what = "secure-boot UEFI firmware (with enrolled keys)"
 		}
-		return false, fmt.Errorf("%w: no %s on this host; install the ovmf package", machine.ErrUnsupported, what)
+		return false, fmt.Errorf("%w: no %s for %s on this host; install the %s package", machine.ErrUnsupported, what, cmp.Or(arch, machine.ArchX86_64), FirmwarePackage(arch))
 	}
 	secure := "no"
-	if st.SecureBoot {
+	if st.SecureBoot && arch != machine.ArchAArch64 {
+		// OVMF's secure-boot build keeps its variables safe in SMM, which
+		// aarch64 does not have.
 		secure = "yes"
 		if d.Features == nil {
 			d.Features = &libvirtxml.DomainFeatureList{}
@@ -249,6 +297,14 @@ func applySettings(d *libvirtxml.Domain, st machine.Settings, defaultOrder []str
 	return oldTemplate != "" && oldTemplate != vars, nil
 }
 
+// domainArch is a definition's architecture (x86_64 when it names none).
+func domainArch(d *libvirtxml.Domain) string {
+	if d.OS != nil && d.OS.Type != nil && d.OS.Type.Arch != "" {
+		return d.OS.Type.Arch
+	}
+	return machine.ArchX86_64
+}
+
 func machineType(d *libvirtxml.Domain) string {
 	if d.OS == nil || d.OS.Type == nil {
 		return ""
@@ -258,7 +314,7 @@ func machineType(d *libvirtxml.Domain) string {
 
 // inventoryOf reads the hardware of a definition.
 func inventoryOf(d *libvirtxml.Domain) machine.Inventory {
-	inv := machine.Inventory{Arch: "x86_64", MachineType: "pc"}
+	inv := machine.Inventory{Arch: machine.ArchX86_64, MachineType: "pc"}
 	if d.VCPU != nil {
 		inv.VCPUs = int(d.VCPU.Value)
 	}
@@ -280,8 +336,11 @@ func inventoryOf(d *libvirtxml.Domain) machine.Inventory {
 		if d.OS.Type.Arch != "" {
 			inv.Arch = d.OS.Type.Arch
 		}
-		if strings.Contains(d.OS.Type.Machine, "q35") {
+		switch m := d.OS.Type.Machine; {
+		case strings.Contains(m, "q35"):
 			inv.MachineType = "q35"
+		case strings.HasPrefix(m, "virt"):
+			inv.MachineType = "virt"
 		}
 	}
 	if d.Devices == nil {

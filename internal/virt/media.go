@@ -3,6 +3,7 @@ package virt
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/digitalocean/go-libvirt"
@@ -15,6 +16,40 @@ import (
 // usbStickDev is the target of the removable medium when the domain has no
 // floppy drive.
 const usbStickDev = "sdy"
+
+// CDROMBus is the bus a CD-ROM drive belongs on for a machine type: IDE
+// on pc (i440fx), virtio-scsi on aarch64's virt (which has neither IDE nor
+// SATA), SATA on q35 and the rest.
+func CDROMBus(machineType string) string {
+	switch {
+	case machineType == "pc" || strings.HasPrefix(machineType, "pc-i440fx"):
+		return "ide"
+	case strings.HasPrefix(machineType, "virt"):
+		return "scsi"
+	}
+	return "sata"
+}
+
+// CDROMDev is the target name of a defined domain's CD-ROM drive on a bus:
+// hdc on IDE, sda on SCSI (the first unit of the first controller; the
+// disks are virtio's vdX), sdz on SATA (after any SATA disks).
+func CDROMDev(bus string) string {
+	switch bus {
+	case "ide":
+		return "hdc"
+	case "scsi":
+		return "sda"
+	}
+	return "sdz"
+}
+
+// SCSIController is the controller a SCSI CD-ROM drive hangs off: virtio-scsi,
+// which UEFI (OVMF, AAVMF) boots from. libvirt would pick an LSI one for an
+// aarch64 machine, which AAVMF has no driver for.
+func SCSIController() libvirtxml.DomainController {
+	zero := uint(0)
+	return libvirtxml.DomainController{Type: "scsi", Index: &zero, Model: "virtio-scsi"}
+}
 
 // SetMedia implements machine.Backend. The CD drive (and a floppy drive,
 // when the domain has one) changes media with DomainUpdateDeviceFlags, live
@@ -83,10 +118,22 @@ func (b *Backend) SetMedia(_ context.Context, id string, slot machine.MediaSlot,
 		return fmt.Errorf("%w: %s has no CD-ROM drive, and a drive cannot be plugged into a running machine (IDE and SATA do not hot-plug); power it off and insert again: vbmcd then adds one, as a BMC always has its virtual drive", machine.ErrUnsupported, e.m.Name)
 	case slot == machine.SlotCD:
 		// A BMC always has its virtual CD drive: give the domain one, for
-		// good, on the bus its machine type has.
-		bus, prefix := "ide", "hd"
-		if strings.Contains(machineType(&def), "q35") {
-			bus, prefix = "sata", "sd"
+		// good, on the bus its machine type has (with a virtio-scsi
+		// controller for it on aarch64's virt, which has no IDE or SATA).
+		bus := CDROMBus(machineType(&def))
+		prefix := "sd"
+		if bus == "ide" {
+			prefix = "hd"
+		}
+		if bus == "scsi" && !slices.ContainsFunc(def.Devices.Controllers, func(c libvirtxml.DomainController) bool { return c.Type == "scsi" }) {
+			ctl := SCSIController()
+			x, err := ctl.Marshal()
+			if err != nil {
+				return fmt.Errorf("encode the SCSI controller of %s: %w", e.m.Name, err)
+			}
+			if err := l.DomainAttachDeviceFlags(e.dom, x, uint32(libvirt.DomainDeviceModifyConfig)); err != nil {
+				return b.done(l, e, err, "add a SCSI controller to")
+			}
 		}
 		cd := libvirtxml.DomainDisk{
 			Device:   "cdrom",

@@ -98,6 +98,9 @@ type VMOptions struct {
 	// MemoryMiB is the VM's memory (default 128, 256 with UEFI). qemu
 	// touches only what the guest uses.
 	MemoryMiB int
+	// Arch is x86_64 (default) or aarch64: an aarch64 VM is UEFI (AAVMF),
+	// qemu's virt machine, and its CD and disk markers are the arm64 ones.
+	Arch string
 	// NoCD leaves the CD-ROM drive empty; by default it holds the marker ISO.
 	NoCD bool
 	// DiskMarker gives the VM a bootable disk that prints testenv.DiskMarker;
@@ -128,18 +131,23 @@ func (lab *Lab) NewVM(t testing.TB, name string, o VMOptions) *VM {
 		BootOrder: o.BootOrder,
 		UUID:      o.UUID,
 	}
-	if o.UEFI {
+	iso, diskImage := testenv.MarkerISO, testenv.MarkerDisk
+	if o.Arch == machine.ArchAArch64 {
+		spec.Arch, spec.UEFI = o.Arch, true
+		iso, diskImage = testenv.MarkerISOArm64, testenv.MarkerDiskArm64
+	}
+	if spec.UEFI {
 		spec.MemoryMiB = 256
 	}
 	if o.MemoryMiB > 0 {
 		spec.MemoryMiB = uint(o.MemoryMiB)
 	}
 	if !o.NoCD {
-		spec.CDROM = testenv.MarkerISO(t)
+		spec.CDROM = iso(t)
 	}
 	if o.DiskMarker {
 		disk := filepath.Join(dir, "disk.img")
-		testenv.CopyFile(t, testenv.MarkerDisk(t), disk)
+		testenv.CopyFile(t, diskImage(t), disk)
 		spec.Disks = []labvirt.DiskSpec{{Path: disk, Format: "raw"}}
 	}
 	ctx := context.Background()
@@ -258,7 +266,8 @@ func (lab *Lab) LiveXML(t testing.TB, name string, flags libvirt.DomainXMLFlags)
 
 // RemoveCD redefines a VM without the CD drive labvirt gives every domain,
 // as a domain defined by other tools may be, and waits until the backend
-// sees it so.
+// sees it so. A SCSI controller left without disks goes too (an aarch64
+// VM's), as such a domain has none.
 func (lab *Lab) RemoveCD(t testing.TB, vm *VM) {
 	t.Helper()
 	var def libvirtxml.Domain
@@ -266,6 +275,9 @@ func (lab *Lab) RemoveCD(t testing.TB, vm *VM) {
 		t.Fatal(err)
 	}
 	def.Devices.Disks = slices.DeleteFunc(def.Devices.Disks, func(d libvirtxml.DomainDisk) bool { return d.Device == "cdrom" })
+	if !slices.ContainsFunc(def.Devices.Disks, func(d libvirtxml.DomainDisk) bool { return d.Target != nil && d.Target.Bus == "scsi" }) {
+		def.Devices.Controllers = slices.DeleteFunc(def.Devices.Controllers, func(c libvirtxml.DomainController) bool { return c.Type == "scsi" })
+	}
 	x, err := def.Marshal()
 	if err != nil {
 		t.Fatal(err)

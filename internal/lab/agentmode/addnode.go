@@ -112,7 +112,12 @@ func nodeImage(ctx context.Context, e *lab.Env, pending []plan.Node) (bool, erro
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return false, err
 	}
+	// The added workers are the workers' pool's: nodes of another
+	// architecture than the cluster's get their own ISO.
 	nc := agent.NodesConfig{Hosts: []agent.Host{}}
+	if a := p.Cluster.Arch; a.Mixed() {
+		nc.CPUArchitecture = a.Workers
+	}
 	for _, n := range pending {
 		nc.Hosts = append(nc.Hosts, agent.Host{Hostname: n.Name, Role: n.Role,
 			Interfaces:      []agent.Interface{{Name: agent.NICName, MACAddress: n.MAC}},
@@ -123,7 +128,7 @@ func nodeImage(ctx context.Context, e *lab.Env, pending []plan.Node) (bool, erro
 		return false, err
 	}
 	cfg := filepath.Join(dir, agent.NodesConfigName)
-	iso := filepath.Join(dir, agent.NodeISOName)
+	iso := filepath.Join(dir, agent.NodeISOName(p.Cluster.Arch.Workers))
 	if have, err := os.ReadFile(cfg + ".made"); err == nil && string(have) == string(want) && lab.Exists(iso) {
 		return false, nil
 	}
@@ -143,7 +148,7 @@ func nodeImage(ctx context.Context, e *lab.Env, pending []plan.Node) (bool, erro
 // bootPending boots each pending node from the node ISO through its BMC.
 func bootPending(ctx context.Context, e *lab.Env, pending []plan.Node) (bool, error) {
 	p := e.Plan
-	iso := filepath.Join(p.Paths.NodeImageDir, agent.NodeISOName)
+	iso := filepath.Join(p.Paths.NodeImageDir, agent.NodeISOName(p.Cluster.Arch.Workers))
 	stop, err := serveISO(p.Netns, iso, p.Agent.MediaAddr)
 	if err != nil {
 		return false, err
@@ -153,7 +158,7 @@ func bootPending(ctx context.Context, e *lab.Env, pending []plan.Node) (bool, er
 	if err != nil {
 		return false, err
 	}
-	url := "http://" + p.Agent.MediaAddr + "/" + agent.NodeISOName
+	url := "http://" + p.Agent.MediaAddr + "/" + filepath.Base(iso)
 	for _, n := range pending {
 		if _, err := c.BootFromISO(ctx, n.BMC.SystemURL, url); err != nil {
 			return true, fmt.Errorf("node %s: %w", n.Name, err)

@@ -23,10 +23,25 @@ func Mode() lab.Mode { return lab.Mode{Name: plan.ModeAgent, Actions: Actions} }
 // virtual media, and the installer's waits.
 func Actions() []lab.Action {
 	return []lab.Action{
-		steps.Preflight{Inputs: func(e *lab.Env) error { _, _, err := AgentConfigs(e); return err }},
+		steps.Preflight{Check: check, Inputs: func(e *lab.Env) error { _, _, err := AgentConfigs(e); return err }},
 		steps.Hosts{}, steps.Network{}, steps.Storage{}, steps.Nodes{}, steps.BMCs{},
 		agentConfigs{}, agentImage{}, agentMedia{}, agentBootstrap{}, agentComplete{},
 	}
+}
+
+// check is the agent mode's rule that no installer file shows: `agent
+// create image` makes one ISO, for the control plane's architecture
+// (InfraEnv's cpuArchitecture is controlPlane.architecture), so workers of
+// another architecture cannot boot it at install time; they join on day 2
+// with the ISO the cluster makes for them (nodes-config.yaml's
+// cpuArchitecture).
+func check(e *lab.Env) error {
+	k := e.Plan.Cluster
+	if k.Arch.Mixed() && k.Workers > 0 {
+		return fmt.Errorf("cluster.workers.arch: %d %s workers cannot boot the agent ISO, which `agent create image` makes for the control plane's architecture (%s) only; install with cluster.workers.count: 0, then add them on day 2: labctl add-node --count %d (their ISO is made for %s: nodes-config.yaml's cpuArchitecture)",
+			k.Workers, k.Arch.Workers, k.Arch.Masters, k.Workers, k.Arch.Workers)
+	}
+	return nil
 }
 
 // AgentConfigs builds and validates the agent mode's install-config and
@@ -48,7 +63,7 @@ func AgentConfigs(e *lab.Env) (*ipi.InstallConfig, *agent.Config, error) {
 		bm.ProvisioningNetwork = ipi.ProvisioningDisabled
 		bm.ProvisioningBridge, bm.ProvisioningNetworkCIDR = "", ""
 	}
-	errs := ipi.Validate(ic, p.Cluster.DHCPRanges()...)
+	errs := steps.ValidateInstallConfig(e, ic)
 	ac := agent.Generate(p.AgentCluster())
 	for _, fe := range agent.Validate(ac, p.Cluster.MachineNetwork) {
 		fe.Field = "agent-config " + fe.Field

@@ -42,8 +42,8 @@ func HybridInstallConfig(e *lab.Env) (*ipi.InstallConfig, error) {
 		Networking: ipi.ClusterNetworking(k.MachineNetwork, k.SecondaryFamily().MachineNetwork),
 		// UPI: the installer makes no machines; compute replicas are 0
 		// and the workers join by their CSRs.
-		Compute:      []ipi.MachinePool{{Name: ipi.RoleWorker, Replicas: 0}},
-		ControlPlane: ipi.MachinePool{Name: ipi.RoleMaster, Replicas: k.Masters},
+		Compute:      []ipi.MachinePool{{Name: ipi.RoleWorker, Replicas: 0, Architecture: ipi.Architecture(k.Arch.Workers)}},
+		ControlPlane: ipi.MachinePool{Name: ipi.RoleMaster, Replicas: k.Masters, Architecture: ipi.Architecture(k.Arch.Masters)},
 		Platform:     ipi.Platform{None: &ipi.None{}},
 		PullSecret:   pull,
 		SSHKey:       key,
@@ -51,7 +51,7 @@ func HybridInstallConfig(e *lab.Env) (*ipi.InstallConfig, error) {
 	if p.Hybrid.SingleNode {
 		ic.BootstrapInPlace = &ipi.BootstrapInPlace{InstallationDisk: p.Hybrid.InstallationDisk}
 	}
-	if errs := ipi.Validate(ic, k.DHCPRanges()...); len(errs) > 0 {
+	if errs := steps.ValidateInstallConfig(e, ic); len(errs) > 0 {
 		return nil, errs
 	}
 	return ic, nil

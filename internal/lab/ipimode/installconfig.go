@@ -56,7 +56,7 @@ func InstallConfig(e *lab.Env) (*ipi.InstallConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	if errs := ipi.Validate(ic, p.Cluster.DHCPRanges()...); len(errs) > 0 {
+	if errs := steps.ValidateInstallConfig(e, ic); len(errs) > 0 {
 		return nil, errs
 	}
 	return ic, nil

@@ -206,6 +206,9 @@ func (f *Host) Ensure(_ context.Context, o lab.Object) ([]string, error) {
 		return []string{"domain"}, nil
 	case lab.MachineBMC:
 		return nil, nil
+	case lab.LLDPSender:
+		// One sender a lab, named as a process is.
+		return changed(f.Put(lab.KindLLDP, "lldp-"+o.Lab, o.Lab), f.Call("lldp"), "LLDP sender")
 	case lab.BMCDaemon:
 		var done []string
 		ok := false
@@ -272,6 +275,11 @@ func (f *Host) Differences(_ context.Context, o lab.Object) ([]lab.Difference, e
 			}
 		}
 		return out, f.Call("link differences")
+	case lab.LLDPSender:
+		if _, ok := f.Objs[lab.KindLLDP]["lldp-"+o.Lab]; !ok {
+			return []lab.Difference{{Got: "not running"}}, nil
+		}
+		return nil, nil
 	case lab.SharedEntries:
 		n := f.SharedNet(o.Shared.Network)
 		if n == nil {

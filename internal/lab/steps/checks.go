@@ -101,6 +101,20 @@ func labMessage(p *plan.Plan, fe *ipi.FieldError) string {
 		field = "network.bridges"
 	case f == "controlPlane.replicas":
 		field = "cluster.masters.count"
+	case f == "controlPlane.architecture":
+		field, fix = "cluster.masters.arch", "an installer whose release payload has this architecture, or a multi-arch one (openshift-install version: release architecture)"
+	case f == "arbiter.architecture":
+		field = "cluster.arbiter.arch"
+	case strings.HasPrefix(f, "compute") && strings.HasSuffix(f, ".architecture"):
+		field = "cluster.workers.arch"
+		switch {
+		case strings.Contains(fe.Detail, "release payload"):
+			fix = "a multi-arch release payload (openshift-install version says release architecture multi), or workers of the control plane's architecture"
+		case strings.Contains(fe.Detail, "heteregeneous"):
+			fix = "workers of the masters' architecture (cluster.masters.arch): this platform has no mixed clusters"
+		default:
+			fix = "x86_64 masters with aarch64 workers, or one architecture for both"
+		}
 	case strings.HasPrefix(f, "compute"):
 		field = "cluster.workers.count"
 	case f == "pullSecret":

@@ -17,7 +17,10 @@
 // preflight checks its addresses, MACs and names against every other lab's
 // on that network (sharedClashes). The host resolver's drop-in
 // (network.hostResolver: dnsmasq or resolved) is one of the network's
-// objects: checked, written back and removed with the rest.
+// objects: checked, written back and removed with the rest; so is the
+// lab's LLDP sender (network.lldp), a process that sends every running
+// node NIC's tap its port's LLDP frames: net check reports it stopped,
+// repair starts it, down stops it first.
 //
 // Storage: a pool whose directory is gone has lost its mark (a file in the
 // directory); it is removed when its name is the plan's pool name and its

@@ -1,6 +1,7 @@
 package steps
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -22,4 +23,25 @@ func StopIfMissing(err error) error {
 		return fmt.Errorf("%w: %w", err, lab.ErrStop)
 	}
 	return err
+}
+
+// ValidateInstallConfig applies the installer's rules to the
+// install-config a mode writes (ipi.Validate), and, when the lab's
+// installer is there, its rule on the pools' architectures for the release
+// payload it installs (`openshift-install version`'s release architecture:
+// a single-architecture payload installs that architecture only, a mixed
+// lab needs a multi one). Without an installer that rule waits for it.
+func ValidateInstallConfig(e *lab.Env, ic *ipi.InstallConfig) ipi.ErrorList {
+	p := e.Plan
+	errs := ipi.Validate(ic, p.Cluster.DHCPRanges()...)
+	bin, err := ipi.FindInstaller(p.Installer.Binary, p.Dir)
+	if err != nil {
+		return errs
+	}
+	arch, err := ipi.ReleaseArchitecture(context.Background(), bin)
+	if err != nil {
+		e.Rep.Note("preflight", fmt.Sprintf("the release payload's architecture is not checked: %v", err))
+		return errs
+	}
+	return append(errs, ipi.ValidateRelease(ic, arch)...)
 }

@@ -16,8 +16,9 @@ import (
 // Network is the one owner of the lab's host network, in dependency order:
 // the lab's NAT network (its bridge is the veth's far end), the bridges and
 // veths, a libvirt network named like each lab bridge (what the installer's
-// bridge check accepts), and NetworkManager's unmanaged-devices snippet
-// where NetworkManager is. `labctl net check|repair|down` are views over
+// bridge check accepts), the LLDP sender (the switches' frames on the
+// nodes' taps, unless network.lldp is off), and NetworkManager's
+// unmanaged-devices snippet where NetworkManager is. `labctl net check|repair|down` are views over
 // CheckNetwork, EnsureNetwork and RemoveNetwork, the functions this action
 // runs: there is no second implementation.
 type Network struct{}
@@ -102,6 +103,11 @@ func CheckNetwork(ctx context.Context, e *lab.Env) ([]lab.Difference, error) {
 		}
 		out = append(out, d)
 	}
+	lldp, err := checkLLDP(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, lldp...)
 	if netplumb.NetworkManagerPresent(p.Network.NMConfDir) && !netplumb.UnmanagedSnippetCurrent(p.Network.NMConfDir, p.Lab, p.HubTopology().Names()) {
 		out = append(out, lab.Difference{Object: "NetworkManager", Kind: "unmanaged-missing",
 			Want: netplumb.UnmanagedSnippetPath(p.Network.NMConfDir, p.Lab),
@@ -180,6 +186,11 @@ func EnsureNetwork(ctx context.Context, e *lab.Env) ([]string, error) {
 			done = append(done, fmt.Sprintf("libvirt network %s: defined, active, autostarted on bridge %s", name, name))
 		}
 	}
+	lldp, err := ensureLLDP(ctx, e)
+	done = append(done, lldp...)
+	if err != nil {
+		return done, err
+	}
 	if netplumb.NetworkManagerPresent(p.Network.NMConfDir) {
 		path, c, err := netplumb.WriteUnmanagedSnippet(p.Network.NMConfDir, p.Lab, p.HubTopology().Names())
 		if err != nil {
@@ -209,8 +220,10 @@ type NetworkRemoval struct {
 	Shared   []string `json:"sharedNetworks"`
 	Networks []string `json:"libvirtNetworks"`
 	Links    []string `json:"links"`
-	Foreign  []string `json:"foreign"`
-	Snippet  string   `json:"networkManagerSnippet,omitempty"`
+	// LLDPSenders are the PIDs of the lab's LLDP senders stopped.
+	LLDPSenders []string `json:"lldpSenders"`
+	Foreign     []string `json:"foreign"`
+	Snippet     string   `json:"networkManagerSnippet,omitempty"`
 	// ResolverDropIns are the host resolver drop-ins removed.
 	ResolverDropIns []string `json:"resolverDropIns"`
 }
@@ -224,7 +237,13 @@ type NetworkRemoval struct {
 func RemoveNetwork(ctx context.Context, e *lab.Env) (NetworkRemoval, error) {
 	p := e.Plan
 	objs := e.Host
-	rm := NetworkRemoval{Shared: []string{}, Networks: []string{}, Links: []string{}, Foreign: []string{}, ResolverDropIns: []string{}}
+	rm := NetworkRemoval{Shared: []string{}, Networks: []string{}, Links: []string{}, LLDPSenders: []string{}, Foreign: []string{}, ResolverDropIns: []string{}}
+	// The LLDP sender first: it sends on the taps of the networks below.
+	stopped, err := stopLLDP(ctx, e)
+	rm.LLDPSenders = append(rm.LLDPSenders, stopped...)
+	if err != nil {
+		return rm, err
+	}
 	// The lab's entries in shared networks first, found by the lists the
 	// networks keep, whether or not the plan names the network (down
 	// --lab has no lab file).
@@ -299,7 +318,85 @@ func RemoveNetwork(ctx context.Context, e *lab.Env) (NetworkRemoval, error) {
 	if len(errs) > 0 {
 		return rm, errors.Join(errs...)
 	}
-	return rm, errors.Join(lab.Remaining(ctx, e, lab.KindNetwork), lab.Remaining(ctx, e, lab.KindLink))
+	left := []error{lab.Remaining(ctx, e, lab.KindNetwork), lab.Remaining(ctx, e, lab.KindLink)}
+	if p.Spoke == "" {
+		left = append(left, lab.Remaining(ctx, e, lab.KindLLDP))
+	}
+	return rm, errors.Join(left...)
+}
+
+// lldpSender is the plan's LLDP sender as the provider runs it (nil: the
+// lab has none).
+func lldpSender(p *plan.Plan) *lab.LLDPSender {
+	if p.Network.LLDP == nil {
+		return nil
+	}
+	return &lab.LLDPSender{Lab: p.Lab, Netns: p.Netns, Sender: *p.Network.LLDP}
+}
+
+// checkLLDP says whether the lab's LLDP sender runs as the plan invokes it,
+// or, when the lab file turns it off, that none runs.
+func checkLLDP(ctx context.Context, e *lab.Env) ([]lab.Difference, error) {
+	if e.Plan.Spoke != "" {
+		return nil, nil // the hub's; its host may be this machine
+	}
+	s := lldpSender(e.Plan)
+	if s == nil {
+		running, err := e.Host.Marked(ctx, lab.KindLLDP, e.Plan.Lab)
+		if err != nil || len(running) == 0 {
+			return nil, err
+		}
+		return []lab.Difference{{Object: "LLDP sender", Kind: "lldp-sender", Want: "none (network.lldp is off)",
+			Got: "running: pid " + join(running), Fix: "stop it: labctl net repair"}}, nil
+	}
+	problems, err := e.Host.Differences(ctx, *s)
+	if err != nil || len(problems) == 0 {
+		return nil, err
+	}
+	return []lab.Difference{{Object: "LLDP sender", Kind: "lldp-sender",
+		Want: "vbmcd lldp announcing the lab's switches on its nodes' taps", Got: join(gots(problems)),
+		Fix: "start it: labctl net repair"}}, nil
+}
+
+// ensureLLDP starts the lab's LLDP sender unless it runs with the plan's
+// arguments, or stops it when the lab file turns it off.
+func ensureLLDP(ctx context.Context, e *lab.Env) ([]string, error) {
+	if e.Plan.Spoke != "" {
+		return nil, nil
+	}
+	s := lldpSender(e.Plan)
+	if s == nil {
+		stopped, err := stopLLDP(ctx, e)
+		var done []string
+		for _, pid := range stopped {
+			done = append(done, "LLDP sender: stopped pid "+pid+" (network.lldp is off)")
+		}
+		return done, err
+	}
+	return e.Host.Ensure(ctx, *s)
+}
+
+// stopLLDP stops every LLDP sender that bears the lab's mark and returns
+// their PIDs; on another host than the hub, none (the sender is the hub's,
+// and that host may be this machine).
+func stopLLDP(ctx context.Context, e *lab.Env) ([]string, error) {
+	if e.Plan.Spoke != "" {
+		return nil, nil
+	}
+	running, err := e.Host.Marked(ctx, lab.KindLLDP, e.Plan.Lab)
+	if err != nil {
+		return nil, err
+	}
+	var stopped []string
+	var errs []error
+	for _, pid := range running {
+		if err := e.Host.Delete(ctx, lab.KindLLDP, pid, e.Plan.Lab); err != nil {
+			errs = append(errs, err)
+		} else {
+			stopped = append(stopped, pid)
+		}
+	}
+	return stopped, errors.Join(errs...)
 }
 
 func join(s []string) string { return strings.Join(s, ", ") }

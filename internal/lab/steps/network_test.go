@@ -31,22 +31,23 @@ func objects(d []lab.Difference) []string {
 
 // TestNetworkPath: check, ensure and remove are one path, the one `labctl
 // net` prints and the network action runs. A fresh host differs in every
-// object, in repair order; after EnsureNetwork nothing differs and a second
-// one changes nothing; RemoveNetwork removes what it made.
+// object, in repair order (the LLDP sender after the networks it sends
+// on); after EnsureNetwork nothing differs and a second one changes
+// nothing; RemoveNetwork removes what it made, the sender first.
 func TestNetworkPath(t *testing.T) {
 	f := labtest.NewHost()
 	e, _ := labtest.Env(t, f, "")
 	ctx := context.Background()
 	diffs, err := CheckNetwork(ctx, e)
 	labtest.Must(t, err)
-	want := []string{"libvirt network fk-machine nat-network", "baremetal missing", "bmlab-veth0 missing", "bmlab-veth1 missing", "libvirt network baremetal libvirt-network"}
+	want := []string{"libvirt network fk-machine nat-network", "baremetal missing", "bmlab-veth0 missing", "bmlab-veth1 missing", "libvirt network baremetal libvirt-network", "LLDP sender lldp-sender"}
 	if d := cmp.Diff(want, objects(diffs)); d != "" {
 		t.Errorf("check of an empty host (-want +got):\n%s", d)
 	}
 	done, err := EnsureNetwork(ctx, e)
 	labtest.Must(t, err)
-	if len(done) != 5 || !strings.Contains(done[0], "fk-machine: NAT network") {
-		t.Errorf("ensure = %q, want the NAT network, three links and the bridge network", done)
+	if len(done) != 6 || !strings.Contains(done[0], "fk-machine: NAT network") || done[5] != "LLDP sender" {
+		t.Errorf("ensure = %q, want the NAT network, three links, the bridge network and the LLDP sender", done)
 	}
 	if diffs, err = CheckNetwork(ctx, e); err != nil || len(diffs) != 0 {
 		t.Errorf("check after ensure = %v, %v; want none", objects(diffs), err)
@@ -56,13 +57,37 @@ func TestNetworkPath(t *testing.T) {
 	}
 	rm, err := RemoveNetwork(ctx, e)
 	labtest.Must(t, err)
-	if d := cmp.Diff(NetworkRemoval{Shared: []string{}, Networks: []string{"baremetal", "fk-machine"}, Links: []string{"baremetal", "bmlab-veth0", "bmlab-veth1", "bmnat-fk"}, Foreign: []string{}, ResolverDropIns: []string{}}, rm); d != "" {
+	if d := cmp.Diff(NetworkRemoval{Shared: []string{}, Networks: []string{"baremetal", "fk-machine"}, Links: []string{"baremetal", "bmlab-veth0", "bmlab-veth1", "bmnat-fk"}, LLDPSenders: []string{"lldp-fk"}, Foreign: []string{}, ResolverDropIns: []string{}}, rm); d != "" {
 		t.Errorf("remove (-want +got):\n%s", d)
 	}
 	for kind, objs := range f.Objs {
 		if len(objs) > 0 {
 			t.Errorf("%ss left: %v", kind, objs)
 		}
+	}
+}
+
+// TestLLDPOff: with network.lldp off, a sender the lab left running is a
+// difference, and repair stops it.
+func TestLLDPOff(t *testing.T) {
+	f := labtest.NewHost()
+	e, _ := labtest.Env(t, f, "")
+	ctx := context.Background()
+	_, err := EnsureNetwork(ctx, e)
+	labtest.Must(t, err)
+	e.Plan.Network.LLDP = nil
+	diffs, err := CheckNetwork(ctx, e)
+	labtest.Must(t, err)
+	if len(diffs) != 1 || diffs[0].Kind != "lldp-sender" || !strings.Contains(diffs[0].Want, "network.lldp is off") {
+		t.Errorf("check with the sender running and network.lldp off = %+v, want the sender named", diffs)
+	}
+	done, err := EnsureNetwork(ctx, e)
+	labtest.Must(t, err)
+	if len(done) != 1 || !strings.Contains(done[0], "LLDP sender: stopped") {
+		t.Errorf("repair = %q, want the sender stopped", done)
+	}
+	if diffs, err = CheckNetwork(ctx, e); err != nil || len(diffs) != 0 {
+		t.Errorf("check after repair = %v, %v; want none", objects(diffs), err)
 	}
 }
 
@@ -190,5 +215,27 @@ func TestPreflightForeignResolverDropIn(t *testing.T) {
 		if len(objs) > 0 {
 			t.Errorf("%ss made though preflight refused: %v", kind, objs)
 		}
+	}
+}
+
+// TestLLDPNotOnASpoke: labctl on another host of the lab leaves the LLDP
+// sender alone (the hub's, and in the tests that host is this machine).
+func TestLLDPNotOnASpoke(t *testing.T) {
+	f := labtest.NewHost()
+	e, _ := labtest.Env(t, f, "")
+	ctx := context.Background()
+	_, err := EnsureNetwork(ctx, e)
+	labtest.Must(t, err)
+	e.Plan.Spoke, e.Plan.Network.LLDP = "beta", nil
+	if diffs, err := CheckNetwork(ctx, e); err != nil || len(diffs) != 0 {
+		t.Errorf("check on a spoke = %v, %v; want none", objects(diffs), err)
+	}
+	if done, err := EnsureNetwork(ctx, e); err != nil || len(done) != 0 {
+		t.Errorf("repair on a spoke = %q, %v; want nothing", done, err)
+	}
+	rm, err := RemoveNetwork(ctx, e)
+	labtest.Must(t, err)
+	if len(rm.LLDPSenders) != 0 || len(f.Objs[lab.KindLLDP]) != 1 {
+		t.Errorf("down on a spoke stopped %v; the hub's sender left: %v", rm.LLDPSenders, f.Objs[lab.KindLLDP])
 	}
 }

@@ -52,8 +52,22 @@ func (pf Preflight) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 	if err := CheckInputs(e, pf.Inputs); err != nil {
 		return false, err
 	}
+	// What the platform would refuse in a node (an architecture's
+	// firmware missing), before any object exists.
+	var archs []string
+	for _, n := range p.Nodes {
+		if err := e.Host.Validate(MachineOf(p, n)); err != nil {
+			return false, fmt.Errorf("node %s would be refused; nothing was created:\n  %w (cluster.masters.arch, cluster.workers.arch)", n.Name, err)
+		}
+		if !slices.Contains(archs, n.Arch) {
+			archs = append(archs, n.Arch)
+		}
+	}
 	if _, err := os.Stat("/dev/kvm"); err != nil {
 		e.Rep.Note("preflight", "no /dev/kvm: the VMs run under TCG (software emulation), much slower than KVM")
+	}
+	if slices.Contains(archs, plan.ArchAArch64) && runtime.GOARCH != "arm64" {
+		e.Rep.Note("preflight", "aarch64 nodes on this "+runtime.GOARCH+" host: qemu-system-aarch64 emulates them under TCG, many times slower than an x86_64 node (docs/performance.md)")
 	}
 	var mem, cpus, disk uint
 	for _, n := range p.Nodes {

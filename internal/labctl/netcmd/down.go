@@ -19,7 +19,7 @@ type downReport struct {
 }
 
 func newDownCommand(g *cli.Globals, f *flags) *cobra.Command {
-	return subcommand(g, f, "down", "Remove the links, libvirt networks and NetworkManager snippet the lab owns, nothing else", (*session).down)
+	return subcommand(g, f, "down", "Remove the LLDP sender, links, libvirt networks and NetworkManager snippet the lab owns, nothing else", (*session).down)
 }
 
 // down is the network action's Delete (what `labctl down` runs), printed.
@@ -50,6 +50,9 @@ func (s *session) down(cmd *cobra.Command) error {
 	if err != nil {
 		mark = "✗" // removed, but something of the lab is left
 	}
+	for _, pid := range rm.LLDPSenders {
+		fmt.Fprintf(s.out, "%s stopped the LLDP sender (pid %s)\n", mark, pid)
+	}
 	for _, n := range rm.Shared {
 		fmt.Fprintf(s.out, "%s removed the lab's entries from the shared libvirt network %s\n", mark, n)
 	}
@@ -71,7 +74,7 @@ func (s *session) down(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	if len(rm.Shared)+len(rm.Networks)+len(rm.Links)+len(rm.ResolverDropIns) == 0 && rm.Snippet == "" {
+	if len(rm.LLDPSenders)+len(rm.Shared)+len(rm.Networks)+len(rm.Links)+len(rm.ResolverDropIns) == 0 && rm.Snippet == "" {
 		fmt.Fprintf(s.out, "✓ nothing of lab %q to remove\n", p.Lab)
 	}
 	for _, line := range rep.Hosts {

@@ -84,21 +84,30 @@ func agentNodes(t *testing.T, common []string) []agentNode {
 // its BMC (its role on the serial console), the Once override is gone
 // after that boot, the next boot comes from the installed disk, the media
 // is ejected after install-complete; a second up changes nothing; down
-// leaves nothing.
+// leaves nothing. Each adds a worker on day 2 (addWorker); the compact
+// cluster is a mixed one, x86_64 masters and aarch64 workers, installed
+// from a multi-arch release: install-config says amd64 and arm64, the
+// agent ISO is x86_64, and the aarch64 worker boots the node ISO the
+// cluster makes for it (node.aarch64.iso) through its BMC.
 func TestAgentEndToEnd(t *testing.T) {
 	testenv.Libvirt(t)
 	for _, tt := range []struct {
 		name, lab, subnet, cluster string
 		port, nodes                int
+		workerArch                 string
 	}{
-		{"sno", "agsno", "10.198.64", "  masters: {count: 1}\n  agent: {staticIPs: true, mediaPort: 18791}\n", 18790, 1},
-		{"compact", "agcmp", "10.198.65", "  workers: {count: 0}\n  agent: {mediaPort: 18793}\n", 18792, 3},
+		{"sno", "agsno", "10.198.64", "  masters: {count: 1}\n  agent: {staticIPs: true, mediaPort: 18791}\n", 18790, 1, "x86_64"},
+		{"compact-mixed", "agcmp", "10.198.65", "  workers: {count: 0, arch: aarch64}\n  agent: {mediaPort: 18793}\n", 18792, 3, "aarch64"},
 	} {
-		t.Run(tt.name, func(t *testing.T) { agentEndToEnd(t, tt.lab, tt.subnet, tt.cluster, tt.port, tt.nodes) })
+		t.Run(tt.name, func(t *testing.T) { agentEndToEnd(t, tt.lab, tt.subnet, tt.cluster, tt.port, tt.nodes, tt.workerArch) })
 	}
 }
 
-func agentEndToEnd(t *testing.T, name, subnet, cluster string, port, count int) {
+func agentEndToEnd(t *testing.T, name, subnet, cluster string, port, count int, workerArch string) {
+	if workerArch != "x86_64" {
+		// A mixed cluster installs from a multi-arch release payload.
+		t.Setenv(installertest.EnvReleaseArch, "multi")
+	}
 	dir := testenv.QemuDir(t)
 	cfg := agentLab(t, dir, name, subnet, port, cluster)
 	common := []string{"-f", cfg, "--netns", "labci", "--mode", "agent", "--profile", "tiny", "--vbmcd", testenv.Binary(t, "vbmcd")}
@@ -189,8 +198,12 @@ func agentEndToEnd(t *testing.T, name, subnet, cluster string, port, count int) 
 		t.Fatal(err)
 	}
 	var ic struct {
-		ControlPlane struct{ Replicas int }
-		Platform     struct {
+		ControlPlane struct {
+			Replicas     int
+			Architecture string
+		}
+		Compute  []struct{ Architecture string }
+		Platform struct {
 			None      *struct{} `json:"none"`
 			BareMetal *struct {
 				ProvisioningNetwork string
@@ -203,6 +216,13 @@ func agentEndToEnd(t *testing.T, name, subnet, cluster string, port, count int) 
 	}
 	if err := yaml.Unmarshal(b, &ic); err != nil {
 		t.Fatal(err)
+	}
+	wantCompute := map[string]string{"x86_64": "amd64", "aarch64": "arm64"}[workerArch]
+	if ic.ControlPlane.Architecture != "amd64" || len(ic.Compute) != 1 || ic.Compute[0].Architecture != wantCompute {
+		t.Errorf("install-config architectures: controlPlane %q, compute %+v; want amd64 and %s", ic.ControlPlane.Architecture, ic.Compute, wantCompute)
+	}
+	if _, err := os.Stat(filepath.Join(install, "agent.x86_64.iso")); err != nil {
+		t.Errorf("the agent ISO is not the control plane's architecture's: %v", err)
 	}
 	switch {
 	case count == 1 && (ic.Platform.None == nil || ic.ControlPlane.Replicas != 1):
@@ -254,25 +274,33 @@ func agentEndToEnd(t *testing.T, name, subnet, cluster string, port, count int) 
 	if n := strings.Count(out, "(no change)"); n != 10 {
 		t.Errorf("second up: %d steps without change, want all 10:\n%s", n, out)
 	}
-	if count == 1 {
-		addWorker(t, dir, name, common)
-	}
+	addWorker(t, dir, name, workerArch, count, common)
 }
 
-// addWorker adds a worker to the running single-node cluster (day 2): the
-// cluster's node ISO (oc adm node-image create) boots on the new node
-// through its BMC, as its role, then its installed disk; status shows it;
-// the installer's files stay those of the cluster installed, so up still
+// addWorker adds a worker of the workers' architecture to the running
+// cluster of masters nodes (day 2): the cluster's node ISO (oc adm
+// node-image create, for that architecture) boots on the new node through
+// its BMC, as its role, then its installed disk; status shows it; the
+// installer's files stay those of the cluster installed, so up still
 // changes nothing; down (the test's cleanup) removes it with the rest.
-func addWorker(t *testing.T, dir, name string, common []string) {
+func addWorker(t *testing.T, dir, name, arch string, masters int, common []string) {
 	worker := name + "-worker-0"
 	serial := filepath.Join(dir, ".bmlab", "logs", worker+".serial.log")
+	disk := testenv.MarkerDisk(t)
+	if arch == "aarch64" {
+		disk = testenv.MarkerDiskArm64(t)
+	}
 	spec, _ := json.Marshal([]installertest.AgentNode{{Domain: worker, Serial: serial,
-		Disk: filepath.Join(dir, ".bmlab", "disks", worker+".qcow2"), Image: testenv.MarkerDisk(t)}})
+		Disk: filepath.Join(dir, ".bmlab", "disks", worker+".qcow2"), Image: disk}})
 	t.Setenv(installertest.EnvAgentNodes, string(spec))
+	began := time.Now()
 	out, err := labctlRun(t, append([]string{"add-node", "--role", "worker", "--count", "1"}, common...)...)
 	if err != nil {
 		t.Fatalf("add-node: %v\n%s", err, out)
+	}
+	t.Logf("add-node of an %s worker took %s", arch, time.Since(began).Round(100*time.Millisecond))
+	if _, err := os.Stat(filepath.Join(dir, ".bmlab", "node-image", "node."+arch+".iso")); err != nil {
+		t.Errorf("the node ISO is not made for the worker's architecture: %v", err)
 	}
 	for _, want := range []string{"✓ node-image", "✓ media", "✓ join", worker + " joined the cluster"} {
 		if !strings.Contains(out, want) {
@@ -288,11 +316,17 @@ func addWorker(t *testing.T, dir, name string, common []string) {
 		t.Errorf("%s: serial log lacks %q:\n%s", worker, iso, data)
 	}
 	nodes := agentNodes(t, common)
-	if len(nodes) != 2 || nodes[1].Name != worker {
-		t.Fatalf("status after add-node: %+v, want the master and %s", nodes, worker)
+	if len(nodes) != masters+1 || nodes[masters].Name != worker {
+		t.Fatalf("status after add-node: %+v, want the masters and %s", nodes, worker)
+	}
+	sysURL := strings.TrimPrefix(nodes[masters].BMC, "redfish-virtualmedia+")
+	var cpu struct{ InstructionSet string }
+	bmcGet(t, sysURL+"/Processors/CPU1", &cpu)
+	if want := map[string]string{"x86_64": "x86-64", "aarch64": "ARM-A64"}[arch]; cpu.InstructionSet != want {
+		t.Errorf("%s's BMC says instruction set %q, want %s", worker, cpu.InstructionSet, want)
 	}
 	var cd map[string]any
-	bmcGet(t, strings.TrimPrefix(nodes[1].BMC, "redfish-virtualmedia+")+"/VirtualMedia/Cd", &cd)
+	bmcGet(t, sysURL+"/VirtualMedia/Cd", &cd)
 	if cd["Inserted"] != false {
 		t.Errorf("%s: the node ISO is still inserted after it joined: %v", worker, cd)
 	}

@@ -227,13 +227,21 @@ func printStatus(ctx context.Context, g *cli.Globals, e *lab.Env, output string)
 	} else if len(pids) > 0 {
 		vb = fmt.Sprintf("running (pid %s, log %s)", pids[0], e.Plan.Vbmcd.Log)
 	}
+	lldp := "stopped"
+	if e.Plan.Network.LLDP == nil {
+		lldp = "none (network.lldp is off)"
+	} else if pids, err := e.Host.Marked(ctx, lab.KindLLDP, e.Plan.Lab); err != nil {
+		return err
+	} else if len(pids) > 0 {
+		lldp = fmt.Sprintf("running (pid %s, log %s)", pids[0], e.Plan.Network.LLDP.Log)
+	}
 	spokes := steps.CheckSpokes(ctx, e.Remote, e.Plan)
 	if output == "json" {
 		rs, err := rows(ctx, e)
 		if err != nil {
 			return err
 		}
-		st := map[string]any{"lab": e.Plan.Lab, "mode": e.Plan.Mode, "phase": phase, "vbmcd": vb, "nodes": rs}
+		st := map[string]any{"lab": e.Plan.Lab, "mode": e.Plan.Mode, "phase": phase, "vbmcd": vb, "lldp": lldp, "nodes": rs}
 		if len(spokes) > 0 {
 			var hs []hostRow
 			for _, s := range spokes {
@@ -245,7 +253,7 @@ func printStatus(ctx context.Context, g *cli.Globals, e *lab.Env, output string)
 		enc.SetIndent("", "  ")
 		return enc.Encode(st)
 	}
-	fmt.Fprintf(g.Streams.Out, "lab %s (%s): last step done: %s; vbmcd %s\n", e.Plan.Lab, e.Plan.Mode, phase, vb)
+	fmt.Fprintf(g.Streams.Out, "lab %s (%s): last step done: %s; vbmcd %s; LLDP sender %s\n", e.Plan.Lab, e.Plan.Mode, phase, vb, lldp)
 	for _, s := range spokes {
 		fmt.Fprintln(g.Streams.Out, s)
 	}
