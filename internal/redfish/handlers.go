@@ -335,14 +335,14 @@ func getChassisCollection(s *Server, c *call) *apiError {
 	return s.writeCollection(c, chassisURI, "ChassisCollection", "Chassis Collection")
 }
 
-func renderSystem(s *Server, c *call) any { return system(c.m, s.id) }
+func renderSystem(s *Server, c *call) any { return system(c.m, s.idOf(c.m)) }
 
 // getManager is not cached: its DateTime is the BMC's clock, now.
 func getManager(s *Server, c *call) *apiError {
 	s.writeManager(c, http.StatusOK)
 	return nil
 }
-func renderChassis(s *Server, c *call) any { return chassis(c.m, s.id) }
+func renderChassis(s *Server, c *call) any { return chassis(c.m, s.idOf(c.m)) }
 
 func subCollection(c *call, odataType, name string, members []string) any {
 	return collection(c.path, odataType, name, ids(c.path, members))

@@ -308,6 +308,7 @@ func (s *Server) table() []*route {
 		r("Registries/"+biosRegistryPrefix+"/"+biosRegistryID, route{render: renderStatic(func(*Server) any { return biosRegistry() })}),
 	}
 	routes = append(routes, eventRoutes()...)
+	routes = append(routes, vendorRoutes()...)
 	routes = append(routes, mediaRoutes("Managers/*")...)
 	return append(routes, mediaRoutes("Systems/*")...)
 }

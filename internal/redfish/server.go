@@ -16,6 +16,7 @@ import (
 	"github.com/bmlab/bmlab/internal/lograte"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/metrics"
+	"github.com/bmlab/bmlab/internal/personality"
 )
 
 // Server is the Redfish service over a machine.Service. It is safe for
@@ -44,6 +45,11 @@ type Server struct {
 	routes   []*route
 	events   *events
 	refusals *lograte.Log
+
+	// persona and quirks are the personality and quirk switches of
+	// machines that name none (persona.go).
+	persona *personality.Personality
+	quirks  map[personality.Quirk]bool
 }
 
 // Option configures a Server.
@@ -162,6 +168,7 @@ func New(svc *machine.Service, log *zap.Logger, opts ...Option) *Server {
 		maxPerUser:  64,
 		insertWait:  time.Second,
 		events:      newEvents(log.Named("events")),
+		persona:     personality.Default(),
 	}
 	for _, o := range opts {
 		o(s)

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/bmlab/bmlab/internal/media"
+	"github.com/bmlab/bmlab/internal/personality"
 	"github.com/bmlab/bmlab/internal/redfish"
 	"github.com/bmlab/bmlab/internal/virt"
 )
@@ -86,6 +87,11 @@ type Config struct {
 
 	// Faults are injected from the start (vbmcd fault changes them later).
 	Faults []faultSpec
+
+	// Personality and Quirks are the vendor BMC machines look like, and
+	// the quirk switches, where a machine names none of its own.
+	Personality string
+	Quirks      string
 }
 
 // defaultRoot is where the default --media-dir lives ("/"); a test gives
@@ -105,6 +111,8 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.Var(hostValue{hl}, "libvirt", "a libvirt host as JSON {name, uri, domains}; in the config file, libvirt: is a list of them")
 	_ = fs.MarkHidden("libvirt")
 	fs.StringSliceVar(&c.Domains, "domains", nil, "serve only domains whose names match these shell patterns (default: all)")
+	fs.StringVar(&c.Personality, "personality", string(personality.Generic), "the vendor BMC machines look like, where a machine's own setting names none: "+strings.Join(personality.Names(), ", ")+" (docs/personalities.md)")
+	fs.StringVar(&c.Quirks, "quirks", "", "quirk switches for machines without their own, comma-separated: NAME turns one on, -NAME off; a personality's own are on (docs/personalities.md)")
 	fs.IntVar(&c.SimNodes, "sim-nodes", 8, "number of simulated servers (--backend sim)")
 	fs.DurationVar(&c.SimDelay, "sim-delay", 2*time.Second, "how long a simulated power transition takes")
 	fs.StringVar(&c.RedfishAddr, "redfish-addr", "127.0.0.1:8000", "Redfish listen address host:port (\":8000\" for every address; off loopback a password of your own is required)")
@@ -356,6 +364,12 @@ func (c *Config) validate() error {
 	case "libvirt", "sim", "kubevirt":
 	default:
 		return fmt.Errorf("--backend %q: use libvirt, kubevirt or sim", c.Backend)
+	}
+	if _, err := personality.Lookup(c.Personality); err != nil {
+		return fmt.Errorf("--personality: %w", err)
+	}
+	if _, err := personality.ParseQuirks(c.Quirks); err != nil {
+		return fmt.Errorf("--quirks: %w", err)
 	}
 	if c.MaxStarting < 0 || c.StartGap < 0 {
 		return fmt.Errorf("--max-starting %d, --start-gap %v: neither may be negative (0 means no limit)", c.MaxStarting, c.StartGap)

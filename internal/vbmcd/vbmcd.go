@@ -103,12 +103,14 @@ VBMCD_REDFISH_ADDR). Flags win over the environment, which wins over the file.`,
 		return machine.NewService(be, zap.NewNop()), cancel, nil
 	}
 	cmd.AddCommand(ipmicmd.NewCommand(open, streams.Out))
-	cmd.AddCommand(newFaultCommand(func() (string, error) {
+	stateDir := func() (string, error) {
 		if err := fill(cmd.PersistentFlags(), configFile, getenv); err != nil {
 			return "", err
 		}
 		return cfg.StateDir, nil
-	}, streams.Out))
+	}
+	cmd.AddCommand(newFaultCommand(stateDir, streams.Out))
+	cmd.AddCommand(newPersonalityCommand(stateDir, streams.Out))
 	return cmd
 }
 
@@ -296,6 +298,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		redfish.WithAccounts(store),
 		redfish.WithSessionTimeout(cfg.SessionTimeout),
 		redfish.WithServiceUUID(uuid),
+		redfish.WithPersonality(cfg.Personality, cfg.Quirks),
 		redfish.WithEventPolicy(policy), // the image fetcher's: one outbound policy
 		redfish.WithEventStore(filepath.Join(cfg.StateDir, "event-subscriptions.json")))
 	rf.WatchEvents(ctx)

@@ -43,6 +43,10 @@ type bmcMeta struct {
 	Trash []string `xml:"trash"`
 	// Clock is the BMC's clock setting.
 	Clock *metaClock `xml:"clock"`
+	// Personality and Quirks are the vendor the BMC looks like and its
+	// quirk switches.
+	Personality string `xml:"personality,omitempty"`
+	Quirks      string `xml:"quirks,omitempty"`
 }
 
 // metaClock is the BMC's clock: its skew from the host's, in seconds, and
@@ -135,6 +139,7 @@ func toMeta(s machine.Settings, defaultBoot string, resetNVRAM bool) (*bmcMeta, 
 	for _, c := range s.Credentials {
 		m.Users = append(m.Users, metaUser{Name: c.Username, Password: c.Password})
 	}
+	m.Personality, m.Quirks = s.Personality, s.Quirks
 	if s.Clock != (machine.Clock{}) {
 		m.Clock = &metaClock{Skew: int64(s.Clock.Skew / time.Second), Offset: s.Clock.Offset}
 	}
@@ -220,6 +225,7 @@ func (m *bmcMeta) settings() (machine.Settings, error) {
 	for _, u := range m.Users {
 		s.Credentials = append(s.Credentials, machine.Credential{Username: u.Name, Password: u.Password})
 	}
+	s.Personality, s.Quirks = m.Personality, m.Quirks
 	if m.Clock != nil {
 		s.Clock = machine.Clock{Skew: time.Duration(m.Clock.Skew) * time.Second, Offset: m.Clock.Offset}
 	}

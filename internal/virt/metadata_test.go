@@ -10,13 +10,15 @@ import (
 	"github.com/bmlab/bmlab/internal/machine"
 )
 
-// TestMetadataKeepsBootOrderAndClock: the boot order, BootNext and the
-// BMC's clock go into the domain's metadata and come back unchanged.
+// TestMetadataKeepsBootOrderAndClock: the boot order, BootNext, the BMC's
+// clock and its personality with its quirk switches go into the domain's
+// metadata and come back unchanged.
 func TestMetadataKeepsBootOrderAndClock(t *testing.T) {
 	st := machine.DefaultSettings(machine.BootModeUEFI, false)
 	st.BootOrder = []string{"Cd-sda", "Hdd-vda", "Pxe-525400000001"}
 	st.Boot.Target, st.Boot.Enabled, st.Boot.BootNext = machine.BootUefiBootNext, machine.BootOnce, "UefiHttp-525400000001"
 	st.Clock = machine.Clock{Skew: -3*time.Hour - 7*time.Second, Offset: "-04:00"}
+	st.Personality, st.Quirks = "idrac10", "-power-on-conflict,stale-inserted"
 	m, err := toMeta(st, "hd", false)
 	if err != nil {
 		t.Fatal(err)
@@ -34,15 +36,17 @@ func TestMetadataKeepsBootOrderAndClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := struct {
-		Order []string
-		Boot  machine.Boot
-		Clock machine.Clock
-	}{st.BootOrder, st.Boot, st.Clock}
+		Order          []string
+		Boot           machine.Boot
+		Clock          machine.Clock
+		Persona, Quirk string
+	}{st.BootOrder, st.Boot, st.Clock, st.Personality, st.Quirks}
 	if diff := cmp.Diff(want, struct {
-		Order []string
-		Boot  machine.Boot
-		Clock machine.Clock
-	}{got.BootOrder, got.Boot, got.Clock}); diff != "" {
+		Order          []string
+		Boot           machine.Boot
+		Clock          machine.Clock
+		Persona, Quirk string
+	}{got.BootOrder, got.Boot, got.Clock, got.Personality, got.Quirks}); diff != "" {
 		t.Errorf("round trip through %s (-want +got):\n%s", b, diff)
 	}
 }
