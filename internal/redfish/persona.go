@@ -116,9 +116,13 @@ func postPowerButton(s *Server, c *call) *apiError {
 			rt = machine.ResetOn
 		}
 	}
+	if aerr := s.beforeReset(c, rt); aerr != nil {
+		return aerr
+	}
 	if err := s.svc.Reset(ctx(c), c.m.ID, rt); err != nil {
 		return s.modelError(c, err)
 	}
+	s.afterReset(c, rt)
 	s.logChange(c, "power button", zap.String("push", push))
 	c.w.WriteHeader(http.StatusNoContent)
 	return nil

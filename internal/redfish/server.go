@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -50,6 +51,9 @@ type Server struct {
 	// machines that name none (persona.go).
 	persona *personality.Personality
 	quirks  map[personality.Quirk]bool
+
+	quirkTimes  QuirkTimes
+	quirkStates sync.Map // machine id → *quirkState (quirks.go)
 }
 
 // Option configures a Server.
@@ -169,6 +173,7 @@ func New(svc *machine.Service, log *zap.Logger, opts ...Option) *Server {
 		insertWait:  time.Second,
 		events:      newEvents(log.Named("events")),
 		persona:     personality.Default(),
+		quirkTimes:  DefaultQuirkTimes,
 	}
 	for _, o := range opts {
 		o(s)

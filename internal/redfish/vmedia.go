@@ -166,10 +166,11 @@ func (s *Server) member(c *call) (machine.Media, personality.Slot, *apiError) {
 	return machine.Media{}, sl, newError(http.StatusNotFound, MsgResourceNotFound, "VirtualMedia", c.params[1])
 }
 
-// memberBody builds the member md as c.m's personality shows it.
+// memberBody builds the member md as c.m's personality shows it (and its
+// quirks: a stale Inserted).
 func (s *Server) memberBody(c *call, md machine.Media, sl personality.Slot) obj {
 	p, _ := s.personaOf(c.m)
-	return virtualMedia(mediaBase(c), md, sl, p)
+	return virtualMedia(mediaBase(c), s.staleMedia(c.m, md), sl, p)
 }
 
 func getVirtualMediaCollection(s *Server, c *call) *apiError {
@@ -306,6 +307,9 @@ func postInsertMedia(s *Server, c *call) *apiError {
 	if aerr != nil {
 		return aerr
 	}
+	if aerr := s.beforeInsert(c, sl); aerr != nil {
+		return aerr
+	}
 	return s.insert(c, slot, req, insertAction)
 }
 
@@ -314,6 +318,7 @@ func postInsertMedia(s *Server, c *call) *apiError {
 // the task and its monitor.
 func (s *Server) insert(c *call, slot machine.MediaSlot, req machine.InsertRequest, action string) *apiError {
 	t, err := s.svc.InsertMedia(ctx(c), c.m.ID, slot, req)
+	s.afterInsert(c, slot)
 	if err != nil {
 		return s.mediaModelError(c, err, action, "Image")
 	}
@@ -346,9 +351,17 @@ func postEjectMedia(s *Server, c *call) *apiError {
 	if _, aerr := actionParams(c, ejectAction); aerr != nil {
 		return aerr
 	}
+	if aerr := s.beforeEject(c); aerr != nil {
+		return aerr
+	}
+	md, _, aerr := s.member(c)
+	if aerr != nil {
+		return aerr
+	}
 	if err := s.svc.EjectMedia(ctx(c), c.m.ID, slot); err != nil {
 		return s.modelError(c, err)
 	}
+	s.afterEject(c, slot, md.Image)
 	s.logChange(c, "virtual media eject", zap.String("slot", string(slot)))
 	c.w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -400,11 +413,18 @@ func patchVirtualMedia(s *Server, c *call) *apiError {
 	eject := (hasImage && req.Image == "") || (req.Inserted != nil && !*req.Inserted)
 	switch {
 	case eject:
+		if aerr := s.beforeEject(c); aerr != nil {
+			return aerr
+		}
 		if err := s.svc.EjectMedia(ctx(c), c.m.ID, md.Slot); err != nil {
 			return s.modelError(c, err)
 		}
+		s.afterEject(c, md.Slot, md.Image)
 		s.logChange(c, "virtual media eject", zap.String("slot", string(md.Slot)))
 	case req.Image != "":
+		if aerr := s.beforeInsert(c, sl); aerr != nil {
+			return aerr
+		}
 		return s.insert(c, md.Slot, req, "")
 	case hasInserted:
 		return newError(http.StatusBadRequest, MsgPropertyMissing, "Image")
