@@ -9,6 +9,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/netaddr"
+	"github.com/bmlab/bmlab/internal/personality"
 )
 
 // Cluster defaults, those of the seed lab.
@@ -189,6 +190,10 @@ type Role struct {
 	// Placement names the host (of the lab's hosts:) of each node in
 	// order; empty spreads the nodes over the hosts round-robin.
 	Placement []string `json:"placement,omitempty"`
+	// Personality is the vendor BMC the role's nodes have (vbmcd's
+	// personalities: generic, idrac9, idrac10, ilo6, supermicro-x13);
+	// empty is generic.
+	Personality string `json:"personality,omitempty"`
 }
 
 // N is the number of nodes (0 when Count is unset).
@@ -393,6 +398,9 @@ func (c *Config) validateCluster() []error {
 			if d < 1 {
 				add("%s.extraDisks[%d]: %d GiB must be positive", r.field, i, d)
 			}
+		}
+		if _, err := personality.Lookup(r.role.Personality); err != nil {
+			add("%s.personality: %v", r.field, err)
 		}
 	}
 	mn := k.MachineNetwork

@@ -51,6 +51,7 @@ func TestGolden(t *testing.T) {
 		{"agent-sno-dual", "name: snd\ncluster: {ipFamily: dual, masters: {count: 1}, agent: {staticIPs: true}}\n", "", ModeAgent},
 		{"agent-fencing", "name: tnf\ncluster: {masters: {count: 2}, fencing: true}\n", "tiny", ModeAgent},
 		{"agent-arbiter", "name: arb\ncluster: {masters: {count: 2}, arbiter: {count: 1}, workers: {count: 1}}\n", "tiny", ModeAgent},
+		{"mixed-rack", "name: mixed\ncluster: {masters: {personality: idrac9}, workers: {count: 2, personality: ilo6}}\n", "tiny", ModeIPI},
 		{"multihost", "name: spread\nnetwork: {provisioningNetwork: Managed}\n" +
 			"hosts:\n- {name: alpha, libvirtURI: 'qemu:///system', underlay: 10.254.0.1}\n" +
 			"- {name: beta, libvirtURI: 'qemu+tls://beta.lab.example/system', underlay: 10.254.0.2}\n" +

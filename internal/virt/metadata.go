@@ -338,10 +338,12 @@ func withoutElement(inner, ns string) (string, error) {
 }
 
 // NodeBMC is what labctl sets of a lab node's BMC before vbmcd serves it:
-// its IPMI endpoint (nil: none) and its own users (nil: none).
+// its IPMI endpoint (nil: none), its own users (nil: none) and its
+// personality ("": vbmcd's default).
 type NodeBMC struct {
-	IPMI  *machine.IPMIEndpoint
-	Users []machine.Credential
+	IPMI        *machine.IPMIEndpoint
+	Users       []machine.Credential
+	Personality string
 }
 
 // SetNodeBMC records a node's IPMI endpoint and its own BMC users in the
@@ -379,10 +381,10 @@ func SetNodeBMC(l *libvirt.Libvirt, name string, want NodeBMC) (bool, error) {
 	for _, c := range want.Users {
 		users = append(users, metaUser{Name: c.Username, Password: c.Password})
 	}
-	if ((m.IPMI == nil) == (ipmi == nil)) && (ipmi == nil || *m.IPMI == *ipmi) && slices.Equal(m.Users, users) {
+	if ((m.IPMI == nil) == (ipmi == nil)) && (ipmi == nil || *m.IPMI == *ipmi) && slices.Equal(m.Users, users) && m.Personality == want.Personality {
 		return false, nil
 	}
-	m.IPMI, m.Users = ipmi, users
+	m.IPMI, m.Users, m.Personality = ipmi, users, want.Personality
 	if def.Metadata.XML, err = replaceMeta(def.Metadata.XML, m); err != nil {
 		return false, err
 	}

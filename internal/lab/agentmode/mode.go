@@ -11,6 +11,7 @@ import (
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/steps"
+	"github.com/bmlab/bmlab/internal/personality"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -23,10 +24,29 @@ func Mode() lab.Mode { return lab.Mode{Name: plan.ModeAgent, Actions: Actions} }
 // virtual media, and the installer's waits.
 func Actions() []lab.Action {
 	return []lab.Action{
-		steps.Preflight{Inputs: func(e *lab.Env) error { _, _, err := AgentConfigs(e); return err }},
+		steps.Preflight{Check: mediaPlaces, Inputs: func(e *lab.Env) error { _, _, err := AgentConfigs(e); return err }},
 		steps.Hosts{}, steps.Network{}, steps.Storage{}, steps.Nodes{}, steps.BMCs{},
 		agentConfigs{}, agentImage{}, agentMedia{}, agentBootstrap{}, agentComplete{},
 	}
+}
+
+// mediaPlaces refuses nodes whose BMC personality hangs no virtual media
+// under the System: the media step inserts the agent ISO there.
+func mediaPlaces(e *lab.Env) error {
+	for _, n := range e.Plan.Nodes {
+		p, err := personality.Lookup(n.BMC.Personality)
+		if err != nil {
+			return err
+		}
+		if !p.MediaUnder(false) {
+			field := n.Role + "s"
+			if n.Role == ipi.RoleArbiter {
+				field = "arbiter"
+			}
+			return fmt.Errorf("cluster.%s.personality: %s serves virtual media under the Manager only, and the agent mode inserts its ISO through the System's VirtualMedia; use idrac10 or generic for node %s, or another mode", field, p.Name, n.Name)
+		}
+	}
+	return nil
 }
 
 // AgentConfigs builds and validates the agent mode's install-config and
