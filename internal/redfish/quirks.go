@@ -3,6 +3,7 @@ package redfish
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +42,35 @@ var DefaultQuirkTimes = QuirkTimes{
 	InPost:          30 * time.Second,
 	StaleInserted:   10 * time.Second,
 	SlowBIOSPatch:   65 * time.Second,
+}
+
+// ParseQuirkTimes reads windows as NAME=DURATION pairs, comma-separated, the
+// names those of the quirks that have a window (power-on-conflict,
+// refuse-in-post, stale-inserted, slow-bios-patch); the others keep their
+// defaults.
+func ParseQuirkTimes(text string) (QuirkTimes, error) {
+	var t QuirkTimes
+	fields := map[personality.Quirk]*time.Duration{
+		personality.PowerOnConflict: &t.PowerOnConflict, personality.RefuseInPost: &t.InPost,
+		personality.StaleInserted: &t.StaleInserted, personality.SlowBIOSPatch: &t.SlowBIOSPatch,
+	}
+	for _, f := range strings.Split(text, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		name, v, ok := strings.Cut(f, "=")
+		dst := fields[personality.Quirk(name)]
+		if !ok || dst == nil {
+			return t, fmt.Errorf("%q: want NAME=DURATION, NAME one of %s, %s, %s, %s", f,
+				personality.PowerOnConflict, personality.RefuseInPost, personality.StaleInserted, personality.SlowBIOSPatch)
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d > time.Hour {
+			return t, fmt.Errorf("%q: want a duration from 1ms to 1h, such as 30s", f)
+		}
+		*dst = d
+	}
+	return t, nil
 }
 
 // WithQuirkTimes sets the quirks' windows; a zero field keeps its default.
@@ -155,8 +185,12 @@ func (s *Server) beforeReset(c *call, rt machine.ResetType) *apiError {
 	return nil
 }
 
-// afterReset stamps a reset the face carried out.
+// afterReset stamps a reset the face carried out, for a machine whose
+// quirks or Oem blocks read the stamps (a generic machine keeps none).
 func (s *Server) afterReset(c *call, rt machine.ResetType) {
+	if p, _ := s.personaOf(c.m); p.Generic() && !s.has(c.m, personality.PowerOnConflict) && !s.has(c.m, personality.RefuseInPost) {
+		return
+	}
 	st := s.quirkOf(c.m)
 	st.mu.Lock()
 	defer st.mu.Unlock()

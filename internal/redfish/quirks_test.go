@@ -115,3 +115,15 @@ func s2q(s *Server, m *machine.Machine, q string) bool {
 }
 
 func personalityQuirk(q string) personality.Quirk { return personality.Quirk(q) }
+
+func TestParseQuirkTimes(t *testing.T) {
+	got, err := ParseQuirkTimes("power-on-conflict=5s, slow-bios-patch=90s")
+	if err != nil || got != (QuirkTimes{PowerOnConflict: 5 * time.Second, SlowBIOSPatch: 90 * time.Second}) {
+		t.Errorf("ParseQuirkTimes = %+v, %v", got, err)
+	}
+	for _, bad := range []string{"media-slot-one=5s", "power-on-conflict", "power-on-conflict=0s", "refuse-in-post=2h", "stale-inserted=soon"} {
+		if _, err := ParseQuirkTimes(bad); err == nil {
+			t.Errorf("ParseQuirkTimes(%q) accepted", bad)
+		}
+	}
+}

@@ -92,6 +92,7 @@ type Config struct {
 	// the quirk switches, where a machine names none of its own.
 	Personality string
 	Quirks      string
+	QuirkTimes  string
 }
 
 // defaultRoot is where the default --media-dir lives ("/"); a test gives
@@ -113,6 +114,7 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.Domains, "domains", nil, "serve only domains whose names match these shell patterns (default: all)")
 	fs.StringVar(&c.Personality, "personality", string(personality.Generic), "the vendor BMC machines look like, where a machine's own setting names none: "+strings.Join(personality.Names(), ", ")+" (docs/personalities.md)")
 	fs.StringVar(&c.Quirks, "quirks", "", "quirk switches for machines without their own, comma-separated: NAME turns one on, -NAME off; a personality's own are on (docs/personalities.md)")
+	fs.StringVar(&c.QuirkTimes, "quirk-times", "", "the quirks' windows, NAME=DURATION comma-separated (power-on-conflict=30s, refuse-in-post=30s, stale-inserted=10s, slow-bios-patch=65s by default)")
 	fs.IntVar(&c.SimNodes, "sim-nodes", 8, "number of simulated servers (--backend sim)")
 	fs.DurationVar(&c.SimDelay, "sim-delay", 2*time.Second, "how long a simulated power transition takes")
 	fs.StringVar(&c.RedfishAddr, "redfish-addr", "127.0.0.1:8000", "Redfish listen address host:port (\":8000\" for every address; off loopback a password of your own is required)")
@@ -370,6 +372,9 @@ func (c *Config) validate() error {
 	}
 	if _, err := personality.ParseQuirks(c.Quirks); err != nil {
 		return fmt.Errorf("--quirks: %w", err)
+	}
+	if _, err := redfish.ParseQuirkTimes(c.QuirkTimes); err != nil {
+		return fmt.Errorf("--quirk-times: %w", err)
 	}
 	if c.MaxStarting < 0 || c.StartGap < 0 {
 		return fmt.Errorf("--max-starting %d, --start-gap %v: neither may be negative (0 means no limit)", c.MaxStarting, c.StartGap)

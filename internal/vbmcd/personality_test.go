@@ -67,4 +67,8 @@ func TestPersonalitySet(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--personality") || !strings.Contains(err.Error(), "idrac9") {
 		t.Errorf("--personality dell: %v, want the flag and the choices", err)
 	}
+	err = Run(context.Background(), Streams{Out: &out2, ErrOut: &out2}, []string{"--backend", "sim", "--insecure-http", "--quirk-times", "power-on-conflict=forever", "--state-dir", t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "--quirk-times") || !strings.Contains(err.Error(), "such as 30s") {
+		t.Errorf("--quirk-times power-on-conflict=forever: %v, want the flag and the rule", err)
+	}
 }

@@ -291,6 +291,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	// One login budget per source for both faces: a guesser cannot double
 	// its rate by switching protocol.
 	throttle := accounts.NewThrottle(loginBurst, loginEvery)
+	quirkTimes, _ := redfish.ParseQuirkTimes(cfg.QuirkTimes) // checked by validate
 	rf := redfish.New(svc, log.Named("redfish"),
 		redfish.WithThrottle(throttle),
 		redfish.WithMetrics(reg),
@@ -299,6 +300,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		redfish.WithSessionTimeout(cfg.SessionTimeout),
 		redfish.WithServiceUUID(uuid),
 		redfish.WithPersonality(cfg.Personality, cfg.Quirks),
+		redfish.WithQuirkTimes(quirkTimes),
 		redfish.WithEventPolicy(policy), // the image fetcher's: one outbound policy
 		redfish.WithEventStore(filepath.Join(cfg.StateDir, "event-subscriptions.json")))
 	rf.WatchEvents(ctx)
