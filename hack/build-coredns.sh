@@ -1,15 +1,13 @@
 #!/usr/bin/env bash
-# Builds coredns from its Go module at a pinned version into _out/tools/,
-# for the tests that run the hybrid mode's generated Corefile in the real
-# daemon. Skipped when that version is already there. About 2 minutes on a
-# 2-core machine with an empty module cache.
+# Builds coredns from its Go module at a pinned version, once per machine,
+# into the tool cache (hack/toolcache.sh), linked into _out/tools/, for the
+# tests that run the hybrid mode's generated Corefile in the real daemon.
+# About 2 minutes on a 2-core machine with an empty module cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. hack/toolcache.sh
 VERSION=v1.15.0
-out=_out/tools/coredns
-if [ -x "$out" ] && "$out" -version 2>/dev/null | grep -q "CoreDNS-${VERSION#v}"; then
-  exit 0
-fi
-mkdir -p _out/tools
-echo "building coredns $VERSION (once)"
-GOBIN="$PWD/_out/tools" GOFLAGS=-mod=mod go install "github.com/coredns/coredns@$VERSION"
+build_coredns() {
+  GOBIN="$1" GOFLAGS=-mod=mod nice -n 10 go install "github.com/coredns/coredns@$VERSION"
+}
+tool_cached coredns $VERSION build_coredns

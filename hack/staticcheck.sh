@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# Runs staticcheck over the module. The binary is built once from its Go
-# module at a pinned version into _out/tools/ and reused while that version
-# is there.
+# Runs staticcheck over the module. The binary is built from its Go module
+# at a pinned version, once per machine, into the tool cache
+# (hack/toolcache.sh), linked into _out/tools/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. hack/toolcache.sh
 VERSION=v0.8.2
-out=_out/tools/staticcheck
-if ! { [ -x "$out" ] && "$out" -version 2>/dev/null | grep -q "(${VERSION#v})"; }; then
-  mkdir -p _out/tools
-  echo "building staticcheck $VERSION (once)"
-  GOBIN="$PWD/_out/tools" GOFLAGS=-mod=mod go install "honnef.co/go/tools/cmd/staticcheck@$VERSION"
-fi
-exec "$out" "$@" ./...
+build_staticcheck() {
+  GOBIN="$1" GOFLAGS=-mod=mod nice -n 10 go install "honnef.co/go/tools/cmd/staticcheck@$VERSION"
+}
+tool_cached staticcheck $VERSION build_staticcheck >&2
+exec _out/tools/staticcheck "$@" ./...

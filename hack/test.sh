@@ -24,8 +24,13 @@ mkdir -p testdata/iso
 [ -f testdata/iso/disk-marker.img ] || bash hack/build-marker-iso.sh testdata/iso/disk-marker.img BMLAB-DISK-BOOTED stay >/dev/null
 [ -f testdata/iso/marker.efi ] || bash hack/build-marker-efi.sh testdata/iso/marker.efi BMLAB-EFI-BOOTED halt >/dev/null
 
+# Tools built from Go modules, once per machine and version, into a cache
+# outside the clone (hack/toolcache.sh): a second run builds nothing.
 bash hack/build-coredns.sh
 bash hack/build-kube.sh
+# The committed KubeVirt and CDI test data must be what their generators
+# (KubeVirt's and CDI's own code, just built) make now.
+bash hack/check-generated.sh
 
 go build ./...
 # make lint (go vet, staticcheck), then the pure-logic tests under the race

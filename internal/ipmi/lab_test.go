@@ -30,16 +30,6 @@ type lab struct {
 	ids   []string
 }
 
-func freePort(t testing.TB, host string) int {
-	t.Helper()
-	c, err := net.ListenPacket("udp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
-}
-
 func newLab(t testing.TB, n int, host string, be machine.Backend, opts ...Option) *lab {
 	t.Helper()
 	return newLabLog(t, testenv.Logger(t), n, host, be, opts...)
@@ -74,7 +64,7 @@ func serveLabLog(t testing.TB, log *zap.Logger, svc *machine.Service, ids []stri
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &lab{svc: svc, be: svc.Backend()}
 	for _, id := range ids {
-		port := freePort(t, host)
+		port := testenv.Port(t, host)
 		if _, err := svc.UpdateSettings(ctx, id, func(s *machine.Settings) error {
 			s.IPMI = &machine.IPMIEndpoint{Address: host, Port: port}
 			return nil

@@ -66,13 +66,13 @@ func TestEndpointsFollowTheModel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p1 := freePort(t, "127.0.0.1")
+	p1 := testenv.Port(t, "127.0.0.1")
 	setEP(&machine.IPMIEndpoint{Port: p1}, nil)
 	a1 := net.JoinHostPort("127.0.0.1", strconv.Itoa(p1))
 	if !testenv.WaitFor(3*time.Second, func() bool { return powerStatus(t, a1, testUser, testPass) == nil }) {
 		t.Fatalf("no BMC on %s after the endpoint was recorded", a1)
 	}
-	p2 := freePort(t, "::1")
+	p2 := testenv.Port(t, "::1")
 	setEP(&machine.IPMIEndpoint{Address: "::1", Port: p2}, []machine.Credential{{Username: "own", Password: "own-pass"}})
 	a2 := net.JoinHostPort("::1", strconv.Itoa(p2))
 	if !testenv.WaitFor(3*time.Second, func() bool { return powerStatus(t, a2, "own", "own-pass") == nil }) {
@@ -95,7 +95,7 @@ func TestEndpointsFollowTheModel(t *testing.T) {
 func TestPortBase(t *testing.T) {
 	ctx := context.Background()
 	svc := machine.NewService(sim.New(3), nil)
-	base := freePort(t, "127.0.0.1")
+	base := testenv.Port(t, "127.0.0.1")
 	// A port in the middle is taken by an explicit endpoint of machine 3.
 	ms := svc.List()
 	if _, err := svc.UpdateSettings(ctx, ms[2].ID, func(s *machine.Settings) error {

@@ -45,8 +45,13 @@ type Config struct {
 	// virtual media.
 	Images *ImageServer
 	// ImportWait bounds how long an insert waits for CDI to import the
-	// image into its DataVolume. Default 10 min.
+	// image into its DataVolume while the import goes on (one that keeps
+	// failing ends after MaxImportRestarts importer restarts). Default
+	// 10 min: a large image over a slow link.
 	ImportWait time.Duration
+	// ConfigEvery is how often the KubeVirt CR is read for the feature
+	// gates that decide how virtual media attaches. Default 30 s.
+	ConfigEvery time.Duration
 }
 
 // Backend serves KubeVirt VirtualMachines as machines.
@@ -68,6 +73,10 @@ type Backend struct {
 
 	gen  atomic.Uint64
 	subs machine.Broadcaster
+
+	hotplugCD atomic.Bool // see HotplugCD
+	kvErr     atomic.Bool // reading the KubeVirt CR failed (logged once)
+	prepared  prepared
 }
 
 type entry struct {
@@ -90,6 +99,9 @@ func New(cfg Config, log *zap.Logger) (*Backend, error) {
 	if cfg.ImportWait <= 0 {
 		cfg.ImportWait = 10 * time.Minute
 	}
+	if cfg.ConfigEvery <= 0 {
+		cfg.ConfigEvery = 30 * time.Second
+	}
 	kv, err := NewRESTClient(cfg.Rest, kubevirtv1.SchemeGroupVersion)
 	if err != nil {
 		return nil, fmt.Errorf("kubevirt client: %w", err)
@@ -102,7 +114,8 @@ func New(cfg Config, log *zap.Logger) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CDI client: %w", err)
 	}
-	return &Backend{cfg: cfg, log: log, kv: kv, sub: sub, cdi: cdi, entries: map[string]*entry{}, byID: map[string]string{}}, nil
+	return &Backend{cfg: cfg, log: log, kv: kv, sub: sub, cdi: cdi, entries: map[string]*entry{}, byID: map[string]string{},
+		prepared: prepared{m: map[string]*preparedImport{}}}, nil
 }
 
 // NewRESTClient returns a client of one of KubeVirt's API groups
@@ -169,8 +182,52 @@ func (b *Backend) Run(ctx context.Context, within time.Duration) error {
 	if !cache.WaitForCacheSync(sctx.Done(), synced...) {
 		return fmt.Errorf("list VirtualMachines and instances: not done within %s", within)
 	}
+	b.readConfig(sctx)
 	go b.probe(ctx)
+	go func() {
+		t := time.NewTicker(b.cfg.ConfigEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				b.readConfig(ctx)
+			}
+		}
+	}()
 	return nil
+}
+
+// readConfig reads the KubeVirt CRs for the feature gates that decide how
+// virtual media attaches (HotplugCD). vbmcd needs list on
+// kubevirts.kubevirt.io cluster-wide for it (contrib/kubevirt/vbmcd.yaml's
+// ClusterRole); without it, CDs attach at the next start, and that is
+// logged once.
+func (b *Backend) readConfig(ctx context.Context) {
+	list := &kubevirtv1.KubeVirtList{}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := b.kv.Get().Resource("kubevirts").Do(rctx).Into(list); err != nil {
+		if ctx.Err() == nil && !b.kvErr.Swap(true) {
+			b.log.Warn("cannot read the KubeVirt CR: virtual media attaches at the next start, not live", zap.Error(err))
+		}
+		return
+	}
+	b.kvErr.Store(false)
+	on := false
+	for _, kv := range list.Items {
+		if kv.DeletionTimestamp != nil || kv.Status.Phase == "" {
+			continue
+		}
+		if dc := kv.Spec.Configuration.DeveloperConfiguration; dc != nil &&
+			slices.Contains(dc.FeatureGates, "DeclarativeHotplugVolumes") && !slices.Contains(dc.FeatureGates, "HotplugVolumes") {
+			on = true
+		}
+	}
+	if b.hotplugCD.Swap(on) != on {
+		b.log.Info("KubeVirt's CD-ROM hot-plug (DeclarativeHotplugVolumes)", zap.Bool("on", on))
+	}
 }
 
 // probe asks /readyz every Probe: an API server that does not answer
@@ -397,43 +454,39 @@ func (b *Backend) Save(ctx context.Context, id string, s machine.Settings) error
 	if err != nil {
 		return err
 	}
-	return b.patchVM(ctx, vm, func(c *kubevirtv1.VirtualMachine) {
+	return b.patchVM(ctx, vm, func(c *kubevirtv1.VirtualMachine) error {
 		c.Annotations[AnnotationSettings] = string(raw)
-		spec := specOf(c)
-		if c.Spec.Template != nil {
-			applyBoot(spec, s.Boot.Effective(), ownOrder(c))
-			if mode, sb := firmwareOf(spec); mode != s.Boot.Mode || sb != s.SecureBoot {
-				applyFirmware(spec, s.Boot.Mode, s.SecureBoot)
-			}
+		if c.Spec.Template == nil {
+			return nil
 		}
+		if err := setBoot(c, s.Boot.Effective()); err != nil {
+			return err
+		}
+		spec := specOf(c)
+		if mode, sb := firmwareOf(spec); mode != s.Boot.Mode || sb != s.SecureBoot {
+			applyFirmware(spec, s.Boot.Mode, s.SecureBoot)
+		}
+		return nil
 	})
-}
-
-// ownOrder returns the VM's own boot order, recording it in the
-// annotation when it is not there yet (before the first override).
-func ownOrder(c *kubevirtv1.VirtualMachine) map[string]uint {
-	own := map[string]uint{}
-	if o, ok := c.Annotations[AnnotationBootOrder]; ok {
-		_ = json.Unmarshal([]byte(o), &own)
-		return own
-	}
-	own = bootOrders(specOf(c))
-	ob, _ := json.Marshal(own)
-	c.Annotations[AnnotationBootOrder] = string(ob)
-	return own
 }
 
 // patchVM changes a VM by change, in one JSON patch guarded by the
 // resourceVersion it was made from; when someone else changed the VM
 // meanwhile, it is read again and change redone on what is there.
-func (b *Backend) patchVM(ctx context.Context, vm *kubevirtv1.VirtualMachine, change func(*kubevirtv1.VirtualMachine)) error {
+func (b *Backend) patchVM(ctx context.Context, vm *kubevirtv1.VirtualMachine, change func(*kubevirtv1.VirtualMachine) error) error {
 	for attempt := 0; ; attempt++ {
 		c := vm.DeepCopy()
 		if c.Annotations == nil {
 			c.Annotations = map[string]string{}
 		}
-		change(c)
-		patch, err := json.Marshal(patchOps(vm, c))
+		if err := change(c); err != nil {
+			return err
+		}
+		ops := patchOps(vm, c)
+		if len(ops) == 1 {
+			return nil // only the resourceVersion test: nothing to change
+		}
+		patch, err := json.Marshal(ops)
 		if err != nil {
 			return err
 		}
@@ -459,15 +512,15 @@ func (b *Backend) patchVM(ctx context.Context, vm *kubevirtv1.VirtualMachine, ch
 	}
 }
 
-// subresource PUTs a subresource of a VM or instance.
+// subresource PUTs a subresource of a VM or instance; errors are the API
+// server's (apierrors).
 func (b *Backend) subresource(ctx context.Context, vm *kubevirtv1.VirtualMachine, resource, action string, body any) error {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	err = b.sub.Put().Namespace(vm.Namespace).Resource(resource).Name(vm.Name).SubResource(action).
+	return b.sub.Put().Namespace(vm.Namespace).Resource(resource).Name(vm.Name).SubResource(action).
 		Body(raw).SetHeader("Content-Type", "application/json").Do(ctx).Error()
-	return apiError(action+" "+SystemName(vm.Namespace, vm.Name), err)
 }
 
 // wait waits until cond holds for the machine's entry, bounded by Wait.
@@ -508,9 +561,96 @@ func newInstance(old string) func(*entry) bool {
 	}
 }
 
-// Start implements machine.Backend: the start subresource, then a wait
-// until KubeVirt made the new instance, so that the VM's spec may change
-// (a Once override spent) without touching the boot that began.
+// Power on KubeVirt: vbmcd puts a VM it powers on or off under
+// runStrategy Manual, where KubeVirt's VM controller starts and stops the
+// instance only when asked (the start, stop and restart subresources) and
+// never on its own: a guest that powers itself off stays off, as a server
+// does, and so does an instance that failed (its node died, qemu crashed),
+// as a server whose power was cut. Halted would not take a start request
+// (the start subresource turns it into Always), and Always and
+// RerunOnFailure restart a guest that shut itself down or failed.
+
+// lifecycle PUTs a lifecycle subresource. KubeVirt refuses a request that
+// comes while it is still carrying out an earlier one (an instance that is
+// still being stopped, state change requests not yet taken up by the VM
+// controller): those refusals are waited out, as a BMC waits for the power
+// sequence under way, and the request made again, within Wait. Other
+// refusals return, as ErrConflict with KubeVirt's message, unless done
+// says the refusal means the request has nothing to do.
+func (b *Backend) lifecycle(ctx context.Context, vm *kubevirtv1.VirtualMachine, resource, action string, body any, done func(error) bool) error {
+	name := SystemName(vm.Namespace, vm.Name)
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Wait)
+	defer cancel()
+	events, stop := b.subs.Subscribe()
+	defer stop()
+	for {
+		err := b.subresource(ctx, vm, resource, action, body)
+		if err == nil || done != nil && done(err) {
+			return nil
+		}
+		// "stop/start already underway" is KubeVirt's answer to a state
+		// change request while an earlier one is not taken up yet
+		// (virt-api's lifecycle.go, getChangeRequestJson): it clears
+		// once the VM controller took that one up, which vbmcd's view of
+		// the VM may not show yet.
+		underway := apierrors.IsInternalError(err) && strings.Contains(err.Error(), "already underway")
+		if !underway && !(apierrors.IsConflict(err) && b.busy(name)) {
+			return apiError(action+" "+name, err)
+		}
+		b.log.Debug("KubeVirt is still carrying out an earlier request; waiting", zap.String("machine", name),
+			zap.String("request", action), zap.Error(err))
+		t := time.NewTimer(time.Second)
+		select {
+		case <-events:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%s %s: %w: KubeVirt kept refusing it for %s while it carried out an earlier request: %v",
+				action, name, machine.ErrUnavailable, b.cfg.Wait, err)
+		}
+		t.Stop()
+	}
+}
+
+// busy reports whether KubeVirt is carrying out a power change of a
+// machine: state change requests not taken up yet, or an instance being
+// deleted or not running yet.
+func (b *Backend) busy(name string) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	e := b.entries[name]
+	if e == nil {
+		return false
+	}
+	if len(e.vm.Status.StateChangeRequests) > 0 {
+		return true
+	}
+	vmi := e.vmi
+	return vmi != nil && !vmi.IsFinal() && (vmi.DeletionTimestamp != nil || vmi.Status.Phase != kubevirtv1.Running)
+}
+
+// prepareStart puts the VM under runStrategy Manual (see above) and, when
+// KubeVirt hot-plugs CD-ROM media (DeclarativeHotplugVolumes), gives it
+// the BMC's empty CD drive, which an instance must have from its start for
+// an insert to reach it live. One patch, when anything changes.
+func (b *Backend) prepareStart(ctx context.Context, vm *kubevirtv1.VirtualMachine, start bool) error {
+	hotplug := start && b.HotplugCD()
+	return b.patchVM(ctx, vm, func(c *kubevirtv1.VirtualMachine) error {
+		if rs, _ := c.RunStrategy(); rs != kubevirtv1.RunStrategyManual || c.Spec.Running != nil {
+			manual := kubevirtv1.RunStrategyManual
+			c.Spec.RunStrategy, c.Spec.Running = &manual, nil
+		}
+		if hotplug && c.Spec.Template != nil {
+			addDrive(specOf(c), mediaDisk)
+		}
+		return nil
+	})
+}
+
+// Start implements machine.Backend: the start subresource (a state change
+// request under Manual), then a wait until KubeVirt made the new instance,
+// so that the VM's spec may change (a Once override spent) without
+// touching the boot that began.
 func (b *Backend) Start(ctx context.Context, id string) error {
 	vm, vmi, m, err := b.current(id)
 	if err != nil {
@@ -519,39 +659,59 @@ func (b *Backend) Start(ctx context.Context, id string) error {
 	if m.Power == machine.PowerOn || m.Power == machine.PowerPoweringOn {
 		return fmt.Errorf("%w: %s is already on", machine.ErrConflict, m.Name)
 	}
+	if err := b.prepareStart(ctx, vm, true); err != nil {
+		return err
+	}
 	old := uidOf(vmi)
-	if err := b.subresource(ctx, vm, "virtualmachines", "start", kubevirtv1.StartOptions{}); err != nil {
+	if vm, _, _, err = b.current(id); err != nil {
+		return err
+	}
+	if err := b.lifecycle(ctx, vm, "virtualmachines", "start", kubevirtv1.StartOptions{}, nil); err != nil {
 		return err
 	}
 	return b.wait(ctx, vm, "start an instance", newInstance(old))
 }
 
-// Stop implements machine.Backend: the stop subresource, with a zero grace
-// period when forced (and then a wait until the instance is gone).
+// Stop implements machine.Backend: the stop subresource (a state change
+// request under Manual), with a zero grace period when forced (KubeVirt
+// kills the instance; and then a wait until it ended). Without force,
+// KubeVirt asks the guest to shut down and kills the instance after its
+// terminationGracePeriodSeconds (180 s unless the VM says otherwise): a
+// guest that ignores ACPI does not stay on, unlike on a server.
 func (b *Backend) Stop(ctx context.Context, id string, force bool) error {
 	vm, vmi, m, err := b.current(id)
 	if err != nil {
 		return err
 	}
-	if m.Power == machine.PowerOff && (vmi == nil || !force) {
+	if m.Power == machine.PowerOff && (vmi == nil || vmi.IsFinal() || !force) {
 		return nil
+	}
+	if err := b.prepareStart(ctx, vm, false); err != nil {
+		return err
+	}
+	if vm, _, _, err = b.current(id); err != nil {
+		return err
 	}
 	opts := kubevirtv1.StopOptions{}
 	if force {
 		zero := int64(0)
 		opts.GracePeriod = &zero
 	}
-	if err := b.subresource(ctx, vm, "virtualmachines", "stop", opts); err != nil {
+	// KubeVirt refuses to stop an instance that ended: it stopped meanwhile.
+	stopped := func(err error) bool {
+		return apierrors.IsConflict(err) && strings.Contains(err.Error(), "is not running")
+	}
+	err = b.lifecycle(ctx, vm, "virtualmachines", "stop", opts, stopped)
+	if err != nil || !force {
 		return err
 	}
-	if !force {
-		return nil
-	}
-	return b.wait(ctx, vm, "stop the instance", func(e *entry) bool { return e.vmi == nil || e.m.Power == machine.PowerOff })
+	return b.wait(ctx, vm, "stop the instance", func(e *entry) bool {
+		return e.vmi == nil || e.vmi.IsFinal() || e.m.Power == machine.PowerOff
+	})
 }
 
 // Reboot implements machine.Backend: the instance's softreboot
-// subresource (ACPI).
+// subresource (virt-handler has the guest reboot by ACPI).
 func (b *Backend) Reboot(ctx context.Context, id string) error {
 	vm, _, m, err := b.current(id)
 	if err != nil {
@@ -560,26 +720,24 @@ func (b *Backend) Reboot(ctx context.Context, id string) error {
 	if m.Power != machine.PowerOn {
 		return fmt.Errorf("%w: %s is not on", machine.ErrConflict, m.Name)
 	}
-	return b.subresource(ctx, vm, "virtualmachineinstances", "softreboot", struct{}{})
+	return apiError("softreboot "+m.Name, b.subresource(ctx, vm, "virtualmachineinstances", "softreboot", struct{}{}))
 }
 
-// Reset implements machine.Backend. KubeVirt has no warm reset: the
-// restart subresource with a zero grace period replaces the instance,
-// with the configuration Stale says it would boot with (Reset is only
-// asked for when that is the running one).
+// Reset implements machine.Backend: the instance's reset subresource, a
+// hard reset of the running guest by virt-handler (the instance and its
+// configuration stay: a warm reset, as ForceRestart on a server). The
+// model asks for it only when the instance runs with the configuration
+// Stale says it would boot with; else it stops and starts (a new
+// instance).
 func (b *Backend) Reset(ctx context.Context, id string) error {
-	vm, vmi, m, err := b.current(id)
+	vm, _, m, err := b.current(id)
 	if err != nil {
 		return err
 	}
 	if m.Power != machine.PowerOn {
 		return fmt.Errorf("%w: %s is not on", machine.ErrConflict, m.Name)
 	}
-	zero := int64(0)
-	if err := b.subresource(ctx, vm, "virtualmachines", "restart", kubevirtv1.RestartOptions{GracePeriodSeconds: &zero}); err != nil {
-		return err
-	}
-	return b.wait(ctx, vm, "restart the instance", newInstance(uidOf(vmi)))
+	return apiError("reset "+m.Name, b.subresource(ctx, vm, "virtualmachineinstances", "reset", struct{}{}))
 }
 
 // NMI implements machine.Backend; KubeVirt has no API for it.

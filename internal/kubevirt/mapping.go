@@ -3,6 +3,7 @@ package kubevirt
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -18,9 +19,10 @@ const (
 	// boot override, BIOS settings current and pending, firmware versions,
 	// accounts, secure boot keys.
 	AnnotationSettings = "bmlab.io/bmc-settings"
-	// AnnotationBootOrder is the VM's own boot order (device name to
-	// bootOrder, JSON) as it was before the first override, restored
-	// when the override ends.
+	// AnnotationBootOrder is the VM's own boot order and the order vbmcd
+	// last wrote (bootOrderRecord as JSON): the own order is restored when
+	// an override ends, and a spec whose order differs from the one vbmcd
+	// wrote was edited by the VM's owner, whose order becomes the own one.
 	AnnotationBootOrder = "bmlab.io/boot-order"
 )
 
@@ -181,6 +183,77 @@ func applyBoot(s *kubevirtv1.VirtualMachineInstanceSpec, target machine.BootSour
 		d.set(&o)
 		next++
 	}
+}
+
+// bootOrderRecord is what AnnotationBootOrder holds.
+type bootOrderRecord struct {
+	Own     map[string]uint `json:"own"`
+	Applied map[string]uint `json:"applied"`
+}
+
+// parseBootOrder reads AnnotationBootOrder. The record of vbmcd before
+// this format (the own order alone, {"disk/root":1}) reads as Own with
+// Applied unknown (nil).
+func parseBootOrder(raw string) (bootOrderRecord, error) {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &keys); err != nil {
+		return bootOrderRecord{}, err
+	}
+	_, own := keys["own"]
+	_, applied := keys["applied"]
+	if !own && !applied {
+		var legacy map[string]uint
+		if err := json.Unmarshal([]byte(raw), &legacy); err != nil {
+			return bootOrderRecord{}, fmt.Errorf("neither {\"own\":…,\"applied\":…} nor a device → bootOrder map: %w", err)
+		}
+		return bootOrderRecord{Own: legacy}, nil
+	}
+	var r bootOrderRecord
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return bootOrderRecord{}, err
+	}
+	if r.Own == nil {
+		return bootOrderRecord{}, fmt.Errorf("no \"own\" order")
+	}
+	return r, nil
+}
+
+// setBoot sets the boot order of vm's devices for target (None: the VM's
+// own order) and records the own order and the one it wrote in
+// AnnotationBootOrder. The own order is the recorded one, unless the
+// spec's order is not the one vbmcd last wrote: then the VM's owner
+// edited it, and the spec's order as it is now becomes the own one (an
+// edit is followed, not reverted). Without a record, the spec's order is
+// the own one. A malformed record is an ErrConflict and nothing changes:
+// vbmcd cannot know the VM's own order, and clearing every bootOrder would
+// lose it.
+func setBoot(vm *kubevirtv1.VirtualMachine, target machine.BootSource) error {
+	spec := specOf(vm)
+	cur := bootOrders(spec)
+	rec := bootOrderRecord{Own: cur}
+	if raw, ok := vm.Annotations[AnnotationBootOrder]; ok {
+		r, err := parseBootOrder(raw)
+		if err != nil {
+			return fmt.Errorf("%w: the annotation %s of VirtualMachine %s/%s is malformed (%v): remove it to take the VM's current boot order as its own, or set it to {\"own\":{\"disk/NAME\":1,…},\"applied\":{…}}",
+				machine.ErrConflict, AnnotationBootOrder, vm.Namespace, vm.Name, err)
+		}
+		if r.Applied == nil || maps.Equal(r.Applied, cur) {
+			rec.Own = r.Own
+		}
+	}
+	applyBoot(spec, target, rec.Own)
+	rec.Applied = bootOrders(spec)
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if vm.Annotations == nil {
+		vm.Annotations = map[string]string{}
+	}
+	vm.Annotations[AnnotationBootOrder] = string(raw)
+	return nil
 }
 
 // applyFirmware sets s's bootloader for mode and secure boot.
@@ -346,14 +419,17 @@ func escapePointer(s string) string {
 }
 
 // patchOps returns the JSON patch that turns orig into mod, touching only
-// what vbmcd changes (the annotations, the devices' bootOrder, the
-// firmware's bootloader, SMM) and guarded by orig's resourceVersion. A
+// what vbmcd changes (the annotations, the run strategy, the devices'
+// bootOrder, the firmware's bootloader, SMM, the BMC's disks and volumes)
+// and guarded by orig's resourceVersion. A
 // whole-object update would drop the fields a newer KubeVirt has that
 // kubevirt.io/api at this version does not know.
 func patchOps(orig, mod *kubevirtv1.VirtualMachine) []patchOp {
 	ops := []patchOp{{Op: "test", Path: "/metadata/resourceVersion", Value: orig.ResourceVersion}}
 	if orig.Annotations == nil {
-		ops = append(ops, patchOp{Op: "add", Path: "/metadata/annotations", Value: mod.Annotations})
+		if len(mod.Annotations) > 0 {
+			ops = append(ops, patchOp{Op: "add", Path: "/metadata/annotations", Value: mod.Annotations})
+		}
 	} else {
 		for _, k := range []string{AnnotationSettings, AnnotationBootOrder, AnnotationMedia} {
 			v, ok := mod.Annotations[k]
@@ -365,6 +441,12 @@ func patchOps(orig, mod *kubevirtv1.VirtualMachine) []patchOp {
 				ops = append(ops, patchOp{Op: "remove", Path: "/metadata/annotations/" + escapePointer(k)})
 			}
 		}
+	}
+	if orig.Spec.Running != nil && mod.Spec.Running == nil {
+		ops = append(ops, patchOp{Op: "remove", Path: "/spec/running"})
+	}
+	if mod.Spec.RunStrategy != nil && !equalJSON(orig.Spec.RunStrategy, mod.Spec.RunStrategy) {
+		ops = append(ops, patchOp{Op: "add", Path: "/spec/runStrategy", Value: *mod.Spec.RunStrategy})
 	}
 	if orig.Spec.Template == nil || mod.Spec.Template == nil {
 		return ops

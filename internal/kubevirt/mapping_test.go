@@ -2,7 +2,9 @@ package kubevirt
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -250,5 +252,104 @@ func TestMediaDrives(t *testing.T) {
 	vmi.Spec = *s.DeepCopy()
 	if d := cd(snapshot(vm, vmi)); d.Source != "/cache/a.iso" || d.NextStart {
 		t.Errorf("instance started with it: %+v, want connected", d)
+	}
+}
+
+// TestMediaDrivesHotplug: the BMC's drive is the first CD-ROM even when
+// the VM has a CD-ROM of its own; a hot-plugged medium is connected once
+// the instance reports its volume Ready, not before.
+func TestMediaDrivesHotplug(t *testing.T) {
+	vm := &kubevirtv1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "lab"},
+		Spec:       kubevirtv1.VirtualMachineSpec{Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: *spec()}},
+	}
+	s := &vm.Spec.Template.Spec
+	if m := snapshot(vm, nil); m.Disks[2].ID != mediaDisk || m.Disks[3].ID != "cd" {
+		t.Fatalf("drives %+v: want the BMC's empty drive before the VM's own CD-ROM", m.Disks)
+	}
+	addDrive(s, mediaDisk)
+	s.Volumes = append(s.Volumes, kubevirtv1.Volume{Name: mediaDisk, VolumeSource: kubevirtv1.VolumeSource{DataVolume: &kubevirtv1.DataVolumeSource{Name: "dv1", Hotpluggable: true}}})
+	vm.Annotations = map[string]string{AnnotationMedia: `{"disk":"bmc-cd","dataVolume":"dv1","path":"/cache/a.iso","hotplug":true}`}
+	vmi := &kubevirtv1.VirtualMachineInstance{Spec: *s.DeepCopy(), Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running,
+		VolumeStatus: []kubevirtv1.VolumeStatus{{Name: mediaDisk, Phase: kubevirtv1.HotplugVolumeAttachedToNode}}}}
+	m := snapshot(vm, vmi)
+	if d := m.Disks[2]; d.ID != mediaDisk || d.Source != "/cache/a.iso" || !d.NextStart {
+		t.Errorf("hot-plug under way: %+v, want the medium, not connected yet", d)
+	}
+	vmi.Status.VolumeStatus[0].Phase = kubevirtv1.VolumeReady
+	if d := snapshot(vm, vmi).Disks[2]; d.Source != "/cache/a.iso" || d.NextStart {
+		t.Errorf("hot-plugged: %+v, want connected", d)
+	}
+}
+
+// TestSetBoot: the VM's own order is recorded and restored; an owner's
+// edit of the order after vbmcd wrote it becomes the own order (followed,
+// not reverted); a malformed record is an error that changes nothing; the
+// record of an older vbmcd (the own order alone) still reads.
+func TestSetBoot(t *testing.T) {
+	vm := &kubevirtv1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "lab"},
+		Spec:       kubevirtv1.VirtualMachineSpec{Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: *spec()}},
+	}
+	own := bootOrders(spec())
+	if err := setBoot(vm, machine.BootCd); err != nil {
+		t.Fatal(err)
+	}
+	if firstBoot(specOf(vm)) != machine.BootCd {
+		t.Fatalf("Cd override: first boot %s", firstBoot(specOf(vm)))
+	}
+	if err := setBoot(vm, machine.BootNone); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(own, bootOrders(specOf(vm))); diff != "" {
+		t.Fatalf("override ended: own order not restored (-want +got):\n%s", diff)
+	}
+	// The owner puts the NIC first.
+	specOf(vm).Domain.Devices.Interfaces[0].BootOrder = u(1)
+	specOf(vm).Domain.Devices.Disks[0].BootOrder = u(2)
+	edited := bootOrders(specOf(vm))
+	if err := setBoot(vm, machine.BootHdd); err != nil {
+		t.Fatal(err)
+	}
+	if err := setBoot(vm, machine.BootNone); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(edited, bootOrders(specOf(vm))); diff != "" {
+		t.Errorf("the owner's edit was reverted (-want +got):\n%s", diff)
+	}
+
+	before := vm.DeepCopy()
+	vm.Annotations[AnnotationBootOrder] = `{"own":`
+	before.Annotations[AnnotationBootOrder] = vm.Annotations[AnnotationBootOrder]
+	err := setBoot(vm, machine.BootCd)
+	if !errors.Is(err, machine.ErrConflict) || !strings.Contains(err.Error(), AnnotationBootOrder) {
+		t.Errorf("malformed record: %v, want an ErrConflict naming the annotation", err)
+	}
+	if diff := cmp.Diff(before, vm); diff != "" {
+		t.Errorf("a malformed record changed the VM (-want +got):\n%s", diff)
+	}
+
+	vm.Annotations[AnnotationBootOrder] = `{"disk/root":1,"iface/prov":2}` // an older vbmcd's
+	if err := setBoot(vm, machine.BootNone); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(own, bootOrders(specOf(vm))); diff != "" {
+		t.Errorf("older record: own order not restored (-want +got):\n%s", diff)
+	}
+}
+
+// TestPatchOpsRunStrategy: moving a VM to runStrategy Manual replaces the
+// strategy, or drops the deprecated running field for it.
+func TestPatchOpsRunStrategy(t *testing.T) {
+	halted, manual := kubevirtv1.RunStrategyHalted, kubevirtv1.RunStrategyManual
+	yes := true
+	for _, orig := range []*kubevirtv1.VirtualMachine{
+		{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: "1"}, Spec: kubevirtv1.VirtualMachineSpec{RunStrategy: &halted}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "b", ResourceVersion: "1"}, Spec: kubevirtv1.VirtualMachineSpec{Running: &yes}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "c", ResourceVersion: "1"}},
+	} {
+		mod := orig.DeepCopy()
+		mod.Spec.RunStrategy, mod.Spec.Running = &manual, nil
+		applyOps(t, orig, mod)
 	}
 }

@@ -101,6 +101,9 @@ type Task struct {
 
 	done   chan struct{}
 	cancel context.CancelFunc
+	// exited is closed when a media insert's goroutine has returned, its
+	// work undone if it did not complete (nil for other tasks).
+	exited chan struct{}
 
 	mu       sync.Mutex
 	state    TaskState
@@ -320,6 +323,11 @@ func (s *Service) InsertMedia(_ context.Context, id string, slot MediaSlot, req 
 	if err := mediaTarget(m, slot); err != nil {
 		return nil, err
 	}
+	if mc, ok := s.be.(MediaChecker); ok {
+		if err := mc.MediaSupported(slot); err != nil {
+			return nil, err
+		}
+	}
 	md := s.mediaOf(m, slot)
 	if md.Inserted {
 		what := "holds " + redact(md.Image)
@@ -331,7 +339,7 @@ func (s *Service) InsertMedia(_ context.Context, id string, slot MediaSlot, req 
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Task{
 		Kind: TaskMediaInsert, MachineID: m.ID, MachineName: m.Name, Slot: slot, Image: redact(req.Image),
-		Started: time.Now(), done: make(chan struct{}), cancel: cancel, state: TaskRunning,
+		Started: time.Now(), done: make(chan struct{}), cancel: cancel, state: TaskRunning, exited: make(chan struct{}),
 	}
 	s.tasks.mu.Lock()
 	s.tasks.active[memberKey(m.ID, slot)] = t
@@ -394,19 +402,52 @@ func (s *Service) endTask(t *Task, state TaskState, err error) {
 	}
 }
 
+// MediaChecker is a Backend that takes virtual media in some members
+// only, or only when configured to: MediaSupported says why a member takes
+// none, and the insert is refused before the image is fetched.
+type MediaChecker interface {
+	MediaSupported(slot MediaSlot) error
+}
+
+// MediaPreparer is a Backend whose insert has a long first step that
+// needs no machine lock (KubeVirt: CDI imports the image into a
+// DataVolume). The Service calls PrepareMedia with the insert's context,
+// which an eject cancels, before it takes the machine's lock, so that the
+// machine's other actions (a boot override, power, an eject) answer while
+// it runs; then SetMedia with the same file under the lock. release undoes
+// what SetMedia did not take; it is called after SetMedia, or instead of
+// it when the insert ends otherwise.
+type MediaPreparer interface {
+	PrepareMedia(ctx context.Context, id string, slot MediaSlot, src string) (release func(), err error)
+}
+
 // runInsert loads the image and attaches it, unless the insert was
 // cancelled meanwhile. Nothing is attached unless the whole image is there.
 func (s *Service) runInsert(ctx context.Context, t *Task, fr ImageRequest, rec MediaSettings) {
+	defer close(t.exited)
+	cancelled := func() { s.endTask(t, TaskCancelled, fmt.Errorf("ejected while loading")) }
 	img, release, err := s.tasks.fetcher.Fetch(ctx, fr)
 	if err != nil {
 		if ctx.Err() != nil {
-			s.endTask(t, TaskCancelled, fmt.Errorf("ejected while loading"))
+			cancelled()
 			return
 		}
 		s.endTask(t, TaskException, err)
 		return
 	}
 	defer release()
+	if mp, ok := s.be.(MediaPreparer); ok {
+		undo, err := mp.PrepareMedia(ctx, t.MachineID, t.Slot, img.Path)
+		if err != nil {
+			if ctx.Err() != nil {
+				cancelled()
+				return
+			}
+			s.endTask(t, TaskException, err)
+			return
+		}
+		defer undo()
+	}
 	if !s.holdStuckMedia(ctx, t.MachineID, t.MachineName) {
 		s.endTask(t, TaskCancelled, fmt.Errorf("ejected while loading"))
 		return
@@ -483,17 +524,42 @@ func settingsFor(st *Settings, slot MediaSlot) *MediaSettings {
 	return &st.Media[len(st.Media)-1]
 }
 
-// EjectMedia empties a member: an insert in progress is cancelled, an
-// inserted medium is taken out (live when the machine runs). Ejecting an
-// empty member succeeds.
+// ejectWait bounds how long an eject waits for the insert it cancelled to
+// undo its work (KubeVirt: delete the DataVolume CDI was importing into).
+const ejectWait = 30 * time.Second
+
+// EjectMedia empties a member: an insert in progress is cancelled (and
+// EjectMedia returns once it has undone its work, bounded by ejectWait),
+// an inserted medium is taken out (live when the machine runs). Ejecting
+// an empty member succeeds.
 func (s *Service) EjectMedia(ctx context.Context, id string, slot MediaSlot) error {
+	t, err := s.eject(ctx, id, slot)
+	if t != nil && t.exited != nil {
+		// Outside the machine's lock: an insert waiting for it sees the
+		// cancel once it has it, and returns.
+		timer := time.NewTimer(ejectWait)
+		defer timer.Stop()
+		select {
+		case <-t.exited:
+		case <-timer.C:
+			s.log.Warn("a cancelled virtual media insert did not end in time", zap.String("machine", t.MachineName),
+				zap.String("slot", string(slot)), zap.Duration("waited", ejectWait))
+		case <-ctx.Done():
+		}
+	}
+	return err
+}
+
+// eject is EjectMedia's work under the machine's lock; it returns the
+// insert it cancelled, if any.
+func (s *Service) eject(ctx context.Context, id string, slot MediaSlot) (*Task, error) {
 	m, unlock, err := s.resolve(id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer unlock()
 	if slot != SlotCD && slot != SlotRemovable {
-		return fmt.Errorf("%w: no virtual media %q", ErrNotFound, slot)
+		return nil, fmt.Errorf("%w: no virtual media %q", ErrNotFound, slot)
 	}
 	key := memberKey(m.ID, slot)
 	s.tasks.mu.Lock()
@@ -506,13 +572,13 @@ func (s *Service) EjectMedia(ctx context.Context, id string, slot MediaSlot) err
 	md := MediaOf(m, slot)
 	if md.Inserted {
 		if err := s.be.SetMedia(ctx, m.ID, slot, ""); err != nil {
-			return err
+			return t, err
 		}
 	}
 	if md.Image == "" && md.Path == "" {
-		return nil
+		return t, nil
 	}
-	return s.be.Save(ctx, m.ID, withMedia(m.Settings, slot, MediaSettings{}, ""))
+	return t, s.be.Save(ctx, m.ID, withMedia(m.Settings, slot, MediaSettings{}, ""))
 }
 
 // MediaPatch changes a member's trust settings; nil fields stay.

@@ -2,7 +2,6 @@ package vbmcd
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -98,13 +97,11 @@ func TestE2EEvents(t *testing.T) {
 	}
 }
 
-// freeUDPPort returns a UDP port on 127.0.0.1 that was free a moment ago.
+// freeUDPPort returns a port on 127.0.0.1, free for UDP and TCP and
+// reserved for the test (testenv.Port: below the kernel's ephemeral range,
+// so no client socket takes it between the pick and vbmcd's bind), for an
+// IPMI listener or an IPMI port base.
 func freeUDPPort(t testing.TB) int {
 	t.Helper()
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
+	return testenv.Port(t, "127.0.0.1")
 }

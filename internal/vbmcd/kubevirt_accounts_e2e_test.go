@@ -42,12 +42,9 @@ func TestE2EKubeVirtAccounts(t *testing.T) {
 			t.Fatalf("create VirtualMachine %s: %v", vm.Name, err)
 		}
 	}
-	id0, id1 := kubevirt.FirmwareUUID(vms[0]), kubevirt.FirmwareUUID(vms[1])
-	kube := func(c *Config) {
-		c.Backend, c.Kubeconfig = "kubevirt", f.Kubeconfig
-		c.KubeNamespaces, c.KubeSelector = []string{f.Namespace}, "bmlab.io/bmc=yes"
-	}
-	url := daemon(t, "", kube, func(c *Config) { c.IPMI, c.IPMIPortBase = true, freeUDPPort(t) })
+	id0, id1 := vmUUID(t, kv, vms[0]), vmUUID(t, kv, vms[1])
+	kubeconfig := f.VBMCDKubeconfig(t, nil)
+	url := kubevirtDaemon(t, f, kubeconfig, func(c *Config) { c.IPMI, c.IPMIPortBase = true, freeUDPPort(t) })
 	settings := func(name string) machine.Settings {
 		t.Helper()
 		var s machine.Settings
@@ -150,7 +147,7 @@ func TestE2EKubeVirtAccounts(t *testing.T) {
 	// A second vbmcd on the same cluster (its own state directory): the
 	// per-system credentials are on the VM, the first one's AccountService
 	// accounts are its own.
-	url2 := daemon(t, "", kube)
+	url2 := kubevirtDaemon(t, f, kubeconfig)
 	if c := get(url2, id1, "acct1", "acct1-pass"); c != http.StatusOK {
 		t.Errorf("acct-1's credentials on the second vbmcd: %d, want 200", c)
 	}

@@ -14,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
@@ -29,7 +31,7 @@ import (
 // marker ISO and a disk with the disk marker (hostDisk volumes, which the
 // fixture gives its libvirt domain), the disk first in its own boot order,
 // halted.
-func kubevirtVM(t *testing.T, ns, name string, labels map[string]string) *kubevirtv1.VirtualMachine {
+func kubevirtVM(t testing.TB, ns, name string, labels map[string]string) *kubevirtv1.VirtualMachine {
 	disk := testenv.QemuDir(t) + "/disk.img"
 	testenv.CopyFile(t, testenv.MarkerDisk(t), disk)
 	one := uint(1)
@@ -86,8 +88,9 @@ func redfishGet(t *testing.T, hc *http.Client, url, path string) (int, map[strin
 // solProbe runs `ipmitool sol activate` against the BMC on port (under
 // script(1), which gives it the terminal it wants) and has grub, at its
 // prompt on the disk marker, print a word that only its answer holds (the
-// typed line holds "${x}PROBE"); then leaves with ~.
-func solProbe(t *testing.T, ipmitool string, port int, pass string) {
+// typed line holds "${x}PROBE"); then leaves with ~. It returns what went
+// wrong, if anything; a prompt must come within the given time.
+func solProbe(t *testing.T, ipmitool string, port int, pass string, within time.Duration) error {
 	t.Helper()
 	scr := testenv.Command(t, "script")
 	line := strings.Join(append([]string{"exec", ipmitool}, lanplus(port, pass, "sol", "activate")...), " ")
@@ -95,36 +98,37 @@ func solProbe(t *testing.T, ipmitool string, port int, pass string) {
 	cmd.Env = append(os.Environ(), "SHELL=/bin/sh")
 	in, err := cmd.StdinPipe()
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	out := &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	if !testenv.WaitFor(20*time.Second, func() bool { return strings.Contains(out.String(), "SOL Session operational") }) {
-		t.Fatalf("ipmitool sol activate did not start: %q", out.String())
+		return fmt.Errorf("ipmitool sol activate did not start: %q", out.String())
 	}
 	// The guest may still be booting (what is typed before grub reads
 	// its prompt is lost): ask for a prompt until one comes, then type.
 	prompt := func() bool {
 		from := len(out.String())
 		if _, err := in.Write([]byte("\r")); err != nil {
-			t.Fatal(err)
+			return false
 		}
 		return testenv.WaitFor(2*time.Second, func() bool { return strings.Contains(out.String()[from:], "grub>") })
 	}
-	if !testenv.WaitFor(60*time.Second, prompt) {
-		t.Fatalf("no grub prompt over SOL; got %q", out.String())
+	if !testenv.WaitFor(within, prompt) {
+		return fmt.Errorf("no grub prompt over SOL; got %q", out.String())
 	}
 	if _, err := in.Write([]byte("set x=SOL\recho ${x}PROBE\r")); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if !testenv.WaitFor(30*time.Second, func() bool { return strings.Contains(out.String(), "SOLPROBE") }) {
-		t.Fatalf("grub's answer did not come back over SOL; got %q", out.String())
+		return fmt.Errorf("grub's answer did not come back over SOL; got %q", out.String())
 	}
-	in.Write([]byte("\r~."))
+	_, _ = in.Write([]byte("\r~."))
+	return nil
 }
 
 func getVMI(t *testing.T, kv *rest.RESTClient, ns, name string) *kubevirtv1.VirtualMachineInstance {
@@ -145,34 +149,130 @@ func getVM(t *testing.T, kv *rest.RESTClient, ns, name string) *kubevirtv1.Virtu
 	return vm
 }
 
+// kubevirtDaemon runs vbmcd --backend kubevirt over f's namespace
+// (VirtualMachines labelled bmlab.io/bmc=yes) with kubeconfig, which
+// VBMCDKubeconfig gives: vbmcd's ServiceAccount with
+// contrib/kubevirt/vbmcd.yaml's roles.
+func kubevirtDaemon(t *testing.T, f *kubevirttest.Fixture, kubeconfig string, mods ...func(*Config)) string {
+	t.Helper()
+	return daemon(t, "", append([]func(*Config){func(c *Config) {
+		c.Backend, c.Kubeconfig = "kubevirt", kubeconfig
+		c.KubeNamespaces, c.KubeSelector = []string{f.Namespace}, "bmlab.io/bmc=yes"
+	}}, mods...)...)
+}
+
+// createVMs creates VirtualMachines as the cluster's admin (their owner).
+func createVMs(t *testing.T, kv *rest.RESTClient, vms ...*kubevirtv1.VirtualMachine) {
+	t.Helper()
+	for _, vm := range vms {
+		if err := kv.Post().Namespace(vm.Namespace).Resource("virtualmachines").Body(vm).Do(context.Background()).Error(); err != nil {
+			t.Fatalf("create VirtualMachine %s: %v", vm.Name, err)
+		}
+	}
+}
+
+// vmUUID is the firmware UUID of a VM created with createVMs: the one
+// KubeVirt's VM webhook gave it (a new VM gets a random one), by which
+// vbmcd serves it.
+func vmUUID(t *testing.T, kv *rest.RESTClient, vm *kubevirtv1.VirtualMachine) string {
+	t.Helper()
+	fw := getVM(t, kv, vm.Namespace, vm.Name).Spec.Template.Spec.Domain.Firmware
+	if fw == nil || fw.UUID == "" {
+		t.Fatalf("VirtualMachine %s has no firmware UUID after KubeVirt admitted it", vm.Name)
+	}
+	return string(fw.UUID)
+}
+
+// webConsoleProbe opens the web console's serial console of system id
+// (the page's WebSocket, after a Redfish session login, as the browser
+// does), has grub at its prompt print a word only its answer holds, and
+// returns what went wrong, if anything.
+func webConsoleProbe(t *testing.T, url, user, pass, id string, within time.Duration) error {
+	t.Helper()
+	r, err := send("POST", url+"/redfish/v1/SessionService/Sessions", "", "", fmt.Sprintf(`{"UserName":%q,"Password":%q}`, user, pass))
+	if err != nil || r.Code != http.StatusCreated {
+		return fmt.Errorf("log in: %v %d %s", err, r.Code, r.Body)
+	}
+	tok := r.Header.Get("X-Auth-Token")
+	pool := x509.NewCertPool()
+	ca, _ := os.ReadFile(caFile)
+	pool.AppendCertsFromPEM(ca)
+	d := websocket.Dialer{TLSClientConfig: &tls.Config{RootCAs: pool}, HandshakeTimeout: 10 * time.Second}
+	ws, _, err := d.Dial("wss"+strings.TrimPrefix(url, "https")+"/ui/console/"+id, http.Header{"Origin": {url}})
+	if err != nil {
+		return fmt.Errorf("open the console: %w", err)
+	}
+	defer ws.Close()
+	if err := ws.WriteJSON(map[string]string{"Token": tok}); err != nil {
+		return err
+	}
+	out := &testenv.Buffer{}
+	var status []string
+	var smu sync.Mutex
+	go func() {
+		for {
+			kind, msg, err := ws.ReadMessage()
+			if err != nil {
+				return
+			}
+			if kind == websocket.BinaryMessage {
+				out.Write(msg)
+			} else {
+				smu.Lock()
+				status = append(status, string(msg))
+				smu.Unlock()
+			}
+		}
+	}()
+	prompt := func() bool {
+		from := len(out.String())
+		_ = ws.WriteMessage(websocket.BinaryMessage, []byte("\r"))
+		return testenv.WaitFor(2*time.Second, func() bool { return strings.Contains(out.String()[from:], "grub>") })
+	}
+	if !testenv.WaitFor(within, prompt) {
+		smu.Lock()
+		defer smu.Unlock()
+		return fmt.Errorf("no grub prompt on the web console; console status %v, output %q", status, out.String())
+	}
+	_ = ws.WriteMessage(websocket.BinaryMessage, []byte("set x=WEB\recho ${x}PROBE\r"))
+	if !testenv.WaitFor(30*time.Second, func() bool { return strings.Contains(out.String(), "WEBPROBE") }) {
+		return fmt.Errorf("grub's answer did not come back on the web console; got %q", out.String())
+	}
+	return nil
+}
+
 // TestE2EKubeVirt drives a KubeVirt VirtualMachine through vbmcd
-// --backend kubevirt with sushy and ipmitool, over a real kube-apiserver
-// holding KubeVirt's CRDs, with the fixture playing KubeVirt's controllers
-// over libvirt: a Once Cd override boots the CD once (the marker), the
-// guest's power-off ends that instance and runStrategy Always starts the
-// next, which boots the disk; ForceOff stops it; IPMI sees the same.
+// --backend kubevirt with sushy and ipmitool, against KubeVirt's own
+// virt-api and virt-controller (the fixture plays the node), vbmcd running
+// as its ServiceAccount with contrib/kubevirt/vbmcd.yaml's roles:
+//   - only the selected VM is served;
+//   - Once Cd + On: KubeVirt's start subresource, the instance
+//     virt-controller makes boots the CD (the marker), its spec has the CD
+//     first while the VM's spec is back to its own order (the Once spent);
+//     the VM is under runStrategy Manual;
+//   - the guest powers itself off (the marker ISO halts): the instance
+//     ends and nothing starts it again, the system stays Off;
+//   - On again boots the disk; IPMI reads On; IPMI SOL and the web
+//     console's serial console reach grub's prompt through KubeVirt's
+//     console subresource;
+//   - ForceRestart is a warm reset (KubeVirt's reset subresource): the
+//     same instance boots the disk again; PowerCycle is cold: a new
+//     instance;
+//   - ForceOff: the instance is killed, the system Off, the domain gone;
+//     ipmitool powers it on again.
 func TestE2EKubeVirt(t *testing.T) {
 	ipmitool := testenv.Command(t, "ipmitool")
 	f := kubevirttest.Start(t, "lab", "e2e-kv-")
-	ctx := context.Background()
 	vm := kubevirtVM(t, f.Namespace, "node-0", map[string]string{"bmlab.io/bmc": "yes"})
 	other := kubevirtVM(t, f.Namespace, "not-mine", nil)
 	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []*kubevirtv1.VirtualMachine{vm, other} {
-		if err := kv.Post().Namespace(f.Namespace).Resource("virtualmachines").Body(o).Do(ctx).Error(); err != nil {
-			t.Fatalf("create VirtualMachine %s: %v", o.Name, err)
-		}
-	}
-	id := kubevirt.FirmwareUUID(vm)
+	createVMs(t, kv, vm, other)
+	id := vmUUID(t, kv, vm)
 	port := freeUDPPort(t)
-	url := daemon(t, "", func(c *Config) {
-		c.Backend, c.Kubeconfig = "kubevirt", f.Kubeconfig
-		c.KubeNamespaces, c.KubeSelector = []string{f.Namespace}, "bmlab.io/bmc=yes"
-		c.IPMI, c.IPMIPortBase = true, port
-	})
+	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil), func(c *Config) { c.IPMI, c.IPMIPortBase, c.WebConsole = true, port, true })
 	const user, pass = "admin", "e2e-pass"
 	serial := f.SerialLog(vm.Name)
 	waitMarker := func(marker string, before int) int {
@@ -191,6 +291,7 @@ func TestE2EKubeVirt(t *testing.T) {
 			t.Fatalf("Redfish power %q, want %q", st.Power, want)
 		}
 	}
+	vmiUID := func() types.UID { t.Helper(); return getVMI(t, kv, f.Namespace, vm.Name).UID }
 
 	// Only the selected VM is served, by its firmware UUID and by
 	// <namespace>.<name>.
@@ -198,7 +299,7 @@ func TestE2EKubeVirt(t *testing.T) {
 	if code, v := redfishGet(t, hc, url, "/redfish/v1/Systems"); code != http.StatusOK || v["Members@odata.count"] != float64(1) {
 		t.Fatalf("Systems: %d %v, want the one selected VM", code, v)
 	}
-	if code, _ := redfishGet(t, hc, url, "/redfish/v1/Systems/"+kubevirt.FirmwareUUID(other)); code != http.StatusNotFound {
+	if code, _ := redfishGet(t, hc, url, "/redfish/v1/Systems/"+vmUUID(t, kv, other)); code != http.StatusNotFound {
 		t.Fatalf("the unselected VM answers %d, want 404", code)
 	}
 	if code, v := redfishGet(t, hc, url, "/redfish/v1/Systems/lab.node-0"); code != http.StatusOK || v["UUID"] != id {
@@ -211,29 +312,38 @@ func TestE2EKubeVirt(t *testing.T) {
 	if st.Target != "Cd" || st.Enabled != "Once" {
 		t.Fatalf("after set_system_boot_options: %+v", st)
 	}
-	// KubeVirt makes the instance after the start subresource answered;
-	// the fixture holds it back here, so the VM's spec must keep the
-	// override until the instance exists (the Once is spent after that).
-	f.Hold(vm.Name)
 	sushy(t, url, user, pass, id, "reset", "On")
-	if !testenv.WaitFor(30*time.Second, func() bool {
-		got := getVM(t, kv, f.Namespace, vm.Name)
-		rs, _ := got.RunStrategy()
-		return rs == kubevirtv1.RunStrategyAlways && got.Status.PrintableStatus == kubevirtv1.VirtualMachineStatusStarting
-	}) {
-		t.Fatal("the start subresource did not set runStrategy Always")
-	}
-	if d := getVM(t, kv, f.Namespace, vm.Name).Spec.Template.Spec.Domain.Devices.Disks; d[1].BootOrder == nil || *d[1].BootOrder != 1 {
-		t.Fatalf("the Once override left the VM's spec before its instance existed: disks %+v", d)
-	}
-	f.Release(vm.Name)
 	cd := waitMarker(testenv.Marker, 0)
+	// virt-controller made the instance from the spec with the override;
+	// the VM's spec is back to its own order after it (the Once spent).
+	if d := getVMI(t, kv, f.Namespace, vm.Name).Spec.Domain.Devices.Disks; d[1].BootOrder == nil || *d[1].BootOrder != 1 {
+		t.Errorf("the instance was not made with the CD first: disks %+v", d)
+	}
 	if st := show(); st.Enabled != "Disabled" {
 		t.Errorf("the Once override should be spent by the boot: %+v", st)
 	}
-	// The marker ISO powers the guest off; runStrategy Always (set by the
-	// start subresource) starts a new instance, which boots the disk: the
-	// override held for one instance only.
+	got := getVM(t, kv, f.Namespace, vm.Name)
+	if d := got.Spec.Template.Spec.Domain.Devices.Disks; d[0].BootOrder == nil || *d[0].BootOrder != 1 || d[1].BootOrder != nil {
+		t.Errorf("the VM's own boot order is not back after the Once: disks %+v", d)
+	}
+	if rs, _ := got.RunStrategy(); rs != kubevirtv1.RunStrategyManual {
+		t.Errorf("runStrategy %s after a BMC power-on, want Manual", rs)
+	}
+
+	// The marker ISO powers the guest off: the instance ends and, under
+	// Manual, nothing starts another. It stays off, as a server does.
+	waitRedfishPower("Off")
+	if !testenv.WaitFor(30*time.Second, func() bool { return getVMI(t, kv, f.Namespace, vm.Name).IsFinal() }) {
+		t.Fatalf("the instance did not end after the guest powered off")
+	}
+	ended := vmiUID()
+	time.Sleep(5 * time.Second) // the window in which nothing may start it again
+	if st := show(); st.Power != "Off" || vmiUID() != ended || testenv.Count(serial, testenv.DiskMarker) != 0 {
+		t.Fatalf("a guest that powered itself off came back: %+v", st)
+	}
+
+	// On again: the disk boots (no override left).
+	sushy(t, url, user, pass, id, "reset", "On")
 	waitMarker(testenv.DiskMarker, 0)
 	if c := testenv.Count(serial, testenv.Marker); c != cd {
 		t.Fatalf("the CD booted again after a spent Once override")
@@ -251,19 +361,32 @@ func TestE2EKubeVirt(t *testing.T) {
 		t.Fatalf("ipmitool power status: %q", out)
 	}
 
-	// The serial console: ipmitool's SOL over KubeVirt's console
-	// subresource; what is typed reaches grub's prompt and its answer
-	// comes back.
-	solProbe(t, ipmitool, port, pass)
+	// The serial console: ipmitool's SOL and the web console over
+	// KubeVirt's console subresource (aggregated by kube-apiserver,
+	// authorized by virt-api, streamed from the node's virt-handler).
+	if err := solProbe(t, ipmitool, port, pass, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := webConsoleProbe(t, url, user, pass, id, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 
-	// ForceRestart: the restart subresource; KubeVirt has no warm reset,
-	// so a new instance boots the disk again.
-	instance := getVMI(t, kv, f.Namespace, vm.Name).UID
+	// ForceRestart: KubeVirt's reset subresource, a warm reset of the
+	// same instance.
+	instance := vmiUID()
 	disk := testenv.Count(serial, testenv.DiskMarker)
 	sushy(t, url, user, pass, id, "reset", "ForceRestart")
+	disk = waitMarker(testenv.DiskMarker, disk)
+	if uid := vmiUID(); uid != instance {
+		t.Errorf("ForceRestart replaced instance %s by %s, want a warm reset of it", instance, uid)
+	}
+	waitRedfishPower("On")
+
+	// PowerCycle: off and on again, a new instance.
+	sushy(t, url, user, pass, id, "reset", "PowerCycle")
 	waitMarker(testenv.DiskMarker, disk)
-	if uid := getVMI(t, kv, f.Namespace, vm.Name).UID; uid == instance {
-		t.Errorf("ForceRestart kept instance %s", uid)
+	if !testenv.WaitFor(30*time.Second, func() bool { return vmiUID() != instance }) {
+		t.Errorf("PowerCycle kept instance %s", instance)
 	}
 	waitRedfishPower("On")
 
@@ -273,9 +396,9 @@ func TestE2EKubeVirt(t *testing.T) {
 	if out := tool("power", "status"); !strings.Contains(out, "is off") {
 		t.Fatalf("ipmitool power status: %q", out)
 	}
-	got := getVM(t, kv, f.Namespace, vm.Name)
-	if rs, _ := got.RunStrategy(); rs != kubevirtv1.RunStrategyHalted {
-		t.Errorf("runStrategy %s after ForceOff, want Halted", rs)
+	got = getVM(t, kv, f.Namespace, vm.Name)
+	if rs, _ := got.RunStrategy(); rs != kubevirtv1.RunStrategyManual {
+		t.Errorf("runStrategy %s after ForceOff, want Manual", rs)
 	}
 	if _, ok := got.Annotations[kubevirt.AnnotationSettings]; !ok {
 		t.Errorf("the VM has no %s annotation", kubevirt.AnnotationSettings)
@@ -287,11 +410,109 @@ func TestE2EKubeVirt(t *testing.T) {
 		t.Fatalf("the domain still runs after ForceOff")
 	}
 
-	// ipmitool powers it on again: the disk boots (no override left).
+	// ipmitool powers it on again: the disk boots.
 	disk = testenv.Count(serial, testenv.DiskMarker)
 	tool("chassis", "power", "on")
 	waitMarker(testenv.DiskMarker, disk)
 	waitRedfishPower("On")
+}
+
+// TestE2EKubeVirtStartRefused: KubeVirt refuses a start while it is still
+// carrying out a stop (the node is slow to remove the stopped instance's
+// virt-launcher pod, so the stop request stays pending and the start
+// subresource answers "stop/start already underway"). vbmcd waits that
+// out, as a BMC waits for the power sequence under way: the On is
+// accepted, the system does not come on while KubeVirt refuses, and comes
+// on once the node removed the pod. A refusal that does not clear on its
+// own is the system's Redfish error: KubeVirt refuses the soft reboot of a
+// VM without ACPI, and GracefulRestart answers with KubeVirt's message
+// (at once, or as the system's power fault). GracefulShutdown of that VM
+// ends when KubeVirt kills it after its grace period.
+func TestE2EKubeVirtStartRefused(t *testing.T) {
+	f := kubevirttest.Start(t, "lab", "e2e-kvs-")
+	vm := kubevirtVM(t, f.Namespace, "refused-0", map[string]string{"bmlab.io/bmc": "yes"})
+	noACPI := kubevirtVM(t, f.Namespace, "noacpi-0", map[string]string{"bmlab.io/bmc": "yes"})
+	off := false
+	noACPI.Spec.Template.Spec.Domain.Features = &kubevirtv1.Features{ACPI: kubevirtv1.FeatureState{Enabled: &off}}
+	grace := int64(3)
+	noACPI.Spec.Template.Spec.TerminationGracePeriodSeconds = &grace
+	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SubresourceGroupVersions[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	createVMs(t, kv, vm, noACPI)
+	id := vmUUID(t, kv, vm)
+	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil))
+	const user, pass = "admin", "e2e-pass"
+	serial := f.SerialLog(vm.Name)
+	power := func(id string) string { t.Helper(); return sushy(t, url, user, pass, id, "show").Power }
+	waitPower := func(id, want string) {
+		t.Helper()
+		if !testenv.WaitFor(bootTimeout, func() bool { return power(id) == want }) {
+			t.Fatalf("%s: Redfish power %q, want %q", id, power(id), want)
+		}
+	}
+	sushy(t, url, user, pass, id, "reset", "On")
+	testenv.WaitFor(bootTimeout, func() bool { return testenv.Count(serial, testenv.DiskMarker) > 0 })
+	waitPower(id, "On")
+
+	f.HoldPodRemoval(true)
+	sushy(t, url, user, pass, id, "reset", "ForceOff")
+	waitPower(id, "Off")
+	// KubeVirt's own answer to a start now.
+	err = sub.Put().Namespace(f.Namespace).Resource("virtualmachines").Name(vm.Name).SubResource("start").
+		Body([]byte("{}")).SetHeader("Content-Type", "application/json").Do(context.Background()).Error()
+	if err == nil || !strings.Contains(err.Error(), "already underway") {
+		t.Fatalf("KubeVirt's start while the stop is under way: %v, want it refused (stop/start already underway)", err)
+	}
+	t.Logf("KubeVirt refuses the start: %v", err)
+	disks := testenv.Count(serial, testenv.DiskMarker)
+	sushy(t, url, user, pass, id, "reset", "On")
+	time.Sleep(3 * time.Second) // the window in which KubeVirt keeps refusing
+	if st := sushy(t, url, user, pass, id, "show"); st.Power == "On" || testenv.Count(serial, testenv.DiskMarker) != disks {
+		t.Fatalf("the system came on while KubeVirt refused the start: %+v", st)
+	}
+	if code, v := redfishGet(t, redfishClient(t), url, "/redfish/v1/Systems/"+id); code != http.StatusOK || strings.Contains(fmt.Sprint(v["Status"]), "Warning") {
+		t.Fatalf("while vbmcd waits for KubeVirt the system reads %d %v, want no fault", code, v["Status"])
+	}
+	f.HoldPodRemoval(false)
+	waitPower(id, "On")
+	if !testenv.WaitFor(bootTimeout, func() bool { return testenv.Count(serial, testenv.DiskMarker) > disks }) {
+		t.Fatal("the disk did not boot after KubeVirt took the start")
+	}
+
+	// KubeVirt refuses a soft reboot of a VM without ACPI (and no guest
+	// agent): GracefulRestart answers with KubeVirt's message.
+	nid := vmUUID(t, kv, noACPI)
+	sushy(t, url, user, pass, nid, "reset", "On")
+	waitPower(nid, "On")
+	r, err := send("POST", url+"/redfish/v1/Systems/"+nid+"/Actions/ComputerSystem.Reset", user, pass, `{"ResetType":"GracefulRestart"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const why = "neither have the agent connected nor the ACPI feature enabled"
+	if r.Code != http.StatusConflict || !strings.Contains(string(r.Body), why) {
+		// Answered before KubeVirt did: the refusal is the system's
+		// power fault.
+		if r.Code/100 != 2 || !testenv.WaitFor(30*time.Second, func() bool {
+			_, v := redfishGet(t, redfishClient(t), url, "/redfish/v1/Systems/"+nid)
+			return strings.Contains(fmt.Sprint(v["Status"]), why)
+		}) {
+			_, v := redfishGet(t, redfishClient(t), url, "/redfish/v1/Systems/"+nid)
+			t.Fatalf("GracefulRestart without ACPI: %d %s, status %v; want KubeVirt's refusal (%s)", r.Code, r.Body, v["Status"], why)
+		}
+	}
+
+	// GracefulShutdown of a guest that cannot take the ACPI request:
+	// KubeVirt kills the instance when its grace period (3 s here) ends.
+	began := time.Now()
+	sushy(t, url, user, pass, nid, "reset", "GracefulShutdown")
+	waitPower(nid, "Off")
+	t.Logf("GracefulShutdown without ACPI: Off after %s (grace period 3 s)", time.Since(began).Round(100*time.Millisecond))
 }
 
 // TestE2EKubeVirtAPIServerRestart: kube-apiserver crashes (SIGKILL) and comes back
@@ -310,11 +531,8 @@ func TestE2EKubeVirtAPIServerRestart(t *testing.T) {
 	if err := kv.Post().Namespace(f.Namespace).Resource("virtualmachines").Body(vm).Do(context.Background()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	id := kubevirt.FirmwareUUID(vm)
-	url := daemon(t, "", func(c *Config) {
-		c.Backend, c.Kubeconfig = "kubevirt", f.Kubeconfig
-		c.KubeNamespaces, c.KubeSelector = []string{f.Namespace}, "bmlab.io/bmc=yes"
-	})
+	id := vmUUID(t, kv, vm)
+	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil))
 	hc := redfishClient(t)
 	do := func(method, body string) (int, string, string) {
 		req, _ := http.NewRequest(method, url+"/redfish/v1/Systems/"+id, strings.NewReader(body))
@@ -335,6 +553,11 @@ func TestE2EKubeVirtAPIServerRestart(t *testing.T) {
 	var errs []string
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	// A failure below ends the test before the readers are stopped: they
+	// stop then too (and their goroutines with the test).
+	var stopOnce sync.Once
+	stopReaders := func() { stopOnce.Do(func() { close(stop) }); wg.Wait() }
+	defer stopReaders()
 	for range 4 {
 		wg.Add(1)
 		go func() {
@@ -381,8 +604,7 @@ func TestE2EKubeVirtAPIServerRestart(t *testing.T) {
 		t.Fatal("a PATCH is still refused 30 s after kube-apiserver came back")
 	}
 	t.Logf("whole again %v after kube-apiserver was ready", time.Since(back).Round(time.Millisecond))
-	close(stop)
-	wg.Wait()
+	stopReaders()
 	if _, _, s := do(http.MethodGet, ""); s == "UnavailableOffline" {
 		t.Errorf("still UnavailableOffline after a PATCH went through")
 	}
@@ -409,11 +631,8 @@ func TestE2EKubeVirtUEFI(t *testing.T) {
 	if err := kv.Post().Namespace(f.Namespace).Resource("virtualmachines").Body(vm).Do(context.Background()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	id := kubevirt.FirmwareUUID(vm)
-	url := daemon(t, "", func(c *Config) {
-		c.Backend, c.Kubeconfig = "kubevirt", f.Kubeconfig
-		c.KubeNamespaces, c.KubeSelector = []string{f.Namespace}, "bmlab.io/bmc=yes"
-	})
+	id := vmUUID(t, kv, vm)
+	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil))
 	const user, pass = "admin", "e2e-pass"
 	if st := sushy(t, url, user, pass, id, "show"); st.Mode != "Legacy" {
 		t.Fatalf("a VM with a BIOS spec reads mode %q, want Legacy", st.Mode)
@@ -444,5 +663,42 @@ func TestE2EKubeVirtUEFI(t *testing.T) {
 	}
 	if st := sushy(t, url, user, pass, id, "show"); st.Enabled != "Disabled" || st.Mode != "UEFI" {
 		t.Errorf("after the boot: %+v, want the Once spent and mode UEFI kept", st)
+	}
+}
+
+// TestE2EKubeVirtRBACConsole: vbmcd.yaml's Role without get on
+// virtualmachineinstances/console (the rule IPMI SOL and the web console
+// need): power still works, and the API server and virt-api refuse the
+// console, so SOL and the web console's serial console reach no prompt.
+// With the Role as shipped both work (TestE2EKubeVirt): the console verb is
+// needed, and RBAC is enforced on vbmcd.
+func TestE2EKubeVirtRBACConsole(t *testing.T) {
+	ipmitool := testenv.Command(t, "ipmitool")
+	f := kubevirttest.Start(t, "lab", "e2e-kvc-")
+	vm := kubevirtVM(t, f.Namespace, "rbac-0", map[string]string{"bmlab.io/bmc": "yes"})
+	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	createVMs(t, kv, vm)
+	id := vmUUID(t, kv, vm)
+	port := freeUDPPort(t)
+	kc := f.VBMCDKubeconfig(t, kubevirttest.WithoutVerb(t, "virtualmachineinstances/console", "get"))
+	url := kubevirtDaemon(t, f, kc, func(c *Config) { c.IPMI, c.IPMIPortBase, c.WebConsole = true, port, true })
+	sushy(t, url, "admin", "e2e-pass", id, "reset", "On")
+	if !testenv.WaitFor(bootTimeout, func() bool { return testenv.Count(f.SerialLog(vm.Name), testenv.DiskMarker) > 0 }) {
+		t.Fatal("the disk did not boot: power does not work under the Role")
+	}
+	// With the verb grub's prompt answers within a few seconds
+	// (TestE2EKubeVirt); 20 s without it is the window.
+	if err := solProbe(t, ipmitool, port, "e2e-pass", 20*time.Second); err == nil {
+		t.Error("IPMI SOL reached grub's prompt without get on virtualmachineinstances/console")
+	} else {
+		t.Logf("SOL without the console verb: %v", err)
+	}
+	if err := webConsoleProbe(t, url, "admin", "e2e-pass", id, 20*time.Second); err == nil {
+		t.Error("the web console reached grub's prompt without get on virtualmachineinstances/console")
+	} else {
+		t.Logf("the web console without the console verb: %v", err)
 	}
 }

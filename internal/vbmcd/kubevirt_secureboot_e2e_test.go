@@ -35,11 +35,8 @@ func TestE2EKubeVirtSecureBoot(t *testing.T) {
 	if err := kv.Post().Namespace(f.Namespace).Resource("virtualmachines").Body(vm).Do(context.Background()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	id := kubevirt.FirmwareUUID(vm)
-	url := daemon(t, "", func(c *Config) {
-		c.Backend, c.Kubeconfig = "kubevirt", f.Kubeconfig
-		c.KubeNamespaces, c.KubeSelector = []string{f.Namespace}, "bmlab.io/bmc=yes"
-	})
+	id := vmUUID(t, kv, vm)
+	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil))
 	const user, pass = "admin", "e2e-pass"
 	serial := f.SerialLog(vm.Name)
 	count := func(s string) int { return testenv.Count(serial, s) }
