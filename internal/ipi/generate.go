@@ -65,6 +65,9 @@ const (
 	// BMCIPMI is IPMI lanplus, one UDP port per node, with PXE on the
 	// provisioning network.
 	BMCIPMI = "ipmi"
+	// BMCIDRACVirtualMedia is a Dell iDRAC's redfish-virtualmedia: the
+	// baremetal-operator's idrac driver (Ironic's idrac hardware type).
+	BMCIDRACVirtualMedia = "idrac-virtualmedia"
 )
 
 // Provisioning network modes, as platform.baremetal.provisioningNetwork
@@ -112,6 +115,7 @@ type BMCEndpoint struct {
 //
 //	redfish-virtualmedia+https://HOST:PORT/redfish/v1/Systems/UUID
 //	redfish+https://HOST:PORT/redfish/v1/Systems/UUID
+//	idrac-virtualmedia+https://HOST:PORT/redfish/v1/Systems/UUID
 //	ipmi://HOST:PORT
 //
 // (http instead of https when the lab's BMC has TLS off; without :PORT for
@@ -126,7 +130,7 @@ func BMCAddress(b BMCEndpoint, uuid string, ipmiPort int) (string, error) {
 			return "", fmt.Errorf("bmc address: IPMI port %d is not a port", ipmiPort)
 		}
 		return "ipmi://" + net.JoinHostPort(b.Host, strconv.Itoa(ipmiPort)), nil
-	case BMCRedfish, BMCRedfishVirtualMedia:
+	case BMCRedfish, BMCRedfishVirtualMedia, BMCIDRACVirtualMedia:
 		if uuid == "" {
 			return "", errors.New("bmc address: a Redfish BMC needs the node's UUID")
 		}
@@ -330,8 +334,10 @@ func vips(a ...netip.Addr) []string {
 // power control, whatever the kind Ironic uses (redfish-virtualmedia+https
 // becomes redfish+https).
 func FencingAddress(bmcAddress string) string {
-	if rest, ok := strings.CutPrefix(bmcAddress, BMCRedfishVirtualMedia+"+"); ok {
-		return BMCRedfish + "+" + rest
+	for _, vm := range []string{BMCRedfishVirtualMedia, BMCIDRACVirtualMedia} {
+		if rest, ok := strings.CutPrefix(bmcAddress, vm+"+"); ok {
+			return BMCRedfish + "+" + rest
+		}
 	}
 	return bmcAddress
 }

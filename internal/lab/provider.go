@@ -106,12 +106,14 @@ type Machine struct {
 	CDROM   string
 }
 
-// MachineBMC is what a node's BMC serves it with: its IPMI port (0: none)
-// and its own BMC user (empty: none).
+// MachineBMC is what a node's BMC serves it with: its IPMI port (0: none),
+// its own BMC user (empty: none) and the vendor BMC it looks like
+// (Personality; empty: vbmcd's default).
 type MachineBMC struct {
 	Node           string
 	IPMIPort       int
 	User, Password string
+	Personality    string
 }
 
 // NATNetwork is the lab's own NAT network: the machine network of every

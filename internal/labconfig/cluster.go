@@ -9,6 +9,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/netaddr"
+	"github.com/bmlab/bmlab/internal/personality"
 )
 
 // Cluster defaults, those of the seed lab.
@@ -193,6 +194,10 @@ type Role struct {
 	// (default) or aarch64 (install-config's amd64 and arm64). The
 	// arbiter's defaults to the masters'.
 	Arch string `json:"arch,omitempty"`
+	// Personality is the vendor BMC the role's nodes have (vbmcd's
+	// personalities: generic, idrac9, idrac10, ilo6, supermicro-x13);
+	// empty is generic.
+	Personality string `json:"personality,omitempty"`
 }
 
 // CPU architectures of a pool (Role.Arch), as libvirt and qemu name them.
@@ -431,6 +436,9 @@ func (c *Config) validateCluster() []error {
 			if d < 1 {
 				add("%s.extraDisks[%d]: %d GiB must be positive", r.field, i, d)
 			}
+		}
+		if _, err := personality.Lookup(r.role.Personality); err != nil {
+			add("%s.personality: %v", r.field, err)
 		}
 	}
 	mn := k.MachineNetwork

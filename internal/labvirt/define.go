@@ -321,8 +321,8 @@ func domainOwner(_ context.Context, l *libvirt.Libvirt, name string) (found bool
 	return true, MarkOf(def.Metadata.XML), nil
 }
 
-// setNodeBMC records a node's IPMI port (0: none) and its own BMC user
-// (empty: none) with its domain, where vbmcd reads them (virt owns the
+// setNodeBMC records a node's IPMI port (0: none), its own BMC user
+// (empty: none) and its BMC's personality with its domain, where vbmcd reads them (virt owns the
 // format), and reports whether they changed.
 func setNodeBMC(l *libvirt.Libvirt, o lab.MachineBMC) (bool, error) {
 	var want virt.NodeBMC
@@ -332,5 +332,6 @@ func setNodeBMC(l *libvirt.Libvirt, o lab.MachineBMC) (bool, error) {
 	if o.User != "" {
 		want.Users = []machine.Credential{{Username: o.User, Password: o.Password}}
 	}
+	want.Personality = o.Personality
 	return virt.SetNodeBMC(l, o.Node, want)
 }

@@ -164,6 +164,13 @@ type Settings struct {
 	FirmwarePending map[FirmwareComponent]string
 	// Clock is the BMC's clock setting (clock.go).
 	Clock Clock
+	// Personality names the vendor BMC this machine's BMC looks like
+	// (internal/personality); "" is the daemon's default. Quirks are its
+	// switches of vendor misbehaviours, "name" on and "-name" off, comma
+	// separated; the personality's own are on unless turned off. The model
+	// keeps them only: the faces read them.
+	Personality string
+	Quirks      string
 }
 
 // Clone returns a deep copy.

@@ -24,6 +24,7 @@ import (
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/personality"
 )
 
 // Modes of `labctl up`.
@@ -368,6 +369,11 @@ type Endpoint struct {
 	// system (empty: the lab's user serves every node).
 	Username string `json:"username,omitempty"`
 	Password string `json:"-"`
+	// Personality is the vendor BMC vbmcd gives the node (its role's
+	// personality in the lab file); empty is generic.
+	Personality string `json:"personality,omitempty"`
+	// Vendor is its Manufacturer, as the node's BMC reports it.
+	Vendor string `json:"vendor,omitempty"`
 }
 
 // Network is the lab's host network.
@@ -1255,7 +1261,7 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 				n.Disks[j].Path = filepath.Join(p.Storage.Dir, n.Disks[j].Volume)
 			}
 			if p.Mode == ModeIPI || p.Mode == ModeAgent {
-				if err := p.endpoint(&n, len(p.Nodes), k.BMC.Kind); err != nil {
+				if err := p.endpoint(&n, len(p.Nodes), k.BMC.Kind, g.spec.Personality); err != nil {
 					return err
 				}
 				if k.BMC.UseNodeAccounts() {
@@ -1279,8 +1285,21 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 	return nil
 }
 
-// endpoint gives node i its BMC address: the one place it is made.
-func (p *Plan) endpoint(n *Node, i int, kind string) error {
+// endpoint gives node i its BMC address: the one place it is made. A node
+// whose BMC is a Dell's (personality) is reached as the installer reaches
+// an iDRAC, by the idrac-virtualmedia scheme, where the lab boots from
+// virtual media.
+func (p *Plan) endpoint(n *Node, i int, kind, persona string) error {
+	if persona != "" {
+		pers, err := personality.Lookup(persona)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		n.BMC.Personality, n.BMC.Vendor = persona, pers.Manufacturer
+		if pers.Manufacturer == "Dell Inc." && kind == ipi.BMCRedfishVirtualMedia {
+			kind = ipi.BMCIDRACVirtualMedia
+		}
+	}
 	if p.BMC.Network.IsValid() {
 		// A BMC of its own: the next address of the BMC network, Redfish
 		// and IPMI at their usual ports there.

@@ -58,6 +58,7 @@ func TestGolden(t *testing.T) {
 		{"bmc-network-v6-fencing", "name: oob6\ncluster: {ipFamily: v6, bmc: {network: 'fd2e:6f44:5dd8:c957::/120'}, masters: {count: 2}, fencing: true, agent: {staticIPs: true}}\n", "tiny", ModeAgent},
 		{"mixed", "name: mix\ncluster: {workers: {count: 1, arch: aarch64}}\n", "tiny", ModeIPI},
 		{"agent-arm", "name: arm\ncluster: {masters: {count: 1, arch: aarch64}}\n", "tiny", ModeAgent},
+		{"mixed-rack", "name: mixed\ncluster: {masters: {personality: idrac9}, workers: {count: 2, personality: ilo6}}\n", "tiny", ModeIPI},
 		{"multihost", "name: spread\nnetwork: {provisioningNetwork: Managed}\n" +
 			"hosts:\n- {name: alpha, libvirtURI: 'qemu:///system', underlay: 10.254.0.1}\n" +
 			"- {name: beta, libvirtURI: 'qemu+tls://beta.lab.example/system', underlay: 10.254.0.2}\n" +

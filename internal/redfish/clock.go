@@ -39,7 +39,7 @@ func (s *Server) clockProps(m *machine.Machine) obj {
 // Manager's without DateTime: the clock ticking is no change of the
 // resource, and a client PATCHes with the ETag of its last GET.
 func (s *Server) writeManager(c *call, status int) {
-	o := manager(c.m, s.id)
+	o := manager(c.m, s.idOf(c.m))
 	o["DateTimeLocalOffset"] = c.m.ClockOffset()
 	version := renderJSON(0, o)
 	maps.Copy(o, s.clockProps(c.m))
@@ -65,7 +65,7 @@ var managerSchema = fields{
 }
 
 func patchManager(s *Server, c *call) *apiError {
-	cur := manager(c.m, s.id)
+	cur := manager(c.m, s.idOf(c.m))
 	cur["DateTimeLocalOffset"] = c.m.ClockOffset()
 	body, aerr := readPatch(c, managerSchema, cur)
 	if aerr != nil {

@@ -16,6 +16,14 @@
 // (internal/netpolicy, the image fetcher's too); firmware updates (update.go) are SimpleUpdate with a
 // task.
 //
+// A machine's personality (internal/personality; its settings name it, else
+// WithPersonality's) makes its BMC look like a vendor's: Manufacturer, Model,
+// firmware strings, Oem blocks, virtual media members by the vendor's ids
+// and only where the vendor hangs them, and the vendor's own actions its Oem
+// blocks name (persona.go); its quirks change how some requests are
+// answered. System, Manager and Chassis keep the machine's id on this
+// listener.
+//
 // Resources are built by small pure functions from a machine snapshot
 // (resources.go); a rendered body is cached by (URI, machine Generation), so a
 // GET of an unchanged resource is a map lookup and a write, and its ETag is

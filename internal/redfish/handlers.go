@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/personality"
 )
 
 // resolve finds the machine a scoped route names and checks that the caller
@@ -60,7 +61,8 @@ func (s *Server) current(c *call) (*entry, *apiError) {
 	if c.m != nil {
 		gen = c.m.Generation
 	}
-	if e := s.cache.get(c.path, gen); e != nil {
+	volatile := s.volatile(c)
+	if e := s.cache.get(c.path, gen); e != nil && !volatile {
 		return e, nil
 	}
 	v := c.rt.render(s, c)
@@ -345,14 +347,20 @@ func getChassisCollection(s *Server, c *call) *apiError {
 	return s.writeCollection(c, chassisURI, "ChassisCollection", "Chassis Collection")
 }
 
-func renderSystem(s *Server, c *call) any { return system(c.m, s.id) }
+func renderSystem(s *Server, c *call) any {
+	id := s.idOf(c.m)
+	if id.P.Name == personality.ILO6 {
+		id.InPost = s.inPost(c.m)
+	}
+	return system(c.m, id)
+}
 
 // getManager is not cached: its DateTime is the BMC's clock, now.
 func getManager(s *Server, c *call) *apiError {
 	s.writeManager(c, http.StatusOK)
 	return nil
 }
-func renderChassis(s *Server, c *call) any { return chassis(c.m, s.id) }
+func renderChassis(s *Server, c *call) any { return chassis(c.m, s.idOf(c.m)) }
 
 func subCollection(c *call, odataType, name string, members []string) any {
 	return collection(c.path, odataType, name, ids(c.path, members))
@@ -643,6 +651,9 @@ func postReset(s *Server, c *call) *apiError {
 	if aerr != nil {
 		return aerr
 	}
+	if aerr := s.beforeReset(c, machine.ResetType(rt)); aerr != nil {
+		return aerr
+	}
 	if err := s.svc.Reset(ctx(c), c.m.ID, machine.ResetType(rt)); err != nil {
 		if _, ok := machine.IsMediaError(err); ok {
 			// A UefiHttp boot's image could not be fetched.
@@ -650,6 +661,7 @@ func postReset(s *Server, c *call) *apiError {
 		}
 		return s.modelError(c, err)
 	}
+	s.afterReset(c, machine.ResetType(rt))
 	s.logChange(c, "reset", zap.String("type", rt))
 	c.w.WriteHeader(http.StatusNoContent)
 	return nil

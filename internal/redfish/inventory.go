@@ -230,7 +230,9 @@ func renderPCIeFunction(_ *Server, c *call) any {
 func renderNetworkAdapters(_ *Server, c *call) any {
 	return subCollection(c, "NetworkAdapterCollection", "Network Adapter Collection", nicIDs(c.m))
 }
-func renderNetworkAdapter(s *Server, c *call) any { return networkAdapter(c.m, c.params[1], s.id) }
+func renderNetworkAdapter(s *Server, c *call) any {
+	return networkAdapter(c.m, c.params[1], s.idOf(c.m))
+}
 func renderPorts(_ *Server, c *call) any {
 	if _, ok := findNIC(c.m, c.params[1]); !ok {
 		return nil

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/personality"
 )
 
 // obj is a JSON object as the builders write it; encoding/json sorts its keys,
@@ -60,8 +61,15 @@ type identity struct {
 	ServiceUUID  string
 	Manufacturer string
 	Model        string
-	Firmware     string
-	SessionTTL   int // seconds
+	Firmware     string // the BMC's, and the BIOS' unless BIOSVersion says
+	SessionTTL   int    // seconds
+
+	// Set for one machine (Server.idOf): its personality, the Manager's
+	// Model and the BIOS version.
+	P           *personality.Personality
+	BMCModel    string
+	BIOSVersion string
+	InPost      bool // the machine is in POST (HPE's Oem.Hpe.PostState)
 }
 
 func status(state string) obj { return obj{"State": state, "Health": "OK"} }
@@ -301,9 +309,19 @@ func system(m *machine.Machine, id identity) obj {
 		},
 	}
 	maps.Copy(o["Boot"].(obj), bootOrderProps(m))
+	oem := obj{}
 	if m.Host != "" {
 		// The libvirt host the VM lives on, when vbmcd serves several.
-		o["Oem"] = obj{"Bmlab": obj{"Host": m.Host}}
+		oem["Bmlab"] = obj{"Host": m.Host}
+	}
+	if p := id.P; p != nil {
+		if !p.MediaUnder(false) {
+			delete(o, "VirtualMedia")
+		}
+		maps.Copy(oem, p.SystemOem(m, u+"/Actions/"+personality.HPEPowerButton, id.InPost))
+	}
+	if len(oem) > 0 {
+		o["Oem"] = oem
 	}
 	return o
 }
@@ -635,7 +653,10 @@ func biosSettings(m *machine.Machine) obj {
 
 // manager builds the BMC of one system; it shares the system's id.
 func manager(m *machine.Machine, id identity) obj {
-	return obj{
+	if id.BMCModel == "" {
+		id.BMCModel = id.Model + " BMC"
+	}
+	o := obj{
 		"@odata.id":             managerURI(m.ID),
 		"@odata.type":           "#Manager.v1_15_0.Manager",
 		"Id":                    m.ID,
@@ -644,7 +665,7 @@ func manager(m *machine.Machine, id identity) obj {
 		"UUID":                  nameUUID("manager/" + m.ID),
 		"ServiceEntryPointUUID": id.ServiceUUID,
 		"Manufacturer":          id.Manufacturer,
-		"Model":                 id.Model + " BMC",
+		"Model":                 id.BMCModel,
 		"FirmwareVersion":       firmwareVersion(m, machine.FirmwareBMC, id),
 		"PowerState":            "On",
 		"VirtualMedia":          ref{managerURI(m.ID) + "/VirtualMedia"},
@@ -661,6 +682,15 @@ func manager(m *machine.Machine, id identity) obj {
 			},
 		},
 	}
+	if p := id.P; p != nil {
+		if !p.MediaUnder(true) {
+			delete(o, "VirtualMedia")
+		}
+		if oem := p.ManagerOem(m); oem != nil {
+			o["Oem"] = oem
+		}
+	}
+	return o
 }
 
 // chassis builds the enclosure of one system; it shares the system's id.

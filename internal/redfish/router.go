@@ -228,7 +228,7 @@ func (s *Server) table() []*route {
 		r("$metadata", route{public: "GET", render: renderMetadata}),
 
 		r("Systems", route{get: getSystems}),
-		r("Systems/*", route{render: renderSystem, patch: patchSystem}),
+		r("Systems/*", route{render: renderSystem, patch: quirked(patchSystem, false)}),
 		r("Systems/*/Actions/ComputerSystem.Reset", route{post: postReset}),
 		r("Systems/*/Processors", route{render: renderProcessors}),
 		r("Systems/*/Processors/*", route{render: renderProcessor}),
@@ -257,7 +257,7 @@ func (s *Server) table() []*route {
 		r("Systems/*/BootOptions", route{render: renderBootOptions}),
 		r("Systems/*/BootOptions/*", route{render: renderBootOption}),
 		r("Systems/*/Bios", route{render: renderBios}),
-		r("Systems/*/Bios/Settings", route{render: renderBiosSettings, patch: patchBiosSettings}),
+		r("Systems/*/Bios/Settings", route{render: renderBiosSettings, patch: quirked(patchBiosSettings, true)}),
 		r("Systems/*/Bios/Actions/Bios.ResetBios", route{post: postResetBios}),
 
 		r("Managers", route{get: getManagers}),
@@ -312,6 +312,7 @@ func (s *Server) table() []*route {
 		r("Registries/"+biosRegistryPrefix+"/"+biosRegistryID, route{render: renderStatic(func(*Server) any { return biosRegistry() })}),
 	}
 	routes = append(routes, eventRoutes()...)
+	routes = append(routes, vendorRoutes()...)
 	routes = append(routes, mediaRoutes("Managers/*")...)
 	return append(routes, mediaRoutes("Systems/*")...)
 }

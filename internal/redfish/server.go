@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -17,6 +18,7 @@ import (
 	"github.com/bmlab/bmlab/internal/lograte"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/metrics"
+	"github.com/bmlab/bmlab/internal/personality"
 )
 
 // Server is the Redfish service over a machine.Service. It is safe for
@@ -45,6 +47,14 @@ type Server struct {
 	routes   []*route
 	events   *events
 	refusals *lograte.Log
+
+	// persona and quirks are the personality and quirk switches of
+	// machines that name none (persona.go).
+	persona *personality.Personality
+	quirks  map[personality.Quirk]bool
+
+	quirkTimes  QuirkTimes
+	quirkStates sync.Map // machine id → *quirkState (quirks.go)
 }
 
 // Option configures a Server.
@@ -163,6 +173,8 @@ func New(svc *machine.Service, log *zap.Logger, opts ...Option) *Server {
 		maxPerUser:  64,
 		insertWait:  time.Second,
 		events:      newEvents(log.Named("events")),
+		persona:     personality.Default(),
+		quirkTimes:  DefaultQuirkTimes,
 	}
 	for _, o := range opts {
 		o(s)

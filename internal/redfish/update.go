@@ -56,6 +56,9 @@ func firmwareVersion(m *machine.Machine, c machine.FirmwareComponent, id identit
 	if v := m.Settings.Firmware[c]; v != "" {
 		return v
 	}
+	if c == machine.FirmwareBIOS && id.BIOSVersion != "" {
+		return id.BIOSVersion
+	}
 	return id.Firmware
 }
 
@@ -128,7 +131,7 @@ func getFirmwareItem(s *Server, c *call) *apiError {
 	if aerr := s.machineFault(c, m); aerr != nil {
 		return aerr
 	}
-	s.writeJSON(c, http.StatusOK, softwareInventory(m, comp, s.id))
+	s.writeJSON(c, http.StatusOK, softwareInventory(m, comp, s.idOf(m)))
 	return nil
 }
 

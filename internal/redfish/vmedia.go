@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/personality"
 )
 
 // Virtual media lives under the Manager (where sushy and Ironic look first)
@@ -44,20 +46,15 @@ func mediaBase(c *call) string {
 	return managerURI(c.m.ID)
 }
 
-func mediaSlot(id string) (machine.MediaSlot, bool) {
-	for _, s := range machine.MediaSlots {
-		if string(s) == id {
-			return s, true
-		}
+// mediaSlot is the member the route names, as c.m's personality lays its
+// members out: none when the personality hangs no media where the route
+// does.
+func (s *Server) mediaSlot(c *call) (personality.Slot, bool) {
+	p, _ := s.personaOf(c.m)
+	if !p.MediaUnder(c.rt.scope == scopeManager) {
+		return personality.Slot{}, false
 	}
-	return "", false
-}
-
-func mediaTypes(slot machine.MediaSlot) []string {
-	if slot == machine.SlotCD {
-		return []string{"CD", "DVD"}
-	}
-	return []string{"USBStick", "Floppy"}
+	return p.Member(c.params[1])
 }
 
 func nullable(s string) any {
@@ -67,13 +64,10 @@ func nullable(s string) any {
 	return s
 }
 
-// virtualMedia builds one member.
-func virtualMedia(base string, md machine.Media) obj {
-	u := base + "/VirtualMedia/" + string(md.Slot)
-	name := "Virtual CD"
-	if md.Slot == machine.SlotRemovable {
-		name = "Virtual Removable Media"
-	}
+// virtualMedia builds one member: the model's drive md, shown as the
+// personality p names it (sl).
+func virtualMedia(base string, md machine.Media, sl personality.Slot, p *personality.Personality) obj {
+	u := base + "/VirtualMedia/" + sl.ID
 	st := status("Enabled")
 	connected := "NotConnected"
 	var protocol, method any
@@ -105,9 +99,9 @@ func virtualMedia(base string, md machine.Media) obj {
 	o := obj{
 		"@odata.id":            u,
 		"@odata.type":          "#VirtualMedia.v1_6_0.VirtualMedia",
-		"Id":                   string(md.Slot),
-		"Name":                 name,
-		"MediaTypes":           mediaTypes(md.Slot),
+		"Id":                   sl.ID,
+		"Name":                 sl.Name,
+		"MediaTypes":           sl.MediaTypes,
 		"Image":                nullable(md.Image),
 		"ImageName":            nullable(machine.ImageName(md.Image)),
 		"Inserted":             md.Inserted,
@@ -131,6 +125,14 @@ func virtualMedia(base string, md machine.Media) obj {
 			"#" + ejectAction: obj{"target": u + "/Actions/" + ejectAction},
 		},
 	}
+	if p != nil {
+		if vendor := p.MediaOem(u+"/Actions/"+personality.HPEInsertAction, u+"/Actions/"+personality.HPEEjectAction); vendor != nil {
+			if oem == nil {
+				oem = obj{}
+			}
+			maps.Copy(oem, vendor)
+		}
+	}
 	if oem != nil {
 		o["Oem"] = oem
 	}
@@ -145,40 +147,52 @@ func schemeOf(image string) string {
 	return strings.ToUpper(scheme)
 }
 
-// member reads the machine's media and picks the one the route names.
-func (s *Server) member(c *call) (machine.Media, *apiError) {
-	slot, ok := mediaSlot(c.params[1])
+// member reads the machine's media and picks the one the route names,
+// with the personality that names it.
+func (s *Server) member(c *call) (machine.Media, personality.Slot, *apiError) {
+	sl, ok := s.mediaSlot(c)
 	if !ok {
-		return machine.Media{}, newError(http.StatusNotFound, MsgResourceNotFound, "VirtualMedia", c.params[1])
+		return machine.Media{}, sl, newError(http.StatusNotFound, MsgResourceNotFound, "VirtualMedia", c.params[1])
 	}
 	_, mds, err := s.svc.Media(c.m.ID)
 	if err != nil {
-		return machine.Media{}, s.modelError(c, err)
+		return machine.Media{}, sl, s.modelError(c, err)
 	}
 	for _, md := range mds {
-		if md.Slot == slot {
-			return md, nil
+		if md.Slot == sl.Drive {
+			return md, sl, nil
 		}
 	}
-	return machine.Media{}, newError(http.StatusNotFound, MsgResourceNotFound, "VirtualMedia", c.params[1])
+	return machine.Media{}, sl, newError(http.StatusNotFound, MsgResourceNotFound, "VirtualMedia", c.params[1])
+}
+
+// memberBody builds the member md as c.m's personality shows it (and its
+// quirks: a stale Inserted).
+func (s *Server) memberBody(c *call, md machine.Media, sl personality.Slot) obj {
+	p, _ := s.personaOf(c.m)
+	return virtualMedia(mediaBase(c), s.staleMedia(c.m, md), sl, p)
 }
 
 func getVirtualMediaCollection(s *Server, c *call) *apiError {
+	p, _ := s.personaOf(c.m)
+	if !p.MediaUnder(c.rt.scope == scopeManager) {
+		return newError(http.StatusNotFound, MsgResourceNotFound, "VirtualMediaCollection", c.path)
+	}
 	base := mediaBase(c)
-	members := make([]string, len(machine.MediaSlots))
-	for i, slot := range machine.MediaSlots {
-		members[i] = base + "/VirtualMedia/" + string(slot)
+	members := make([]string, len(p.Media))
+	for i, sl := range p.Media {
+		members[i] = base + "/VirtualMedia/" + sl.ID
 	}
 	s.writeJSON(c, http.StatusOK, collection(base+"/VirtualMedia", "VirtualMediaCollection", "Virtual Media Services", members))
 	return nil
 }
 
 func getVirtualMedia(s *Server, c *call) *apiError {
-	md, aerr := s.member(c)
+	md, sl, aerr := s.member(c)
 	if aerr != nil {
 		return aerr
 	}
-	body := virtualMedia(mediaBase(c), md)
+	body := s.memberBody(c, md, sl)
 	e := renderJSON(0, body)
 	if inm := c.r.Header["If-None-Match"]; len(inm) > 0 && etagListed(inm[0], e.etag) {
 		c.w.Header()["Etag"] = e.hETag
@@ -274,7 +288,8 @@ func tooLong(name, v string, limit int) *apiError {
 }
 
 func postInsertMedia(s *Server, c *call) *apiError {
-	slot, ok := mediaSlot(c.params[1])
+	sl, ok := s.mediaSlot(c)
+	slot := sl.Drive
 	if !ok {
 		return newError(http.StatusNotFound, MsgResourceNotFound, "VirtualMedia", c.params[1])
 	}
@@ -292,6 +307,9 @@ func postInsertMedia(s *Server, c *call) *apiError {
 	if aerr != nil {
 		return aerr
 	}
+	if aerr := s.beforeInsert(c, sl); aerr != nil {
+		return aerr
+	}
 	return s.insert(c, slot, req, insertAction)
 }
 
@@ -300,6 +318,7 @@ func postInsertMedia(s *Server, c *call) *apiError {
 // the task and its monitor.
 func (s *Server) insert(c *call, slot machine.MediaSlot, req machine.InsertRequest, action string) *apiError {
 	t, err := s.svc.InsertMedia(ctx(c), c.m.ID, slot, req)
+	s.afterInsert(c, slot)
 	if err != nil {
 		return s.mediaModelError(c, err, action, "Image")
 	}
@@ -324,16 +343,25 @@ func (s *Server) insert(c *call, slot machine.MediaSlot, req machine.InsertReque
 }
 
 func postEjectMedia(s *Server, c *call) *apiError {
-	slot, ok := mediaSlot(c.params[1])
+	sl, ok := s.mediaSlot(c)
+	slot := sl.Drive
 	if !ok {
 		return newError(http.StatusNotFound, MsgResourceNotFound, "VirtualMedia", c.params[1])
 	}
 	if _, aerr := actionParams(c, ejectAction); aerr != nil {
 		return aerr
 	}
+	if aerr := s.beforeEject(c); aerr != nil {
+		return aerr
+	}
+	md, _, aerr := s.member(c)
+	if aerr != nil {
+		return aerr
+	}
 	if err := s.svc.EjectMedia(ctx(c), c.m.ID, slot); err != nil {
 		return s.modelError(c, err)
 	}
+	s.afterEject(c, slot, md.Image)
 	s.logChange(c, "virtual media eject", zap.String("slot", string(slot)))
 	c.w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -342,11 +370,11 @@ func postEjectMedia(s *Server, c *call) *apiError {
 // patchVirtualMedia serves older clients that insert and eject by PATCH
 // (Image and Inserted), and VerifyCertificate.
 func patchVirtualMedia(s *Server, c *call) *apiError {
-	md, aerr := s.member(c)
+	md, sl, aerr := s.member(c)
 	if aerr != nil {
 		return aerr
 	}
-	cur := renderJSON(0, virtualMedia(mediaBase(c), md))
+	cur := renderJSON(0, s.memberBody(c, md, sl))
 	if im := c.r.Header["If-Match"]; len(im) > 0 && !etagListed(im[0], cur.etag) {
 		return newError(http.StatusPreconditionFailed, MsgPreconditionFailed)
 	}
@@ -359,7 +387,7 @@ func patchVirtualMedia(s *Server, c *call) *apiError {
 		if strings.Contains(k, "@") || slices.Contains(writable, k) {
 			continue
 		}
-		if _, has := virtualMedia("", md)[k]; has {
+		if _, has := virtualMedia("", md, sl, nil)[k]; has {
 			return newError(http.StatusBadRequest, MsgPropertyNotWritable, k)
 		}
 		return newError(http.StatusBadRequest, MsgPropertyUnknown, k)
@@ -385,20 +413,27 @@ func patchVirtualMedia(s *Server, c *call) *apiError {
 	eject := (hasImage && req.Image == "") || (req.Inserted != nil && !*req.Inserted)
 	switch {
 	case eject:
+		if aerr := s.beforeEject(c); aerr != nil {
+			return aerr
+		}
 		if err := s.svc.EjectMedia(ctx(c), c.m.ID, md.Slot); err != nil {
 			return s.modelError(c, err)
 		}
+		s.afterEject(c, md.Slot, md.Image)
 		s.logChange(c, "virtual media eject", zap.String("slot", string(md.Slot)))
 	case req.Image != "":
+		if aerr := s.beforeInsert(c, sl); aerr != nil {
+			return aerr
+		}
 		return s.insert(c, md.Slot, req, "")
 	case hasInserted:
 		return newError(http.StatusBadRequest, MsgPropertyMissing, "Image")
 	}
-	md, aerr = s.member(c)
+	md, sl, aerr = s.member(c)
 	if aerr != nil {
 		return aerr
 	}
-	s.writeJSON(c, http.StatusOK, virtualMedia(mediaBase(c), md))
+	s.writeJSON(c, http.StatusOK, s.memberBody(c, md, sl))
 	return nil
 }
 
@@ -452,7 +487,7 @@ func certificatesURI(c *call) string {
 }
 
 func getMediaCertificates(s *Server, c *call) *apiError {
-	md, aerr := s.member(c)
+	md, _, aerr := s.member(c)
 	if aerr != nil {
 		return aerr
 	}
@@ -488,7 +523,7 @@ func certificate(u string, cert machine.Certificate) obj {
 }
 
 func postMediaCertificate(s *Server, c *call) *apiError {
-	md, aerr := s.member(c)
+	md, _, aerr := s.member(c)
 	if aerr != nil {
 		return aerr
 	}
@@ -522,7 +557,7 @@ func postMediaCertificate(s *Server, c *call) *apiError {
 }
 
 func (s *Server) mediaCertificate(c *call) (machine.Media, machine.Certificate, *apiError) {
-	md, aerr := s.member(c)
+	md, _, aerr := s.member(c)
 	if aerr != nil {
 		return md, machine.Certificate{}, aerr
 	}

@@ -40,11 +40,17 @@ type mediaFixture struct {
 
 func newMediaFixture(t *testing.T, opts ...Option) *mediaFixture {
 	t.Helper()
+	return newMediaFixtureN(t, 2, opts...)
+}
+
+// newMediaFixtureN is newMediaFixture with n machines.
+func newMediaFixtureN(t *testing.T, n int, opts ...Option) *mediaFixture {
+	t.Helper()
 	cache, err := media.New(media.Config{Dir: t.TempDir(), Policy: media.Policy{AllowLoopback: true}}) // the image server is on loopback
 	if err != nil {
 		t.Fatal(err)
 	}
-	be := sim.New(2)
+	be := sim.New(n)
 	svc := machine.NewService(be, nil, machine.WithImageFetcher(cache), machine.WithMediaWait(5*time.Second))
 	opts = append([]Option{WithCredentials(testUser, testPass), WithServiceUUID(testService), WithInsertWait(200 * time.Millisecond)}, opts...)
 	srv := New(svc, nil, opts...)

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/bmlab/bmlab/internal/media"
+	"github.com/bmlab/bmlab/internal/personality"
 	"github.com/bmlab/bmlab/internal/redfish"
 	"github.com/bmlab/bmlab/internal/sim"
 	"github.com/bmlab/bmlab/internal/virt"
@@ -101,6 +102,12 @@ type Config struct {
 
 	// Faults are injected from the start (vbmcd fault changes them later).
 	Faults []faultSpec
+
+	// Personality and Quirks are the vendor BMC machines look like, and
+	// the quirk switches, where a machine names none of its own.
+	Personality string
+	Quirks      string
+	QuirkTimes  string
 }
 
 // defaultRoot is where the default --media-dir lives ("/"); a test gives
@@ -120,6 +127,9 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.Var(hostValue{hl}, "libvirt", "a libvirt host as JSON {name, uri, domains}; in the config file, libvirt: is a list of them")
 	_ = fs.MarkHidden("libvirt")
 	fs.StringSliceVar(&c.Domains, "domains", nil, "serve only domains whose names match these shell patterns (default: all)")
+	fs.StringVar(&c.Personality, "personality", string(personality.Generic), "the vendor BMC machines look like, where a machine's own setting names none: "+strings.Join(personality.Names(), ", ")+" (docs/personalities.md)")
+	fs.StringVar(&c.Quirks, "quirks", "", "quirk switches for machines without their own, comma-separated: NAME turns one on, -NAME off; a personality's own are on (docs/personalities.md)")
+	fs.StringVar(&c.QuirkTimes, "quirk-times", "", "the quirks' windows, NAME=DURATION comma-separated (power-on-conflict=30s, refuse-in-post=30s, stale-inserted=10s, slow-bios-patch=65s by default)")
 	fs.IntVar(&c.SimNodes, "sim-nodes", 8, "number of simulated servers (--backend sim)")
 	fs.DurationVar(&c.SimDelay, "sim-delay", 2*time.Second, "how long a simulated power transition takes")
 	fs.StringVar(&c.SimSystems, "sim-systems", "", "the simulated servers, from a file instead of --sim-nodes alike ones: sushy-tools' fake driver configuration (SUSHY_EMULATOR_FAKE_SYSTEMS, EXTERNAL_NOTIFICATION_URL) as Python or JSON, or vbmcd's own YAML (see docs/metal3.md)")
@@ -399,6 +409,15 @@ func (c *Config) validate() error {
 	case "libvirt", "sim", "kubevirt":
 	default:
 		return fmt.Errorf("--backend %q: use libvirt, kubevirt or sim", c.Backend)
+	}
+	if _, err := personality.Lookup(c.Personality); err != nil {
+		return fmt.Errorf("--personality: %w", err)
+	}
+	if _, err := personality.ParseQuirks(c.Quirks); err != nil {
+		return fmt.Errorf("--quirks: %w", err)
+	}
+	if _, err := redfish.ParseQuirkTimes(c.QuirkTimes); err != nil {
+		return fmt.Errorf("--quirk-times: %w", err)
 	}
 	if c.MaxStarting < 0 || c.StartGap < 0 {
 		return fmt.Errorf("--max-starting %d, --start-gap %v: neither may be negative (0 means no limit)", c.MaxStarting, c.StartGap)

@@ -7,7 +7,9 @@
 // serves Prometheus metrics (--metrics-addr) and an admin socket in the
 // state directory, through which `vbmcd fault set|clear|list` injects faults
 // (latency, HTTP errors, dropped IPMI packets, a refused power-on, stuck
-// media, a BMC down) into a running daemon for testing clients; `vbmcd ipmi
+// media, a BMC down) into a running daemon for testing clients; `vbmcd
+// personality set|list` records a machine's vendor personality and quirk
+// switches (internal/personality) with the machine; `vbmcd ipmi
 // set|unset|list` (package ipmicmd) manages machines' IPMI endpoints, and
 // `vbmcd lldp` (lldp.go) sends every running NIC's tap the LLDP frames of
 // its port's LLDPReceive, reading the machines as the daemon does;

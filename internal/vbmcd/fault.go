@@ -75,6 +75,7 @@ type faultView struct {
 // adminHandler serves the admin socket's API over svc.
 func adminHandler(svc *machine.Service) http.Handler {
 	mux := http.NewServeMux()
+	personalityRoutes(mux, svc)
 	mux.HandleFunc("GET /faults", func(w http.ResponseWriter, _ *http.Request) {
 		var out []faultView
 		for id, f := range svc.Faults() {
@@ -171,27 +172,9 @@ and a BMC reboot window during which nothing answers. They last until cleared (c
 used up) and are gone when vbmcd restarts.`,
 	}
 	do := func(method, path string, body any) error {
-		dir, err := stateDir()
+		b, err := adminCall(stateDir, method, path, body)
 		if err != nil {
 			return err
-		}
-		hc, sock := adminClient(dir)
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = strings.NewReader(string(b))
-		}
-		req, _ := http.NewRequest(method, "http://vbmcd"+path, rd)
-		resp, err := hc.Do(req)
-		if err != nil {
-			return fmt.Errorf("no vbmcd answers on %s (%v); is it running with this --state-dir?", sock, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			var e struct{ Error string }
-			_ = json.Unmarshal(b, &e)
-			return errors.New(e.Error)
 		}
 		if method != http.MethodGet {
 			var v faultView
@@ -243,6 +226,35 @@ used up) and are gone when vbmcd restarts.`,
 	}
 	c.AddCommand(set, clear, list)
 	return c
+}
+
+// adminCall sends one request to the admin socket of the daemon whose state
+// directory stateDir gives, and returns the body of its 200 answer; another
+// answer is the error it names.
+func adminCall(stateDir func() (string, error), method, path string, body any) ([]byte, error) {
+	dir, err := stateDir()
+	if err != nil {
+		return nil, err
+	}
+	hc, sock := adminClient(dir)
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = strings.NewReader(string(b))
+	}
+	req, _ := http.NewRequest(method, "http://vbmcd"+path, rd)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("no vbmcd answers on %s (%v); is it running with this --state-dir?", sock, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Error string }
+		_ = json.Unmarshal(b, &e)
+		return nil, errors.New(e.Error)
+	}
+	return b, nil
 }
 
 // describe says what a Fault does, briefly.

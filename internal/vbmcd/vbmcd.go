@@ -112,12 +112,14 @@ VBMCD_REDFISH_ADDR). Flags win over the environment, which wins over the file.`,
 	}))
 	cmd.AddCommand(newLLDPCommand(open, streams.ErrOut))
 	cmd.AddCommand(newSushyCommand(streams, getenv))
-	cmd.AddCommand(newFaultCommand(func() (string, error) {
+	stateDir := func() (string, error) {
 		if err := fill(cmd.PersistentFlags(), configFile, getenv); err != nil {
 			return "", err
 		}
 		return cfg.StateDir, nil
-	}, streams.Out))
+	}
+	cmd.AddCommand(newFaultCommand(stateDir, streams.Out))
+	cmd.AddCommand(newPersonalityCommand(stateDir, streams.Out))
 	return cmd
 }
 
@@ -298,6 +300,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	// One login budget per source for both faces: a guesser cannot double
 	// its rate by switching protocol.
 	throttle := accounts.NewThrottle(loginBurst, loginEvery)
+	quirkTimes, _ := redfish.ParseQuirkTimes(cfg.QuirkTimes) // checked by validate
 	rf := redfish.New(svc, log.Named("redfish"),
 		redfish.WithThrottle(throttle),
 		redfish.WithMetrics(reg),
@@ -305,6 +308,8 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		redfish.WithAccounts(store),
 		redfish.WithSessionTimeout(cfg.SessionTimeout),
 		redfish.WithServiceUUID(uuid),
+		redfish.WithPersonality(cfg.Personality, cfg.Quirks),
+		redfish.WithQuirkTimes(quirkTimes),
 		redfish.WithEventPolicy(policy), // the image fetcher's: one outbound policy
 		redfish.WithEventStore(filepath.Join(cfg.StateDir, "event-subscriptions.json")))
 	rf.WatchEvents(ctx)

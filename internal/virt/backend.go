@@ -425,14 +425,15 @@ func (b *Backend) read(l *libvirt.Libvirt, d libvirt.Domain) (*entry, error) {
 	switch {
 	case meta != nil && meta.Boot.Mode == "":
 		// Written by labctl (SetNodeBMC) before vbmcd saved any setting:
-		// the domain's defaults, with labctl's IPMI endpoint and users.
+		// the domain's defaults, with labctl's IPMI endpoint, users and
+		// personality.
 		s, err := meta.settings()
 		if err != nil {
 			return nil, err
 		}
 		nm, ns := firmwareOf(&def)
 		m.Settings = machine.DefaultSettings(nm, ns)
-		m.Settings.IPMI, m.Settings.Credentials = s.IPMI, s.Credentials
+		m.Settings.IPMI, m.Settings.Credentials, m.Settings.Personality = s.IPMI, s.Credentials, s.Personality
 	case meta != nil:
 		if m.Settings, err = meta.settings(); err != nil {
 			return nil, err

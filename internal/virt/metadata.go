@@ -44,6 +44,10 @@ type bmcMeta struct {
 	Trash []string `xml:"trash"`
 	// Clock is the BMC's clock setting.
 	Clock *metaClock `xml:"clock"`
+	// Personality and Quirks are the vendor the BMC looks like and its
+	// quirk switches.
+	Personality string `xml:"personality,omitempty"`
+	Quirks      string `xml:"quirks,omitempty"`
 }
 
 // metaClock is the BMC's clock: its skew from the host's, in seconds, and
@@ -136,6 +140,7 @@ func toMeta(s machine.Settings, defaultBoot string, resetNVRAM bool) (*bmcMeta, 
 	for _, c := range s.Credentials {
 		m.Users = append(m.Users, metaUser{Name: c.Username, Password: c.Password})
 	}
+	m.Personality, m.Quirks = s.Personality, s.Quirks
 	if s.Clock != (machine.Clock{}) {
 		m.Clock = &metaClock{Skew: int64(s.Clock.Skew / time.Second), Offset: s.Clock.Offset}
 	}
@@ -222,6 +227,7 @@ func (m *bmcMeta) settings() (machine.Settings, error) {
 	for _, u := range m.Users {
 		s.Credentials = append(s.Credentials, machine.Credential{Username: u.Name, Password: u.Password})
 	}
+	s.Personality, s.Quirks = m.Personality, m.Quirks
 	if m.Clock != nil {
 		s.Clock = machine.Clock{Skew: time.Duration(m.Clock.Skew) * time.Second, Offset: m.Clock.Offset}
 	}
@@ -335,10 +341,12 @@ func withoutElement(inner, ns string) (string, error) {
 }
 
 // NodeBMC is what labctl sets of a lab node's BMC before vbmcd serves it:
-// its IPMI endpoint (nil: none) and its own users (nil: none).
+// its IPMI endpoint (nil: none), its own users (nil: none) and its
+// personality ("": vbmcd's default).
 type NodeBMC struct {
-	IPMI  *machine.IPMIEndpoint
-	Users []machine.Credential
+	IPMI        *machine.IPMIEndpoint
+	Users       []machine.Credential
+	Personality string
 }
 
 // SetNodeBMC records a node's IPMI endpoint and its own BMC users in the
@@ -376,10 +384,10 @@ func SetNodeBMC(l *libvirt.Libvirt, name string, want NodeBMC) (bool, error) {
 	for _, c := range want.Users {
 		users = append(users, metaUser{Name: c.Username, Password: c.Password})
 	}
-	if ((m.IPMI == nil) == (ipmi == nil)) && (ipmi == nil || *m.IPMI == *ipmi) && slices.Equal(m.Users, users) {
+	if ((m.IPMI == nil) == (ipmi == nil)) && (ipmi == nil || *m.IPMI == *ipmi) && slices.Equal(m.Users, users) && m.Personality == want.Personality {
 		return false, nil
 	}
-	m.IPMI, m.Users = ipmi, users
+	m.IPMI, m.Users, m.Personality = ipmi, users, want.Personality
 	if def.Metadata.XML, err = replaceMeta(def.Metadata.XML, m); err != nil {
 		return false, err
 	}

@@ -11,14 +11,15 @@ import (
 )
 
 // TestMetadataKeepsBootOrderAndClock: the boot order, BootNext, the
-// BMC's clock and its own address go into the domain's metadata and come
-// back unchanged.
+// BMC's clock, its own address and its personality with its quirk switches
+// go into the domain's metadata and come back unchanged.
 func TestMetadataKeepsBootOrderAndClock(t *testing.T) {
 	st := machine.DefaultSettings(machine.BootModeUEFI, false)
 	st.BootOrder = []string{"Cd-sda", "Hdd-vda", "Pxe-525400000001"}
 	st.Boot.Target, st.Boot.Enabled, st.Boot.BootNext = machine.BootUefiBootNext, machine.BootOnce, "UefiHttp-525400000001"
 	st.Clock = machine.Clock{Skew: -3*time.Hour - 7*time.Second, Offset: "-04:00"}
 	st.BMCAddress = "fd00:bm::12"
+	st.Personality, st.Quirks = "idrac10", "-power-on-conflict,stale-inserted"
 	m, err := toMeta(st, "hd", false)
 	if err != nil {
 		t.Fatal(err)
@@ -36,13 +37,14 @@ func TestMetadataKeepsBootOrderAndClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	type kept struct {
-		Order   []string
-		Boot    machine.Boot
-		Clock   machine.Clock
-		Address string
+		Order          []string
+		Boot           machine.Boot
+		Clock          machine.Clock
+		Address        string
+		Persona, Quirk string
 	}
-	want := kept{st.BootOrder, st.Boot, st.Clock, st.BMCAddress}
-	if diff := cmp.Diff(want, kept{got.BootOrder, got.Boot, got.Clock, got.BMCAddress}); diff != "" {
+	want := kept{st.BootOrder, st.Boot, st.Clock, st.BMCAddress, st.Personality, st.Quirks}
+	if diff := cmp.Diff(want, kept{got.BootOrder, got.Boot, got.Clock, got.BMCAddress, got.Personality, got.Quirks}); diff != "" {
 		t.Errorf("round trip through %s (-want +got):\n%s", b, diff)
 	}
 }

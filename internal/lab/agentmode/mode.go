@@ -11,6 +11,7 @@ import (
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/steps"
+	"github.com/bmlab/bmlab/internal/personality"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -29,17 +30,45 @@ func Actions() []lab.Action {
 	}
 }
 
-// check is the agent mode's rule that no installer file shows: `agent
+// check is the agent mode's own input rules: the workers' architecture
+// and where each node's BMC hangs its virtual media.
+func check(e *lab.Env) error {
+	if err := workersArch(e); err != nil {
+		return err
+	}
+	return mediaPlaces(e)
+}
+
+// workersArch is the agent mode's rule that no installer file shows: `agent
 // create image` makes one ISO, for the control plane's architecture
 // (InfraEnv's cpuArchitecture is controlPlane.architecture), so workers of
 // another architecture cannot boot it at install time; they join on day 2
 // with the ISO the cluster makes for them (nodes-config.yaml's
 // cpuArchitecture).
-func check(e *lab.Env) error {
+func workersArch(e *lab.Env) error {
 	k := e.Plan.Cluster
 	if k.Arch.Mixed() && k.Workers > 0 {
 		return fmt.Errorf("cluster.workers.arch: %d %s workers cannot boot the agent ISO, which `agent create image` makes for the control plane's architecture (%s) only; install with cluster.workers.count: 0, then add them on day 2: labctl add-node --count %d (their ISO is made for %s: nodes-config.yaml's cpuArchitecture)",
 			k.Workers, k.Arch.Workers, k.Arch.Masters, k.Workers, k.Arch.Workers)
+	}
+	return nil
+}
+
+// mediaPlaces refuses nodes whose BMC personality hangs no virtual media
+// under the System: the media step inserts the agent ISO there.
+func mediaPlaces(e *lab.Env) error {
+	for _, n := range e.Plan.Nodes {
+		p, err := personality.Lookup(n.BMC.Personality)
+		if err != nil {
+			return err
+		}
+		if !p.MediaUnder(false) {
+			field := n.Role + "s"
+			if n.Role == ipi.RoleArbiter {
+				field = "arbiter"
+			}
+			return fmt.Errorf("cluster.%s.personality: %s serves virtual media under the Manager only, and the agent mode inserts its ISO through the System's VirtualMedia; use idrac10 or generic for node %s, or another mode", field, p.Name, n.Name)
+		}
 	}
 	return nil
 }

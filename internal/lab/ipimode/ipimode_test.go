@@ -192,3 +192,33 @@ func TestClashStopsBeforeAnything(t *testing.T) {
 		}
 	}
 }
+
+// TestMixedRack: a lab whose masters are Dell iDRAC 9s and workers HPE iLO
+// 6s records each node's personality with its domain (the bmcs step) and
+// writes install-config with the installer's scheme for each vendor: the
+// Dells idrac-virtualmedia, the HPEs redfish-virtualmedia, every address
+// accepted by the installer's rules.
+func TestMixedRack(t *testing.T) {
+	f := labtest.NewHost()
+	e, _ := labtest.EnvFor(t, f, "", "name: fk\ncluster: {sshKey: id.pub, installer: /nonexistent/openshift-install, "+
+		"masters: {personality: idrac9}, workers: {count: 1, personality: ilo6}}\n")
+	labtest.Must(t, lab.Up(context.Background(), e, ipiActions(t), "install-config"))
+	ic, err := ipimode.InstallConfig(e)
+	labtest.Must(t, err)
+	hosts := ic.Platform.BareMetal.Hosts
+	if len(hosts) != 4 {
+		t.Fatalf("%d hosts, want 3 masters and a worker", len(hosts))
+	}
+	for _, h := range hosts {
+		want, persona := "idrac-virtualmedia+https://", "idrac9"
+		if h.Role == "worker" {
+			want, persona = "redfish-virtualmedia+https://", "ilo6"
+		}
+		if !strings.HasPrefix(h.BMC.Address, want) {
+			t.Errorf("%s (%s): bmc.address %s, want %s…", h.Name, h.Role, h.BMC.Address, want)
+		}
+		if got := f.BMCs[h.Name].Personality; got != persona {
+			t.Errorf("%s: personality recorded with the domain %q, want %q", h.Name, got, persona)
+		}
+	}
+}

@@ -36,6 +36,8 @@ type Host struct {
 	PoolDir map[string]string
 	Daemons map[int][]string // pid → args, all of the one lab
 	NextPID int
+	// BMCs are the BMC settings recorded with each node (MachineBMC).
+	BMCs map[string]lab.MachineBMC
 	// Fail makes the named call fail (once when FailOnce).
 	Fail     map[string]error
 	FailOnce bool
@@ -205,6 +207,10 @@ func (f *Host) Ensure(_ context.Context, o lab.Object) ([]string, error) {
 		f.Put(lab.KindDomain, o.Node.Name, o.Lab)
 		return []string{"domain"}, nil
 	case lab.MachineBMC:
+		if f.BMCs == nil {
+			f.BMCs = map[string]lab.MachineBMC{}
+		}
+		f.BMCs[o.Node] = o
 		return nil, nil
 	case lab.LLDPSender:
 		// One sender a lab, named as a process is.
@@ -388,6 +394,13 @@ func (r *Recorder) Ticks() []string {
 // a pull secret and an SSH key, and an openshift-install that is not there.
 func Env(t *testing.T, f *Host, dir string) (*lab.Env, *Recorder) {
 	t.Helper()
+	return EnvFor(t, f, dir, "name: fk\ncluster: {sshKey: id.pub, installer: /nonexistent/openshift-install}\n")
+}
+
+// EnvFor is Env over the lab file labText (its sshKey id.pub and the pull
+// secret are written beside it), with the tiny profile.
+func EnvFor(t *testing.T, f *Host, dir, labText string) (*lab.Env, *Recorder) {
+	t.Helper()
 	if dir == "" {
 		dir = filepath.Join(t.TempDir(), "lab")
 	}
@@ -404,7 +417,7 @@ func Env(t *testing.T, f *Host, dir string) (*lab.Env, *Recorder) {
 	sp, err := ssh.NewPublicKey(pub)
 	Must(t, err)
 	Must(t, os.WriteFile(filepath.Join(dir, "id.pub"), ssh.MarshalAuthorizedKey(sp), 0o644))
-	cfg, err := labconfig.Parse([]byte("name: fk\ncluster: {sshKey: id.pub, installer: /nonexistent/openshift-install}\n"))
+	cfg, err := labconfig.Parse([]byte(labText))
 	Must(t, err)
 	Must(t, cfg.ApplyProfile("tiny"))
 	p, err := plan.Resolve(cfg, plan.Options{Dir: dir, Profile: "tiny", Vbmcd: "/bin/vbmcd"})

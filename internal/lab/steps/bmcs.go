@@ -14,8 +14,9 @@ import (
 	"github.com/bmlab/bmlab/internal/yamljson"
 )
 
-// BMCs records each node's IPMI endpoint (for the ipmi kind) and its own BMC
-// user (cluster.bmc.nodeAccounts) with its domain, writes the
+// BMCs records each node's IPMI endpoint (for the ipmi kind), its own BMC
+// user (cluster.bmc.nodeAccounts) and its BMC's personality (the role's
+// personality) with its domain, writes the
 // BMC credentials to a 0600 file, starts the lab's vbmcd unless it runs
 // with the plan's arguments, and checks that every node's BMC answers with
 // the node's UUID at its address.
@@ -27,10 +28,10 @@ func (BMCs) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 	p := e.Plan
 	changed := false
 	for _, n := range p.Nodes {
-		if n.BMC.IPMIPort == 0 && n.BMC.Username == "" {
+		if n.BMC.IPMIPort == 0 && n.BMC.Username == "" && n.BMC.Personality == "" {
 			continue
 		}
-		c, err := e.Host.Ensure(ctx, lab.MachineBMC{Node: n.Name, IPMIPort: n.BMC.IPMIPort, User: n.BMC.Username, Password: n.BMC.Password})
+		c, err := e.Host.Ensure(ctx, lab.MachineBMC{Node: n.Name, IPMIPort: n.BMC.IPMIPort, User: n.BMC.Username, Password: n.BMC.Password, Personality: n.BMC.Personality})
 		if err != nil {
 			return changed, err
 		}

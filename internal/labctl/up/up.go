@@ -9,6 +9,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -154,6 +156,9 @@ type nodeRow struct {
 	BMC         string `json:"bmc,omitempty"`
 	UUID        string `json:"uuid"`
 	Host        string `json:"host,omitempty"` // labs over several hosts
+	// Vendor is the Manufacturer of the node's BMC personality (a mixed
+	// rack); empty for the generic BMC.
+	Vendor string `json:"vendor,omitempty"`
 }
 
 // ips is the node's address, or a dual-stack node's two.
@@ -171,7 +176,7 @@ func rows(ctx context.Context, e *lab.Env) ([]nodeRow, error) {
 		if err != nil {
 			return nil, err
 		}
-		r := nodeRow{Name: n.Name, Role: n.Role, MAC: n.MAC, IP: n.IP.String(), BMC: n.BMC.Address, UUID: n.UUID, Power: power, Host: n.Host}
+		r := nodeRow{Name: n.Name, Role: n.Role, MAC: n.MAC, IP: n.IP.String(), BMC: n.BMC.Address, UUID: n.UUID, Power: power, Host: n.Host, Vendor: n.BMC.Vendor}
 		if n.SecondaryIP.IsValid() {
 			r.SecondaryIP = n.SecondaryIP.String()
 		}
@@ -186,16 +191,26 @@ func table(ctx context.Context, g *cli.Globals, e *lab.Env) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(g.Streams.Out, 0, 4, 2, ' ', 0)
-	if len(e.Plan.Hosts) > 0 {
-		fmt.Fprintln(tw, "NODE\tHOST\tROLE\tPOWER\tBOOT MAC\tIP\tBMC")
-		for _, r := range rs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Host, r.Role, r.Power, r.MAC, r.ips(), orDash(r.BMC))
-		}
-		return tw.Flush()
+	// HOST for a lab over several hosts, VENDOR for a mixed rack.
+	hosts := len(e.Plan.Hosts) > 0
+	vendors := slices.ContainsFunc(rs, func(r nodeRow) bool { return r.Vendor != "" })
+	head := []string{"NODE", "ROLE", "POWER", "BOOT MAC", "IP", "BMC"}
+	if vendors {
+		head = slices.Insert(head, 5, "VENDOR")
 	}
-	fmt.Fprintln(tw, "NODE\tROLE\tPOWER\tBOOT MAC\tIP\tBMC")
+	if hosts {
+		head = slices.Insert(head, 1, "HOST")
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Role, r.Power, r.MAC, r.ips(), orDash(r.BMC))
+		cols := []string{r.Name, r.Role, r.Power, r.MAC, r.ips(), orDash(r.BMC)}
+		if vendors {
+			cols = slices.Insert(cols, 5, orDash(r.Vendor))
+		}
+		if hosts {
+			cols = slices.Insert(cols, 1, r.Host)
+		}
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	}
 	return tw.Flush()
 }

@@ -1,0 +1,237 @@
+package personality
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/bmlab/bmlab/internal/machine"
+)
+
+// Name names a personality; it is what a machine's settings record
+// (machine.Settings.Personality) and what vbmcd's --personality takes.
+type Name string
+
+// The personalities vbmcd knows.
+const (
+	Generic Name = "generic"
+	IDRAC9  Name = "idrac9"
+	IDRAC10 Name = "idrac10"
+	ILO6    Name = "ilo6"
+	X13     Name = "supermicro-x13"
+)
+
+// Placement says where a BMC serves its virtual media.
+type Placement uint8
+
+// Where virtual media hangs: under the Manager, under the System, or both.
+const (
+	UnderManager Placement = 1 << iota
+	UnderSystem
+)
+
+// Slot is one virtual media member as the vendor names it, and the model's
+// drive behind it.
+type Slot struct {
+	ID         string            // the member's Id, "CD", "1", "CD1"
+	Drive      machine.MediaSlot // the machine model's drive
+	Name       string
+	MediaTypes []string
+}
+
+// Personality is how one vendor's BMC looks. Every field says what a client
+// reads; Sources names where each fact comes from.
+type Personality struct {
+	Name Name
+	// Manufacturer is the System's, Chassis' and Manager's Manufacturer:
+	// Ironic's redfish management picks vendor paths by it
+	// (RedfishManagement.detect_vendor reads System.Manufacturer; the
+	// redfish-virtual-media boot interface refuses a Dell whose BMC
+	// firmware is older than 6.00.00.00).
+	Manufacturer string
+	Model        string // the System's and Chassis' Model
+	BMCModel     string // the Manager's Model
+	BMCFirmware  string // the Manager's FirmwareVersion
+	BIOSVersion  string // the System's BiosVersion
+
+	// SystemID, ManagerID and ChassisID are the ids the vendor's BMC gives
+	// its one System, Manager and Chassis, as it serves them at a BMC of
+	// its own. A listener that serves many machines names each by its
+	// machine id instead, which is unique.
+	SystemID, ManagerID, ChassisID string
+
+	// Media are the virtual media members, MediaAt where they hang.
+	Media   []Slot
+	MediaAt Placement
+
+	// Quirks are the misbehaviours this vendor's BMC is known for, on by
+	// default for machines of this personality.
+	Quirks []Quirk
+
+	// Sources names the public material each fact above comes from.
+	Sources []string
+}
+
+var (
+	cdSlot = func(id string) Slot {
+		return Slot{ID: id, Drive: machine.SlotCD, Name: "Virtual CD", MediaTypes: []string{"CD", "DVD"}}
+	}
+	removableSlot = func(id string) Slot {
+		return Slot{ID: id, Drive: machine.SlotRemovable, Name: "Virtual Removable Media", MediaTypes: []string{"USBStick", "Floppy"}}
+	}
+)
+
+// all lists every personality, generic first.
+var all = []*Personality{
+	{
+		Name:         Generic,
+		Manufacturer: "bmlab",
+		Model:        "bmlab virtual server",
+		BMCModel:     "bmlab virtual server BMC",
+		BMCFirmware:  "1.0.0",
+		BIOSVersion:  "1.0.0",
+		Media:        []Slot{cdSlot(string(machine.SlotCD)), removableSlot(string(machine.SlotRemovable))},
+		MediaAt:      UnderManager | UnderSystem,
+	},
+	{
+		Name: IDRAC9,
+		// A 16th-generation PowerEdge with iDRAC 9 firmware 7.x.
+		Manufacturer: "Dell Inc.",
+		Model:        "PowerEdge R660",
+		BMCModel:     "16G Monolithic",
+		BMCFirmware:  "7.10.70.00",
+		BIOSVersion:  "2.3.5",
+		SystemID:     "System.Embedded.1",
+		ManagerID:    "iDRAC.Embedded.1",
+		ChassisID:    "System.Embedded.1",
+		// iDRAC 9 serves its members CD and RemovableDisk under the
+		// Manager, where Ironic's idrac-redfish-virtual-media and sushy
+		// 4.x look.
+		Media:   []Slot{cdSlot("CD"), removableSlot("RemovableDisk")},
+		MediaAt: UnderManager,
+		Sources: []string{
+			"Dell iDRAC9 Redfish API Guide: /redfish/v1/Managers/iDRAC.Embedded.1/VirtualMedia/CD and RemovableDisk, System.Embedded.1",
+			"dell/iDRAC-Redfish-Scripting issue 24 (InsertMedia at Managers/iDRAC.Embedded.1/VirtualMedia/CD)",
+			"Ironic 21.4 redfish/boot.py _validate_vendor: 'Dell' and BMC firmware >= 6.00.00.00",
+		},
+	},
+	{
+		Name: IDRAC10,
+		// A 17th-generation PowerEdge with iDRAC 10 firmware 1.x.
+		Manufacturer: "Dell Inc.",
+		Model:        "PowerEdge R770",
+		BMCModel:     "17G Monolithic",
+		BMCFirmware:  "1.20.25.00",
+		BIOSVersion:  "1.2.1",
+		SystemID:     "System.Embedded.1",
+		ManagerID:    "iDRAC.Embedded.1",
+		ChassisID:    "System.Embedded.1",
+		// iDRAC 10 serves virtual media under the System only, members 1
+		// and 2 (the DMTF layout of VirtualMedia under ComputerSystem).
+		Media:   []Slot{cdSlot("1"), removableSlot("2")},
+		MediaAt: UnderSystem,
+		Quirks:  []Quirk{PowerOnConflict, MediaSlotOne},
+		Sources: []string{
+			"Dell iDRAC10 Redfish API Guide: /redfish/v1/Systems/System.Embedded.1/VirtualMedia/1",
+			"karmab/kcli 5a465493 (iDRAC 9/10: no Inserted in InsertMedia, NFS fallback at the Manager)",
+			"Ironic bug 2162995 (iDRAC10: 409 to On for a while after a power-off)",
+		},
+	},
+	{
+		Name:         ILO6,
+		Manufacturer: "HPE",
+		Model:        "ProLiant DL360 Gen11",
+		BMCModel:     "iLO 6",
+		BMCFirmware:  "iLO 6 v1.59",
+		BIOSVersion:  "U54 v2.16 (03/01/2024)",
+		SystemID:     "1",
+		ManagerID:    "1",
+		ChassisID:    "1",
+		// iLO: member 1 is the floppy / USB stick, member 2 the CD/DVD,
+		// under the Manager.
+		Media:   []Slot{removableSlot("1"), cdSlot("2")},
+		MediaAt: UnderManager,
+		Quirks:  []Quirk{RefuseInPost},
+		Sources: []string{
+			"HPE iLO 6 Redfish reference: /redfish/v1/Systems/1, /Managers/1/VirtualMedia/1 (Floppy, USBStick) and /2 (CD, DVD)",
+			"proliantutils 2.14 (Debian) redfish/resources/system/system.py: Oem.Hpe.PostState, Oem.Hpe.Bios; manager/virtual_media.py: Oem.Hpe.Actions #HpeiLOVirtualMedia.InsertVirtualMedia",
+			"Ironic bug 2136275 (iLO refuses changes while the server is in POST)",
+		},
+	},
+	{
+		Name:         X13,
+		Manufacturer: "Supermicro",
+		Model:        "SYS-221H-TNR",
+		BMCModel:     "X13DEM",
+		BMCFirmware:  "01.03.10",
+		BIOSVersion:  "2.1",
+		SystemID:     "1",
+		ManagerID:    "1",
+		ChassisID:    "1",
+		// Supermicro: one member CD1 under the Manager.
+		Media:   []Slot{cdSlot("CD1")},
+		MediaAt: UnderManager,
+		Quirks:  []Quirk{StaleInserted},
+		Sources: []string{
+			"Supermicro Redfish User Guide 4.0, Virtual Media Management: /redfish/v1/Managers/1/VirtualMedia/CD1",
+			"quadsproject/badfish PR 126 (a Supermicro's member CD1)",
+			"ansible-collections/community.general issue 6969, PR 12537 (Supermicro keeps Image and ImageName after an eject)",
+			"Ironic 21.4 redfish/management.py: BootSourceOverrideEnabled always sent to a Supermicro (story 2008547)",
+		},
+	},
+}
+
+// Names lists the personalities' names, generic first.
+func Names() []string {
+	out := make([]string, len(all))
+	for i, p := range all {
+		out[i] = string(p.Name)
+	}
+	return out
+}
+
+// Lookup returns the personality named name ("" is generic).
+func Lookup(name string) (*Personality, error) {
+	if name == "" {
+		return all[0], nil
+	}
+	for _, p := range all {
+		if string(p.Name) == name {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("personality %q: want one of %s", name, strings.Join(Names(), ", "))
+}
+
+// Default is the generic personality.
+func Default() *Personality { return all[0] }
+
+// MediaUnder reports whether members hang under the Manager (manager true)
+// or the System.
+func (p *Personality) MediaUnder(manager bool) bool {
+	if manager {
+		return p.MediaAt&UnderManager != 0
+	}
+	return p.MediaAt&UnderSystem != 0
+}
+
+// Member finds the member with the vendor's id.
+func (p *Personality) Member(id string) (Slot, bool) {
+	i := slices.IndexFunc(p.Media, func(s Slot) bool { return s.ID == id })
+	if i < 0 {
+		return Slot{}, false
+	}
+	return p.Media[i], true
+}
+
+// MemberOf finds the member behind the model's drive.
+func (p *Personality) MemberOf(d machine.MediaSlot) (Slot, bool) {
+	i := slices.IndexFunc(p.Media, func(s Slot) bool { return s.Drive == d })
+	if i < 0 {
+		return Slot{}, false
+	}
+	return p.Media[i], true
+}
+
+// Generic reports whether p is the generic personality.
+func (p *Personality) Generic() bool { return p.Name == Generic }

@@ -1,0 +1,86 @@
+package personality
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Quirk is a vendor misbehaviour with a public record, one switch each.
+type Quirk string
+
+// The quirks vbmcd can replay.
+const (
+	// PowerOnConflict: after a power-off, ComputerSystem.Reset On answers
+	// 409 for a while (iDRAC 10; Ironic bug 2162995).
+	PowerOnConflict Quirk = "power-on-conflict"
+	// RefuseInPost: while the server is in POST, changes (boot override,
+	// BIOS settings, resets other than a forced power-off) answer 400
+	// (iLO; Ironic bug 2136275).
+	RefuseInPost Quirk = "refuse-in-post"
+	// StaleInserted: after an eject, the member keeps Inserted true and its
+	// Image for a while (Supermicro; community.general issue 6969).
+	StaleInserted Quirk = "stale-inserted"
+	// MediaSlotOne: only member 1 takes an insert (iDRAC 10).
+	MediaSlotOne Quirk = "media-slot-one"
+	// EjectNeedsPowerOff: an eject is refused while the server is on.
+	EjectNeedsPowerOff Quirk = "eject-needs-power-off"
+	// SlowBIOSPatch: a PATCH of the BIOS settings holds the connection
+	// longer than a client's 60 s read timeout before it answers.
+	SlowBIOSPatch Quirk = "slow-bios-patch"
+)
+
+// QuirkInfo is what docs/personalities.md tells of a quirk.
+type QuirkInfo struct {
+	Quirk  Quirk
+	Vendor string
+	Source string
+}
+
+// Quirks lists every quirk with its public source.
+var Quirks = []QuirkInfo{
+	{PowerOnConflict, "Dell iDRAC 10", "Ironic bug 2162995"},
+	{RefuseInPost, "HPE iLO", "Ironic bug 2136275"},
+	{StaleInserted, "Supermicro", "ansible-collections/community.general issue 6969; Ironic ejects before every insert"},
+	{MediaSlotOne, "Dell iDRAC 10", "karmab/kcli 5a465493"},
+	{EjectNeedsPowerOff, "some BMCs", "Ironic, 2026-07"},
+	{SlowBIOSPatch, "some BMCs", "Ironic's [redfish]read_timeout"},
+}
+
+// ParseQuirks reads a list of switches, "name" (on) or "-name" (off),
+// separated by commas, as a map of the switches given.
+func ParseQuirks(s string) (map[Quirk]bool, error) {
+	out := map[Quirk]bool{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		on := true
+		if rest, ok := strings.CutPrefix(f, "-"); ok {
+			f, on = rest, false
+		}
+		if !slices.ContainsFunc(Quirks, func(q QuirkInfo) bool { return string(q.Quirk) == f }) {
+			return nil, fmt.Errorf("quirk %q: want one of %s (or -name to turn one off)", f, strings.Join(quirkNames(), ", "))
+		}
+		out[Quirk(f)] = on
+	}
+	return out, nil
+}
+
+func quirkNames() []string {
+	out := make([]string, len(Quirks))
+	for i, q := range Quirks {
+		out[i] = string(q.Quirk)
+	}
+	return out
+}
+
+// Has reports whether quirk q is on: the switch in set when it names q,
+// else the personality's default.
+func (p *Personality) Has(q Quirk, set map[Quirk]bool) bool {
+	if on, ok := set[q]; ok {
+		return on
+	}
+	return slices.Contains(p.Quirks, q)
+}
