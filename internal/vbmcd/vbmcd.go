@@ -56,11 +56,14 @@ func NewCommand(streams Streams, getenv func(string) string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "vbmcd",
 		Short: "vbmcd gives every libvirt VM a Redfish and an IPMI lanplus BMC",
-		Long: `vbmcd serves a BMC for every libvirt domain (or simulated server):
-Redfish on one listener (/redfish/v1/Systems/<domain uuid>, with sessions,
-boot override, secure boot, BIOS) and IPMI 2.0 lanplus on one UDP port per
-machine. Both faces share one machine model, so a change made through one is
-what the other reports.
+		Long: `vbmcd serves a BMC for every libvirt domain, KubeVirt VirtualMachine or
+simulated server: Redfish (sessions, boot override, virtual media, secure
+boot, BIOS, accounts, events, firmware) on one listener, each machine at
+/redfish/v1/Systems/<uuid>, and IPMI 2.0 lanplus (boot options, SOL) on a UDP
+port per machine. With --bmc-addresses each machine also gets a BMC of its
+own address (Redfish on 443, IPMI on 623), as a server's BMC has. Both faces
+share one machine model, so a change made through one is what the other
+reports; a machine may look like a vendor's BMC (vbmcd personality).
 
 Every flag can also be set in the YAML file given by --config (keys are the
 flags' names) or as an environment variable VBMCD_<FLAG> (for example
