@@ -186,7 +186,9 @@ func TestNetWithLibvirt(t *testing.T) {
 	cfg, _ := labFile(t, "name: np-"+suffix+"\nnetwork:\n  bridges: [{name: "+br+"}]\n  veths: []")
 	// The lab's LLDP sender is vbmcd's (`vbmcd lldp`): repair starts it.
 	vbmcd := testenv.Binary(t, "vbmcd")
-	args := func(sub string) []string { return []string{"net", sub, "--netns", "labci", "--vbmcd", vbmcd, "-f", cfg} }
+	args := func(sub string) []string {
+		return []string{"net", sub, "--netns", "labci", "--vbmcd", vbmcd, "-f", cfg}
+	}
 	t.Cleanup(func() { _, _ = run(t, args("down")...) })
 
 	if _, err := run(t, args("check")...); err == nil {
