@@ -301,29 +301,40 @@ func fail(kind machine.MediaErrorKind, image string, format string, args ...any)
 	return &machine.MediaError{Kind: kind, Image: image, Err: fmt.Errorf(format, args...)}
 }
 
-// Fetch implements machine.ImageFetcher.
-func (c *Cache) Fetch(ctx context.Context, req machine.ImageRequest) (machine.FetchedImage, func(), error) {
-	nop := func() {}
+// request reads an image request once for Fetch and Probe: the URI without
+// its credentials and as logs and errors show it, the credentials
+// to fetch it with, and for a local path the image itself (local true).
+func (c *Cache) request(req machine.ImageRequest) (shown *url.URL, image, user, pass string, img machine.FetchedImage, local bool, err error) {
 	u, err := url.Parse(req.Image)
 	if err != nil {
-		return machine.FetchedImage{}, nop, fail(machine.MediaForbidden, req.Image, "not a URI: %v", err)
+		return nil, "", "", "", img, false, fail(machine.MediaForbidden, req.Image, "not a URI: %v", err)
 	}
-	shown := *u
-	shown.User = nil
-	image := shown.String()
+	s := *u
+	s.User = nil
+	shown, image = &s, s.String()
 	switch u.Scheme {
 	case "http", "https":
 	case "", "file":
-		img, err := c.local(u, image, req)
-		return img, nop, err
+		img, err = c.local(u, image, req)
+		return shown, image, "", "", img, true, err
 	default:
-		return machine.FetchedImage{}, nop, fail(machine.MediaForbidden, image,
+		return nil, "", "", "", img, false, fail(machine.MediaForbidden, image,
 			"transfer protocol %q is not supported; use http, https or an allowed local path", u.Scheme)
 	}
-	user, pass := req.UserName, req.Password
+	user, pass = req.UserName, req.Password
 	if u.User != nil && user == "" {
 		user = u.User.Username()
 		pass, _ = u.User.Password()
+	}
+	return shown, image, user, pass, img, false, nil
+}
+
+// Fetch implements machine.ImageFetcher.
+func (c *Cache) Fetch(ctx context.Context, req machine.ImageRequest) (machine.FetchedImage, func(), error) {
+	nop := func() {}
+	shown, image, user, pass, img, local, err := c.request(req)
+	if err != nil || local {
+		return img, nop, err
 	}
 	key := image + "\x00" + user
 	if req.ISO && req.EFIArch != "" {
@@ -335,7 +346,7 @@ func (c *Cache) Fetch(ctx context.Context, req machine.ImageRequest) (machine.Fe
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Deadline)
 	defer cancel()
 
-	img, err := c.fetch(ctx, &shown, key, user, pass, req)
+	img, err = c.fetch(ctx, shown, key, user, pass, req)
 	if err != nil {
 		return machine.FetchedImage{}, nop, err
 	}

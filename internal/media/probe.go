@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -34,26 +33,9 @@ const ProbeBytes = 64 << 10
 // BMCs.
 func (c *Cache) Probe(ctx context.Context, req machine.ImageRequest) (machine.FetchedImage, func(), error) {
 	nop := func() {}
-	u, err := url.Parse(req.Image)
-	if err != nil {
-		return machine.FetchedImage{}, nop, fail(machine.MediaForbidden, req.Image, "not a URI: %v", err)
-	}
-	shown := *u
-	shown.User = nil
-	image := shown.String()
-	switch u.Scheme {
-	case "http", "https":
-	case "", "file":
-		img, err := c.local(u, image, req)
+	_, image, user, pass, img, local, err := c.request(req)
+	if err != nil || local {
 		return img, nop, err
-	default:
-		return machine.FetchedImage{}, nop, fail(machine.MediaForbidden, image,
-			"transfer protocol %q is not supported; use http, https or an allowed local path", u.Scheme)
-	}
-	user, pass := req.UserName, req.Password
-	if u.User != nil && user == "" {
-		user = u.User.Username()
-		pass, _ = u.User.Password()
 	}
 	hc, err := c.client(req)
 	if err != nil {
@@ -62,7 +44,7 @@ func (c *Cache) Probe(ctx context.Context, req machine.ImageRequest) (machine.Fe
 	defer hc.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.StallTimeout)
 	defer cancel()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, shown.String(), nil)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, image, nil)
 	if err != nil {
 		return machine.FetchedImage{}, nop, fail(machine.MediaForbidden, image, "%v", err)
 	}
