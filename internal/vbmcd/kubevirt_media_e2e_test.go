@@ -62,15 +62,6 @@ func TestE2EKubeVirtMedia(t *testing.T) {
 	vm := kubevirtVM(t, f.Namespace, "media-0", map[string]string{"bmlab.io/bmc": "yes"})
 	s := &vm.Spec.Template.Spec
 	s.Domain.Devices.Disks, s.Volumes = s.Domain.Devices.Disks[:1], s.Volumes[:1] // the disk, no CD
-	// A blank disk and UEFI without secure boot: OVMF finds nothing to
-	// boot and starts its shell, a guest the test can ask what it sees.
-	blank := testenv.QemuDir(t) + "/blank.img"
-	if err := os.WriteFile(blank, make([]byte, 1<<20), 0o666); err != nil {
-		t.Fatal(err)
-	}
-	s.Volumes[0].HostDisk.Path = blank
-	off := false
-	s.Domain.Firmware = &kubevirtv1.Firmware{Bootloader: &kubevirtv1.Bootloader{EFI: &kubevirtv1.EFI{SecureBoot: &off}}}
 	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
 	if err != nil {
 		t.Fatal(err)
@@ -334,15 +325,7 @@ func TestE2EKubeVirtMediaHotplug(t *testing.T) {
 	vm := kubevirtVM(t, f.Namespace, "hotplug-0", map[string]string{"bmlab.io/bmc": "yes"})
 	s := &vm.Spec.Template.Spec
 	s.Domain.Devices.Disks, s.Volumes = s.Domain.Devices.Disks[:1], s.Volumes[:1] // the disk, no CD
-	// A blank disk and UEFI without secure boot: OVMF finds nothing to
-	// boot and starts its shell, a guest the test can ask what it sees.
-	blank := testenv.QemuDir(t) + "/blank.img"
-	if err := os.WriteFile(blank, make([]byte, 1<<20), 0o666); err != nil {
-		t.Fatal(err)
-	}
-	s.Volumes[0].HostDisk.Path = blank
-	off := false
-	s.Domain.Firmware = &kubevirtv1.Firmware{Bootloader: &kubevirtv1.Bootloader{EFI: &kubevirtv1.EFI{SecureBoot: &off}}}
+	uefiShellGuest(t, s)
 	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
 	if err != nil {
 		t.Fatal(err)
@@ -491,3 +474,18 @@ func uefiShell(t *testing.T, domain, serial string) func(cmd string) string {
 
 // ansi matches the terminal control sequences the UEFI shell prints.
 var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
+
+// uefiShellGuest gives the VM a blank disk and UEFI without secure boot:
+// OVMF finds nothing to boot and starts its shell, a guest a test can ask
+// what it sees. (Not for a test that boots the marker disk: with a blank
+// disk OVMF falls through to the next boot option, the CD.)
+func uefiShellGuest(t *testing.T, s *kubevirtv1.VirtualMachineInstanceSpec) {
+	t.Helper()
+	blank := testenv.QemuDir(t) + "/blank.img"
+	if err := os.WriteFile(blank, make([]byte, 1<<20), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	s.Volumes[0].HostDisk.Path = blank
+	off := false
+	s.Domain.Firmware = &kubevirtv1.Firmware{Bootloader: &kubevirtv1.Bootloader{EFI: &kubevirtv1.EFI{SecureBoot: &off}}}
+}
