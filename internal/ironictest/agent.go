@@ -96,6 +96,25 @@ func (a *Agent) Booted(macs ...string) {
 	go a.run(ctx, s)
 }
 
+// PoweredOff tells the agent that the machine with these MAC addresses
+// powered off (Metal3's fake-ipa stops its agent on any pending power
+// state but On): the agent booted there, looking its node up or
+// heartbeating, is gone.
+func (a *Agent) PoweredOff(macs ...string) {
+	a.mu.Lock()
+	s := a.booting[strings.ToLower(macs[0])]
+	a.mu.Unlock()
+	if s == nil {
+		return
+	}
+	select {
+	case <-s.done:
+	default:
+		a.logf("%s powered off: the agent booted there is gone", strings.Join(macs, ","))
+		s.cancel()
+	}
+}
+
 // Boots counts the agent's boots on a node that reached Ironic (looked up).
 func (a *Agent) Boots(node string) int {
 	a.mu.Lock()
