@@ -38,7 +38,7 @@ type fakeIPA struct {
 	boot, shutdown func(macs ...string)
 }
 
-func newFakeIPA(t *testing.T) (*fakeIPA, string) {
+func newFakeIPA(t testing.TB) (*fakeIPA, string) {
 	f := &fakeIPA{booted: map[string]bool{}, got: make(chan struct{}, 1000)}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
@@ -57,7 +57,13 @@ func (f *fakeIPA) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
-	defer func() { f.mu.Unlock(); f.got <- struct{}{} }()
+	defer func() {
+		f.mu.Unlock()
+		select { // a wake-up for waitFor; a full channel has one already
+		case f.got <- struct{}{}:
+		default:
+		}
+	}()
 	f.bodies = append(f.bodies, sys)
 	pending, _ := sys["pending_power"].(map[string]any)
 	if pending == nil {
