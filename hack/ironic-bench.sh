@@ -17,8 +17,8 @@ cd "$(dirname "$0")/.."
 ns=("$@"); [ ${#ns[@]} -gt 0 ] || ns=(100 500)
 echo "machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(free -g | awk '/^Mem/{print $2}') GiB; $(date -u +%FT%TZ)"
 for n in "${ns[@]}"; do
-  echo "N=$n: load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
-  log=$(mktemp)
+  log=$(mktemp /tmp/ironic-bench-$n.XXXX.log)
+  echo "N=$n: the output goes to $log (each phase's row, and the load average after it, as it ends)"
   if ! BMLAB_IRONIC_NODES=$n BMLAB_IRONIC_HEARTBEAT=${HEARTBEAT:-10s} CI=true \
     go test -count=1 -timeout 4h -run '^$' -bench IronicNodes -benchtime 1x -v ./internal/vbmcd >"$log" 2>&1; then
     grep -v '^\s*20[0-9][0-9]-' "$log" | tail -40

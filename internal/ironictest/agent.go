@@ -220,10 +220,14 @@ func (a *Agent) run(ctx context.Context, s *session) {
 			"agent_version": agentVersion,
 		}, nil)
 		var ae *APIError
+		var soon <-chan time.Time // nil: wait for the tick or a command
 		switch {
 		case err == nil:
 		case asAPIError(err, &ae) && ae.Status == http.StatusConflict:
-			// The node is locked by the conductor: try again soon.
+			// The node is locked by the conductor: try again soon (in
+			// a second, or at the tick if that is sooner), as IPA
+			// retries a failed heartbeat sooner than its interval.
+			soon = time.After(min(time.Second, a.every))
 		case asAPIError(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusNotFound || ae.Status == http.StatusForbidden):
 			a.logf("node %s: heartbeat refused (%d %s): this boot of the agent is over", s.node, ae.Status, ae.Body)
 			return
@@ -235,6 +239,7 @@ func (a *Agent) run(ctx context.Context, s *session) {
 			return
 		case <-s.kick:
 		case <-tick.C:
+		case <-soon:
 		}
 	}
 }

@@ -149,7 +149,8 @@ func ironicRun(b *testing.B, n int, every time.Duration) {
 			row += fmt.Sprintf(" %.1f (%.0f%%) |", cpu, 100*cpu/took.Seconds())
 		}
 		rows = append(rows, row)
-		b.Logf("%s of %d node(s): %s", name, n, took.Round(100*time.Millisecond))
+		// On stdout at once: a run that stops later keeps its phases.
+		fmt.Printf("ironic-bench: %s %s\n", row, loadavg())
 		b.ReportMetric(float64(n)/took.Minutes(), strings.ReplaceAll(name, " ", "_")+"-nodes/min")
 	}
 	phase("enroll", "", func(node string) error {
@@ -174,7 +175,7 @@ func ironicRun(b *testing.B, n int, every time.Duration) {
 	ipa.mu.Unlock()
 	murl := fmt.Sprintf("http://127.0.0.1:%d/metrics", mport)
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n| N | phase | seconds | nodes/min | vbmcd CPU s (%% of a core) | Ironic CPU s | bench process CPU s |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&sb, "\n| N | phase | seconds | nodes/min | vbmcd CPU s (%% of a core) | Ironic CPU s (%% of a core) | bench process CPU s (%% of a core) |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		sb.WriteString(r + "\n")
 	}
