@@ -270,9 +270,9 @@ func (p *proc) times() (own, kids float64) {
 		return 0, 0
 	}
 	s := string(b)
-	f := strings.Fields(s[strings.LastIndex(s, ")")+2:]) // fields from 3 (state) on
+	f := strings.Fields(s[strings.LastIndex(s, ")")+2:])                              // fields from 3 (state) on
 	v := func(i int) float64 { x, _ := strconv.ParseFloat(f[i], 64); return x / 100 } // USER_HZ
-	own = v(11) + v(12) // utime, stime (fields 14, 15)
+	own = v(11) + v(12)                                                               // utime, stime (fields 14, 15)
 	if p.children {
 		kids = v(13) + v(14) // cutime, cstime
 	}
