@@ -94,7 +94,10 @@ func ironicRun(b *testing.B, n int, every time.Duration) {
 	vb := exec.Command(bin, "--backend", "sim", "--sim-systems", file, "--sim-notify-url", listener,
 		"--sim-media", "probe", "--sim-delay", "500ms", "--redfish-addr", addr, "--insecure-http", "--ipmi=false",
 		"--password", pass, "--state-dir", filepath.Join(dir, "state"), "--media-dir", filepath.Join(dir, "media"),
-		"--media-allow-loopback", "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", mport))
+		"--media-allow-loopback", "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", mport),
+		// Ironic is one source with a pool of connections per node (10
+		// each): the default cap of 128 a source closes its surplus.
+		"--redfish-max-conns-per-source", "8192", "--redfish-max-conns", "8192")
 	vb.Stdout, vb.Stderr = vlog, vlog
 	if err := vb.Start(); err != nil {
 		b.Fatal(err)
@@ -184,8 +187,8 @@ func ironicRun(b *testing.B, n int, every time.Duration) {
 	for _, r := range rows {
 		sb.WriteString(r + "\n")
 	}
-	fmt.Fprintf(&sb, "peak RSS: vbmcd %.0f MB, Ironic %.0f MB; API calls made again after \"database is locked\": %d; announcements received %d (refused by the listener: %d), vbmcd's notifier: sent %.0f, failed %.0f, dropped %.0f; load average %s at the start, %s at the end; %d cores\n",
-		procs[0].peakMB(), procs[1].peakMB(), lockedRetries.Load(), sent, refused, scrape(b, murl, "vbmcd_notifications_sent_total"), scrape(b, murl, "vbmcd_notifications_failed_total"),
+	fmt.Fprintf(&sb, "peak RSS: vbmcd %.0f MB, Ironic %.0f MB; API calls made again after \"database is locked\": %d; connections vbmcd refused: %.0f; announcements received %d (refused by the listener: %d), vbmcd's notifier: sent %.0f, failed %.0f, dropped %.0f; load average %s at the start, %s at the end; %d cores\n",
+		procs[0].peakMB(), procs[1].peakMB(), lockedRetries.Load(), scrape(b, murl, "vbmcd_redfish_connections_refused_total"), sent, refused, scrape(b, murl, "vbmcd_notifications_sent_total"), scrape(b, murl, "vbmcd_notifications_failed_total"),
 		scrape(b, murl, "vbmcd_notifications_dropped_total"), load0, loadavg(), runtime.NumCPU())
 	b.Log(sb.String())
 }
