@@ -96,6 +96,25 @@ func (a *Agent) Booted(macs ...string) {
 	go a.run(ctx, s)
 }
 
+// PoweredOff tells the agent that the machine with these MAC addresses
+// powered off (Metal3's fake-ipa stops its agent on any pending power
+// state but On): the agent booted there, looking its node up or
+// heartbeating, is gone.
+func (a *Agent) PoweredOff(macs ...string) {
+	a.mu.Lock()
+	s := a.booting[strings.ToLower(macs[0])]
+	a.mu.Unlock()
+	if s == nil {
+		return
+	}
+	select {
+	case <-s.done:
+	default:
+		a.logf("%s powered off: the agent booted there is gone", strings.Join(macs, ","))
+		s.cancel()
+	}
+}
+
 // Boots counts the agent's boots on a node that reached Ironic (looked up).
 func (a *Agent) Boots(node string) int {
 	a.mu.Lock()
@@ -201,10 +220,14 @@ func (a *Agent) run(ctx context.Context, s *session) {
 			"agent_version": agentVersion,
 		}, nil)
 		var ae *APIError
+		var soon <-chan time.Time // nil: wait for the tick or a command
 		switch {
 		case err == nil:
 		case asAPIError(err, &ae) && ae.Status == http.StatusConflict:
-			// The node is locked by the conductor: try again soon.
+			// The node is locked by the conductor: try again soon (in
+			// a second, or at the tick if that is sooner), as IPA
+			// retries a failed heartbeat sooner than its interval.
+			soon = time.After(min(time.Second, a.every))
 		case asAPIError(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusNotFound || ae.Status == http.StatusForbidden):
 			a.logf("node %s: heartbeat refused (%d %s): this boot of the agent is over", s.node, ae.Status, ae.Body)
 			return
@@ -216,6 +239,7 @@ func (a *Agent) run(ctx context.Context, s *session) {
 			return
 		case <-s.kick:
 		case <-tick.C:
+		case <-soon:
 		}
 	}
 }

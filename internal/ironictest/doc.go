@@ -24,16 +24,19 @@
 //     fake-ipa does, once told a node booted the deploy image: for a VM, its
 //     serial console shows the marker ISO's line (WatchSerial); for a
 //     simulated machine, vbmcd's event says its one-time Cd boot was used
-//     (WatchEvents). It writes nothing to disks: the deploy and clean
-//     steps it is asked to run succeed at once.
+//     (WatchEvents); or, as in a Metal3 scale job, a listener of the fake
+//     driver's announcements deciding as fake-ipa does calls Booted and
+//     PoweredOff. It writes nothing to disks: the deploy and clean steps
+//     it is asked to run succeed at once.
 //
 // Ironic publishes the images it hands BMCs (the deploy ISO) under its
 // http_root; Start serves that directory over HTTP (Ironic.HTTPURL), as
 // Metal3's httpd does, and anything else a test puts in Ironic.Files.
 //
-// For many nodes (a nodes-per-minute benchmark over hundreds of simulated
-// servers), one WatchEvents on vbmcd's service listener covers them all;
-// raise Options.HeartbeatEvery (each running agent heartbeats that often
+// For many nodes (BenchmarkIronicNodes in internal/vbmcd, run by
+// hack/ironic-bench.sh, takes hundreds of simulated servers through every
+// step), one WatchEvents on vbmcd's service listener, or one notification
+// listener, covers them all; raise Options.HeartbeatEvery (each running agent heartbeats that often
 // besides the heartbeat after each command, which is what moves a step on)
 // and, if the log grows too large, set Options.Config's DEFAULT debug to
 // false. Ironic's warnings and errors are logged with the test

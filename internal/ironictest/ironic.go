@@ -186,6 +186,10 @@ func cleanEnv() []string {
 	return env
 }
 
+// PID is the process id of Ironic (API and conductor in one process), for
+// a benchmark to read its CPU time and memory.
+func (ir *Ironic) PID() int { return ir.cmd.Process.Pid }
+
 // LogTail returns the last n lines of Ironic's log.
 func (ir *Ironic) LogTail(n int) string {
 	b, _ := os.ReadFile(ir.log)

@@ -250,7 +250,7 @@ func metricsURL(t *testing.T, out *testenv.Buffer) string {
 }
 
 // scrape reads one unlabelled sample from the metrics at url.
-func scrape(t *testing.T, url, name string) float64 {
+func scrape(t testing.TB, url, name string) float64 {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {

@@ -31,10 +31,14 @@ type fakeIPA struct {
 	booted    map[string]bool
 	decisions []string // "boot NAME", "shutdown NAME"
 	bodies    []map[string]any
+	refused   []string // the bodies fake-ipa would fail on
 	got       chan struct{}
+	// boot and shutdown, when set, act on the decisions: a stand-in
+	// agent boots or stops on the system's NICs.
+	boot, shutdown func(macs ...string)
 }
 
-func newFakeIPA(t *testing.T) (*fakeIPA, string) {
+func newFakeIPA(t testing.TB) (*fakeIPA, string) {
 	f := &fakeIPA{booted: map[string]bool{}, got: make(chan struct{}, 1000)}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
@@ -53,7 +57,13 @@ func (f *fakeIPA) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
-	defer func() { f.mu.Unlock(); f.got <- struct{}{} }()
+	defer func() {
+		f.mu.Unlock()
+		select { // a wake-up for waitFor; a full channel has one already
+		case f.got <- struct{}{}:
+		default:
+		}
+	}()
 	f.bodies = append(f.bodies, sys)
 	pending, _ := sys["pending_power"].(map[string]any)
 	if pending == nil {
@@ -67,16 +77,29 @@ func (f *fakeIPA) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	boot, ok5 := sys["boot_device"].(string)
 	nics, ok6 := sys["nics"].([]any)
 	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || len(nics) == 0 {
+		f.refused = append(f.refused, string(b))
 		http.Error(w, fmt.Sprintf("fake-ipa would fail on %s", b), http.StatusInternalServerError)
 		return
+	}
+	var macs []string
+	for _, n := range nics {
+		if m, _ := n.(map[string]any)["mac"].(string); m != "" {
+			macs = append(macs, m)
+		}
 	}
 	switch {
 	case state == "On" && !f.booted[uuid] && boot != "Hdd":
 		f.booted[uuid] = true
 		f.decisions = append(f.decisions, "boot "+name)
+		if f.boot != nil {
+			f.boot(macs...)
+		}
 	case state != "On" && f.booted[uuid]:
 		delete(f.booted, uuid)
 		f.decisions = append(f.decisions, "shutdown "+name)
+		if f.shutdown != nil {
+			f.shutdown(macs...)
+		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -113,23 +136,7 @@ func (f *fakeIPA) waitFor(t *testing.T, what string, cond func(bodies []map[stri
 func TestSushyFakeSystemsNotify(t *testing.T) {
 	testenv.Integration(t)
 	ipa, listener := newFakeIPA(t)
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "conf.py")
-	if err := os.WriteFile(conf, []byte(`import collections
-Host = collections.namedtuple('Host', ['hostname', 'port'])
-SUSHY_EMULATOR_FAKE_DRIVER = True
-SUSHY_EMULATOR_LISTEN_PORT = 8001
-EXTERNAL_NOTIFICATION_URL = "`+listener+`"
-FAKE_IPA_ADVERTISE_ADDRESS = Host(hostname="127.0.0.1", port="9999")
-SUSHY_EMULATOR_FAKE_SYSTEMS = [
-    {'uuid': '27946b59-9e44-4fa7-8e91-f3527a1ef094', 'name': 'fake1', 'power_state': 'Off',
-     'external_notifier': True, 'nics': [{'mac': '00:5c:52:31:3a:9c', 'ip': '172.22.0.100'}]},
-    {'uuid': '27946b59-9e44-4fa7-8e91-f3527a1ef095', 'name': 'fake2', 'power_state': 'Off',
-     'nics': [{'mac': '00:5c:52:31:3a:9d', 'ip': '172.22.0.101'}]},
-]
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	conf := fakeDriverConf(t, listener, false)
 	images := isoServer(t)
 	addr, out := simDaemon(t, func(c *Config) {
 		c.SimSystems, c.SimMedia, c.SimDelay = conf, "probe", 300*time.Millisecond
@@ -144,9 +151,8 @@ SUSHY_EMULATOR_FAKE_SYSTEMS = [
 	if err != nil || r.object()["Id"] != "27946b59-9e44-4fa7-8e91-f3527a1ef094" || r.object()["Name"] != "fake1" {
 		t.Fatalf("GET by name: %v %s", err, r.Body)
 	}
-	const id1, id2 = "27946b59-9e44-4fa7-8e91-f3527a1ef094", "27946b59-9e44-4fa7-8e91-f3527a1ef095"
 
-	for _, id := range []string{id1, id2} {
+	for _, id := range []string{fakeID1, fakeID2} {
 		sushy(t, url, "admin", "sim-pass-1", id, "boot", "Cd", "Once", "UEFI")
 		sushy(t, url, "admin", "sim-pass-1", id, "reset", "On")
 	}
@@ -154,19 +160,19 @@ SUSHY_EMULATOR_FAKE_SYSTEMS = [
 		return len(d) == 1 && d[0] == "boot fake1" && b[len(b)-1]["power_state"] == "On" && b[len(b)-1]["pending_power"] == nil
 	})
 	var vm struct{ Inserted bool }
-	runSushy(t, "sushy_vmedia.py", url, "admin", "sim-pass-1", id1, []string{"insert", images + "/boot-fake1.iso"}, &vm)
+	runSushy(t, "sushy_vmedia.py", url, "admin", "sim-pass-1", fakeID1, []string{"insert", images + "/boot-fake1.iso"}, &vm)
 	ipa.waitFor(t, "the inserted image", func(b []map[string]any, _ []string) bool {
 		img, _ := b[len(b)-1]["boot_image"].(map[string]any)
 		cd, _ := img["Cd"].([]any)
 		return len(cd) == 3 && cd[0] == images+"/boot-fake1.iso" && cd[2] == true
 	})
-	runSushy(t, "sushy_vmedia.py", url, "admin", "sim-pass-1", id1, []string{"eject"}, &vm)
+	runSushy(t, "sushy_vmedia.py", url, "admin", "sim-pass-1", fakeID1, []string{"eject"}, &vm)
 	ipa.waitFor(t, "the ejection", func(b []map[string]any, _ []string) bool {
 		img, _ := b[len(b)-1]["boot_image"].(map[string]any)
 		cd, _ := img["Cd"].([]any)
 		return len(cd) == 3 && cd[0] == nil && cd[2] == false
 	})
-	sushy(t, url, "admin", "sim-pass-1", id1, "reset", "ForceOff")
+	sushy(t, url, "admin", "sim-pass-1", fakeID1, "reset", "ForceOff")
 	ipa.waitFor(t, "the agent stopped", func(_ []map[string]any, d []string) bool {
 		return len(d) == 2 && d[1] == "shutdown fake1"
 	})
@@ -175,21 +181,7 @@ SUSHY_EMULATOR_FAKE_SYSTEMS = [
 	// pending state with its apply_time (whole seconds) and the state
 	// still the old one, then the new state with no pending one.
 	ipa.mu.Lock()
-	var steps []string
-	for _, b := range ipa.bodies {
-		st := fmt.Sprint(b["power_state"])
-		if p, ok := b["pending_power"].(map[string]any); ok {
-			at, _ := p["apply_time"].(float64)
-			if at != float64(int64(at)) || int64(at) < time.Now().Unix()-60 {
-				t.Errorf("apply_time %v: want the Unix second the change applies", p["apply_time"])
-			}
-			st = fmt.Sprintf("%s->%v", st, p["power_state"])
-		}
-		if len(steps) == 0 || steps[len(steps)-1] != st {
-			steps = append(steps, st)
-		}
-	}
-	if want := []string{"Off", "Off->On", "On", "On->Off", "Off"}; !slices.Equal(steps, want) {
+	if want, steps := []string{"Off", "Off->On", "On", "On->Off", "Off"}, powerSteps(t, ipa.bodies, "fake1"); !slices.Equal(steps, want) {
 		t.Errorf("fake1's power as announced: %v, want %v", steps, want)
 	}
 	for _, b := range ipa.bodies {
@@ -264,4 +256,38 @@ func isoServer(t *testing.T) string {
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// The systems of fakeDriverConf.
+const (
+	fakeID1, fakeMAC1 = "27946b59-9e44-4fa7-8e91-f3527a1ef094", "00:5c:52:31:3a:9c"
+	fakeID2, fakeMAC2 = "27946b59-9e44-4fa7-8e91-f3527a1ef095", "00:5c:52:31:3a:9d"
+)
+
+// fakeDriverConf writes a sushy-tools configuration as a Metal3 job
+// writes it for the fake driver, its notifications to listener: two
+// systems off, fake1 with external_notifier, fake2 too when notify2.
+func fakeDriverConf(t *testing.T, listener string, notify2 bool) string {
+	t.Helper()
+	n2 := ""
+	if notify2 {
+		n2 = "\n     'external_notifier': True,"
+	}
+	conf := filepath.Join(t.TempDir(), "conf.py")
+	if err := os.WriteFile(conf, []byte(`import collections
+Host = collections.namedtuple('Host', ['hostname', 'port'])
+SUSHY_EMULATOR_FAKE_DRIVER = True
+SUSHY_EMULATOR_LISTEN_PORT = 8001
+EXTERNAL_NOTIFICATION_URL = "`+listener+`"
+FAKE_IPA_ADVERTISE_ADDRESS = Host(hostname="127.0.0.1", port="9999")
+SUSHY_EMULATOR_FAKE_SYSTEMS = [
+    {'uuid': '`+fakeID1+`', 'name': 'fake1', 'power_state': 'Off',
+     'external_notifier': True, 'nics': [{'mac': '`+fakeMAC1+`', 'ip': '172.22.0.100'}]},
+    {'uuid': '`+fakeID2+`', 'name': 'fake2', 'power_state': 'Off',`+n2+`
+     'nics': [{'mac': '`+fakeMAC2+`', 'ip': '172.22.0.101'}]},
+]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return conf
 }
