@@ -42,6 +42,7 @@ type Server struct {
 	metrics  *metrics.Registry  // nil: nothing counted
 
 	cache    renderCache
+	views    idViews // vendor ids at a BMC of its own (vendorids.go)
 	basic    basicCache
 	sessions sessionStore
 	routes   []*route
@@ -284,6 +285,12 @@ func (s *Server) serve(c *call) {
 	}
 	if p == rootURI {
 		p = rootURI + "/"
+	}
+	if v := s.viewOf(c); v != nil {
+		p = v.mapIn(p)
+		vw := &idWriter{ResponseWriter: w, c: c, v: v}
+		c.view, c.w, w = v, vw, vw
+		defer vw.finish()
 	}
 	c.path = p
 	// DSP0266 §8.2 (request headers): this service speaks OData 4.0 only;
