@@ -2,6 +2,7 @@ package redfish
 
 import (
 	"bytes"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -28,6 +29,9 @@ type idView struct {
 	// in maps "Systems/" + vendor id (and Managers/, Chassis/) to the
 	// machine id's path.
 	in [3][2]string
+	// inBody maps the vendor's paths in a request body, where they end
+	// with a quote or a slash.
+	inBody *strings.Replacer
 	// out maps the machine id's paths to the vendor's, and the Id of the
 	// System, Manager or Chassis itself (by the route's scope).
 	out [4]*strings.Replacer
@@ -67,11 +71,14 @@ func (s *Server) viewOf(c *call) *idView {
 func newVendorView(id string, p *personality.Personality) *idView {
 	v := &idView{id: id, key: "bmc\x00" + id + "\x00" + string(p.Name) + "\x00"}
 	own := [3][2]string{{"Systems", p.SystemID}, {"Managers", p.ManagerID}, {"Chassis", p.ChassisID}}
-	var paths []string
+	var paths, inPaths []string
 	for i, o := range own {
-		v.in[i] = [2]string{rootURI + "/" + o[0] + "/" + o[1], rootURI + "/" + o[0] + "/" + id}
-		paths = append(paths, rootURI+"/"+o[0]+"/"+id, rootURI+"/"+o[0]+"/"+o[1])
+		vendor, mine := rootURI+"/"+o[0]+"/"+o[1], rootURI+"/"+o[0]+"/"+id
+		v.in[i] = [2]string{vendor, mine}
+		paths = append(paths, mine, vendor)
+		inPaths = append(inPaths, vendor+`"`, mine+`"`, vendor+"/", mine+"/")
 	}
+	v.inBody = strings.NewReplacer(inPaths...)
 	if p.SlashedCollections {
 		for _, coll := range []string{"Systems", "Managers", "Chassis"} {
 			paths = append(paths, rootURI+"/"+coll+`"`, rootURI+"/"+coll+`/"`)
@@ -95,6 +102,41 @@ func (v *idView) mapIn(p string) string {
 		}
 	}
 	return p
+}
+
+// mapBody maps a request body's links to the vendor's System, Manager or
+// Chassis (SimpleUpdate's Targets, a subscription's OriginResources) to the
+// machine id's.
+func (v *idView) mapBody(b []byte) []byte {
+	if !bytes.Contains(b, []byte(rootURI)) {
+		return b
+	}
+	return []byte(v.inBody.Replace(string(b)))
+}
+
+// mappedBody is a request body read whole (it is bounded: maxBody) and
+// mapped in before the handler reads it.
+type mappedBody struct {
+	io.ReadCloser
+	v    *idView
+	rd   *bytes.Reader
+	err  error
+	read bool
+}
+
+func (b *mappedBody) Read(p []byte) (int, error) {
+	if !b.read {
+		b.read = true
+		all, err := io.ReadAll(b.ReadCloser)
+		b.rd, b.err = bytes.NewReader(b.v.mapBody(all)), err
+	}
+	if n, _ := b.rd.Read(p); n > 0 || b.err == nil {
+		if n == 0 {
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+	return 0, b.err
 }
 
 // mapOut maps a body (or a header value) written for the machine id.

@@ -17,6 +17,7 @@ import (
 	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/schemas"
 
+	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
@@ -233,5 +234,51 @@ func TestVendorIDsHTTP(t *testing.T) {
 	if resp, _ := get("/redfish/v1/Systems/" + m.Name); resp.StatusCode != http.StatusPermanentRedirect ||
 		resp.Header.Get("Location") != "/redfish/v1/Systems/System.Embedded.1" {
 		t.Errorf("GET by name at the BMC: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
+
+// TestVendorIDsInBody: a request body that names the vendor's System (a
+// SimpleUpdate's Targets) reaches the machine, and the task's monitor is
+// the BMC's; a System the BMC does not have is refused.
+func TestVendorIDsInBody(t *testing.T) {
+	f, images := newUpdateFixture(t)
+	id := f.ids[0]
+	if _, err := f.svc.UpdateSettings(context.Background(), id, func(s *machine.Settings) error {
+		s.Personality = "idrac9"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ts := listenAtBMC(t, f.h, id)
+	hc := ts.Client()
+	do := func(method, path, body string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
+		req.SetBasicAuth(testUser, testPass)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	update := func(target string) (*http.Response, string) {
+		return do(http.MethodPost, "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate",
+			`{"ImageURI":"`+images+`/bios-2.3.1.bin","Targets":["`+target+`"]}`)
+	}
+	if resp, body := update("/redfish/v1/Systems/System.Embedded.2"); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("SimpleUpdate of a System this BMC lacks: %d %s", resp.StatusCode, body)
+	}
+	resp, body := update("/redfish/v1/Systems/System.Embedded.1")
+	mon := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusAccepted || strings.Contains(body, id) || mon == "" || strings.Contains(mon, id) {
+		t.Fatalf("SimpleUpdate with the vendor's System in Targets: %d %q %s", resp.StatusCode, mon, body)
+	}
+	if resp, body := do(http.MethodGet, mon, ""); resp.StatusCode >= 300 && resp.StatusCode != http.StatusAccepted || strings.Contains(body, id) {
+		t.Errorf("the update's monitor %s at the BMC: %d %s", mon, resp.StatusCode, body)
 	}
 }
