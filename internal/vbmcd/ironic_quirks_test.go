@@ -29,7 +29,7 @@ func TestIronicQuirks(t *testing.T) {
 	var state string
 	_, out := simDaemon(t, func(c *Config) {
 		c.SimNodes, c.InsecureHTTP = 4, false
-		c.BMCAddresses = []string{"127.34.5.1-127.34.5.4"}
+		c.BMCAddresses = []string{"127.34.6.1-127.34.6.4"}
 		c.TLSCACert, c.TLSCAKey = caCert, caKey
 		c.Personality = "idrac10"
 		// Windows long enough that Ironic's requests on a loaded machine
@@ -54,7 +54,7 @@ func TestIronicQuirks(t *testing.T) {
 
 	const user, pass = "admin", "sim-pass-1"
 	ir := ironictest.Start(t, ironictest.Options{})
-	nodes := map[string]string{"dell": "127.34.5.1", "dell-off": "127.34.5.2", "hpe": "127.34.5.3", "hpe-off": "127.34.5.4"}
+	nodes := map[string]string{"dell": "127.34.6.1", "dell-off": "127.34.6.2", "hpe": "127.34.6.3", "hpe-off": "127.34.6.4"}
 	var names []string
 	for n, addr := range nodes {
 		if _, err := ir.Enroll(redfishNode(n, "https://"+addr, "", user, pass, caCert, "", nil)); err != nil {
@@ -84,7 +84,7 @@ func TestIronicQuirks(t *testing.T) {
 	}
 	var ae *ironictest.APIError
 	if err := bootDevice("hpe"); !errors.As(err, &ae) || !strings.Contains(ae.Body, "400") || !strings.Contains(ae.Body, "OperationNotAllowed") ||
-		!strings.Contains(ae.Body, "https://127.34.5.3/redfish/v1/Systems/1 ") {
+		!strings.Contains(ae.Body, "https://127.34.6.3/redfish/v1/Systems/1 ") {
 		t.Errorf("boot device on an iLO in POST (refuse-in-post on): %v, want Ironic's error with the BMC's 400 OperationNotAllowed at /Systems/1", err)
 	} else {
 		t.Logf("refuse-in-post on: %s", ae.Body)
@@ -112,7 +112,7 @@ func TestIronicQuirks(t *testing.T) {
 		t.Fatalf("power on (power-on-conflict on): no error from Ironic: %s", node)
 	}
 	if e := node.LastErr(); !strings.Contains(e, "Setting power state to power on failed") || !strings.Contains(e, "409") || !strings.Contains(e, "ResourceInUse") ||
-		!strings.Contains(e, "https://127.34.5.1/redfish/v1/Systems/System.Embedded.1/Actions/ComputerSystem.Reset") || node.Power() != "power off" {
+		!strings.Contains(e, "https://127.34.6.1/redfish/v1/Systems/System.Embedded.1/Actions/ComputerSystem.Reset") || node.Power() != "power off" {
 		t.Errorf("power on (power-on-conflict on): %s, want the power action failed on the BMC's 409 ResourceInUse at System.Embedded.1 and the node off", node)
 	} else {
 		t.Logf("power-on-conflict on: %s", e)
