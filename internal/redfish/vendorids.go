@@ -41,7 +41,8 @@ type idView struct {
 }
 
 // idViews keeps one idView per machine and personality: views are
-// built once, not per request.
+// built once, not per request (a few hundred bytes each; a removed
+// machine's stay until vbmcd restarts).
 type idViews struct{ m sync.Map }
 
 // viewOf returns the vendor view of a request that came in through its
@@ -63,12 +64,12 @@ func (s *Server) viewOf(c *call) *idView {
 	if v, ok := s.views.m.Load(key); ok {
 		return v.(*idView)
 	}
-	v := newVendorView(m.ID, p)
+	v := newIDView(m.ID, p)
 	s.views.m.Store(key, v)
 	return v
 }
 
-func newVendorView(id string, p *personality.Personality) *idView {
+func newIDView(id string, p *personality.Personality) *idView {
 	v := &idView{id: id, key: "bmc\x00" + id + "\x00" + string(p.Name) + "\x00"}
 	own := [3][2]string{{"Systems", p.SystemID}, {"Managers", p.ManagerID}, {"Chassis", p.ChassisID}}
 	var paths, inPaths []string
@@ -105,8 +106,7 @@ func (v *idView) mapIn(p string) string {
 }
 
 // mapBody maps a request body's links to the vendor's System, Manager or
-// Chassis (SimpleUpdate's Targets, a subscription's OriginResources) to the
-// machine id's.
+// Chassis (SimpleUpdate's Targets) to the machine id's.
 func (v *idView) mapBody(b []byte) []byte {
 	if !bytes.Contains(b, []byte(rootURI)) {
 		return b
@@ -153,8 +153,8 @@ func (v *idView) mapOut(c *call, b []byte) []byte {
 }
 
 // idWriter holds an answer until the handler is done, then maps it out.
-// A handler that flushes (an event stream) gets each later write mapped as
-// it comes.
+// A handler that flushes (a 413 over HTTP/2) sends what it wrote so far,
+// mapped, and each later write is mapped as it comes.
 type idWriter struct {
 	http.ResponseWriter
 	c         *call
