@@ -59,6 +59,12 @@ type Personality struct {
 	// its own. A listener that serves many machines names each by its
 	// machine id instead, which is unique.
 	SystemID, ManagerID, ChassisID string
+	// SlashedCollections: at a BMC of its own, the links to the Systems,
+	// Managers and Chassis collections end with a slash, as an iLO's URIs
+	// do (HPE's iLO 5 adaptation guide: /redfish/v1/x redirects to
+	// /redfish/v1/x/). proliantutils joins "1" to the Systems link
+	// (urljoin) and needs it.
+	SlashedCollections bool
 
 	// Media are the virtual media members, MediaAt where they hang.
 	Media   []Slot
@@ -147,6 +153,8 @@ var all = []*Personality{
 		SystemID:     "1",
 		ManagerID:    "1",
 		ChassisID:    "1",
+		// iLO 5 and 6 end their URIs with a slash.
+		SlashedCollections: true,
 		// iLO: member 1 is the floppy / USB stick, member 2 the CD/DVD,
 		// under the Manager.
 		Media:   []Slot{removableSlot("1"), cdSlot("2")},
@@ -156,6 +164,7 @@ var all = []*Personality{
 			"HPE iLO 6 Redfish reference: /redfish/v1/Systems/1, /Managers/1/VirtualMedia/1 (Floppy, USBStick) and /2 (CD, DVD)",
 			"proliantutils 2.14 (Debian) redfish/resources/system/system.py: Oem.Hpe.PostState, Oem.Hpe.Bios; manager/virtual_media.py: Oem.Hpe.Actions #HpeiLOVirtualMedia.InsertVirtualMedia",
 			"Ironic bug 2136275 (iLO refuses changes while the server is in POST)",
+			"HPE iLO 5 adaptation guide (servermanagementportal.ext.hpe.com, ilo5_adaptation): /redfish/v1/x redirects to /redfish/v1/x/",
 		},
 	},
 	{

@@ -45,7 +45,10 @@
 // nothing service-wide (the lockout policy, the event retry settings). A
 // connection marked with AtBMC is a server's own BMC: whoever logs in sees
 // that one system, and that BMC's sessions, accounts, subscriptions, tasks
-// and firmware; SimpleUpdate without Targets updates it.
+// and firmware; SimpleUpdate without Targets updates it. A machine of a
+// vendor personality is served there under the vendor's ids
+// (System.Embedded.1, /Systems/1: vendorids.go maps paths, bodies and
+// Location headers both ways; the shared listener keeps machine ids).
 // Sessions are shared with the web console (caller.go: SessionCaller,
 // SessionState, and Changed, which tells it at once when a session ends or
 // an account changes), each with the BMC it was made on. Refused logins

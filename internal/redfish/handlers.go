@@ -50,6 +50,9 @@ func serveCached(s *Server, c *call) *apiError {
 		c.w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
+	if vw, ok := c.w.(*idWriter); ok {
+		vw.mapped() // the cache holds the view's own rendering
+	}
 	e.write(c.w, http.StatusOK)
 	return nil
 }
@@ -62,7 +65,11 @@ func (s *Server) current(c *call) (*entry, *apiError) {
 		gen = c.m.Generation
 	}
 	volatile := s.volatile(c)
-	if e := s.cache.get(c.path, gen); e != nil && !volatile {
+	key := c.path
+	if c.view != nil {
+		key = c.view.key + c.path
+	}
+	if e := s.cache.get(key, gen); e != nil && !volatile {
 		return e, nil
 	}
 	v := c.rt.render(s, c)
@@ -80,7 +87,12 @@ func (s *Server) current(c *call) (*entry, *apiError) {
 	default:
 		e = renderJSON(gen, v)
 	}
-	s.cache.put(c.path, e)
+	if c.view != nil {
+		mapped := newEntry(gen, c.view.mapOut(c, e.body), e.hType)
+		mapped.hLink = e.hLink
+		e = mapped
+	}
+	s.cache.put(key, e)
 	return e, nil
 }
 

@@ -15,8 +15,8 @@ import (
 // and where they hang); its quirks change how some requests are answered
 // (quirks.go). A listener that serves many machines keeps naming each
 // System, Manager and Chassis by its machine id, which is unique; the
-// vendor's own ids (System.Embedded.1, /Systems/1) are for a BMC that
-// serves one machine.
+// vendor's own ids (System.Embedded.1, /Systems/1) are served at a BMC
+// that serves one machine (AtBMC; vendorids.go).
 
 // WithPersonality sets the personality and quirk switches of machines that
 // name none themselves (default generic, no switches). It panics on a name

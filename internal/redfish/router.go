@@ -77,6 +77,9 @@ type call struct {
 	// bmc is the system whose own BMC the request came in through
 	// (AtBMC), "" on the service's listener.
 	bmc string
+	// view maps the machine's ids to its vendor's at such a BMC
+	// (vendorids.go); nil elsewhere.
+	view *idView
 }
 
 func (rt *route) handler(method string) handlerFunc {

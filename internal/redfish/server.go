@@ -42,6 +42,7 @@ type Server struct {
 	metrics  *metrics.Registry  // nil: nothing counted
 
 	cache    renderCache
+	views    idViews // vendor ids at a BMC of its own (vendorids.go)
 	basic    basicCache
 	sessions sessionStore
 	routes   []*route
@@ -285,6 +286,12 @@ func (s *Server) serve(c *call) {
 	if p == rootURI {
 		p = rootURI + "/"
 	}
+	if v := s.viewOf(c); v != nil {
+		p = v.mapIn(p)
+		vw := &idWriter{ResponseWriter: w, c: c, v: v}
+		c.view, c.w, w = v, vw, vw
+		defer vw.finish()
+	}
 	c.path = p
 	// DSP0266 §8.2 (request headers): this service speaks OData 4.0 only;
 	// a request that asks for another version is refused, not answered in
@@ -323,7 +330,11 @@ func (s *Server) serve(c *call) {
 				with(fmt.Sprintf("At most %d bytes.", maxBody)))
 			return
 		}
-		r.Body = &cappedBody{ReadCloser: http.MaxBytesReader(w, r.Body, maxBody), raw: r.Body}
+		var body io.ReadCloser = http.MaxBytesReader(w, r.Body, maxBody)
+		if c.view != nil {
+			body = &mappedBody{ReadCloser: body, v: c.view}
+		}
+		r.Body = &cappedBody{ReadCloser: body, raw: r.Body}
 	}
 	rt := s.match(c)
 	method := r.Method
