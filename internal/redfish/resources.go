@@ -63,6 +63,9 @@ type identity struct {
 	Model        string
 	Firmware     string // the BMC's, and the BIOS' unless BIOSVersion says
 	SessionTTL   int    // seconds
+	// KVM is how many graphical console sessions the service serves at
+	// most (the web console's, WithGraphicalConsole); 0: none.
+	KVM int
 
 	// Set for one machine (Server.idOf): its personality, the Manager's
 	// Model and the BIOS version.
@@ -669,6 +672,7 @@ func manager(m *machine.Machine, id identity) obj {
 		"FirmwareVersion":       firmwareVersion(m, machine.FirmwareBMC, id),
 		"PowerState":            "On",
 		"VirtualMedia":          ref{managerURI(m.ID) + "/VirtualMedia"},
+		"GraphicalConsole":      graphicalConsole(id.KVM),
 		"Status":                status("Enabled"),
 		"Links": obj{
 			"ManagerForServers": []ref{{systemURI(m.ID)}},
@@ -691,6 +695,16 @@ func manager(m *machine.Machine, id identity) obj {
 		}
 	}
 	return o
+}
+
+// graphicalConsole is the Manager's GraphicalConsole: the web console's
+// KVM over IP (noVNC in the page), when it serves one.
+func graphicalConsole(max int) obj {
+	types := []string{}
+	if max > 0 {
+		types = []string{"KVMIP"}
+	}
+	return obj{"ServiceEnabled": max > 0, "MaxConcurrentSessions": max, "ConnectTypesSupported": types}
 }
 
 // chassis builds the enclosure of one system; it shares the system's id.
