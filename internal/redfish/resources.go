@@ -270,6 +270,7 @@ func system(m *machine.Machine, id identity) obj {
 		"BootProgress":            bootProgress(m),
 		"IndicatorLED":            indicator(m),
 		"LocationIndicatorActive": m.IndicatorLED,
+		"GraphicalConsole":        graphicalConsole(id.KVM),
 		"Boot": obj{
 			"BootSourceOverrideTarget":                          string(target),
 			"BootSourceOverrideTarget@Redfish.AllowableValues":  strs(machine.BootSources),
@@ -697,8 +698,11 @@ func manager(m *machine.Machine, id identity) obj {
 	return o
 }
 
-// graphicalConsole is the Manager's GraphicalConsole: the web console's
-// KVM over IP (noVNC in the page), when it serves one.
+// graphicalConsole is the GraphicalConsole of a System and of its Manager:
+// the web console's KVM over IP (noVNC in the page), when it serves one.
+// The schema puts a host's KVM on the System (ComputerSystem v1.13); the
+// BMCs that clients know (iDRAC, iLO, OpenBMC) put it on the Manager, so
+// both say it.
 func graphicalConsole(max int) obj {
 	types := []string{}
 	if max > 0 {

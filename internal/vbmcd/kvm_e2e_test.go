@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 	"github.com/digitalocean/go-libvirt"
 	"github.com/gorilla/websocket"
+	"github.com/stmcginnis/gofish/schemas"
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bmlab/bmlab/internal/testenv"
@@ -45,10 +46,22 @@ func TestE2EWebUIGraphicalConsole(t *testing.T) {
 	lab.RemoveGraphics(t, vm)
 	base := daemon(t, "e2e-kvm-", func(c *Config) { c.WebConsole = true })
 
-	st, mgr := rf(t, base, "admin", "e2e-pass", "GET", "/redfish/v1/Managers/"+vm.ID, nil)
-	gc, _ := mgr["GraphicalConsole"].(map[string]any)
-	if st != http.StatusOK || gc["ServiceEnabled"] != true || fmt.Sprint(gc["ConnectTypesSupported"]) != "[KVMIP]" || gc["MaxConcurrentSessions"] == float64(0) {
-		t.Errorf("Manager's GraphicalConsole: %d %v, want enabled, KVMIP", st, gc)
+	// gofish reads the KVM on the Manager (where BMCs put it) and on the
+	// System (where the schema puts a host's).
+	gc := gofishClient(t, base, "admin", "e2e-pass", false)
+	mgr, err := schemas.GetObject[schemas.Manager](gc, "/redfish/v1/Managers/"+vm.ID)
+	if err != nil {
+		t.Fatalf("gofish Manager: %v", err)
+	}
+	if k := mgr.GraphicalConsole; !k.ServiceEnabled || fmt.Sprint(k.ConnectTypesSupported) != "[KVMIP]" || k.MaxConcurrentSessions == 0 {
+		t.Errorf("Manager's GraphicalConsole: %+v, want enabled, KVMIP", k)
+	}
+	sys, err := schemas.GetObject[schemas.ComputerSystem](gc, "/redfish/v1/Systems/"+vm.ID)
+	if err != nil {
+		t.Fatalf("gofish ComputerSystem: %v", err)
+	}
+	if k := sys.GraphicalConsole; !k.ServiceEnabled || fmt.Sprint(k.ConnectTypesSupported) != "[KVMIP]" || k.MaxConcurrentSessions == 0 {
+		t.Errorf("System's GraphicalConsole: %+v, want enabled, KVMIP", k)
 	}
 
 	if st, body := rf(t, base, "admin", "e2e-pass", "POST", "/redfish/v1/Systems/"+vm.ID+"/Actions/ComputerSystem.Reset",
