@@ -184,7 +184,9 @@ func TestNetWithLibvirt(t *testing.T) {
 	suffix := netnstest.Rand(3)
 	br := "np-bm-" + suffix
 	cfg, _ := labFile(t, "name: np-"+suffix+"\nnetwork:\n  bridges: [{name: "+br+"}]\n  veths: []")
-	args := func(sub string) []string { return []string{"net", sub, "--netns", "labci", "-f", cfg} }
+	// The lab's LLDP sender is vbmcd's (`vbmcd lldp`): repair starts it.
+	vbmcd := testenv.Binary(t, "vbmcd")
+	args := func(sub string) []string { return []string{"net", sub, "--netns", "labci", "--vbmcd", vbmcd, "-f", cfg} }
 	t.Cleanup(func() { _, _ = run(t, args("down")...) })
 
 	if _, err := run(t, args("check")...); err == nil {

@@ -138,6 +138,10 @@ type Plan struct {
 	// Spoke names the host when this is the part of a lab over several
 	// hosts that one of the other hosts holds (ForSpoke).
 	Spoke string `json:"spoke,omitempty"`
+	// LinksOnly is set when labctl leaves libvirt out (--no-libvirt): the
+	// lab's links only, without libvirt's networks or what reads the
+	// nodes over libvirt (the LLDP sender), which stay as they are.
+	LinksOnly bool `json:"-"`
 	// Cluster is the OpenShift cluster the lab installs.
 	Cluster Cluster `json:"cluster"`
 	// Paths are the files and directories labctl writes beside the

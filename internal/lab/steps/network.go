@@ -319,7 +319,7 @@ func RemoveNetwork(ctx context.Context, e *lab.Env) (NetworkRemoval, error) {
 		return rm, errors.Join(errs...)
 	}
 	left := []error{lab.Remaining(ctx, e, lab.KindNetwork), lab.Remaining(ctx, e, lab.KindLink)}
-	if p.Spoke == "" {
+	if p.Spoke == "" && !p.LinksOnly {
 		left = append(left, lab.Remaining(ctx, e, lab.KindLLDP))
 	}
 	return rm, errors.Join(left...)
@@ -337,8 +337,8 @@ func lldpSender(p *plan.Plan) *lab.LLDPSender {
 // checkLLDP says whether the lab's LLDP sender runs as the plan invokes it,
 // or, when the lab file turns it off, that none runs.
 func checkLLDP(ctx context.Context, e *lab.Env) ([]lab.Difference, error) {
-	if e.Plan.Spoke != "" {
-		return nil, nil // the hub's; its host may be this machine
+	if e.Plan.Spoke != "" || e.Plan.LinksOnly {
+		return nil, nil // the hub's (its host may be this machine), or left out with libvirt
 	}
 	s := lldpSender(e.Plan)
 	if s == nil {
@@ -361,7 +361,7 @@ func checkLLDP(ctx context.Context, e *lab.Env) ([]lab.Difference, error) {
 // ensureLLDP starts the lab's LLDP sender unless it runs with the plan's
 // arguments, or stops it when the lab file turns it off.
 func ensureLLDP(ctx context.Context, e *lab.Env) ([]string, error) {
-	if e.Plan.Spoke != "" {
+	if e.Plan.Spoke != "" || e.Plan.LinksOnly {
 		return nil, nil
 	}
 	s := lldpSender(e.Plan)
@@ -378,9 +378,9 @@ func ensureLLDP(ctx context.Context, e *lab.Env) ([]string, error) {
 
 // stopLLDP stops every LLDP sender that bears the lab's mark and returns
 // their PIDs; on another host than the hub, none (the sender is the hub's,
-// and that host may be this machine).
+// and that host may be this machine), nor with libvirt left out.
 func stopLLDP(ctx context.Context, e *lab.Env) ([]string, error) {
-	if e.Plan.Spoke != "" {
+	if e.Plan.Spoke != "" || e.Plan.LinksOnly {
 		return nil, nil
 	}
 	running, err := e.Host.Marked(ctx, lab.KindLLDP, e.Plan.Lab)

@@ -91,6 +91,7 @@ func (g *Globals) Open(ctx context.Context, o Open) (*Lab, error) {
 	if o.NoLibvirt {
 		q := *p
 		q.Network.NAT, q.Network.BridgeNetworks = nil, nil
+		q.LinksOnly = true
 		p = &q
 	}
 	if o.Check != nil {

@@ -57,7 +57,7 @@ command stops and says how to clear it.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
-	pf.BoolVar(&f.noLibvirt, "no-libvirt", false, "leave libvirt networks (the lab's NAT network and the bridge-named ones) out")
+	pf.BoolVar(&f.noLibvirt, "no-libvirt", false, "leave libvirt out: its networks (the lab's NAT network and the bridge-named ones) and the LLDP sender, which reads the nodes over libvirt")
 	pf.StringVar(&f.host, "host", "", "for a lab spread over hosts: the host (of the lab file's hosts:) whose network to work on; run it on that host")
 	cmd.AddCommand(newCheckCommand(g, f), newRepairCommand(g, f), newDownCommand(g, f))
 	return cmd
