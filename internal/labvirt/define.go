@@ -209,6 +209,8 @@ func (s DomainSpec) DomainXML(fw virt.Firmware) (string, error) {
 		Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
 		Target: &libvirtxml.DomainConsoleTarget{Type: "serial", Port: &port},
 	})
+	// The screen a BMC's graphical console shows (vbmcd's web console).
+	dev.Graphics = append(dev.Graphics, virt.VNCDisplay())
 	if s.Ignition != "" {
 		d.SysInfo = append(d.SysInfo, libvirtxml.DomainSysInfo{FWCfg: &libvirtxml.DomainSysInfoFWCfg{
 			Entry: []libvirtxml.DomainSysInfoEntry{{Name: "opt/com.coreos/config", File: s.Ignition}},

@@ -164,3 +164,20 @@ func TestDomainType(t *testing.T) {
 		}
 	}
 }
+
+// TestDomainXMLDisplay: every lab domain has the VNC display on a unix
+// socket that vbmcd's graphical console reads.
+func TestDomainXMLDisplay(t *testing.T) {
+	x, err := DomainSpec{Name: "d"}.DomainXML(virt.Firmware{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d libvirtxml.Domain
+	if err := d.Unmarshal(x); err != nil {
+		t.Fatal(err)
+	}
+	g := d.Devices.Graphics
+	if len(g) != 1 || g[0].VNC == nil || len(g[0].VNC.Listeners) != 1 || g[0].VNC.Listeners[0].Socket == nil || g[0].VNC.Port != 0 {
+		t.Errorf("graphics %+v, want one VNC display listening on a socket", g)
+	}
+}

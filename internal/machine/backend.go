@@ -115,6 +115,14 @@ type ConsoleOpener interface {
 	OpenConsole(ctx context.Context, id string) (io.ReadWriteCloser, error)
 }
 
+// DisplayOpener is what a backend implements when its machines have a
+// screen a BMC's graphical console (KVM) shows: a connection to a running
+// machine's display that speaks RFB (VNC, RFC 6143) from its first byte.
+// An off machine is an ErrConflict. Closing it must not affect the machine.
+type DisplayOpener interface {
+	OpenDisplay(ctx context.Context, id string) (io.ReadWriteCloser, error)
+}
+
 // ConsoleLogger is what a backend implements when a machine's serial
 // output is also written to a file this process can read (libvirt's serial
 // log on the local host): the web console's scroll-back then holds what the

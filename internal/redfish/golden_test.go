@@ -93,6 +93,7 @@ var goldenIdentity = identity{
 	Model:        "bmlab virtual server",
 	Firmware:     "1.0.0",
 	SessionTTL:   1800,
+	KVM:          256,
 }
 
 func TestResourceBuildersGolden(t *testing.T) {
@@ -169,6 +170,14 @@ func TestBuildersAgreeOnURIs(t *testing.T) {
 	}
 	if got := manager(m, goldenIdentity)["Links"].(obj)["ManagerForServers"].([]ref)[0].ID; got != sys["@odata.id"] {
 		t.Errorf("manager for %q", got)
+	}
+	// Without a graphical console (no web console, or a backend without
+	// screens) the Manager says so.
+	noKVM := goldenIdentity
+	noKVM.KVM = 0
+	if diff := cmp.Diff(obj{"ServiceEnabled": false, "MaxConcurrentSessions": 0, "ConnectTypesSupported": []string{}},
+		manager(m, noKVM)["GraphicalConsole"]); diff != "" {
+		t.Errorf("GraphicalConsole without one (-want +got):\n%s", diff)
 	}
 }
 

@@ -63,6 +63,9 @@ type identity struct {
 	Model        string
 	Firmware     string // the BMC's, and the BIOS' unless BIOSVersion says
 	SessionTTL   int    // seconds
+	// KVM is how many graphical console sessions the service serves at
+	// most (the web console's, WithGraphicalConsole); 0: none.
+	KVM int
 
 	// Set for one machine (Server.idOf): its personality, the Manager's
 	// Model and the BIOS version.
@@ -267,6 +270,7 @@ func system(m *machine.Machine, id identity) obj {
 		"BootProgress":            bootProgress(m),
 		"IndicatorLED":            indicator(m),
 		"LocationIndicatorActive": m.IndicatorLED,
+		"GraphicalConsole":        graphicalConsole(id.KVM),
 		"Boot": obj{
 			"BootSourceOverrideTarget":                          string(target),
 			"BootSourceOverrideTarget@Redfish.AllowableValues":  strs(machine.BootSources),
@@ -669,6 +673,7 @@ func manager(m *machine.Machine, id identity) obj {
 		"FirmwareVersion":       firmwareVersion(m, machine.FirmwareBMC, id),
 		"PowerState":            "On",
 		"VirtualMedia":          ref{managerURI(m.ID) + "/VirtualMedia"},
+		"GraphicalConsole":      graphicalConsole(id.KVM),
 		"Status":                status("Enabled"),
 		"Links": obj{
 			"ManagerForServers": []ref{{systemURI(m.ID)}},
@@ -691,6 +696,19 @@ func manager(m *machine.Machine, id identity) obj {
 		}
 	}
 	return o
+}
+
+// graphicalConsole is the GraphicalConsole of a System and of its Manager:
+// the web console's KVM over IP (noVNC in the page), when it serves one.
+// The schema puts a host's KVM on the System (ComputerSystem v1.13); the
+// BMCs that clients know (iDRAC, iLO, OpenBMC) put it on the Manager, so
+// both say it.
+func graphicalConsole(max int) obj {
+	types := []string{}
+	if max > 0 {
+		types = []string{"KVMIP"}
+	}
+	return obj{"ServiceEnabled": max > 0, "MaxConcurrentSessions": max, "ConnectTypesSupported": types}
 }
 
 // chassis builds the enclosure of one system; it shares the system's id.

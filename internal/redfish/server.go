@@ -131,6 +131,11 @@ func WithFirmwareVersion(v string) Option {
 	}
 }
 
+// WithGraphicalConsole says in each Manager's GraphicalConsole that the
+// web console serves the machine's screen (KVM over IP), to at most max
+// sessions at once; without it the Manager says it has none.
+func WithGraphicalConsole(max int) Option { return func(s *Server) { s.id.KVM = max } }
+
 // WithMaxSessions caps the number of live sessions (default 1024).
 func WithMaxSessions(n int) Option {
 	return func(s *Server) {

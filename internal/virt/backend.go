@@ -79,6 +79,9 @@ type entry struct {
 	// serialLog is the log file of the domain's first serial port
 	// (<log file=...>), "" when it has none.
 	serialLog string
+	// display is the unix socket of the running domain's VNC display
+	// (display.go), "" when off or when it has none.
+	display string
 }
 
 // New returns a backend; Run connects it and keeps its view current.
@@ -390,6 +393,7 @@ func (b *Backend) read(l *libvirt.Libvirt, d libvirt.Domain) (*entry, error) {
 			return nil, fmt.Errorf("parse live XML of %s: %w", d.Name, err)
 		}
 		e.live = bootSignature(&live)
+		e.display = displaySocket(&live)
 		running = &live
 	}
 	mode, secure := firmwareOf(running)
@@ -713,6 +717,9 @@ func (b *Backend) Start(ctx context.Context, id string) error {
 		} else if err := b.save(l, e, e.m.Settings, nil, false); err != nil {
 			return err
 		}
+	}
+	if err := b.ensureDisplay(l, e); err != nil {
+		return err
 	}
 	var flags uint32
 	if e.meta != nil && e.meta.ResetNVRAM {

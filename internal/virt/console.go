@@ -59,14 +59,9 @@ var errConsoleLost = errors.New("libvirt connection of the console lost")
 // It takes the console over from any other holder. Close releases it and
 // leaves the domain alone. An off domain is an ErrConflict.
 func (b *Backend) OpenConsole(ctx context.Context, id string) (io.ReadWriteCloser, error) {
-	b.mu.RLock()
-	e, err := b.find(id)
-	b.mu.RUnlock()
+	e, err := b.running(id, "console")
 	if err != nil {
 		return nil, err
-	}
-	if e.m.Power == machine.PowerOff {
-		return nil, fmt.Errorf("open the console of %s: %w: the domain is off", e.m.Name, machine.ErrConflict)
 	}
 	dialer, target, err := DialerFor(b.cfg.URI)
 	if err != nil {
@@ -77,6 +72,21 @@ func (b *Backend) OpenConsole(ctx context.Context, id string) (io.ReadWriteClose
 		return nil, b.wrap(err, "open the console of", e.m.Name)
 	}
 	return c, nil
+}
+
+// running returns the entry of a domain that runs (what is what is opened,
+// for the error); an off one is an ErrConflict.
+func (b *Backend) running(id, what string) (*entry, error) {
+	b.mu.RLock()
+	e, err := b.find(id)
+	b.mu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	if e.m.Power == machine.PowerOff {
+		return nil, fmt.Errorf("open the %s of %s: %w: the domain is off", what, e.m.Name, machine.ErrConflict)
+	}
+	return e, nil
 }
 
 // console is one console stream on a libvirt connection of its own.

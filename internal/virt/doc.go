@@ -19,7 +19,8 @@
 // It also carries out what the machine model asks of a domain: virtual media
 // (a CD-ROM or USB disk changed live on a running domain, media.go), the
 // serial console as a libvirt stream and the path of its serial log file
-// on this host (console.go), secure boot keys in
+// on this host (console.go), the VNC display on a unix socket, added to a
+// domain without graphics at its start (display.go), secure boot keys in
 // OVMF's variable store (keys.go), RAID volumes as qcow2 volumes in the
 // domain's pool (volumes.go), and the PCI inventory QEMU shows (pci.go).
 //

@@ -295,6 +295,19 @@ func (h *Hosts) OpenConsole(ctx context.Context, id string) (io.ReadWriteCloser,
 	return b.OpenConsole(ctx, id)
 }
 
+// OpenDisplay opens the VNC display of a machine on its host (see
+// Backend.OpenDisplay).
+func (h *Hosts) OpenDisplay(ctx context.Context, id string) (io.ReadWriteCloser, error) {
+	b, err := h.owner(id)
+	if err != nil {
+		return nil, err
+	}
+	if !b.Available() {
+		return nil, b.unavailable(id)
+	}
+	return b.OpenDisplay(ctx, id)
+}
+
 // ConsoleLog returns the serial log file of a machine on a host that is
 // this one (see Backend.ConsoleLog).
 func (h *Hosts) ConsoleLog(id string) (string, error) {

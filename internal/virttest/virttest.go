@@ -264,6 +264,25 @@ func (lab *Lab) LiveXML(t testing.TB, name string, flags libvirt.DomainXMLFlags)
 	return x
 }
 
+// RemoveGraphics redefines a VM without the display labvirt gives every
+// domain (and its video device), as a domain defined by other tools may
+// be: vbmcd's start gives it one again.
+func (lab *Lab) RemoveGraphics(t testing.TB, vm *VM) {
+	t.Helper()
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(lab.LiveXML(t, vm.Name, libvirt.DomainXMLInactive)); err != nil {
+		t.Fatal(err)
+	}
+	def.Devices.Graphics, def.Devices.Videos = nil, nil
+	x, err := def.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lab.Client.DomainDefineXML(x); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // RemoveCD redefines a VM without the CD drive labvirt gives every domain,
 // as a domain defined by other tools may be, and waits until the backend
 // sees it so. A SCSI controller left without disks goes too (an aarch64

@@ -114,58 +114,16 @@ func (u *UI) serveConsole(w http.ResponseWriter, r *http.Request, id string) {
 		apiError(w, http.StatusNotImplemented, "this backend's machines have no serial console")
 		return
 	}
-	if !sameOrigin(r) {
-		u.refused(r, "websocket handshake from another origin, or without one")
-	}
-	ws, err := upgrader.Upgrade(w, r, nil)
-	if err != nil {
-		return // the upgrader answered
-	}
-	defer ws.Close()
-	nc := ws.NetConn()
-	_ = nc.SetDeadline(time.Time{})
-	ws.SetReadLimit(maxInput)
-
-	// The first message is the session token.
-	_ = ws.SetReadDeadline(time.Now().Add(authWait))
-	var hello struct{ Token string }
-	if err := ws.ReadJSON(&hello); err != nil {
-		u.refused(r, "no session token within "+authWait.String())
-		closeWith(ws, websocket.ClosePolicyViolation, consoleMsg{Error: "no session token"})
-		return
-	}
-	c, ok := u.rf.SessionCaller(r.Context(), hello.Token)
+	s, ok := u.accept(w, r, id, "The serial console needs the Operator or Administrator role, as IPMI's SOL does.")
 	if !ok {
-		u.refused(r, "no valid session token")
-		closeWith(ws, websocket.ClosePolicyViolation, consoleMsg{Error: "no valid session: log in again"})
 		return
 	}
-	m, err := u.svc.Get(id)
-	if err != nil || !c.CanAccess(m) {
-		closeWith(ws, websocket.ClosePolicyViolation, consoleMsg{Error: "no such system"})
-		return
-	}
-	if !c.Can(accounts.ConfigureComponents) {
-		closeWith(ws, websocket.ClosePolicyViolation, consoleMsg{Error: "insufficient privilege",
-			Detail: "The serial console needs the Operator or Administrator role, as IPMI's SOL does."})
-		return
-	}
-	admission.AuthenticatedConn(r)
-	release, why := u.slots.take(c.Key(), r.RemoteAddr)
-	if why != "" {
-		closeWith(ws, websocket.CloseTryAgainLater, consoleMsg{Error: why})
-		return
-	}
-	defer release()
-	_ = ws.SetReadDeadline(time.Time{})
+	defer s.close()
+	ws, hello, c, m := s.ws, s.hello, s.c, s.m
 	u.log.Info("web console opened", zap.String("system", m.ID), zap.String("user", accounts.LogName(c.User)), zap.String("remote", r.RemoteAddr))
 	defer u.log.Info("web console closed", zap.String("system", m.ID), zap.String("user", accounts.LogName(c.User)))
 
-	// allowed is whether caller now may still use this console.
-	allowed := func(now redfish.Caller) bool {
-		m, err := u.svc.Get(id)
-		return err == nil && now.CanAccess(m) && now.Can(accounts.ConfigureComponents)
-	}
+	allowed := u.allowed(id)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	changes := u.watch(ctx, hello.Token, c, allowed)
@@ -174,97 +132,218 @@ func (u *UI) serveConsole(w http.ResponseWriter, r *http.Request, id string) {
 	v := t.add()
 	defer u.taps.leave(t, v)
 
-	var wmu sync.Mutex
-	send := func(kind int, b []byte) error {
-		wmu.Lock()
-		defer wmu.Unlock()
-		_ = nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		return ws.WriteMessage(kind, b)
-	}
 	ws.SetPongHandler(func(string) error { return nil })
-	// Input: binary messages go to the console as typed, each checked
-	// against the session as it is now (and counted as using it); a text
-	// message is a request ({"take":true}: take the console back).
+	// Input: binary messages go to the console as typed; a text message is
+	// a request ({"take":true}: take the console back).
 	revoked := make(chan struct{})
+	go u.input(r, s, allowed, cancel, revoked, func(kind int, b []byte) bool {
+		if kind == websocket.TextMessage {
+			var req struct{ Take bool }
+			if json.Unmarshal(b, &req) == nil && req.Take {
+				t.takeBack()
+			}
+			return true
+		}
+		t.write(b)
+		return true
+	})
+	// Output, and where the console stands.
 	go func() {
 		defer cancel()
 		for {
-			kind, b, err := ws.ReadMessage()
-			if err != nil {
+			select {
+			case <-ctx.Done():
 				return
-			}
-			now, ok := u.rf.SessionCaller(r.Context(), hello.Token)
-			if !ok || !allowed(now) {
-				close(revoked)
-				return
-			}
-			if kind == websocket.TextMessage {
-				var req struct{ Take bool }
-				if json.Unmarshal(b, &req) == nil && req.Take {
-					t.takeBack()
+			case out, ok := <-v.out:
+				if !ok {
+					return // the viewer fell too far behind
 				}
-				continue
+				kind := websocket.BinaryMessage
+				if out.status != nil {
+					kind = websocket.TextMessage
+					out.data, _ = json.Marshal(out.status)
+				}
+				if s.send(kind, out.data) != nil {
+					return
+				}
 			}
-			t.write(b)
 		}
 	}()
+	u.hold(ctx, s, "serial console", revoked, changes, nil, consoleMsg{})
+}
+
+// input reads the page's messages until the socket ends (then cancel),
+// each checked against the session as it is now, and counted as using it:
+// handle gets those still allowed (and returns false to stop); the first
+// one after the session ended or lost the right closes revoked instead.
+func (u *UI) input(r *http.Request, s *wsSession, allowed func(redfish.Caller) bool, cancel func(), revoked chan struct{}, handle func(kind int, b []byte) bool) {
+	defer cancel()
+	for {
+		kind, b, err := s.ws.ReadMessage()
+		if err != nil {
+			return
+		}
+		now, ok := u.rf.SessionCaller(r.Context(), s.hello.Token)
+		if !ok || !allowed(now) {
+			close(revoked)
+			return
+		}
+		if !handle(kind, b) {
+			return
+		}
+	}
+}
+
+// hold keeps an admitted socket open until it ends: its session ends or
+// loses the right to it (revoked, changes: it closes saying so), ctx ends
+// (the page left, output failed), gone closes (it closes with goneMsg),
+// or vbmcd shuts down; it pings the page meanwhile.
+func (u *UI) hold(ctx context.Context, s *wsSession, what string, revoked <-chan struct{}, changes <-chan redfish.Caller, gone <-chan struct{}, goneMsg consoleMsg) {
 	ping := time.NewTicker(wsPing)
 	defer ping.Stop()
-	ended := func() {
-		wmu.Lock()
-		defer wmu.Unlock()
-		msg := consoleMsg{Error: "your session ended", Detail: "Logged out, deleted or expired, or its account was deleted or disabled: log in again."}
-		if now, ok := u.rf.SessionState(r.Context(), hello.Token); ok && !allowed(now) {
-			msg = consoleMsg{Error: "insufficient privilege", Detail: "The account's role no longer allows the serial console."}
-		}
-		u.log.Info("web console closed: "+msg.Error, zap.String("system", m.ID), zap.String("user", accounts.LogName(c.User)))
-		closeWith(ws, websocket.ClosePolicyViolation, msg)
-	}
 	for {
 		select {
 		case <-revoked:
-			ended()
+			u.ended(s, what)
 			return
 		case _, ok := <-changes:
 			if !ok {
 				if ctx.Err() == nil {
-					ended()
+					u.ended(s, what)
 				}
 				return
 			}
+		case <-gone:
+			s.wmu.Lock()
+			closeWith(s.ws, websocket.CloseNormalClosure, goneMsg)
+			s.wmu.Unlock()
+			return
 		case <-ctx.Done():
 			select {
 			case <-revoked:
-				ended()
+				u.ended(s, what)
 			default:
 			}
 			return
 		case <-u.done:
-			wmu.Lock()
-			closeWith(ws, websocket.CloseGoingAway, consoleMsg{Error: "vbmcd is shutting down"})
-			wmu.Unlock()
+			s.wmu.Lock()
+			closeWith(s.ws, websocket.CloseGoingAway, consoleMsg{Error: "vbmcd is shutting down"})
+			s.wmu.Unlock()
 			return
 		case <-ping.C:
-			wmu.Lock()
-			err := ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(10*time.Second))
-			wmu.Unlock()
+			s.wmu.Lock()
+			err := s.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(10*time.Second))
+			s.wmu.Unlock()
 			if err != nil {
-				return
-			}
-		case out, ok := <-v.out:
-			if !ok {
-				return // the viewer fell too far behind
-			}
-			kind := websocket.BinaryMessage
-			if out.status != nil {
-				kind = websocket.TextMessage
-				out.data, _ = json.Marshal(out.status)
-			}
-			if send(kind, out.data) != nil {
 				return
 			}
 		}
 	}
+}
+
+// wsSession is an accepted websocket of the console's (a serial console,
+// a graphical one): same origin, its session token valid, its caller
+// allowed to use machine m's consoles, holding a slot.
+type wsSession struct {
+	ws      *websocket.Conn
+	nc      net.Conn
+	hello   struct{ Token string }
+	c       redfish.Caller
+	m       *machine.Machine
+	release func()
+	wmu     sync.Mutex // guards writes
+}
+
+// send writes one message, in at most 10 s.
+func (s *wsSession) send(kind int, b []byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	_ = s.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	return s.ws.WriteMessage(kind, b)
+}
+
+func (s *wsSession) close() {
+	s.release()
+	_ = s.ws.Close()
+}
+
+// accept upgrades a console's websocket and admits it: the handshake's
+// Origin is this listener's, the first message (within authWait) is a
+// valid session token whose caller may use machine id's consoles
+// (ConfigureComponents; need says so when it may not), and a slot is free.
+// A socket that is not admitted is closed with the reason as a text message
+// and a 1008 (1013 when no slot is free); false then.
+func (u *UI) accept(w http.ResponseWriter, r *http.Request, id, need string) (*wsSession, bool) {
+	if !sameOrigin(r) {
+		u.refused(r, "websocket handshake from another origin, or without one")
+	}
+	ws, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return nil, false // the upgrader answered
+	}
+	s := &wsSession{ws: ws, nc: ws.NetConn()}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = ws.Close()
+		}
+	}()
+	_ = s.nc.SetDeadline(time.Time{})
+	ws.SetReadLimit(maxInput)
+
+	// The first message is the session token.
+	_ = ws.SetReadDeadline(time.Now().Add(authWait))
+	if err := ws.ReadJSON(&s.hello); err != nil {
+		u.refused(r, "no session token within "+authWait.String())
+		closeWith(ws, websocket.ClosePolicyViolation, consoleMsg{Error: "no session token"})
+		return nil, false
+	}
+	c, valid := u.rf.SessionCaller(r.Context(), s.hello.Token)
+	if !valid {
+		u.refused(r, "no valid session token")
+		closeWith(ws, websocket.ClosePolicyViolation, consoleMsg{Error: "no valid session: log in again"})
+		return nil, false
+	}
+	m, err := u.svc.Get(id)
+	if err != nil || !c.CanAccess(m) {
+		closeWith(ws, websocket.ClosePolicyViolation, consoleMsg{Error: "no such system"})
+		return nil, false
+	}
+	if !c.Can(accounts.ConfigureComponents) {
+		closeWith(ws, websocket.ClosePolicyViolation, consoleMsg{Error: "insufficient privilege", Detail: need})
+		return nil, false
+	}
+	admission.AuthenticatedConn(r)
+	release, why := u.slots.take(c.Key(), r.RemoteAddr)
+	if why != "" {
+		closeWith(ws, websocket.CloseTryAgainLater, consoleMsg{Error: why})
+		return nil, false
+	}
+	_ = ws.SetReadDeadline(time.Time{})
+	s.c, s.m, s.release = c, m, release
+	ok = true
+	return s, true
+}
+
+// allowed is whether a caller now may still use machine id's consoles.
+func (u *UI) allowed(id string) func(redfish.Caller) bool {
+	return func(now redfish.Caller) bool {
+		m, err := u.svc.Get(id)
+		return err == nil && now.CanAccess(m) && now.Can(accounts.ConfigureComponents)
+	}
+}
+
+// ended closes an admitted socket whose session ended or whose role no
+// longer allows what (a console), saying which.
+func (u *UI) ended(s *wsSession, what string) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	msg := consoleMsg{Error: "your session ended", Detail: "Logged out, deleted or expired, or its account was deleted or disabled: log in again."}
+	if now, ok := u.rf.SessionState(context.Background(), s.hello.Token); ok && !u.allowed(s.m.ID)(now) {
+		msg = consoleMsg{Error: "insufficient privilege", Detail: "The account's role no longer allows the " + what + "."}
+	}
+	u.log.Info(what+" closed: "+msg.Error, zap.String("system", s.m.ID), zap.String("user", accounts.LogName(s.c.User)))
+	closeWith(s.ws, websocket.ClosePolicyViolation, msg)
 }
 
 func closeWith(ws *websocket.Conn, code int, msg consoleMsg) {

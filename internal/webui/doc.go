@@ -13,9 +13,12 @@
 // model's events (live.go), and the serial console as a websocket
 // (/ui/console/<id>, console.go) on the model's shared console stream, the
 // one IPMI SOL sessions read too, with a scroll-back that also holds what
-// the domain's serial log file has from before the stream connected.
+// the domain's serial log file has from before the stream connected, and
+// the graphical console (/ui/display/<id>, display.go): the backend's VNC
+// display copied to noVNC in the page.
 //
-// Live streams and consoles hold slots taken once their token is valid,
+// Both consoles are admitted alike (console.go's accept) and held to their
+// session alike (hold). Live streams and consoles hold slots taken once their token is valid,
 // shared per user and per source, and are held to their session: they end
 // (or a console closes, when its role no longer allows it) as soon as the
 // session ends or its account changes, and never keep the session alive

@@ -31,12 +31,22 @@ import (
 // type into it, and when that ends).
 type pipeConsoles struct {
 	*sim.Backend
-	ends chan net.Conn
+	ends     chan net.Conn
+	displays chan net.Conn // OpenDisplay's far ends: the test plays the VNC server
 }
 
 func (b *pipeConsoles) OpenConsole(ctx context.Context, id string) (io.ReadWriteCloser, error) {
 	ours, theirs := net.Pipe()
 	b.ends <- theirs
+	return ours, nil
+}
+
+func (b *pipeConsoles) OpenDisplay(ctx context.Context, id string) (io.ReadWriteCloser, error) {
+	if m, err := b.Get(id); err != nil || m.Power != machine.PowerOn {
+		return nil, fmt.Errorf("%w: off", machine.ErrConflict)
+	}
+	ours, theirs := net.Pipe()
+	b.displays <- theirs
 	return ours, nil
 }
 
@@ -51,7 +61,7 @@ type consoleServer struct {
 
 func newConsoleServer(t *testing.T, opts ...redfish.Option) *consoleServer {
 	t.Helper()
-	be := &pipeConsoles{Backend: sim.New(2), ends: make(chan net.Conn, 16)}
+	be := &pipeConsoles{Backend: sim.New(2), ends: make(chan net.Conn, 16), displays: make(chan net.Conn, 16)}
 	svc := machine.NewService(be, nil)
 	store, err := accounts.Open(t.TempDir(), accounts.WithReserved(user))
 	if err != nil {
@@ -92,15 +102,28 @@ func dialer(local string) *websocket.Dialer {
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // the test server's certificate
 }
 
-func (s *consoleServer) wsURL(id string) string {
-	return "wss://" + strings.TrimPrefix(s.srv.URL, "https://") + "/ui/console/" + id
+func (s *consoleServer) wsURL(id string) string { return s.wsURLOf("console", id) }
+
+// wsURLOf is the websocket of a console of kind "console" (serial) or
+// "display" (graphical).
+func (s *consoleServer) wsURLOf(kind, id string) string {
+	return "wss://" + strings.TrimPrefix(s.srv.URL, "https://") + "/ui/" + kind + "/" + id
 }
 
 // console opens machine id's console with token and returns the socket
 // once it says it is connected, and the machine's end of the stream.
 func (s *consoleServer) console(t *testing.T, tok, id string) (*websocket.Conn, net.Conn) {
+	return s.open(t, "console", tok, id)
+}
+
+// open is console for a console of either kind (wsURLOf).
+func (s *consoleServer) open(t *testing.T, kind, tok, id string) (*websocket.Conn, net.Conn) {
 	t.Helper()
-	ws, resp, err := dialer("127.0.0.1").Dial(s.wsURL(id), http.Header{"Origin": {s.srv.URL}})
+	ends := s.be.ends
+	if kind == "display" {
+		ends = s.be.displays
+	}
+	ws, resp, err := dialer("127.0.0.1").Dial(s.wsURLOf(kind, id), http.Header{"Origin": {s.srv.URL}})
 	if err != nil {
 		t.Fatalf("console handshake: %v (%v)", err, resp)
 	}
@@ -120,7 +143,7 @@ func (s *consoleServer) console(t *testing.T, tok, id string) (*websocket.Conn, 
 		}
 	}
 	select {
-	case end := <-s.be.ends:
+	case end := <-ends:
 		t.Cleanup(func() { end.Close() })
 		return ws, end
 	case <-time.After(10 * time.Second):
@@ -187,7 +210,7 @@ func (s *consoleServer) deleteSession(t *testing.T, tok, asTok string) {
 	}
 }
 
-// An open serial console stops taking input, and closes, within a second
+// An open serial or graphical console stops taking input, and closes, within a second
 // of its session ending or its account losing the right to it: logout,
 // the session deleted by an administrator, the account deleted, disabled
 // or lowered to ReadOnly (issue 32: it checked the session once, at
@@ -221,25 +244,27 @@ func TestConsoleRevokedAtOnce(t *testing.T) {
 			}
 		}, "insufficient privilege"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newConsoleServer(t)
-			a := s.account(t, "operator", accounts.Operator)
-			tok := s.login(t, "operator", "operator-pass1")
-			admin := s.login(t, user, pass)
-			ws, end := s.console(t, tok, s.svc.List()[0].ID)
-			if !typed(ws, end, "before", 5*time.Second) {
-				t.Fatal("input before the change did not reach the machine")
-			}
-			tc.revoke(t, s, a, tok, admin)
-			took, last := closedWithin(t, ws, websocket.ClosePolicyViolation, time.Second)
-			t.Logf("closed %v after the change: %+v", took, last)
-			if last.Error != tc.detail {
-				t.Errorf("the last message says %+v, want %q", last, tc.detail)
-			}
-			if typed(ws, end, "after", 500*time.Millisecond) {
-				t.Error("input after the change reached the machine")
-			}
-		})
+		for _, kind := range []string{"console", "display"} {
+			t.Run(kind+"/"+tc.name, func(t *testing.T) {
+				s := newConsoleServer(t)
+				a := s.account(t, "operator", accounts.Operator)
+				tok := s.login(t, "operator", "operator-pass1")
+				admin := s.login(t, user, pass)
+				ws, end := s.open(t, kind, tok, s.svc.List()[0].ID)
+				if !typed(ws, end, "before", 5*time.Second) {
+					t.Fatal("input before the change did not reach the machine")
+				}
+				tc.revoke(t, s, a, tok, admin)
+				took, last := closedWithin(t, ws, websocket.ClosePolicyViolation, time.Second)
+				t.Logf("closed %v after the change: %+v", took, last)
+				if last.Error != tc.detail {
+					t.Errorf("the last message says %+v, want %q", last, tc.detail)
+				}
+				if typed(ws, end, "after", 500*time.Millisecond) {
+					t.Error("input after the change reached the machine")
+				}
+			})
+		}
 	}
 }
 
@@ -493,19 +518,21 @@ func TestConsoleOriginChecked(t *testing.T) {
 		{"null", false},
 		{s.srv.URL + "/path", false},
 	} {
-		h := http.Header{}
-		if tc.origin != "" {
-			h.Set("Origin", tc.origin)
-		}
-		ws, resp, err := dialer("127.0.0.1").Dial(s.wsURL(s.svc.List()[0].ID), h)
-		if ws != nil {
-			ws.Close()
-		}
-		switch {
-		case tc.ok && err != nil:
-			t.Errorf("Origin %q: %v, want the handshake accepted", tc.origin, err)
-		case !tc.ok && (err == nil || resp == nil || resp.StatusCode != http.StatusForbidden):
-			t.Errorf("Origin %q: %v (%v), want 403", tc.origin, err, resp)
+		for _, kind := range []string{"console", "display"} {
+			h := http.Header{}
+			if tc.origin != "" {
+				h.Set("Origin", tc.origin)
+			}
+			ws, resp, err := dialer("127.0.0.1").Dial(s.wsURLOf(kind, s.svc.List()[0].ID), h)
+			if ws != nil {
+				ws.Close()
+			}
+			switch {
+			case tc.ok && err != nil:
+				t.Errorf("%s, Origin %q: %v, want the handshake accepted", kind, tc.origin, err)
+			case !tc.ok && (err == nil || resp == nil || resp.StatusCode != http.StatusForbidden):
+				t.Errorf("%s, Origin %q: %v (%v), want 403", kind, tc.origin, err, resp)
+			}
 		}
 	}
 }

@@ -29,6 +29,10 @@ import (
 // open page does not keep a session alive past its timeout; what the user
 // does (a request, typing in the console) does.
 
+// MaxConsoles is the most consoles (serial and graphical) open at once, in
+// the slots they share with live streams.
+const MaxConsoles = maxStreams
+
 const (
 	maxStreams          = 256
 	maxStreamsPerUser   = 16

@@ -34,6 +34,11 @@ const (
 	FitVersion   = "0.11.0"
 )
 
+// NoVNCVersion is the version of @novnc/novnc vendored under
+// assets/vendor/novnc (its core/ and the pako it imports, unchanged, with
+// their licences), from the npm registry.
+const NoVNCVersion = "1.7.0"
+
 // pageMax is the most rows of one /ui/api/systems answer.
 const pageMax = 200
 
@@ -122,6 +127,8 @@ func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		u.serveAPI(w, r, strings.TrimPrefix(p, "/ui/api/"))
 	case strings.HasPrefix(p, "/ui/console/"):
 		u.serveConsole(w, r, strings.TrimPrefix(p, "/ui/console/"))
+	case strings.HasPrefix(p, "/ui/display/"):
+		u.serveDisplay(w, r, strings.TrimPrefix(p, "/ui/display/"))
 	default:
 		apiError(w, http.StatusNotFound, "no such page")
 	}
@@ -165,11 +172,14 @@ func (u *UI) serveAPI(w http.ResponseWriter, r *http.Request, rest string) {
 	switch {
 	case rest == "whoami":
 		_, hasConsole := u.svc.Backend().(ConsoleOpener)
+		_, hasDisplay := u.svc.Backend().(machine.DisplayOpener)
 		writeJSON(w, whoami{
 			User: c.User, Role: string(c.Role),
 			Operate: c.Can(accounts.ConfigureComponents), ManageUsers: c.Can(accounts.ConfigureUsers),
 			XtermVersion: XtermVersion,
 			Console:      hasConsole,
+			Display:      hasDisplay,
+			NoVNCVersion: NoVNCVersion,
 		})
 	case rest == "systems":
 		u.serveSystems(w, r, c)
@@ -201,7 +211,9 @@ type whoami struct {
 	Operate      bool // power, boot, media, BIOS, console
 	ManageUsers  bool
 	Console      bool // the backend's machines have a serial console
+	Display      bool // and a screen (the graphical console)
 	XtermVersion string
+	NoVNCVersion string
 }
 
 // Run keeps the event log and feeds the live views until ctx ends.

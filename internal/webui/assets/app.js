@@ -4,7 +4,8 @@
 // by the browser on its own, so a cross-site page cannot act as the user).
 // /ui/api/* adds what Redfish has no cheap form for: one page of system rows,
 // a stream of the rows that change, a short event log per system; the serial
-// console is a websocket on /ui/console/<id>.
+// console is a websocket on /ui/console/<id>, the graphical one (noVNC) one
+// on /ui/display/<id>.
 "use strict";
 
 const PAGE = 50;
@@ -388,6 +389,8 @@ function systemView(id) {
   const logBox = el("ol", { id: "eventlog", class: "log" });
   const conStatus = el("span", { id: "console-status", class: "muted" });
   const termBox = el("div", { id: "terminal", class: "terminal" });
+  const kvmStatus = el("span", { id: "display-status", class: "muted" });
+  const kvmBox = el("div", { id: "display", class: "display" });
 
   $("main").replaceChildren(
     el("div", { class: "bar" }, el("a", { href: "#/systems", text: "‹ Systems" }), title, power, health),
@@ -401,7 +404,8 @@ function systemView(id) {
         section("Firmware", "fw-sec", fwBox),
         section("Event log", "events", logBox)),
       el("div", {},
-        section("Serial console", "console", el("p", {}, conStatus), termBox))));
+        section("Serial console", "console", el("p", {}, conStatus), termBox),
+        section("Graphical console", "kvm", el("p", {}, kvmStatus), kvmBox))));
 
   // A live update refreshes the selects, except one the user changed and
   // has not applied yet.
@@ -496,13 +500,16 @@ function systemView(id) {
       if (r.Id !== id || r.Removed) continue;
       power.replaceChildren(powerBadge(r.Power));
       health.replaceChildren(healthBadge(r.Health, r.Problem));
+      if (state.onPower) state.onPower(r.Power);
       clearTimeout(pendingReload);
       pendingReload = setTimeout(() => { loadSystem(); loadMedia(); loadBios(); loadLog(); }, 100);
     }
   };
   state.onResync = () => { loadSystem(); loadMedia(); loadBios(); loadFirmware(); loadLog(); };
   const con = openConsole(id, termBox, conStatus);
-  state.leave = () => { clearTimeout(pendingReload); con.close(); };
+  const kvm = openDisplay(id, kvmBox, kvmStatus);
+  state.onPower = (p) => kvm.power(p);
+  state.leave = () => { clearTimeout(pendingReload); con.close(); kvm.close(); state.onPower = null; };
 }
 
 // openConsole shows the serial console of system id in box: xterm.js over
@@ -561,6 +568,61 @@ function openConsole(id, box, status) {
   }
   connect();
   return { close() { closed = true; clearTimeout(retry); if (ws) ws.close(); window.removeEventListener("resize", onResize); term.dispose(); takeBtn.remove(); } };
+}
+
+// openDisplay shows the screen of system id in box: noVNC's RFB over the
+// websocket, which is sent the session token first and answers
+// {"status":"connected"} before the display's RFB starts. The display ends
+// when the machine stops; the page connects again when it runs.
+function openDisplay(id, box, status) {
+  let ws = null, rfb = null, closed = false, retry = null;
+  function say(s, cls) { status.textContent = s; status.className = cls || "muted"; status.dataset.state = cls || ""; }
+  if (!state.me.Display || !state.me.Operate) {
+    box.hidden = true;
+    say(!state.me.Display ? "This backend's machines have no graphical console."
+      : "The graphical console needs the Operator or Administrator role, as the serial console does; your role is " + (state.me.Role || "?") + ".");
+    return { close() {}, power() {} };
+  }
+  function connect() {
+    if (closed || ws) return;
+    if (!window.RFB) { window.addEventListener("rfb-ready", connect, { once: true }); return; }
+    const proto = location.protocol === "https:" ? "wss:" : "ws:";
+    const sock = new WebSocket(`${proto}//${location.host}/ui/display/${encodeURIComponent(id)}`);
+    ws = sock;
+    sock.binaryType = "arraybuffer";
+    say("connecting…");
+    let refused = false;
+    sock.onopen = () => sock.send(JSON.stringify({ Token: state.token }));
+    // Text messages are vbmcd's: "connected" first, then only why it
+    // closes. RFB takes the socket's onmessage over; this listener stays.
+    sock.addEventListener("message", (ev) => {
+      if (typeof ev.data !== "string") return;
+      const m = JSON.parse(ev.data);
+      if (m.error) { refused = true; say(`${m.error}${m.detail ? ": " + m.detail : ""}`, "bad"); return; }
+      if (m.status !== "connected" || rfb) return;
+      rfb = new window.RFB(box, sock, { shared: true });
+      rfb.scaleViewport = true;
+      rfb.focusOnClick = true;
+      rfb.addEventListener("connect", () => { say("connected", "good"); box.dataset.connected = "1"; });
+      say("connected", "good");
+    });
+    sock.addEventListener("close", (ev) => {
+      if (ws !== sock) return;
+      ws = null;
+      rfb = null;
+      delete box.dataset.connected;
+      // Refused, or no display (the machine is off or stopped): the
+      // message says why, and the next power-on connects again.
+      if (closed || refused || ev.code === 1008) return;
+      say("disconnected; reconnecting…", "warn");
+      retry = setTimeout(connect, 2000);
+    });
+  }
+  connect();
+  return {
+    close() { closed = true; clearTimeout(retry); if (rfb) rfb.disconnect(); else if (ws) ws.close(); },
+    power(p) { if (p === "On" && !ws && !closed) { clearTimeout(retry); connect(); } },
+  };
 }
 
 // ---- accounts (Administrator) ----
