@@ -25,12 +25,24 @@ import (
 // and Chassis, and the virtual media member a client inserts into: written
 // out from the vendors' public material (docs/personalities.md), not read
 // from internal/personality.
-var vendorIDs = map[string]struct{ system, manager, chassis, mediaAt, member string }{
+var vendorIDs = map[string]vendorIDSet{
 	"generic":        {"", "", "", "manager", "Cd"}, // the machine id: filled in by the test
 	"idrac9":         {"System.Embedded.1", "iDRAC.Embedded.1", "System.Embedded.1", "manager", "CD"},
 	"idrac10":        {"System.Embedded.1", "iDRAC.Embedded.1", "System.Embedded.1", "system", "1"},
 	"ilo6":           {"1", "1", "1", "manager", "2"},
 	"supermicro-x13": {"1", "1", "1", "manager", "CD1"},
+}
+
+type vendorIDSet struct{ system, manager, chassis, mediaAt, member string }
+
+// wantIDs are the ids view v's BMC must show: vendorIDs, with the generic
+// BMC's machine id filled in.
+func wantIDs(v vendorView) vendorIDSet {
+	want := vendorIDs[v.Personality]
+	if want.system == "" {
+		want.system, want.manager, want.chassis = v.UUID, v.UUID, v.UUID
+	}
+	return want
 }
 
 // listenAtBMC serves f's handler as machine id's own BMC (AtBMC, as
@@ -57,11 +69,7 @@ func TestVendorIDsSushy(t *testing.T) {
 	f, views := personalityFixture(t, allQuirksOff)
 	for _, v := range views {
 		t.Run(v.Personality, func(t *testing.T) {
-			want := vendorIDs[v.Personality]
-			if want.system == "" {
-				want.system, want.manager, want.chassis = v.UUID, v.UUID, v.UUID
-			}
-			ts := listenAtBMC(t, f.h, v.UUID)
+			want, ts := wantIDs(v), listenAtBMC(t, f.h, v.UUID)
 			ca := filepath.Join(t.TempDir(), "ca.pem")
 			if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o600); err != nil {
 				t.Fatal(err)
@@ -96,11 +104,7 @@ func TestVendorIDsGofish(t *testing.T) {
 	defer shared.Logout()
 	for _, v := range views {
 		t.Run(v.Personality, func(t *testing.T) {
-			want := vendorIDs[v.Personality]
-			if want.system == "" {
-				want.system, want.manager, want.chassis = v.UUID, v.UUID, v.UUID
-			}
-			ts := listenAtBMC(t, f.h, v.UUID)
+			want, ts := wantIDs(v), listenAtBMC(t, f.h, v.UUID)
 			c, err := gofish.Connect(gofish.ClientConfig{Endpoint: ts.URL, Username: testUser, Password: testPass, BasicAuth: true, Insecure: true})
 			if err != nil {
 				t.Fatal(err)
