@@ -142,7 +142,7 @@ func TestMixedRackBMCNetwork(t *testing.T) {
 	var st struct {
 		Nodes []struct{ Name, BMC, Vendor string }
 	}
-	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &st); err != nil || len(st.Nodes) != 3 {
+	if err := json.Unmarshal([]byte(out[max(strings.Index(out, "{"), 0):]), &st); err != nil || len(st.Nodes) != 3 {
 		t.Fatalf("status -o json: %v, %d nodes", err, len(st.Nodes))
 	}
 	status := map[string][2]string{}
