@@ -257,5 +257,6 @@ func TestMixedRackBMCNetwork(t *testing.T) {
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(b), "Status: OFF") {
 			t.Errorf("%s: fence_redfish --systems-uri %s at %s: %v\n%s", w.name, fa.Path, fa.Host, err, b)
 		}
+		t.Logf("%s: %s is %v %v; its Manager %s has %s; fence_redfish --systems-uri %s: %s", w.name, sys, s["Manufacturer"], s["Id"], mgrPath, members, fa.Path, strings.TrimSpace(string(b)))
 	}
 }
