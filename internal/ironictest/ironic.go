@@ -37,6 +37,10 @@ type Options struct {
 	// (default 1 s; a real agent waits minutes, but is kicked after each
 	// command, as this one is too).
 	HeartbeatEvery time.Duration
+	// PXE, when set, runs the network boot service (dnsmasq, DHCP or
+	// proxyDHCP, TFTP, iPXE) for nodes with the ipxe boot interface
+	// (pxe.go); Ironic's http_url is then what iPXE fetches from.
+	PXE *PXE
 }
 
 // Ironic is a running Ironic and what serves it: its API, the HTTP server
@@ -51,6 +55,8 @@ type Ironic struct {
 	Dir string
 	// Agent stands in for ironic-python-agent.
 	Agent *Agent
+	// DnsmasqLog is the log of the network boot service (Options.PXE), "" without it.
+	DnsmasqLog string
 	// Started is how long Start took: configuration, database, process,
 	// until the API answered.
 	Started time.Duration
@@ -112,6 +118,10 @@ func Start(t testing.TB, o Options) *Ironic {
 	}
 	if err := templateDB(t, dbsync, conf, filepath.Join(dir, "ironic.sqlite")); err != nil {
 		t.Fatalf("ironictest: database: %v", err)
+	}
+
+	if o.PXE != nil {
+		ir.DnsmasqLog = startPXE(t, o.Namespace, *o.PXE, dir, ir.HTTPURL)
 	}
 
 	logf, err := os.Create(ir.log)
@@ -191,14 +201,7 @@ func cleanEnv() []string {
 func (ir *Ironic) PID() int { return ir.cmd.Process.Pid }
 
 // LogTail returns the last n lines of Ironic's log.
-func (ir *Ironic) LogTail(n int) string {
-	b, _ := os.ReadFile(ir.log)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (ir *Ironic) LogTail(n int) string { return tail(ir.log, n) }
 
 // Problems returns the WARNING and ERROR lines of Ironic's log, from the
 // level on, without the request context ("[None req-… - - - - - -]").
