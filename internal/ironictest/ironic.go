@@ -296,8 +296,12 @@ func config(dir, httpRoot, host string, port int, httpURL string, extra map[stri
 		"oslo_concurrency": {"lock_path": filepath.Join(dir, "locks")},
 		"deploy": {"http_url": httpURL, "http_root": httpRoot, "default_boot_mode": "uefi",
 			"iso_master_path": filepath.Join(dir, "master_iso_images")},
+		// No master cache of the deploy kernels and ramdisks the ipxe
+		// boot publishes: it hard-links its master into http_root, which
+		// is on another filesystem (see above); without one, each node's
+		// copy is fetched where it is published.
 		"pxe": {"images_path": filepath.Join(dir, "images"), "instance_master_path": filepath.Join(dir, "master_images"),
-			"tftp_root": filepath.Join(dir, "tftp"), "tftp_master_path": filepath.Join(dir, "tftp_master")},
+			"tftp_root": filepath.Join(dir, "tftp"), "tftp_master_path": ""},
 		"conductor":                    {"automated_clean": "true", "deploy_callback_timeout": "600", "clean_callback_timeout": "600", "power_state_change_timeout": "60"},
 		"agent":                        {"post_deploy_get_power_state_retries": "2", "post_deploy_get_power_state_retry_interval": "1", "deploy_logs_collect": "never", "command_timeout": "30"},
 		"redfish":                      {"use_swift": "false", "firmware_update_status_interval": "2", "firmware_update_fail_interval": "2", "connection_attempts": "10", "connection_retry_interval": "1"},
