@@ -296,12 +296,11 @@ func config(dir, httpRoot, host string, port int, httpURL string, extra map[stri
 		"oslo_concurrency": {"lock_path": filepath.Join(dir, "locks")},
 		"deploy": {"http_url": httpURL, "http_root": httpRoot, "default_boot_mode": "uefi",
 			"iso_master_path": filepath.Join(dir, "master_iso_images")},
-		// No master cache of the deploy kernels and ramdisks the ipxe
-		// boot publishes: it hard-links its master into http_root, which
-		// is on another filesystem (see above); without one, each node's
-		// copy is fetched where it is published.
+		// The master cache of the deploy kernels and ramdisks the ipxe
+		// boot publishes is beside http_root, on its filesystem: Ironic
+		// hard-links the master into http_root.
 		"pxe": {"images_path": filepath.Join(dir, "images"), "instance_master_path": filepath.Join(dir, "master_images"),
-			"tftp_root": filepath.Join(dir, "tftp"), "tftp_master_path": ""},
+			"tftp_root": filepath.Join(dir, "tftp"), "tftp_master_path": filepath.Join(filepath.Dir(httpRoot), "tftp_master")},
 		"conductor":                    {"automated_clean": "true", "deploy_callback_timeout": "600", "clean_callback_timeout": "600", "power_state_change_timeout": "60"},
 		"agent":                        {"post_deploy_get_power_state_retries": "2", "post_deploy_get_power_state_retry_interval": "1", "deploy_logs_collect": "never", "command_timeout": "30"},
 		"redfish":                      {"use_swift": "false", "firmware_update_status_interval": "2", "firmware_update_fail_interval": "2", "connection_attempts": "10", "connection_retry_interval": "1"},
@@ -340,17 +339,19 @@ func config(dir, httpRoot, host string, port int, httpURL string, extra map[stri
 }
 
 // httpRootDir is Ironic's http_root, on another filesystem than its
-// caches (see config): in /dev/shm, a tmpfs.
+// caches (see config): a directory in /dev/shm, a tmpfs, beside the
+// master cache of what the ipxe boot publishes there.
 func httpRootDir(t testing.TB) string {
-	d, err := os.MkdirTemp("/dev/shm", "bmlab-ironic-http-")
+	d, err := os.MkdirTemp("/dev/shm", "bmlab-ironic-")
 	if err != nil {
 		t.Fatalf("ironictest: a directory in /dev/shm for Ironic's http_root: %v", err)
 	}
-	if err := os.Chmod(d, 0o755); err != nil {
+	t.Cleanup(func() { os.RemoveAll(d) })
+	root := filepath.Join(d, "http")
+	if err := os.Mkdir(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
+	return root
 }
 
 // The schema is made once per test process (ironic-dbsync takes about
