@@ -107,7 +107,7 @@ func Start(t testing.TB, o Options) *Ironic {
 	httpLn := listen(t, o.Namespace, o.Host)
 	ir.HTTPURL = "http://" + httpLn.Addr().String()
 	httpRoot := httpRootDir(t)
-	ir.files = newFiles(httpRoot)
+	ir.files = newFiles(httpRoot, filepath.Join(dir, "http.log"))
 	serve(t, httpLn, ir.files)
 	agentLn := listen(t, o.Namespace, o.Host)
 	ir.URL = "http://" + net.JoinHostPort(o.Host, strconv.Itoa(apiPort))
@@ -439,16 +439,26 @@ func serve(t testing.TB, ln net.Listener, h http.Handler) {
 	})
 }
 
-// files serves Ironic's http_root, and the files a test adds by path.
+// files serves Ironic's http_root, and the files a test adds by path; it
+// logs each request (time, client, method, path, status) in Dir/http.log:
+// what a BMC or a network-booting node fetched, and when.
 type files struct {
 	root  http.Handler
 	mu    sync.Mutex
 	extra map[string]string
+	log   string
 }
 
-func newFiles(root string) *files {
-	return &files{root: http.FileServer(http.Dir(root)), extra: map[string]string{}}
+func newFiles(root, log string) *files {
+	return &files{root: http.FileServer(http.Dir(root)), extra: map[string]string{}, log: log}
 }
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) { w.status = code; w.ResponseWriter.WriteHeader(code) }
 
 func (f *files) add(path, src string) {
 	f.mu.Lock()
@@ -457,12 +467,22 @@ func (f *files) add(path, src string) {
 }
 
 func (f *files) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	defer func() {
+		line := fmt.Sprintf("%s %s %s %s %d\n", time.Now().Format("15:04:05.000"), r.RemoteAddr, r.Method, r.URL.Path, sw.status)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if lf, err := os.OpenFile(f.log, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			_, _ = lf.WriteString(line)
+			lf.Close()
+		}
+	}()
 	f.mu.Lock()
 	src, ok := f.extra[r.URL.Path]
 	f.mu.Unlock()
 	if ok {
-		http.ServeFile(w, r, src)
+		http.ServeFile(sw, r, src)
 		return
 	}
-	f.root.ServeHTTP(w, r)
+	f.root.ServeHTTP(sw, r)
 }

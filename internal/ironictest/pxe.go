@@ -142,6 +142,8 @@ func startPXE(t testing.TB, ns string, p PXE, dir, httpURL string) (log string) 
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("ironictest: the last lines of dnsmasq's log (%s):\n%s", log, tail(log, 40))
+			http := filepath.Join(dir, "http.log")
+			t.Logf("ironictest: the last requests to Ironic's HTTP server (%s):\n%s", http, tail(http, 20))
 		}
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		select {
