@@ -44,7 +44,9 @@
 // script Ironic writes (http_url/boot.ipxe), which chains to the node's
 // configuration, its deploy_kernel and deploy_ramdisk. A VM's UEFI
 // deploy kernel can be testenv.AgentEFI, which prints the agent's marker
-// WatchSerial waits for. The network boot is IPv4 only.
+// WatchSerial waits for. The network boot is IPv4 only; with PXE.RAPrefix
+// dnsmasq also sends IPv6 router advertisements, without which iPXE waits
+// about 16 s for a router before every boot.
 //
 // For many nodes (BenchmarkIronicNodes in internal/vbmcd, run by
 // hack/ironic-bench.sh, takes hundreds of simulated servers through every

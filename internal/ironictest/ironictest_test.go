@@ -105,6 +105,15 @@ func TestDnsmasqConfig(t *testing.T) {
 			t.Errorf("proxyDHCP configuration lacks %q:\n%s", want, proxy)
 		}
 	}
+	if strings.Contains(proxy, "enable-ra") {
+		t.Errorf("router advertisements without an RAPrefix:\n%s", proxy)
+	}
+	ra := dnsmasqConfig(PXE{Interface: "eth0", Subnet: netip.MustParsePrefix("10.0.0.0/24"), RAPrefix: netip.MustParsePrefix("fd00:1:2:3::/64")}, "/d", "/d/tftpboot", script)
+	for _, want := range []string{"enable-ra\n", "dhcp-range=fd00:1:2:3::,ra-only,64\n", "ra-param=eth0,60,0\n", "dhcp-range=10.0.0.0,proxy,255.255.255.0\n"} {
+		if !strings.Contains(ra, want) {
+			t.Errorf("configuration with router advertisements lacks %q:\n%s", want, ra)
+		}
+	}
 	if strings.Contains(proxy, "dhcp-authoritative") {
 		t.Errorf("a proxyDHCP server claims the subnet:\n%s", proxy)
 	}
@@ -130,6 +139,8 @@ func TestDnsmasqConfig(t *testing.T) {
 		{Interface: "eth0", Subnet: netip.MustParsePrefix("10.0.0.0/24"), Start: netip.MustParseAddr("10.0.0.10")},
 		{Interface: "eth0", Subnet: netip.MustParsePrefix("10.0.0.0/24"), Start: netip.MustParseAddr("10.0.0.10"), End: netip.MustParseAddr("10.0.1.10")},
 		{Interface: "eth0", Subnet: netip.MustParsePrefix("10.0.0.0/24"), Start: netip.MustParseAddr("10.0.0.10"), End: netip.MustParseAddr("10.0.0.9")},
+		{Interface: "eth0", Subnet: netip.MustParsePrefix("10.0.0.0/24"), RAPrefix: netip.MustParsePrefix("fd00::/48")},
+		{Interface: "eth0", Subnet: netip.MustParsePrefix("10.0.0.0/24"), RAPrefix: netip.MustParsePrefix("10.1.0.0/16")},
 	} {
 		if err := bad.validate(); err == nil {
 			t.Errorf("PXE %+v accepted", bad)

@@ -40,6 +40,13 @@ type PXE struct {
 	// lab's machine network, where libvirt's dnsmasq does) and dnsmasq
 	// adds only the boot information.
 	Start, End netip.Addr
+	// RAPrefix, when set (an IPv6 /64 the interface holds an address
+	// in), makes dnsmasq answer router solicitations on the link with
+	// router advertisements for it (ra-only: SLAAC, no default route), as
+	// a dual-stack network's router does. iPXE configures IPv6 beside
+	// DHCP and waits for a router advertisement before it boots: without
+	// one it gives up only after about 16 s of solicitations.
+	RAPrefix netip.Prefix
 }
 
 func (p PXE) validate() error {
@@ -48,6 +55,9 @@ func (p PXE) validate() error {
 	}
 	if p.Start.IsValid() != p.End.IsValid() {
 		return fmt.Errorf("PXE: give both Start and End, or neither (proxyDHCP)")
+	}
+	if p.RAPrefix.IsValid() && (!p.RAPrefix.Addr().Is6() || p.RAPrefix.Addr().Is4In6() || p.RAPrefix.Bits() != 64) {
+		return fmt.Errorf("PXE: RAPrefix %s is not an IPv6 /64 (SLAAC's)", p.RAPrefix)
 	}
 	if p.Start.IsValid() && (!p.Subnet.Contains(p.Start) || !p.Subnet.Contains(p.End) || p.End.Less(p.Start)) {
 		return fmt.Errorf("PXE: range %s-%s is not within %s", p.Start, p.End, p.Subnet)
@@ -81,6 +91,11 @@ func dnsmasqConfig(p PXE, dir, tftpRoot, bootScript string) string {
 	line("tftp-root=%s", tftpRoot)
 	line("dhcp-userclass=set:ipxe,iPXE")
 	line("dhcp-match=set:ipxe,175")
+	if p.RAPrefix.IsValid() {
+		line("enable-ra")
+		line("dhcp-range=%s,ra-only,64", p.RAPrefix.Masked().Addr())
+		line("ra-param=%s,60,0", p.Interface) // not a default router
+	}
 	if !p.Start.IsValid() {
 		// proxyDHCP: PXE firmware learns its boot file from the PXE
 		// menu's one entry (no prompt), iPXE from the file name.

@@ -383,7 +383,12 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 		// The network boot the ipmi hardware type needs, on the machine
 		// network: the nodes' one NIC is there, and libvirt's DHCP server
 		// hands out its addresses, so dnsmasq is a proxyDHCP server.
-		o.PXE = &ironictest.PXE{Interface: "eth0", Subnet: p.Cluster.MachineNetwork}
+		// An IPv6 prefix for dnsmasq's router advertisements, which end
+		// iPXE's IPv6 autoconfiguration at once (else it waits about 16 s
+		// each boot).
+		ra := netip.MustParsePrefix("fd5e:b1ab:6600::/64")
+		netnstest.IP(t, "-n", ns, "addr", "add", "fd5e:b1ab:6600::fe/64", "dev", "eth0", "nodad")
+		o.PXE = &ironictest.PXE{Interface: "eth0", Subnet: p.Cluster.MachineNetwork, RAPrefix: ra}
 	}
 	ir := ironictest.Start(t, o)
 	iso := ir.Serve("/images/agent.iso", testenv.AgentISO(t))
