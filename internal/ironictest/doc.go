@@ -40,7 +40,8 @@
 // do (pxe.go): Debian's dnsmasq, either the subnet's DHCP server or, where
 // another one hands out the addresses (a labctl lab's machine network,
 // libvirt's), a proxyDHCP server; TFTP of Debian's iPXE binaries
-// (snponly.efi, undionly.kpxe) for PXE firmware; and for iPXE the boot
+// (snponly.efi, undionly.kpxe) for PXE firmware (a qemu VM's NIC option
+// ROM is iPXE already, so its boot skips TFTP); and for iPXE the boot
 // script Ironic writes (http_url/boot.ipxe), which chains to the node's
 // configuration, its deploy_kernel and deploy_ramdisk. A VM's UEFI
 // deploy kernel can be testenv.AgentEFI, which prints the agent's marker
@@ -55,7 +56,9 @@
 // besides the heartbeat after each command, which is what moves a step on)
 // and, if the log grows too large, set Options.Config's DEFAULT debug to
 // false. Ironic's warnings and errors are logged with the test
-// (Ironic.Problems); its whole log is in Ironic.Dir.
+// (Ironic.Problems); its whole log, and http.log (each request to its
+// HTTP server: what BMCs and network-booting nodes fetched), are in
+// Ironic.Dir.
 //
 // Known limits of the clients, not of the harness: sushy 4.3 reads a
 // system's memory as whole GiB, so Redfish inspection of a machine with
