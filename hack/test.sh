@@ -17,6 +17,12 @@ fi
 [ -x /usr/local/go/bin/go ] && export PATH=$PATH:/usr/local/go/bin
 command -v go >/dev/null || { echo "Go is not on PATH: install Go 1.26 (https://go.dev/dl) and retry" >&2; exit 1; }
 
+# Each phase's start, with the seconds since the run began (CI's log shows
+# where its time goes).
+began=$SECONDS
+phase() { echo "== $1 (at $((SECONDS - began)) s)"; }
+
+phase "install and start"
 bash hack/install-deps.sh
 bash hack/start-libvirtd.sh
 mkdir -p testdata/iso
@@ -24,6 +30,7 @@ mkdir -p testdata/iso
 [ -f testdata/iso/disk-marker.img ] || bash hack/build-marker-iso.sh testdata/iso/disk-marker.img BMLAB-DISK-BOOTED stay >/dev/null
 [ -f testdata/iso/marker.efi ] || bash hack/build-marker-efi.sh testdata/iso/marker.efi BMLAB-EFI-BOOTED halt >/dev/null
 
+phase "tools"
 # Tools built from Go modules, once per machine and version, into a cache
 # outside the clone (hack/toolcache.sh): a second run builds nothing.
 bash hack/build-coredns.sh
@@ -37,7 +44,9 @@ go build ./...
 # detector (make unit), then every test. With arguments (one test, say) only
 # that last run, after go vet.
 if [ $# -eq 0 ]; then
+  phase "lint"
   bash hack/lint.sh
+  phase "unit tests under the race detector"
   go test -short -race -count=1 ./...
 else
   go vet ./...
@@ -45,4 +54,5 @@ fi
 # One package at a time: the VM tests boot qemu under TCG and time real
 # protocol exchanges; on a 2-core machine, packages in parallel starve each
 # other. The whole run takes a few minutes.
+phase "every test"
 exec go test -p 1 -count=1 -timeout 25m "$@" ./...

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"sigs.k8s.io/yaml"
 )
 
@@ -129,6 +130,17 @@ func (r *run) createAgentImage() int {
 	}
 	os.Remove(acPath)
 	uuids := bareMetalHosts(icRaw)
+	if len(ac.Hosts) > 1 {
+		// What the fixture cannot do (the real installer matches hosts by
+		// their MACs, which grub cannot read here): said, not silently
+		// left without a marker.
+		for _, h := range ac.Hosts {
+			if u, ok := uuids[h.Hostname]; ok && uuid.Validate(u) != nil {
+				r.log("fatal", fmt.Sprintf("installer fixture: host %s's BMC address names System %q, not the node's UUID; the fixture finds the node that boots its ISO by its SMBIOS UUID only (a vendor's system id at a BMC of its own is not supported by the fixture)", h.Hostname, u))
+				return ExitInstallConfigError
+			}
+		}
+	}
 	// One ISO, for the control plane's architecture (InfraEnv's
 	// cpuArchitecture): agent.<arch>.iso.
 	arch := RPMArch(ic.ControlPlane.Architecture)

@@ -111,16 +111,18 @@ type BMCEndpoint struct {
 	OwnAddress bool
 }
 
-// BMCAddress is a node's bmc.address for the lab's BMC kind:
+// BMCAddress is a node's bmc.address for the lab's BMC kind, its System
+// named system (the node's UUID, or at a BMC of its own the vendor's id,
+// such as an iDRAC's System.Embedded.1):
 //
-//	redfish-virtualmedia+https://HOST:PORT/redfish/v1/Systems/UUID
-//	redfish+https://HOST:PORT/redfish/v1/Systems/UUID
-//	idrac-virtualmedia+https://HOST:PORT/redfish/v1/Systems/UUID
+//	redfish-virtualmedia+https://HOST:PORT/redfish/v1/Systems/SYSTEM
+//	redfish+https://HOST:PORT/redfish/v1/Systems/SYSTEM
+//	idrac-virtualmedia+https://HOST:PORT/redfish/v1/Systems/SYSTEM
 //	ipmi://HOST:PORT
 //
 // (http instead of https when the lab's BMC has TLS off; without :PORT for
 // a BMC of its own, OwnAddress).
-func BMCAddress(b BMCEndpoint, uuid string, ipmiPort int) (string, error) {
+func BMCAddress(b BMCEndpoint, system string, ipmiPort int) (string, error) {
 	switch b.Kind {
 	case BMCIPMI:
 		if b.OwnAddress {
@@ -131,8 +133,8 @@ func BMCAddress(b BMCEndpoint, uuid string, ipmiPort int) (string, error) {
 		}
 		return "ipmi://" + net.JoinHostPort(b.Host, strconv.Itoa(ipmiPort)), nil
 	case BMCRedfish, BMCRedfishVirtualMedia, BMCIDRACVirtualMedia:
-		if uuid == "" {
-			return "", errors.New("bmc address: a Redfish BMC needs the node's UUID")
+		if system == "" {
+			return "", errors.New("bmc address: a Redfish BMC needs the node's System id")
 		}
 		scheme := "http"
 		if b.TLS {
@@ -142,7 +144,7 @@ func BMCAddress(b BMCEndpoint, uuid string, ipmiPort int) (string, error) {
 		if b.OwnAddress {
 			host = urlHost(b.Host)
 		}
-		return fmt.Sprintf("%s+%s://%s/redfish/v1/Systems/%s", b.Kind, scheme, host, uuid), nil
+		return fmt.Sprintf("%s+%s://%s/redfish/v1/Systems/%s", b.Kind, scheme, host, system), nil
 	}
 	return "", fmt.Errorf("bmc address: unknown BMC kind %q", b.Kind)
 }

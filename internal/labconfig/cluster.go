@@ -198,6 +198,21 @@ type Role struct {
 	// personalities: generic, idrac9, idrac10, ilo6, supermicro-x13);
 	// empty is generic.
 	Personality string `json:"personality,omitempty"`
+	// Personalities gives the nodes of the role a personality each, in
+	// order, as Placement gives them a host: the i-th node's; an empty
+	// entry, or a node past the list (such as a worker added with
+	// labctl add-node), has the role's Personality.
+	Personalities []string `json:"personalities,omitempty"`
+}
+
+// PersonalityOf is the personality of the role's node i (empty: generic)
+// and the role's field it comes from: its own entry of Personalities
+// ("personalities[i]"), else the role's Personality ("personality").
+func (r Role) PersonalityOf(i int) (name, field string) {
+	if i < len(r.Personalities) && r.Personalities[i] != "" {
+		return r.Personalities[i], fmt.Sprintf("personalities[%d]", i)
+	}
+	return r.Personality, "personality"
 }
 
 // CPU architectures of a pool (Role.Arch), as libvirt and qemu name them.
@@ -423,6 +438,20 @@ func (c *Config) validateCluster() []error {
 		default:
 			add("%s.arch: %q is not one of %s (default), %s", r.field, a, ArchX86_64, ArchAArch64)
 		}
+		if _, err := personality.Lookup(r.role.Personality); err != nil {
+			add("%s.personality: %v", r.field, err)
+		}
+		if len(r.role.Personalities) > r.role.N() {
+			add("%s.personalities: %d personalities for %d nodes; give one per node at most (an empty entry, or a node past the list, takes %s.personality)", r.field, len(r.role.Personalities), r.role.N(), r.field)
+		}
+		for i, name := range r.role.Personalities {
+			if name == "" {
+				continue
+			}
+			if _, err := personality.Lookup(name); err != nil {
+				add("%s.personalities[%d]: %v", r.field, i, err)
+			}
+		}
 		if r.field == "arbiter" {
 			continue
 		}
@@ -436,9 +465,6 @@ func (c *Config) validateCluster() []error {
 			if d < 1 {
 				add("%s.extraDisks[%d]: %d GiB must be positive", r.field, i, d)
 			}
-		}
-		if _, err := personality.Lookup(r.role.Personality); err != nil {
-			add("%s.personality: %v", r.field, err)
 		}
 	}
 	mn := k.MachineNetwork

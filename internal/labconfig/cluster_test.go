@@ -48,13 +48,14 @@ func TestParseCluster(t *testing.T) {
 cluster:
   clusterName: c1
   workers: {count: 0}
-  masters: {extraDisks: [10, 20]}
+  masters: {extraDisks: [10, 20], personality: ilo6, personalities: [idrac9, '', generic]}
   bmc: {kind: ipmi, tls: false}
 `,
 		want: func(c *Cluster) {
 			c.Name = "c1"
 			c.Workers.Count = intp(0)
 			c.Masters.ExtraDisks = []int{10, 20}
+			c.Masters.Personality, c.Masters.Personalities = "ilo6", []string{"idrac9", "", "generic"}
 			c.BMC.Kind = "ipmi"
 			c.BMC.TLS = &no
 			c.ProvisioningNetworkCIDR = netip.MustParsePrefix("172.22.0.0/24")
@@ -115,6 +116,10 @@ func TestParseClusterErrorsNameTheField(t *testing.T) {
 		{"cluster:\n  workers: {arch: arm64}\n", `cluster.workers.arch: "arm64" is install-config's name; the lab file names an architecture as libvirt does: x86_64 or aarch64 (arm64 is aarch64)`},
 		{"cluster:\n  masters: {arch: riscv64}\n", `cluster.masters.arch: "riscv64" is not one of x86_64 (default), aarch64`},
 		{"cluster:\n  bmc: {redfishPort: 70000}\n", "cluster.bmc.redfishPort: 70000 is not a port"},
+		{"cluster:\n  masters: {personality: idrac7}\n", `cluster.masters.personality: personality "idrac7": want one of generic, idrac9, idrac10, ilo6, supermicro-x13`},
+		{"cluster:\n  masters: {personalities: [idrac9, '', dell]}\n", `cluster.masters.personalities[2]: personality "dell": want one of generic, idrac9, idrac10, ilo6, supermicro-x13`},
+		{"cluster:\n  workers: {count: 1, personalities: [ilo6, ilo6]}\n", "cluster.workers.personalities: 2 personalities for 1 nodes; give one per node at most (an empty entry, or a node past the list, takes workers.personality)"},
+		{"cluster:\n  masters: {count: 2}\n  arbiter: {count: 1, personality: hpe}\n", `cluster.arbiter.personality: personality "hpe": want one of`},
 		{"cluster:\n  bmc: {kind: ipmi, ipmiPortBase: 65534}\n", "cluster.bmc.ipmiPortBase: 65534 leaves no port for every node (the last would be 65538)"},
 	}
 	for _, tt := range tests {

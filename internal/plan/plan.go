@@ -363,7 +363,9 @@ type Endpoint struct {
 	// Address is bmc.address in install-config.
 	Address string `json:"address"`
 	// SystemURL is the node's Redfish System, which vbmcd serves for every
-	// node whatever the kind; labctl checks the BMC there.
+	// node whatever the kind; labctl checks the BMC there. It names the
+	// System as Address does (a vendor's id at a BMC of its own, else the
+	// node's UUID).
 	SystemURL string `json:"systemURL"`
 	IPMIPort  int    `json:"ipmiPort,omitempty"`
 	// Addr is the node's BMC's own address on the BMC network
@@ -373,11 +375,16 @@ type Endpoint struct {
 	// system (empty: the lab's user serves every node).
 	Username string `json:"username,omitempty"`
 	Password string `json:"-"`
-	// Personality is the vendor BMC vbmcd gives the node (its role's
-	// personality in the lab file); empty is generic.
+	// Personality is the vendor BMC vbmcd gives the node (its entry of
+	// its role's personalities in the lab file, else the role's
+	// personality); empty is generic.
 	Personality string `json:"personality,omitempty"`
 	// Vendor is its Manufacturer, as the node's BMC reports it.
 	Vendor string `json:"vendor,omitempty"`
+	// PersonalityField is the lab file's field Personality comes from
+	// (cluster.masters.personality, cluster.workers.personalities[1]), for
+	// the errors of checks that refuse it.
+	PersonalityField string `json:"personalityField,omitempty"`
 }
 
 // Network is the lab's host network.
@@ -1211,14 +1218,15 @@ func hasBridge(n labconfig.Network, name string) bool {
 func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 	k := cfg.Cluster
 	type group struct {
-		role string
-		spec labconfig.Role
-		n    int
+		role  string
+		spec  labconfig.Role
+		n     int
+		field string // the role's in the lab file
 	}
-	groups := []group{{ipi.RoleMaster, k.Masters, k.Masters.N()}, {ipi.RoleArbiter, k.Arbiter, k.Arbiter.N()}, {ipi.RoleWorker, k.Workers, k.Workers.N() + p.addedWorkers}}
+	groups := []group{{ipi.RoleMaster, k.Masters, k.Masters.N(), "masters"}, {ipi.RoleArbiter, k.Arbiter, k.Arbiter.N(), "arbiter"}, {ipi.RoleWorker, k.Workers, k.Workers.N() + p.addedWorkers, "workers"}}
 	if p.Mode == ModeHybrid && !p.Hybrid.SingleNode {
 		// The bootstrap is sized like a master and first in line.
-		groups = append([]group{{ipi.RoleBootstrap, k.Masters, 1}}, groups...)
+		groups = append([]group{{ipi.RoleBootstrap, k.Masters, 1, "masters"}}, groups...)
 	}
 	ip, ip6 := k.DHCPRange.Start, netip.Addr{}
 	if k.IPFamily == labconfig.IPFamilyDual {
@@ -1265,8 +1273,12 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 				n.Disks[j].Path = filepath.Join(p.Storage.Dir, n.Disks[j].Volume)
 			}
 			if p.Mode == ModeIPI || p.Mode == ModeAgent {
-				if err := p.endpoint(&n, len(p.Nodes), k.BMC.Kind, g.spec.Personality); err != nil {
+				persona, field := g.spec.PersonalityOf(i)
+				if err := p.endpoint(&n, len(p.Nodes), k.BMC.Kind, persona); err != nil {
 					return err
+				}
+				if persona != "" {
+					n.BMC.PersonalityField = "cluster." + g.field + "." + field
 				}
 				if k.BMC.UseNodeAccounts() {
 					n.BMC.Username, n.BMC.Password = n.Name, NodePassword(p.BMC.Password, p.Lab, n.Name)
@@ -1292,13 +1304,19 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 // endpoint gives node i its BMC address: the one place it is made. A node
 // whose BMC is a Dell's (personality) is reached as the installer reaches
 // an iDRAC, by the idrac-virtualmedia scheme, where the lab boots from
-// virtual media.
+// virtual media. At a BMC of its own (a BMC network) a vendor's BMC is
+// named by the path the vendor serves, as a real rack's would be
+// (/redfish/v1/Systems/System.Embedded.1 for an iDRAC, /Systems/1 for an
+// iLO or a Supermicro: vbmcd serves the vendor's ids there); on the
+// shared listener every System is named by its node's UUID, the one id
+// unique there. install-config's address and labctl's own SystemURL name
+// the same System.
 func (p *Plan) endpoint(n *Node, i int, kind, persona string) error {
+	pers, err := personality.Lookup(persona)
+	if err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
 	if persona != "" {
-		pers, err := personality.Lookup(persona)
-		if err != nil {
-			return fmt.Errorf("node %s: %w", n.Name, err)
-		}
 		n.BMC.Personality, n.BMC.Vendor = persona, pers.Manufacturer
 		if pers.Manufacturer == "Dell Inc." && kind == ipi.BMCRedfishVirtualMedia {
 			kind = ipi.BMCIDRACVirtualMedia
@@ -1314,9 +1332,13 @@ func (p *Plan) endpoint(n *Node, i int, kind, persona string) error {
 		if !p.BMC.Network.Contains(a) || (a.Is4() && !p.BMC.Network.Contains(a.Next())) {
 			return fmt.Errorf("cluster.bmc.network: %s has no address left for node %s's BMC; use a larger subnet", p.BMC.Network, n.Name)
 		}
+		system := n.UUID
+		if pers.SystemID != "" {
+			system = pers.SystemID
+		}
 		n.BMC.Addr = a
-		n.BMC.SystemURL = fmt.Sprintf("%s://%s/redfish/v1/Systems/%s", p.BMC.Scheme, hostForURL(a), n.UUID)
-		addr, err := ipi.BMCAddress(ipi.BMCEndpoint{Kind: kind, Host: a.String(), TLS: p.BMC.Scheme == "https", OwnAddress: true}, n.UUID, 0)
+		n.BMC.SystemURL = fmt.Sprintf("%s://%s/redfish/v1/Systems/%s", p.BMC.Scheme, hostForURL(a), system)
+		addr, err := ipi.BMCAddress(ipi.BMCEndpoint{Kind: kind, Host: a.String(), TLS: p.BMC.Scheme == "https", OwnAddress: true}, system, 0)
 		if err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}

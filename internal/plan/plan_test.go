@@ -59,6 +59,7 @@ func TestGolden(t *testing.T) {
 		{"mixed", "name: mix\ncluster: {workers: {count: 1, arch: aarch64}}\n", "tiny", ModeIPI},
 		{"agent-arm", "name: arm\ncluster: {masters: {count: 1, arch: aarch64}}\n", "tiny", ModeAgent},
 		{"mixed-rack", "name: mixed\ncluster: {masters: {personality: idrac9}, workers: {count: 2, personality: ilo6}}\n", "tiny", ModeIPI},
+		{"mixed-rack-bmc-network", "name: mrb\ncluster: {bmc: {network: 192.168.126.0/24}, masters: {personalities: [idrac9, ilo6]}, workers: {count: 2, personality: supermicro-x13, personalities: ['', idrac10]}}\n", "tiny", ModeIPI},
 		{"multihost", "name: spread\nnetwork: {provisioningNetwork: Managed}\n" +
 			"hosts:\n- {name: alpha, libvirtURI: 'qemu:///system', underlay: 10.254.0.1}\n" +
 			"- {name: beta, libvirtURI: 'qemu+tls://beta.lab.example/system', underlay: 10.254.0.2}\n" +
@@ -163,6 +164,55 @@ func TestBMCNetwork(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q (%s) = %v, want %q", tt.lab, tt.mode, err, tt.want)
+		}
+	}
+}
+
+// TestPersonalitiesPerNode: a pool's personalities give its nodes a
+// personality each (an empty entry, or a node past the list such as a
+// worker added on day 2, takes the pool's); at a BMC of its own a vendor's
+// System is named by the vendor's id in install-config's address and in
+// the System URL labctl reads, a generic one by the node's UUID; on the
+// shared listener every System is named by its UUID, whatever the vendor.
+func TestPersonalitiesPerNode(t *testing.T) {
+	const lab = "name: per\ncluster: {%smasters: {personality: ilo6, personalities: [idrac9, '', '']}, workers: {count: 1, personalities: [generic]}}\n"
+	type want struct{ personality, vendor, scheme, system string }
+	wants := map[string]want{
+		"per-master-0": {"idrac9", "Dell Inc.", "idrac-virtualmedia", "System.Embedded.1"},
+		"per-master-1": {"ilo6", "HPE", "redfish-virtualmedia", "1"},
+		"per-master-2": {"ilo6", "HPE", "redfish-virtualmedia", "1"},
+		"per-worker-0": {"generic", "bmlab", "redfish-virtualmedia", ""},
+		"per-worker-1": {"", "", "redfish-virtualmedia", ""}, // added: past the list, the pool's (none)
+	}
+	for _, bmcNet := range []bool{true, false} {
+		net := ""
+		if bmcNet {
+			net = "bmc: {network: 192.168.125.0/24}, "
+		}
+		cfg, err := labconfig.Parse(fmt.Appendf(nil, lab, net))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Resolve(cfg, Options{Dir: "/labs/per", Mode: ModeIPI, AddedWorkers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Nodes) != len(wants) {
+			t.Fatalf("%d nodes, want %d", len(p.Nodes), len(wants))
+		}
+		for _, n := range p.Nodes {
+			w := wants[n.Name]
+			system, host := n.UUID, "192.168.111.1:8000"
+			if bmcNet {
+				host = n.BMC.Addr.String()
+				if w.system != "" {
+					system = w.system
+				}
+			}
+			url := "https://" + host + "/redfish/v1/Systems/" + system
+			if n.BMC.Personality != w.personality || n.BMC.Vendor != w.vendor || n.BMC.Address != w.scheme+"+"+url || n.BMC.SystemURL != url {
+				t.Errorf("BMC network %v: %s: %s (%s) at %s, %s; want %s (%s) at %s+%s", bmcNet, n.Name, n.BMC.Personality, n.BMC.Vendor, n.BMC.Address, n.BMC.SystemURL, w.personality, w.vendor, w.scheme, url)
+			}
 		}
 	}
 }

@@ -63,11 +63,7 @@ func mediaPlaces(e *lab.Env) error {
 			return err
 		}
 		if !p.MediaUnder(false) {
-			field := n.Role + "s"
-			if n.Role == ipi.RoleArbiter {
-				field = "arbiter"
-			}
-			return fmt.Errorf("cluster.%s.personality: %s serves virtual media under the Manager only, and the agent mode inserts its ISO through the System's VirtualMedia; use idrac10 or generic for node %s, or another mode", field, p.Name, n.Name)
+			return fmt.Errorf("%s: %s serves virtual media under the Manager only, and the agent mode inserts its ISO through the System's VirtualMedia; use idrac10 or generic for node %s, or another mode", n.BMC.PersonalityField, p.Name, n.Name)
 		}
 	}
 	return nil

@@ -18,12 +18,15 @@ func TestMediaPlaces(t *testing.T) {
 	for _, c := range []struct {
 		persona, want string
 	}{
-		{"idrac9", "cluster.masters.personality: idrac9 serves virtual media under the Manager only"},
-		{"ilo6", "cluster.masters.personality: ilo6 serves virtual media under the Manager only"},
-		{"idrac10", ""},
-		{"", ""},
+		{"personality: idrac9", "cluster.masters.personality: idrac9 serves virtual media under the Manager only"},
+		{"personality: ilo6", "cluster.masters.personality: ilo6 serves virtual media under the Manager only"},
+		{"personality: idrac10", ""},
+		{"personality: ''", ""},
+		// Per node: the entry that names the refused one.
+		{"personality: idrac10, personalities: [generic, '', supermicro-x13]", "cluster.masters.personalities[2]: supermicro-x13 serves virtual media under the Manager only, and the agent mode inserts its ISO through the System's VirtualMedia; use idrac10 or generic for node am-master-2"},
+		{"personality: idrac10, personalities: [generic, idrac10]", ""},
 	} {
-		cfg, err := labconfig.Parse([]byte("name: am\ncluster: {workers: {count: 0}, masters: {personality: '" + c.persona + "'}}\n"))
+		cfg, err := labconfig.Parse([]byte("name: am\ncluster: {workers: {count: 0}, masters: {" + c.persona + "}}\n"))
 		labtest.Must(t, err)
 		labtest.Must(t, cfg.ApplyProfile("tiny"))
 		p, err := plan.Resolve(cfg, plan.Options{Dir: t.TempDir(), Profile: "tiny", Mode: plan.ModeAgent})

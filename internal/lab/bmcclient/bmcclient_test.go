@@ -3,6 +3,7 @@ package bmcclient_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -25,8 +26,11 @@ import (
 
 // labVbmcd runs vbmcd over two simulated servers with a certificate for
 // 127.0.0.1 issued by a lab CA, as labctl runs it, and returns the plan
-// labctl would have for them.
-func labVbmcd(t *testing.T) *plan.Plan {
+// labctl would have for them. With own addresses, each server has a BMC of
+// its own there (as a lab's BMC network gives them), with a certificate
+// the lab CA issued for it and the idrac10 personality, and the plan names
+// each node's System as labctl's plan does there: the vendor's id.
+func labVbmcd(t *testing.T, own ...string) *plan.Plan {
 	t.Helper()
 	dir := t.TempDir()
 	p := &plan.Plan{Lab: "bc", StateDir: dir}
@@ -42,11 +46,20 @@ func labVbmcd(t *testing.T) *plan.Plan {
 	}
 	port := testenv.Port(t, "127.0.0.1")
 	p.BMC = plan.BMC{Scheme: "https", Host: "127.0.0.1", RedfishPort: port, Username: "admin", Password: "bc-pass-1", LabCA: true}
+	var args []string
+	ownPort := testenv.Port(t, "127.0.0.1")
+	for i, a := range own {
+		args = append(args, "--bmc-addresses", fmt.Sprintf("sim-%04d=%s", i+1, a))
+	}
+	if len(own) > 0 {
+		args = append(args, "--bmc-redfish-port", strconv.Itoa(ownPort), "--bmc-ipmi-port", "0",
+			"--tls-ca-cert", p.Paths.CACert, "--tls-ca-key", p.Paths.CAKey, "--personality", "idrac10")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- vbmcd.Run(ctx, vbmcd.Streams{Out: out, ErrOut: out}, []string{
+		done <- vbmcd.Run(ctx, vbmcd.Streams{Out: out, ErrOut: out}, append(args,
 			"--backend", "sim", "--sim-nodes", "2", "--ipmi=false",
 			"--redfish-addr", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 			"--username", "admin", "--password", "bc-pass-1",
@@ -56,7 +69,7 @@ func labVbmcd(t *testing.T) *plan.Plan {
 			// The second node accepts a power-on and stays off, so its
 			// boot override stays to be read.
 			`--fault={"machine":"sim-0002","refusePowerOn":true}`,
-		})
+		))
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -68,6 +81,9 @@ func labVbmcd(t *testing.T) *plan.Plan {
 		id := sim.UUIDFor(name)
 		n := plan.Node{Name: name, UUID: id}
 		n.BMC.SystemURL = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) + "/redfish/v1/Systems/" + id
+		if len(own) > 0 {
+			n.BMC.SystemURL = "https://" + net.JoinHostPort(own[len(p.Nodes)], strconv.Itoa(ownPort)) + "/redfish/v1/Systems/System.Embedded.1"
+		}
 		p.Nodes = append(p.Nodes, n)
 	}
 	if err := bmcclient.WaitAnswer(context.Background(), p, 20*time.Second, nil); err != nil {
@@ -158,6 +174,53 @@ func TestAgainstVbmcd(t *testing.T) {
 	// A BMC's refusal says what was asked and what the BMC answered.
 	if _, err := c.BootFromISO(ctx, n.BMC.SystemURL, "ftp://127.0.0.1/agent.iso"); err == nil || !strings.Contains(err.Error(), "InsertMedia: 400") {
 		t.Errorf("BootFromISO of an ftp:// image = %v, want the BMC's 400", err)
+	}
+}
+
+// TestAgainstVendorBMC: labctl's BMC client at BMCs of their own of a
+// vendor personality, by the System URL labctl's plan gives them there
+// (the vendor's id, /redfish/v1/Systems/System.Embedded.1 on every iDRAC,
+// as install-config names it): WaitAnswer finds each node's own System
+// there (its UUID), with the certificate the lab's CA issued for the BMC's
+// address; BootFromISO inserts the ISO, sets the override and powers the
+// node on; Eject empties the drive; read back by UUID on the shared
+// listener.
+func TestAgainstVendorBMC(t *testing.T) {
+	p := labVbmcd(t, "127.36.36.1", "127.36.36.2")
+	ctx := context.Background()
+	iso := make([]byte, 64<<10)
+	copy(iso[32769:], "CD001")
+	images := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "agent.iso", time.Now(), strings.NewReader(string(iso)))
+	}))
+	t.Cleanup(images.Close)
+	image := images.URL + "/agent.iso"
+	c, err := bmcclient.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range p.Nodes {
+		if sent, err := c.BootFromISO(ctx, n.BMC.SystemURL, image); err != nil || !sent {
+			t.Fatalf("%s: BootFromISO at %s = %v, %v", n.Name, n.BMC.SystemURL, sent, err)
+		}
+		sys, cd := read(t, p, n.UUID)
+		if cd.Inserted == nil || !*cd.Inserted || cd.Image != image {
+			t.Errorf("%s: after BootFromISO at %s the CD holds %q (inserted %v)", n.Name, n.BMC.SystemURL, cd.Image, cd.Inserted)
+		}
+		// The first powers on (its boot takes the Once override); the
+		// second refuses to (a fault), so its override stays to be read.
+		if on := sys.PowerState == schemas.OnPowerState || sys.PowerState == schemas.PoweringOnPowerState; i == 0 && !on {
+			t.Errorf("%s: after BootFromISO at %s: power %s, want on", n.Name, n.BMC.SystemURL, sys.PowerState)
+		}
+		if i == 1 && (sys.Boot.BootSourceOverrideTarget != schemas.CdBootSource || sys.Boot.BootSourceOverrideEnabled != schemas.OnceBootSourceOverrideEnabled) {
+			t.Errorf("%s: after BootFromISO at %s: override %s %s, want Cd Once", n.Name, n.BMC.SystemURL, sys.Boot.BootSourceOverrideTarget, sys.Boot.BootSourceOverrideEnabled)
+		}
+		if err := c.Eject(ctx, n.BMC.SystemURL); err != nil {
+			t.Fatalf("%s: Eject at %s: %v", n.Name, n.BMC.SystemURL, err)
+		}
+		if _, cd := read(t, p, n.UUID); cd.Inserted != nil && *cd.Inserted {
+			t.Errorf("%s: after Eject the CD holds %q", n.Name, cd.Image)
+		}
 	}
 }
 
