@@ -23,6 +23,9 @@ PKGS=(
   # themselves: internal/ironictest) and the fence agents of a two-node
   # cluster (fence_redfish, fence_ipmilan)
   ironic-api ironic-conductor fence-agents
+  # the iPXE binaries the Ironic tests' network boot hands PXE firmware by
+  # TFTP (internal/ironictest's PXE: snponly.efi, undionly.kpxe)
+  ipxe
   # the demo lab's placeholder SSH key
   openssh-client
   # the daemons the hybrid mode's static pods configure, and a DNS client

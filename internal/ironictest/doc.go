@@ -22,7 +22,8 @@
 //     stands in for it: it speaks the agent's side of Ironic's protocol
 //     (lookup, heartbeat, the commands API Ironic calls back) as Metal3's
 //     fake-ipa does, once told a node booted the deploy image: for a VM, its
-//     serial console shows the marker ISO's line (WatchSerial); for a
+//     serial console shows the line the deploy image prints (the marker ISO, or
+//     the marker EFI kernel iPXE boots: WatchSerial); for a
 //     simulated machine, vbmcd's event says its one-time Cd boot was used
 //     (WatchEvents); or, as in a Metal3 scale job, a listener of the fake
 //     driver's announcements deciding as fake-ipa does calls Booted and
@@ -33,6 +34,21 @@
 // http_root; Start serves that directory over HTTP (Ironic.HTTPURL), as
 // Metal3's httpd does, and anything else a test puts in Ironic.Files.
 //
+// Nodes with the ipmi hardware type boot the deploy ramdisk over the
+// network (the ipxe boot interface); Options.PXE runs what that needs on
+// the nodes' network, as the IPI bootstrap VM and Metal3's ironic image
+// do (pxe.go): Debian's dnsmasq, either the subnet's DHCP server or, where
+// another one hands out the addresses (a labctl lab's machine network,
+// libvirt's), a proxyDHCP server; TFTP of Debian's iPXE binaries
+// (snponly.efi, undionly.kpxe) for PXE firmware (a qemu VM's NIC option
+// ROM is iPXE already, so its boot skips TFTP); and for iPXE the boot
+// script Ironic writes (http_url/boot.ipxe), which chains to the node's
+// configuration, its deploy_kernel and deploy_ramdisk. A VM's UEFI
+// deploy kernel can be testenv.AgentEFI, which prints the agent's marker
+// WatchSerial waits for. The network boot is IPv4 only; with PXE.RAPrefix
+// dnsmasq also sends IPv6 router advertisements, without which iPXE waits
+// about 16 s for a router before every boot.
+//
 // For many nodes (BenchmarkIronicNodes in internal/vbmcd, run by
 // hack/ironic-bench.sh, takes hundreds of simulated servers through every
 // step), one WatchEvents on vbmcd's service listener, or one notification
@@ -40,13 +56,16 @@
 // besides the heartbeat after each command, which is what moves a step on)
 // and, if the log grows too large, set Options.Config's DEFAULT debug to
 // false. Ironic's warnings and errors are logged with the test
-// (Ironic.Problems); its whole log is in Ironic.Dir.
+// (Ironic.Problems); its whole log, and http.log (each request to its
+// HTTP server: what BMCs and network-booting nodes fetched), are in
+// Ironic.Dir.
 //
 // Known limits of the clients, not of the harness: sushy 4.3 reads a
 // system's memory as whole GiB, so Redfish inspection of a machine with
 // less than 1 GiB finds none and fails.
 //
-// What it does not do: start vbmcd, libvirt or VMs (the test does), DHCP,
-// PXE or iPXE (so no deploy with the ipmi hardware type, whose boot is a
-// network boot), or inspection through ironic-inspector.
+// What it does not do: start vbmcd, libvirt or VMs (the test does), a
+// network boot over IPv6 (DHCPv6, UEFI's PXEv6 or HTTP boot), Ironic's
+// own DHCP providers (neutron, dnsmasq per node), or inspection through
+// ironic-inspector.
 package ironictest

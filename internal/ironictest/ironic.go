@@ -37,6 +37,10 @@ type Options struct {
 	// (default 1 s; a real agent waits minutes, but is kicked after each
 	// command, as this one is too).
 	HeartbeatEvery time.Duration
+	// PXE, when set, runs the network boot service (dnsmasq, DHCP or
+	// proxyDHCP, TFTP, iPXE) for nodes with the ipxe boot interface
+	// (pxe.go); Ironic's http_url is then what iPXE fetches from.
+	PXE *PXE
 }
 
 // Ironic is a running Ironic and what serves it: its API, the HTTP server
@@ -51,6 +55,8 @@ type Ironic struct {
 	Dir string
 	// Agent stands in for ironic-python-agent.
 	Agent *Agent
+	// DnsmasqLog is the log of the network boot service (Options.PXE), "" without it.
+	DnsmasqLog string
 	// Started is how long Start took: configuration, database, process,
 	// until the API answered.
 	Started time.Duration
@@ -101,7 +107,7 @@ func Start(t testing.TB, o Options) *Ironic {
 	httpLn := listen(t, o.Namespace, o.Host)
 	ir.HTTPURL = "http://" + httpLn.Addr().String()
 	httpRoot := httpRootDir(t)
-	ir.files = newFiles(httpRoot)
+	ir.files = newFiles(httpRoot, filepath.Join(dir, "http.log"))
 	serve(t, httpLn, ir.files)
 	agentLn := listen(t, o.Namespace, o.Host)
 	ir.URL = "http://" + net.JoinHostPort(o.Host, strconv.Itoa(apiPort))
@@ -112,6 +118,10 @@ func Start(t testing.TB, o Options) *Ironic {
 	}
 	if err := templateDB(t, dbsync, conf, filepath.Join(dir, "ironic.sqlite")); err != nil {
 		t.Fatalf("ironictest: database: %v", err)
+	}
+
+	if o.PXE != nil {
+		ir.DnsmasqLog = startPXE(t, o.Namespace, *o.PXE, dir, ir.HTTPURL)
 	}
 
 	logf, err := os.Create(ir.log)
@@ -191,14 +201,7 @@ func cleanEnv() []string {
 func (ir *Ironic) PID() int { return ir.cmd.Process.Pid }
 
 // LogTail returns the last n lines of Ironic's log.
-func (ir *Ironic) LogTail(n int) string {
-	b, _ := os.ReadFile(ir.log)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (ir *Ironic) LogTail(n int) string { return tail(ir.log, n) }
 
 // Problems returns the WARNING and ERROR lines of Ironic's log, from the
 // level on, without the request context ("[None req-… - - - - - -]").
@@ -293,8 +296,11 @@ func config(dir, httpRoot, host string, port int, httpURL string, extra map[stri
 		"oslo_concurrency": {"lock_path": filepath.Join(dir, "locks")},
 		"deploy": {"http_url": httpURL, "http_root": httpRoot, "default_boot_mode": "uefi",
 			"iso_master_path": filepath.Join(dir, "master_iso_images")},
+		// The master cache of the deploy kernels and ramdisks the ipxe
+		// boot publishes is beside http_root, on its filesystem: Ironic
+		// hard-links the master into http_root.
 		"pxe": {"images_path": filepath.Join(dir, "images"), "instance_master_path": filepath.Join(dir, "master_images"),
-			"tftp_root": filepath.Join(dir, "tftp"), "tftp_master_path": filepath.Join(dir, "tftp_master")},
+			"tftp_root": filepath.Join(dir, "tftp"), "tftp_master_path": filepath.Join(filepath.Dir(httpRoot), "tftp_master")},
 		"conductor":                    {"automated_clean": "true", "deploy_callback_timeout": "600", "clean_callback_timeout": "600", "power_state_change_timeout": "60"},
 		"agent":                        {"post_deploy_get_power_state_retries": "2", "post_deploy_get_power_state_retry_interval": "1", "deploy_logs_collect": "never", "command_timeout": "30"},
 		"redfish":                      {"use_swift": "false", "firmware_update_status_interval": "2", "firmware_update_fail_interval": "2", "connection_attempts": "10", "connection_retry_interval": "1"},
@@ -333,17 +339,19 @@ func config(dir, httpRoot, host string, port int, httpURL string, extra map[stri
 }
 
 // httpRootDir is Ironic's http_root, on another filesystem than its
-// caches (see config): in /dev/shm, a tmpfs.
+// caches (see config): a directory in /dev/shm, a tmpfs, beside the
+// master cache of what the ipxe boot publishes there.
 func httpRootDir(t testing.TB) string {
-	d, err := os.MkdirTemp("/dev/shm", "bmlab-ironic-http-")
+	d, err := os.MkdirTemp("/dev/shm", "bmlab-ironic-")
 	if err != nil {
 		t.Fatalf("ironictest: a directory in /dev/shm for Ironic's http_root: %v", err)
 	}
-	if err := os.Chmod(d, 0o755); err != nil {
+	t.Cleanup(func() { os.RemoveAll(d) })
+	root := filepath.Join(d, "http")
+	if err := os.Mkdir(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
+	return root
 }
 
 // The schema is made once per test process (ironic-dbsync takes about
@@ -431,16 +439,26 @@ func serve(t testing.TB, ln net.Listener, h http.Handler) {
 	})
 }
 
-// files serves Ironic's http_root, and the files a test adds by path.
+// files serves Ironic's http_root, and the files a test adds by path; it
+// logs each request (time, client, method, path, status) in Dir/http.log:
+// what a BMC or a network-booting node fetched, and when.
 type files struct {
 	root  http.Handler
 	mu    sync.Mutex
 	extra map[string]string
+	log   string
 }
 
-func newFiles(root string) *files {
-	return &files{root: http.FileServer(http.Dir(root)), extra: map[string]string{}}
+func newFiles(root, log string) *files {
+	return &files{root: http.FileServer(http.Dir(root)), extra: map[string]string{}, log: log}
 }
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) { w.status = code; w.ResponseWriter.WriteHeader(code) }
 
 func (f *files) add(path, src string) {
 	f.mu.Lock()
@@ -449,12 +467,22 @@ func (f *files) add(path, src string) {
 }
 
 func (f *files) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	defer func() {
+		line := fmt.Sprintf("%s %s %s %s %d\n", time.Now().Format("15:04:05.000"), r.RemoteAddr, r.Method, r.URL.Path, sw.status)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if lf, err := os.OpenFile(f.log, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			_, _ = lf.WriteString(line)
+			lf.Close()
+		}
+	}()
 	f.mu.Lock()
 	src, ok := f.extra[r.URL.Path]
 	f.mu.Unlock()
 	if ok {
-		http.ServeFile(w, r, src)
+		http.ServeFile(sw, r, src)
 		return
 	}
-	f.root.ServeHTTP(w, r)
+	f.root.ServeHTTP(sw, r)
 }

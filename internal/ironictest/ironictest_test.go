@@ -2,6 +2,7 @@ package ironictest
 
 import (
 	"errors"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,5 +80,73 @@ func TestStepErrorSaysWhichStepAndWhy(t *testing.T) {
 	}
 	if _, err := ir.Node("no-such-node"); err == nil {
 		t.Errorf("a node that does not exist was found")
+	}
+}
+
+// TestDnsmasqConfig: the network boot service's configuration. As a
+// proxyDHCP server (beside another DHCP server) dnsmasq offers no address,
+// hands PXE firmware an iPXE binary by its architecture through the PXE
+// menu and iPXE the boot script; as the subnet's own DHCP server it hands
+// out the range and the same files by DHCP's file name. A bad PXE is
+// refused.
+func TestDnsmasqConfig(t *testing.T) {
+	const script = "http://10.0.0.254:8080/boot.ipxe"
+	proxy := dnsmasqConfig(PXE{Interface: "eth0", Subnet: netip.MustParsePrefix("10.0.0.0/24")}, "/d", "/d/tftpboot", script)
+	for _, want := range []string{
+		"port=0\n", "interface=eth0\n", "bind-interfaces\n", "enable-tftp\n", "tftp-root=/d/tftpboot\n",
+		"dhcp-range=10.0.0.0,proxy,255.255.255.0\n",
+		"dhcp-userclass=set:ipxe,iPXE\n", "dhcp-match=set:ipxe,175\n",
+		"pxe-service=tag:!ipxe,x86-64_EFI,\"iPXE\",snponly.efi\n",
+		"pxe-service=tag:!ipxe,BC_EFI,\"iPXE\",snponly.efi\n",
+		"pxe-service=tag:!ipxe,x86PC,\"iPXE\",undionly.kpxe\n",
+		"dhcp-boot=tag:ipxe," + script + "\n",
+	} {
+		if !strings.Contains(proxy, want) {
+			t.Errorf("proxyDHCP configuration lacks %q:\n%s", want, proxy)
+		}
+	}
+	if strings.Contains(proxy, "enable-ra") {
+		t.Errorf("router advertisements without an RAPrefix:\n%s", proxy)
+	}
+	ra := dnsmasqConfig(PXE{Interface: "eth0", Subnet: netip.MustParsePrefix("10.0.0.0/24"), RAPrefix: netip.MustParsePrefix("fd00:1:2:3::/64")}, "/d", "/d/tftpboot", script)
+	for _, want := range []string{"enable-ra\n", "dhcp-range=fd00:1:2:3::,ra-only,64\n", "ra-param=eth0,60,0\n", "dhcp-range=10.0.0.0,proxy,255.255.255.0\n"} {
+		if !strings.Contains(ra, want) {
+			t.Errorf("configuration with router advertisements lacks %q:\n%s", want, ra)
+		}
+	}
+	if strings.Contains(proxy, "dhcp-authoritative") {
+		t.Errorf("a proxyDHCP server claims the subnet:\n%s", proxy)
+	}
+	full := dnsmasqConfig(PXE{Interface: "prov0", Subnet: netip.MustParsePrefix("172.22.0.0/23"),
+		Start: netip.MustParseAddr("172.22.0.10"), End: netip.MustParseAddr("172.22.1.100")}, "/d", "/d/tftpboot", script)
+	for _, want := range []string{
+		"interface=prov0\n", "dhcp-range=172.22.0.10,172.22.1.100,255.255.254.0,10m\n", "dhcp-authoritative\n",
+		"dhcp-match=set:efi,option:client-arch,7\n", "dhcp-match=set:efi,option:client-arch,9\n",
+		"dhcp-boot=tag:ipxe," + script + "\n",
+		"dhcp-boot=tag:!ipxe,tag:efi,snponly.efi\n", "dhcp-boot=tag:!ipxe,tag:!efi,undionly.kpxe\n",
+	} {
+		if !strings.Contains(full, want) {
+			t.Errorf("DHCP server configuration lacks %q:\n%s", want, full)
+		}
+	}
+	if strings.Contains(full, "proxy") || strings.Contains(full, "pxe-service") {
+		t.Errorf("a DHCP server's configuration has proxyDHCP lines:\n%s", full)
+	}
+	for _, bad := range []PXE{
+		{Subnet: netip.MustParsePrefix("10.0.0.0/24")},
+		{Interface: "eth0"},
+		{Interface: "eth0", Subnet: netip.MustParsePrefix("fd00::/64")},
+		{Interface: "eth0", Subnet: netip.MustParsePrefix("10.0.0.0/24"), Start: netip.MustParseAddr("10.0.0.10")},
+		{Interface: "eth0", Subnet: netip.MustParsePrefix("10.0.0.0/24"), Start: netip.MustParseAddr("10.0.0.10"), End: netip.MustParseAddr("10.0.1.10")},
+		{Interface: "eth0", Subnet: netip.MustParsePrefix("10.0.0.0/24"), Start: netip.MustParseAddr("10.0.0.10"), End: netip.MustParseAddr("10.0.0.9")},
+		{Interface: "eth0", Subnet: netip.MustParsePrefix("10.0.0.0/24"), RAPrefix: netip.MustParsePrefix("fd00::/48")},
+		{Interface: "eth0", Subnet: netip.MustParsePrefix("10.0.0.0/24"), RAPrefix: netip.MustParsePrefix("10.1.0.0/16")},
+	} {
+		if err := bad.validate(); err == nil {
+			t.Errorf("PXE %+v accepted", bad)
+		}
+	}
+	if err := (PXE{Interface: "eth0", Subnet: netip.MustParsePrefix("10.0.0.0/24")}).validate(); err != nil {
+		t.Errorf("a proxyDHCP PXE refused: %v", err)
 	}
 }

@@ -15,9 +15,9 @@ import (
 )
 
 // WatchSerial tells the agent of every boot of the deploy image on a VM:
-// each new line marker in the VM's serial log (the marker ISO's line, which
-// its boot prints) is a boot of the machine with these MACs. It watches
-// until the test ends.
+// each new line marker in the VM's serial log (the line the deploy image,
+// a marker ISO or EFI kernel, prints when it boots) is a boot of the
+// machine with these MACs. It watches until the test ends.
 func (a *Agent) WatchSerial(path, marker string, macs ...string) {
 	stop := make(chan struct{})
 	done := make(chan struct{})

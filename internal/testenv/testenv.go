@@ -141,6 +141,14 @@ func MarkerEFI(t testing.TB) string {
 	return buildImage(t, "marker.efi", "build-marker-efi.sh", EFIMarker, "halt")
 }
 
+// AgentEFI returns an EFI application (hack/build-marker-efi.sh, a
+// standalone GRUB for x86_64 UEFI) that prints AgentMarker and stays at
+// grub's prompt: a deploy kernel as the Ironic tests network-boot it (iPXE's
+// kernel), which runs until the conductor powers the machine off.
+func AgentEFI(t testing.TB) string {
+	return buildImage(t, "agent-marker.efi", "build-marker-efi.sh", AgentMarker, "stay")
+}
+
 // EFIMarker is the line MarkerEFI prints.
 const EFIMarker = "BMLAB-EFI-BOOTED"
 

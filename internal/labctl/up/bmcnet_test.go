@@ -44,10 +44,14 @@ import (
 //   - Ironic 21.4, started in that namespace as in the bootstrap VM, takes
 //     each host of install-config (its BMC address, credentials and
 //     bmcVerifyCA as given; the ipmi and the redfish hardware types) to
-//     manageable and powers it on and off, as libvirt sees; the Redfish
-//     hosts then go through provide (automated cleaning), deploy with
-//     redfish-virtual-media and undeploy with cleaning, each boot of the
-//     deploy ISO seen on the node's serial console;
+//     manageable and powers it on and off, as libvirt sees; then every
+//     host goes through provide (automated cleaning), deploy (direct) and
+//     undeploy with cleaning: a Redfish host boots the deploy ISO by
+//     redfish-virtual-media, an IPMI host the deploy kernel over the
+//     network (the ipxe boot interface: OVMF's PXE, Debian's dnsmasq as a
+//     proxyDHCP and TFTP server beside libvirt's DHCP on the machine
+//     network, Debian's iPXE, Ironic's boot.ipxe), each boot seen on the
+//     node's serial console;
 //   - in the two-node lab, fence_redfish and fence_ipmilan, with the
 //     fencing credentials install-config carries, power each master on
 //     and off (libvirt's view checked); a wrong password is refused;
@@ -363,13 +367,42 @@ func fenceMasters(t *testing.T, ns string, p *plan.Plan, creds []ipi.FencingCred
 // host of install-config with its BMC address, credentials and the CA
 // install-config carries, manage it (Ironic checks power and management
 // through the BMC) and power it on and off; libvirt's view of the domain
-// is checked after each. (Inspection, deploy and cleaning through BMCs of
-// their own: TestIronicSim and TestE2EIronic, internal/vbmcd.)
+// is checked after each; then it provides, deploys and undeploys every
+// host, booting the deploy image by virtual media (Redfish) or over the
+// network (IPMI: Options.PXE on the machine network). (Inspection, BIOS
+// and firmware through BMCs of their own: TestIronicSim and TestE2EIronic,
+// internal/vbmcd.)
 func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig, p *plan.Plan) {
 	t.Helper()
-	ir := ironictest.Start(t, ironictest.Options{Namespace: ns, Host: addr.String()})
+	o := ironictest.Options{Namespace: ns, Host: addr.String()}
+	ipmi := false
+	for _, h := range ic.Platform.BareMetal.Hosts {
+		ipmi = ipmi || strings.HasPrefix(h.BMC.Address, "ipmi://")
+	}
+	if ipmi {
+		// The network boot the ipmi hardware type needs, on the machine
+		// network: the nodes' one NIC is there, and libvirt's DHCP server
+		// hands out its addresses, so dnsmasq is a proxyDHCP server.
+		// An IPv6 prefix for dnsmasq's router advertisements, which end
+		// iPXE's IPv6 autoconfiguration at once (else it waits about 16 s
+		// each boot).
+		ra := netip.MustParsePrefix("fd5e:b1ab:6600::/64")
+		netnstest.IP(t, "-n", ns, "addr", "add", "fd5e:b1ab:6600::fe/64", "dev", "eth0", "nodad")
+		o.PXE = &ironictest.PXE{Interface: "eth0", Subnet: p.Cluster.MachineNetwork, RAPrefix: ra}
+	}
+	ir := ironictest.Start(t, o)
 	iso := ir.Serve("/images/agent.iso", testenv.AgentISO(t))
-	var redfish []string
+	var kernel, ramdisk string
+	if ipmi {
+		// The deploy kernel iPXE boots prints the agent's marker, as the
+		// deploy ISO does; the ramdisk is a few bytes iPXE loads beside it.
+		kernel = ir.Serve("/images/deploy_kernel", testenv.AgentEFI(t))
+		rd := filepath.Join(t.TempDir(), "deploy_ramdisk")
+		if err := os.WriteFile(rd, []byte("bmlab: the stand-in deploy ramdisk\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ramdisk = ir.Serve("/images/deploy_ramdisk", rd)
+	}
 	ca := filepath.Join(t.TempDir(), "bmc-verify-ca.pem")
 	if err := os.WriteFile(ca, []byte(ic.Platform.BareMetal.BMCVerifyCA), 0o644); err != nil || ic.Platform.BareMetal.BMCVerifyCA == "" {
 		t.Fatalf("install-config's bmcVerifyCA: %v (%d bytes)", err, len(ic.Platform.BareMetal.BMCVerifyCA))
@@ -381,7 +414,8 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 		case strings.HasPrefix(a, "ipmi://"):
 			host := strings.Trim(strings.TrimPrefix(a, "ipmi://"), "[]")
 			spec.Driver = "ipmi"
-			spec.DriverInfo = map[string]any{"ipmi_address": host, "ipmi_username": h.BMC.Username, "ipmi_password": h.BMC.Password}
+			spec.DriverInfo = map[string]any{"ipmi_address": host, "ipmi_username": h.BMC.Username, "ipmi_password": h.BMC.Password,
+				"deploy_kernel": kernel, "deploy_ramdisk": ramdisk}
 			spec.Interfaces = map[string]string{"boot_interface": "ipxe", "deploy_interface": "direct", "management_interface": "ipmitool", "power_interface": "ipmitool"}
 		case strings.HasPrefix(a, "redfish-virtualmedia+https://"):
 			rest := strings.TrimPrefix(a, "redfish-virtualmedia+")
@@ -392,12 +426,11 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 				"deploy_iso": iso}
 			spec.Interfaces = map[string]string{"boot_interface": "redfish-virtual-media", "deploy_interface": "direct",
 				"management_interface": "redfish", "power_interface": "redfish", "inspect_interface": "redfish"}
-			spec.Properties = map[string]any{"capabilities": "boot_mode:uefi"} // the lab's nodes are UEFI
-			spec.MACs = []string{h.BootMACAddress}
-			redfish = append(redfish, h.Name)
 		default:
 			t.Fatalf("%s: BMC address %s", h.Name, a)
 		}
+		spec.Properties = map[string]any{"capabilities": "boot_mode:uefi"} // the lab's nodes are UEFI
+		spec.MACs = []string{h.BootMACAddress}
 		if _, err := ir.Enroll(spec); err != nil {
 			t.Fatal(err)
 		}
@@ -436,45 +469,49 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 			}
 		}
 	}()
-	if len(redfish) == 0 {
-		return
-	}
 
-	// The Redfish hosts: provide (automated cleaning), deploy with
-	// redfish-virtual-media and undeploy with cleaning. The deploy ISO is
-	// the agent marker: the stand-in agent starts when its line shows on
-	// the node's serial console, so each boot of it is counted there.
+	// Every host: provide (automated cleaning), deploy (direct) and
+	// undeploy with cleaning. A Redfish host boots the deploy ISO from
+	// virtual media (redfish-virtual-media), an IPMI host the deploy
+	// kernel over the network (ipxe: its firmware's PXE, dnsmasq, iPXE);
+	// either prints the agent's marker: the stand-in agent starts when the
+	// line shows on the node's serial console, so each boot of it is
+	// counted there.
 	disk := testenv.MarkerDisk(t)
 	image := ir.Serve("/images/disk.img", disk)
 	logs := map[string]string{}
-	for _, n := range redfish {
+	for _, n := range names {
 		h := hostNamed(ic, n)
 		logs[n] = filepath.Join(p.Paths.Logs, n+".serial.log")
 		ir.Agent.WatchSerial(logs[n], testenv.AgentMarker, h.BootMACAddress)
 	}
 	booted := func(n string) int { return testenv.Count(logs[n], testenv.AgentMarker) }
-	ir.Step(t, "provide (automated cleaning)", "provide", "available", 10*time.Minute, redfish...)
-	for _, n := range redfish {
+	boot := "redfish-virtual-media"
+	if ipmi {
+		boot = "ipmi, ipxe"
+	}
+	ir.Step(t, "provide (automated cleaning, "+boot+")", "provide", "available", 10*time.Minute, names...)
+	for _, n := range names {
 		if got := booted(n); got != 1 {
-			t.Errorf("%s: the agent ISO booted %d times for cleaning, want 1", n, got)
+			t.Errorf("%s: the deploy image booted %d times for cleaning, want 1", n, got)
 		}
 		if err := ir.Patch(n, ironictest.ImageInfo(t, image, disk)...); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ir.Step(t, "deploy (redfish-virtual-media, direct)", "active", "active", 10*time.Minute, redfish...)
-	for _, n := range redfish {
+	ir.Step(t, "deploy ("+boot+", direct)", "active", "active", 10*time.Minute, names...)
+	for _, n := range names {
 		if got := booted(n); got != 2 {
-			t.Errorf("%s: the agent ISO booted %d times by the end of the deploy, want 2", n, got)
+			t.Errorf("%s: the deploy image booted %d times by the end of the deploy, want 2", n, got)
 		}
 		if node, _ := ir.Node(n); node.Power() != "power on" {
 			t.Errorf("%s deployed: %s, want power on", n, node)
 		}
 	}
-	ir.Step(t, "undeploy (cleaning)", "deleted", "available", 10*time.Minute, redfish...)
-	for _, n := range redfish {
+	ir.Step(t, "undeploy (cleaning, "+boot+")", "deleted", "available", 10*time.Minute, names...)
+	for _, n := range names {
 		if got := booted(n); got != 3 {
-			t.Errorf("%s: the agent ISO booted %d times by the end of the undeploy, want 3", n, got)
+			t.Errorf("%s: the deploy image booted %d times by the end of the undeploy, want 3", n, got)
 		}
 		if out, _ := virsh(t, "domstate", n); strings.TrimSpace(out) != "shut off" {
 			t.Errorf("%s after cleaning: %s, want shut off", n, out)
