@@ -44,7 +44,8 @@ import (
 //   - Ironic 21.4, started in that namespace as in the bootstrap VM, takes
 //     each host of install-config (its BMC address, credentials and
 //     bmcVerifyCA as given; the ipmi and the redfish hardware types) to
-//     manageable and powers it on and off, as libvirt sees; then every
+//     manageable and powers it on and off, as libvirt sees; inspects each
+//     Redfish host (CPUs and memory as the lab made them); then every
 //     host goes through provide (automated cleaning), deploy (direct) and
 //     undeploy with cleaning: a Redfish host boots the deploy ISO by
 //     redfish-virtual-media, an IPMI host the deploy kernel over the
@@ -103,6 +104,17 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 	cluster = strings.ReplaceAll(cluster, "INSTALLER", installertest.Installer(t))
 	lab = lab[:strings.Index(lab, "  machineNetwork:")] + cluster + lab[strings.Index(lab, "  bmc:"):]
 	lab = strings.Replace(lab, "  bmc: {", "  bmc: {network: '"+bmcNet+"', ", 1)
+	// Small masters, but 1 GiB each (not the tiny profile's 512 MiB):
+	// sushy 4.3 reads TotalSystemMemoryGiB as an integer, so Ironic's
+	// Redfish inspection of a smaller machine finds no memory and fails
+	// (no real server has less; qemu touches only what the firmware and
+	// grub use).
+	const size = "vcpus: 1, memoryMiB: 1024, diskGiB: 2"
+	if strings.Contains(lab, "  masters: {") {
+		lab = strings.Replace(lab, "  masters: {", "  masters: {"+size+", ", 1)
+	} else {
+		lab = strings.Replace(lab, "  workers: {", "  masters: {"+size+"}\n  workers: {", 1)
+	}
 	if ipmi {
 		lab = strings.Replace(lab, "cluster:\n", "network: {provisioningNetwork: Managed}\ncluster:\n", 1)
 		lab = strings.Replace(lab, "  bmc: {", "  bmc: {kind: ipmi, ", 1)
@@ -110,7 +122,7 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 	if err := os.WriteFile(cfg, []byte(lab), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	common := []string{"-f", cfg, "--netns", "labci", "--vbmcd", testenv.Binary(t, "vbmcd"), "--mode", mode, "--profile", "tiny"}
+	common := []string{"-f", cfg, "--netns", "labci", "--vbmcd", testenv.Binary(t, "vbmcd"), "--mode", mode}
 	t.Cleanup(func() { _, _ = labctlRun(t, append([]string{"down"}, common...)...) })
 	began := time.Now()
 	out, err := labctlRun(t, append([]string{"up", "--until", "install-config"}, common...)...)
@@ -367,10 +379,10 @@ func fenceMasters(t *testing.T, ns string, p *plan.Plan, creds []ipi.FencingCred
 // host of install-config with its BMC address, credentials and the CA
 // install-config carries, manage it (Ironic checks power and management
 // through the BMC) and power it on and off; libvirt's view of the domain
-// is checked after each; then it provides, deploys and undeploys every
+// is checked after each; it inspects the Redfish hosts; then it provides, deploys and undeploys every
 // host, booting the deploy image by virtual media (Redfish) or over the
-// network (IPMI: Options.PXE on the machine network). (Inspection, BIOS
-// and firmware through BMCs of their own: TestIronicSim and TestE2EIronic,
+// network (IPMI: Options.PXE on the machine network). (BIOS and firmware
+// through BMCs of their own: TestIronicSim and TestE2EIronic,
 // internal/vbmcd.)
 func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig, p *plan.Plan) {
 	t.Helper()
@@ -407,7 +419,7 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 	if err := os.WriteFile(ca, []byte(ic.Platform.BareMetal.BMCVerifyCA), 0o644); err != nil || ic.Platform.BareMetal.BMCVerifyCA == "" {
 		t.Fatalf("install-config's bmcVerifyCA: %v (%d bytes)", err, len(ic.Platform.BareMetal.BMCVerifyCA))
 	}
-	var names []string
+	var names, inspect []string // inspect: the Redfish hosts
 	for _, h := range ic.Platform.BareMetal.Hosts {
 		spec := ironictest.NodeSpec{Name: h.Name}
 		switch a := h.BMC.Address; {
@@ -435,6 +447,9 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 			t.Fatal(err)
 		}
 		names = append(names, h.Name)
+		if spec.Driver == "redfish" {
+			inspect = append(inspect, h.Name)
+		}
 	}
 	for _, n := range names {
 		if err := ir.Provision(n, "manage", nil); err != nil {
@@ -444,6 +459,21 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 	for _, n := range names {
 		if _, err := ir.Wait("manage", n, "manageable", 2*time.Minute); err != nil {
 			t.Fatal(err)
+		}
+	}
+	// Redfish inspection (the redfish inspect interface) reads each
+	// Redfish host's CPUs and memory from its BMC as the lab made them.
+	// (The ipmi hardware type inspects through ironic-inspector only.)
+	if len(inspect) > 0 {
+		ir.Step(t, "Redfish inspection", "inspect", "manageable", 2*time.Minute, inspect...)
+		for _, n := range inspect {
+			node, err := ir.Node(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mem, cpus := fmt.Sprint(node.Properties["memory_mb"]), fmt.Sprint(node.Properties["cpus"]); mem != "1024" || cpus != "1" {
+				t.Errorf("%s inspected: memory_mb %s, cpus %s; want 1024 and 1 (properties %v)", n, mem, cpus, node.Properties)
+			}
 		}
 	}
 	for _, s := range []struct{ power, state string }{{"power on", "running"}, {"power off", "shut off"}} {
