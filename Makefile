@@ -16,7 +16,7 @@ test:
 unit:
 	$(GO) test -short -race ./...
 
-# go vet, then staticcheck (pinned; hack/staticcheck.sh builds it once per machine into the tool cache).
+# gofmt, go vet, then staticcheck (pinned; hack/staticcheck.sh builds it once per machine into the tool cache).
 lint:
 	bash hack/lint.sh
 

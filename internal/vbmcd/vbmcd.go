@@ -304,7 +304,8 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	// its rate by switching protocol.
 	throttle := accounts.NewThrottle(loginBurst, loginEvery)
 	quirkTimes, _ := redfish.ParseQuirkTimes(cfg.QuirkTimes) // checked by validate
-	kvm := 0 // the web console's graphical consoles, which the Managers announce
+	// The web console's graphical consoles, which the Managers announce.
+	kvm := 0
 	if _, ok := svc.Backend().(machine.DisplayOpener); ok && cfg.WebConsole {
 		kvm = webui.MaxConsoles
 	}
