@@ -120,13 +120,7 @@ func TestAgainstVbmcd(t *testing.T) {
 		t.Errorf("New without the CA file = %v, want the lab's CA named", err)
 	}
 
-	iso := make([]byte, 64<<10)
-	copy(iso[32769:], "CD001")
-	images := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.ServeContent(w, r, "agent.iso", time.Now(), strings.NewReader(string(iso)))
-	}))
-	t.Cleanup(images.Close)
-	image := images.URL + "/agent.iso"
+	image := serveISO(t)
 
 	c, err := bmcclient.New(p)
 	if err != nil {
@@ -188,13 +182,7 @@ func TestAgainstVbmcd(t *testing.T) {
 func TestAgainstVendorBMC(t *testing.T) {
 	p := labVbmcd(t, "127.36.36.1", "127.36.36.2")
 	ctx := context.Background()
-	iso := make([]byte, 64<<10)
-	copy(iso[32769:], "CD001")
-	images := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.ServeContent(w, r, "agent.iso", time.Now(), strings.NewReader(string(iso)))
-	}))
-	t.Cleanup(images.Close)
-	image := images.URL + "/agent.iso"
+	image := serveISO(t)
 	c, err := bmcclient.New(p)
 	if err != nil {
 		t.Fatal(err)
@@ -253,4 +241,17 @@ func read(t *testing.T, p *plan.Plan, id string) (*schemas.ComputerSystem, *sche
 	}
 	t.Fatalf("system %s has no CD", id)
 	return nil, nil
+}
+
+// serveISO serves a 64 KiB image with an ISO 9660 signature over HTTP and
+// returns its URL.
+func serveISO(t *testing.T) string {
+	t.Helper()
+	iso := make([]byte, 64<<10)
+	copy(iso[32769:], "CD001")
+	images := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "agent.iso", time.Now(), strings.NewReader(string(iso)))
+	}))
+	t.Cleanup(images.Close)
+	return images.URL + "/agent.iso"
 }
