@@ -29,12 +29,17 @@ mkdir -p testdata/iso
 [ -f testdata/iso/marker.iso ] || bash hack/build-marker-iso.sh testdata/iso/marker.iso BMLAB-MARKER-BOOTED halt >/dev/null
 [ -f testdata/iso/disk-marker.img ] || bash hack/build-marker-iso.sh testdata/iso/disk-marker.img BMLAB-DISK-BOOTED stay >/dev/null
 [ -f testdata/iso/marker.efi ] || bash hack/build-marker-efi.sh testdata/iso/marker.efi BMLAB-EFI-BOOTED halt >/dev/null
+[ -f testdata/iso/os-disk.img ] || bash hack/build-os-image.sh testdata/iso/os-disk.img BMLAB-OS-BOOTED >/dev/null
 
 phase "tools"
 # Tools built from Go modules, once per machine and version, into a cache
 # outside the clone (hack/toolcache.sh): a second run builds nothing.
 bash hack/build-coredns.sh
 bash hack/build-kube.sh
+# Debian 13 (trixie) trees, the same way: the deploy ramdisk (the real
+# ironic-python-agent) and Ironic 29's root.
+bash hack/build-ipa-ramdisk.sh
+bash hack/build-ironic-root.sh
 # The committed KubeVirt and CDI test data must be what their generators
 # (KubeVirt's and CDI's own code, just built) make now.
 bash hack/check-generated.sh

@@ -199,6 +199,21 @@ func buildImage(t testing.TB, name, script, marker, after string, more ...string
 // DiskMarker is the line MarkerDisk prints.
 const DiskMarker = "BMLAB-DISK-BOOTED"
 
+// OSImage returns the OS image the Ironic tests deploy with the real agent
+// (hack/build-os-image.sh, under testdata/iso): a raw whole-disk image
+// with a GPT, an EFI system partition whose GRUB prints OSMarker and then
+// the release line of its second, ext4 partition (OSRelease), and stays
+// at its prompt.
+func OSImage(t testing.TB) string {
+	return buildImage(t, "os-disk.img", "build-os-image.sh", OSMarker, "")
+}
+
+// OSMarker is the line OSImage prints when a machine boots it.
+const OSMarker = "BMLAB-OS-BOOTED"
+
+// OSRelease begins the line OSImage prints from its second partition.
+const OSRelease = "BMLAB-OS-RELEASE "
+
 // QemuDir returns a fresh directory that qemu (which may run as an
 // unprivileged user) can traverse and write, removed when the test ends.
 func QemuDir(t testing.TB) string {
