@@ -74,6 +74,12 @@ type Personality struct {
 	// default for machines of this personality.
 	Quirks []Quirk
 
+	// DellOEM: the BMC serves Dell's OEM resources and actions
+	// (internal/personality/dell): the Server Configuration Profile's
+	// import and export, the job queue and job service, the Lifecycle
+	// Controller's status, the iDRAC card's reset.
+	DellOEM bool
+
 	// Sources names the public material each fact above comes from.
 	Sources []string
 }
@@ -115,6 +121,7 @@ var all = []*Personality{
 		// 4.x look.
 		Media:   []Slot{cdSlot("CD"), removableSlot("RemovableDisk")},
 		MediaAt: UnderManager,
+		DellOEM: true,
 		Sources: []string{
 			"Dell iDRAC9 Redfish API Guide: /redfish/v1/Managers/iDRAC.Embedded.1/VirtualMedia/CD and RemovableDisk, System.Embedded.1",
 			"dell/iDRAC-Redfish-Scripting issue 24 (InsertMedia at Managers/iDRAC.Embedded.1/VirtualMedia/CD)",
@@ -136,7 +143,8 @@ var all = []*Personality{
 		// and 2 (the DMTF layout of VirtualMedia under ComputerSystem).
 		Media:   []Slot{cdSlot("1"), removableSlot("2")},
 		MediaAt: UnderSystem,
-		Quirks:  []Quirk{PowerOnConflict, MediaSlotOne},
+		Quirks:  []Quirk{PowerOnConflict, MediaSlotOne, SCPTargetList},
+		DellOEM: true,
 		Sources: []string{
 			"Dell iDRAC10 Redfish API Guide: /redfish/v1/Systems/System.Embedded.1/VirtualMedia/1",
 			"karmab/kcli 5a465493 (iDRAC 9/10: no Inserted in InsertMedia, NFS fallback at the Manager)",

@@ -28,6 +28,11 @@ const (
 	// SlowBIOSPatch: a PATCH of the BIOS settings holds the connection
 	// longer than a client's 60 s read timeout before it answers.
 	SlowBIOSPatch Quirk = "slow-bios-patch"
+	// SCPTargetList: the Server Configuration Profile's
+	// ShareParameters.Target is a list (["ALL"]), a string is refused
+	// (iDRAC 10; off, the iDRAC takes a string and refuses a list, as
+	// iDRAC 9 does).
+	SCPTargetList Quirk = "scp-target-list"
 )
 
 // QuirkInfo is what docs/personalities.md tells of a quirk.
@@ -45,6 +50,7 @@ var Quirks = []QuirkInfo{
 	{MediaSlotOne, "Dell iDRAC 10", "karmab/kcli 5a465493"},
 	{EjectNeedsPowerOff, "some BMCs", "Ironic, 2026-07"},
 	{SlowBIOSPatch, "some BMCs", "Ironic's [redfish]read_timeout"},
+	{SCPTargetList, "Dell iDRAC 10", "redhat-performance/jetlag PR 878 (ShareParameters.Target [\"ALL\"] for iDRAC 10, \"ALL\" for iDRAC 9)"},
 }
 
 // ParseQuirks reads a list of switches, "name" (on) or "-name" (off),

@@ -694,6 +694,9 @@ func manager(m *machine.Machine, id identity) obj {
 		if oem := p.ManagerOem(m); oem != nil {
 			o["Oem"] = oem
 		}
+		if p.DellOEM {
+			dellManager(o, m)
+		}
 	}
 	return o
 }
