@@ -79,6 +79,9 @@ type Personality struct {
 	// import and export, the job queue and job service, the Lifecycle
 	// Controller's status, the iDRAC card's reset.
 	DellOEM bool
+	// RIBCL: the BMC serves iLO's RIBCL XML interface at /ribcl
+	// (internal/personality/hpe), at a BMC of its own.
+	RIBCL bool
 
 	// Sources names the public material each fact above comes from.
 	Sources []string
@@ -168,6 +171,7 @@ var all = []*Personality{
 		Media:   []Slot{removableSlot("1"), cdSlot("2")},
 		MediaAt: UnderManager,
 		Quirks:  []Quirk{RefuseInPost},
+		RIBCL:   true,
 		Sources: []string{
 			"HPE iLO 6 Redfish reference: /redfish/v1/Systems/1, /Managers/1/VirtualMedia/1 (Floppy, USBStick) and /2 (CD, DVD)",
 			"proliantutils 2.14 (Debian) redfish/resources/system/system.py: Oem.Hpe.PostState, Oem.Hpe.Bios; manager/virtual_media.py: Oem.Hpe.Actions #HpeiLOVirtualMedia.InsertVirtualMedia",

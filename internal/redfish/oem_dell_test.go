@@ -2,10 +2,8 @@ package redfish
 
 import (
 	"context"
-	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -35,10 +33,7 @@ func TestDellOEMSushyOEMIdrac(t *testing.T) {
 	run := func(t *testing.T, id, mode string) {
 		t.Helper()
 		ts := listenAtBMC(t, f.h, id)
-		ca := filepath.Join(py.Dir(), "ca-"+id+".pem")
-		if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		ca := writeServerCA(t, filepath.Join(py.Dir(), "ca-"+id+".pem"), ts)
 		cmd := py.Command(script, ts.URL, ca, testUser, testPass, mode, f.images.URL+"/small.iso")
 		cmd.Env = append(cmd.Env, "REQUESTS_CA_BUNDLE="+ca)
 		out, err := cmd.CombinedOutput()

@@ -300,6 +300,9 @@ func (s *Server) serve(c *call) {
 		defer vw.finish()
 	}
 	c.path = p
+	if s.serveRIBCL(c) {
+		return
+	}
 	// DSP0266 §8.2 (request headers): this service speaks OData 4.0 only;
 	// a request that asks for another version is refused, not answered in
 	// a version the client did not ask for.
