@@ -129,6 +129,7 @@ var all = []*Personality{
 			"Dell iDRAC9 Redfish API Guide: /redfish/v1/Managers/iDRAC.Embedded.1/VirtualMedia/CD and RemovableDisk, System.Embedded.1",
 			"dell/iDRAC-Redfish-Scripting issue 24 (InsertMedia at Managers/iDRAC.Embedded.1/VirtualMedia/CD)",
 			"Ironic 21.4 redfish/boot.py _validate_vendor: 'Dell' and BMC firmware >= 6.00.00.00",
+			"sushy-oem-idrac 5.0.0 resources/manager, Ironic 29 drivers/modules/drac: the Dell OEM actions and links (internal/personality/dell)",
 		},
 	},
 	{
@@ -152,6 +153,7 @@ var all = []*Personality{
 			"Dell iDRAC10 Redfish API Guide: /redfish/v1/Systems/System.Embedded.1/VirtualMedia/1",
 			"karmab/kcli 5a465493 (iDRAC 9/10: no Inserted in InsertMedia, NFS fallback at the Manager)",
 			"Ironic bug 2162995 (iDRAC10: 409 to On for a while after a power-off)",
+			"quadsproject/badfish issue 578 (iDRAC 10 serves no /redfish/v1/Dell namespace); redhat-performance/jetlag PR 878 (SCP Target [\"ALL\"])",
 		},
 	},
 	{
@@ -177,6 +179,7 @@ var all = []*Personality{
 			"proliantutils 2.14 (Debian) redfish/resources/system/system.py: Oem.Hpe.PostState, Oem.Hpe.Bios; manager/virtual_media.py: Oem.Hpe.Actions #HpeiLOVirtualMedia.InsertVirtualMedia",
 			"Ironic bug 2136275 (iLO refuses changes while the server is in POST)",
 			"HPE iLO 5 adaptation guide (servermanagementportal.ext.hpe.com, ilo5_adaptation): /redfish/v1/x redirects to /redfish/v1/x/",
+			"proliantutils 2.16.3 ilo/client.py: a model without Gen10 is driven over RIBCL (internal/personality/hpe)",
 		},
 	},
 	{

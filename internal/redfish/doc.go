@@ -22,7 +22,13 @@
 // and only where the vendor hangs them, and the vendor's own actions its Oem
 // blocks name (persona.go); its quirks change how some requests are
 // answered. System, Manager and Chassis keep the machine's id on this
-// listener.
+// listener. The vendors' own interfaces, as their Ironic drivers drive
+// them: Dell's OEM (oem_dell.go, internal/personality/dell: the Server
+// Configuration Profile's import and export, each a job whose Task is its
+// task monitor, the job queue and job service, the Lifecycle Controller's
+// status, the iDRAC card's reset) and HPE's RIBCL (oem_hpe.go,
+// internal/personality/hpe: POST /ribcl at an iLO's own BMC, with its own
+// login).
 //
 // Resources are built by small pure functions from a machine snapshot
 // (resources.go); a rendered body is cached by (URI, machine Generation), so a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -23,6 +24,13 @@ import (
 // path is not found.
 
 const ribclPath = "/ribcl"
+
+// APIPath reports whether path is one the service answers (Redfish's, and
+// iLO's RIBCL), for a front that serves other paths itself (the web
+// console).
+func APIPath(path string) bool {
+	return strings.HasPrefix(path, "/redfish") || path == ribclPath || path == ribclPath+"/"
+}
 
 // serveRIBCL answers a RIBCL request; true when c was one.
 func (s *Server) serveRIBCL(c *call) bool {

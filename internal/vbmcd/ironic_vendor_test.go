@@ -1,0 +1,194 @@
+package vbmcd
+
+import (
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bmlab/bmlab/internal/ironictest"
+	"github.com/bmlab/bmlab/internal/sim"
+	"github.com/bmlab/bmlab/internal/testenv"
+)
+
+// iloNode is a node Ironic reaches with the ilo hardware type (proliantutils:
+// RIBCL for a Gen11), virtual media boot of deployISO.
+func iloNode(name, addr, user, pass, ca, deployISO string, props map[string]any) ironictest.NodeSpec {
+	return ironictest.NodeSpec{
+		Name: name, Driver: "ilo", Properties: props,
+		DriverInfo: map[string]any{
+			"ilo_address": addr, "ilo_username": user, "ilo_password": pass, "ilo_verify_ca": ca,
+			"deploy_iso": deployISO,
+		},
+		Interfaces: map[string]string{
+			"boot_interface": "ilo-virtual-media", "deploy_interface": "direct",
+			"inspect_interface": "ilo", "management_interface": "ilo", "power_interface": "ilo",
+			"bios_interface": "no-bios", "raid_interface": "no-raid", "vendor_interface": "no-vendor",
+			"console_interface": "no-console",
+		},
+	}
+}
+
+// idracNode is a node Ironic reaches with the idrac hardware type:
+// idrac-redfish-virtual-media, which sets the virtual CD as the boot device
+// through Dell's OEM (sushy-oem-idrac).
+func idracNode(name, addr, user, pass, ca, deployISO string, props map[string]any) ironictest.NodeSpec {
+	n := redfishNode(name, addr, "", user, pass, ca, deployISO, props)
+	n.Driver = "idrac"
+	n.Interfaces["boot_interface"] = "idrac-redfish-virtual-media"
+	n.Interfaces["management_interface"] = "idrac-redfish"
+	n.Interfaces["power_interface"] = "idrac-redfish"
+	n.Interfaces["inspect_interface"] = "idrac-redfish"
+	n.Interfaces["bios_interface"] = "no-bios"
+	n.Interfaces["vendor_interface"] = "no-vendor"
+	return n
+}
+
+// waitState waits for a node's provision state whatever its target (a
+// failed or aborted cleaning keeps its target "available").
+func waitState(t *testing.T, ir *ironictest.Ironic, name, state string, timeout time.Duration) ironictest.Node {
+	t.Helper()
+	var n ironictest.Node
+	if !testenv.WaitFor(timeout, func() bool {
+		n, _ = ir.Node(name)
+		return n.ProvisionState == state
+	}) {
+		t.Fatalf("%s: not %q after %s: %s", name, state, timeout, n)
+	}
+	return n
+}
+
+// vendorDrivers is the configuration that enables the vendors' hardware
+// types beside redfish and ipmi: the ilo hardware type publishes its ISOs
+// on Ironic's web server as the redfish one does (not in Swift).
+var vendorDrivers = map[string]map[string]string{
+	"DEFAULT": {
+		"enabled_hardware_types":        "redfish,ipmi,idrac,ilo",
+		"enabled_boot_interfaces":       "redfish-virtual-media,idrac-redfish-virtual-media,ilo-virtual-media,ipxe,pxe",
+		"enabled_inspect_interfaces":    "redfish,idrac-redfish,ilo,no-inspect",
+		"enabled_management_interfaces": "redfish,idrac-redfish,ilo,ipmitool",
+		"enabled_power_interfaces":      "redfish,idrac-redfish,ilo,ipmitool",
+	},
+	"ilo": {"use_web_server_for_images": "true", "power_wait": "1"},
+}
+
+// TestIronicVendorDriversSim: Debian 12's Ironic 21.4 drives simulated
+// servers of vendor personalities, each at a BMC of its own, with the
+// vendors' hardware types:
+//   - an iLO 6 with the ilo hardware type (Debian 12's proliantutils 2.14,
+//     which drives a Gen11 over RIBCL): manage, ilo inspection (RIBCL's
+//     embedded health: CPUs, memory, disk, the NIC's port, the model), and
+//     the start of cleaning: ilo-virtual-media inserts its floppy and the
+//     deploy ISO and the server boots the CD once;
+//   - an iDRAC 9 with the idrac hardware type: Debian 12 ships no
+//     sushy-oem-idrac, so idrac-redfish-virtual-media cannot set the
+//     virtual CD as the boot device, and cleaning fails with sushy's "No
+//     extensions found for "manager"".
+func TestIronicVendorDriversSim(t *testing.T) {
+	testenv.Integration(t)
+	caCert, caKey := labCA(t)
+	var state string
+	mainAddr, out := simDaemon(t, func(c *Config) {
+		c.SimNodes, c.SimDelay, c.InsecureHTTP, c.IPMI = 2, 500*time.Millisecond, false, true
+		c.BMCAddresses = []string{"127.34.8.1-127.34.8.2"}
+		c.TLSCACert, c.TLSCAKey = caCert, caKey
+		c.MediaAllowLoopback = true
+		c.Personality = "ilo6"
+		c.Quirks = "-refuse-in-post"
+		state = c.StateDir
+	})
+	if !testenv.WaitFor(10*time.Second, func() bool { return strings.Contains(out.String(), "2 machine(s) have a BMC of their own") }) {
+		t.Fatalf("no BMCs of their own:\n%s", out)
+	}
+	personalitySet(t, state, sim.UUIDFor("sim-0002"), "idrac9")
+	const user, pass = "admin", "sim-pass-1"
+	ir := ironictest.Start(t, ironictest.Options{Config: vendorDrivers})
+	if err := ir.Agent.WatchEvents(ironictest.Redfish{URL: "https://" + mainAddr, User: user, Password: pass, CAFile: filepath.Join(state, "redfish-tls.crt")}); err != nil {
+		t.Fatal(err)
+	}
+	iso := ir.Serve("/images/deploy.iso", testenv.MarkerISO(t))
+	uefi := map[string]any{"capabilities": "boot_mode:uefi"}
+	for _, s := range []ironictest.NodeSpec{
+		iloNode("hpe", "127.34.8.1", user, pass, caCert, iso, uefi),
+		idracNode("dell", "https://127.34.8.2", user, pass, caCert, iso, uefi),
+	} {
+		if _, err := ir.Enroll(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ir.Step(t, "manage", "manage", "manageable", 2*time.Minute, "hpe", "dell")
+
+	ir.Step(t, "ilo inspection", "inspect", "manageable", 5*time.Minute, "hpe")
+	node, _ := ir.Node("hpe")
+	macs, err := ir.Ports("hpe")
+	if err != nil || len(macs) != 1 || macs[0] != "52:54:00:00:00:01" || node.Properties["cpus"] == nil || node.Properties["memory_mb"] == nil || node.Properties["local_gb"] == nil {
+		t.Errorf("hpe after ilo inspection: ports %v (%v), properties %v", macs, err, node.Properties)
+	}
+	if caps, _ := node.Properties["capabilities"].(string); !strings.Contains(caps, "server_model:ProLiant DL360 Gen11") {
+		t.Errorf("hpe's capabilities %q lack the server model", caps)
+	}
+	// Cleaning boots the agent from the virtual CD: ilo-virtual-media
+	// inserts Ironic's parameters as a floppy and the deploy ISO as the CD,
+	// sets the CD to boot once and powers the server on, all over RIBCL.
+	// Ironic pregenerates the agent's token and hands it over that floppy,
+	// which the stand-in agent does not read; cleaning is aborted once the
+	// server has booted the CD.
+	if err := ir.Provision("hpe", "provide", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, ir, "hpe", "clean wait", 3*time.Minute)
+	hc := caClient(t, caCert)
+	get := func(path string, out any) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, "https://127.34.8.1"+path, nil)
+		req.SetBasicAuth(user, pass)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type member struct {
+		Inserted bool
+		Image    *string
+	}
+	var cd, floppy member
+	var sys struct {
+		PowerState string
+		Boot       struct{ BootSourceOverrideEnabled string }
+	}
+	if !testenv.WaitFor(time.Minute, func() bool {
+		get("/redfish/v1/Systems/1", &sys)
+		return sys.PowerState == "On" && sys.Boot.BootSourceOverrideEnabled == "Disabled"
+	}) {
+		t.Errorf("hpe did not boot its one-time override: %+v", sys)
+	}
+	get("/redfish/v1/Managers/1/VirtualMedia/2", &cd)
+	get("/redfish/v1/Managers/1/VirtualMedia/1", &floppy)
+	if !cd.Inserted || cd.Image == nil || !strings.HasPrefix(*cd.Image, ir.HTTPURL) || !floppy.Inserted || floppy.Image == nil || !strings.HasPrefix(*floppy.Image, ir.HTTPURL) {
+		t.Errorf("hpe's virtual media while cleaning: CD %+v, floppy %+v; want both from Ironic's HTTP server", cd, floppy)
+	}
+	if err := ir.Provision("hpe", "abort", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, ir, "hpe", "clean failed", 3*time.Minute)
+
+	dell, _ := ir.Node("dell")
+	if err := ir.Do("POST", "/v1/ports", map[string]any{"node_uuid": dell.UUID, "address": "52:54:00:00:00:02"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ir.Provision("dell", "provide", nil); err != nil {
+		t.Fatal(err)
+	}
+	dell = waitState(t, ir, "dell", "clean failed", 3*time.Minute)
+	if e := dell.LastErr(); !strings.Contains(e, `No extensions found for "manager" under namespace "sushy.resources.manager.oems"`) {
+		t.Errorf("dell's cleaning failed with %q, want sushy's word that no manager extension (sushy-oem-idrac) is installed", e)
+	} else {
+		t.Logf("Ironic 21.4, idrac-redfish-virtual-media: %s", e)
+	}
+}
