@@ -168,7 +168,7 @@ func readChecked(c *call, schema fields) (map[string]any, *apiError) {
 }
 
 func checkBody(c *call, schema fields, cur obj) (map[string]any, *apiError) {
-	body, err := readObject(c.r)
+	body, err := readObject(c)
 	if err != nil {
 		return nil, err
 	}

@@ -814,7 +814,7 @@ func patchSubscription(s *Server, c *call) *apiError {
 }
 
 func postSubscription(s *Server, c *call) *apiError {
-	body, err := readObject(c.r)
+	body, err := readObject(c)
 	if err != nil {
 		return err
 	}

@@ -335,11 +335,7 @@ func (s *Server) serve(c *call) {
 				with(fmt.Sprintf("At most %d bytes.", maxBody)))
 			return
 		}
-		var body io.ReadCloser = http.MaxBytesReader(w, r.Body, maxBody)
-		if c.view != nil {
-			body = &mappedBody{ReadCloser: body, v: c.view}
-		}
-		r.Body = &cappedBody{ReadCloser: body, raw: r.Body}
+		r.Body = &cappedBody{ReadCloser: http.MaxBytesReader(w, r.Body, maxBody), raw: r.Body}
 	}
 	rt := s.match(c)
 	method := r.Method
