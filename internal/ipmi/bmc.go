@@ -80,8 +80,12 @@ type bmc struct {
 	ep   endpoint
 	done chan struct{}
 
-	mu       sync.Mutex
-	users    []machine.Credential
+	mu    sync.Mutex
+	users []machine.Credential
+	// ownUsers: users are the machine's own (Settings.Credentials, as
+	// vbmcd ipmi set gives them), bound to this machine; else the
+	// daemon's, which reach every machine.
+	ownUsers bool
 	sessions map[uint32]*sess
 	drops    struct {
 		logged, since time.Time      // the last line about dropped set-ups
@@ -161,9 +165,9 @@ func unhex(c byte) byte {
 	return 0
 }
 
-func (b *bmc) setUsers(u []machine.Credential) {
+func (b *bmc) setUsers(u []machine.Credential, own bool) {
 	b.mu.Lock()
-	b.users = u
+	b.users, b.ownUsers = u, own
 	b.mu.Unlock()
 }
 
