@@ -21,5 +21,7 @@
 // accounts.json and accounts.key. It does not hold the bootstrap
 // administrator (the daemon's --username/--credentials-file user) nor the
 // per-machine credentials kept in the machines' settings: the faces check
-// those first, as before.
+// those first, as before. Htpasswd reads the Redfish users of an htpasswd
+// file of bcrypt entries (vbmcd --htpasswd-file, sushy-tools'
+// SUSHY_EMULATOR_AUTH_FILE); they are not IPMI users.
 package accounts

@@ -108,7 +108,7 @@ func (r Redfish) do(hc *http.Client, method, path string, body any, out any) (*h
 // override (Cd) was used" event of a system is a boot of the virtual CD,
 // which Ironic's redfish-virtual-media boot sets up. The system's MACs come
 // from its EthernetInterfaces. The event listener is on 127.0.0.1, so vbmcd
-// must allow event destinations on loopback (--media-allow-loopback). The
+// must allow event destinations on loopback (--events-allow-loopback). The
 // subscription ends with the test.
 func (a *Agent) WatchEvents(svc Redfish) error {
 	hc, err := svc.client()

@@ -130,8 +130,8 @@ func equalConst(a, b string) bool {
 func sum(s string) [32]byte { return sha256.Sum256([]byte(s)) }
 
 // verify checks a user name and password from remote (the client's
-// address) against the service credentials, the stored accounts and every
-// machine's own; nil when none knows them, with why when a stored account
+// address) against the service credentials, the htpasswd file's users, the
+// stored accounts and every machine's own; nil when none knows them, with why when a stored account
 // refused them (disabled; a *accounts.LockedError when the name is locked
 // for remote).
 func (s *Server) verify(user, pass, remote string) (*principal, error) {
@@ -142,6 +142,9 @@ func (s *Server) verify(user, pass, remote string) (*principal, error) {
 		if okU&okP == 1 {
 			return s.admin, nil
 		}
+	}
+	if s.htpasswd != nil && s.htpasswd.Verify(user, pass) {
+		return &principal{all: true, user: user, priv: accounts.AllPrivileges, role: accounts.Administrator, id: "htpasswd/" + user}, nil
 	}
 	var locked error
 	if s.accounts != nil {

@@ -167,6 +167,8 @@ func newEvents(log *zap.Logger) *events {
 		subs: map[string]*subscription{}, attempts: 3, interval: 5 * time.Second, log: log,
 		prev:  map[string]*machine.Machine{},
 		stamp: func(string) time.Time { return time.Now().UTC() },
+		// vbmcd's default: loopback by --events-allow-loopback only.
+		policy: netpolicy.Policy{}.Events(false),
 	}
 	e.client = deliveryClient(e.policy)
 	return e
@@ -188,9 +190,10 @@ func deliveryClient(p netpolicy.Policy) *http.Client {
 }
 
 // WithEventPolicy holds event destinations to p, the outbound address
-// policy the image fetcher has (vbmcd passes both the same). Without it
-// the default policy holds: loopback, link-local and unspecified
-// addresses are refused.
+// policy the image fetcher has but for loopback (vbmcd passes its media
+// policy's Events). Without it the default policy holds: loopback,
+// link-local and unspecified addresses are refused, loopback naming
+// --events-allow-loopback.
 func WithEventPolicy(p netpolicy.Policy) Option {
 	return func(s *Server) {
 		s.events.policy = p

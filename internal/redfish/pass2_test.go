@@ -294,7 +294,7 @@ func TestRefusalsSayWhat(t *testing.T) {
 	w = pf.do(req{method: "POST", path: "/redfish/v1/EventService/Subscriptions", body: `{"Destination":"http://127.0.0.1:9/?token=abc"}`})
 	msg, _ := errorMessage(t, w)
 	if w.Code != 400 || trimRegistry(msg.MessageID) != string(MsgAccessDenied) || strings.Contains(w.Body.String(), "enumeration") ||
-		!strings.Contains(msg.Resolution, "--media-allow-loopback") || strings.Contains(w.Body.String(), "abc") {
+		!strings.Contains(msg.Resolution, "--events-allow-loopback") || strings.Contains(w.Body.String(), "abc") {
 		t.Errorf("a loopback destination under the default policy: %d %s, want AccessDenied naming the flag, no token echoed", w.Code, w.Body)
 	}
 }

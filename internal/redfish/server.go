@@ -29,8 +29,9 @@ type Server struct {
 	id  identity
 	now func() time.Time
 
-	admin       *principal // the service-wide user; nil when none is set
-	adminUser   [32]byte   // SHA-256 of the service user name and password
+	admin       *principal         // the service-wide user; nil when none is set
+	htpasswd    *accounts.Htpasswd // users of --htpasswd-file; nil: none
+	adminUser   [32]byte           // SHA-256 of the service user name and password
 	adminPass   [32]byte
 	ttl         time.Duration
 	maxSessions int
@@ -70,6 +71,11 @@ func WithCredentials(user, pass string) Option {
 		s.adminUser, s.adminPass = sum(user), sum(pass)
 	}
 }
+
+// WithHtpasswd adds the users of an htpasswd file of bcrypt entries (vbmcd
+// --htpasswd-file, sushy-tools' SUSHY_EMULATOR_AUTH_FILE): each is a
+// service-wide Administrator, as the bootstrap user is.
+func WithHtpasswd(h *accounts.Htpasswd) Option { return func(s *Server) { s.htpasswd = h } }
 
 // WithAccounts serves the accounts of st (AccountService Accounts, which
 // the IPMI face shares); without it only the bootstrap user and machines'

@@ -46,23 +46,32 @@ func startVbmcdProcess(t *testing.T, extra ...string) *vbmcdProcess {
 		"--metrics-addr", "127.0.0.1:0", "--credentials-file", creds,
 		"--state-dir", filepath.Join(dir, "state"), "--media-dir", filepath.Join(dir, "media")}, extra...)
 	cmd := exec.Command(bin, args...)
+	line, out := runDaemon(t, cmd)
+	m := regexp.MustCompile(`Redfish at (https://[0-9.:]+)/redfish/v1 .*metrics at (http://[0-9.:]+/metrics)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("vbmcd did not start: %q\n%s", line, out.String())
+	}
+	return &vbmcdProcess{cmd: cmd, url: m[1], metrics: m[2], out: out}
+}
+
+// runDaemon starts cmd, a vbmcd process, for the rest of the test and
+// returns the first line of its output (where it says it listens) and its
+// standard error.
+func runDaemon(t *testing.T, cmd *exec.Cmd) (string, *testenv.Buffer) {
+	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &testenv.Buffer{}
-	cmd.Stderr = out
+	stderr := &testenv.Buffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	line, _ := bufio.NewReader(stdout).ReadString('\n')
 	go io.Copy(io.Discard, stdout)
-	m := regexp.MustCompile(`Redfish at (https://[0-9.:]+)/redfish/v1 .*metrics at (http://[0-9.:]+/metrics)`).FindStringSubmatch(line)
-	if m == nil {
-		t.Fatalf("vbmcd did not start: %q\n%s", line, out.String())
-	}
-	return &vbmcdProcess{cmd: cmd, url: m[1], metrics: m[2], out: out}
+	return line, stderr
 }
 
 // metric reads one unlabelled sample from the daemon's metrics.

@@ -74,7 +74,8 @@ func TestIronicSim(t *testing.T) {
 		c.SimNodes, c.SimDelay, c.InsecureHTTP, c.IPMI = 4, 500*time.Millisecond, false, true
 		c.BMCAddresses = []string{"127.34.3.1-127.34.3.9"}
 		c.TLSCACert, c.TLSCAKey = caCert, caKey
-		c.MediaAllowLoopback = true // Ironic's HTTP server and the agent's event listener are on loopback
+		c.MediaAllowLoopback = true  // Ironic's HTTP server is on loopback
+		c.EventsAllowLoopback = true // and the agent's event listener
 		c.BMCUpdateDowntime, c.BMCFlashTime = 2*time.Second, 500*time.Millisecond
 		state = c.StateDir
 	})
