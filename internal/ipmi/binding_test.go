@@ -93,10 +93,10 @@ func TestIPMIPasswordTestIsALogin(t *testing.T) {
 	if got := strings.Join(codes, ",") + ","; got != want {
 		t.Errorf("24 wrong guesses answered %s; want 20 failures, then node busy", got)
 	}
-	if err := st.LockedFor("m0-ro", "127.0.0.1:1"); err == nil {
+	if err := st.LockedFor(l.ids[0], "m0-ro", "127.0.0.1:1"); err == nil {
 		t.Error("m0-ro is not locked for the guesser's address after 20 wrong guesses")
 	}
-	if err := st.LockedFor("m0-ro", "192.0.2.9:1"); err != nil {
+	if err := st.LockedFor(l.ids[0], "m0-ro", "192.0.2.9:1"); err != nil {
 		t.Errorf("m0-ro is locked for another address: %v", err)
 	}
 	if n := len(logs.FilterMessage("login refused").All()); n < 20 {

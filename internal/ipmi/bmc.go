@@ -747,7 +747,7 @@ func (b *bmc) refused(user string, from net.Addr, why string) {
 // authFailed counts a failed login towards the name's lock for source.
 func (b *bmc) authFailed(name, source string) {
 	if b.cfg.accounts != nil {
-		b.cfg.accounts.Failed(name, source)
+		b.cfg.accounts.Failed(b.id, name, source)
 	}
 }
 
@@ -818,7 +818,7 @@ func (b *bmc) rakp3(p []byte, from net.Addr) []byte {
 	s.state = stateActive
 	b.cfg.throttle.Refund(from.String())
 	if b.cfg.accounts != nil && s.acct != "" {
-		b.cfg.accounts.Succeeded(s.user, from.String())
+		b.cfg.accounts.Succeeded(b.id, s.user, from.String())
 	}
 	s.priv = s.limit
 	s.last = time.Now()

@@ -356,7 +356,7 @@ func (b *bmc) testPassword(s *sessRef, uid byte, pass string) (wire.CompletionCo
 		return codePasswordTestFailed, nil
 	}
 	if u.acct != nil {
-		b.cfg.accounts.Succeeded(u.name, src)
+		b.cfg.accounts.Succeeded(b.id, u.name, src)
 	}
 	return wire.CodeOK, nil
 }

@@ -90,6 +90,7 @@ type subscription struct {
 	Systems []string `json:",omitempty"`
 
 	queue   chan []byte
+	events  atomic.Int64 // EventIds given: each subscription counts its own
 	dropped atomic.Int64
 	failed  atomic.Int64
 	sent    atomic.Int64
@@ -149,8 +150,6 @@ type events struct {
 	policy   netpolicy.Policy // where deliveries may go
 	mu       sync.Mutex
 	subs     map[string]*subscription
-	next     int
-	eventID  atomic.Int64
 	attempts int
 	interval time.Duration
 	client   *http.Client
@@ -249,8 +248,8 @@ func (e *events) load() error {
 		e.attempts, e.interval = st.Attempts, time.Duration(st.IntervalSecs)*time.Second
 	}
 	for _, sub := range st.Subscriptions {
-		n, err := strconv.Atoi(sub.ID)
-		if err != nil || sub.Destination == "" || e.subs[sub.ID] != nil || len(e.subs) >= maxSubscriptions {
+		// Ids were counted before issue 46, random since: both are kept.
+		if sub.ID == "" || len(sub.ID) > 32 || sub.Destination == "" || e.subs[sub.ID] != nil || len(e.subs) >= maxSubscriptions {
 			continue
 		}
 		if !slices.Contains(retryPolicies, sub.Policy) {
@@ -262,7 +261,6 @@ func (e *events) load() error {
 				e.log.Warn("event subscription header dropped: "+why, zap.String("subscription", sub.ID))
 			}
 		}
-		e.next = max(e.next, n)
 		e.start(sub)
 	}
 	return nil
@@ -428,7 +426,10 @@ func (e *events) send(system, eventType, messageID, message, severity, origin st
 			sub.dropped.Add(1)
 			continue
 		}
-		id := strconv.FormatInt(e.eventID.Add(1), 10)
+		// Counted per subscription, not across the service: a
+		// subscriber at one BMC learns nothing of another's events
+		// (issue 46), and a gap is an event of its own it lost.
+		id := strconv.FormatInt(sub.events.Add(1), 10)
 		rec := obj{
 			"EventType": eventType, "EventId": id, "EventTimestamp": e.stamp(system).Format(dateTimeLayout),
 			"MessageId": messageID, "Message": message, "MessageArgs": nonNil(args),
@@ -881,8 +882,10 @@ func postSubscription(s *Server, c *call) *apiError {
 		e.mu.Unlock()
 		return newError(http.StatusBadRequest, MsgCreateLimitReachedForResource).with(fmt.Sprintf("At most %d subscriptions; delete one first.", maxSubscriptions))
 	}
-	e.next++
-	sub.ID = strconv.Itoa(e.next)
+	// A random id, as a session's: a count would tell one BMC how many
+	// subscriptions the others made (issue 46).
+	for sub.ID = randomHex(8); e.subs[sub.ID] != nil; sub.ID = randomHex(8) {
+	}
 	e.start(sub)
 	e.save()
 	e.mu.Unlock()

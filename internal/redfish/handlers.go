@@ -729,7 +729,7 @@ func postSession(s *Server, c *call) *apiError {
 	if err := s.slowed(c); err != nil {
 		return err
 	}
-	who, why := s.verify(user, pass, c.r.RemoteAddr)
+	who, why := s.verify(c.bmc, user, pass, c.r.RemoteAddr)
 	if who == nil {
 		s.refused(c, user, why)
 		return refusal(why)
