@@ -5,7 +5,10 @@
 // An account has a role (Administrator, Operator, ReadOnly: Redfish's
 // predefined roles, DSP0266 §13.2.3), which gives its Redfish privileges and
 // its IPMI privilege limit; it is global (reaches every system) or bound to
-// one system (reaches that system only, on both faces). Passwords are kept
+// one system (reaches that system only, on both faces). Names are per BMC:
+// two systems' accounts may share one, a global account's clashes with any,
+// and a login names the BMC it came through (Verify's system; the service's
+// listener, which serves every system, refuses a name several hold). Passwords are kept
 // twice: a bcrypt hash, which Redfish checks, and the cleartext sealed with
 // AES-256-GCM, because IPMI's RAKP needs the key K_UID itself (see
 // DECISION.md). Repeated failures from one source lock the name for that
