@@ -15,7 +15,9 @@
 // its port's LLDPReceive, reading the machines as the daemon does;
 // `vbmcd sushy-emulator` runs the daemon from sushy-tools' sushy-emulator
 // flags and configuration file (sushycompat.go), as a container of vbmcd's
-// image does by default. With --sim-systems the sim backend's servers come
+// image does by default: SUSHY_EMULATOR_AUTH_FILE becomes --htpasswd-file,
+// and its --media-allow-loopback opens loopback images, not loopback event
+// destinations (--events-allow-loopback). With --sim-systems the sim backend's servers come
 // from a systems file (simbackend.go; internal/simfile, internal/simnotify).
 // Every Redfish listener is built from one front (httpserver.go), which all
 // share: header, body and idle timeouts, HTTP/2 streams, frames and windows,
