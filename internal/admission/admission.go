@@ -123,18 +123,38 @@ func (g *Gate) InFlight() (reqs, anon int, body int64) {
 
 type ticketKey struct{}
 
+// connSlot is what the requests of one HTTP/1 connection share, one after
+// the other (ConnContext): the connection, whose deadlines they set
+// directly, and the ticket each reuses in turn, so that admitting a
+// request allocates nothing.
+type connSlot struct {
+	conn net.Conn
+	t    ticket
+}
+
+// ConnContext is an http.Server's ConnContext hook: it gives each
+// connection the slot its HTTP/1 requests use in turn (Wrap). HTTP/2
+// streams, which run side by side on one connection, each take a ticket
+// of their own, as do requests on a server without this hook.
+func (g *Gate) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, ticketKey{}, &connSlot{conn: c})
+}
+
 // ticket is one admitted request's share of the budgets, and its
 // deadlines.
 type ticket struct {
 	g     *Gate
 	src   netip.Addr
-	rc    *http.ResponseController
+	conn  net.Conn                 // HTTP/1 through a connection's slot: its deadlines are the request's
+	rc    *http.ResponseController // otherwise (HTTP/2: the sweeper's)
 	h2    bool
 	start time.Time
 
-	mu   sync.Mutex
-	anon bool
-	body int64
+	mu     sync.Mutex
+	active bool // admitted and not done: a slot's ticket between requests is not
+	anon   bool
+	body   int64
+	lifted bool // Unbounded lifted the deadlines
 	// An HTTP/2 stream's deadlines are kept here and enforced by the
 	// gate's sweeper, not by timers (Budgets); gone once the handler
 	// returned.
@@ -152,9 +172,14 @@ const (
 // HTTP/1's on the connection, HTTP/2's for the gate's sweeper.
 func (t *ticket) setDeadline(read bool, at time.Time) {
 	if !t.h2 {
-		if read {
+		switch {
+		case t.conn != nil && read:
+			_ = t.conn.SetReadDeadline(at)
+		case t.conn != nil:
+			_ = t.conn.SetWriteDeadline(at)
+		case read:
 			_ = t.rc.SetReadDeadline(at)
-		} else {
+		default:
 			_ = t.rc.SetWriteDeadline(at)
 		}
 		return
@@ -174,6 +199,12 @@ func (t *ticket) setDeadline(read bool, at time.Time) {
 // its body; one that does starts as authenticated, and a face that serves
 // it without checking them first (a login reads the body it would check)
 // calls Anonymous.
+//
+// An HTTP/1 request with no body (http.NoBody: nothing is left to read
+// once its headers are, which the server's ReadHeaderTimeout bounds) gets
+// no read deadline; every request gets its write deadline. On a server
+// with the gate's ConnContext an HTTP/1 request costs no allocation: it
+// uses its connection's slot.
 func (g *Gate) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		src := SourceOf(r.RemoteAddr)
@@ -182,28 +213,49 @@ func (g *Gate) Wrap(h http.Handler) http.Handler {
 			g.refuseRequest(w, r, src, why)
 			return
 		}
-		t := &ticket{g: g, src: src, rc: http.NewResponseController(w), h2: r.ProtoMajor >= 2, anon: anon, start: time.Now()}
+		var t *ticket
+		slot, _ := r.Context().Value(ticketKey{}).(*connSlot)
+		if slot != nil && r.ProtoMajor == 1 {
+			t = &slot.t
+			t.g, t.src, t.conn, t.rc, t.h2, t.start = g, src, slot.conn, nil, false, time.Now()
+			t.mu.Lock()
+			t.active, t.anon, t.body, t.lifted = true, anon, 0, false
+			t.mu.Unlock()
+		} else {
+			t = &ticket{g: g, src: src, rc: http.NewResponseController(w), h2: r.ProtoMajor >= 2, active: true, anon: anon, start: time.Now()}
+			r = r.WithContext(context.WithValue(r.Context(), ticketKey{}, t))
+		}
 		defer t.done()
 		if t.h2 {
 			g.track(t)
 			defer g.untrack(t)
 		}
-		if read := g.b.Read; anon && g.b.AnonRead > 0 {
-			t.setDeadline(readDeadline, t.start.Add(g.b.AnonRead))
-		} else if read > 0 {
-			t.setDeadline(readDeadline, t.start.Add(read))
+		if t.h2 || r.Body != http.NoBody {
+			if read := g.b.Read; anon && g.b.AnonRead > 0 {
+				t.setDeadline(readDeadline, t.start.Add(g.b.AnonRead))
+			} else if read > 0 {
+				t.setDeadline(readDeadline, t.start.Add(read))
+			}
 		}
 		if g.b.Write > 0 {
 			t.setDeadline(writeDeadline, t.start.Add(g.b.Write))
 			if !t.h2 {
-				// The connection keeps the deadline after the handler:
-				// renewed, it covers the answer's last flush and what
-				// the server itself writes before the next request's
-				// handler (a 431, a 400), as its WriteTimeout did.
-				defer func() { _ = t.rc.SetWriteDeadline(time.Now().Add(g.b.Write)) }()
+				// The connection keeps the deadline after the handler,
+				// for the answer's last flush; renewed when less than
+				// half of it is left (a handler that took long, or lifted
+				// its deadlines), so that flush has at least half of
+				// Write, without a second timer on every request.
+				defer func() {
+					t.mu.Lock()
+					lifted := t.lifted
+					t.mu.Unlock()
+					if now := time.Now(); lifted || now.Sub(t.start) > g.b.Write/2 {
+						t.setDeadline(writeDeadline, now.Add(g.b.Write))
+					}
+				}()
 			}
 		}
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ticketKey{}, t)))
+		h.ServeHTTP(w, r)
 	})
 }
 
@@ -240,7 +292,7 @@ func (g *Gate) admit(src netip.Addr, anon bool) string {
 func (t *ticket) done() {
 	t.mu.Lock()
 	anon, body := t.anon, t.body
-	t.anon, t.body = false, 0
+	t.anon, t.body, t.active = false, 0, false
 	t.mu.Unlock()
 	g := t.g
 	g.mu.Lock()
@@ -262,9 +314,21 @@ func (t *ticket) done() {
 	}
 }
 
+// ticketOf returns the ticket of a request the gate admitted and is
+// serving; nil for a request no gate admitted.
 func ticketOf(r *http.Request) *ticket {
-	t, _ := r.Context().Value(ticketKey{}).(*ticket)
-	return t
+	switch v := r.Context().Value(ticketKey{}).(type) {
+	case *ticket:
+		return v
+	case *connSlot:
+		v.t.mu.Lock()
+		active := v.t.active
+		v.t.mu.Unlock()
+		if active {
+			return &v.t
+		}
+	}
+	return nil
 }
 
 // Authenticated records that r's credentials are verified: r leaves the
@@ -275,7 +339,7 @@ func Authenticated(r *http.Request) {
 	if t == nil || !t.leaveAnon() {
 		return
 	}
-	if g := t.g; g.b.Read > 0 {
+	if g := t.g; g.b.Read > 0 && (t.h2 || r.Body != http.NoBody) {
 		t.setDeadline(readDeadline, t.start.Add(g.b.Read))
 	}
 }
@@ -347,7 +411,7 @@ func Anonymous(w http.ResponseWriter, r *http.Request) bool {
 	t.mu.Lock()
 	t.anon = true
 	t.mu.Unlock()
-	if g.b.AnonRead > 0 {
+	if g.b.AnonRead > 0 && (t.h2 || r.Body != http.NoBody) {
 		t.setDeadline(readDeadline, time.Now().Add(g.b.AnonRead))
 	}
 	return true
@@ -358,6 +422,9 @@ func Anonymous(w http.ResponseWriter, r *http.Request) bool {
 // clears the server's own deadlines itself.
 func Unbounded(r *http.Request) {
 	if t := ticketOf(r); t != nil {
+		t.mu.Lock()
+		t.lifted = true
+		t.mu.Unlock()
 		t.setDeadline(readDeadline, time.Time{})
 		t.setDeadline(writeDeadline, time.Time{})
 	}

@@ -196,6 +196,9 @@ func (f *front) server(h http.Handler, tc *tls.Config) *http.Server {
 	srv.IdleTimeout = 0
 	srv.TLSConfig = tc
 	srv.ConnState = f.conns.connState
+	// Each connection's HTTP/1 requests share one admission slot: no
+	// allocation per request for the gate (internal/admission).
+	srv.ConnContext = f.gate.ConnContext
 	srv.HTTP2 = &http.HTTP2Config{
 		MaxConcurrentStreams:          h2Streams,
 		MaxReadFrameSize:              h2FrameSize,
