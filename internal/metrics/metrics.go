@@ -11,6 +11,7 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,22 @@ type Registry struct {
 	powerTime *prometheus.HistogramVec
 	logins    *prometheus.CounterVec
 	setups    *prometheus.CounterVec
+
+	// redfishSeries keeps each (route, method, code)'s counter and
+	// histogram once looked up (a redfishKey → *redfishSeries): a request
+	// then costs one map read, no label hashing, no allocation. Routes,
+	// methods and codes are few, so the map stays small.
+	redfishSeries sync.Map
+}
+
+type redfishKey struct {
+	route, method string
+	code          int
+}
+
+type redfishSeries struct {
+	requests prometheus.Counter
+	latency  prometheus.Observer
 }
 
 // New returns a registry with the Go runtime and process collectors.
@@ -108,8 +125,17 @@ func (r *Registry) Redfish(route, method string, code int, took time.Duration) {
 	if r == nil {
 		return
 	}
-	r.requests.WithLabelValues(route, method, strconv.Itoa(code)).Inc()
-	r.latency.WithLabelValues(route, method).Observe(took.Seconds())
+	k := redfishKey{route, method, code}
+	v, ok := r.redfishSeries.Load(k)
+	if !ok {
+		v, _ = r.redfishSeries.LoadOrStore(k, &redfishSeries{
+			requests: r.requests.WithLabelValues(route, method, strconv.Itoa(code)),
+			latency:  r.latency.WithLabelValues(route, method),
+		})
+	}
+	rs := v.(*redfishSeries)
+	rs.requests.Inc()
+	rs.latency.Observe(took.Seconds())
 }
 
 // IPMI counts one answered request.

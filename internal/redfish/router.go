@@ -80,6 +80,10 @@ type call struct {
 	// view maps the machine's ids to its vendor's at such a BMC
 	// (vendorids.go); nil elsewhere.
 	view *idView
+
+	// rec records the status for the log and the metrics (ServeHTTP),
+	// kept here so that a request allocates one call, not two.
+	rec statusRecorder
 }
 
 func (rt *route) handler(method string) handlerFunc {

@@ -240,8 +240,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-	c := &call{w: rec, r: r}
+	c := &call{r: r, rec: statusRecorder{ResponseWriter: w, status: http.StatusOK}}
+	c.w = &c.rec
+	rec := &c.rec
 	s.serve(c)
 	took := time.Since(start)
 	if ce != nil {
