@@ -65,6 +65,12 @@ type UI struct {
 	slots slots         // live streams and consoles (slots.go)
 	done  chan struct{} // closed by Shutdown
 	once  sync.Once
+
+	// beforeEnd, when set (tests), is waited for before a console whose
+	// session ended or lost the right is closed, so that a test can type
+	// into it meanwhile: what stops that input is the check of every
+	// message (input), not the close.
+	beforeEnd chan struct{}
 }
 
 // New returns the console over svc, authenticating with rf's sessions.
