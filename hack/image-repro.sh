@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 rev=$(git rev-parse HEAD)
 [ -z "$(git status --porcelain)" ] || echo "uncommitted changes are left out: both builds are of $rev"
 work=$(mktemp -d)
-trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+[ -n "${KEEP:-}" ] && echo "kept: $work" || trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 for c in a b; do
   git clone -q --no-hardlinks . "$work/$c"
   git -C "$work/$c" checkout -q "$rev"

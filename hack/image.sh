@@ -23,6 +23,10 @@ epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
 version=$(git describe --always --dirty 2>/dev/null || echo dev)
 
 mkdir -p "$out"
-CGO_ENABLED=0 GOOS=linux GOARCH="$arch" go build -trimpath -ldflags "-s -w -buildid=" -o "$out/vbmcd" ./cmd/vbmcd
+# The builder's own Go settings must not reach the binary: GOFLAGS from a
+# go env file (-buildvcs=false here, and without it the go command stamps
+# the checkout's VCS state), the instruction set levels.
+GOFLAGS=-buildvcs=false GOAMD64=v1 GOARM64=v8.0 CGO_ENABLED=0 GOOS=linux GOARCH="$arch" \
+  go build -trimpath -ldflags "-s -w -buildid=" -o "$out/vbmcd" ./cmd/vbmcd
 go run ./hack/mkimage -binary "$out/vbmcd" -arch "$arch" -version "$version" \
   -created "$epoch" -out "$out" -ref "$ref"
