@@ -77,7 +77,8 @@ type Gate struct {
 	rlog    *lograte.Log
 
 	swMu     sync.Mutex
-	streams  map[*ticket]struct{} // HTTP/2 requests whose deadlines sweep enforces
+	streams  map[*ticket]struct{}   // HTTP/2 requests whose deadlines sweep enforces
+	conns    map[*connSlot]struct{} // HTTP/1 connections whose write deadlines sweep enforces (NewConn)
 	sweeping bool
 }
 
@@ -124,12 +125,17 @@ func (g *Gate) InFlight() (reqs, anon int, body int64) {
 type ticketKey struct{}
 
 // connSlot is what the requests of one HTTP/1 connection share, one after
-// the other (ConnContext): the connection, whose deadlines they set
-// directly, and the ticket each reuses in turn, so that admitting a
-// request allocates nothing.
+// the other (ConnContext, NewConn): the connection, whose deadlines they
+// set, and the ticket each reuses in turn, so that admitting a request
+// allocates nothing.
 type connSlot struct {
 	conn net.Conn
+	src  netip.Addr // the connection's source, once its first request parsed it
 	t    ticket
+	// swept: the gate's sweeper enforces the requests' write deadlines
+	// (NewConn), so that a request arms no timer; else they are the
+	// connection's own (ConnContext).
+	swept bool
 }
 
 // ConnContext is an http.Server's ConnContext hook: it gives each
@@ -140,12 +146,63 @@ func (g *Gate) ConnContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, ticketKey{}, &connSlot{conn: c})
 }
 
+// Conn is a connection's slot, for a server that also tells the gate how
+// the connection stands (State): then the write deadline of each of its
+// HTTP/1 requests is kept by the gate's sweeper, as an HTTP/2 stream's is,
+// and no request arms a timer (a write deadline set on the connection and
+// cleared after every answer is two timer operations per request).
+type Conn struct {
+	g *Gate
+	s *connSlot
+}
+
+// NewConn is ConnContext for a server whose ConnState hook calls the
+// returned Conn's State for the connection.
+func (g *Gate) NewConn(ctx context.Context, c net.Conn) (context.Context, *Conn) {
+	s := &connSlot{conn: c, swept: true}
+	g.swMu.Lock()
+	if g.conns == nil {
+		g.conns = map[*connSlot]struct{}{}
+	}
+	g.conns[s] = struct{}{}
+	g.startSweep()
+	g.swMu.Unlock()
+	return context.WithValue(ctx, ticketKey{}, s), &Conn{g: g, s: s}
+}
+
+// State is the server's ConnState for the connection: idle, its last
+// answer is flushed and its write deadline ends; hijacked (a websocket),
+// the request's write deadline becomes the connection's own, which its
+// new owner keeps from then on, and the gate lets it go, as it does a
+// closed one.
+func (c *Conn) State(st http.ConnState) {
+	t := &c.s.t
+	switch st {
+	case http.StateIdle:
+		t.mu.Lock()
+		t.writeAt = time.Time{}
+		t.mu.Unlock()
+	case http.StateHijacked, http.StateClosed:
+		c.g.swMu.Lock()
+		delete(c.g.conns, c.s)
+		c.g.swMu.Unlock()
+		if st == http.StateHijacked {
+			t.mu.Lock()
+			at := t.writeAt
+			t.writeAt = time.Time{}
+			t.mu.Unlock()
+			_ = c.s.conn.SetWriteDeadline(at)
+		}
+	}
+}
+
 // ticket is one admitted request's share of the budgets, and its
 // deadlines.
 type ticket struct {
 	g     *Gate
 	src   netip.Addr
 	conn  net.Conn                 // HTTP/1 through a connection's slot: its deadlines are the request's
+	slot  *connSlot                // that slot
 	rc    *http.ResponseController // otherwise (HTTP/2: the sweeper's)
 	h2    bool
 	start time.Time
@@ -154,9 +211,10 @@ type ticket struct {
 	active bool // admitted and not done: a slot's ticket between requests is not
 	anon   bool
 	body   int64
-	lifted bool // Unbounded lifted the deadlines
-	// An HTTP/2 stream's deadlines are kept here and enforced by the
-	// gate's sweeper, not by timers (Budgets); gone once the handler
+	// An HTTP/2 stream's deadlines, and the write deadline of an HTTP/1
+	// request on a swept connection (NewConn: until the connection is idle
+	// again, its answer flushed), are kept here and enforced by the gate's
+	// sweeper, not by timers (Budgets); gone: the HTTP/2 stream's handler
 	// returned.
 	readAt, writeAt time.Time
 	gone            bool
@@ -169,9 +227,12 @@ const (
 )
 
 // setDeadline sets the request's read or write deadline (zero: none):
-// HTTP/1's on the connection, HTTP/2's for the gate's sweeper.
+// HTTP/1's on the connection, HTTP/2's for the gate's sweeper, and the
+// write deadline of an HTTP/1 request on a connection the sweeper keeps
+// (NewConn) for the sweeper too.
 func (t *ticket) setDeadline(read bool, at time.Time) {
-	if !t.h2 {
+	swept := t.h2 || (!read && t.slot != nil && t.slot.swept)
+	if !swept {
 		switch {
 		case t.conn != nil && read:
 			_ = t.conn.SetReadDeadline(at)
@@ -203,23 +264,32 @@ func (t *ticket) setDeadline(read bool, at time.Time) {
 // An HTTP/1 request with no body (http.NoBody: nothing is left to read
 // once its headers are, which the server's ReadHeaderTimeout bounds) gets
 // no read deadline; every request gets its write deadline. On a server
-// with the gate's ConnContext an HTTP/1 request costs no allocation: it
-// uses its connection's slot.
+// with the gate's ConnContext (or NewConn) an HTTP/1 request costs no
+// allocation: it uses its connection's slot; with NewConn its write
+// deadline arms no timer either.
 func (g *Gate) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		src := SourceOf(r.RemoteAddr)
+		slot, _ := r.Context().Value(ticketKey{}).(*connSlot)
+		if r.ProtoMajor != 1 {
+			slot = nil // HTTP/2 streams run side by side: a ticket each
+		}
+		var src netip.Addr
+		if slot != nil && slot.src.IsValid() {
+			src = slot.src // a connection's source does not change
+		} else if src = SourceOf(r.RemoteAddr); slot != nil {
+			slot.src = src
+		}
 		anon := len(r.Header["Authorization"]) == 0 && len(r.Header["X-Auth-Token"]) == 0
 		if why := g.admit(src, anon); why != "" {
 			g.refuseRequest(w, r, src, why)
 			return
 		}
 		var t *ticket
-		slot, _ := r.Context().Value(ticketKey{}).(*connSlot)
-		if slot != nil && r.ProtoMajor == 1 {
+		if slot != nil {
 			t = &slot.t
-			t.g, t.src, t.conn, t.rc, t.h2, t.start = g, src, slot.conn, nil, false, time.Now()
+			t.g, t.src, t.conn, t.slot, t.rc, t.h2, t.start = g, src, slot.conn, slot, nil, false, time.Now()
 			t.mu.Lock()
-			t.active, t.anon, t.body, t.lifted = true, anon, 0, false
+			t.active, t.anon, t.body, t.readAt, t.writeAt = true, anon, 0, time.Time{}, time.Time{}
 			t.mu.Unlock()
 		} else {
 			t = &ticket{g: g, src: src, rc: http.NewResponseController(w), h2: r.ProtoMajor >= 2, active: true, anon: anon, start: time.Now()}
@@ -240,19 +310,11 @@ func (g *Gate) Wrap(h http.Handler) http.Handler {
 		if g.b.Write > 0 {
 			t.setDeadline(writeDeadline, t.start.Add(g.b.Write))
 			if !t.h2 {
-				// The connection keeps the deadline after the handler,
-				// for the answer's last flush; renewed when less than
-				// half of it is left (a handler that took long, or lifted
-				// its deadlines), so that flush has at least half of
-				// Write, without a second timer on every request.
-				defer func() {
-					t.mu.Lock()
-					lifted := t.lifted
-					t.mu.Unlock()
-					if now := time.Now(); lifted || now.Sub(t.start) > g.b.Write/2 {
-						t.setDeadline(writeDeadline, now.Add(g.b.Write))
-					}
-				}()
+				// The deadline holds after the handler, renewed, for the
+				// answer's last flush (net/http flushes it after the
+				// handler returns): the connection's own, or on a swept
+				// connection the sweeper's until the connection is idle.
+				defer func() { t.setDeadline(writeDeadline, time.Now().Add(g.b.Write)) }()
 			}
 		}
 		h.ServeHTTP(w, r)
@@ -422,15 +484,13 @@ func Anonymous(w http.ResponseWriter, r *http.Request) bool {
 // clears the server's own deadlines itself.
 func Unbounded(r *http.Request) {
 	if t := ticketOf(r); t != nil {
-		t.mu.Lock()
-		t.lifted = true
-		t.mu.Unlock()
 		t.setDeadline(readDeadline, time.Time{})
 		t.setDeadline(writeDeadline, time.Time{})
 	}
 }
 
-// sweepEvery is how often HTTP/2 streams' deadlines are checked: they are
+// sweepEvery is how often the deadlines the sweeper keeps (HTTP/2
+// streams', swept HTTP/1 connections' writes) are checked: they are
 // enforced up to this late.
 const sweepEvery = 250 * time.Millisecond
 
@@ -443,6 +503,11 @@ func (g *Gate) track(t *ticket) {
 		g.streams = map[*ticket]struct{}{}
 	}
 	g.streams[t] = struct{}{}
+	g.startSweep()
+}
+
+// startSweep starts the sweeper unless it runs; g.swMu is held.
+func (g *Gate) startSweep() {
 	if !g.sweeping {
 		g.sweeping = true
 		go g.sweep()
@@ -460,17 +525,19 @@ func (g *Gate) untrack(t *ticket) {
 	g.swMu.Unlock()
 }
 
-// sweep ends the HTTP/2 streams past their deadline (a deadline in the
-// past resets them at once), until none is left to watch.
+// sweep ends the HTTP/2 streams past their deadline, and the writes of
+// swept HTTP/1 connections past theirs (a deadline in the past fails them
+// at once), until nothing is left to watch.
 func (g *Gate) sweep() {
 	tick := time.NewTicker(sweepEvery)
 	defer tick.Stop()
 	var due []*ticket
+	var conns []*connSlot
 	for range tick.C {
 		now := time.Now()
-		due = due[:0]
+		due, conns = due[:0], conns[:0]
 		g.swMu.Lock()
-		if len(g.streams) == 0 {
+		if len(g.streams) == 0 && len(g.conns) == 0 {
 			g.sweeping = false
 			g.swMu.Unlock()
 			return
@@ -478,11 +545,14 @@ func (g *Gate) sweep() {
 		for t := range g.streams {
 			due = append(due, t)
 		}
+		for s := range g.conns {
+			conns = append(conns, s)
+		}
 		g.swMu.Unlock()
+		past := now.Add(-time.Second)
 		for _, t := range due {
 			t.mu.Lock()
 			if !t.gone {
-				past := now.Add(-time.Second)
 				if !t.readAt.IsZero() && now.After(t.readAt) {
 					t.readAt = time.Time{}
 					_ = t.rc.SetReadDeadline(past)
@@ -491,6 +561,15 @@ func (g *Gate) sweep() {
 					t.writeAt = time.Time{}
 					_ = t.rc.SetWriteDeadline(past)
 				}
+			}
+			t.mu.Unlock()
+		}
+		for _, s := range conns {
+			t := &s.t
+			t.mu.Lock()
+			if !t.writeAt.IsZero() && now.After(t.writeAt) {
+				t.writeAt = time.Time{}
+				_ = s.conn.SetWriteDeadline(past)
 			}
 			t.mu.Unlock()
 		}

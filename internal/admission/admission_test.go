@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -367,13 +369,52 @@ func TestConnectionSlotTakenInTurn(t *testing.T) {
 	}
 }
 
+// wiring is how a test server gives the gate its connections: not at all
+// (a ticket per request), ConnContext (a slot, the connection's own
+// deadlines), or NewConn with the ConnState hook (a slot whose write
+// deadlines the sweeper keeps), as vbmcd's listeners do.
+type wiring string
+
+const (
+	perRequest wiring = "ticket per request"
+	slotOwn    wiring = "slot, the connection's deadlines"
+	slotSwept  wiring = "slot, swept write deadlines"
+)
+
+func (w wiring) wire(g *Gate, srv *http.Server) {
+	switch w {
+	case slotOwn:
+		srv.ConnContext = g.ConnContext
+	case slotSwept:
+		var mu sync.Mutex
+		conns := map[net.Conn]*Conn{}
+		srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+			ctx, gc := g.NewConn(ctx, c)
+			mu.Lock()
+			conns[c] = gc
+			mu.Unlock()
+			return ctx
+		}
+		srv.ConnState = func(c net.Conn, st http.ConnState) {
+			mu.Lock()
+			gc := conns[c]
+			mu.Unlock()
+			if gc != nil {
+				gc.State(st)
+			}
+		}
+	}
+}
+
 // A request without a body gets no read deadline (there is nothing left
 // to read), but its write deadline still holds: a handler past it cannot
-// write its answer, over a connection's slot as with a ticket of its own.
+// write its answer, whichever way the server gives the gate its
+// connections (the sweeper enforces a swept one up to sweepEvery late).
 func TestWriteDeadlineWithoutBody(t *testing.T) {
-	for _, slot := range []bool{false, true} {
-		t.Run(fmt.Sprintf("slot=%v", slot), func(t *testing.T) {
-			g := New(Budgets{Read: 200 * time.Millisecond, Write: 400 * time.Millisecond}, nil, nil)
+	for _, w := range []wiring{perRequest, slotOwn, slotSwept} {
+		t.Run(string(w), func(t *testing.T) {
+			const write = 400 * time.Millisecond
+			g := New(Budgets{Read: 200 * time.Millisecond, Write: write}, nil, nil)
 			errs := make(chan error, 1)
 			srv := httptest.NewUnstartedServer(g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				time.Sleep(300 * time.Millisecond) // past Read: no deadline to hit, the context lives
@@ -382,15 +423,16 @@ func TestWriteDeadlineWithoutBody(t *testing.T) {
 					return
 				}
 				time.Sleep(200 * time.Millisecond) // past Write
+				// Written until a write fails, for at most 5 s: the
+				// client reads nothing, so without a deadline the
+				// writes would block once the socket's buffers are full.
 				var err error
-				for i := 0; i < 64 && err == nil; i++ {
+				for began := time.Now(); err == nil && time.Since(began) < 5*time.Second; {
 					_, err = w.Write(make([]byte, 64<<10))
 				}
 				errs <- err
 			})))
-			if slot {
-				srv.Config.ConnContext = g.ConnContext
-			}
+			w.wire(g, srv.Config)
 			srv.Start()
 			defer srv.Close()
 			conn, err := net.Dial("tcp", srv.Listener.Addr().String())
@@ -398,10 +440,52 @@ func TestWriteDeadlineWithoutBody(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer conn.Close()
+			began := time.Now()
 			fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: x\r\nAuthorization: Basic eDp4\r\n\r\n") // and reads nothing
-			if err := <-errs; err == nil || strings.Contains(err.Error(), "context ended") {
-				t.Errorf("writing 4 MiB past the write deadline: %v, want a timeout", err)
+			err = <-errs
+			if took := time.Since(began); err == nil || strings.Contains(err.Error(), "context ended") || took > write+2*sweepEvery+time.Second {
+				t.Errorf("writing past the write deadline (%v): %v after %v, want a timeout within %v", write, err, took, write+2*sweepEvery)
 			}
 		})
+	}
+}
+
+// On a swept connection, the write deadline of an answer ends when the
+// connection is idle again: a kept-alive connection idle past it still
+// answers its next request.
+func TestSweptConnectionIdlePastWrite(t *testing.T) {
+	g := New(Budgets{Write: 300 * time.Millisecond}, nil, nil)
+	srv := httptest.NewUnstartedServer(g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("ok"))
+	})))
+	slotSwept.wire(g, srv.Config)
+	var opened atomic.Int32
+	hook := srv.Config.ConnState
+	srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			opened.Add(1)
+		}
+		hook(c, st)
+	}
+	srv.Start()
+	defer srv.Close()
+	c := srv.Client()
+	c.Transport.(*http.Transport).MaxConnsPerHost = 1
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(300*time.Millisecond + 2*sweepEvery) // idle past the deadline and a sweep
+		}
+		resp, err := c.Get(srv.URL)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "ok" {
+			t.Fatalf("request %d: %q", i, b)
+		}
+	}
+	if n := opened.Load(); n != 1 {
+		t.Errorf("3 requests over %d connections, want 1: the idle connection's writes failed", n)
 	}
 }

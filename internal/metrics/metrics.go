@@ -31,7 +31,7 @@ type Registry struct {
 	setups    *prometheus.CounterVec
 
 	// redfishSeries keeps each (route, method, code)'s counter and
-	// histogram once looked up (a redfishKey → *redfishSeries): a request
+	// histogram once looked up (a redfishKey → *RedfishSeries): a request
 	// then costs one map read, no label hashing, no allocation. Routes,
 	// methods and codes are few, so the map stays small.
 	redfishSeries sync.Map
@@ -42,9 +42,22 @@ type redfishKey struct {
 	code          int
 }
 
-type redfishSeries struct {
+// RedfishSeries is one route, method and status code's request counter
+// and latency histogram: a face that keeps it counts a request without
+// looking anything up (Registry.RedfishSeries).
+type RedfishSeries struct {
 	requests prometheus.Counter
 	latency  prometheus.Observer
+}
+
+// Observe counts one answered request that took took. A nil series counts
+// nothing.
+func (s *RedfishSeries) Observe(took time.Duration) {
+	if s == nil {
+		return
+	}
+	s.requests.Inc()
+	s.latency.Observe(took.Seconds())
 }
 
 // New returns a registry with the Go runtime and process collectors.
@@ -120,22 +133,26 @@ func (r *Registry) CounterBy(name, help, label string, values []string, fn func(
 	}
 }
 
-// Redfish counts one answered request.
-func (r *Registry) Redfish(route, method string, code int, took time.Duration) {
+// RedfishSeries returns the series of a route, method and code (nil on a
+// nil registry); looked up once each.
+func (r *Registry) RedfishSeries(route, method string, code int) *RedfishSeries {
 	if r == nil {
-		return
+		return nil
 	}
 	k := redfishKey{route, method, code}
 	v, ok := r.redfishSeries.Load(k)
 	if !ok {
-		v, _ = r.redfishSeries.LoadOrStore(k, &redfishSeries{
+		v, _ = r.redfishSeries.LoadOrStore(k, &RedfishSeries{
 			requests: r.requests.WithLabelValues(route, method, strconv.Itoa(code)),
 			latency:  r.latency.WithLabelValues(route, method),
 		})
 	}
-	rs := v.(*redfishSeries)
-	rs.requests.Inc()
-	rs.latency.Observe(took.Seconds())
+	return v.(*RedfishSeries)
+}
+
+// Redfish counts one answered request.
+func (r *Registry) Redfish(route, method string, code int, took time.Duration) {
+	r.RedfishSeries(route, method, code).Observe(took)
 }
 
 // IPMI counts one answered request.

@@ -57,7 +57,7 @@ const (
 
 // Spec is what goes into the image.
 type Spec struct {
-	Binary   string    // the static vbmcd (CGO_ENABLED=0)
+	Binary  string    // the static vbmcd (CGO_ENABLED=0)
 	Arch    string    // its GOARCH: amd64, arm64
 	Created time.Time // every timestamp in the image
 	Version string    // the org.opencontainers.image.version label

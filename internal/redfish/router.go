@@ -3,9 +3,11 @@ package redfish
 import (
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/metrics"
 )
 
 // handlerFunc serves one method of a route; a returned error is written as a
@@ -47,6 +49,17 @@ type route struct {
 
 	allow    string
 	allowHdr []string
+
+	// series is, by method (methodIndex), the metrics series of the
+	// status this route last answered that method with: a request with
+	// the same status counts without a lookup (ServeHTTP).
+	series *[len(knownMethodList)]atomic.Pointer[routeSeries]
+}
+
+// routeSeries is a status code's metrics series.
+type routeSeries struct {
+	code int
+	s    *metrics.RedfishSeries
 }
 
 // need is the privilege method needs on this route (DSP0266 §13.2; the
@@ -104,6 +117,7 @@ func (rt *route) handler(method string) handlerFunc {
 }
 
 func (rt *route) finish() *route {
+	rt.series = new([len(knownMethodList)]atomic.Pointer[routeSeries])
 	var ms []string
 	if rt.render != nil || rt.get != nil {
 		ms = append(ms, "GET", "HEAD")

@@ -145,7 +145,9 @@ func BenchmarkKubeVirtSystems(b *testing.B) {
 			return -1
 		}
 		defer resp.Body.Close()
-		var v struct{ MemorySummary struct{ TotalSystemMemoryGiB float64 } }
+		var v struct {
+			MemorySummary struct{ TotalSystemMemoryGiB float64 }
+		}
 		if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&v) != nil {
 			return -1
 		}
