@@ -71,6 +71,7 @@ type Gate struct {
 
 	mu    sync.Mutex
 	src   map[netip.Addr]*usage
+	idle  int // sources in src holding nothing (kept, up to keptIdle)
 	total usage
 
 	refused [5]atomic.Uint64 // by whys' index
@@ -81,6 +82,12 @@ type Gate struct {
 	conns    map[*connSlot]struct{} // HTTP/1 connections whose write deadlines sweep enforces (NewConn)
 	sweeping bool
 }
+
+// keptIdle is how many sources holding nothing the gate keeps in its
+// table, so that a source's next request finds its entry (a client with
+// one request at a time would otherwise cost an allocation a request);
+// past it, those that hold nothing go.
+const keptIdle = 256
 
 // usage is what a source (or all) holds.
 type usage struct {
@@ -326,8 +333,8 @@ func (g *Gate) Wrap(h http.Handler) http.Handler {
 func (g *Gate) admit(src netip.Addr, anon bool) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	u := g.src[src]
-	if u == nil {
+	u, kept := g.src[src]
+	if !kept {
 		u = &usage{}
 	}
 	switch {
@@ -340,7 +347,12 @@ func (g *Gate) admit(src netip.Addr, anon bool) string {
 	case anon && g.b.AnonTotal > 0 && g.total.anon >= g.b.AnonTotal:
 		return WhyAnonTotal
 	}
-	g.src[src] = u
+	switch {
+	case !kept:
+		g.src[src] = u
+	case u.reqs == 0:
+		g.idle--
+	}
 	u.reqs++
 	g.total.reqs++
 	if anon {
@@ -372,7 +384,14 @@ func (t *ticket) done() {
 	u.body -= body
 	g.total.body -= body
 	if u.reqs <= 0 {
-		delete(g.src, t.src)
+		if g.idle++; g.idle > keptIdle {
+			for k, v := range g.src {
+				if v.reqs <= 0 {
+					delete(g.src, k)
+				}
+			}
+			g.idle = 0
+		}
 	}
 }
 

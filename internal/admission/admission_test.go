@@ -129,8 +129,10 @@ func testBudgets(t *testing.T, m mode) {
 	if reqs, anon, body := g.InFlight(); reqs != 0 || anon != 0 || body != 0 {
 		t.Errorf("after every request ended: %d in flight, %d unauthenticated, %d body bytes", reqs, anon, body)
 	}
-	if len(g.src) != 0 {
-		t.Errorf("%d sources still kept", len(g.src))
+	for src, u := range g.src {
+		if *u != (usage{}) {
+			t.Errorf("source %s still holds %+v", src, *u)
+		}
 	}
 }
 
@@ -487,5 +489,22 @@ func TestSweptConnectionIdlePastWrite(t *testing.T) {
 	}
 	if n := opened.Load(); n != 1 {
 		t.Errorf("3 requests over %d connections, want 1: the idle connection's writes failed", n)
+	}
+}
+
+// A source that holds nothing keeps its entry (its next request allocates
+// none), but no more than keptIdle of them are kept: the table does not
+// grow with every source ever seen.
+func TestIdleSourcesBounded(t *testing.T) {
+	g := New(Budgets{PerSource: 4, Total: 8}, nil, nil)
+	h := g.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for i := range 3 * keptIdle {
+		h.ServeHTTP(httptest.NewRecorder(), request(fmt.Sprintf("10.0.%d.%d:1", i/250, i%250), true))
+		if n := len(g.src); n > keptIdle+1 {
+			t.Fatalf("after %d sources, %d kept, want at most %d", i+1, n, keptIdle+1)
+		}
+	}
+	if reqs, anon, body := g.InFlight(); reqs != 0 || anon != 0 || body != 0 {
+		t.Errorf("after every request ended: %d in flight, %d unauthenticated, %d body bytes", reqs, anon, body)
 	}
 }
