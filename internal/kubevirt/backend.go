@@ -578,10 +578,11 @@ func newInstance(old string) func(*entry) bool {
 // internal error (not a conflict), "stop/start already underway": the one
 // the tests meet (TestE2EKubeVirtStartRefused). And it answers a start
 // while the VM's last instance is not final yet with a 409 "VM is already
-// running" (StartVMRequestHandler, read in KubeVirt v1.8.0's code), waited
-// out here while KubeVirt is busy with the machine; no test meets it, as
-// the machine model waits while a machine reads PoweringOff before it
-// asks for a start. Other refusals return, as ErrConflict with KubeVirt's
+// running" (StartVMRequestHandler in KubeVirt's
+// pkg/virt-api/rest/lifecycle.go, read, not run), waited out here while
+// KubeVirt is busy with the machine; no test meets it, as the machine
+// model waits while a machine reads PoweringOff before it asks for a
+// start. Other refusals return, as ErrConflict with KubeVirt's
 // message, unless done says the refusal means the request has nothing to
 // do.
 func (b *Backend) lifecycle(ctx context.Context, vm *kubevirtv1.VirtualMachine, resource, action string, body any, done func(error) bool) error {
