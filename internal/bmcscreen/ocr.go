@@ -1,0 +1,96 @@
+package bmcscreen
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"os/exec"
+	"strings"
+	"unicode"
+
+	xdraw "golang.org/x/image/draw"
+)
+
+// OCR: the screen's text, read by Debian's tesseract-ocr (5.3). A
+// machine's screen is light text on a dark ground at 8–16 pixels a line
+// (a VGA text console, a firmware's menu, vbmcd's sim); tesseract reads
+// dark text on a light ground at 20 pixels or more a line best, so the
+// screenshot is turned to grey, inverted when its ground is dark, and
+// scaled up Scale times (bilinear) before tesseract reads it as one block
+// of text (--psm 6). On the sim's 7×13 font, nearest-pixel scaling at 2, 3
+// and 4 times misread letters ("va lue=BMLABd2S") that bilinear at 2 read
+// right; larger factors read worse with either.
+
+// Scale is how many times a screenshot is enlarged before OCR.
+var Scale = 2
+
+// Tesseract is the OCR program.
+var Tesseract = "tesseract"
+
+// OCRText returns the text tesseract reads on a PNG screenshot.
+func OCRText(ctx context.Context, pngData []byte) (string, error) {
+	img, err := png.Decode(bytes.NewReader(pngData))
+	if err != nil {
+		return "", fmt.Errorf("the screenshot is not a PNG: %w", err)
+	}
+	var in bytes.Buffer
+	if err := (&png.Encoder{CompressionLevel: png.NoCompression}).Encode(&in, Prepare(img)); err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, Tesseract, "stdin", "stdout", "--psm", "6", "-l", "eng")
+	cmd.Stdin = &in
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s: %w: %s (Debian's tesseract-ocr; hack/install-deps.sh installs it)", Tesseract, err, strings.TrimSpace(stderr.String()))
+	}
+	return out.String(), nil
+}
+
+// Prepare is what OCRText gives tesseract: img in grey, dark text on a
+// light ground, Scale times larger.
+func Prepare(img image.Image) *image.Gray {
+	g := grey(img)
+	s := max(1, Scale)
+	if s == 1 {
+		return g
+	}
+	out := image.NewGray(image.Rect(0, 0, g.Rect.Dx()*s, g.Rect.Dy()*s))
+	xdraw.BiLinear.Scale(out, out.Rect, g, g.Rect, xdraw.Src, nil)
+	return out
+}
+
+// grey is img in grey, inverted when its ground is dark.
+func grey(img image.Image) *image.Gray {
+	b := img.Bounds()
+	g := image.NewGray(image.Rect(0, 0, b.Dx(), b.Dy()))
+	var sum uint64
+	for y := range b.Dy() {
+		for x := range b.Dx() {
+			v := color.GrayModel.Convert(img.At(b.Min.X+x, b.Min.Y+y)).(color.Gray).Y
+			g.Pix[y*g.Stride+x] = v
+			sum += uint64(v)
+		}
+	}
+	if n := uint64(b.Dx() * b.Dy()); n > 0 && sum/n < 128 {
+		for i := range g.Pix {
+			g.Pix[i] = 255 - g.Pix[i]
+		}
+	}
+	return g
+}
+
+// Normalize is how WaitFor compares texts: lower case, without spaces or
+// line breaks (OCR splits and joins words, a menu wraps its lines).
+func Normalize(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if !unicode.IsSpace(r) {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
