@@ -268,9 +268,11 @@ type WaitOptions struct {
 }
 
 // WaitFor looks for text on the machine's screen (by OCR, OCRText) and in
-// its serial output until it appears or ctx ends, comparing as Normalize
-// does (case, spaces and line breaks do not count). The error at the
-// deadline holds the last screen's text and serial output's end.
+// its serial output until it appears or ctx ends, comparing as Fold does
+// on the screen and Normalize in the serial output (case, spaces and line
+// breaks do not count; on the screen, nor OCR's usual confusions). The
+// error at the deadline holds the last screen's text and serial output's
+// end.
 func (c *Client) WaitFor(ctx context.Context, text string, o WaitOptions) (Found, error) {
 	if o.Where == 0 {
 		o.Where = Anywhere
@@ -278,7 +280,7 @@ func (c *Client) WaitFor(ctx context.Context, text string, o WaitOptions) (Found
 	if o.Every <= 0 {
 		o.Every = 500 * time.Millisecond
 	}
-	want := Normalize(text)
+	want, wantFolded := Normalize(text), Fold(text)
 	if want == "" {
 		return Found{}, errors.New("wait for what? the text is empty")
 	}
@@ -316,7 +318,7 @@ func (c *Client) WaitFor(ctx context.Context, text string, o WaitOptions) (Found
 			switch {
 			case err == nil:
 				lastScreen = txt
-				if strings.Contains(Normalize(txt), want) {
+				if strings.Contains(Fold(txt), wantFolded) {
 					return Found{Where: OnScreen, After: time.Since(start), Screens: screens, Text: txt}, nil
 				}
 			case errors.As(err, &be) && (be.Status == http.StatusConflict || be.Status == http.StatusTooManyRequests):

@@ -55,6 +55,10 @@ func TestNormalize(t *testing.T) {
 	if got := Normalize(" Boot\n  Manager\t"); got != "bootmanager" {
 		t.Errorf("Normalize = %q", got)
 	}
+	// As OCR read OVMF's boot manager, and what was written.
+	if a, b := Fold("UEFI QEMU DUD-ROM QMO0051"), Fold("uefi qemu DVD-ROM QM00051"); a != b {
+		t.Errorf("Fold: %q and %q", a, b)
+	}
 }
 
 // simBMC is vbmcd's Redfish service over n sim machines, on loopback.

@@ -83,8 +83,9 @@ func grey(img image.Image) *image.Gray {
 	return g
 }
 
-// Normalize is how WaitFor compares texts: lower case, without spaces or
-// line breaks (OCR splits and joins words, a menu wraps its lines).
+// Normalize is how WaitFor compares texts in the serial output: lower
+// case, without spaces or line breaks (a terminal wraps lines, OCR splits
+// and joins words).
 func Normalize(s string) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(s) {
@@ -93,4 +94,26 @@ func Normalize(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// Fold is how WaitFor compares texts on the screen: Normalize, and the
+// letters OCR mistakes for one another in console fonts made one. These
+// are not chance misreads but the same one every time: OVMF's font reads
+// "DVD-ROM" as "DUD-ROM" and "QM00051" as "QMO0051" at every scale and page
+// segmentation tried (1–4 times, --psm 6 and 11, with and without a
+// threshold), and the sim's "0001" as "O001".
+func Fold(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case 'v':
+			return 'u'
+		case '0', 'q':
+			return 'o'
+		case '1', 'i', '|', '!':
+			return 'l'
+		case '5':
+			return 's'
+		}
+		return r
+	}, Normalize(s))
 }

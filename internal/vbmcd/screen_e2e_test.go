@@ -1,0 +1,186 @@
+package vbmcd
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/digitalocean/go-libvirt"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/bmlab/bmlab/internal/bmcscreen"
+	"github.com/bmlab/bmlab/internal/testenv"
+	"github.com/bmlab/bmlab/internal/virttest"
+)
+
+// redefine changes a VM's definition.
+func redefine(t *testing.T, lab *virttest.Lab, vm *virttest.VM, change func(*libvirtxml.Domain)) {
+	t.Helper()
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(lab.LiveXML(t, vm.Name, libvirt.DomainXMLInactive)); err != nil {
+		t.Fatal(err)
+	}
+	change(&def)
+	x, err := def.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lab.Client.DomainDefineXML(x); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestE2EScreenFirmwareMenu drives OVMF's setup through the BMC alone, as
+// a person at an iDRAC's console would: a UEFI VM whose boot order puts its
+// disk first (the disk marker would boot) and whose firmware waits 15 s
+// for a key (<bootmenu timeout>), at a BMC of its own that looks like an
+// iDRAC 9 (127.34.45.1, its certificate from a lab CA). Through that BMC's
+// Redfish only: power on; the screen says "Start boot option" (read by
+// OCR from Dell's screenshot action), Esc; the front page lists "Boot
+// Maintenance Manager", Down Down Enter; the boot manager lists the disk,
+// the shell and the DVD-ROM, and Dell's own client call (python3-requests,
+// Dell's script's shape) reads the same screen; Down as often as the
+// DVD-ROM's place in that list, Enter; the CD's marker appears in the
+// serial output (Bmlab.ExportSerialData), and the disk's never did.
+func TestE2EScreenFirmwareMenu(t *testing.T) {
+	testenv.Command(t, "tesseract")
+	py := testenv.Command(t, "/usr/bin/python3")
+	lab := virttest.New(t, "e2e-fw-")
+	vm := lab.NewVM(t, "a", virttest.VMOptions{UEFI: true, DiskMarker: true, BootOrder: []string{"hd", "cdrom"}})
+	redefine(t, lab, vm, func(d *libvirtxml.Domain) {
+		d.OS.BootMenu = &libvirtxml.DomainBootMenu{Enable: "yes", Timeout: "15000"}
+	})
+	caCert, caKey := labCA(t)
+	const addr = "127.34.45.1"
+	daemon(t, "e2e-fw-", func(c *Config) {
+		c.Personality = "idrac9"
+		c.BMCAddresses = []string{addr}
+		c.TLSCACert, c.TLSCAKey = caCert, caKey
+	})
+	c := bmcClient(t, "https://"+addr+"/redfish/v1/Systems/System.Embedded.1", caCert)
+	ctx := t.Context()
+	if dell, err := c.Dell(ctx); err != nil || !dell {
+		t.Fatalf("the iDRAC's screenshot is not Dell's DellLCService action: %v, %v", dell, err)
+	}
+	if st, body := rf(t, "https://"+addr, "admin", "e2e-pass", "POST", "/redfish/v1/Systems/System.Embedded.1/Actions/ComputerSystem.Reset",
+		map[string]any{"ResetType": "On"}); st >= 300 {
+		t.Fatalf("power on: %d %v", st, body)
+	}
+	shots := screenshotDir(t)
+	step := func(what string, within time.Duration, where bmcscreen.Where) bmcscreen.Found {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, within)
+		defer cancel()
+		f, err := c.WaitFor(wctx, what, bmcscreen.WaitOptions{Where: where, Screen: shots.keep})
+		if err != nil {
+			t.Fatalf("waiting for %q: %v", what, err)
+		}
+		t.Logf("%q after %s (%d screenshots)", what, f.After.Round(time.Millisecond), f.Screens)
+		return f
+	}
+	typ := func(seq string) {
+		t.Helper()
+		start := time.Now()
+		n, err := c.Type(ctx, seq)
+		if err != nil {
+			t.Fatalf("type %q: %v", seq, err)
+		}
+		t.Logf("typed %q: %d keys in %s", seq, n, time.Since(start).Round(time.Millisecond))
+	}
+	step("Start boot option", 3*time.Minute, bmcscreen.OnScreen)
+	typ("<Esc>")
+	step("Boot Maintenance Manager", time.Minute, bmcscreen.OnScreen)
+	typ("<Down><Down><Enter>")
+	menu := step("Boot Manager Menu", time.Minute, bmcscreen.OnScreen)
+	// The entries, in the order the screen lists them: the CD is picked
+	// by its place there, as a person reading the screen would.
+	m := bmcscreen.Fold(menu.Text)
+	entries := []string{"Misc Device", "Internal Shell", "QEMU DVD-ROM"}
+	at := map[string]int{}
+	for _, e := range entries {
+		if at[e] = strings.Index(m, bmcscreen.Fold(e)); at[e] < 0 {
+			t.Fatalf("the boot manager does not list %q:\n%s", e, menu.Text)
+		}
+	}
+	slices.SortFunc(entries, func(a, b string) int { return at[a] - at[b] })
+	downs := slices.Index(entries, "QEMU DVD-ROM")
+	t.Logf("the boot manager lists %q", entries)
+
+	// Dell's own call shape, from Python: the same screen.
+	png := filepath.Join(t.TempDir(), "dell.png")
+	out, err := exec.CommandContext(ctx, py, "testdata/dell_screenshot.py", addr, "admin", "e2e-pass", caCert, "ServerScreenShot", png).CombinedOutput()
+	if err != nil {
+		t.Fatalf("Dell's screenshot from Python: %v\n%s", err, out)
+	}
+	t.Logf("python3-requests: %s", strings.TrimSpace(string(out)))
+	b, err := os.ReadFile(png)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txt, err := bmcscreen.OCRText(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shots.keep(b, txt)
+	if !strings.Contains(bmcscreen.Fold(txt), bmcscreen.Fold("Boot Manager Menu")) {
+		t.Fatalf("the screenshot Python read does not show the boot manager:\n%s", txt)
+	}
+
+	typ(strings.Repeat("<Down>", downs) + "<Enter>")
+	step(testenv.Marker, 3*time.Minute, bmcscreen.OnSerial)
+	serial, err := c.Serial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(serial, testenv.DiskMarker) {
+		t.Errorf("the disk booted too:\n%s", serial)
+	}
+}
+
+// bmcClient is a bmcscreen client of the System at url, verifying the
+// BMC's certificate against ca.
+func bmcClient(t *testing.T, url, ca string) *bmcscreen.Client {
+	t.Helper()
+	pem, err := os.ReadFile(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	hc := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	c, err := bmcscreen.New(hc, url, "admin", "e2e-pass")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// shotDir keeps a test's screenshots in _out/screenshots/TEST/, numbered,
+// each with the text OCR read on it.
+type shotDir struct {
+	dir string
+	n   int
+}
+
+func screenshotDir(t *testing.T) *shotDir {
+	dir := filepath.Join("..", "..", "_out", "screenshots", t.Name())
+	_ = os.RemoveAll(dir)
+	_ = os.MkdirAll(dir, 0o755)
+	return &shotDir{dir: dir}
+}
+
+func (s *shotDir) keep(png []byte, text string) {
+	s.n++
+	base := filepath.Join(s.dir, fmt.Sprintf("%03d", s.n))
+	_ = os.WriteFile(base+".png", png, 0o644)
+	_ = os.WriteFile(base+".txt", []byte(text), 0o644)
+}
