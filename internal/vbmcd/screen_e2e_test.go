@@ -23,7 +23,7 @@ import (
 )
 
 // redefine changes a VM's definition.
-func redefine(t *testing.T, lab *virttest.Lab, vm *virttest.VM, change func(*libvirtxml.Domain)) {
+func redefine(t testing.TB, lab *virttest.Lab, vm *virttest.VM, change func(*libvirtxml.Domain)) {
 	t.Helper()
 	var def libvirtxml.Domain
 	if err := def.Unmarshal(lab.LiveXML(t, vm.Name, libvirt.DomainXMLInactive)); err != nil {
@@ -78,24 +78,9 @@ func TestE2EScreenFirmwareMenu(t *testing.T) {
 	shots := screenshotDir(t)
 	step := func(what string, within time.Duration, where bmcscreen.Where) bmcscreen.Found {
 		t.Helper()
-		wctx, cancel := context.WithTimeout(ctx, within)
-		defer cancel()
-		f, err := c.WaitFor(wctx, what, bmcscreen.WaitOptions{Where: where, Screen: shots.keep})
-		if err != nil {
-			t.Fatalf("waiting for %q: %v", what, err)
-		}
-		t.Logf("%q after %s (%d screenshots)", what, f.After.Round(time.Millisecond), f.Screens)
-		return f
+		return waitStep(t, c, what, within, where, shots)
 	}
-	typ := func(seq string) {
-		t.Helper()
-		start := time.Now()
-		n, err := c.Type(ctx, seq)
-		if err != nil {
-			t.Fatalf("type %q: %v", seq, err)
-		}
-		t.Logf("typed %q: %d keys in %s", seq, n, time.Since(start).Round(time.Millisecond))
-	}
+	typ := func(seq string) { t.Helper(); typeSeq(t, c, seq) }
 	step("Start boot option", 3*time.Minute, bmcscreen.OnScreen)
 	typ("<Esc>")
 	step("Boot Maintenance Manager", time.Minute, bmcscreen.OnScreen)
@@ -148,7 +133,7 @@ func TestE2EScreenFirmwareMenu(t *testing.T) {
 
 // bmcClient is a bmcscreen client of the System at url, verifying the
 // BMC's certificate against ca.
-func bmcClient(t *testing.T, url, ca string) *bmcscreen.Client {
+func bmcClient(t testing.TB, url, ca string) *bmcscreen.Client {
 	t.Helper()
 	pem, err := os.ReadFile(ca)
 	if err != nil {
@@ -171,7 +156,7 @@ type shotDir struct {
 	n   int
 }
 
-func screenshotDir(t *testing.T) *shotDir {
+func screenshotDir(t testing.TB) *shotDir {
 	dir := filepath.Join("..", "..", "_out", "screenshots", t.Name())
 	_ = os.RemoveAll(dir)
 	_ = os.MkdirAll(dir, 0o755)
@@ -194,6 +179,31 @@ func (s *shotDir) keep(png []byte, text string) {
 // Enter; the serial output says what was chosen and the screen says it
 // took effect.
 func TestE2EScreenTextUI(t *testing.T) {
+	c := tuiVM(t)
+	shots := screenshotDir(t)
+	step := func(what string, within time.Duration, where bmcscreen.Where) bmcscreen.Found {
+		t.Helper()
+		return waitStep(t, c, what, within, where, shots)
+	}
+	typ := func(seq string) { t.Helper(); typeSeq(t, c, seq) }
+	menu := step("Choose a role", 3*time.Minute, bmcscreen.OnScreen)
+	for _, e := range []string{"alpha", "bravo", "charlie"} {
+		if !strings.Contains(bmcscreen.Fold(menu.Text), bmcscreen.Fold(e)) {
+			t.Fatalf("the menu does not list %q:\n%s", e, menu.Text)
+		}
+	}
+	typ("<Down><Enter>")
+	step("Hostname", time.Minute, bmcscreen.OnScreen)
+	typ("bmlab42<Enter>")
+	step("BMLAB-TUI choice=bravo hostname=bmlab42", time.Minute, bmcscreen.OnSerial)
+	step("Configured bravo as bmlab42", time.Minute, bmcscreen.OnScreen)
+}
+
+// tuiVM boots hack/build-tui-image.sh's image in a VM served by a daemon
+// of the test's own, through its Redfish, and returns a bmcscreen client
+// of its BMC.
+func tuiVM(t testing.TB) *bmcscreen.Client {
+	t.Helper()
 	testenv.Command(t, "tesseract")
 	kernel := filepath.Join(testenv.RepoRoot(), "_out", "tools", "tui-vmlinuz")
 	initrd := filepath.Join(testenv.RepoRoot(), "_out", "tools", "tui-initrd.img")
@@ -209,43 +219,89 @@ func TestE2EScreenTextUI(t *testing.T) {
 	})
 	base := daemon(t, "e2e-tui-")
 	c := bmcClient(t, base+"/redfish/v1/Systems/"+vm.ID, caFile)
-	ctx := t.Context()
 	if st, body := rf(t, base, "admin", "e2e-pass", "POST", "/redfish/v1/Systems/"+vm.ID+"/Actions/ComputerSystem.Reset",
 		map[string]any{"ResetType": "On"}); st >= 300 {
 		t.Fatalf("power on: %d %v", st, body)
 	}
-	shots := screenshotDir(t)
-	step := func(what string, within time.Duration, where bmcscreen.Where) bmcscreen.Found {
-		t.Helper()
-		wctx, cancel := context.WithTimeout(ctx, within)
-		defer cancel()
-		f, err := c.WaitFor(wctx, what, bmcscreen.WaitOptions{Where: where, Screen: shots.keep})
-		if err != nil {
-			t.Fatalf("waiting for %q: %v", what, err)
-		}
-		t.Logf("%q after %s (%d screenshots)", what, f.After.Round(time.Millisecond), f.Screens)
-		return f
+	return c
+}
+
+// typeSeq types seq through the BMC.
+func typeSeq(t testing.TB, c *bmcscreen.Client, seq string) {
+	t.Helper()
+	start := time.Now()
+	n, err := c.Type(context.Background(), seq)
+	if err != nil {
+		t.Fatalf("type %q: %v", seq, err)
 	}
-	typ := func(seq string) {
-		t.Helper()
+	t.Logf("typed %q: %d keys in %s", seq, n, time.Since(start).Round(time.Millisecond))
+}
+
+// waitStep waits within for what to show where, keeping the screenshots.
+func waitStep(t testing.TB, c *bmcscreen.Client, what string, within time.Duration, where bmcscreen.Where, shots *shotDir) bmcscreen.Found {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	o := bmcscreen.WaitOptions{Where: where}
+	if shots != nil {
+		o.Screen = shots.keep
+	}
+	f, err := c.WaitFor(ctx, what, o)
+	if err != nil {
+		t.Fatalf("waiting for %q: %v", what, err)
+	}
+	t.Logf("%q after %s (%d screenshots)", what, f.After.Round(time.Millisecond), f.Screens)
+	return f
+}
+
+// BenchmarkScreen: the hands-free console's costs on a real VM showing a
+// whiptail menu (720×400 VGA text mode) through vbmcd's Redfish: a
+// screenshot (POST Bmlab.ExportScreenShot to the decoded PNG, paced under
+// the rate limit), OCR of one (tesseract, as WaitFor runs it), and keys
+// typed into the input box (a 200-character line, then checked whole on
+// the serial output: keys a second with none lost).
+func BenchmarkScreen(b *testing.B) {
+	c := tuiVM(b)
+	ctx := context.Background()
+	waitStep(b, c, "Choose a role", 3*time.Minute, bmcscreen.OnScreen, nil)
+	var png []byte
+	b.Run("screenshot", func(b *testing.B) {
+		var size int
+		for i := 0; i < b.N; i++ {
+			var err error
+			if png, err = c.Screenshot(ctx); err != nil {
+				b.Fatal(err)
+			}
+			size = len(png)
+			b.StopTimer()
+			time.Sleep(300 * time.Millisecond) // under 4 a second
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(size), "PNG-bytes")
+	})
+	b.Run("ocr", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := bmcscreen.OCRText(ctx, png); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("keys", func(b *testing.B) {
+		if _, err := c.Type(ctx, "<Enter>"); err != nil {
+			b.Fatal(err)
+		}
+		waitStep(b, c, "Hostname", time.Minute, bmcscreen.OnScreen, nil)
+		line := strings.Repeat("abcdefghij0123456789", 10)
 		start := time.Now()
-		n, err := c.Type(ctx, seq)
+		n, err := c.Type(ctx, line+"<Enter>")
 		if err != nil {
-			t.Fatalf("type %q: %v", seq, err)
+			b.Fatal(err)
 		}
-		t.Logf("typed %q: %d keys in %s", seq, n, time.Since(start).Round(time.Millisecond))
-	}
-	menu := step("Choose a role", 3*time.Minute, bmcscreen.OnScreen)
-	for _, e := range []string{"alpha", "bravo", "charlie"} {
-		if !strings.Contains(bmcscreen.Fold(menu.Text), bmcscreen.Fold(e)) {
-			t.Fatalf("the menu does not list %q:\n%s", e, menu.Text)
-		}
-	}
-	typ("<Down><Enter>")
-	step("Hostname", time.Minute, bmcscreen.OnScreen)
-	typ("bmlab42<Enter>")
-	step("BMLAB-TUI choice=bravo hostname=bmlab42", time.Minute, bmcscreen.OnSerial)
-	step("Configured bravo as bmlab42", time.Minute, bmcscreen.OnScreen)
+		took := time.Since(start)
+		waitStep(b, c, "hostname="+line, time.Minute, bmcscreen.OnSerial, nil)
+		b.ReportMetric(float64(n)/took.Seconds(), "keys/s")
+		b.ReportMetric(0, "ns/op")
+	})
 }
 
 func fileExists(p string) bool {
