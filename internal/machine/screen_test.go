@@ -84,7 +84,7 @@ func TestScreenThroughDisplay(t *testing.T) {
 	if err != nil || n != 3 {
 		t.Fatalf("SendKeys: %d, %v", n, err)
 	}
-	want := []rfb.KeyEvent{{'a', true}, {'a', false}, {0xffe1, true}, {'B', true}, {'B', false}, {0xffe1, false}, {0xff0d, true}, {0xff0d, false}}
+	want := []rfb.KeyEvent{{Sym: 'a', Down: true}, {Sym: 'a', Down: false}, {Sym: 0xffe1, Down: true}, {Sym: 'B', Down: true}, {Sym: 'B', Down: false}, {Sym: 0xffe1, Down: false}, {Sym: 0xff0d, Down: true}, {Sym: 0xff0d, Down: false}}
 	be.mu.Lock()
 	got := be.keys
 	be.keys = nil
