@@ -286,20 +286,28 @@ func BenchmarkScreen(b *testing.B) {
 			}
 		}
 	})
+	// The input box takes one line: the testing package calls a
+	// sub-benchmark more than once (b.N = 1 first), so the line is typed
+	// and checked at the first call and its rate reported at each.
+	var keysPerSecond float64
 	b.Run("keys", func(b *testing.B) {
-		if _, err := c.Type(ctx, "<Enter>"); err != nil {
-			b.Fatal(err)
+		if keysPerSecond == 0 {
+			if _, err := c.Type(ctx, "<Enter>"); err != nil {
+				b.Fatal(err)
+			}
+			waitStep(b, c, "Hostname", time.Minute, bmcscreen.OnScreen, nil)
+			line := strings.Repeat("abcdefghij0123456789", 10)
+			start := time.Now()
+			n, err := c.Type(ctx, line+"<Enter>")
+			if err != nil {
+				b.Fatal(err)
+			}
+			took := time.Since(start)
+			waitStep(b, c, "hostname="+line, time.Minute, bmcscreen.OnSerial, nil)
+			keysPerSecond = float64(n) / took.Seconds()
+			b.Logf("%d keys typed in %s, every one on the serial output", n, took.Round(time.Millisecond))
 		}
-		waitStep(b, c, "Hostname", time.Minute, bmcscreen.OnScreen, nil)
-		line := strings.Repeat("abcdefghij0123456789", 10)
-		start := time.Now()
-		n, err := c.Type(ctx, line+"<Enter>")
-		if err != nil {
-			b.Fatal(err)
-		}
-		took := time.Since(start)
-		waitStep(b, c, "hostname="+line, time.Minute, bmcscreen.OnSerial, nil)
-		b.ReportMetric(float64(n)/took.Seconds(), "keys/s")
+		b.ReportMetric(keysPerSecond, "keys/s")
 		b.ReportMetric(0, "ns/op")
 	})
 }
