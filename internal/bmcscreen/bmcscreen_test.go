@@ -112,3 +112,52 @@ func TestWaitForOnSimScreen(t *testing.T) {
 		t.Errorf("a text never shown: %v", err)
 	}
 }
+
+// Screens of real VMs, as the BMC gave them (TestE2EScreenFirmwareMenu's
+// and TestE2EScreenTextUI's): OCR reads what a script waits for on them,
+// compared as WaitFor compares.
+var screens = []struct {
+	file string
+	want []string
+}{
+	{"ovmf-boot-manager.png", []string{"Boot Manager Menu", "UEFI QEMU DVD-ROM QM00051", "EFI Internal Shell", "Misc Device", "Esc=Exit"}},
+	{"whiptail-menu.png", []string{"bmlab setup", "Choose a role", "alpha the first role", "bravo the second role", "charlie the third role", "Cancel"}},
+}
+
+func TestOCRScreens(t *testing.T) {
+	testenv.Integration(t)
+	testenv.Command(t, "tesseract")
+	for _, s := range screens {
+		b, err := os.ReadFile(filepath.Join("testdata", s.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		txt, err := OCRText(t.Context(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range s.want {
+			if !strings.Contains(Fold(txt), Fold(w)) {
+				t.Errorf("%s: OCR did not read %q; it read:\n%s", s.file, w, txt)
+			}
+		}
+	}
+}
+
+// BenchmarkOCR: OCR of one screen, as WaitFor runs it.
+func BenchmarkOCR(b *testing.B) {
+	testenv.Command(b, "tesseract")
+	for _, s := range screens {
+		png, err := os.ReadFile(filepath.Join("testdata", s.file))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(strings.TrimSuffix(s.file, ".png"), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if _, err := OCRText(context.Background(), png); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

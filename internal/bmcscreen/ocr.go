@@ -37,7 +37,7 @@ func OCRText(ctx context.Context, pngData []byte) (string, error) {
 		return "", fmt.Errorf("the screenshot is not a PNG: %w", err)
 	}
 	var in bytes.Buffer
-	if err := (&png.Encoder{CompressionLevel: png.NoCompression}).Encode(&in, Prepare(img)); err != nil {
+	if err := (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(&in, Prepare(img)); err != nil {
 		return "", err
 	}
 	cmd := exec.CommandContext(ctx, Tesseract, "stdin", "stdout", "--psm", "6", "-l", "eng")
@@ -68,9 +68,17 @@ func grey(img image.Image) *image.Gray {
 	b := img.Bounds()
 	g := image.NewGray(image.Rect(0, 0, b.Dx(), b.Dy()))
 	var sum uint64
+	rgba, _ := img.(*image.RGBA) // what PNG screenshots decode to
 	for y := range b.Dy() {
 		for x := range b.Dx() {
-			v := color.GrayModel.Convert(img.At(b.Min.X+x, b.Min.Y+y)).(color.Gray).Y
+			var v uint8
+			if rgba != nil {
+				// color.GrayModel's weights, without an interface call a pixel
+				p := rgba.Pix[rgba.PixOffset(b.Min.X+x, b.Min.Y+y):]
+				v = uint8((19595*uint32(p[0]) + 38470*uint32(p[1]) + 7471*uint32(p[2]) + 1<<15) >> 16)
+			} else {
+				v = color.GrayModel.Convert(img.At(b.Min.X+x, b.Min.Y+y)).(color.Gray).Y
+			}
 			g.Pix[y*g.Stride+x] = v
 			sum += uint64(v)
 		}
