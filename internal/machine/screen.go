@@ -53,9 +53,11 @@ type Screener interface {
 }
 
 // KeyGap is how long the model waits after each key event it sends to a
-// display: a guest drains its keyboard's buffer in its own time (QEMU's
-// PS/2 keyboard holds 16 bytes, which a firmware that polls, under TCG,
-// empties slowly), and events sent faster are lost.
+// display: a guest drains its keyboard's buffer in its own time, and
+// QEMU's PS/2 keyboard queue holds 16 bytes (hw/input/ps2.c,
+// PS2_QUEUE_SIZE) and drops what comes while it is full; a firmware that
+// polls it under TCG empties it slowly. At 15 ms a 200-character line
+// reached a Linux guest whole (BenchmarkScreen); no shorter gap was tried.
 var KeyGap = 15 * time.Millisecond
 
 // HasScreen reports whether the backend's machines have a screen the model
