@@ -254,7 +254,7 @@ const (
 type Found struct {
 	Where   Where
 	After   time.Duration
-	Screens int    // screenshots read
+	Screens int    // screenshots read by OCR
 	Text    string // the screen's text (OCR) or the serial output it was found in
 }
 
@@ -308,8 +308,10 @@ func (c *Client) WaitFor(ctx context.Context, text string, o WaitOptions) (Found
 			png, err := c.Screenshot(ctx)
 			var txt string
 			if err == nil {
-				screens++
 				txt, err = OCRText(ctx, png)
+				if err == nil {
+					screens++
+				}
 				if o.Screen != nil {
 					o.Screen(png, txt)
 				}
@@ -329,7 +331,7 @@ func (c *Client) WaitFor(ctx context.Context, text string, o WaitOptions) (Found
 		}
 		select {
 		case <-ctx.Done():
-			return Found{}, &NotFoundError{Text: text, After: time.Since(start), Screen: lastScreen, Serial: tail(lastSerial, 2048), Last: lastErr}
+			return Found{}, &NotFoundError{Text: text, After: time.Since(start), Screens: screens, Screen: lastScreen, Serial: tail(lastSerial, 2048), Last: lastErr}
 		case <-time.After(o.Every):
 		}
 	}
@@ -339,6 +341,7 @@ func (c *Client) WaitFor(ctx context.Context, text string, o WaitOptions) (Found
 type NotFoundError struct {
 	Text           string
 	After          time.Duration
+	Screens        int // screenshots read by OCR to the end
 	Screen, Serial string
 	Last           error
 }
@@ -346,7 +349,11 @@ type NotFoundError struct {
 func (e *NotFoundError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%q did not appear in %s", e.Text, e.After.Round(100*time.Millisecond))
-	fmt.Fprintf(&b, "\nthe screen's last text (OCR):\n%s", strings.TrimSpace(e.Screen))
+	if e.Screens == 0 {
+		b.WriteString("\nno screenshot was read to the end (an OCR takes about a second: give a longer timeout)")
+	} else {
+		fmt.Fprintf(&b, " (%d screenshots read)\nthe screen's last text (OCR):\n%s", e.Screens, strings.TrimSpace(e.Screen))
+	}
 	if e.Serial != "" {
 		fmt.Fprintf(&b, "\nthe serial output's end:\n%s", strings.TrimSpace(e.Serial))
 	}

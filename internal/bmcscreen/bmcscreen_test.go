@@ -104,7 +104,10 @@ func TestWaitForOnSimScreen(t *testing.T) {
 	}
 	t.Logf("found after %s, %d screens; the screen read:\n%s", f.After, f.Screens, f.Text)
 
-	short, cancel2 := context.WithTimeout(t.Context(), time.Second)
+	// Long enough for a few reads of the screen: one OCR takes about 1 s
+	// (docs/performance.md), and a deadline shorter than one ended the
+	// first read before it returned, leaving no screen text to report.
+	short, cancel2 := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel2()
 	_, err = c.WaitFor(short, "never shown", WaitOptions{Every: 200 * time.Millisecond})
 	var nf *NotFoundError
@@ -159,5 +162,18 @@ func BenchmarkOCR(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// At a deadline shorter than one OCR, the error says no screen was read,
+// rather than showing an empty screen.
+func TestNotFoundErrorSaysWhy(t *testing.T) {
+	e := &NotFoundError{Text: "x", After: time.Second}
+	if !strings.Contains(e.Error(), "no screenshot was read to the end") {
+		t.Errorf("no screen read: %v", e)
+	}
+	e.Screens, e.Screen = 2, "Boot Manager"
+	if !strings.Contains(e.Error(), "2 screenshots read") || !strings.Contains(e.Error(), "Boot Manager") {
+		t.Errorf("screens read: %v", e)
 	}
 }
