@@ -34,7 +34,8 @@ type idView struct {
 	id  string // the machine id
 	key string // the render cache's prefix for this view
 	// in maps the vendor's paths ("Systems/" + vendor id, Managers/,
-	// Chassis/, the FirmwareInventory members) to the machine id's.
+	// Chassis/, the older Dell/Managers/ that Dell's clients still call,
+	// the FirmwareInventory members) to the machine id's.
 	in [][2]string
 	// out maps the machine id's paths to the vendor's, and the Id of the
 	// System, Manager or Chassis itself (by the route's scope), and of a
@@ -83,7 +84,7 @@ var outPrefixes = []string{`"`, `'`, ` `}
 
 func newIDView(id string, p *personality.Personality) *idView {
 	v := &idView{id: id, key: "bmc\x00" + id + "\x00" + string(p.Name) + "\x00"}
-	own := [3][2]string{{"Systems", p.SystemID}, {"Managers", p.ManagerID}, {"Chassis", p.ChassisID}}
+	own := [4][2]string{{"Systems", p.SystemID}, {"Managers", p.ManagerID}, {"Chassis", p.ChassisID}, {"Dell/Managers", p.ManagerID}}
 	var paths, ids []string
 	out := func(mine, vendor string) {
 		for _, pre := range outPrefixes {
