@@ -264,3 +264,54 @@ func (ir *Ironic) WaitPower(step, id, want string, timeout time.Duration) (Node,
 		time.Sleep(250 * time.Millisecond)
 	}
 }
+
+// Port is what the tests read of an Ironic port: its MAC address and the
+// switch port it is plugged into (local_link_connection: switch_id,
+// port_id, switch_info), which inspection reads from LLDP.
+type Port struct {
+	Address             string            `json:"address"`
+	PXEEnabled          bool              `json:"pxe_enabled"`
+	LocalLinkConnection map[string]string `json:"local_link_connection"`
+}
+
+// PortDetails returns a node's ports.
+func (ir *Ironic) PortDetails(id string) ([]Port, error) {
+	var out struct {
+		Ports []Port `json:"ports"`
+	}
+	err := ir.Do(http.MethodGet, "/v1/ports/detail?node="+id, nil, &out)
+	return out.Ports, err
+}
+
+// Inventory is what the agent reported in its inspection of a node, as
+// Ironic keeps it (GET /v1/nodes/ID/inventory, API 1.81, Ironic 2023.2
+// and later): the hardware inventory and the collectors' plugin data.
+type Inventory struct {
+	Inventory struct {
+		CPU struct {
+			Count        int    `json:"count"`
+			Architecture string `json:"architecture"`
+		} `json:"cpu"`
+		Memory struct {
+			PhysicalMB int   `json:"physical_mb"`
+			Total      int64 `json:"total"`
+		} `json:"memory"`
+		Disks []struct {
+			Name string `json:"name"`
+			Size int64  `json:"size"`
+		} `json:"disks"`
+		Interfaces []struct {
+			Name       string `json:"name"`
+			MACAddress string `json:"mac_address"`
+		} `json:"interfaces"`
+		BMCAddress string `json:"bmc_address"`
+	} `json:"inventory"`
+	PluginData map[string]any `json:"plugin_data"`
+}
+
+// Inventory returns what the agent's inspection of a node reported.
+func (ir *Ironic) Inventory(id string) (Inventory, error) {
+	var inv Inventory
+	err := ir.Do(http.MethodGet, "/v1/nodes/"+id+"/inventory", nil, &inv)
+	return inv, err
+}

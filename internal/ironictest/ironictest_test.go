@@ -37,7 +37,7 @@ print(" ".join(sorted(r.identity for r in regs)))`
 		t.Errorf("without %s sushy lists its registries anyway (%v): %s", debian, err, out)
 	}
 	dir := t.TempDir()
-	if err := sushyOverlay(py, dir); err != nil {
+	if err := sushyOverlay(install{release: Ironic21}, dir); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(py, "-c", list)
@@ -54,11 +54,17 @@ print(" ".join(sorted(r.identity for r in regs)))`
 // TestStepErrorSaysWhichStepAndWhy: a node whose BMC does not answer
 // fails manage; Wait says the step, where the node is and Ironic's
 // last_error. Ironic runs in a network namespace of the test's own, as on
-// a lab's machine network.
+// a lab's machine network. Each release.
 func TestStepErrorSaysWhichStepAndWhy(t *testing.T) {
 	testenv.Integration(t)
+	for _, r := range Releases {
+		t.Run(r.Short(), func(t *testing.T) { stepErrorSaysWhichStepAndWhy(t, r) })
+	}
+}
+
+func stepErrorSaysWhichStepAndWhy(t *testing.T, r Release) {
 	ns, _ := netnstest.New(t)
-	ir := Start(t, Options{Namespace: ns})
+	ir := Start(t, Options{Namespace: ns, Release: r})
 	if _, err := ir.Enroll(NodeSpec{Name: "nobody", Driver: "redfish", DriverInfo: map[string]any{
 		"redfish_address": "https://127.0.0.1:9", "redfish_username": "u", "redfish_password": "p", "redfish_verify_ca": "false",
 	}}); err != nil {

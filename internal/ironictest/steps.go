@@ -28,8 +28,12 @@ func (ir *Ironic) Step(t testing.TB, name, target, want string, timeout time.Dur
 	t.Logf("%s of %d node(s): %s", name, len(nodes), time.Since(start).Round(100*time.Millisecond))
 }
 
-// ImageInfo is instance_info for a whole-disk image at url (the file
-// served there) that Ironic's direct deploy hands the agent.
+// ImageInfo is instance_info for a raw whole-disk image at url (the file
+// served there) that Ironic's direct deploy hands the agent: its sha256
+// and its format. The format matters: without it ironic-python-agent 10.2
+// inspects the image itself, finds "gpt" and has qemu-img convert from a
+// format qemu-img does not know ("Unknown driver 'gpt'"); with "raw" it
+// streams the image onto the disk.
 func ImageInfo(t testing.TB, url, file string) []map[string]any {
 	t.Helper()
 	b, err := os.ReadFile(file)
@@ -43,5 +47,6 @@ func ImageInfo(t testing.TB, url, file string) []map[string]any {
 		{"op": "add", "path": "/instance_info/image_checksum", "value": hexsum},
 		{"op": "add", "path": "/instance_info/image_os_hash_algo", "value": "sha256"},
 		{"op": "add", "path": "/instance_info/image_os_hash_value", "value": hexsum},
+		{"op": "add", "path": "/instance_info/image_disk_format", "value": "raw"},
 	}
 }

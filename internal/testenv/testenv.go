@@ -119,15 +119,6 @@ func MarkerISOWith(t testing.TB, name, marker string) string {
 	return markerImage(t, name, marker, "halt")
 }
 
-// AgentISO returns a boot-marker ISO that prints AgentMarker and stays
-// running at grub's prompt: a deploy ramdisk as the Ironic tests boot it
-// (internal/ironictest's agent heartbeats from the moment the line shows),
-// which runs until the conductor powers the machine off.
-func AgentISO(t testing.TB) string { return markerImage(t, "agent-marker.iso", AgentMarker, "stay") }
-
-// AgentMarker is the line AgentISO prints.
-const AgentMarker = "BMLAB-AGENT-BOOTED"
-
 // MarkerDisk returns a bootable image that prints DiskMarker instead and
 // then stays at grub's prompt: attached as a disk (format raw) it shows that a
 // VM booted its disk, not its CD, and leaves the VM running. Attach a copy
@@ -139,14 +130,6 @@ func MarkerDisk(t testing.TB) string { return markerImage(t, "disk-marker.img", 
 // which prints EFIMarker on the serial console and powers the VM off.
 func MarkerEFI(t testing.TB) string {
 	return buildImage(t, "marker.efi", "build-marker-efi.sh", EFIMarker, "halt")
-}
-
-// AgentEFI returns an EFI application (hack/build-marker-efi.sh, a
-// standalone GRUB for x86_64 UEFI) that prints AgentMarker and stays at
-// grub's prompt: a deploy kernel as the Ironic tests network-boot it (iPXE's
-// kernel), which runs until the conductor powers the machine off.
-func AgentEFI(t testing.TB) string {
-	return buildImage(t, "agent-marker.efi", "build-marker-efi.sh", AgentMarker, "stay")
 }
 
 // EFIMarker is the line MarkerEFI prints.

@@ -25,9 +25,13 @@ import (
 // pending state with its apply_time, then the state reached; no
 // announcement is one fake-ipa would fail on, and vbmcd's metrics count as
 // sent what the listener got. Cleaning is off (automated_clean false) to
-// keep the test short: TestIronicSim covers it.
+// keep the test short: TestIronicSim covers it. Each Ironic release.
 func TestIronicFakeSystems(t *testing.T) {
 	testenv.Integration(t)
+	forEachRelease(t, ironicFakeSystems)
+}
+
+func ironicFakeSystems(t *testing.T, release ironictest.Release) {
 	ipa, listener := newFakeIPA(t)
 	conf := fakeDriverConf(t, listener, true)
 	addr, out := simDaemon(t, func(c *Config) {
@@ -35,7 +39,7 @@ func TestIronicFakeSystems(t *testing.T) {
 		c.MediaAllowLoopback = true // Ironic's HTTP server is on loopback
 		c.MetricsAddr = "127.0.0.1:0"
 	})
-	ir := ironictest.Start(t, ironictest.Options{Config: map[string]map[string]string{"conductor": {"automated_clean": "false"}}})
+	ir := ironictest.Start(t, ironictest.Options{Release: release, Config: map[string]map[string]string{"conductor": {"automated_clean": "false"}}})
 	ipa.mu.Lock()
 	ipa.boot, ipa.shutdown = ir.Agent.Booted, ir.Agent.PoweredOff
 	ipa.mu.Unlock()

@@ -23,8 +23,14 @@ import (
 //   - refuse-in-post (iLO 6, Ironic bug 2136275): a boot device set right
 //     after a power-on, with the server in POST, is refused with the BMC's
 //     400; the twin takes it.
+//
+// Each Ironic release.
 func TestIronicQuirks(t *testing.T) {
 	testenv.Integration(t)
+	forEachRelease(t, ironicQuirks)
+}
+
+func ironicQuirks(t *testing.T, release ironictest.Release) {
 	caCert, caKey := labCA(t)
 	var state string
 	_, out := simDaemon(t, func(c *Config) {
@@ -53,7 +59,7 @@ func TestIronicQuirks(t *testing.T) {
 	set("sim-0004", "ilo6", "--quirks", "-refuse-in-post")
 
 	const user, pass = "admin", "sim-pass-1"
-	ir := ironictest.Start(t, ironictest.Options{})
+	ir := ironictest.Start(t, ironictest.Options{Release: release})
 	nodes := map[string]string{"dell": "127.34.6.1", "dell-off": "127.34.6.2", "hpe": "127.34.6.3", "hpe-off": "127.34.6.4"}
 	var names []string
 	for n, addr := range nodes {

@@ -65,9 +65,22 @@ func redfishNode(name, addr, systemID, user, pass, ca, deployISO string, props m
 // BIOS setting and a firmware update through Ironic's manual cleaning, the
 // update as Ironic 21.4 sends it, SimpleUpdate without Targets, by the
 // service-wide account. A node with the ipmi hardware type is managed and
-// powered through ipmitool at port 623 of its own address.
+// powered through ipmitool at port 623 of its own address. Each Ironic
+// release (21.4, 29).
 func TestIronicSim(t *testing.T) {
 	testenv.Integration(t)
+	forEachRelease(t, ironicSim)
+}
+
+// forEachRelease runs f as a subtest for each Ironic release the harness
+// runs, named by its major version.
+func forEachRelease(t *testing.T, f func(*testing.T, ironictest.Release)) {
+	for _, r := range ironictest.Releases {
+		t.Run(r.Short(), func(t *testing.T) { f(t, r) })
+	}
+}
+
+func ironicSim(t *testing.T, release ironictest.Release) {
 	caCert, caKey := labCA(t)
 	var state string
 	mainAddr, out := simDaemon(t, func(c *Config) {
@@ -82,7 +95,7 @@ func TestIronicSim(t *testing.T) {
 		t.Fatalf("no BMCs of their own:\n%s", out)
 	}
 	const user, pass = "admin", "sim-pass-1"
-	ir := ironictest.Start(t, ironictest.Options{})
+	ir := ironictest.Start(t, ironictest.Options{Release: release})
 	if err := ir.Agent.WatchEvents(ironictest.Redfish{URL: "https://" + mainAddr, User: user, Password: pass, CAFile: filepath.Join(state, "redfish-tls.crt")}); err != nil {
 		t.Fatal(err)
 	}

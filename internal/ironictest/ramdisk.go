@@ -1,0 +1,75 @@
+package ironictest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/bmlab/bmlab/internal/testenv"
+)
+
+// Ramdisk is the deploy ramdisk hack/build-ipa-ramdisk.sh builds from
+// Debian 13's packages (ironic-python-agent 10.2.0, Linux 6.12) into the
+// tool cache, linked at _out/tools/ipa-ramdisk: the real agent, which
+// inspects, cleans and deploys a machine that boots it.
+type Ramdisk struct {
+	Kernel    string // vmlinuz
+	Initramfs string // the whole root, a zstd cpio
+	// ESP is a FAT EFI system partition whose GRUB reads the grub.cfg
+	// Ironic writes on the UEFI ISOs it builds from Kernel and Initramfs
+	// (Ironic's bootloader).
+	ESP string
+	// ISO holds Kernel and Initramfs and boots BIOS and UEFI on its own,
+	// without Ironic's URL.
+	ISO string
+}
+
+// RamdiskDir is where hack/build-ipa-ramdisk.sh links the ramdisk.
+func RamdiskDir() string { return filepath.Join(testenv.RepoRoot(), "_out", "tools", "ipa-ramdisk") }
+
+// DeployRamdisk returns the deploy ramdisk, or skips the test (fails it
+// under CI=true) when it was not built.
+func DeployRamdisk(t testing.TB) Ramdisk {
+	t.Helper()
+	d := RamdiskDir()
+	r := Ramdisk{Kernel: filepath.Join(d, "vmlinuz"), Initramfs: filepath.Join(d, "initramfs"),
+		ESP: filepath.Join(d, "esp.img"), ISO: filepath.Join(d, "ipa.iso")}
+	for _, f := range []string{r.Kernel, r.Initramfs, r.ESP, r.ISO} {
+		_, err := os.Stat(f)
+		testenv.Require(t, err == nil, f+", the deploy ramdisk (bash hack/build-ipa-ramdisk.sh)")
+	}
+	return r
+}
+
+// ServeRamdisk puts the deploy ramdisk on Ironic's HTTP server and returns
+// the driver_info that boots it: deploy_kernel and deploy_ramdisk (the
+// ipxe boot interface loads them; redfish-virtual-media builds an ISO of
+// them with the kernel command line Ironic sets, the agent's ipa-api-url
+// on it) and bootloader (the ESP of that ISO under UEFI).
+func (ir *Ironic) ServeRamdisk(r Ramdisk) map[string]any {
+	return map[string]any{
+		"deploy_kernel":  ir.Serve("/ipa/vmlinuz", r.Kernel),
+		"deploy_ramdisk": ir.Serve("/ipa/initramfs", r.Initramfs),
+		"bootloader":     ir.Serve("/ipa/esp.img", r.ESP),
+	}
+}
+
+// AgentConfig is Ironic's configuration for nodes that boot the real
+// agent: fast_track on or off, and the wait for the agent's own power-off
+// at the end of a deploy as Ironic's defaults have it (up to 30 s; Start's
+// 2 s suit the stand-in agent, which powers nothing off). Merge it into
+// Options.Config.
+func AgentConfig(fastTrack bool) map[string]map[string]string {
+	return map[string]map[string]string{
+		"deploy": {"fast_track": fmt.Sprint(fastTrack)},
+		"agent":  {"post_deploy_get_power_state_retries": "6", "post_deploy_get_power_state_retry_interval": "5"},
+	}
+}
+
+// AgentBootLine is the line the ramdisk's init prints on the console when
+// it starts: counting it in a serial log counts the agent's boots.
+const AgentBootLine = "bmlab-ipa: init "
+
+// AgentStartLine is the line it prints when it starts the agent.
+const AgentStartLine = "bmlab-ipa: starting ironic-python-agent"
