@@ -125,6 +125,10 @@ type NodeSpec struct {
 	// MACs become ports (as an operator or install-config's bootMACAddress
 	// gives them); inspection adds the rest.
 	MACs []string
+	// InstanceInfo is the node's instance_info from the start (the image
+	// to deploy: ImageInstanceInfo). On Ironic 29.0.5 set it here rather
+	// than by Patch: see Patch.
+	InstanceInfo map[string]any
 }
 
 // Enroll creates the node and its ports; it is in "enroll".
@@ -135,6 +139,9 @@ func (ir *Ironic) Enroll(spec NodeSpec) (Node, error) {
 	}
 	if spec.Properties != nil {
 		body["properties"] = spec.Properties
+	}
+	if spec.InstanceInfo != nil {
+		body["instance_info"] = spec.InstanceInfo
 	}
 	var n Node
 	if err := ir.Do(http.MethodPost, "/v1/nodes", body, &n); err != nil {
@@ -174,6 +181,15 @@ func (ir *Ironic) Ports(id string) ([]string, error) {
 
 // Patch applies JSON-patch operations to a node
 // ({"op": "add", "path": "/instance_info/image_source", "value": URL}).
+//
+// Ironic 29.0.5 (Debian's 1:29.0.5-0+deb13u3) makes a node its own parent
+// node on every PATCH (api/controllers/v1/node.py's patch takes the node
+// authorize_node_link_patch returns when the patch does not touch
+// /parent_node, the node itself, as the new parent_node); from then on
+// each power change of the node looks for itself as its child or parent
+// and fails on its own lock (ChildNodeLocked, ParentNodeLocked):
+// TestIronic29PatchMakesNodeItsOwnParent. Tests that power a node after
+// giving it an image set instance_info at enrollment (NodeSpec).
 func (ir *Ironic) Patch(id string, ops ...map[string]any) error {
 	return ir.Do(http.MethodPatch, "/v1/nodes/"+id, ops, nil)
 }

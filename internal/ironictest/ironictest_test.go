@@ -1,7 +1,9 @@
 package ironictest
 
 import (
+	"encoding/json"
 	"errors"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -154,5 +156,47 @@ func TestDnsmasqConfig(t *testing.T) {
 	}
 	if err := (PXE{Interface: "eth0", Subnet: netip.MustParsePrefix("10.0.0.0/24")}).validate(); err != nil {
 		t.Errorf("a proxyDHCP PXE refused: %v", err)
+	}
+}
+
+// TestIronic29PatchMakesNodeItsOwnParent: why the tests give instance_info
+// at enrollment (Patch's note). Ironic 29.0.5 makes a node its own
+// parent_node on a PATCH that does not touch parent_node; a node enrolled
+// with its instance_info has none. Should Debian's Ironic 29 lose the bug,
+// this fails, and the enrollment-time instance_info may go.
+func TestIronic29PatchMakesNodeItsOwnParent(t *testing.T) {
+	testenv.Integration(t)
+	ir := Start(t, Options{Release: Ironic29})
+	spec := NodeSpec{Name: "n", Driver: "redfish", InstanceInfo: map[string]any{"image_source": "http://127.0.0.1:9/i.img"},
+		DriverInfo: map[string]any{"redfish_address": "https://127.0.0.1:9", "redfish_username": "u", "redfish_password": "p"}}
+	n, err := ir.Enroll(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := func() string {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, ir.URL+"/v1/nodes/"+n.UUID+"?fields=parent_node", nil)
+		req.Header.Set("X-OpenStack-Ironic-API-Version", "1.83")
+		resp, err := ir.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v struct {
+			Parent *string `json:"parent_node"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET the node's parent_node: %s %v", resp.Status, err)
+		}
+		return str(v.Parent)
+	}
+	if p := parent(); p != "" {
+		t.Fatalf("enrolled with its instance_info, the node has parent_node %q, want none", p)
+	}
+	if err := ir.Patch("n", map[string]any{"op": "add", "path": "/description", "value": "patched"}); err != nil {
+		t.Fatal(err)
+	}
+	if p := parent(); p != n.UUID {
+		t.Errorf("after a PATCH of its description the node's parent_node is %q; Ironic 29.0.5 makes it the node itself (%s): has the bug gone?", p, n.UUID)
 	}
 }

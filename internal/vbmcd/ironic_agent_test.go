@@ -310,6 +310,8 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 	}
 	ir := ironictest.Start(t, o)
 	ramdisk := ir.ServeRamdisk(rd)
+	// The image from enrollment on: see ironictest's Patch on Ironic 29.
+	imageInfo := ironictest.ImageInstanceInfo(t, ir.Serve("/images/os-disk.img", image), image)
 	inspectIface := "no-inspect"
 	if inspect {
 		inspectIface = "agent"
@@ -341,6 +343,7 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 	}
 	for i := range nodes {
 		nodes[i].spec.Name = names[i]
+		nodes[i].spec.InstanceInfo = imageInfo
 		if !inspect && nodes[i].spec.MACs == nil {
 			nodes[i].spec.MACs = nodes[i].macs // without inspection, the operator's ports
 		}
@@ -384,9 +387,6 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 		}
 		if a, _ := n.boots(); a != wantAgent {
 			t.Errorf("%s: the agent booted %d times by the end of cleaning, want %d", names[i], a, wantAgent)
-		}
-		if err := ir.Patch(names[i], ironictest.ImageInfo(t, ir.Serve("/images/os-disk.img", image), image)...); err != nil {
-			t.Fatal(err)
 		}
 	}
 	ir.Step(t, "deploy (direct)", "active", "active", 15*time.Minute, names...)

@@ -49,8 +49,10 @@ func ironicFakeSystems(t *testing.T, release ironictest.Release) {
 
 	names := map[string]string{"fake1": fakeID1, "fake2": fakeID2}
 	for _, n := range []string{"fake1", "fake2"} {
-		if _, err := ir.Enroll(redfishNode(n, "http://"+addr, names[n], "admin", "sim-pass-1", "false", iso,
-			map[string]any{"capabilities": "boot_mode:uefi"})); err != nil {
+		spec := redfishNode(n, "http://"+addr, names[n], "admin", "sim-pass-1", "false", iso, map[string]any{"capabilities": "boot_mode:uefi"})
+		// The image from enrollment on: see ironictest's Patch on Ironic 29.
+		spec.InstanceInfo = ironictest.ImageInstanceInfo(t, image, disk)
+		if _, err := ir.Enroll(spec); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,9 +83,6 @@ func ironicFakeSystems(t *testing.T, release ironictest.Release) {
 	})
 
 	ir.Step(t, "provide", "provide", "available", 2*time.Minute, "fake1")
-	if err := ir.Patch("fake1", ironictest.ImageInfo(t, image, disk)...); err != nil {
-		t.Fatal(err)
-	}
 	ir.Step(t, "deploy (redfish-virtual-media, the agent booted by the announcement)", "active", "active", 3*time.Minute, "fake1")
 	if node, err := ir.Node("fake1"); err != nil || ir.Agent.Boots(node.UUID) != 1 {
 		t.Errorf("the deploy of fake1 booted the agent %d times (%v), want once", ir.Agent.Boots(node.UUID), err)

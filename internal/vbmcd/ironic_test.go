@@ -113,6 +113,8 @@ func ironicSim(t *testing.T, release ironictest.Release) {
 	}
 	var names []string
 	for _, s := range specs {
+		// The image from enrollment on: see ironictest's Patch on Ironic 29.
+		s.InstanceInfo = ironictest.ImageInstanceInfo(t, image, disk)
 		if _, err := ir.Enroll(s); err != nil {
 			t.Fatal(err)
 		}
@@ -133,9 +135,6 @@ func ironicSim(t *testing.T, release ironictest.Release) {
 		node, _ := ir.Node(n)
 		if ir.Agent.Boots(node.UUID) < 1 {
 			t.Errorf("%s: cleaning did not boot the agent", n)
-		}
-		if err := ir.Patch(n, ironictest.ImageInfo(t, image, disk)...); err != nil {
-			t.Fatal(err)
 		}
 	}
 	ir.Step(t, "deploy (redfish-virtual-media, direct)", "active", "active", 3*time.Minute, names...)

@@ -436,6 +436,10 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 			for k, v := range ramdisk {
 				spec.DriverInfo[k] = v
 			}
+			// The image from enrollment on: see ironictest's Patch on
+			// Ironic 29.
+			image := testenv.OSImage(t)
+			spec.InstanceInfo = ironictest.ImageInstanceInfo(t, ir.Serve("/images/os-disk.img", image), image)
 		case spec.Driver == "redfish":
 			inspect = append(inspect, h.Name)
 			spec.MACs = []string{h.BootMACAddress}
@@ -525,16 +529,12 @@ func agentDeploys(t *testing.T, ir *ironictest.Ironic, name string, h ipi.Host, 
 			name, in.CPU.Count, in.Memory.PhysicalMB, in.Disks, macs, masterMiB, n.Disks[0].SizeGiB, h.BootMACAddress)
 	}
 	ir.Step(t, "provide (automated cleaning)", "provide", "available", 15*time.Minute, name)
-	image := testenv.OSImage(t)
-	if err := ir.Patch(name, ironictest.ImageInfo(t, ir.Serve("/images/os-disk.img", image), image)...); err != nil {
-		t.Fatal(err)
-	}
 	ir.Step(t, "deploy (direct)", "active", "active", 15*time.Minute, name)
 	if !testenv.WaitFor(5*time.Minute, func() bool { return testenv.Count(serial, testenv.OSRelease) > 0 }) {
 		b, _ := os.ReadFile(serial)
 		t.Fatalf("%s deployed: its serial log never showed %q; it ends:\n%s", name, testenv.OSRelease, b[max(0, len(b)-3000):])
 	}
-	if err := ironictest.SameImage(n.Disks[0].Path, image); err != nil {
+	if err := ironictest.SameImage(n.Disks[0].Path, testenv.OSImage(t)); err != nil {
 		t.Errorf("%s deployed: %v", name, err)
 	}
 	if got := testenv.Count(serial, testenv.OSMarker); got != 1 {
