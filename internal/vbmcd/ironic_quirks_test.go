@@ -117,7 +117,10 @@ func ironicQuirks(t *testing.T, release ironictest.Release) {
 	}) {
 		t.Fatalf("power on (power-on-conflict on): no error from Ironic: %s", node)
 	}
-	if e := node.LastErr(); !strings.Contains(e, "Setting power state to power on failed") || !strings.Contains(e, "409") || !strings.Contains(e, "ResourceInUse") ||
+	// Ironic 21.4 says "Setting power state to power on failed", 29
+	// "Failed to change power state to 'power on'".
+	failed := strings.Contains(node.LastErr(), "Setting power state to power on failed") || strings.Contains(node.LastErr(), "Failed to change power state to 'power on'")
+	if e := node.LastErr(); !failed || !strings.Contains(e, "409") || !strings.Contains(e, "ResourceInUse") ||
 		!strings.Contains(e, "https://127.34.6.1/redfish/v1/Systems/System.Embedded.1/Actions/ComputerSystem.Reset") || node.Power() != "power off" {
 		t.Errorf("power on (power-on-conflict on): %s, want the power action failed on the BMC's 409 ResourceInUse at System.Embedded.1 and the node off", node)
 	} else {
