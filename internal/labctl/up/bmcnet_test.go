@@ -110,7 +110,7 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 	// masterMiB) with a 4 GiB disk (the least ironic-python-agent takes
 	// for a root device); qemu touches only what the guest uses, and the
 	// disks are sparse.
-	size := fmt.Sprintf("vcpus: 1, memoryMiB: %d, diskGiB: %d", masterMiB, masterDiskGiB)
+	size := fmt.Sprintf("vcpus: 1, memoryMiB: %d, diskGiB: 4", masterMiB)
 	if strings.Contains(lab, "  masters: {") {
 		lab = strings.Replace(lab, "  masters: {", "  masters: {"+size+", ", 1)
 	} else {
@@ -462,8 +462,9 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 				t.Fatal(err)
 			}
 			// sushy reads TotalSystemMemoryGiB as whole GiB.
-			if mem, cpus := fmt.Sprint(node.Properties["memory_mb"]), fmt.Sprint(node.Properties["cpus"]); mem != fmt.Sprint(masterMiB/1024*1024) || cpus != "1" {
-				t.Errorf("%s inspected: memory_mb %s, cpus %s; want %d and 1 (properties %v)", n, mem, cpus, masterMiB/1024*1024, node.Properties)
+			pn, _ := p.Node(n)
+			if mem, cpus := fmt.Sprint(node.Properties["memory_mb"]), fmt.Sprint(node.Properties["cpus"]); mem != fmt.Sprint(pn.MemoryMiB/1024*1024) || cpus != fmt.Sprint(pn.VCPUs) {
+				t.Errorf("%s inspected: memory_mb %s, cpus %s; want %d and %d (properties %v)", n, mem, cpus, pn.MemoryMiB/1024*1024, pn.VCPUs, node.Properties)
 			}
 		}
 	}
@@ -507,10 +508,6 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 // with less than 1 GiB finds no memory and fails.
 const masterMiB = 1536
 
-// masterDiskGiB is the masters' disk: the least ironic-python-agent takes
-// for a root device.
-const masterDiskGiB = 4
-
 // agentDeploys has Ironic take host name through the real agent:
 // inspection, automated cleaning (fast_track: the agent stays up for the
 // deploy), the deploy of the OS image; the host then boots its disk.
@@ -528,10 +525,11 @@ func agentDeploys(t *testing.T, ir *ironictest.Ironic, name string, h ipi.Host, 
 	for _, i := range in.Interfaces {
 		macs = append(macs, strings.ToLower(i.MACAddress))
 	}
-	if in.CPU.Count != 1 || in.Memory.PhysicalMB != masterMiB || len(in.Disks) != 1 || in.Disks[0].Size != masterDiskGiB<<30 ||
+	// The plan's node, as up made it: the lab's own sizes.
+	if in.CPU.Count != int(n.VCPUs) || in.Memory.PhysicalMB != int(n.MemoryMiB) || len(in.Disks) != 1 || in.Disks[0].Size != int64(n.Disks[0].SizeGiB)<<30 ||
 		!slices.Contains(macs, strings.ToLower(h.BootMACAddress)) {
-		t.Errorf("%s inspected by the agent: %d CPUs, %d MiB, disks %+v, NICs %v; want 1, %d, one of %d GiB, the boot MAC %s among them",
-			name, in.CPU.Count, in.Memory.PhysicalMB, in.Disks, macs, masterMiB, masterDiskGiB, h.BootMACAddress)
+		t.Errorf("%s inspected by the agent: %d CPUs, %d MiB, disks %+v, NICs %v; want %d, %d, one of %d GiB, the boot MAC %s among them",
+			name, in.CPU.Count, in.Memory.PhysicalMB, in.Disks, macs, n.VCPUs, n.MemoryMiB, n.Disks[0].SizeGiB, h.BootMACAddress)
 	}
 	ir.Step(t, "provide (automated cleaning)", "provide", "available", 15*time.Minute, name)
 	ir.Step(t, "deploy (direct)", "active", "active", 15*time.Minute, name)
