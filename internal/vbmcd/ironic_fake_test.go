@@ -17,7 +17,7 @@ import (
 // as a Metal3 job writes it, unchanged, with its notifier pointed at a
 // listener that decides as fake-ipa does and boots or stops the stand-in
 // agent accordingly (so nothing else tells the agent of a boot). Ironic
-// 21.4 enrolls both systems by their UUIDs, manages them, inspects them
+// enrolls both systems by their UUIDs, manages them, inspects them
 // (the ports are the file's MACs), powers them on and off; one is then
 // provided and deployed with redfish-virtual-media, its agent booted by
 // the announcement of the Cd power-on alone, and undeployed. Each power
@@ -25,11 +25,10 @@ import (
 // pending state with its apply_time, then the state reached; no
 // announcement is one fake-ipa would fail on, and vbmcd's metrics count as
 // sent what the listener got. Cleaning is off (automated_clean false) to
-// keep the test short: TestIronicSim covers it. Ironic 21.4 only: with
-// Ironic 29 the deploy stays in wait call-back (not yet understood).
+// keep the test short: TestIronicSim covers it. On each Ironic release.
 func TestIronicFakeSystems(t *testing.T) {
 	testenv.Integration(t)
-	t.Run(ironictest.Ironic21.Short(), func(t *testing.T) { ironicFakeSystems(t, ironictest.Ironic21) })
+	forEachRelease(t, ironicFakeSystems)
 }
 
 func ironicFakeSystems(t *testing.T, release ironictest.Release) {
