@@ -32,6 +32,10 @@ type Node struct {
 	InstanceInfo         map[string]any `json:"instance_info"`
 	CleanStep            map[string]any `json:"clean_step"`
 	DeployStep           map[string]any `json:"deploy_step"`
+	// CreatedAt is the node's enrollment; ProvisionUpdatedAt its last
+	// change of provision state (nil before the first).
+	CreatedAt          time.Time  `json:"created_at"`
+	ProvisionUpdatedAt *time.Time `json:"provision_updated_at"`
 }
 
 func str(p *string) string {

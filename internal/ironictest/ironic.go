@@ -258,6 +258,29 @@ func distinct(lines []string, max int) []string {
 	return out
 }
 
+// Heartbeats returns when Ironic's conductor took each heartbeat of the
+// agent on node uuid (its "RPC heartbeat called for node UUID" lines, in
+// the log's local time), in order.
+func (ir *Ironic) Heartbeats(uuid string) []time.Time {
+	return logTimes(ir.Log(), "RPC heartbeat called for node "+uuid)
+}
+
+// logTimes returns the times of the lines of an Ironic log that contain
+// text (each line begins with "2006-01-02 15:04:05.000", local time).
+func logTimes(log, text string) []time.Time {
+	const layout = "2006-01-02 15:04:05.000"
+	var out []time.Time
+	for _, l := range strings.Split(log, "\n") {
+		if len(l) < len(layout) || !strings.Contains(l, text) {
+			continue
+		}
+		if at, err := time.ParseInLocation(layout, l[:len(layout)], time.Local); err == nil {
+			out = append(out, at)
+		}
+	}
+	return out
+}
+
 // Log returns Ironic's whole log so far.
 func (ir *Ironic) Log() string {
 	b, _ := os.ReadFile(ir.log)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
@@ -198,5 +200,23 @@ func TestIronic29PatchMakesNodeItsOwnParent(t *testing.T) {
 	}
 	if p := parent(); p != n.UUID {
 		t.Errorf("after a PATCH of its description the node's parent_node is %q; Ironic 29.0.5 makes it the node itself (%s): has the bug gone?", p, n.UUID)
+	}
+}
+
+// TestLogTimes: the times of the log lines that name a node's heartbeat,
+// from Ironic's own line format, and no others.
+func TestLogTimes(t *testing.T) {
+	log := `2026-11-28 19:53:18.509 10639 DEBUG ironic.conductor.manager [None req-39e - - - - - -] RPC continue_inspection called for the node 451a
+2026-11-28 19:53:19.186 10639 DEBUG ironic.conductor.manager [None req-884 - - - - - -] RPC heartbeat called for node 451a heartbeat /usr/lib/python3/dist-packages/ironic/conductor/manager.py:3252
+2026-11-28 19:53:20.001 10639 DEBUG ironic.conductor.manager [None req-885 - - - - - -] RPC heartbeat called for node 9999 heartbeat
+garbage RPC heartbeat called for node 451a
+2026-11-28 19:54:04.066 10639 DEBUG ironic.conductor.manager [None req-886 - - - - - -] RPC heartbeat called for node 451a heartbeat`
+	got := logTimes(log, "RPC heartbeat called for node 451a")
+	want := []time.Time{
+		time.Date(2026, 11, 28, 19, 53, 19, 186e6, time.Local),
+		time.Date(2026, 11, 28, 19, 54, 4, 66e6, time.Local),
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("logTimes (-want +got):\n%s", d)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/bmlab/bmlab/internal/testenv"
 )
@@ -73,3 +75,32 @@ const AgentBootLine = "bmlab-ipa: init "
 
 // AgentStartLine is the line it prints when it starts the agent.
 const AgentStartLine = "bmlab-ipa: starting ironic-python-agent"
+
+// KernelBanner begins the Linux kernel's first console line.
+const KernelBanner = "Linux version "
+
+// LogAgentTimes logs, for node name (active now), the time from its
+// enrollment to active (Ironic's own created_at and provision_updated_at)
+// and, for each boot of the deploy ramdisk (kernels: when each boot's
+// kernel banner showed on its console), the time from the kernel's first
+// console line to the agent's first heartbeat that Ironic took.
+func (ir *Ironic) LogAgentTimes(t testing.TB, name string, kernels []time.Time) {
+	t.Helper()
+	node, err := ir.Node(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if node.ProvisionUpdatedAt != nil {
+		t.Logf("%s: enroll to active %s (Ironic %s)", name, node.ProvisionUpdatedAt.Sub(node.CreatedAt).Round(time.Second), ir.Release)
+	}
+	beats := ir.Heartbeats(node.UUID)
+	for i, k := range kernels {
+		next := time.Now()
+		if i+1 < len(kernels) {
+			next = kernels[i+1]
+		}
+		if j := slices.IndexFunc(beats, func(b time.Time) bool { return b.After(k) && b.Before(next) }); j >= 0 {
+			t.Logf("%s: the agent's boot %d: kernel to first heartbeat %s (Ironic %s)", name, i+1, beats[j].Sub(k).Round(100*time.Millisecond), ir.Release)
+		}
+	}
+}

@@ -264,3 +264,53 @@ func WaitFor(timeout time.Duration, cond func() bool) bool {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// WatchLines follows the file at path (a serial log, say) until the test
+// ends, reading what was added every 100 ms, and records the time each
+// occurrence of text first showed: when was read, in order. A figure taken
+// from it is as good as that polling (0.1 s) and the writer's flushing.
+func WatchLines(t testing.TB, path, text string) (seen func() []time.Time) {
+	var mu sync.Mutex
+	var times []time.Time
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	t.Cleanup(func() { close(done); <-stopped })
+	go func() {
+		defer close(stopped)
+		var off int64
+		var carry string // the end of what was read, for a text cut in two
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if f, err := os.Open(path); err == nil {
+				if st, err := f.Stat(); err == nil && st.Size() > off {
+					b := make([]byte, st.Size()-off)
+					n, _ := f.ReadAt(b, off)
+					off += int64(n)
+					chunk := carry + string(b[:n])
+					if c := strings.Count(chunk, text); c > 0 {
+						now := time.Now()
+						mu.Lock()
+						for range c {
+							times = append(times, now)
+						}
+						mu.Unlock()
+						chunk = chunk[strings.LastIndex(chunk, text)+len(text):]
+					}
+					carry = chunk[max(0, len(chunk)-len(text)+1):]
+				}
+				f.Close()
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Time(nil), times...)
+	}
+}

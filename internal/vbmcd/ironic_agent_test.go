@@ -357,6 +357,12 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 			t.Fatal(err)
 		}
 	}
+	// When each boot's kernel printed its first line on the console: the
+	// start of the kernel → first heartbeat figure.
+	kernels := make([]func() []time.Time, len(nodes))
+	for i, n := range nodes {
+		kernels[i] = testenv.WatchLines(t, n.vm.SerialLog, ironictest.KernelBanner)
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			for i, n := range nodes {
@@ -407,6 +413,9 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 		if err := ironictest.SameImage(n.vm.Disk, image); err != nil {
 			t.Errorf("%s deployed: %v", names[i], err)
 		}
+	}
+	for i := range nodes {
+		ir.LogAgentTimes(t, names[i], kernels[i]())
 	}
 	if !undeploy {
 		t.Logf("Ironic %s, %d nodes, fast_track %v: enroll to active in %s", release, len(nodes), fastTrack, time.Since(start).Round(time.Second))
