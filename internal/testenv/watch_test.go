@@ -36,11 +36,11 @@ func TestWatchLines(t *testing.T) {
 	write("[    1.0] Linux ver")
 	time.Sleep(300 * time.Millisecond) // read apart
 	write("sion 6.12 again\r\nLinux version twice on one line, Linux version\r\n")
-	got := waitFor(4)
+	waitFor(4)
 	time.Sleep(300 * time.Millisecond)
 	write("nothing here\r\n")
 	time.Sleep(300 * time.Millisecond)
-	if got = seen(); len(got) != 4 || !got[0].Equal(first[0]) || got[1].Before(got[0]) || !got[3].Equal(got[2]) {
+	if got := seen(); len(got) != 4 || !got[0].Equal(first[0]) || got[1].Before(got[0]) || !got[3].Equal(got[2]) {
 		t.Errorf("sightings %v, want 4 in order (the first at %v, the last two together)", got, first[0])
 	}
 }
