@@ -561,7 +561,13 @@ func (e *events) post(sub *subscription, body []byte) bool {
 			}
 			err = fmt.Errorf("status %d", resp.StatusCode)
 		}
-		// net/http's errors name the URL with its password stripped.
+		// net/http's errors name the URL with its password stripped but
+		// its query string whole: a destination's ?token= is the
+		// subscriber's secret, never logged.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = redactQuery(redactURL(ue.URL))
+		}
 		e.log.Info("event delivery failed", zap.String("subscription", sub.ID), zap.Int("attempt", i+1), zap.Error(err))
 	}
 	return false

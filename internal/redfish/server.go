@@ -244,8 +244,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-	c := &call{w: rec, r: r}
+	c := &call{r: r, rec: statusRecorder{ResponseWriter: w, status: http.StatusOK}}
+	c.w = &c.rec
+	rec := &c.rec
 	s.serve(c)
 	took := time.Since(start)
 	if ce != nil {
@@ -253,18 +254,45 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			zap.Int("status", rec.status), zap.Duration("took", took),
 			zap.String("remote", r.RemoteAddr))
 	}
-	route := "other" // no route: bounded labels whatever paths come in
-	if c.rt != nil {
-		route = c.rt.name
+	if s.metrics == nil {
+		return
 	}
-	method := r.Method
-	if !knownMethods[method] {
-		method = "other"
+	mi := methodIndex(r.Method)
+	if c.rt == nil || c.rt.series == nil || mi < 0 {
+		// No route, or a method of its own: bounded labels whatever
+		// paths and methods come in.
+		route, method := "other", "other"
+		if c.rt != nil {
+			route = c.rt.name
+		}
+		if mi >= 0 {
+			method = r.Method
+		}
+		s.metrics.Redfish(route, method, rec.status, took)
+		return
 	}
-	s.metrics.Redfish(route, method, rec.status, took)
+	last := &c.rt.series[mi]
+	rs := last.Load()
+	if rs == nil || rs.code != rec.status {
+		rs = &routeSeries{code: rec.status, s: s.metrics.RedfishSeries(c.rt.name, r.Method, rec.status)}
+		last.Store(rs)
+	}
+	rs.s.Observe(took)
 }
 
-var knownMethods = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PATCH": true, "PUT": true, "DELETE": true}
+// knownMethodList are the methods counted by name in the metrics; others
+// are counted as "other".
+var knownMethodList = [...]string{"GET", "HEAD", "POST", "PATCH", "PUT", "DELETE"}
+
+// methodIndex is method's place in knownMethodList, -1 when it has none.
+func methodIndex(method string) int {
+	for i, m := range knownMethodList {
+		if m == method {
+			return i
+		}
+	}
+	return -1
+}
 
 type statusRecorder struct {
 	http.ResponseWriter

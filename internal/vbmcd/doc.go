@@ -21,7 +21,10 @@
 // share: header, body and idle timeouts, HTTP/2 streams, frames and windows,
 // connections per source and in total (connlimit.go), and the request
 // budgets of internal/admission (requests in flight, unauthenticated ones,
-// body bytes). With --bmc-addresses every machine also gets a BMC of its
+// body bytes), whose sweeper keeps the HTTP/1 write deadlines through the
+// front's ConnState hook. While the live heap is small the daemon keeps the
+// garbage collector's headroom at 8 MB (gcfloor.go). With --bmc-addresses
+// every machine also gets a BMC of its
 // own (bmcaddr.go assigns and records the addresses, bmcs.go runs a Redfish
 // listener per address, served through the same front, with a certificate
 // per address from the BMC CA, and the IPMI manager binds port 623 there).

@@ -267,6 +267,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		}
 	}
 	reg := metrics.New()
+	keepGCHeadroom(ctx, gcHeadroom)
 	var fetcher machine.ImageFetcher = cache
 	if sb, ok := be.(*sim.Backend); ok {
 		fetcher = cache.ProbeFor(sb.Probes) // --sim-media probe
