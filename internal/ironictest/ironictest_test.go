@@ -220,3 +220,13 @@ garbage RPC heartbeat called for node 451a
 		t.Errorf("logTimes (-want +got):\n%s", d)
 	}
 }
+
+// TestBootUptimes: each boot's init line gives the kernel's uptime, in
+// order; other lines are not taken.
+func TestBootUptimes(t *testing.T) {
+	log := "[    0.000000] Linux version 6.12\r\n" + AgentBootLine + "21.61 s after the kernel started\r\n" +
+		"bmlab-ipa: devices settled at 30.2 s\r\n" + AgentBootLine + "9.5 s after the kernel started\r\n"
+	if d := cmp.Diff([]time.Duration{21610 * time.Millisecond, 9500 * time.Millisecond}, bootUptimes(log)); d != "" {
+		t.Errorf("bootUptimes (-want +got):\n%s", d)
+	}
+}

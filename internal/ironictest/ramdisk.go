@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -76,15 +78,14 @@ const AgentBootLine = "bmlab-ipa: init "
 // AgentStartLine is the line it prints when it starts the agent.
 const AgentStartLine = "bmlab-ipa: starting ironic-python-agent"
 
-// KernelBanner begins the Linux kernel's first console line.
-const KernelBanner = "Linux version "
-
 // LogAgentTimes logs, for node name (active now), the time from its
 // enrollment to active (Ironic's own created_at and provision_updated_at)
-// and, for each boot of the deploy ramdisk (kernels: when each boot's
-// kernel banner showed on its console), the time from the kernel's first
-// console line to the agent's first heartbeat that Ironic took.
-func (ir *Ironic) LogAgentTimes(t testing.TB, name string, kernels []time.Time) {
+// and, for each boot of the deploy ramdisk, the time from the kernel's
+// start to the agent's first heartbeat that Ironic took. inits are the
+// times AgentBootLine showed on the node's console at serialLog (from
+// testenv.WatchLines); the line says how long after the kernel started it
+// ran, which puts each boot's kernel start on the host's clock.
+func (ir *Ironic) LogAgentTimes(t testing.TB, name, serialLog string, inits []time.Time) {
 	t.Helper()
 	node, err := ir.Node(name)
 	if err != nil {
@@ -93,14 +94,34 @@ func (ir *Ironic) LogAgentTimes(t testing.TB, name string, kernels []time.Time) 
 	if node.ProvisionUpdatedAt != nil {
 		t.Logf("%s: enroll to active %s (Ironic %s)", name, node.ProvisionUpdatedAt.Sub(node.CreatedAt).Round(time.Second), ir.Release)
 	}
+	b, _ := os.ReadFile(serialLog)
+	uptimes := bootUptimes(string(b))
 	beats := ir.Heartbeats(node.UUID)
-	for i, k := range kernels {
-		next := time.Now()
-		if i+1 < len(kernels) {
-			next = kernels[i+1]
+	for i, seen := range inits {
+		if i >= len(uptimes) {
+			break
 		}
-		if j := slices.IndexFunc(beats, func(b time.Time) bool { return b.After(k) && b.Before(next) }); j >= 0 {
-			t.Logf("%s: the agent's boot %d: kernel to first heartbeat %s (Ironic %s)", name, i+1, beats[j].Sub(k).Round(100*time.Millisecond), ir.Release)
+		kernel := seen.Add(-uptimes[i])
+		next := time.Now()
+		if i+1 < len(inits) {
+			next = inits[i+1]
+		}
+		if j := slices.IndexFunc(beats, func(b time.Time) bool { return b.After(kernel) && b.Before(next) }); j >= 0 {
+			t.Logf("%s: the agent's boot %d: kernel to first heartbeat %s (Ironic %s)", name, i+1, beats[j].Sub(kernel).Round(100*time.Millisecond), ir.Release)
 		}
 	}
 }
+
+// bootUptimes returns, for each AgentBootLine in a serial log, the time
+// after the kernel's start it says it was printed at.
+func bootUptimes(log string) []time.Duration {
+	var out []time.Duration
+	for _, m := range bootLineRE.FindAllStringSubmatch(log, -1) {
+		if s, err := strconv.ParseFloat(m[1], 64); err == nil {
+			out = append(out, time.Duration(s*float64(time.Second)))
+		}
+	}
+	return out
+}
+
+var bootLineRE = regexp.MustCompile(regexp.QuoteMeta(AgentBootLine) + `([0-9.]+) s after the kernel started`)

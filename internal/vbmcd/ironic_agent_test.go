@@ -357,11 +357,11 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 			t.Fatal(err)
 		}
 	}
-	// When each boot's kernel printed its first line on the console: the
-	// start of the kernel → first heartbeat figure.
+	// When each boot of the ramdisk printed its init line on the console:
+	// the start of the kernel → first heartbeat figure.
 	kernels := make([]func() []time.Time, len(nodes))
 	for i, n := range nodes {
-		kernels[i] = testenv.WatchLines(t, n.vm.SerialLog, ironictest.KernelBanner)
+		kernels[i] = testenv.WatchLines(t, n.vm.SerialLog, ironictest.AgentBootLine)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -420,7 +420,7 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 		}
 	}
 	for i := range nodes {
-		ir.LogAgentTimes(t, names[i], kernels[i]())
+		ir.LogAgentTimes(t, names[i], nodes[i].vm.SerialLog, kernels[i]())
 	}
 	if !undeploy {
 		t.Logf("Ironic %s, %d nodes, fast_track %v: enroll to active in %s", release, len(nodes), fastTrack, time.Since(start).Round(time.Second))

@@ -515,7 +515,7 @@ func agentDeploys(t *testing.T, ir *ironictest.Ironic, name string, h ipi.Host, 
 	t.Helper()
 	n, _ := p.Node(name)
 	serial := filepath.Join(p.Paths.Logs, name+".serial.log")
-	kernels := testenv.WatchLines(t, serial, ironictest.KernelBanner)
+	inits := testenv.WatchLines(t, serial, ironictest.AgentBootLine)
 	ir.Step(t, "inspection by the agent", "inspect", "manageable", 15*time.Minute, name)
 	inv, err := ir.Inventory(name)
 	if err != nil {
@@ -538,7 +538,7 @@ func agentDeploys(t *testing.T, ir *ironictest.Ironic, name string, h ipi.Host, 
 		b, _ := os.ReadFile(serial)
 		t.Fatalf("%s deployed: its serial log never showed %q; it ends:\n%s", name, testenv.OSRelease, b[max(0, len(b)-3000):])
 	}
-	ir.LogAgentTimes(t, name, kernels())
+	ir.LogAgentTimes(t, name, serial, inits())
 	if err := ironictest.SameImage(n.Disks[0].Path, testenv.OSImage(t)); err != nil {
 		t.Errorf("%s deployed: %v", name, err)
 	}
