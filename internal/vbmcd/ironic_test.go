@@ -63,7 +63,7 @@ func redfishNode(name, addr, systemID, user, pass, ca, deployISO string, props m
 // deploy with redfish-virtual-media (the agent heartbeats when vbmcd says
 // the virtual CD booted) and undeploy with cleaning. One node then gets a
 // BIOS setting and a firmware update through Ironic's manual cleaning, the
-// update as Ironic 21.4 sends it, SimpleUpdate without Targets, by the
+// update as Ironic sends it (21.4 and 29 alike), SimpleUpdate without Targets, by the
 // service-wide account. A node with the ipmi hardware type is managed and
 // powered through ipmitool at port 623 of its own address. On each Ironic
 // release (21.4 and 29.0.5; the stand-in agent serves its API over TLS, as
