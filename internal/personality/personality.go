@@ -77,7 +77,11 @@ type Personality struct {
 	// DellOEM: the BMC serves Dell's OEM resources and actions
 	// (internal/personality/dell): the Server Configuration Profile's
 	// import and export, the job queue and job service, the Lifecycle
-	// Controller's status, the iDRAC card's reset.
+	// Controller's service (Links.Oem.Dell.DellLCService: its status, and
+	// the machine's screenshot as its DellLCService.ExportServerScreenShot
+	// action, which Dell's scripts, badfish-style tooling and LISA call;
+	// without it the screenshot is vbmcd's own Manager action,
+	// Bmlab.ExportScreenShot), the iDRAC card's reset.
 	DellOEM bool
 	// RIBCL: the BMC serves iLO's RIBCL XML interface at /ribcl
 	// (internal/personality/hpe), at a BMC of its own.
@@ -95,6 +99,13 @@ var (
 		return Slot{ID: id, Drive: machine.SlotRemovable, Name: "Virtual Removable Media", MediaTypes: []string{"USBStick", "Floppy"}}
 	}
 )
+
+// dellScreenShotSource is where the DellLCService screenshot's shape comes
+// from.
+const dellScreenShotSource = "dell/iDRAC-Redfish-Scripting 'Redfish Python/ExportServerScreenShotREDFISH.py' v2.0 " +
+	"(GET Managers/iDRAC.Embedded.1/Oem/Dell/DellLCService, then POST its DellLCService.ExportServerScreenShot with FileType; " +
+	"ServerScreenShotFile, base64 PNG, read from the POST's own 200 or 202 answer); microsoft/lisa's idrac.py and others call the older " +
+	"/redfish/v1/Dell/Managers/iDRAC.Embedded.1/DellLCService path; Manager Links.Oem.Dell.DellLCService as the dellemc.openmanage modules read it"
 
 // all lists every personality, generic first.
 var all = []*Personality{
@@ -130,6 +141,7 @@ var all = []*Personality{
 			"dell/iDRAC-Redfish-Scripting issue 24 (InsertMedia at Managers/iDRAC.Embedded.1/VirtualMedia/CD)",
 			"Ironic 21.4 redfish/boot.py _validate_vendor: 'Dell' and BMC firmware >= 6.00.00.00",
 			"sushy-oem-idrac 5.0.0 resources/manager, Ironic 29 drivers/modules/drac: the Dell OEM actions and links (internal/personality/dell)",
+			dellScreenShotSource,
 		},
 	},
 	{
@@ -154,6 +166,7 @@ var all = []*Personality{
 			"karmab/kcli 5a465493 (iDRAC 9/10: no Inserted in InsertMedia, NFS fallback at the Manager)",
 			"Ironic bug 2162995 (iDRAC10: 409 to On for a while after a power-off)",
 			"quadsproject/badfish issue 578 (iDRAC 10 serves no /redfish/v1/Dell namespace); redhat-performance/jetlag PR 878 (SCP Target [\"ALL\"])",
+			dellScreenShotSource,
 		},
 	},
 	{

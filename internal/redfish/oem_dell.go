@@ -97,8 +97,9 @@ func dellRoutes() []*route {
 		r(m+dell.ExportAction, route{post: dellOnly(postExportSCP)}),
 		r(m+dell.JobServicePath, route{get: dellOnly(dellStatic(dell.JobService))}),
 		r(m+dell.DeleteJobsAction, route{post: dellOnly(postDeleteJobQueue)}),
-		r(m+dell.LCServicePath, route{get: dellOnly(dellStatic(dell.LCService))}),
+		// The DellLCService itself, with the screenshot: screen.go.
 		r(m+dell.LCStatusAction, route{post: dellOnly(postLCStatus), write: accounts.Login}),
+		r("Dell/Managers/*/DellLCService/Actions/"+dell.LCStatusName, route{post: dellOnly(postLCStatus), write: accounts.Login}),
 		r(m+dell.CardServicePath, route{get: dellOnly(dellStatic(dell.CardService))}),
 		r(m+dell.CardResetAction, route{post: dellOnly(postIDRACReset), write: accounts.ConfigureManager}),
 		r(m+dell.JobsPath, route{get: dellOnly(getDellJobs), expand: true}),

@@ -3,7 +3,6 @@ package redfish
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bmlab/bmlab/internal/accounts"
+	"github.com/bmlab/bmlab/internal/admission"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/personality/hpe"
 )
@@ -51,14 +51,18 @@ func (s *Server) serveRIBCL(c *call) bool {
 		return true
 	}
 	c.m = m
-	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, maxBody))
-	var answer []byte
-	switch {
-	case err != nil:
-		answer = hpe.Answer(err)
-	default:
-		answer = s.ribcl(c, body)
+	// The credentials are in the body, as a login's are: the request
+	// waits for its body among those without credentials, and the body is
+	// read as every body is (at most maxBody, charged to the budgets).
+	if !admission.Anonymous(c.w, c.r) {
+		return true
 	}
+	body, aerr := readBody(c.r, maxBody)
+	if aerr != nil {
+		s.fail(c, aerr)
+		return true
+	}
+	answer := s.ribcl(c, body)
 	h := c.w.Header()
 	h["Content-Type"] = []string{"text/xml"}
 	c.w.WriteHeader(http.StatusOK)
@@ -76,7 +80,7 @@ func (s *Server) ribcl(c *call, body []byte) []byte {
 	if s.slowed(c) != nil {
 		return hpe.Answer(loginFailed)
 	}
-	p, why := s.verify(req.User, req.Password, c.r.RemoteAddr)
+	p, why := s.verify(c.bmc, req.User, req.Password, c.r.RemoteAddr)
 	if p != nil {
 		p = s.at(c, p)
 	}
@@ -85,6 +89,7 @@ func (s *Server) ribcl(c *call, body []byte) []byte {
 		return hpe.Answer(loginFailed)
 	}
 	c.who = p
+	admission.Authenticated(c.r)
 	need := accounts.Login
 	for _, cmd := range req.Commands {
 		if cmd.Mode == "write" || cmd.Mode == "WRITE" {

@@ -66,6 +66,10 @@ type identity struct {
 	// KVM is how many graphical console sessions the service serves at
 	// most (the web console's, WithGraphicalConsole); 0: none.
 	KVM int
+	// Screen: the machines have a screen the model reads and types on
+	// (machine.Service.HasScreen), so each Manager names vbmcd's
+	// screenshot, keystroke and serial actions (screen.go).
+	Screen bool
 
 	// Set for one machine (Server.idOf): its personality, the Manager's
 	// Model and the BIOS version.
@@ -697,6 +701,13 @@ func manager(m *machine.Machine, id identity) obj {
 		if p.DellOEM {
 			dellManager(o, m)
 		}
+	}
+	if id.Screen {
+		acts := managerOemActions(m, id.P)
+		if dellActs, ok := o["Actions"].(obj)["Oem"].(obj); ok {
+			maps.Copy(acts, dellActs)
+		}
+		o["Actions"].(obj)["Oem"] = acts
 	}
 	return o
 }

@@ -94,7 +94,8 @@ func TestIronicVendorDriversSim(t *testing.T) {
 		c.SimNodes, c.SimDelay, c.InsecureHTTP, c.IPMI = 2, 500*time.Millisecond, false, true
 		c.BMCAddresses = []string{"127.34.8.1-127.34.8.2"}
 		c.TLSCACert, c.TLSCAKey = caCert, caKey
-		c.MediaAllowLoopback = true
+		c.MediaAllowLoopback = true  // Ironic's HTTP server is on loopback
+		c.EventsAllowLoopback = true // and the agent's event listener
 		c.Personality = "ilo6"
 		c.Quirks = "-refuse-in-post"
 		state = c.StateDir

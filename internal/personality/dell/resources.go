@@ -21,7 +21,8 @@ const (
 	JobServicePath   = "/Oem/Dell/DellJobService"
 	DeleteJobsAction = JobServicePath + "/Actions/DellJobService.DeleteJobQueue"
 	LCServicePath    = "/Oem/Dell/DellLCService"
-	LCStatusAction   = LCServicePath + "/Actions/DellLCService.GetRemoteServicesAPIStatus"
+	LCStatusName     = "DellLCService.GetRemoteServicesAPIStatus"
+	LCStatusAction   = LCServicePath + "/Actions/" + LCStatusName
 	CardServicePath  = "/Oem/Dell/DelliDRACCardService"
 	CardResetAction  = CardServicePath + "/Actions/DelliDRACCardService.iDRACReset"
 	JobsPath         = "/Oem/Dell/Jobs"
@@ -86,11 +87,18 @@ func JobService(managerURI string) obj {
 	})
 }
 
-// LCService is the DellLCService (the Lifecycle Controller).
-func LCService(managerURI string) obj {
-	return service(managerURI, LCServicePath, "#DellLCService.v1_8_1.DellLCService", obj{
-		"#DellLCService.GetRemoteServicesAPIStatus": obj{"target": managerURI + LCStatusAction},
-	})
+// LCService is the DellLCService (the Lifecycle Controller) at uri (the
+// Manager's URI + LCServicePath, or the older
+// /redfish/v1/Dell/Managers/{id}/DellLCService): its status action, and
+// the actions more names (the screenshot: internal/redfish, screen.go).
+func LCService(uri string, more obj) obj {
+	actions := obj{"#" + LCStatusName: obj{"target": uri + "/Actions/" + LCStatusName}}
+	for k, v := range more {
+		actions[k] = v
+	}
+	o := service(uri, "", "#DellLCService.v1_8_1.DellLCService", actions)
+	o["Description"] = "The DellLCService resource provides some actions to support Lifecycle Controller functionality."
+	return o
 }
 
 // CardService is the DelliDRACCardService.
@@ -106,9 +114,10 @@ func CardService(managerURI string) obj {
 // service is one of the Dell services under a Manager: its Id and Name
 // are the last segment of its path.
 func service(managerURI, path, odataType string, actions obj) obj {
-	id := path[strings.LastIndex(path, "/")+1:]
+	u := managerURI + path
+	id := u[strings.LastIndex(u, "/")+1:]
 	return obj{
-		"@odata.id":   managerURI + path,
+		"@odata.id":   u,
 		"@odata.type": odataType,
 		"Id":          id,
 		"Name":        id,
