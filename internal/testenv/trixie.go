@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -23,10 +24,11 @@ func Ironic29Root() string {
 	return filepath.Join(RepoRoot(), "_out", "tools", "ironic-29", "root")
 }
 
-// enterRoot makes $1 the / of a private mount namespace (unshare --mount)
-// and runs the rest of the arguments there.
+// enterRoot makes $1 the / of a private mount namespace (unshare --mount),
+// with an empty tmpfs at each of the $2 directories after it, and runs the
+// rest of the arguments there.
 const enterRoot = `set -e
-r=$1; shift
+r=$1; n=$2; shift 2
 mount --bind "$r" "$r"
 mount -o remount,bind,ro "$r"
 mount -t proc proc "$r/proc"
@@ -35,12 +37,22 @@ mount --rbind /dev "$r/dev"
 mount --rbind /tmp "$r/tmp"
 mount -t tmpfs -o mode=0755 tmpfs "$r/run"
 mount -t tmpfs -o mode=1777 tmpfs "$r/var/tmp"
+while [ "$n" -gt 0 ]; do mount -t tmpfs -o mode=0755 tmpfs "$r$1"; shift; n=$((n-1)); done
 exec chroot "$r" "$@"`
 
 // InRoot is how to run argv (a command of the root, by its path inside it)
 // in root.
 func InRoot(root string, argv ...string) []string {
-	return append([]string{"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", enterRoot, "sh", root}, argv...)
+	return InRootWith(root, nil, argv...)
+}
+
+// InRootWith is InRoot with an empty, writable tmpfs at each of dirs
+// (paths inside the root, which must exist there): the state a command
+// keeps, which the read-only root cannot hold.
+func InRootWith(root string, dirs []string, argv ...string) []string {
+	out := []string{"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", enterRoot, "sh", root, strconv.Itoa(len(dirs))}
+	out = append(out, dirs...)
+	return append(out, argv...)
 }
 
 // RootPython runs the root's /usr/bin/python3 with the vendor overlay

@@ -88,21 +88,9 @@ var vendorDrivers = map[string]map[string]string{
 //     extensions found for "manager"".
 func TestIronicVendorDriversSim(t *testing.T) {
 	testenv.Integration(t)
-	caCert, caKey := labCA(t)
-	var state string
-	mainAddr, out := simDaemon(t, func(c *Config) {
-		c.SimNodes, c.SimDelay, c.InsecureHTTP, c.IPMI = 2, 500*time.Millisecond, false, true
-		c.BMCAddresses = []string{"127.34.8.1-127.34.8.2"}
-		c.TLSCACert, c.TLSCAKey = caCert, caKey
-		c.MediaAllowLoopback = true  // Ironic's HTTP server is on loopback
-		c.EventsAllowLoopback = true // and the agent's event listener
-		c.Personality = "ilo6"
-		c.Quirks = "-refuse-in-post"
-		state = c.StateDir
+	mainAddr, state, caCert := ironicSimDaemon(t, 2, "127.34.8.1-127.34.8.2", func(c *Config) {
+		c.Personality, c.Quirks = "ilo6", "-refuse-in-post"
 	})
-	if !testenv.WaitFor(10*time.Second, func() bool { return strings.Contains(out.String(), "2 machine(s) have a BMC of their own") }) {
-		t.Fatalf("no BMCs of their own:\n%s", out)
-	}
 	personalitySet(t, state, sim.UUIDFor("sim-0002"), "idrac9")
 	const user, pass = "admin", "sim-pass-1"
 	ir := ironictest.Start(t, ironictest.Options{Config: vendorDrivers})
