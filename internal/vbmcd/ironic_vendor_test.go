@@ -74,35 +74,48 @@ var vendorDrivers = map[string]map[string]string{
 	"ilo": {"use_web_server_for_images": "true", "power_wait": "1"},
 }
 
-// TestIronicVendorDriversSim: Debian 12's Ironic 21.4 drives simulated
-// servers of vendor personalities, each at a BMC of its own, with the
-// vendors' hardware types:
-//   - an iLO 6 with the ilo hardware type (Debian 12's proliantutils 2.14,
-//     which drives a Gen11 over RIBCL): manage, ilo inspection (RIBCL's
-//     embedded health: CPUs, memory, disk, the NIC's port, the model), and
-//     the start of cleaning: ilo-virtual-media inserts its floppy and the
-//     deploy ISO and the server boots the CD once;
-//   - an iDRAC 9 with the idrac hardware type: Debian 12 ships no
-//     sushy-oem-idrac, so idrac-redfish-virtual-media cannot set the
-//     virtual CD as the boot device, and cleaning fails with sushy's "No
-//     extensions found for "manager"".
+// TestIronicVendorDriversSim: Ironic drives simulated servers of vendor
+// personalities, each at a BMC of its own, with the vendors' hardware
+// types, on each release:
+//   - an iLO 6 with the ilo hardware type (proliantutils, 2.14 with Ironic
+//     21.4 and 2.16.3 with 29, which drive a Gen11 over RIBCL): manage, ilo
+//     inspection (RIBCL's embedded health: CPUs, memory, disk, the NIC's
+//     port, the model), and the start of cleaning: ilo-virtual-media
+//     inserts its floppy and the deploy ISO and the server boots the CD
+//     once; cleaning is aborted there (the stand-in agent cannot read the
+//     token Ironic puts on the floppy);
+//   - an iDRAC 9 with the idrac hardware type: on Ironic 21.4, Debian 12
+//     ships no sushy-oem-idrac, so idrac-redfish-virtual-media cannot set
+//     the virtual CD as the boot device, and cleaning fails with sushy's
+//     "No extensions found for "manager""; on Ironic 29, with Debian 13's
+//     sushy-oem-idrac 5.0 (the vendor overlay), it sets it through Dell's
+//     OEM (an SCP import whose job completes at the boot): provide
+//     (automated cleaning with the stand-in agent), deploy and undeploy.
 func TestIronicVendorDriversSim(t *testing.T) {
 	testenv.Integration(t)
+	forEachRelease(t, ironicVendorDriversSim)
+}
+
+func ironicVendorDriversSim(t *testing.T, release ironictest.Release) {
 	mainAddr, state, caCert := ironicSimDaemon(t, 2, "127.34.8.1-127.34.8.2", func(c *Config) {
 		c.Personality, c.Quirks = "ilo6", "-refuse-in-post"
 	})
 	personalitySet(t, state, sim.UUIDFor("sim-0002"), "idrac9")
 	const user, pass = "admin", "sim-pass-1"
-	ir := ironictest.Start(t, ironictest.Options{Config: vendorDrivers})
+	ir := ironictest.Start(t, ironictest.Options{Release: release, Config: vendorDrivers, VendorOverlay: release == ironictest.Ironic29})
 	if err := ir.Agent.WatchEvents(ironictest.Redfish{URL: "https://" + mainAddr, User: user, Password: pass, CAFile: filepath.Join(state, "redfish-tls.crt")}); err != nil {
 		t.Fatal(err)
 	}
 	iso := ir.Serve("/images/deploy.iso", testenv.MarkerISO(t))
+	disk := testenv.MarkerDisk(t)
+	image := ir.Serve("/images/disk.img", disk)
 	uefi := map[string]any{"capabilities": "boot_mode:uefi"}
 	for _, s := range []ironictest.NodeSpec{
 		iloNode("hpe", "127.34.8.1", user, pass, caCert, iso, uefi),
 		idracNode("dell", "https://127.34.8.2", user, pass, caCert, iso, uefi),
 	} {
+		// The image from enrollment on: see ironictest's Patch on Ironic 29.
+		s.InstanceInfo = ironictest.ImageInstanceInfo(t, image, disk)
 		if _, err := ir.Enroll(s); err != nil {
 			t.Fatal(err)
 		}
@@ -171,13 +184,56 @@ func TestIronicVendorDriversSim(t *testing.T) {
 	if err := ir.Do("POST", "/v1/ports", map[string]any{"node_uuid": dell.UUID, "address": "52:54:00:00:00:02"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := ir.Provision("dell", "provide", nil); err != nil {
+	if release == ironictest.Ironic21 {
+		if err := ir.Provision("dell", "provide", nil); err != nil {
+			t.Fatal(err)
+		}
+		dell = waitState(t, ir, "dell", "clean failed", 3*time.Minute)
+		if e := dell.LastErr(); !strings.Contains(e, `No extensions found for "manager" under namespace "sushy.resources.manager.oems"`) {
+			t.Errorf("dell's cleaning failed with %q, want sushy's word that no manager extension (sushy-oem-idrac) is installed", e)
+		} else {
+			t.Logf("Ironic 21.4, idrac-redfish-virtual-media: %s", e)
+		}
+		return
+	}
+	// Ironic 29: idrac-redfish-virtual-media inserts the ISO and sets the
+	// virtual CD as the boot device through Dell's OEM, which the stand-in
+	// agent sees booted.
+	ir.Step(t, "provide (automated cleaning, idrac-redfish-virtual-media)", "provide", "available", 5*time.Minute, "dell")
+	if ir.Agent.Boots(dell.UUID) < 1 {
+		t.Errorf("dell: cleaning did not boot the agent")
+	}
+	ir.Step(t, "deploy (idrac-redfish-virtual-media, direct)", "active", "active", 5*time.Minute, "dell")
+	if node, err := ir.WaitPower("deploy", "dell", "power on", time.Minute); err != nil {
+		t.Error(err)
+	} else if ir.Agent.Boots(node.UUID) < 2 {
+		t.Errorf("dell: the deploy did not boot the agent")
+	}
+	// Each of those boots was set through Dell's OEM: the SCP imports are
+	// jobs in the iDRAC's queue, completed by the boots.
+	var jobs struct {
+		Members []struct{ Id, JobState, JobType, Message string }
+	}
+	req, _ := http.NewRequest(http.MethodGet, "https://127.34.8.2/redfish/v1/Managers/iDRAC.Embedded.1/Oem/Dell/Jobs?$expand=.($levels=1)", nil)
+	req.SetBasicAuth(user, pass)
+	if resp, err := hc.Do(req); err != nil {
 		t.Fatal(err)
-	}
-	dell = waitState(t, ir, "dell", "clean failed", 3*time.Minute)
-	if e := dell.LastErr(); !strings.Contains(e, `No extensions found for "manager" under namespace "sushy.resources.manager.oems"`) {
-		t.Errorf("dell's cleaning failed with %q, want sushy's word that no manager extension (sushy-oem-idrac) is installed", e)
 	} else {
-		t.Logf("Ironic 21.4, idrac-redfish-virtual-media: %s", e)
+		err := json.NewDecoder(resp.Body).Decode(&jobs)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
+	completed := 0
+	for _, j := range jobs.Members {
+		if j.JobState == "Completed" {
+			completed++
+		}
+	}
+	t.Logf("the iDRAC's job queue after provide and deploy: %+v", jobs.Members)
+	if completed < 2 {
+		t.Errorf("dell: %d completed configuration jobs in the iDRAC's queue, want one per boot (2 or more): %+v", completed, jobs.Members)
+	}
+	ir.Step(t, "undeploy (cleaning)", "deleted", "available", 5*time.Minute, "dell")
 }
