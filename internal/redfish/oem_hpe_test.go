@@ -85,4 +85,9 @@ func TestRIBCLRefusals(t *testing.T) {
 	wantCode(t, f.do(req{method: http.MethodPost, path: "/ribcl", body: get, bmc: dell, noAuth: true, ctype: "-"}), http.StatusNotFound, "RIBCL at an iDRAC")
 	wantCode(t, f.do(req{method: http.MethodPost, path: "/ribcl", body: get, noAuth: true, ctype: "-"}), http.StatusNotFound, "RIBCL at the shared listener")
 	wantCode(t, f.do(req{path: "/ribcl", bmc: ilo}), http.StatusMethodNotAllowed, "GET /ribcl")
+	// A body is read as every body is: at most maxBody.
+	big := doc(good, strings.Repeat("<!-- padding -->", maxBody/16+1))
+	if w := f.do(req{method: http.MethodPost, path: "/ribcl", body: big, bmc: ilo, noAuth: true, ctype: "-"}); w.Code != http.StatusRequestEntityTooLarge || messageIDs(t, w)[0] != "PayloadTooLarge" {
+		t.Errorf("RIBCL over %d bytes: %d %.200s", maxBody, w.Code, w.Body.String())
+	}
 }
