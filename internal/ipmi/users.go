@@ -93,8 +93,13 @@ func (b *bmc) getUserName(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
 }
 
 // boundTo returns the system the session's account is bound to; "" for
-// the daemon's user, a machine's own user and global accounts.
+// the daemon's user, a machine's own user and global accounts. The system
+// interface is bound to its own machine: the OS sees and changes that
+// machine's accounts only, as an account bound to it does over LAN.
 func (b *bmc) boundTo(s *sessRef) string {
+	if s != nil && s.system {
+		return b.id
+	}
 	if s == nil || b.cfg.accounts == nil {
 		return ""
 	}
@@ -209,7 +214,10 @@ func (b *bmc) setUserPassword(s *sessRef, d []byte) (wire.CompletionCode, []byte
 	}
 	pass := string(bytes.TrimRight(d[2:], "\x00"))
 	if op == 3 { // test password
-		u, ok := b.userByID(uid)
+		// Only the users the caller sees: else a session bound to one
+		// machine, or the OS in-band, could guess the daemon's
+		// password here.
+		u, ok := b.userFor(b.boundTo(s), uid)
 		if !ok {
 			return wire.CodeInvalidDataField, nil
 		}
