@@ -325,7 +325,12 @@ func (b *bmc) kcsOf() *inband {
 }
 
 // socketOf is where machine mc's in-band face listens; "" for none.
-func (m *Manager) socketOf(mc *machine.Machine) string { return mc.IPMISocket }
+func (m *Manager) socketOf(mc *machine.Machine) string {
+	if m.cfg.kcsOff {
+		return ""
+	}
+	return mc.IPMISocket
+}
 
 // ensureInband starts, moves or stops b's in-band face.
 func (m *Manager) ensureInband(b *bmc, mc *machine.Machine, path string) {

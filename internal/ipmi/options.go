@@ -29,6 +29,7 @@ type config struct {
 	refusals    *lograte.Log // refused logins, rate-limited; made by NewManager
 	persona     *personality.Personality
 	hostNet     machine.HostNet
+	kcsOff      bool
 	kcsOwner    int // uid the in-band sockets are given to; -1: left as made
 	kcsRate     float64
 	kcsBurst    float64
@@ -68,6 +69,10 @@ func WithPersonality(name string) Option {
 // BMC address is on, for their LAN configuration parameters (lan.go);
 // without it they report neither.
 func WithHostNet(h machine.HostNet) Option { return func(c *config) { c.hostNet = h } }
+
+// WithInband serves (true, the default) or not the in-band face of each
+// machine whose backend names an in-band socket.
+func WithInband(on bool) Option { return func(c *config) { c.kcsOff = !on } }
 
 // WithInbandOwner gives the in-band sockets (inband.go) to user uid, mode
 // 0600: the user qemu runs as, so that qemu, and nobody else but root, can
