@@ -56,6 +56,10 @@ type Server struct {
 
 	quirkTimes  QuirkTimes
 	quirkStates sync.Map // machine id → *quirkState (quirks.go)
+
+	// Where the BMC NICs' addresses come from (bmcnic.go).
+	nicService string
+	nicHost    machine.HostNet
 }
 
 // Option configures a Server.

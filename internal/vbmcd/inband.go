@@ -18,10 +18,10 @@ import (
 // the host networks their BMC addresses are on, and, with the libvirt
 // backend, qemu's user as the owner of the in-band sockets (0600), so that
 // qemu and root alone can connect.
-func inbandOptions(cfg Config, log *zap.Logger) []ipmi.Option {
+func inbandOptions(cfg Config, hn *hostNet, log *zap.Logger) []ipmi.Option {
 	opts := []ipmi.Option{
 		ipmi.WithPersonality(cfg.Personality),
-		ipmi.WithHostNet(newHostNet(5 * time.Second).lookup),
+		ipmi.WithHostNet(hn.lookup),
 		ipmi.WithInband(cfg.IPMIInband),
 	}
 	if cfg.Backend == "libvirt" && cfg.IPMIInband {

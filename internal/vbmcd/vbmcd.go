@@ -309,7 +309,11 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	if _, ok := svc.Backend().(machine.DisplayOpener); ok && cfg.WebConsole {
 		kvm = webui.MaxConsoles
 	}
+	// The host networks the BMCs' addresses are on, as both faces report
+	// them (the Manager's EthernetInterface, IPMI's LAN parameters).
+	hn := newHostNet(5 * time.Second)
 	rf := redfish.New(svc, log.Named("redfish"),
+		redfish.WithBMCNIC(cfg.ipmiAddr(), hn.lookup),
 		redfish.WithGraphicalConsole(kvm),
 		redfish.WithThrottle(throttle),
 		redfish.WithMetrics(reg),
@@ -408,7 +412,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		if own != nil {
 			opts = append(opts, ipmi.WithBMCPort(cfg.BMCIPMIPort))
 		}
-		opts = append(opts, inbandOptions(cfg, log)...)
+		opts = append(opts, inbandOptions(cfg, hn, log)...)
 		mgr := ipmi.NewManager(svc, log.Named("ipmi"), opts...)
 		reg.Gauge("vbmcd_ipmi_sessions", "IPMI sessions of every BMC, set-up ones included.", func() float64 { return float64(mgr.Sessions()) })
 		ipmiDone = make(chan struct{})
