@@ -89,7 +89,7 @@ func FuzzSystemInterface(f *testing.F) {
 	f.Add(byte(wire.NetFnApp), byte(cmdSetWatchdog), []byte{4, 0x32, 1, 0, 20, 0})
 	f.Add(byte(wire.NetFnApp), byte(cmdSetGlobalEnables), []byte{0x0d})
 	f.Add(byte(wire.NetFnStorage), byte(cmdGetSELEntry), []byte{0, 0, 0xff, 0xff, 0, 0xff})
-	f.Add(byte(wire.NetFnSensor), byte(cmdPlatformEvent), []byte{4, 0x23, 1, 0x6f, 0xc1, 0x04, 0xff})
+	f.Add(byte(wire.NetFnSensor), byte(cmdPlatformEvent), []byte{0x41, 4, 0x23, 1, 0x6f, 0xc1, 0x04, 0xff})
 	f.Add(byte(wire.NetFnApp), byte(cmdSetUserName), []byte("\x05osuser\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"))
 	b := fuzzBMC(f)
 	f.Fuzz(func(t *testing.T, netFn, cmd byte, data []byte) {

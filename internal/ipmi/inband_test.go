@@ -319,6 +319,16 @@ func TestInbandSEL(t *testing.T) {
 	if viaLAN := read(lan.Do); !slices.EqualFunc(viaLAN, recs, bytes.Equal) {
 		t.Errorf("LAN reads another SEL:\n% x\nin-band:\n% x", viaLAN, recs)
 	}
+	// Platform events: in-band with system software's generator ID
+	// first (as ipmitool sends it there), over LAN without one.
+	must(t, k, wire.NetFnSensor, cmdPlatformEvent, genSystem, 0x04, 0x01, 0x30, 0x01, 0x09, 0xff, 0xff)
+	if code, _, err := lan.Do(wire.NetFnSensor, cmdPlatformEvent, 0x04, 0x01, 0x30, 0x01, 0x09, 0xff, 0xff); err != nil || code != wire.CodeOK {
+		t.Fatalf("platform event over LAN: %v %v", code, err)
+	}
+	recs = read(lan.Do)
+	if n := len(recs); n != 4 || binary.LittleEndian.Uint16(recs[2][7:9]) != genSystem || binary.LittleEndian.Uint16(recs[3][7:9]) != wire.RemoteConsoleAddr|lanChannel<<12 {
+		t.Errorf("platform events logged as % x", recs)
+	}
 	resv := must(t, k, wire.NetFnStorage, cmdReserveSEL)
 	code, _, err := k.Do(wire.NetFnStorage, cmdClearSEL, resv[0]+1, resv[1], 'C', 'L', 'R', 0xaa)
 	wantCode(t, "clear with a stale reservation", code, wire.CodeReservationInvalid, err)

@@ -233,19 +233,19 @@ func (b *bmc) addSELEntry(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
 	return wire.CodeOK, r[0:2]
 }
 
-// platformEvent (IPMI v2.0 §29.3): an event message from system software
-// (in-band: generator 41h, the software ID of §5.5, with the data given)
-// or a remote console (the generator byte it sends), logged as the BMC's
-// event receiver does.
+// platformEvent (IPMI v2.0 §29.3): an event message, logged as the BMC's
+// event receiver does. On the system interface the request begins with the
+// generator ID (system software's, 41h for ipmitool); over LAN the
+// generator is the remote console (software ID 81h, channel 1).
 func (b *bmc) platformEvent(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	var gen uint16
-	switch {
-	case s != nil && s.system && len(d) >= 5 && len(d) <= 7:
-		gen = genSystem
-	case len(d) >= 6 && len(d) <= 8:
-		gen = uint16(d[0])
-		d = d[1:]
-	default:
+	gen := uint16(wire.RemoteConsoleAddr) | lanChannel<<12
+	if s != nil && s.system {
+		if len(d) < 1 {
+			return wire.CodeDataLengthInvalid, nil
+		}
+		gen, d = uint16(d[0]), d[1:] // channel 0: the system interface (§32.1)
+	}
+	if len(d) < 5 || len(d) > 7 {
 		return wire.CodeDataLengthInvalid, nil
 	}
 	if d[0] != 0x04 { // EvMRev: IPMI v2.0 (§29.7)

@@ -31,7 +31,7 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 exec >/dev/console 2>&1
-section() { name=$1; shift; echo "BMLAB-KCS-BEGIN $name"; "$@"; echo "BMLAB-KCS-END $name rc=$?"; }
+section() { name=$1; shift; t0=$(cut -d' ' -f1 /proc/uptime); echo "BMLAB-KCS-BEGIN $name"; "$@"; rc=$?; echo "BMLAB-KCS-END $name rc=$rc took=$(awk -v t0="$t0" '{printf "%.2f", $1 - t0}' /proc/uptime)s"; }
 echo "BMLAB-KCS-UP $(cut -d' ' -f1 /proc/uptime)"
 section modules sh -c 'modprobe ipmi_msghandler && modprobe ipmi_devintf && modprobe ipmi_si && for i in $(seq 1 300); do [ -e /dev/ipmi0 ] && exit 0; sleep 0.1; done; exit 1'
 section lan ipmitool lan print 1
@@ -48,6 +48,23 @@ sleep 60
 echo o >/proc/sysrq-trigger
 sleep 1000
 `
+
+// withInbandIPMI is a daemon option (daemon's mods) that serves each VM's
+// in-band IPMI, as vbmcd does by default but the tests' daemons do not:
+// the VM gets its KCS at its next power-on through vbmcd, and the deploy
+// ramdisk's agent reads its BMC there. For a test of the real agent
+// through Ironic: with it, the node's inspection inventory holds
+// wantInventoryBMC.
+func withInbandIPMI(cfg *Config) { cfg.IPMI, cfg.IPMIInband = true, true }
+
+// wantInventoryBMC is what ironic-python-agent reports of machine id's BMC
+// (hardware.py, get_bmc_address and get_bmc_mac, in Ironic's inventory as
+// bmc_address and bmc_mac) when the BMC answers at addr: the machine's own
+// BMC address (--bmc-addresses), else the service's IPMI address
+// (--ipmi-addr, by default --redfish-addr's host), and its BMC's MAC.
+func wantInventoryBMC(id, addr string) map[string]string {
+	return map[string]string{"bmc_address": addr, "bmc_mac": machine.BMCMAC(id).String()}
+}
 
 // ipaRamdisk is the deploy ramdisk's directory (hack/build-ipa-ramdisk.sh,
 // which make test runs, links it as _out/tools/ipa-ramdisk).
@@ -95,7 +112,7 @@ type sections struct {
 // wait returns section name's output and exit status, once it ended.
 func (s sections) wait(name string, timeout time.Duration) (string, string) {
 	s.t.Helper()
-	re := regexp.MustCompile(`(?s)BMLAB-KCS-BEGIN ` + regexp.QuoteMeta(name) + `\n(.*?)BMLAB-KCS-END ` + regexp.QuoteMeta(name) + ` rc=(\d+)`)
+	re := regexp.MustCompile(`(?s)BMLAB-KCS-BEGIN ` + regexp.QuoteMeta(name) + `\n(.*?)BMLAB-KCS-END ` + regexp.QuoteMeta(name) + ` rc=(\d+) took=(\S+)`)
 	var m []string
 	if !testenv.WaitFor(timeout, func() bool {
 		b, _ := os.ReadFile(s.log)
@@ -109,7 +126,7 @@ func (s sections) wait(name string, timeout time.Duration) (string, string) {
 		}
 		s.t.Fatalf("the guest's section %s did not end within %s; serial log ends:\n%s", name, timeout, tail)
 	}
-	s.t.Logf("in-band %s (rc=%s):\n%s", name, m[2], m[1])
+	s.t.Logf("in-band %s (rc=%s, %s in the guest):\n%s", name, m[2], m[3], m[1])
 	return m[1], m[2]
 }
 
@@ -152,8 +169,8 @@ func TestE2EInbandIPMI(t *testing.T) {
 	initrd := withScript(t, ramdisk, testenv.QemuDir(t), "bmlab-kcs-test", inbandScript)
 	lab.DirectBoot(t, vm, filepath.Join(ramdisk, "vmlinuz"), initrd, "console=ttyS0,115200 rdinit=/bmlab-kcs-test loglevel=4 panic=-1")
 	const bmcAddr = "127.34.9.1"
-	url := daemon(t, "e2e-kcs-", func(cfg *Config) {
-		cfg.IPMI, cfg.IPMIInband, cfg.BMCIPMIPort = true, true, 623
+	url := daemon(t, "e2e-kcs-", withInbandIPMI, func(cfg *Config) {
+		cfg.BMCIPMIPort = 623
 		cfg.BMCAddresses = []string{vm.Name + "=" + bmcAddr}
 	})
 	sys := "/redfish/v1/Systems/" + vm.ID
@@ -170,10 +187,11 @@ func TestE2EInbandIPMI(t *testing.T) {
 
 	// lan print: the machine's own BMC's address and MAC, as the agent
 	// reads them, and the same over LAN.
-	mac := machine.BMCMAC(vm.ID).String()
+	want := wantInventoryBMC(vm.ID, bmcAddr)
+	mac := want["bmc_mac"]
 	lan := s.must("lan", 2*time.Minute)
-	if got := strings.TrimSpace(s.must("ipa-bmc-address", 2*time.Minute)); got != bmcAddr {
-		t.Errorf("the agent's BMC address: %q, want %s", got, bmcAddr)
+	if got := strings.TrimSpace(s.must("ipa-bmc-address", 2*time.Minute)); got != want["bmc_address"] {
+		t.Errorf("the agent's BMC address: %q, want %s", got, want["bmc_address"])
 	}
 	if got := strings.Fields(s.must("ipa-bmc-mac", 2*time.Minute)); len(got) != 2 || got[0] != bmcAddr || got[1] != mac {
 		t.Errorf("the agent's BMC address and MAC: %q, want %s %s", got, bmcAddr, mac)
