@@ -129,12 +129,12 @@ build_ipa_ramdisk() {
     nice -n 10 zstd -q -T0 -9 -o "$out/initramfs"
 
   # The ESP Ironic builds its UEFI ISOs with: GRUB, which finds the ISO's
-  # grub.cfg (Ironic's [DEFAULT]grub_config_path, EFI/BOOT/grub.cfg).
+  # grub.cfg (Ironic's [DEFAULT]grub_config_path, EFI/BOOT/grub.cfg). Its
+  # modules stay in its memdisk (its prefix).
   local grubdir=$work/grub
   mkdir -p "$grubdir"
   cat >"$grubdir/grub.cfg" <<'CFG'
 search --no-floppy --set=root --file /EFI/BOOT/grub.cfg
-set prefix=($root)/EFI/BOOT
 configfile ($root)/EFI/BOOT/grub.cfg
 CFG
   grub-mkstandalone -O x86_64-efi -o "$grubdir/BOOTX64.EFI" --locales= --fonts= --themes= \

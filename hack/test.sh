@@ -40,6 +40,9 @@ bash hack/build-kube.sh
 # ironic-python-agent) and Ironic 29's root.
 bash hack/build-ipa-ramdisk.sh
 bash hack/build-ironic-root.sh
+# The text-UI image the hands-free console's tests boot (a Debian kernel,
+# busybox and whiptail), built the same way, once per machine.
+bash hack/build-tui-image.sh
 # The committed KubeVirt and CDI test data must be what their generators
 # (KubeVirt's and CDI's own code, just built) make now.
 bash hack/check-generated.sh

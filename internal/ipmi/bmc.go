@@ -80,10 +80,18 @@ type bmc struct {
 	cfg *config
 	ctx context.Context // lives as long as the Manager; slow power work uses it
 
-	mu       sync.Mutex
-	lan      *lanSock // nil: no LAN face
-	kcs      *inband  // nil: no in-band face
-	users    []machine.Credential
+	mu    sync.Mutex
+	lan   *lanSock // nil: no LAN face
+	kcs   *inband  // nil: no in-band face
+	users []machine.Credential
+	// ownUsers: users are the machine's own (Settings.Credentials, as
+	// vbmcd ipmi set gives them), bound to this machine; else the
+	// daemon's, which reach every machine.
+	ownUsers bool
+	// guesses: the in-band face's wrong password tests, less one per
+	// inbandGuessEvery since guessed (users.go).
+	guesses  float64
+	guessed  time.Time
 	sessions map[uint32]*sess
 	drops    struct {
 		logged, since time.Time      // the last line about dropped set-ups
@@ -178,9 +186,9 @@ func unhex(c byte) byte {
 	return 0
 }
 
-func (b *bmc) setUsers(u []machine.Credential) {
+func (b *bmc) setUsers(u []machine.Credential, own bool) {
 	b.mu.Lock()
-	b.users = u
+	b.users, b.ownUsers = u, own
 	b.mu.Unlock()
 }
 
@@ -836,7 +844,7 @@ func (b *bmc) refused(user string, from net.Addr, why string) {
 // authFailed counts a failed login towards the name's lock for source.
 func (b *bmc) authFailed(name, source string) {
 	if b.cfg.accounts != nil {
-		b.cfg.accounts.Failed(name, source)
+		b.cfg.accounts.Failed(b.id, name, source)
 	}
 }
 
@@ -907,7 +915,7 @@ func (b *bmc) rakp3(p []byte, from net.Addr) []byte {
 	s.state = stateActive
 	b.cfg.throttle.Refund(from.String())
 	if b.cfg.accounts != nil && s.acct != "" {
-		b.cfg.accounts.Succeeded(s.user, from.String())
+		b.cfg.accounts.Succeeded(b.id, s.user, from.String())
 	}
 	s.priv = s.limit
 	s.last = time.Now()

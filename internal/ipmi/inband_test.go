@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,7 +168,7 @@ func TestInbandUsers(t *testing.T) {
 	must(t, k, wire.NetFnApp, cmdSetUserPassword, append([]byte{0x85, 0x02}, pass("os-admin-password")...)...)
 	must(t, k, wire.NetFnApp, cmdSetUserAccess, 0x91, 5, privAdmin)
 	must(t, k, wire.NetFnApp, cmdSetUserPassword, 5, 0x01)
-	a, ok := st.ByName("osadmin")
+	a, ok := st.ByName(l.ids[0], "osadmin")
 	if !ok || a.System != l.ids[0] || a.Role != accounts.Administrator || !a.Enabled {
 		t.Fatalf("account made in-band: %+v (found %v), want an enabled Administrator bound to %s", a, ok, l.ids[0])
 	}
@@ -194,13 +195,84 @@ func TestInbandUsers(t *testing.T) {
 	// no change.
 	code, _, err := k.Do(wire.NetFnApp, cmdSetUserPassword, append([]byte{0x82, 0x03}, pass(testPass)...)...)
 	wantCode(t, "test the daemon user's password in-band", code, wire.CodeInvalidDataField, err)
-	g, _ := st.ByName("global")
+	g, _ := st.ByName("", "global")
 	code, _, err = k.Do(wire.NetFnApp, cmdSetUserName, append([]byte{g.Slot}, name("mine")...)...)
 	wantCode(t, "rename the global account in-band", code, wire.CodeInsufficientPriv, err)
 	code, _, err = k.Do(wire.NetFnApp, cmdSetUserPassword, append([]byte{0x80 | g.Slot, 0x02}, pass("taken-over-password")...)...)
 	wantCode(t, "set the global account's password in-band", code, wire.CodeInsufficientPriv, err)
-	if _, _, err := st.Verify("global", "global-password", ""); err != nil {
+	if _, _, err := st.Verify("", "global", "global-password", ""); err != nil {
 		t.Errorf("the global account's password changed: %v", err)
+	}
+	// Its own account's password: tested, but guessing is bounded (the OS
+	// has no address to throttle or lock): inbandGuessBurst wrong tests,
+	// then node busy before anything is compared, the right one too.
+	var codes []string
+	for range inbandGuessBurst + 2 {
+		code, _, err := k.Do(wire.NetFnApp, cmdSetUserPassword, append([]byte{0x85, 0x03}, pass("guess")...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes = append(codes, code.String())
+	}
+	code, _, err = k.Do(wire.NetFnApp, cmdSetUserPassword, append([]byte{0x85, 0x03}, pass("os-admin-password")...)...)
+	wantCode(t, "test of the right password in-band after the guesses", code, wire.CodeNodeBusy, err)
+	want := strings.Repeat(codePasswordTestFailed.String()+",", inbandGuessBurst) + strings.Repeat(wire.CodeNodeBusy.String()+",", 2)
+	if got := strings.Join(codes, ",") + ","; got != want {
+		t.Errorf("%d wrong in-band password tests answered %s; want %d failures, then node busy", inbandGuessBurst+2, got, inbandGuessBurst)
+	}
+	// Machine 1's BMC, whose tests the guesses did not spend.
+	k1 := l.kcs(t, 1)
+	code, _, err = k1.Do(wire.NetFnApp, cmdSetUserPassword, append([]byte{0x85, 0x03}, pass("guess")...)...)
+	wantCode(t, "machine 1's OS tests a password at its empty slot 5", code, wire.CodeInvalidDataField, err)
+}
+
+// TestInbandMachineUserHidden: a machine's own BMC user (Settings.Credentials,
+// bound to its machine since issue 46) is a fixed user: its OS neither sees
+// it, tests its password, nor changes it.
+func TestInbandMachineUserHidden(t *testing.T) {
+	st, err := accounts.Open(t.TempDir(), accounts.WithCost(bcrypt.MinCost), accounts.WithReserved(testUser))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newKCSLab(t, 1, WithAccounts(st))
+	if _, err := l.svc.UpdateSettings(context.Background(), l.ids[0], func(s *machine.Settings) error {
+		s.Credentials = []machine.Credential{{Username: "m0-bmc", Password: "m0-bmc-pass"}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	k := l.kcs(t, 0)
+	// The users follow the settings: wait until its own user logs in over
+	// LAN at machine 0's BMC.
+	if !testenv.WaitFor(5*time.Second, func() bool {
+		c, err := client.Dial(context.Background(), l.addrs[0], client.Config{Username: "m0-bmc", Password: "m0-bmc-pass", Timeout: 300 * time.Millisecond})
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}) {
+		t.Fatal("machine 0's own user never logs in at its BMC")
+	}
+	name := make([]byte, 16)
+	copy(name, "taken")
+	pw := make([]byte, 16)
+	copy(pw, "m0-bmc-pass")
+	for _, tc := range []struct {
+		what string
+		cmd  uint8
+		data []byte
+		want wire.CompletionCode
+	}{
+		{"its name", cmdGetUserName, []byte{2}, wire.CodeOK},
+		{"a test of its password", cmdSetUserPassword, append([]byte{2, 3}, pw...), wire.CodeInvalidDataField},
+		{"a new password", cmdSetUserPassword, append([]byte{2, 2}, pw...), wire.CodeNotInPresentState},
+		{"a new name", cmdSetUserName, append([]byte{2}, name...), wire.CodeNotInPresentState},
+	} {
+		code, data, err := k.Do(wire.NetFnApp, tc.cmd, tc.data...)
+		wantCode(t, "machine 0's own user in-band: "+tc.what, code, tc.want, err)
+		if tc.cmd == cmdGetUserName && len(bytes.TrimRight(data, "\x00")) != 0 {
+			t.Errorf("the OS reads its BMC's own user's name: %q", data)
+		}
 	}
 }
 

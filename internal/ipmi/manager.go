@@ -253,11 +253,13 @@ func (m *Manager) endpointOf(mc *machine.Machine) (endpoint, bool) {
 	return endpoint{addr: addr, port: ep.Port}, true
 }
 
-func (m *Manager) credsOf(mc *machine.Machine) []machine.Credential {
+// credsOf are the fixed users of mc's BMC: the machine's own
+// (Settings.Credentials, own), else the daemon's.
+func (m *Manager) credsOf(mc *machine.Machine) (creds []machine.Credential, own bool) {
 	if len(mc.Settings.Credentials) > 0 {
-		return mc.Settings.Credentials
+		return mc.Settings.Credentials, true
 	}
-	return m.cfg.creds
+	return m.cfg.creds, false
 }
 
 // ensure makes the machine's BMC match its snapshot: its LAN face started,

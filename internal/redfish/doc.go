@@ -21,7 +21,11 @@
 // firmware strings, Oem blocks, virtual media members by the vendor's ids
 // and only where the vendor hangs them, and the vendor's own actions its Oem
 // blocks name (persona.go); its quirks change how some requests are
-// answered. System, Manager and Chassis keep the machine's id on this
+// answered. Each Manager has the hands-free console (screen.go): a
+// screenshot (Dell's DellLCService.ExportServerScreenShot on a Dell
+// personality, vbmcd's Bmlab.ExportScreenShot on the others), keys typed
+// (Bmlab.SendKeys, stopped at the next key when its caller loses the
+// right) and the serial output (Bmlab.ExportSerialData). System, Manager and Chassis keep the machine's id on this
 // listener.
 //
 // Resources are built by small pure functions from a machine snapshot
@@ -38,7 +42,8 @@
 // changes live on a running machine).
 //
 // Authentication is HTTP Basic or a Redfish session (X-Auth-Token). The
-// service-wide credentials reach every system; a machine's own credentials
+// service-wide credentials, and the users of an htpasswd file
+// (WithHtpasswd), reach every system; a machine's own credentials
 // (machine.Settings.Credentials) reach that system, its Manager and Chassis
 // only, and collections list only what the caller may see. Accounts and
 // roles come from internal/accounts; an account bound to a system changes
@@ -47,8 +52,10 @@
 // that one system, and that BMC's sessions, accounts, subscriptions, tasks
 // and firmware; SimpleUpdate without Targets updates it. A machine of a
 // vendor personality is served there under the vendor's ids
-// (System.Embedded.1, /Systems/1: vendorids.go maps paths, bodies and
-// Location headers both ways; the shared listener keeps machine ids).
+// (System.Embedded.1, /Systems/1: vendorids.go maps paths, the references
+// of a body once read within its budget, and answers and Location headers
+// both ways; the shared listener keeps machine ids). Event destinations are
+// held to WithEventPolicy, which for loopback vbmcd gives a flag of its own.
 // Sessions are shared with the web console (caller.go: SessionCaller,
 // SessionState, and Changed, which tells it at once when a session ends or
 // an account changes), each with the BMC it was made on. Refused logins

@@ -5,6 +5,10 @@
 // WithIPMISockets every machine names an in-band IPMI socket, where vbmcd's
 // in-band face listens and a synthetic client plays the machine's qemu.
 //
+// A running machine has a screen of its own (screen.go): a text screen
+// drawn from its state and what was typed on it, for the hands-free
+// console's scripts and tests without VMs.
+//
 // What it does not do: boot anything. A started machine is "On" after the
 // configured delay; nothing runs inside it.
 package sim

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,18 +42,17 @@ import (
 //     ipmitool at ADDR (port 623) reaches the same node;
 //   - net check is clean; an address taken off the BMC bridge is reported,
 //     net repair puts it back and net check is clean again;
-//   - Ironic 21.4, started in that namespace as in the bootstrap VM, takes
+//   - Ironic, started in that namespace as in the bootstrap VM, takes
 //     each host of install-config (its BMC address, credentials and
 //     bmcVerifyCA as given; the ipmi and the redfish hardware types) to
 //     manageable and powers it on and off, as libvirt sees; inspects each
-//     Redfish host (CPUs and memory as the lab made them); then every
-//     host goes through provide (automated cleaning), deploy (direct) and
-//     undeploy with cleaning: a Redfish host boots the deploy ISO by
-//     redfish-virtual-media, an IPMI host the deploy kernel over the
-//     network (the ipxe boot interface: OVMF's PXE, Debian's dnsmasq as a
-//     proxyDHCP and TFTP server beside libvirt's DHCP on the machine
-//     network, Debian's iPXE, Ironic's boot.ipxe), each boot seen on the
-//     node's serial console;
+//     Redfish host through its BMC (CPUs and memory as the lab made them);
+//     in the IPv4 Redfish lab Ironic is 29 (with fast_track, as the
+//     bootstrap's) and the first master goes through the real agent
+//     (ironic-python-agent 10.2.0 from Debian 13, by virtual media):
+//     inspection, automated cleaning, the deploy of an OS image, which the
+//     master then boots from its disk and which its disk holds (read from
+//     the lab host); the other labs run Ironic 21.4;
 //   - in the two-node lab, fence_redfish and fence_ipmilan, with the
 //     fencing credentials install-config carries, power each master on
 //     and off (libvirt's view checked); a wrong password is refused;
@@ -63,20 +63,20 @@ func TestUpBMCNetwork(t *testing.T) {
 		name, mode, lab string
 		port            int
 		bmcNet          string
-		ipmi            bool
+		ipmi, realAgent bool
 	}{
 		{"lbn4", plan.ModeIPI, `  machineNetwork: 10.198.64.0/24
   dhcpRange: {start: 10.198.64.20, end: 10.198.64.60}
   apiVIP: 10.198.64.5
   ingressVIP: 10.198.64.4
   workers: {count: 0}
-`, 18764, "10.198.164.0/24", false},
+`, 18764, "10.198.164.0/24", false, true},
 		{"lbni", plan.ModeIPI, `  machineNetwork: 10.198.66.0/24
   dhcpRange: {start: 10.198.66.20, end: 10.198.66.60}
   apiVIP: 10.198.66.5
   ingressVIP: 10.198.66.4
   workers: {count: 0}
-`, 18766, "10.198.166.0/24", true},
+`, 18766, "10.198.166.0/24", true, false},
 		{"lbn6", plan.ModeAgent, `  ipFamily: v6
   machineNetwork: fd2e:6f44:5dd8:c964::/120
   dhcpRange: {start: "fd2e:6f44:5dd8:c964::20", end: "fd2e:6f44:5dd8:c964::60"}
@@ -87,13 +87,15 @@ func TestUpBMCNetwork(t *testing.T) {
   fencing: true
   agent: {staticIPs: true}
   installer: INSTALLER
-`, 18765, "fd2e:6f44:5dd8:c965::/120", false},
+`, 18765, "fd2e:6f44:5dd8:c965::/120", false, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) { upBMCNetwork(t, tc.name, tc.mode, tc.lab, tc.port, tc.bmcNet, tc.ipmi) })
+		t.Run(tc.name, func(t *testing.T) {
+			upBMCNetwork(t, tc.name, tc.mode, tc.lab, tc.port, tc.bmcNet, tc.ipmi, tc.realAgent)
+		})
 	}
 }
 
-func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet string, ipmi bool) {
+func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet string, ipmi, realAgent bool) {
 	dir := testenv.QemuDir(t)
 	cfg := labFile(t, dir, name, port)
 	b, err := os.ReadFile(cfg)
@@ -104,12 +106,11 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 	cluster = strings.ReplaceAll(cluster, "INSTALLER", installertest.Installer(t))
 	lab = lab[:strings.Index(lab, "  machineNetwork:")] + cluster + lab[strings.Index(lab, "  bmc:"):]
 	lab = strings.Replace(lab, "  bmc: {", "  bmc: {network: '"+bmcNet+"', ", 1)
-	// Small masters, but 1 GiB each (not the tiny profile's 512 MiB):
-	// sushy 4.3 reads TotalSystemMemoryGiB as an integer, so Ironic's
-	// Redfish inspection of a smaller machine finds no memory and fails
-	// (no real server has less; qemu touches only what the firmware and
-	// grub use).
-	const size = "vcpus: 1, memoryMiB: 1024, diskGiB: 2"
+	// Small masters, but 1.5 GiB each (not the tiny profile's 512 MiB:
+	// masterMiB) with a 4 GiB disk (the least ironic-python-agent takes
+	// for a root device); qemu touches only what the guest uses, and the
+	// disks are sparse.
+	size := fmt.Sprintf("vcpus: 1, memoryMiB: %d, diskGiB: 4", masterMiB)
 	if strings.Contains(lab, "  masters: {") {
 		lab = strings.Replace(lab, "  masters: {", "  masters: {"+size+", ", 1)
 	} else {
@@ -214,7 +215,7 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 
 	// Ironic, on the machine network as in the bootstrap VM, drives every
 	// node through the BMC install-config names for it.
-	ironicDrives(t, ns, probeAddr, ic, p)
+	ironicDrives(t, ns, probeAddr, ic, p, realAgent)
 
 	// The fence agents of a two-node cluster, from the machine network,
 	// with the fencing credentials install-config carries (and the lab's
@@ -379,91 +380,80 @@ func fenceMasters(t *testing.T, ns string, p *plan.Plan, creds []ipi.FencingCred
 // host of install-config with its BMC address, credentials and the CA
 // install-config carries, manage it (Ironic checks power and management
 // through the BMC) and power it on and off; libvirt's view of the domain
-// is checked after each; it inspects the Redfish hosts; then it provides, deploys and undeploys every
-// host, booting the deploy image by virtual media (Redfish) or over the
-// network (IPMI: Options.PXE on the machine network). (BIOS and firmware
-// through BMCs of their own: TestIronicSim and TestE2EIronic,
-// internal/vbmcd.)
-func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig, p *plan.Plan) {
+// is checked after each; it inspects the Redfish hosts through their BMCs.
+// With realAgent (an IPv4 Redfish lab), Ironic is 29 with fast_track, as the
+// bootstrap VM's is, and it takes the first host through the real agent
+// (the deploy ramdisk of hack/build-ipa-ramdisk.sh, booted by virtual
+// media): inspection (its CPUs, memory, disk and boot MAC as the lab made
+// them), automated cleaning and a deploy of the OS image, which the host
+// then boots from its disk (its serial log shows the image's lines) and
+// which the host's disk holds, as read from the lab host. Otherwise it is
+// Ironic 21.4. (BIOS and firmware through BMCs of their own:
+// TestIronicSim, internal/vbmcd; the ipmi hardware type's network boot of
+// the same agent: TestE2EIronicAgent/21.)
+func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig, p *plan.Plan, realAgent bool) {
 	t.Helper()
 	o := ironictest.Options{Namespace: ns, Host: addr.String()}
-	ipmi := false
-	for _, h := range ic.Platform.BareMetal.Hosts {
-		ipmi = ipmi || strings.HasPrefix(h.BMC.Address, "ipmi://")
-	}
-	if ipmi {
-		// The network boot the ipmi hardware type needs, on the machine
-		// network: the nodes' one NIC is there, and libvirt's DHCP server
-		// hands out its addresses, so dnsmasq is a proxyDHCP server.
-		// An IPv6 prefix for dnsmasq's router advertisements, which end
-		// iPXE's IPv6 autoconfiguration at once (else it waits about 16 s
-		// each boot).
-		ra := netip.MustParsePrefix("fd5e:b1ab:6600::/64")
-		netnstest.IP(t, "-n", ns, "addr", "add", "fd5e:b1ab:6600::fe/64", "dev", "eth0", "nodad")
-		o.PXE = &ironictest.PXE{Interface: "eth0", Subnet: p.Cluster.MachineNetwork, RAPrefix: ra}
+	if realAgent {
+		o.Release = ironictest.Ironic29
+		o.Config = ironictest.AgentConfig(true)
 	}
 	ir := ironictest.Start(t, o)
-	iso := ir.Serve("/images/agent.iso", testenv.AgentISO(t))
-	var kernel, ramdisk string
-	if ipmi {
-		// The deploy kernel iPXE boots prints the agent's marker, as the
-		// deploy ISO does; the ramdisk is a few bytes iPXE loads beside it.
-		kernel = ir.Serve("/images/deploy_kernel", testenv.AgentEFI(t))
-		rd := filepath.Join(t.TempDir(), "deploy_ramdisk")
-		if err := os.WriteFile(rd, []byte("bmlab: the stand-in deploy ramdisk\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		ramdisk = ir.Serve("/images/deploy_ramdisk", rd)
+	var ramdisk map[string]any
+	if realAgent {
+		ramdisk = ir.ServeRamdisk(ironictest.DeployRamdisk(t))
 	}
 	ca := filepath.Join(t.TempDir(), "bmc-verify-ca.pem")
 	if err := os.WriteFile(ca, []byte(ic.Platform.BareMetal.BMCVerifyCA), 0o644); err != nil || ic.Platform.BareMetal.BMCVerifyCA == "" {
 		t.Fatalf("install-config's bmcVerifyCA: %v (%d bytes)", err, len(ic.Platform.BareMetal.BMCVerifyCA))
 	}
-	var names, inspect []string // inspect: the Redfish hosts
-	for _, h := range ic.Platform.BareMetal.Hosts {
+	var names, inspect []string // inspect: the Redfish hosts Ironic inspects through their BMCs
+	agentHost := ""
+	for i, h := range ic.Platform.BareMetal.Hosts {
 		spec := ironictest.NodeSpec{Name: h.Name}
 		switch a := h.BMC.Address; {
 		case strings.HasPrefix(a, "ipmi://"):
 			host := strings.Trim(strings.TrimPrefix(a, "ipmi://"), "[]")
 			spec.Driver = "ipmi"
-			spec.DriverInfo = map[string]any{"ipmi_address": host, "ipmi_username": h.BMC.Username, "ipmi_password": h.BMC.Password,
-				"deploy_kernel": kernel, "deploy_ramdisk": ramdisk}
-			spec.Interfaces = map[string]string{"boot_interface": "ipxe", "deploy_interface": "direct", "management_interface": "ipmitool", "power_interface": "ipmitool"}
+			spec.DriverInfo = map[string]any{"ipmi_address": host, "ipmi_username": h.BMC.Username, "ipmi_password": h.BMC.Password}
+			spec.Interfaces = map[string]string{"management_interface": "ipmitool", "power_interface": "ipmitool"}
 		case strings.HasPrefix(a, "redfish-virtualmedia+https://"):
 			rest := strings.TrimPrefix(a, "redfish-virtualmedia+")
 			i := strings.Index(rest, "/redfish/")
 			spec.Driver = "redfish"
 			spec.DriverInfo = map[string]any{"redfish_address": rest[:i], "redfish_system_id": rest[i:],
-				"redfish_username": h.BMC.Username, "redfish_password": h.BMC.Password, "redfish_verify_ca": ca,
-				"deploy_iso": iso}
+				"redfish_username": h.BMC.Username, "redfish_password": h.BMC.Password, "redfish_verify_ca": ca}
 			spec.Interfaces = map[string]string{"boot_interface": "redfish-virtual-media", "deploy_interface": "direct",
 				"management_interface": "redfish", "power_interface": "redfish", "inspect_interface": "redfish"}
 		default:
 			t.Fatalf("%s: BMC address %s", h.Name, a)
 		}
 		spec.Properties = map[string]any{"capabilities": "boot_mode:uefi"} // the lab's nodes are UEFI
-		spec.MACs = []string{h.BootMACAddress}
+		switch {
+		case realAgent && i == 0:
+			agentHost = h.Name
+			spec.Interfaces["inspect_interface"] = "agent"
+			for k, v := range ramdisk {
+				spec.DriverInfo[k] = v
+			}
+			// The image from enrollment on: see ironictest's Patch on
+			// Ironic 29.
+			image := testenv.OSImage(t)
+			spec.InstanceInfo = ironictest.ImageInstanceInfo(t, ir.Serve("/images/os-disk.img", image), image)
+		case spec.Driver == "redfish":
+			inspect = append(inspect, h.Name)
+			spec.MACs = []string{h.BootMACAddress}
+		default:
+			spec.MACs = []string{h.BootMACAddress}
+		}
 		if _, err := ir.Enroll(spec); err != nil {
 			t.Fatal(err)
 		}
 		names = append(names, h.Name)
-		if spec.Driver == "redfish" {
-			inspect = append(inspect, h.Name)
-		}
 	}
-	for _, n := range names {
-		if err := ir.Provision(n, "manage", nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, n := range names {
-		if _, err := ir.Wait("manage", n, "manageable", 2*time.Minute); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ir.Step(t, "manage", "manage", "manageable", 2*time.Minute, names...)
 	// Redfish inspection (the redfish inspect interface) reads each
 	// Redfish host's CPUs and memory from its BMC as the lab made them.
-	// (The ipmi hardware type inspects through ironic-inspector only.)
 	if len(inspect) > 0 {
 		ir.Step(t, "Redfish inspection", "inspect", "manageable", 2*time.Minute, inspect...)
 		for _, n := range inspect {
@@ -471,8 +461,10 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 			if err != nil {
 				t.Fatal(err)
 			}
-			if mem, cpus := fmt.Sprint(node.Properties["memory_mb"]), fmt.Sprint(node.Properties["cpus"]); mem != "1024" || cpus != "1" {
-				t.Errorf("%s inspected: memory_mb %s, cpus %s; want 1024 and 1 (properties %v)", n, mem, cpus, node.Properties)
+			// sushy reads TotalSystemMemoryGiB as whole GiB.
+			pn, _ := p.Node(n)
+			if mem, cpus := fmt.Sprint(node.Properties["memory_mb"]), fmt.Sprint(node.Properties["cpus"]); mem != fmt.Sprint(pn.MemoryMiB/1024*1024) || cpus != fmt.Sprint(pn.VCPUs) {
+				t.Errorf("%s inspected: memory_mb %s, cpus %s; want %d and %d (properties %v)", n, mem, cpus, pn.MemoryMiB/1024*1024, pn.VCPUs, node.Properties)
 			}
 		}
 	}
@@ -491,61 +483,67 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 		}
 	}
 	// Ironic forgets the nodes when done: its power sync would otherwise
-	// put back a power state the fence agents change.
+	// put back a power state the fence agents change. (A deployed node
+	// goes into maintenance first: Ironic deletes no active node else.)
 	defer func() {
 		for _, n := range names {
+			if n == agentHost {
+				if err := ir.Patch(n, map[string]any{"op": "replace", "path": "/maintenance", "value": true}); err != nil {
+					t.Errorf("maintenance for %s: %v", n, err)
+				}
+			}
 			if err := ir.Do(http.MethodDelete, "/v1/nodes/"+n, nil, nil); err != nil {
 				t.Errorf("delete %s from Ironic: %v", n, err)
 			}
 		}
 	}()
+	if agentHost != "" {
+		agentDeploys(t, ir, agentHost, hostNamed(ic, agentHost), p)
+	}
+}
 
-	// Every host: provide (automated cleaning), deploy (direct) and
-	// undeploy with cleaning. A Redfish host boots the deploy ISO from
-	// virtual media (redfish-virtual-media), an IPMI host the deploy
-	// kernel over the network (ipxe: its firmware's PXE, dnsmasq, iPXE);
-	// either prints the agent's marker: the stand-in agent starts when the
-	// line shows on the node's serial console, so each boot of it is
-	// counted there.
-	disk := testenv.MarkerDisk(t)
-	image := ir.Serve("/images/disk.img", disk)
-	logs := map[string]string{}
-	for _, n := range names {
-		h := hostNamed(ic, n)
-		logs[n] = filepath.Join(p.Paths.Logs, n+".serial.log")
-		ir.Agent.WatchSerial(logs[n], testenv.AgentMarker, h.BootMACAddress)
+// masterMiB is the masters' memory in these labs: the deploy ramdisk's
+// root (240 MB, in memory) and the agent fit, and sushy 4.3 reads
+// TotalSystemMemoryGiB as an integer, so Redfish inspection of a machine
+// with less than 1 GiB finds no memory and fails.
+const masterMiB = 1536
+
+// agentDeploys has Ironic take host name through the real agent:
+// inspection, automated cleaning (fast_track: the agent stays up for the
+// deploy), the deploy of the OS image; the host then boots its disk.
+func agentDeploys(t *testing.T, ir *ironictest.Ironic, name string, h ipi.Host, p *plan.Plan) {
+	t.Helper()
+	n, _ := p.Node(name)
+	serial := filepath.Join(p.Paths.Logs, name+".serial.log")
+	inits := testenv.WatchLines(t, serial, ironictest.AgentBootLine)
+	ir.Step(t, "inspection by the agent", "inspect", "manageable", 15*time.Minute, name)
+	inv, err := ir.Inventory(name)
+	if err != nil {
+		t.Fatal(err)
 	}
-	booted := func(n string) int { return testenv.Count(logs[n], testenv.AgentMarker) }
-	boot := "redfish-virtual-media"
-	if ipmi {
-		boot = "ipmi, ipxe"
+	in := inv.Inventory
+	var macs []string
+	for _, i := range in.Interfaces {
+		macs = append(macs, strings.ToLower(i.MACAddress))
 	}
-	ir.Step(t, "provide (automated cleaning, "+boot+")", "provide", "available", 10*time.Minute, names...)
-	for _, n := range names {
-		if got := booted(n); got != 1 {
-			t.Errorf("%s: the deploy image booted %d times for cleaning, want 1", n, got)
-		}
-		if err := ir.Patch(n, ironictest.ImageInfo(t, image, disk)...); err != nil {
-			t.Fatal(err)
-		}
+	// The plan's node, as up made it: the lab's own sizes.
+	if in.CPU.Count != int(n.VCPUs) || in.Memory.PhysicalMB != int(n.MemoryMiB) || len(in.Disks) != 1 || in.Disks[0].Size != int64(n.Disks[0].SizeGiB)<<30 ||
+		!slices.Contains(macs, strings.ToLower(h.BootMACAddress)) {
+		t.Errorf("%s inspected by the agent: %d CPUs, %d MiB, disks %+v, NICs %v; want %d, %d, one of %d GiB, the boot MAC %s among them",
+			name, in.CPU.Count, in.Memory.PhysicalMB, in.Disks, macs, n.VCPUs, n.MemoryMiB, n.Disks[0].SizeGiB, h.BootMACAddress)
 	}
-	ir.Step(t, "deploy ("+boot+", direct)", "active", "active", 10*time.Minute, names...)
-	for _, n := range names {
-		if got := booted(n); got != 2 {
-			t.Errorf("%s: the deploy image booted %d times by the end of the deploy, want 2", n, got)
-		}
-		if node, _ := ir.Node(n); node.Power() != "power on" {
-			t.Errorf("%s deployed: %s, want power on", n, node)
-		}
+	ir.Step(t, "provide (automated cleaning)", "provide", "available", 15*time.Minute, name)
+	ir.Step(t, "deploy (direct)", "active", "active", 15*time.Minute, name)
+	if !testenv.WaitFor(5*time.Minute, func() bool { return testenv.Count(serial, testenv.OSRelease) > 0 }) {
+		b, _ := os.ReadFile(serial)
+		t.Fatalf("%s deployed: its serial log never showed %q; it ends:\n%s", name, testenv.OSRelease, b[max(0, len(b)-3000):])
 	}
-	ir.Step(t, "undeploy (cleaning, "+boot+")", "deleted", "available", 10*time.Minute, names...)
-	for _, n := range names {
-		if got := booted(n); got != 3 {
-			t.Errorf("%s: the deploy image booted %d times by the end of the undeploy, want 3", n, got)
-		}
-		if out, _ := virsh(t, "domstate", n); strings.TrimSpace(out) != "shut off" {
-			t.Errorf("%s after cleaning: %s, want shut off", n, out)
-		}
+	ir.LogAgentTimes(t, name, serial, inits())
+	if err := ironictest.SameImage(n.Disks[0].Path, testenv.OSImage(t)); err != nil {
+		t.Errorf("%s deployed: %v", name, err)
+	}
+	if got := testenv.Count(serial, testenv.OSMarker); got != 1 {
+		t.Errorf("%s: the OS booted %d times, want 1", name, got)
 	}
 }
 
