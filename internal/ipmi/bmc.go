@@ -21,6 +21,7 @@ import (
 	"github.com/bmlab/bmlab/internal/ipmi/wire"
 	"github.com/bmlab/bmlab/internal/lograte"
 	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/personality"
 )
 
 // Privilege levels (IPMI v2.0 §6.8; encoding of §22.13, byte 2).
@@ -68,24 +69,29 @@ type sess struct {
 	closing   bool // Close Session answered; drop once the answer is sealed
 }
 
-// bmc is the BMC of one machine: its socket, sessions and in-memory state
-// (boot option parameters that the model does not hold).
+// bmc is the BMC of one machine: its faces (a LAN socket, the in-band
+// system interface), sessions and in-memory state (boot option parameters
+// that the model does not hold, the SEL, the watchdog). Both faces run the
+// same command handlers on the same state.
 type bmc struct {
-	id   string // machine ID
-	svc  *machine.Service
-	log  *zap.Logger
-	cfg  *config
-	ctx  context.Context // lives as long as the Manager; slow power work uses it
-	conn net.PacketConn
-	ep   endpoint
-	done chan struct{}
+	id  string // machine ID
+	svc *machine.Service
+	log *zap.Logger
+	cfg *config
+	ctx context.Context // lives as long as the Manager; slow power work uses it
 
 	mu    sync.Mutex
+	lan   *lanSock // nil: no LAN face
+	kcs   *inband  // nil: no in-band face
 	users []machine.Credential
 	// ownUsers: users are the machine's own (Settings.Credentials, as
 	// vbmcd ipmi set gives them), bound to this machine; else the
 	// daemon's, which reach every machine.
 	ownUsers bool
+	// guesses: the in-band face's wrong password tests, less one per
+	// inbandGuessEvery since guessed (users.go).
+	guesses  float64
+	guessed  time.Time
 	sessions map[uint32]*sess
 	drops    struct {
 		logged, since time.Time      // the last line about dropped set-ups
@@ -101,6 +107,14 @@ type bmc struct {
 	bootAck       uint8
 	reservation   uint16
 
+	// The system interface (sysif.go), the SEL (sel.go) and the watchdog
+	// (watchdog.go).
+	enables  byte
+	msgFlags byte
+	evBuf    [16]byte
+	sel      selLog
+	wd       watchdog
+
 	powerOnByIPMI   bool
 	resetAfterReply bool      // Cold/Warm Reset answered; reset once the answer is sealed
 	powerFault      bool      // the last chassis control failed (§28.2 power control fault)
@@ -115,6 +129,13 @@ type endpoint struct {
 	port int
 }
 
+// lanSock is the LAN face's socket, and the goroutine that serves it.
+type lanSock struct {
+	conn net.PacketConn
+	ep   endpoint
+	done chan struct{}
+}
+
 func newBMC(ctx context.Context, m *machine.Machine, svc *machine.Service, cfg *config, log *zap.Logger) *bmc {
 	b := &bmc{
 		id:       m.ID,
@@ -123,7 +144,7 @@ func newBMC(ctx context.Context, m *machine.Machine, svc *machine.Service, cfg *
 		log:      log,
 		ctx:      ctx,
 		sessions: map[uint32]*sess{},
-		done:     make(chan struct{}),
+		enables:  enablesAtReset,
 	}
 	if _, err := rand.Read(b.decoyKey[:]); err != nil {
 		panic(err)
@@ -171,14 +192,30 @@ func (b *bmc) setUsers(u []machine.Credential, own bool) {
 	b.mu.Unlock()
 }
 
+// listen starts the LAN face on conn, bound at ep.
+func (b *bmc) listen(conn net.PacketConn, ep endpoint) {
+	l := &lanSock{conn: conn, ep: ep, done: make(chan struct{})}
+	b.mu.Lock()
+	b.lan = l
+	b.mu.Unlock()
+	go b.serve(l)
+}
+
+// lanOf returns the LAN face's socket; nil when there is none.
+func (b *bmc) lanOf() *lanSock {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lan
+}
+
 // serve reads packets until the socket is closed. Packets of one BMC are
 // handled in order, one at a time; work that may be slow (a VM start) is
 // bounded by config.replyWithin and continues after the answer.
-func (b *bmc) serve() {
-	defer close(b.done)
+func (b *bmc) serve(l *lanSock) {
+	defer close(l.done)
 	buf := make([]byte, 2048)
 	for {
-		n, from, err := b.conn.ReadFrom(buf)
+		n, from, err := l.conn.ReadFrom(buf)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -187,27 +224,48 @@ func (b *bmc) serve() {
 			continue
 		}
 		if out := b.handle(buf[:n], from); out != nil {
-			if _, err := b.conn.WriteTo(out, from); err != nil {
+			if _, err := l.conn.WriteTo(out, from); err != nil {
 				b.log.Debug("write", zap.Stringer("to", from), zap.Error(err))
 			}
 		}
 	}
 }
 
-// close stops the BMC: the socket, any SOL, every session.
-func (b *bmc) close() {
-	_ = b.conn.Close()
-	<-b.done
+// unlisten stops the LAN face: its socket, any SOL, every session. The
+// in-band face and the state both share stay.
+func (b *bmc) unlisten() {
+	b.mu.Lock()
+	l := b.lan
+	b.lan = nil
+	b.mu.Unlock()
+	if l == nil {
+		return
+	}
+	_ = l.conn.Close()
+	<-l.done
 	b.mu.Lock()
 	sol := b.sol
 	b.sol = nil
 	b.sessions = map[uint32]*sess{}
-	if b.identifyTimer != nil {
-		b.identifyTimer.Stop()
-	}
 	b.mu.Unlock()
 	if sol != nil {
 		sol.stop()
+	}
+}
+
+// close stops the BMC: both faces and its timers.
+func (b *bmc) close() {
+	b.unlisten()
+	b.mu.Lock()
+	k := b.kcs
+	b.kcs = nil
+	if b.identifyTimer != nil {
+		b.identifyTimer.Stop()
+	}
+	b.stopWatchdogLocked()
+	b.mu.Unlock()
+	if k != nil {
+		k.close()
 	}
 }
 
@@ -365,17 +423,56 @@ func (b *bmc) sweepLocked(now time.Time) {
 }
 
 // controllerReset starts this BMC over, as a reset controller does: no
-// sessions, no SOL, the boot option parameters it holds as at power-up.
-// What the machine model keeps (power, the boot override, media) stays.
+// sessions, no SOL, the boot option parameters it holds as at power-up, the
+// watchdog stopped, the system interface as at power-up and its connection
+// to qemu dropped (qemu answers the guest "BMC initialization in progress"
+// until it is back, a second later). What the machine model keeps (power,
+// the boot override, media) stays, and so does the SEL.
 func (b *bmc) controllerReset() {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	for id := range b.sessions {
 		b.dropLocked(id)
 	}
 	b.setInProgress, b.validClearing, b.bootAck, b.reservation = 0, 0, 0, 0
 	b.powerFault = false
+	b.stopWatchdogLocked()
+	b.wd = watchdog{expired: b.wd.expired, gen: b.wd.gen}
+	b.enables, b.msgFlags = enablesAtReset, 0
+	k := b.kcs
+	b.mu.Unlock()
+	if k != nil {
+		k.hangUp()
+	}
 	b.log.Info("BMC reset: sessions ended")
+}
+
+// personaOf is the personality machine m's BMC has: its own when its
+// settings name a known one, else the daemon's.
+func (b *bmc) personaOf(m *machine.Machine) *personality.Personality {
+	if name := m.Settings.Personality; name != "" {
+		if p, err := personality.Lookup(name); err == nil {
+			return p
+		}
+	}
+	return b.cfg.persona
+}
+
+// afterReply runs what a command asked for once its answer is out: a BMC
+// reset (Cold/Warm Reset), which ends the session that asked too. Not on
+// the calling goroutine: the reset reaches this BMC through the Manager,
+// whose lock a shutdown holds while it waits for the serving goroutines.
+func (b *bmc) afterReply() {
+	b.mu.Lock()
+	reset := b.resetAfterReply
+	b.resetAfterReply = false
+	b.mu.Unlock()
+	if reset {
+		go func() {
+			if err := b.svc.ResetBMC(b.id); err != nil {
+				b.log.Warn("BMC reset", zap.Error(err))
+			}
+		}()
+	}
 }
 
 // dropLocked ends a session and the SOL it owns. Callers hold b.mu.
@@ -866,18 +963,8 @@ func (b *bmc) inSession(pk wire.V2Packet, from net.Addr) []byte {
 		if s := b.sessions[id]; s != nil && s.closing {
 			b.dropLocked(id)
 		}
-		reset := b.resetAfterReply
-		b.resetAfterReply = false
 		b.mu.Unlock()
-		if reset {
-			// Not from this goroutine: the reset reaches this BMC through
-			// the Manager, whose lock a shutdown holds while it waits here.
-			go func() {
-				if err := b.svc.ResetBMC(b.id); err != nil {
-					b.log.Warn("BMC reset", zap.Error(err))
-				}
-			}()
-		}
+		b.afterReply()
 		return out
 	case wire.PayloadSOL:
 		return b.solInbound(id, payload)
@@ -903,4 +990,10 @@ func (b *bmc) seal(id uint32, t wire.PayloadType, payload []byte) []byte {
 }
 
 // sessRef names the session a command runs in; nil outside a session.
-type sessRef struct{ id uint32 }
+// system marks the in-band face's system interface, which has no session
+// and no privilege check: it runs every command at the ADMINISTRATOR
+// level, bound to its own machine (users.go).
+type sessRef struct {
+	id     uint32
+	system bool
+}

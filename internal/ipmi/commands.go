@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -37,6 +40,15 @@ const (
 	cmdDeactivatePayload      = 0x49
 	cmdGetPayloadStatus       = 0x4a
 	cmdGetChannelCipherSuites = 0x54
+	cmdResetWatchdog          = 0x22
+	cmdSetWatchdog            = 0x24
+	cmdGetWatchdog            = 0x25
+	cmdSetGlobalEnables       = 0x2e
+	cmdGetGlobalEnables       = 0x2f
+	cmdClearMessageFlags      = 0x30
+	cmdGetMessageFlags        = 0x31
+	cmdGetMessage             = 0x33
+	cmdReadEventBuffer        = 0x35
 
 	// Chassis (NetFn 00h)
 	cmdGetChassisStatus = 0x01
@@ -52,11 +64,14 @@ const (
 	cmdGetSELInfo     = 0x40
 	cmdReserveSEL     = 0x42
 	cmdGetSELEntry    = 0x43
+	cmdAddSELEntry    = 0x44
 	cmdClearSEL       = 0x47
 	cmdGetSELTime     = 0x48
 	cmdSetSELTime     = 0x49
 
 	// Transport (NetFn 0Ch)
+	cmdSetLANConfig = 0x01
+	cmdGetLANConfig = 0x02
 	cmdSetSOLConfig = 0x21
 	cmdGetSOLConfig = 0x22
 )
@@ -64,7 +79,23 @@ const (
 type handler struct {
 	priv uint8 // minimum session privilege (IPMI v2.0 Appendix G)
 	fn   func(b *bmc, s *sessRef, d []byte) (wire.CompletionCode, []byte)
+	face face // the faces that take it; both when zero
 }
+
+// face says which of a BMC's faces take a command.
+type face uint8
+
+const (
+	bothFaces face = iota
+	// lanOnly: commands about LAN sessions and their payloads, which the
+	// system interface has none of (it is session-less, IPMI v2.0
+	// §6.12.2): D5h there.
+	lanOnly
+	// systemOnly: the "Local" commands of IPMI v2.0 Appendix G, which
+	// only the system interface may send (its message flags, its event
+	// message buffer): D4h over LAN, whatever the session's privilege.
+	systemOnly
+)
 
 type key struct {
 	netFn wire.NetFn
@@ -75,53 +106,67 @@ var handlers map[key]handler
 
 func init() {
 	handlers = map[key]handler{
-		{wire.NetFnApp, cmdGetDeviceID}:            {privUser, (*bmc).getDeviceID},
-		{wire.NetFnApp, cmdColdReset}:              {privAdmin, (*bmc).resetController},
-		{wire.NetFnApp, cmdWarmReset}:              {privAdmin, (*bmc).resetController},
-		{wire.NetFnApp, cmdGetACPIPowerState}:      {privUser, (*bmc).getACPIPowerState},
-		{wire.NetFnApp, cmdGetSystemGUID}:          {privUser, (*bmc).getSystemGUID},
-		{wire.NetFnApp, cmdGetChannelAuthCaps}:     {privCallback, (*bmc).getChannelAuthCaps},
-		{wire.NetFnApp, cmdSetSessionPrivilege}:    {privCallback, (*bmc).setSessionPrivilege},
-		{wire.NetFnApp, cmdCloseSession}:           {privCallback, (*bmc).closeSession},
-		{wire.NetFnApp, cmdGetChannelInfo}:         {privUser, (*bmc).getChannelInfo},
-		{wire.NetFnApp, cmdGetChannelAccess}:       {privUser, (*bmc).getChannelAccess},
-		{wire.NetFnApp, cmdGetSessionInfo}:         {privUser, (*bmc).getSessionInfo},
-		{wire.NetFnApp, cmdGetUserAccess}:          {privOperator, (*bmc).getUserAccess},
-		{wire.NetFnApp, cmdGetUserName}:            {privOperator, (*bmc).getUserName},
-		{wire.NetFnApp, cmdSetUserAccess}:          {privAdmin, (*bmc).setUserAccess},
-		{wire.NetFnApp, cmdSetUserName}:            {privAdmin, (*bmc).setUserName},
-		{wire.NetFnApp, cmdSetUserPassword}:        {privAdmin, (*bmc).setUserPassword},
-		{wire.NetFnApp, cmdActivatePayload}:        {privOperator, (*bmc).activatePayload},
-		{wire.NetFnApp, cmdDeactivatePayload}:      {privUser, (*bmc).deactivatePayload},
-		{wire.NetFnApp, cmdGetPayloadStatus}:       {privUser, (*bmc).getPayloadStatus},
-		{wire.NetFnApp, cmdGetChannelCipherSuites}: {privCallback, (*bmc).getChannelCipherSuites},
+		{wire.NetFnApp, cmdGetDeviceID}:            {privUser, (*bmc).getDeviceID, bothFaces},
+		{wire.NetFnApp, cmdColdReset}:              {privAdmin, (*bmc).resetController, bothFaces},
+		{wire.NetFnApp, cmdWarmReset}:              {privAdmin, (*bmc).resetController, bothFaces},
+		{wire.NetFnApp, cmdGetACPIPowerState}:      {privUser, (*bmc).getACPIPowerState, bothFaces},
+		{wire.NetFnApp, cmdGetSystemGUID}:          {privUser, (*bmc).getSystemGUID, bothFaces},
+		{wire.NetFnApp, cmdGetChannelAuthCaps}:     {privCallback, (*bmc).getChannelAuthCaps, bothFaces},
+		{wire.NetFnApp, cmdSetSessionPrivilege}:    {privCallback, (*bmc).setSessionPrivilege, lanOnly},
+		{wire.NetFnApp, cmdCloseSession}:           {privCallback, (*bmc).closeSession, bothFaces},
+		{wire.NetFnApp, cmdGetChannelInfo}:         {privUser, (*bmc).getChannelInfo, bothFaces},
+		{wire.NetFnApp, cmdGetChannelAccess}:       {privUser, (*bmc).getChannelAccess, bothFaces},
+		{wire.NetFnApp, cmdGetSessionInfo}:         {privUser, (*bmc).getSessionInfo, bothFaces},
+		{wire.NetFnApp, cmdGetUserAccess}:          {privOperator, (*bmc).getUserAccess, bothFaces},
+		{wire.NetFnApp, cmdGetUserName}:            {privOperator, (*bmc).getUserName, bothFaces},
+		{wire.NetFnApp, cmdSetUserAccess}:          {privAdmin, (*bmc).setUserAccess, bothFaces},
+		{wire.NetFnApp, cmdSetUserName}:            {privAdmin, (*bmc).setUserName, bothFaces},
+		{wire.NetFnApp, cmdSetUserPassword}:        {privAdmin, (*bmc).setUserPassword, bothFaces},
+		{wire.NetFnApp, cmdActivatePayload}:        {privOperator, (*bmc).activatePayload, lanOnly},
+		{wire.NetFnApp, cmdDeactivatePayload}:      {privUser, (*bmc).deactivatePayload, lanOnly},
+		{wire.NetFnApp, cmdGetPayloadStatus}:       {privUser, (*bmc).getPayloadStatus, bothFaces},
+		{wire.NetFnApp, cmdGetChannelCipherSuites}: {privCallback, (*bmc).getChannelCipherSuites, bothFaces},
+		{wire.NetFnApp, cmdResetWatchdog}:          {privOperator, (*bmc).resetWatchdog, bothFaces},
+		{wire.NetFnApp, cmdSetWatchdog}:            {privOperator, (*bmc).setWatchdog, bothFaces},
+		{wire.NetFnApp, cmdGetWatchdog}:            {privUser, (*bmc).getWatchdog, bothFaces},
+		{wire.NetFnApp, cmdSetGlobalEnables}:       {privAdmin, (*bmc).setGlobalEnables, systemOnly},
+		{wire.NetFnApp, cmdGetGlobalEnables}:       {privUser, (*bmc).getGlobalEnables, bothFaces},
+		{wire.NetFnApp, cmdClearMessageFlags}:      {privAdmin, (*bmc).clearMessageFlags, systemOnly},
+		{wire.NetFnApp, cmdGetMessageFlags}:        {privAdmin, (*bmc).getMessageFlags, systemOnly},
+		{wire.NetFnApp, cmdGetMessage}:             {privAdmin, (*bmc).getMessage, systemOnly},
+		{wire.NetFnApp, cmdReadEventBuffer}:        {privAdmin, (*bmc).readEventBuffer, systemOnly},
 
-		{wire.NetFnChassis, cmdGetChassisStatus}: {privUser, (*bmc).getChassisStatus},
-		{wire.NetFnChassis, cmdChassisControl}:   {privOperator, (*bmc).chassisControl},
-		{wire.NetFnChassis, cmdChassisIdentify}:  {privOperator, (*bmc).chassisIdentify},
-		{wire.NetFnChassis, cmdSetBootOptions}:   {privOperator, (*bmc).setBootOptions},
-		{wire.NetFnChassis, cmdGetBootOptions}:   {privUser, (*bmc).getBootOptions},
+		{wire.NetFnChassis, cmdGetChassisStatus}: {privUser, (*bmc).getChassisStatus, bothFaces},
+		{wire.NetFnChassis, cmdChassisControl}:   {privOperator, (*bmc).chassisControl, bothFaces},
+		{wire.NetFnChassis, cmdChassisIdentify}:  {privOperator, (*bmc).chassisIdentify, bothFaces},
+		{wire.NetFnChassis, cmdSetBootOptions}:   {privOperator, (*bmc).setBootOptions, bothFaces},
+		{wire.NetFnChassis, cmdGetBootOptions}:   {privUser, (*bmc).getBootOptions, bothFaces},
 
-		{wire.NetFnStorage, cmdGetSDRRepoInfo}: {privUser, (*bmc).getSDRRepoInfo},
-		{wire.NetFnStorage, cmdReserveSDRRepo}: {privUser, (*bmc).reserve},
-		{wire.NetFnStorage, cmdGetSDR}:         {privUser, (*bmc).getSDR},
-		{wire.NetFnStorage, cmdGetSELInfo}:     {privUser, (*bmc).getSELInfo},
-		{wire.NetFnStorage, cmdReserveSEL}:     {privUser, (*bmc).reserve},
-		{wire.NetFnStorage, cmdGetSELEntry}:    {privUser, (*bmc).getRecord},
-		{wire.NetFnStorage, cmdClearSEL}:       {privOperator, (*bmc).clearSEL},
-		{wire.NetFnStorage, cmdGetSELTime}:     {privUser, (*bmc).getSELTime},
-		{wire.NetFnStorage, cmdSetSELTime}:     {privOperator, (*bmc).setSELTime},
+		{wire.NetFnStorage, cmdGetSDRRepoInfo}: {privUser, (*bmc).getSDRRepoInfo, bothFaces},
+		{wire.NetFnStorage, cmdReserveSDRRepo}: {privUser, (*bmc).reserve, bothFaces},
+		{wire.NetFnStorage, cmdGetSDR}:         {privUser, (*bmc).getSDR, bothFaces},
+		{wire.NetFnStorage, cmdGetSELInfo}:     {privUser, (*bmc).getSELInfo, bothFaces},
+		{wire.NetFnStorage, cmdReserveSEL}:     {privUser, (*bmc).reserve, bothFaces},
+		{wire.NetFnStorage, cmdGetSELEntry}:    {privUser, (*bmc).getSELEntry, bothFaces},
+		{wire.NetFnStorage, cmdAddSELEntry}:    {privOperator, (*bmc).addSELEntry, bothFaces},
+		{wire.NetFnStorage, cmdClearSEL}:       {privOperator, (*bmc).clearSEL, bothFaces},
+		{wire.NetFnStorage, cmdGetSELTime}:     {privUser, (*bmc).getSELTime, bothFaces},
+		{wire.NetFnStorage, cmdSetSELTime}:     {privOperator, (*bmc).setSELTime, bothFaces},
 
-		{wire.NetFnSensor, cmdGetSensorReading}:    {privUser, (*bmc).getSensorReading},
-		{wire.NetFnSensor, cmdGetSensorThresholds}: {privUser, (*bmc).getSensorThresholds},
+		{wire.NetFnSensor, cmdPlatformEvent}:       {privOperator, (*bmc).platformEvent, bothFaces},
+		{wire.NetFnSensor, cmdGetSensorReading}:    {privUser, (*bmc).getSensorReading, bothFaces},
+		{wire.NetFnSensor, cmdGetSensorThresholds}: {privUser, (*bmc).getSensorThresholds, bothFaces},
 
-		{wire.NetFnTransport, cmdGetSOLConfig}: {privUser, (*bmc).getSOLConfig},
-		{wire.NetFnTransport, cmdSetSOLConfig}: {privAdmin, (*bmc).setSOLConfig},
+		{wire.NetFnTransport, cmdSetLANConfig}: {privAdmin, (*bmc).setLANConfig, bothFaces},
+		{wire.NetFnTransport, cmdGetLANConfig}: {privOperator, (*bmc).getLANConfig, bothFaces},
+		{wire.NetFnTransport, cmdGetSOLConfig}: {privUser, (*bmc).getSOLConfig, bothFaces},
+		{wire.NetFnTransport, cmdSetSOLConfig}: {privAdmin, (*bmc).setSOLConfig, bothFaces},
 	}
 }
 
 // command runs one request. s is nil outside a session, where only the
-// commands sessionless lets through arrive.
+// commands sessionless lets through arrive, and the system interface for
+// the in-band face (inband.go).
 func (b *bmc) command(s *sessRef, req wire.Request) (wire.CompletionCode, []byte) {
 	if req.RsLUN != 0 {
 		return wire.CodeInvalidForLUN, nil
@@ -130,7 +175,14 @@ func (b *bmc) command(s *sessRef, req wire.Request) (wire.CompletionCode, []byte
 	if !ok {
 		return wire.CodeInvalidCommand, nil
 	}
-	if s != nil {
+	system := s != nil && s.system
+	switch {
+	case h.face == lanOnly && system:
+		return wire.CodeNotInPresentState, nil
+	case h.face == systemOnly && !system:
+		return wire.CodeInsufficientPriv, nil
+	}
+	if s != nil && !system {
 		b.mu.Lock()
 		ss := b.sessions[s.id]
 		priv := uint8(0)
@@ -207,16 +259,50 @@ func (b *bmc) getDeviceID(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
 	if len(d) != 0 {
 		return wire.CodeDataLengthInvalid, nil
 	}
-	return wire.CodeOK, []byte{
-		0x20,       // device ID
-		0x01,       // device revision; no device SDRs
-		0x01, 0x00, // firmware 1.00, normal operation
-		0x02,             // IPMI version 2.0
-		0x87,             // chassis device, SEL device, SDR repository device, sensor device
-		0x00, 0x00, 0x00, // manufacturer ID: none
-		0x01, 0x00, // product ID
+	m, cc := b.machine()
+	if cc != wire.CodeOK {
+		return cc, nil
 	}
+	p := b.personaOf(m)
+	fw := m.Settings.Firmware[machine.FirmwareBMC]
+	if fw == "" {
+		fw = p.BMCFirmware
+	}
+	major, minor, aux := firmwareRevision(fw)
+	out := []byte{
+		0x20,         // device ID
+		0x01,         // device revision; no device SDRs
+		major & 0x7f, // firmware major revision, normal operation
+		minor,        // firmware minor revision, BCD
+		0x02,         // IPMI version 2.0
+		0x87,         // chassis device, SEL device, SDR repository device, sensor device
+	}
+	out = append(out, byte(p.IPMIManufacturer), byte(p.IPMIManufacturer>>8), byte(p.IPMIManufacturer>>16)&0x0f)
+	out = append(out, 0x01, 0x00) // product ID
+	return wire.CodeOK, append(out, aux[:]...)
 }
+
+// firmwareRevision encodes a firmware version as Get Device ID does (IPMI
+// v2.0 §20.1): the first two numbers joined by a dot ("7.10" of
+// "7.10.70.00", "1.59" of "iLO 6 v1.59") as a binary major revision and a
+// BCD minor one, the numbers after them in the four auxiliary bytes.
+func firmwareRevision(v string) (major, minor byte, aux [4]byte) {
+	loc := firmwareRe.FindStringSubmatchIndex(v)
+	if loc == nil {
+		return 0, 0, aux
+	}
+	nums := strings.Split(v[loc[0]:loc[1]], ".")
+	n := func(s string) int { i, _ := strconv.Atoi(s); return i }
+	major = byte(min(n(nums[0]), 0x7f))
+	mi := n(nums[1]) % 100
+	minor = byte(mi/10<<4 | mi%10)
+	for i, x := range nums[2:min(len(nums), 6)] {
+		aux[i] = byte(n(x))
+	}
+	return major, minor, aux
+}
+
+var firmwareRe = regexp.MustCompile(`[0-9]+\.[0-9]+(\.[0-9]+)*`)
 
 // getACPIPowerState (IPMI v2.0 §20.7): S0/G0 working or S5/G2 soft-off.
 func (b *bmc) getACPIPowerState(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
@@ -243,6 +329,10 @@ func (b *bmc) getSystemGUID(_ *sessRef, d []byte) (wire.CompletionCode, []byte) 
 }
 
 func validChannel(c byte) bool { c &= 0x0f; return c == currentChannel || c == lanChannel }
+
+// systemChannel is the system interface (IPMI v2.0 §6.3, channel 0Fh):
+// the in-band face.
+const systemChannel = 0x0f
 
 // getChannelAuthCaps (IPMI v2.0 §22.13). With bit 7 of the channel byte the
 // console asks for the v2.0 extended data: RMCP+ only, non-null user names.
@@ -353,10 +443,20 @@ func (b *bmc) closeSession(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
 	return wire.CodeOK, nil
 }
 
-// getChannelInfo (IPMI v2.0 §22.24): an 802.3 LAN channel, multi-session.
-func (b *bmc) getChannelInfo(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
+// getChannelInfo (IPMI v2.0 §22.24): the LAN channel, 802.3 and
+// multi-session; the system interface (channel 0Fh, §6.3), a session-less
+// KCS. "This channel" (0Eh) is the one the request came on.
+func (b *bmc) getChannelInfo(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
 	if len(d) != 1 {
 		return wire.CodeDataLengthInvalid, nil
+	}
+	c := d[0] & 0x0f
+	if c == currentChannel && s != nil && s.system || c == systemChannel {
+		return wire.CodeOK, []byte{
+			systemChannel, 0x0c, 0x05, 0x00, // medium: system interface; protocol: KCS; session-less
+			0xf2, 0x1b, 0x00, // IPMI forum enterprise number, 7154
+			0x60, 0x60, // SMS and event message buffer interrupts: assigned by ACPI (qemu's irq)
+		}
 	}
 	if !validChannel(d[0]) {
 		return wire.CodeInvalidDataField, nil
@@ -579,22 +679,6 @@ func (b *bmc) chassisIdentify(_ *sessRef, d []byte) (wire.CompletionCode, []byte
 	return wire.CodeOK, nil
 }
 
-// SEL: present, well-formed and empty (IPMI v2.0 §31). The SDR repository
-// is in sdr.go.
-func (b *bmc) getSELInfo(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 0 {
-		return wire.CodeDataLengthInvalid, nil
-	}
-	return wire.CodeOK, []byte{
-		0x51,       // SEL version 1.5 (also 2.0)
-		0x00, 0x00, // entries
-		0xff, 0xff, // free space
-		0xff, 0xff, 0xff, 0xff, // most recent addition: never
-		0xff, 0xff, 0xff, 0xff, // most recent erase: never
-		0x02, // Reserve SEL supported
-	}
-}
-
 func (b *bmc) reserve(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
 	if len(d) != 0 {
 		return wire.CodeDataLengthInvalid, nil
@@ -607,24 +691,6 @@ func (b *bmc) reserve(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
 	r := b.reservation
 	b.mu.Unlock()
 	return wire.CodeOK, binary.LittleEndian.AppendUint16(nil, r)
-}
-
-// getRecord serves Get SEL Entry: there are no records.
-func (b *bmc) getRecord(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 6 {
-		return wire.CodeDataLengthInvalid, nil
-	}
-	return wire.CodeNotPresent, nil
-}
-
-func (b *bmc) clearSEL(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 6 {
-		return wire.CodeDataLengthInvalid, nil
-	}
-	if d[2] != 'C' || d[3] != 'L' || d[4] != 'R' || (d[5] != 0x00 && d[5] != 0xaa) {
-		return wire.CodeInvalidDataField, nil
-	}
-	return wire.CodeOK, []byte{0x01} // erasure completed
 }
 
 func (b *bmc) getSELTime(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {

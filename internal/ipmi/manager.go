@@ -23,10 +23,11 @@ type Manager struct {
 	log *zap.Logger
 	cfg config
 
-	mu      sync.Mutex
-	bmcs    map[string]*bmc
-	failed  map[string]endpoint // endpoints that would not bind, retried on the tick
-	running bool
+	mu        sync.Mutex
+	bmcs      map[string]*bmc
+	failed    map[string]endpoint // endpoints that would not bind, retried on the tick
+	failedKCS map[string]string   // in-band sockets that would not listen, likewise
+	running   bool
 }
 
 // NewManager returns a Manager over svc. Nothing listens until Run.
@@ -39,7 +40,8 @@ func NewManager(svc *machine.Service, log *zap.Logger, opts ...Option) *Manager 
 		o(&cfg)
 	}
 	cfg.refusals = lograte.New(log, "IPMI logins refused (more than the log shows one by one)", 20, 10*time.Second)
-	return &Manager{svc: svc, log: log, cfg: cfg, bmcs: map[string]*bmc{}, failed: map[string]endpoint{}}
+	cfg.throttled = lograte.New(log, "in-band IPMI requests slowed: a guest sends more than its rate", 5, 10*time.Second)
+	return &Manager{svc: svc, log: log, cfg: cfg, bmcs: map[string]*bmc{}, failed: map[string]endpoint{}, failedKCS: map[string]string{}}
 }
 
 // reconcileEvery is how often Run re-reads the whole model (events may be
@@ -100,14 +102,22 @@ func (m *Manager) Run(ctx context.Context) error {
 			switch ev.Kind {
 			case machine.EventRemoved:
 				m.stop(ev.ID)
+				continue
 			case machine.EventChanged:
 				if ev.Machine != nil {
 					if m.cfg.portBase > 0 && ev.Machine.Settings.IPMI == nil {
 						m.assignPorts(ctx)
-						continue // the recorded port comes back as an event
+					} else {
+						m.ensure(ctx, ev.Machine)
 					}
-					m.ensure(ctx, ev.Machine)
 				}
+			}
+			// The SEL's power events (sel.go).
+			m.mu.Lock()
+			b := m.bmcs[ev.ID]
+			m.mu.Unlock()
+			if b != nil {
+				b.machineEvent(ev)
 			}
 		case now := <-tick.C:
 			m.reconcileAll(ctx)
@@ -252,34 +262,57 @@ func (m *Manager) credsOf(mc *machine.Machine) (creds []machine.Credential, own 
 	return m.cfg.creds, false
 }
 
-// ensure makes the machine's BMC match its snapshot: started, rebound,
-// stopped, or given new users.
+// ensure makes the machine's BMC match its snapshot: its LAN face started,
+// rebound or stopped, its in-band face (the socket the machine's KCS
+// interface connects to) likewise, its users replaced. The BMC itself, and
+// the state both faces share, lives while the machine has either face.
 func (m *Manager) ensure(ctx context.Context, mc *machine.Machine) {
-	want, ok := m.endpointOf(mc)
+	want, lanOK := m.endpointOf(mc)
+	sock := m.socketOf(mc)
 	m.mu.Lock()
-	cur := m.bmcs[mc.ID]
-	if cur != nil && ok && cur.ep == want {
-		cur.setUsers(m.credsOf(mc))
-		m.mu.Unlock()
-		return
-	}
-	if !ok {
+	b := m.bmcs[mc.ID]
+	if !lanOK {
 		delete(m.failed, mc.ID)
 	}
-	if !ok && cur == nil {
+	if sock == "" {
+		delete(m.failedKCS, mc.ID)
+	}
+	if b == nil && (!m.running || (!lanOK && sock == "")) {
 		m.mu.Unlock()
 		return
 	}
-	delete(m.bmcs, mc.ID)
+	if b == nil {
+		b = newBMC(ctx, mc, m.svc, &m.cfg, m.log.With(zap.String("machine", mc.Name)))
+		m.bmcs[mc.ID] = b
+	}
+	b.setUsers(m.credsOf(mc))
 	m.mu.Unlock()
-	if cur != nil {
-		cur.close()
+
+	m.ensureLAN(b, mc, want, lanOK)
+	m.ensureInband(b, mc, sock)
+	if !lanOK && sock == "" {
+		m.mu.Lock()
+		if m.bmcs[mc.ID] == b {
+			delete(m.bmcs, mc.ID)
+		}
+		m.mu.Unlock()
+		b.close()
+	}
+}
+
+// ensureLAN binds, rebinds or stops b's LAN face.
+func (m *Manager) ensureLAN(b *bmc, mc *machine.Machine, want endpoint, ok bool) {
+	if cur := b.lanOf(); cur != nil {
+		if ok && cur.ep == want {
+			return
+		}
+		b.unlisten()
 		m.log.Info("ipmi BMC stopped", zap.String("machine", mc.Name), zap.String("addr", hostPort(cur.ep)))
 	}
 	if !ok {
 		return
 	}
-	b, err := m.start(ctx, mc, want)
+	conn, err := m.listenLAN(want)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err != nil {
@@ -290,35 +323,27 @@ func (m *Manager) ensure(ctx context.Context, mc *machine.Machine) {
 		return
 	}
 	delete(m.failed, mc.ID)
-	if !m.running {
-		go b.close()
+	if !m.running || m.bmcs[mc.ID] != b {
+		_ = conn.Close()
 		return
 	}
-	m.bmcs[mc.ID] = b
-	if len(b.users) == 0 {
+	b.listen(conn, want)
+	m.log.Info("ipmi BMC listening", zap.String("machine", mc.Name), zap.String("addr", conn.LocalAddr().String()))
+	b.mu.Lock()
+	nobody := len(b.users) == 0
+	b.mu.Unlock()
+	if nobody {
 		m.log.Warn("ipmi BMC has no users: nobody can log in", zap.String("machine", mc.Name))
 	}
 }
 
 func hostPort(ep endpoint) string { return net.JoinHostPort(ep.addr, strconv.Itoa(ep.port)) }
 
-func (m *Manager) start(ctx context.Context, mc *machine.Machine, ep endpoint) (*bmc, error) {
-	network := "udp"
+func (m *Manager) listenLAN(ep endpoint) (net.PacketConn, error) {
 	if ip := net.ParseIP(ep.addr); ep.addr != "" && ip == nil {
 		return nil, fmt.Errorf("address %q is not an IP address", ep.addr)
 	}
-	conn, err := net.ListenPacket(network, hostPort(ep))
-	if err != nil {
-		return nil, err
-	}
-	log := m.log.With(zap.String("machine", mc.Name), zap.String("addr", conn.LocalAddr().String()))
-	b := newBMC(ctx, mc, m.svc, &m.cfg, log)
-	b.conn = conn
-	b.ep = ep
-	b.users, b.ownUsers = m.credsOf(mc)
-	go b.serve()
-	log.Info("ipmi BMC listening")
-	return b, nil
+	return net.ListenPacket("udp", hostPort(ep))
 }
 
 func (m *Manager) stop(id string) {
@@ -326,10 +351,14 @@ func (m *Manager) stop(id string) {
 	b := m.bmcs[id]
 	delete(m.bmcs, id)
 	delete(m.failed, id)
+	delete(m.failedKCS, id)
 	m.mu.Unlock()
 	if b != nil {
+		l := b.lanOf()
 		b.close()
-		m.log.Info("ipmi BMC stopped", zap.String("machine", id), zap.String("addr", hostPort(b.ep)))
+		if l != nil {
+			m.log.Info("ipmi BMC stopped", zap.String("machine", id), zap.String("addr", hostPort(l.ep)))
+		}
 	}
 }
 
@@ -345,7 +374,9 @@ func (m *Manager) Endpoints() []Endpoint {
 	defer m.mu.Unlock()
 	out := make([]Endpoint, 0, len(m.bmcs))
 	for id, b := range m.bmcs {
-		out = append(out, Endpoint{MachineID: id, Addr: b.conn.LocalAddr().String()})
+		if l := b.lanOf(); l != nil {
+			out = append(out, Endpoint{MachineID: id, Addr: l.conn.LocalAddr().String()})
+		}
 	}
 	return out
 }

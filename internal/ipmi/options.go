@@ -7,6 +7,7 @@ import (
 	"github.com/bmlab/bmlab/internal/lograte"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/metrics"
+	"github.com/bmlab/bmlab/internal/personality"
 )
 
 // Option configures a Manager.
@@ -26,6 +27,13 @@ type config struct {
 	halfOpen    time.Duration
 	replyWithin time.Duration
 	refusals    *lograte.Log // refused logins, rate-limited; made by NewManager
+	persona     *personality.Personality
+	hostNet     machine.HostNet
+	kcsOff      bool
+	kcsOwner    int // uid the in-band sockets are given to; -1: left as made
+	kcsRate     float64
+	kcsBurst    float64
+	throttled   *lograte.Log // in-band requests slowed, rate-limited; made by NewManager
 }
 
 func defaultConfig() config {
@@ -37,6 +45,48 @@ func defaultConfig() config {
 		// not coming.
 		halfOpen:    5 * time.Second,
 		replyWithin: 50 * time.Millisecond,
+		persona:     personality.Default(),
+		kcsOwner:    -1,
+		kcsRate:     inbandRate,
+		kcsBurst:    inbandBurst,
+	}
+}
+
+// WithPersonality sets the vendor BMC that machines naming none of their
+// own look like (what Get Device ID reports: manufacturer, firmware). It
+// panics on a name the caller did not check with personality.Lookup.
+func WithPersonality(name string) Option {
+	return func(c *config) {
+		p, err := personality.Lookup(name)
+		if err != nil {
+			panic(err)
+		}
+		c.persona = p
+	}
+}
+
+// WithHostNet tells the BMCs the prefix and gateway of the host network a
+// BMC address is on, for their LAN configuration parameters (lan.go);
+// without it they report neither.
+func WithHostNet(h machine.HostNet) Option { return func(c *config) { c.hostNet = h } }
+
+// WithInband serves (true, the default) or not the in-band face of each
+// machine whose backend names an in-band socket.
+func WithInband(on bool) Option { return func(c *config) { c.kcsOff = !on } }
+
+// WithInbandOwner gives the in-band sockets (inband.go) to user uid, mode
+// 0600: the user qemu runs as, so that qemu, and nobody else but root, can
+// connect. Without it they are the daemon's own, 0600.
+func WithInbandOwner(uid int) Option { return func(c *config) { c.kcsOwner = uid } }
+
+// WithInbandRate bounds the requests one machine's system interface is
+// answered at: rate a second, burst at once (defaults 200 and 100). A
+// guest over it waits for its answers; other machines do not.
+func WithInbandRate(rate, burst float64) Option {
+	return func(c *config) {
+		if rate > 0 && burst >= 1 {
+			c.kcsRate, c.kcsBurst = rate, burst
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 // Sensor/Event commands (NetFn 04h, IPMI v2.0 Appendix G).
 const (
+	cmdPlatformEvent       = 0x02
 	cmdGetSensorThresholds = 0x27
 	cmdGetSensorReading    = 0x2d
 )

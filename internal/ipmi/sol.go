@@ -219,7 +219,9 @@ func (s *solSession) send(p wire.SOL) {
 		return
 	}
 	if out := s.b.seal(s.owner, wire.PayloadSOL, p.Append(nil)); out != nil {
-		_, _ = s.b.conn.WriteTo(out, to)
+		if l := s.b.lanOf(); l != nil {
+			_, _ = l.conn.WriteTo(out, to)
+		}
 	}
 }
 
@@ -278,8 +280,10 @@ func (b *bmc) solInbound(id uint32, payload []byte) []byte {
 }
 
 func (b *bmc) localPort() uint16 {
-	if a, ok := b.conn.LocalAddr().(*net.UDPAddr); ok {
-		return uint16(a.Port)
+	if l := b.lanOf(); l != nil {
+		if a, ok := l.conn.LocalAddr().(*net.UDPAddr); ok {
+			return uint16(a.Port)
+		}
 	}
 	return 623
 }

@@ -325,6 +325,7 @@ type Inventory struct {
 			MACAddress string `json:"mac_address"`
 		} `json:"interfaces"`
 		BMCAddress string `json:"bmc_address"`
+		BMCMAC     string `json:"bmc_mac"`
 	} `json:"inventory"`
 	PluginData map[string]any `json:"plugin_data"`
 }

@@ -49,6 +49,11 @@ type DomainSpec struct {
 	// opt/com.coreos/config, where Ignition on (RH)COS looks for its
 	// config on qemu. qemu must be able to read the file.
 	Ignition string
+	// KCSSocket, when set, gives the domain an in-band IPMI interface (a
+	// KCS) whose BMC is the vbmcd listening on this unix socket
+	// (virt.KCSArgs: qemu arguments in <qemu:commandline>, as libvirt 9.0
+	// has no element for it). x86_64 only.
+	KCSSocket string
 }
 
 // DiskSpec is a disk of a DomainSpec.
@@ -227,6 +232,12 @@ func (s DomainSpec) DomainXML(fw virt.Firmware) (string, error) {
 	})
 	// The screen a BMC's graphical console shows (vbmcd's web console).
 	dev.Graphics = append(dev.Graphics, virt.VNCDisplay())
+	if s.KCSSocket != "" {
+		if arch != machine.ArchX86_64 {
+			return "", fmt.Errorf("domain %s: an in-band IPMI interface (KCS) needs an ISA bus, which %s's machine has not", s.Name, arch)
+		}
+		d.QEMUCommandline = &libvirtxml.DomainQEMUCommandline{Args: virt.KCSArgs(s.KCSSocket)}
+	}
 	if s.Ignition != "" {
 		d.SysInfo = append(d.SysInfo, libvirtxml.DomainSysInfo{FWCfg: &libvirtxml.DomainSysInfoFWCfg{
 			Entry: []libvirtxml.DomainSysInfoEntry{{Name: "opt/com.coreos/config", File: s.Ignition}},

@@ -6,6 +6,8 @@ import (
 
 	"libvirt.org/go/libvirtxml"
 
+	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/virt"
 )
 
@@ -179,6 +181,38 @@ func TestDomainXMLDisplay(t *testing.T) {
 	g := d.Devices.Graphics
 	if len(g) != 1 || g[0].VNC == nil || len(g[0].VNC.Listeners) != 1 || g[0].VNC.Listeners[0].Socket == nil || g[0].VNC.Port != 0 {
 		t.Errorf("graphics %+v, want one VNC display listening on a socket", g)
+	}
+}
+
+// TestDomainXMLKCS: a node whose in-band IPMI the plan wires has the KCS
+// in its <qemu:commandline>, at the socket vbmcd serves (read back as vbmcd
+// reads it); an aarch64 node cannot have one; a spec without a socket has
+// no qemu arguments at all.
+func TestDomainXMLKCS(t *testing.T) {
+	n := plan.Node{Name: "m", UUID: "5c4b6e1c-3f4e-4b7a-8c1e-9a2b3c4d5e6f", Arch: "x86_64", BMC: plan.Endpoint{SystemURL: "https://h/redfish/v1/Systems/x", Inband: true}}
+	spec := domainSpec(lab.Machine{Lab: "l", Node: n, Network: "net"})
+	want := "/run/vbmcd/kcs/5c4b6e1c-3f4e-4b7a-8c1e-9a2b3c4d5e6f.sock"
+	if spec.KCSSocket != want {
+		t.Fatalf("socket %q, want %q", spec.KCSSocket, want)
+	}
+	x, err := spec.DomainXML(virt.Firmware{UEFI: virt.UEFI{Code: "/c", Vars: "/v"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d libvirtxml.Domain
+	if err := d.Unmarshal(x); err != nil {
+		t.Fatal(err)
+	}
+	if d.QEMUCommandline == nil || !strings.Contains(x, "ipmi-bmc-extern") || !strings.Contains(x, "path="+want+",reconnect=1") {
+		t.Errorf("no KCS at %s in\n%s", want, x)
+	}
+	n.BMC.Inband = false
+	x, err = domainSpec(lab.Machine{Lab: "l", Node: n, Network: "net"}).DomainXML(virt.Firmware{UEFI: virt.UEFI{Code: "/c", Vars: "/v"}})
+	if err != nil || strings.Contains(x, "commandline") {
+		t.Errorf("without in-band IPMI: %v\n%s", err, x)
+	}
+	if _, err := (DomainSpec{Name: "arm", Arch: "aarch64", UEFI: true, KCSSocket: want}).DomainXML(virt.Firmware{AArch64: virt.UEFI{Code: "/a", Vars: "/av"}}); err == nil || !strings.Contains(err.Error(), "ISA") {
+		t.Errorf("aarch64 with a KCS: %v", err)
 	}
 }
 

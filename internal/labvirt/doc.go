@@ -10,7 +10,9 @@
 // check accepts, a lab's entries (reservations and DNS records, listed per
 // lab in the network's metadata) in a network it shares with other labs
 // (shared.go, one lab at a time through a lock), and the node domains (with
-// an empty CD-ROM, a serial log, fw_cfg ignition when asked); the lab's
+// an empty CD-ROM, a serial log, fw_cfg ignition when asked, and the
+// in-band IPMI interface wired to vbmcd's socket where the plan says so:
+// virt.KCSArgs in <qemu:commandline>); the lab's
 // links through netlink (internal/netplumb) in the lab's namespace; and
 // the lab's vbmcd and its LLDP sender (`vbmcd lldp`) as processes
 // (daemon.go). Every object carries the lab's ownership mark (MarkXML, a

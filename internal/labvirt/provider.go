@@ -442,6 +442,11 @@ func domainSpec(m lab.Machine) DomainSpec {
 	for _, d := range n.Disks {
 		spec.Disks = append(spec.Disks, DiskSpec{Path: d.Path})
 	}
+	if n.BMC.Inband {
+		// The lab's vbmcd serves the socket the definition names, in its
+		// own default directory: UUIDs keep labs apart there.
+		spec.KCSSocket = virt.KCSSocketPath(virt.DefaultKCSDir, n.UUID)
+	}
 	return spec
 }
 

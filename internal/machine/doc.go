@@ -8,6 +8,10 @@
 // BMC's clock (clock.go) and what the switch each NIC is plugged into
 // announces over LLDP (lldp.go, filled in by the backend), and the UEFI
 // HTTP boot of an ISO or a UEFI application the BMC fetches (httpboot.go).
+// The BMC's own NIC (bmcnic.go: its address, prefix, gateway and a MAC
+// derived from the machine's id) is what IPMI's LAN parameters and
+// Redfish's Manager EthernetInterface both report; Inventory.IPMISocket
+// names the unix socket of a machine's in-band IPMI (its KCS).
 // A machine has one serial console, shared by every face that shows it
 // (IPMI SOL, the web console): one backend stream per machine, each reader
 // getting the output from when it joined, anyone's input reaching the

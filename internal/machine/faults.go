@@ -146,6 +146,13 @@ func (s *Service) IPMIFault(id string) Injected {
 	})
 }
 
+// InbandFault takes what applies to one request of machine id's in-band
+// IPMI (its system interface): the latency and a BMC reboot's silence; the
+// packet drops are the LAN face's.
+func (s *Service) InbandFault(id string) Injected {
+	return s.take(id, func(*Fault, *Injected) {})
+}
+
 func (s *Service) take(id string, face func(*Fault, *Injected)) Injected {
 	if !s.faults.any.Load() {
 		return Injected{}

@@ -279,6 +279,10 @@ type Inventory struct {
 	// no BootOrder is set (Hdd, Cd, Pxe), as its definition says; none
 	// means Hdd, Cd, Pxe.
 	DefaultBoot []BootSource
+	// IPMISocket is the unix socket the machine's in-band IPMI interface
+	// (a KCS, qemu's ipmi-bmc-extern) connects to its BMC through: the
+	// BMC listens there. "" when the machine has none.
+	IPMISocket string
 }
 
 // Architectures of Inventory.Arch, as libvirt and qemu name them.

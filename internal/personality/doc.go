@@ -1,7 +1,7 @@
 // Package personality says how a vendor's BMC looks and misbehaves: Dell's
 // iDRAC 9 and 10, HPE's iLO 6, Supermicro's X13, and the generic BMC vbmcd
-// has always been. A personality is plain data (Manufacturer, Model, firmware
-// strings, the ids a one-system BMC gives its resources, the virtual media
+// has always been. A personality is plain data (Manufacturer and its IPMI
+// manufacturer ID, Model, firmware strings, the ids a one-system BMC gives its resources, the virtual media
 // members by the vendor's ids and where they hang) plus the Oem blocks the
 // vendors' clients read (oem.go); quirks.go lists the vendors' misbehaviours
 // with their public records, each a switch a personality turns on by

@@ -52,7 +52,13 @@ type Personality struct {
 	Model        string // the System's and Chassis' Model
 	BMCModel     string // the Manager's Model
 	BMCFirmware  string // the Manager's FirmwareVersion
-	BIOSVersion  string // the System's BiosVersion
+	// IPMIManufacturer is the manufacturer ID of IPMI's Get Device ID
+	// (`ipmitool mc info`): the vendor's IANA private enterprise number
+	// (IANA "Private Enterprise Numbers": 674 Dell Inc., 11
+	// Hewlett-Packard, which HPE's iLO keeps, 10876 Super Micro
+	// Computer); 0 for none.
+	IPMIManufacturer uint32
+	BIOSVersion      string // the System's BiosVersion
 
 	// SystemID, ManagerID and ChassisID are the ids the vendor's BMC gives
 	// its one System, Manager and Chassis, as it serves them at a BMC of
@@ -122,14 +128,15 @@ var all = []*Personality{
 	{
 		Name: IDRAC9,
 		// A 16th-generation PowerEdge with iDRAC 9 firmware 7.x.
-		Manufacturer: "Dell Inc.",
-		Model:        "PowerEdge R660",
-		BMCModel:     "16G Monolithic",
-		BMCFirmware:  "7.10.70.00",
-		BIOSVersion:  "2.3.5",
-		SystemID:     "System.Embedded.1",
-		ManagerID:    "iDRAC.Embedded.1",
-		ChassisID:    "System.Embedded.1",
+		Manufacturer:     "Dell Inc.",
+		Model:            "PowerEdge R660",
+		BMCModel:         "16G Monolithic",
+		BMCFirmware:      "7.10.70.00",
+		IPMIManufacturer: 674,
+		BIOSVersion:      "2.3.5",
+		SystemID:         "System.Embedded.1",
+		ManagerID:        "iDRAC.Embedded.1",
+		ChassisID:        "System.Embedded.1",
 		// iDRAC 9 serves its members CD and RemovableDisk under the
 		// Manager, where Ironic's idrac-redfish-virtual-media and sushy
 		// 4.x look.
@@ -147,14 +154,15 @@ var all = []*Personality{
 	{
 		Name: IDRAC10,
 		// A 17th-generation PowerEdge with iDRAC 10 firmware 1.x.
-		Manufacturer: "Dell Inc.",
-		Model:        "PowerEdge R770",
-		BMCModel:     "17G Monolithic",
-		BMCFirmware:  "1.20.25.00",
-		BIOSVersion:  "1.2.1",
-		SystemID:     "System.Embedded.1",
-		ManagerID:    "iDRAC.Embedded.1",
-		ChassisID:    "System.Embedded.1",
+		Manufacturer:     "Dell Inc.",
+		Model:            "PowerEdge R770",
+		BMCModel:         "17G Monolithic",
+		BMCFirmware:      "1.20.25.00",
+		IPMIManufacturer: 674,
+		BIOSVersion:      "1.2.1",
+		SystemID:         "System.Embedded.1",
+		ManagerID:        "iDRAC.Embedded.1",
+		ChassisID:        "System.Embedded.1",
 		// iDRAC 10 serves virtual media under the System only, members 1
 		// and 2 (the DMTF layout of VirtualMedia under ComputerSystem).
 		Media:   []Slot{cdSlot("1"), removableSlot("2")},
@@ -170,15 +178,16 @@ var all = []*Personality{
 		},
 	},
 	{
-		Name:         ILO6,
-		Manufacturer: "HPE",
-		Model:        "ProLiant DL360 Gen11",
-		BMCModel:     "iLO 6",
-		BMCFirmware:  "iLO 6 v1.59",
-		BIOSVersion:  "U54 v2.16 (03/01/2024)",
-		SystemID:     "1",
-		ManagerID:    "1",
-		ChassisID:    "1",
+		Name:             ILO6,
+		Manufacturer:     "HPE",
+		Model:            "ProLiant DL360 Gen11",
+		BMCModel:         "iLO 6",
+		BMCFirmware:      "iLO 6 v1.59",
+		IPMIManufacturer: 11,
+		BIOSVersion:      "U54 v2.16 (03/01/2024)",
+		SystemID:         "1",
+		ManagerID:        "1",
+		ChassisID:        "1",
 		// iLO 5 and 6 end their URIs with a slash.
 		SlashedCollections: true,
 		// iLO: member 1 is the floppy / USB stick, member 2 the CD/DVD,
@@ -196,15 +205,16 @@ var all = []*Personality{
 		},
 	},
 	{
-		Name:         X13,
-		Manufacturer: "Supermicro",
-		Model:        "SYS-221H-TNR",
-		BMCModel:     "X13DEM",
-		BMCFirmware:  "01.03.10",
-		BIOSVersion:  "2.1",
-		SystemID:     "1",
-		ManagerID:    "1",
-		ChassisID:    "1",
+		Name:             X13,
+		Manufacturer:     "Supermicro",
+		Model:            "SYS-221H-TNR",
+		BMCModel:         "X13DEM",
+		BMCFirmware:      "01.03.10",
+		IPMIManufacturer: 10876,
+		BIOSVersion:      "2.1",
+		SystemID:         "1",
+		ManagerID:        "1",
+		ChassisID:        "1",
 		// Supermicro: one member CD1 under the Manager.
 		Media:   []Slot{cdSlot("CD1")},
 		MediaAt: UnderManager,

@@ -417,6 +417,10 @@ type Endpoint struct {
 	// (cluster.masters.personality, cluster.workers.personalities[1]), for
 	// the errors of checks that refuse it.
 	PersonalityField string `json:"personalityField,omitempty"`
+	// Inband says the node's in-band IPMI (the KCS its OS reaches as
+	// /dev/ipmi0) is wired to this BMC: an x86_64 node on the host the
+	// lab's vbmcd runs on, whose socket it can reach.
+	Inband bool `json:"inband,omitempty"`
 }
 
 // Network is the lab's host network.
@@ -862,6 +866,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	}
 	p.bmcNetwork()
 	p.resolveHosts(cfg)
+	p.resolveInband()
 	if o.Mode == ModeAgent {
 		p.resolveAgent(cfg)
 	}
@@ -1391,6 +1396,22 @@ func (p *Plan) endpoint(n *Node, i int, kind, persona string) error {
 	}
 	n.BMC.Address = addr
 	return nil
+}
+
+// resolveInband wires the in-band IPMI of the nodes that have a BMC, an
+// ISA bus for the KCS (x86_64) and the lab's vbmcd on their host (the
+// hub, in a lab over several hosts: a unix socket does not cross hosts).
+func (p *Plan) resolveInband() {
+	hub := ""
+	for _, h := range p.Hosts {
+		if h.Hub {
+			hub = h.Name
+		}
+	}
+	for i := range p.Nodes {
+		n := &p.Nodes[i]
+		n.BMC.Inband = n.BMC.SystemURL != "" && n.Arch == ArchX86_64 && n.Host == hub
+	}
 }
 
 // hostForURL is an address as a URL's host: IPv6 in brackets.

@@ -6,7 +6,8 @@
 // Under each system: boot override and ComputerSystem.Reset, Bios and its
 // pending Settings, SecureBoot with its key databases (when the backend is
 // a machine.KeyStorer), Storage (drives and RAID volumes), Processors,
-// Memory, EthernetInterfaces, and the Chassis' PCIe devices, network
+// Memory, EthernetInterfaces (and the Manager's own, the BMC's NIC as IPMI's
+// `lan print` reports it: bmcnic.go), and the Chassis' PCIe devices, network
 // adapters, Power and Thermal sensors. Virtual media (InsertMedia,
 // EjectMedia, PATCH of Image and Inserted, a task for a long download)
 // hangs under the Manager, where sushy and Ironic look, and under

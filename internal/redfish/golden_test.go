@@ -3,6 +3,7 @@ package redfish
 import (
 	"encoding/json"
 	"flag"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -101,22 +102,25 @@ func TestResourceBuildersGolden(t *testing.T) {
 	m := goldenMachine()
 	u := systemURI(m.ID)
 	cases := map[string]any{
-		"service_root.json":            serviceRoot(goldenIdentity),
-		"odata.json":                   odataDocument(),
-		"system.json":                  system(m, goldenIdentity),
-		"processors.json":              collection(u+"/Processors", "ProcessorCollection", "Processors Collection", ids(u+"/Processors", processorIDs(m))),
-		"processor.json":               processor(m, "CPU2"),
-		"memory.json":                  memory(m, "DIMM1"),
-		"ethernet_interface.json":      ethernetInterface(m, "525400aabb01"),
-		"simple_storage.json":          simpleStorage(m, "1"),
-		"storage.json":                 storage(m, "1"),
-		"drive_file.json":              drive(m, "1", "vda"),
-		"drive_ssd.json":               drive(m, "1", "sdb"),
-		"storage_controller.json":      storageController(m, "1", "0"),
-		"secure_boot.json":             secureBoot(m, true),
-		"bios.json":                    bios(m),
-		"bios_settings.json":           biosSettings(m),
-		"manager.json":                 manager(m, goldenIdentity),
+		"service_root.json":       serviceRoot(goldenIdentity),
+		"odata.json":              odataDocument(),
+		"system.json":             system(m, goldenIdentity),
+		"processors.json":         collection(u+"/Processors", "ProcessorCollection", "Processors Collection", ids(u+"/Processors", processorIDs(m))),
+		"processor.json":          processor(m, "CPU2"),
+		"memory.json":             memory(m, "DIMM1"),
+		"ethernet_interface.json": ethernetInterface(m, "525400aabb01"),
+		"simple_storage.json":     simpleStorage(m, "1"),
+		"storage.json":            storage(m, "1"),
+		"drive_file.json":         drive(m, "1", "vda"),
+		"drive_ssd.json":          drive(m, "1", "sdb"),
+		"storage_controller.json": storageController(m, "1", "0"),
+		"secure_boot.json":        secureBoot(m, true),
+		"bios.json":               bios(m),
+		"bios_settings.json":      biosSettings(m),
+		"manager.json":            manager(m, goldenIdentity),
+		"manager_nic.json": managerNIC(m, machine.BMCNIC{Address: netip.MustParseAddr("192.168.111.21"), Bits: 24,
+			Gateway: netip.MustParseAddr("192.168.111.1"), MAC: machine.BMCMAC(m.ID)}),
+		"manager_nic_v6.json":          managerNIC(m, machine.BMCNIC{Address: netip.MustParseAddr("fd00:b::21"), Bits: 64, MAC: machine.BMCMAC(m.ID)}),
 		"chassis.json":                 chassis(m, goldenIdentity),
 		"pcie_device.json":             pcieDevice(m, "0000-00-1d"),
 		"pcie_function.json":           pcieFunction(m, "0000-01-00", "0"),

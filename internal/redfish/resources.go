@@ -677,6 +677,7 @@ func manager(m *machine.Machine, id identity) obj {
 		"FirmwareVersion":       firmwareVersion(m, machine.FirmwareBMC, id),
 		"PowerState":            "On",
 		"VirtualMedia":          ref{managerURI(m.ID) + "/VirtualMedia"},
+		"EthernetInterfaces":    ref{managerURI(m.ID) + "/EthernetInterfaces"},
 		"GraphicalConsole":      graphicalConsole(id.KVM),
 		"Status":                status("Enabled"),
 		"Links": obj{

@@ -287,6 +287,8 @@ func (s *Server) table() []*route {
 		r("Managers", route{get: getManagers}),
 		r("Managers/*", route{get: getManager, patch: patchManager, write: accounts.ConfigureManager}),
 		r("Managers/*/Actions/Manager.Reset", route{post: postManagerReset, write: accounts.ConfigureManager}),
+		r("Managers/*/EthernetInterfaces", route{render: renderManagerNICs}),
+		r("Managers/*/EthernetInterfaces/*", route{render: renderManagerNIC}),
 		r("Chassis", route{get: getChassisCollection}),
 		r("Chassis/*", route{render: renderChassis}),
 		r("Chassis/*/Thermal", route{render: renderThermal}),

@@ -60,6 +60,10 @@ type Server struct {
 
 	dell        dellJobs     // Dell's configuration jobs (oem_dell.go)
 	screenshots screenLimits // screenshots a second, per machine (screen.go)
+
+	// Where the BMC NICs' addresses come from (bmcnic.go).
+	nicService string
+	nicHost    machine.HostNet
 }
 
 // Option configures a Server.

@@ -1,7 +1,9 @@
 // Package sim is an in-memory machine.Backend: simulated servers with
 // realistic power transitions, for scale tests of Ironic or Metal3 without
 // VMs and for demos on hosts without libvirt. It speaks the same model as the
-// libvirt backend, so the protocol faces cannot tell them apart.
+// libvirt backend, so the protocol faces cannot tell them apart. With
+// WithIPMISockets every machine names an in-band IPMI socket, where vbmcd's
+// in-band face listens and a synthetic client plays the machine's qemu.
 //
 // A running machine has a screen of its own (screen.go): a text screen
 // drawn from its state and what was typed on it, for the hands-free

@@ -58,6 +58,9 @@ type Backend struct {
 	// machines whose System says Notify (announce.go).
 	notify func(name string, body []byte)
 	media  MediaMode // how machines without a mode of their own take media
+	// kcsDir holds every machine's in-band IPMI socket, <uuid>.sock
+	// ("": none), where a synthetic client plays qemu.
+	kcsDir string
 }
 
 // viewKeep is how long List's snapshots outlive their last use.
@@ -100,6 +103,20 @@ func WithDelay(d time.Duration) Option { return func(b *Backend) { b.delay = d }
 // WithFactoryKeys gives every machine's firmware these secure boot keys
 // (default: none, so every database is empty).
 func WithFactoryKeys(ks machine.KeyStore) Option { return func(b *Backend) { b.keys = ks } }
+
+// WithIPMISockets gives every machine an in-band IPMI socket in dir,
+// <uuid>.sock (machine.Inventory.IPMISocket), where vbmcd's in-band face
+// listens and a synthetic client (ipmi/client.KCS) can play the machine's
+// qemu.
+func WithIPMISockets(dir string) Option { return func(b *Backend) { b.kcsDir = dir } }
+
+// socketOf is machine k's in-band IPMI socket; "" without WithIPMISockets.
+func (b *Backend) socketOf(k int) string {
+	if b.kcsDir == "" {
+		return ""
+	}
+	return b.kcsDir + "/" + b.ids[36*k:36*(k+1)] + ".sock"
+}
 
 // New returns a backend with n machines named sim-0001, sim-0002, ...
 // Their UUIDs are derived from their names, so they are stable across runs.
@@ -162,9 +179,10 @@ func (b *Backend) fill(k int, m *machine.Machine, nics []machine.NIC, disks []ma
 			MachineType: "q35",
 			// Capacity-limited: an append copies rather than writing
 			// into the next machine's.
-			NICs:  nics[:1:1],
-			PCI:   simPCI,
-			Disks: disks[:2:2],
+			NICs:       nics[:1:1],
+			PCI:        simPCI,
+			Disks:      disks[:2:2],
+			IPMISocket: b.socketOf(k),
 		},
 		Power:      machine.PowerOff,
 		Mode:       machine.BootModeUEFI,

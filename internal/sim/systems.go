@@ -223,6 +223,7 @@ func (b *Backend) described(k int) *machine.Machine {
 			NICs:        nics,
 			PCI:         s.pci,
 			Disks:       disks,
+			IPMISocket:  b.socketOf(k),
 		},
 		Power:            s.Power,
 		Mode:             s.settings.Boot.Mode,

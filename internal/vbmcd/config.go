@@ -100,6 +100,10 @@ type Config struct {
 	IPMICipher0        bool
 	IPMIMaxSessions    int
 	IPMISessionTimeout time.Duration
+	// IPMIInband serves each machine's in-band IPMI (the KCS its OS
+	// reaches as /dev/ipmi0), on a unix socket in IPMIInbandDir.
+	IPMIInband    bool
+	IPMIInbandDir string
 
 	LogLevel  string
 	LogFormat string
@@ -183,9 +187,28 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.IPMICipher0, "ipmi-cipher0", false, "accept IPMI cipher suite 0 (no authentication at all)")
 	fs.IntVar(&c.IPMIMaxSessions, "ipmi-max-sessions", 16, "IPMI sessions per BMC")
 	fs.DurationVar(&c.IPMISessionTimeout, "ipmi-session-timeout", 60*time.Second, "idle timeout of IPMI sessions")
+	fs.BoolVar(&c.IPMIInband, "ipmi-inband", true, "serve each machine's in-band IPMI: the KCS interface its OS reaches as /dev/ipmi0, wired by qemu to a unix socket of this BMC (libvirt domains without one get it at their next power-on through vbmcd)")
+	fs.StringVar(&c.IPMIInbandDir, "ipmi-inband-dir", "", "directory of the in-band IPMI sockets, <uuid>.sock (default: "+DefaultInbandDir+" with --backend libvirt; with --backend sim none, give one to serve synthetic clients)")
 	fs.Var(&faultList{specs: &c.Faults}, "fault", `inject faults from the start, repeatable: {"machine":"NAME","latency":"300ms","httpErrors":2,"httpStatus":503,"ipmiDrop":1,"refusePowerOn":true,"mediaStuck":true,"down":"30s"} (see vbmcd fault set)`)
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "console", "console or json")
+}
+
+// DefaultInbandDir holds the in-band IPMI sockets of libvirt domains.
+const DefaultInbandDir = virt.DefaultKCSDir
+
+// inbandDir is where the machines' in-band IPMI sockets go; "" when vbmcd
+// makes none (the sockets libvirt domains name are still served).
+func (c Config) inbandDir() string {
+	switch {
+	case !c.IPMI || !c.IPMIInband:
+		return ""
+	case c.IPMIInbandDir != "":
+		return c.IPMIInbandDir
+	case c.Backend == "libvirt":
+		return DefaultInbandDir
+	}
+	return ""
 }
 
 // EnvName is the environment variable of a flag.
@@ -418,6 +441,18 @@ func (c *Config) validate() error {
 	}
 	if _, err := personality.Lookup(c.Personality); err != nil {
 		return fmt.Errorf("--personality: %w", err)
+	}
+	if d := c.IPMIInbandDir; d != "" {
+		// A unix socket's path holds 107 bytes: <dir>/<36-byte uuid>.sock.
+		if !filepath.IsAbs(d) {
+			return fmt.Errorf("--ipmi-inband-dir %q: must be an absolute path (qemu connects to the sockets in it)", d)
+		}
+		if n := len(filepath.Clean(d)) + 42; n > 107 {
+			return fmt.Errorf("--ipmi-inband-dir %q: the sockets' paths would be %d bytes, over a unix socket's 107; choose a shorter directory, such as %s", d, n, DefaultInbandDir)
+		}
+		if c.Backend == "kubevirt" {
+			return fmt.Errorf("--ipmi-inband-dir: KubeVirt's VirtualMachines have no in-band IPMI (docs/kubevirt.md); leave it out with --backend kubevirt")
+		}
 	}
 	if _, err := personality.ParseQuirks(c.Quirks); err != nil {
 		return fmt.Errorf("--quirks: %w", err)

@@ -206,3 +206,30 @@ func TestFaultsFromConfigFile(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+// TestInbandDir: where the in-band sockets go, and that --ipmi off or
+// --ipmi-inband off wires no KCS (docs/vbmcd.md's flag table).
+func TestInbandDir(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"libvirt default", []string{"--backend", "libvirt"}, DefaultInbandDir},
+		{"libvirt, own dir", []string{"--backend", "libvirt", "--ipmi-inband-dir", "/run/k"}, "/run/k"},
+		{"sim, none given", []string{"--backend", "sim"}, ""},
+		{"sim, dir given", []string{"--backend", "sim", "--ipmi-inband-dir", "/run/k"}, "/run/k"},
+		{"ipmi off", []string{"--backend", "libvirt", "--ipmi=false", "--ipmi-inband-dir", "/run/k"}, ""},
+		{"inband off", []string{"--backend", "libvirt", "--ipmi-inband=false"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parse(t, tc.args, nil, "")
+			if err != nil {
+				t.Fatalf("parse %v: %v", tc.args, err)
+			}
+			if diff := cmp.Diff(tc.want, c.inbandDir()); diff != "" {
+				t.Errorf("inbandDir() of %v (-want +got):\n%s", tc.args, diff)
+			}
+		})
+	}
+}

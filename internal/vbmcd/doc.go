@@ -1,6 +1,9 @@
 // Package vbmcd is the vbmcd command: one daemon that gives every libvirt VM
 // (or KubeVirt VirtualMachine, or simulated server) a Redfish BMC and an IPMI lanplus BMC over one
-// machine model. It parses flags, the YAML config file and VBMCD_*
+// machine model; a libvirt VM's BMC is reached from inside it too, through
+// the KCS interface vbmcd adds to its domain at the next power-on
+// (--ipmi-inband; inband.go gives the IPMI manager the sockets' directory,
+// their owner, qemu's user, and the host networks `lan print` reports). It parses flags, the YAML config file and VBMCD_*
 // environment variables, builds the backend, the model and the protocol
 // faces, and shuts them down within a bounded time. On the Redfish listener
 // it also serves the web console (internal/webui, --web-console). Beside the daemon it

@@ -3,6 +3,7 @@ package vbmcd
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"os"
@@ -234,7 +235,10 @@ func (n agentNode) serialTail() string {
 //     the agent's (the agent inspect interface): the inventory has the
 //     VM's CPUs, memory, disk and NIC MACs as libvirt made them, every NIC
 //     became a port, and each port's switch and port (LLDP, from vbmcd lldp)
-//     is what Redfish's LLDPReceive says for that NIC. Two redfish nodes
+//     is what Redfish's LLDPReceive says for that NIC; the inventory's
+//     bmc_address and bmc_mac are what the agent read in-band (ipmitool
+//     lan print through the KCS vbmcd wires at power-on): the own BMC's
+//     address, or the service's IPMI address. Two redfish nodes
 //     (one BMC of its own, one system behind the service listener) over
 //     virtual media.
 //   - 21: Ironic 21.4 without fast_track: the agent boots for cleaning, for
@@ -473,11 +477,19 @@ func checkInventory(t *testing.T, ir *ironictest.Ironic, name string, n agentNod
 		t.Fatal(err)
 	}
 	var hc *http.Client
-	var base string
+	var base, bmc string
 	if n.spec.DriverInfo["redfish_system_id"] == nil {
 		hc, base = redfishIn(t, ns, n.spec.DriverInfo["redfish_verify_ca"].(string)), n.spec.DriverInfo["redfish_address"].(string)
+		bmc = strings.TrimPrefix(base, "https://") // the machine's own BMC address
 	} else {
 		hc, base = redfishIn(t, ns, serviceCert), serviceURL
+		bmc = "127.0.0.1" // the service's IPMI address: --redfish-addr's host
+	}
+	// The BMC the agent found in-band (ipmitool lan print through the KCS
+	// vbmcd wired into the domain at power-on).
+	wantBMC := wantInventoryBMC(n.vm.ID, bmc)
+	if got := map[string]string{"bmc_address": in.BMCAddress, "bmc_mac": in.BMCMAC}; !maps.Equal(got, wantBMC) {
+		t.Errorf("%s inspected: the agent's BMC %v, want %v", name, got, wantBMC)
 	}
 	lldp := redfishLLDP(t, hc, base, n.vm.ID, user, pass)
 	if len(ports) != len(n.macs) {

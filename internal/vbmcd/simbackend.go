@@ -17,6 +17,9 @@ import (
 // (sushy-tools' external_notifier). The notifier sends until ctx ends.
 func newSim(ctx context.Context, cfg Config, log *zap.Logger) (*sim.Backend, *simnotify.Notifier, error) {
 	opts := []sim.Option{sim.WithDelay(cfg.SimDelay), sim.WithMedia(sim.MediaMode(cfg.SimMedia))} // "": fetch
+	if dir := cfg.inbandDir(); dir != "" {
+		opts = append(opts, sim.WithIPMISockets(dir))
+	}
 	// Simulated machines have the secure boot keys a VM here would
 	// have: those of the host's OVMF template, when there is one.
 	if vars := virt.DetectFirmware().SecureVars; vars != "" {

@@ -154,7 +154,7 @@ func newLibvirt(ctx context.Context, cfg Config, log *zap.Logger) (*virt.Hosts, 
 	// A 1 s keepalive: a host that vanishes without closing the connection
 	// (power loss, a cut network) makes its machines unavailable within
 	// about 2 s rather than serve what they were.
-	be, err := virt.NewHosts(hosts, virt.Config{Keepalive: time.Second, VarsDir: filepath.Join(cfg.StateDir, "ovmf")}, log)
+	be, err := virt.NewHosts(hosts, virt.Config{Keepalive: time.Second, VarsDir: filepath.Join(cfg.StateDir, "ovmf"), KCSDir: cfg.inbandDir()}, log)
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +325,11 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	if _, ok := svc.Backend().(machine.DisplayOpener); ok && cfg.WebConsole {
 		kvm = webui.MaxConsoles
 	}
+	// The host networks the BMCs' addresses are on, as both faces report
+	// them (the Manager's EthernetInterface, IPMI's LAN parameters).
+	hn := newHostNet(5 * time.Second)
 	rfOpts := []redfish.Option{
+		redfish.WithBMCNIC(cfg.ipmiAddr(), hn.lookup),
 		redfish.WithGraphicalConsole(kvm),
 		redfish.WithThrottle(throttle),
 		redfish.WithMetrics(reg),
@@ -437,6 +441,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		if own != nil {
 			opts = append(opts, ipmi.WithBMCPort(cfg.BMCIPMIPort))
 		}
+		opts = append(opts, inbandOptions(cfg, hn, log)...)
 		mgr := ipmi.NewManager(svc, log.Named("ipmi"), opts...)
 		reg.Gauge("vbmcd_ipmi_sessions", "IPMI sessions of every BMC, set-up ones included.", func() float64 { return float64(mgr.Sessions()) })
 		ipmiDone = make(chan struct{})

@@ -39,6 +39,11 @@ type Config struct {
 	// databases deleted are written (libvirtd must read them); default
 	// DefaultVarsDir.
 	VarsDir string
+	// KCSDir is where the in-band IPMI sockets of the domains the backend
+	// wires go (kcs.go): a domain without an IPMI device gets a KCS wired
+	// to <KCSDir>/<uuid>.sock at its next start. "": none is added (the
+	// sockets domains already name are still reported).
+	KCSDir string
 }
 
 // Backend is a machine.Backend over libvirt domains.
@@ -406,6 +411,7 @@ func (b *Backend) read(l *libvirt.Libvirt, d libvirt.Domain) (*entry, error) {
 		Mode:             mode,
 		SecureBootActive: secure,
 	}
+	m.IPMISocket = b.socketOf(m.ID, running, power == machine.PowerOff)
 	fillSwitches(l, m.NICs)
 	for i, dk := range m.Disks {
 		if dk.Device == machine.DeviceDisk && dk.Source != "" {
@@ -718,7 +724,7 @@ func (b *Backend) Start(ctx context.Context, id string) error {
 			return err
 		}
 	}
-	if err := b.ensureDisplay(l, e); err != nil {
+	if err := b.ensureDevices(l, e); err != nil {
 		return err
 	}
 	var flags uint32

@@ -94,10 +94,12 @@ func (b *Backend) OpenDisplay(ctx context.Context, id string) (io.ReadWriteClose
 	return c, nil
 }
 
-// ensureDisplay gives the persistent definition of a domain about to start
-// the VNC display when it has no graphics device (read from libvirt, not
-// the cache, which a save just before may have outrun).
-func (b *Backend) ensureDisplay(l *libvirt.Libvirt, e *entry) error {
+// ensureDevices gives the persistent definition of a domain about to start
+// what a BMC's machine always has and the domain lacks: the VNC display
+// when it has no graphics device, the in-band IPMI interface (kcs.go) when
+// it has no IPMI device. The definition is read from libvirt, not the
+// cache, which a save just before may have outrun.
+func (b *Backend) ensureDevices(l *libvirt.Libvirt, e *entry) error {
 	inactive, err := l.DomainGetXMLDesc(e.dom, libvirt.DomainXMLInactive|libvirt.DomainXMLSecure)
 	if err != nil {
 		return b.wrap(err, "read the definition of", e.m.Name)
@@ -106,7 +108,9 @@ func (b *Backend) ensureDisplay(l *libvirt.Libvirt, e *entry) error {
 	if err := def.Unmarshal(inactive); err != nil {
 		return fmt.Errorf("parse domain XML of %s: %w", e.m.Name, err)
 	}
-	if !addDisplay(&def) {
+	display := addDisplay(&def)
+	kcs := b.wiresKCS() && addKCS(&def, KCSSocketPath(b.cfg.KCSDir, e.m.ID))
+	if !display && !kcs {
 		return nil
 	}
 	out, err := def.Marshal()
@@ -114,8 +118,14 @@ func (b *Backend) ensureDisplay(l *libvirt.Libvirt, e *entry) error {
 		return fmt.Errorf("encode domain XML of %s: %w", e.m.Name, err)
 	}
 	if _, err := l.DomainDefineXMLFlags(out, libvirt.DomainDefineValidate); err != nil {
-		return b.done(l, e, err, "add a VNC display to")
+		return b.done(l, e, err, "add the BMC's devices to")
 	}
-	b.log.Info("added a VNC display for the graphical console", zap.String("domain", e.m.Name))
+	if display {
+		b.log.Info("added a VNC display for the graphical console", zap.String("domain", e.m.Name))
+	}
+	if kcs {
+		b.log.Info("added an in-band IPMI interface (KCS) wired to this BMC", zap.String("domain", e.m.Name),
+			zap.String("socket", KCSSocketPath(b.cfg.KCSDir, e.m.ID)))
+	}
 	return nil
 }

@@ -20,7 +20,10 @@
 // (a CD-ROM or USB disk changed live on a running domain, media.go), the
 // serial console as a libvirt stream and the path of its serial log file
 // on this host (console.go), the VNC display on a unix socket, added to a
-// domain without graphics at its start (display.go), secure boot keys in
+// domain without graphics at its start (display.go), the in-band IPMI
+// interface (a KCS wired to vbmcd's socket by qemu arguments), added at its
+// start to a local x86 domain without one, and the socket a domain names
+// (kcs.go), secure boot keys in
 // OVMF's variable store (keys.go), RAID volumes as qcow2 volumes in the
 // domain's pool (volumes.go), and the PCI inventory QEMU shows (pci.go).
 //

@@ -287,6 +287,26 @@ func (lab *Lab) LiveXML(t testing.TB, name string, flags libvirt.DomainXMLFlags)
 	return x
 }
 
+// DirectBoot redefines a VM to boot kernel with initrd and the kernel
+// command line cmdline (qemu's direct kernel boot, no firmware menu), as a
+// deploy ramdisk is booted without an ISO. qemu must be able to read both
+// files.
+func (lab *Lab) DirectBoot(t testing.TB, vm *VM, kernel, initrd, cmdline string) {
+	t.Helper()
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(lab.LiveXML(t, vm.Name, libvirt.DomainXMLInactive)); err != nil {
+		t.Fatal(err)
+	}
+	def.OS.Kernel, def.OS.Initrd, def.OS.Cmdline = kernel, initrd, cmdline
+	x, err := def.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lab.Client.DomainDefineXML(x); err != nil {
+		t.Fatalf("define %s with a kernel to boot: %v", vm.Name, err)
+	}
+}
+
 // RemoveGraphics redefines a VM without the display labvirt gives every
 // domain (and its video device), as a domain defined by other tools may
 // be: vbmcd's start gives it one again.

@@ -7,8 +7,10 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -282,6 +284,15 @@ func TestUpUntilInstallConfig(t *testing.T) {
 	if out, err := console("nosuch", "text"); err == nil || !strings.Contains(err.Error(), "its nodes are") {
 		t.Errorf("an unknown node = %v:\n%s", err, out)
 	}
+	// The node's in-band IPMI (its KCS) is wired to the lab's vbmcd, which
+	// listens on the socket the domain names.
+	sock := "/run/vbmcd/kcs/" + strings.ToLower(uuid) + ".sock"
+	if x, _ := exec.Command("virsh", "dumpxml", h.Name).Output(); !strings.Contains(string(x), "ipmi-bmc-extern") || !strings.Contains(string(x), "path="+sock+",") {
+		t.Errorf("%s has no KCS wired to %s:\n%s", h.Name, sock, x)
+	}
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Type() != fs.ModeSocket {
+		t.Errorf("the lab's vbmcd does not listen on %s: %v", sock, err)
+	}
 
 	// down leaves nothing of the lab behind.
 	start = time.Now()
@@ -289,6 +300,9 @@ func TestUpUntilInstallConfig(t *testing.T) {
 		t.Fatalf("down: %v", err)
 	}
 	t.Logf("down took %s", time.Since(start))
+	if _, err := os.Stat(sock); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("down left the in-band socket %s: %v", sock, err)
+	}
 	left, _ := exec.Command("virsh", "list", "--all", "--name").Output()
 	pools, _ := exec.Command("virsh", "pool-list", "--all", "--name").Output()
 	nets, _ := exec.Command("virsh", "net-list", "--all", "--name").Output()

@@ -32,7 +32,7 @@ var user, pass = "admin", "password"
 var pacer *pace.Pacer
 
 func main() {
-	mode := flag.String("mode", "qps", "qps, idle, sessions (serve: internal)")
+	mode := flag.String("mode", "qps", "qps, idle, sessions, kcs-rtt, kcs-idle (serve: internal)")
 	bmcs := flag.Int("bmcs", 8, "number of BMCs")
 	base := flag.Int("base", 40000, "first UDP port on 127.0.0.1")
 	clients := flag.Int("clients", 8, "concurrent clients")
@@ -41,6 +41,9 @@ func main() {
 	suite := flag.Int("suite", 17, "cipher suite")
 	pid := flag.Int("pid", 0, "drive the BMCs of a running vbmcd (its PID, for CPU and memory) at -base on 127.0.0.1 instead of starting a server; the password comes from IPMILOAD_PASSWORD")
 	rate := flag.Int("rate", 0, "at most this many queries a second over all clients, for soaks (default: as fast as the clients go)")
+	kcsDir := flag.String("kcs", "", "with -mode kcs-*: the in-band sockets' directory (default: a temporary one)")
+	kcsRate := flag.Float64("kcs-rate", 0, "with -mode kcs-*: each machine's in-band rate, requests a second (default: vbmcd's, 200)")
+	requests := flag.Int("requests", 2000, "with -mode kcs-rtt: requests per client")
 	flag.Parse()
 	pacer = pace.New(*rate)
 	if *pid != 0 {
@@ -49,7 +52,11 @@ func main() {
 		}
 	}
 	if *mode == "serve" {
-		serve(*bmcs, *base)
+		serve(*bmcs, *base, *kcsDir, *kcsRate)
+		return
+	}
+	if strings.HasPrefix(*mode, "kcs-") {
+		kcs(*mode, *bmcs, *clients, *requests, *kcsDir, *kcsRate)
 		return
 	}
 	var srv *server
@@ -142,8 +149,8 @@ func (s *server) procPID() int {
 	return s.pid
 }
 
-func startServer(n, base int) *server {
-	cmd := exec.Command("/proc/self/exe", "-mode", "serve", "-bmcs", strconv.Itoa(n), "-base", strconv.Itoa(base))
+func startServer(n, base int, more ...string) *server {
+	cmd := exec.Command("/proc/self/exe", append([]string{"-mode", "serve", "-bmcs", strconv.Itoa(n), "-base", strconv.Itoa(base)}, more...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -191,17 +198,37 @@ func (s *server) rss() int {
 	return 0
 }
 
-func serve(n, base int) {
+// serve runs n BMCs: LAN ones from port base (0: none), and in-band ones
+// with their sockets in kcsDir ("": none), at kcsRate requests a second.
+func serve(n, base int, kcsDir string, kcsRate float64) {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer cancel()
-	svc := machine.NewService(sim.New(n), nil)
+	var opts []sim.Option
+	if kcsDir != "" {
+		opts = append(opts, sim.WithIPMISockets(kcsDir))
+	}
+	be := sim.New(n, opts...)
+	svc := machine.NewService(be, nil)
 	svc.Watch(ctx)
-	mgr := ipmi.NewManager(svc, zap.NewNop(),
-		ipmi.WithCredentials(machine.Credential{Username: user, Password: pass}),
-		ipmi.WithPortBase(base), ipmi.WithAddress("127.0.0.1"))
+	iopts := []ipmi.Option{ipmi.WithCredentials(machine.Credential{Username: user, Password: pass}), ipmi.WithAddress("127.0.0.1")}
+	if base > 0 {
+		iopts = append(iopts, ipmi.WithPortBase(base))
+	}
+	if kcsRate > 0 {
+		iopts = append(iopts, ipmi.WithInbandRate(kcsRate, min(kcsRate, 100)))
+	}
+	mgr := ipmi.NewManager(svc, zap.NewNop(), iopts...)
 	go func() {
-		for len(mgr.Endpoints()) < n {
+		for base > 0 && len(mgr.Endpoints()) < n {
 			time.Sleep(10 * time.Millisecond)
+		}
+		for _, m := range be.List() {
+			for kcsDir != "" {
+				if _, err := os.Stat(m.IPMISocket); err == nil {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 		}
 		fmt.Println("ready")
 	}()
