@@ -6,6 +6,8 @@ import (
 
 	"libvirt.org/go/libvirtxml"
 
+	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/virt"
 )
 
@@ -179,5 +181,59 @@ func TestDomainXMLDisplay(t *testing.T) {
 	g := d.Devices.Graphics
 	if len(g) != 1 || g[0].VNC == nil || len(g[0].VNC.Listeners) != 1 || g[0].VNC.Listeners[0].Socket == nil || g[0].VNC.Port != 0 {
 		t.Errorf("graphics %+v, want one VNC display listening on a socket", g)
+	}
+}
+
+// TestDomainNICsAsThePlanWiresThem: a node of a lab with a provisioning
+// network is defined with its provisioning NIC first (on the libvirt
+// network named like the provisioning bridge), its baremetal NIC second,
+// and os/boot's order disk then network, which libvirt turns into the
+// first NIC's bootindex: the node network-boots from its provisioning
+// NIC. A node with one NIC keeps it on the node network.
+func TestDomainNICsAsThePlanWiresThem(t *testing.T) {
+	fw := virt.Firmware{UEFI: virt.UEFI{Code: "/fw/CODE.fd", Vars: "/fw/VARS.fd"}}
+	for _, tt := range []struct {
+		name string
+		nics []plan.NIC
+		want []string
+	}{
+		{"managed", []plan.NIC{{Name: "enp1s0", MAC: "52:54:00:00:00:01", Network: "provisioning", Provisioning: true}, {Name: "enp2s0", MAC: "52:54:00:00:00:02", Network: "baremetal"}},
+			[]string{"52:54:00:00:00:01 network provisioning", "52:54:00:00:00:02 network baremetal"}},
+		{"bridge without a libvirt network", []plan.NIC{{Name: "enp1s0", MAC: "52:54:00:00:00:01", Bridge: "prov2", Provisioning: true}, {Name: "enp2s0", MAC: "52:54:00:00:00:02", Network: "baremetal"}},
+			[]string{"52:54:00:00:00:01 bridge prov2", "52:54:00:00:00:02 network baremetal"}},
+		{"one NIC", nil, []string{"52:54:00:00:00:09 network baremetal"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n := plan.Node{Name: "n0", MAC: "52:54:00:00:00:09", NICs: tt.nics, Disks: []plan.Disk{{Path: "/d/n0.qcow2"}}}
+			x, err := domainSpec(lab.Machine{Lab: "l", Node: n, Network: "baremetal"}).DomainXML(fw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d libvirtxml.Domain
+			if err := d.Unmarshal(x); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, in := range d.Devices.Interfaces {
+				s := in.MAC.Address
+				switch src := in.Source; {
+				case src.Network != nil:
+					s += " network " + src.Network.Network
+				case src.Bridge != nil:
+					s += " bridge " + src.Bridge.Bridge
+				}
+				got = append(got, s)
+			}
+			if strings.Join(got, "; ") != strings.Join(tt.want, "; ") {
+				t.Errorf("NICs %q, want %q", got, tt.want)
+			}
+			var boot []string
+			for _, b := range d.OS.BootDevices {
+				boot = append(boot, b.Dev)
+			}
+			if strings.Join(boot, ",") != "hd,network" {
+				t.Errorf("os/boot %v, want hd,network", boot)
+			}
+		})
 	}
 }

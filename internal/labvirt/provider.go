@@ -429,7 +429,6 @@ func domainSpec(m lab.Machine) DomainSpec {
 	n := m.Node
 	spec := DomainSpec{
 		Name: n.Name, UUID: n.UUID, MemoryMiB: n.MemoryMiB, VCPUs: n.VCPUs, UEFI: true, Arch: n.Arch,
-		NICs:      []NICSpec{{Network: m.Network, MAC: n.MAC}},
 		SerialLog: n.SerialLog,
 		BootOrder: []string{"hd", "network"},
 		Metadata:  MarkXML(m.Lab, m.Attrs...),
@@ -441,6 +440,15 @@ func domainSpec(m lab.Machine) DomainSpec {
 	}
 	for _, d := range n.Disks {
 		spec.Disks = append(spec.Disks, DiskSpec{Path: d.Path})
+	}
+	// The NICs in the plan's order: the first is the one os/boot's
+	// "network" boots from (libvirt gives it the bootindex), the
+	// provisioning NIC where the lab has one.
+	for _, nic := range n.NICs {
+		spec.NICs = append(spec.NICs, NICSpec{Network: nic.Network, Bridge: nic.Bridge, MAC: nic.MAC})
+	}
+	if len(spec.NICs) == 0 {
+		spec.NICs = []NICSpec{{Network: m.Network, MAC: n.MAC}}
 	}
 	return spec
 }

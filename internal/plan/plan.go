@@ -190,6 +190,19 @@ type Cluster struct {
 	ProvisioningNetwork     string       `json:"provisioningNetwork"`
 	ProvisioningNetworkCIDR netip.Prefix `json:"provisioningNetworkCIDR,omitzero"`
 	ProvisioningBridge      string       `json:"provisioningBridge,omitempty"`
+	// ProvisioningHostAddress is the lab host's address on the
+	// provisioning network (its first); ProvisioningDHCPRange the range
+	// handed out there (Managed: by the installer's dnsmasq; Unmanaged:
+	// by the lab's own DHCP server); ProvisioningNetworkInterface the
+	// nodes' NIC on it (IPI). BootstrapProvisioningIP and
+	// ClusterProvisioningIP are the provisioning services' addresses, on
+	// the provisioning network, or with Disabled (IPI) on the machine
+	// network (provisioning.go).
+	ProvisioningHostAddress      netip.Addr    `json:"provisioningHostAddress,omitzero"`
+	ProvisioningDHCPRange        netaddr.Range `json:"provisioningDHCPRange,omitzero"`
+	ProvisioningNetworkInterface string        `json:"provisioningNetworkInterface,omitempty"`
+	BootstrapProvisioningIP      netip.Addr    `json:"bootstrapProvisioningIP,omitzero"`
+	ClusterProvisioningIP        netip.Addr    `json:"clusterProvisioningIP,omitzero"`
 	// ExternalBridge is install-config's externalBridge: the lab's
 	// baremetal bridge, else its first.
 	ExternalBridge string `json:"externalBridge"`
@@ -323,9 +336,17 @@ const (
 
 // Node is one VM.
 type Node struct {
-	Name string     `json:"name"`
-	Role string     `json:"role"`
-	MAC  string     `json:"mac"`
+	Name string `json:"name"`
+	Role string `json:"role"`
+	// MAC is the node's NIC on the node network (the machine network):
+	// its DHCP reservation and address there.
+	MAC string `json:"mac"`
+	// BootMAC is the NIC the node network-boots from, install-config's
+	// bootMACAddress: its first NIC, on the provisioning network where the
+	// lab has one (provisioning.go), else MAC.
+	BootMAC string `json:"bootMAC"`
+	// NICs are its NICs in the domain's order.
+	NICs []NIC      `json:"nics"`
 	UUID string     `json:"uuid"`
 	IP   netip.Addr `json:"ip"`
 	// SecondaryIP is a dual-stack node's IPv6 address (the same place in
@@ -766,6 +787,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	p.addedWorkers = o.AddedWorkers
 	p.Network = resolveNetwork(cfg)
 	p.Cluster = resolveCluster(cfg, o, p.Network)
+	p.resolveProvisioning(cfg)
 	p.BMC = BMC{
 		Kind: k.BMC.Kind, Scheme: "http", Host: k.BMC.Address, RedfishPort: k.BMC.RedfishPort,
 		Username: k.BMC.Username, Password: k.BMC.Password,
@@ -827,6 +849,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	}
 	p.bmcNetwork()
 	p.resolveHosts(cfg)
+	p.provisioningAddress()
 	if o.Mode == ModeAgent {
 		p.resolveAgent(cfg)
 	}
@@ -1007,6 +1030,8 @@ func (p *Plan) IPICluster() ipi.Cluster {
 		Name: c.Name, BaseDomain: c.BaseDomain, Family: c.Family, Masters: c.Masters, Workers: c.Workers,
 		ProvisioningNetwork: c.ProvisioningNetwork, ProvisioningNetworkCIDR: c.ProvisioningNetworkCIDR,
 		ExternalBridge: c.ExternalBridge, ProvisioningBridge: c.ProvisioningBridge,
+		ProvisioningNetworkInterface: c.ProvisioningNetworkInterface, ProvisioningDHCPRange: c.ProvisioningDHCPRange,
+		BootstrapProvisioningIP: c.BootstrapProvisioningIP, ClusterProvisioningIP: c.ClusterProvisioningIP,
 		BMCUsername: p.BMC.Username, BMCPassword: p.BMC.Password,
 		// vbmcd's certificate is self-signed.
 		BMCInsecure:      p.BMC.Kind != ipi.BMCIPMI && p.BMC.Scheme == "https" && !p.BMC.LabCA,
@@ -1037,7 +1062,7 @@ func (p *Plan) IPINodes() []ipi.Node {
 	var out []ipi.Node
 	for _, n := range p.Nodes {
 		if !n.Added && (n.Role == ipi.RoleMaster || n.Role == ipi.RoleWorker || n.Role == ipi.RoleArbiter) {
-			out = append(out, ipi.Node{Name: n.Name, Role: n.Role, UUID: n.UUID, BootMAC: n.MAC, BMCAddress: n.BMC.Address,
+			out = append(out, ipi.Node{Name: n.Name, Role: n.Role, UUID: n.UUID, BootMAC: n.BootMAC, BMCAddress: n.BMC.Address,
 				BMCUsername: n.BMC.Username, BMCPassword: n.BMC.Password})
 		}
 	}
@@ -1250,6 +1275,7 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 				VCPUs: uint(g.spec.VCPUs), MemoryMiB: uint(g.spec.MemoryMiB), Arch: g.spec.Arch,
 				SerialLog: filepath.Join(p.Paths.Logs, name+".serial.log"),
 			}
+			p.nodeNICs(&n, p.Network.BridgeNetworks)
 			ip = ip.Next()
 			if ip6.IsValid() {
 				n.SecondaryIP, ip6 = ip6, ip6.Next()
