@@ -586,7 +586,9 @@ func (c *checker) provisioningIPs(bm *BareMetal, machine []netip.Prefix, dhcp []
 	for _, p := range machine {
 		cidrs = append(cidrs, p.String())
 	}
-	inMachine := func(a netip.Addr) bool { return slices.ContainsFunc(machine, func(p netip.Prefix) bool { return p.Contains(a) }) }
+	inMachine := func(a netip.Addr) bool {
+		return slices.ContainsFunc(machine, func(p netip.Prefix) bool { return p.Contains(a) })
+	}
 	ips := []struct {
 		field, value string
 		ip           netip.Addr

@@ -296,11 +296,17 @@ func TestValidateRules(t *testing.T) {
 		want: []string{`platform.baremetal.bootstrapProvisioningIP: Invalid value: "172.22.0.2": "172.22.0.2" overlaps with the allocated DHCP range`},
 	}, {
 		rule: "the provisioning DHCP range's ends are in the provisioning network", src: "pkg/types/baremetal/validation/platform.go validateDHCPRange",
-		fail: func(ic *InstallConfig) { managed(ic); ic.Platform.BareMetal.ProvisioningDHCPRange = "172.22.0.10,172.23.0.10" },
+		fail: func(ic *InstallConfig) {
+			managed(ic)
+			ic.Platform.BareMetal.ProvisioningDHCPRange = "172.22.0.10,172.23.0.10"
+		},
 		want: []string{`platform.baremetal.provisioningDHCPRange: Invalid value: "172.22.0.10,172.23.0.10": "172.23.0.10" is not in the provisioning network`},
 	}, {
 		rule: "the provisioning DHCP range has two ends", src: "pkg/types/baremetal/validation/platform.go validateDHCPRange",
-		fail: func(ic *InstallConfig) { managed(ic); ic.Platform.BareMetal.ProvisioningDHCPRange = "172.22.0.10-172.22.0.20" },
+		fail: func(ic *InstallConfig) {
+			managed(ic)
+			ic.Platform.BareMetal.ProvisioningDHCPRange = "172.22.0.10-172.22.0.20"
+		},
 		want: []string{`platform.baremetal.provisioningDHCPRange: Invalid value: "172.22.0.10-172.22.0.20": provisioning DHCP range should be in format: start_ip,end_ip`},
 	}, {
 		rule: "with Disabled the provisioning IPs are in a machine network, outside its DHCP range, not a VIP", src: "pkg/types/baremetal/validation/platform.go ValidateProvisioning; lab",
@@ -317,7 +323,9 @@ func TestValidateRules(t *testing.T) {
 		},
 	}, {
 		rule: "with Disabled a provisioning IP is not a VIP", src: "lab",
-		fail: func(ic *InstallConfig) { ic.Platform.BareMetal.ClusterProvisioningIP = ic.Platform.BareMetal.IngressVIPs[0] },
+		fail: func(ic *InstallConfig) {
+			ic.Platform.BareMetal.ClusterProvisioningIP = ic.Platform.BareMetal.IngressVIPs[0]
+		},
 		want: []string{`platform.baremetal.clusterProvisioningIP: Invalid value: "192.168.111.4": IP is one of the VIPs`},
 	}, {
 		rule: "boot mode is UEFI, UEFISecureBoot or legacy", src: "pkg/types/baremetal/validation/platform.go validateBootMode",

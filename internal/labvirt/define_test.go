@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bmlab/bmlab/internal/lab"
@@ -233,6 +234,39 @@ func TestDomainNICsAsThePlanWiresThem(t *testing.T) {
 			}
 			if strings.Join(boot, ",") != "hd,network" {
 				t.Errorf("os/boot %v, want hd,network", boot)
+			}
+		})
+	}
+}
+
+// TestNICDrift: a domain's interfaces against the NICs wanted, in order.
+func TestNICDrift(t *testing.T) {
+	in := func(mac, network, bridge string) libvirtxml.DomainInterface {
+		i := libvirtxml.DomainInterface{MAC: &libvirtxml.DomainInterfaceMAC{Address: mac}, Source: &libvirtxml.DomainInterfaceSource{}}
+		if network != "" {
+			i.Source.Network = &libvirtxml.DomainInterfaceSourceNetwork{Network: network}
+		} else {
+			i.Source.Bridge = &libvirtxml.DomainInterfaceSourceBridge{Bridge: bridge}
+		}
+		return i
+	}
+	want := []NICSpec{{MAC: "52:54:00:00:00:01", Network: "provisioning"}, {MAC: "52:54:00:00:00:02", Network: "baremetal"}}
+	for _, tt := range []struct {
+		name string
+		got  []libvirtxml.DomainInterface
+		want []string
+	}{
+		{"as planned (MACs in any case)", []libvirtxml.DomainInterface{in("52:54:00:00:00:01", "provisioning", ""), in("52:54:00:00:00:02", "baremetal", "")}, nil},
+		{"defined before the provisioning NIC", []libvirtxml.DomainInterface{in("52:54:00:00:00:02", "baremetal", "")}, []string{
+			"NIC 1 is 52:54:00:00:00:02 on network baremetal, want 52:54:00:00:00:01 on network provisioning",
+			"NIC 2 (52:54:00:00:00:02 on network baremetal) missing"}},
+		{"on a bridge, an extra NIC", []libvirtxml.DomainInterface{in("52:54:00:00:00:01", "", "provisioning"), in("52:54:00:00:00:02", "baremetal", ""), in("52:54:00:00:00:03", "default", "")}, []string{
+			"NIC 1 is 52:54:00:00:00:01 on bridge provisioning, want 52:54:00:00:00:01 on network provisioning",
+			"NIC 3 is 52:54:00:00:00:03 on network default, which the lab does not have"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if d := cmp.Diff(tt.want, NICDrift(want, tt.got)); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
 			}
 		})
 	}

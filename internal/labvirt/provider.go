@@ -336,6 +336,8 @@ func (r *Host) Differences(ctx context.Context, o lab.Object) ([]lab.Difference,
 		}
 	case lab.SharedEntries:
 		problems, err = sharedProblems(ctx, c.l, sharedSpec(o))
+	case lab.Machine:
+		problems, err = nicProblems(c.l, domainSpec(o))
 	default:
 		return nil, fmt.Errorf("differences of a %T: not supported", o)
 	}

@@ -286,6 +286,13 @@ func (f *Host) Differences(_ context.Context, o lab.Object) ([]lab.Difference, e
 			return []lab.Difference{{Got: "not running"}}, nil
 		}
 		return nil, nil
+	case lab.Machine:
+		// A node's NICs as defined: the fake defines every node as the
+		// plan says, but a test may mark one drifted.
+		if err, ok := f.Fail["nics:"+o.Node.Name]; ok {
+			return []lab.Difference{{Got: err.Error()}}, nil
+		}
+		return nil, nil
 	case lab.SharedEntries:
 		n := f.SharedNet(o.Shared.Network)
 		if n == nil {

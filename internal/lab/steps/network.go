@@ -103,6 +103,11 @@ func CheckNetwork(ctx context.Context, e *lab.Env) ([]lab.Difference, error) {
 		}
 		out = append(out, d)
 	}
+	nics, err := checkNICs(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, nics...)
 	lldp, err := checkLLDP(ctx, e)
 	if err != nil {
 		return nil, err
@@ -126,6 +131,35 @@ func CheckNetwork(ctx context.Context, e *lab.Env) ([]lab.Difference, error) {
 			}
 			out = append(out, diff)
 		}
+	}
+	return out, nil
+}
+
+// checkNICs compares every defined node's NICs with the plan's: each on
+// its network, in its place (the first is the one it network-boots from).
+// A node defined before its lab had a provisioning network keeps its one
+// NIC until it is defined again; net repair leaves domains alone, so the
+// fix is down and up. Nothing is checked without libvirt (--no-libvirt).
+func checkNICs(ctx context.Context, e *lab.Env) ([]lab.Difference, error) {
+	p := e.Plan
+	if p.LinksOnly {
+		return nil, nil
+	}
+	var out []lab.Difference
+	for _, n := range p.Nodes {
+		problems, err := e.Host.Differences(ctx, MachineOf(p, n))
+		if err != nil {
+			return nil, err
+		}
+		if len(problems) == 0 {
+			continue
+		}
+		var want []string
+		for _, nic := range n.NICs {
+			want = append(want, nic.Name+" "+nic.MAC+" on "+nic.Network+nic.Bridge)
+		}
+		out = append(out, lab.Difference{Object: "domain " + n.Name, Kind: "node-nics", Want: strings.Join(want, ", "), Got: join(gots(problems)),
+			Fix: "labctl down, then labctl up: a node's NICs are set when its domain is defined (net repair leaves domains alone)"})
 	}
 	return out, nil
 }

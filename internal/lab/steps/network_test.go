@@ -239,3 +239,33 @@ func TestLLDPNotOnASpoke(t *testing.T) {
 		t.Errorf("down on a spoke stopped %v; the hub's sender left: %v", rm.LLDPSenders, f.Objs[lab.KindLLDP])
 	}
 }
+
+// TestNetCheckShowsANodesNICs: net check reports a node whose domain's
+// NICs are not the plan's (here: defined before the lab had a provisioning
+// network), with the NICs it wants, in order, and the fix; without
+// libvirt it does not look.
+func TestNetCheckShowsANodesNICs(t *testing.T) {
+	f := labtest.NewHost()
+	e, _ := labtest.EnvFor(t, f, "", "name: fk\nnetwork: {provisioningNetwork: Managed}\ncluster: {sshKey: id.pub, workers: {count: 0}}\n")
+	ctx := context.Background()
+	if _, err := EnsureNetwork(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	n := e.Plan.Nodes[1]
+	f.Fail["nics:"+n.Name] = errors.New("NIC 1 is " + n.MAC + " on network baremetal, want " + n.BootMAC + " on network provisioning")
+	diffs, err := CheckNetwork(ctx, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"domain " + n.Name + " node-nics"}, objects(diffs)); d != "" {
+		t.Fatalf("net check (-want +got):\n%s", d)
+	}
+	want := "enp1s0 " + n.BootMAC + " on provisioning, enp2s0 " + n.MAC + " on baremetal"
+	if diffs[0].Want != want || !strings.Contains(diffs[0].Got, "want "+n.BootMAC) || !strings.Contains(diffs[0].Fix, "labctl down, then labctl up") {
+		t.Errorf("the difference: %+v, want the NICs %q", diffs[0], want)
+	}
+	e.Plan.LinksOnly = true
+	if diffs, err := CheckNetwork(ctx, e); err != nil || slices.ContainsFunc(diffs, func(d lab.Difference) bool { return d.Kind == "node-nics" }) {
+		t.Errorf("net check --no-libvirt: %v, %v", objects(diffs), err)
+	}
+}

@@ -149,8 +149,11 @@ type nodeRow struct {
 	Name  string `json:"name"`
 	Role  string `json:"role"`
 	Power string `json:"power"`
-	MAC   string `json:"bootMAC"`
-	IP    string `json:"ip"`
+	// MAC is the NIC the node boots from (install-config's
+	// bootMACAddress); NICs are all of its NICs, in the domain's order.
+	MAC  string     `json:"bootMAC"`
+	NICs []plan.NIC `json:"nics"`
+	IP   string     `json:"ip"`
 	// SecondaryIP is a dual-stack node's IPv6 address.
 	SecondaryIP string `json:"secondaryIP,omitempty"`
 	BMC         string `json:"bmc,omitempty"`
@@ -176,7 +179,7 @@ func rows(ctx context.Context, e *lab.Env) ([]nodeRow, error) {
 		if err != nil {
 			return nil, err
 		}
-		r := nodeRow{Name: n.Name, Role: n.Role, MAC: n.MAC, IP: n.IP.String(), BMC: n.BMC.Address, UUID: n.UUID, Power: power, Host: n.Host, Vendor: n.BMC.Vendor}
+		r := nodeRow{Name: n.Name, Role: n.Role, MAC: n.BootMAC, NICs: n.NICs, IP: n.IP.String(), BMC: n.BMC.Address, UUID: n.UUID, Power: power, Host: n.Host, Vendor: n.BMC.Vendor}
 		if n.SecondaryIP.IsValid() {
 			r.SecondaryIP = n.SecondaryIP.String()
 		}
@@ -191,12 +194,17 @@ func table(ctx context.Context, g *cli.Globals, e *lab.Env) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(g.Streams.Out, 0, 4, 2, ' ', 0)
-	// HOST for a lab over several hosts, VENDOR for a mixed rack.
+	// HOST for a lab over several hosts, VENDOR for a mixed rack, NICS
+	// for nodes with more than one.
 	hosts := len(e.Plan.Hosts) > 0
 	vendors := slices.ContainsFunc(rs, func(r nodeRow) bool { return r.Vendor != "" })
+	nics := slices.ContainsFunc(rs, func(r nodeRow) bool { return len(r.NICs) > 1 })
 	head := []string{"NODE", "ROLE", "POWER", "BOOT MAC", "IP", "BMC"}
+	if nics {
+		head = slices.Insert(head, 4, "NICS")
+	}
 	if vendors {
-		head = slices.Insert(head, 5, "VENDOR")
+		head = slices.Insert(head, len(head)-1, "VENDOR") // before BMC
 	}
 	if hosts {
 		head = slices.Insert(head, 1, "HOST")
@@ -204,8 +212,11 @@ func table(ctx context.Context, g *cli.Globals, e *lab.Env) error {
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for _, r := range rs {
 		cols := []string{r.Name, r.Role, r.Power, r.MAC, r.ips(), orDash(r.BMC)}
+		if nics {
+			cols = slices.Insert(cols, 4, nicsText(r.NICs))
+		}
 		if vendors {
-			cols = slices.Insert(cols, 5, orDash(r.Vendor))
+			cols = slices.Insert(cols, len(cols)-1, orDash(r.Vendor))
 		}
 		if hosts {
 			cols = slices.Insert(cols, 1, r.Host)
@@ -213,6 +224,16 @@ func table(ctx context.Context, g *cli.Globals, e *lab.Env) error {
 		fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	}
 	return tw.Flush()
+}
+
+// nicsText is a node's NICs as the table shows them: the guest's name
+// and the network, in order (enp1s0=provisioning,enp2s0=baremetal).
+func nicsText(nics []plan.NIC) string {
+	var out []string
+	for _, n := range nics {
+		out = append(out, n.Name+"="+n.Network+n.Bridge)
+	}
+	return strings.Join(out, ",")
 }
 
 func orDash(s string) string {
