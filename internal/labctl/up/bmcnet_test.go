@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -47,12 +48,18 @@ import (
 //     manageable and powers it on and off, as libvirt sees; inspects each
 //     Redfish host (CPUs and memory as the lab made them); then every
 //     host goes through provide (automated cleaning), deploy (direct) and
-//     undeploy with cleaning: a Redfish host boots the deploy ISO by
-//     redfish-virtual-media, an IPMI host the deploy kernel over the
-//     network (the ipxe boot interface: OVMF's PXE, Debian's dnsmasq as a
-//     proxyDHCP and TFTP server beside libvirt's DHCP on the machine
-//     network, Debian's iPXE, Ironic's boot.ipxe), each boot seen on the
-//     node's serial console;
+//     undeploy with cleaning: a Redfish host (a Disabled provisioning
+//     network) boots the deploy ISO by redfish-virtual-media over the
+//     machine network, an IPMI host (a Managed one) the deploy kernel over
+//     the network through its provisioning NIC, as the bootstrap VM boots
+//     it: Ironic on the provisioning network at bootstrapProvisioningIP,
+//     Debian's dnsmasq with the configuration Metal3's ironic-image writes
+//     (the DHCP server of the installer's provisioningDHCPRange, TFTP of
+//     iPXE), OVMF's PXE on the node's first NIC, iPXE, Ironic's boot.ipxe;
+//     each boot seen on the node's serial console, each node's lease
+//     (its boot MAC, an address of the range) in dnsmasq's log;
+//   - the Managed lab's nodes have two NICs, the provisioning one first
+//     (libvirt's definition), as labctl status shows them;
 //   - in the two-node lab, fence_redfish and fence_ipmilan, with the
 //     fencing credentials install-config carries, power each master on
 //     and off (libvirt's view checked); a wrong password is refused;
@@ -214,6 +221,9 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 
 	// Ironic, on the machine network as in the bootstrap VM, drives every
 	// node through the BMC install-config names for it.
+	if ipmi {
+		managedNICs(t, common, p)
+	}
 	ironicDrives(t, ns, probeAddr, ic, p)
 
 	// The fence agents of a two-node cluster, from the machine network,
@@ -392,15 +402,20 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 		ipmi = ipmi || strings.HasPrefix(h.BMC.Address, "ipmi://")
 	}
 	if ipmi {
-		// The network boot the ipmi hardware type needs, on the machine
-		// network: the nodes' one NIC is there, and libvirt's DHCP server
-		// hands out its addresses, so dnsmasq is a proxyDHCP server.
-		// An IPv6 prefix for dnsmasq's router advertisements, which end
-		// iPXE's IPv6 autoconfiguration at once (else it waits about 16 s
-		// each boot).
+		// The bootstrap VM's provisioning services, as the installer
+		// runs them on a Managed provisioning network: the namespace
+		// joins the provisioning bridge too, at bootstrapProvisioningIP,
+		// where Ironic and its dnsmasq (ironic-image's configuration: the
+		// DHCP server of provisioningDHCPRange) serve the nodes' first
+		// NICs. An IPv6 prefix for router advertisements (not
+		// ironic-image's) ends iPXE's IPv6 autoconfiguration at once
+		// (else it waits about 16 s each boot).
+		bc := p.Cluster
+		bootstrapOnProvisioning(t, ns, p)
 		ra := netip.MustParsePrefix("fd5e:b1ab:6600::/64")
-		netnstest.IP(t, "-n", ns, "addr", "add", "fd5e:b1ab:6600::fe/64", "dev", "eth0", "nodad")
-		o.PXE = &ironictest.PXE{Interface: "eth0", Subnet: p.Cluster.MachineNetwork, RAPrefix: ra}
+		netnstest.IP(t, "-n", ns, "addr", "add", "fd5e:b1ab:6600::fe/64", "dev", "eth1", "nodad")
+		o.Host = bc.BootstrapProvisioningIP.String()
+		o.PXE = &ironictest.PXE{Interface: "eth1", Subnet: bc.ProvisioningNetworkCIDR, Start: bc.ProvisioningDHCPRange.Start, End: bc.ProvisioningDHCPRange.End, RAPrefix: ra}
 	}
 	ir := ironictest.Start(t, o)
 	iso := ir.Serve("/images/agent.iso", testenv.AgentISO(t))
@@ -521,6 +536,9 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 		boot = "ipmi, ipxe"
 	}
 	ir.Step(t, "provide (automated cleaning, "+boot+")", "provide", "available", 10*time.Minute, names...)
+	if ipmi {
+		provisioningLeases(t, ir, p, ic)
+	}
 	for _, n := range names {
 		if got := booted(n); got != 1 {
 			t.Errorf("%s: the deploy image booted %d times for cleaning, want 1", n, got)
@@ -545,6 +563,68 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 		}
 		if out, _ := virsh(t, "domstate", n); strings.TrimSpace(out) != "shut off" {
 			t.Errorf("%s after cleaning: %s, want shut off", n, out)
+		}
+	}
+}
+
+// bootstrapOnProvisioning plugs namespace ns into the lab's provisioning
+// bridge (in labci) as the bootstrap VM's second NIC is: eth1, at the
+// bootstrapProvisioningIP.
+func bootstrapOnProvisioning(t *testing.T, ns string, p *plan.Plan) {
+	t.Helper()
+	port := "lbq" + netnstest.Rand(3)
+	netnstest.IP(t, "-n", "labci", "link", "add", port, "type", "veth", "peer", "name", "eth1", "netns", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "-n", "labci", "link", "del", port).Run() })
+	if out, err := exec.Command("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.eth1.accept_dad=0").CombinedOutput(); err != nil {
+		t.Fatalf("sysctl: %v: %s", err, out)
+	}
+	netnstest.IP(t, "-n", "labci", "link", "set", port, "master", p.Cluster.ProvisioningBridge, "up")
+	c := p.Cluster
+	netnstest.IP(t, "-n", ns, "addr", "add", netip.PrefixFrom(c.BootstrapProvisioningIP, c.ProvisioningNetworkCIDR.Bits()).String(), "dev", "eth1", "nodad")
+	netnstest.IP(t, "-n", ns, "link", "set", "eth1", "up")
+}
+
+// managedNICs: a Managed lab's nodes are defined with two NICs, the
+// provisioning one first (its MAC the boot MAC), and labctl status says
+// so.
+func managedNICs(t *testing.T, common []string, p *plan.Plan) {
+	t.Helper()
+	for _, n := range p.Nodes {
+		out, err := virsh(t, "domiflist", n.Name)
+		if err != nil {
+			t.Fatalf("domiflist %s: %v\n%s", n.Name, err, out)
+		}
+		var got []string
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) == 5 && strings.Count(f[4], ":") == 5 {
+				got = append(got, f[2]+" "+f[4]) // source and MAC
+			}
+		}
+		want := []string{p.Cluster.ProvisioningBridge + " " + n.BootMAC, p.Network.NodeNetwork + " " + n.MAC}
+		if strings.Join(got, ", ") != strings.Join(want, ", ") || n.BootMAC == n.MAC {
+			t.Errorf("%s's NICs as libvirt defines them: %q, want %q", n.Name, got, want)
+		}
+	}
+	out, err := labctlRun(t, append([]string{"status"}, common...)...)
+	if err != nil || !strings.Contains(out, "NICS") || !strings.Contains(out, "enp1s0=provisioning,enp2s0=baremetal") || !strings.Contains(out, p.Nodes[0].BootMAC) {
+		t.Errorf("status = %v, want each node's NICs and its boot MAC:\n%s", err, out)
+	}
+}
+
+// provisioningLeases: every node network-booted through its provisioning
+// NIC: dnsmasq (ironic-image's configuration) on the provisioning network
+// leased its boot MAC an address of provisioningDHCPRange.
+func provisioningLeases(t *testing.T, ir *ironictest.Ironic, p *plan.Plan, ic ipi.InstallConfig) {
+	t.Helper()
+	acks := regexp.MustCompile(`DHCPACK\(eth1\) (\S+) (\S+)`).FindAllStringSubmatch(readFile(t, ir.DnsmasqLog), -1)
+	for _, h := range ic.Platform.BareMetal.Hosts {
+		leased := false
+		for _, a := range acks {
+			ip, err := netip.ParseAddr(a[1])
+			leased = leased || (err == nil && strings.EqualFold(a[2], h.BootMACAddress) && p.Cluster.ProvisioningDHCPRange.Contains(ip))
+		}
+		if !leased {
+			t.Errorf("%s (boot MAC %s) got no lease of %s on the provisioning network; dnsmasq's acks: %v", h.Name, h.BootMACAddress, p.Cluster.ProvisioningDHCPRange, acks)
 		}
 	}
 }
