@@ -440,6 +440,9 @@ type Network struct {
 	// vbmcd is): the switches' frames on every running node NIC's tap.
 	// Nil when network.lldp is off.
 	LLDP *Vbmcd `json:"lldp,omitempty"`
+	// ProvisioningDHCP is the lab's DHCP server on an Unmanaged
+	// provisioning network (provisioning.go); nil on the others.
+	ProvisioningDHCP *DHCPServer `json:"provisioningDHCP,omitempty"`
 }
 
 // ResolverHosts is network.hostResolver's hosts: entries in the hosts file.
@@ -862,6 +865,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	}
 	p.Vbmcd = p.vbmcd(o.Vbmcd, o.HostCPUs)
 	p.Network.LLDP = p.lldp(cfg.Network.LLDP, o.Vbmcd)
+	p.Network.ProvisioningDHCP = p.provisioningDHCP()
 	return p, nil
 }
 

@@ -2,8 +2,11 @@ package plan
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labconfig"
@@ -153,4 +156,108 @@ func (c Cluster) ProvisioningFamily() netaddr.Family {
 		return netaddr.Family{}
 	}
 	return netaddr.Family{MachineNetwork: c.ProvisioningNetworkCIDR, HostAddress: c.ProvisioningHostAddress, DHCPRange: c.ProvisioningDHCPRange}
+}
+
+// ProvisioningHTTPPort is where the provisioning services serve HTTP (the
+// iPXE script, the deploy kernel and ramdisk): Metal3's HTTP_PORT, 6180
+// (metal3-io/baremetal-operator's ironic deployment and metal3-dev-env
+// configure it so). An Unmanaged network's DHCP server sends iPXE there.
+const ProvisioningHTTPPort = 6180
+
+// DHCPServer is the lab's own DHCP server on an Unmanaged provisioning
+// network: dnsmasq, in the lab's namespace, marked as the lab's as vbmcd
+// is, reading ConfigFile, which holds Config.
+type DHCPServer struct {
+	Path       string   `json:"path"`
+	Args       []string `json:"args"`
+	Env        []string `json:"env"`
+	Log        string   `json:"log"`
+	ConfigFile string   `json:"configFile"`
+	Config     string   `json:"config"`
+}
+
+// Process is the server as a process of the lab.
+func (d DHCPServer) Process() Vbmcd { return Vbmcd{Path: d.Path, Args: d.Args, Env: d.Env, Log: d.Log} }
+
+// provisioningDHCP is the DHCP server the lab runs on an Unmanaged
+// provisioning network, where the installer runs none and leaves DHCP to
+// the site (nil on the others): it hands out provisioningDHCPRange and
+// PXE-boots the nodes as the installer's field documentation asks of the
+// site's server (openshift/installer pkg/types/baremetal/platform.go,
+// DeprecatedProvisioningDHCPExternal: "next-server set to
+// BootstrapProvisioningIP for the control plane, and
+// ClusterProvisioningIP for workers"). PXE firmware that is not iPXE gets
+// the iPXE binary by TFTP from there, as ironic-image names it
+// (snponly-x86_64.efi, undionly.kpxe), and iPXE the boot script of the
+// provisioning services' HTTP server (ProvisioningHTTPPort).
+func (p *Plan) provisioningDHCP() *DHCPServer {
+	c := p.Cluster
+	if !p.provisioningNICs() || c.ProvisioningNetwork != ipi.ProvisioningUnmanaged || !c.ProvisioningDHCPRange.Start.IsValid() {
+		return nil
+	}
+	d := &DHCPServer{
+		Path:       "dnsmasq",
+		Env:        []string{MarkEnv + "=" + p.Lab},
+		Log:        filepath.Join(p.StateDir, "provisioning-dhcp.log"),
+		ConfigFile: filepath.Join(p.StateDir, "provisioning-dhcp.conf"),
+	}
+	d.Args = []string{"--keep-in-foreground", "--conf-file=" + d.ConfigFile, "--pid-file=", "--log-facility=" + d.Log}
+	var b strings.Builder
+	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	host := func(a netip.Addr) string {
+		if a.Is6() {
+			return "[" + a.String() + "]"
+		}
+		return a.String()
+	}
+	r := c.ProvisioningDHCPRange
+	line("# bmlab lab %s: the DHCP server of the Unmanaged provisioning network %s, written by labctl", p.Lab, c.ProvisioningNetworkCIDR)
+	line("port=0")
+	line("interface=%s", c.ProvisioningBridge)
+	line("bind-interfaces")
+	line("dhcp-leasefile=%s", filepath.Join(p.StateDir, "provisioning-dhcp.leases"))
+	line("log-dhcp")
+	// The control plane boots from the bootstrap's provisioning services,
+	// the workers from the cluster's.
+	for _, n := range p.Nodes {
+		if n.Role == ipi.RoleMaster || n.Role == ipi.RoleArbiter {
+			line("dhcp-host=%s,set:control-plane", n.BootMAC)
+		}
+	}
+	type server struct {
+		tag string
+		ip  netip.Addr
+	}
+	servers := []server{{"tag:control-plane", c.BootstrapProvisioningIP}, {"tag:!control-plane", c.ClusterProvisioningIP}}
+	if c.ProvisioningNetworkCIDR.Addr().Is4() {
+		mask := netip.AddrFrom4([4]byte(net.CIDRMask(c.ProvisioningNetworkCIDR.Bits(), 32)))
+		line("dhcp-range=%s,%s,%s,1h", r.Start, r.End, mask)
+		line("dhcp-option=3")
+		line("dhcp-option=6")
+		line("dhcp-userclass=set:ipxe,iPXE")
+		line("dhcp-match=set:ipxe,175")
+		line("dhcp-match=set:efi,option:client-arch,7")
+		line("dhcp-match=set:efi,option:client-arch,9")
+		for _, s := range servers {
+			line("dhcp-boot=%s,tag:ipxe,http://%s:%d/boot.ipxe", s.tag, s.ip, ProvisioningHTTPPort)
+			line("dhcp-boot=%s,tag:!ipxe,tag:efi,/snponly-x86_64.efi,provisioning,%s", s.tag, s.ip)
+			line("dhcp-boot=%s,tag:!ipxe,tag:!efi,/undionly.kpxe,provisioning,%s", s.tag, s.ip)
+		}
+		return d.withConfig(b.String())
+	}
+	line("dhcp-range=%s,%s,%d,1h", r.Start, r.End, c.ProvisioningNetworkCIDR.Bits())
+	line("enable-ra")
+	line("ra-param=%s,0,0", c.ProvisioningBridge)
+	line("dhcp-vendorclass=set:pxe6,enterprise:343,PXEClient")
+	line("dhcp-userclass=set:ipxe6,iPXE")
+	for _, s := range servers {
+		line("dhcp-option=%s,tag:ipxe6,option6:bootfile-url,http://%s:%d/boot.ipxe", s.tag, host(s.ip), ProvisioningHTTPPort)
+		line("dhcp-option=%s,tag:!ipxe6,tag:pxe6,option6:bootfile-url,tftp://%s/snponly-x86_64.efi", s.tag, host(s.ip))
+	}
+	return d.withConfig(b.String())
+}
+
+func (d *DHCPServer) withConfig(c string) *DHCPServer {
+	d.Config = c
+	return d
 }

@@ -2,9 +2,15 @@ package plan
 
 import (
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 // TestProvisioningWiring: the nodes of an IPI lab with a provisioning
@@ -81,5 +87,64 @@ func TestProvisioningWiring(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProvisioningDHCPConfig: an Unmanaged lab's DHCP server hands out
+// provisioningDHCPRange on the provisioning bridge and PXE-boots the
+// control plane from bootstrapProvisioningIP and the workers from
+// clusterProvisioningIP (iPXE to the boot script, PXE firmware to iPXE by
+// TFTP), in IPv4 and IPv6; Debian's dnsmasq accepts both configurations
+// (dnsmasq --test). Managed and Disabled labs, and spokes, have none.
+func TestProvisioningDHCPConfig(t *testing.T) {
+	for _, tt := range []struct {
+		name, lab string
+		want      []string
+	}{
+		{"v4", "network: {provisioningNetwork: Unmanaged}\ncluster: {workers: {count: 1}}\n", []string{
+			"interface=provisioning\n", "dhcp-range=172.22.0.10,172.22.0.253,255.255.255.0,1h\n",
+			"dhcp-boot=tag:control-plane,tag:ipxe,http://172.22.0.2:6180/boot.ipxe\n",
+			"dhcp-boot=tag:!control-plane,tag:ipxe,http://172.22.0.3:6180/boot.ipxe\n",
+			"dhcp-boot=tag:control-plane,tag:!ipxe,tag:efi,/snponly-x86_64.efi,provisioning,172.22.0.2\n",
+			"dhcp-boot=tag:!control-plane,tag:!ipxe,tag:!efi,/undionly.kpxe,provisioning,172.22.0.3\n"}},
+		{"v6", "network: {provisioningNetwork: Unmanaged}\ncluster: {ipFamily: v6, workers: {count: 1}}\n", []string{
+			"dhcp-range=fd00:1101::a,fd00:1101::ffff:ffff:ffff:fffe,64,1h\n",
+			"dhcp-option=tag:control-plane,tag:ipxe6,option6:bootfile-url,http://[fd00:1101::2]:6180/boot.ipxe\n",
+			"dhcp-option=tag:!control-plane,tag:!ipxe6,tag:pxe6,option6:bootfile-url,tftp://[fd00:1101::3]/snponly-x86_64.efi\n"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := resolve(t, tt.lab, "tiny", ModeIPI)
+			d := p.Network.ProvisioningDHCP
+			if d == nil {
+				t.Fatal("no DHCP server")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(d.Config, w) {
+					t.Errorf("configuration lacks %q:\n%s", w, d.Config)
+				}
+			}
+			for _, n := range p.Nodes {
+				host := "dhcp-host=" + n.BootMAC + ",set:control-plane\n"
+				if strings.Contains(d.Config, host) != (n.Role == "master") {
+					t.Errorf("%s (%s): control-plane tag %v:\n%s", n.Name, n.Role, strings.Contains(d.Config, host), d.Config)
+				}
+			}
+			conf := filepath.Join(t.TempDir(), "dhcp.conf")
+			if err := os.WriteFile(conf, []byte(d.Config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command(testenv.Command(t, "dnsmasq"), "--test", "-C", conf).CombinedOutput(); err != nil {
+				t.Errorf("dnsmasq --test: %v: %s", err, out)
+			}
+		})
+	}
+	for _, lab := range []string{"network: {provisioningNetwork: Managed}\n", ""} {
+		if p := resolve(t, lab, "tiny", ModeIPI); p.Network.ProvisioningDHCP != nil {
+			t.Errorf("%q: a DHCP server of the lab's own", lab)
+		}
+	}
+	p := resolve(t, "network: {provisioningNetwork: Unmanaged}\nhosts:\n- {name: a, libvirtURI: 'qemu:///system', underlay: 10.254.0.1}\n- {name: b, libvirtURI: 'qemu+tcp://10.254.0.2/system', underlay: 10.254.0.2}\n", "tiny", ModeIPI)
+	if s, err := p.ForSpoke("b"); err != nil || s.Network.ProvisioningDHCP != nil || p.Network.ProvisioningDHCP == nil {
+		t.Errorf("a spoke's plan: %v, DHCP server %v (the hub's %v)", err, s.Network.ProvisioningDHCP, p.Network.ProvisioningDHCP)
 	}
 }

@@ -215,6 +215,8 @@ func (f *Host) Ensure(_ context.Context, o lab.Object) ([]string, error) {
 	case lab.LLDPSender:
 		// One sender a lab, named as a process is.
 		return changed(f.Put(lab.KindLLDP, "lldp-"+o.Lab, o.Lab), f.Call("lldp"), "LLDP sender")
+	case lab.DHCPServer:
+		return changed(f.Put(lab.KindDHCP, "dhcp-"+o.Lab, o.Lab), f.Call("dhcp"), "provisioning DHCP server")
 	case lab.BMCDaemon:
 		var done []string
 		ok := false
@@ -283,6 +285,11 @@ func (f *Host) Differences(_ context.Context, o lab.Object) ([]lab.Difference, e
 		return out, f.Call("link differences")
 	case lab.LLDPSender:
 		if _, ok := f.Objs[lab.KindLLDP]["lldp-"+o.Lab]; !ok {
+			return []lab.Difference{{Got: "not running"}}, nil
+		}
+		return nil, nil
+	case lab.DHCPServer:
+		if _, ok := f.Objs[lab.KindDHCP]["dhcp-"+o.Lab]; !ok {
 			return []lab.Difference{{Got: "not running"}}, nil
 		}
 		return nil, nil

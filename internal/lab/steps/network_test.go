@@ -269,3 +269,49 @@ func TestNetCheckShowsANodesNICs(t *testing.T) {
 		t.Errorf("net check --no-libvirt: %v, %v", objects(diffs), err)
 	}
 }
+
+// TestProvisioningDHCPServer: an Unmanaged lab's network step keeps its
+// provisioning DHCP server as it keeps the LLDP sender: check reports it
+// missing, ensure starts it after the bridge it listens on, down stops
+// it; a Managed lab (the installer's DHCP server) has none, and one left
+// running is stopped.
+func TestProvisioningDHCPServer(t *testing.T) {
+	f := labtest.NewHost()
+	e, _ := labtest.EnvFor(t, f, "", "name: fk\nnetwork: {provisioningNetwork: Unmanaged}\ncluster: {sshKey: id.pub, workers: {count: 1}}\n")
+	ctx := context.Background()
+	if e.Plan.Network.ProvisioningDHCP == nil {
+		t.Fatal("an Unmanaged lab's plan has no DHCP server")
+	}
+	diffs, err := CheckNetwork(ctx, e)
+	labtest.Must(t, err)
+	if !slices.Contains(objects(diffs), "provisioning DHCP server provisioning-dhcp") {
+		t.Errorf("check of an empty host: %v, want the DHCP server missing", objects(diffs))
+	}
+	done, err := EnsureNetwork(ctx, e)
+	labtest.Must(t, err)
+	dhcp, prov := slices.Index(done, "provisioning DHCP server"), slices.IndexFunc(done, func(s string) bool { return strings.Contains(s, "provisioning") && strings.Contains(s, "libvirt network") })
+	if dhcp < 0 || prov < 0 || dhcp < prov {
+		t.Errorf("ensure = %q, want the DHCP server started after the provisioning bridge's network", done)
+	}
+	if diffs, err = CheckNetwork(ctx, e); err != nil || len(diffs) != 0 {
+		t.Errorf("check after ensure = %v, %v", objects(diffs), err)
+	}
+	// The same lab, Managed: the server left running is a difference, and
+	// repair stops it.
+	m, _ := labtest.EnvFor(t, f, filepath.Dir(e.Plan.StateDir), "name: fk\nnetwork: {provisioningNetwork: Managed}\ncluster: {sshKey: id.pub, workers: {count: 1}}\n")
+	if m.Plan.Network.ProvisioningDHCP != nil {
+		t.Fatal("a Managed lab's plan has a DHCP server of its own")
+	}
+	if diffs, _ := CheckNetwork(ctx, m); !slices.Contains(objects(diffs), "provisioning DHCP server provisioning-dhcp") {
+		t.Errorf("check of a Managed lab with the server running: %v", objects(diffs))
+	}
+	done, err = EnsureNetwork(ctx, m)
+	if err != nil || !slices.Contains(done, "provisioning DHCP server: stopped pid dhcp-fk (the lab has no Unmanaged provisioning network)") {
+		t.Errorf("repair of a Managed lab = %q, %v", done, err)
+	}
+	rm, err := RemoveNetwork(ctx, e)
+	labtest.Must(t, err)
+	if len(rm.DHCPServers) != 0 || len(f.Objs[lab.KindDHCP]) != 0 {
+		t.Errorf("down: %+v, left %v", rm, f.Objs[lab.KindDHCP])
+	}
+}

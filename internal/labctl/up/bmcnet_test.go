@@ -70,20 +70,26 @@ func TestUpBMCNetwork(t *testing.T) {
 		name, mode, lab string
 		port            int
 		bmcNet          string
-		ipmi            bool
+		ipmi, unmanaged bool
 	}{
 		{"lbn4", plan.ModeIPI, `  machineNetwork: 10.198.64.0/24
   dhcpRange: {start: 10.198.64.20, end: 10.198.64.60}
   apiVIP: 10.198.64.5
   ingressVIP: 10.198.64.4
   workers: {count: 0}
-`, 18764, "10.198.164.0/24", false},
+`, 18764, "10.198.164.0/24", false, false},
 		{"lbni", plan.ModeIPI, `  machineNetwork: 10.198.66.0/24
   dhcpRange: {start: 10.198.66.20, end: 10.198.66.60}
   apiVIP: 10.198.66.5
   ingressVIP: 10.198.66.4
   workers: {count: 0}
-`, 18766, "10.198.166.0/24", true},
+`, 18766, "10.198.166.0/24", true, false},
+		{"lbnu", plan.ModeIPI, `  machineNetwork: 10.198.67.0/24
+  dhcpRange: {start: 10.198.67.20, end: 10.198.67.60}
+  apiVIP: 10.198.67.5
+  ingressVIP: 10.198.67.4
+  workers: {count: 0}
+`, 18767, "10.198.167.0/24", true, true},
 		{"lbn6", plan.ModeAgent, `  ipFamily: v6
   machineNetwork: fd2e:6f44:5dd8:c964::/120
   dhcpRange: {start: "fd2e:6f44:5dd8:c964::20", end: "fd2e:6f44:5dd8:c964::60"}
@@ -94,13 +100,15 @@ func TestUpBMCNetwork(t *testing.T) {
   fencing: true
   agent: {staticIPs: true}
   installer: INSTALLER
-`, 18765, "fd2e:6f44:5dd8:c965::/120", false},
+`, 18765, "fd2e:6f44:5dd8:c965::/120", false, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) { upBMCNetwork(t, tc.name, tc.mode, tc.lab, tc.port, tc.bmcNet, tc.ipmi) })
+		t.Run(tc.name, func(t *testing.T) {
+			upBMCNetwork(t, tc.name, tc.mode, tc.lab, tc.port, tc.bmcNet, tc.ipmi, tc.unmanaged)
+		})
 	}
 }
 
-func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet string, ipmi bool) {
+func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet string, ipmi, unmanaged bool) {
 	dir := testenv.QemuDir(t)
 	cfg := labFile(t, dir, name, port)
 	b, err := os.ReadFile(cfg)
@@ -123,7 +131,11 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 		lab = strings.Replace(lab, "  workers: {", "  masters: {"+size+"}\n  workers: {", 1)
 	}
 	if ipmi {
-		lab = strings.Replace(lab, "cluster:\n", "network: {provisioningNetwork: Managed}\ncluster:\n", 1)
+		prov := "Managed"
+		if unmanaged {
+			prov = "Unmanaged"
+		}
+		lab = strings.Replace(lab, "cluster:\n", "network: {provisioningNetwork: "+prov+"}\ncluster:\n", 1)
 		lab = strings.Replace(lab, "  bmc: {", "  bmc: {kind: ipmi, ", 1)
 	}
 	if err := os.WriteFile(cfg, []byte(lab), 0o644); err != nil {
@@ -224,7 +236,11 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 	if ipmi {
 		managedNICs(t, common, p)
 	}
-	ironicDrives(t, ns, probeAddr, ic, p)
+	if unmanaged {
+		unmanagedBoot(t, ns, ic, p, common)
+	} else {
+		ironicDrives(t, ns, probeAddr, ic, p)
+	}
 
 	// The fence agents of a two-node cluster, from the machine network,
 	// with the fencing credentials install-config carries (and the lab's
@@ -251,6 +267,11 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 
 	if _, err := labctlRun(t, append([]string{"down"}, common...)...); err != nil {
 		t.Fatalf("down: %v", err)
+	}
+	if d := p.Network.ProvisioningDHCP; d != nil {
+		if out, _ := exec.Command("pgrep", "-f", d.ConfigFile).CombinedOutput(); strings.TrimSpace(string(out)) != "" {
+			t.Errorf("down left the provisioning DHCP server: pid %s", out)
+		}
 	}
 	if out, err := exec.Command("ip", "-n", "labci", "link", "show", p.BMC.Bridge).CombinedOutput(); err == nil {
 		t.Errorf("down left the BMC bridge:\n%s", out)
@@ -626,6 +647,68 @@ func provisioningLeases(t *testing.T, ir *ironictest.Ironic, p *plan.Plan, ic ip
 		if !leased {
 			t.Errorf("%s (boot MAC %s) got no lease of %s on the provisioning network; dnsmasq's acks: %v", h.Name, h.BootMACAddress, p.Cluster.ProvisioningDHCPRange, acks)
 		}
+	}
+}
+
+// unmanagedBoot: on an Unmanaged provisioning network the lab's own DHCP
+// server (the site's, which the installer leaves to the user) hands a
+// control-plane node an address of provisioningDHCPRange and the
+// bootstrap's boot script (next-server bootstrapProvisioningIP, iPXE to
+// http://IP:6180/boot.ipxe), while the bootstrap's provisioning services
+// run as the installer runs them there: Ironic at bootstrapProvisioningIP,
+// its dnsmasq with ironic-image's configuration without a DHCP range (TFTP
+// only), its HTTP server on Metal3's port 6180. Ironic manages the first
+// master through its IPMI BMC and provides it (automated cleaning): the
+// node boots the deploy ramdisk through its provisioning NIC, as its
+// serial console shows, once; the lab's DHCP server's log has its lease.
+// status says the server runs.
+func unmanagedBoot(t *testing.T, ns string, ic ipi.InstallConfig, p *plan.Plan, common []string) {
+	t.Helper()
+	d := p.Network.ProvisioningDHCP
+	if d == nil {
+		t.Fatal("an Unmanaged lab without its DHCP server")
+	}
+	if out, err := labctlRun(t, append([]string{"status"}, common...)...); err != nil || !strings.Contains(out, "provisioning DHCP server (Unmanaged): running (pid") {
+		t.Errorf("status = %v, want the provisioning DHCP server running:\n%s", err, out)
+	}
+	c := p.Cluster
+	bootstrapOnProvisioning(t, ns, p)
+	netnstest.IP(t, "-n", ns, "addr", "add", "fd5e:b1ab:6700::fe/64", "dev", "eth1", "nodad")
+	ir := ironictest.Start(t, ironictest.Options{Namespace: ns, Host: c.BootstrapProvisioningIP.String(), HTTPPort: plan.ProvisioningHTTPPort,
+		PXE: &ironictest.PXE{Interface: "eth1", Subnet: c.ProvisioningNetworkCIDR, TFTPOnly: true, RAPrefix: netip.MustParsePrefix("fd5e:b1ab:6700::/64")}})
+	kernel := ir.Serve("/images/deploy_kernel", testenv.AgentEFI(t))
+	rd := filepath.Join(t.TempDir(), "deploy_ramdisk")
+	if err := os.WriteFile(rd, []byte("bmlab: the stand-in deploy ramdisk\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ramdisk := ir.Serve("/images/deploy_ramdisk", rd)
+	h := ic.Platform.BareMetal.Hosts[0]
+	spec := ironictest.NodeSpec{Name: h.Name, Driver: "ipmi", MACs: []string{h.BootMACAddress},
+		DriverInfo: map[string]any{"ipmi_address": strings.Trim(strings.TrimPrefix(h.BMC.Address, "ipmi://"), "[]"), "ipmi_username": h.BMC.Username,
+			"ipmi_password": h.BMC.Password, "deploy_kernel": kernel, "deploy_ramdisk": ramdisk},
+		Interfaces: map[string]string{"boot_interface": "ipxe", "deploy_interface": "direct", "management_interface": "ipmitool", "power_interface": "ipmitool"},
+		Properties: map[string]any{"capabilities": "boot_mode:uefi"}}
+	if _, err := ir.Enroll(spec); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ir.Do(http.MethodDelete, "/v1/nodes/"+h.Name, nil, nil) }()
+	ir.Step(t, "manage", "manage", "manageable", 2*time.Minute, h.Name)
+	log := filepath.Join(p.Paths.Logs, h.Name+".serial.log")
+	ir.Agent.WatchSerial(log, testenv.AgentMarker, h.BootMACAddress)
+	ir.Step(t, "provide (automated cleaning, ipmi, ipxe, the lab's DHCP)", "provide", "available", 10*time.Minute, h.Name)
+	if got := testenv.Count(log, testenv.AgentMarker); got != 1 {
+		t.Errorf("%s: the deploy ramdisk booted %d times for cleaning, want 1", h.Name, got)
+	}
+	leased := false
+	for _, a := range regexp.MustCompile(`DHCPACK\(`+c.ProvisioningBridge+`\) (\S+) (\S+)`).FindAllStringSubmatch(readFile(t, d.Log), -1) {
+		ip, err := netip.ParseAddr(a[1])
+		leased = leased || (err == nil && strings.EqualFold(a[2], h.BootMACAddress) && c.ProvisioningDHCPRange.Contains(ip))
+	}
+	if !leased {
+		t.Errorf("%s (boot MAC %s) got no lease of %s from the lab's DHCP server; its log:\n%s", h.Name, h.BootMACAddress, c.ProvisioningDHCPRange, readFile(t, d.Log))
+	}
+	if ir.DnsmasqLog != "" && strings.Contains(readFile(t, ir.DnsmasqLog), "DHCPACK") {
+		t.Errorf("the bootstrap's dnsmasq (TFTP only) answered DHCP:\n%s", readFile(t, ir.DnsmasqLog))
 	}
 }
 

@@ -271,6 +271,16 @@ func printStatus(ctx context.Context, g *cli.Globals, e *lab.Env, output string)
 	} else if len(pids) > 0 {
 		lldp = fmt.Sprintf("running (pid %s, log %s)", pids[0], e.Plan.Network.LLDP.Log)
 	}
+	// An Unmanaged provisioning network's DHCP server, the lab's own.
+	dhcp := ""
+	if d := e.Plan.Network.ProvisioningDHCP; d != nil {
+		dhcp = "stopped"
+		if pids, err := e.Host.Marked(ctx, lab.KindDHCP, e.Plan.Lab); err != nil {
+			return err
+		} else if len(pids) > 0 {
+			dhcp = fmt.Sprintf("running (pid %s, log %s)", pids[0], d.Log)
+		}
+	}
 	spokes := steps.CheckSpokes(ctx, e.Remote, e.Plan)
 	if output == "json" {
 		rs, err := rows(ctx, e)
@@ -278,6 +288,9 @@ func printStatus(ctx context.Context, g *cli.Globals, e *lab.Env, output string)
 			return err
 		}
 		st := map[string]any{"lab": e.Plan.Lab, "mode": e.Plan.Mode, "phase": phase, "vbmcd": vb, "lldp": lldp, "nodes": rs}
+		if dhcp != "" {
+			st["provisioningDHCP"] = dhcp
+		}
 		if len(spokes) > 0 {
 			var hs []hostRow
 			for _, s := range spokes {
@@ -290,6 +303,9 @@ func printStatus(ctx context.Context, g *cli.Globals, e *lab.Env, output string)
 		return enc.Encode(st)
 	}
 	fmt.Fprintf(g.Streams.Out, "lab %s (%s): last step done: %s; vbmcd %s; LLDP sender %s\n", e.Plan.Lab, e.Plan.Mode, phase, vb, lldp)
+	if dhcp != "" {
+		fmt.Fprintf(g.Streams.Out, "provisioning DHCP server (Unmanaged): %s\n", dhcp)
+	}
 	for _, s := range spokes {
 		fmt.Fprintln(g.Streams.Out, s)
 	}
