@@ -289,7 +289,9 @@ func TestProvisioningDHCPServer(t *testing.T) {
 	}
 	done, err := EnsureNetwork(ctx, e)
 	labtest.Must(t, err)
-	dhcp, prov := slices.Index(done, "provisioning DHCP server"), slices.IndexFunc(done, func(s string) bool { return strings.Contains(s, "provisioning") && strings.Contains(s, "libvirt network") })
+	dhcp, prov := slices.Index(done, "provisioning DHCP server"), slices.IndexFunc(done, func(s string) bool {
+		return strings.Contains(s, "provisioning") && strings.Contains(s, "libvirt network")
+	})
 	if dhcp < 0 || prov < 0 || dhcp < prov {
 		t.Errorf("ensure = %q, want the DHCP server started after the provisioning bridge's network", done)
 	}
