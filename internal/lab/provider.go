@@ -61,6 +61,9 @@ const (
 	KindPool    Kind = "storage pool"
 	KindVolume  Kind = "volume" // named pool/volume
 	KindLink    Kind = "link"
+	// KindRule is a routing policy rule of the lab's (the BMC network's
+	// routes), named as ip rule shows it.
+	KindRule Kind = "routing rule"
 	// KindDaemon is the lab's BMC daemon (vbmcd), a process named by its
 	// PID.
 	KindDaemon Kind = "vbmcd"

@@ -125,6 +125,8 @@ func (r *Host) Marked(ctx context.Context, kind lab.Kind, labName string) ([]str
 	switch kind {
 	case lab.KindLink:
 		return r.plumber(labName).Owned()
+	case lab.KindRule:
+		return r.plumber(labName).OwnedRules()
 	case lab.KindDaemon, lab.KindLLDP, lab.KindDHCP:
 		ds, err := markedOf(labName, kind)
 		var pids []string
@@ -157,6 +159,8 @@ func (r *Host) Delete(ctx context.Context, kind lab.Kind, name, labName string) 
 			err = fmt.Errorf("link %s: %w", strings.Join(res.Foreign, ", "), lab.ErrForeign)
 		}
 		return err
+	case lab.KindRule:
+		return r.plumber(labName).DeleteRule(name)
 	case lab.KindDaemon, lab.KindLLDP, lab.KindDHCP:
 		pid, err := strconv.Atoi(name)
 		if err != nil {

@@ -621,6 +621,11 @@ type BMC struct {
 	Network     netip.Prefix `json:"network,omitzero"`
 	Bridge      string       `json:"bridge,omitempty"`
 	HostAddress netip.Addr   `json:"hostAddress,omitzero"`
+	// Routes are the lab's networks the BMC network is routed to
+	// (cluster.bmc.routes): each BMC fetches images from its own address,
+	// and rules of the lab's topology let its traffic reach these and
+	// nothing else (bmcRules).
+	Routes []string `json:"routes,omitempty"`
 }
 
 // bmcBridge names the bridge of a lab's BMC network.
@@ -639,6 +644,39 @@ func (p *Plan) bmcNetwork() {
 		}
 	}
 	p.Network.Topology.Bridges = append(p.Network.Topology.Bridges, br)
+	p.Network.Topology.Rules = p.bmcRules()
+}
+
+// bmcRules route the BMC network as a rack's router routes its
+// out-of-band network: traffic from the BMCs' addresses reaches the BMC
+// network itself and the networks of cluster.bmc.routes (the machine
+// network, of the BMC network's family; the provisioning network), by the
+// lab host's routes; anything else is unreachable. Replies to the
+// installer's Ironic on the machine network go out as before; an image
+// served on a network not routed (the provisioning network of
+// openshift/installer#10876) is out of the BMCs' reach, as on the rack.
+func (p *Plan) bmcRules() []netplumb.Rule {
+	bn := p.BMC.Network
+	first, n := netplumb.RulePriorities(p.Lab)
+	to := []netip.Prefix{bn}
+	for _, r := range p.BMC.Routes {
+		switch r {
+		case labconfig.RouteMachine:
+			to = append(to, p.Cluster.MachineNetwork)
+			if f := p.Cluster.Secondary; f != nil {
+				to = append(to, f.MachineNetwork)
+			}
+		case labconfig.RouteProvisioning:
+			to = append(to, p.Cluster.ProvisioningNetworkCIDR)
+		}
+	}
+	var rules []netplumb.Rule
+	for _, d := range to {
+		if d.IsValid() && d.Addr().Is4() == bn.Addr().Is4() {
+			rules = append(rules, netplumb.Rule{Priority: first + len(rules), From: bn, To: d})
+		}
+	}
+	return append(rules, netplumb.Rule{Priority: first + n - 1, From: bn, Unreachable: true})
 }
 
 // Vbmcd is the lab's vbmcd invocation.
@@ -807,6 +845,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 			return nil, fmt.Errorf("cluster.bmc.network: the %s mode's nodes have no BMC; drop cluster.bmc.network", ModeHybrid)
 		}
 		p.BMC.Network, p.BMC.Bridge, p.BMC.HostAddress = bn, bmcBridge(cfg.Name), bn.Addr().Next()
+		p.BMC.Routes = k.BMC.Routes
 	}
 	if o.Mode == ModeHybrid {
 		if k.Image == "" {

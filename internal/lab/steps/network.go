@@ -254,6 +254,8 @@ type NetworkRemoval struct {
 	Shared   []string `json:"sharedNetworks"`
 	Networks []string `json:"libvirtNetworks"`
 	Links    []string `json:"links"`
+	// Rules are the routing rules removed (the BMC network's routes).
+	Rules []string `json:"rules,omitempty"`
 	// LLDPSenders are the PIDs of the lab's LLDP senders stopped,
 	// DHCPServers of its provisioning DHCP servers.
 	LLDPSenders []string `json:"lldpSenders"`
@@ -342,6 +344,18 @@ func RemoveNetwork(ctx context.Context, e *lab.Env) (NetworkRemoval, error) {
 	for _, name := range links {
 		remove(lab.KindLink, name, &rm.Links)
 	}
+	// The BMC network's routing rules (ip rule), found by the lab's mark.
+	rules, err := objs.Marked(ctx, lab.KindRule, p.Lab)
+	if err != nil {
+		return rm, errors.Join(append(errs, err)...)
+	}
+	for _, r := range rules {
+		if err := objs.Delete(ctx, lab.KindRule, r, p.Lab); err != nil {
+			errs = append(errs, err)
+		} else {
+			rm.Rules = append(rm.Rules, r)
+		}
+	}
 	if path, removed, err := netplumb.RemoveUnmanagedSnippet(p.Network.NMConfDir, p.Lab); err != nil {
 		errs = append(errs, err)
 	} else if removed {
@@ -361,7 +375,7 @@ func RemoveNetwork(ctx context.Context, e *lab.Env) (NetworkRemoval, error) {
 	if len(errs) > 0 {
 		return rm, errors.Join(errs...)
 	}
-	left := []error{lab.Remaining(ctx, e, lab.KindNetwork), lab.Remaining(ctx, e, lab.KindLink)}
+	left := []error{lab.Remaining(ctx, e, lab.KindNetwork), lab.Remaining(ctx, e, lab.KindLink), lab.Remaining(ctx, e, lab.KindRule)}
 	if p.Spoke == "" && !p.LinksOnly {
 		left = append(left, lab.Remaining(ctx, e, lab.KindLLDP), lab.Remaining(ctx, e, lab.KindDHCP))
 	}
