@@ -99,6 +99,9 @@ type Node struct {
 	// BMCUsername and BMCPassword are the node's own BMC user (empty: the
 	// cluster's BMCUsername and BMCPassword).
 	BMCUsername, BMCPassword string
+	// NetworkConfig is the host's nmstate state (nil: none), such as a
+	// bond of its NICs.
+	NetworkConfig *NetworkConfig
 }
 
 // BMCEndpoint is where the lab's BMCs answer.
@@ -285,6 +288,7 @@ func Generate(k Cluster, nodes []Node, pullSecret, sshKey string) (*InstallConfi
 			BootMACAddress:  n.BootMAC,
 			BootMode:        BootModeUEFI,
 			RootDeviceHints: &RootDeviceHints{DeviceName: root},
+			NetworkConfig:   n.NetworkConfig,
 		})
 	}
 	ic := &InstallConfig{

@@ -161,6 +161,9 @@ type Host struct {
 	BootMACAddress  string           `json:"bootMACAddress"`
 	BootMode        string           `json:"bootMode,omitempty"`
 	RootDeviceHints *RootDeviceHints `json:"rootDeviceHints,omitempty"`
+	// NetworkConfig is the host's nmstate state, which the installer
+	// hands to the host (a bond of its NICs).
+	NetworkConfig *NetworkConfig `json:"networkConfig,omitempty"`
 }
 
 // BMC is how Ironic reaches a host's BMC.

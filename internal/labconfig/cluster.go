@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/bmlab/bmlab/internal/ipi"
@@ -217,6 +218,12 @@ type Role struct {
 	// entry, or a node past the list (such as a worker added with
 	// labctl add-node), has the role's Personality.
 	Personalities []string `json:"personalities,omitempty"`
+	// Bond, when set, gives the role's nodes two NICs on the machine
+	// network, bonded (bond0) in this mode (ipi.BondModes: active-backup,
+	// balance-rr …), as dev-scripts' BOND_PRIMARY_INTERFACE and
+	// BOND_CONFIG do: the bond is in install-config's hosts' networkConfig
+	// (ipi-baremetal) or agent-config's (agent).
+	Bond string `json:"bond,omitempty"`
 }
 
 // PersonalityOf is the personality of the role's node i (empty: generic)
@@ -484,6 +491,13 @@ func (c *Config) validateCluster() []error {
 			if _, err := personality.Lookup(name); err != nil {
 				add("%s.personalities[%d]: %v", r.field, i, err)
 			}
+		}
+		switch m := r.role.Bond; {
+		case m == "" || slices.Contains(ipi.BondModes, m):
+		case m == "802.3ad":
+			add("%s.bond: 802.3ad (LACP) needs a switch that speaks LACP, and the lab's is a Linux bridge; use one of %s", r.field, strings.Join(ipi.BondModes, ", "))
+		default:
+			add("%s.bond: %q is not a bond mode; use one of %s (as dev-scripts' BOND_CONFIG)", r.field, m, strings.Join(ipi.BondModes, ", "))
 		}
 		if r.field == "arbiter" {
 			continue

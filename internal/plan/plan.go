@@ -368,6 +368,9 @@ type Node struct {
 	// Added marks a node added to the running cluster (labctl add-node):
 	// not in the installer's files, which describe the cluster installed.
 	Added bool `json:"added,omitempty"`
+	// Bond is the mode of the bond of its NICs on the machine network
+	// (its role's cluster.*.bond; "": none).
+	Bond string `json:"bond,omitempty"`
 }
 
 // Disk is a thin volume of the lab's pool.
@@ -1094,7 +1097,9 @@ func (p *Plan) AgentCluster() agent.Cluster {
 	}
 	for _, n := range p.Nodes {
 		if !n.Added {
-			c.Hosts = append(c.Hosts, agent.HostSpec{Name: n.Name, Role: n.Role, MAC: n.MAC, IP: n.IP, SecondaryIP: n.SecondaryIP})
+			h := agent.HostSpec{Name: n.Name, Role: n.Role, MAC: n.MAC, IP: n.IP, SecondaryIP: n.SecondaryIP, Bond: n.Bond}
+			h.NICs, h.MACs = n.BondPorts()
+			c.Hosts = append(c.Hosts, h)
 		}
 	}
 	return c
@@ -1106,7 +1111,7 @@ func (p *Plan) IPINodes() []ipi.Node {
 	for _, n := range p.Nodes {
 		if !n.Added && (n.Role == ipi.RoleMaster || n.Role == ipi.RoleWorker || n.Role == ipi.RoleArbiter) {
 			out = append(out, ipi.Node{Name: n.Name, Role: n.Role, UUID: n.UUID, BootMAC: n.BootMAC, BMCAddress: n.BMC.Address,
-				BMCUsername: n.BMC.Username, BMCPassword: n.BMC.Password})
+				BMCUsername: n.BMC.Username, BMCPassword: n.BMC.Password, NetworkConfig: p.BondConfig(n)})
 		}
 	}
 	return out
@@ -1131,6 +1136,14 @@ func checkTopology(cfg *labconfig.Config, mode string) error {
 	}
 	if mode == ModeAgent && k.IPFamily == labconfig.IPFamilyV6 && !k.Agent.StaticIPs {
 		errs = append(errs, "cluster.agent.staticIPs: an IPv6-only agent lab needs static addresses: the hosts meet at the first master's planned address, and a DHCPv6 reservation holds only for a client that sends the DUID-LL of its MAC, which the agent image's NetworkManager is not known to do; set cluster.agent.staticIPs: true")
+	}
+	for _, r := range []struct {
+		field string
+		role  labconfig.Role
+	}{{"masters", k.Masters}, {"workers", k.Workers}, {"arbiter", k.Arbiter}} {
+		if r.role.Bond != "" && mode == ModeHybrid {
+			errs = append(errs, fmt.Sprintf("cluster.%s.bond: the %s mode writes its nodes' network through their ignition, which has no bond; bond the nodes with --mode %s or %s", r.field, ModeHybrid, ModeIPI, ModeAgent))
+		}
 	}
 	if mode == ModeAgent && k.Masters.N() == 1 && k.Workers.N() > 0 {
 		errs = append(errs, "cluster.workers.count: a single-node cluster has no workers at install; add them afterwards (labctl add-node) or use 3 masters")
@@ -1316,7 +1329,7 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 				Added: g.role == ipi.RoleWorker && i >= k.Workers.N(),
 				Name:  name, Role: g.role, MAC: MACFor(cfg.Name, name), UUID: UUIDFor(cfg.Name, name), IP: ip,
 				VCPUs: uint(g.spec.VCPUs), MemoryMiB: uint(g.spec.MemoryMiB), Arch: g.spec.Arch,
-				SerialLog: filepath.Join(p.Paths.Logs, name+".serial.log"),
+				SerialLog: filepath.Join(p.Paths.Logs, name+".serial.log"), Bond: g.spec.Bond,
 			}
 			p.nodeNICs(&n, p.Network.BridgeNetworks)
 			ip = ip.Next()

@@ -43,6 +43,7 @@ func TestGolden(t *testing.T) {
 	for _, tt := range []struct{ name, lab, profile, mode string }{
 		{"seed", "", "", ModeIPI},
 		{"managed", "name: man\nnetwork: {provisioningNetwork: Managed}\ncluster: {workers: {count: 1}}\n", "tiny", ModeIPI},
+		{"bond", "name: bnd\nnetwork: {provisioningNetwork: Managed}\ncluster: {masters: {bond: active-backup}, workers: {count: 1, bond: balance-alb}}\n", "tiny", ModeIPI},
 		{"unmanaged", "name: unm\nnetwork: {provisioningNetwork: Unmanaged}\ncluster: {provisioningDHCPRange: {start: 172.22.0.100, end: 172.22.0.149}, workers: {count: 1}}\n", "tiny", ModeIPI},
 		{"tiny", "", "tiny", ModeIPI},
 		{"ipmi-http", "name: plain\nnetwork: {provisioningNetwork: Managed}\ncluster: {bmc: {kind: ipmi, tls: false}, workers: {count: 0}}\n", "tiny", ModeIPI},

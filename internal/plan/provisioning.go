@@ -58,6 +58,8 @@ type NIC struct {
 	Bridge  string `json:"bridge,omitempty"`
 	// Provisioning marks the NIC on the provisioning network.
 	Provisioning bool `json:"provisioning,omitempty"`
+	// Bond names the bond the NIC is a port of (ipi.BondName; "": none).
+	Bond string `json:"bond,omitempty"`
 }
 
 // NICName is the guest's name of a node's i-th NIC (from 0).
@@ -73,7 +75,10 @@ func (p *Plan) provisioningNICs() bool {
 
 // nodeNICs gives node n its NICs: on the provisioning network first
 // where the lab has one (its boot NIC), then on the node network, whose
-// MAC is the node's (its DHCP reservation, its address).
+// MAC is the node's (its DHCP reservation, its address), and with a bond
+// (n.Bond) a second one there, both ports of the bond, as dev-scripts'
+// BOND_PRIMARY_INTERFACE lists the external network twice
+// (vm_setup_vars.yml's networks).
 func (p *Plan) nodeNICs(n *Node, bridgeNetworks []string) {
 	var nics []NIC
 	if p.provisioningNICs() {
@@ -87,6 +92,10 @@ func (p *Plan) nodeNICs(n *Node, bridgeNetworks []string) {
 		nics = append(nics, nic)
 	}
 	nics = append(nics, NIC{MAC: n.MAC, Network: p.Network.NodeNetwork})
+	if n.Bond != "" {
+		nics[len(nics)-1].Bond = ipi.BondName
+		nics = append(nics, NIC{MAC: MACFor(p.Lab, n.Name+"/"+ipi.BondName), Network: p.Network.NodeNetwork, Bond: ipi.BondName})
+	}
 	for i := range nics {
 		nics[i].Name = NICName(i)
 	}
@@ -260,4 +269,29 @@ func (p *Plan) provisioningDHCP() *DHCPServer {
 func (d *DHCPServer) withConfig(c string) *DHCPServer {
 	d.Config = c
 	return d
+}
+
+// BondPorts are a bonded node's NICs on the machine network, the bond's
+// ports: their names and MACs, the node's own MAC first (nil: no bond).
+func (n Node) BondPorts() (names, macs []string) {
+	for _, nic := range n.NICs {
+		if nic.Bond != "" {
+			names, macs = append(names, nic.Name), append(macs, nic.MAC)
+		}
+	}
+	return names, macs
+}
+
+// BondConfig is a bonded node's nmstate state (install-config's hosts, a
+// day-2 node's nodes-config): its
+// NICs on the machine network bonded, the bond's addresses from the lab
+// network's DHCP (its reservation is the first NIC's MAC, the bond's);
+// nil without a bond.
+func (p *Plan) BondConfig(n Node) *ipi.NetworkConfig {
+	if n.Bond == "" {
+		return nil
+	}
+	names, macs := n.BondPorts()
+	v6 := p.Cluster.IPFamily != labconfig.IPFamilyV4
+	return ipi.DHCPBond(n.Bond, names, macs, p.Cluster.IPFamily != labconfig.IPFamilyV6, v6)
 }

@@ -115,6 +115,15 @@ type VMOptions struct {
 	// QEMU's user-mode network, with its link down: no host interface, and
 	// nothing leaves the VM.
 	NICModels []string
+	// Bridges gives the VM a virtio NIC on each of these bridges (in
+	// libvirtd's namespace), its link up, before the NICModels ones: the
+	// first is the one os/boot's network boots from.
+	Bridges []string
+	// FWCfg are fw_cfg entries the firmware reads (libvirt's sysinfo
+	// type fwcfg; names start with opt/): OVMF's
+	// opt/org.tianocore/IPv4PXESupport "n", say, makes a node that network
+	// boots over IPv6 only.
+	FWCfg map[string]string
 }
 
 // NewVM defines a VM named prefix+name and removes it when the test ends.
@@ -160,28 +169,46 @@ func (lab *Lab) NewVM(t testing.TB, name string, o VMOptions) *VM {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	if len(o.NICModels) > 0 {
-		lab.addNICs(t, spec.Name, o.NICModels)
+	if len(o.NICModels)+len(o.Bridges)+len(o.FWCfg) > 0 {
+		lab.addNICs(t, spec.Name, o)
 	}
 	vm := &VM{Name: spec.Name, ID: id, SerialLog: spec.SerialLog}
 	if !testenv.WaitFor(5*time.Second, func() bool {
 		m, err := lab.Service.Get(id)
-		return err == nil && len(m.NICs) == len(o.NICModels)
+		return err == nil && len(m.NICs) == len(o.NICModels)+len(o.Bridges)
 	}) {
-		t.Fatalf("the backend never saw domain %s with its %d NICs", spec.Name, len(o.NICModels))
+		t.Fatalf("the backend never saw domain %s with its %d NICs", spec.Name, len(o.NICModels)+len(o.Bridges))
 	}
 	return vm
 }
 
-// addNICs redefines a domain with user-mode NICs of the given models, their
-// links down.
-func (lab *Lab) addNICs(t testing.TB, name string, models []string) {
+// addNICs redefines a domain with a NIC on each of o's bridges, then
+// user-mode NICs of o's models, their links down, and o's fw_cfg entries.
+func (lab *Lab) addNICs(t testing.TB, name string, o VMOptions) {
 	t.Helper()
 	var def libvirtxml.Domain
 	if err := def.Unmarshal(lab.LiveXML(t, name, libvirt.DomainXMLInactive)); err != nil {
 		t.Fatal(err)
 	}
-	for _, model := range models {
+	for _, br := range o.Bridges {
+		def.Devices.Interfaces = append(def.Devices.Interfaces, libvirtxml.DomainInterface{
+			Source: &libvirtxml.DomainInterfaceSource{Bridge: &libvirtxml.DomainInterfaceSourceBridge{Bridge: br}},
+			Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
+		})
+	}
+	if len(o.FWCfg) > 0 {
+		fc := &libvirtxml.DomainSysInfoFWCfg{}
+		names := make([]string, 0, len(o.FWCfg))
+		for k := range o.FWCfg {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		for _, k := range names {
+			fc.Entry = append(fc.Entry, libvirtxml.DomainSysInfoEntry{Name: k, Value: o.FWCfg[k]})
+		}
+		def.SysInfo = append(def.SysInfo, libvirtxml.DomainSysInfo{FWCfg: fc})
+	}
+	for _, model := range o.NICModels {
 		def.Devices.Interfaces = append(def.Devices.Interfaces, libvirtxml.DomainInterface{
 			Source: &libvirtxml.DomainInterfaceSource{User: &libvirtxml.DomainInterfaceSourceUser{}},
 			Model:  &libvirtxml.DomainInterfaceModel{Type: model},

@@ -12,12 +12,14 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/agentmode"
+	"github.com/bmlab/bmlab/internal/lab/bmcclient"
 	"github.com/bmlab/bmlab/internal/lab/modes"
 	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
@@ -162,6 +164,9 @@ type nodeRow struct {
 	// Vendor is the Manufacturer of the node's BMC personality (a mixed
 	// rack); empty for the generic BMC.
 	Vendor string `json:"vendor,omitempty"`
+	// MediaFault is what the node's BMC says of its virtual CD's last
+	// insert when it failed (the fetch error), while vbmcd runs.
+	MediaFault string `json:"mediaFault,omitempty"`
 }
 
 // ips is the node's address, or a dual-stack node's two.
@@ -172,8 +177,34 @@ func (r nodeRow) ips() string {
 	return r.IP
 }
 
+// mediaFaults asks every node's BMC what its virtual CD says of its last
+// insert (bmcclient.MediaFault), while the lab's vbmcd runs; a BMC that
+// does not answer in time says nothing.
+func mediaFaults(ctx context.Context, e *lab.Env) map[string]string {
+	out := map[string]string{}
+	if pids, err := e.Host.Marked(ctx, lab.KindDaemon, e.Plan.Lab); err != nil || len(pids) == 0 || len(e.Plan.Vbmcd.Args) == 0 {
+		return out
+	}
+	c, err := bmcclient.New(e.Plan)
+	if err != nil {
+		return out
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, n := range e.Plan.Nodes {
+		if n.BMC.SystemURL == "" {
+			continue
+		}
+		if f, err := c.MediaFault(ctx, n.BMC.SystemURL); err == nil && f != "" {
+			out[n.Name] = f
+		}
+	}
+	return out
+}
+
 func rows(ctx context.Context, e *lab.Env) ([]nodeRow, error) {
 	var out []nodeRow
+	faults := mediaFaults(ctx, e)
 	for _, n := range e.Plan.Nodes {
 		power, err := e.Host.Power(ctx, n.Name)
 		if err != nil {
@@ -183,6 +214,7 @@ func rows(ctx context.Context, e *lab.Env) ([]nodeRow, error) {
 		if n.SecondaryIP.IsValid() {
 			r.SecondaryIP = n.SecondaryIP.String()
 		}
+		r.MediaFault = faults[n.Name]
 		out = append(out, r)
 	}
 	return out, nil
@@ -193,6 +225,7 @@ func table(ctx context.Context, g *cli.Globals, e *lab.Env) error {
 	if err != nil {
 		return err
 	}
+	defer printFaults(g, rs)
 	tw := tabwriter.NewWriter(g.Streams.Out, 0, 4, 2, ' ', 0)
 	// HOST for a lab over several hosts, VENDOR for a mixed rack, NICS
 	// for nodes with more than one.
@@ -224,6 +257,16 @@ func table(ctx context.Context, g *cli.Globals, e *lab.Env) error {
 		fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	}
 	return tw.Flush()
+}
+
+// printFaults says, after the table, each node whose BMC's last virtual
+// media insert failed, and why.
+func printFaults(g *cli.Globals, rs []nodeRow) {
+	for _, r := range rs {
+		if r.MediaFault != "" {
+			fmt.Fprintf(g.Streams.Out, "%s: virtual media insert failed: %s\n", r.Name, r.MediaFault)
+		}
+	}
 }
 
 // nicsText is a node's NICs as the table shows them: the guest's name

@@ -1,0 +1,171 @@
+package ironictest
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
+	"github.com/bmlab/bmlab/internal/testenv"
+	"github.com/bmlab/bmlab/internal/virttest"
+)
+
+// TestMetal3DHCPv6Boot boots an IPv6-only UEFI node over the network with
+// the DHCPv6 section of Metal3's ironic-image (metal3DnsmasqConfig), and
+// shows why metal3-io/ironic-image#916's section did not. Inside a bridge
+// and a namespace of the test's own, in the libvirtd's namespace (labci): a
+// qemu VM (OVMF with its IPv4 PXE turned off through fw_cfg,
+// opt/org.tianocore/IPv4PXESupport=n, so it network-boots over IPv6 only)
+// with one NIC on the bridge; Debian's dnsmasq with the section's lines on
+// the provisioning side (DHCPv6 of a range, router advertisements, TFTP of
+// Debian's snponly.efi as snponly-x86_64.efi) and an HTTP server serving
+// boot.ipxe (the deploy kernel, testenv.AgentEFI) at [fd00:1101::2].
+//   - Today's section (option6:61): OVMF's PXEv6 client (vendor class
+//     PXEClient, architecture 7) is tagged amd64 and gets
+//     tftp://[fd00:1101::2]/snponly-x86_64.efi; iPXE then asks again, as
+//     iPXE, and gets the boot script over HTTP; the serial console shows the
+//     deploy kernel's marker.
+//   - #916's section (option:client-arch, DHCPv4's option 93): dnsmasq puts
+//     the match in its DHCPv4 list, which a DHCPv6 request never meets, so
+//     the same client is not tagged amd64, its reply has no boot file (option
+//     59), nothing is fetched by TFTP and the marker never shows: OVMF's
+//     PXEv6 gives up.
+//   - #917's first fix (option6:client-arch): Debian's dnsmasq 2.90 does not
+//     know the name (Red Hat's carries a patch that adds it) and refuses the
+//     configuration, which is why ironic-image went on to option6:61.
+func TestMetal3DHCPv6Boot(t *testing.T) {
+	dnsmasq := testenv.Command(t, "dnsmasq")
+	// #917's first fix, to the letter: refused before anything runs.
+	conf := filepath.Join(t.TempDir(), "917.conf")
+	v6 := PXE{Interface: "eth0", Subnet: netip.MustParsePrefix("fd00:1101::/64"), Start: netip.MustParseAddr("fd00:1101::10"), End: netip.MustParseAddr("fd00:1101::ff"),
+		DHCPv6: Metal3DHCPv6Fix917}
+	if err := os.WriteFile(conf, []byte(metal3DnsmasqConfig(v6, t.TempDir(), "/srv/tftp", "http://[fd00:1101::2]:6180")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(dnsmasq, "--test", "-C", conf).CombinedOutput(); err == nil || !strings.Contains(string(out), "bad dhcp-option") {
+		t.Errorf("dnsmasq --test of #917's first fix: %v %s; want it refused (bad dhcp-option: Debian's dnsmasq knows no option6:client-arch)", err, out)
+	}
+
+	lab := virttest.New(t, "bmlab-v6pxe-")
+	for _, tc := range []struct {
+		name, version string
+		boots         bool
+	}{
+		{"current", Metal3DHCPv6Current, true},
+		{"issue-916", Metal3DHCPv6Issue916, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) { dhcpv6Boot(t, lab, tc.name, tc.version, tc.boots) })
+	}
+}
+
+func dhcpv6Boot(t *testing.T, lab *virttest.Lab, name, version string, boots bool) {
+	const host = "fd00:1101::2"
+	br := "v6p" + netnstest.Rand(4)
+	netnstest.IP(t, "-n", "labci", "link", "add", br, "type", "bridge", "mcast_snooping", "0")
+	t.Cleanup(func() { _ = exec.Command("ip", "-n", "labci", "link", "del", br).Run() })
+	netnstest.IP(t, "-n", "labci", "link", "set", br, "up")
+	ns, _ := netnstest.New(t)
+	port := "v6q" + netnstest.Rand(4)
+	netnstest.IP(t, "-n", "labci", "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+	netnstest.IP(t, "-n", "labci", "link", "set", port, "master", br, "up")
+	netnstest.IP(t, "-n", ns, "addr", "add", host+"/64", "dev", "eth0", "nodad")
+	netnstest.IP(t, "-n", ns, "link", "set", "eth0", "up")
+
+	// The provisioning services' HTTP server: the boot script and the
+	// deploy kernel it boots.
+	var ln net.Listener
+	if err := netplumb.InNamespace(ns, func() (err error) {
+		ln, err = net.Listen("tcp", net.JoinHostPort(host, "6180"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	httpURL := "http://[" + host + "]:6180"
+	kernel := testenv.AgentEFI(t)
+	fetched := make(chan string, 16)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetched <- r.URL.Path
+		switch r.URL.Path {
+		case "/boot.ipxe":
+			w.Write([]byte("#!ipxe\nkernel " + httpURL + "/deploy_kernel\nboot\n"))
+		case "/deploy_kernel":
+			http.ServeFile(w, r, kernel)
+		default:
+			http.NotFound(w, r)
+		}
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+
+	dir := t.TempDir()
+	log := startPXE(t, ns, PXE{Interface: "eth0", Subnet: netip.MustParsePrefix("fd00:1101::/64"),
+		Start: netip.MustParseAddr("fd00:1101::10"), End: netip.MustParseAddr("fd00:1101::ff"), DHCPv6: version}, dir, httpURL)
+
+	vm := lab.NewVM(t, "v6-"+name, virttest.VMOptions{UEFI: true, NoCD: true, MemoryMiB: 384, BootOrder: []string{"network"},
+		Bridges: []string{br}, FWCfg: map[string]string{"opt/org.tianocore/IPv4PXESupport": "n"}})
+	began := time.Now()
+	if err := lab.Service.Reset(context.Background(), vm.ID, machine.ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lab.Service.Reset(context.Background(), vm.ID, machine.ResetForceOff) })
+	solicits := regexp.MustCompile(`DHCPSOLICIT\(eth0\)`)
+	if boots {
+		vm.WaitMarker(t, testenv.AgentMarker, 0, 4*time.Minute)
+		t.Logf("the node booted the deploy kernel over IPv6 in %s", time.Since(began).Round(time.Second))
+		b := readLog(log)
+		for _, want := range []string{"tags: pxe6, amd64, eth0", "bootfile-url  tftp://[" + host + "]/snponly-x86_64.efi",
+			"sent /", "/snponly-x86_64.efi to " + "fd00:1101::", "tags: ipxe6, eth0", "bootfile-url  " + httpURL + "/boot.ipxe"} {
+			if !strings.Contains(b, want) {
+				t.Errorf("dnsmasq's log lacks %q:\n%s", want, tailText(b, 60))
+			}
+		}
+		return
+	}
+	// #916: the client asks and is answered, without a boot file; wait
+	// until it has asked twice (OVMF's PXEv6 retries once) and its time
+	// has passed, then look: no amd64 tag, no option 59, no TFTP, no
+	// marker.
+	if !testenv.WaitFor(4*time.Minute, func() bool { return len(solicits.FindAllString(readLog(log), -1)) >= 2 }) {
+		t.Fatalf("the node sent no DHCPv6 SOLICIT:\n%s", tailText(readLog(log), 40))
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) && !strings.Contains(readLog(vm.SerialLog), "PXE-E") {
+		time.Sleep(time.Second)
+	}
+	b := readLog(log)
+	if !strings.Contains(b, "tags: pxe6, eth0") || strings.Contains(b, "amd64") || strings.Contains(b, "bootfile-url") || strings.Contains(b, "sent /") {
+		t.Errorf("#916's configuration: want the PXE client tagged pxe6 but not amd64, and no boot file nor TFTP transfer:\n%s", tailText(b, 60))
+	}
+	if strings.Contains(readLog(vm.SerialLog), testenv.AgentMarker) {
+		t.Error("the node booted the deploy kernel with #916's configuration")
+	}
+	select {
+	case p := <-fetched:
+		t.Errorf("the HTTP server was asked for %s with #916's configuration", p)
+	default:
+	}
+	t.Logf("with #916's configuration, OVMF's serial console ends:\n%s", tailText(readLog(vm.SerialLog), 8))
+}
+
+func readLog(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+func tailText(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
