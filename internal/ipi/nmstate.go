@@ -76,7 +76,6 @@ type NMRoute struct {
 	NextHopInterface string `json:"next-hop-interface"`
 }
 
-
 // BondName is the bond of a lab host whose NICs on the machine network
 // are bonded.
 const BondName = "bond0"
