@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,15 +27,17 @@ import (
 // and a namespace of the test's own, in the libvirtd's namespace (labci): a
 // qemu VM (OVMF with its IPv4 PXE turned off through fw_cfg,
 // opt/org.tianocore/IPv4PXESupport=n, so it network-boots over IPv6 only)
-// with one NIC on the bridge; Debian's dnsmasq with the section's lines on
+// with one NIC on the bridge, without qemu's iPXE option ROM, so OVMF's own
+// PXE client boots it as a server's NIC firmware does (an iPXE ROM asks as
+// iPXE, which every version of the section answers); Debian's dnsmasq with the section's lines on
 // the provisioning side (DHCPv6 of a range, router advertisements, TFTP of
 // Debian's snponly.efi as snponly-x86_64.efi) and an HTTP server serving
 // boot.ipxe (the deploy kernel, testenv.AgentEFI) at [fd00:1101::2].
 //   - Today's section (option6:61): OVMF's PXEv6 client (vendor class
-//     PXEClient, architecture 7) is tagged amd64 and gets
-//     tftp://[fd00:1101::2]/snponly-x86_64.efi; iPXE then asks again, as
-//     iPXE, and gets the boot script over HTTP; the serial console shows the
-//     deploy kernel's marker.
+//     PXEClient, architecture 7 in option 61) is tagged amd64 and gets
+//     tftp://[fd00:1101::2]/snponly-x86_64.efi, which it fetches by TFTP;
+//     iPXE then asks again, as iPXE, and gets the boot script over HTTP; the
+//     serial console shows the deploy kernel's marker.
 //   - #916's section (option:client-arch, DHCPv4's option 93): dnsmasq puts
 //     the match in its DHCPv4 list, which a DHCPv6 request never meets, so
 //     the same client is not tagged amd64, its reply has no boot file (option
@@ -112,39 +115,68 @@ func dhcpv6Boot(t *testing.T, lab *virttest.Lab, name, version string, boots boo
 		Start: netip.MustParseAddr("fd00:1101::10"), End: netip.MustParseAddr("fd00:1101::ff"), DHCPv6: version}, dir, httpURL)
 
 	vm := lab.NewVM(t, "v6-"+name, virttest.VMOptions{UEFI: true, NoCD: true, MemoryMiB: 384, BootOrder: []string{"network"},
-		Bridges: []string{br}, FWCfg: map[string]string{"opt/org.tianocore/IPv4PXESupport": "n"}})
+		Bridges: []string{br}, NoNICROM: true, FWCfg: map[string]string{"opt/org.tianocore/IPv4PXESupport": "n"}})
 	began := time.Now()
 	if err := lab.Service.Reset(context.Background(), vm.ID, machine.ResetOn); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lab.Service.Reset(context.Background(), vm.ID, machine.ResetForceOff) })
-	solicits := regexp.MustCompile(`DHCPSOLICIT\(eth0\)`)
+	// dnsmasq's log, a DHCPv6 exchange at a time: the tags it gave the
+	// client and the boot file it sent.
+	type exchange struct{ tags, bootfile string }
+	exchanges := func() []exchange {
+		var out []exchange
+		for _, l := range strings.Split(readLog(log), "\n") {
+			if m := tagsLine.FindStringSubmatch(l); m != nil {
+				out = append(out, exchange{tags: m[1]})
+			} else if m := bootfileLine.FindStringSubmatch(l); m != nil && len(out) > 0 {
+				out[len(out)-1].bootfile = m[1]
+			}
+		}
+		return out
+	}
+	// The firmware's PXE client: tagged pxe6, not ipxe6.
+	firmware := func(e exchange) bool { return hasTag(e.tags, "pxe6") && !hasTag(e.tags, "ipxe6") }
+	tftpFile := "tftp://[" + host + "]/snponly-x86_64.efi"
 	if boots {
 		vm.WaitMarker(t, testenv.AgentMarker, 0, 4*time.Minute)
 		t.Logf("the node booted the deploy kernel over IPv6 in %s", time.Since(began).Round(time.Second))
-		b := readLog(log)
-		for _, want := range []string{"tags: pxe6, amd64, eth0", "bootfile-url  tftp://[" + host + "]/snponly-x86_64.efi",
-			"sent /", "/snponly-x86_64.efi to " + "fd00:1101::", "tags: ipxe6, eth0", "bootfile-url  " + httpURL + "/boot.ipxe"} {
-			if !strings.Contains(b, want) {
-				t.Errorf("dnsmasq's log lacks %q:\n%s", want, tailText(b, 60))
+		var sawFirmware, sawIPXE bool
+		for _, e := range exchanges() {
+			switch {
+			case firmware(e):
+				sawFirmware = true
+				if !hasTag(e.tags, "amd64") || e.bootfile != tftpFile {
+					t.Errorf("the firmware's request: tags %q, boot file %q; want amd64 and %s", e.tags, e.bootfile, tftpFile)
+				}
+			case hasTag(e.tags, "ipxe6"):
+				sawIPXE = true
+				if e.bootfile != httpURL+"/boot.ipxe" {
+					t.Errorf("iPXE's request: tags %q, boot file %q; want %s/boot.ipxe", e.tags, e.bootfile, httpURL)
+				}
 			}
+		}
+		if b := readLog(log); !sawFirmware || !sawIPXE || !strings.Contains(b, "/snponly-x86_64.efi to fd00:1101::") {
+			t.Errorf("want the firmware's DHCPv6 request (%v), its TFTP transfer of snponly-x86_64.efi, then iPXE's (%v):\n%s", sawFirmware, sawIPXE, tailText(b, 80))
 		}
 		return
 	}
-	// #916: the client asks and is answered, without a boot file; wait
-	// until it has asked twice (OVMF's PXEv6 retries once) and its time
-	// has passed, then look: no amd64 tag, no option 59, no TFTP, no
+	// #916: the firmware asks and is answered without a boot file. Wait
+	// until it has asked, then until its console says PXE gave up (or the
+	// wait is over), and look: no amd64 tag, no boot file, no TFTP, no
 	// marker.
-	if !testenv.WaitFor(4*time.Minute, func() bool { return len(solicits.FindAllString(readLog(log), -1)) >= 2 }) {
-		t.Fatalf("the node sent no DHCPv6 SOLICIT:\n%s", tailText(readLog(log), 40))
+	var ex []exchange
+	if !testenv.WaitFor(4*time.Minute, func() bool { ex = exchanges(); return slices.ContainsFunc(ex, firmware) }) {
+		t.Fatalf("the node's firmware sent no DHCPv6 request:\n%s", tailText(readLog(log), 40))
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) && !strings.Contains(readLog(vm.SerialLog), "PXE-E") {
-		time.Sleep(time.Second)
+	testenv.WaitFor(90*time.Second, func() bool { return strings.Contains(readLog(vm.SerialLog), "PXE-E") })
+	for _, e := range exchanges() {
+		if firmware(e) && (hasTag(e.tags, "amd64") || e.bootfile != "") {
+			t.Errorf("#916's configuration: the firmware's request got tags %q and boot file %q; want no amd64 tag (the match is DHCPv4's) and no boot file", e.tags, e.bootfile)
+		}
 	}
-	b := readLog(log)
-	if !strings.Contains(b, "tags: pxe6, eth0") || strings.Contains(b, "amd64") || strings.Contains(b, "bootfile-url") || strings.Contains(b, "sent /") {
-		t.Errorf("#916's configuration: want the PXE client tagged pxe6 but not amd64, and no boot file nor TFTP transfer:\n%s", tailText(b, 60))
+	if b := readLog(log); strings.Contains(b, "dnsmasq-tftp") && strings.Contains(b, " sent ") {
+		t.Errorf("#916's configuration: a TFTP transfer:\n%s", tailText(b, 40))
 	}
 	if strings.Contains(readLog(vm.SerialLog), testenv.AgentMarker) {
 		t.Error("the node booted the deploy kernel with #916's configuration")
@@ -154,7 +186,17 @@ func dhcpv6Boot(t *testing.T, lab *virttest.Lab, name, version string, boots boo
 		t.Errorf("the HTTP server was asked for %s with #916's configuration", p)
 	default:
 	}
-	t.Logf("with #916's configuration, OVMF's serial console ends:\n%s", tailText(readLog(vm.SerialLog), 8))
+	t.Logf("with #916's configuration, dnsmasq tagged the firmware's request %q and sent no boot file; OVMF's console ends:\n%s", ex[0].tags, tailText(readLog(vm.SerialLog), 8))
+}
+
+var (
+	tagsLine     = regexp.MustCompile(`\d+ tags: (.*)$`)
+	bootfileLine = regexp.MustCompile(`option: 59 bootfile-url\s+(\S+)`)
+)
+
+// hasTag says whether dnsmasq's "tags:" list has tag.
+func hasTag(tags, tag string) bool {
+	return slices.Contains(strings.Split(tags, ", "), tag)
 }
 
 func readLog(path string) string {

@@ -119,6 +119,10 @@ type VMOptions struct {
 	// libvirtd's namespace), its link up, before the NICModels ones: the
 	// first is the one os/boot's network boots from.
 	Bridges []string
+	// NoNICROM leaves the Bridges NICs without qemu's option ROM (iPXE):
+	// the firmware's own network stack boots them (OVMF's VirtioNetDxe and
+	// PXE), as a server's NIC firmware does.
+	NoNICROM bool
 	// FWCfg are fw_cfg entries the firmware reads (libvirt's sysinfo
 	// type fwcfg; names start with opt/): OVMF's
 	// opt/org.tianocore/IPv4PXESupport "n", say, makes a node that network
@@ -191,10 +195,14 @@ func (lab *Lab) addNICs(t testing.TB, name string, o VMOptions) {
 		t.Fatal(err)
 	}
 	for _, br := range o.Bridges {
-		def.Devices.Interfaces = append(def.Devices.Interfaces, libvirtxml.DomainInterface{
+		in := libvirtxml.DomainInterface{
 			Source: &libvirtxml.DomainInterfaceSource{Bridge: &libvirtxml.DomainInterfaceSourceBridge{Bridge: br}},
 			Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
-		})
+		}
+		if o.NoNICROM {
+			in.ROM = &libvirtxml.DomainROM{Enabled: "no"}
+		}
+		def.Devices.Interfaces = append(def.Devices.Interfaces, in)
 	}
 	if len(o.FWCfg) > 0 {
 		fc := &libvirtxml.DomainSysInfoFWCfg{}
