@@ -40,6 +40,11 @@ PKGS=(
   graphviz
   # the LLDP tests' receiver: decodes the frames on a node's tap
   tcpdump
+  # the hands-free console: OCR of a machine's screen (labctl console
+  # wait-for, internal/bmcscreen), Dell's screenshot call from Python, and
+  # the text-UI test image (hack/build-tui-image.sh: busybox and whiptail
+  # in an initramfs packed with cpio)
+  tesseract-ocr tesseract-ocr-eng python3-requests busybox-static whiptail cpio
   # running vbmcd's OCI image (make image): podman, with runc (crun refuses
   # a hybrid cgroup hierarchy)
   podman runc

@@ -35,6 +35,9 @@ phase "tools"
 # outside the clone (hack/toolcache.sh): a second run builds nothing.
 bash hack/build-coredns.sh
 bash hack/build-kube.sh
+# The text-UI image the hands-free console's tests boot (a Debian kernel,
+# busybox and whiptail), built the same way, once per machine.
+bash hack/build-tui-image.sh
 # The committed KubeVirt and CDI test data must be what their generators
 # (KubeVirt's and CDI's own code, just built) make now.
 bash hack/check-generated.sh

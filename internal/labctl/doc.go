@@ -5,7 +5,8 @@
 //
 // Subcommands: up, status, down and add-node (package up), net
 // check|repair|down (package netcmd), graph (package graph), demo (package
-// demo). The flags every subcommand shares (-f, --profile, --mode, --netns,
+// demo), console (package console: a node's screen, keys and serial output
+// through its BMC). The flags every subcommand shares (-f, --profile, --mode, --netns,
 // --libvirt-uri, --dir) select the lab; cli opens it (Globals.Open: the
 // plan, the mode from labctl's list, the provider) the one way for every
 // command.

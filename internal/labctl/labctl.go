@@ -12,6 +12,7 @@ import (
 	"github.com/bmlab/bmlab/internal/lab/modes"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
+	"github.com/bmlab/bmlab/internal/labctl/console"
 	"github.com/bmlab/bmlab/internal/labctl/demo"
 	"github.com/bmlab/bmlab/internal/labctl/graph"
 	"github.com/bmlab/bmlab/internal/labctl/netcmd"
@@ -65,7 +66,7 @@ func NewCommand(logger *zap.Logger, streams Streams) *cobra.Command {
 	pf.StringVar(&g.Vbmcd, "vbmcd", "", "the vbmcd binary up starts (default: next to labctl, then PATH)")
 	pf.StringVar(&g.Dir, "dir", "", "the lab's directory (default: the lab file's); needed with -f - (the lab file on standard input)")
 	pf.BoolVarP(&verbose, "verbose", "v", false, "debug logs on stderr")
-	cmd.AddCommand(netcmd.NewCommand(g), demo.NewCommand(g), graph.NewCommand(g))
+	cmd.AddCommand(netcmd.NewCommand(g), demo.NewCommand(g), graph.NewCommand(g), console.NewCommand(g))
 	cmd.AddCommand(up.NewCommands(g)...)
 	return cmd
 }

@@ -11,7 +11,10 @@
 // A machine has one serial console, shared by every face that shows it
 // (IPMI SOL, the web console): one backend stream per machine, each reader
 // getting the output from when it joined, anyone's input reaching the
-// machine (consoles.go). An On while the guest shuts itself down starts it
+// machine (consoles.go). Its screen can be read and typed on without a
+// browser (screen.go: a screenshot and keys through the backend's display,
+// with an RFB client, or the backend's own Screener; the end of its serial
+// log). An On while the guest shuts itself down starts it
 // once it is off (power.go, service.go).
 //
 // What it does not do: decode protocols, authenticate, or talk to libvirt.

@@ -27,6 +27,7 @@ type Service struct {
 	power        powerOps
 	faults       faults
 	consoles     consoleMux // Consoles: one shared stream per machine
+	typists      typists    // SendKeys: one typist per machine at a time
 	// bmcUpdateDown is how long a BMC is unreachable after its firmware
 	// was updated (WithBMCUpdateDowntime).
 	bmcUpdateDown time.Duration

@@ -74,6 +74,13 @@ type Personality struct {
 	// default for machines of this personality.
 	Quirks []Quirk
 
+	// DellLCService: the Manager has Dell's Lifecycle Controller service
+	// (Links.Oem.Dell.DellLCService), and the machine's screenshot is its
+	// DellLCService.ExportServerScreenShot action, which Dell's scripts,
+	// badfish-style tooling and LISA call; without it the screenshot is
+	// vbmcd's own Manager action (Bmlab.ExportScreenShot).
+	DellLCService bool
+
 	// Sources names the public material each fact above comes from.
 	Sources []string
 }
@@ -86,6 +93,13 @@ var (
 		return Slot{ID: id, Drive: machine.SlotRemovable, Name: "Virtual Removable Media", MediaTypes: []string{"USBStick", "Floppy"}}
 	}
 )
+
+// dellScreenShotSource is where the DellLCService screenshot's shape comes
+// from.
+const dellScreenShotSource = "dell/iDRAC-Redfish-Scripting 'Redfish Python/ExportServerScreenShotREDFISH.py' v2.0 " +
+	"(GET Managers/iDRAC.Embedded.1/Oem/Dell/DellLCService, then POST its DellLCService.ExportServerScreenShot with FileType; " +
+	"ServerScreenShotFile, base64 PNG, read from the POST's own 200 or 202 answer); microsoft/lisa's idrac.py and others call the older " +
+	"/redfish/v1/Dell/Managers/iDRAC.Embedded.1/DellLCService path; Manager Links.Oem.Dell.DellLCService as the dellemc.openmanage modules read it"
 
 // all lists every personality, generic first.
 var all = []*Personality{
@@ -101,6 +115,8 @@ var all = []*Personality{
 	},
 	{
 		Name: IDRAC9,
+		// Dell's Lifecycle Controller service, with its screenshot.
+		DellLCService: true,
 		// A 16th-generation PowerEdge with iDRAC 9 firmware 7.x.
 		Manufacturer: "Dell Inc.",
 		Model:        "PowerEdge R660",
@@ -119,10 +135,13 @@ var all = []*Personality{
 			"Dell iDRAC9 Redfish API Guide: /redfish/v1/Managers/iDRAC.Embedded.1/VirtualMedia/CD and RemovableDisk, System.Embedded.1",
 			"dell/iDRAC-Redfish-Scripting issue 24 (InsertMedia at Managers/iDRAC.Embedded.1/VirtualMedia/CD)",
 			"Ironic 21.4 redfish/boot.py _validate_vendor: 'Dell' and BMC firmware >= 6.00.00.00",
+			dellScreenShotSource,
 		},
 	},
 	{
 		Name: IDRAC10,
+		// Dell's Lifecycle Controller service, with its screenshot.
+		DellLCService: true,
 		// A 17th-generation PowerEdge with iDRAC 10 firmware 1.x.
 		Manufacturer: "Dell Inc.",
 		Model:        "PowerEdge R770",
@@ -141,6 +160,7 @@ var all = []*Personality{
 			"Dell iDRAC10 Redfish API Guide: /redfish/v1/Systems/System.Embedded.1/VirtualMedia/1",
 			"karmab/kcli 5a465493 (iDRAC 9/10: no Inserted in InsertMedia, NFS fallback at the Manager)",
 			"Ironic bug 2162995 (iDRAC10: 409 to On for a while after a power-off)",
+			dellScreenShotSource,
 		},
 	},
 	{

@@ -21,7 +21,11 @@
 // firmware strings, Oem blocks, virtual media members by the vendor's ids
 // and only where the vendor hangs them, and the vendor's own actions its Oem
 // blocks name (persona.go); its quirks change how some requests are
-// answered. System, Manager and Chassis keep the machine's id on this
+// answered. Each Manager has the hands-free console (screen.go): a
+// screenshot (Dell's DellLCService.ExportServerScreenShot on a Dell
+// personality, vbmcd's Bmlab.ExportScreenShot on the others), keys typed
+// (Bmlab.SendKeys, stopped at the next key when its caller loses the
+// right) and the serial output (Bmlab.ExportSerialData). System, Manager and Chassis keep the machine's id on this
 // listener.
 //
 // Resources are built by small pure functions from a machine snapshot

@@ -94,6 +94,7 @@ var goldenIdentity = identity{
 	Firmware:     "1.0.0",
 	SessionTTL:   1800,
 	KVM:          256,
+	Screen:       true,
 }
 
 func TestResourceBuildersGolden(t *testing.T) {

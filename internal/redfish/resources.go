@@ -66,6 +66,10 @@ type identity struct {
 	// KVM is how many graphical console sessions the service serves at
 	// most (the web console's, WithGraphicalConsole); 0: none.
 	KVM int
+	// Screen: the machines have a screen the model reads and types on
+	// (machine.Service.HasScreen), so each Manager names vbmcd's
+	// screenshot, keystroke and serial actions (screen.go).
+	Screen bool
 
 	// Set for one machine (Server.idOf): its personality, the Manager's
 	// Model and the BIOS version.
@@ -694,6 +698,12 @@ func manager(m *machine.Machine, id identity) obj {
 		if oem := p.ManagerOem(m); oem != nil {
 			o["Oem"] = oem
 		}
+		if p.DellLCService {
+			o["Links"].(obj)["Oem"] = dellManagerLinks(m)
+		}
+	}
+	if id.Screen {
+		o["Actions"].(obj)["Oem"] = managerOemActions(m, id.P)
 	}
 	return o
 }

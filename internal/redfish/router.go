@@ -198,7 +198,7 @@ func r(path string, rt route) *route {
 	switch {
 	case strings.HasPrefix(path, "Systems/*"):
 		rt.scope = scopeSystem
-	case strings.HasPrefix(path, "Managers/*"):
+	case strings.HasPrefix(path, "Managers/*"), strings.HasPrefix(path, "Dell/Managers/*"):
 		rt.scope = scopeManager
 	case strings.HasPrefix(path, "Chassis/*"):
 		rt.scope = scopeChassis
@@ -316,6 +316,7 @@ func (s *Server) table() []*route {
 	}
 	routes = append(routes, eventRoutes()...)
 	routes = append(routes, vendorRoutes()...)
+	routes = append(routes, screenRoutes()...)
 	routes = append(routes, mediaRoutes("Managers/*")...)
 	return append(routes, mediaRoutes("Systems/*")...)
 }

@@ -56,6 +56,8 @@ type Server struct {
 
 	quirkTimes  QuirkTimes
 	quirkStates sync.Map // machine id → *quirkState (quirks.go)
+
+	screenshots screenLimits // screenshots a second, per machine (screen.go)
 }
 
 // Option configures a Server.
@@ -181,7 +183,9 @@ func New(svc *machine.Service, log *zap.Logger, opts ...Option) *Server {
 		events:      newEvents(log.Named("events")),
 		persona:     personality.Default(),
 		quirkTimes:  DefaultQuirkTimes,
+		screenshots: screenLimits{rate: DefaultScreenshotRate, burst: DefaultScreenshotBurst},
 	}
+	s.id.Screen = svc.HasScreen()
 	for _, o := range opts {
 		o(s)
 	}

@@ -26,9 +26,10 @@ import (
 type idView struct {
 	id  string // the machine id
 	key string // the render cache's prefix for this view
-	// in maps "Systems/" + vendor id (and Managers/, Chassis/) to the
-	// machine id's path.
-	in [3][2]string
+	// in maps "Systems/" + vendor id (and Managers/, Chassis/, and the
+	// older Dell/Managers/ that Dell's clients still call) to the machine
+	// id's path.
+	in [4][2]string
 	// inBody maps the vendor's paths in a request body, where they end
 	// with a quote or a slash.
 	inBody *strings.Replacer
@@ -71,7 +72,7 @@ func (s *Server) viewOf(c *call) *idView {
 
 func newIDView(id string, p *personality.Personality) *idView {
 	v := &idView{id: id, key: "bmc\x00" + id + "\x00" + string(p.Name) + "\x00"}
-	own := [3][2]string{{"Systems", p.SystemID}, {"Managers", p.ManagerID}, {"Chassis", p.ChassisID}}
+	own := [4][2]string{{"Systems", p.SystemID}, {"Managers", p.ManagerID}, {"Chassis", p.ChassisID}, {"Dell/Managers", p.ManagerID}}
 	var paths, inPaths []string
 	for i, o := range own {
 		vendor, mine := rootURI+"/"+o[0]+"/"+o[1], rootURI+"/"+o[0]+"/"+id

@@ -72,6 +72,7 @@ type node struct {
 	running bootConfig       // what the machine was started with
 	timer   *time.Timer      // a pending power transition
 	fake    fakeState        // what the fake driver's announcements say (announce.go)
+	typed   []string         // what was typed on its screen since it started (screen.go)
 }
 
 // bootConfig is what a start fixes until the next start.
@@ -430,6 +431,7 @@ func (b *Backend) Start(_ context.Context, id string) error {
 		return fmt.Errorf("%w: %s is already on", machine.ErrConflict, n.m.Name)
 	}
 	n.running = configOf(n.m.Settings)
+	n.typed = nil // a new boot's screen
 	mode, secure := n.m.Settings.Boot.Mode, n.m.Settings.SecureBoot
 	b.transition(n, machine.PowerPoweringOn, machine.PowerOn, func(m *machine.Machine) {
 		m.Mode, m.SecureBootActive = mode, secure

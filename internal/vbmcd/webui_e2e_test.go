@@ -229,7 +229,7 @@ func (b *browser) login(t *testing.T, user, pass string) {
 }
 
 // rf calls the Redfish API as user (Basic), outside the browser.
-func rf(t *testing.T, base, user, pass, method, path string, body any) (int, map[string]any) {
+func rf(t testing.TB, base, user, pass, method, path string, body any) (int, map[string]any) {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {

@@ -210,14 +210,19 @@ func TestUpUntilInstallConfig(t *testing.T) {
 		t.Errorf("up after repair = %v (want no change):\n%s", err, out)
 	}
 
-	// A virtual-media boot of one node shows the marker.
-	iso := testenv.MarkerISO(t)
+	// A virtual-media boot of one node shows the marker, and labctl console
+	// works the node through its BMC alone: the marker seen in the serial
+	// output, keys typed on its keyboard reach grub (the disk marker's
+	// grub reads the keyboard and answers on the serial port), a
+	// screenshot of its screen; an off node's screen and a bad key name
+	// are refused with what to do.
+	stay := testenv.MarkerDisk(t) // an ISO too: prints BMLAB-DISK-BOOTED and stays at grub's prompt
 	// The image server, like an Ironic conductor's, is on the lab's network.
 	ln, err := netplumb.ListenIn("labci", "tcp", "10.198.61.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	img := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, iso) }))
+	img := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, stay) }))
 	img.Listener = ln
 	img.Start()
 	defer img.Close()
@@ -241,9 +246,41 @@ func TestUpUntilInstallConfig(t *testing.T) {
 			t.Fatalf("%s %s: %d", c.method, c.path, resp.StatusCode)
 		}
 	}
+	console := func(args ...string) (string, error) {
+		t.Helper()
+		return labctlRun(t, append(append([]string{"console"}, args...), append([]string{"--profile", "tiny"}, common...)...)...)
+	}
+	start = time.Now()
+	if out, err := console(h.Name, "wait-for", testenv.DiskMarker, "--on", "serial", "--timeout", "3m"); err != nil || !strings.Contains(out, "serial output") {
+		t.Fatalf("console wait-for the marker = %v:\n%s", err, out)
+	}
+	t.Logf("console wait-for the marker: %s", time.Since(start).Round(time.Millisecond))
 	serial := filepath.Join(dir, ".bmlab", "logs", h.Name+".serial.log")
-	if !testenv.WaitFor(120*time.Second, func() bool { return testenv.Count(serial, testenv.Marker) > 0 }) {
-		t.Fatalf("the marker never appeared in %s", serial)
+	if testenv.Count(serial, testenv.DiskMarker) == 0 {
+		t.Fatalf("the marker is not in %s", serial)
+	}
+	if out, err := console(h.Name, "type", "labctl42<Enter>"); err != nil || !strings.Contains(out, "typed 9 keys") {
+		t.Fatalf("console type = %v:\n%s", err, out)
+	}
+	// grub's answer, which its echo of the typed line cannot fake.
+	if out, err := console(h.Name, "wait-for", "can't find command", "--on", "serial", "--timeout", "1m"); err != nil {
+		t.Fatalf("grub did not answer what labctl typed = %v:\n%s", err, out)
+	}
+	shot := filepath.Join(dir, "screen.png")
+	if out, err := console(h.Name, "screenshot", shot); err != nil {
+		t.Fatalf("console screenshot = %v:\n%s", err, out)
+	}
+	if b, err := os.ReadFile(shot); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG\r\n")) {
+		t.Errorf("the screenshot is not a PNG (%v)", err)
+	}
+	if out, err := console(hosts[1].Name, "screenshot", shot); err == nil || !strings.Contains(out+err.Error(), "off") {
+		t.Errorf("a screenshot of an off node = %v:\n%s", err, out)
+	}
+	if out, err := console(h.Name, "type", "<Hyper>"); err == nil || !strings.Contains(err.Error(), `unknown key "Hyper"`) {
+		t.Errorf("an unknown key = %v:\n%s", err, out)
+	}
+	if out, err := console("nosuch", "text"); err == nil || !strings.Contains(err.Error(), "its nodes are") {
+		t.Errorf("an unknown node = %v:\n%s", err, out)
 	}
 
 	// down leaves nothing of the lab behind.
