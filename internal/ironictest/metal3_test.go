@@ -156,7 +156,7 @@ func dhcpv6Boot(t *testing.T, lab *virttest.Lab, name, version string, boots boo
 				}
 			}
 		}
-		if b := readLog(log); !sawFirmware || !sawIPXE || !strings.Contains(b, "/snponly-x86_64.efi to fd00:1101::") {
+		if b := readLog(log); !sawFirmware || !sawIPXE || !tftpSent.MatchString(b) || !strings.Contains(b, "/snponly-x86_64.efi to fd00:1101::") {
 			t.Errorf("want the firmware's DHCPv6 request (%v), its TFTP transfer of snponly-x86_64.efi, then iPXE's (%v):\n%s", sawFirmware, sawIPXE, tailText(b, 80))
 		}
 		return
@@ -175,7 +175,7 @@ func dhcpv6Boot(t *testing.T, lab *virttest.Lab, name, version string, boots boo
 			t.Errorf("#916's configuration: the firmware's request got tags %q and boot file %q; want no amd64 tag (the match is DHCPv4's) and no boot file", e.tags, e.bootfile)
 		}
 	}
-	if b := readLog(log); strings.Contains(b, "dnsmasq-tftp") && strings.Contains(b, " sent ") {
+	if b := readLog(log); tftpSent.MatchString(b) {
 		t.Errorf("#916's configuration: a TFTP transfer:\n%s", tailText(b, 40))
 	}
 	if strings.Contains(readLog(vm.SerialLog), testenv.AgentMarker) {
@@ -186,10 +186,11 @@ func dhcpv6Boot(t *testing.T, lab *virttest.Lab, name, version string, boots boo
 		t.Errorf("the HTTP server was asked for %s with #916's configuration", p)
 	default:
 	}
-	t.Logf("with #916's configuration, dnsmasq tagged the firmware's request %q and sent no boot file; OVMF's console ends:\n%s", ex[0].tags, tailText(readLog(vm.SerialLog), 8))
+	t.Logf("with #916's configuration, dnsmasq tagged the firmware's request %q and sent no boot file; OVMF's console ends:\n%s", ex[slices.IndexFunc(ex, firmware)].tags, tailText(readLog(vm.SerialLog), 8))
 }
 
 var (
+	tftpSent     = regexp.MustCompile(`dnsmasq-tftp\[\d+\]: sent `)
 	tagsLine     = regexp.MustCompile(`\d+ tags: (.*)$`)
 	bootfileLine = regexp.MustCompile(`option: 59 bootfile-url\s+(\S+)`)
 )
