@@ -598,6 +598,17 @@ func (p *Plan) resolveShared() {
 		routes = append(routes, route+".apps."+s.Domain)
 	}
 	vip(s.IngressVIP, "ingress-vip", routes)
+	// The provisioning services' addresses on the machine network (an
+	// IPI lab with its provisioning network Disabled) are reserved as the
+	// VIPs are, so that the network's dnsmasq leases them to nobody.
+	for _, r := range []struct {
+		ip   netip.Addr
+		what string
+	}{{p.Cluster.BootstrapProvisioningIP, "bootstrap-provisioning-ip"}, {p.Cluster.ClusterProvisioningIP, "cluster-provisioning-ip"}} {
+		if r.ip.IsValid() && s.CIDR.Contains(r.ip) {
+			s.Reservations = append(s.Reservations, Reservation{MAC: MACFor(p.Lab, r.what), IP: r.ip, Name: p.Lab + "-" + r.what})
+		}
+	}
 }
 
 // Storage is the lab's pool.
