@@ -4,7 +4,9 @@
 # (CGO_ENABLED=0; its libvirt client is pure Go), a non-root user, no shell.
 # Reproducible: the same tree gives the same digest (every timestamp is the
 # last commit's, or SOURCE_DATE_EPOCH; entries sorted; the binary built with
-# -trimpath and no build ID).
+# -trimpath and no build ID); no file of the build host goes in (vbmcd
+# carries its CA roots, cmd/vbmcd/roots.go). hack/image-repro.sh builds it
+# from a second clone with caches of its own and compares.
 #
 # Writes OUT (default _out/image): vbmcd (the binary), oci/ (an OCI image
 # layout), vbmcd-oci.tar (the same as an OCI archive: podman load -i
@@ -19,10 +21,12 @@ ref=${REF:-bmlab/vbmcd:dev}
 arch=${GOARCH:-$(go env GOARCH)}
 epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
 version=$(git describe --always --dirty 2>/dev/null || echo dev)
-ca=/etc/ssl/certs/ca-certificates.crt
-[ -f "$ca" ] || ca=
 
 mkdir -p "$out"
-CGO_ENABLED=0 GOOS=linux GOARCH="$arch" go build -trimpath -ldflags "-s -w -buildid=" -o "$out/vbmcd" ./cmd/vbmcd
-go run ./hack/mkimage -binary "$out/vbmcd" -arch "$arch" -ca-bundle "$ca" -version "$version" \
+# The builder's own Go settings must not reach the binary: GOFLAGS from a
+# go env file (-buildvcs=false here, and without it the go command stamps
+# the checkout's VCS state), the instruction set levels.
+GOFLAGS=-buildvcs=false GOAMD64=v1 GOARM64=v8.0 CGO_ENABLED=0 GOOS=linux GOARCH="$arch" \
+  go build -trimpath -ldflags "-s -w -buildid=" -o "$out/vbmcd" ./cmd/vbmcd
+go run ./hack/mkimage -binary "$out/vbmcd" -arch "$arch" -version "$version" \
   -created "$epoch" -out "$out" -ref "$ref"

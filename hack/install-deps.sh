@@ -12,8 +12,12 @@ PKGS=(
   # a subreaper: where PID 1 does not reap orphans, libvirt's daemonized qemu
   # processes would stay zombies and libvirtd would wait for them forever
   tini
-  # the boot-marker ISO
-  grub-pc-bin grub-efi-amd64-bin grub-common xorriso mtools
+  # the boot-marker ISO; the OS image the Ironic tests deploy
+  # (hack/build-os-image.sh: sfdisk, mkfs.vfat, mkfs.ext4)
+  grub-pc-bin grub-efi-amd64-bin grub-common xorriso mtools fdisk dosfstools e2fsprogs
+  # Debian 13 (trixie) roots into the tool cache: the deploy ramdisk
+  # (hack/build-ipa-ramdisk.sh) and Ironic 29 (hack/build-ironic-root.sh)
+  mmdebstrap zstd cpio
   # the aarch64 marker ISO: grub's arm64-efi modules, an arm64 package (Debian
   # builds it for arm64 only), so dpkg gets the arm64 architecture first
   grub-efi-arm64-bin:arm64

@@ -29,12 +29,17 @@ mkdir -p testdata/iso
 [ -f testdata/iso/marker.iso ] || bash hack/build-marker-iso.sh testdata/iso/marker.iso BMLAB-MARKER-BOOTED halt >/dev/null
 [ -f testdata/iso/disk-marker.img ] || bash hack/build-marker-iso.sh testdata/iso/disk-marker.img BMLAB-DISK-BOOTED stay >/dev/null
 [ -f testdata/iso/marker.efi ] || bash hack/build-marker-efi.sh testdata/iso/marker.efi BMLAB-EFI-BOOTED halt >/dev/null
+[ -f testdata/iso/os-disk.img ] || bash hack/build-os-image.sh testdata/iso/os-disk.img BMLAB-OS-BOOTED >/dev/null
 
 phase "tools"
 # Tools built from Go modules, once per machine and version, into a cache
 # outside the clone (hack/toolcache.sh): a second run builds nothing.
 bash hack/build-coredns.sh
 bash hack/build-kube.sh
+# Debian 13 (trixie) trees, the same way: the deploy ramdisk (the real
+# ironic-python-agent) and Ironic 29's root.
+bash hack/build-ipa-ramdisk.sh
+bash hack/build-ironic-root.sh
 # The text-UI image the hands-free console's tests boot (a Debian kernel,
 # busybox and whiptail), built the same way, once per machine.
 bash hack/build-tui-image.sh

@@ -19,7 +19,6 @@ func main() {
 	var created int64
 	flag.StringVar(&s.Binary, "binary", "", "the static vbmcd binary")
 	flag.StringVar(&s.Arch, "arch", "amd64", "its GOARCH")
-	flag.StringVar(&s.CABundle, "ca-bundle", "", "a PEM CA bundle for /etc/ssl/certs/ca-certificates.crt (none: HTTPS image servers need --media-ca-file)")
 	flag.StringVar(&s.Version, "version", "dev", "the image's version label")
 	flag.Int64Var(&created, "created", 0, "every timestamp in the image, in Unix seconds (SOURCE_DATE_EPOCH)")
 	flag.StringVar(&out, "out", "_out/image", "where the OCI layout (oci/) and archive (vbmcd-oci.tar) go")

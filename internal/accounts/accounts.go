@@ -368,7 +368,7 @@ func (s *Store) SetPolicy(p Policy) error {
 
 func (s *Store) viewLocked(r *record) Account {
 	a := r.Account
-	a.Locked = s.locks.any(r.UserName, s.now())
+	a.Locked = s.locks.any(lockName(r.System, r.UserName), s.now())
 	a.HasPassword = len(r.Hash) > 0
 	return a
 }
@@ -481,12 +481,17 @@ func CheckPassword(p string) error {
 	return nil
 }
 
-func (s *Store) nameTakenLocked(name, except string) bool {
+// nameTakenLocked: name is reserved, or held by another account (not
+// except) that shares a BMC with an account of system: names are per BMC,
+// as a rack's BMCs each keep their own users (issue 46: a 409 at one BMC
+// told which names another BMC's accounts had). A global account (system
+// "") is a user of every BMC, so its name clashes with any.
+func (s *Store) nameTakenLocked(name, system, except string) bool {
 	if slices.Contains(s.reserved, name) {
 		return true
 	}
 	for _, r := range s.recs {
-		if r.UserName == name && r.ID != except {
+		if r.UserName == name && r.ID != except && (system == "" || r.System == "" || r.System == system) {
 			return true
 		}
 	}
@@ -545,7 +550,7 @@ func (s *Store) Create(n New) (Account, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.nameTakenLocked(n.UserName, "") {
+	if s.nameTakenLocked(n.UserName, n.System, "") {
 		return Account{}, fmt.Errorf("user %q: %w", n.UserName, ErrExists)
 	}
 	slot := n.Slot
@@ -612,7 +617,7 @@ func (s *Store) Update(id string, c Change) (Account, error) {
 	if r == nil {
 		return Account{}, fmt.Errorf("account %q: %w", id, ErrNotFound)
 	}
-	if c.UserName != nil && s.nameTakenLocked(*c.UserName, id) {
+	if c.UserName != nil && s.nameTakenLocked(*c.UserName, r.System, id) {
 		return Account{}, fmt.Errorf("user %q: %w", *c.UserName, ErrExists)
 	}
 	old := *r
@@ -626,7 +631,7 @@ func (s *Store) Update(id string, c Change) (Account, error) {
 		r.Enabled = *c.Enabled
 	}
 	if c.Unlock || (c.UserName != nil && *c.UserName != old.UserName) {
-		s.locks.clear(old.UserName)
+		s.locks.clear(lockName(old.System, old.UserName))
 	}
 	if c.Password != nil {
 		if err := s.setPasswordLocked(r, *c.Password); err != nil {
@@ -655,18 +660,52 @@ func (s *Store) Delete(id string) error {
 		s.recs[id] = r
 		return err
 	}
-	s.locks.clear(r.UserName)
+	s.locks.clear(lockName(r.System, r.UserName))
 	s.bump()
 	return nil
 }
 
-func (s *Store) byNameLocked(name string) *record {
+// byNameLocked returns the account named name that a BMC of system reaches
+// (its own or a global one), one at most by nameTakenLocked; with system ""
+// (the service's listener, which serves every system), the one account of
+// that name, nil when several BMCs each have one: the name alone does not
+// tell which.
+func (s *Store) byNameLocked(name, system string) *record {
+	var found *record
 	for _, r := range s.recs {
-		if r.UserName == name {
-			return r
+		if r.UserName != name || system != "" && !r.Reaches(system) {
+			continue
 		}
+		if found != nil {
+			return nil
+		}
+		found = r
 	}
-	return nil
+	return found
+}
+
+// lockKeyLocked is what the lockout counts a login of name at a BMC of
+// system ("" for the service's listener) under: the account it names
+// there, by its own BMC (lockName), or, for a name no account holds there,
+// that BMC's. A lock at one BMC neither locks nor shows at another whose
+// account has the same name.
+func (s *Store) lockKeyLocked(system, name string) string {
+	if r := s.byNameLocked(name, system); r != nil {
+		return lockName(r.System, name)
+	}
+	return lockName(system, name)
+}
+
+// lockName names the lock of name among the accounts of system ("": a
+// global account, or the service's listener).
+func lockName(system, name string) string {
+	if len(name) > lockNameBytes {
+		name = name[:lockNameBytes]
+	}
+	if system == "" {
+		return name
+	}
+	return system + "\x00" + name
 }
 
 // usableLocked: enabled, with a password.
@@ -690,9 +729,10 @@ func (e *LockedError) Error() string {
 // Is makes errors.Is(err, ErrLocked) true.
 func (e *LockedError) Is(target error) bool { return target == ErrLocked }
 
-// failLocked counts a failure of name from source; s.mu is held.
-func (s *Store) failLocked(name, source string) {
-	if s.locks.fail(name, source, s.policy, s.now()) {
+// failLocked counts a failure under lock key (lockKeyLocked) from
+// source; s.mu is held.
+func (s *Store) failLocked(key, source string) {
+	if s.locks.fail(key, source, s.policy, s.now()) {
 		if end := s.now().Add(s.policy.Duration).UnixNano(); end > s.lockEnd.Load() {
 			s.lockEnd.Store(end)
 		}
@@ -700,28 +740,30 @@ func (s *Store) failLocked(name, source string) {
 }
 
 // LockedFor returns a *LockedError when name is locked for logins from
-// source, else nil: for a face that keeps verified credentials (a cache)
-// and must not let them through a lock. It costs one atomic load while no
-// lock is in force.
-func (s *Store) LockedFor(name, source string) error {
+// source at a BMC of system, else nil: for a face that keeps verified
+// credentials (a cache) and must not let them through a lock. It costs one
+// atomic load while no lock is in force.
+func (s *Store) LockedFor(system, name, source string) error {
 	if s.now().UnixNano() >= s.lockEnd.Load() {
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lockedLocked(name, source)
+	return s.lockedLocked(s.lockKeyLocked(system, name), source)
 }
 
-// lockedLocked returns a *LockedError when name is locked for source.
-func (s *Store) lockedLocked(name, source string) error {
-	if until := s.locks.until(name, source, s.now()); !until.IsZero() {
+// lockedLocked returns a *LockedError when lock key is locked for source.
+func (s *Store) lockedLocked(key, source string) error {
+	if until := s.locks.until(key, source, s.now()); !until.IsZero() {
 		return &LockedError{Until: until}
 	}
 	return nil
 }
 
 // Verify checks a user name and password (Redfish) from source (the
-// client's address, "ip:port"). Unknown users and wrong passwords are
+// client's address, "ip:port") at a BMC of system ("" for the service's
+// listener, where a name that several BMCs' accounts hold is unknown:
+// nothing tells which is meant). Unknown users and wrong passwords are
 // ErrCredentials and count towards the lock of the name for source; a name
 // locked for source is a *LockedError (errors.Is ErrLocked) whatever the
 // password, for unknown names too, so a lock tells nothing of which names
@@ -732,16 +774,17 @@ func (s *Store) lockedLocked(name, source string) error {
 // there is no hash to compare with: an unknown name answered in 1 ms
 // against 100 ms or more for a wrong password told which names exist
 // (issue 25).
-func (s *Store) Verify(user, pass, source string) (a Account, found bool, err error) {
+func (s *Store) Verify(system, user, pass, source string) (a Account, found bool, err error) {
 	s.mu.Lock()
-	r := s.byNameLocked(user)
-	if lerr := s.lockedLocked(user, source); lerr != nil {
+	r := s.byNameLocked(user, system)
+	key := s.lockKeyLocked(system, user)
+	if lerr := s.lockedLocked(key, source); lerr != nil {
 		s.mu.Unlock()
 		s.compareDummy(pass)
 		return Account{}, r != nil, lerr
 	}
 	if r == nil {
-		s.failLocked(user, source)
+		s.failLocked(key, source)
 		s.mu.Unlock()
 		s.compareDummy(pass)
 		return Account{}, false, ErrCredentials
@@ -756,13 +799,13 @@ func (s *Store) Verify(user, pass, source string) (a Account, found bool, err er
 	// The hash is compared outside the lock: bcrypt is slow on purpose.
 	if bcrypt.CompareHashAndPassword(hash, []byte(pass)) != nil {
 		s.mu.Lock()
-		s.failLocked(user, source)
+		s.failLocked(key, source)
 		s.mu.Unlock()
 		return Account{}, true, ErrCredentials
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.locks.succeed(user, source)
+	s.locks.succeed(key, source)
 	return s.viewLocked(r), true, nil
 }
 
@@ -783,13 +826,12 @@ func (s *Store) compareDummy(pass string) {
 }
 
 // Key returns the IPMI key (the password) of user as seen from system's BMC,
-// for RAKP from source (the console's address; "" for no lock check, as a
-// BMC's own Set User Password test does); found is false when no account
-// there has the name.
+// for RAKP from source (the console's address; "" for no lock check);
+// found is false when no account there has the name.
 func (s *Store) Key(system, user, source string) (key []byte, a Account, found bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.byNameLocked(user)
+	r := s.byNameLocked(user, system)
 	if r == nil || !r.Reaches(system) {
 		return nil, Account{}, false, ErrCredentials
 	}
@@ -797,7 +839,7 @@ func (s *Store) Key(system, user, source string) (key []byte, a Account, found b
 		return nil, Account{}, true, err
 	}
 	if source != "" {
-		if err := s.lockedLocked(user, source); err != nil {
+		if err := s.lockedLocked(lockName(r.System, user), source); err != nil {
 			return nil, Account{}, true, err
 		}
 	}
@@ -808,26 +850,27 @@ func (s *Store) Key(system, user, source string) (key []byte, a Account, found b
 	return k, s.viewLocked(r), true, nil
 }
 
-// Failed counts an authentication failure of user from source on the IPMI
-// face towards the name's lock for that source.
-func (s *Store) Failed(user, source string) {
+// Failed counts an authentication failure of user at a BMC of system from
+// source on the IPMI face towards the name's lock for that source.
+func (s *Store) Failed(system, user, source string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.failLocked(user, source)
+	s.failLocked(s.lockKeyLocked(system, user), source)
 }
 
-// Succeeded forgets the failures of user from source.
-func (s *Store) Succeeded(user, source string) {
+// Succeeded forgets the failures of user at a BMC of system from source.
+func (s *Store) Succeeded(system, user, source string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.locks.succeed(user, source)
+	s.locks.succeed(s.lockKeyLocked(system, user), source)
 }
 
-// ByName returns the account named user.
-func (s *Store) ByName(user string) (Account, bool) {
+// ByName returns the account named user at a BMC of system ("" for the
+// service's listener, where a name several BMCs' accounts hold is none).
+func (s *Store) ByName(system, user string) (Account, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.byNameLocked(user)
+	r := s.byNameLocked(user, system)
 	if r == nil {
 		return Account{}, false
 	}

@@ -50,7 +50,7 @@ func TestStoreSurvivesRestartHashedAndSealed(t *testing.T) {
 	}
 
 	s2 := open(t, dir)
-	if _, _, err := s2.Verify("alice", "alice-pass", "192.0.2.1:1"); err != nil {
+	if _, _, err := s2.Verify("", "alice", "alice-pass", "192.0.2.1:1"); err != nil {
 		t.Errorf("alice after restart: %v", err)
 	}
 	k, got, _, err := s2.Key("sys-1", "bob", "192.0.2.1:1")
@@ -103,30 +103,30 @@ func TestStoreLocksPerSource(t *testing.T) {
 	const attacker, owner = "192.0.2.66:4000", "198.51.100.7:5000"
 	gen := s.Generation()
 	for i := 0; i < 3; i++ {
-		if _, _, err := s.Verify("eve", "wrong-pass", attacker); !errors.Is(err, ErrCredentials) {
+		if _, _, err := s.Verify("", "eve", "wrong-pass", attacker); !errors.Is(err, ErrCredentials) {
 			t.Fatalf("failure %d: %v", i, err)
 		}
-		if _, _, err := s.Verify("nobody", "wrong-pass", attacker); !errors.Is(err, ErrCredentials) {
+		if _, _, err := s.Verify("", "nobody", "wrong-pass", attacker); !errors.Is(err, ErrCredentials) {
 			t.Fatalf("unknown name, failure %d: %v", i, err)
 		}
 	}
 	var le *LockedError
-	if _, found, err := s.Verify("eve", "right-pass", "192.0.2.66:4001"); !errors.As(err, &le) || !found || !le.Until.Equal(now.Add(time.Minute)) {
+	if _, found, err := s.Verify("", "eve", "right-pass", "192.0.2.66:4001"); !errors.As(err, &le) || !found || !le.Until.Equal(now.Add(time.Minute)) {
 		t.Fatalf("the attacker's source after 3 failures, right password, another port: %v, want a LockedError until %v", err, now.Add(time.Minute))
 	}
-	if _, found, err := s.Verify("nobody", "any-pass", attacker); !errors.Is(err, ErrLocked) || found {
+	if _, found, err := s.Verify("", "nobody", "any-pass", attacker); !errors.Is(err, ErrLocked) || found {
 		t.Errorf("an unknown name after 3 failures: found %v, %v, want ErrLocked as an account's", found, err)
 	}
-	if _, _, err := s.Verify("eve", "right-pass", owner); err != nil {
+	if _, _, err := s.Verify("", "eve", "right-pass", owner); err != nil {
 		t.Errorf("another source, right password: %v, want it logged in", err)
 	}
-	if err := s.LockedFor("eve", owner); err != nil {
+	if err := s.LockedFor("", "eve", owner); err != nil {
 		t.Errorf("LockedFor another source: %v", err)
 	}
-	if err := s.LockedFor("eve", attacker); !errors.Is(err, ErrLocked) {
+	if err := s.LockedFor("", "eve", attacker); !errors.Is(err, ErrLocked) {
 		t.Errorf("LockedFor the attacker's source: %v, want ErrLocked", err)
 	}
-	if a, _ := s.ByName("eve"); !a.Locked {
+	if a, _ := s.ByName("", "eve"); !a.Locked {
 		t.Error("the account does not show Locked while a source holds a lock")
 	}
 	if s.Generation() != gen {
@@ -139,10 +139,10 @@ func TestStoreLocksPerSource(t *testing.T) {
 		t.Errorf("IPMI key for another source: %v", err)
 	}
 	now = now.Add(time.Minute + time.Second)
-	if _, _, err := s.Verify("eve", "right-pass", attacker); err != nil {
+	if _, _, err := s.Verify("", "eve", "right-pass", attacker); err != nil {
 		t.Errorf("after the lock duration: %v", err)
 	}
-	if err := s.LockedFor("eve", attacker); err != nil {
+	if err := s.LockedFor("", "eve", attacker); err != nil {
 		t.Errorf("LockedFor after the lock duration: %v", err)
 	}
 }
@@ -164,9 +164,9 @@ func TestStoreLocksEverywhereFromManySources(t *testing.T) {
 	for i := range lockGlobalSources {
 		src := fmt.Sprintf("192.0.2.%d:4000", 10+i)
 		for range 2 {
-			s.Verify("eve", "wrong-pass", src)
+			s.Verify("", "eve", "wrong-pass", src)
 		}
-		_, _, err := s.Verify("eve", "right-pass", owner)
+		_, _, err := s.Verify("", "eve", "right-pass", owner)
 		if i < lockGlobalSources-1 && err != nil {
 			t.Fatalf("%d sources locked: another source refused: %v", i+1, err)
 		}
@@ -177,7 +177,7 @@ func TestStoreLocksEverywhereFromManySources(t *testing.T) {
 	if _, err := s.Update(a.ID, Change{Unlock: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Verify("eve", "right-pass", "192.0.2.10:4000"); err != nil {
+	if _, _, err := s.Verify("", "eve", "right-pass", "192.0.2.10:4000"); err != nil {
 		t.Errorf("after Unlock: %v", err)
 	}
 }

@@ -5,7 +5,10 @@
 // An account has a role (Administrator, Operator, ReadOnly: Redfish's
 // predefined roles, DSP0266 §13.2.3), which gives its Redfish privileges and
 // its IPMI privilege limit; it is global (reaches every system) or bound to
-// one system (reaches that system only, on both faces). Passwords are kept
+// one system (reaches that system only, on both faces). Names are per BMC:
+// two systems' accounts may share one, a global account's clashes with any,
+// and a login names the BMC it came through (Verify's system; the service's
+// listener, which serves every system, refuses a name several hold). Passwords are kept
 // twice: a bcrypt hash, which Redfish checks, and the cleartext sealed with
 // AES-256-GCM, because IPMI's RAKP needs the key K_UID itself (see
 // DECISION.md). Repeated failures from one source lock the name for that
@@ -21,5 +24,7 @@
 // accounts.json and accounts.key. It does not hold the bootstrap
 // administrator (the daemon's --username/--credentials-file user) nor the
 // per-machine credentials kept in the machines' settings: the faces check
-// those first, as before.
+// those first, as before. Htpasswd reads the Redfish users of an htpasswd
+// file of bcrypt entries (vbmcd --htpasswd-file, sushy-tools'
+// SUSHY_EMULATOR_AUTH_FILE); they are not IPMI users.
 package accounts

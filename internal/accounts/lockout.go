@@ -28,7 +28,7 @@ const (
 	lockNames          = 4096
 	lockSourcesPerName = 16
 	lockGlobalSources  = 4
-	lockNameBytes      = 64 // names longer than this are counted by their first 64 bytes
+	lockNameBytes      = 64 // names longer than this are counted by their first 64 bytes (lockName)
 )
 
 type lockout struct {
@@ -46,9 +46,11 @@ type srcLock struct {
 	used     time.Time
 }
 
+// lockKey bounds a key of the table: a name cut by lockName, after the
+// system it belongs to.
 func lockKey(name string) string {
-	if len(name) > lockNameBytes {
-		return name[:lockNameBytes]
+	if len(name) > 2*lockNameBytes {
+		return name[:2*lockNameBytes]
 	}
 	return name
 }

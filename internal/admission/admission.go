@@ -71,15 +71,23 @@ type Gate struct {
 
 	mu    sync.Mutex
 	src   map[netip.Addr]*usage
+	idle  int // sources in src holding nothing (kept, up to keptIdle)
 	total usage
 
 	refused [5]atomic.Uint64 // by whys' index
 	rlog    *lograte.Log
 
 	swMu     sync.Mutex
-	streams  map[*ticket]struct{} // HTTP/2 requests whose deadlines sweep enforces
+	streams  map[*ticket]struct{}   // HTTP/2 requests whose deadlines sweep enforces
+	conns    map[*connSlot]struct{} // HTTP/1 connections whose write deadlines sweep enforces (NewConn)
 	sweeping bool
 }
+
+// keptIdle is how many sources holding nothing the gate keeps in its
+// table, so that a source's next request finds its entry (a client with
+// one request at a time would otherwise cost an allocation a request);
+// past it, those that hold nothing go.
+const keptIdle = 256
 
 // usage is what a source (or all) holds.
 type usage struct {
@@ -123,20 +131,97 @@ func (g *Gate) InFlight() (reqs, anon int, body int64) {
 
 type ticketKey struct{}
 
+// connSlot is what the requests of one HTTP/1 connection share, one after
+// the other (ConnContext, NewConn): the connection, whose deadlines they
+// set, and the ticket each reuses in turn, so that admitting a request
+// allocates nothing.
+type connSlot struct {
+	conn net.Conn
+	src  netip.Addr // the connection's source, once its first request parsed it
+	t    ticket
+	// swept: the gate's sweeper enforces the requests' write deadlines
+	// (NewConn), so that a request arms no timer; else they are the
+	// connection's own (ConnContext).
+	swept bool
+}
+
+// ConnContext is an http.Server's ConnContext hook: it gives each
+// connection the slot its HTTP/1 requests use in turn (Wrap). HTTP/2
+// streams, which run side by side on one connection, each take a ticket
+// of their own, as do requests on a server without this hook.
+func (g *Gate) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, ticketKey{}, &connSlot{conn: c})
+}
+
+// Conn is a connection's slot, for a server that also tells the gate how
+// the connection stands (State): then the write deadline of each of its
+// HTTP/1 requests is kept by the gate's sweeper, as an HTTP/2 stream's is,
+// and no request arms a timer (a write deadline set on the connection and
+// cleared after every answer is two timer operations per request).
+type Conn struct {
+	g *Gate
+	s *connSlot
+}
+
+// NewConn is ConnContext for a server whose ConnState hook calls the
+// returned Conn's State for the connection.
+func (g *Gate) NewConn(ctx context.Context, c net.Conn) (context.Context, *Conn) {
+	s := &connSlot{conn: c, swept: true}
+	g.swMu.Lock()
+	if g.conns == nil {
+		g.conns = map[*connSlot]struct{}{}
+	}
+	g.conns[s] = struct{}{}
+	g.startSweep()
+	g.swMu.Unlock()
+	return context.WithValue(ctx, ticketKey{}, s), &Conn{g: g, s: s}
+}
+
+// State is the server's ConnState for the connection: idle, its last
+// answer is flushed and its write deadline ends; hijacked (a websocket),
+// the request's write deadline becomes the connection's own, which its
+// new owner keeps from then on, and the gate lets it go, as it does a
+// closed one.
+func (c *Conn) State(st http.ConnState) {
+	t := &c.s.t
+	switch st {
+	case http.StateIdle:
+		t.mu.Lock()
+		t.writeAt = time.Time{}
+		t.mu.Unlock()
+	case http.StateHijacked, http.StateClosed:
+		c.g.swMu.Lock()
+		delete(c.g.conns, c.s)
+		c.g.swMu.Unlock()
+		if st == http.StateHijacked {
+			t.mu.Lock()
+			at := t.writeAt
+			t.writeAt = time.Time{}
+			t.mu.Unlock()
+			_ = c.s.conn.SetWriteDeadline(at)
+		}
+	}
+}
+
 // ticket is one admitted request's share of the budgets, and its
 // deadlines.
 type ticket struct {
 	g     *Gate
 	src   netip.Addr
-	rc    *http.ResponseController
+	conn  net.Conn                 // HTTP/1 through a connection's slot: its deadlines are the request's
+	slot  *connSlot                // that slot
+	rc    *http.ResponseController // otherwise (HTTP/2: the sweeper's)
 	h2    bool
 	start time.Time
 
-	mu   sync.Mutex
-	anon bool
-	body int64
-	// An HTTP/2 stream's deadlines are kept here and enforced by the
-	// gate's sweeper, not by timers (Budgets); gone once the handler
+	mu     sync.Mutex
+	active bool // admitted and not done: a slot's ticket between requests is not
+	anon   bool
+	body   int64
+	// An HTTP/2 stream's deadlines, and the write deadline of an HTTP/1
+	// request on a swept connection (NewConn: until the connection is idle
+	// again, its answer flushed), are kept here and enforced by the gate's
+	// sweeper, not by timers (Budgets); gone: the HTTP/2 stream's handler
 	// returned.
 	readAt, writeAt time.Time
 	gone            bool
@@ -149,12 +234,20 @@ const (
 )
 
 // setDeadline sets the request's read or write deadline (zero: none):
-// HTTP/1's on the connection, HTTP/2's for the gate's sweeper.
+// HTTP/1's on the connection, HTTP/2's for the gate's sweeper, and the
+// write deadline of an HTTP/1 request on a connection the sweeper keeps
+// (NewConn) for the sweeper too.
 func (t *ticket) setDeadline(read bool, at time.Time) {
-	if !t.h2 {
-		if read {
+	swept := t.h2 || (!read && t.slot != nil && t.slot.swept)
+	if !swept {
+		switch {
+		case t.conn != nil && read:
+			_ = t.conn.SetReadDeadline(at)
+		case t.conn != nil:
+			_ = t.conn.SetWriteDeadline(at)
+		case read:
 			_ = t.rc.SetReadDeadline(at)
-		} else {
+		default:
 			_ = t.rc.SetWriteDeadline(at)
 		}
 		return
@@ -174,36 +267,64 @@ func (t *ticket) setDeadline(read bool, at time.Time) {
 // its body; one that does starts as authenticated, and a face that serves
 // it without checking them first (a login reads the body it would check)
 // calls Anonymous.
+//
+// An HTTP/1 request with no body (http.NoBody: nothing is left to read
+// once its headers are, which the server's ReadHeaderTimeout bounds) gets
+// no read deadline; every request gets its write deadline. On a server
+// with the gate's ConnContext (or NewConn) an HTTP/1 request costs no
+// allocation: it uses its connection's slot; with NewConn its write
+// deadline arms no timer either.
 func (g *Gate) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		src := SourceOf(r.RemoteAddr)
+		slot, _ := r.Context().Value(ticketKey{}).(*connSlot)
+		if r.ProtoMajor != 1 {
+			slot = nil // HTTP/2 streams run side by side: a ticket each
+		}
+		var src netip.Addr
+		if slot != nil && slot.src.IsValid() {
+			src = slot.src // a connection's source does not change
+		} else if src = SourceOf(r.RemoteAddr); slot != nil {
+			slot.src = src
+		}
 		anon := len(r.Header["Authorization"]) == 0 && len(r.Header["X-Auth-Token"]) == 0
 		if why := g.admit(src, anon); why != "" {
 			g.refuseRequest(w, r, src, why)
 			return
 		}
-		t := &ticket{g: g, src: src, rc: http.NewResponseController(w), h2: r.ProtoMajor >= 2, anon: anon, start: time.Now()}
+		var t *ticket
+		if slot != nil {
+			t = &slot.t
+			t.g, t.src, t.conn, t.slot, t.rc, t.h2, t.start = g, src, slot.conn, slot, nil, false, time.Now()
+			t.mu.Lock()
+			t.active, t.anon, t.body, t.readAt, t.writeAt = true, anon, 0, time.Time{}, time.Time{}
+			t.mu.Unlock()
+		} else {
+			t = &ticket{g: g, src: src, rc: http.NewResponseController(w), h2: r.ProtoMajor >= 2, active: true, anon: anon, start: time.Now()}
+			r = r.WithContext(context.WithValue(r.Context(), ticketKey{}, t))
+		}
 		defer t.done()
 		if t.h2 {
 			g.track(t)
 			defer g.untrack(t)
 		}
-		if read := g.b.Read; anon && g.b.AnonRead > 0 {
-			t.setDeadline(readDeadline, t.start.Add(g.b.AnonRead))
-		} else if read > 0 {
-			t.setDeadline(readDeadline, t.start.Add(read))
+		if t.h2 || r.Body != http.NoBody {
+			if read := g.b.Read; anon && g.b.AnonRead > 0 {
+				t.setDeadline(readDeadline, t.start.Add(g.b.AnonRead))
+			} else if read > 0 {
+				t.setDeadline(readDeadline, t.start.Add(read))
+			}
 		}
 		if g.b.Write > 0 {
 			t.setDeadline(writeDeadline, t.start.Add(g.b.Write))
 			if !t.h2 {
-				// The connection keeps the deadline after the handler:
-				// renewed, it covers the answer's last flush and what
-				// the server itself writes before the next request's
-				// handler (a 431, a 400), as its WriteTimeout did.
-				defer func() { _ = t.rc.SetWriteDeadline(time.Now().Add(g.b.Write)) }()
+				// The deadline holds after the handler, renewed, for the
+				// answer's last flush (net/http flushes it after the
+				// handler returns): the connection's own, or on a swept
+				// connection the sweeper's until the connection is idle.
+				defer func() { t.setDeadline(writeDeadline, time.Now().Add(g.b.Write)) }()
 			}
 		}
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ticketKey{}, t)))
+		h.ServeHTTP(w, r)
 	})
 }
 
@@ -212,8 +333,8 @@ func (g *Gate) Wrap(h http.Handler) http.Handler {
 func (g *Gate) admit(src netip.Addr, anon bool) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	u := g.src[src]
-	if u == nil {
+	u, kept := g.src[src]
+	if !kept {
 		u = &usage{}
 	}
 	switch {
@@ -226,7 +347,12 @@ func (g *Gate) admit(src netip.Addr, anon bool) string {
 	case anon && g.b.AnonTotal > 0 && g.total.anon >= g.b.AnonTotal:
 		return WhyAnonTotal
 	}
-	g.src[src] = u
+	switch {
+	case !kept:
+		g.src[src] = u
+	case u.reqs == 0:
+		g.idle--
+	}
 	u.reqs++
 	g.total.reqs++
 	if anon {
@@ -240,7 +366,7 @@ func (g *Gate) admit(src netip.Addr, anon bool) string {
 func (t *ticket) done() {
 	t.mu.Lock()
 	anon, body := t.anon, t.body
-	t.anon, t.body = false, 0
+	t.anon, t.body, t.active = false, 0, false
 	t.mu.Unlock()
 	g := t.g
 	g.mu.Lock()
@@ -258,13 +384,32 @@ func (t *ticket) done() {
 	u.body -= body
 	g.total.body -= body
 	if u.reqs <= 0 {
-		delete(g.src, t.src)
+		if g.idle++; g.idle > keptIdle {
+			for k, v := range g.src {
+				if v.reqs <= 0 {
+					delete(g.src, k)
+				}
+			}
+			g.idle = 0
+		}
 	}
 }
 
+// ticketOf returns the ticket of a request the gate admitted and is
+// serving; nil for a request no gate admitted.
 func ticketOf(r *http.Request) *ticket {
-	t, _ := r.Context().Value(ticketKey{}).(*ticket)
-	return t
+	switch v := r.Context().Value(ticketKey{}).(type) {
+	case *ticket:
+		return v
+	case *connSlot:
+		v.t.mu.Lock()
+		active := v.t.active
+		v.t.mu.Unlock()
+		if active {
+			return &v.t
+		}
+	}
+	return nil
 }
 
 // Authenticated records that r's credentials are verified: r leaves the
@@ -275,7 +420,7 @@ func Authenticated(r *http.Request) {
 	if t == nil || !t.leaveAnon() {
 		return
 	}
-	if g := t.g; g.b.Read > 0 {
+	if g := t.g; g.b.Read > 0 && (t.h2 || r.Body != http.NoBody) {
 		t.setDeadline(readDeadline, t.start.Add(g.b.Read))
 	}
 }
@@ -347,7 +492,7 @@ func Anonymous(w http.ResponseWriter, r *http.Request) bool {
 	t.mu.Lock()
 	t.anon = true
 	t.mu.Unlock()
-	if g.b.AnonRead > 0 {
+	if g.b.AnonRead > 0 && (t.h2 || r.Body != http.NoBody) {
 		t.setDeadline(readDeadline, time.Now().Add(g.b.AnonRead))
 	}
 	return true
@@ -363,7 +508,8 @@ func Unbounded(r *http.Request) {
 	}
 }
 
-// sweepEvery is how often HTTP/2 streams' deadlines are checked: they are
+// sweepEvery is how often the deadlines the sweeper keeps (HTTP/2
+// streams', swept HTTP/1 connections' writes) are checked: they are
 // enforced up to this late.
 const sweepEvery = 250 * time.Millisecond
 
@@ -376,6 +522,11 @@ func (g *Gate) track(t *ticket) {
 		g.streams = map[*ticket]struct{}{}
 	}
 	g.streams[t] = struct{}{}
+	g.startSweep()
+}
+
+// startSweep starts the sweeper unless it runs; g.swMu is held.
+func (g *Gate) startSweep() {
 	if !g.sweeping {
 		g.sweeping = true
 		go g.sweep()
@@ -393,17 +544,19 @@ func (g *Gate) untrack(t *ticket) {
 	g.swMu.Unlock()
 }
 
-// sweep ends the HTTP/2 streams past their deadline (a deadline in the
-// past resets them at once), until none is left to watch.
+// sweep ends the HTTP/2 streams past their deadline, and the writes of
+// swept HTTP/1 connections past theirs (a deadline in the past fails them
+// at once), until nothing is left to watch.
 func (g *Gate) sweep() {
 	tick := time.NewTicker(sweepEvery)
 	defer tick.Stop()
 	var due []*ticket
+	var conns []*connSlot
 	for range tick.C {
 		now := time.Now()
-		due = due[:0]
+		due, conns = due[:0], conns[:0]
 		g.swMu.Lock()
-		if len(g.streams) == 0 {
+		if len(g.streams) == 0 && len(g.conns) == 0 {
 			g.sweeping = false
 			g.swMu.Unlock()
 			return
@@ -411,11 +564,14 @@ func (g *Gate) sweep() {
 		for t := range g.streams {
 			due = append(due, t)
 		}
+		for s := range g.conns {
+			conns = append(conns, s)
+		}
 		g.swMu.Unlock()
+		past := now.Add(-time.Second)
 		for _, t := range due {
 			t.mu.Lock()
 			if !t.gone {
-				past := now.Add(-time.Second)
 				if !t.readAt.IsZero() && now.After(t.readAt) {
 					t.readAt = time.Time{}
 					_ = t.rc.SetReadDeadline(past)
@@ -424,6 +580,15 @@ func (g *Gate) sweep() {
 					t.writeAt = time.Time{}
 					_ = t.rc.SetWriteDeadline(past)
 				}
+			}
+			t.mu.Unlock()
+		}
+		for _, s := range conns {
+			t := &s.t
+			t.mu.Lock()
+			if !t.writeAt.IsZero() && now.After(t.writeAt) {
+				t.writeAt = time.Time{}
+				_ = s.conn.SetWriteDeadline(past)
 			}
 			t.mu.Unlock()
 		}

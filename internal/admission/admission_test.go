@@ -1,13 +1,19 @@
 package admission
 
 import (
+	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // held serves requests that wait until release is closed, telling started
@@ -38,6 +44,22 @@ func request(remote string, creds bool) *http.Request {
 	return r
 }
 
+// A mode is how a test's requests reach the gate: each with a ticket of
+// its own (a server without the gate's ConnContext), or through the slot
+// of a connection of its own (ConnContext, as vbmcd's listeners).
+type mode struct {
+	name string
+	via  func(g *Gate, r *http.Request) *http.Request
+}
+
+var modes = []mode{
+	{"ticket per request", func(_ *Gate, r *http.Request) *http.Request { return r }},
+	{"connection slot", func(g *Gate, r *http.Request) *http.Request {
+		c, _ := net.Pipe()
+		return r.WithContext(g.ConnContext(r.Context(), c))
+	}},
+}
+
 // start serves r through h in the background and returns its recorder and
 // a channel closed when it is answered.
 func start(h http.Handler, r *http.Request) (*httptest.ResponseRecorder, <-chan struct{}) {
@@ -54,8 +76,15 @@ func start(h http.Handler, r *http.Request) (*httptest.ResponseRecorder, <-chan 
 // for those without credentials; a request past one is answered at once
 // with 503 and Retry-After, counted by why, while other sources go on.
 func TestBudgets(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { testBudgets(t, m) })
+	}
+}
+
+func testBudgets(t *testing.T, m mode) {
 	b := Budgets{PerSource: 4, Total: 6, AnonPerSource: 2, AnonTotal: 3, RetryAfter: 2 * time.Second}
 	g := New(b, nil, nil)
+	request := func(remote string, creds bool) *http.Request { return m.via(g, request(remote, creds)) }
 	h := newHeld()
 	gh := g.Wrap(h)
 	var waits []<-chan struct{}
@@ -100,8 +129,10 @@ func TestBudgets(t *testing.T) {
 	if reqs, anon, body := g.InFlight(); reqs != 0 || anon != 0 || body != 0 {
 		t.Errorf("after every request ended: %d in flight, %d unauthenticated, %d body bytes", reqs, anon, body)
 	}
-	if len(g.src) != 0 {
-		t.Errorf("%d sources still kept", len(g.src))
+	for src, u := range g.src {
+		if *u != (usage{}) {
+			t.Errorf("source %s still holds %+v", src, *u)
+		}
 	}
 }
 
@@ -109,7 +140,14 @@ func TestBudgets(t *testing.T) {
 // budget, making room; one that carries credentials its handler does not
 // check first (a login) joins it, or is refused when it is full.
 func TestAuthenticatedAndAnonymous(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { testAuthenticatedAndAnonymous(t, m) })
+	}
+}
+
+func testAuthenticatedAndAnonymous(t *testing.T, m mode) {
 	g := New(Budgets{PerSource: 10, Total: 10, AnonPerSource: 1, AnonTotal: 10}, nil, nil)
+	request := func(remote string, creds bool) *http.Request { return m.via(g, request(remote, creds)) }
 	h := newHeld()
 	promote := make(chan bool, 1)
 	h.do = func(w http.ResponseWriter, r *http.Request) {
@@ -151,7 +189,14 @@ func TestAuthenticatedAndAnonymous(t *testing.T) {
 // Body bytes are charged as the face asks, per source and in total, and
 // given back when the request ends; without a gate, Reserve always works.
 func TestReserve(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { testReserve(t, m) })
+	}
+}
+
+func testReserve(t *testing.T, m mode) {
 	g := New(Budgets{BodyPerSource: 1000, BodyTotal: 1500}, nil, nil)
+	request := func(remote string, creds bool) *http.Request { return m.via(g, request(remote, creds)) }
 	var mu sync.Mutex
 	got := map[string]bool{}
 	h := newHeld()
@@ -196,8 +241,12 @@ func TestReserve(t *testing.T) {
 // connection's deadline) and HTTP/2 (the gate's sweeper: no timer per
 // stream).
 func TestAnonymousBodyDeadline(t *testing.T) {
-	for _, proto := range []string{"HTTP/1.1", "HTTP/2.0"} {
-		t.Run(proto, func(t *testing.T) {
+	for _, tc := range []struct {
+		proto string
+		slot  bool // the server has the gate's ConnContext
+	}{{"HTTP/1.1", false}, {"HTTP/2.0", false}, {"HTTP/1.1", true}, {"HTTP/2.0", true}} {
+		proto := tc.proto
+		t.Run(fmt.Sprintf("%s/slot=%v", proto, tc.slot), func(t *testing.T) {
 			g := New(Budgets{AnonRead: 300 * time.Millisecond, Read: 10 * time.Second, Write: 10 * time.Second}, nil, nil)
 			type result struct {
 				proto string
@@ -214,6 +263,9 @@ func TestAnonymousBodyDeadline(t *testing.T) {
 				results <- result{r.Proto, err, time.Since(start)}
 			})))
 			srv.EnableHTTP2 = proto == "HTTP/2.0"
+			if tc.slot {
+				srv.Config.ConnContext = g.ConnContext
+			}
 			srv.StartTLS()
 			defer srv.Close()
 			c := srv.Client()
@@ -261,5 +313,198 @@ func TestSourceOf(t *testing.T) {
 		if got := SourceOf(in).String(); got != want {
 			t.Errorf("SourceOf(%q) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// On a server with the gate's ConnContext, the HTTP/1 requests of one
+// kept-alive connection take turns in its slot: each starts with nothing
+// held (the budgets its predecessor took are back), is counted while it
+// runs, and gives everything back when it ends.
+func TestConnectionSlotTakenInTurn(t *testing.T) {
+	g := New(Budgets{PerSource: 4, Total: 4, AnonPerSource: 1, AnonTotal: 1, BodyPerSource: 1000, BodyTotal: 1000,
+		AnonRead: 5 * time.Second, Read: 5 * time.Second, Write: 5 * time.Second}, nil, nil)
+	type seen struct {
+		remote           string
+		reserved         bool
+		reqs, anon, body int64
+	}
+	var got []seen
+	srv := httptest.NewUnstartedServer(g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			Authenticated(r)
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		ok := Reserve(r, 900)
+		reqs, anon, body := g.InFlight()
+		got = append(got, seen{r.RemoteAddr, ok, int64(reqs), int64(anon), body})
+	})))
+	srv.Config.ConnContext = g.ConnContext
+	srv.Start()
+	defer srv.Close()
+	c := srv.Client()
+	c.Transport.(*http.Transport).MaxConnsPerHost = 1
+	for _, creds := range []bool{false, true, false} {
+		r, _ := http.NewRequest("POST", srv.URL, strings.NewReader("{}"))
+		if creds {
+			r.SetBasicAuth("x", "x")
+		}
+		resp, err := c.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	want := []seen{{reserved: true, reqs: 1, anon: 1, body: 900}, {reserved: true, reqs: 1, body: 900}, {reserved: true, reqs: 1, anon: 1, body: 900}}
+	first := got[0].remote
+	for i := range got {
+		if got[i].remote != first {
+			t.Fatalf("request %d came over %s, the first over %s: not one connection", i, got[i].remote, first)
+		}
+		got[i].remote = ""
+	}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(seen{})); diff != "" {
+		t.Errorf("what each request held while it ran (-want +got):\n%s", diff)
+	}
+	if reqs, anon, body := g.InFlight(); reqs != 0 || anon != 0 || body != 0 {
+		t.Errorf("after the requests: %d in flight, %d unauthenticated, %d body bytes", reqs, anon, body)
+	}
+}
+
+// wiring is how a test server gives the gate its connections: not at all
+// (a ticket per request), ConnContext (a slot, the connection's own
+// deadlines), or NewConn with the ConnState hook (a slot whose write
+// deadlines the sweeper keeps), as vbmcd's listeners do.
+type wiring string
+
+const (
+	perRequest wiring = "ticket per request"
+	slotOwn    wiring = "slot, the connection's deadlines"
+	slotSwept  wiring = "slot, swept write deadlines"
+)
+
+func (w wiring) wire(g *Gate, srv *http.Server) {
+	switch w {
+	case slotOwn:
+		srv.ConnContext = g.ConnContext
+	case slotSwept:
+		var mu sync.Mutex
+		conns := map[net.Conn]*Conn{}
+		srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+			ctx, gc := g.NewConn(ctx, c)
+			mu.Lock()
+			conns[c] = gc
+			mu.Unlock()
+			return ctx
+		}
+		srv.ConnState = func(c net.Conn, st http.ConnState) {
+			mu.Lock()
+			gc := conns[c]
+			mu.Unlock()
+			if gc != nil {
+				gc.State(st)
+			}
+		}
+	}
+}
+
+// A request without a body gets no read deadline (there is nothing left
+// to read), but its write deadline still holds: a handler past it cannot
+// write its answer, whichever way the server gives the gate its
+// connections (the sweeper enforces a swept one up to sweepEvery late).
+func TestWriteDeadlineWithoutBody(t *testing.T) {
+	for _, w := range []wiring{perRequest, slotOwn, slotSwept} {
+		t.Run(string(w), func(t *testing.T) {
+			const write = 400 * time.Millisecond
+			g := New(Budgets{Read: 200 * time.Millisecond, Write: write}, nil, nil)
+			errs := make(chan error, 1)
+			srv := httptest.NewUnstartedServer(g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				time.Sleep(300 * time.Millisecond) // past Read: no deadline to hit, the context lives
+				if err := r.Context().Err(); err != nil {
+					errs <- fmt.Errorf("a bodiless request's context ended after 300 ms: %w", err)
+					return
+				}
+				time.Sleep(200 * time.Millisecond) // past Write
+				// Written until a write fails, for at most 5 s: the
+				// client reads nothing, so without a deadline the
+				// writes would block once the socket's buffers are full.
+				var err error
+				for began := time.Now(); err == nil && time.Since(began) < 5*time.Second; {
+					_, err = w.Write(make([]byte, 64<<10))
+				}
+				errs <- err
+			})))
+			w.wire(g, srv.Config)
+			srv.Start()
+			defer srv.Close()
+			conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			began := time.Now()
+			fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: x\r\nAuthorization: Basic eDp4\r\n\r\n") // and reads nothing
+			err = <-errs
+			if took := time.Since(began); err == nil || strings.Contains(err.Error(), "context ended") || took > write+2*sweepEvery+time.Second {
+				t.Errorf("writing past the write deadline (%v): %v after %v, want a timeout within %v", write, err, took, write+2*sweepEvery)
+			}
+		})
+	}
+}
+
+// On a swept connection, the write deadline of an answer ends when the
+// connection is idle again: a kept-alive connection idle past it still
+// answers its next request.
+func TestSweptConnectionIdlePastWrite(t *testing.T) {
+	g := New(Budgets{Write: 300 * time.Millisecond}, nil, nil)
+	srv := httptest.NewUnstartedServer(g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("ok"))
+	})))
+	slotSwept.wire(g, srv.Config)
+	var opened atomic.Int32
+	hook := srv.Config.ConnState
+	srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			opened.Add(1)
+		}
+		hook(c, st)
+	}
+	srv.Start()
+	defer srv.Close()
+	c := srv.Client()
+	c.Transport.(*http.Transport).MaxConnsPerHost = 1
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(300*time.Millisecond + 2*sweepEvery) // idle past the deadline and a sweep
+		}
+		resp, err := c.Get(srv.URL)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "ok" {
+			t.Fatalf("request %d: %q", i, b)
+		}
+	}
+	if n := opened.Load(); n != 1 {
+		t.Errorf("3 requests over %d connections, want 1: the idle connection's writes failed", n)
+	}
+}
+
+// A source that holds nothing keeps its entry (its next request allocates
+// none), but no more than keptIdle of them are kept: the table does not
+// grow with every source ever seen.
+func TestIdleSourcesBounded(t *testing.T) {
+	g := New(Budgets{PerSource: 4, Total: 8}, nil, nil)
+	h := g.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for i := range 3 * keptIdle {
+		h.ServeHTTP(httptest.NewRecorder(), request(fmt.Sprintf("10.0.%d.%d:1", i/250, i%250), true))
+		if n := len(g.src); n > keptIdle+1 {
+			t.Fatalf("after %d sources, %d kept, want at most %d", i+1, n, keptIdle+1)
+		}
+	}
+	if reqs, anon, body := g.InFlight(); reqs != 0 || anon != 0 || body != 0 {
+		t.Errorf("after every request ended: %d in flight, %d unauthenticated, %d body bytes", reqs, anon, body)
 	}
 }

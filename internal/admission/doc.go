@@ -17,6 +17,15 @@
 // buffer grows. Without a Gate those calls do nothing, so the faces run
 // the same under a test's bare handler.
 //
+// Each admitted request gets its deadlines: to send its body (short
+// without credentials; none without a body) and to be answered. An HTTP/2
+// stream's are kept by the gate's sweeper (every 250 ms), not by timers.
+// A server that gives the gate its connections (ConnContext, or NewConn
+// with Conn.State in its ConnState hook, as vbmcd's listeners do) lets an
+// HTTP/1 connection's requests take turns in one slot, so that admitting
+// one allocates nothing, and with NewConn their write deadlines are the
+// sweeper's too, so that a request arms no timer.
+//
 // It does not limit connections (vbmcd's listener does, per source and in
 // total) or the HTTP/2 streams of one connection (the server's
 // MaxConcurrentStreams).

@@ -16,10 +16,10 @@ import (
 // ("8be4df61-93ca-11d2-aa0d-00e098032b8c").
 type GUID string
 
-// guidOf decodes the 16 bytes of an EFI_GUID: Data1 (32 bits), Data2 and
+// GUIDOf decodes the 16 bytes of an EFI_GUID: Data1 (32 bits), Data2 and
 // Data3 (16 bits each) little-endian, then Data4 as 8 bytes (UEFI 2.10
 // Appendix A).
-func guidOf(b []byte) GUID {
+func GUIDOf(b []byte) GUID {
 	return GUID(fmt.Sprintf("%08x-%04x-%04x-%x-%x",
 		binary.LittleEndian.Uint32(b[0:4]), binary.LittleEndian.Uint16(b[4:6]),
 		binary.LittleEndian.Uint16(b[6:8]), b[8:10], b[10:16]))
@@ -102,7 +102,7 @@ func Parse(raw []byte) (*Store, error) {
 	}
 	sh := raw[hlen:]
 	var header int
-	switch g := guidOf(sh[0:16]); g {
+	switch g := GUIDOf(sh[0:16]); g {
 	case authenticatedVariableStore:
 		header = authHeaderLen
 	case variableStore:
@@ -141,8 +141,8 @@ func Parse(raw []byte) (*Store, error) {
 		}
 		if state == varAdded || state == varAdded&varInDeletedTransition {
 			s.Vars = append(s.Vars, Variable{
-				Name:       utf16Name(v[header : header+nameLen]),
-				Vendor:     guidOf(guid),
+				Name:       UTF16Name(v[header : header+nameLen]),
+				Vendor:     GUIDOf(guid),
 				Attributes: attrs,
 				Data:       v[header+nameLen : total],
 				offset:     off,
@@ -166,7 +166,9 @@ func ReadFile(path string) (*Store, error) {
 	return s, nil
 }
 
-func utf16Name(b []byte) string {
+// UTF16Name decodes a NUL-terminated UCS-2 name, little-endian, as UEFI
+// stores a variable's or a GPT partition's name.
+func UTF16Name(b []byte) string {
 	u := make([]uint16, 0, len(b)/2)
 	for i := 0; i+1 < len(b); i += 2 {
 		c := binary.LittleEndian.Uint16(b[i:])
@@ -243,7 +245,7 @@ func SignatureLists(b []byte) ([]Signature, error) {
 			return nil, fmt.Errorf("signature list at %d: want 28 bytes, got %d", off, len(b)-off)
 		}
 		l := b[off:]
-		typ := guidOf(l[0:16])
+		typ := GUIDOf(l[0:16])
 		listSize := int(binary.LittleEndian.Uint32(l[16:20]))
 		hdrSize := int(binary.LittleEndian.Uint32(l[20:24]))
 		sigSize := int(binary.LittleEndian.Uint32(l[24:28]))
@@ -255,7 +257,7 @@ func SignatureLists(b []byte) ([]Signature, error) {
 			name = string(typ)
 		}
 		for p := 28 + hdrSize; p < listSize; p += sigSize {
-			out = append(out, Signature{Type: name, Owner: guidOf(l[p : p+16]), Data: bytes.Clone(l[p+16 : p+sigSize])})
+			out = append(out, Signature{Type: name, Owner: GUIDOf(l[p : p+16]), Data: bytes.Clone(l[p+16 : p+sigSize])})
 		}
 		off += listSize
 	}

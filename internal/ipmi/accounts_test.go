@@ -99,7 +99,7 @@ func TestAccountsAcrossFaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st2.Verify("ipmiro", "ipmiro-pass", "192.0.2.1:1"); err != nil {
+	if _, _, err := st2.Verify("", "ipmiro", "ipmiro-pass", "192.0.2.1:1"); err != nil {
 		t.Errorf("ipmiro after reopening: %v", err)
 	}
 }

@@ -80,8 +80,12 @@ type bmc struct {
 	ep   endpoint
 	done chan struct{}
 
-	mu       sync.Mutex
-	users    []machine.Credential
+	mu    sync.Mutex
+	users []machine.Credential
+	// ownUsers: users are the machine's own (Settings.Credentials, as
+	// vbmcd ipmi set gives them), bound to this machine; else the
+	// daemon's, which reach every machine.
+	ownUsers bool
 	sessions map[uint32]*sess
 	drops    struct {
 		logged, since time.Time      // the last line about dropped set-ups
@@ -161,9 +165,9 @@ func unhex(c byte) byte {
 	return 0
 }
 
-func (b *bmc) setUsers(u []machine.Credential) {
+func (b *bmc) setUsers(u []machine.Credential, own bool) {
 	b.mu.Lock()
-	b.users = u
+	b.users, b.ownUsers = u, own
 	b.mu.Unlock()
 }
 
@@ -743,7 +747,7 @@ func (b *bmc) refused(user string, from net.Addr, why string) {
 // authFailed counts a failed login towards the name's lock for source.
 func (b *bmc) authFailed(name, source string) {
 	if b.cfg.accounts != nil {
-		b.cfg.accounts.Failed(name, source)
+		b.cfg.accounts.Failed(b.id, name, source)
 	}
 }
 
@@ -814,7 +818,7 @@ func (b *bmc) rakp3(p []byte, from net.Addr) []byte {
 	s.state = stateActive
 	b.cfg.throttle.Refund(from.String())
 	if b.cfg.accounts != nil && s.acct != "" {
-		b.cfg.accounts.Succeeded(s.user, from.String())
+		b.cfg.accounts.Succeeded(b.id, s.user, from.String())
 	}
 	s.priv = s.limit
 	s.last = time.Now()

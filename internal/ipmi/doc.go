@@ -10,7 +10,10 @@
 // A Manager reconciles listeners with the model: it starts, stops and rebinds
 // BMCs as machines gain, change or lose their IPMI endpoint (or, with
 // WithBMCPort, a BMC address of their own, where they answer at port 623),
-// without a restart. Users are the shared account store's (users.go); a
+// without a restart. Users are the shared account store's (users.go): the
+// user commands show and change only what their caller may (an account
+// bound to a system, and a machine's own user, that machine's accounts),
+// and the password test counts as a login against its source; a
 // session of a stored account is held to the account as it is now, per
 // command and when the store changes (a deleted or disabled account's
 // sessions end, a lower role lowers them), and the last session of a BMC is

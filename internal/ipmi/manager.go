@@ -243,11 +243,13 @@ func (m *Manager) endpointOf(mc *machine.Machine) (endpoint, bool) {
 	return endpoint{addr: addr, port: ep.Port}, true
 }
 
-func (m *Manager) credsOf(mc *machine.Machine) []machine.Credential {
+// credsOf are the fixed users of mc's BMC: the machine's own
+// (Settings.Credentials, own), else the daemon's.
+func (m *Manager) credsOf(mc *machine.Machine) (creds []machine.Credential, own bool) {
 	if len(mc.Settings.Credentials) > 0 {
-		return mc.Settings.Credentials
+		return mc.Settings.Credentials, true
 	}
-	return m.cfg.creds
+	return m.cfg.creds, false
 }
 
 // ensure makes the machine's BMC match its snapshot: started, rebound,
@@ -313,7 +315,7 @@ func (m *Manager) start(ctx context.Context, mc *machine.Machine, ep endpoint) (
 	b := newBMC(ctx, mc, m.svc, &m.cfg, log)
 	b.conn = conn
 	b.ep = ep
-	b.users = m.credsOf(mc)
+	b.users, b.ownUsers = m.credsOf(mc)
 	go b.serve()
 	log.Info("ipmi BMC listening")
 	return b, nil

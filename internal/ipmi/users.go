@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/subtle"
 	"errors"
+	"net"
 
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/ipmi/wire"
@@ -54,7 +55,7 @@ func (b *bmc) getUserAccess(s *sessRef, d []byte) (wire.CompletionCode, []byte) 
 	if !validChannel(d[0]) || uid == 0 || uid > maxUsers {
 		return wire.CodeInvalidDataField, nil
 	}
-	bound := b.boundTo(s)
+	bound := b.callerOf(s)
 	enabledCount := 0
 	for id := byte(2); id <= maxUsers; id++ {
 		if u, ok := b.userFor(bound, id); ok && u.enabled {
@@ -86,49 +87,82 @@ func (b *bmc) getUserName(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
 		return wire.CodeInvalidDataField, nil
 	}
 	name := make([]byte, 16)
-	if u, ok := b.userFor(b.boundTo(s), uid); ok {
+	if u, ok := b.userFor(b.callerOf(s), uid); ok {
 		copy(name, u.name)
 	}
 	return wire.CodeOK, name
 }
 
-// boundTo returns the system the session's account is bound to; "" for
-// the daemon's user, a machine's own user and global accounts.
-func (b *bmc) boundTo(s *sessRef) string {
-	if s == nil || b.cfg.accounts == nil {
-		return ""
+// caller is who runs a user command, as the binding rules see it.
+type caller struct {
+	// system is the machine the caller is bound to: a stored account's
+	// System, or this machine for the machine's own user (its BMC user,
+	// Settings.Credentials: issue 46, it administered global accounts);
+	// "" for the daemon's user and global accounts, which reach every
+	// machine.
+	system string
+	fixed  bool // one of this BMC's fixed users (the daemon's or the machine's own)
+	known  bool // false without a session or once its account is gone: it sees and changes nothing
+}
+
+// callerOf is the caller of session s.
+func (b *bmc) callerOf(s *sessRef) caller {
+	if s == nil {
+		return caller{}
 	}
 	b.mu.Lock()
-	name := ""
-	if ss := b.sessions[s.id]; ss != nil {
-		name = ss.user
-	}
+	ss := b.sessions[s.id]
+	own := b.ownUsers
 	b.mu.Unlock()
-	if me, stored := b.cfg.accounts.ByName(name); stored {
-		return me.System
+	switch {
+	case ss == nil:
+		return caller{}
+	case ss.acct == "":
+		c := caller{fixed: true, known: true}
+		if own {
+			c.system = b.id
+		}
+		return c
+	case b.cfg.accounts == nil:
+		return caller{}
 	}
-	return ""
+	a, err := b.cfg.accounts.Get(ss.acct)
+	if err != nil {
+		return caller{}
+	}
+	return caller{system: a.System, known: true}
 }
 
-// userFor is user id as a session bound to system sees it: an account bound
-// to one system sees only the accounts of that system, as over Redfish; the
-// fixed users and global accounts are empty slots to it.
-func (b *bmc) userFor(system string, id byte) (user, bool) {
+// sees reports whether c may see user u: one bound to a system sees that
+// system's accounts, as over Redfish, and the fixed users only when it is
+// one of them; the others see every user.
+func (c caller) sees(u user) bool {
+	switch {
+	case !c.known:
+		return false
+	case c.system == "":
+		return true
+	case u.acct == nil:
+		return c.fixed
+	}
+	return u.acct.System == c.system
+}
+
+// userFor is user id as caller c sees it; an empty slot when c may not
+// see it.
+func (b *bmc) userFor(c caller, id byte) (user, bool) {
 	u, ok := b.userByID(id)
-	if ok && system != "" && (u.acct == nil || u.acct.System != system) {
+	if !ok || !c.sees(u) {
 		return user{}, false
 	}
-	return u, ok
+	return u, true
 }
 
-// mayChange reports whether the session s may change account a: an account
-// bound to one system may not change global accounts.
-func (b *bmc) mayChange(s *sessRef, a *accounts.Account) bool {
-	if s == nil {
-		return false
-	}
-	system := b.boundTo(s)
-	return system == "" || a == nil || a.System == system
+// mayChange reports whether c may change stored account a: an account or
+// user bound to one system may not change global accounts, nor another
+// system's.
+func (c caller) mayChange(a *accounts.Account) bool {
+	return c.known && (c.system == "" || a != nil && a.System == c.system)
 }
 
 // storeCode turns an account store error into a completion code.
@@ -176,7 +210,7 @@ func (b *bmc) setUserName(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
 	name := string(bytes.TrimRight(d[1:], "\x00"))
 	st := b.cfg.accounts
 	switch {
-	case exists && !b.mayChange(s, u.acct):
+	case exists && !b.callerOf(s).mayChange(u.acct):
 		return wire.CodeInsufficientPriv, nil
 	case exists && name == "":
 		return storeCode(st.Delete(u.acct.ID)), nil
@@ -208,23 +242,8 @@ func (b *bmc) setUserPassword(s *sessRef, d []byte) (wire.CompletionCode, []byte
 		return wire.CodeDataLengthInvalid, nil
 	}
 	pass := string(bytes.TrimRight(d[2:], "\x00"))
-	if op == 3 { // test password
-		u, ok := b.userByID(uid)
-		if !ok {
-			return wire.CodeInvalidDataField, nil
-		}
-		want := u.pass
-		if u.acct != nil {
-			key, _, _, err := b.cfg.accounts.Key(b.id, u.name, "")
-			if err != nil {
-				return 0x80, nil // password test failed
-			}
-			want = string(key)
-		}
-		if subtle.ConstantTimeCompare([]byte(want), []byte(pass)) != 1 {
-			return 0x80, nil // password test failed: wrong password
-		}
-		return wire.CodeOK, nil
+	if op == 3 {
+		return b.testPassword(s, uid, pass)
 	}
 	u, exists, cc := b.slotFor(uid)
 	if cc != wire.CodeOK {
@@ -233,7 +252,7 @@ func (b *bmc) setUserPassword(s *sessRef, d []byte) (wire.CompletionCode, []byte
 	if !exists {
 		return wire.CodeInvalidDataField, nil // no user at this ID: set its name first
 	}
-	if !b.mayChange(s, u.acct) {
+	if !b.callerOf(s).mayChange(u.acct) {
 		return wire.CodeInsufficientPriv, nil
 	}
 	var ch accounts.Change
@@ -281,7 +300,7 @@ func (b *bmc) setUserAccess(s *sessRef, d []byte) (wire.CompletionCode, []byte) 
 	if !exists {
 		return wire.CodeInvalidDataField, nil
 	}
-	if !b.mayChange(s, u.acct) {
+	if !b.callerOf(s).mayChange(u.acct) {
 		return wire.CodeInsufficientPriv, nil
 	}
 	var ch accounts.Change
@@ -293,4 +312,51 @@ func (b *bmc) setUserAccess(s *sessRef, d []byte) (wire.CompletionCode, []byte) 
 	}
 	_, err := b.cfg.accounts.Update(u.acct.ID, ch)
 	return storeCode(err), nil
+}
+
+// codePasswordTestFailed is Set User Password's answer to a test of a
+// wrong password (IPMI v2.0 §22.30, completion code 80h).
+const codePasswordTestFailed wire.CompletionCode = 0x80
+
+// testPassword answers Set User Password's test (operation 3) as a login is
+// answered (issue 46: it was an oracle, 1,150 guesses a second at any
+// slot, counted nowhere): only a user the caller may see is tested (any
+// other is an empty slot, invalid data field); a source over its login
+// budget is told to wait (C0h, node busy) before anything is compared;
+// each wrong password counts against the session's source as a failed
+// login does (the throttle, the name's lock for that source, the metric)
+// and is logged, rate-limited; a name locked for that source fails
+// whatever the password.
+func (b *bmc) testPassword(s *sessRef, uid byte, pass string) (wire.CompletionCode, []byte) {
+	u, ok := b.userFor(b.callerOf(s), uid)
+	if !ok {
+		return wire.CodeInvalidDataField, nil
+	}
+	b.mu.Lock()
+	var from net.Addr = &net.UDPAddr{}
+	if ss := b.sessions[s.id]; ss != nil && ss.addr != nil {
+		from = ss.addr
+	}
+	b.mu.Unlock()
+	src := from.String()
+	if d := b.cfg.throttle.Wait(src); d > 0 {
+		b.refused(u.name, from, "password test refused: too many failed logins from this address")
+		return wire.CodeNodeBusy, nil
+	}
+	want, known := u.pass, true
+	if u.acct != nil {
+		key, _, _, err := b.cfg.accounts.Key(b.id, u.name, src)
+		want, known = string(key), err == nil
+	}
+	if subtle.ConstantTimeCompare([]byte(want), []byte(pass)) != 1 || !known {
+		b.cfg.throttle.Failed(src)
+		b.authFailed(u.name, src)
+		b.cfg.metrics.LoginFailed("ipmi")
+		b.refused(u.name, from, "password test failed")
+		return codePasswordTestFailed, nil
+	}
+	if u.acct != nil {
+		b.cfg.accounts.Succeeded(b.id, u.name, src)
+	}
+	return wire.CodeOK, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bmlab/bmlab/internal/pki"
 )
 
 // Agent stands in for ironic-python-agent (IPA), the agent Ironic's deploy
@@ -23,12 +26,16 @@ import (
 //   - lookup: GET /v1/lookup?addresses=MACS until Ironic knows the node and
 //     waits for it (the lookup of a node in a wait state), taking the agent
 //     token Ironic hands out once per boot;
-//   - heartbeat: POST /v1/heartbeat/UUID with its callback URL, the token
-//     and an agent version, every HeartbeatEvery and at once after each
-//     command (IPA's forced heartbeat), until Ironic refuses the token (the
-//     node was power-cycled: that ramdisk is gone), another boot of the
-//     node begins, or it runs standby.power_off;
-//   - the commands API at the callback URL (GET and POST
+//   - heartbeat: POST /v1/heartbeat/UUID with its callback URL, the token,
+//     an agent version and its certificate (agent_verify_ca), every
+//     HeartbeatEvery and at once after each command (IPA's forced
+//     heartbeat), until Ironic refuses the token (the node was
+//     power-cycled: that ramdisk is gone), another boot of the node begins,
+//     or it runs standby.power_off;
+//   - the commands API at the callback URL, over TLS with a self-signed
+//     certificate for its address, as IPA's automatic TLS serves it
+//     (Ironic 29 refuses a callback URL that is not https://: its
+//     [agent]require_tls is true by default; 21.4's was false) (GET and POST
 //     /UUID/v1/commands/): the clean and deploy steps Ironic asks for
 //     (get_*_steps lists erase_devices_metadata as the in-band clean step;
 //     execute_*_step, write_image included, succeeds at once),
@@ -39,7 +46,8 @@ import (
 type Agent struct {
 	t     testing.TB
 	ir    *Ironic
-	base  string // http://HOST:PORT, the callback URL's prefix
+	base  string // https://HOST:PORT, the callback URL's prefix
+	cert  string // the API's certificate (PEM), agent_verify_ca
 	every time.Duration
 
 	mu       sync.Mutex
@@ -71,9 +79,21 @@ type command struct {
 }
 
 func newAgent(t testing.TB, ir *Ironic, ln net.Listener, every time.Duration) *Agent {
-	a := &Agent{t: t, ir: ir, base: "http://" + ln.Addr().String(), every: every,
+	// IPA's automatic TLS (Ironic API 1.68 and later): a self-signed
+	// certificate for the address it advertises, which Ironic then
+	// verifies its calls against.
+	host, _, _ := net.SplitHostPort(ln.Addr().String())
+	certPEM, keyPEM, err := pki.SelfSigned([]string{host}, time.Now(), 30*24*time.Hour)
+	if err != nil {
+		t.Fatalf("ironictest: the agent's certificate: %v", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatalf("ironictest: the agent's certificate: %v", err)
+	}
+	a := &Agent{t: t, ir: ir, base: "https://" + ln.Addr().String(), cert: string(certPEM), every: every,
 		sessions: map[string]*session{}, booting: map[string]*session{}, boots: map[string]int{}}
-	serve(t, ln, a)
+	serve(t, tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}), a)
 	t.Cleanup(a.stopAll)
 	return a
 }
@@ -157,12 +177,19 @@ func (a *Agent) stopAll() {
 	}
 }
 
-// ramdisk API microversions: lookup with a token needs 1.62.
+// ramdisk API microversions: lookup with a token needs 1.62, the agent's
+// certificate in a heartbeat (agent_verify_ca) 1.68.
 const agentAPIVersion = "1.68"
 
-// agentVersion is the IPA version it claims: IPA 9.4 went with Ironic
-// 21.4 (2023.1).
-const agentVersion = "9.4.1"
+// agentVersion is the IPA version it claims: the one that goes with the
+// release (IPA 9.4 with Ironic 21.4, 2023.1; Debian 13 packages IPA 10.2.0
+// beside Ironic 29.0.5).
+func agentVersion(r Release) string {
+	if r == Ironic21 {
+		return "9.4.1"
+	}
+	return "10.2.0"
+}
 
 func (a *Agent) run(ctx context.Context, s *session) {
 	defer close(s.done)
@@ -215,9 +242,10 @@ func (a *Agent) run(ctx context.Context, s *session) {
 	defer tick.Stop()
 	for {
 		err := a.ramdisk(ctx, http.MethodPost, "/v1/heartbeat/"+s.node, map[string]any{
-			"callback_url":  a.base + "/" + s.node,
-			"agent_token":   s.token,
-			"agent_version": agentVersion,
+			"callback_url":    a.base + "/" + s.node,
+			"agent_token":     s.token,
+			"agent_version":   agentVersion(a.ir.Release),
+			"agent_verify_ca": a.cert,
 		}, nil)
 		var ae *APIError
 		var soon <-chan time.Time // nil: wait for the tick or a command

@@ -32,6 +32,10 @@ type Node struct {
 	InstanceInfo         map[string]any `json:"instance_info"`
 	CleanStep            map[string]any `json:"clean_step"`
 	DeployStep           map[string]any `json:"deploy_step"`
+	// CreatedAt is the node's enrollment; ProvisionUpdatedAt its last
+	// change of provision state (nil before the first).
+	CreatedAt          time.Time  `json:"created_at"`
+	ProvisionUpdatedAt *time.Time `json:"provision_updated_at"`
 }
 
 func str(p *string) string {
@@ -125,6 +129,10 @@ type NodeSpec struct {
 	// MACs become ports (as an operator or install-config's bootMACAddress
 	// gives them); inspection adds the rest.
 	MACs []string
+	// InstanceInfo is the node's instance_info from the start (the image
+	// to deploy: ImageInstanceInfo). On Ironic 29.0.5 set it here rather
+	// than by Patch: see Patch.
+	InstanceInfo map[string]any
 }
 
 // Enroll creates the node and its ports; it is in "enroll".
@@ -135,6 +143,9 @@ func (ir *Ironic) Enroll(spec NodeSpec) (Node, error) {
 	}
 	if spec.Properties != nil {
 		body["properties"] = spec.Properties
+	}
+	if spec.InstanceInfo != nil {
+		body["instance_info"] = spec.InstanceInfo
 	}
 	var n Node
 	if err := ir.Do(http.MethodPost, "/v1/nodes", body, &n); err != nil {
@@ -174,6 +185,15 @@ func (ir *Ironic) Ports(id string) ([]string, error) {
 
 // Patch applies JSON-patch operations to a node
 // ({"op": "add", "path": "/instance_info/image_source", "value": URL}).
+//
+// Ironic 29.0.5 (Debian's 1:29.0.5-0+deb13u3) makes a node its own parent
+// node on every PATCH (api/controllers/v1/node.py's patch takes the node
+// authorize_node_link_patch returns when the patch does not touch
+// /parent_node, the node itself, as the new parent_node); from then on
+// each power change of the node looks for itself as its child or parent
+// and fails on its own lock (ChildNodeLocked, ParentNodeLocked):
+// TestIronic29PatchMakesNodeItsOwnParent. Tests that power a node after
+// giving it an image set instance_info at enrollment (NodeSpec).
 func (ir *Ironic) Patch(id string, ops ...map[string]any) error {
 	return ir.Do(http.MethodPatch, "/v1/nodes/"+id, ops, nil)
 }
@@ -263,4 +283,55 @@ func (ir *Ironic) WaitPower(step, id, want string, timeout time.Duration) (Node,
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// Port is what the tests read of an Ironic port: its MAC address and the
+// switch port it is plugged into (local_link_connection: switch_id,
+// port_id, switch_info), which inspection reads from LLDP.
+type Port struct {
+	Address             string            `json:"address"`
+	PXEEnabled          bool              `json:"pxe_enabled"`
+	LocalLinkConnection map[string]string `json:"local_link_connection"`
+}
+
+// PortDetails returns a node's ports.
+func (ir *Ironic) PortDetails(id string) ([]Port, error) {
+	var out struct {
+		Ports []Port `json:"ports"`
+	}
+	err := ir.Do(http.MethodGet, "/v1/ports/detail?node="+id, nil, &out)
+	return out.Ports, err
+}
+
+// Inventory is what the agent reported in its inspection of a node, as
+// Ironic keeps it (GET /v1/nodes/ID/inventory, API 1.81, Ironic 2023.2
+// and later): the hardware inventory and the collectors' plugin data.
+type Inventory struct {
+	Inventory struct {
+		CPU struct {
+			Count        int    `json:"count"`
+			Architecture string `json:"architecture"`
+		} `json:"cpu"`
+		Memory struct {
+			PhysicalMB int   `json:"physical_mb"`
+			Total      int64 `json:"total"`
+		} `json:"memory"`
+		Disks []struct {
+			Name string `json:"name"`
+			Size int64  `json:"size"`
+		} `json:"disks"`
+		Interfaces []struct {
+			Name       string `json:"name"`
+			MACAddress string `json:"mac_address"`
+		} `json:"interfaces"`
+		BMCAddress string `json:"bmc_address"`
+	} `json:"inventory"`
+	PluginData map[string]any `json:"plugin_data"`
+}
+
+// Inventory returns what the agent's inspection of a node reported.
+func (ir *Ironic) Inventory(id string) (Inventory, error) {
+	var inv Inventory
+	err := ir.Do(http.MethodGet, "/v1/nodes/"+id+"/inventory", nil, &inv)
+	return inv, err
 }

@@ -1,34 +1,53 @@
-// Package ironictest runs OpenStack Ironic for the project's tests: the
-// Ironic 21.4 Debian 12 ships (the ironic-api and ironic-conductor packages;
-// the API and the conductor run as one process, `ironic`, with
-// rpc_transport none, as Metal3's image runs them), with sqlite and no
-// authentication (noauth), its configuration written by Start, on loopback
-// or in a network namespace the test names. A test then enrolls nodes
-// against vbmcd's BMCs and drives them through Ironic's REST API (client.go):
-// manage, inspect, provide, deploy, undeploy, clean; Wait fails a test with
-// the step, the node's states and Ironic's last_error.
+// Package ironictest runs OpenStack Ironic for the project's tests, either
+// release (Options.Release):
+//   - Ironic 21.4, Debian 12's (ironic-api and ironic-conductor 1:21.4.4,
+//     python3-sushy 4.3.3), installed on the host by hack/install-deps.sh;
+//   - Ironic 29.0.5, Debian 13's (python3-sushy 5.5.0), from the trixie
+//     root hack/build-ironic-root.sh builds into the tool cache
+//     (_out/tools/ironic-29/root), run in a private mount namespace whose /
+//     is that root, read-only, with the host's /tmp, /dev and /sys mounted
+//     in (release.go): the test's files are at the same paths inside.
 //
-// Two things the packages lack are supplied without touching Debian's
-// files:
-//   - python3-sushy 4.3.3 ships without sushy/standard_registries/, which
-//     sushy lists (pkg_resources, relative to its own package directory)
-//     whenever it reads a task monitor or a message, so every firmware
-//     update Ironic polls died with FileNotFoundError. Start makes an
-//     overlay of the sushy package (links to Debian's files) with the
-//     directory filled from vbmcd's own message registries
-//     (redfish.MessageRegistries), and puts it first on Ironic's
-//     PYTHONPATH. No setting of sushy names another directory.
-//   - ironic-python-agent, which runs in the deploy ramdisk. Agent (agent.go)
-//     stands in for it: it speaks the agent's side of Ironic's protocol
-//     (lookup, heartbeat, the commands API Ironic calls back) as Metal3's
-//     fake-ipa does, once told a node booted the deploy image: for a VM, its
-//     serial console shows the line the deploy image prints (the marker ISO, or
-//     the marker EFI kernel iPXE boots: WatchSerial); for a
-//     simulated machine, vbmcd's event says its one-time Cd boot was used
-//     (WatchEvents); or, as in a Metal3 scale job, a listener of the fake
-//     driver's announcements deciding as fake-ipa does calls Booted and
-//     PoweredOff. It writes nothing to disks: the deploy and clean steps
-//     it is asked to run succeed at once.
+// API and conductor run as one process, `ironic`, with rpc_transport none,
+// as Metal3's image runs them, with sqlite and no authentication (noauth),
+// their configuration written by Start, on loopback or in a network
+// namespace the test names. A test then enrolls nodes against vbmcd's BMCs
+// and drives them through Ironic's REST API (client.go): manage, inspect,
+// provide, deploy, undeploy, clean; Wait fails a test with the step, the
+// node's states and Ironic's last_error; a failed test's log and database
+// are kept in _out/ironic/.
+//
+// The deploy ramdisk nodes that are VMs boot is the real agent:
+// ironic-python-agent 10.2.0 and Linux 6.12 from Debian 13's packages,
+// built by hack/build-ipa-ramdisk.sh (ramdisk.go: DeployRamdisk,
+// ServeRamdisk gives the driver_info that boots it, AgentConfig the
+// configuration of fast_track and of the agent's power-off). Ironic puts the
+// agent's URL on its kernel command line (a UEFI ISO it builds for
+// redfish-virtual-media, with the ramdisk's ESP as bootloader; iPXE's
+// configuration for the ipxe boot interface); the agent inspects (Ironic 29's
+// agent inspect interface: inventory, LLDP), cleans and writes images onto
+// the VM's disk, which the test then reads from the host (disk.go: a
+// partition table, or none; the OS image's partitions byte for byte).
+//
+// Simulated machines cannot run an agent: Agent (agent.go) stands in for
+// it there. It speaks the agent's side of Ironic's protocol (lookup,
+// heartbeat, the commands API Ironic calls back) as Metal3's fake-ipa does,
+// once told a machine booted the deploy image: vbmcd's event says its
+// one-time Cd boot was used (WatchEvents), or, as in a Metal3 scale job, a
+// listener of the fake driver's announcements deciding as fake-ipa does
+// calls Booted and PoweredOff. It writes nothing to disks: the deploy and
+// clean steps it is asked to run succeed at once.
+//
+// What the packages lack is supplied without touching Debian's files:
+// python3-sushy (4.3.3 and 5.5.0 alike) ships without
+// sushy/standard_registries/, which sushy lists (relative to its own package
+// directory) whenever it reads a task monitor or a message, so every
+// firmware update Ironic polls died with FileNotFoundError. Start makes an
+// overlay of the release's sushy package (links to Debian's files) with the
+// directory filled from vbmcd's own message registries
+// (redfish.MessageRegistries), not DMTF's published ones (no package
+// registry this project reaches carries them), and puts it first on
+// Ironic's PYTHONPATH. No setting of sushy names another directory.
 //
 // Ironic publishes the images it hands BMCs (the deploy ISO) under its
 // http_root; Start serves that directory over HTTP (Ironic.HTTPURL), as
@@ -37,22 +56,21 @@
 // Nodes with the ipmi hardware type boot the deploy ramdisk over the
 // network (the ipxe boot interface); Options.PXE runs what that needs on
 // the nodes' network, as the IPI bootstrap VM and Metal3's ironic image
-// do: Debian's dnsmasq, either with the configuration Metal3's ironic-image
-// writes (metal3.go: its dnsmasq.conf.j2's lines in their order, as the
-// DHCP server of a range, or TFTP only beside another DHCP server, in IPv4
-// or IPv6, the DHCPv6 section as it is or as it was: Metal3DHCPv6*), or,
-// where another server hands out the addresses (a labctl lab's machine
-// network, libvirt's), the harness's own proxyDHCP server (pxe.go); TFTP
-// of Debian's iPXE binaries (snponly.efi, also as snponly-x86_64.efi,
-// undionly.kpxe) for PXE firmware (a qemu VM's NIC option ROM is iPXE
-// already, so its IPv4 boot skips TFTP); and for iPXE the boot script
-// Ironic writes (http_url/boot.ipxe), which chains to the node's
-// configuration, its deploy_kernel and deploy_ramdisk. Options.HTTPPort
-// puts Ironic's HTTP server where a DHCP server sends iPXE (Metal3's
-// 6180). A VM's UEFI deploy kernel can be testenv.AgentEFI, which prints
-// the agent's marker WatchSerial waits for. With PXE.RAPrefix on an IPv4
-// network dnsmasq also sends IPv6 router advertisements, without which
-// iPXE waits about 16 s for a router before every boot.
+// do (pxe.go, metal3.go): Debian's dnsmasq, either with the configuration
+// Metal3's ironic-image writes (metal3.go: its dnsmasq.conf.j2's lines in
+// their order, as the DHCP server of a range, or TFTP only beside another
+// DHCP server, in IPv4 or IPv6, the DHCPv6 section as it is or as it was:
+// Metal3DHCPv6*), or, where another server hands out the addresses (a
+// labctl lab's machine network, libvirt's), the harness's own proxyDHCP
+// server (pxe.go); TFTP of Debian's iPXE binaries (snponly.efi, also as
+// snponly-x86_64.efi, undionly.kpxe) for PXE firmware (a qemu VM's NIC
+// option ROM is iPXE already, so its IPv4 boot skips TFTP); and for iPXE
+// the boot script Ironic writes (http_url/boot.ipxe), which chains to the
+// node's configuration, its deploy_kernel and deploy_ramdisk.
+// Options.HTTPPort puts Ironic's HTTP server where a DHCP server sends
+// iPXE (Metal3's 6180). With PXE.RAPrefix on an IPv4 network dnsmasq also
+// sends IPv6 router advertisements, without which iPXE waits about 16 s
+// for a router before every boot.
 //
 // For many nodes (BenchmarkIronicNodes in internal/vbmcd, run by
 // hack/ironic-bench.sh, takes hundreds of simulated servers through every
@@ -67,9 +85,11 @@
 //
 // Known limits of the clients, not of the harness: sushy 4.3 reads a
 // system's memory as whole GiB, so Redfish inspection of a machine with
-// less than 1 GiB finds none and fails.
+// less than 1 GiB finds none and fails; ironic-python-agent takes no disk
+// smaller than 4 GiB for a root device.
 //
 // What it does not do: start vbmcd, libvirt or VMs (the test does), UEFI
 // HTTP boot, Ironic's own DHCP providers (neutron, dnsmasq per node), or
-// inspection through ironic-inspector.
+// inspection through ironic-inspector (Ironic 21.4 inspects out of band
+// only, by Redfish).
 package ironictest

@@ -21,8 +21,10 @@ import (
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
-// Options configure Start. The zero value runs Ironic on 127.0.0.1.
+// Options configure Start. The zero value runs Ironic 21.4 on 127.0.0.1.
 type Options struct {
+	// Release is the Ironic to run: Ironic21 (the default) or Ironic29.
+	Release Release
 	// Namespace, when set, is a network namespace (ip netns) Ironic, its
 	// HTTP server and the agent run in, as on a lab's machine network; the
 	// test's clients reach them through it. Default: the test's own.
@@ -63,6 +65,8 @@ type Ironic struct {
 	// Started is how long Start took: configuration, database, process,
 	// until the API answered.
 	Started time.Duration
+	// Release is the Ironic that runs.
+	Release Release
 
 	t      testing.TB
 	ns     string
@@ -74,17 +78,19 @@ type Ironic struct {
 }
 
 // Start runs Ironic until the test ends. It needs root (Ironic's rootwrap
-// and, with Options.Namespace, ip netns) and Debian's ironic-conductor,
-// ironic-api and python3-sushy (hack/install-deps.sh); without them the
-// test skips, and fails under CI=true.
+// and, with Options.Namespace, ip netns) and the release: for Ironic 21.4
+// Debian's ironic-conductor, ironic-api and python3-sushy
+// (hack/install-deps.sh), for Ironic 29 its root
+// (hack/build-ironic-root.sh); without them the test skips, and fails
+// under CI=true.
 func Start(t testing.TB, o Options) *Ironic {
 	t.Helper()
 	testenv.Integration(t)
 	testenv.Root(t)
-	ironicBin := testenv.Command(t, "ironic")
-	dbsync := testenv.Command(t, "ironic-dbsync")
-	py := testenv.Python(t, "ironic", "sushy")
-	testenv.Command(t, "ipmitool")
+	if o.Release == "" {
+		o.Release = Ironic21
+	}
+	in := locate(t, o.Release)
 	begin := time.Now()
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
@@ -98,10 +104,10 @@ func Start(t testing.TB, o Options) *Ironic {
 			t.Fatal(err)
 		}
 	}
-	ir := &Ironic{Dir: dir, t: t, ns: o.Namespace, log: filepath.Join(dir, "ironic.log"), closed: make(chan struct{})}
+	ir := &Ironic{Dir: dir, Release: o.Release, t: t, ns: o.Namespace, log: filepath.Join(dir, "ironic.log"), closed: make(chan struct{})}
 	ir.hc = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: netplumb.DialContextIn(o.Namespace)}}
 
-	if err := sushyOverlay(py, filepath.Join(dir, "pylib")); err != nil {
+	if err := sushyOverlay(in, filepath.Join(dir, "pylib")); err != nil {
 		t.Fatalf("ironictest: the sushy overlay: %v", err)
 	}
 
@@ -116,10 +122,10 @@ func Start(t testing.TB, o Options) *Ironic {
 	ir.URL = "http://" + net.JoinHostPort(o.Host, strconv.Itoa(apiPort))
 
 	conf := filepath.Join(dir, "ironic.conf")
-	if err := os.WriteFile(conf, []byte(config(dir, httpRoot, o.Host, apiPort, ir.HTTPURL, o.Config)), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte(config(o.Release, dir, httpRoot, o.Host, apiPort, ir.HTTPURL, o.Config)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := templateDB(t, dbsync, conf, filepath.Join(dir, "ironic.sqlite")); err != nil {
+	if err := templateDB(in, filepath.Join(dir, "ironic.sqlite")); err != nil {
 		t.Fatalf("ironictest: database: %v", err)
 	}
 
@@ -131,10 +137,7 @@ func Start(t testing.TB, o Options) *Ironic {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{ironicBin, "--config-file", conf}
-	if o.Namespace != "" {
-		args = append([]string{testenv.Command(t, "ip"), "netns", "exec", o.Namespace}, args...)
-	}
+	args := in.argv(o.Namespace, "/usr/bin/ironic", "--config-file", conf)
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(cleanEnv(), "PYTHONPATH="+filepath.Join(dir, "pylib"), "TMPDIR="+filepath.Join(dir, "tmp"))
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -148,6 +151,7 @@ func Start(t testing.TB, o Options) *Ironic {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("ironictest: the last lines of Ironic's log (%s):\n%s", ir.log, ir.LogTail(60))
+			ir.keep()
 		} else if p := ir.Problems(); len(p) > 0 {
 			t.Logf("ironictest: Ironic logged %d warning and error lines; the distinct ones:\n%s", len(p), strings.Join(distinct(p, 30), "\n"))
 		}
@@ -178,7 +182,7 @@ func Start(t testing.TB, o Options) *Ironic {
 	}
 	ir.Agent = newAgent(t, ir, agentLn, o.HeartbeatEvery)
 	ir.Started = time.Since(begin)
-	t.Logf("ironictest: Ironic 21.4 at %s (HTTP %s), started in %s", ir.URL, ir.HTTPURL, ir.Started.Round(10*time.Millisecond))
+	t.Logf("ironictest: %s at %s (HTTP %s), started in %s", in, ir.URL, ir.HTTPURL, ir.Started.Round(10*time.Millisecond))
 	return ir
 }
 
@@ -197,6 +201,22 @@ func cleanEnv() []string {
 		env = append(env, kv)
 	}
 	return env
+}
+
+// keep copies Ironic's log, its HTTP server's log and its database to
+// _out/ironic/TEST-NAME/ (the test's own directory goes when it ends), for
+// a failure to be read after the test.
+func (ir *Ironic) keep() {
+	dst := filepath.Join(testenv.RepoRoot(), "_out", "ironic", strings.NewReplacer("/", "-", " ", "_").Replace(ir.t.Name()))
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return
+	}
+	for _, f := range []string{"ironic.log", "http.log", "ironic.sqlite", "ironic.conf"} {
+		if b, err := os.ReadFile(filepath.Join(ir.Dir, f)); err == nil {
+			_ = os.WriteFile(filepath.Join(dst, f), b, 0o644)
+		}
+	}
+	ir.t.Logf("ironictest: Ironic's log, database and configuration kept in %s", dst)
 }
 
 // PID is the process id of Ironic (API and conductor in one process), for
@@ -241,6 +261,29 @@ func distinct(lines []string, max int) []string {
 	return out
 }
 
+// Heartbeats returns when Ironic's conductor took each heartbeat of the
+// agent on node uuid (its "RPC heartbeat called for node UUID" lines, in
+// the log's local time), in order.
+func (ir *Ironic) Heartbeats(uuid string) []time.Time {
+	return logTimes(ir.Log(), "RPC heartbeat called for node "+uuid)
+}
+
+// logTimes returns the times of the lines of an Ironic log that contain
+// text (each line begins with "2006-01-02 15:04:05.000", local time).
+func logTimes(log, text string) []time.Time {
+	const layout = "2006-01-02 15:04:05.000"
+	var out []time.Time
+	for _, l := range strings.Split(log, "\n") {
+		if len(l) < len(layout) || !strings.Contains(l, text) {
+			continue
+		}
+		if at, err := time.ParseInLocation(layout, l[:len(layout)], time.Local); err == nil {
+			out = append(out, at)
+		}
+	}
+	return out
+}
+
 // Log returns Ironic's whole log so far.
 func (ir *Ironic) Log() string {
 	b, _ := os.ReadFile(ir.log)
@@ -255,6 +298,10 @@ func (ir *Ironic) Serve(path, src string) string {
 	return ir.HTTPURL + path
 }
 
+// kernelParams is what Ironic's configuration appends to the deploy
+// ramdisk's kernel command line.
+const kernelParams = "nofb nomodeset console=ttyS0,115200"
+
 // config is Ironic's configuration: noauth, sqlite, one process, the
 // redfish and ipmi hardware types with the interfaces the tests use, and
 // the timings a test needs (seconds where production waits minutes).
@@ -267,7 +314,12 @@ func (ir *Ironic) Serve(path, src string) string {
 // it copies instead, and the copy fails with "are the same file". Across
 // filesystems it always copies, as in Metal3's image, where http_root is a
 // volume of its own.
-func config(dir, httpRoot, host string, port int, httpURL string, extra map[string]map[string]string) string {
+func config(r Release, dir, httpRoot, host string, port int, httpURL string, extra map[string]map[string]string) string {
+	inspect := "redfish,no-inspect"
+	if r != Ironic21 {
+		// The agent's own inspection, built into Ironic since 2023.2.
+		inspect = "agent,redfish,no-inspect"
+	}
 	c := map[string]map[string]string{
 		"DEFAULT": {
 			"auth_strategy":                 "noauth",
@@ -280,7 +332,7 @@ func config(dir, httpRoot, host string, port int, httpURL string, extra map[stri
 			"enabled_hardware_types":        "redfish,ipmi",
 			"enabled_boot_interfaces":       "redfish-virtual-media,ipxe,pxe",
 			"enabled_deploy_interfaces":     "direct,ramdisk",
-			"enabled_inspect_interfaces":    "redfish,no-inspect",
+			"enabled_inspect_interfaces":    inspect,
 			"enabled_management_interfaces": "redfish,ipmitool",
 			"enabled_power_interfaces":      "redfish,ipmitool",
 			"enabled_bios_interfaces":       "redfish,no-bios",
@@ -297,20 +349,42 @@ func config(dir, httpRoot, host string, port int, httpURL string, extra map[stri
 		"database":         {"connection": "sqlite:///" + filepath.Join(dir, "ironic.sqlite")},
 		"dhcp":             {"dhcp_provider": "none"},
 		"oslo_concurrency": {"lock_path": filepath.Join(dir, "locks")},
+		// Automated cleaning erases the disks' metadata only, as Metal3
+		// configures it (the agent's erase_devices would overwrite whole
+		// disks).
 		"deploy": {"http_url": httpURL, "http_root": httpRoot, "default_boot_mode": "uefi",
-			"iso_master_path": filepath.Join(dir, "master_iso_images")},
+			"iso_master_path": filepath.Join(dir, "master_iso_images"), "erase_devices_priority": "0", "erase_devices_metadata_priority": "10"},
 		// The master cache of the deploy kernels and ramdisks the ipxe
 		// boot publishes is beside http_root, on its filesystem: Ironic
 		// hard-links the master into http_root.
 		"pxe": {"images_path": filepath.Join(dir, "images"), "instance_master_path": filepath.Join(dir, "master_images"),
 			"tftp_root": filepath.Join(dir, "tftp"), "tftp_master_path": filepath.Join(filepath.Dir(httpRoot), "tftp_master")},
 		"conductor":                    {"automated_clean": "true", "deploy_callback_timeout": "600", "clean_callback_timeout": "600", "power_state_change_timeout": "60"},
-		"agent":                        {"post_deploy_get_power_state_retries": "2", "post_deploy_get_power_state_retry_interval": "1", "deploy_logs_collect": "never", "command_timeout": "30"},
+		"agent":                        {"certificates_path": filepath.Join(dir, "certificates"), "post_deploy_get_power_state_retries": "2", "post_deploy_get_power_state_retry_interval": "1", "deploy_logs_collect": "never", "command_timeout": "120"},
 		"redfish":                      {"use_swift": "false", "firmware_update_status_interval": "2", "firmware_update_fail_interval": "2", "connection_attempts": "10", "connection_retry_interval": "1"},
 		"oslo_messaging_notifications": {"driver": "noop"},
 		// Ironic waits 5 s between two IPMI commands to a BMC by default,
 		// for slow BMCs; vbmcd's answer at once.
 		"ipmi": {"min_command_interval": "1"},
+	}
+	// The kernel command line of the deploy ramdisk (besides what Ironic
+	// adds: ipa-api-url and the rest): Ironic's defaults, and the console
+	// on the serial port, where the tests read the machine's boots.
+	c["redfish"]["kernel_append_params"] = kernelParams
+	c["pxe"]["kernel_append_params"] = kernelParams
+	if r != Ironic21 {
+		// The agent inspect interface (Ironic's own, ironic-inspector's
+		// successor): Ironic boots the ramdisk, whose agent runs its
+		// collectors (lldp: what the switch port announces) and posts
+		// the data back; the hooks make a port of every NIC and read
+		// each port's switch and port from its LLDP.
+		c["inspector"] = map[string]string{
+			"require_managed_boot": "true",
+			"extra_kernel_params":  "ipa-inspection-collectors=default,logs,lldp",
+			"add_ports":            "all",
+			"hooks":                "$default_hooks,parse-lldp,local-link-connection,memory",
+			"power_off":            "true",
+		}
 	}
 	for sec, kv := range extra {
 		if c[sec] == nil {
@@ -357,48 +431,60 @@ func httpRootDir(t testing.TB) string {
 	return root
 }
 
-// The schema is made once per test process (ironic-dbsync takes about
-// 2 s) and copied for every Ironic.
+// The schema is made once per test process and release (ironic-dbsync
+// takes about 2 s) and copied for every Ironic.
 var (
-	dbOnce sync.Once
-	dbTmpl string
-	dbErr  error
+	dbMu    sync.Mutex
+	dbTmpls = map[Release]string{}
+	dbErrs  = map[Release]error{}
 )
 
-func templateDB(t testing.TB, dbsync, conf, dst string) error {
-	dbOnce.Do(func() {
-		d, err := os.MkdirTemp("", "bmlab-ironic-db-")
-		if err != nil {
-			dbErr = err
-			return
-		}
-		dbTmpl = filepath.Join(d, "ironic.sqlite")
-		// A configuration of its own: only the database matters here.
-		c := filepath.Join(d, "dbsync.conf")
-		if dbErr = os.WriteFile(c, []byte("[database]\nconnection = sqlite:///"+dbTmpl+"\n"), 0o600); dbErr != nil {
-			return
-		}
-		if out, err := exec.Command(dbsync, "--config-file", c, "create_schema").CombinedOutput(); err != nil {
-			dbErr = fmt.Errorf("ironic-dbsync create_schema: %v\n%s", err, out)
-		}
-	})
-	if dbErr != nil {
-		return dbErr
+func templateDB(in install, dst string) error {
+	dbMu.Lock()
+	tmpl, done := dbTmpls[in.release]
+	err := dbErrs[in.release]
+	if !done && err == nil {
+		tmpl, err = makeSchema(in)
+		dbTmpls[in.release], dbErrs[in.release] = tmpl, err
 	}
-	in, err := os.Open(dbTmpl)
+	dbMu.Unlock()
 	if err != nil {
 		return err
 	}
-	defer in.Close()
+	in2, err := os.Open(tmpl)
+	if err != nil {
+		return err
+	}
+	defer in2.Close()
 	out, err := os.Create(dst)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
+	if _, err := io.Copy(out, in2); err != nil {
 		out.Close()
 		return err
 	}
 	return out.Close()
+}
+
+// makeSchema runs the release's ironic-dbsync into a database of its own,
+// under /tmp (which an install in a root sees too).
+func makeSchema(in install) (string, error) {
+	d, err := os.MkdirTemp("", "bmlab-ironic-db-")
+	if err != nil {
+		return "", err
+	}
+	tmpl := filepath.Join(d, "ironic.sqlite")
+	// A configuration of its own: only the database matters here.
+	c := filepath.Join(d, "dbsync.conf")
+	if err := os.WriteFile(c, []byte("[database]\nconnection = sqlite:///"+tmpl+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	args := in.argv("", "/usr/bin/ironic-dbsync", "--config-file", c, "create_schema")
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%s: ironic-dbsync create_schema: %v\n%s", in, err, out)
+	}
+	return tmpl, nil
 }
 
 // listen opens a TCP listener on host in namespace ns ("" : the test's).

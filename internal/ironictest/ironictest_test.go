@@ -1,7 +1,9 @@
 package ironictest
 
 import (
+	"encoding/json"
 	"errors"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -39,7 +41,7 @@ print(" ".join(sorted(r.identity for r in regs)))`
 		t.Errorf("without %s sushy lists its registries anyway (%v): %s", debian, err, out)
 	}
 	dir := t.TempDir()
-	if err := sushyOverlay(py, dir); err != nil {
+	if err := sushyOverlay(install{release: Ironic21}, dir); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(py, "-c", list)
@@ -56,11 +58,17 @@ print(" ".join(sorted(r.identity for r in regs)))`
 // TestStepErrorSaysWhichStepAndWhy: a node whose BMC does not answer
 // fails manage; Wait says the step, where the node is and Ironic's
 // last_error. Ironic runs in a network namespace of the test's own, as on
-// a lab's machine network.
+// a lab's machine network. Each release.
 func TestStepErrorSaysWhichStepAndWhy(t *testing.T) {
 	testenv.Integration(t)
+	for _, r := range Releases {
+		t.Run(r.Short(), func(t *testing.T) { stepErrorSaysWhichStepAndWhy(t, r) })
+	}
+}
+
+func stepErrorSaysWhichStepAndWhy(t *testing.T, r Release) {
 	ns, _ := netnstest.New(t)
-	ir := Start(t, Options{Namespace: ns})
+	ir := Start(t, Options{Namespace: ns, Release: r})
 	if _, err := ir.Enroll(NodeSpec{Name: "nobody", Driver: "redfish", DriverInfo: map[string]any{
 		"redfish_address": "https://127.0.0.1:9", "redfish_username": "u", "redfish_password": "p", "redfish_verify_ca": "false",
 	}}); err != nil {
@@ -185,5 +193,75 @@ dhcp-boot=tag:ipxe,http://172.22.0.2:6180/boot.ipxe
 	}
 	if err := (PXE{Interface: "eth0", Subnet: netip.MustParsePrefix("10.0.0.0/24")}).validate(); err != nil {
 		t.Errorf("a proxyDHCP PXE refused: %v", err)
+	}
+}
+
+// TestIronic29PatchMakesNodeItsOwnParent: why the tests give instance_info
+// at enrollment (Patch's note). Ironic 29.0.5 makes a node its own
+// parent_node on a PATCH that does not touch parent_node; a node enrolled
+// with its instance_info has none. Should Debian's Ironic 29 lose the bug,
+// this fails, and the enrollment-time instance_info may go.
+func TestIronic29PatchMakesNodeItsOwnParent(t *testing.T) {
+	testenv.Integration(t)
+	ir := Start(t, Options{Release: Ironic29})
+	spec := NodeSpec{Name: "n", Driver: "redfish", InstanceInfo: map[string]any{"image_source": "http://127.0.0.1:9/i.img"},
+		DriverInfo: map[string]any{"redfish_address": "https://127.0.0.1:9", "redfish_username": "u", "redfish_password": "p"}}
+	n, err := ir.Enroll(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := func() string {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, ir.URL+"/v1/nodes/"+n.UUID+"?fields=parent_node", nil)
+		req.Header.Set("X-OpenStack-Ironic-API-Version", "1.83")
+		resp, err := ir.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v struct {
+			Parent *string `json:"parent_node"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET the node's parent_node: %s %v", resp.Status, err)
+		}
+		return str(v.Parent)
+	}
+	if p := parent(); p != "" {
+		t.Fatalf("enrolled with its instance_info, the node has parent_node %q, want none", p)
+	}
+	if err := ir.Patch("n", map[string]any{"op": "add", "path": "/description", "value": "patched"}); err != nil {
+		t.Fatal(err)
+	}
+	if p := parent(); p != n.UUID {
+		t.Errorf("after a PATCH of its description the node's parent_node is %q; Ironic 29.0.5 makes it the node itself (%s): has the bug gone?", p, n.UUID)
+	}
+}
+
+// TestLogTimes: the times of the log lines that name a node's heartbeat,
+// from Ironic's own line format, and no others.
+func TestLogTimes(t *testing.T) {
+	log := `2026-11-28 19:53:18.509 10639 DEBUG ironic.conductor.manager [None req-39e - - - - - -] RPC continue_inspection called for the node 451a
+2026-11-28 19:53:19.186 10639 DEBUG ironic.conductor.manager [None req-884 - - - - - -] RPC heartbeat called for node 451a heartbeat /usr/lib/python3/dist-packages/ironic/conductor/manager.py:3252
+2026-11-28 19:53:20.001 10639 DEBUG ironic.conductor.manager [None req-885 - - - - - -] RPC heartbeat called for node 9999 heartbeat
+garbage RPC heartbeat called for node 451a
+2026-11-28 19:54:04.066 10639 DEBUG ironic.conductor.manager [None req-886 - - - - - -] RPC heartbeat called for node 451a heartbeat`
+	got := logTimes(log, "RPC heartbeat called for node 451a")
+	want := []time.Time{
+		time.Date(2026, 11, 28, 19, 53, 19, 186e6, time.Local),
+		time.Date(2026, 11, 28, 19, 54, 4, 66e6, time.Local),
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("logTimes (-want +got):\n%s", d)
+	}
+}
+
+// TestBootUptimes: each boot's init line gives the kernel's uptime, in
+// order; other lines are not taken.
+func TestBootUptimes(t *testing.T) {
+	log := "[    0.000000] Linux version 6.12\r\n" + AgentBootLine + "21.61 s after the kernel started\r\n" +
+		"bmlab-ipa: devices settled at 30.2 s\r\n" + AgentBootLine + "9.5 s after the kernel started\r\n"
+	if d := cmp.Diff([]time.Duration{21610 * time.Millisecond, 9500 * time.Millisecond}, bootUptimes(log)); d != "" {
+		t.Errorf("bootUptimes (-want +got):\n%s", d)
 	}
 }

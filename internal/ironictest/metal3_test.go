@@ -29,10 +29,12 @@ import (
 // opt/org.tianocore/IPv4PXESupport=n, so it network-boots over IPv6 only)
 // with one NIC on the bridge, without qemu's iPXE option ROM, so OVMF's own
 // PXE client boots it as a server's NIC firmware does (an iPXE ROM asks as
-// iPXE, which every version of the section answers); Debian's dnsmasq with the section's lines on
-// the provisioning side (DHCPv6 of a range, router advertisements, TFTP of
-// Debian's snponly.efi as snponly-x86_64.efi) and an HTTP server serving
-// boot.ipxe (the deploy kernel, testenv.AgentEFI) at [fd00:1101::2].
+// iPXE, which every version of the section answers); Debian's dnsmasq
+// with the section's lines on the provisioning side (DHCPv6 of a range,
+// router advertisements, TFTP of Debian's snponly.efi as
+// snponly-x86_64.efi) and an HTTP server serving boot.ipxe (the deploy
+// kernel: testenv.MarkerEFI, which prints its marker and powers off) at
+// [fd00:1101::2].
 //   - Today's section (option6:61): OVMF's PXEv6 client (vendor class
 //     PXEClient, architecture 7 in option 61) is tagged amd64 and gets
 //     tftp://[fd00:1101::2]/snponly-x86_64.efi, which it fetches by TFTP;
@@ -94,7 +96,7 @@ func dhcpv6Boot(t *testing.T, lab *virttest.Lab, name, version string, boots boo
 		t.Fatal(err)
 	}
 	httpURL := "http://[" + host + "]:6180"
-	kernel := testenv.AgentEFI(t)
+	kernel := testenv.MarkerEFI(t)
 	fetched := make(chan string, 16)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fetched <- r.URL.Path
@@ -139,7 +141,7 @@ func dhcpv6Boot(t *testing.T, lab *virttest.Lab, name, version string, boots boo
 	firmware := func(e exchange) bool { return hasTag(e.tags, "pxe6") && !hasTag(e.tags, "ipxe6") }
 	tftpFile := "tftp://[" + host + "]/snponly-x86_64.efi"
 	if boots {
-		vm.WaitMarker(t, testenv.AgentMarker, 0, 4*time.Minute)
+		vm.WaitMarker(t, testenv.EFIMarker, 0, 4*time.Minute)
 		t.Logf("the node booted the deploy kernel over IPv6 in %s", time.Since(began).Round(time.Second))
 		var sawFirmware, sawIPXE bool
 		for _, e := range exchanges() {
@@ -178,7 +180,7 @@ func dhcpv6Boot(t *testing.T, lab *virttest.Lab, name, version string, boots boo
 	if b := readLog(log); tftpSent.MatchString(b) {
 		t.Errorf("#916's configuration: a TFTP transfer:\n%s", tailText(b, 40))
 	}
-	if strings.Contains(readLog(vm.SerialLog), testenv.AgentMarker) {
+	if strings.Contains(readLog(vm.SerialLog), testenv.EFIMarker) {
 		t.Error("the node booted the deploy kernel with #916's configuration")
 	}
 	select {

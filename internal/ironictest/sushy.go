@@ -18,22 +18,24 @@ import (
 // not ship it.
 const registriesDir = "standard_registries"
 
-// sushyOverlay makes dir/sushy a copy of Debian's sushy package made of
-// links to its files, plus standard_registries/ holding vbmcd's Base and
-// Update registries. With dir first on PYTHONPATH, Python imports sushy
-// from there, so sushy finds the directory next to its main.py, and
-// Debian's files stay as the package installed them.
-func sushyOverlay(py, dir string) error {
-	out, err := exec.Command(py, "-c", "import os, sushy; print(os.path.dirname(sushy.__file__))").Output()
+// sushyOverlay makes dir/sushy a copy of the install's sushy package (the
+// host's, or the one in Ironic 29's root) made of links to its files, plus
+// standard_registries/ holding vbmcd's Base and Update registries. With dir
+// first on PYTHONPATH, Python imports sushy from there, so sushy finds the
+// directory next to its main.py, and Debian's files stay as the package
+// installed them. The links name the files as the install sees them.
+func sushyOverlay(in install, dir string) error {
+	args := in.argv("", "/usr/bin/python3", "-c", "import os, sushy; print(os.path.dirname(sushy.__file__))")
+	out, err := exec.Command(args[0], args[1:]...).Output()
 	if err != nil {
-		return fmt.Errorf("find python3-sushy: %v", err)
+		return fmt.Errorf("find python3-sushy in %s: %v", in, err)
 	}
 	src := strings.TrimSpace(string(out))
 	dst := filepath.Join(dir, "sushy")
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return err
 	}
-	entries, err := os.ReadDir(src)
+	entries, err := os.ReadDir(in.path(src))
 	if err != nil {
 		return err
 	}
@@ -53,7 +55,7 @@ func sushyOverlay(py, dir string) error {
 	}
 	// Debian's own registries, should a later package ship them, come
 	// first; vbmcd's fill the gap.
-	if own, err := os.ReadDir(filepath.Join(src, registriesDir)); err == nil {
+	if own, err := os.ReadDir(in.path(filepath.Join(src, registriesDir))); err == nil {
 		for _, e := range own {
 			if err := os.Symlink(filepath.Join(src, registriesDir, e.Name()), filepath.Join(regs, e.Name())); err != nil {
 				return err

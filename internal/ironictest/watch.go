@@ -14,42 +14,6 @@ import (
 	"time"
 )
 
-// WatchSerial tells the agent of every boot of the deploy image on a VM:
-// each new line marker in the VM's serial log (the line the deploy image,
-// a marker ISO or EFI kernel, prints when it boots) is a boot of the
-// machine with these MACs. It watches until the test ends.
-func (a *Agent) WatchSerial(path, marker string, macs ...string) {
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	a.t.Cleanup(func() { close(stop); <-done })
-	seen := countIn(path, marker)
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			if n := countIn(path, marker); n > seen {
-				seen = n
-				a.logf("serial %s: %s (boot %d)", path, marker, n)
-				a.Booted(macs...)
-			}
-		}
-	}()
-}
-
-func countIn(path, marker string) int {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	return strings.Count(string(b), marker)
-}
-
 // Redfish is a BMC service the agent may read: its root URL
 // (https://ADDR[:PORT]), credentials, and the CA that verifies it (a PEM
 // file; "" trusts the host's roots).
@@ -108,7 +72,7 @@ func (r Redfish) do(hc *http.Client, method, path string, body any, out any) (*h
 // override (Cd) was used" event of a system is a boot of the virtual CD,
 // which Ironic's redfish-virtual-media boot sets up. The system's MACs come
 // from its EthernetInterfaces. The event listener is on 127.0.0.1, so vbmcd
-// must allow event destinations on loopback (--media-allow-loopback). The
+// must allow event destinations on loopback (--events-allow-loopback). The
 // subscription ends with the test.
 func (a *Agent) WatchEvents(svc Redfish) error {
 	hc, err := svc.client()

@@ -571,12 +571,20 @@ func newInstance(old string) func(*entry) bool {
 // RerunOnFailure restart a guest that shut itself down or failed.
 
 // lifecycle PUTs a lifecycle subresource. KubeVirt refuses a request that
-// comes while it is still carrying out an earlier one (an instance that is
-// still being stopped, state change requests not yet taken up by the VM
-// controller): those refusals are waited out, as a BMC waits for the power
-// sequence under way, and the request made again, within Wait. Other
-// refusals return, as ErrConflict with KubeVirt's message, unless done
-// says the refusal means the request has nothing to do.
+// comes while it is still carrying out an earlier one: those refusals are
+// waited out, as a BMC waits for the power sequence under way, and the
+// request made again, within Wait. There are two. virt-api answers a state
+// change request while an earlier one is not taken up yet with a 500, an
+// internal error (not a conflict), "stop/start already underway": the one
+// the tests meet (TestE2EKubeVirtStartRefused). And it answers a start
+// while the VM's last instance is not final yet with a 409 "VM is already
+// running" (StartVMRequestHandler in KubeVirt's
+// pkg/virt-api/rest/lifecycle.go, read, not run), waited out here while
+// KubeVirt is busy with the machine; no test meets it, as the machine
+// model waits while a machine reads PoweringOff before it asks for a
+// start. Other refusals return, as ErrConflict with KubeVirt's
+// message, unless done says the refusal means the request has nothing to
+// do.
 func (b *Backend) lifecycle(ctx context.Context, vm *kubevirtv1.VirtualMachine, resource, action string, body any, done func(error) bool) error {
 	name := SystemName(vm.Namespace, vm.Name)
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Wait)

@@ -59,8 +59,11 @@ const (
 	annImmediateBinding = "cdi.kubevirt.io/storage.bind.immediate.requested"
 	// MaxImportRestarts is how many times CDI may restart a failing
 	// importer (DataVolume status.restartCount) before the insert fails
-	// with CDI's last message. With the kubelet's crash-loop back-off
-	// (10 s, 20 s, 40 s) that is about 70 s after the first failure.
+	// with CDI's last message. The time that takes is the kubelet's
+	// crash-loop back-off between restarts: with its defaults (10 s,
+	// doubling) about 70 s after the first failure, computed, not
+	// measured; the tests count restarts at their fixture's 1 s pace
+	// (kubevirttest.RetryEvery).
 	MaxImportRestarts = 3
 )
 

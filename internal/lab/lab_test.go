@@ -2,12 +2,17 @@ package lab_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/labtest"
+	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -45,5 +50,32 @@ func TestUpUntilSharedName(t *testing.T) {
 	labtest.Must(t, lab.Up(context.Background(), e, actions, "control-plane"))
 	if d := cmp.Diff([]string{"storage", "ignition"}, ran); d != "" {
 		t.Errorf("--until control-plane (skipped) ran (-want +got):\n%s", d)
+	}
+}
+
+// TestStateRecordsProfile: a lab brought up with a profile records it in
+// its state, and a later command's plan given no --profile has the nodes
+// the lab was built with (the tiny profile's 2 GiB disks, not the lab
+// file's); one given another profile is refused.
+func TestStateRecordsProfile(t *testing.T) {
+	e, _ := labtest.Env(t, labtest.NewHost(), "")
+	var ran []string
+	labtest.Must(t, lab.Up(context.Background(), e, []lab.Action{stepStub{"storage", true, &ran}}, ""))
+	file := filepath.Join(e.Plan.Dir, "lab.yaml")
+	labtest.Must(t, os.WriteFile(file, []byte("name: fk\ncluster: {sshKey: id.pub, installer: /nonexistent/openshift-install}\n"), 0o644))
+	p, err := plan.Load(plan.Options{ConfigPath: file, ConfigSet: true})
+	labtest.Must(t, err)
+	sizes := func(p *plan.Plan) (s []string) {
+		for _, n := range p.Nodes {
+			s = append(s, fmt.Sprintf("%s: %d MiB, %d GiB", n.Name, n.MemoryMiB, n.Disks[0].SizeGiB))
+		}
+		return s
+	}
+	if d := cmp.Diff(sizes(e.Plan), sizes(p)); d != "" || p.Profile != labconfig.ProfileTiny {
+		t.Errorf("a tiny lab's plan without --profile: profile %q, nodes (-up +later):\n%s", p.Profile, d)
+	}
+	if _, err := plan.Load(plan.Options{ConfigPath: file, ConfigSet: true, Profile: labconfig.ProfileDefault}); err == nil ||
+		!strings.Contains(err.Error(), `--profile default: lab "fk" exists with profile tiny`) {
+		t.Errorf("a tiny lab's plan with --profile default: %v", err)
 	}
 }

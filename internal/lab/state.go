@@ -10,13 +10,16 @@ import (
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
-// State is the little the lab records beside its marks: the last action
-// done, for `labctl status`. Nothing depends on it to find the lab's
-// objects.
+// State is the little the lab records beside its marks: its mode and
+// profile (which the plan of every later command takes), and the last
+// action done, for `labctl status`. Nothing depends on it to find the
+// lab's objects.
 type State struct {
 	Lab  string `json:"lab"`
 	Mode string `json:"mode"`
-	Done string `json:"done,omitempty"`
+	// Profile is the profile the lab was built with ("" the default).
+	Profile string `json:"profile"`
+	Done    string `json:"done,omitempty"`
 }
 
 func statePath(p *plan.Plan) string { return p.Paths.State }
@@ -25,7 +28,7 @@ func statePath(p *plan.Plan) string { return p.Paths.State }
 func LoadState(p *plan.Plan) (*State, error) {
 	b, err := os.ReadFile(statePath(p))
 	if errors.Is(err, os.ErrNotExist) {
-		return &State{Lab: p.Lab, Mode: p.Mode}, nil
+		return &State{Lab: p.Lab, Mode: p.Mode, Profile: p.Profile}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lab state: %w", err)
@@ -40,8 +43,10 @@ func LoadState(p *plan.Plan) (*State, error) {
 	return &s, nil
 }
 
-// Save writes the state atomically.
+// Save writes the state atomically, with the plan's profile (a state
+// written before the profile was recorded gets it now).
 func (s *State) Save(p *plan.Plan) error {
+	s.Profile = p.Profile
 	if err := os.MkdirAll(p.StateDir, 0o755); err != nil {
 		return fmt.Errorf("lab state: %w", err)
 	}

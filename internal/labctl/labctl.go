@@ -58,7 +58,7 @@ func NewCommand(logger *zap.Logger, streams Streams) *cobra.Command {
 	cmd.PersistentFlags().StringVarP(&g.ConfigPath, "config", "f", labconfig.DefaultPath,
 		"the lab configuration file, - for standard input (without it and without "+labconfig.DefaultPath+": the seed lab)")
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&g.Profile, "profile", "", "tiny: shrink every node for a demo on a small machine (give it to every command of that lab)")
+	pf.StringVar(&g.Profile, "profile", "", "tiny: shrink every node for a demo on a small machine (once the lab exists, its own: later commands need not repeat it)")
 	pf.StringVar(&g.Mode, "mode", "", strings.Join(modes.All.Names(), ", ")+" (the installer flow; default: the lab file's mode:, else the existing lab's, else "+modes.All[0].Name+"); refused when it disagrees with the lab that exists")
 	pf.StringVar(&g.Progress, "progress", cli.ProgressAuto, "auto (animated on a terminal), tty or plain (a line now and then, for CI logs)")
 	pf.StringVar(&g.Netns, "netns", "", "the named network namespace (ip netns) of the lab's links and vbmcd, where libvirtd runs (default: labctl's own)")

@@ -2,6 +2,8 @@ package machine
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -67,7 +69,6 @@ type taskTable struct {
 	source  func(machineID string) netip.Addr // WithMediaSource
 
 	mu       sync.Mutex
-	seq      int
 	byID     map[string]*Task
 	order    []string           // task ids, oldest first
 	active   map[string]*Task   // running insert per member (machine/slot)
@@ -193,10 +194,12 @@ func (t *Task) running() bool {
 	return t.state == TaskRunning
 }
 
-// addTask gives t an id and remembers it; callers hold s.tasks.mu.
+// addTask gives t an id and remembers it; callers hold s.tasks.mu. The id
+// is random: a count would tell a machine's BMC how many tasks the others'
+// ran (issue 46), for the tasks of every machine are in one table.
 func (s *Service) addTask(t *Task) {
-	s.tasks.seq++
-	t.ID = strconv.Itoa(s.tasks.seq)
+	for t.ID = randomID(); s.tasks.byID[t.ID] != nil; t.ID = randomID() {
+	}
 	s.tasks.byID[t.ID] = t
 	s.tasks.order = append(s.tasks.order, t.ID)
 	s.pruneTasks()
@@ -692,4 +695,11 @@ func loadingError(t *Task, waited time.Duration) error {
 	what := string(t.Slot)
 	return fmt.Errorf("%w: %w: %s of %s is still loading %s (%d%% after %s, task %s); power on once the task completes",
 		ErrConflict, ErrMediaLoading, what, t.MachineName, t.Image, t.Status().Percent, waited.Round(time.Second), t.ID)
+}
+
+// randomID is a task's id: 8 random bytes in hex.
+func randomID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
 }

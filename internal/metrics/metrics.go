@@ -11,6 +11,7 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,35 @@ type Registry struct {
 	powerTime *prometheus.HistogramVec
 	logins    *prometheus.CounterVec
 	setups    *prometheus.CounterVec
+
+	// redfishSeries keeps each (route, method, code)'s counter and
+	// histogram once looked up (a redfishKey → *RedfishSeries): a request
+	// then costs one map read, no label hashing, no allocation. Routes,
+	// methods and codes are few, so the map stays small.
+	redfishSeries sync.Map
+}
+
+type redfishKey struct {
+	route, method string
+	code          int
+}
+
+// RedfishSeries is one route, method and status code's request counter
+// and latency histogram: a face that keeps it counts a request without
+// looking anything up (Registry.RedfishSeries).
+type RedfishSeries struct {
+	requests prometheus.Counter
+	latency  prometheus.Observer
+}
+
+// Observe counts one answered request that took took. A nil series counts
+// nothing.
+func (s *RedfishSeries) Observe(took time.Duration) {
+	if s == nil {
+		return
+	}
+	s.requests.Inc()
+	s.latency.Observe(took.Seconds())
 }
 
 // New returns a registry with the Go runtime and process collectors.
@@ -103,13 +133,26 @@ func (r *Registry) CounterBy(name, help, label string, values []string, fn func(
 	}
 }
 
+// RedfishSeries returns the series of a route, method and code (nil on a
+// nil registry); looked up once each.
+func (r *Registry) RedfishSeries(route, method string, code int) *RedfishSeries {
+	if r == nil {
+		return nil
+	}
+	k := redfishKey{route, method, code}
+	v, ok := r.redfishSeries.Load(k)
+	if !ok {
+		v, _ = r.redfishSeries.LoadOrStore(k, &RedfishSeries{
+			requests: r.requests.WithLabelValues(route, method, strconv.Itoa(code)),
+			latency:  r.latency.WithLabelValues(route, method),
+		})
+	}
+	return v.(*RedfishSeries)
+}
+
 // Redfish counts one answered request.
 func (r *Registry) Redfish(route, method string, code int, took time.Duration) {
-	if r == nil {
-		return
-	}
-	r.requests.WithLabelValues(route, method, strconv.Itoa(code)).Inc()
-	r.latency.WithLabelValues(route, method).Observe(took.Seconds())
+	r.RedfishSeries(route, method, code).Observe(took)
 }
 
 // IPMI counts one answered request.

@@ -1,9 +1,10 @@
 // Package netpolicy says which addresses vbmcd may connect to on a
 // client's behalf: the image servers virtual media and firmware updates
 // fetch from (internal/media) and the listeners event subscriptions post
-// to (internal/redfish). Both take the one Policy that vbmcd builds from
-// its --media-allow-loopback, --media-deny-private, --media-allow-cidr and
-// --media-deny-cidr flags, and both check it on the address actually
+// to (internal/redfish). Both take the Policy that vbmcd builds from its
+// --media-deny-private, --media-allow-cidr and --media-deny-cidr flags;
+// loopback is the media's with --media-allow-loopback and the events'
+// with --events-allow-loopback only (Events). Both check it on the address actually
 // dialled (Policy.Control), after name resolution and for every
 // connection, so a name that resolves differently the second time (DNS
 // rebinding) cannot get past it.
@@ -39,6 +40,28 @@ type Policy struct {
 	Allow []netip.Prefix
 	// Deny lists ranges refused whatever else says (Allow included).
 	Deny []netip.Prefix
+	// LoopbackFlag, when set, is the flag that allows loopback, which
+	// AllowLoopback alone then does (Allow does not): an event listener
+	// on the BMC host is asked for by a flag of its own (Events).
+	LoopbackFlag string
+}
+
+// Events is p for event deliveries: loopback allowed by allowLoopback
+// (--events-allow-loopback) alone, whatever p allows for media (issue 46:
+// sushy-emulator mode's --media-allow-loopback opened loopback event
+// destinations, and an event with a custom header was POSTed to a
+// loopback admin URL).
+func (p Policy) Events(allowLoopback bool) Policy {
+	p.AllowLoopback, p.LoopbackFlag = allowLoopback, "--events-allow-loopback"
+	return p
+}
+
+// loopbackFlag is the flag a refusal of loopback names.
+func (p Policy) loopbackFlag() string {
+	if p.LoopbackFlag != "" {
+		return p.LoopbackFlag
+	}
+	return "--media-allow-loopback"
 }
 
 var (
@@ -65,6 +88,9 @@ func (p Policy) Why(a netip.Addr) string {
 			return fmt.Sprintf("%s is in %s, refused by --media-deny-cidr", a, d)
 		}
 	}
+	if a.IsLoopback() && p.LoopbackFlag != "" && !p.AllowLoopback {
+		return fmt.Sprintf("%s is a loopback address, refused unless %s", a, p.LoopbackFlag)
+	}
 	for _, al := range p.Allow {
 		if al.Contains(a) {
 			return ""
@@ -83,7 +109,7 @@ func (p Policy) Why(a netip.Addr) string {
 		if p.AllowLoopback {
 			return ""
 		}
-		return fmt.Sprintf("%s is a loopback address, refused unless --media-allow-loopback", a)
+		return fmt.Sprintf("%s is a loopback address, refused unless %s", a, p.loopbackFlag())
 	case a.IsPrivate(), cgnat.Contains(a):
 		if p.DenyPrivate {
 			return fmt.Sprintf("%s is a private address, refused by --media-deny-private", a)
@@ -129,6 +155,8 @@ func (p Policy) Refusal(a netip.Addr) string {
 		}
 	}
 	switch {
+	case a.IsLoopback() && p.LoopbackFlag != "":
+		return "loopback addresses are refused unless vbmcd runs with " + p.LoopbackFlag
 	case a.IsLoopback():
 		return "loopback addresses are refused unless vbmcd runs with --media-allow-loopback (or --media-allow-cidr naming the range)"
 	case a.IsLinkLocalUnicast(), linkLocal4.Contains(a):

@@ -53,16 +53,14 @@ const (
 	Entrypoint = "/usr/local/bin/vbmcd"
 	StateDir   = "/var/lib/vbmcd"       // vbmcd's --state-dir default
 	MediaDir   = "/var/lib/bmlab/media" // its --media-dir default
-	caBundle   = "/etc/ssl/certs/ca-certificates.crt"
 )
 
 // Spec is what goes into the image.
 type Spec struct {
-	Binary   string    // the static vbmcd (CGO_ENABLED=0)
-	Arch     string    // its GOARCH: amd64, arm64
-	CABundle string    // a PEM bundle for /etc/ssl/certs, "" for none
-	Created  time.Time // every timestamp in the image
-	Version  string    // the org.opencontainers.image.version label
+	Binary  string    // the static vbmcd (CGO_ENABLED=0)
+	Arch    string    // its GOARCH: amd64, arm64
+	Created time.Time // every timestamp in the image
+	Version string    // the org.opencontainers.image.version label
 }
 
 // entry is one file or directory of the layer.
@@ -93,13 +91,6 @@ func Image(s Spec) (v1.Image, error) {
 		{name: strings.TrimPrefix(StateDir, "/") + "/", mode: 0o700, uid: UID},
 		{name: strings.TrimPrefix(MediaDir, "/") + "/", mode: 0o755, uid: UID},
 		{name: "tmp/", mode: 0o1777},
-	}
-	if s.CABundle != "" {
-		ca, err := os.ReadFile(s.CABundle)
-		if err != nil {
-			return nil, fmt.Errorf("CA bundle: %w", err)
-		}
-		entries = append(entries, entry{name: strings.TrimPrefix(caBundle, "/"), mode: 0o644, data: ca})
 	}
 	gz, err := layer(entries, s.Created)
 	if err != nil {

@@ -6,7 +6,9 @@ import (
 	"strings"
 )
 
-// Quirk is a vendor misbehaviour with a public record, one switch each.
+// Quirk is a BMC misbehaviour, one switch each: a vendor's, with its
+// public record, or a case of the project's own (QuirkInfo.Own) that a
+// client should survive although no record of a vendor doing it was found.
 type Quirk string
 
 // The quirks vbmcd can replay.
@@ -23,10 +25,12 @@ const (
 	StaleInserted Quirk = "stale-inserted"
 	// MediaSlotOne: only member 1 takes an insert (iDRAC 10).
 	MediaSlotOne Quirk = "media-slot-one"
-	// EjectNeedsPowerOff: an eject is refused while the server is on.
+	// EjectNeedsPowerOff: an eject is refused while the server is on
+	// (the project's own case).
 	EjectNeedsPowerOff Quirk = "eject-needs-power-off"
 	// SlowBIOSPatch: a PATCH of the BIOS settings holds the connection
-	// longer than a client's 60 s read timeout before it answers.
+	// longer than a client's 60 s read timeout before it answers (the
+	// project's own case, after a slow BIOS action on record).
 	SlowBIOSPatch Quirk = "slow-bios-patch"
 )
 
@@ -35,16 +39,21 @@ type QuirkInfo struct {
 	Quirk  Quirk
 	Vendor string
 	Source string
+	// Own marks a case of the project's own: no public record of a
+	// vendor's BMC doing it was found (Source says what was searched, or
+	// the nearest record).
+	Own bool
 }
 
-// Quirks lists every quirk with its public source.
+// Quirks lists every quirk with its public source, or marked as the
+// project's own.
 var Quirks = []QuirkInfo{
-	{PowerOnConflict, "Dell iDRAC 10", "Ironic bug 2162995"},
-	{RefuseInPost, "HPE iLO", "Ironic bug 2136275"},
-	{StaleInserted, "Supermicro", "ansible-collections/community.general issue 6969; Ironic ejects before every insert"},
-	{MediaSlotOne, "Dell iDRAC 10", "karmab/kcli 5a465493"},
-	{EjectNeedsPowerOff, "some BMCs", "Ironic, 2026-07"},
-	{SlowBIOSPatch, "some BMCs", "Ironic's [redfish]read_timeout"},
+	{PowerOnConflict, "Dell iDRAC 10", "Ironic bug 2162995", false},
+	{RefuseInPost, "HPE iLO", "Ironic bug 2136275", false},
+	{StaleInserted, "Supermicro", "ansible-collections/community.general issue 6969; Ironic ejects before every insert", false},
+	{MediaSlotOne, "Dell iDRAC 10", "karmab/kcli 5a465493", false},
+	{EjectNeedsPowerOff, "none named", "the project's own: no record found in Ironic's, sushy's, Metal3's or the vendors' public issues and code", true},
+	{SlowBIOSPatch, "none named", "the project's own, after ansible/ansible issue 52332 (a Lenovo ThinkSystem SR650's BIOS action answered in about 30 s, past the client's read timeout) and the 60 s read timeout Ironic's [redfish] connect_timeout help names", true},
 }
 
 // ParseQuirks reads a list of switches, "name" (on) or "-name" (off),

@@ -66,3 +66,53 @@ func TestModeInTheLabFile(t *testing.T) {
 		t.Errorf("another lab's state: %v, %+v", err, p)
 	}
 }
+
+// TestProfileOfTheLab: once the lab exists its state records its profile;
+// a command given no --profile takes it (the nodes' sizes are the lab's),
+// one given another is refused, as --mode is; a state from before the
+// profile was recorded takes --profile as given.
+func TestProfileOfTheLab(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "lab.yaml")
+	if err := os.WriteFile(file, []byte("name: pf\ncluster: {masters: {diskGiB: 4}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, ".bmlab", "state.json")
+	if err := os.MkdirAll(filepath.Dir(state), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, state, flag string
+		disk              uint   // the masters' disk, GiB
+		err               string // "" for none
+	}{
+		{"no lab, no flag", "", "", 4, ""},
+		{"no lab, tiny", "", "tiny", 2, ""},
+		{"default lab, no flag", `"profile": ""`, "", 4, ""},
+		{"default lab, --profile default", `"profile": ""`, "default", 4, ""},
+		{"default lab, tiny", `"profile": ""`, "tiny", 0, `--profile tiny: lab "pf" exists with profile default`},
+		{"tiny lab, no flag", `"profile": "tiny"`, "", 2, ""},
+		{"tiny lab, tiny", `"profile": "tiny"`, "tiny", 2, ""},
+		{"tiny lab, --profile default", `"profile": "tiny"`, "default", 0, `--profile default: lab "pf" exists with profile tiny`},
+		{"unrecorded, tiny", `"done": "nodes"`, "tiny", 2, ""},
+		{"unrecorded, no flag", `"done": "nodes"`, "", 4, ""},
+	} {
+		_ = os.Remove(state)
+		if tt.state != "" {
+			if err := os.WriteFile(state, []byte(`{"lab": "pf", "mode": "ipi-baremetal", `+tt.state+`}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, err := Load(Options{ConfigPath: file, ConfigSet: true, Profile: tt.flag})
+		switch {
+		case tt.err != "":
+			if err == nil || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), "`labctl down` it first, or leave --profile out") {
+				t.Errorf("%s: %v, want %q", tt.name, err, tt.err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case p.Nodes[0].Disks[0].SizeGiB != tt.disk:
+			t.Errorf("%s: the master's disk %d GiB, want %d", tt.name, p.Nodes[0].Disks[0].SizeGiB, tt.disk)
+		}
+	}
+}

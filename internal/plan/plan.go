@@ -82,17 +82,22 @@ const (
 // settleMode gives the options the mode of the lab that exists (its
 // state file names it) when neither --mode nor the lab file's mode: does,
 // and refuses either when it disagrees with that lab: a lab is taken down
-// before it is built again in another mode.
+// before it is built again in another mode. The profile is settled the
+// same way (settleProfile).
 func (o *Options) settleMode(cfg *labconfig.Config, statePath string) error {
 	var st struct {
-		Lab  string `json:"lab"`
-		Mode string `json:"mode"`
+		Lab     string  `json:"lab"`
+		Mode    string  `json:"mode"`
+		Profile *string `json:"profile"`
 	}
 	b, err := os.ReadFile(statePath)
 	if err != nil || json.Unmarshal(b, &st) != nil || st.Mode == "" || st.Lab != cfg.Name {
 		// No lab here (or a damaged state file, which the lab's state
 		// reader reports).
 		return nil
+	}
+	if err := o.settleProfile(cfg.Name, st.Profile, statePath); err != nil {
+		return err
 	}
 	given, from := o.Mode, ModeFromFlag
 	if given == "" {
@@ -105,6 +110,33 @@ func (o *Options) settleMode(cfg *labconfig.Config, statePath string) error {
 		return fmt.Errorf("--mode %s: lab %q exists in mode %s (%s); `labctl down` it first, or leave --mode out", given, cfg.Name, st.Mode, statePath)
 	case given != st.Mode:
 		return fmt.Errorf("mode: %s in the lab file, but lab %q exists in mode %s (%s); `labctl down` it first, or write mode: %s", given, cfg.Name, st.Mode, statePath, st.Mode)
+	}
+	return nil
+}
+
+// settleProfile gives the options the profile of the lab that exists
+// (built, the sizes of its nodes are facts of the lab: a command given
+// another profile would plan other disks and memory than the lab has) when
+// --profile is not given, and refuses a --profile that disagrees with it.
+// built is the profile its state records ("" the default); nil when the
+// state predates the record (then --profile is taken as given).
+func (o *Options) settleProfile(lab string, built *string, statePath string) error {
+	if built == nil {
+		return nil
+	}
+	given := o.Profile
+	if given == labconfig.ProfileDefault {
+		given = ""
+	}
+	switch {
+	case o.Profile == "":
+		o.Profile = *built
+	case given != *built:
+		name := *built
+		if name == "" {
+			name = labconfig.ProfileDefault
+		}
+		return fmt.Errorf("--profile %s: lab %q exists with profile %s (%s); `labctl down` it first, or leave --profile out", o.Profile, lab, name, statePath)
 	}
 	return nil
 }
@@ -783,9 +815,6 @@ func Load(o Options) (*Plan, error) {
 			return nil, err
 		}
 	}
-	if err := cfg.ApplyProfile(o.Profile); err != nil {
-		return nil, err
-	}
 	if o.Dir == "" {
 		if o.ConfigSet {
 			o.Dir = filepath.Dir(o.ConfigPath)
@@ -800,6 +829,9 @@ func Load(o Options) (*Plan, error) {
 		return nil, err
 	}
 	if err := o.settleMode(cfg, filepath.Join(o.Dir, ".bmlab", "state.json")); err != nil {
+		return nil, err
+	}
+	if err := cfg.ApplyProfile(o.Profile); err != nil {
 		return nil, err
 	}
 	p, err := Resolve(cfg, o)
@@ -829,6 +861,9 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	}
 	if o.LibvirtURI == "" {
 		o.LibvirtURI = "qemu:///system"
+	}
+	if o.Profile == labconfig.ProfileDefault {
+		o.Profile = "" // one name for the default, as the lab's state records it
 	}
 	k := cfg.Cluster
 	state := filepath.Join(o.Dir, ".bmlab")

@@ -168,7 +168,7 @@ func readChecked(c *call, schema fields) (map[string]any, *apiError) {
 }
 
 func checkBody(c *call, schema fields, cur obj) (map[string]any, *apiError) {
-	body, err := readObject(c.r)
+	body, err := readObject(c)
 	if err != nil {
 		return nil, err
 	}
@@ -221,6 +221,26 @@ func (p *principal) manages(a accounts.Account) bool {
 	return p.system == "" || p.system == a.System
 }
 
+// accountView is account a as the BMC the request came in through shows
+// it. At a server's own BMC its Id is its IPMI user ID, as on a real BMC,
+// and its binding (the BMC's own system) is not shown: the store's ids are
+// counted across every BMC, and would tell one BMC how many accounts the
+// others made (issue 46). The service's listener shows the store's ids.
+func accountView(c *call, a accounts.Account) obj {
+	if c.bmc != "" {
+		return accountResource(strconv.Itoa(int(a.Slot)), a.UserName, a.Role, a.Enabled, a.Locked, "")
+	}
+	return accountResource(a.ID, a.UserName, a.Role, a.Enabled, a.Locked, a.System)
+}
+
+// accountIDAt is a's Id as the BMC the request came in through shows it.
+func accountIDAt(c *call, a accounts.Account) string {
+	if c.bmc != "" {
+		return strconv.Itoa(int(a.Slot))
+	}
+	return a.ID
+}
+
 // builtin is the account of a principal not in the store (the bootstrap
 // administrator, a machine's own user); its ID is the user name.
 func builtin(p *principal) obj {
@@ -235,7 +255,7 @@ func getAccounts(s *Server, c *call) *apiError {
 	if s.accounts != nil {
 		for _, a := range s.accounts.List("") {
 			if a.ID == c.who.acct || c.who.manages(a) {
-				members = append(members, accountURI(a.ID))
+				members = append(members, accountURI(accountIDAt(c, a)))
 			}
 		}
 	}
@@ -250,7 +270,18 @@ func (s *Server) account(c *call) (accounts.Account, bool, *apiError) {
 		return accounts.Account{}, true, nil
 	}
 	if s.accounts != nil {
-		if a, err := s.accounts.Get(id); err == nil && (a.ID == c.who.acct || c.who.manages(a)) {
+		a, err := s.accounts.Get(id)
+		if c.bmc != "" {
+			// At a server's own BMC an account is named by its IPMI
+			// user ID (accountView).
+			err = accounts.ErrNotFound
+			if slot, perr := strconv.ParseUint(id, 10, 8); perr == nil {
+				if found, ok := s.accounts.BySlot(c.bmc, uint8(slot)); ok && strconv.Itoa(int(found.Slot)) == id {
+					a, err = found, nil
+				}
+			}
+		}
+		if err == nil && (a.ID == c.who.acct || c.who.manages(a)) {
 			return a, false, nil
 		}
 	}
@@ -266,7 +297,7 @@ func getAccount(s *Server, c *call) *apiError {
 		s.writeJSON(c, http.StatusOK, builtin(c.who))
 		return nil
 	}
-	s.writeJSON(c, http.StatusOK, accountResource(a.ID, a.UserName, a.Role, a.Enabled, a.Locked, a.System))
+	s.writeJSON(c, http.StatusOK, accountView(c, a))
 	return nil
 }
 
@@ -373,8 +404,8 @@ func postAccount(s *Server, c *call) *apiError {
 		return storeError(e, body)
 	}
 	s.logChange(c, "account created", zap.String("account", a.UserName), zap.String("role", string(a.Role)), zap.String("system", a.System))
-	c.w.Header().Set("Location", accountURI(a.ID))
-	s.writeJSON(c, http.StatusCreated, accountResource(a.ID, a.UserName, a.Role, a.Enabled, a.Locked, a.System))
+	c.w.Header().Set("Location", accountURI(accountIDAt(c, a)))
+	s.writeJSON(c, http.StatusCreated, accountView(c, a))
 	return nil
 }
 
@@ -392,7 +423,7 @@ func patchAccount(s *Server, c *call) *apiError {
 		}
 		return errBuiltin
 	}
-	if err := ifMatch(c, renderJSON(0, accountResource(a.ID, a.UserName, a.Role, a.Enabled, a.Locked, a.System)).etag); err != nil {
+	if err := ifMatch(c, renderJSON(0, accountView(c, a)).etag); err != nil {
 		return err
 	}
 	body, err := readChecked(c, accountPatchSchema)
@@ -434,7 +465,7 @@ func patchAccount(s *Server, c *call) *apiError {
 		return storeError(e, body)
 	}
 	s.logChange(c, "account changed", zap.String("account", a.UserName))
-	s.writeJSON(c, http.StatusOK, accountResource(a.ID, a.UserName, a.Role, a.Enabled, a.Locked, a.System))
+	s.writeJSON(c, http.StatusOK, accountView(c, a))
 	return nil
 }
 

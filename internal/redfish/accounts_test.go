@@ -72,7 +72,7 @@ func TestRolesEnforced(t *testing.T) {
 		})
 	}
 	// ReadOnly changes its own password (ConfigureSelf), not its role.
-	ro, _ := st.ByName("ro")
+	ro, _ := st.ByName("", "ro")
 	self := "/redfish/v1/AccountService/Accounts/" + ro.ID
 	if w := f.do(req{method: "PATCH", path: self, user: "ro", pass: "ro-password", body: `{"RoleId":"Administrator"}`}); w.Code != http.StatusForbidden {
 		t.Errorf("ReadOnly raising its own role: %d %s", w.Code, w.Body.String())

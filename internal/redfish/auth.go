@@ -130,11 +130,13 @@ func equalConst(a, b string) bool {
 func sum(s string) [32]byte { return sha256.Sum256([]byte(s)) }
 
 // verify checks a user name and password from remote (the client's
-// address) against the service credentials, the stored accounts and every
-// machine's own; nil when none knows them, with why when a stored account
+// address), at the BMC of system bmc ("" for the service's listener: user
+// names are per BMC, and a name several BMCs' accounts hold is unknown
+// there), against the service credentials, the htpasswd file's users, the
+// stored accounts and every machine's own; nil when none knows them, with why when a stored account
 // refused them (disabled; a *accounts.LockedError when the name is locked
 // for remote).
-func (s *Server) verify(user, pass, remote string) (*principal, error) {
+func (s *Server) verify(bmc, user, pass, remote string) (*principal, error) {
 	if s.admin != nil {
 		u, p := sum(user), sum(pass)
 		okU := subtle.ConstantTimeCompare(u[:], s.adminUser[:])
@@ -143,10 +145,13 @@ func (s *Server) verify(user, pass, remote string) (*principal, error) {
 			return s.admin, nil
 		}
 	}
+	if s.htpasswd != nil && s.htpasswd.Verify(user, pass) {
+		return &principal{all: true, user: user, priv: accounts.AllPrivileges, role: accounts.Administrator, id: "htpasswd/" + user}, nil
+	}
 	var locked error
 	if s.accounts != nil {
 		gen := s.accounts.Generation()
-		a, found, err := s.accounts.Verify(user, pass, remote)
+		a, found, err := s.accounts.Verify(bmc, user, pass, remote)
 		if found {
 			if err != nil {
 				return nil, err
@@ -238,7 +243,7 @@ func (s *Server) Refusals() *lograte.Log { return s.refusals }
 // against the store's generation on use (Server.stale).
 type basicCache struct {
 	mu       sync.RWMutex
-	byHeader map[string]*principal
+	byHeader map[headerKey]*principal
 	byCred   map[credKey]*principal
 	salt     [32]byte
 
@@ -299,10 +304,19 @@ func (b *basicCache) once(ck credKey, remote string, check func() (*principal, e
 	return f.p, f.why, true
 }
 
-// credKey names one pair of credentials without the password.
+// credKey names one pair of credentials without the password, at the BMC
+// of system bmc ("" for the service's listener): user names are per BMC,
+// so the same credentials may be two accounts at two BMCs.
 type credKey struct {
+	bmc  string
 	user string
 	pass [32]byte // SHA-256 of salt and password
+}
+
+// headerKey is an Authorization header as one BMC got it.
+type headerKey struct {
+	bmc string
+	h   string
 }
 
 const (
@@ -314,25 +328,26 @@ const (
 )
 
 func (b *basicCache) init() {
-	b.byHeader, b.byCred = map[string]*principal{}, map[credKey]*principal{}
+	b.byHeader, b.byCred = map[headerKey]*principal{}, map[credKey]*principal{}
 	if _, err := rand.Read(b.salt[:]); err != nil {
 		panic("redfish: no randomness: " + err.Error())
 	}
 }
 
-func (b *basicCache) key(user, pass string) credKey {
+func (b *basicCache) key(bmc, user, pass string) credKey {
 	h := sha256.New()
 	h.Write(b.salt[:])
 	h.Write([]byte(pass))
-	k := credKey{user: user}
+	k := credKey{bmc: bmc, user: user}
 	h.Sum(k.pass[:0])
 	return k
 }
 
-// get is the hot path: a canonical header seen before.
-func (b *basicCache) get(h string) *principal {
+// get is the hot path: a canonical header seen before at the BMC of
+// system bmc.
+func (b *basicCache) get(bmc, h string) *principal {
 	b.mu.RLock()
-	p := b.byHeader[h]
+	p := b.byHeader[headerKey{bmc, h}]
 	b.mu.RUnlock()
 	return p
 }
@@ -358,13 +373,14 @@ func (b *basicCache) put(k credKey, h string, canonical bool, p *principal) {
 	if !canonical {
 		return
 	}
-	if _, ok := b.byHeader[h]; !ok && len(b.byHeader) >= basicCacheSize {
+	hk := headerKey{k.bmc, h}
+	if _, ok := b.byHeader[hk]; !ok && len(b.byHeader) >= basicCacheSize {
 		for old := range b.byHeader {
 			delete(b.byHeader, old)
 			break
 		}
 	}
-	b.byHeader[h] = p
+	b.byHeader[hk] = p
 }
 
 // size reports how many entries each index holds.
@@ -419,7 +435,7 @@ func (s *Server) authenticate(c *call) *apiError {
 	if len(auth[0]) > maxAuthHeader {
 		return unauthorized("The Authorization header is too long.")
 	}
-	if p := s.basic.get(auth[0]); p != nil && !s.stale(p) {
+	if p := s.basic.get(c.bmc, auth[0]); p != nil && !s.stale(p) {
 		if err := s.lockedOut(p, c); err != nil {
 			return refusal(err)
 		}
@@ -429,7 +445,7 @@ func (s *Server) authenticate(c *call) *apiError {
 	if !ok {
 		return unauthorized("Only Basic authentication and sessions are supported.")
 	}
-	k := s.basic.key(user, pass)
+	k := s.basic.key(c.bmc, user, pass)
 	canonical := canonicalBasic(auth[0], user, pass)
 	if p := s.basic.getCred(k); p != nil && !s.stale(p) {
 		if err := s.lockedOut(p, c); err != nil {
@@ -445,7 +461,7 @@ func (s *Server) authenticate(c *call) *apiError {
 	}
 	p, why, first := s.basic.once(k, c.r.RemoteAddr, func() (*principal, error) {
 		s.basic.verifies.Add(1)
-		return s.verify(user, pass, c.r.RemoteAddr)
+		return s.verify(c.bmc, user, pass, c.r.RemoteAddr)
 	})
 	if p == nil {
 		if first {
@@ -474,7 +490,7 @@ func (s *Server) lockedOut(p *principal, c *call) error {
 	if p.acct == "" || s.accounts == nil {
 		return nil
 	}
-	return s.accounts.LockedFor(p.user, c.r.RemoteAddr)
+	return s.accounts.LockedFor(p.system, p.user, c.r.RemoteAddr)
 }
 
 func parseBasic(h string) (user, pass string, ok bool) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -101,14 +102,23 @@ func TestBMCOfOneSystem(t *testing.T) {
 		t.Fatalf("account on the BMC: %d %s", w.Code, w.Body)
 	}
 	made := w.Header().Get("Location")
-	if sys := decode(t, w)["Oem"].(map[string]any)["Bmlab"].(map[string]any)["System"]; sys != mine {
-		t.Errorf("account made on %s's BMC is bound to %v", mine, sys)
+	// At the BMC its Id is its IPMI user ID and its binding (the BMC's
+	// own system) is not shown; the store binds it to the system.
+	if a, ok := st.ByName(mine, "made-here"); !ok || a.System != mine || made != accountURI(strconv.Itoa(int(a.Slot))) || decode(t, w)["Oem"] != nil {
+		t.Errorf("account made on %s's BMC: %+v at %s, body %s; want bound to it, named by its IPMI user ID", mine, a, made, w.Body)
 	}
-	if got := members(t, f, req{path: "/redfish/v1/AccountService/Accounts", bmc: mine}); !slices.Contains(got, made) || slices.ContainsFunc(got, func(u string) bool { return strings.HasSuffix(u, "/other") }) {
-		t.Errorf("accounts on %s's BMC: %v, want %s and none of the other system's", mine, got, made)
+	names := func(bmc string) []string {
+		var out []string
+		for _, u := range members(t, f, req{path: "/redfish/v1/AccountService/Accounts", bmc: bmc}) {
+			out = append(out, decode(t, f.do(req{path: u, bmc: bmc}))["UserName"].(string))
+		}
+		return out
 	}
-	if got := members(t, f, req{path: "/redfish/v1/AccountService/Accounts", bmc: other}); slices.Contains(got, made) {
-		t.Errorf("the other BMC lists %s", made)
+	if got := names(mine); !slices.Contains(got, "made-here") || slices.Contains(got, "other") {
+		t.Errorf("accounts on %s's BMC: %v, want made-here and none of the other system's", mine, got)
+	}
+	if got := names(other); slices.Contains(got, "made-here") {
+		t.Errorf("the other BMC lists made-here: %v", got)
 	}
 	w = f.do(req{method: http.MethodPost, path: "/redfish/v1/AccountService/Accounts", bmc: mine,
 		body: `{"UserName":"elsewhere","Password":"elsewhere-pw","RoleId":"Operator","Oem":{"Bmlab":{"System":"` + other + `"}}}`})

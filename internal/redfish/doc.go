@@ -42,7 +42,8 @@
 // changes live on a running machine).
 //
 // Authentication is HTTP Basic or a Redfish session (X-Auth-Token). The
-// service-wide credentials reach every system; a machine's own credentials
+// service-wide credentials, and the users of an htpasswd file
+// (WithHtpasswd), reach every system; a machine's own credentials
 // (machine.Settings.Credentials) reach that system, its Manager and Chassis
 // only, and collections list only what the caller may see. Accounts and
 // roles come from internal/accounts; an account bound to a system changes
@@ -51,8 +52,10 @@
 // that one system, and that BMC's sessions, accounts, subscriptions, tasks
 // and firmware; SimpleUpdate without Targets updates it. A machine of a
 // vendor personality is served there under the vendor's ids
-// (System.Embedded.1, /Systems/1: vendorids.go maps paths, bodies and
-// Location headers both ways; the shared listener keeps machine ids).
+// (System.Embedded.1, /Systems/1: vendorids.go maps paths, the references
+// of a body once read within its budget, and answers and Location headers
+// both ways; the shared listener keeps machine ids). Event destinations are
+// held to WithEventPolicy, which for loopback vbmcd gives a flag of its own.
 // Sessions are shared with the web console (caller.go: SessionCaller,
 // SessionState, and Changed, which tells it at once when a session ends or
 // an account changes), each with the BMC it was made on. Refused logins

@@ -90,6 +90,7 @@ type subscription struct {
 	Systems []string `json:",omitempty"`
 
 	queue   chan []byte
+	events  atomic.Int64 // EventIds given: each subscription counts its own
 	dropped atomic.Int64
 	failed  atomic.Int64
 	sent    atomic.Int64
@@ -149,8 +150,6 @@ type events struct {
 	policy   netpolicy.Policy // where deliveries may go
 	mu       sync.Mutex
 	subs     map[string]*subscription
-	next     int
-	eventID  atomic.Int64
 	attempts int
 	interval time.Duration
 	client   *http.Client
@@ -167,6 +166,8 @@ func newEvents(log *zap.Logger) *events {
 		subs: map[string]*subscription{}, attempts: 3, interval: 5 * time.Second, log: log,
 		prev:  map[string]*machine.Machine{},
 		stamp: func(string) time.Time { return time.Now().UTC() },
+		// vbmcd's default: loopback by --events-allow-loopback only.
+		policy: netpolicy.Policy{}.Events(false),
 	}
 	e.client = deliveryClient(e.policy)
 	return e
@@ -188,9 +189,10 @@ func deliveryClient(p netpolicy.Policy) *http.Client {
 }
 
 // WithEventPolicy holds event destinations to p, the outbound address
-// policy the image fetcher has (vbmcd passes both the same). Without it
-// the default policy holds: loopback, link-local and unspecified
-// addresses are refused.
+// policy the image fetcher has but for loopback (vbmcd passes its media
+// policy's Events). Without it the default policy holds: loopback,
+// link-local and unspecified addresses are refused, loopback naming
+// --events-allow-loopback.
 func WithEventPolicy(p netpolicy.Policy) Option {
 	return func(s *Server) {
 		s.events.policy = p
@@ -246,8 +248,8 @@ func (e *events) load() error {
 		e.attempts, e.interval = st.Attempts, time.Duration(st.IntervalSecs)*time.Second
 	}
 	for _, sub := range st.Subscriptions {
-		n, err := strconv.Atoi(sub.ID)
-		if err != nil || sub.Destination == "" || e.subs[sub.ID] != nil || len(e.subs) >= maxSubscriptions {
+		// Ids were counted before issue 46, random since: both are kept.
+		if sub.ID == "" || len(sub.ID) > 32 || sub.Destination == "" || e.subs[sub.ID] != nil || len(e.subs) >= maxSubscriptions {
 			continue
 		}
 		if !slices.Contains(retryPolicies, sub.Policy) {
@@ -259,7 +261,6 @@ func (e *events) load() error {
 				e.log.Warn("event subscription header dropped: "+why, zap.String("subscription", sub.ID))
 			}
 		}
-		e.next = max(e.next, n)
 		e.start(sub)
 	}
 	return nil
@@ -425,7 +426,10 @@ func (e *events) send(system, eventType, messageID, message, severity, origin st
 			sub.dropped.Add(1)
 			continue
 		}
-		id := strconv.FormatInt(e.eventID.Add(1), 10)
+		// Counted per subscription, not across the service: a
+		// subscriber at one BMC learns nothing of another's events
+		// (issue 46), and a gap is an event of its own it lost.
+		id := strconv.FormatInt(sub.events.Add(1), 10)
 		rec := obj{
 			"EventType": eventType, "EventId": id, "EventTimestamp": e.stamp(system).Format(dateTimeLayout),
 			"MessageId": messageID, "Message": message, "MessageArgs": nonNil(args),
@@ -561,7 +565,13 @@ func (e *events) post(sub *subscription, body []byte) bool {
 			}
 			err = fmt.Errorf("status %d", resp.StatusCode)
 		}
-		// net/http's errors name the URL with its password stripped.
+		// net/http's errors name the URL with its password stripped but
+		// its query string whole: a destination's ?token= is the
+		// subscriber's secret, never logged.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = redactQuery(redactURL(ue.URL))
+		}
 		e.log.Info("event delivery failed", zap.String("subscription", sub.ID), zap.Int("attempt", i+1), zap.Error(err))
 	}
 	return false
@@ -814,7 +824,7 @@ func patchSubscription(s *Server, c *call) *apiError {
 }
 
 func postSubscription(s *Server, c *call) *apiError {
-	body, err := readObject(c.r)
+	body, err := readObject(c)
 	if err != nil {
 		return err
 	}
@@ -878,8 +888,10 @@ func postSubscription(s *Server, c *call) *apiError {
 		e.mu.Unlock()
 		return newError(http.StatusBadRequest, MsgCreateLimitReachedForResource).with(fmt.Sprintf("At most %d subscriptions; delete one first.", maxSubscriptions))
 	}
-	e.next++
-	sub.ID = strconv.Itoa(e.next)
+	// A random id, as a session's: a count would tell one BMC how many
+	// subscriptions the others made (issue 46).
+	for sub.ID = randomHex(8); e.subs[sub.ID] != nil; sub.ID = randomHex(8) {
+	}
 	e.start(sub)
 	e.save()
 	e.mu.Unlock()

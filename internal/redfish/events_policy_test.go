@@ -20,7 +20,7 @@ import (
 )
 
 // policyFixture serves events under the default outbound policy, the one
-// vbmcd has without --media-allow-loopback: loopback refused.
+// vbmcd has without --events-allow-loopback: loopback refused.
 func policyFixture(t *testing.T, opts ...Option) *fixture {
 	f := newFixture(t, 1, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -68,11 +68,11 @@ func TestEventDestinationPolicy(t *testing.T) {
 	_, port, _ := net.SplitHostPort(ls.Listener.Addr().String())
 	path := "/redfish/v1/EventService/Subscriptions"
 	for dest, why := range map[string]string{
-		"http://127.0.0.1:" + port + "/":    "--media-allow-loopback",
-		"http://[::1]:" + port + "/":        "--media-allow-loopback",
+		"http://127.0.0.1:" + port + "/":    "--events-allow-loopback",
+		"http://[::1]:" + port + "/":        "--events-allow-loopback",
 		"http://0.0.0.0:" + port + "/":      "unspecified",
 		"http://169.254.169.254/latest/":    "link-local",
-		"http://[::ffff:127.0.0.1]:" + port: "--media-allow-loopback",
+		"http://[::ffff:127.0.0.1]:" + port: "--events-allow-loopback",
 	} {
 		w := f.do(req{method: "POST", path: path, body: `{"Destination":"` + dest + `"}`})
 		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), why) || !strings.Contains(w.Body.String(), "policy") {
@@ -239,7 +239,7 @@ func TestSushyEventPolicy(t *testing.T) {
 	}
 }
 
-// netpolicyLoopback is the policy of vbmcd --media-allow-loopback.
+// netpolicyLoopback is the event policy of vbmcd --events-allow-loopback.
 var netpolicyLoopback = netpolicy.Policy{AllowLoopback: true}
 
 // TestEventDeliveryNotRedirected: a listener's redirect is not followed

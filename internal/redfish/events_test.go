@@ -78,7 +78,7 @@ func (l *listener) waitFor(t *testing.T, text string, within time.Duration) map[
 }
 
 // eventFixture serves events with loopback destinations allowed (as vbmcd
-// --media-allow-loopback does): the tests' listeners are on 127.0.0.1.
+// --events-allow-loopback does): the tests' listeners are on 127.0.0.1.
 func eventFixture(t *testing.T, opts ...Option) *fixture {
 	f := newFixture(t, 2, append([]Option{WithEventPolicy(netpolicy.Policy{AllowLoopback: true})}, opts...)...)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -442,7 +442,7 @@ func (s *Server) begin(c *call, schema fields) (map[string]any, *apiError) {
 	if err := ifMatch(c, cur.etag); err != nil {
 		return nil, err
 	}
-	body, err := readObject(c.r)
+	body, err := readObject(c)
 	if err != nil {
 		return nil, err
 	}
@@ -591,7 +591,7 @@ func patchBiosSettings(s *Server, c *call) *apiError {
 // actionParams reads an action's body: an object whose keys are among
 // allowed. An empty body is an empty object.
 func actionParams(c *call, action string, allowed ...string) (map[string]any, *apiError) {
-	body, dup, err := parseObject(c.r, maxBody)
+	body, dup, err := parseCall(c)
 	switch {
 	case dup != nil && len(dup.keys) == 1:
 		return nil, newError(http.StatusBadRequest, MsgActionParameterDuplicate, action, dup.path())
@@ -729,7 +729,7 @@ func postSession(s *Server, c *call) *apiError {
 	if err := s.slowed(c); err != nil {
 		return err
 	}
-	who, why := s.verify(user, pass, c.r.RemoteAddr)
+	who, why := s.verify(c.bmc, user, pass, c.r.RemoteAddr)
 	if who == nil {
 		s.refused(c, user, why)
 		return refusal(why)

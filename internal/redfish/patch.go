@@ -49,10 +49,32 @@ const maxLoginBody = 4 << 10
 // Redfish bodies nest a few levels (Boot, Attributes, Oem).
 const maxJSONDepth = 32
 
-// readObject reads a JSON object body of at most maxBody bytes. An empty
+// readObject reads c's JSON object body of at most maxBody bytes. An empty
 // body is an empty object.
-func readObject(r *http.Request) (map[string]any, *apiError) {
-	return readObjectLimit(r, maxBody)
+func readObject(c *call) (map[string]any, *apiError) {
+	o, dup, aerr := parseCall(c)
+	if dup != nil {
+		return nil, duplicated(dup)
+	}
+	return o, aerr
+}
+
+// parseCall reads c's JSON object body of at most maxBody bytes, as
+// parseObject does. At a vendor BMC its references are then mapped to the
+// machine's ids (idView.mapRefs): the body is read, and charged to its
+// budget, by parseObject alone, and mapped once decoded.
+func parseCall(c *call) (map[string]any, *duplicateKeyError, *apiError) {
+	o, dup, aerr := parseObject(c.r, maxBody)
+	if o != nil && c.view != nil {
+		c.view.mapRefs(o)
+	}
+	return o, dup, aerr
+}
+
+// duplicated is the error of a key given twice.
+func duplicated(dup *duplicateKeyError) *apiError {
+	return newError(http.StatusBadRequest, MsgPropertyDuplicate, dup.path()).
+		with("A property may be given once in an object.")
 }
 
 // readObjectLimit reads a JSON object body of at most limit bytes. A key
@@ -62,8 +84,7 @@ func readObject(r *http.Request) (map[string]any, *apiError) {
 func readObjectLimit(r *http.Request, limit int64) (map[string]any, *apiError) {
 	o, dup, aerr := parseObject(r, limit)
 	if dup != nil {
-		return nil, newError(http.StatusBadRequest, MsgPropertyDuplicate, dup.path()).
-			with("A property may be given once in an object.")
+		return nil, duplicated(dup)
 	}
 	return o, aerr
 }

@@ -3,9 +3,11 @@ package redfish
 import (
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/metrics"
 )
 
 // handlerFunc serves one method of a route; a returned error is written as a
@@ -47,6 +49,17 @@ type route struct {
 
 	allow    string
 	allowHdr []string
+
+	// series is, by method (methodIndex), the metrics series of the
+	// status this route last answered that method with: a request with
+	// the same status counts without a lookup (ServeHTTP).
+	series *[len(knownMethodList)]atomic.Pointer[routeSeries]
+}
+
+// routeSeries is a status code's metrics series.
+type routeSeries struct {
+	code int
+	s    *metrics.RedfishSeries
 }
 
 // need is the privilege method needs on this route (DSP0266 §13.2; the
@@ -80,6 +93,10 @@ type call struct {
 	// view maps the machine's ids to its vendor's at such a BMC
 	// (vendorids.go); nil elsewhere.
 	view *idView
+
+	// rec records the status for the log and the metrics (ServeHTTP),
+	// kept here so that a request allocates one call, not two.
+	rec statusRecorder
 }
 
 func (rt *route) handler(method string) handlerFunc {
@@ -100,6 +117,7 @@ func (rt *route) handler(method string) handlerFunc {
 }
 
 func (rt *route) finish() *route {
+	rt.series = new([len(knownMethodList)]atomic.Pointer[routeSeries])
 	var ms []string
 	if rt.render != nil || rt.get != nil {
 		ms = append(ms, "GET", "HEAD")

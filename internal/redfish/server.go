@@ -29,8 +29,9 @@ type Server struct {
 	id  identity
 	now func() time.Time
 
-	admin       *principal // the service-wide user; nil when none is set
-	adminUser   [32]byte   // SHA-256 of the service user name and password
+	admin       *principal         // the service-wide user; nil when none is set
+	htpasswd    *accounts.Htpasswd // users of --htpasswd-file; nil: none
+	adminUser   [32]byte           // SHA-256 of the service user name and password
 	adminPass   [32]byte
 	ttl         time.Duration
 	maxSessions int
@@ -72,6 +73,11 @@ func WithCredentials(user, pass string) Option {
 		s.adminUser, s.adminPass = sum(user), sum(pass)
 	}
 }
+
+// WithHtpasswd adds the users of an htpasswd file of bcrypt entries (vbmcd
+// --htpasswd-file, sushy-tools' SUSHY_EMULATOR_AUTH_FILE): each is a
+// service-wide Administrator, as the bootstrap user is.
+func WithHtpasswd(h *accounts.Htpasswd) Option { return func(s *Server) { s.htpasswd = h } }
 
 // WithAccounts serves the accounts of st (AccountService Accounts, which
 // the IPMI face shares); without it only the bootstrap user and machines'
@@ -244,8 +250,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-	c := &call{w: rec, r: r}
+	c := &call{r: r, rec: statusRecorder{ResponseWriter: w, status: http.StatusOK}}
+	c.w = &c.rec
+	rec := &c.rec
 	s.serve(c)
 	took := time.Since(start)
 	if ce != nil {
@@ -253,18 +260,45 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			zap.Int("status", rec.status), zap.Duration("took", took),
 			zap.String("remote", r.RemoteAddr))
 	}
-	route := "other" // no route: bounded labels whatever paths come in
-	if c.rt != nil {
-		route = c.rt.name
+	if s.metrics == nil {
+		return
 	}
-	method := r.Method
-	if !knownMethods[method] {
-		method = "other"
+	mi := methodIndex(r.Method)
+	if c.rt == nil || c.rt.series == nil || mi < 0 {
+		// No route, or a method of its own: bounded labels whatever
+		// paths and methods come in.
+		route, method := "other", "other"
+		if c.rt != nil {
+			route = c.rt.name
+		}
+		if mi >= 0 {
+			method = r.Method
+		}
+		s.metrics.Redfish(route, method, rec.status, took)
+		return
 	}
-	s.metrics.Redfish(route, method, rec.status, took)
+	last := &c.rt.series[mi]
+	rs := last.Load()
+	if rs == nil || rs.code != rec.status {
+		rs = &routeSeries{code: rec.status, s: s.metrics.RedfishSeries(c.rt.name, r.Method, rec.status)}
+		last.Store(rs)
+	}
+	rs.s.Observe(took)
 }
 
-var knownMethods = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PATCH": true, "PUT": true, "DELETE": true}
+// knownMethodList are the methods counted by name in the metrics; others
+// are counted as "other".
+var knownMethodList = [...]string{"GET", "HEAD", "POST", "PATCH", "PUT", "DELETE"}
+
+// methodIndex is method's place in knownMethodList, -1 when it has none.
+func methodIndex(method string) int {
+	for i, m := range knownMethodList {
+		if m == method {
+			return i
+		}
+	}
+	return -1
+}
 
 type statusRecorder struct {
 	http.ResponseWriter
@@ -339,11 +373,7 @@ func (s *Server) serve(c *call) {
 				with(fmt.Sprintf("At most %d bytes.", maxBody)))
 			return
 		}
-		var body io.ReadCloser = http.MaxBytesReader(w, r.Body, maxBody)
-		if c.view != nil {
-			body = &mappedBody{ReadCloser: body, v: c.view}
-		}
-		r.Body = &cappedBody{ReadCloser: body, raw: r.Body}
+		r.Body = &cappedBody{ReadCloser: http.MaxBytesReader(w, r.Body, maxBody), raw: r.Body}
 	}
 	rt := s.match(c)
 	method := r.Method

@@ -12,7 +12,7 @@ import (
 // the target is that system. Here it is the one system the caller reaches:
 // an account bound to a system (AccountService, Oem.Bmlab.System) or a
 // machine's own user. A caller who reaches several is refused, and told
-// which accounts would have worked.
+// which accounts would have worked, among those it may see.
 
 // maxNamedAccounts bounds the accounts a refusal names.
 const maxNamedAccounts = 8
@@ -27,17 +27,23 @@ func (s *Server) noTargetHelp(c *call) string {
 	if c.who.priv&accounts.ConfigureUsers == 0 {
 		return how
 	}
+	// Only what the caller may see (issue 46: every bound account and its
+	// system were named to any caller reaching several systems): the
+	// accounts it manages, and the machines' own users to the service's
+	// administrator, who reaches every system.
 	var names []string
 	if s.accounts != nil {
 		for _, a := range s.accounts.List("") {
-			if a.System != "" && a.Enabled && a.Role.Privileges()&accounts.ConfigureComponents != 0 {
+			if a.System != "" && a.Enabled && a.Role.Privileges()&accounts.ConfigureComponents != 0 && c.who.manages(a) {
 				names = append(names, fmt.Sprintf("%s (system %s)", a.UserName, a.System))
 			}
 		}
 	}
-	for _, m := range s.visible(c) {
-		for _, cr := range m.Settings.Credentials {
-			names = append(names, fmt.Sprintf("%s (system %s)", cr.Username, m.ID))
+	if c.who.everywhere() {
+		for _, m := range s.visible(c) {
+			for _, cr := range m.Settings.Credentials {
+				names = append(names, fmt.Sprintf("%s (system %s)", cr.Username, m.ID))
+			}
 		}
 	}
 	if len(names) == 0 {

@@ -89,3 +89,41 @@ func TestNICFirmwareRelatedItemIsAnArray(t *testing.T) {
 		t.Errorf("NIC firmware of a machine without NICs: %s, want RelatedItem []", b)
 	}
 }
+
+// TestSimpleUpdateRefusalNamesOnlyWhatTheCallerManages: the refusal of a
+// SimpleUpdate without Targets names the accounts that would work only to
+// a caller who may see them (issue 46: it named every bound account and
+// its system to any caller with ConfigureUsers reaching several systems).
+// A machine's own user whose credentials two machines share reaches both,
+// manages no account, and is told how without a name; the global
+// administrator, who sees every account, is told their names.
+func TestSimpleUpdateRefusalNamesOnlyWhatTheCallerManages(t *testing.T) {
+	f, images := newUpdateFixture(t)
+	opt, st := withStore(t)
+	opt(f.srv)
+	if _, err := st.Create(accounts.New{UserName: "node0", Password: "node0-password", Role: accounts.Operator, Enabled: true, System: f.ids[0]}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range f.ids {
+		if _, err := f.svc.UpdateSettings(context.Background(), id, func(s *machine.Settings) error {
+			s.Credentials = []machine.Credential{{Username: "shared", Password: "shared-password"}}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update := func(user, pass string) string {
+		w := f.do(req{method: "POST", path: "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate", user: user, pass: pass,
+			body: `{"ImageURI":"` + images + `/bios-2.3.1.bin"}`})
+		if w.Code != 400 {
+			t.Fatalf("SimpleUpdate without Targets as %s: %d %s, want 400", user, w.Code, w.Body)
+		}
+		return w.Body.String()
+	}
+	if body := update("shared", "shared-password"); strings.Contains(body, "node0") || strings.Contains(body, "Accounts that would work") {
+		t.Errorf("a machine's own user reaching two systems is told of accounts: %s", body)
+	}
+	if body := update(testUser, testPass); !strings.Contains(body, "node0 (system "+f.ids[0]+")") || !strings.Contains(body, "shared (system ") {
+		t.Errorf("the global administrator is not told the accounts that would work: %s", body)
+	}
+}

@@ -2,12 +2,12 @@ package redfish
 
 import (
 	"bytes"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/personality"
 )
 
@@ -15,26 +15,31 @@ import (
 // names each System, Manager and Chassis by its machine id; a connection to
 // one machine's own BMC (AtBMC) of a vendor personality sees the vendor's
 // ids instead (personality.SystemID, ManagerID, ChassisID: iDRAC's
-// System.Embedded.1 and iDRAC.Embedded.1, iLO's and Supermicro's 1). The
+// System.Embedded.1 and iDRAC.Embedded.1, iLO's and Supermicro's 1), and
+// its FirmwareInventory members by their component alone (BIOS, BMC, NIC),
+// so that only the System's UUID property names the machine's UUID. The
 // builders keep writing machine ids; the view maps them both ways at the
-// edge: a request's path is mapped in before it is routed, an answer's body
-// and Location header are mapped out before they are sent. The render cache
-// keeps such a BMC's bodies under a key of their own (already mapped), so a
-// GET of a cached resource maps nothing.
+// edge: a request's path is mapped in before it is routed, the references
+// of a decoded request body (readObject: every "@odata.id" and each entry
+// of "Targets", the two places a Redfish request names a resource) are
+// mapped in after the body was read within its budget, and an answer's
+// body and Location header are mapped out before they are sent. Nothing
+// else of a request is touched: an event Destination or an image URL that
+// holds /redfish/v1/Systems/1 is the client's own string. The render cache
+// keeps such a BMC's bodies under a key of their own (already mapped), so
+// a GET of a cached resource maps nothing.
 
 // idView maps one machine's ids to its vendor's and back.
 type idView struct {
 	id  string // the machine id
 	key string // the render cache's prefix for this view
-	// in maps "Systems/" + vendor id (and Managers/, Chassis/, and the
-	// older Dell/Managers/ that Dell's clients still call) to the machine
-	// id's path.
-	in [4][2]string
-	// inBody maps the vendor's paths in a request body, where they end
-	// with a quote or a slash.
-	inBody *strings.Replacer
+	// in maps the vendor's paths ("Systems/" + vendor id, Managers/,
+	// Chassis/, the older Dell/Managers/ that Dell's clients still call,
+	// the FirmwareInventory members) to the machine id's.
+	in [][2]string
 	// out maps the machine id's paths to the vendor's, and the Id of the
-	// System, Manager or Chassis itself (by the route's scope).
+	// System, Manager or Chassis itself (by the route's scope), and of a
+	// FirmwareInventory member.
 	out [4]*strings.Replacer
 	// always: a body that names no machine id may still be mapped (the
 	// collections' slashed links).
@@ -70,23 +75,41 @@ func (s *Server) viewOf(c *call) *idView {
 	return v
 }
 
+// outPrefixes are what comes right before a path that the out mapping
+// rewrites: a JSON string's quote, or a quote or space in a message's
+// text. A path inside a URL (https://h/redfish/v1/Systems/<id>, a
+// client's event Destination or image) follows a host or a port, and is
+// left as it is.
+var outPrefixes = []string{`"`, `'`, ` `}
+
 func newIDView(id string, p *personality.Personality) *idView {
 	v := &idView{id: id, key: "bmc\x00" + id + "\x00" + string(p.Name) + "\x00"}
 	own := [4][2]string{{"Systems", p.SystemID}, {"Managers", p.ManagerID}, {"Chassis", p.ChassisID}, {"Dell/Managers", p.ManagerID}}
-	var paths, inPaths []string
-	for i, o := range own {
-		vendor, mine := rootURI+"/"+o[0]+"/"+o[1], rootURI+"/"+o[0]+"/"+id
-		v.in[i] = [2]string{vendor, mine}
-		paths = append(paths, mine, vendor)
-		inPaths = append(inPaths, vendor+`"`, mine+`"`, vendor+"/", mine+"/")
+	var paths, ids []string
+	out := func(mine, vendor string) {
+		for _, pre := range outPrefixes {
+			paths = append(paths, pre+mine, pre+vendor)
+		}
 	}
-	v.inBody = strings.NewReplacer(inPaths...)
+	for _, o := range own {
+		vendor, mine := rootURI+"/"+o[0]+"/"+o[1], rootURI+"/"+o[0]+"/"+id
+		v.in = append(v.in, [2]string{vendor, mine})
+		out(mine, vendor)
+	}
+	for _, fc := range machine.FirmwareComponents {
+		mineID := string(fc) + "-" + id // firmwareItemID
+		vendor, mine := firmwareInventoryURI+"/"+string(fc), firmwareInventoryURI+"/"+mineID
+		v.in = append(v.in, [2]string{vendor, mine})
+		out(mine, vendor)
+		ids = append(ids, `"Id":"`+mineID+`"`, `"Id":"`+string(fc)+`"`)
+	}
 	if p.SlashedCollections {
 		for _, coll := range []string{"Systems", "Managers", "Chassis"} {
-			paths = append(paths, rootURI+"/"+coll+`"`, rootURI+"/"+coll+`/"`)
+			paths = append(paths, `"`+rootURI+"/"+coll+`"`, `"`+rootURI+"/"+coll+`/"`)
 		}
 		v.always = true
 	}
+	paths = append(paths, ids...)
 	idProp := func(vendor string) []string { return []string{`"Id":"` + id + `"`, `"Id":"` + vendor + `"`} }
 	v.out[scopeNone] = strings.NewReplacer(paths...)
 	v.out[scopeSystem] = strings.NewReplacer(append(idProp(p.SystemID), paths...)...)
@@ -95,8 +118,9 @@ func newIDView(id string, p *personality.Personality) *idView {
 	return v
 }
 
-// mapIn turns a request's path that names the vendor's System, Manager or
-// Chassis into the machine id's. The machine id itself is still accepted.
+// mapIn turns a request's path that names the vendor's System, Manager,
+// Chassis or FirmwareInventory member into the machine id's. The machine
+// id itself is still accepted.
 func (v *idView) mapIn(p string) string {
 	for _, in := range v.in {
 		if rest, ok := strings.CutPrefix(p, in[0]); ok && (rest == "" || rest[0] == '/') {
@@ -106,38 +130,33 @@ func (v *idView) mapIn(p string) string {
 	return p
 }
 
-// mapBody maps a request body's links to the vendor's System, Manager or
-// Chassis (SimpleUpdate's Targets) to the machine id's.
-func (v *idView) mapBody(b []byte) []byte {
-	if !bytes.Contains(b, []byte(rootURI)) {
-		return b
-	}
-	return []byte(v.inBody.Replace(string(b)))
-}
-
-// mappedBody is a request body read whole (it is bounded: maxBody) and
-// mapped in before the handler reads it.
-type mappedBody struct {
-	io.ReadCloser
-	v    *idView
-	rd   *bytes.Reader
-	err  error
-	read bool
-}
-
-func (b *mappedBody) Read(p []byte) (int, error) {
-	if !b.read {
-		b.read = true
-		all, err := io.ReadAll(b.ReadCloser)
-		b.rd, b.err = bytes.NewReader(b.v.mapBody(all)), err
-	}
-	if n, _ := b.rd.Read(p); n > 0 || b.err == nil {
-		if n == 0 {
-			return 0, io.EOF
+// mapRefs maps, in place, the references of a decoded request body: the
+// value of every "@odata.id" and each string of a "Targets" list
+// (SimpleUpdate's, a list of URIs in the UpdateService schema), at any
+// depth: a link to a resource is an object holding its @odata.id. Every
+// other string is the client's own.
+func (v *idView) mapRefs(o map[string]any) {
+	for k, val := range o {
+		switch val := val.(type) {
+		case string:
+			if k == "@odata.id" {
+				o[k] = v.mapIn(val)
+			}
+		case map[string]any:
+			v.mapRefs(val)
+		case []any:
+			for i, e := range val {
+				switch e := e.(type) {
+				case string:
+					if k == "Targets" {
+						val[i] = v.mapIn(e)
+					}
+				case map[string]any:
+					v.mapRefs(e)
+				}
+			}
 		}
-		return n, nil
 	}
-	return 0, b.err
 }
 
 // mapOut maps a body (or a header value) written for the machine id.
@@ -218,7 +237,9 @@ func (w *idWriter) finish() {
 	w.streaming = true
 	h := w.Header()
 	if loc := h.Get("Location"); loc != "" {
-		h.Set("Location", string(w.v.mapOut(w.c, []byte(loc))))
+		// A quote before it, as in a body: the out mapping rewrites paths
+		// that follow one.
+		h.Set("Location", string(w.v.mapOut(w.c, []byte(`"`+loc)))[1:])
 	}
 	if w.status == 0 {
 		return // nothing written: net/http answers 200 with no body

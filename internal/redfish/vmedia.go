@@ -381,7 +381,7 @@ func patchVirtualMedia(s *Server, c *call) *apiError {
 	if im := c.r.Header["If-Match"]; len(im) > 0 && !etagListed(im[0], cur.etag) {
 		return newError(http.StatusPreconditionFailed, MsgPreconditionFailed)
 	}
-	body, aerr := readObject(c.r)
+	body, aerr := readObject(c)
 	if aerr != nil {
 		return aerr
 	}
@@ -545,7 +545,7 @@ func postMediaCertificate(s *Server, c *call) *apiError {
 	if aerr != nil {
 		return aerr
 	}
-	body, aerr := readObject(c.r)
+	body, aerr := readObject(c)
 	if aerr != nil {
 		return aerr
 	}

@@ -11,7 +11,9 @@
 // themselves with golang.org/x/net/http2's Framer, from one or more
 // loopback source addresses, hold the streams, sample the server's VmRSS
 // from /proc every 50 ms, probe the server as an administrator meanwhile,
-// and stop when the server passes a ceiling (-max-rss).
+// and stop when the server passes a ceiling (-max-rss). The body kinds
+// (bodyattack.go) run the same way over HTTP/1.1, each connection a request
+// whose chunked body never ends, aimed at a machine's own BMC.
 //
 // It talks to loopback addresses only.
 package rfbench

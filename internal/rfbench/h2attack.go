@@ -49,6 +49,11 @@ type h2Kind struct {
 	// reset: each stream is reset (RST_STREAM CANCEL) right after it is
 	// opened, and another opened, as fast as the connection takes them.
 	reset bool
+	// chunked, when set, makes it a body attack (bodyattack.go): HTTP/1.1,
+	// one request a connection, a chunked body of this many bytes that
+	// starts with prefix and never ends.
+	chunked int
+	prefix  string
 }
 
 // h2Target is what the attack learned about the server first.
@@ -92,10 +97,17 @@ var h2Kinds = map[string]h2Kind{
 }
 
 // H2Kinds names the HTTP/2 attacks, sorted.
-func H2Kinds() []string {
+func H2Kinds() []string { return heldKinds(false) }
+
+// BodyKinds names the body attacks (bodyattack.go), sorted.
+func BodyKinds() []string { return heldKinds(true) }
+
+func heldKinds(body bool) []string {
 	var out []string
-	for k := range h2Kinds {
-		out = append(out, k)
+	for k, kind := range h2Kinds {
+		if kind.chunked > 0 == body {
+			out = append(out, k)
+		}
 	}
 	sort.Strings(out)
 	return out
@@ -153,7 +165,7 @@ type Sample struct {
 func H2Attack(ctx context.Context, cfg H2Config) (*H2Result, error) {
 	kind, ok := h2Kinds[cfg.Kind]
 	if !ok {
-		return nil, fmt.Errorf("-attack %q: want one of %s", cfg.Kind, strings.Join(H2Kinds(), ", "))
+		return nil, fmt.Errorf("-attack %q: want one of %s", cfg.Kind, strings.Join(append(H2Kinds(), BodyKinds()...), ", "))
 	}
 	base, err := url.Parse(cfg.URL)
 	if err != nil {
@@ -230,11 +242,15 @@ func H2Attack(ctx context.Context, cfg H2Config) (*H2Result, error) {
 		res.Outcomes[k]++
 		mu.Unlock()
 	}
-	var streams atomic.Int64
+	var streams, h1Conns atomic.Int64
 	for s := range cfg.Sources {
 		src := net.IPv4(127, 0, 0, byte(1+s))
 		for range cfg.Conns {
 			wg.Go(func() {
+				if kind.chunked > 0 {
+					h1Loop(actx, kind, t, src, dials, &h1Conns, &streams, count)
+					return
+				}
 				select {
 				case dials <- struct{}{}:
 				case <-actx.Done():
@@ -289,6 +305,9 @@ func H2Attack(ctx context.Context, cfg H2Config) (*H2Result, error) {
 	mu.Unlock()
 	wg.Wait()
 	res.Streams = streams.Load()
+	if kind.chunked > 0 {
+		res.Conns = int(h1Conns.Load())
+	}
 	closed := time.Now()
 	for _, at := range settleTimes(cfg.Settle) {
 		select {
@@ -327,10 +346,16 @@ func (r *H2Result) Report(out io.Writer) {
 	if c.Streams > 0 {
 		streams = strconv.Itoa(c.Streams)
 	}
-	fmt.Fprintf(out, "sources: %d (127.0.0.1-127.0.0.%d), %d connections each, streams per connection: %s (server's limit %s), held %v\n",
-		c.Sources, c.Sources, c.Conns, streams, maxStreamsText(r.MaxStreams), c.Hold)
-	fmt.Fprintf(out, "connections: %d with the server's SETTINGS, %d refused; streams opened: %d in %v\n",
-		r.Conns, r.ConnsFailed, r.Streams, r.Elapsed.Round(time.Millisecond))
+	if h2Kinds[c.Kind].chunked > 0 {
+		fmt.Fprintf(out, "sources: %d (127.0.0.1-127.0.0.%d), %d HTTP/1.1 connections each, one request a connection (another when the server closes one), held %v\n",
+			c.Sources, c.Sources, c.Conns, c.Hold)
+		fmt.Fprintf(out, "connections: %d made; requests: %d in %v\n", r.Conns, r.Streams, r.Elapsed.Round(time.Millisecond))
+	} else {
+		fmt.Fprintf(out, "sources: %d (127.0.0.1-127.0.0.%d), %d connections each, streams per connection: %s (server's limit %s), held %v\n",
+			c.Sources, c.Sources, c.Conns, streams, maxStreamsText(r.MaxStreams), c.Hold)
+		fmt.Fprintf(out, "connections: %d with the server's SETTINGS, %d refused; streams opened: %d in %v\n",
+			r.Conns, r.ConnsFailed, r.Streams, r.Elapsed.Round(time.Millisecond))
+	}
 	var keys []string
 	for k := range r.Outcomes {
 		keys = append(keys, k)

@@ -70,7 +70,7 @@ func Run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.password, "password", "password", "Basic auth password")
 	fs.IntVar(&o.serverPID, "server-pid", 0, "PID of the server, to read its CPU time from /proc (with -url)")
 	fs.IntVar(&o.systems, "systems", 10, "systems of the sim backend when rfbench starts the server")
-	fs.StringVar(&o.attack, "attack", "", "send -n hostile requests of one kind (padded-basic, bad-basic, bad-session, sessions, big-body, long-path, unknown-keys-login, unknown-keys-patch, long-value; half-open opens -n connections that send nothing) to -url and report the server's memory (needs -server-pid); the HTTP/2 kinds ("+strings.Join(H2Kinds(), ", ")+") open -c connections from each of -sources addresses and hold their streams for -hold")
+	fs.StringVar(&o.attack, "attack", "", "send -n hostile requests of one kind (padded-basic, bad-basic, bad-session, sessions, big-body, long-path, unknown-keys-login, unknown-keys-patch, long-value; half-open opens -n connections that send nothing) to -url and report the server's memory (needs -server-pid); the HTTP/2 kinds ("+strings.Join(H2Kinds(), ", ")+") open -c connections from each of -sources addresses and hold their streams for -hold, and so do the body kinds ("+strings.Join(BodyKinds(), ", ")+": HTTP/1.1, never-ending chunked bodies, aimed at a machine's own BMC)")
 	fs.IntVar(&o.sources, "sources", 1, "HTTP/2 attacks and half-open: source addresses, 127.0.0.1 to 127.0.0.N (each with -c connections, half-open: -n)")
 	fs.IntVar(&o.streams, "streams", 0, "HTTP/2 attacks: streams per connection (0: as many as the server allows)")
 	fs.DurationVar(&o.hold, "hold", 10*time.Second, "HTTP/2 attacks: how long the streams are held")
@@ -112,7 +112,7 @@ func Run(ctx context.Context, args []string, out io.Writer) error {
 	if err := loopbackOnly(base.Hostname()); err != nil {
 		return err
 	}
-	if strings.HasPrefix(o.attack, "h2-") {
+	if _, held := h2Kinds[o.attack]; held {
 		res, err := H2Attack(ctx, H2Config{URL: o.url, Kind: o.attack, User: o.user, Password: o.password, ServerPID: o.serverPID,
 			Sources: o.sources, Conns: o.conns, Streams: o.streams, Hold: o.hold, Settle: o.settle, MaxRSS: o.maxRSS * 1e6})
 		if err != nil {

@@ -25,53 +25,138 @@ import (
 // []any or map[string]any.
 type pyValue = any
 
+// The file is read as a stream, one logical line at a time: nothing holds
+// the tokens of the whole file. A statement that assigns none of the names
+// asked for is skipped as it is read; the value of one that does is
+// evaluated from the tokens as they come. So the memory taken is about the
+// values read (as for the JSON form), not the file's tokens: a 4 MB file of
+// brackets or commas took 3 GB allocated before (issue 46), and nesting
+// stops at maxDepth wherever it is.
+
 // pyAssignments returns the literal values the file's top-level
 // assignments give to names (the last assignment wins, as in Python), and
 // the other names the top level assigns (in the order of their first
 // assignment), so that a caller may say what it leaves alone.
 func pyAssignments(src []byte, names ...string) (values map[string]pyValue, lines map[string]int, others []string, err error) {
-	toks, err := pyTokenize(src)
-	if err != nil {
-		return nil, nil, nil, err
+	s := string(src)
+	if !utf8.ValidString(s) {
+		return nil, nil, nil, fmt.Errorf("the file is not UTF-8 text")
 	}
-	want := map[string]bool{}
+	a := &assigner{l: &pyLexer{s: s, line: 1}, want: map[string]bool{}, values: map[string]pyValue{}, lines: map[string]int{}, seen: map[string]bool{}}
 	for _, n := range names {
-		want[n] = true
+		a.want[n] = true
 	}
-	values, lines = map[string]pyValue{}, map[string]int{}
-	seen := map[string]bool{}
-	for _, st := range pyStatements(toks) {
-		targets, value := assignment(st)
-		if targets == nil {
-			// Not a plain top-level assignment: it must not assign a
-			// name asked for.
-			for i, t := range st.toks {
-				if t.kind == tokName && want[t.text] && i+1 < len(st.toks) && st.toks[i+1].kind == tokOp && assignOp(st.toks[i+1].text) {
-					where := "in a block or an expression"
-					if st.top && i == 0 {
-						where = "with " + st.toks[i+1].text
-					}
-					return nil, nil, nil, fmt.Errorf("line %d: %s is set %s; vbmcd reads only top-level assignments of a literal value (NAME = [...]): write the value out there, or give the JSON form", t.line, t.text, where)
-				}
-			}
+	for {
+		t := a.l.next()
+		if t.kind == tokEOF {
+			break
+		}
+		if t.kind == tokNewline {
 			continue
 		}
-		for _, tg := range targets {
-			if !want[tg.text] {
-				if !seen[tg.text] {
-					seen[tg.text] = true
-					others = append(others, tg.text)
-				}
-				continue
-			}
-			v, err := pyLiteral(value, tg.text)
+		// The first token of a logical line: its statements are at the
+		// top level when it starts at column 0 and opens no block.
+		top := t.col == 0 && !(t.kind == tokName && pyCompound[t.text])
+		for {
+			end, err := a.statement(t, top)
 			if err != nil {
 				return nil, nil, nil, err
 			}
-			values[tg.text], lines[tg.text] = v, tg.line
+			if end.kind != tokOp { // the line's end, or the file's
+				break
+			}
+			if t = a.l.next(); t.kind == tokNewline || t.kind == tokEOF {
+				break
+			}
 		}
 	}
-	return values, lines, others, nil
+	if a.l.err != nil {
+		return nil, nil, nil, a.l.err
+	}
+	return a.values, a.lines, a.others, nil
+}
+
+// assigner reads the statements of a file for pyAssignments.
+type assigner struct {
+	l      *pyLexer
+	want   map[string]bool
+	values map[string]pyValue
+	lines  map[string]int
+	seen   map[string]bool
+	others []string
+}
+
+// statement reads one simple statement starting with first (a logical
+// line, or a part of one between semicolons) and returns the token that
+// ends it: ";", the end of the line or of the file. A top-level statement
+// NAME = [NAME =]... value is an assignment: the value of a name asked for
+// is evaluated. Any other statement must not assign a name asked for.
+func (a *assigner) statement(first pyToken, top bool) (pyToken, error) {
+	l := a.l
+	var targets []pyToken
+	t := first
+	if top {
+		for t.kind == tokName && !pyKeyword[t.text] {
+			if u := l.peek(); u.kind != tokOp || u.text != "=" {
+				break
+			}
+			l.next() // the "="
+			targets = append(targets, t)
+			t = l.next()
+		}
+	}
+	if len(targets) > 0 {
+		// An assignment; t is its value's first token.
+		wanted := false
+		for _, tg := range targets {
+			if a.want[tg.text] {
+				wanted = true
+			} else if !a.seen[tg.text] {
+				a.seen[tg.text] = true
+				a.others = append(a.others, tg.text)
+			}
+		}
+		if !wanted {
+			return a.skip(t), nil
+		}
+		v, end, err := pyLiteral(l, t, targets[0].text)
+		if err != nil {
+			return end, err
+		}
+		for _, tg := range targets {
+			if a.want[tg.text] {
+				a.values[tg.text], a.lines[tg.text] = v, int(tg.line)
+			}
+		}
+		return end, nil
+	}
+	// Not a plain top-level assignment: it must not assign a name asked for.
+	var prev pyToken
+	for i := 0; !atEnd(t); i++ {
+		if i > 0 && prev.kind == tokName && a.want[prev.text] && t.kind == tokOp && assignOp(t.text) {
+			where := "in a block or an expression"
+			if top && i == 1 {
+				where = "with " + t.text
+			}
+			return t, fmt.Errorf("line %d: %s is set %s; vbmcd reads only top-level assignments of a literal value (NAME = [...]): write the value out there, or give the JSON form", prev.line, prev.text, where)
+		}
+		prev, t = t, l.next()
+	}
+	return t, nil
+}
+
+// skip reads the rest of a statement from t and returns the token that
+// ends it.
+func (a *assigner) skip(t pyToken) pyToken {
+	for !atEnd(t) {
+		t = a.l.next()
+	}
+	return t
+}
+
+// atEnd: t ends a statement.
+func atEnd(t pyToken) bool {
+	return t.kind == tokNewline || t.kind == tokEOF || t.kind == tokOp && t.text == ";"
 }
 
 func assignOp(op string) bool {
@@ -80,23 +165,6 @@ func assignOp(op string) bool {
 		return true
 	}
 	return false
-}
-
-// assignment splits a top-level statement NAME = [NAME =]... value into
-// its targets and the value's tokens; nil when the statement is not one.
-func assignment(st pyStatement) (targets []pyToken, value []pyToken) {
-	if !st.top {
-		return nil, nil
-	}
-	t := st.toks
-	for len(t) >= 3 && t[0].kind == tokName && !pyKeyword[t[0].text] && t[1].kind == tokOp && t[1].text == "=" {
-		targets = append(targets, t[0])
-		t = t[2:]
-	}
-	if targets == nil || len(t) == 0 {
-		return nil, nil
-	}
-	return targets, t
 }
 
 // pyKeyword are the names that are not names.
@@ -108,65 +176,27 @@ var pyKeyword = map[string]bool{
 	"while": true, "with": true, "yield": true,
 }
 
-type tokKind int
+type tokKind uint8
 
 const (
 	tokName tokKind = iota + 1
 	tokNumber
 	tokString
 	tokOp
+	tokNewline // the end of a logical line
+	tokEOF     // the end of the file, or a lexing error (pyLexer.err)
 )
 
 func (k tokKind) String() string {
-	return map[tokKind]string{tokName: "name", tokNumber: "number", tokString: "string", tokOp: "operator"}[k]
+	return map[tokKind]string{tokName: "name", tokNumber: "number", tokString: "string", tokOp: "operator", tokNewline: "end of line", tokEOF: "end of file"}[k]
 }
 
 type pyToken struct {
 	kind      tokKind
-	text      string // as written
-	line, col int    // 1-based line, 0-based column of its first character
-	str       string // a string's value
 	raw       bool   // a string with an f or b prefix: not a plain str literal
-	newline   bool   // the last token of a logical line
-}
-
-// pyStatement is one simple statement: a logical line, or a part of one
-// between semicolons.
-type pyStatement struct {
-	toks []pyToken
-	top  bool // it starts a line at column 0: not inside a block
-}
-
-// pyStatements splits tokens into statements. The statements after a
-// compound statement's colon on its line (if x: A = 1; B = 2) are in its
-// block, not at the top level.
-func pyStatements(toks []pyToken) []pyStatement {
-	var out []pyStatement
-	var cur []pyToken
-	newLine, top := true, false
-	flush := func() {
-		if len(cur) > 0 {
-			out = append(out, pyStatement{toks: cur, top: top})
-		}
-		cur = nil
-	}
-	for _, t := range toks {
-		if newLine {
-			top = t.col == 0 && !(t.kind == tokName && pyCompound[t.text])
-			newLine = false
-		}
-		if t.kind == tokOp && t.text == ";" {
-			flush()
-		} else {
-			cur = append(cur, t)
-		}
-		if t.newline {
-			flush()
-			newLine = true
-		}
-	}
-	flush()
-	return out
+	line, col int32  // 1-based line, 0-based column of its first character
+	text      string // as written
+	str       string // a string's value
 }
 
 // pyCompound are the keywords that open a block.
@@ -175,63 +205,85 @@ var pyCompound = map[string]bool{
 	"try": true, "except": true, "finally": true, "async": true, "match": true, "case": true,
 }
 
-// pyTokenize splits Python source into tokens, marking the last of each
-// logical line. Brackets join physical lines, as does a backslash at a
-// line's end; comments are dropped.
-func pyTokenize(src []byte) ([]pyToken, error) {
-	s := string(src)
-	if !utf8.ValidString(s) {
-		return nil, fmt.Errorf("the file is not UTF-8 text")
+// pyLexer splits Python source into tokens as they are asked for, with a
+// tokNewline at the end of each logical line. Brackets join physical
+// lines, as does a backslash at a line's end; comments are dropped.
+// Brackets nest at most maxDepth deep.
+type pyLexer struct {
+	s                  string
+	i, line, lineStart int
+	opens              []pyToken // the open brackets, for errors: at most maxDepth
+	onLine             bool      // a token was given since the last tokNewline
+	peeked             pyToken   // the token peek saw, when hasPeek
+	hasPeek            bool
+	err                error // the first error: every token from then on is tokEOF
+}
+
+// peek returns the next token without taking it.
+func (l *pyLexer) peek() pyToken {
+	if !l.hasPeek {
+		l.peeked, l.hasPeek = l.scan(), true
 	}
-	var toks []pyToken
-	line, lineStart, depth := 1, 0, 0
-	var opens []pyToken // the open brackets, for errors
-	endLine := func() {
-		if len(toks) > 0 && depth == 0 {
-			toks[len(toks)-1].newline = true
-		}
+	return l.peeked
+}
+
+// next takes the next token.
+func (l *pyLexer) next() pyToken {
+	if l.hasPeek {
+		l.hasPeek = false
+		return l.peeked
 	}
-	i := 0
-	// str reads the string literal whose prefix starts at i and whose
-	// quote is at q.
-	str := func(q int) error {
-		t, next, lines, lastStart, err := pyString(s, i, q, line, i-lineStart)
-		if err != nil {
-			return err
-		}
-		toks = append(toks, t)
-		if lines > 0 {
-			line, lineStart = line+lines, lastStart
-		}
-		i = next
-		return nil
+	return l.scan()
+}
+
+func (l *pyLexer) fail(format string, args ...any) pyToken {
+	if l.err == nil {
+		l.err = fmt.Errorf(format, args...)
 	}
-	for i < len(s) {
-		c := s[i]
-		col := i - lineStart
+	l.i = len(l.s)
+	return pyToken{kind: tokEOF, line: int32(l.line)}
+}
+
+func (l *pyLexer) tok(kind tokKind, text string, col int) pyToken {
+	l.onLine = true
+	return pyToken{kind: kind, text: text, line: int32(l.line), col: int32(col)}
+}
+
+func (l *pyLexer) scan() pyToken {
+	s := l.s
+	if l.err != nil {
+		return pyToken{kind: tokEOF, line: int32(l.line)}
+	}
+	for l.i < len(s) {
+		c := s[l.i]
+		col := l.i - l.lineStart
 		switch {
 		case c == '\n':
-			endLine()
-			i++
-			line, lineStart = line+1, i
+			l.i++
+			line := l.line
+			l.line, l.lineStart = l.line+1, l.i
+			if len(l.opens) == 0 && l.onLine {
+				l.onLine = false
+				return pyToken{kind: tokNewline, line: int32(line)}
+			}
 		case c == ' ' || c == '\t' || c == '\r' || c == '\f':
-			i++
+			l.i++
 		case c == '#':
-			for i < len(s) && s[i] != '\n' {
-				i++
+			for l.i < len(s) && s[l.i] != '\n' {
+				l.i++
 			}
 		case c == '\\':
-			if i+1 < len(s) && s[i+1] == '\n' {
-				i += 2
-				line, lineStart = line+1, i
-			} else if i+2 < len(s) && s[i+1] == '\r' && s[i+2] == '\n' {
-				i += 3
-				line, lineStart = line+1, i
+			if l.i+1 < len(s) && s[l.i+1] == '\n' {
+				l.i += 2
+				l.line, l.lineStart = l.line+1, l.i
+			} else if l.i+2 < len(s) && s[l.i+1] == '\r' && s[l.i+2] == '\n' {
+				l.i += 3
+				l.line, l.lineStart = l.line+1, l.i
 			} else {
-				return nil, fmt.Errorf("line %d: a backslash outside a string that does not end the line", line)
+				return l.fail("line %d: a backslash outside a string that does not end the line", l.line)
 			}
-		case isNameStart(s[i:]):
-			j := i
+		case isNameStart(s[l.i:]):
+			j := l.i
 			for j < len(s) {
 				r, n := utf8.DecodeRuneInString(s[j:])
 				if !(r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r)) {
@@ -240,58 +292,74 @@ func pyTokenize(src []byte) ([]pyToken, error) {
 				j += n
 			}
 			// A string prefix: r, u, b, f and pairs, right before a quote.
-			if j < len(s) && (s[j] == '\'' || s[j] == '"') && stringPrefix(s[i:j]) {
-				if err := str(j); err != nil {
-					return nil, err
-				}
-				continue
+			if j < len(s) && (s[j] == '\'' || s[j] == '"') && stringPrefix(s[l.i:j]) {
+				return l.str(j)
 			}
-			toks = append(toks, pyToken{kind: tokName, text: s[i:j], line: line, col: col})
-			i = j
+			t := l.tok(tokName, s[l.i:j], col)
+			l.i = j
+			return t
 		case c == '\'' || c == '"':
-			if err := str(i); err != nil {
-				return nil, err
-			}
-		case c >= '0' && c <= '9' || c == '.' && i+1 < len(s) && s[i+1] >= '0' && s[i+1] <= '9':
-			j := i + 1
+			return l.str(l.i)
+		case c >= '0' && c <= '9' || c == '.' && l.i+1 < len(s) && s[l.i+1] >= '0' && s[l.i+1] <= '9':
+			j := l.i + 1
 			for j < len(s) {
 				d := s[j]
 				if d >= '0' && d <= '9' || d >= 'a' && d <= 'z' || d >= 'A' && d <= 'Z' || d == '_' || d == '.' {
 					j++
 					continue
 				}
-				if (d == '+' || d == '-') && (s[j-1] == 'e' || s[j-1] == 'E') && !strings.HasPrefix(strings.ToLower(s[i:j]), "0x") {
+				if (d == '+' || d == '-') && (s[j-1] == 'e' || s[j-1] == 'E') && !strings.HasPrefix(strings.ToLower(s[l.i:j]), "0x") {
 					j++
 					continue
 				}
 				break
 			}
-			toks = append(toks, pyToken{kind: tokNumber, text: s[i:j], line: line, col: col})
-			i = j
+			t := l.tok(tokNumber, s[l.i:j], col)
+			l.i = j
+			return t
 		default:
-			op := pyOperator(s[i:])
-			t := pyToken{kind: tokOp, text: op, line: line, col: col}
+			op := pyOperator(s[l.i:])
+			t := l.tok(tokOp, op, col)
 			switch op {
 			case "(", "[", "{":
-				depth++
-				opens = append(opens, t)
-			case ")", "]", "}":
-				if depth == 0 {
-					return nil, fmt.Errorf("line %d: %q closes nothing", line, op)
+				if len(l.opens) == maxDepth {
+					return l.fail("line %d: brackets nest deeper than %d", l.line, maxDepth)
 				}
-				depth--
-				opens = opens[:len(opens)-1]
+				l.opens = append(l.opens, t)
+			case ")", "]", "}":
+				if len(l.opens) == 0 {
+					return l.fail("line %d: %q closes nothing", l.line, op)
+				}
+				l.opens = l.opens[:len(l.opens)-1]
 			}
-			toks = append(toks, t)
-			i += len(op)
+			l.i += len(op)
+			return t
 		}
 	}
-	if depth > 0 {
-		o := opens[len(opens)-1]
-		return nil, fmt.Errorf("line %d: %q is never closed", o.line, o.text)
+	if len(l.opens) > 0 {
+		o := l.opens[len(l.opens)-1]
+		return l.fail("line %d: %q is never closed", o.line, o.text)
 	}
-	endLine()
-	return toks, nil
+	if l.onLine {
+		l.onLine = false
+		return pyToken{kind: tokNewline, line: int32(l.line)}
+	}
+	return pyToken{kind: tokEOF, line: int32(l.line)}
+}
+
+// str reads the string literal whose prefix starts at l.i and whose quote
+// is at q.
+func (l *pyLexer) str(q int) pyToken {
+	t, next, lines, lastStart, err := pyString(l.s, l.i, q, l.line, l.i-l.lineStart)
+	if err != nil {
+		return l.fail("%v", err)
+	}
+	l.onLine = true
+	if lines > 0 {
+		l.line, l.lineStart = l.line+lines, lastStart
+	}
+	l.i = next
+	return t
 }
 
 func isNameStart(s string) bool {
@@ -372,7 +440,7 @@ func pyString(s string, start, q, line, col int) (t pyToken, next, lines, lastSt
 			i++
 		}
 	}
-	return pyToken{kind: tokString, text: s[start:i], line: line, col: col, str: b.String(),
+	return pyToken{kind: tokString, text: s[start:i], line: int32(line), col: int32(col), str: b.String(),
 		raw: strings.ContainsAny(prefix, "bf")}, i, lines, lastStart, nil
 }
 
@@ -416,50 +484,54 @@ func pyEscape(b *strings.Builder, s string) (int, error) {
 	return 2, nil
 }
 
-// pyLiteral evaluates the tokens of a literal value assigned to name.
-func pyLiteral(toks []pyToken, name string) (pyValue, error) {
-	p := &pyParser{toks: toks, name: name}
+// pyLiteral evaluates a literal value assigned to name, from first (its
+// first token) to the end of its statement, which it returns.
+func pyLiteral(l *pyLexer, first pyToken, name string) (pyValue, pyToken, error) {
+	p := &pyParser{l: l, name: name, cur: first, last: first}
 	v, err := p.value()
-	if err != nil {
-		return nil, err
-	}
-	if p.peekOp(",") { // a bare tuple: A = 1, 2
+	if err == nil && p.peekOp(",") { // a bare tuple: A = 1, 2
 		items := []any{v}
-		for p.peekOp(",") {
-			p.i++
-			if p.i == len(p.toks) {
+		for err == nil && p.peekOp(",") {
+			p.advance()
+			if atEnd(p.cur) {
 				break
 			}
-			v, err := p.value()
-			if err != nil {
-				return nil, err
-			}
-			items = append(items, v)
+			var item pyValue
+			item, err = p.value()
+			items = append(items, item)
 		}
 		v = items
 	}
-	if p.i < len(p.toks) {
-		return nil, p.unexpected()
+	if err == nil && !atEnd(p.cur) {
+		err = p.unexpected()
 	}
-	return v, nil
+	if l.err != nil {
+		err = l.err
+	}
+	return v, p.cur, err
 }
 
+// pyParser evaluates a literal from the lexer's tokens; cur is the token at
+// hand, last the one before.
 type pyParser struct {
-	toks []pyToken
-	i    int
-	name string
+	l         *pyLexer
+	cur, last pyToken
+	name      string
+}
+
+func (p *pyParser) advance() {
+	p.last, p.cur = p.cur, p.l.next()
 }
 
 func (p *pyParser) peekOp(op string) bool {
-	return p.i < len(p.toks) && p.toks[p.i].kind == tokOp && p.toks[p.i].text == op
+	return p.cur.kind == tokOp && p.cur.text == op
 }
 
 func (p *pyParser) unexpected() error {
-	if p.i >= len(p.toks) {
-		last := p.toks[len(p.toks)-1]
-		return fmt.Errorf("line %d: the value of %s ends too early", last.line, p.name)
+	if atEnd(p.cur) {
+		return fmt.Errorf("line %d: the value of %s ends too early", p.last.line, p.name)
 	}
-	t := p.toks[p.i]
+	t := p.cur
 	what := fmt.Sprintf("%s %q", t.kind, t.text)
 	hint := ""
 	switch t.kind {
@@ -478,44 +550,46 @@ func (p *pyParser) value() (pyValue, error) { return p.valueAt(0) }
 
 func (p *pyParser) valueAt(depth int) (pyValue, error) {
 	if depth > maxDepth {
-		return nil, fmt.Errorf("line %d: the value of %s nests deeper than %d", p.toks[p.i].line, p.name, maxDepth)
+		return nil, fmt.Errorf("line %d: the value of %s nests deeper than %d", p.cur.line, p.name, maxDepth)
 	}
-	if p.i >= len(p.toks) {
+	if atEnd(p.cur) {
 		return nil, p.unexpected()
 	}
-	t := p.toks[p.i]
+	t := p.cur
 	switch t.kind {
 	case tokString:
 		var b strings.Builder
-		for p.i < len(p.toks) && p.toks[p.i].kind == tokString {
-			if s := p.toks[p.i]; s.raw {
+		for p.cur.kind == tokString {
+			if s := p.cur; s.raw {
 				return nil, fmt.Errorf("line %d column %d: the value of %s has the string %s, whose prefix (f or b) makes it no plain str literal; write a plain string", s.line, s.col+1, p.name, s.text)
 			}
-			b.WriteString(p.toks[p.i].str)
-			p.i++
+			b.WriteString(p.cur.str)
+			p.advance()
 		}
 		return b.String(), nil
 	case tokNumber:
-		p.i++
+		p.advance()
 		return pyNumber(t, p.name)
 	case tokName:
-		p.i++
 		switch t.text {
 		case "True":
+			p.advance()
 			return true, nil
 		case "False":
+			p.advance()
 			return false, nil
 		case "None":
+			p.advance()
 			return nil, nil
 		}
-		p.i--
 		return nil, p.unexpected()
 	}
 	switch t.text {
 	case "-", "+":
-		if p.i+1 < len(p.toks) && p.toks[p.i+1].kind == tokNumber {
-			p.i += 2
-			v, err := pyNumber(p.toks[p.i-1], p.name)
+		if n := p.l.peek(); n.kind == tokNumber {
+			p.advance()
+			p.advance()
+			v, err := pyNumber(n, p.name)
 			if err != nil || t.text == "+" {
 				return v, err
 			}
@@ -528,7 +602,7 @@ func (p *pyParser) valueAt(depth int) (pyValue, error) {
 		}
 	case "[", "(":
 		closer := map[string]string{"[": "]", "(": ")"}[t.text]
-		p.i++
+		p.advance()
 		var items []any
 		tuple := t.text == "[" // a parenthesised value is a tuple only with a comma
 		for !p.peekOp(closer) {
@@ -538,7 +612,7 @@ func (p *pyParser) valueAt(depth int) (pyValue, error) {
 			}
 			items = append(items, v)
 			if p.peekOp(",") {
-				p.i++
+				p.advance()
 				tuple = true
 				continue
 			}
@@ -546,7 +620,7 @@ func (p *pyParser) valueAt(depth int) (pyValue, error) {
 				return nil, p.unexpected()
 			}
 		}
-		p.i++
+		p.advance()
 		if !tuple {
 			if len(items) == 1 {
 				return items[0], nil
@@ -557,10 +631,10 @@ func (p *pyParser) valueAt(depth int) (pyValue, error) {
 		}
 		return items, nil
 	case "{":
-		p.i++
+		p.advance()
 		m := map[string]any{}
 		for !p.peekOp("}") {
-			kt := p.toks[min(p.i, len(p.toks)-1)]
+			kt := p.cur
 			k, err := p.valueAt(depth + 1)
 			if err != nil {
 				return nil, err
@@ -572,21 +646,21 @@ func (p *pyParser) valueAt(depth int) (pyValue, error) {
 			if !p.peekOp(":") {
 				return nil, p.unexpected()
 			}
-			p.i++
+			p.advance()
 			v, err := p.valueAt(depth + 1)
 			if err != nil {
 				return nil, err
 			}
 			m[key] = v // a repeated key: the last wins, as in Python
 			if p.peekOp(",") {
-				p.i++
+				p.advance()
 				continue
 			}
 			if !p.peekOp("}") {
 				return nil, p.unexpected()
 			}
 		}
-		p.i++
+		p.advance()
 		return m, nil
 	}
 	return nil, p.unexpected()

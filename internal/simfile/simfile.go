@@ -94,19 +94,28 @@ func (e *Error) Error() string {
 
 // Load reads and checks a systems file.
 func Load(path string) (*File, error) {
-	f, err := os.Open(path)
+	data, err := readBounded(path)
 	if err != nil {
 		return nil, fmt.Errorf("systems file: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// readBounded reads a file of at most MaxFileBytes.
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("systems file %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("systems file %s is larger than %d MiB", path, MaxFileBytes>>20)
+		return nil, fmt.Errorf("%s is larger than %d MiB", path, MaxFileBytes>>20)
 	}
-	return Parse(path, data)
+	return data, nil
 }
 
 // Parse reads a systems file's bytes; name is how errors call it.
@@ -161,7 +170,7 @@ func Parse(name string, data []byte) (*File, error) {
 // Python file, or the same as a JSON object) gives to names; a name it
 // does not set is absent from the result, one it sets to None is nil.
 func SushySettings(path string, names ...string) (map[string]any, error) {
-	data, err := os.ReadFile(path)
+	data, err := readBounded(path)
 	if err != nil {
 		return nil, fmt.Errorf("sushy-tools configuration: %w", err)
 	}
@@ -195,8 +204,8 @@ func SushySettings(path string, names ...string) (map[string]any, error) {
 var pyStart = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*\s*(=[^=]|:[^=]*=)|(import|from|if|for|while|def|class|try|with)\s)`)
 
 func firstLine(data []byte) string {
-	for _, l := range strings.Split(string(data), "\n") {
-		l = strings.TrimSpace(l)
+	for line := range bytes.Lines(data) { // one at a time: a file may hold millions
+		l := string(bytes.TrimSpace(line))
 		if l != "" && !strings.HasPrefix(l, "#") && l != "---" {
 			return l
 		}

@@ -2,6 +2,9 @@ package simfile
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -243,4 +246,56 @@ B_not = f(1)
 			t.Errorf("%s: accepted", bad)
 		}
 	}
+}
+
+// allocated is what f allocates, in bytes (every allocation, freed or not:
+// an upper bound of the memory it held).
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestPythonConfigMemoryBounded: reading a sushy-tools configuration of
+// Python takes memory for the values asked for, not for the file's tokens
+// (issue 46: a 4 MB file took 1.2 GB, 8 MB 2.9 GB; 3 GB were allocated for
+// 4 MB of brackets or commas). Files of 4 MiB (1 MiB with -short) whose statements vbmcd does
+// not read (deep brackets, a long list, commas, two million expression
+// lines) each allocate at most 8 times their size; a list vbmcd does read
+// costs at most twice what the same list costs in the JSON form.
+func TestPythonConfigMemoryBounded(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	n := 4 << 20
+	if testing.Short() {
+		n = 1 << 20 // the unit tests run under -race, ten times slower
+	}
+	for name, body := range map[string]string{
+		"brackets":         "X = " + strings.Repeat("[", n),
+		"a list not read":  "X = [" + strings.Repeat("1,", n/2) + "]\n",
+		"commas":           "X = [" + strings.Repeat(",", n) + "]\n",
+		"expression lines": "A = 1\n" + strings.Repeat("a\n", n/2),
+	} {
+		p := write("c.py", body)
+		if got := allocated(func() { _, _ = SushySettings(p, "SUSHY_EMULATOR_LISTEN_PORT") }); got > 8*uint64(len(body)) {
+			t.Errorf("%s (%d bytes): %d MB allocated, more than 8 times the file", name, len(body), got>>20)
+		}
+	}
+	list := "[" + strings.Repeat("1,", n/2) + "1]"
+	py, js := write("list.py", "SUSHY_EMULATOR_LISTEN_PORT = "+list+"\n"), write("list.json", `{"SUSHY_EMULATOR_LISTEN_PORT": `+list+"}\n")
+	var pyErr, jsErr error
+	fromPy := allocated(func() { _, pyErr = SushySettings(py, "SUSHY_EMULATOR_LISTEN_PORT") })
+	fromJSON := allocated(func() { _, jsErr = SushySettings(js, "SUSHY_EMULATOR_LISTEN_PORT") })
+	if pyErr != nil || jsErr != nil || fromPy > 2*fromJSON {
+		t.Errorf("a list read: %d MB allocated from Python, %d MB from JSON (%v, %v); want at most twice", fromPy>>20, fromJSON>>20, pyErr, jsErr)
+	}
+	t.Logf("a list of %d values read: %d MB allocated from Python, %d MB from JSON", n/2+1, fromPy>>20, fromJSON>>20)
 }

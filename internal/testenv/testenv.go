@@ -119,15 +119,6 @@ func MarkerISOWith(t testing.TB, name, marker string) string {
 	return markerImage(t, name, marker, "halt")
 }
 
-// AgentISO returns a boot-marker ISO that prints AgentMarker and stays
-// running at grub's prompt: a deploy ramdisk as the Ironic tests boot it
-// (internal/ironictest's agent heartbeats from the moment the line shows),
-// which runs until the conductor powers the machine off.
-func AgentISO(t testing.TB) string { return markerImage(t, "agent-marker.iso", AgentMarker, "stay") }
-
-// AgentMarker is the line AgentISO prints.
-const AgentMarker = "BMLAB-AGENT-BOOTED"
-
 // MarkerDisk returns a bootable image that prints DiskMarker instead and
 // then stays at grub's prompt: attached as a disk (format raw) it shows that a
 // VM booted its disk, not its CD, and leaves the VM running. Attach a copy
@@ -139,14 +130,6 @@ func MarkerDisk(t testing.TB) string { return markerImage(t, "disk-marker.img", 
 // which prints EFIMarker on the serial console and powers the VM off.
 func MarkerEFI(t testing.TB) string {
 	return buildImage(t, "marker.efi", "build-marker-efi.sh", EFIMarker, "halt")
-}
-
-// AgentEFI returns an EFI application (hack/build-marker-efi.sh, a
-// standalone GRUB for x86_64 UEFI) that prints AgentMarker and stays at
-// grub's prompt: a deploy kernel as the Ironic tests network-boot it (iPXE's
-// kernel), which runs until the conductor powers the machine off.
-func AgentEFI(t testing.TB) string {
-	return buildImage(t, "agent-marker.efi", "build-marker-efi.sh", AgentMarker, "stay")
 }
 
 // EFIMarker is the line MarkerEFI prints.
@@ -198,6 +181,21 @@ func buildImage(t testing.TB, name, script, marker, after string, more ...string
 
 // DiskMarker is the line MarkerDisk prints.
 const DiskMarker = "BMLAB-DISK-BOOTED"
+
+// OSImage returns the OS image the Ironic tests deploy with the real agent
+// (hack/build-os-image.sh, under testdata/iso): a raw whole-disk image
+// with a GPT, an EFI system partition whose GRUB prints OSMarker and then
+// the release line of its second, ext4 partition (OSRelease), and stays
+// at its prompt.
+func OSImage(t testing.TB) string {
+	return buildImage(t, "os-disk.img", "build-os-image.sh", OSMarker, "")
+}
+
+// OSMarker is the line OSImage prints when a machine boots it.
+const OSMarker = "BMLAB-OS-BOOTED"
+
+// OSRelease begins the line OSImage prints from its second partition.
+const OSRelease = "BMLAB-OS-RELEASE "
 
 // QemuDir returns a fresh directory that qemu (which may run as an
 // unprivileged user) can traverse and write, removed when the test ends.
@@ -264,5 +262,55 @@ func WaitFor(timeout time.Duration, cond func() bool) bool {
 			return false
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// WatchLines follows the file at path (a serial log, say) until the test
+// ends, reading what was added every 100 ms, and records the time each
+// occurrence of text first showed: when was read, in order. A figure taken
+// from it is as good as that polling (0.1 s) and the writer's flushing.
+func WatchLines(t testing.TB, path, text string) (seen func() []time.Time) {
+	var mu sync.Mutex
+	var times []time.Time
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	t.Cleanup(func() { close(done); <-stopped })
+	go func() {
+		defer close(stopped)
+		var off int64
+		var carry string // the end of what was read, for a text cut in two
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if f, err := os.Open(path); err == nil {
+				if st, err := f.Stat(); err == nil && st.Size() > off {
+					b := make([]byte, st.Size()-off)
+					n, _ := f.ReadAt(b, off)
+					off += int64(n)
+					chunk := carry + string(b[:n])
+					if c := strings.Count(chunk, text); c > 0 {
+						now := time.Now()
+						mu.Lock()
+						for range c {
+							times = append(times, now)
+						}
+						mu.Unlock()
+						chunk = chunk[strings.LastIndex(chunk, text)+len(text):]
+					}
+					carry = chunk[max(0, len(chunk)-len(text)+1):]
+				}
+				f.Close()
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Time(nil), times...)
 	}
 }

@@ -46,6 +46,7 @@ type Config struct {
 	Username        string
 	Password        string
 	CredentialsFile string
+	HtpasswdFile    string // Redfish users of an htpasswd file (bcrypt entries)
 	TLSCert         string
 	TLSKey          string
 	TLSSANs         []string
@@ -80,12 +81,15 @@ type Config struct {
 	BMCFlashTime      time.Duration
 
 	MediaAllowLoopback bool
-	MediaDenyPrivate   bool
-	MediaAllowCIDRs    []string
-	MediaDenyCIDRs     []string
-	MediaCAFile        string
-	MediaInsecureTLS   bool
-	MediaGroup         string
+	// EventsAllowLoopback allows event destinations on loopback; media
+	// flags never do.
+	EventsAllowLoopback bool
+	MediaDenyPrivate    bool
+	MediaAllowCIDRs     []string
+	MediaDenyCIDRs      []string
+	MediaCAFile         string
+	MediaInsecureTLS    bool
+	MediaGroup          string
 
 	IPMI               bool
 	IPMIAddr           string
@@ -146,6 +150,7 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Username, "username", "admin", "the service-wide BMC user (Redfish and IPMI)")
 	fs.StringVar(&c.Password, "password", DefaultPassword, "the service-wide BMC password (visible to every local user in the process list: prefer --credentials-file or VBMCD_PASSWORD)")
 	fs.StringVar(&c.CredentialsFile, "credentials-file", "", "YAML file with username: and password: (instead of --username/--password)")
+	fs.StringVar(&c.HtpasswdFile, "htpasswd-file", "", "Redfish users from an htpasswd file of bcrypt entries (htpasswd -B), each a service-wide Administrator, as sushy-tools reads SUSHY_EMULATOR_AUTH_FILE; not IPMI users (no password to make a key from); with it the built-in password is not served")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "TLS certificate for Redfish (default: a self-signed one kept in --state-dir)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "TLS key for --tls-cert")
 	fs.StringSliceVar(&c.TLSSANs, "tls-san", nil, "names and addresses the self-signed certificate is for, besides the listen address, loopback and the host name")
@@ -161,7 +166,8 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.MediaWait, "media-wait", 2*time.Minute, "how long a power-on waits for virtual media that is still downloading")
 	fs.DurationVar(&c.BMCUpdateDowntime, "bmc-update-downtime", time.Minute, "how long a BMC answers nothing after a firmware update of it (its reboot)")
 	fs.DurationVar(&c.BMCFlashTime, "bmc-flash-time", 2*time.Second, "how long a BMC flashes a checked image of its own firmware, answering, before it reboots")
-	fs.BoolVar(&c.MediaAllowLoopback, "media-allow-loopback", false, "allow virtual media images and event destinations on loopback addresses (an image server or event listener on this host)")
+	fs.BoolVar(&c.MediaAllowLoopback, "media-allow-loopback", false, "allow virtual media and firmware images on loopback addresses (an image server on this host)")
+	fs.BoolVar(&c.EventsAllowLoopback, "events-allow-loopback", false, "allow event destinations on loopback addresses (an event listener on this host); --media-allow-loopback and --media-allow-cidr do not")
 	fs.BoolVar(&c.MediaDenyPrivate, "media-deny-private", false, "refuse virtual media images and event destinations on private addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) too")
 	fs.StringSliceVar(&c.MediaAllowCIDRs, "media-allow-cidr", nil, "allow virtual media images and event destinations in these ranges whatever else says (except --media-deny-cidr)")
 	fs.StringSliceVar(&c.MediaDenyCIDRs, "media-deny-cidr", nil, "refuse virtual media images and event destinations in these ranges")

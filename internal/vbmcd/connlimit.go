@@ -76,6 +76,7 @@ type limitedConn struct {
 	idle     atomic.Uint64 // 0 while in use or before its first request; else its place among idle ones
 	idleAt   atomic.Int64  // unix nanoseconds it went idle; 0 while in use
 	once     sync.Once
+	gate     *admission.Conn // its admission slot (the front's connContext)
 }
 
 func (c *limitedConn) Close() error {
@@ -277,16 +278,26 @@ func (l *connLimiter) release(c *limitedConn) {
 	l.forgetLocked(c)
 }
 
-// connState is the server's ConnState hook: it marks connections idle
-// between requests. A TLS connection is found through NetConn.
-func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
+// limitedOf is the limiter's connection under c (a TLS connection's
+// through NetConn); nil when the limiter does not count c.
+func limitedOf(c net.Conn) *limitedConn {
 	if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
 		c = nc.NetConn()
 	}
-	lc, ok := c.(*limitedConn)
-	if !ok {
-		return
+	lc, _ := c.(*limitedConn)
+	return lc
+}
+
+// connState is a server's ConnState hook for the limiter alone (the
+// front's also tells the gate: front.connState).
+func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
+	if lc := limitedOf(c); lc != nil {
+		l.mark(lc, st)
 	}
+}
+
+// mark marks a connection idle between requests, in use during one.
+func (l *connLimiter) mark(lc *limitedConn, st http.ConnState) {
 	switch st {
 	case http.StateIdle:
 		lc.idle.Store(l.idleSeq.Add(1))

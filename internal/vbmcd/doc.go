@@ -15,13 +15,18 @@
 // its port's LLDPReceive, reading the machines as the daemon does;
 // `vbmcd sushy-emulator` runs the daemon from sushy-tools' sushy-emulator
 // flags and configuration file (sushycompat.go), as a container of vbmcd's
-// image does by default. With --sim-systems the sim backend's servers come
+// image does by default: SUSHY_EMULATOR_AUTH_FILE becomes --htpasswd-file,
+// and its --media-allow-loopback opens loopback images, not loopback event
+// destinations (--events-allow-loopback). With --sim-systems the sim backend's servers come
 // from a systems file (simbackend.go; internal/simfile, internal/simnotify).
 // Every Redfish listener is built from one front (httpserver.go), which all
 // share: header, body and idle timeouts, HTTP/2 streams, frames and windows,
 // connections per source and in total (connlimit.go), and the request
 // budgets of internal/admission (requests in flight, unauthenticated ones,
-// body bytes). With --bmc-addresses every machine also gets a BMC of its
+// body bytes), whose sweeper keeps the HTTP/1 write deadlines through the
+// front's ConnState hook. While the live heap is small the daemon keeps the
+// garbage collector's headroom at 8 MB (gcfloor.go). With --bmc-addresses
+// every machine also gets a BMC of its
 // own (bmcaddr.go assigns and records the addresses, bmcs.go runs a Redfish
 // listener per address, served through the same front, with a certificate
 // per address from the BMC CA, and the IPMI manager binds port 623 there).

@@ -40,7 +40,8 @@ func daemon(t testing.TB, prefix string, mods ...func(*Config)) string {
 	cfg.Username, cfg.Password = "admin", "e2e-pass"
 	cfg.StateDir = t.TempDir()
 	cfg.MediaDir, cfg.MediaMaxBytes, cfg.MediaWait = testenv.QemuDir(t), 1<<30, time.Minute
-	cfg.MediaAllowLoopback = true // the tests serve images on loopback
+	cfg.MediaAllowLoopback = true  // the tests serve images on loopback
+	cfg.EventsAllowLoopback = true // and listen for events there
 	cfg.SessionTimeout = time.Minute
 	for _, mod := range mods {
 		mod(&cfg)

@@ -11,10 +11,13 @@ import (
 )
 
 // TestEventDestinationsFollowMediaPolicy: vbmcd holds event destinations
-// to the image fetcher's policy and flags: with the defaults, curl's
+// to the image fetcher's policy and flags, but for loopback, which only
+// --events-allow-loopback opens: with the defaults, with
+// --media-allow-loopback and with --media-allow-cidr 127.0.0.0/8, curl's
 // subscription to a listener on 127.0.0.1 is a 400 naming
-// --media-allow-loopback; with that flag it is created (issue 25: the
-// default policy refused loopback images but not loopback listeners).
+// --events-allow-loopback; with that flag it is created (issue 25: the
+// default policy refused loopback images but not loopback listeners; issue
+// 46: --media-allow-loopback, which sushy-emulator mode sets, opened them).
 func TestEventDestinationsFollowMediaPolicy(t *testing.T) {
 	testenv.Integration(t)
 	curl := testenv.Command(t, "curl")
@@ -33,12 +36,20 @@ func TestEventDestinationsFollowMediaPolicy(t *testing.T) {
 		}
 		return code, body
 	}
-	addr, _ := simDaemon(t, nil)
-	if code, body := subscribe(addr); code != "400" || !strings.Contains(body, "--media-allow-loopback") {
-		t.Errorf("default flags: %s %s, want 400 naming --media-allow-loopback", code, body)
-	}
-	addr, _ = simDaemon(t, func(c *Config) { c.MediaAllowLoopback = true })
-	if code, body := subscribe(addr); code != "201" {
-		t.Errorf("--media-allow-loopback: %s %s, want 201", code, body)
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"default flags", nil, "400"},
+		{"--media-allow-loopback", func(c *Config) { c.MediaAllowLoopback = true }, "400"},
+		{"--media-allow-cidr 127.0.0.0/8", func(c *Config) { c.MediaAllowCIDRs = []string{"127.0.0.0/8"} }, "400"},
+		{"--events-allow-loopback", func(c *Config) { c.EventsAllowLoopback = true }, "201"},
+	} {
+		addr, _ := simDaemon(t, tc.edit)
+		code, body := subscribe(addr)
+		if code != tc.want || code == "400" && !strings.Contains(body, "--events-allow-loopback") {
+			t.Errorf("%s: %s %s, want %s (a 400 naming --events-allow-loopback)", tc.name, code, body, tc.want)
+		}
 	}
 }

@@ -195,7 +195,11 @@ func (f *front) server(h http.Handler, tc *tls.Config) *http.Server {
 	// until it fired.
 	srv.IdleTimeout = 0
 	srv.TLSConfig = tc
-	srv.ConnState = f.conns.connState
+	// Each connection's HTTP/1 requests share one admission slot (no
+	// allocation per request for the gate), whose write deadlines the
+	// gate's sweeper keeps (no timer per request): internal/admission.
+	srv.ConnContext = f.connContext
+	srv.ConnState = f.connState
 	srv.HTTP2 = &http.HTTP2Config{
 		MaxConcurrentStreams:          h2Streams,
 		MaxReadFrameSize:              h2FrameSize,
@@ -204,6 +208,30 @@ func (f *front) server(h http.Handler, tc *tls.Config) *http.Server {
 		WriteByteTimeout:              h2WriteStall,
 	}
 	return srv
+}
+
+// connContext gives a connection its admission slot; one the limiter
+// counts (all of them, unless the limiter is off) keeps its slot's handle,
+// for connState.
+func (f *front) connContext(ctx context.Context, c net.Conn) context.Context {
+	lc := limitedOf(c)
+	if lc == nil {
+		return f.gate.ConnContext(ctx, c)
+	}
+	ctx, lc.gate = f.gate.NewConn(ctx, c)
+	return ctx
+}
+
+// connState tells the limiter and the gate how a connection stands.
+func (f *front) connState(c net.Conn, st http.ConnState) {
+	lc := limitedOf(c)
+	if lc == nil {
+		return
+	}
+	f.conns.mark(lc, st)
+	if lc.gate != nil {
+		lc.gate.State(st)
+	}
 }
 
 // serve serves srv on ln, counting ln's connections against the front's

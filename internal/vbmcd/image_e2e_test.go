@@ -97,6 +97,11 @@ SUSHY_EMULATOR_FAKE_SYSTEMS = [
 `, devEnvPort, listener)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// metal3-dev-env's htpasswd, as it writes it (admin, password, bcrypt
+	// cost 12): vbmcd reads it as sushy-tools does (issue 46).
+	if err := os.WriteFile(filepath.Join(devEnv, "htpasswd"), []byte("admin:$2b$12$/dVOBNatORwKpF.ss99KB.vESjfyONOxyH.UgRwNyZi1Xs/W2pGVS\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	vbmctlConf := filepath.Join(t.TempDir(), "sushy-emulator.conf")
 	if err := os.WriteFile(vbmctlConf, []byte(`SUSHY_EMULATOR_FAKE_DRIVER = True
 SUSHY_EMULATOR_FAKE_SYSTEMS = [
@@ -136,7 +141,7 @@ SUSHY_EMULATOR_FAKE_SYSTEMS = [
 	devURL := fmt.Sprintf("http://127.0.0.1:%d", devEnvPort)
 	answers(devName, devURL, "fake1")
 	const id1, id2 = "27946b59-9e44-4fa7-8e91-f3527a1ef094", "27946b59-9e44-4fa7-8e91-f3527a1ef095"
-	sushy(t, devURL, "admin", "image-pass-1", id1, "boot", "Cd", "Once", "UEFI")
+	sushy(t, devURL, "admin", "password", id1, "boot", "Cd", "Once", "UEFI") // the htpasswd's user
 	sushy(t, devURL, "admin", "image-pass-1", id1, "reset", "On")
 	ipa.waitFor(t, "fake1 booted through the container", func(_ []map[string]any, d []string) bool {
 		return len(d) == 1 && d[0] == "boot fake1"
@@ -146,7 +151,7 @@ SUSHY_EMULATOR_FAKE_SYSTEMS = [
 		return len(d) == 2 && d[1] == "shutdown fake1"
 	})
 	if logs, _ := pm("logs", devName); !strings.Contains(logs, "--redfish-addr [::]:"+fmt.Sprint(devEnvPort)) ||
-		!strings.Contains(logs, "SUSHY_EMULATOR_AUTH_FILE /root/sushy/htpasswd is not read") {
+		!strings.Contains(logs, "--htpasswd-file /root/sushy/htpasswd") {
 		t.Errorf("the dev-env container's log does not say how it maps the configuration:\n%s", logs)
 	}
 

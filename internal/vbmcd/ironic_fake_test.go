@@ -17,7 +17,7 @@ import (
 // as a Metal3 job writes it, unchanged, with its notifier pointed at a
 // listener that decides as fake-ipa does and boots or stops the stand-in
 // agent accordingly (so nothing else tells the agent of a boot). Ironic
-// 21.4 enrolls both systems by their UUIDs, manages them, inspects them
+// enrolls both systems by their UUIDs, manages them, inspects them
 // (the ports are the file's MACs), powers them on and off; one is then
 // provided and deployed with redfish-virtual-media, its agent booted by
 // the announcement of the Cd power-on alone, and undeployed. Each power
@@ -25,9 +25,13 @@ import (
 // pending state with its apply_time, then the state reached; no
 // announcement is one fake-ipa would fail on, and vbmcd's metrics count as
 // sent what the listener got. Cleaning is off (automated_clean false) to
-// keep the test short: TestIronicSim covers it.
+// keep the test short: TestIronicSim covers it. On each Ironic release.
 func TestIronicFakeSystems(t *testing.T) {
 	testenv.Integration(t)
+	forEachRelease(t, ironicFakeSystems)
+}
+
+func ironicFakeSystems(t *testing.T, release ironictest.Release) {
 	ipa, listener := newFakeIPA(t)
 	conf := fakeDriverConf(t, listener, true)
 	addr, out := simDaemon(t, func(c *Config) {
@@ -35,7 +39,7 @@ func TestIronicFakeSystems(t *testing.T) {
 		c.MediaAllowLoopback = true // Ironic's HTTP server is on loopback
 		c.MetricsAddr = "127.0.0.1:0"
 	})
-	ir := ironictest.Start(t, ironictest.Options{Config: map[string]map[string]string{"conductor": {"automated_clean": "false"}}})
+	ir := ironictest.Start(t, ironictest.Options{Release: release, Config: map[string]map[string]string{"conductor": {"automated_clean": "false"}}})
 	ipa.mu.Lock()
 	ipa.boot, ipa.shutdown = ir.Agent.Booted, ir.Agent.PoweredOff
 	ipa.mu.Unlock()
@@ -45,8 +49,10 @@ func TestIronicFakeSystems(t *testing.T) {
 
 	names := map[string]string{"fake1": fakeID1, "fake2": fakeID2}
 	for _, n := range []string{"fake1", "fake2"} {
-		if _, err := ir.Enroll(redfishNode(n, "http://"+addr, names[n], "admin", "sim-pass-1", "false", iso,
-			map[string]any{"capabilities": "boot_mode:uefi"})); err != nil {
+		spec := redfishNode(n, "http://"+addr, names[n], "admin", "sim-pass-1", "false", iso, map[string]any{"capabilities": "boot_mode:uefi"})
+		// The image from enrollment on: see ironictest's Patch on Ironic 29.
+		spec.InstanceInfo = ironictest.ImageInstanceInfo(t, image, disk)
+		if _, err := ir.Enroll(spec); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -77,9 +83,6 @@ func TestIronicFakeSystems(t *testing.T) {
 	})
 
 	ir.Step(t, "provide", "provide", "available", 2*time.Minute, "fake1")
-	if err := ir.Patch("fake1", ironictest.ImageInfo(t, image, disk)...); err != nil {
-		t.Fatal(err)
-	}
 	ir.Step(t, "deploy (redfish-virtual-media, the agent booted by the announcement)", "active", "active", 3*time.Minute, "fake1")
 	if node, err := ir.Node("fake1"); err != nil || ir.Agent.Boots(node.UUID) != 1 {
 		t.Errorf("the deploy of fake1 booted the agent %d times (%v), want once", ir.Agent.Boots(node.UUID), err)

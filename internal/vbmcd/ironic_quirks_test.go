@@ -23,8 +23,14 @@ import (
 //   - refuse-in-post (iLO 6, Ironic bug 2136275): a boot device set right
 //     after a power-on, with the server in POST, is refused with the BMC's
 //     400; the twin takes it.
+//
+// Each Ironic release.
 func TestIronicQuirks(t *testing.T) {
 	testenv.Integration(t)
+	forEachRelease(t, ironicQuirks)
+}
+
+func ironicQuirks(t *testing.T, release ironictest.Release) {
 	caCert, caKey := labCA(t)
 	var state string
 	_, out := simDaemon(t, func(c *Config) {
@@ -53,7 +59,7 @@ func TestIronicQuirks(t *testing.T) {
 	set("sim-0004", "ilo6", "--quirks", "-refuse-in-post")
 
 	const user, pass = "admin", "sim-pass-1"
-	ir := ironictest.Start(t, ironictest.Options{})
+	ir := ironictest.Start(t, ironictest.Options{Release: release})
 	nodes := map[string]string{"dell": "127.34.6.1", "dell-off": "127.34.6.2", "hpe": "127.34.6.3", "hpe-off": "127.34.6.4"}
 	var names []string
 	for n, addr := range nodes {
@@ -111,7 +117,10 @@ func TestIronicQuirks(t *testing.T) {
 	}) {
 		t.Fatalf("power on (power-on-conflict on): no error from Ironic: %s", node)
 	}
-	if e := node.LastErr(); !strings.Contains(e, "Setting power state to power on failed") || !strings.Contains(e, "409") || !strings.Contains(e, "ResourceInUse") ||
+	// Ironic 21.4 says "Setting power state to power on failed", 29
+	// "Failed to change power state to 'power on'".
+	failed := strings.Contains(node.LastErr(), "Setting power state to power on failed") || strings.Contains(node.LastErr(), "Failed to change power state to 'power on'")
+	if e := node.LastErr(); !failed || !strings.Contains(e, "409") || !strings.Contains(e, "ResourceInUse") ||
 		!strings.Contains(e, "https://127.34.6.1/redfish/v1/Systems/System.Embedded.1/Actions/ComputerSystem.Reset") || node.Power() != "power off" {
 		t.Errorf("power on (power-on-conflict on): %s, want the power action failed on the BMC's 409 ResourceInUse at System.Embedded.1 and the node off", node)
 	} else {

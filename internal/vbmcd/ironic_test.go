@@ -55,7 +55,7 @@ func redfishNode(name, addr, systemID, user, pass, ca, deployISO string, props m
 	}
 }
 
-// TestIronicSim: Ironic 21.4 drives simulated servers through vbmcd's
+// TestIronicSim: Ironic drives simulated servers through vbmcd's
 // BMCs, one BMC per address (--bmc-addresses), with certificates from a
 // lab's CA that Ironic verifies, and one node through the service's single
 // listener with its system named: each redfish node goes through enroll,
@@ -63,18 +63,33 @@ func redfishNode(name, addr, systemID, user, pass, ca, deployISO string, props m
 // deploy with redfish-virtual-media (the agent heartbeats when vbmcd says
 // the virtual CD booted) and undeploy with cleaning. One node then gets a
 // BIOS setting and a firmware update through Ironic's manual cleaning, the
-// update as Ironic 21.4 sends it, SimpleUpdate without Targets, by the
+// update as Ironic sends it (21.4 and 29 alike), SimpleUpdate without Targets, by the
 // service-wide account. A node with the ipmi hardware type is managed and
-// powered through ipmitool at port 623 of its own address.
+// powered through ipmitool at port 623 of its own address. On each Ironic
+// release (21.4 and 29.0.5; the stand-in agent serves its API over TLS, as
+// Ironic 29 requires).
 func TestIronicSim(t *testing.T) {
 	testenv.Integration(t)
+	forEachRelease(t, ironicSim)
+}
+
+// forEachRelease runs f as a subtest for each Ironic release the harness
+// runs, named by its major version.
+func forEachRelease(t *testing.T, f func(*testing.T, ironictest.Release)) {
+	for _, r := range ironictest.Releases {
+		t.Run(r.Short(), func(t *testing.T) { f(t, r) })
+	}
+}
+
+func ironicSim(t *testing.T, release ironictest.Release) {
 	caCert, caKey := labCA(t)
 	var state string
 	mainAddr, out := simDaemon(t, func(c *Config) {
 		c.SimNodes, c.SimDelay, c.InsecureHTTP, c.IPMI = 4, 500*time.Millisecond, false, true
 		c.BMCAddresses = []string{"127.34.3.1-127.34.3.9"}
 		c.TLSCACert, c.TLSCAKey = caCert, caKey
-		c.MediaAllowLoopback = true // Ironic's HTTP server and the agent's event listener are on loopback
+		c.MediaAllowLoopback = true  // Ironic's HTTP server is on loopback
+		c.EventsAllowLoopback = true // and the agent's event listener
 		c.BMCUpdateDowntime, c.BMCFlashTime = 2*time.Second, 500*time.Millisecond
 		state = c.StateDir
 	})
@@ -82,7 +97,7 @@ func TestIronicSim(t *testing.T) {
 		t.Fatalf("no BMCs of their own:\n%s", out)
 	}
 	const user, pass = "admin", "sim-pass-1"
-	ir := ironictest.Start(t, ironictest.Options{})
+	ir := ironictest.Start(t, ironictest.Options{Release: release})
 	if err := ir.Agent.WatchEvents(ironictest.Redfish{URL: "https://" + mainAddr, User: user, Password: pass, CAFile: filepath.Join(state, "redfish-tls.crt")}); err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +115,8 @@ func TestIronicSim(t *testing.T) {
 	}
 	var names []string
 	for _, s := range specs {
+		// The image from enrollment on: see ironictest's Patch on Ironic 29.
+		s.InstanceInfo = ironictest.ImageInstanceInfo(t, image, disk)
 		if _, err := ir.Enroll(s); err != nil {
 			t.Fatal(err)
 		}
@@ -120,9 +137,6 @@ func TestIronicSim(t *testing.T) {
 		node, _ := ir.Node(n)
 		if ir.Agent.Boots(node.UUID) < 1 {
 			t.Errorf("%s: cleaning did not boot the agent", n)
-		}
-		if err := ir.Patch(n, ironictest.ImageInfo(t, image, disk)...); err != nil {
-			t.Fatal(err)
 		}
 	}
 	ir.Step(t, "deploy (redfish-virtual-media, direct)", "active", "active", 3*time.Minute, names...)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"runtime"
@@ -15,24 +14,17 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/bmlab/bmlab/internal/kubevirt"
-	"github.com/bmlab/bmlab/internal/kubevirt/kubetest"
 	"github.com/bmlab/bmlab/internal/kubevirt/kubevirttest"
-	"github.com/bmlab/bmlab/internal/labvirt"
-	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 // getLoad runs b.N GET /redfish/v1/Systems/{id} over HTTPS with Basic
 // auth from 8 keep-alive clients, round-robin over ids, trusting the
-// daemon's certificate in ca, and reports reqs/s (the harness of
-// BenchmarkMultiHostGetSystem).
+// daemon's certificate in ca, and reports reqs/s.
 func getLoad(b *testing.B, url, ca string, ids []string) {
 	pool := x509.NewCertPool()
 	pem, err := os.ReadFile(ca)
@@ -65,24 +57,6 @@ func getLoad(b *testing.B, url, ca string, ids []string) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "reqs/s")
 }
 
-// backendGets runs b.N Get of a random machine of ids on be from 8
-// goroutines: a backend's own read path, without vbmcd's faces and their
-// render cache.
-func backendGets(b *testing.B, be machine.Backend, ids []string) {
-	b.SetParallelism(4)
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := be.Get(ids[rand.IntN(len(ids))]); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "gets/s")
-}
-
 // heap is the live heap after a collection.
 func heap() uint64 {
 	runtime.GC()
@@ -91,111 +65,130 @@ func heap() uint64 {
 	return ms.HeapAlloc
 }
 
-// benchMachines is how many machines each backend serves in
-// BenchmarkKubeVirtGetSystem.
+// benchMachines is how many VirtualMachines BenchmarkKubeVirtSystems
+// serves.
 const benchMachines = 1000
 
-// BenchmarkKubeVirtGetSystem compares the KubeVirt backend with the
-// libvirt backend in one run, 1,000 machines each: 1,000 VirtualMachines
-// (objects in a real kube-apiserver with KubeVirt's CRDs; reads never
-// reach the cluster, and no control plane is needed for them) and 1,000
-// libvirt domains defined on the system libvirtd (not running).
+// BenchmarkKubeVirtSystems is vbmcd over 1,000 KubeVirt VirtualMachines
+// as it runs in a cluster: KubeVirt's virt-api (whose webhooks admit each
+// VM and give it its firmware UUID, by which it is served) and
+// virt-controller running, the fixture's node and CDI (kubevirttest),
+// vbmcd as its ServiceAccount with contrib/kubevirt/vbmcd.yaml's Role.
 //
-//   - read=backend: machine.Backend.Get of a random machine, 8 readers:
-//     each backend's own read path (the informer-fed snapshot, the
-//     event-fed domain cache), without vbmcd's faces;
-//   - read=redfish: GET /Systems/{id} over HTTPS through vbmcd, round-robin
-//     over the 1,000: the whole path, where vbmcd's render cache serves
-//     both backends alike once a body is rendered.
+//   - get: GET /Systems/{id} over HTTPS from 8 keep-alive clients,
+//     round-robin over the 1,000 (reqs/s): vbmcd's read path, which costs
+//     no API round trip (the informers' snapshot and the render cache);
+//   - change-seen: an owner's edit of a VM (its memory, 128 Mi ↔ 256 Mi, a
+//     merge patch through kube-apiserver and KubeVirt's webhooks) until a
+//     GET of its system shows it (MemorySummary), polled every 2 ms
+//     (ms-to-seen per change): the watch, vbmcd's informer, its snapshot
+//     and render cache.
 //
-// The kubevirt setup also reports how long vbmcd took from start to
-// serving all 1,000 (ms-to-serve) and the heap it grew by per VM
-// (heap-B/VM, in-process: informers' caches, snapshots, IPMI off).
-func BenchmarkKubeVirtGetSystem(b *testing.B) {
-	// KubeVirt: 1,000 VirtualMachines.
-	api := kubetest.Start(b)
-	kubevirttest.InstallCRDs(b, api)
-	kv, err := kubevirt.NewRESTClient(api.RestConfig(), kubevirtv1.SchemeGroupVersion)
+// The setup also reports how long vbmcd took from start to serving all
+// 1,000 (ms-to-serve) and the heap it grew by per VM (heap-B/VM,
+// in-process: its informers' caches and snapshots; IPMI off).
+// BenchmarkKubeVirtPowerOn times a power-on through such a cluster.
+func BenchmarkKubeVirtSystems(b *testing.B) {
+	f := kubevirttest.Start(b, "lab", "kvb-sys-")
+	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
 	if err != nil {
 		b.Fatal(err)
 	}
-	halted := kubevirtv1.RunStrategyHalted
-	kvIDs := make([]string, benchMachines)
-	for i := range benchMachines {
-		vm := &kubevirtv1.VirtualMachine{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachine"},
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%04d", i), Namespace: "default", Labels: map[string]string{"bmlab.io/bmc": "yes"}},
-			Spec: kubevirtv1.VirtualMachineSpec{RunStrategy: &halted, Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{
-				Spec: kubevirtv1.VirtualMachineInstanceSpec{Domain: kubevirtv1.DomainSpec{
-					Resources: kubevirtv1.ResourceRequirements{Requests: corev1.ResourceList{"memory": resource.MustParse("8Gi")}},
-					Devices: kubevirtv1.Devices{
-						Disks: []kubevirtv1.Disk{
-							{Name: "root", DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}},
-							{Name: "cd", DiskDevice: kubevirtv1.DiskDevice{CDRom: &kubevirtv1.CDRomTarget{Bus: kubevirtv1.DiskBusSATA}}},
-						},
-						Interfaces: []kubevirtv1.Interface{{Name: "default", InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Bridge: &kubevirtv1.InterfaceBridge{}}}},
-					},
-				}},
-			}},
+	ctx := context.Background()
+	proto := kubevirtVM(b, f.Namespace, "proto", map[string]string{"bmlab.io/bmc": "yes"})
+	names := make([]string, benchMachines)
+	for i := range names {
+		vm := proto.DeepCopy()
+		vm.Name = fmt.Sprintf("node-%04d", i)
+		names[i] = vm.Name
+		if err := kv.Post().Namespace(f.Namespace).Resource("virtualmachines").Body(vm).Do(ctx).Error(); err != nil {
+			b.Fatalf("create VirtualMachine %s: %v", vm.Name, err)
 		}
-		if err := kv.Post().Namespace("default").Resource("virtualmachines").Body(vm).Do(context.Background()).Error(); err != nil {
-			b.Fatal(err)
-		}
-		kvIDs[i] = kubevirt.FirmwareUUID(vm)
 	}
-	kvBackend, err := kubevirt.New(kubevirt.Config{Rest: api.RestConfig(), Namespaces: []string{"default"}, Selector: "bmlab.io/bmc=yes"}, testenv.Logger(b))
-	if err != nil {
+	// The firmware UUIDs KubeVirt's webhook gave the VMs.
+	list := &kubevirtv1.VirtualMachineList{}
+	if err := kv.Get().Namespace(f.Namespace).Resource("virtualmachines").Do(ctx).Into(list); err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	b.Cleanup(cancel)
-	if err := kvBackend.Run(ctx, time.Minute); err != nil {
-		b.Fatal(err)
+	byName := map[string]string{}
+	for _, vm := range list.Items {
+		if fw := vm.Spec.Template.Spec.Domain.Firmware; fw != nil && fw.UUID != "" {
+			byName[vm.Name] = string(fw.UUID)
+		}
 	}
+	ids := make([]string, benchMachines)
+	for i, n := range names {
+		if ids[i] = byName[n]; ids[i] == "" {
+			b.Fatalf("VirtualMachine %s has no firmware UUID after KubeVirt admitted it", n)
+		}
+	}
+	kubeconfig := f.VBMCDKubeconfig(b, nil)
 	before := heap()
 	start := time.Now()
-	kvURL := daemon(b, "", func(c *Config) {
-		c.Backend, c.Kubeconfig, c.KubeNamespaces, c.KubeSelector = "kubevirt", api.Kubeconfig, []string{"default"}, "bmlab.io/bmc=yes"
+	url := daemon(b, "", func(c *Config) {
+		c.Backend, c.Kubeconfig = "kubevirt", kubeconfig
+		c.KubeNamespaces, c.KubeSelector = []string{f.Namespace}, "bmlab.io/bmc=yes"
 	})
 	took := time.Since(start)
 	grown := float64(heap()) - float64(before)
-	kvCA := caFile
-
-	// libvirt: 1,000 domains defined on the system libvirtd.
-	const prefix = "kvb-lv-"
-	lab := virttest.New(b, prefix)
-	lv := labvirt.Wrap(lab.Client)
-	var lvNames []string
-	b.Cleanup(func() {
-		for _, n := range lvNames {
-			_ = lv.DeleteDomain(context.Background(), n)
+	ca := caFile
+	pool := x509.NewCertPool()
+	if pem, err := os.ReadFile(ca); err != nil || !pool.AppendCertsFromPEM(pem) {
+		b.Fatalf("read the daemon's certificate: %v", err)
+	}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	memory := func(id string) float64 {
+		req, _ := http.NewRequest(http.MethodGet, url+"/redfish/v1/Systems/"+id, nil)
+		req.SetBasicAuth("admin", "e2e-pass")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return -1
 		}
-	})
-	for i := range benchMachines {
-		name := fmt.Sprintf("%s%04d", prefix, i)
-		if _, err := lv.DefineDomain(ctx, labvirt.DomainSpec{Name: name, MemoryMiB: 64, VCPUs: 1}); err != nil {
-			b.Fatal(err)
+		defer resp.Body.Close()
+		var v struct {
+			MemorySummary struct{ TotalSystemMemoryGiB float64 }
 		}
-		lvNames = append(lvNames, name)
+		if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&v) != nil {
+			return -1
+		}
+		return v.MemorySummary.TotalSystemMemoryGiB
 	}
-	if !testenv.WaitFor(time.Minute, func() bool { return len(lab.Backend.List()) == benchMachines }) {
-		b.Fatalf("the libvirt backend serves %d domains, want %d", len(lab.Backend.List()), benchMachines)
+	if !testenv.WaitFor(time.Minute, func() bool { return memory(ids[len(ids)-1]) == 0.125 }) {
+		b.Fatalf("vbmcd does not serve %s (the last VM) with 128 MiB", ids[len(ids)-1])
 	}
-	var lvIDs []string
-	for _, m := range lab.Backend.List() {
-		lvIDs = append(lvIDs, m.ID)
-	}
-	lvURL := daemon(b, prefix, func(c *Config) { c.IPMI = false })
-	lvCA := caFile
 
-	b.Run(fmt.Sprintf("backend=kubevirt/machines=%d/read=backend", benchMachines), func(b *testing.B) { backendGets(b, kvBackend, kvIDs) })
-	b.Run(fmt.Sprintf("backend=libvirt/machines=%d/read=backend", benchMachines), func(b *testing.B) { backendGets(b, lab.Backend, lvIDs) })
-	b.Run(fmt.Sprintf("backend=kubevirt/machines=%d/read=redfish", benchMachines), func(b *testing.B) {
-		getLoad(b, kvURL, kvCA, kvIDs) // resets the timer and the metrics reported before
+	b.Run(fmt.Sprintf("machines=%d/get", benchMachines), func(b *testing.B) {
+		getLoad(b, url, ca, ids) // resets the timer and the metrics reported before
 		b.ReportMetric(float64(took.Milliseconds()), "ms-to-serve")
 		b.ReportMetric(grown/benchMachines, "heap-B/VM")
 	})
-	b.Run(fmt.Sprintf("backend=libvirt/machines=%d/read=redfish", benchMachines), func(b *testing.B) { getLoad(b, lvURL, lvCA, lvIDs) })
+	b.Run(fmt.Sprintf("machines=%d/change-seen", benchMachines), func(b *testing.B) {
+		size := map[string]string{} // VM → the memory it has now
+		var total time.Duration
+		b.ResetTimer()
+		for i := range b.N {
+			n, id := names[i%len(names)], ids[i%len(ids)]
+			to, gib := "256Mi", 0.25
+			if size[n] == "256Mi" {
+				to, gib = "128Mi", 0.125
+			}
+			patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"domain":{"memory":{"guest":%q},"resources":{"requests":{"memory":%q}}}}}}}`, to, to)
+			began := time.Now()
+			if err := kv.Patch(types.MergePatchType).Namespace(f.Namespace).Resource("virtualmachines").Name(n).
+				Body([]byte(patch)).Do(ctx).Error(); err != nil {
+				b.Fatalf("patch %s: %v", n, err)
+			}
+			for memory(id) != gib {
+				if time.Since(began) > 30*time.Second {
+					b.Fatalf("%s: %v GiB 30 s after its memory was set to %s", n, memory(id), to)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			total += time.Since(began)
+			size[n] = to
+		}
+		b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms-to-seen")
+	})
 }
 
 // BenchmarkKubeVirtPowerOn times a Redfish On until the system reads

@@ -16,9 +16,11 @@ import (
 )
 
 // TestE2EKubeVirtOneBMCPerAddress: --bmc-addresses over the KubeVirt
-// backend. Each VirtualMachine's address is recorded in its settings
-// annotation; at its address curl finds that VM alone, and ipmitool (port
-// 623) starts it through KubeVirt's start subresource.
+// backend, vbmcd as its ServiceAccount with contrib/kubevirt/vbmcd.yaml's
+// Role, as every TestE2EKubeVirt* runs it. Each VirtualMachine's address
+// is recorded in its settings annotation; at its address curl finds that
+// VM alone, and ipmitool (port 623) starts it through KubeVirt's start
+// subresource.
 func TestE2EKubeVirtOneBMCPerAddress(t *testing.T) {
 	f := kubevirttest.Start(t, "lab", "e2e-kvb-")
 	ctx := context.Background()
@@ -35,7 +37,7 @@ func TestE2EKubeVirtOneBMCPerAddress(t *testing.T) {
 	}
 	state := t.TempDir()
 	daemon(t, "", func(c *Config) {
-		c.Backend, c.Kubeconfig = "kubevirt", f.Kubeconfig
+		c.Backend, c.Kubeconfig = "kubevirt", f.VBMCDKubeconfig(t, nil)
 		c.KubeNamespaces, c.KubeSelector = []string{f.Namespace}, "bmlab.io/bmc=yes"
 		c.IPMI, c.StateDir, c.BMCIPMIPort = true, state, 623
 		c.BMCAddresses = []string{"127.34.2.1-127.34.2.2"}

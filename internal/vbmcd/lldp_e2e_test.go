@@ -40,19 +40,7 @@ func TestE2ELLDP(t *testing.T) {
 		if n.ip != "" {
 			def.IPs = []libvirtxml.NetworkIP{{Address: n.ip, Prefix: 24}}
 		}
-		x, err := def.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if old, err := l.NetworkLookupByName(n.name); err == nil {
-			_ = l.NetworkDestroy(old)
-			_ = l.NetworkUndefine(old)
-		}
-		net, err := l.NetworkCreateXML(x) // transient: gone when destroyed
-		if err != nil {
-			t.Fatalf("create network %s: %v", n.name, err)
-		}
-		t.Cleanup(func() { _ = l.NetworkDestroy(net) })
+		transientNetwork(t, l, def)
 	}
 	vm := lab.NewVM(t, "a", virttest.VMOptions{NoCD: true, DiskMarker: true})
 	const mac = "52:54:00:26:01:01"

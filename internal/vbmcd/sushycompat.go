@@ -57,10 +57,14 @@ vbmcd's settings and runs vbmcd: --fake (SUSHY_EMULATOR_FAKE_DRIVER) serves
 SUSHY_EMULATOR_FAKE_SYSTEMS with the sim backend and their notifier, else
 the libvirt backend serves the domains of --libvirt-uri. As sushy-emulator,
 it fetches virtual media from any address without verifying certificates
-unless SUSHY_EMULATOR_VMEDIA_VERIFY_SSL is True. Its BMC
-user is vbmcd's (VBMCD_USERNAME, VBMCD_PASSWORD; admin and password by
-default): SUSHY_EMULATOR_AUTH_FILE is not read. Every other VBMCD_* variable
-applies too. A container of vbmcd's image started with the command
+unless SUSHY_EMULATOR_VMEDIA_VERIFY_SSL is True, and, unlike it, refuses
+event destinations on loopback (vbmcd's --events-allow-loopback, not given
+here, allows them). SUSHY_EMULATOR_AUTH_FILE, an htpasswd file of bcrypt
+entries as sushy-tools takes, gives the Redfish users (vbmcd
+--htpasswd-file; any other entry stops vbmcd before it listens); without
+it the BMC user is vbmcd's (VBMCD_USERNAME, VBMCD_PASSWORD; admin and the
+built-in password, which vbmcd takes on loopback only, by default). Every
+other VBMCD_* variable applies too. A container of vbmcd's image started with the command
 "sushy-emulator ..." (as BMO's vbmctl starts sushy-tools') runs this.
 
 With no arguments at all (the image's default command), it starts as
@@ -232,8 +236,15 @@ func (f *sushyFlags) vbmcdArgs() (args, notes []string, err error) {
 		}
 		args = append(args, "--backend", "libvirt", "--libvirt-uri", uri)
 	}
-	if a, ok := set["SUSHY_EMULATOR_AUTH_FILE"].(string); ok && a != "" {
-		notes = append(notes, fmt.Sprintf("SUSHY_EMULATOR_AUTH_FILE %s is not read: the BMC user is vbmcd's (VBMCD_USERNAME, VBMCD_PASSWORD or VBMCD_CREDENTIALS_FILE)", a))
+	switch a, ok := set["SUSHY_EMULATOR_AUTH_FILE"].(string); {
+	case ok && a != "":
+		// As sushy-tools: its users, bcrypt entries only (else vbmcd
+		// refuses to start); the built-in password is not served.
+		args = append(args, "--htpasswd-file", a)
+	case set["SUSHY_EMULATOR_AUTH_FILE"] != nil:
+		return nil, nil, fmt.Errorf("%s: SUSHY_EMULATOR_AUTH_FILE is %v; want the path of an htpasswd file", f.config, set["SUSHY_EMULATOR_AUTH_FILE"])
+	default:
+		notes = append(notes, "no SUSHY_EMULATOR_AUTH_FILE: Redfish asks for vbmcd's user (VBMCD_USERNAME and VBMCD_PASSWORD, or VBMCD_CREDENTIALS_FILE; admin and the built-in password, on loopback only, unless set), where sushy-tools would ask for none")
 	}
 	if f.storagePool != "" {
 		notes = append(notes, "--storage-pool is not used: virtual media goes into vbmcd's cache (--media-dir)")

@@ -43,10 +43,11 @@ SUSHY_EMULATOR_VMEDIA_VERIFY_SSL = True
 	}{
 		{"vbmctl's sushy-tools container, fake driver", []string{"--port", "8002", "--storage-pool", "default", "--libvirt-uri", "qemu:///system"},
 			map[string]string{"SUSHY_EMULATOR_CONFIG": fakeConf},
-			[]string{"--redfish-addr", "192.168.222.1:8002", "--media-allow-loopback", "--insecure-http", "--media-insecure-tls", "--backend", "sim", "--sim-systems", fakeConf},
-			[]string{"SUSHY_EMULATOR_AUTH_FILE /root/sushy/htpasswd is not read", "--storage-pool is not used"}},
+			[]string{"--redfish-addr", "192.168.222.1:8002", "--media-allow-loopback", "--insecure-http", "--media-insecure-tls", "--backend", "sim", "--sim-systems", fakeConf, "--htpasswd-file", "/root/sushy/htpasswd"},
+			[]string{"--storage-pool is not used"}},
 		{"libvirt, TLS, verified media", []string{"--config", libvirtConf, "-i", "10.0.0.1"}, nil,
-			[]string{"--redfish-addr", "10.0.0.1:8000", "--media-allow-loopback", "--tls-cert", "/c.pem", "--tls-key", "/k.pem", "--backend", "libvirt", "--libvirt-uri", "qemu+ssh://root@192.168.111.1/system"}, nil},
+			[]string{"--redfish-addr", "10.0.0.1:8000", "--media-allow-loopback", "--tls-cert", "/c.pem", "--tls-key", "/k.pem", "--backend", "libvirt", "--libvirt-uri", "qemu+ssh://root@192.168.111.1/system"},
+			[]string{"no SUSHY_EMULATOR_AUTH_FILE: Redfish asks for vbmcd's user"}},
 		{"no configuration", []string{"--fake", "--debug"}, nil,
 			[]string{"--redfish-addr", "127.0.0.1:8000", "--media-allow-loopback", "--insecure-http", "--media-insecure-tls", "--log-level", "debug", "--backend", "sim", "--sim-systems"},
 			[]string{"the fake driver's default system"}},
@@ -106,6 +107,11 @@ func TestSushyEmulatorRefusals(t *testing.T) {
 		{[]string{"--fake", "extra"}, "takes no arguments"},
 		{[]string{"--fake", "--config", conf("SUSHY_EMULATOR_FAKE_SYSTEMS = [{'uuid': 'x', 'name': 'a'}]\n"), "-p", "1"},
 			"SUSHY_EMULATOR_FAKE_SYSTEMS entry 1 (a): uuid \"x\": want a UUID"},
+		// An htpasswd entry that is not bcrypt (Apache's MD5): vbmcd
+		// stops before it listens, as it cannot check it.
+		{[]string{"--fake", "-p", "1", "--config", conf("SUSHY_EMULATOR_AUTH_FILE = '" + conf("ironic:$apr1$x$y\n") + "'\n")},
+			"line 1 (user \"ironic\"): not a bcrypt hash"},
+		{[]string{"--fake", "-p", "1", "--config", conf("SUSHY_EMULATOR_AUTH_FILE = ['/a']\n")}, "SUSHY_EMULATOR_AUTH_FILE is [/a]; want the path of an htpasswd file"},
 	} {
 		var out, errOut bytes.Buffer
 		cmd := newSushyCommand(Streams{Out: &out, ErrOut: &errOut}, func(string) string { return "" })

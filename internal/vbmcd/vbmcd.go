@@ -219,10 +219,21 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	if err != nil {
 		return err
 	}
-	if err := cfg.checkPassword(pass); err != nil {
-		return err
+	// The users of --htpasswd-file replace the built-in password: the
+	// daemon's own user is served only when its password is yours.
+	var file *accounts.Htpasswd
+	if cfg.HtpasswdFile != "" {
+		if file, err = accounts.LoadHtpasswd(cfg.HtpasswdFile); err != nil {
+			return err
+		}
 	}
-	for _, w := range cfg.warnings(passwordFlag && cfg.CredentialsFile == "", pass == DefaultPassword) {
+	daemonUser := file == nil || pass != DefaultPassword
+	if daemonUser {
+		if err := cfg.checkPassword(pass); err != nil {
+			return err
+		}
+	}
+	for _, w := range cfg.warnings(passwordFlag && cfg.CredentialsFile == "", daemonUser && pass == DefaultPassword) {
 		log.Warn(w)
 	}
 	var be machine.Backend
@@ -267,6 +278,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		}
 	}
 	reg := metrics.New()
+	keepGCHeadroom(ctx, gcHeadroom)
 	var fetcher machine.ImageFetcher = cache
 	if sb, ok := be.(*sim.Backend); ok {
 		fetcher = cache.ProbeFor(sb.Probes) // --sim-media probe
@@ -296,7 +308,11 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w (choose another with --state-dir)", err)
 	}
-	store, err := accounts.Open(cfg.StateDir, accounts.WithReserved(user))
+	reserved := []string{user}
+	if file != nil {
+		reserved = append(reserved, file.Names()...)
+	}
+	store, err := accounts.Open(cfg.StateDir, accounts.WithReserved(reserved...))
 	if err != nil {
 		return err
 	}
@@ -313,18 +329,29 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	if _, ok := svc.Backend().(machine.DisplayOpener); ok && cfg.WebConsole {
 		kvm = webui.MaxConsoles
 	}
-	rf := redfish.New(svc, log.Named("redfish"),
+	rfOpts := []redfish.Option{
 		redfish.WithGraphicalConsole(kvm),
 		redfish.WithThrottle(throttle),
 		redfish.WithMetrics(reg),
-		redfish.WithCredentials(user, pass),
 		redfish.WithAccounts(store),
 		redfish.WithSessionTimeout(cfg.SessionTimeout),
 		redfish.WithServiceUUID(uuid),
 		redfish.WithPersonality(cfg.Personality, cfg.Quirks),
 		redfish.WithQuirkTimes(quirkTimes),
-		redfish.WithEventPolicy(policy), // the image fetcher's: one outbound policy
-		redfish.WithEventStore(filepath.Join(cfg.StateDir, "event-subscriptions.json")))
+		// The image fetcher's, but loopback by --events-allow-loopback only.
+		redfish.WithEventPolicy(policy.Events(cfg.EventsAllowLoopback)),
+		redfish.WithEventStore(filepath.Join(cfg.StateDir, "event-subscriptions.json")),
+	}
+	if daemonUser {
+		rfOpts = append(rfOpts, redfish.WithCredentials(user, pass))
+	}
+	if file != nil {
+		rfOpts = append(rfOpts, redfish.WithHtpasswd(file))
+		log.Info("Redfish users from the htpasswd file", zap.String("file", cfg.HtpasswdFile), zap.Int("users", len(file.Names())),
+			zap.Bool("daemon user too", daemonUser))
+	}
+	rf := redfish.New(svc, log.Named("redfish"), rfOpts...)
+
 	rf.WatchEvents(ctx)
 	var handler http.Handler = rf.Handler()
 	var ui *webui.UI
@@ -396,7 +423,6 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	var ipmiDone chan struct{}
 	if cfg.IPMI {
 		opts := []ipmi.Option{
-			ipmi.WithCredentials(machine.Credential{Username: user, Password: pass}),
 			ipmi.WithAccounts(store),
 			ipmi.WithThrottle(throttle),
 			ipmi.WithMetrics(reg),
@@ -404,6 +430,9 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 			ipmi.WithCipherSuite0(cfg.IPMICipher0),
 			ipmi.WithSessionLimit(cfg.IPMIMaxSessions),
 			ipmi.WithSessionTimeout(cfg.IPMISessionTimeout),
+		}
+		if daemonUser {
+			opts = append(opts, ipmi.WithCredentials(machine.Credential{Username: user, Password: pass}))
 		}
 		if cfg.IPMIPortBase > 0 {
 			opts = append(opts, ipmi.WithPortBase(cfg.IPMIPortBase))
@@ -452,7 +481,14 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 
 	n := machine.Count(svc.Backend())
 	addr := ln.Addr().String()
-	fmt.Fprintf(out, "vbmcd: serving %d %s machine(s); Redfish at %s://%s/redfish/v1 (user %s); metrics at %s\n", n, cfg.Backend, scheme, displayAddr(addr), user, metricsURL)
+	who := "user " + user
+	if file != nil {
+		who = "users of " + cfg.HtpasswdFile
+		if daemonUser {
+			who += " and " + user
+		}
+	}
+	fmt.Fprintf(out, "vbmcd: serving %d %s machine(s); Redfish at %s://%s/redfish/v1 (%s); metrics at %s\n", n, cfg.Backend, scheme, displayAddr(addr), who, metricsURL)
 	if own != nil {
 		fmt.Fprintf(out, "vbmcd: %d machine(s) have a BMC of their own: Redfish on %s://ADDRESS:%d/redfish/v1, IPMI on port %d of the same address\n",
 			own.listening(), scheme, cfg.bmcRedfishPort(), cfg.BMCIPMIPort)

@@ -90,6 +90,8 @@ func (lab *Lab) client(t testing.TB) *libvirt.Libvirt {
 type VM struct {
 	Name, ID  string
 	SerialLog string
+	// Disk is the path of its disk (raw), "" without one.
+	Disk string
 }
 
 // VMOptions shape a test VM.
@@ -115,9 +117,19 @@ type VMOptions struct {
 	// QEMU's user-mode network, with its link down: no host interface, and
 	// nothing leaves the VM.
 	NICModels []string
+	// NICs are NICs on libvirt networks or bridges (labvirt.NICSpec),
+	// before NICModels' ones.
+	NICs []labvirt.NICSpec
+	// Disk, when set, gives the VM a raw disk of DiskGiB (default 4, the
+	// least ironic-python-agent takes for a root device), sparse, whose
+	// start is a copy of this image (a whole-disk image with a partition
+	// table). Not with DiskMarker.
+	Disk    string
+	DiskGiB int
 	// Bridges gives the VM a virtio NIC on each of these bridges (in
-	// libvirtd's namespace), its link up, before the NICModels ones: the
-	// first is the one os/boot's network boots from.
+	// libvirtd's namespace), its link up, after the NICs and before the
+	// NICModels ones (without NICs, the first is the one os/boot's
+	// network boots from).
 	Bridges []string
 	// NoNICROM leaves the Bridges NICs without qemu's option ROM (iPXE):
 	// the firmware's own network stack boots them (OVMF's VirtioNetDxe and
@@ -158,11 +170,22 @@ func (lab *Lab) NewVM(t testing.TB, name string, o VMOptions) *VM {
 	if !o.NoCD {
 		spec.CDROM = iso(t)
 	}
-	if o.DiskMarker {
-		disk := filepath.Join(dir, "disk.img")
+	var disk string
+	switch {
+	case o.DiskMarker:
+		disk = filepath.Join(dir, "disk.img")
 		testenv.CopyFile(t, diskImage(t), disk)
+	case o.Disk != "":
+		disk = filepath.Join(dir, "disk.img")
+		testenv.CopyFile(t, o.Disk, disk)
+		if err := os.Truncate(disk, int64(max(o.DiskGiB, 4))<<30); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if disk != "" {
 		spec.Disks = []labvirt.DiskSpec{{Path: disk, Format: "raw"}}
 	}
+	spec.NICs = o.NICs
 	ctx := context.Background()
 	id, err := labvirt.Wrap(lab.client(t)).DefineDomain(ctx, spec)
 	if err != nil {
@@ -176,12 +199,13 @@ func (lab *Lab) NewVM(t testing.TB, name string, o VMOptions) *VM {
 	if len(o.NICModels)+len(o.Bridges)+len(o.FWCfg) > 0 {
 		lab.addNICs(t, spec.Name, o)
 	}
-	vm := &VM{Name: spec.Name, ID: id, SerialLog: spec.SerialLog}
+	vm := &VM{Name: spec.Name, ID: id, SerialLog: spec.SerialLog, Disk: disk}
+	nics := len(o.NICs) + len(o.Bridges) + len(o.NICModels)
 	if !testenv.WaitFor(5*time.Second, func() bool {
 		m, err := lab.Service.Get(id)
-		return err == nil && len(m.NICs) == len(o.NICModels)+len(o.Bridges)
+		return err == nil && len(m.NICs) == nics
 	}) {
-		t.Fatalf("the backend never saw domain %s with its %d NICs", spec.Name, len(o.NICModels)+len(o.Bridges))
+		t.Fatalf("the backend never saw domain %s with its %d NICs", spec.Name, nics)
 	}
 	return vm
 }

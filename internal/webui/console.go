@@ -208,7 +208,10 @@ func (u *UI) hold(ctx context.Context, s *wsSession, what string, revoked <-chan
 			return
 		case _, ok := <-changes:
 			if !ok {
-				if ctx.Err() == nil {
+				if u.beforeEnd != nil {
+					<-u.beforeEnd
+				}
+				if ctx.Err() == nil || isClosed(revoked) {
 					u.ended(s, what)
 				}
 				return
@@ -344,6 +347,16 @@ func (u *UI) ended(s *wsSession, what string) {
 	}
 	u.log.Info(what+" closed: "+msg.Error, zap.String("system", s.m.ID), zap.String("user", accounts.LogName(s.c.User)))
 	closeWith(s.ws, websocket.ClosePolicyViolation, msg)
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 func closeWith(ws *websocket.Conn, code int, msg consoleMsg) {

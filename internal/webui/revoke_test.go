@@ -215,7 +215,11 @@ func (s *consoleServer) deleteSession(t *testing.T, tok, asTok string) {
 // the session deleted by an administrator, the account deleted, disabled
 // or lowered to ReadOnly (issue 32: it checked the session once, at
 // connect, and input reached the machine 185 s after the account was
-// deleted). What was typed after is not delivered.
+// deleted). What was typed after is not delivered: the "typed after"
+// runs hold the close back (UI.beforeEnd) and type into the console while
+// it is still open, so only the check of every message stands between
+// that input and the machine (issue 46: typed after the close, it could
+// not fail).
 func TestConsoleRevokedAtOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -245,23 +249,45 @@ func TestConsoleRevokedAtOnce(t *testing.T) {
 		}, "insufficient privilege"},
 	} {
 		for _, kind := range []string{"console", "display"} {
-			t.Run(kind+"/"+tc.name, func(t *testing.T) {
-				s := newConsoleServer(t)
+			// open is a console of kind as an Operator, input checked
+			// to reach the machine, and what revokes it.
+			open := func(t *testing.T, s *consoleServer) (ws *websocket.Conn, end net.Conn, revoke func()) {
 				a := s.account(t, "operator", accounts.Operator)
 				tok := s.login(t, "operator", "operator-pass1")
 				admin := s.login(t, user, pass)
-				ws, end := s.open(t, kind, tok, s.svc.List()[0].ID)
+				ws, end = s.open(t, kind, tok, s.svc.List()[0].ID)
 				if !typed(ws, end, "before", 5*time.Second) {
 					t.Fatal("input before the change did not reach the machine")
 				}
-				tc.revoke(t, s, a, tok, admin)
+				return ws, end, func() { tc.revoke(t, s, a, tok, admin) }
+			}
+			t.Run(kind+"/"+tc.name, func(t *testing.T) {
+				s := newConsoleServer(t)
+				ws, _, revoke := open(t, s)
+				revoke()
 				took, last := closedWithin(t, ws, websocket.ClosePolicyViolation, time.Second)
 				t.Logf("closed %v after the change: %+v", took, last)
 				if last.Error != tc.detail {
 					t.Errorf("the last message says %+v, want %q", last, tc.detail)
 				}
-				if typed(ws, end, "after", 500*time.Millisecond) {
-					t.Error("input after the change reached the machine")
+			})
+			t.Run(kind+"/"+tc.name+"/typed after", func(t *testing.T) {
+				s := newConsoleServer(t)
+				s.ui.beforeEnd = make(chan struct{})
+				ws, end, revoke := open(t, s)
+				revoke()
+				// The console is still open: the close is held back.
+				if err := ws.WriteMessage(websocket.BinaryMessage, []byte("after")); err != nil {
+					t.Fatalf("typing after the change: %v, want the console still open", err)
+				}
+				_ = end.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+				if b, err := io.ReadAll(io.LimitReader(end, 5)); len(b) > 0 {
+					t.Errorf("input typed after the change reached the machine: %q (%v)", b, err)
+				}
+				close(s.ui.beforeEnd)
+				_, last := closedWithin(t, ws, websocket.ClosePolicyViolation, time.Second)
+				if last.Error != tc.detail {
+					t.Errorf("the last message says %+v, want %q", last, tc.detail)
 				}
 			})
 		}

@@ -1,12 +1,12 @@
 package webui
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -65,6 +65,12 @@ type UI struct {
 	slots slots         // live streams and consoles (slots.go)
 	done  chan struct{} // closed by Shutdown
 	once  sync.Once
+
+	// beforeEnd, when set (tests), is waited for before a console whose
+	// session ended or lost the right is closed, so that a test can type
+	// into it meanwhile: what stops that input is the check of every
+	// message (input), not the close.
+	beforeEnd chan struct{}
 }
 
 // New returns the console over svc, authenticating with rf's sessions.
@@ -239,12 +245,17 @@ func (u *UI) Run(ctx context.Context) {
 // static serves the embedded assets, each with an ETag (its SHA-256), so a
 // browser revalidates them with a 304 instead of fetching xterm.js again;
 // directories are not listed.
+// static serves the embedded assets straight from the binary's embedded
+// data: only their names and ETags are kept in memory. (Copies of them,
+// 1.1 MB, would double the live heap of an idle vbmcd, and with it how
+// often the garbage collector runs under load: the Go runtime's smallest
+// heap goal is 4 MB.)
 type static struct {
 	files map[string]asset
 }
 
 type asset struct {
-	body []byte
+	path string // in assetFS
 	etag string
 }
 
@@ -259,7 +270,7 @@ func newStatic() *static {
 			return err
 		}
 		sum := sha256.Sum256(b)
-		st.files[strings.TrimPrefix(p, "assets/")] = asset{body: b, etag: `"` + hex.EncodeToString(sum[:16]) + `"`}
+		st.files[strings.TrimPrefix(p, "assets/")] = asset{path: p, etag: `"` + hex.EncodeToString(sum[:16]) + `"`}
 		return nil
 	})
 	return st
@@ -271,8 +282,19 @@ func (st *static) serve(w http.ResponseWriter, r *http.Request, name string) {
 		apiError(w, http.StatusNotFound, "no such file")
 		return
 	}
+	f, err := assetFS.Open(a.path)
+	if err != nil {
+		apiError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	defer f.Close()
+	rs, ok := f.(io.ReadSeeker) // embed's files seek
+	if !ok {
+		apiError(w, http.StatusInternalServerError, "embedded file without Seek")
+		return
+	}
 	w.Header().Set("ETag", a.etag)
-	http.ServeContent(w, r, path.Base(name), time.Time{}, bytes.NewReader(a.body))
+	http.ServeContent(w, r, path.Base(name), time.Time{}, rs)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -21,7 +21,8 @@ import (
 
 // CDI as the fixture plays it (CDI's module is not served, see
 // docs/kubevirt.md): a DataVolume with an http source gets its PVC (named
-// as the DataVolume, owned by it, reported Bound) and is imported into a
+// as the DataVolume, owned by it, reported Bound: the PV provisioner's and
+// binder's part, with no PersistentVolume) and is imported into a
 // file, the PVC's data, which the node's domains use. Status is written as
 // CDI's datavolume controller writes it: phase ImportScheduled,
 // ImportInProgress with progress, Succeeded with "100.0%", all through the
@@ -33,7 +34,9 @@ import (
 // other sources, storage classes, scratch space, format conversion.
 
 // RetryEvery is how soon the fixture's importer runs again after a
-// failure (a kubelet waits 10 s, then 20 s, 40 s...).
+// failure: the fixture's own pace, so that a test sees
+// kubevirt.MaxImportRestarts reached in seconds. A kubelet waits 10 s,
+// then 20 s, 40 s... (its crash-loop back-off); no test runs at that pace.
 const RetryEvery = time.Second
 
 // startCDI watches the namespace's DataVolumes and imports them.

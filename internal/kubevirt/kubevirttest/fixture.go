@@ -12,12 +12,19 @@
 // (instances made from VMs, run strategies, state change requests,
 // virt-launcher pods, attachment pods for hot-plugged volumes).
 //
-// The fixture (node.go, cdi.go): scheduling, the kubelet's part of the
-// virt-launcher and attachment pods, virt-handler's part of an instance
-// (its libvirt domain, its status, virt-handler's REST server that virt-api
-// calls for the console, softreboot and reset, the hot-plugged CD in the
-// running domain), and CDI's import of a DataVolume. docs/kubevirt.md says
-// what each does and what it does not.
+// The fixture: virt-operator's part (controlplane.go: the CRDs and control
+// plane objects its code makes, the KubeVirt CR and the status the
+// operator writes, the certificates); the scheduler's and the kubelet's
+// part of the virt-launcher and attachment pods, the Node with
+// virt-handler's labels and heartbeat, and virt-handler's part of an
+// instance (node.go: its libvirt domain, defined with internal/labvirt;
+// its status; virt-handler's REST server, which virt-api calls for the
+// console, softreboot and reset; the hot-plugged CD in the running
+// domain: the console and the CD go through vbmcd's own libvirt backend,
+// internal/virt); CDI's datavolume controller and importer, the PVC's
+// binding and the garbage collector's deletion of a DataVolume's PVC
+// (cdi.go). docs/kubevirt.md's table says what each does and what it does
+// not.
 package kubevirttest
 
 import (

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,23 +43,30 @@ import (
 //     ipmitool at ADDR (port 623) reaches the same node;
 //   - net check is clean; an address taken off the BMC bridge is reported,
 //     net repair puts it back and net check is clean again;
-//   - Ironic 21.4, started in that namespace as in the bootstrap VM, takes
+//   - Ironic, started in that namespace as in the bootstrap VM, takes
 //     each host of install-config (its BMC address, credentials and
 //     bmcVerifyCA as given; the ipmi and the redfish hardware types) to
 //     manageable and powers it on and off, as libvirt sees; inspects each
-//     Redfish host (CPUs and memory as the lab made them); then every
-//     host goes through provide (automated cleaning), deploy (direct) and
-//     undeploy with cleaning: a Redfish host (a Disabled provisioning
-//     network) boots the deploy ISO by redfish-virtual-media over the
-//     machine network, an IPMI host (a Managed one) the deploy kernel over
-//     the network through its provisioning NIC, as the bootstrap VM boots
-//     it: Ironic on the provisioning network at bootstrapProvisioningIP,
-//     Debian's dnsmasq with the configuration Metal3's ironic-image writes
-//     (the DHCP server of the installer's provisioningDHCPRange, TFTP of
-//     iPXE), OVMF's PXE on the node's first NIC, iPXE, Ironic's boot.ipxe;
-//     each boot seen on the node's serial console, each node's lease
-//     (its boot MAC, an address of the range) in dnsmasq's log;
-//   - the Managed lab's nodes have two NICs, the provisioning one first
+//     Redfish host through its BMC (CPUs and memory as the lab made them);
+//     in the IPv4 Redfish lab Ironic is 29 (with fast_track, as the
+//     bootstrap's) and the first master goes through the real agent
+//     (ironic-python-agent 10.2.0 from Debian 13, by virtual media):
+//     inspection, automated cleaning, the deploy of an OS image, which the
+//     master then boots from its disk and which its disk holds (read from
+//     the lab host); the other labs run Ironic 21.4;
+//   - the IPMI labs are booted as the bootstrap VM boots them: the
+//     namespace also joins the provisioning bridge at
+//     bootstrapProvisioningIP, where Ironic runs, and the first master
+//     boots the real agent through its provisioning NIC (the ipxe boot
+//     interface: the NIC's iPXE ROM, Ironic's boot.ipxe, the deploy kernel
+//     and ramdisk) for automated cleaning, its serial console showing the
+//     ramdisk's init once, and its boot MAC leased an address of
+//     provisioningDHCPRange: on a Managed network by Debian's dnsmasq with
+//     the configuration Metal3's ironic-image writes (the DHCP server of
+//     that range, TFTP of iPXE), on an Unmanaged one by the lab's own DHCP
+//     server (status says it runs), the bootstrap's dnsmasq serving TFTP
+//     only and answering no DHCP;
+//   - those labs' nodes have two NICs, the provisioning one first
 //     (libvirt's definition), as labctl status shows them;
 //   - in the two-node lab, fence_redfish and fence_ipmilan, with the
 //     fencing credentials install-config carries, power each master on
@@ -70,26 +78,27 @@ func TestUpBMCNetwork(t *testing.T) {
 		name, mode, lab string
 		port            int
 		bmcNet          string
-		ipmi, unmanaged bool
+		ipmi, realAgent bool
+		unmanaged       bool
 	}{
 		{"lbn4", plan.ModeIPI, `  machineNetwork: 10.198.64.0/24
   dhcpRange: {start: 10.198.64.20, end: 10.198.64.60}
   apiVIP: 10.198.64.5
   ingressVIP: 10.198.64.4
   workers: {count: 0}
-`, 18764, "10.198.164.0/24", false, false},
+`, 18764, "10.198.164.0/24", false, true, false},
 		{"lbni", plan.ModeIPI, `  machineNetwork: 10.198.66.0/24
   dhcpRange: {start: 10.198.66.20, end: 10.198.66.60}
   apiVIP: 10.198.66.5
   ingressVIP: 10.198.66.4
   workers: {count: 0}
-`, 18766, "10.198.166.0/24", true, false},
+`, 18766, "10.198.166.0/24", true, false, false},
 		{"lbnu", plan.ModeIPI, `  machineNetwork: 10.198.67.0/24
   dhcpRange: {start: 10.198.67.20, end: 10.198.67.60}
   apiVIP: 10.198.67.5
   ingressVIP: 10.198.67.4
   workers: {count: 0}
-`, 18767, "10.198.167.0/24", true, true},
+`, 18767, "10.198.167.0/24", true, false, true},
 		{"lbn6", plan.ModeAgent, `  ipFamily: v6
   machineNetwork: fd2e:6f44:5dd8:c964::/120
   dhcpRange: {start: "fd2e:6f44:5dd8:c964::20", end: "fd2e:6f44:5dd8:c964::60"}
@@ -100,15 +109,15 @@ func TestUpBMCNetwork(t *testing.T) {
   fencing: true
   agent: {staticIPs: true}
   installer: INSTALLER
-`, 18765, "fd2e:6f44:5dd8:c965::/120", false, false},
+`, 18765, "fd2e:6f44:5dd8:c965::/120", false, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			upBMCNetwork(t, tc.name, tc.mode, tc.lab, tc.port, tc.bmcNet, tc.ipmi, tc.unmanaged)
+			upBMCNetwork(t, tc.name, tc.mode, tc.lab, tc.port, tc.bmcNet, tc.ipmi, tc.realAgent, tc.unmanaged)
 		})
 	}
 }
 
-func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet string, ipmi, unmanaged bool) {
+func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet string, ipmi, realAgent, unmanaged bool) {
 	dir := testenv.QemuDir(t)
 	cfg := labFile(t, dir, name, port)
 	b, err := os.ReadFile(cfg)
@@ -119,12 +128,11 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 	cluster = strings.ReplaceAll(cluster, "INSTALLER", installertest.Installer(t))
 	lab = lab[:strings.Index(lab, "  machineNetwork:")] + cluster + lab[strings.Index(lab, "  bmc:"):]
 	lab = strings.Replace(lab, "  bmc: {", "  bmc: {network: '"+bmcNet+"', ", 1)
-	// Small masters, but 1 GiB each (not the tiny profile's 512 MiB):
-	// sushy 4.3 reads TotalSystemMemoryGiB as an integer, so Ironic's
-	// Redfish inspection of a smaller machine finds no memory and fails
-	// (no real server has less; qemu touches only what the firmware and
-	// grub use).
-	const size = "vcpus: 1, memoryMiB: 1024, diskGiB: 2"
+	// Small masters, but 1.5 GiB each (not the tiny profile's 512 MiB:
+	// masterMiB) with a 4 GiB disk (the least ironic-python-agent takes
+	// for a root device); qemu touches only what the guest uses, and the
+	// disks are sparse.
+	size := fmt.Sprintf("vcpus: 1, memoryMiB: %d, diskGiB: 4", masterMiB)
 	if strings.Contains(lab, "  masters: {") {
 		lab = strings.Replace(lab, "  masters: {", "  masters: {"+size+", ", 1)
 	} else {
@@ -236,11 +244,7 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 	if ipmi {
 		managedNICs(t, common, p)
 	}
-	if unmanaged {
-		unmanagedBoot(t, ns, ic, p, common)
-	} else {
-		ironicDrives(t, ns, probeAddr, ic, p)
-	}
+	ironicDrives(t, ns, probeAddr, ic, p, realAgent, common)
 
 	// The fence agents of a two-node cluster, from the machine network,
 	// with the fencing credentials install-config carries (and the lab's
@@ -410,96 +414,96 @@ func fenceMasters(t *testing.T, ns string, p *plan.Plan, creds []ipi.FencingCred
 // host of install-config with its BMC address, credentials and the CA
 // install-config carries, manage it (Ironic checks power and management
 // through the BMC) and power it on and off; libvirt's view of the domain
-// is checked after each; it inspects the Redfish hosts; then it provides, deploys and undeploys every
-// host, booting the deploy image by virtual media (Redfish) or over the
-// network (IPMI: Options.PXE on the machine network). (BIOS and firmware
-// through BMCs of their own: TestIronicSim and TestE2EIronic,
-// internal/vbmcd.)
-func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig, p *plan.Plan) {
+// is checked after each; it inspects the Redfish hosts through their BMCs.
+// With realAgent (an IPv4 Redfish lab), Ironic is 29 with fast_track, as the
+// bootstrap VM's is, and it takes the first host through the real agent
+// (the deploy ramdisk of hack/build-ipa-ramdisk.sh, booted by virtual
+// media): inspection (its CPUs, memory, disk and boot MAC as the lab made
+// them), automated cleaning and a deploy of the OS image, which the host
+// then boots from its disk (its serial log shows the image's lines) and
+// which the host's disk holds, as read from the lab host. Otherwise it is
+// Ironic 21.4; on a lab with a provisioning network (Managed, Unmanaged)
+// it runs at bootstrapProvisioningIP with the bootstrap's network boot
+// (bootstrapServices), and the first host boots the same agent through
+// its provisioning NIC for automated cleaning (netBootsAgent). (BIOS and
+// firmware through BMCs of their own: TestIronicSim, internal/vbmcd.)
+func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig, p *plan.Plan, realAgent bool, common []string) {
 	t.Helper()
 	o := ironictest.Options{Namespace: ns, Host: addr.String()}
-	ipmi := false
-	for _, h := range ic.Platform.BareMetal.Hosts {
-		ipmi = ipmi || strings.HasPrefix(h.BMC.Address, "ipmi://")
+	if realAgent {
+		o.Release = ironictest.Ironic29
+		o.Config = ironictest.AgentConfig(true)
 	}
-	if ipmi {
-		// The bootstrap VM's provisioning services, as the installer
-		// runs them on a Managed provisioning network: the namespace
-		// joins the provisioning bridge too, at bootstrapProvisioningIP,
-		// where Ironic and its dnsmasq (ironic-image's configuration: the
-		// DHCP server of provisioningDHCPRange) serve the nodes' first
-		// NICs. An IPv6 prefix for router advertisements (not
-		// ironic-image's) ends iPXE's IPv6 autoconfiguration at once
-		// (else it waits about 16 s each boot).
-		bc := p.Cluster
-		bootstrapOnProvisioning(t, ns, p)
-		ra := netip.MustParsePrefix("fd5e:b1ab:6600::/64")
-		netnstest.IP(t, "-n", ns, "addr", "add", "fd5e:b1ab:6600::fe/64", "dev", "eth1", "nodad")
-		o.Host = bc.BootstrapProvisioningIP.String()
-		o.PXE = &ironictest.PXE{Interface: "eth1", Subnet: bc.ProvisioningNetworkCIDR, Start: bc.ProvisioningDHCPRange.Start, End: bc.ProvisioningDHCPRange.End, RAPrefix: ra}
+	netBoot := p.Cluster.ProvisioningNetwork != ipi.ProvisioningDisabled
+	if netBoot {
+		o.Config = ironictest.AgentConfig(false)
+		bootstrapServices(t, ns, p, &o)
 	}
 	ir := ironictest.Start(t, o)
-	iso := ir.Serve("/images/agent.iso", testenv.AgentISO(t))
-	var kernel, ramdisk string
-	if ipmi {
-		// The deploy kernel iPXE boots prints the agent's marker, as the
-		// deploy ISO does; the ramdisk is a few bytes iPXE loads beside it.
-		kernel = ir.Serve("/images/deploy_kernel", testenv.AgentEFI(t))
-		rd := filepath.Join(t.TempDir(), "deploy_ramdisk")
-		if err := os.WriteFile(rd, []byte("bmlab: the stand-in deploy ramdisk\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		ramdisk = ir.Serve("/images/deploy_ramdisk", rd)
+	var ramdisk map[string]any
+	if realAgent || netBoot {
+		ramdisk = ir.ServeRamdisk(ironictest.DeployRamdisk(t))
 	}
 	ca := filepath.Join(t.TempDir(), "bmc-verify-ca.pem")
 	if err := os.WriteFile(ca, []byte(ic.Platform.BareMetal.BMCVerifyCA), 0o644); err != nil || ic.Platform.BareMetal.BMCVerifyCA == "" {
 		t.Fatalf("install-config's bmcVerifyCA: %v (%d bytes)", err, len(ic.Platform.BareMetal.BMCVerifyCA))
 	}
-	var names, inspect []string // inspect: the Redfish hosts
-	for _, h := range ic.Platform.BareMetal.Hosts {
+	var names, inspect []string // inspect: the Redfish hosts Ironic inspects through their BMCs
+	agentHost := ""
+	for i, h := range ic.Platform.BareMetal.Hosts {
 		spec := ironictest.NodeSpec{Name: h.Name}
 		switch a := h.BMC.Address; {
 		case strings.HasPrefix(a, "ipmi://"):
 			host := strings.Trim(strings.TrimPrefix(a, "ipmi://"), "[]")
 			spec.Driver = "ipmi"
-			spec.DriverInfo = map[string]any{"ipmi_address": host, "ipmi_username": h.BMC.Username, "ipmi_password": h.BMC.Password,
-				"deploy_kernel": kernel, "deploy_ramdisk": ramdisk}
-			spec.Interfaces = map[string]string{"boot_interface": "ipxe", "deploy_interface": "direct", "management_interface": "ipmitool", "power_interface": "ipmitool"}
+			spec.DriverInfo = map[string]any{"ipmi_address": host, "ipmi_username": h.BMC.Username, "ipmi_password": h.BMC.Password}
+			spec.Interfaces = map[string]string{"management_interface": "ipmitool", "power_interface": "ipmitool"}
 		case strings.HasPrefix(a, "redfish-virtualmedia+https://"):
 			rest := strings.TrimPrefix(a, "redfish-virtualmedia+")
 			i := strings.Index(rest, "/redfish/")
 			spec.Driver = "redfish"
 			spec.DriverInfo = map[string]any{"redfish_address": rest[:i], "redfish_system_id": rest[i:],
-				"redfish_username": h.BMC.Username, "redfish_password": h.BMC.Password, "redfish_verify_ca": ca,
-				"deploy_iso": iso}
+				"redfish_username": h.BMC.Username, "redfish_password": h.BMC.Password, "redfish_verify_ca": ca}
 			spec.Interfaces = map[string]string{"boot_interface": "redfish-virtual-media", "deploy_interface": "direct",
 				"management_interface": "redfish", "power_interface": "redfish", "inspect_interface": "redfish"}
 		default:
 			t.Fatalf("%s: BMC address %s", h.Name, a)
 		}
 		spec.Properties = map[string]any{"capabilities": "boot_mode:uefi"} // the lab's nodes are UEFI
-		spec.MACs = []string{h.BootMACAddress}
+		switch {
+		case realAgent && i == 0:
+			agentHost = h.Name
+			spec.Interfaces["inspect_interface"] = "agent"
+			for k, v := range ramdisk {
+				spec.DriverInfo[k] = v
+			}
+			// The image from enrollment on: see ironictest's Patch on
+			// Ironic 29.
+			image := testenv.OSImage(t)
+			spec.InstanceInfo = ironictest.ImageInstanceInfo(t, ir.Serve("/images/os-disk.img", image), image)
+		case spec.Driver == "redfish":
+			inspect = append(inspect, h.Name)
+			spec.MACs = []string{h.BootMACAddress}
+		case netBoot && i == 0:
+			// Booted through its provisioning NIC (netBootsAgent).
+			agentHost = h.Name
+			spec.MACs = []string{h.BootMACAddress}
+			spec.Interfaces["boot_interface"] = "ipxe"
+			spec.Interfaces["deploy_interface"] = "direct"
+			for k, v := range ramdisk {
+				spec.DriverInfo[k] = v
+			}
+		default:
+			spec.MACs = []string{h.BootMACAddress}
+		}
 		if _, err := ir.Enroll(spec); err != nil {
 			t.Fatal(err)
 		}
 		names = append(names, h.Name)
-		if spec.Driver == "redfish" {
-			inspect = append(inspect, h.Name)
-		}
 	}
-	for _, n := range names {
-		if err := ir.Provision(n, "manage", nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, n := range names {
-		if _, err := ir.Wait("manage", n, "manageable", 2*time.Minute); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ir.Step(t, "manage", "manage", "manageable", 2*time.Minute, names...)
 	// Redfish inspection (the redfish inspect interface) reads each
 	// Redfish host's CPUs and memory from its BMC as the lab made them.
-	// (The ipmi hardware type inspects through ironic-inspector only.)
 	if len(inspect) > 0 {
 		ir.Step(t, "Redfish inspection", "inspect", "manageable", 2*time.Minute, inspect...)
 		for _, n := range inspect {
@@ -507,8 +511,10 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 			if err != nil {
 				t.Fatal(err)
 			}
-			if mem, cpus := fmt.Sprint(node.Properties["memory_mb"]), fmt.Sprint(node.Properties["cpus"]); mem != "1024" || cpus != "1" {
-				t.Errorf("%s inspected: memory_mb %s, cpus %s; want 1024 and 1 (properties %v)", n, mem, cpus, node.Properties)
+			// sushy reads TotalSystemMemoryGiB as whole GiB.
+			pn, _ := p.Node(n)
+			if mem, cpus := fmt.Sprint(node.Properties["memory_mb"]), fmt.Sprint(node.Properties["cpus"]); mem != fmt.Sprint(pn.MemoryMiB/1024*1024) || cpus != fmt.Sprint(pn.VCPUs) {
+				t.Errorf("%s inspected: memory_mb %s, cpus %s; want %d and %d (properties %v)", n, mem, cpus, pn.MemoryMiB/1024*1024, pn.VCPUs, node.Properties)
 			}
 		}
 	}
@@ -527,64 +533,49 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 		}
 	}
 	// Ironic forgets the nodes when done: its power sync would otherwise
-	// put back a power state the fence agents change.
+	// put back a power state the fence agents change. (A deployed node
+	// goes into maintenance first: Ironic deletes no active node else.)
 	defer func() {
 		for _, n := range names {
+			if n == agentHost {
+				if err := ir.Patch(n, map[string]any{"op": "replace", "path": "/maintenance", "value": true}); err != nil {
+					t.Errorf("maintenance for %s: %v", n, err)
+				}
+			}
 			if err := ir.Do(http.MethodDelete, "/v1/nodes/"+n, nil, nil); err != nil {
 				t.Errorf("delete %s from Ironic: %v", n, err)
 			}
 		}
 	}()
+	switch {
+	case agentHost != "" && netBoot:
+		netBootsAgent(t, ir, hostNamed(ic, agentHost), p, common)
+	case agentHost != "":
+		agentDeploys(t, ir, agentHost, hostNamed(ic, agentHost), p)
+	}
+}
 
-	// Every host: provide (automated cleaning), deploy (direct) and
-	// undeploy with cleaning. A Redfish host boots the deploy ISO from
-	// virtual media (redfish-virtual-media), an IPMI host the deploy
-	// kernel over the network (ipxe: its firmware's PXE, dnsmasq, iPXE);
-	// either prints the agent's marker: the stand-in agent starts when the
-	// line shows on the node's serial console, so each boot of it is
-	// counted there.
-	disk := testenv.MarkerDisk(t)
-	image := ir.Serve("/images/disk.img", disk)
-	logs := map[string]string{}
-	for _, n := range names {
-		h := hostNamed(ic, n)
-		logs[n] = filepath.Join(p.Paths.Logs, n+".serial.log")
-		ir.Agent.WatchSerial(logs[n], testenv.AgentMarker, h.BootMACAddress)
-	}
-	booted := func(n string) int { return testenv.Count(logs[n], testenv.AgentMarker) }
-	boot := "redfish-virtual-media"
-	if ipmi {
-		boot = "ipmi, ipxe"
-	}
-	ir.Step(t, "provide (automated cleaning, "+boot+")", "provide", "available", 10*time.Minute, names...)
-	if ipmi {
-		provisioningLeases(t, ir, p, ic)
-	}
-	for _, n := range names {
-		if got := booted(n); got != 1 {
-			t.Errorf("%s: the deploy image booted %d times for cleaning, want 1", n, got)
-		}
-		if err := ir.Patch(n, ironictest.ImageInfo(t, image, disk)...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ir.Step(t, "deploy ("+boot+", direct)", "active", "active", 10*time.Minute, names...)
-	for _, n := range names {
-		if got := booted(n); got != 2 {
-			t.Errorf("%s: the deploy image booted %d times by the end of the deploy, want 2", n, got)
-		}
-		if node, _ := ir.Node(n); node.Power() != "power on" {
-			t.Errorf("%s deployed: %s, want power on", n, node)
-		}
-	}
-	ir.Step(t, "undeploy (cleaning, "+boot+")", "deleted", "available", 10*time.Minute, names...)
-	for _, n := range names {
-		if got := booted(n); got != 3 {
-			t.Errorf("%s: the deploy image booted %d times by the end of the undeploy, want 3", n, got)
-		}
-		if out, _ := virsh(t, "domstate", n); strings.TrimSpace(out) != "shut off" {
-			t.Errorf("%s after cleaning: %s, want shut off", n, out)
-		}
+// bootstrapServices puts the bootstrap VM's provisioning services where the
+// installer runs them on a provisioning network: Ironic listens at
+// bootstrapProvisioningIP (bootstrapOnProvisioning), and Debian's dnsmasq
+// with ironic-image's configuration is, on a Managed network, the DHCP
+// server of provisioningDHCPRange and, on an Unmanaged one, TFTP only (the
+// lab's own DHCP server sends the nodes to Ironic's HTTP server on
+// Metal3's port 6180). An IPv6 prefix for router advertisements (not
+// ironic-image's) ends iPXE's IPv6 autoconfiguration at once (else it
+// waits about 16 s each boot).
+func bootstrapServices(t *testing.T, ns string, p *plan.Plan, o *ironictest.Options) {
+	t.Helper()
+	c := p.Cluster
+	bootstrapOnProvisioning(t, ns, p)
+	netnstest.IP(t, "-n", ns, "addr", "add", "fd5e:b1ab:6600::fe/64", "dev", "eth1", "nodad")
+	o.Host = c.BootstrapProvisioningIP.String()
+	o.PXE = &ironictest.PXE{Interface: "eth1", Subnet: c.ProvisioningNetworkCIDR, RAPrefix: netip.MustParsePrefix("fd5e:b1ab:6600::/64")}
+	if c.ProvisioningNetwork == ipi.ProvisioningUnmanaged {
+		o.HTTPPort = plan.ProvisioningHTTPPort
+		o.PXE.TFTPOnly = true
+	} else {
+		o.PXE.Start, o.PXE.End = c.ProvisioningDHCPRange.Start, c.ProvisioningDHCPRange.End
 	}
 }
 
@@ -593,21 +584,61 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 // bootstrapProvisioningIP.
 func bootstrapOnProvisioning(t *testing.T, ns string, p *plan.Plan) {
 	t.Helper()
+	c := p.Cluster
 	port := "lbq" + netnstest.Rand(3)
 	netnstest.IP(t, "-n", "labci", "link", "add", port, "type", "veth", "peer", "name", "eth1", "netns", ns)
 	t.Cleanup(func() { _ = exec.Command("ip", "-n", "labci", "link", "del", port).Run() })
 	if out, err := exec.Command("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.eth1.accept_dad=0").CombinedOutput(); err != nil {
 		t.Fatalf("sysctl: %v: %s", err, out)
 	}
-	netnstest.IP(t, "-n", "labci", "link", "set", port, "master", p.Cluster.ProvisioningBridge, "up")
-	c := p.Cluster
+	netnstest.IP(t, "-n", "labci", "link", "set", port, "master", c.ProvisioningBridge, "up")
 	netnstest.IP(t, "-n", ns, "addr", "add", netip.PrefixFrom(c.BootstrapProvisioningIP, c.ProvisioningNetworkCIDR.Bits()).String(), "dev", "eth1", "nodad")
 	netnstest.IP(t, "-n", ns, "link", "set", "eth1", "up")
 }
 
-// managedNICs: a Managed lab's nodes are defined with two NICs, the
-// provisioning one first (its MAC the boot MAC), and labctl status says
-// so.
+// netBootsAgent: Ironic provides host h (automated cleaning), which boots
+// the real agent through its provisioning NIC: the ramdisk's init shows on
+// its serial console once, and its boot MAC got an address of
+// provisioningDHCPRange from the network's DHCP server: the bootstrap's
+// dnsmasq on a Managed network; on an Unmanaged one the lab's own (which
+// status says runs), the bootstrap's answering no DHCP.
+func netBootsAgent(t *testing.T, ir *ironictest.Ironic, h ipi.Host, p *plan.Plan, common []string) {
+	t.Helper()
+	c := p.Cluster
+	serial := filepath.Join(p.Paths.Logs, h.Name+".serial.log")
+	ir.Step(t, "provide (automated cleaning, ipmi, ipxe, "+c.ProvisioningNetwork+" provisioning network)", "provide", "available", 15*time.Minute, h.Name)
+	if got := testenv.Count(serial, ironictest.AgentBootLine); got != 1 {
+		t.Errorf("%s: the agent booted %d times for cleaning, want 1", h.Name, got)
+	}
+	leased := func(log, iface string) bool {
+		for _, a := range regexp.MustCompile(`DHCPACK\(`+regexp.QuoteMeta(iface)+`\) (\S+) (\S+)`).FindAllStringSubmatch(readFile(t, log), -1) {
+			if ip, err := netip.ParseAddr(a[1]); err == nil && strings.EqualFold(a[2], h.BootMACAddress) && c.ProvisioningDHCPRange.Contains(ip) {
+				return true
+			}
+		}
+		return false
+	}
+	log, iface := ir.DnsmasqLog, "eth1"
+	if d := p.Network.ProvisioningDHCP; c.ProvisioningNetwork == ipi.ProvisioningUnmanaged {
+		if d == nil {
+			t.Fatal("an Unmanaged lab without its DHCP server")
+		}
+		log, iface = d.Log, c.ProvisioningBridge
+		if out, err := labctlRun(t, append([]string{"status"}, common...)...); err != nil || !strings.Contains(out, "provisioning DHCP server (Unmanaged): running (pid") {
+			t.Errorf("status = %v, want the provisioning DHCP server running:\n%s", err, out)
+		}
+		if strings.Contains(readFile(t, ir.DnsmasqLog), "DHCPACK") {
+			t.Errorf("the bootstrap's dnsmasq (TFTP only) answered DHCP:\n%s", readFile(t, ir.DnsmasqLog))
+		}
+	}
+	if !leased(log, iface) {
+		t.Errorf("%s (boot MAC %s) got no lease of %s on the provisioning network; %s:\n%s", h.Name, h.BootMACAddress, c.ProvisioningDHCPRange, log, readFile(t, log))
+	}
+}
+
+// managedNICs: the nodes of a lab with a provisioning network are defined
+// with two NICs, the provisioning one first (its MAC the boot MAC), and
+// labctl status says so.
 func managedNICs(t *testing.T, common []string, p *plan.Plan) {
 	t.Helper()
 	for _, n := range p.Nodes {
@@ -632,83 +663,48 @@ func managedNICs(t *testing.T, common []string, p *plan.Plan) {
 	}
 }
 
-// provisioningLeases: every node network-booted through its provisioning
-// NIC: dnsmasq (ironic-image's configuration) on the provisioning network
-// leased its boot MAC an address of provisioningDHCPRange.
-func provisioningLeases(t *testing.T, ir *ironictest.Ironic, p *plan.Plan, ic ipi.InstallConfig) {
-	t.Helper()
-	acks := regexp.MustCompile(`DHCPACK\(eth1\) (\S+) (\S+)`).FindAllStringSubmatch(readFile(t, ir.DnsmasqLog), -1)
-	for _, h := range ic.Platform.BareMetal.Hosts {
-		leased := false
-		for _, a := range acks {
-			ip, err := netip.ParseAddr(a[1])
-			leased = leased || (err == nil && strings.EqualFold(a[2], h.BootMACAddress) && p.Cluster.ProvisioningDHCPRange.Contains(ip))
-		}
-		if !leased {
-			t.Errorf("%s (boot MAC %s) got no lease of %s on the provisioning network; dnsmasq's acks: %v", h.Name, h.BootMACAddress, p.Cluster.ProvisioningDHCPRange, acks)
-		}
-	}
-}
+// masterMiB is the masters' memory in these labs: the deploy ramdisk's
+// root (240 MB, in memory) and the agent fit, and sushy 4.3 reads
+// TotalSystemMemoryGiB as an integer, so Redfish inspection of a machine
+// with less than 1 GiB finds no memory and fails.
+const masterMiB = 1536
 
-// unmanagedBoot: on an Unmanaged provisioning network the lab's own DHCP
-// server (the site's, which the installer leaves to the user) hands a
-// control-plane node an address of provisioningDHCPRange and the
-// bootstrap's boot script (next-server bootstrapProvisioningIP, iPXE to
-// http://IP:6180/boot.ipxe), while the bootstrap's provisioning services
-// run as the installer runs them there: Ironic at bootstrapProvisioningIP,
-// its dnsmasq with ironic-image's configuration without a DHCP range (TFTP
-// only), its HTTP server on Metal3's port 6180. Ironic manages the first
-// master through its IPMI BMC and provides it (automated cleaning): the
-// node boots the deploy ramdisk through its provisioning NIC, as its
-// serial console shows, once; the lab's DHCP server's log has its lease.
-// status says the server runs.
-func unmanagedBoot(t *testing.T, ns string, ic ipi.InstallConfig, p *plan.Plan, common []string) {
+// agentDeploys has Ironic take host name through the real agent:
+// inspection, automated cleaning (fast_track: the agent stays up for the
+// deploy), the deploy of the OS image; the host then boots its disk.
+func agentDeploys(t *testing.T, ir *ironictest.Ironic, name string, h ipi.Host, p *plan.Plan) {
 	t.Helper()
-	d := p.Network.ProvisioningDHCP
-	if d == nil {
-		t.Fatal("an Unmanaged lab without its DHCP server")
-	}
-	if out, err := labctlRun(t, append([]string{"status"}, common...)...); err != nil || !strings.Contains(out, "provisioning DHCP server (Unmanaged): running (pid") {
-		t.Errorf("status = %v, want the provisioning DHCP server running:\n%s", err, out)
-	}
-	c := p.Cluster
-	bootstrapOnProvisioning(t, ns, p)
-	netnstest.IP(t, "-n", ns, "addr", "add", "fd5e:b1ab:6700::fe/64", "dev", "eth1", "nodad")
-	ir := ironictest.Start(t, ironictest.Options{Namespace: ns, Host: c.BootstrapProvisioningIP.String(), HTTPPort: plan.ProvisioningHTTPPort,
-		PXE: &ironictest.PXE{Interface: "eth1", Subnet: c.ProvisioningNetworkCIDR, TFTPOnly: true, RAPrefix: netip.MustParsePrefix("fd5e:b1ab:6700::/64")}})
-	kernel := ir.Serve("/images/deploy_kernel", testenv.AgentEFI(t))
-	rd := filepath.Join(t.TempDir(), "deploy_ramdisk")
-	if err := os.WriteFile(rd, []byte("bmlab: the stand-in deploy ramdisk\n"), 0o644); err != nil {
+	n, _ := p.Node(name)
+	serial := filepath.Join(p.Paths.Logs, name+".serial.log")
+	inits := testenv.WatchLines(t, serial, ironictest.AgentBootLine)
+	ir.Step(t, "inspection by the agent", "inspect", "manageable", 15*time.Minute, name)
+	inv, err := ir.Inventory(name)
+	if err != nil {
 		t.Fatal(err)
 	}
-	ramdisk := ir.Serve("/images/deploy_ramdisk", rd)
-	h := ic.Platform.BareMetal.Hosts[0]
-	spec := ironictest.NodeSpec{Name: h.Name, Driver: "ipmi", MACs: []string{h.BootMACAddress},
-		DriverInfo: map[string]any{"ipmi_address": strings.Trim(strings.TrimPrefix(h.BMC.Address, "ipmi://"), "[]"), "ipmi_username": h.BMC.Username,
-			"ipmi_password": h.BMC.Password, "deploy_kernel": kernel, "deploy_ramdisk": ramdisk},
-		Interfaces: map[string]string{"boot_interface": "ipxe", "deploy_interface": "direct", "management_interface": "ipmitool", "power_interface": "ipmitool"},
-		Properties: map[string]any{"capabilities": "boot_mode:uefi"}}
-	if _, err := ir.Enroll(spec); err != nil {
-		t.Fatal(err)
+	in := inv.Inventory
+	var macs []string
+	for _, i := range in.Interfaces {
+		macs = append(macs, strings.ToLower(i.MACAddress))
 	}
-	defer func() { _ = ir.Do(http.MethodDelete, "/v1/nodes/"+h.Name, nil, nil) }()
-	ir.Step(t, "manage", "manage", "manageable", 2*time.Minute, h.Name)
-	log := filepath.Join(p.Paths.Logs, h.Name+".serial.log")
-	ir.Agent.WatchSerial(log, testenv.AgentMarker, h.BootMACAddress)
-	ir.Step(t, "provide (automated cleaning, ipmi, ipxe, the lab's DHCP)", "provide", "available", 10*time.Minute, h.Name)
-	if got := testenv.Count(log, testenv.AgentMarker); got != 1 {
-		t.Errorf("%s: the deploy ramdisk booted %d times for cleaning, want 1", h.Name, got)
+	// The plan's node, as up made it: the lab's own sizes.
+	if in.CPU.Count != int(n.VCPUs) || in.Memory.PhysicalMB != int(n.MemoryMiB) || len(in.Disks) != 1 || in.Disks[0].Size != int64(n.Disks[0].SizeGiB)<<30 ||
+		!slices.Contains(macs, strings.ToLower(h.BootMACAddress)) {
+		t.Errorf("%s inspected by the agent: %d CPUs, %d MiB, disks %+v, NICs %v; want %d, %d, one of %d GiB, the boot MAC %s among them",
+			name, in.CPU.Count, in.Memory.PhysicalMB, in.Disks, macs, n.VCPUs, n.MemoryMiB, n.Disks[0].SizeGiB, h.BootMACAddress)
 	}
-	leased := false
-	for _, a := range regexp.MustCompile(`DHCPACK\(`+c.ProvisioningBridge+`\) (\S+) (\S+)`).FindAllStringSubmatch(readFile(t, d.Log), -1) {
-		ip, err := netip.ParseAddr(a[1])
-		leased = leased || (err == nil && strings.EqualFold(a[2], h.BootMACAddress) && c.ProvisioningDHCPRange.Contains(ip))
+	ir.Step(t, "provide (automated cleaning)", "provide", "available", 15*time.Minute, name)
+	ir.Step(t, "deploy (direct)", "active", "active", 15*time.Minute, name)
+	if !testenv.WaitFor(5*time.Minute, func() bool { return testenv.Count(serial, testenv.OSRelease) > 0 }) {
+		b, _ := os.ReadFile(serial)
+		t.Fatalf("%s deployed: its serial log never showed %q; it ends:\n%s", name, testenv.OSRelease, b[max(0, len(b)-3000):])
 	}
-	if !leased {
-		t.Errorf("%s (boot MAC %s) got no lease of %s from the lab's DHCP server; its log:\n%s", h.Name, h.BootMACAddress, c.ProvisioningDHCPRange, readFile(t, d.Log))
+	ir.LogAgentTimes(t, name, serial, inits())
+	if err := ironictest.SameImage(n.Disks[0].Path, testenv.OSImage(t)); err != nil {
+		t.Errorf("%s deployed: %v", name, err)
 	}
-	if ir.DnsmasqLog != "" && strings.Contains(readFile(t, ir.DnsmasqLog), "DHCPACK") {
-		t.Errorf("the bootstrap's dnsmasq (TFTP only) answered DHCP:\n%s", readFile(t, ir.DnsmasqLog))
+	if got := testenv.Count(serial, testenv.OSMarker); got != 1 {
+		t.Errorf("%s: the OS booted %d times, want 1", name, got)
 	}
 }
 

@@ -318,10 +318,12 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
-// resolvePlan is the lab's plan as labctl makes it from the same flags.
+// resolvePlan is the lab's plan as a later labctl command makes it from the
+// lab file and mode, with no --profile: the plan takes the profile the
+// lab's state records, so its nodes are the ones up made.
 func resolvePlan(t *testing.T, cfg, mode string) *plan.Plan {
 	t.Helper()
-	p, err := plan.Load(plan.Options{ConfigPath: cfg, ConfigSet: true, Mode: mode, Profile: "tiny", Netns: "labci"})
+	p, err := plan.Load(plan.Options{ConfigPath: cfg, ConfigSet: true, Mode: mode, Netns: "labci"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ root = sushy.Sushy(url + "/redfish/v1", auth=sushy.auth.SessionAuth(user, passwo
 es = root.get_event_service()
 
 refused("loopback destination", {"Destination": f"http://127.0.0.1:{port}/events", "Protocol": "Redfish"},
-        "--media-allow-loopback")
+        "--events-allow-loopback")
 refused("unspecified destination", {"Destination": f"http://0.0.0.0:{port}/events", "Protocol": "Redfish"},
         "unspecified")
 refused("metadata header", {"Destination": f"http://localhost:{port}/events", "Protocol": "Redfish",
