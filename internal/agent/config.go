@@ -39,65 +39,18 @@ type Interface struct {
 	MACAddress string `json:"macAddress"`
 }
 
-// NetworkConfig is the part of nmstate's state a lab writes.
-type NetworkConfig struct {
-	Interfaces  []NMInterface `json:"interfaces"`
-	DNSResolver NMDNS         `json:"dns-resolver"`
-	Routes      NMRoutes      `json:"routes"`
-}
-
-// NMInterface is an Ethernet NIC, found by its MAC (nmstate's
-// identifier: mac-address), so the kernel's name for it does not matter.
-type NMInterface struct {
-	Name       string `json:"name"`
-	Type       string `json:"type"`
-	State      string `json:"state"`
-	Identifier string `json:"identifier"`
-	MACAddress string `json:"mac-address"`
-	IPv4       NMIPv4 `json:"ipv4"`
-	// IPv6 is the static IPv6 address of an IPv6 or dual-stack lab.
-	IPv6 *NMIPv6 `json:"ipv6,omitempty"`
-}
-
-// NMIPv4 is a static IPv4 address (none, disabled, in an IPv6-only lab).
-type NMIPv4 struct {
-	Enabled bool        `json:"enabled"`
-	DHCP    bool        `json:"dhcp"`
-	Address []NMAddress `json:"address,omitempty"`
-}
-
-// NMIPv6 is a static IPv6 address, without DHCPv6 or SLAAC.
-type NMIPv6 struct {
-	Enabled  bool        `json:"enabled"`
-	DHCP     bool        `json:"dhcp"`
-	Autoconf bool        `json:"autoconf"`
-	Address  []NMAddress `json:"address"`
-}
-
-// NMAddress is one address with its prefix length.
-type NMAddress struct {
-	IP           string `json:"ip"`
-	PrefixLength int    `json:"prefix-length"`
-}
-
-// NMDNS is the resolver.
-type NMDNS struct {
-	Config struct {
-		Server []string `json:"server"`
-	} `json:"config"`
-}
-
-// NMRoutes are the routes.
-type NMRoutes struct {
-	Config []NMRoute `json:"config"`
-}
-
-// NMRoute is the default route.
-type NMRoute struct {
-	Destination      string `json:"destination"`
-	NextHopAddress   string `json:"next-hop-address"`
-	NextHopInterface string `json:"next-hop-interface"`
-}
+// The host's nmstate state, as install-config's hosts carry it too
+// (internal/ipi's nmstate types).
+type (
+	NetworkConfig = ipi.NetworkConfig
+	NMInterface   = ipi.NMInterface
+	NMIPv4        = ipi.NMIPv4
+	NMIPv6        = ipi.NMIPv6
+	NMAddress     = ipi.NMAddress
+	NMDNS         = ipi.NMDNS
+	NMRoutes      = ipi.NMRoutes
+	NMRoute       = ipi.NMRoute
+)
 
 // NICName is the name agent-config gives each node's one NIC; the
 // installer and nmstate find it by MAC.
@@ -127,6 +80,23 @@ type HostSpec struct {
 	IP   netip.Addr
 	// SecondaryIP is a dual-stack host's IPv6 address.
 	SecondaryIP netip.Addr
+	// Bond, when set, bonds the host's NICs (their names NICs, their
+	// MACs MACs, MAC first) in this mode (ipi.BondName).
+	Bond       string
+	NICs, MACs []string
+}
+
+// Interfaces are the host's NICs as agent-config names them: each by its
+// MAC.
+func (h HostSpec) Interfaces() []Interface {
+	if h.Bond == "" {
+		return []Interface{{Name: NICName, MACAddress: h.MAC}}
+	}
+	var out []Interface
+	for i := range h.NICs {
+		out = append(out, Interface{Name: h.NICs[i], MACAddress: h.MACs[i]})
+	}
+	return out
 }
 
 // Generate builds agent-config for the plan's nodes.
@@ -134,10 +104,14 @@ func Generate(c Cluster) *Config {
 	ac := &Config{APIVersion: "v1beta1", Kind: "AgentConfig", Metadata: ipi.Metadata{Name: c.Name},
 		RendezvousIP: c.RendezvousIP.String(), Hosts: []Host{}}
 	for _, h := range c.Hosts {
-		host := Host{Hostname: h.Name, Role: h.Role, Interfaces: []Interface{{Name: NICName, MACAddress: h.MAC}},
+		host := Host{Hostname: h.Name, Role: h.Role, Interfaces: h.Interfaces(),
 			RootDeviceHints: &ipi.RootDeviceHints{DeviceName: ipi.DefaultRootDevice}}
-		if c.StaticIPs {
+		switch {
+		case c.StaticIPs:
 			host.NetworkConfig = staticConfig(c, h)
+		case h.Bond != "":
+			// The bond's addresses from the lab network's DHCP.
+			host.NetworkConfig = ipi.DHCPBond(h.Bond, h.NICs, h.MACs, c.MachineNetwork.Addr().Is4(), c.MachineNetwork.Addr().Is6() || !c.Secondary.IsZero())
 		}
 		ac.Hosts = append(ac.Hosts, host)
 	}
@@ -146,10 +120,15 @@ func Generate(c Cluster) *Config {
 
 // staticConfig is a host's nmstate state: its address of each family
 // (IPv4 first in a dual-stack lab), a default route and the resolver
-// through the lab host's address of each.
+// through the lab host's address of each; on its NIC, or on the bond of
+// its NICs.
 func staticConfig(c Cluster, h HostSpec) *NetworkConfig {
 	nic := NMInterface{Name: NICName, Type: "ethernet", State: "up", Identifier: "mac-address", MACAddress: h.MAC}
-	nc := &NetworkConfig{}
+	via := NICName
+	if h.Bond != "" {
+		via = ipi.BondName
+	}
+	nc := &NetworkConfig{DNSResolver: &NMDNS{}, Routes: &NMRoutes{}}
 	add := func(ip netip.Addr, prefix netip.Prefix, gw netip.Addr) {
 		if !ip.IsValid() {
 			return
@@ -166,12 +145,26 @@ func staticConfig(c Cluster, h HostSpec) *NetworkConfig {
 			nic.IPv4 = NMIPv4{Enabled: true, Address: []NMAddress{a}}
 		}
 		nc.DNSResolver.Config.Server = append(nc.DNSResolver.Config.Server, gw.String())
-		nc.Routes.Config = append(nc.Routes.Config, NMRoute{Destination: dst, NextHopAddress: gw.String(), NextHopInterface: NICName})
+		nc.Routes.Config = append(nc.Routes.Config, NMRoute{Destination: dst, NextHopAddress: gw.String(), NextHopInterface: via})
 	}
 	add(h.IP, c.MachineNetwork, c.HostAddress)
 	add(h.SecondaryIP, c.Secondary.MachineNetwork, c.Secondary.HostAddress)
 	nc.Interfaces = []NMInterface{nic}
+	if h.Bond != "" {
+		nc.Interfaces = ipi.BondInterfaces(h.Bond, h.NICs, h.MACs, nic.IPv4, nic.IPv6)
+	}
 	return nc
+}
+
+// hasStaticAddress says whether a host's nmstate state gives an interface
+// an address of its own (not DHCP's).
+func hasStaticAddress(nc *NetworkConfig) bool {
+	for _, nic := range nc.Interfaces {
+		if len(nic.IPv4.Address) > 0 || (nic.IPv6 != nil && len(nic.IPv6.Address) > 0) {
+			return true
+		}
+	}
+	return false
 }
 
 // Marshal renders agent-config in its fields' order.
@@ -237,7 +230,9 @@ func Validate(ac *Config, machine netip.Prefix) ipi.ErrorList {
 	if len(ac.Hosts) > 0 && masters == 0 {
 		add(ipi.ErrorRequired, "hosts", nil, "at least one host must have the master role")
 	}
-	static := len(ac.Hosts) > 0 && ac.Hosts[0].NetworkConfig != nil
+	// Static addresses (not a bond whose addresses come from DHCP): the
+	// rendezvous address is a master's.
+	static := len(ac.Hosts) > 0 && ac.Hosts[0].NetworkConfig != nil && hasStaticAddress(ac.Hosts[0].NetworkConfig)
 	if static && !rendezvousStatic && err == nil {
 		add(ipi.ErrorInvalid, "rendezvousIP", ac.RendezvousIP, "no master host's networkConfig has this address")
 	}

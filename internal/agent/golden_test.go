@@ -33,6 +33,8 @@ func TestTopologiesGolden(t *testing.T) {
 		{"v6-static", "name: six\ncluster: {ipFamily: v6, workers: {count: 0}, agent: {staticIPs: true}}\n"},
 		{"dual-static", "name: dual\ncluster: {ipFamily: dual, agent: {staticIPs: true}}\n"},
 		{"sno-dual-static", "name: snod\ncluster: {ipFamily: dual, masters: {count: 1}, agent: {staticIPs: true}}\n"},
+		{"compact-bond-static", "name: bnd\ncluster: {workers: {count: 0}, masters: {bond: active-backup}, agent: {staticIPs: true}}\n"},
+		{"ha-bond-dhcp", "name: bnh\ncluster: {workers: {count: 2, bond: balance-alb}, masters: {bond: active-backup}}\n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg, err := labconfig.Parse([]byte(tt.lab))
@@ -49,6 +51,9 @@ func TestTopologiesGolden(t *testing.T) {
 			}
 			if bm := ic.Platform.BareMetal; bm != nil {
 				bm.ProvisioningNetwork = ipi.ProvisioningDisabled
+				for i := range bm.Hosts {
+					bm.Hosts[i].NetworkConfig = nil // agent-config's (agentmode.AgentConfigs)
+				}
 			}
 			ranges := []netaddr.Range{p.Cluster.DHCPRange}
 			if f := p.Cluster.Secondary; f != nil {

@@ -87,7 +87,9 @@ type Node struct {
 	Role string
 	// UUID is the domain's UUID, the node's Redfish System id.
 	UUID string
-	// BootMAC is the MAC of the node's NIC on the baremetal bridge.
+	// BootMAC is the MAC of the NIC the host boots from: its NIC on the
+	// provisioning network when there is one, as dev-scripts wires it,
+	// else its NIC on the baremetal bridge.
 	BootMAC string
 	// RootDevice is the OS disk as the node sees it (default /dev/vda).
 	RootDevice string
@@ -97,6 +99,9 @@ type Node struct {
 	// BMCUsername and BMCPassword are the node's own BMC user (empty: the
 	// cluster's BMCUsername and BMCPassword).
 	BMCUsername, BMCPassword string
+	// NetworkConfig is the host's nmstate state (nil: none), such as a
+	// bond of its NICs.
+	NetworkConfig *NetworkConfig
 }
 
 // BMCEndpoint is where the lab's BMCs answer.
@@ -174,6 +179,16 @@ type Cluster struct {
 	ProvisioningNetworkCIDR netip.Prefix
 	ExternalBridge          string
 	ProvisioningBridge      string
+	// ProvisioningNetworkInterface is the hosts' NIC on the provisioning
+	// network; ProvisioningDHCPRange the installer's DHCP range there
+	// (written with Managed only: with Unmanaged the site's DHCP server
+	// hands out the addresses). BootstrapProvisioningIP and
+	// ClusterProvisioningIP are the provisioning services' addresses (on
+	// the machine network with Disabled).
+	ProvisioningNetworkInterface string
+	ProvisioningDHCPRange        netaddr.Range
+	BootstrapProvisioningIP      netip.Addr
+	ClusterProvisioningIP        netip.Addr
 	// BMCUsername and BMCPassword are every host's BMC credentials;
 	// BMCInsecure turns certificate verification off (vbmcd's certificate
 	// is self-signed).
@@ -220,6 +235,16 @@ func Generate(k Cluster, nodes []Node, pullSecret, sshKey string) (*InstallConfi
 		if k.ProvisioningNetworkCIDR.IsValid() {
 			bm.ProvisioningNetworkCIDR = k.ProvisioningNetworkCIDR.String()
 		}
+		bm.ProvisioningNetworkInterface = k.ProvisioningNetworkInterface
+		if r := k.ProvisioningDHCPRange; r.Start.IsValid() && k.ProvisioningNetwork == ProvisioningManaged {
+			bm.ProvisioningDHCPRange = r.Start.String() + "," + r.End.String()
+		}
+	}
+	if k.BootstrapProvisioningIP.IsValid() {
+		bm.BootstrapProvisioningIP = k.BootstrapProvisioningIP.String()
+	}
+	if k.ClusterProvisioningIP.IsValid() {
+		bm.ClusterProvisioningIP = k.ClusterProvisioningIP.String()
 	}
 	var fencing *Fencing
 	if k.Fencing {
@@ -263,6 +288,7 @@ func Generate(k Cluster, nodes []Node, pullSecret, sshKey string) (*InstallConfi
 			BootMACAddress:  n.BootMAC,
 			BootMode:        BootModeUEFI,
 			RootDeviceHints: &RootDeviceHints{DeviceName: root},
+			NetworkConfig:   n.NetworkConfig,
 		})
 	}
 	ic := &InstallConfig{

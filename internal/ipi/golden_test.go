@@ -30,6 +30,9 @@ func TestGenerateGolden(t *testing.T) {
 		{name: "v6", lab: "cluster: {ipFamily: v6}\n"},
 		{name: "v6-ipmi-managed", lab: "network: {provisioningNetwork: Managed}\ncluster: {ipFamily: v6, bmc: {kind: ipmi}}\n"},
 		{name: "dual", lab: "cluster: {ipFamily: dual}\n"},
+		{name: "unmanaged", lab: "network: {provisioningNetwork: Unmanaged}\ncluster: {workers: {count: 1}}\n"},
+		{name: "bond-managed", lab: "network: {provisioningNetwork: Managed}\ncluster: {masters: {bond: active-backup}, workers: {count: 1}}\n"},
+		{name: "bond-dual", lab: "cluster: {ipFamily: dual, masters: {bond: balance-rr}, workers: {count: 0}}\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -135,6 +135,18 @@ type BareMetal struct {
 	ExternalBridge          string   `json:"externalBridge,omitempty"`
 	ProvisioningBridge      string   `json:"provisioningBridge,omitempty"`
 	ProvisioningNetworkCIDR string   `json:"provisioningNetworkCIDR,omitempty"`
+	// ProvisioningNetworkInterface is the control-plane hosts' NIC on the
+	// provisioning network (the guest's name, enp1s0 as dev-scripts'
+	// CLUSTER_PRO_IF); ProvisioningDHCPRange the range the installer's
+	// dnsmasq hands out there (Managed), "START,END".
+	ProvisioningNetworkInterface string `json:"provisioningNetworkInterface,omitempty"`
+	ProvisioningDHCPRange        string `json:"provisioningDHCPRange,omitempty"`
+	// BootstrapProvisioningIP and ClusterProvisioningIP are where the
+	// bootstrap VM's and then the cluster's provisioning services listen:
+	// on the provisioning network, or with Disabled on the machine
+	// network.
+	BootstrapProvisioningIP string `json:"bootstrapProvisioningIP,omitempty"`
+	ClusterProvisioningIP   string `json:"clusterProvisioningIP,omitempty"`
 	// BMCVerifyCA is the CA (PEM) the BMCs' certificates are verified
 	// with (OpenShift 4.21 and later).
 	BMCVerifyCA string `json:"bmcVerifyCA,omitempty"`
@@ -149,6 +161,9 @@ type Host struct {
 	BootMACAddress  string           `json:"bootMACAddress"`
 	BootMode        string           `json:"bootMode,omitempty"`
 	RootDeviceHints *RootDeviceHints `json:"rootDeviceHints,omitempty"`
+	// NetworkConfig is the host's nmstate state, which the installer
+	// hands to the host (a bond of its NICs).
+	NetworkConfig *NetworkConfig `json:"networkConfig,omitempty"`
 }
 
 // BMC is how Ironic reaches a host's BMC.

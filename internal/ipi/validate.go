@@ -134,6 +134,7 @@ func Validate(ic *InstallConfig, dhcpRanges ...netaddr.Range) ErrorList {
 		c.vips(bm, machine, dhcpRanges)
 		c.platform(bm, ic)
 		c.provisioning(bm, machine)
+		c.provisioningIPs(bm, machine, dhcpRanges)
 	}
 	c.pools(ic)
 	c.pullSecret(ic.PullSecret)
@@ -568,6 +569,104 @@ func (c *checker) provisioning(bm *BareMetal, machine []netip.Prefix) {
 	}
 	if p != p.Masked() {
 		c.invalid(f, p.String(), fmt.Sprintf("provisioningNetworkCIDR has host bits set, expected %s", p.Masked()))
+	}
+}
+
+// provisioningIPs: pkg/types/baremetal/validation/platform.go
+// (ValidatePlatform's IP checks, ValidateProvisioning, validateDHCPRange):
+// with a provisioning network the provisioning services' addresses are in
+// it, the bootstrap's outside the machine networks, and neither inside the
+// provisioning DHCP range, whose two ends are in the provisioning network;
+// with Disabled they are in a machine network. The lab adds, with
+// Disabled, that neither is in a machine network's DHCP range nor a VIP:
+// DHCP would lease it to a node, or keepalived would move it.
+func (c *checker) provisioningIPs(bm *BareMetal, machine []netip.Prefix, dhcp []netaddr.Range) {
+	const base = "platform.baremetal."
+	var cidrs []string
+	for _, p := range machine {
+		cidrs = append(cidrs, p.String())
+	}
+	inMachine := func(a netip.Addr) bool {
+		return slices.ContainsFunc(machine, func(p netip.Prefix) bool { return p.Contains(a) })
+	}
+	ips := []struct {
+		field, value string
+		ip           netip.Addr
+		ok           bool
+	}{{field: "bootstrapProvisioningIP", value: bm.BootstrapProvisioningIP}, {field: "clusterProvisioningIP", value: bm.ClusterProvisioningIP}}
+	for i := range ips {
+		if ips[i].value == "" {
+			continue
+		}
+		a, err := netip.ParseAddr(ips[i].value)
+		if err != nil {
+			c.invalid(base+ips[i].field, ips[i].value, fmt.Sprintf("%q is not a valid IP", ips[i].value))
+			continue
+		}
+		ips[i].ip, ips[i].ok = a, true
+	}
+	if bm.ProvisioningNetwork == ProvisioningDisabled {
+		for _, f := range ips {
+			switch {
+			case !f.ok:
+			case !inMachine(f.ip):
+				c.invalid(base+f.field, f.value, "provisioning network is disabled, IP expected to be in one of the machine networks: "+strings.Join(cidrs, ","))
+			case slices.ContainsFunc(dhcp, func(r netaddr.Range) bool { return r.Contains(f.ip) }): // lab
+				c.invalid(base+f.field, f.value, "IP is inside the machine network's DHCP range, where a node could lease it")
+			case slices.Contains(bm.APIVIPs, f.value) || slices.Contains(bm.IngressVIPs, f.value): // lab
+				c.invalid(base+f.field, f.value, "IP is one of the VIPs")
+			}
+		}
+		return
+	}
+	if bm.ProvisioningNetwork != ProvisioningManaged && bm.ProvisioningNetwork != ProvisioningUnmanaged {
+		return
+	}
+	p, err := netip.ParsePrefix(bm.ProvisioningNetworkCIDR)
+	if err != nil {
+		return // reported by provisioning
+	}
+	for _, f := range ips {
+		if !f.ok {
+			continue
+		}
+		if !p.Contains(f.ip) {
+			c.invalid(base+f.field, f.value, fmt.Sprintf("%q is not in the provisioning network", f.value))
+		}
+		if f.field == "bootstrapProvisioningIP" && inMachine(f.ip) {
+			c.invalid(base+f.field, f.value, "the IP must not be in one of the machine networks")
+		}
+	}
+	if bm.ProvisioningDHCPRange == "" {
+		return
+	}
+	const rf = base + "provisioningDHCPRange"
+	ends := strings.Split(bm.ProvisioningDHCPRange, ",")
+	if len(ends) != 2 {
+		c.invalid(rf, bm.ProvisioningDHCPRange, "provisioning DHCP range should be in format: start_ip,end_ip")
+		return
+	}
+	var r netaddr.Range
+	for i, e := range ends {
+		a, err := netip.ParseAddr(e)
+		if err != nil {
+			c.invalid(rf, bm.ProvisioningDHCPRange, fmt.Sprintf("%s: %q is not a valid IP", e, e))
+			return
+		}
+		if !p.Contains(a) {
+			c.invalid(rf, bm.ProvisioningDHCPRange, fmt.Sprintf("%q is not in the provisioning network", e))
+			return
+		}
+		if i == 0 {
+			r.Start = a
+		} else {
+			r.End = a
+		}
+	}
+	for _, f := range ips {
+		if f.ok && r.Contains(f.ip) {
+			c.invalid(base+f.field, f.value, fmt.Sprintf("%q overlaps with the allocated DHCP range", f.value))
+		}
 	}
 }
 

@@ -267,6 +267,67 @@ func TestValidateRules(t *testing.T) {
 		fail: func(ic *InstallConfig) { managed(ic); ic.Platform.BareMetal.ProvisioningNetworkCIDR = "172.22.0.1/24" },
 		want: []string{`platform.baremetal.provisioningNetworkCIDR: Invalid value: "172.22.0.1/24": provisioningNetworkCIDR has host bits set, expected 172.22.0.0/24`},
 	}, {
+		rule: "provisioning IPs are in the provisioning network, the bootstrap's outside the machine networks", src: "pkg/types/baremetal/validation/platform.go ValidateProvisioning",
+		pass: func(ic *InstallConfig) {
+			managed(ic)
+			ic.Platform.BareMetal.BootstrapProvisioningIP, ic.Platform.BareMetal.ClusterProvisioningIP = "172.22.0.2", "172.22.0.3"
+		},
+		fail: func(ic *InstallConfig) {
+			managed(ic)
+			ic.Platform.BareMetal.BootstrapProvisioningIP, ic.Platform.BareMetal.ClusterProvisioningIP = "192.168.111.7", "172.22.1.3"
+		},
+		want: []string{
+			`platform.baremetal.bootstrapProvisioningIP: Invalid value: "192.168.111.7": "192.168.111.7" is not in the provisioning network`,
+			`platform.baremetal.bootstrapProvisioningIP: Invalid value: "192.168.111.7": the IP must not be in one of the machine networks`,
+			`platform.baremetal.clusterProvisioningIP: Invalid value: "172.22.1.3": "172.22.1.3" is not in the provisioning network`,
+		},
+	}, {
+		rule: "the provisioning DHCP range is START,END in the provisioning network, the provisioning IPs outside it", src: "pkg/types/baremetal/validation/platform.go validateDHCPRange",
+		pass: func(ic *InstallConfig) {
+			managed(ic)
+			ic.Platform.BareMetal.ProvisioningDHCPRange = "172.22.0.10,172.22.0.253"
+			ic.Platform.BareMetal.BootstrapProvisioningIP = "172.22.0.2"
+		},
+		fail: func(ic *InstallConfig) {
+			managed(ic)
+			ic.Platform.BareMetal.ProvisioningDHCPRange = "172.22.0.2,172.22.0.253"
+			ic.Platform.BareMetal.BootstrapProvisioningIP = "172.22.0.2"
+		},
+		want: []string{`platform.baremetal.bootstrapProvisioningIP: Invalid value: "172.22.0.2": "172.22.0.2" overlaps with the allocated DHCP range`},
+	}, {
+		rule: "the provisioning DHCP range's ends are in the provisioning network", src: "pkg/types/baremetal/validation/platform.go validateDHCPRange",
+		fail: func(ic *InstallConfig) {
+			managed(ic)
+			ic.Platform.BareMetal.ProvisioningDHCPRange = "172.22.0.10,172.23.0.10"
+		},
+		want: []string{`platform.baremetal.provisioningDHCPRange: Invalid value: "172.22.0.10,172.23.0.10": "172.23.0.10" is not in the provisioning network`},
+	}, {
+		rule: "the provisioning DHCP range has two ends", src: "pkg/types/baremetal/validation/platform.go validateDHCPRange",
+		fail: func(ic *InstallConfig) {
+			managed(ic)
+			ic.Platform.BareMetal.ProvisioningDHCPRange = "172.22.0.10-172.22.0.20"
+		},
+		want: []string{`platform.baremetal.provisioningDHCPRange: Invalid value: "172.22.0.10-172.22.0.20": provisioning DHCP range should be in format: start_ip,end_ip`},
+	}, {
+		rule: "with Disabled the provisioning IPs are in a machine network, outside its DHCP range, not a VIP", src: "pkg/types/baremetal/validation/platform.go ValidateProvisioning; lab",
+		pass: func(ic *InstallConfig) {
+			ic.Platform.BareMetal.BootstrapProvisioningIP, ic.Platform.BareMetal.ClusterProvisioningIP = "192.168.111.7", "192.168.111.8"
+		},
+		fail: func(ic *InstallConfig) {
+			ic.Platform.BareMetal.BootstrapProvisioningIP, ic.Platform.BareMetal.ClusterProvisioningIP = "172.22.0.2", "192.168.111.30"
+			ic.Platform.BareMetal.APIVIPs = []string{"192.168.111.5"}
+		},
+		want: []string{
+			`platform.baremetal.bootstrapProvisioningIP: Invalid value: "172.22.0.2": provisioning network is disabled, IP expected to be in one of the machine networks: 192.168.111.0/24`,
+			`platform.baremetal.clusterProvisioningIP: Invalid value: "192.168.111.30": IP is inside the machine network's DHCP range, where a node could lease it`,
+		},
+	}, {
+		rule: "with Disabled a provisioning IP is not a VIP", src: "lab",
+		fail: func(ic *InstallConfig) {
+			ic.Platform.BareMetal.ClusterProvisioningIP = ic.Platform.BareMetal.IngressVIPs[0]
+		},
+		want: []string{`platform.baremetal.clusterProvisioningIP: Invalid value: "192.168.111.4": IP is one of the VIPs`},
+	}, {
 		rule: "boot mode is UEFI, UEFISecureBoot or legacy", src: "pkg/types/baremetal/validation/platform.go validateBootMode",
 		pass: func(ic *InstallConfig) { hosts(ic)[0].BootMode = "legacy" },
 		fail: func(ic *InstallConfig) { hosts(ic)[0].BootMode = "bios" },

@@ -60,16 +60,21 @@
 // Nodes with the ipmi hardware type boot the deploy ramdisk over the
 // network (the ipxe boot interface); Options.PXE runs what that needs on
 // the nodes' network, as the IPI bootstrap VM and Metal3's ironic image
-// do (pxe.go): Debian's dnsmasq, either the subnet's DHCP server or, where
-// another one hands out the addresses (a labctl lab's machine network,
-// libvirt's), a proxyDHCP server; TFTP of Debian's iPXE binaries
-// (snponly.efi, undionly.kpxe) for PXE firmware (a qemu VM's NIC option
-// ROM is iPXE already, so its boot skips TFTP); and for iPXE the boot
-// script Ironic writes (http_url/boot.ipxe), which chains to the node's
-// configuration, its deploy_kernel and deploy_ramdisk. The network boot is
-// IPv4 only; with PXE.RAPrefix dnsmasq also sends IPv6 router
-// advertisements, without which iPXE waits about 16 s for a router before
-// every boot.
+// do (pxe.go, metal3.go): Debian's dnsmasq, either with the configuration
+// Metal3's ironic-image writes (metal3.go: its dnsmasq.conf.j2's lines in
+// their order, as the DHCP server of a range, or TFTP only beside another
+// DHCP server, in IPv4 or IPv6, the DHCPv6 section as it is or as it was:
+// Metal3DHCPv6*), or, where another server hands out the addresses (a
+// labctl lab's machine network, libvirt's), the harness's own proxyDHCP
+// server (pxe.go); TFTP of Debian's iPXE binaries (snponly.efi, also as
+// snponly-x86_64.efi, undionly.kpxe) for PXE firmware (a qemu VM's NIC
+// option ROM is iPXE already, so its IPv4 boot skips TFTP); and for iPXE
+// the boot script Ironic writes (http_url/boot.ipxe), which chains to the
+// node's configuration, its deploy_kernel and deploy_ramdisk.
+// Options.HTTPPort puts Ironic's HTTP server where a DHCP server sends
+// iPXE (Metal3's 6180). With PXE.RAPrefix on an IPv4 network dnsmasq also
+// sends IPv6 router advertisements, without which iPXE waits about 16 s
+// for a router before every boot.
 //
 // For many nodes (BenchmarkIronicNodes in internal/vbmcd, run by
 // hack/ironic-bench.sh, takes hundreds of simulated servers through every
@@ -87,8 +92,8 @@
 // less than 1 GiB finds none and fails; ironic-python-agent takes no disk
 // smaller than 4 GiB for a root device.
 //
-// What it does not do: start vbmcd, libvirt or VMs (the test does), a
-// network boot over IPv6 (DHCPv6, UEFI's PXEv6 or HTTP boot), Ironic's
-// own DHCP providers (neutron, dnsmasq per node), or inspection through
-// ironic-inspector (Ironic 21.4 inspects out of band only, by Redfish).
+// What it does not do: start vbmcd, libvirt or VMs (the test does), UEFI
+// HTTP boot, Ironic's own DHCP providers (neutron, dnsmasq per node), or
+// inspection through ironic-inspector (Ironic 21.4 inspects out of band
+// only, by Redfish).
 package ironictest

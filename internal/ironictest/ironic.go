@@ -32,6 +32,9 @@ type Options struct {
 	// Host is the address everything listens on (default 127.0.0.1, in
 	// Namespace when given).
 	Host string
+	// HTTPPort is the HTTP server's port (default: any free one), for a
+	// network boot whose DHCP server names it: Metal3's is 6180.
+	HTTPPort int
 	// Config adds or overrides Ironic settings, by section and key
 	// ({"conductor": {"automated_clean": "false"}}).
 	Config map[string]map[string]string
@@ -123,7 +126,7 @@ func Start(t testing.TB, o Options) *Ironic {
 
 	// Listeners first: Ironic's configuration names their ports.
 	apiPort := freePort(t, o.Namespace, o.Host)
-	httpLn := listen(t, o.Namespace, o.Host)
+	httpLn := listenPort(t, o.Namespace, o.Host, o.HTTPPort)
 	ir.HTTPURL = "http://" + httpLn.Addr().String()
 	httpRoot := httpRootDir(t)
 	ir.files = newFiles(httpRoot, filepath.Join(dir, "http.log"))
@@ -500,10 +503,16 @@ func makeSchema(in install) (string, error) {
 // listen opens a TCP listener on host in namespace ns ("" : the test's).
 func listen(t testing.TB, ns, host string) net.Listener {
 	t.Helper()
+	return listenPort(t, ns, host, 0)
+}
+
+// listenPort listens on host:port (0: any free port) in namespace ns.
+func listenPort(t testing.TB, ns, host string, port int) net.Listener {
+	t.Helper()
 	var ln net.Listener
 	if err := netplumb.InNamespace(ns, func() error {
 		var err error
-		ln, err = net.Listen("tcp", net.JoinHostPort(host, "0"))
+		ln, err = net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		return err
 	}); err != nil {
 		t.Fatalf("ironictest: listen on %s: %v", host, err)

@@ -127,25 +127,60 @@ func TestDnsmasqConfig(t *testing.T) {
 	if strings.Contains(proxy, "dhcp-authoritative") {
 		t.Errorf("a proxyDHCP server claims the subnet:\n%s", proxy)
 	}
-	full := dnsmasqConfig(PXE{Interface: "prov0", Subnet: netip.MustParsePrefix("172.22.0.0/23"),
-		Start: netip.MustParseAddr("172.22.0.10"), End: netip.MustParseAddr("172.22.1.100")}, "/d", "/d/tftpboot", script)
-	for _, want := range []string{
-		"interface=prov0\n", "dhcp-range=172.22.0.10,172.22.1.100,255.255.254.0,10m\n", "dhcp-authoritative\n",
-		"dhcp-match=set:efi,option:client-arch,7\n", "dhcp-match=set:efi,option:client-arch,9\n",
-		"dhcp-boot=tag:ipxe," + script + "\n",
-		"dhcp-boot=tag:!ipxe,tag:efi,snponly.efi\n", "dhcp-boot=tag:!ipxe,tag:!efi,undionly.kpxe\n",
-	} {
-		if !strings.Contains(full, want) {
-			t.Errorf("DHCP server configuration lacks %q:\n%s", want, full)
+	// As the subnet's DHCP server: ironic-image's template, its lines in
+	// its order (IRONIC_IP the HTTP server's host).
+	full := dnsmasqConfig(PXE{Interface: "prov0", Subnet: netip.MustParsePrefix("172.22.0.0/24"),
+		Start: netip.MustParseAddr("172.22.0.10"), End: netip.MustParseAddr("172.22.0.100")}, "/d", "/d/tftpboot", "http://172.22.0.2:6180/boot.ipxe")
+	if d := cmp.Diff(`interface=prov0
+bind-dynamic
+enable-tftp
+tftp-root=/d/tftpboot
+log-queries
+dhcp-leasefile=/d/dnsmasq.leases
+user=root
+port=0
+log-dhcp
+dhcp-range=172.22.0.10,172.22.0.100
+dhcp-option=6
+dhcp-match=ipxe,175
+dhcp-option=3
+dhcp-match=set:efi,option:client-arch,7
+dhcp-match=set:efi,option:client-arch,9
+dhcp-boot=tag:efi,/snponly-x86_64.efi,172.22.0.2
+dhcp-match=set:efi-arm64,option:client-arch,11
+dhcp-boot=tag:efi-arm64,/snponly-arm64.efi,172.22.0.2
+dhcp-boot=tag:!efi,tag:!efi-arm64,/undionly.kpxe,172.22.0.2
+dhcp-boot=tag:ipxe,http://172.22.0.2:6180/boot.ipxe
+`, full); d != "" {
+		t.Errorf("ironic-image's configuration, IPv4 (-want +got):\n%s", d)
+	}
+	// TFTP only (an Unmanaged network: the site's DHCP server).
+	if tftp := dnsmasqConfig(PXE{Interface: "prov0", Subnet: netip.MustParsePrefix("172.22.0.0/24"), TFTPOnly: true}, "/d", "/d/tftpboot", "http://172.22.0.2:6180/boot.ipxe"); strings.Contains(tftp, "dhcp-range") || !strings.Contains(tftp, "enable-tftp\n") {
+		t.Errorf("TFTP only:\n%s", tftp)
+	}
+	// IPv6: today's section, and #916's.
+	v6 := PXE{Interface: "prov0", Subnet: netip.MustParsePrefix("fd00:1101::/64"), Start: netip.MustParseAddr("fd00:1101::a"), End: netip.MustParseAddr("fd00:1101::ff")}
+	cur := dnsmasqConfig(v6, "/d", "/d/tftpboot", "http://[fd00:1101::2]:6180/boot.ipxe")
+	for _, want := range []string{"dhcp-range=fd00:1101::a,fd00:1101::ff,64\n", "enable-ra\nra-param=prov0,0,0\n",
+		"dhcp-match=set:amd64,option6:61,7\n", "dhcp-option=tag:pxe6,tag:amd64,option6:bootfile-url,tftp://[fd00:1101::2]/snponly-x86_64.efi\n",
+		"dhcp-option=tag:pxe6,tag:!amd64,tag:!arm64,option6:bootfile-url,tftp://[fd00:1101::2]/snponly-x86_64.efi\n",
+		"dhcp-option=tag:ipxe6,option6:bootfile-url,http://[fd00:1101::2]:6180/boot.ipxe\n"} {
+		if !strings.Contains(cur, want) {
+			t.Errorf("ironic-image's DHCPv6 section lacks %q:\n%s", want, cur)
 		}
 	}
-	if strings.Contains(full, "proxy") || strings.Contains(full, "pxe-service") {
-		t.Errorf("a DHCP server's configuration has proxyDHCP lines:\n%s", full)
+	v6.DHCPv6 = Metal3DHCPv6Issue916
+	old := dnsmasqConfig(v6, "/d", "/d/tftpboot", "http://[fd00:1101::2]:6180/boot.ipxe")
+	for _, want := range []string{"dhcp-match=set:amd64,option:client-arch,7\n", "dhcp-option=tag:!pxe6,option6:bootfile-url,tftp://[fd00:1101::2]/undionly.kpxe\n"} {
+		if !strings.Contains(old, want) {
+			t.Errorf("#916's DHCPv6 section lacks %q:\n%s", want, old)
+		}
 	}
 	for _, bad := range []PXE{
 		{Subnet: netip.MustParsePrefix("10.0.0.0/24")},
 		{Interface: "eth0"},
 		{Interface: "eth0", Subnet: netip.MustParsePrefix("fd00::/64")},
+		{Interface: "eth0", Subnet: netip.MustParsePrefix("10.0.0.0/24"), TFTPOnly: true, Start: netip.MustParseAddr("10.0.0.10"), End: netip.MustParseAddr("10.0.0.20")},
 		{Interface: "eth0", Subnet: netip.MustParsePrefix("10.0.0.0/24"), Start: netip.MustParseAddr("10.0.0.10")},
 		{Interface: "eth0", Subnet: netip.MustParsePrefix("10.0.0.0/24"), Start: netip.MustParseAddr("10.0.0.10"), End: netip.MustParseAddr("10.0.1.10")},
 		{Interface: "eth0", Subnet: netip.MustParsePrefix("10.0.0.0/24"), Start: netip.MustParseAddr("10.0.0.10"), End: netip.MustParseAddr("10.0.0.9")},

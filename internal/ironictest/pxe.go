@@ -25,6 +25,12 @@ import (
 // deploy_ramdisk. Ironic's own DHCP provider stays none: dnsmasq's
 // configuration is static, the same for every node.
 //
+// As the subnet's DHCP server (Start and End), or with TFTPOnly, dnsmasq's
+// configuration is the one Metal3's ironic-image writes
+// (metal3DnsmasqConfig), the image the bootstrap VM runs on the
+// provisioning network; as a proxyDHCP server beside another DHCP server,
+// it is this harness's own.
+//
 // The nodes reach Ironic's HTTP server at Options.Host, so Host must be an
 // address on (or routed from) the nodes' network.
 type PXE struct {
@@ -40,6 +46,13 @@ type PXE struct {
 	// lab's machine network, where libvirt's dnsmasq does) and dnsmasq
 	// adds only the boot information.
 	Start, End netip.Addr
+	// TFTPOnly runs ironic-image's configuration without a DHCP range
+	// (DHCP_RANGE empty, as on an Unmanaged provisioning network, whose
+	// DHCP server is the site's): dnsmasq serves TFTP only.
+	TFTPOnly bool
+	// DHCPv6 is, on an IPv6 subnet, the version of ironic-image's DHCPv6
+	// section (Metal3DHCPv6Current, or an earlier one: Metal3DHCPv6*).
+	DHCPv6 string
 	// RAPrefix, when set (an IPv6 /64 the interface holds an address
 	// in), makes dnsmasq answer router solicitations on the link with
 	// router advertisements for it (ra-only: SLAAC, no default route), as
@@ -50,11 +63,17 @@ type PXE struct {
 }
 
 func (p PXE) validate() error {
-	if p.Interface == "" || !p.Subnet.IsValid() || !p.Subnet.Addr().Is4() {
-		return fmt.Errorf("PXE needs an interface and an IPv4 subnet (got %q, %s)", p.Interface, p.Subnet)
+	if p.Interface == "" || !p.Subnet.IsValid() {
+		return fmt.Errorf("PXE needs an interface and a subnet (got %q, %s)", p.Interface, p.Subnet)
+	}
+	if p.Subnet.Addr().Is6() && !p.Start.IsValid() && !p.TFTPOnly {
+		return fmt.Errorf("PXE: %s is IPv6; a proxyDHCP server here is IPv4 only: give Start and End (ironic-image's DHCPv6 server) or TFTPOnly", p.Subnet)
 	}
 	if p.Start.IsValid() != p.End.IsValid() {
 		return fmt.Errorf("PXE: give both Start and End, or neither (proxyDHCP)")
+	}
+	if p.TFTPOnly && p.Start.IsValid() {
+		return fmt.Errorf("PXE: TFTPOnly runs no DHCP; drop Start and End")
 	}
 	if p.RAPrefix.IsValid() && (!p.RAPrefix.Addr().Is6() || p.RAPrefix.Addr().Is4In6() || p.RAPrefix.Bits() != 64) {
 		return fmt.Errorf("PXE: RAPrefix %s is not an IPv6 /64 (SLAAC's)", p.RAPrefix)
@@ -66,17 +85,23 @@ func (p PXE) validate() error {
 }
 
 // The iPXE binaries, by the PXE client architecture (option 93) dnsmasq
-// hands them to: 0 BIOS, 7 and 9 x86_64 UEFI.
+// hands them to: 0 BIOS, 7 and 9 x86_64 UEFI; metal3IPXE is the UEFI one
+// as ironic-image names it in its TFTP root (SNP_BASENAME-x86_64.efi).
 const (
-	biosIPXE = "undionly.kpxe"
-	uefiIPXE = "snponly.efi"
+	biosIPXE   = "undionly.kpxe"
+	uefiIPXE   = "snponly.efi"
+	metal3IPXE = "snponly-x86_64.efi"
 )
 
-// dnsmasqConfig is dnsmasq's configuration for p: no DNS, DHCP (or
-// proxyDHCP) on p.Interface only, TFTP from tftpRoot, and for clients
+// dnsmasqConfig is dnsmasq's configuration for p: ironic-image's as a
+// DHCP server or TFTP only; as a proxyDHCP server, the harness's: no DNS,
+// proxyDHCP on p.Interface only, TFTP from tftpRoot, and for clients
 // already running iPXE (user class iPXE, or iPXE's option 175) the boot
 // script at bootScript.
 func dnsmasqConfig(p PXE, dir, tftpRoot, bootScript string) string {
+	if p.Start.IsValid() || p.TFTPOnly {
+		return metal3DnsmasqConfig(p, dir, tftpRoot, strings.TrimSuffix(bootScript, "/boot.ipxe"))
+	}
 	netmask := netip.AddrFrom4([4]byte(net.CIDRMask(p.Subnet.Bits(), 32)))
 	var b strings.Builder
 	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
@@ -96,24 +121,14 @@ func dnsmasqConfig(p PXE, dir, tftpRoot, bootScript string) string {
 		line("dhcp-range=%s,ra-only,64", p.RAPrefix.Masked().Addr())
 		line("ra-param=%s,60,0", p.Interface) // not a default router
 	}
-	if !p.Start.IsValid() {
-		// proxyDHCP: PXE firmware learns its boot file from the PXE
-		// menu's one entry (no prompt), iPXE from the file name.
-		line("dhcp-range=%s,proxy,%s", p.Subnet.Masked().Addr(), netmask)
-		line("pxe-prompt=\"bmlab\",0")
-		line("pxe-service=tag:!ipxe,x86PC,\"iPXE\",%s", biosIPXE)
-		line("pxe-service=tag:!ipxe,x86-64_EFI,\"iPXE\",%s", uefiIPXE)
-		line("pxe-service=tag:!ipxe,BC_EFI,\"iPXE\",%s", uefiIPXE)
-		line("dhcp-boot=tag:ipxe,%s", bootScript)
-		return b.String()
-	}
-	line("dhcp-range=%s,%s,%s,10m", p.Start, p.End, netmask)
-	line("dhcp-authoritative")
-	line("dhcp-match=set:efi,option:client-arch,7")
-	line("dhcp-match=set:efi,option:client-arch,9")
+	// proxyDHCP: PXE firmware learns its boot file from the PXE menu's
+	// one entry (no prompt), iPXE from the file name.
+	line("dhcp-range=%s,proxy,%s", p.Subnet.Masked().Addr(), netmask)
+	line("pxe-prompt=\"bmlab\",0")
+	line("pxe-service=tag:!ipxe,x86PC,\"iPXE\",%s", biosIPXE)
+	line("pxe-service=tag:!ipxe,x86-64_EFI,\"iPXE\",%s", uefiIPXE)
+	line("pxe-service=tag:!ipxe,BC_EFI,\"iPXE\",%s", uefiIPXE)
 	line("dhcp-boot=tag:ipxe,%s", bootScript)
-	line("dhcp-boot=tag:!ipxe,tag:efi,%s", uefiIPXE)
-	line("dhcp-boot=tag:!ipxe,tag:!efi,%s", biosIPXE)
 	return b.String()
 }
 
@@ -129,10 +144,10 @@ func startPXE(t testing.TB, ns string, p PXE, dir, httpURL string) (log string) 
 	if err := os.MkdirAll(tftp, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{biosIPXE, uefiIPXE} {
+	for name, f := range map[string]string{biosIPXE: biosIPXE, uefiIPXE: uefiIPXE, metal3IPXE: uefiIPXE} {
 		src := filepath.Join("/usr/lib/ipxe", f)
 		testenv.Require(t, fileExists(src), src+" (Debian's ipxe package, hack/install-deps.sh)")
-		if err := os.Symlink(src, filepath.Join(tftp, f)); err != nil {
+		if err := os.Symlink(src, filepath.Join(tftp, name)); err != nil {
 			t.Fatal(err)
 		}
 	}

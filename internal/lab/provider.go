@@ -61,12 +61,18 @@ const (
 	KindPool    Kind = "storage pool"
 	KindVolume  Kind = "volume" // named pool/volume
 	KindLink    Kind = "link"
+	// KindRule is a routing policy rule of the lab's (the BMC network's
+	// routes), named as ip rule shows it.
+	KindRule Kind = "routing rule"
 	// KindDaemon is the lab's BMC daemon (vbmcd), a process named by its
 	// PID.
 	KindDaemon Kind = "vbmcd"
 	// KindLLDP is the lab's LLDP sender (`vbmcd lldp`), a process named by
 	// its PID.
 	KindLLDP Kind = "LLDP sender"
+	// KindDHCP is the lab's DHCP server on an Unmanaged provisioning
+	// network (a dnsmasq), a process named by its PID.
+	KindDHCP Kind = "provisioning DHCP server"
 	// KindShared is the lab's entries in a network it shares, named by
 	// the network.
 	KindShared Kind = "shared network entries"
@@ -173,6 +179,20 @@ type LLDPSender struct {
 	Netns  string
 	Sender plan.Vbmcd
 }
+
+// DHCPServer is the DHCP server the lab runs on an Unmanaged provisioning
+// network (the site's, which the installer leaves to the user), in the
+// lab's namespace, as the plan invokes it. Ensure writes its configuration
+// file and starts it unless one runs with the plan's arguments and that
+// configuration (it restarts one whose configuration changed);
+// Differences says when none runs, or its configuration is not the plan's.
+type DHCPServer struct {
+	Lab    string
+	Netns  string
+	Server plan.DHCPServer
+}
+
+func (DHCPServer) object() {}
 
 func (Pool) object()          {}
 func (Volume) object()        {}

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/bmlab/bmlab/internal/ipi"
@@ -96,7 +97,21 @@ type Cluster struct {
 	// network.provisioningNetwork is Managed or Unmanaged (default
 	// 172.22.0.0/24, as the installer's); unset when Disabled.
 	ProvisioningNetworkCIDR netip.Prefix `json:"provisioningNetworkCIDR,omitzero"`
-	BMC                     BMC          `json:"bmc,omitzero"`
+	// ProvisioningDHCPRange is the provisioning network's DHCP range:
+	// with Managed, the one the installer's dnsmasq hands out
+	// (install-config's provisioningDHCPRange); with Unmanaged, the one
+	// the lab's own DHCP server hands out (the site's, which the installer
+	// leaves to you). Default: the installer's, the CIDR's 10th address
+	// to its last but one.
+	ProvisioningDHCPRange netaddr.Range `json:"provisioningDHCPRange,omitzero"`
+	// BootstrapProvisioningIP and ClusterProvisioningIP are where the
+	// bootstrap VM's and then the cluster's provisioning services
+	// (Ironic, its dnsmasq and httpd) listen: on the provisioning network
+	// (default its .2 and .3, the installer's), or with Disabled on the
+	// machine network (default its 7th and 8th addresses, dev-scripts').
+	BootstrapProvisioningIP netip.Addr `json:"bootstrapProvisioningIP,omitzero"`
+	ClusterProvisioningIP   netip.Addr `json:"clusterProvisioningIP,omitzero"`
+	BMC                     BMC        `json:"bmc,omitzero"`
 	// PullSecret is the path of the pull secret file (default
 	// pull-secret.json, relative to the lab file's directory).
 	PullSecret string `json:"pullSecret,omitempty"`
@@ -203,6 +218,12 @@ type Role struct {
 	// entry, or a node past the list (such as a worker added with
 	// labctl add-node), has the role's Personality.
 	Personalities []string `json:"personalities,omitempty"`
+	// Bond, when set, gives the role's nodes two NICs on the machine
+	// network, bonded (bond0) in this mode (ipi.BondModes: active-backup,
+	// balance-rr …), as dev-scripts' BOND_PRIMARY_INTERFACE and
+	// BOND_CONFIG do: the bond is in install-config's hosts' networkConfig
+	// (ipi-baremetal) or agent-config's (agent).
+	Bond string `json:"bond,omitempty"`
 }
 
 // PersonalityOf is the personality of the role's node i (empty: generic)
@@ -270,7 +291,22 @@ type BMC struct {
 	// node alone: Redfish on port 443 (80 without TLS), IPMI on port 623.
 	// The nodes reach it through the lab host, their default gateway.
 	Network netip.Prefix `json:"network,omitzero"`
+	// Routes names the lab networks the BMC network is routed to, as a
+	// rack's router routes its out-of-band network: machine (the machine
+	// network, from which the installer's Ironic and the nodes reach the
+	// BMCs; always there) and provisioning. Each BMC fetches virtual media
+	// from its own address, so an image served on a network it is not
+	// routed to is out of its reach, as on a rack whose BMC network
+	// reaches no provisioning network (openshift/installer#10876).
+	// Default, with a BMC network: [machine].
+	Routes []string `json:"routes,omitempty"`
 }
+
+// Networks a BMC network can be routed to (cluster.bmc.routes).
+const (
+	RouteMachine      = "machine"
+	RouteProvisioning = "provisioning"
+)
 
 // UseNodeAccounts reports whether each node has a BMC user of its own.
 func (b BMC) UseNodeAccounts() bool { return b.NodeAccounts == nil || *b.NodeAccounts }
@@ -335,7 +371,11 @@ func (c *Config) setClusterDefaults() {
 			k.ProvisioningNetworkCIDR = DefaultProvisioningNetworkCIDRV6
 		}
 	}
+	c.setProvisioningDefaults()
 	b := &k.BMC
+	if len(b.Routes) == 0 && b.Network.IsValid() {
+		b.Routes = []string{RouteMachine}
+	}
 	if b.Kind == "" {
 		b.Kind = ipi.BMCRedfishVirtualMedia
 	}
@@ -452,6 +492,13 @@ func (c *Config) validateCluster() []error {
 				add("%s.personalities[%d]: %v", r.field, i, err)
 			}
 		}
+		switch m := r.role.Bond; {
+		case m == "" || slices.Contains(ipi.BondModes, m):
+		case m == "802.3ad":
+			add("%s.bond: 802.3ad (LACP) needs a switch that speaks LACP, and the lab's is a Linux bridge; use one of %s", r.field, strings.Join(ipi.BondModes, ", "))
+		default:
+			add("%s.bond: %q is not a bond mode; use one of %s (as dev-scripts' BOND_CONFIG)", r.field, m, strings.Join(ipi.BondModes, ", "))
+		}
 		if r.field == "arbiter" {
 			continue
 		}
@@ -543,7 +590,9 @@ func (c *Config) validateCluster() []error {
 			add("bmc.%s: %d is not a port (1-65535)", p.field, p.port)
 		}
 	}
+	errs = append(errs, c.validateProvisioning()...)
 	errs = append(errs, c.validateBMCNetwork()...)
+	errs = append(errs, c.validateBMCRoutes()...)
 	if last := k.BMC.IPMIPortBase + k.Masters.N() + k.Workers.N() - 1; k.BMC.Kind == ipi.BMCIPMI && last > 65535 && !k.BMC.Network.IsValid() {
 		add("bmc.ipmiPortBase: %d leaves no port for every node (the last would be %d)", k.BMC.IPMIPortBase, last)
 	}

@@ -59,6 +59,34 @@ cluster:
 			c.BMC.Kind = "ipmi"
 			c.BMC.TLS = &no
 			c.ProvisioningNetworkCIDR = netip.MustParsePrefix("172.22.0.0/24")
+			// The installer's defaults: .2 and .3, the range from .10 to
+			// the last but one.
+			c.ProvisioningDHCPRange = netaddr.Range{Start: netip.MustParseAddr("172.22.0.10"), End: netip.MustParseAddr("172.22.0.253")}
+			c.BootstrapProvisioningIP, c.ClusterProvisioningIP = netip.MustParseAddr("172.22.0.2"), netip.MustParseAddr("172.22.0.3")
+		},
+	}, {
+		name: "an IPv6 provisioning network, its addresses given, a BMC network routed to it",
+		yaml: `network: {provisioningNetwork: Unmanaged}
+cluster:
+  ipFamily: v6
+  provisioningDHCPRange: {start: "fd00:1101::100", end: "fd00:1101::1ff"}
+  clusterProvisioningIP: "fd00:1101::9"
+  bmc: {network: "fd2e:6f44:5dd8:c957::/120", routes: [machine, provisioning]}
+`,
+		want: func(c *Cluster) {
+			c.IPFamily = IPFamilyV6
+			c.MachineNetwork, c.DHCPRange, c.APIVIP, c.IngressVIP = DefaultMachineNetworkV6, DefaultDHCPRangeV6, DefaultAPIVIPV6, DefaultIngressVIPV6
+			c.BMC.Address = "fd2e:6f44:5dd8:c956::1"
+			c.BMC.Network, c.BMC.Routes = netip.MustParsePrefix("fd2e:6f44:5dd8:c957::/120"), []string{"machine", "provisioning"}
+			c.ProvisioningNetworkCIDR = DefaultProvisioningNetworkCIDRV6
+			c.ProvisioningDHCPRange = netaddr.Range{Start: netip.MustParseAddr("fd00:1101::100"), End: netip.MustParseAddr("fd00:1101::1ff")}
+			c.BootstrapProvisioningIP, c.ClusterProvisioningIP = netip.MustParseAddr("fd00:1101::2"), netip.MustParseAddr("fd00:1101::9")
+		},
+	}, {
+		name: "a BMC network alone is routed to the machine network",
+		yaml: "cluster: {bmc: {network: 192.168.125.0/24}}\n",
+		want: func(c *Cluster) {
+			c.BMC.Network, c.BMC.Routes = netip.MustParsePrefix("192.168.125.0/24"), []string{"machine"}
 		},
 	}, {
 		name: "another machine network takes none of the seed's addresses",
@@ -121,6 +149,24 @@ func TestParseClusterErrorsNameTheField(t *testing.T) {
 		{"cluster:\n  workers: {count: 1, personalities: [ilo6, ilo6]}\n", "cluster.workers.personalities: 2 personalities for 1 nodes; give one per node at most (an empty entry, or a node past the list, takes workers.personality)"},
 		{"cluster:\n  masters: {count: 2}\n  arbiter: {count: 1, personality: hpe}\n", `cluster.arbiter.personality: personality "hpe": want one of`},
 		{"cluster:\n  bmc: {kind: ipmi, ipmiPortBase: 65534}\n", "cluster.bmc.ipmiPortBase: 65534 leaves no port for every node (the last would be 65538)"},
+		{"network: {provisioningNetwork: Managed}\ncluster:\n  provisioningDHCPRange: {start: 172.22.1.10, end: 172.22.1.20}\n", "cluster.provisioningDHCPRange: 172.22.1.10-172.22.1.20 is not inside provisioningNetworkCIDR 172.22.0.0/24 (the installer's rule"},
+		{"network: {provisioningNetwork: Managed}\ncluster:\n  provisioningDHCPRange: {start: 172.22.0.30, end: 172.22.0.20}\n", "cluster.provisioningDHCPRange: end 172.22.0.20 is before start 172.22.0.30"},
+		{"network: {provisioningNetwork: Managed}\ncluster:\n  provisioningDHCPRange: {start: 172.22.0.1, end: 172.22.0.20}\n", "cluster.provisioningDHCPRange: 172.22.0.1-172.22.0.20 holds 172.22.0.1, the lab host's address"},
+		{"network: {provisioningNetwork: Managed}\ncluster:\n  provisioningDHCPRange: {start: 172.22.0.10}\n", "cluster.provisioningDHCPRange: set both start and end"},
+		{"cluster:\n  provisioningDHCPRange: {start: 172.22.0.10, end: 172.22.0.20}\n", "cluster.provisioningDHCPRange: 172.22.0.10-172.22.0.20 is set but network.provisioningNetwork is Disabled"},
+		{"network: {provisioningNetwork: Managed}\ncluster:\n  bootstrapProvisioningIP: 192.168.111.9\n", "cluster.bootstrapProvisioningIP: 192.168.111.9 is not in provisioningNetworkCIDR 172.22.0.0/24 (the installer's rule)"},
+		{"network: {provisioningNetwork: Managed}\ncluster:\n  clusterProvisioningIP: 172.22.0.50\n", "cluster.clusterProvisioningIP: 172.22.0.50 is inside provisioningDHCPRange 172.22.0.10-172.22.0.253 (the installer's rule"},
+		{"network: {provisioningNetwork: Managed}\ncluster:\n  bootstrapProvisioningIP: 172.22.0.1\n", "cluster.bootstrapProvisioningIP: 172.22.0.1 is the lab host's own address on the provisioning network"},
+		{"network: {provisioningNetwork: Managed}\ncluster:\n  clusterProvisioningIP: 172.22.0.2\n", "cluster.clusterProvisioningIP: 172.22.0.2 is the bootstrapProvisioningIP too"},
+		{"cluster:\n  bootstrapProvisioningIP: 172.22.0.2\n", "cluster.bootstrapProvisioningIP: 172.22.0.2 is outside machineNetwork 192.168.111.0/24; with network.provisioningNetwork Disabled"},
+		{"cluster:\n  clusterProvisioningIP: 192.168.111.30\n", "cluster.clusterProvisioningIP: 192.168.111.30 is inside dhcpRange 192.168.111.20-192.168.111.60"},
+		{"cluster:\n  clusterProvisioningIP: 192.168.111.5\n", "cluster.clusterProvisioningIP: 192.168.111.5 is a VIP"},
+		{"cluster:\n  bootstrapProvisioningIP: 192.168.111.1\n", "cluster.bootstrapProvisioningIP: 192.168.111.1 is the lab host's own address on machineNetwork"},
+		{"cluster:\n  bmc: {routes: [machine]}\n", "cluster.bmc.routes: [machine] is set but there is no BMC network (cluster.bmc.network)"},
+		{"cluster:\n  bmc: {network: 192.168.125.0/24, routes: [provisioning]}\n", "cluster.bmc.routes: [0] \"provisioning\": the lab has no provisioning network"},
+		{"network: {provisioningNetwork: Managed}\ncluster:\n  bmc: {network: 192.168.125.0/24, routes: [provisioning]}\n", "cluster.bmc.routes: [provisioning] leaves out machine"},
+		{"cluster:\n  bmc: {network: 192.168.125.0/24, routes: [machine, internet]}\n", "cluster.bmc.routes: [1] \"internet\" is not one of machine, provisioning"},
+		{"cluster:\n  bmc: {network: 192.168.125.0/24, routes: [machine, machine]}\n", "cluster.bmc.routes: [1] \"machine\" is listed twice"},
 	}
 	for _, tt := range tests {
 		_, err := Parse([]byte(tt.yaml))

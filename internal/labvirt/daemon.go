@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -26,14 +27,39 @@ type daemon struct {
 
 // daemons are the processes whose environment carries the lab's mark and
 // whose program is vbmcd serving BMCs.
-func daemons(lab string) ([]daemon, error) { return marked(lab, false) }
+func daemons(lab string) ([]daemon, error) { return marked(lab, isVbmcd(false)) }
 
 // senders are the lab's LLDP senders: vbmcd lldp with the lab's mark.
-func senders(lab string) ([]daemon, error) { return marked(lab, true) }
+func senders(lab string) ([]daemon, error) { return marked(lab, isVbmcd(true)) }
+
+// dhcpServers are the lab's provisioning DHCP servers: dnsmasq with the
+// lab's mark.
+func dhcpServers(lab string) ([]daemon, error) {
+	return marked(lab, func(args []string) bool { return filepath.Base(args[0]) == "dnsmasq" })
+}
+
+// isVbmcd matches vbmcd's command line: its lldp subcommand, or not.
+func isVbmcd(lldp bool) func([]string) bool {
+	return func(args []string) bool {
+		return filepath.Base(args[0]) == "vbmcd" && (len(args) > 1 && args[1] == "lldp") == lldp
+	}
+}
+
+// markedOf are the lab's processes of a kind: vbmcd, the LLDP sender or
+// the provisioning DHCP server.
+func markedOf(labName string, kind lab.Kind) ([]daemon, error) {
+	switch kind {
+	case lab.KindLLDP:
+		return senders(labName)
+	case lab.KindDHCP:
+		return dhcpServers(labName)
+	}
+	return daemons(labName)
+}
 
 // marked are the processes whose environment carries the lab's mark and
-// whose program is vbmcd: its lldp subcommand, or not.
-func marked(lab string, lldp bool) ([]daemon, error) {
+// whose command line is the kind's (is).
+func marked(lab string, is func(args []string) bool) ([]daemon, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
@@ -46,8 +72,7 @@ func marked(lab string, lldp bool) ([]daemon, error) {
 			continue
 		}
 		args := procStrings(pid, "cmdline")
-		if len(args) == 0 || filepath.Base(args[0]) != "vbmcd" || (len(args) > 1 && args[1] == "lldp") != lldp ||
-			!slices.Contains(procStrings(pid, "environ"), mark) {
+		if len(args) == 0 || !is(args) || !slices.Contains(procStrings(pid, "environ"), mark) {
 			continue
 		}
 		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && zombie(st) {
@@ -72,12 +97,14 @@ func zombie(stat []byte) bool {
 	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
-// startDaemon starts vbmcd (or its lldp subcommand) in its own session, in the lab's namespace,
-// with the lab's mark in its environment, and returns its PID.
+// startDaemon starts vbmcd (or its lldp subcommand, or another process of
+// the lab) in its own session, in the lab's namespace, with the lab's mark
+// in its environment, and returns its PID.
 func startDaemon(v plan.Vbmcd, netns string) (int, error) {
 	if v.Path == "" {
 		return 0, errors.New("vbmcd not found next to labctl or on PATH: run `make build` (it puts both in bin/) or pass --vbmcd")
 	}
+	prog := filepath.Base(v.Path)
 	if err := os.MkdirAll(filepath.Dir(v.Log), 0o755); err != nil {
 		return 0, err
 	}
@@ -95,13 +122,13 @@ func startDaemon(v plan.Vbmcd, netns string) (int, error) {
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("start vbmcd (%s): %w", v.Path, err)
+		return 0, fmt.Errorf("start %s (%s): %w", prog, v.Path, err)
 	}
 	go func() { _ = cmd.Wait() }() // reap it if it dies while labctl runs
 	return cmd.Process.Pid, nil
 }
 
-// stopDaemon stops a vbmcd: SIGTERM, then SIGKILL after 5 s.
+// stopDaemon stops a process of the lab: SIGTERM, then SIGKILL after 5 s.
 func stopDaemon(pid int) error {
 	p, err := os.FindProcess(pid)
 	if err != nil {
@@ -123,7 +150,7 @@ func stopDaemon(pid int) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return fmt.Errorf("vbmcd (pid %d) does not stop", pid)
+	return fmt.Errorf("process %d of the lab does not stop", pid)
 }
 
 func alive(pid int) bool {

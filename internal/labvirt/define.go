@@ -246,6 +246,78 @@ func (s DomainSpec) DomainXML(fw virt.Firmware) (string, error) {
 	return d.Marshal()
 }
 
+// nicProblems compares the NICs of a defined domain with s's: each in its
+// place (the first is the one the domain network-boots from), with its
+// MAC, on its network or bridge. A domain that is not there has none to
+// compare (the nodes step defines it).
+func nicProblems(l *libvirt.Libvirt, s DomainSpec) ([]string, error) {
+	d, err := l.DomainLookupByName(s.Name)
+	if err != nil {
+		if isNoDomain(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("look up domain %s: %w", s.Name, err)
+	}
+	x, err := l.DomainGetXMLDesc(d, libvirt.DomainXMLInactive)
+	if err != nil {
+		return nil, fmt.Errorf("read domain %s: %w", s.Name, err)
+	}
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(x); err != nil {
+		return nil, fmt.Errorf("parse domain %s: %w", s.Name, err)
+	}
+	var got []libvirtxml.DomainInterface
+	if def.Devices != nil {
+		got = def.Devices.Interfaces
+	}
+	return NICDrift(s.NICs, got), nil
+}
+
+// NICDrift says how a domain's interfaces differ from the NICs wanted, in
+// order: one line per NIC out of place, missing or extra.
+func NICDrift(want []NICSpec, got []libvirtxml.DomainInterface) []string {
+	var out []string
+	for i := 0; i < max(len(want), len(got)); i++ {
+		var w, g string
+		if i < len(want) {
+			w = nicText(want[i].MAC, want[i].Network, want[i].Bridge)
+		}
+		if i < len(got) {
+			in := got[i]
+			var mac, network, bridge string
+			if in.MAC != nil {
+				mac = in.MAC.Address
+			}
+			if src := in.Source; src != nil && src.Network != nil {
+				network = src.Network.Network
+			} else if src != nil && src.Bridge != nil {
+				bridge = src.Bridge.Bridge
+			}
+			g = nicText(mac, network, bridge)
+		}
+		switch {
+		case strings.EqualFold(w, g):
+		case g == "":
+			out = append(out, fmt.Sprintf("NIC %d (%s) missing", i+1, w))
+		case w == "":
+			out = append(out, fmt.Sprintf("NIC %d is %s, which the lab does not have", i+1, g))
+		default:
+			out = append(out, fmt.Sprintf("NIC %d is %s, want %s", i+1, g, w))
+		}
+	}
+	return out
+}
+
+func nicText(mac, network, bridge string) string {
+	switch {
+	case network != "":
+		return mac + " on network " + network
+	case bridge != "":
+		return mac + " on bridge " + bridge
+	}
+	return mac
+}
+
 // CDROMBus returns the bus a CD-ROM drive belongs on for a machine type
 // (virt.CDROMBus).
 func CDROMBus(machineType string) string { return virt.CDROMBus(machineType) }

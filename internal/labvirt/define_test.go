@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bmlab/bmlab/internal/lab"
@@ -213,6 +214,93 @@ func TestDomainXMLKCS(t *testing.T) {
 	}
 	if _, err := (DomainSpec{Name: "arm", Arch: "aarch64", UEFI: true, KCSSocket: want}).DomainXML(virt.Firmware{AArch64: virt.UEFI{Code: "/a", Vars: "/av"}}); err == nil || !strings.Contains(err.Error(), "ISA") {
 		t.Errorf("aarch64 with a KCS: %v", err)
+	}
+}
+
+// TestDomainNICsAsThePlanWiresThem: a node of a lab with a provisioning
+// network is defined with its provisioning NIC first (on the libvirt
+// network named like the provisioning bridge), its baremetal NIC second,
+// and os/boot's order disk then network, which libvirt turns into the
+// first NIC's bootindex: the node network-boots from its provisioning
+// NIC. A node with one NIC keeps it on the node network.
+func TestDomainNICsAsThePlanWiresThem(t *testing.T) {
+	fw := virt.Firmware{UEFI: virt.UEFI{Code: "/fw/CODE.fd", Vars: "/fw/VARS.fd"}}
+	for _, tt := range []struct {
+		name string
+		nics []plan.NIC
+		want []string
+	}{
+		{"managed", []plan.NIC{{Name: "enp1s0", MAC: "52:54:00:00:00:01", Network: "provisioning", Provisioning: true}, {Name: "enp2s0", MAC: "52:54:00:00:00:02", Network: "baremetal"}},
+			[]string{"52:54:00:00:00:01 network provisioning", "52:54:00:00:00:02 network baremetal"}},
+		{"bridge without a libvirt network", []plan.NIC{{Name: "enp1s0", MAC: "52:54:00:00:00:01", Bridge: "prov2", Provisioning: true}, {Name: "enp2s0", MAC: "52:54:00:00:00:02", Network: "baremetal"}},
+			[]string{"52:54:00:00:00:01 bridge prov2", "52:54:00:00:00:02 network baremetal"}},
+		{"one NIC", nil, []string{"52:54:00:00:00:09 network baremetal"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n := plan.Node{Name: "n0", MAC: "52:54:00:00:00:09", NICs: tt.nics, Disks: []plan.Disk{{Path: "/d/n0.qcow2"}}}
+			x, err := domainSpec(lab.Machine{Lab: "l", Node: n, Network: "baremetal"}).DomainXML(fw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d libvirtxml.Domain
+			if err := d.Unmarshal(x); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, in := range d.Devices.Interfaces {
+				s := in.MAC.Address
+				switch src := in.Source; {
+				case src.Network != nil:
+					s += " network " + src.Network.Network
+				case src.Bridge != nil:
+					s += " bridge " + src.Bridge.Bridge
+				}
+				got = append(got, s)
+			}
+			if strings.Join(got, "; ") != strings.Join(tt.want, "; ") {
+				t.Errorf("NICs %q, want %q", got, tt.want)
+			}
+			var boot []string
+			for _, b := range d.OS.BootDevices {
+				boot = append(boot, b.Dev)
+			}
+			if strings.Join(boot, ",") != "hd,network" {
+				t.Errorf("os/boot %v, want hd,network", boot)
+			}
+		})
+	}
+}
+
+// TestNICDrift: a domain's interfaces against the NICs wanted, in order.
+func TestNICDrift(t *testing.T) {
+	in := func(mac, network, bridge string) libvirtxml.DomainInterface {
+		i := libvirtxml.DomainInterface{MAC: &libvirtxml.DomainInterfaceMAC{Address: mac}, Source: &libvirtxml.DomainInterfaceSource{}}
+		if network != "" {
+			i.Source.Network = &libvirtxml.DomainInterfaceSourceNetwork{Network: network}
+		} else {
+			i.Source.Bridge = &libvirtxml.DomainInterfaceSourceBridge{Bridge: bridge}
+		}
+		return i
+	}
+	want := []NICSpec{{MAC: "52:54:00:00:00:01", Network: "provisioning"}, {MAC: "52:54:00:00:00:02", Network: "baremetal"}}
+	for _, tt := range []struct {
+		name string
+		got  []libvirtxml.DomainInterface
+		want []string
+	}{
+		{"as planned (MACs in any case)", []libvirtxml.DomainInterface{in("52:54:00:00:00:01", "provisioning", ""), in("52:54:00:00:00:02", "baremetal", "")}, nil},
+		{"defined before the provisioning NIC", []libvirtxml.DomainInterface{in("52:54:00:00:00:02", "baremetal", "")}, []string{
+			"NIC 1 is 52:54:00:00:00:02 on network baremetal, want 52:54:00:00:00:01 on network provisioning",
+			"NIC 2 (52:54:00:00:00:02 on network baremetal) missing"}},
+		{"on a bridge, an extra NIC", []libvirtxml.DomainInterface{in("52:54:00:00:00:01", "", "provisioning"), in("52:54:00:00:00:02", "baremetal", ""), in("52:54:00:00:00:03", "default", "")}, []string{
+			"NIC 1 is 52:54:00:00:00:01 on bridge provisioning, want 52:54:00:00:00:01 on network provisioning",
+			"NIC 3 is 52:54:00:00:00:03 on network default, which the lab does not have"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if d := cmp.Diff(tt.want, NICDrift(want, tt.got)); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
 	}
 }
 

@@ -10,11 +10,14 @@
 // check accepts, a lab's entries (reservations and DNS records, listed per
 // lab in the network's metadata) in a network it shares with other labs
 // (shared.go, one lab at a time through a lock), and the node domains (with
-// an empty CD-ROM, a serial log, fw_cfg ignition when asked, and the
-// in-band IPMI interface wired to vbmcd's socket where the plan says so:
-// virt.KCSArgs in <qemu:commandline>); the lab's
-// links through netlink (internal/netplumb) in the lab's namespace; and
-// the lab's vbmcd and its LLDP sender (`vbmcd lldp`) as processes
+// an empty CD-ROM, a serial log, fw_cfg ignition when asked, its NICs in
+// the plan's order: the provisioning one first where the lab has one,
+// whose NICs net check compares, NICDrift; and the in-band IPMI interface
+// wired to vbmcd's socket where the plan says so: virt.KCSArgs in
+// <qemu:commandline>); the lab's links and routing rules through netlink
+// (internal/netplumb) in the lab's namespace; and the lab's vbmcd, its
+// LLDP sender (`vbmcd lldp`) and an Unmanaged provisioning network's DHCP
+// server (dnsmasq, its configuration file written first) as processes
 // (daemon.go). Every object carries the lab's ownership mark (MarkXML, a
 // mark file in a pool's directory, a link's alias, vbmcd's environment),
 // and Marked finds what bears it. An aarch64 node is qemu's virt machine

@@ -178,8 +178,11 @@ func (m *MultiHost) Ensure(ctx context.Context, o lab.Object) ([]string, error) 
 }
 
 // Differences implements lab.Provider: a bridge-named network's on every
-// host, each named; the rest the hub's.
+// host, each named; a node's NICs on its host; the rest the hub's.
 func (m *MultiHost) Differences(ctx context.Context, o lab.Object) ([]lab.Difference, error) {
+	if mc, ok := o.(lab.Machine); ok {
+		return m.of(mc.Node.Name).Differences(ctx, o)
+	}
 	if _, ok := o.(lab.BridgeNetwork); !ok {
 		return m.hub.Differences(ctx, o)
 	}

@@ -125,8 +125,10 @@ func (r *Host) Marked(ctx context.Context, kind lab.Kind, labName string) ([]str
 	switch kind {
 	case lab.KindLink:
 		return r.plumber(labName).Owned()
-	case lab.KindDaemon, lab.KindLLDP:
-		ds, err := marked(labName, kind == lab.KindLLDP)
+	case lab.KindRule:
+		return r.plumber(labName).OwnedRules()
+	case lab.KindDaemon, lab.KindLLDP, lab.KindDHCP:
+		ds, err := markedOf(labName, kind)
 		var pids []string
 		for _, d := range ds {
 			pids = append(pids, strconv.Itoa(d.pid))
@@ -157,12 +159,14 @@ func (r *Host) Delete(ctx context.Context, kind lab.Kind, name, labName string) 
 			err = fmt.Errorf("link %s: %w", strings.Join(res.Foreign, ", "), lab.ErrForeign)
 		}
 		return err
-	case lab.KindDaemon, lab.KindLLDP:
+	case lab.KindRule:
+		return r.plumber(labName).DeleteRule(name)
+	case lab.KindDaemon, lab.KindLLDP, lab.KindDHCP:
 		pid, err := strconv.Atoi(name)
 		if err != nil {
 			return fmt.Errorf("%s %q: not a PID", kind, name)
 		}
-		ds, err := marked(labName, kind == lab.KindLLDP)
+		ds, err := markedOf(labName, kind)
 		if err != nil || !slices.ContainsFunc(ds, func(d daemon) bool { return d.pid == pid }) {
 			return err // gone already, or not the lab's
 		}
@@ -264,6 +268,9 @@ func (r *Host) Ensure(ctx context.Context, o lab.Object) ([]string, error) {
 	if o, ok := o.(lab.LLDPSender); ok {
 		return ensureSender(o)
 	}
+	if o, ok := o.(lab.DHCPServer); ok {
+		return ensureDHCP(o)
+	}
 	c, err := r.conn()
 	if err != nil {
 		return nil, err
@@ -321,6 +328,9 @@ func (r *Host) Differences(ctx context.Context, o lab.Object) ([]lab.Difference,
 	if o, ok := o.(lab.LLDPSender); ok {
 		return senderDifferences(o)
 	}
+	if o, ok := o.(lab.DHCPServer); ok {
+		return dhcpDifferences(o)
+	}
 	c, err := r.conn()
 	if err != nil {
 		return nil, err
@@ -336,6 +346,8 @@ func (r *Host) Differences(ctx context.Context, o lab.Object) ([]lab.Difference,
 		}
 	case lab.SharedEntries:
 		problems, err = sharedProblems(ctx, c.l, sharedSpec(o))
+	case lab.Machine:
+		problems, err = nicProblems(c.l, domainSpec(o))
 	default:
 		return nil, fmt.Errorf("differences of a %T: not supported", o)
 	}
@@ -429,7 +441,6 @@ func domainSpec(m lab.Machine) DomainSpec {
 	n := m.Node
 	spec := DomainSpec{
 		Name: n.Name, UUID: n.UUID, MemoryMiB: n.MemoryMiB, VCPUs: n.VCPUs, UEFI: true, Arch: n.Arch,
-		NICs:      []NICSpec{{Network: m.Network, MAC: n.MAC}},
 		SerialLog: n.SerialLog,
 		BootOrder: []string{"hd", "network"},
 		Metadata:  MarkXML(m.Lab, m.Attrs...),
@@ -441,6 +452,15 @@ func domainSpec(m lab.Machine) DomainSpec {
 	}
 	for _, d := range n.Disks {
 		spec.Disks = append(spec.Disks, DiskSpec{Path: d.Path})
+	}
+	// The NICs in the plan's order: the first is the one os/boot's
+	// "network" boots from (libvirt gives it the bootindex), the
+	// provisioning NIC where the lab has one.
+	for _, nic := range n.NICs {
+		spec.NICs = append(spec.NICs, NICSpec{Network: nic.Network, Bridge: nic.Bridge, MAC: nic.MAC})
+	}
+	if len(spec.NICs) == 0 {
+		spec.NICs = []NICSpec{{Network: m.Network, MAC: n.MAC}}
 	}
 	if n.BMC.Inband {
 		// The lab's vbmcd serves the socket the definition names, in its
@@ -598,68 +618,117 @@ func ensureDaemon(ctx context.Context, o lab.BMCDaemon) ([]string, error) {
 // ensureSender keeps the lab's LLDP sender running with the plan's
 // arguments, restarting one that runs with others.
 func ensureSender(o lab.LLDPSender) ([]string, error) {
-	running, err := senders(o.Lab)
+	if o.Sender.Path == "" {
+		if running, err := senders(o.Lab); err != nil || !slices.ContainsFunc(running, func(d daemon) bool { return slices.Equal(d.args, o.Sender.Args) }) {
+			// Checked before anything is stopped.
+			return nil, errors.Join(err, errors.New("LLDP sender: vbmcd not found next to labctl or on PATH: run `make build` (it puts both in bin/), pass --vbmcd, or set network.lldp: false"))
+		}
+	}
+	return ensureProcess(o.Lab, lab.KindLLDP, o.Sender, o.Netns, false)
+}
+
+// ensureProcess keeps one process of the lab's of a kind running as want
+// invokes it: one with other arguments (or any, with restart) is stopped,
+// and when none is left one is started, and waited for until it reads
+// as its kind (`ip netns exec` execs it in place), or it died.
+func ensureProcess(labName string, kind lab.Kind, want plan.Vbmcd, netns string, restart bool) ([]string, error) {
+	running, err := markedOf(labName, kind)
 	if err != nil {
 		return nil, err
-	}
-	ok := slices.ContainsFunc(running, func(d daemon) bool { return slices.Equal(d.args, o.Sender.Args) })
-	if !ok && o.Sender.Path == "" {
-		// Checked before anything is stopped.
-		return nil, errors.New("LLDP sender: vbmcd not found next to labctl or on PATH: run `make build` (it puts both in bin/), pass --vbmcd, or set network.lldp: false")
 	}
 	var done []string
 	kept := false
 	for _, d := range running {
-		if slices.Equal(d.args, o.Sender.Args) && !kept {
+		if slices.Equal(d.args, want.Args) && !kept && !restart {
 			kept = true
 			continue
 		}
-		done = append(done, fmt.Sprintf("restarting the LLDP sender (pid %d): its arguments changed", d.pid))
+		done = append(done, fmt.Sprintf("restarting the %s (pid %d): its arguments or settings changed", kind, d.pid))
 		if err := stopDaemon(d.pid); err != nil {
 			return done, err
 		}
 	}
-	if !ok {
-		pid, err := startDaemon(o.Sender, o.Netns)
+	if kept {
+		return done, nil
+	}
+	pid, err := startDaemon(want, netns)
+	if err != nil {
+		return done, err
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		running, err := markedOf(labName, kind)
 		if err != nil {
 			return done, err
 		}
-		// `ip netns exec` execs vbmcd in place: the sender is there once
-		// the process reads as vbmcd lldp, or it died.
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			running, err := senders(o.Lab)
-			if err != nil {
-				return done, err
-			}
-			if slices.ContainsFunc(running, func(d daemon) bool { return d.pid == pid }) {
-				break
-			}
-			if !alive(pid) || time.Now().After(deadline) {
-				return done, fmt.Errorf("LLDP sender (pid %d) did not start; its log: %s", pid, o.Sender.Log)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if slices.ContainsFunc(running, func(d daemon) bool { return d.pid == pid }) {
+			break
 		}
-		done = append(done, fmt.Sprintf("LLDP sender: started vbmcd lldp (pid %d)", pid))
+		if !alive(pid) || time.Now().After(deadline) {
+			return done, fmt.Errorf("%s (pid %d) did not start; its log: %s", kind, pid, want.Log)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return done, nil
+	prog := filepath.Base(want.Path)
+	if len(want.Args) > 0 && !strings.HasPrefix(want.Args[0], "-") {
+		prog += " " + want.Args[0] // vbmcd lldp
+	}
+	return append(done, fmt.Sprintf("%s: started %s (pid %d)", kind, prog, pid)), nil
+}
+
+// ensureDHCP writes the provisioning DHCP server's configuration and keeps
+// it running with it: a configuration that changed restarts it (dnsmasq
+// reads it at start).
+func ensureDHCP(o lab.DHCPServer) ([]string, error) {
+	s := o.Server
+	have, err := os.ReadFile(s.ConfigFile)
+	changed := err != nil || string(have) != s.Config
+	if changed {
+		if err := os.MkdirAll(filepath.Dir(s.ConfigFile), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(s.ConfigFile, []byte(s.Config), 0o644); err != nil {
+			return nil, fmt.Errorf("%s: %w", lab.KindDHCP, err)
+		}
+	}
+	done, err := ensureProcess(o.Lab, lab.KindDHCP, s.Process(), o.Netns, changed)
+	if changed {
+		done = append([]string{"wrote " + s.ConfigFile}, done...)
+	}
+	return done, err
+}
+
+// dhcpDifferences says when the provisioning DHCP server does not run as
+// the plan invokes it, or its configuration file is not the plan's.
+func dhcpDifferences(o lab.DHCPServer) ([]lab.Difference, error) {
+	out, err := processDifferences(o.Lab, lab.KindDHCP, o.Server.Process())
+	if have, rerr := os.ReadFile(o.Server.ConfigFile); rerr != nil || string(have) != o.Server.Config {
+		out = append(out, lab.Difference{Got: "its configuration " + o.Server.ConfigFile + " is not the plan's"})
+	}
+	return out, err
 }
 
 // senderDifferences says when the lab's LLDP sender does not run, or runs
 // with other arguments.
 func senderDifferences(o lab.LLDPSender) ([]lab.Difference, error) {
-	running, err := senders(o.Lab)
+	return processDifferences(o.Lab, lab.KindLLDP, o.Sender)
+}
+
+// processDifferences says when no process of the lab's of a kind runs as
+// want invokes it.
+func processDifferences(labName string, kind lab.Kind, want plan.Vbmcd) ([]lab.Difference, error) {
+	running, err := markedOf(labName, kind)
 	if err != nil {
 		return nil, err
 	}
 	var pids []string
 	for _, d := range running {
-		if slices.Equal(d.args, o.Sender.Args) {
+		if slices.Equal(d.args, want.Args) {
 			return nil, nil
 		}
 		pids = append(pids, strconv.Itoa(d.pid))
 	}
-	got := "not running (log: " + o.Sender.Log + ")"
+	got := "not running (log: " + want.Log + ")"
 	if len(pids) > 0 {
 		got = "running with other arguments: pid " + strings.Join(pids, ", ")
 	}

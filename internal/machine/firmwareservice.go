@@ -99,7 +99,7 @@ func (s *Service) UpdateFirmware(_ context.Context, id string, req UpdateRequest
 	s.addTask(t)
 	s.tasks.mu.Unlock()
 
-	fr := ImageRequest{Image: image, VerifyCertificate: true, Raw: true, MaxBytes: MaxFirmwareBytes,
+	fr := ImageRequest{Image: image, Source: s.sourceOf(m.ID), VerifyCertificate: true, Raw: true, MaxBytes: MaxFirmwareBytes,
 		InUse: s.AttachedImages, Progress: t.progress}
 	go s.runUpdate(ctx, t, fr, sum)
 	return t, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"path"
 	"slices"
 	"strings"
@@ -175,7 +176,12 @@ func (e *MediaError) Unwrap() error { return e.Err }
 type ImageRequest struct {
 	// Machine is the ID of the machine the image is for ("" when none):
 	// a fetcher may treat machines differently (the sim's probe mode).
-	Machine           string
+	Machine string
+	// Source, when valid, is the address the image is fetched from: the
+	// machine's BMC's own (WithMediaSource), as a real BMC fetches from
+	// its management address, so it reaches only what that network
+	// routes to.
+	Source            netip.Addr
 	Image             string
 	UserName          string
 	Password          string

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -31,6 +32,22 @@ func WithImageFetcher(f ImageFetcher) ServiceOption {
 	return func(s *Service) { s.tasks.fetcher = f }
 }
 
+// WithMediaSource has the machines' BMCs fetch virtual media and firmware
+// images from an address of their own: addr returns a machine's (invalid:
+// none, the fetcher's default), as vbmcd's per-address BMCs do
+// (--bmc-addresses).
+func WithMediaSource(addr func(machineID string) netip.Addr) ServiceOption {
+	return func(s *Service) { s.tasks.source = addr }
+}
+
+// sourceOf is the address machine id's BMC fetches images from.
+func (s *Service) sourceOf(id string) netip.Addr {
+	if s.tasks.source == nil {
+		return netip.Addr{}
+	}
+	return s.tasks.source(id)
+}
+
 // WithMediaWait bounds how long a power-on waits for virtual media that is
 // still loading before it fails with ErrConflict (default 2 min).
 func WithMediaWait(d time.Duration) ServiceOption {
@@ -49,6 +66,7 @@ const maxFinishedTasks = 64
 type taskTable struct {
 	fetcher ImageFetcher
 	wait    time.Duration
+	source  func(machineID string) netip.Addr // WithMediaSource
 
 	mu       sync.Mutex
 	byID     map[string]*Task
@@ -359,7 +377,7 @@ func (s *Service) InsertMedia(_ context.Context, id string, slot MediaSlot, req 
 	s.tasks.mu.Unlock()
 
 	fr := ImageRequest{
-		Machine: m.ID, Image: req.Image, UserName: req.UserName, Password: req.Password,
+		Machine: m.ID, Source: s.sourceOf(m.ID), Image: req.Image, UserName: req.UserName, Password: req.Password,
 		VerifyCertificate: md.VerifyCertificate, ISO: slot == SlotCD,
 		InUse: s.AttachedImages, Progress: t.progress,
 	}

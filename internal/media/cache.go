@@ -347,6 +347,9 @@ func (c *Cache) Fetch(ctx context.Context, req machine.ImageRequest) (machine.Fe
 	defer cancel()
 
 	img, err = c.fetch(ctx, shown, key, user, pass, req)
+	if me, ok := machine.IsMediaError(err); ok && req.Source.IsValid() && me.Kind == machine.MediaUnreachable && errors.Is(me.Err, errNoRoute) {
+		me.Err = fmt.Errorf("%w from the BMC's address %s: its network does not reach it", me.Err, req.Source)
+	}
 	if err != nil {
 		return machine.FetchedImage{}, nop, err
 	}
@@ -414,6 +417,11 @@ func (c *Cache) client(req machine.ImageRequest) (*http.Client, error) {
 		tc.RootCAs = pool
 	}
 	dialer := c.cfg.Policy.Dialer(10 * time.Second)
+	if req.Source.IsValid() {
+		// From the BMC's own address: its network's routes decide what
+		// it reaches, as a real BMC's do.
+		dialer.LocalAddr = &net.TCPAddr{IP: req.Source.AsSlice()}
+	}
 	tr := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           dialer.DialContext,
@@ -593,6 +601,9 @@ func (c *Cache) fetch(ctx context.Context, u *url.URL, key, user, pass string, r
 
 var errStalled = errors.New("no data received")
 
+// errNoRoute is a fetch the BMC's network does not route.
+var errNoRoute = errors.New("no route to the image server")
+
 // hit returns a cached object after checking its file; it stays pinned.
 func (c *Cache) hit(e *entry) (machine.FetchedImage, bool) {
 	p := c.objectPath(e.SHA256)
@@ -647,6 +658,10 @@ func (c *Cache) classify(image string, err, cause error) error {
 		return fail(machine.MediaUnreachable, image, "cannot resolve the image server's name")
 	case errors.Is(cause, context.DeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
 		return fail(machine.MediaUnreachable, image, "the image server did not answer in time")
+	case errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTUNREACH):
+		// The BMC's own network has no route there: said, as a BMC's
+		// own error would say it (a refused or filtered port is not).
+		return &machine.MediaError{Kind: machine.MediaUnreachable, Image: image, Err: errNoRoute}
 	}
 	return fail(machine.MediaUnreachable, image, "cannot connect to the image server")
 }

@@ -9,7 +9,9 @@
 // the operator allows. For a UEFI HTTP boot (ImageRequest.EFIArch) a
 // downloaded UEFI application is kept as the ISO that boots it (package
 // efiboot), under its own key, so the same URL inserted as a CD image is
-// still checked as an ISO.
+// still checked as an ISO. A request with a Source (a machine's own BMC
+// address) is fetched from that address, so it reaches only what that
+// address's network routes to; a fetch without a route says so.
 //
 // What it does not do: attach images to machines (machine.Service and the
 // backends do), or speak Redfish.

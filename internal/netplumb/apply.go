@@ -113,6 +113,8 @@ func (p *Plumber) step(s Step) error {
 		return p.deleteOwned(s.Link)
 	case OpCreate:
 		return p.create(s.spec)
+	case OpRuleAdd, OpRuleDel:
+		return p.ruleStep(s)
 	}
 	l, err := p.owned(s.Link)
 	if err != nil {

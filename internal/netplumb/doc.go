@@ -23,6 +23,15 @@
 //     Owned and DownOwned find and delete every link that bears the lab's
 //     mark, whatever topology declared it (for a lab file gone or changed).
 //
+// Routing rules: a Topology's Rules (rules.go) are policy rules (ip rule)
+// that route one of the lab's networks as a router would (a BMC network:
+// from its addresses, the main table for the networks it reaches, else
+// unreachable). Plan reports a rule missing, or one of the lab's block
+// that the topology no longer has; Apply adds or deletes it after the
+// links. The lab's rules carry protocol RuleProtocol and priorities of a
+// block derived from the lab's name (RulePriorities), so OwnedRules and
+// DeleteRule find them without the lab file; no other rule is touched.
+//
 // Ownership: every link the lab creates carries the link alias Owner(lab).
 // A link with a lab name but another alias is foreign: Apply stops before
 // changing anything and never modifies or deletes it; Down leaves it alone.
@@ -49,6 +58,6 @@
 // removes one. Telling the resolver to reload is the user's (ApplyHint).
 //
 // What it does not do: libvirt networks (the lab's NAT network is
-// internal/labvirt's), firewalling, routes, or moving links between
-// namespaces.
+// internal/labvirt's), firewalling, routes of its own (its rules use the
+// main table's), or moving links between namespaces.
 package netplumb

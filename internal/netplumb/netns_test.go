@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netlink"
@@ -405,5 +407,103 @@ func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRulesRouteANetworkAsARouter: the lab's rules make the addresses of
+// one network (a BMC network's) reach the networks they let through and
+// nothing else, in a throwaway namespace: from the BMC address, a machine
+// on the machine network answers and one on the provisioning network is
+// unreachable ("Network is unreachable", the kernel's ENETUNREACH); from
+// the host's other addresses both answer (a TCP connection, as vbmcd's
+// fetch makes it: refused by the machine, or network unreachable). With the provisioning network's
+// rule added, it answers from the BMC address too; with the rule taken out
+// again, Plan reports it extra and Apply removes it; OwnedRules lists the
+// lab's rules, by its mark and block, and DeleteRule removes them.
+func TestRulesRouteANetworkAsARouter(t *testing.T) {
+	ns, h := netnstest.New(t)
+	bmc, mach, prov := netip.MustParsePrefix("10.9.0.0/24"), netip.MustParsePrefix("10.8.0.0/24"), netip.MustParsePrefix("10.7.0.0/24")
+	first, n := netplumb.RulePriorities(lab)
+	top := netplumb.Topology{
+		Bridges: []netplumb.Bridge{
+			{Name: "np-bmc", Addresses: []netip.Prefix{netip.MustParsePrefix("10.9.0.1/24")}},
+			{Name: "np-mach", Addresses: []netip.Prefix{netip.MustParsePrefix("10.8.0.1/24")}},
+			{Name: "np-prov", Addresses: []netip.Prefix{netip.MustParsePrefix("10.7.0.1/24")}},
+		},
+		Rules: []netplumb.Rule{{Priority: first, From: bmc, To: bmc}, {Priority: first + 1, From: bmc, To: mach}, {Priority: first + n - 1, From: bmc, Unreachable: true}},
+	}
+	p := netplumb.New(h, lab, nil)
+	if _, err := p.Apply(context.Background(), top); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	for _, m := range []struct{ bridge, port, addr, gw string }{{"np-mach", "npm0", "10.8.0.2/24", "10.8.0.1"}, {"np-prov", "npp0", "10.7.0.2/24", "10.7.0.1"}} {
+		mns := netnstest.Machine(t, ns, m.bridge, m.port, m.addr)
+		netnstest.IP(t, "-n", mns, "route", "add", "default", "via", m.gw)
+	}
+	// A TCP connection from an address of the host to port 9 of a
+	// machine, as vbmcd's fetch from a BMC address makes it: refused (the
+	// machine answered: reached) or unreachable (no route).
+	ping := func(from, to string) (string, error) {
+		var err error
+		must(t, netplumb.InNamespace(ns, func() error {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 3 * time.Second}
+			var c net.Conn
+			if c, err = d.Dial("tcp", net.JoinHostPort(to, "9")); err == nil {
+				c.Close()
+			}
+			return nil
+		}))
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return "reached: " + err.Error(), nil
+		}
+		if err == nil {
+			return "", errors.New("port 9 answered")
+		}
+		return err.Error(), err
+	}
+	if out, err := ping("10.9.0.1", "10.8.0.2"); err != nil {
+		t.Errorf("from the BMC address to the machine network: %v\n%s", err, out)
+	}
+	if out, err := ping("10.9.0.1", "10.7.0.2"); !errors.Is(err, syscall.ENETUNREACH) {
+		t.Errorf("from the BMC address to the provisioning network: %v, want Network is unreachable\n%s", err, out)
+	}
+	if out, err := ping("10.8.0.1", "10.7.0.2"); err != nil {
+		t.Errorf("from the host's machine address to the provisioning network: %v\n%s", err, out)
+	}
+	if plan, err := p.Plan(top); err != nil || len(plan.Differences) != 0 {
+		t.Fatalf("Plan after Apply: %v, %v", plan, err)
+	}
+
+	routed := top
+	routed.Rules = append([]netplumb.Rule{{Priority: first + 2, From: bmc, To: prov}}, top.Rules...)
+	plan, err := p.Plan(routed)
+	if err != nil || len(plan.Differences) != 1 || plan.Differences[0].Kind != netplumb.RuleMissing {
+		t.Fatalf("Plan with the provisioning network routed: %+v, %v", plan, err)
+	}
+	if _, err := p.Apply(context.Background(), routed); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if out, err := ping("10.9.0.1", "10.7.0.2"); err != nil {
+		t.Errorf("from the BMC address to the routed provisioning network: %v\n%s", err, out)
+	}
+	plan, err = p.Plan(top)
+	if err != nil || len(plan.Differences) != 1 || plan.Differences[0].Kind != netplumb.RuleExtra {
+		t.Fatalf("Plan with the route taken out: %+v, %v", plan, err)
+	}
+	if _, err := p.Apply(context.Background(), top); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if out, err := ping("10.9.0.1", "10.7.0.2"); err == nil {
+		t.Errorf("the route taken out, the provisioning network still answers the BMC address:\n%s", out)
+	}
+	owned, err := p.OwnedRules()
+	if err != nil || len(owned) != 3 {
+		t.Fatalf("OwnedRules = %q, %v", owned, err)
+	}
+	for _, r := range owned {
+		must(t, p.DeleteRule(r))
+	}
+	if left, err := netplumb.ObserveRules(h); err != nil || len(left) != 0 {
+		t.Errorf("rules left: %v, %v", left, err)
 	}
 }

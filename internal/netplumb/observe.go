@@ -33,7 +33,9 @@ type ObservedLink struct {
 
 // Observed is a snapshot of a namespace's links.
 type Observed struct {
-	Links   map[string]ObservedLink `json:"links"`
+	Links map[string]ObservedLink `json:"links"`
+	// Rules are the rules that carry the lab's mark (ObserveRules).
+	Rules   []Rule `json:"rules,omitempty"`
 	byIndex map[int]string
 }
 
@@ -98,7 +100,11 @@ func Observe(h *netlink.Handle) (Observed, error) {
 		sort.Slice(ol.Addresses, func(i, j int) bool { return ol.Addresses[i].String() < ol.Addresses[j].String() })
 		obs = append(obs, ol)
 	}
-	return NewObserved(obs...), nil
+	o := NewObserved(obs...)
+	if o.Rules, err = ObserveRules(h); err != nil {
+		return Observed{}, err
+	}
+	return o, nil
 }
 
 func prefixOf(n *net.IPNet) (netip.Prefix, bool) {

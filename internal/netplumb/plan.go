@@ -95,6 +95,7 @@ type Step struct {
 	Arg  string   `json:"arg,omitempty"`
 	spec linkSpec // for OpCreate
 	addr netip.Prefix
+	rule Rule // for OpRuleAdd and OpRuleDel
 }
 
 func (s Step) String() string {
@@ -178,6 +179,8 @@ func Diff(t Topology, owner string, o Observed) *Plan {
 		}
 		p.settle(s, l, o, !exists)
 	}
+	// Rules last: their networks' links first.
+	p.diffRules(t, o.Rules)
 	return p
 }
 

@@ -20,6 +20,9 @@ type Topology struct {
 	// VXLANs join a bridge of this host to the same bridge on other hosts
 	// over the underlay (one point-to-point link per remote host).
 	VXLANs []VXLAN `json:"vxlans,omitempty"`
+	// Rules are routing policy rules the lab owns (rules.go): what a
+	// network of the lab's reaches, as its router would route it.
+	Rules []Rule `json:"rules,omitempty"`
 }
 
 // Bridge is a Linux bridge the lab owns.
@@ -144,7 +147,7 @@ func (t Topology) External() []string {
 // Validate checks the topology on its own: names are valid and unique,
 // masters are bridges, VLAN IDs are in range.
 func (t Topology) Validate() error {
-	var errs []error
+	errs := validateRules(t.Rules)
 	specs := t.specs()
 	kinds := map[string]string{}
 	for _, s := range specs {

@@ -15,6 +15,14 @@
 // IPICluster and IPINodes hand the cluster
 // to install-config generation (internal/ipi).
 //
+// An IPI lab is wired as dev-scripts wires one (provisioning.go): with a
+// provisioning network each node's NICs are the provisioning one first
+// (its boot MAC, provisioningNetworkInterface), then its machine-network
+// NIC (and a bond's second port); the provisioning services' addresses,
+// the lab host's address on the provisioning bridge, and an Unmanaged
+// network's DHCP server are the plan's too. A BMC network's routes
+// (cluster.bmc.routes) are rules of the topology (bmcRules).
+//
 // Address families (cluster.ipFamily): an IPv6-only lab has IPv6 where an
 // IPv4 lab has IPv4; a dual-stack lab has IPv4 there and its IPv6 family
 // in Cluster.Secondary, NAT.Secondary and each node's SecondaryIP (the same

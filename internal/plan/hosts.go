@@ -192,7 +192,8 @@ func (p *Plan) ForSpoke(name string) (*Plan, error) {
 	s.Nodes = p.LocalNodes(name)
 	s.Network.Topology = h.Topology
 	s.Network.NAT = nil
-	s.Network.LLDP = nil // the hub's sender covers the hub's taps alone
+	s.Network.LLDP = nil             // the hub's sender covers the hub's taps alone
+	s.Network.ProvisioningDHCP = nil // the hub's, on the hub's bridge, which VXLAN joins to this one
 	s.Spoke = name
 	return &s, nil
 }

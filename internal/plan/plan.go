@@ -222,6 +222,19 @@ type Cluster struct {
 	ProvisioningNetwork     string       `json:"provisioningNetwork"`
 	ProvisioningNetworkCIDR netip.Prefix `json:"provisioningNetworkCIDR,omitzero"`
 	ProvisioningBridge      string       `json:"provisioningBridge,omitempty"`
+	// ProvisioningHostAddress is the lab host's address on the
+	// provisioning network (its first); ProvisioningDHCPRange the range
+	// handed out there (Managed: by the installer's dnsmasq; Unmanaged:
+	// by the lab's own DHCP server); ProvisioningNetworkInterface the
+	// nodes' NIC on it (IPI). BootstrapProvisioningIP and
+	// ClusterProvisioningIP are the provisioning services' addresses, on
+	// the provisioning network, or with Disabled (IPI) on the machine
+	// network (provisioning.go).
+	ProvisioningHostAddress      netip.Addr    `json:"provisioningHostAddress,omitzero"`
+	ProvisioningDHCPRange        netaddr.Range `json:"provisioningDHCPRange,omitzero"`
+	ProvisioningNetworkInterface string        `json:"provisioningNetworkInterface,omitempty"`
+	BootstrapProvisioningIP      netip.Addr    `json:"bootstrapProvisioningIP,omitzero"`
+	ClusterProvisioningIP        netip.Addr    `json:"clusterProvisioningIP,omitzero"`
 	// ExternalBridge is install-config's externalBridge: the lab's
 	// baremetal bridge, else its first.
 	ExternalBridge string `json:"externalBridge"`
@@ -355,9 +368,17 @@ const (
 
 // Node is one VM.
 type Node struct {
-	Name string     `json:"name"`
-	Role string     `json:"role"`
-	MAC  string     `json:"mac"`
+	Name string `json:"name"`
+	Role string `json:"role"`
+	// MAC is the node's NIC on the node network (the machine network):
+	// its DHCP reservation and address there.
+	MAC string `json:"mac"`
+	// BootMAC is the NIC the node network-boots from, install-config's
+	// bootMACAddress: its first NIC, on the provisioning network where the
+	// lab has one (provisioning.go), else MAC.
+	BootMAC string `json:"bootMAC"`
+	// NICs are its NICs in the domain's order.
+	NICs []NIC      `json:"nics"`
 	UUID string     `json:"uuid"`
 	IP   netip.Addr `json:"ip"`
 	// SecondaryIP is a dual-stack node's IPv6 address (the same place in
@@ -379,6 +400,9 @@ type Node struct {
 	// Added marks a node added to the running cluster (labctl add-node):
 	// not in the installer's files, which describe the cluster installed.
 	Added bool `json:"added,omitempty"`
+	// Bond is the mode of the bond of its NICs on the machine network
+	// (its role's cluster.*.bond; "": none).
+	Bond string `json:"bond,omitempty"`
 }
 
 // Disk is a thin volume of the lab's pool.
@@ -455,6 +479,9 @@ type Network struct {
 	// vbmcd is): the switches' frames on every running node NIC's tap.
 	// Nil when network.lldp is off.
 	LLDP *Vbmcd `json:"lldp,omitempty"`
+	// ProvisioningDHCP is the lab's DHCP server on an Unmanaged
+	// provisioning network (provisioning.go); nil on the others.
+	ProvisioningDHCP *DHCPServer `json:"provisioningDHCP,omitempty"`
 }
 
 // ResolverHosts is network.hostResolver's hosts: entries in the hosts file.
@@ -607,6 +634,17 @@ func (p *Plan) resolveShared() {
 		routes = append(routes, route+".apps."+s.Domain)
 	}
 	vip(s.IngressVIP, "ingress-vip", routes)
+	// The provisioning services' addresses on the machine network (an
+	// IPI lab with its provisioning network Disabled) are reserved as the
+	// VIPs are, so that the network's dnsmasq leases them to nobody.
+	for _, r := range []struct {
+		ip   netip.Addr
+		what string
+	}{{p.Cluster.BootstrapProvisioningIP, "bootstrap-provisioning-ip"}, {p.Cluster.ClusterProvisioningIP, "cluster-provisioning-ip"}} {
+		if r.ip.IsValid() && s.CIDR.Contains(r.ip) {
+			s.Reservations = append(s.Reservations, Reservation{MAC: MACFor(p.Lab, r.what), IP: r.ip, Name: p.Lab + "-" + r.what})
+		}
+	}
 }
 
 // Storage is the lab's pool.
@@ -633,6 +671,11 @@ type BMC struct {
 	Network     netip.Prefix `json:"network,omitzero"`
 	Bridge      string       `json:"bridge,omitempty"`
 	HostAddress netip.Addr   `json:"hostAddress,omitzero"`
+	// Routes are the lab's networks the BMC network is routed to
+	// (cluster.bmc.routes): each BMC fetches images from its own address,
+	// and rules of the lab's topology let its traffic reach these and
+	// nothing else (bmcRules).
+	Routes []string `json:"routes,omitempty"`
 }
 
 // bmcBridge names the bridge of a lab's BMC network.
@@ -651,6 +694,39 @@ func (p *Plan) bmcNetwork() {
 		}
 	}
 	p.Network.Topology.Bridges = append(p.Network.Topology.Bridges, br)
+	p.Network.Topology.Rules = p.bmcRules()
+}
+
+// bmcRules route the BMC network as a rack's router routes its
+// out-of-band network: traffic from the BMCs' addresses reaches the BMC
+// network itself and the networks of cluster.bmc.routes (the machine
+// network, of the BMC network's family; the provisioning network), by the
+// lab host's routes; anything else is unreachable. Replies to the
+// installer's Ironic on the machine network go out as before; an image
+// served on a network not routed (the provisioning network of
+// openshift/installer#10876) is out of the BMCs' reach, as on the rack.
+func (p *Plan) bmcRules() []netplumb.Rule {
+	bn := p.BMC.Network
+	first, n := netplumb.RulePriorities(p.Lab)
+	to := []netip.Prefix{bn}
+	for _, r := range p.BMC.Routes {
+		switch r {
+		case labconfig.RouteMachine:
+			to = append(to, p.Cluster.MachineNetwork)
+			if f := p.Cluster.Secondary; f != nil {
+				to = append(to, f.MachineNetwork)
+			}
+		case labconfig.RouteProvisioning:
+			to = append(to, p.Cluster.ProvisioningNetworkCIDR)
+		}
+	}
+	var rules []netplumb.Rule
+	for _, d := range to {
+		if d.IsValid() && d.Addr().Is4() == bn.Addr().Is4() {
+			rules = append(rules, netplumb.Rule{Priority: first + len(rules), From: bn, To: d})
+		}
+	}
+	return append(rules, netplumb.Rule{Priority: first + n - 1, From: bn, Unreachable: true})
 }
 
 // Vbmcd is the lab's vbmcd invocation.
@@ -805,6 +881,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	p.addedWorkers = o.AddedWorkers
 	p.Network = resolveNetwork(cfg)
 	p.Cluster = resolveCluster(cfg, o, p.Network)
+	p.resolveProvisioning(cfg)
 	p.BMC = BMC{
 		Kind: k.BMC.Kind, Scheme: "http", Host: k.BMC.Address, RedfishPort: k.BMC.RedfishPort,
 		Username: k.BMC.Username, Password: k.BMC.Password,
@@ -821,6 +898,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 			return nil, fmt.Errorf("cluster.bmc.network: the %s mode's nodes have no BMC; drop cluster.bmc.network", ModeHybrid)
 		}
 		p.BMC.Network, p.BMC.Bridge, p.BMC.HostAddress = bn, bmcBridge(cfg.Name), bn.Addr().Next()
+		p.BMC.Routes = k.BMC.Routes
 	}
 	if o.Mode == ModeHybrid {
 		if k.Image == "" {
@@ -867,6 +945,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	p.bmcNetwork()
 	p.resolveHosts(cfg)
 	p.resolveInband()
+	p.provisioningAddress()
 	if o.Mode == ModeAgent {
 		p.resolveAgent(cfg)
 	}
@@ -879,6 +958,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	}
 	p.Vbmcd = p.vbmcd(o.Vbmcd, o.HostCPUs)
 	p.Network.LLDP = p.lldp(cfg.Network.LLDP, o.Vbmcd)
+	p.Network.ProvisioningDHCP = p.provisioningDHCP()
 	return p, nil
 }
 
@@ -1047,6 +1127,8 @@ func (p *Plan) IPICluster() ipi.Cluster {
 		Name: c.Name, BaseDomain: c.BaseDomain, Family: c.Family, Masters: c.Masters, Workers: c.Workers,
 		ProvisioningNetwork: c.ProvisioningNetwork, ProvisioningNetworkCIDR: c.ProvisioningNetworkCIDR,
 		ExternalBridge: c.ExternalBridge, ProvisioningBridge: c.ProvisioningBridge,
+		ProvisioningNetworkInterface: c.ProvisioningNetworkInterface, ProvisioningDHCPRange: c.ProvisioningDHCPRange,
+		BootstrapProvisioningIP: c.BootstrapProvisioningIP, ClusterProvisioningIP: c.ClusterProvisioningIP,
 		BMCUsername: p.BMC.Username, BMCPassword: p.BMC.Password,
 		// vbmcd's certificate is self-signed.
 		BMCInsecure:      p.BMC.Kind != ipi.BMCIPMI && p.BMC.Scheme == "https" && !p.BMC.LabCA,
@@ -1066,7 +1148,9 @@ func (p *Plan) AgentCluster() agent.Cluster {
 	}
 	for _, n := range p.Nodes {
 		if !n.Added {
-			c.Hosts = append(c.Hosts, agent.HostSpec{Name: n.Name, Role: n.Role, MAC: n.MAC, IP: n.IP, SecondaryIP: n.SecondaryIP})
+			h := agent.HostSpec{Name: n.Name, Role: n.Role, MAC: n.MAC, IP: n.IP, SecondaryIP: n.SecondaryIP, Bond: n.Bond}
+			h.NICs, h.MACs = n.BondPorts()
+			c.Hosts = append(c.Hosts, h)
 		}
 	}
 	return c
@@ -1077,8 +1161,8 @@ func (p *Plan) IPINodes() []ipi.Node {
 	var out []ipi.Node
 	for _, n := range p.Nodes {
 		if !n.Added && (n.Role == ipi.RoleMaster || n.Role == ipi.RoleWorker || n.Role == ipi.RoleArbiter) {
-			out = append(out, ipi.Node{Name: n.Name, Role: n.Role, UUID: n.UUID, BootMAC: n.MAC, BMCAddress: n.BMC.Address,
-				BMCUsername: n.BMC.Username, BMCPassword: n.BMC.Password})
+			out = append(out, ipi.Node{Name: n.Name, Role: n.Role, UUID: n.UUID, BootMAC: n.BootMAC, BMCAddress: n.BMC.Address,
+				BMCUsername: n.BMC.Username, BMCPassword: n.BMC.Password, NetworkConfig: p.BondConfig(n)})
 		}
 	}
 	return out
@@ -1103,6 +1187,14 @@ func checkTopology(cfg *labconfig.Config, mode string) error {
 	}
 	if mode == ModeAgent && k.IPFamily == labconfig.IPFamilyV6 && !k.Agent.StaticIPs {
 		errs = append(errs, "cluster.agent.staticIPs: an IPv6-only agent lab needs static addresses: the hosts meet at the first master's planned address, and a DHCPv6 reservation holds only for a client that sends the DUID-LL of its MAC, which the agent image's NetworkManager is not known to do; set cluster.agent.staticIPs: true")
+	}
+	for _, r := range []struct {
+		field string
+		role  labconfig.Role
+	}{{"masters", k.Masters}, {"workers", k.Workers}, {"arbiter", k.Arbiter}} {
+		if r.role.Bond != "" && mode == ModeHybrid {
+			errs = append(errs, fmt.Sprintf("cluster.%s.bond: the %s mode writes its nodes' network through their ignition, which has no bond; bond the nodes with --mode %s or %s", r.field, ModeHybrid, ModeIPI, ModeAgent))
+		}
 	}
 	if mode == ModeAgent && k.Masters.N() == 1 && k.Workers.N() > 0 {
 		errs = append(errs, "cluster.workers.count: a single-node cluster has no workers at install; add them afterwards (labctl add-node) or use 3 masters")
@@ -1288,8 +1380,9 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 				Added: g.role == ipi.RoleWorker && i >= k.Workers.N(),
 				Name:  name, Role: g.role, MAC: MACFor(cfg.Name, name), UUID: UUIDFor(cfg.Name, name), IP: ip,
 				VCPUs: uint(g.spec.VCPUs), MemoryMiB: uint(g.spec.MemoryMiB), Arch: g.spec.Arch,
-				SerialLog: filepath.Join(p.Paths.Logs, name+".serial.log"),
+				SerialLog: filepath.Join(p.Paths.Logs, name+".serial.log"), Bond: g.spec.Bond,
 			}
+			p.nodeNICs(&n, p.Network.BridgeNetworks)
 			ip = ip.Next()
 			if ip6.IsValid() {
 				n.SecondaryIP, ip6 = ip6, ip6.Next()

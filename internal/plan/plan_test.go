@@ -34,13 +34,17 @@ func resolve(t *testing.T, lab, profile, mode string) *Plan {
 	return p
 }
 
-// TestGolden pins the plans of the seed lab, its tiny profile, a lab with
-// TLS off and IPMI BMCs, a hybrid lab (and one on libvirt's default
+// TestGolden pins the plans of the seed lab (provisioning network
+// Disabled), its tiny profile, a lab of each other provisioning profile
+// (Managed, Unmanaged), a lab with TLS off and IPMI BMCs, a hybrid lab (and one on libvirt's default
 // network, shared, and a single node installed in place), a lab of x86_64
 // masters and aarch64 workers, an aarch64 agent single node.
 func TestGolden(t *testing.T) {
 	for _, tt := range []struct{ name, lab, profile, mode string }{
 		{"seed", "", "", ModeIPI},
+		{"managed", "name: man\nnetwork: {provisioningNetwork: Managed}\ncluster: {workers: {count: 1}}\n", "tiny", ModeIPI},
+		{"bond", "name: bnd\nnetwork: {provisioningNetwork: Managed}\ncluster: {masters: {bond: active-backup}, workers: {count: 1, bond: balance-alb}}\n", "tiny", ModeIPI},
+		{"unmanaged", "name: unm\nnetwork: {provisioningNetwork: Unmanaged}\ncluster: {provisioningDHCPRange: {start: 172.22.0.100, end: 172.22.0.149}, workers: {count: 1}}\n", "tiny", ModeIPI},
 		{"tiny", "", "tiny", ModeIPI},
 		{"ipmi-http", "name: plain\nnetwork: {provisioningNetwork: Managed}\ncluster: {bmc: {kind: ipmi, tls: false}, workers: {count: 0}}\n", "tiny", ModeIPI},
 		{"hybrid", "name: hyb\ncluster: {image: /images/rhcos.qcow2, workers: {count: 1}}\n", "tiny", ModeHybrid},

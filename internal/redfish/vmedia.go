@@ -94,7 +94,10 @@ func virtualMedia(base string, md machine.Media, sl personality.Slot, p *persona
 			st = obj{"State": "Starting", "Health": "OK"}
 			protocol = nullable(schemeOf(md.Image))
 		case machine.TaskException:
-			st = obj{"State": "Enabled", "Health": "Warning"}
+			// The failed insert, until the next insert or eject: the
+			// Redfish Resource's Status.Conditions (Resource.v1_11_0),
+			// worded as the insert's answer was.
+			st = obj{"State": "Enabled", "Health": "Warning", "Conditions": insertConditions(ts)}
 		}
 	}
 	o := obj{
@@ -450,6 +453,21 @@ func (s *Server) mediaModelError(c *call, err error, action, prop string) *apiEr
 	}
 	status, msg := mediaErrorMessage(me, action, prop)
 	return (&apiError{status: status, messages: []messageObject{msg}}).with(err.Error())
+}
+
+// insertConditions is a failed insert as the member's Status.Conditions:
+// its message, as the insert's answer worded it, and when it ended.
+func insertConditions(ts machine.TaskStatus) []obj {
+	msg := newMessage(MsgOperationFailed)
+	if me, ok := machine.IsMediaError(ts.Err); ok {
+		_, msg = mediaErrorMessage(me, insertAction, "Image")
+	}
+	text := msg.Message
+	if ts.Err != nil {
+		text += " " + truncate(ts.Err.Error(), maxDetail)
+	}
+	return []obj{{"MessageId": msg.MessageID, "Message": text, "MessageArgs": msg.MessageArgs, "Severity": "Warning",
+		"Timestamp": ts.Ended.UTC().Format(time.RFC3339)}}
 }
 
 // mediaErrorMessage is the status and Base message of a failed fetch of

@@ -380,3 +380,27 @@ func TestInsertedImageIsTheURLThroughout(t *testing.T) {
 		t.Errorf("after the attach: Image %v, Inserted %v; want %s, true", v["Image"], v["Inserted"], url)
 	}
 }
+
+// TestFailedInsertIsTheMembersCondition: after an insert whose image the
+// BMC could not fetch, the member's Status says so until the next insert
+// or eject: Health Warning and a Condition (Resource.v1_11_0) with the
+// insert's message, worded as its answer was.
+func TestFailedInsertIsTheMembersCondition(t *testing.T) {
+	f := newMediaFixture(t)
+	wantCode(t, f.insert(0, "http://127.0.0.1:1/x.iso"), http.StatusBadRequest, "insert of an image nothing serves")
+	v := decode(t, f.do(req{path: f.cd(0)}))
+	st, _ := v["Status"].(map[string]any)
+	conds, _ := st["Conditions"].([]any)
+	if st["Health"] != "Warning" || len(conds) != 1 {
+		t.Fatalf("Status after a failed insert: %v", st)
+	}
+	c := conds[0].(map[string]any)
+	if id, _ := c["MessageId"].(string); !strings.HasSuffix(id, string(MsgCouldNotEstablishConnection)) ||
+		!strings.Contains(c["Message"].(string), "cannot connect to the image server") || c["Severity"] != "Warning" || c["Timestamp"] == "" {
+		t.Errorf("the condition: %v", c)
+	}
+	wantCode(t, f.insert(0, f.images.URL+"/small.iso"), http.StatusNoContent, "insert")
+	if st := decode(t, f.do(req{path: f.cd(0)}))["Status"].(map[string]any); st["Conditions"] != nil || st["Health"] != "OK" {
+		t.Errorf("Status after a good insert: %v", st)
+	}
+}

@@ -311,6 +311,21 @@ func (b *bmcs) stop() {
 }
 
 // listening counts the machines whose listener runs.
+// addrOf is the address machine id's own BMC listens on (invalid: none
+// yet): the address it fetches images from, as a real BMC fetches from its
+// management address (machine.WithMediaSource).
+func (b *bmcs) addrOf(id string) netip.Addr {
+	if b == nil {
+		return netip.Addr{}
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if l, ok := b.running[id]; ok {
+		return l.addr.Addr()
+	}
+	return netip.Addr{}
+}
+
 func (b *bmcs) listening() int {
 	b.mu.RLock()
 	defer b.mu.RUnlock()

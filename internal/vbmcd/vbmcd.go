@@ -283,7 +283,11 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	if sb, ok := be.(*sim.Backend); ok {
 		fetcher = cache.ProbeFor(sb.Probes) // --sim-media probe
 	}
+	// A machine's own BMC (--bmc-addresses, below) fetches its images from
+	// its address, so it reaches only what that network routes to.
+	var own *bmcs
 	svc := machine.NewService(be, log.Named("machine"), machine.WithImageFetcher(fetcher), machine.WithMediaWait(cfg.MediaWait),
+		machine.WithMediaSource(func(id string) netip.Addr { return own.addrOf(id) }),
 		machine.WithBMCUpdateDowntime(cfg.BMCUpdateDowntime),
 		machine.WithBMCFlashTime(cfg.BMCFlashTime),
 		machine.WithPowerObserver(func(rt machine.ResetType, err error, took time.Duration) {
@@ -391,7 +395,6 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	// Machines' own BMCs (--bmc-addresses): more listeners of the same
 	// server, served by the same front (its limits and budgets hold on
 	// them too, together with the service's listener).
-	var own *bmcs
 	if pool := cfg.bmcPool(); pool != nil {
 		var ca *pki.CA
 		if srv.TLSConfig != nil {

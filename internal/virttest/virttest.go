@@ -126,6 +126,20 @@ type VMOptions struct {
 	// table). Not with DiskMarker.
 	Disk    string
 	DiskGiB int
+	// Bridges gives the VM a virtio NIC on each of these bridges (in
+	// libvirtd's namespace), its link up, after the NICs and before the
+	// NICModels ones (without NICs, the first is the one os/boot's
+	// network boots from).
+	Bridges []string
+	// NoNICROM leaves the Bridges NICs without qemu's option ROM (iPXE):
+	// the firmware's own network stack boots them (OVMF's VirtioNetDxe and
+	// PXE), as a server's NIC firmware does.
+	NoNICROM bool
+	// FWCfg are fw_cfg entries the firmware reads (libvirt's sysinfo
+	// type fwcfg; names start with opt/): OVMF's
+	// opt/org.tianocore/IPv4PXESupport "n", say, makes a node that network
+	// boots over IPv6 only.
+	FWCfg map[string]string
 }
 
 // NewVM defines a VM named prefix+name and removes it when the test ends.
@@ -182,11 +196,11 @@ func (lab *Lab) NewVM(t testing.TB, name string, o VMOptions) *VM {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	if len(o.NICModels) > 0 {
-		lab.addNICs(t, spec.Name, o.NICModels)
+	if len(o.NICModels)+len(o.Bridges)+len(o.FWCfg) > 0 {
+		lab.addNICs(t, spec.Name, o)
 	}
 	vm := &VM{Name: spec.Name, ID: id, SerialLog: spec.SerialLog, Disk: disk}
-	nics := len(o.NICs) + len(o.NICModels)
+	nics := len(o.NICs) + len(o.Bridges) + len(o.NICModels)
 	if !testenv.WaitFor(5*time.Second, func() bool {
 		m, err := lab.Service.Get(id)
 		return err == nil && len(m.NICs) == nics
@@ -196,15 +210,37 @@ func (lab *Lab) NewVM(t testing.TB, name string, o VMOptions) *VM {
 	return vm
 }
 
-// addNICs redefines a domain with user-mode NICs of the given models, their
-// links down.
-func (lab *Lab) addNICs(t testing.TB, name string, models []string) {
+// addNICs redefines a domain with a NIC on each of o's bridges, then
+// user-mode NICs of o's models, their links down, and o's fw_cfg entries.
+func (lab *Lab) addNICs(t testing.TB, name string, o VMOptions) {
 	t.Helper()
 	var def libvirtxml.Domain
 	if err := def.Unmarshal(lab.LiveXML(t, name, libvirt.DomainXMLInactive)); err != nil {
 		t.Fatal(err)
 	}
-	for _, model := range models {
+	for _, br := range o.Bridges {
+		in := libvirtxml.DomainInterface{
+			Source: &libvirtxml.DomainInterfaceSource{Bridge: &libvirtxml.DomainInterfaceSourceBridge{Bridge: br}},
+			Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
+		}
+		if o.NoNICROM {
+			in.ROM = &libvirtxml.DomainROM{Enabled: "no"}
+		}
+		def.Devices.Interfaces = append(def.Devices.Interfaces, in)
+	}
+	if len(o.FWCfg) > 0 {
+		fc := &libvirtxml.DomainSysInfoFWCfg{}
+		names := make([]string, 0, len(o.FWCfg))
+		for k := range o.FWCfg {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		for _, k := range names {
+			fc.Entry = append(fc.Entry, libvirtxml.DomainSysInfoEntry{Name: k, Value: o.FWCfg[k]})
+		}
+		def.SysInfo = append(def.SysInfo, libvirtxml.DomainSysInfo{FWCfg: fc})
+	}
+	for _, model := range o.NICModels {
 		def.Devices.Interfaces = append(def.Devices.Interfaces, libvirtxml.DomainInterface{
 			Source: &libvirtxml.DomainInterfaceSource{User: &libvirtxml.DomainInterfaceSourceUser{}},
 			Model:  &libvirtxml.DomainInterfaceModel{Type: model},

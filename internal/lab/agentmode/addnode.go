@@ -119,9 +119,13 @@ func nodeImage(ctx context.Context, e *lab.Env, pending []plan.Node) (bool, erro
 		nc.CPUArchitecture = a.Workers
 	}
 	for _, n := range pending {
-		nc.Hosts = append(nc.Hosts, agent.Host{Hostname: n.Name, Role: n.Role,
-			Interfaces:      []agent.Interface{{Name: agent.NICName, MACAddress: n.MAC}},
-			RootDeviceHints: &ipi.RootDeviceHints{DeviceName: ipi.DefaultRootDevice}})
+		h := agent.HostSpec{MAC: n.MAC, Bond: n.Bond}
+		h.NICs, h.MACs = n.BondPorts()
+		host := agent.Host{Hostname: n.Name, Role: n.Role, Interfaces: h.Interfaces(),
+			RootDeviceHints: &ipi.RootDeviceHints{DeviceName: ipi.DefaultRootDevice}}
+		host.NetworkConfig = p.BondConfig(n) // the bond, its addresses from DHCP
+
+		nc.Hosts = append(nc.Hosts, host)
 	}
 	want, err := ipi.MarshalOrdered(nc, agent.NodesConfigName)
 	if err != nil {

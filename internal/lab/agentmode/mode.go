@@ -87,6 +87,13 @@ func AgentConfigs(e *lab.Env) (*ipi.InstallConfig, *agent.Config, error) {
 		// Ironic only for day 2 (the BMCs stay in the hosts).
 		bm.ProvisioningNetwork = ipi.ProvisioningDisabled
 		bm.ProvisioningBridge, bm.ProvisioningNetworkCIDR = "", ""
+		bm.ProvisioningNetworkInterface, bm.ProvisioningDHCPRange = "", ""
+		bm.BootstrapProvisioningIP, bm.ClusterProvisioningIP = "", ""
+		// A host's network (a bond) is agent-config's, which the agent
+		// applies before anything else.
+		for i := range bm.Hosts {
+			bm.Hosts[i].NetworkConfig = nil
+		}
 	}
 	errs := steps.ValidateInstallConfig(e, ic)
 	ac := agent.Generate(p.AgentCluster())

@@ -159,6 +159,26 @@ func cdDrive(s *schemas.ComputerSystem, sys string) (*schemas.VirtualMedia, erro
 
 func inserted(vm *schemas.VirtualMedia) bool { return vm.Inserted != nil && *vm.Inserted }
 
+// MediaFault is what the virtual CD of the System at sys says of its last
+// insert, when it failed (its Status.Conditions, Redfish Resource.v1_11_0:
+// vbmcd keeps a failed insert's message there until the next insert or
+// eject); "" when it says nothing.
+func (c *Client) MediaFault(ctx context.Context, sys string) (string, error) {
+	s, err := c.system(ctx, sys)
+	if err != nil {
+		return "", err
+	}
+	cd, err := cdDrive(s, sys)
+	if err != nil {
+		return "", err
+	}
+	var msgs []string
+	for _, cond := range cd.Status.Conditions {
+		msgs = append(msgs, cond.Message)
+	}
+	return strings.Join(msgs, "; "), nil
+}
+
 // Eject ejects the virtual CD of the system at sys, when it holds media.
 func (c *Client) Eject(ctx context.Context, sys string) error {
 	s, err := c.system(ctx, sys)

@@ -215,6 +215,8 @@ func (f *Host) Ensure(_ context.Context, o lab.Object) ([]string, error) {
 	case lab.LLDPSender:
 		// One sender a lab, named as a process is.
 		return changed(f.Put(lab.KindLLDP, "lldp-"+o.Lab, o.Lab), f.Call("lldp"), "LLDP sender")
+	case lab.DHCPServer:
+		return changed(f.Put(lab.KindDHCP, "dhcp-"+o.Lab, o.Lab), f.Call("dhcp"), "provisioning DHCP server")
 	case lab.BMCDaemon:
 		var done []string
 		ok := false
@@ -284,6 +286,18 @@ func (f *Host) Differences(_ context.Context, o lab.Object) ([]lab.Difference, e
 	case lab.LLDPSender:
 		if _, ok := f.Objs[lab.KindLLDP]["lldp-"+o.Lab]; !ok {
 			return []lab.Difference{{Got: "not running"}}, nil
+		}
+		return nil, nil
+	case lab.DHCPServer:
+		if _, ok := f.Objs[lab.KindDHCP]["dhcp-"+o.Lab]; !ok {
+			return []lab.Difference{{Got: "not running"}}, nil
+		}
+		return nil, nil
+	case lab.Machine:
+		// A node's NICs as defined: the fake defines every node as the
+		// plan says, but a test may mark one drifted.
+		if err, ok := f.Fail["nics:"+o.Node.Name]; ok {
+			return []lab.Difference{{Got: err.Error()}}, nil
 		}
 		return nil, nil
 	case lab.SharedEntries:

@@ -95,6 +95,14 @@ func labMessage(p *plan.Plan, fe *ipi.FieldError) string {
 		field = "network.provisioningNetwork"
 	case f == "platform.baremetal.provisioningNetworkCIDR":
 		field, fix = "cluster.provisioningNetworkCIDR", "pick a subnet apart from cluster.machineNetwork"
+	case f == "platform.baremetal.bootstrapProvisioningIP" || f == "platform.baremetal.clusterProvisioningIP":
+		field = "cluster." + strings.TrimPrefix(f, "platform.baremetal.")
+		fix = "set " + field + " to a free address of cluster.provisioningNetworkCIDR outside cluster.provisioningDHCPRange (the defaults are its .2 and .3)"
+		if p.Cluster.ProvisioningNetwork == ipi.ProvisioningDisabled {
+			fix = "set " + field + " to a free address of cluster.machineNetwork outside cluster.dhcpRange and off the VIPs (the defaults are its 7th and 8th addresses, dev-scripts'), or move cluster.dhcpRange"
+		}
+	case f == "platform.baremetal.provisioningDHCPRange":
+		field, fix = "cluster.provisioningDHCPRange", "a range inside cluster.provisioningNetworkCIDR"
 	case f == "platform.baremetal.provisioningBridge":
 		field, fix = "network.bridges", "add a bridge named provisioning"
 	case f == "platform.baremetal.externalBridge":

@@ -13,8 +13,10 @@ import (
 
 // Graph draws the lab in Graphviz's DOT language from its plan and what is
 // really there: the host's bridges and NAT network, the veths between
-// them, the VXLAN links to other hosts, every node with its role, MAC, IP
-// and power, and the BMC daemon with each node's endpoint. An object that
+// them, the VXLAN links to other hosts, every node with its role, boot
+// MAC, IP and power and a line per NIC to its bridge (the provisioning
+// network's with its addresses), and the BMC daemon with each node's
+// endpoint. An object that
 // `labctl net check` finds missing or different is drawn dashed in red,
 // with what net check says about it; a node whose domain is absent too.
 func Graph(ctx context.Context, e *lab.Env) (string, error) {
@@ -76,6 +78,10 @@ func GraphDOT(p *plan.Plan, diffs []lab.Difference, power map[string]string) str
 		if slices.Contains(p.Network.BridgeNetworks, br.Name) {
 			label += "\n+ libvirt network " + br.Name
 		}
+		if c := p.Cluster; br.Name == c.ProvisioningBridge && c.ProvisioningHostAddress.IsValid() && len(br.Addresses) > 0 {
+			label += fmt.Sprintf("\nprovisioning network %s (%s)\nlab host %s, bootstrap %s, cluster %s", c.ProvisioningNetworkCIDR, c.ProvisioningNetwork,
+				c.ProvisioningHostAddress, c.BootstrapProvisioningIP, c.ClusterProvisioningIP)
+		}
 		if br.Name == p.BMC.Bridge && p.BMC.Network.IsValid() {
 			label = fmt.Sprintf("BMC network %s\nbridge %s, lab host %s\n%d BMCs, one address each", p.BMC.Network, br.Name, p.BMC.HostAddress, len(br.Addresses)-1)
 		}
@@ -128,12 +134,18 @@ func GraphDOT(p *plan.Plan, diffs []lab.Difference, power map[string]string) str
 		if pw == "absent" || pw == "" {
 			extra = `, style="dashed,rounded,filled", color="#c0392b", xlabel="domain absent"`
 		}
-		label := fmt.Sprintf("%s\n%s · %s\n%s\n%s", n.Name, n.Role, pw, n.MAC, n.IP)
+		label := fmt.Sprintf("%s\n%s · %s\nboots %s\n%s", n.Name, n.Role, pw, n.BootMAC, n.IP)
 		if n.Host != "" {
 			label += "\non " + n.Host
 		}
 		w(`  %s [label=%s, fillcolor=%s%s];`, q("vm:"+n.Name), q(label), q(fill), extra)
-		w(`  %s -> %s;`, q("vm:"+n.Name), q("br:"+p.Network.NodeNetwork))
+		// A line per NIC, to its bridge, named as the guest names it.
+		for _, nic := range n.NICs {
+			w(`  %s -> %s [label=%s];`, q("vm:"+n.Name), q("br:"+nic.Network+nic.Bridge), q(nic.Name+" "+nic.MAC))
+		}
+		if len(n.NICs) == 0 {
+			w(`  %s -> %s;`, q("vm:"+n.Name), q("br:"+p.Network.NodeNetwork))
+		}
 		if n.BMC.SystemURL != "" {
 			if n.BMC.Addr.IsValid() {
 				w(`  vbmcd -> %s [style=dotted, color="#16a085", label=%s, tooltip=%s];`, q("vm:"+n.Name), q("BMC "+n.BMC.Addr.String()), q(n.BMC.Address))

@@ -18,8 +18,9 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // TestGraphDOT pins the drawing of the fake host's lab: in sync, then with
 // a veth missing and a domain absent, and a lab with a BMC network (its
-// bridge, vbmcd on it, each node's BMC address) (testdata/graph-*.dot;
-// -update).
+// bridge, vbmcd on it, each node's BMC address), and one with a Managed
+// provisioning network (each node's two NICs, the provisioning bridge's
+// addresses) (testdata/graph-*.dot; -update).
 func TestGraphDOT(t *testing.T) {
 	e, _ := labtest.Env(t, labtest.NewHost(), "")
 	power := map[string]string{}
@@ -37,6 +38,12 @@ func TestGraphDOT(t *testing.T) {
 	labtest.Must(t, cfg.ApplyProfile("tiny"))
 	oob, err := plan.Resolve(cfg, plan.Options{Dir: "/labs/fk", Profile: "tiny", Vbmcd: "/bin/vbmcd"})
 	labtest.Must(t, err)
+	// A lab with a Managed provisioning network: two NICs a node.
+	cfg, err = labconfig.Parse([]byte("name: fk\nnetwork: {provisioningNetwork: Managed}\ncluster: {workers: {count: 1}}\n"))
+	labtest.Must(t, err)
+	labtest.Must(t, cfg.ApplyProfile("tiny"))
+	managed, err := plan.Resolve(cfg, plan.Options{Dir: "/labs/fk", Profile: "tiny", Vbmcd: "/bin/vbmcd"})
+	labtest.Must(t, err)
 	for _, tt := range []struct {
 		name  string
 		p     *plan.Plan
@@ -46,6 +53,7 @@ func TestGraphDOT(t *testing.T) {
 		{"graph-in-sync", e.Plan, nil, power},
 		{"graph-drift", e.Plan, []lab.Difference{{Object: "bmlab-veth0", Kind: "missing", Fix: "create it"}}, drifted},
 		{"graph-bmc-network", oob, nil, power},
+		{"graph-managed", managed, nil, power},
 	} {
 		got := GraphDOT(tt.p, tt.diffs, tt.power)
 		golden := filepath.Join("testdata", tt.name+".dot")

@@ -103,11 +103,16 @@ func CheckNetwork(ctx context.Context, e *lab.Env) ([]lab.Difference, error) {
 		}
 		out = append(out, d)
 	}
-	lldp, err := checkLLDP(ctx, e)
+	nics, err := checkNICs(ctx, e)
 	if err != nil {
 		return nil, err
 	}
-	out = append(out, lldp...)
+	out = append(out, nics...)
+	procs, err := checkProcesses(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, procs...)
 	if netplumb.NetworkManagerPresent(p.Network.NMConfDir) && !netplumb.UnmanagedSnippetCurrent(p.Network.NMConfDir, p.Lab, p.HubTopology().Names()) {
 		out = append(out, lab.Difference{Object: "NetworkManager", Kind: "unmanaged-missing",
 			Want: netplumb.UnmanagedSnippetPath(p.Network.NMConfDir, p.Lab),
@@ -126,6 +131,35 @@ func CheckNetwork(ctx context.Context, e *lab.Env) ([]lab.Difference, error) {
 			}
 			out = append(out, diff)
 		}
+	}
+	return out, nil
+}
+
+// checkNICs compares every defined node's NICs with the plan's: each on
+// its network, in its place (the first is the one it network-boots from).
+// A node defined before its lab had a provisioning network keeps its one
+// NIC until it is defined again; net repair leaves domains alone, so the
+// fix is down and up. Nothing is checked without libvirt (--no-libvirt).
+func checkNICs(ctx context.Context, e *lab.Env) ([]lab.Difference, error) {
+	p := e.Plan
+	if p.LinksOnly {
+		return nil, nil
+	}
+	var out []lab.Difference
+	for _, n := range p.Nodes {
+		problems, err := e.Host.Differences(ctx, MachineOf(p, n))
+		if err != nil {
+			return nil, err
+		}
+		if len(problems) == 0 {
+			continue
+		}
+		var want []string
+		for _, nic := range n.NICs {
+			want = append(want, nic.Name+" "+nic.MAC+" on "+nic.Network+nic.Bridge)
+		}
+		out = append(out, lab.Difference{Object: "domain " + n.Name, Kind: "node-nics", Want: strings.Join(want, ", "), Got: join(gots(problems)),
+			Fix: "labctl down, then labctl up: a node's NICs are set when its domain is defined (net repair leaves domains alone)"})
 	}
 	return out, nil
 }
@@ -186,8 +220,8 @@ func EnsureNetwork(ctx context.Context, e *lab.Env) ([]string, error) {
 			done = append(done, fmt.Sprintf("libvirt network %s: defined, active, autostarted on bridge %s", name, name))
 		}
 	}
-	lldp, err := ensureLLDP(ctx, e)
-	done = append(done, lldp...)
+	procs, err := ensureProcesses(ctx, e)
+	done = append(done, procs...)
 	if err != nil {
 		return done, err
 	}
@@ -220,8 +254,12 @@ type NetworkRemoval struct {
 	Shared   []string `json:"sharedNetworks"`
 	Networks []string `json:"libvirtNetworks"`
 	Links    []string `json:"links"`
-	// LLDPSenders are the PIDs of the lab's LLDP senders stopped.
+	// Rules are the routing rules removed (the BMC network's routes).
+	Rules []string `json:"rules,omitempty"`
+	// LLDPSenders are the PIDs of the lab's LLDP senders stopped,
+	// DHCPServers of its provisioning DHCP servers.
 	LLDPSenders []string `json:"lldpSenders"`
+	DHCPServers []string `json:"dhcpServers,omitempty"`
 	Foreign     []string `json:"foreign"`
 	Snippet     string   `json:"networkManagerSnippet,omitempty"`
 	// ResolverDropIns are the host resolver drop-ins removed.
@@ -238,11 +276,18 @@ func RemoveNetwork(ctx context.Context, e *lab.Env) (NetworkRemoval, error) {
 	p := e.Plan
 	objs := e.Host
 	rm := NetworkRemoval{Shared: []string{}, Networks: []string{}, Links: []string{}, LLDPSenders: []string{}, Foreign: []string{}, ResolverDropIns: []string{}}
-	// The LLDP sender first: it sends on the taps of the networks below.
-	stopped, err := stopLLDP(ctx, e)
-	rm.LLDPSenders = append(rm.LLDPSenders, stopped...)
-	if err != nil {
-		return rm, err
+	// The lab's processes first: they send on the taps, and listen on
+	// the bridges, of the networks below.
+	for _, lp := range labProcesses(p) {
+		stopped, err := stopProcesses(ctx, e, lp.kind)
+		if lp.kind == lab.KindLLDP {
+			rm.LLDPSenders = append(rm.LLDPSenders, stopped...)
+		} else {
+			rm.DHCPServers = append(rm.DHCPServers, stopped...)
+		}
+		if err != nil {
+			return rm, err
+		}
 	}
 	// The lab's entries in shared networks first, found by the lists the
 	// networks keep, whether or not the plan names the network (down
@@ -299,6 +344,18 @@ func RemoveNetwork(ctx context.Context, e *lab.Env) (NetworkRemoval, error) {
 	for _, name := range links {
 		remove(lab.KindLink, name, &rm.Links)
 	}
+	// The BMC network's routing rules (ip rule), found by the lab's mark.
+	rules, err := objs.Marked(ctx, lab.KindRule, p.Lab)
+	if err != nil {
+		return rm, errors.Join(append(errs, err)...)
+	}
+	for _, r := range rules {
+		if err := objs.Delete(ctx, lab.KindRule, r, p.Lab); err != nil {
+			errs = append(errs, err)
+		} else {
+			rm.Rules = append(rm.Rules, r)
+		}
+	}
 	if path, removed, err := netplumb.RemoveUnmanagedSnippet(p.Network.NMConfDir, p.Lab); err != nil {
 		errs = append(errs, err)
 	} else if removed {
@@ -318,9 +375,9 @@ func RemoveNetwork(ctx context.Context, e *lab.Env) (NetworkRemoval, error) {
 	if len(errs) > 0 {
 		return rm, errors.Join(errs...)
 	}
-	left := []error{lab.Remaining(ctx, e, lab.KindNetwork), lab.Remaining(ctx, e, lab.KindLink)}
+	left := []error{lab.Remaining(ctx, e, lab.KindNetwork), lab.Remaining(ctx, e, lab.KindLink), lab.Remaining(ctx, e, lab.KindRule)}
 	if p.Spoke == "" && !p.LinksOnly {
-		left = append(left, lab.Remaining(ctx, e, lab.KindLLDP))
+		left = append(left, lab.Remaining(ctx, e, lab.KindLLDP), lab.Remaining(ctx, e, lab.KindDHCP))
 	}
 	return rm, errors.Join(left...)
 }
@@ -334,63 +391,107 @@ func lldpSender(p *plan.Plan) *lab.LLDPSender {
 	return &lab.LLDPSender{Lab: p.Lab, Netns: p.Netns, Sender: *p.Network.LLDP}
 }
 
-// checkLLDP says whether the lab's LLDP sender runs as the plan invokes it,
-// or, when the lab file turns it off, that none runs.
-func checkLLDP(ctx context.Context, e *lab.Env) ([]lab.Difference, error) {
+// labProcess is a process the network step keeps for the lab, one of a
+// kind: the LLDP sender, the provisioning DHCP server.
+type labProcess struct {
+	kind lab.Kind
+	name string     // net check's kind of difference
+	obj  lab.Object // nil: the plan wants none
+	off  string     // why the plan wants none
+	want string     // what it does
+}
+
+// labProcesses are the lab's processes as the plan wants them.
+func labProcesses(p *plan.Plan) []labProcess {
+	l := labProcess{kind: lab.KindLLDP, name: "lldp-sender", off: "network.lldp is off", want: "vbmcd lldp announcing the lab's switches on its nodes' taps"}
+	if s := lldpSender(p); s != nil {
+		l.obj = *s
+	}
+	d := labProcess{kind: lab.KindDHCP, name: "provisioning-dhcp", off: "the lab has no Unmanaged provisioning network",
+		want: "dnsmasq handing out the provisioning network's addresses and its PXE boot"}
+	if s := p.Network.ProvisioningDHCP; s != nil {
+		d.obj = lab.DHCPServer{Lab: p.Lab, Netns: p.Netns, Server: *s}
+	}
+	return []labProcess{l, d}
+}
+
+// checkProcesses says whether each of the lab's processes runs as the
+// plan invokes it, or, when the plan wants none, that none runs.
+func checkProcesses(ctx context.Context, e *lab.Env) ([]lab.Difference, error) {
 	if e.Plan.Spoke != "" || e.Plan.LinksOnly {
 		return nil, nil // the hub's (its host may be this machine), or left out with libvirt
 	}
-	s := lldpSender(e.Plan)
-	if s == nil {
-		running, err := e.Host.Marked(ctx, lab.KindLLDP, e.Plan.Lab)
-		if err != nil || len(running) == 0 {
+	var out []lab.Difference
+	for _, lp := range labProcesses(e.Plan) {
+		obj := string(lp.kind)
+		if lp.kind == lab.KindLLDP {
+			obj = "LLDP sender"
+		}
+		if lp.obj == nil {
+			running, err := e.Host.Marked(ctx, lp.kind, e.Plan.Lab)
+			if err != nil {
+				return nil, err
+			}
+			if len(running) > 0 {
+				out = append(out, lab.Difference{Object: obj, Kind: lp.name, Want: "none (" + lp.off + ")",
+					Got: "running: pid " + join(running), Fix: "stop it: labctl net repair"})
+			}
+			continue
+		}
+		problems, err := e.Host.Differences(ctx, lp.obj)
+		if err != nil {
 			return nil, err
 		}
-		return []lab.Difference{{Object: "LLDP sender", Kind: "lldp-sender", Want: "none (network.lldp is off)",
-			Got: "running: pid " + join(running), Fix: "stop it: labctl net repair"}}, nil
-	}
-	problems, err := e.Host.Differences(ctx, *s)
-	if err != nil || len(problems) == 0 {
-		return nil, err
-	}
-	return []lab.Difference{{Object: "LLDP sender", Kind: "lldp-sender",
-		Want: "vbmcd lldp announcing the lab's switches on its nodes' taps", Got: join(gots(problems)),
-		Fix: "start it: labctl net repair"}}, nil
-}
-
-// ensureLLDP starts the lab's LLDP sender unless it runs with the plan's
-// arguments, or stops it when the lab file turns it off.
-func ensureLLDP(ctx context.Context, e *lab.Env) ([]string, error) {
-	if e.Plan.Spoke != "" || e.Plan.LinksOnly {
-		return nil, nil
-	}
-	s := lldpSender(e.Plan)
-	if s == nil {
-		stopped, err := stopLLDP(ctx, e)
-		var done []string
-		for _, pid := range stopped {
-			done = append(done, "LLDP sender: stopped pid "+pid+" (network.lldp is off)")
+		if len(problems) > 0 {
+			out = append(out, lab.Difference{Object: obj, Kind: lp.name, Want: lp.want, Got: join(gots(problems)),
+				Fix: "start it: labctl net repair"})
 		}
-		return done, err
 	}
-	return e.Host.Ensure(ctx, *s)
+	return out, nil
 }
 
-// stopLLDP stops every LLDP sender that bears the lab's mark and returns
-// their PIDs; on another host than the hub, none (the sender is the hub's,
-// and that host may be this machine), nor with libvirt left out.
-func stopLLDP(ctx context.Context, e *lab.Env) ([]string, error) {
+// ensureProcesses starts each of the lab's processes unless it runs as
+// the plan invokes it, or stops it when the plan wants none.
+func ensureProcesses(ctx context.Context, e *lab.Env) ([]string, error) {
 	if e.Plan.Spoke != "" || e.Plan.LinksOnly {
 		return nil, nil
 	}
-	running, err := e.Host.Marked(ctx, lab.KindLLDP, e.Plan.Lab)
+	var done []string
+	for _, lp := range labProcesses(e.Plan) {
+		if lp.obj == nil {
+			stopped, err := stopProcesses(ctx, e, lp.kind)
+			for _, pid := range stopped {
+				done = append(done, fmt.Sprintf("%s: stopped pid %s (%s)", lp.kind, pid, lp.off))
+			}
+			if err != nil {
+				return done, err
+			}
+			continue
+		}
+		d, err := e.Host.Ensure(ctx, lp.obj)
+		done = append(done, d...)
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// stopProcesses stops every process of a kind that bears the lab's mark
+// and returns their PIDs; on another host than the hub, none (they are the
+// hub's, and that host may be this machine), nor with libvirt left out.
+func stopProcesses(ctx context.Context, e *lab.Env, kind lab.Kind) ([]string, error) {
+	if e.Plan.Spoke != "" || e.Plan.LinksOnly {
+		return nil, nil
+	}
+	running, err := e.Host.Marked(ctx, kind, e.Plan.Lab)
 	if err != nil {
 		return nil, err
 	}
 	var stopped []string
 	var errs []error
 	for _, pid := range running {
-		if err := e.Host.Delete(ctx, lab.KindLLDP, pid, e.Plan.Lab); err != nil {
+		if err := e.Host.Delete(ctx, kind, pid, e.Plan.Lab); err != nil {
 			errs = append(errs, err)
 		} else {
 			stopped = append(stopped, pid)

@@ -239,3 +239,81 @@ func TestLLDPNotOnASpoke(t *testing.T) {
 		t.Errorf("down on a spoke stopped %v; the hub's sender left: %v", rm.LLDPSenders, f.Objs[lab.KindLLDP])
 	}
 }
+
+// TestNetCheckShowsANodesNICs: net check reports a node whose domain's
+// NICs are not the plan's (here: defined before the lab had a provisioning
+// network), with the NICs it wants, in order, and the fix; without
+// libvirt it does not look.
+func TestNetCheckShowsANodesNICs(t *testing.T) {
+	f := labtest.NewHost()
+	e, _ := labtest.EnvFor(t, f, "", "name: fk\nnetwork: {provisioningNetwork: Managed}\ncluster: {sshKey: id.pub, workers: {count: 0}}\n")
+	ctx := context.Background()
+	if _, err := EnsureNetwork(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	n := e.Plan.Nodes[1]
+	f.Fail["nics:"+n.Name] = errors.New("NIC 1 is " + n.MAC + " on network baremetal, want " + n.BootMAC + " on network provisioning")
+	diffs, err := CheckNetwork(ctx, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"domain " + n.Name + " node-nics"}, objects(diffs)); d != "" {
+		t.Fatalf("net check (-want +got):\n%s", d)
+	}
+	want := "enp1s0 " + n.BootMAC + " on provisioning, enp2s0 " + n.MAC + " on baremetal"
+	if diffs[0].Want != want || !strings.Contains(diffs[0].Got, "want "+n.BootMAC) || !strings.Contains(diffs[0].Fix, "labctl down, then labctl up") {
+		t.Errorf("the difference: %+v, want the NICs %q", diffs[0], want)
+	}
+	e.Plan.LinksOnly = true
+	if diffs, err := CheckNetwork(ctx, e); err != nil || slices.ContainsFunc(diffs, func(d lab.Difference) bool { return d.Kind == "node-nics" }) {
+		t.Errorf("net check --no-libvirt: %v, %v", objects(diffs), err)
+	}
+}
+
+// TestProvisioningDHCPServer: an Unmanaged lab's network step keeps its
+// provisioning DHCP server as it keeps the LLDP sender: check reports it
+// missing, ensure starts it after the bridge it listens on, down stops
+// it; a Managed lab (the installer's DHCP server) has none, and one left
+// running is stopped.
+func TestProvisioningDHCPServer(t *testing.T) {
+	f := labtest.NewHost()
+	e, _ := labtest.EnvFor(t, f, "", "name: fk\nnetwork: {provisioningNetwork: Unmanaged}\ncluster: {sshKey: id.pub, workers: {count: 1}}\n")
+	ctx := context.Background()
+	if e.Plan.Network.ProvisioningDHCP == nil {
+		t.Fatal("an Unmanaged lab's plan has no DHCP server")
+	}
+	diffs, err := CheckNetwork(ctx, e)
+	labtest.Must(t, err)
+	if !slices.Contains(objects(diffs), "provisioning DHCP server provisioning-dhcp") {
+		t.Errorf("check of an empty host: %v, want the DHCP server missing", objects(diffs))
+	}
+	done, err := EnsureNetwork(ctx, e)
+	labtest.Must(t, err)
+	dhcp, prov := slices.Index(done, "provisioning DHCP server"), slices.IndexFunc(done, func(s string) bool {
+		return strings.Contains(s, "provisioning") && strings.Contains(s, "libvirt network")
+	})
+	if dhcp < 0 || prov < 0 || dhcp < prov {
+		t.Errorf("ensure = %q, want the DHCP server started after the provisioning bridge's network", done)
+	}
+	if diffs, err = CheckNetwork(ctx, e); err != nil || len(diffs) != 0 {
+		t.Errorf("check after ensure = %v, %v", objects(diffs), err)
+	}
+	// The same lab, Managed: the server left running is a difference, and
+	// repair stops it.
+	m, _ := labtest.EnvFor(t, f, filepath.Dir(e.Plan.StateDir), "name: fk\nnetwork: {provisioningNetwork: Managed}\ncluster: {sshKey: id.pub, workers: {count: 1}}\n")
+	if m.Plan.Network.ProvisioningDHCP != nil {
+		t.Fatal("a Managed lab's plan has a DHCP server of its own")
+	}
+	if diffs, _ := CheckNetwork(ctx, m); !slices.Contains(objects(diffs), "provisioning DHCP server provisioning-dhcp") {
+		t.Errorf("check of a Managed lab with the server running: %v", objects(diffs))
+	}
+	done, err = EnsureNetwork(ctx, m)
+	if err != nil || !slices.Contains(done, "provisioning DHCP server: stopped pid dhcp-fk (the lab has no Unmanaged provisioning network)") {
+		t.Errorf("repair of a Managed lab = %q, %v", done, err)
+	}
+	rm, err := RemoveNetwork(ctx, e)
+	labtest.Must(t, err)
+	if len(rm.DHCPServers) != 0 || len(f.Objs[lab.KindDHCP]) != 0 {
+		t.Errorf("down: %+v, left %v", rm, f.Objs[lab.KindDHCP])
+	}
+}

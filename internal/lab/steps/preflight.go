@@ -324,6 +324,14 @@ func sharedClashes(ctx context.Context, e *lab.Env) ([]string, error) {
 	if sh.IngressVIP.IsValid() {
 		ipField[sh.IngressVIP.String()] = "cluster.ingressVIP"
 	}
+	for _, f := range []struct {
+		ip    netip.Addr
+		field string
+	}{{p.Cluster.BootstrapProvisioningIP, "cluster.bootstrapProvisioningIP"}, {p.Cluster.ClusterProvisioningIP, "cluster.clusterProvisioningIP"}} {
+		if f.ip.IsValid() && sh.CIDR.Contains(f.ip) {
+			ipField[f.ip.String()] = f.field
+		}
+	}
 	macs := map[string]string{}
 	for _, r := range sh.Reservations {
 		macs[strings.ToLower(r.MAC)] = r.Name

@@ -21,7 +21,8 @@ func sharedPlan(t *testing.T, name, cluster string, start, api, ingress int) *pl
 	t.Helper()
 	a := func(i int) string { return "10.198.90." + strconv.Itoa(i) }
 	cfg, err := labconfig.Parse([]byte("name: " + name + "\nnetwork: {shared: shnet, libvirtBridge: shbr, bridges: [{name: bm-" + name + "}], veths: [{name: " + name + "-v0, master: bm-" + name + ", peer: " + name + "-v1, peerMaster: shbr}]}\n" +
-		"cluster: {clusterName: " + cluster + ", baseDomain: lab.invalid, machineNetwork: 10.198.90.0/24, dhcpRange: {start: " + a(start) + ", end: " + a(start+9) + "}, apiVIP: " + a(api) + ", ingressVIP: " + a(ingress) + ", bmc: {address: " + a(ingress+100) + "}}\n"))
+		"cluster: {clusterName: " + cluster + ", baseDomain: lab.invalid, machineNetwork: 10.198.90.0/24, dhcpRange: {start: " + a(start) + ", end: " + a(start+9) + "}, apiVIP: " + a(api) + ", ingressVIP: " + a(ingress) + ", bmc: {address: " + a(ingress+100) + "}, " +
+		"bootstrapProvisioningIP: " + a(api+50) + ", clusterProvisioningIP: " + a(api+51) + "}\n"))
 	labtest.Must(t, err)
 	p, err := plan.Resolve(cfg, plan.Options{Dir: "/labs/" + name, Mode: plan.ModeIPI})
 	labtest.Must(t, err)
@@ -79,6 +80,14 @@ func TestSharedClashes(t *testing.T) {
 		t.Errorf("check after ensure: %+v, %v", d, err)
 	}
 
+	// A's provisioning services' addresses (Disabled: on the machine
+	// network) are reserved as its VIPs are.
+	for _, ip := range []string{"10.198.90.55", "10.198.90.56"} {
+		if !slices.ContainsFunc(a.Network.Shared.Reservations, func(r plan.Reservation) bool { return r.IP.String() == ip }) {
+			t.Errorf("A's reservations lack its provisioning IP %s: %+v", ip, a.Network.Shared.Reservations)
+		}
+	}
+
 	// B with its own block, VIPs and cluster name: accepted.
 	b := sharedPlan(t, "shb", "cb", 40, 7, 8)
 	eb := &lab.Env{Plan: b, Host: f}
@@ -100,6 +109,13 @@ func TestSharedClashes(t *testing.T) {
 		if !strings.Contains(all, want) {
 			t.Errorf("C's clashes:\n%s\nwant %q", all, want)
 		}
+	}
+	// D's API VIP is A's bootstrap provisioning IP.
+	dp := sharedPlan(t, "shd", "cd", 60, 55, 57)
+	msgs, err = sharedClashes(ctx, &lab.Env{Plan: dp, Host: f})
+	labtest.Must(t, err)
+	if all := strings.Join(msgs, "\n"); !strings.Contains(all, `cluster.apiVIP: 10.198.90.55 is lab "sha"'s (sha-bootstrap-provisioning-ip) on the shared network shnet`) {
+		t.Errorf("D's clashes:\n%s", all)
 	}
 	// A machine that holds one of C's addresses by a lease.
 	f.Shared[0].Leases = []plan.Reservation{{MAC: "52:54:00:12:34:56", IP: netip.MustParseAddr("10.198.90.200"), Name: "vm1"}}

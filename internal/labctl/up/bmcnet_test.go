@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -53,6 +54,20 @@ import (
 //     inspection, automated cleaning, the deploy of an OS image, which the
 //     master then boots from its disk and which its disk holds (read from
 //     the lab host); the other labs run Ironic 21.4;
+//   - the IPMI labs are booted as the bootstrap VM boots them: the
+//     namespace also joins the provisioning bridge at
+//     bootstrapProvisioningIP, where Ironic runs, and the first master
+//     boots the real agent through its provisioning NIC (the ipxe boot
+//     interface: the NIC's iPXE ROM, Ironic's boot.ipxe, the deploy kernel
+//     and ramdisk) for automated cleaning, its serial console showing the
+//     ramdisk's init once, and its boot MAC leased an address of
+//     provisioningDHCPRange: on a Managed network by Debian's dnsmasq with
+//     the configuration Metal3's ironic-image writes (the DHCP server of
+//     that range, TFTP of iPXE), on an Unmanaged one by the lab's own DHCP
+//     server (status says it runs), the bootstrap's dnsmasq serving TFTP
+//     only and answering no DHCP;
+//   - those labs' nodes have two NICs, the provisioning one first
+//     (libvirt's definition), as labctl status shows them;
 //   - in the two-node lab, fence_redfish and fence_ipmilan, with the
 //     fencing credentials install-config carries, power each master on
 //     and off (libvirt's view checked); a wrong password is refused;
@@ -64,19 +79,26 @@ func TestUpBMCNetwork(t *testing.T) {
 		port            int
 		bmcNet          string
 		ipmi, realAgent bool
+		unmanaged       bool
 	}{
 		{"lbn4", plan.ModeIPI, `  machineNetwork: 10.198.64.0/24
   dhcpRange: {start: 10.198.64.20, end: 10.198.64.60}
   apiVIP: 10.198.64.5
   ingressVIP: 10.198.64.4
   workers: {count: 0}
-`, 18764, "10.198.164.0/24", false, true},
+`, 18764, "10.198.164.0/24", false, true, false},
 		{"lbni", plan.ModeIPI, `  machineNetwork: 10.198.66.0/24
   dhcpRange: {start: 10.198.66.20, end: 10.198.66.60}
   apiVIP: 10.198.66.5
   ingressVIP: 10.198.66.4
   workers: {count: 0}
-`, 18766, "10.198.166.0/24", true, false},
+`, 18766, "10.198.166.0/24", true, false, false},
+		{"lbnu", plan.ModeIPI, `  machineNetwork: 10.198.67.0/24
+  dhcpRange: {start: 10.198.67.20, end: 10.198.67.60}
+  apiVIP: 10.198.67.5
+  ingressVIP: 10.198.67.4
+  workers: {count: 0}
+`, 18767, "10.198.167.0/24", true, false, true},
 		{"lbn6", plan.ModeAgent, `  ipFamily: v6
   machineNetwork: fd2e:6f44:5dd8:c964::/120
   dhcpRange: {start: "fd2e:6f44:5dd8:c964::20", end: "fd2e:6f44:5dd8:c964::60"}
@@ -87,15 +109,15 @@ func TestUpBMCNetwork(t *testing.T) {
   fencing: true
   agent: {staticIPs: true}
   installer: INSTALLER
-`, 18765, "fd2e:6f44:5dd8:c965::/120", false, false},
+`, 18765, "fd2e:6f44:5dd8:c965::/120", false, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			upBMCNetwork(t, tc.name, tc.mode, tc.lab, tc.port, tc.bmcNet, tc.ipmi, tc.realAgent)
+			upBMCNetwork(t, tc.name, tc.mode, tc.lab, tc.port, tc.bmcNet, tc.ipmi, tc.realAgent, tc.unmanaged)
 		})
 	}
 }
 
-func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet string, ipmi, realAgent bool) {
+func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet string, ipmi, realAgent, unmanaged bool) {
 	dir := testenv.QemuDir(t)
 	cfg := labFile(t, dir, name, port)
 	b, err := os.ReadFile(cfg)
@@ -117,7 +139,11 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 		lab = strings.Replace(lab, "  workers: {", "  masters: {"+size+"}\n  workers: {", 1)
 	}
 	if ipmi {
-		lab = strings.Replace(lab, "cluster:\n", "network: {provisioningNetwork: Managed}\ncluster:\n", 1)
+		prov := "Managed"
+		if unmanaged {
+			prov = "Unmanaged"
+		}
+		lab = strings.Replace(lab, "cluster:\n", "network: {provisioningNetwork: "+prov+"}\ncluster:\n", 1)
 		lab = strings.Replace(lab, "  bmc: {", "  bmc: {kind: ipmi, ", 1)
 	}
 	if err := os.WriteFile(cfg, []byte(lab), 0o644); err != nil {
@@ -215,7 +241,10 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 
 	// Ironic, on the machine network as in the bootstrap VM, drives every
 	// node through the BMC install-config names for it.
-	ironicDrives(t, ns, probeAddr, ic, p, realAgent)
+	if ipmi {
+		managedNICs(t, common, p)
+	}
+	ironicDrives(t, ns, probeAddr, ic, p, realAgent, common)
 
 	// The fence agents of a two-node cluster, from the machine network,
 	// with the fencing credentials install-config carries (and the lab's
@@ -242,6 +271,11 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 
 	if _, err := labctlRun(t, append([]string{"down"}, common...)...); err != nil {
 		t.Fatalf("down: %v", err)
+	}
+	if d := p.Network.ProvisioningDHCP; d != nil {
+		if out, _ := exec.Command("pgrep", "-f", d.ConfigFile).CombinedOutput(); strings.TrimSpace(string(out)) != "" {
+			t.Errorf("down left the provisioning DHCP server: pid %s", out)
+		}
 	}
 	if out, err := exec.Command("ip", "-n", "labci", "link", "show", p.BMC.Bridge).CombinedOutput(); err == nil {
 		t.Errorf("down left the BMC bridge:\n%s", out)
@@ -388,19 +422,26 @@ func fenceMasters(t *testing.T, ns string, p *plan.Plan, creds []ipi.FencingCred
 // them), automated cleaning and a deploy of the OS image, which the host
 // then boots from its disk (its serial log shows the image's lines) and
 // which the host's disk holds, as read from the lab host. Otherwise it is
-// Ironic 21.4. (BIOS and firmware through BMCs of their own:
-// TestIronicSim, internal/vbmcd; the ipmi hardware type's network boot of
-// the same agent: TestE2EIronicAgent/21.)
-func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig, p *plan.Plan, realAgent bool) {
+// Ironic 21.4; on a lab with a provisioning network (Managed, Unmanaged)
+// it runs at bootstrapProvisioningIP with the bootstrap's network boot
+// (bootstrapServices), and the first host boots the same agent through
+// its provisioning NIC for automated cleaning (netBootsAgent). (BIOS and
+// firmware through BMCs of their own: TestIronicSim, internal/vbmcd.)
+func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig, p *plan.Plan, realAgent bool, common []string) {
 	t.Helper()
 	o := ironictest.Options{Namespace: ns, Host: addr.String()}
 	if realAgent {
 		o.Release = ironictest.Ironic29
 		o.Config = ironictest.AgentConfig(true)
 	}
+	netBoot := p.Cluster.ProvisioningNetwork != ipi.ProvisioningDisabled
+	if netBoot {
+		o.Config = ironictest.AgentConfig(false)
+		bootstrapServices(t, ns, p, &o)
+	}
 	ir := ironictest.Start(t, o)
 	var ramdisk map[string]any
-	if realAgent {
+	if realAgent || netBoot {
 		ramdisk = ir.ServeRamdisk(ironictest.DeployRamdisk(t))
 	}
 	ca := filepath.Join(t.TempDir(), "bmc-verify-ca.pem")
@@ -443,6 +484,15 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 		case spec.Driver == "redfish":
 			inspect = append(inspect, h.Name)
 			spec.MACs = []string{h.BootMACAddress}
+		case netBoot && i == 0:
+			// Booted through its provisioning NIC (netBootsAgent).
+			agentHost = h.Name
+			spec.MACs = []string{h.BootMACAddress}
+			spec.Interfaces["boot_interface"] = "ipxe"
+			spec.Interfaces["deploy_interface"] = "direct"
+			for k, v := range ramdisk {
+				spec.DriverInfo[k] = v
+			}
 		default:
 			spec.MACs = []string{h.BootMACAddress}
 		}
@@ -497,8 +547,119 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 			}
 		}
 	}()
-	if agentHost != "" {
+	switch {
+	case agentHost != "" && netBoot:
+		netBootsAgent(t, ir, hostNamed(ic, agentHost), p, common)
+	case agentHost != "":
 		agentDeploys(t, ir, agentHost, hostNamed(ic, agentHost), p)
+	}
+}
+
+// bootstrapServices puts the bootstrap VM's provisioning services where the
+// installer runs them on a provisioning network: Ironic listens at
+// bootstrapProvisioningIP (bootstrapOnProvisioning), and Debian's dnsmasq
+// with ironic-image's configuration is, on a Managed network, the DHCP
+// server of provisioningDHCPRange and, on an Unmanaged one, TFTP only (the
+// lab's own DHCP server sends the nodes to Ironic's HTTP server on
+// Metal3's port 6180). An IPv6 prefix for router advertisements (not
+// ironic-image's) ends iPXE's IPv6 autoconfiguration at once (else it
+// waits about 16 s each boot).
+func bootstrapServices(t *testing.T, ns string, p *plan.Plan, o *ironictest.Options) {
+	t.Helper()
+	c := p.Cluster
+	bootstrapOnProvisioning(t, ns, p)
+	netnstest.IP(t, "-n", ns, "addr", "add", "fd5e:b1ab:6600::fe/64", "dev", "eth1", "nodad")
+	o.Host = c.BootstrapProvisioningIP.String()
+	o.PXE = &ironictest.PXE{Interface: "eth1", Subnet: c.ProvisioningNetworkCIDR, RAPrefix: netip.MustParsePrefix("fd5e:b1ab:6600::/64")}
+	if c.ProvisioningNetwork == ipi.ProvisioningUnmanaged {
+		o.HTTPPort = plan.ProvisioningHTTPPort
+		o.PXE.TFTPOnly = true
+	} else {
+		o.PXE.Start, o.PXE.End = c.ProvisioningDHCPRange.Start, c.ProvisioningDHCPRange.End
+	}
+}
+
+// bootstrapOnProvisioning plugs namespace ns into the lab's provisioning
+// bridge (in labci) as the bootstrap VM's second NIC is: eth1, at the
+// bootstrapProvisioningIP.
+func bootstrapOnProvisioning(t *testing.T, ns string, p *plan.Plan) {
+	t.Helper()
+	c := p.Cluster
+	port := "lbq" + netnstest.Rand(3)
+	netnstest.IP(t, "-n", "labci", "link", "add", port, "type", "veth", "peer", "name", "eth1", "netns", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "-n", "labci", "link", "del", port).Run() })
+	if out, err := exec.Command("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.eth1.accept_dad=0").CombinedOutput(); err != nil {
+		t.Fatalf("sysctl: %v: %s", err, out)
+	}
+	netnstest.IP(t, "-n", "labci", "link", "set", port, "master", c.ProvisioningBridge, "up")
+	netnstest.IP(t, "-n", ns, "addr", "add", netip.PrefixFrom(c.BootstrapProvisioningIP, c.ProvisioningNetworkCIDR.Bits()).String(), "dev", "eth1", "nodad")
+	netnstest.IP(t, "-n", ns, "link", "set", "eth1", "up")
+}
+
+// netBootsAgent: Ironic provides host h (automated cleaning), which boots
+// the real agent through its provisioning NIC: the ramdisk's init shows on
+// its serial console once, and its boot MAC got an address of
+// provisioningDHCPRange from the network's DHCP server: the bootstrap's
+// dnsmasq on a Managed network; on an Unmanaged one the lab's own (which
+// status says runs), the bootstrap's answering no DHCP.
+func netBootsAgent(t *testing.T, ir *ironictest.Ironic, h ipi.Host, p *plan.Plan, common []string) {
+	t.Helper()
+	c := p.Cluster
+	serial := filepath.Join(p.Paths.Logs, h.Name+".serial.log")
+	ir.Step(t, "provide (automated cleaning, ipmi, ipxe, "+c.ProvisioningNetwork+" provisioning network)", "provide", "available", 15*time.Minute, h.Name)
+	if got := testenv.Count(serial, ironictest.AgentBootLine); got != 1 {
+		t.Errorf("%s: the agent booted %d times for cleaning, want 1", h.Name, got)
+	}
+	leased := func(log, iface string) bool {
+		for _, a := range regexp.MustCompile(`DHCPACK\(`+regexp.QuoteMeta(iface)+`\) (\S+) (\S+)`).FindAllStringSubmatch(readFile(t, log), -1) {
+			if ip, err := netip.ParseAddr(a[1]); err == nil && strings.EqualFold(a[2], h.BootMACAddress) && c.ProvisioningDHCPRange.Contains(ip) {
+				return true
+			}
+		}
+		return false
+	}
+	log, iface := ir.DnsmasqLog, "eth1"
+	if d := p.Network.ProvisioningDHCP; c.ProvisioningNetwork == ipi.ProvisioningUnmanaged {
+		if d == nil {
+			t.Fatal("an Unmanaged lab without its DHCP server")
+		}
+		log, iface = d.Log, c.ProvisioningBridge
+		if out, err := labctlRun(t, append([]string{"status"}, common...)...); err != nil || !strings.Contains(out, "provisioning DHCP server (Unmanaged): running (pid") {
+			t.Errorf("status = %v, want the provisioning DHCP server running:\n%s", err, out)
+		}
+		if strings.Contains(readFile(t, ir.DnsmasqLog), "DHCPACK") {
+			t.Errorf("the bootstrap's dnsmasq (TFTP only) answered DHCP:\n%s", readFile(t, ir.DnsmasqLog))
+		}
+	}
+	if !leased(log, iface) {
+		t.Errorf("%s (boot MAC %s) got no lease of %s on the provisioning network; %s:\n%s", h.Name, h.BootMACAddress, c.ProvisioningDHCPRange, log, readFile(t, log))
+	}
+}
+
+// managedNICs: the nodes of a lab with a provisioning network are defined
+// with two NICs, the provisioning one first (its MAC the boot MAC), and
+// labctl status says so.
+func managedNICs(t *testing.T, common []string, p *plan.Plan) {
+	t.Helper()
+	for _, n := range p.Nodes {
+		out, err := virsh(t, "domiflist", n.Name)
+		if err != nil {
+			t.Fatalf("domiflist %s: %v\n%s", n.Name, err, out)
+		}
+		var got []string
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) == 5 && strings.Count(f[4], ":") == 5 {
+				got = append(got, f[2]+" "+f[4]) // source and MAC
+			}
+		}
+		want := []string{p.Cluster.ProvisioningBridge + " " + n.BootMAC, p.Network.NodeNetwork + " " + n.MAC}
+		if strings.Join(got, ", ") != strings.Join(want, ", ") || n.BootMAC == n.MAC {
+			t.Errorf("%s's NICs as libvirt defines them: %q, want %q", n.Name, got, want)
+		}
+	}
+	out, err := labctlRun(t, append([]string{"status"}, common...)...)
+	if err != nil || !strings.Contains(out, "NICS") || !strings.Contains(out, "enp1s0=provisioning,enp2s0=baremetal") || !strings.Contains(out, p.Nodes[0].BootMAC) {
+		t.Errorf("status = %v, want each node's NICs and its boot MAC:\n%s", err, out)
 	}
 }
 

@@ -31,10 +31,12 @@ type lldpReceive struct {
 	MgmtIPv4         string `json:"ManagementAddressIPv4"`
 }
 
-// TestLLDPOnTheWire: in a lab up to bmcs, a node powered on through its
-// BMC gets LLDP frames on its NIC whose chassis, port and system name (and
-// management address, which the baremetal bridge has none of) are its
-// Port's LLDPReceive over Redfish. The receiver
+// TestLLDPOnTheWire: in a lab up to bmcs whose masters bond two NICs on
+// the machine network (cluster.masters.bond), a node powered on through
+// its BMC gets LLDP frames on each of its two NICs whose chassis, port and
+// system name (and management address, which the baremetal bridge has none
+// of) are that Port's LLDPReceive over Redfish: the two ports of the bond,
+// each its own tap. The receiver
 // is tcpdump on the NIC's tap in libvirtd's namespace (what qemu hands the
 // guest's NIC), decoding the frames itself. `net check` reports the sender
 // once it is killed, `net repair` starts it again, and after `down` no
@@ -44,7 +46,7 @@ func TestLLDPOnTheWire(t *testing.T) {
 	tcpdump := testenv.Command(t, "tcpdump")
 	dir := testenv.QemuDir(t)
 	port := testenv.Port(t, "127.0.0.1")
-	cfg := labFile(t, dir, "llldp", port, "10.198.61.=10.198.65.")
+	cfg := labFile(t, dir, "llldp", port, "10.198.61.=10.198.65.", "  sshKey: id.pub=  sshKey: id.pub\n  masters: {bond: active-backup}")
 	common := []string{"-f", cfg, "--netns", "labci", "--vbmcd", testenv.Binary(t, "vbmcd"), "--profile", "tiny"}
 	t.Cleanup(func() { _, _ = labctlRun(t, append([]string{"down"}, common...)...) })
 	if out, err := labctlRun(t, append([]string{"up", "--until", "bmcs"}, common...)...); err != nil {
@@ -78,10 +80,11 @@ func TestLLDPOnTheWire(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = exec.Command("virsh", "-c", "qemu:///system", "destroy", node.Name).Run() })
 
-	// The NIC's port as Redfish reports it once the node runs.
+	// The NICs' ports as Redfish reports them once the node runs.
 	chassis := strings.Replace(sysURL, "/Systems/", "/Chassis/", 1)
-	var want lldpReceive
+	var ports []lldpReceive
 	if !testenv.WaitFor(time.Minute, func() bool {
+		ports = nil
 		var adapters struct {
 			Members []struct {
 				ID string `json:"@odata.id"`
@@ -94,42 +97,26 @@ func TestLLDPOnTheWire(t *testing.T) {
 			}
 			bmcGet(t, sysURL[:strings.Index(sysURL, "/redfish/")]+a.ID+"/Ports/1", &p)
 			if p.Ethernet.LLDPReceive != nil {
-				want = *p.Ethernet.LLDPReceive
-				return true
+				ports = append(ports, *p.Ethernet.LLDPReceive)
 			}
 		}
-		return false
+		return len(ports) == 2
 	}) {
-		t.Fatalf("%s: no port with LLDPReceive after power on", node.Name)
+		t.Fatalf("%s: ports with LLDPReceive after power on: %+v, want its two NICs'", node.Name, ports)
 	}
-	t.Logf("%s: LLDPReceive %+v", node.Name, want)
-	// The node's NIC is on the baremetal bridge, a bridge-named libvirt
-	// network: its name is the chassis.
-	if want.ChassisIDSubtype != "IfName" || want.ChassisID != "baremetal" || want.SystemName != "baremetal" || !strings.HasPrefix(want.PortID, "vnet") {
-		t.Errorf("LLDPReceive %+v: want the lab's baremetal bridge, by name, and the NIC's tap", want)
+	if ports[0].PortID == ports[1].PortID {
+		t.Errorf("the bond's two ports report one tap: %+v", ports)
 	}
-
-	// What the wire carries to the NIC, decoded by tcpdump.
-	got := receiveLLDP(t, tcpdump, want.PortID)
-	wants := []string{
-		"Subtype Interface Name (5): " + want.PortID,
-		"System Name TLV (5), length " + strconv.Itoa(len(want.SystemName)) + ": " + want.SystemName,
+	// What the wire carries to each NIC, decoded by tcpdump; both caught
+	// at once (the sender sends at a node's start, then every 30 s).
+	waits := map[string]func() string{}
+	for _, w := range ports {
+		waits[w.PortID] = captureLLDP(t, tcpdump, w.PortID)
 	}
-	if want.ChassisIDSubtype == "MacAddr" {
-		wants = append(wants, "Subtype MAC address (4): "+strings.ToLower(want.ChassisID))
-	} else {
-		wants = append(wants, "Subtype Interface name (6): "+want.ChassisID)
+	for _, w := range ports {
+		checkLLDPFrame(t, node.Name, w, waits[w.PortID]())
 	}
-	if want.MgmtIPv4 != "" {
-		wants = append(wants, "Management Address length 5, AFI IPv4 (1): "+want.MgmtIPv4)
-	} else if strings.Contains(got, "Management Address") {
-		t.Errorf("the frame on %s has a management address; LLDPReceive has none:\n%s", want.PortID, got)
-	}
-	for _, w := range wants {
-		if !strings.Contains(got, w) {
-			t.Errorf("the frame on %s lacks %q:\n%s", want.PortID, w, got)
-		}
-	}
+	want := ports[0]
 
 	// A sender that stopped is a difference; repair starts it again.
 	pids := lldpSenders(t, "llldp")
@@ -154,8 +141,7 @@ func TestLLDPOnTheWire(t *testing.T) {
 	if out, err := labctlRun(t, append([]string{"net", "check"}, common...)...); err != nil {
 		t.Errorf("net check after repair: %v\n%s", err, out)
 	}
-	got = frame()
-	if !strings.Contains(got, "Subtype Interface Name (5): "+want.PortID) {
+	if got := frame(); !strings.Contains(got, "Subtype Interface Name (5): "+want.PortID) {
 		t.Errorf("after repair, the frame on %s:\n%s", want.PortID, got)
 	}
 
@@ -167,11 +153,36 @@ func TestLLDPOnTheWire(t *testing.T) {
 	}
 }
 
-// receiveLLDP captures one LLDP frame on a tap in labci and returns
-// tcpdump's decoding of it.
-func receiveLLDP(t *testing.T, tcpdump, tap string) string {
+// checkLLDPFrame checks the frame tcpdump decoded on a node's NIC against
+// its port's LLDPReceive: the lab's baremetal bridge by name as the
+// chassis and system, the NIC's tap as the port.
+func checkLLDPFrame(t *testing.T, node string, want lldpReceive, got string) {
 	t.Helper()
-	return captureLLDP(t, tcpdump, tap)()
+	t.Logf("%s: LLDPReceive %+v", node, want)
+	// The node's NIC is on the baremetal bridge, a bridge-named libvirt
+	// network: its name is the chassis.
+	if want.ChassisIDSubtype != "IfName" || want.ChassisID != "baremetal" || want.SystemName != "baremetal" || !strings.HasPrefix(want.PortID, "vnet") {
+		t.Errorf("LLDPReceive %+v: want the lab's baremetal bridge, by name, and the NIC's tap", want)
+	}
+	wants := []string{
+		"Subtype Interface Name (5): " + want.PortID,
+		"System Name TLV (5), length " + strconv.Itoa(len(want.SystemName)) + ": " + want.SystemName,
+	}
+	if want.ChassisIDSubtype == "MacAddr" {
+		wants = append(wants, "Subtype MAC address (4): "+strings.ToLower(want.ChassisID))
+	} else {
+		wants = append(wants, "Subtype Interface name (6): "+want.ChassisID)
+	}
+	if want.MgmtIPv4 != "" {
+		wants = append(wants, "Management Address length 5, AFI IPv4 (1): "+want.MgmtIPv4)
+	} else if strings.Contains(got, "Management Address") {
+		t.Errorf("the frame on %s has a management address; LLDPReceive has none:\n%s", want.PortID, got)
+	}
+	for _, w := range wants {
+		if !strings.Contains(got, w) {
+			t.Errorf("the frame on %s lacks %q:\n%s", want.PortID, w, got)
+		}
+	}
 }
 
 // captureLLDP starts tcpdump on a tap in labci, returns once it listens,

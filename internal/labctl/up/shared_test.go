@@ -40,7 +40,8 @@ func virsh(t *testing.T, args ...string) (string, error) {
 }
 
 // sharedLab writes a lab on the shared network with addresses .<block>
-// to .<block+9> and the given VIPs.
+// to .<block+9> and the given VIPs (and, for an IPI lab, its provisioning
+// IPs at .<api+50> and .<api+51>).
 func sharedLab(t *testing.T, dir, name, network, bridge string, block, api, ingress int, hybrid bool) string {
 	t.Helper()
 	a := func(i int) string { return fmt.Sprintf("10.198.96.%d", i) }
@@ -72,6 +73,12 @@ func sharedLab(t *testing.T, dir, name, network, bridge string, block, api, ingr
 			lines[i] = "  apiVIP: " + a(api)
 		case "ingressVIP":
 			lines[i] = "  ingressVIP: " + a(ingress)
+			if !hybrid {
+				// Its provisioning network is Disabled: the provisioning
+				// IPs are on this network, away from the other labs'
+				// addresses (the default .7 and .8 are theirs).
+				lines[i] += fmt.Sprintf("\n  bootstrapProvisioningIP: %s\n  clusterProvisioningIP: %s", a(api+50), a(api+51))
+			}
 		}
 	}
 	s = strings.Join(lines, "\n") + net
@@ -161,6 +168,13 @@ func TestSharedNetworkThreeLabs(t *testing.T) {
 			if got, err := probe(n.MAC, false); err != nil || got != n.IP {
 				t.Errorf("DHCP offer for %s (%s) = %v, %v; want its planned %s", n.Name, n.MAC, got, err, n.IP)
 			}
+		}
+	}
+	// The IPI lab's provisioning IPs (Disabled: on this network) are
+	// reserved too, so that the network leases them to nobody.
+	for _, ip := range []string{"10.198.96.59,shi3-bootstrap-provisioning-ip", "10.198.96.60,shi3-cluster-provisioning-ip"} {
+		if !strings.Contains(hostsfile, ip) {
+			t.Errorf("dnsmasq hosts file lacks %s:\n%s", ip, hostsfile)
 		}
 	}
 	// The probe is honest: a MAC nobody reserved gets a dynamic address.

@@ -12,12 +12,14 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/agentmode"
+	"github.com/bmlab/bmlab/internal/lab/bmcclient"
 	"github.com/bmlab/bmlab/internal/lab/modes"
 	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
@@ -149,8 +151,11 @@ type nodeRow struct {
 	Name  string `json:"name"`
 	Role  string `json:"role"`
 	Power string `json:"power"`
-	MAC   string `json:"bootMAC"`
-	IP    string `json:"ip"`
+	// MAC is the NIC the node boots from (install-config's
+	// bootMACAddress); NICs are all of its NICs, in the domain's order.
+	MAC  string     `json:"bootMAC"`
+	NICs []plan.NIC `json:"nics"`
+	IP   string     `json:"ip"`
 	// SecondaryIP is a dual-stack node's IPv6 address.
 	SecondaryIP string `json:"secondaryIP,omitempty"`
 	BMC         string `json:"bmc,omitempty"`
@@ -159,6 +164,9 @@ type nodeRow struct {
 	// Vendor is the Manufacturer of the node's BMC personality (a mixed
 	// rack); empty for the generic BMC.
 	Vendor string `json:"vendor,omitempty"`
+	// MediaFault is what the node's BMC says of its virtual CD's last
+	// insert when it failed (the fetch error), while vbmcd runs.
+	MediaFault string `json:"mediaFault,omitempty"`
 }
 
 // ips is the node's address, or a dual-stack node's two.
@@ -169,17 +177,44 @@ func (r nodeRow) ips() string {
 	return r.IP
 }
 
+// mediaFaults asks every node's BMC what its virtual CD says of its last
+// insert (bmcclient.MediaFault), while the lab's vbmcd runs; a BMC that
+// does not answer in time says nothing.
+func mediaFaults(ctx context.Context, e *lab.Env) map[string]string {
+	out := map[string]string{}
+	if pids, err := e.Host.Marked(ctx, lab.KindDaemon, e.Plan.Lab); err != nil || len(pids) == 0 || len(e.Plan.Vbmcd.Args) == 0 {
+		return out
+	}
+	c, err := bmcclient.New(e.Plan)
+	if err != nil {
+		return out
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, n := range e.Plan.Nodes {
+		if n.BMC.SystemURL == "" {
+			continue
+		}
+		if f, err := c.MediaFault(ctx, n.BMC.SystemURL); err == nil && f != "" {
+			out[n.Name] = f
+		}
+	}
+	return out
+}
+
 func rows(ctx context.Context, e *lab.Env) ([]nodeRow, error) {
 	var out []nodeRow
+	faults := mediaFaults(ctx, e)
 	for _, n := range e.Plan.Nodes {
 		power, err := e.Host.Power(ctx, n.Name)
 		if err != nil {
 			return nil, err
 		}
-		r := nodeRow{Name: n.Name, Role: n.Role, MAC: n.MAC, IP: n.IP.String(), BMC: n.BMC.Address, UUID: n.UUID, Power: power, Host: n.Host, Vendor: n.BMC.Vendor}
+		r := nodeRow{Name: n.Name, Role: n.Role, MAC: n.BootMAC, NICs: n.NICs, IP: n.IP.String(), BMC: n.BMC.Address, UUID: n.UUID, Power: power, Host: n.Host, Vendor: n.BMC.Vendor}
 		if n.SecondaryIP.IsValid() {
 			r.SecondaryIP = n.SecondaryIP.String()
 		}
+		r.MediaFault = faults[n.Name]
 		out = append(out, r)
 	}
 	return out, nil
@@ -190,13 +225,19 @@ func table(ctx context.Context, g *cli.Globals, e *lab.Env) error {
 	if err != nil {
 		return err
 	}
+	defer printFaults(g, rs)
 	tw := tabwriter.NewWriter(g.Streams.Out, 0, 4, 2, ' ', 0)
-	// HOST for a lab over several hosts, VENDOR for a mixed rack.
+	// HOST for a lab over several hosts, VENDOR for a mixed rack, NICS
+	// for nodes with more than one.
 	hosts := len(e.Plan.Hosts) > 0
 	vendors := slices.ContainsFunc(rs, func(r nodeRow) bool { return r.Vendor != "" })
+	nics := slices.ContainsFunc(rs, func(r nodeRow) bool { return len(r.NICs) > 1 })
 	head := []string{"NODE", "ROLE", "POWER", "BOOT MAC", "IP", "BMC"}
+	if nics {
+		head = slices.Insert(head, 4, "NICS")
+	}
 	if vendors {
-		head = slices.Insert(head, 5, "VENDOR")
+		head = slices.Insert(head, len(head)-1, "VENDOR") // before BMC
 	}
 	if hosts {
 		head = slices.Insert(head, 1, "HOST")
@@ -204,8 +245,11 @@ func table(ctx context.Context, g *cli.Globals, e *lab.Env) error {
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for _, r := range rs {
 		cols := []string{r.Name, r.Role, r.Power, r.MAC, r.ips(), orDash(r.BMC)}
+		if nics {
+			cols = slices.Insert(cols, 4, nicsText(r.NICs))
+		}
 		if vendors {
-			cols = slices.Insert(cols, 5, orDash(r.Vendor))
+			cols = slices.Insert(cols, len(cols)-1, orDash(r.Vendor))
 		}
 		if hosts {
 			cols = slices.Insert(cols, 1, r.Host)
@@ -213,6 +257,26 @@ func table(ctx context.Context, g *cli.Globals, e *lab.Env) error {
 		fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	}
 	return tw.Flush()
+}
+
+// printFaults says, after the table, each node whose BMC's last virtual
+// media insert failed, and why.
+func printFaults(g *cli.Globals, rs []nodeRow) {
+	for _, r := range rs {
+		if r.MediaFault != "" {
+			fmt.Fprintf(g.Streams.Out, "%s: virtual media insert failed: %s\n", r.Name, r.MediaFault)
+		}
+	}
+}
+
+// nicsText is a node's NICs as the table shows them: the guest's name
+// and the network, in order (enp1s0=provisioning,enp2s0=baremetal).
+func nicsText(nics []plan.NIC) string {
+	var out []string
+	for _, n := range nics {
+		out = append(out, n.Name+"="+n.Network+n.Bridge)
+	}
+	return strings.Join(out, ",")
 }
 
 func orDash(s string) string {
@@ -250,6 +314,16 @@ func printStatus(ctx context.Context, g *cli.Globals, e *lab.Env, output string)
 	} else if len(pids) > 0 {
 		lldp = fmt.Sprintf("running (pid %s, log %s)", pids[0], e.Plan.Network.LLDP.Log)
 	}
+	// An Unmanaged provisioning network's DHCP server, the lab's own.
+	dhcp := ""
+	if d := e.Plan.Network.ProvisioningDHCP; d != nil {
+		dhcp = "stopped"
+		if pids, err := e.Host.Marked(ctx, lab.KindDHCP, e.Plan.Lab); err != nil {
+			return err
+		} else if len(pids) > 0 {
+			dhcp = fmt.Sprintf("running (pid %s, log %s)", pids[0], d.Log)
+		}
+	}
 	spokes := steps.CheckSpokes(ctx, e.Remote, e.Plan)
 	if output == "json" {
 		rs, err := rows(ctx, e)
@@ -257,6 +331,9 @@ func printStatus(ctx context.Context, g *cli.Globals, e *lab.Env, output string)
 			return err
 		}
 		st := map[string]any{"lab": e.Plan.Lab, "mode": e.Plan.Mode, "phase": phase, "vbmcd": vb, "lldp": lldp, "nodes": rs}
+		if dhcp != "" {
+			st["provisioningDHCP"] = dhcp
+		}
 		if len(spokes) > 0 {
 			var hs []hostRow
 			for _, s := range spokes {
@@ -269,6 +346,9 @@ func printStatus(ctx context.Context, g *cli.Globals, e *lab.Env, output string)
 		return enc.Encode(st)
 	}
 	fmt.Fprintf(g.Streams.Out, "lab %s (%s): last step done: %s; vbmcd %s; LLDP sender %s\n", e.Plan.Lab, e.Plan.Mode, phase, vb, lldp)
+	if dhcp != "" {
+		fmt.Fprintf(g.Streams.Out, "provisioning DHCP server (Unmanaged): %s\n", dhcp)
+	}
 	for _, s := range spokes {
 		fmt.Fprintln(g.Streams.Out, s)
 	}
