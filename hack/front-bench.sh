@@ -13,8 +13,9 @@
 #          every GET with the System's response as vbmcd sent it (curl -si:
 #          the same status, headers and body byte for byte, net/http's own
 #          Date), after one comparison of the Authorization header with
-#          the expected Basic value; same load. What vbmcd's front adds to
-#          the very same answer.
+#          the expected Basic value; same load and the same request bytes
+#          (the System's path). What vbmcd's front adds to the very same
+#          answer.
 # The order rotates (vbmcd, floor, copy, then floor, copy, vbmcd, ...), so
 # that a change of the machine's load over the run falls on all alike.
 # Each run is a fresh server. Prints each round's req/s, the servers' CPU
@@ -73,7 +74,7 @@ runvbmcd() { # binary output
   stopvbmcd
 }
 runfloor() { bin/rfbench -floor-bytes "$bytes" -c 8 -d "$dur" >"$work/f"; }
-runcopy() { bin/rfbench -floor-copy "$work/copy.http" -c 8 -d "$dur" >"$work/c"; }
+runcopy() { bin/rfbench -floor-copy "$work/copy.http" -path "$sys" -c 8 -d "$dur" >"$work/c"; }
 
 echo "GET $sys ($bytes bytes), 8 connections, $dur per run, $pairs rounds; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ -z "$base" ] || echo "base: $base"
