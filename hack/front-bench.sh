@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What vbmcd's Redfish front costs against this machine's floor (issue 46),
-# loopback only. PAIRS rounds (default 7), each of two runs of DURATION
+# loopback only. ROUNDS (default 7), each of three runs of DURATION
 # (default 10s) after rfbench's 1 s warm-up:
 #   vbmcd  bin/vbmcd --backend sim over plain HTTP with every bound at its
 #          default (connections per source and in all, requests in flight,
