@@ -20,7 +20,9 @@
 # that a change of the machine's load over the run falls on all alike.
 # Each run is a fresh server. Prints each round's req/s, the servers' CPU
 # per request and the ratios vbmcd/floor and vbmcd/copy, then the median,
-# lowest and highest ratios, and the load average before and after.
+# lowest and highest ratios (and the same by CPU per request: the floor's
+# over vbmcd's, less swayed by other work than throughput), and the load
+# average before and after.
 # Run it holding the machine's lock when other work shares it:
 #   flock -o /var/lock/bmlab-e2e.lock bash hack/front-bench.sh 9 10s
 # Environment: VBMCD (a vbmcd binary other than bin/vbmcd's), BASE (a
@@ -86,6 +88,8 @@ ratios=()
 cratios=()
 bratios=()
 bcratios=()
+cpu=()  # the floor's CPU per request over vbmcd's: the same ratio by CPU
+ccpu=() # the copy's over vbmcd's
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a/b}'; }
 us() { awk -v a="$1" 'BEGIN {printf "%.1f", a*1000}'; }
 for i in $(seq 1 "$pairs"); do
@@ -106,6 +110,8 @@ for i in $(seq 1 "$pairs"); do
   r2=$(ratio "$vr" "$cr")
   ratios+=("$r1")
   cratios+=("$r2")
+  cpu+=("$(ratio "$fc" "$vc")")
+  ccpu+=("$(ratio "$cc" "$vc")")
   printf '%-5s %-6s %11s %11s %11s %9s %9s %9s %7s %7s' "$i" "${order[0]}" "$vr" "$fr" "$cr" "$(us "$vc")" "$(us "$fc")" "$(us "$cc")" "$r1" "$r2"
   if [ -n "$base" ]; then
     read -r br bc < <(field "$work/b")
@@ -124,6 +130,8 @@ summary() { # name ratios...
 }
 summary vbmcd/floor "${ratios[@]}"
 summary vbmcd/copy "${cratios[@]}"
+summary "by CPU per request, floor/vbmcd" "${cpu[@]}"
+summary "by CPU per request, copy/vbmcd" "${ccpu[@]}"
 [ -z "$base" ] || summary base/floor "${bratios[@]}"
 [ -z "$base" ] || summary base/copy "${bcratios[@]}"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
