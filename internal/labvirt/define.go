@@ -100,6 +100,22 @@ func (s DomainSpec) DomainXML(fw virt.Firmware) (string, error) {
 		OnCrash:    "destroy",
 		Devices:    &libvirtxml.DomainDeviceList{},
 	}
+	if arch == machine.ArchX86_64 && d.Type == "qemu" {
+		// Under TCG, qemu's default x86 CPU (qemu64) without CMPXCHG16B:
+		// QEMU 7.2's TCG (Debian 12's) computes the flags after it from a
+		// stale condition-code state, and a Debian 13 kernel (6.12), whose
+		// SLUB allocator issues it on every allocation, was seen to take a
+		// double fault right after it with EFLAGS garbage (VM and NT set:
+		// a pointer's low bits), in TestE2EIronicAgent. QEMU 8.0 rewrote
+		// the instruction (flags computed inline). Without the feature the
+		// kernel takes SLUB's path without it; x86-64 userlands of the
+		// baseline ISA (Debian's) do not need it.
+		d.CPU = &libvirtxml.DomainCPU{
+			Mode: "custom", Match: "exact",
+			Model:    &libvirtxml.DomainCPUModel{Value: "qemu64", Fallback: "forbid"},
+			Features: []libvirtxml.DomainCPUFeature{{Policy: "disable", Name: "cx16"}},
+		}
+	}
 	if arch == machine.ArchAArch64 {
 		// Under TCG qemu emulates a named core (its default for virt is a
 		// 32-bit one); under KVM the host's.

@@ -181,3 +181,25 @@ func TestDomainXMLDisplay(t *testing.T) {
 		t.Errorf("graphics %+v, want one VNC display listening on a socket", g)
 	}
 }
+
+// TestDomainXMLTCGWithoutCX16: an x86 domain under TCG is qemu64 without
+// CMPXCHG16B (QEMU 7.2's TCG computes the flags after it wrongly: see
+// DomainXML); a KVM domain keeps libvirt's default CPU.
+func TestDomainXMLTCGWithoutCX16(t *testing.T) {
+	for _, typ := range []string{"", "qemu", "kvm"} {
+		x, err := DomainSpec{Name: "n", MemoryMiB: 128, Type: typ}.DomainXML(virt.Firmware{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d libvirtxml.Domain
+		if err := d.Unmarshal(x); err != nil {
+			t.Fatal(err)
+		}
+		tcg := typ != "kvm"
+		has := d.CPU != nil && d.CPU.Model != nil && d.CPU.Model.Value == "qemu64" &&
+			len(d.CPU.Features) == 1 && d.CPU.Features[0] == libvirtxml.DomainCPUFeature{Policy: "disable", Name: "cx16"}
+		if has != tcg {
+			t.Errorf("type %q: cpu %+v, want qemu64 without cx16: %v", typ, d.CPU, tcg)
+		}
+	}
+}
