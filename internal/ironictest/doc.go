@@ -47,7 +47,11 @@
 // directory filled from vbmcd's own message registries
 // (redfish.MessageRegistries), not DMTF's published ones (no package
 // registry this project reaches carries them), and puts it first on
-// Ironic's PYTHONPATH. No setting of sushy names another directory.
+// Ironic's PYTHONPATH. No setting of sushy names another directory. With
+// Options.VendorOverlay (Ironic 29), the same directory also holds
+// testenv.VendorOverlay: Debian 13's python3-sushy-oem-idrac 5.0.0-2,
+// linked, with the three modules it imports and does not ship supplied
+// empty, so the idrac hardware type loads Dell's manager extension.
 //
 // Ironic publishes the images it hands BMCs (the deploy ISO) under its
 // http_root; Start serves that directory over HTTP (Ironic.HTTPURL), as

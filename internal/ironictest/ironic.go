@@ -43,6 +43,11 @@ type Options struct {
 	// proxyDHCP, TFTP, iPXE) for nodes with the ipxe boot interface
 	// (pxe.go); Ironic's http_url is then what iPXE fetches from.
 	PXE *PXE
+	// VendorOverlay, on Ironic 29, puts testenv.VendorOverlay on Ironic's
+	// PYTHONPATH too: Debian 13's python3-sushy-oem-idrac made importable
+	// (three empty modules it imports and does not ship), so the idrac
+	// hardware type reaches Dell's OEM through the package's own code.
+	VendorOverlay bool
 }
 
 // Ironic is a running Ironic and what serves it: its API, the HTTP server
@@ -106,6 +111,14 @@ func Start(t testing.TB, o Options) *Ironic {
 
 	if err := sushyOverlay(in, filepath.Join(dir, "pylib")); err != nil {
 		t.Fatalf("ironictest: the sushy overlay: %v", err)
+	}
+	if o.VendorOverlay {
+		if in.root == "" {
+			t.Fatalf("ironictest: the vendor overlay is Ironic 29's (Debian 12 has no python3-sushy-oem-idrac)")
+		}
+		if err := testenv.VendorOverlay(in.root, filepath.Join(dir, "pylib")); err != nil {
+			t.Fatalf("ironictest: the vendor overlay: %v", err)
+		}
 	}
 
 	// Listeners first: Ironic's configuration names their ports.

@@ -43,9 +43,7 @@ type install struct {
 }
 
 // RootDir is where hack/build-ironic-root.sh links Ironic 29's root.
-func RootDir() string {
-	return filepath.Join(testenv.RepoRoot(), "_out", "tools", "ironic-29", "root")
-}
+func RootDir() string { return testenv.Ironic29Root() }
 
 // locate finds release r's commands, or skips the test (fails it under
 // CI=true) when they are not there.
@@ -70,26 +68,11 @@ func locate(t testing.TB, r Release) install {
 	return install{}
 }
 
-// enterRoot is the shell script that makes root the / of a private mount
-// namespace (unshare --mount) and runs its arguments there.
-const enterRoot = `set -e
-r=$1; shift
-mount --bind "$r" "$r"
-mount -o remount,bind,ro "$r"
-mount -t proc proc "$r/proc"
-mount --rbind /sys "$r/sys"
-mount --rbind /dev "$r/dev"
-mount --rbind /tmp "$r/tmp"
-mount -t tmpfs -o mode=0755 tmpfs "$r/run"
-mount -t tmpfs -o mode=1777 tmpfs "$r/var/tmp"
-mount -t tmpfs -o mode=0755 tmpfs "$r/var/lib/ironic"
-exec chroot "$r" "$@"`
-
 // argv is how to run argv (a command of the release, by its path inside
 // the install) in network namespace ns ("": the test's).
 func (in install) argv(ns string, argv ...string) []string {
 	if in.root != "" {
-		argv = append([]string{"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", enterRoot, "sh", in.root}, argv...)
+		argv = testenv.InRootWith(in.root, []string{"/var/lib/ironic"}, argv...)
 	}
 	if ns != "" {
 		argv = append([]string{"ip", "netns", "exec", ns}, argv...)

@@ -15,7 +15,11 @@
 // browser (screen.go: a screenshot and keys through the backend's display,
 // with an RFB client, or the backend's own Screener; the end of its serial
 // log). An On while the guest shuts itself down starts it
-// once it is off (power.go, service.go).
+// once it is off (power.go, service.go). A configuration job
+// (configjob.go) sets many things at once, as a vendor's configuration
+// profile does: the override at once, BIOS attributes and the boot order
+// for the next boot, its task done when all of it took effect; deleting a
+// job queue cancels the jobs that wait and takes back what they staged.
 //
 // What it does not do: decode protocols, authenticate, or talk to libvirt.
 // Faces import this package; this package imports no backend.

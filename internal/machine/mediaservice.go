@@ -57,6 +57,7 @@ type taskTable struct {
 	last     map[string]*Task   // last failed insert per member, until the next insert or eject
 	firmware map[string][]*Task // running firmware updates per machine
 	volumes  map[string][]*Task // volumes waiting for a reset, per machine
+	configs  map[string][]*Task // configuration jobs waiting for a boot, per machine
 }
 
 func memberKey(id string, slot MediaSlot) string { return id + "/" + string(slot) }
@@ -99,6 +100,13 @@ type Task struct {
 	Component FirmwareComponent
 	// Volume is the ID of the volume a TaskVolumeCreate makes.
 	Volume string
+	// Config says what a TaskConfiguration changed.
+	Config ConfigResult
+	// staged and order are what a TaskConfiguration staged for the next
+	// boot (BIOS attributes) and stored (the boot order, with the one it
+	// replaced), so that deleting the job can take them back.
+	staged map[string]any
+	order  [2][]string
 
 	done   chan struct{}
 	cancel context.CancelFunc

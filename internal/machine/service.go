@@ -49,6 +49,7 @@ func NewService(be Backend, log *zap.Logger, opts ...ServiceOption) *Service {
 	s.tasks.last = map[string]*Task{}
 	s.tasks.firmware = map[string][]*Task{}
 	s.tasks.volumes = map[string][]*Task{}
+	s.tasks.configs = map[string][]*Task{}
 	s.bmcUpdateDown = time.Minute
 	s.bmcFlash = defaultBMCFlash
 	for _, o := range opts {
@@ -314,6 +315,7 @@ func (s *Service) settleBIOS(ctx context.Context, m *Machine) (Settings, error) 
 		s.firmwareApplied(m.ID, st)
 	}
 	s.volumesApplied(m.ID, st)
+	s.configsApplied(m.ID)
 	return st, nil
 }
 

@@ -11,6 +11,11 @@
 // settings (machine.Settings.Personality and Quirks); the Redfish face reads
 // them and shapes what it serves (internal/redfish, persona.go). This package
 // knows no protocol and changes no state: it sits over the faces, never
-// inside the machine model. The vendors' facts and their sources:
-// docs/personalities.md.
+// inside the machine model. What a vendor's BMC serves besides the
+// standard resources lives in the vendor's own package: dell (the Server
+// Configuration Profile and the jobs of Dell's OEM, which Ironic's idrac
+// hardware type drives through sushy-oem-idrac) and hpe (iLO's RIBCL, which
+// proliantutils drives a Gen11 through); the Redfish face serves them for
+// the personalities that say so (DellOEM, RIBCL). The vendors' facts and
+// their sources: docs/personalities.md.
 package personality

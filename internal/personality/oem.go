@@ -31,8 +31,8 @@ func (p *Personality) SystemOem(m *machine.Machine, powerButton string, inPost b
 			"@odata.type": "#DellOem.v1_3_0.DellOemResources",
 			"DellSystem": obj{
 				"@odata.type":       "#DellSystem.v1_4_0.DellSystem",
-				"ChassisServiceTag": serviceTag(m.ID),
-				"NodeID":            serviceTag(m.ID),
+				"ChassisServiceTag": ServiceTag(m.ID),
+				"NodeID":            ServiceTag(m.ID),
 				"SystemGeneration":  p.BMCModel,
 				"BIOSReleaseDate":   "01/01/2026",
 			},
@@ -115,8 +115,8 @@ const (
 	HPEPowerButton  = "Oem/Hpe/HpeComputerSystemExt.PowerButton"
 )
 
-// serviceTag is a Dell-style seven-character service tag from a machine id.
-func serviceTag(id string) string {
+// ServiceTag is a Dell-style seven-character service tag from a machine id.
+func ServiceTag(id string) string {
 	const digits = "0123456789BCDFGHJKLMNPQRSTVWXYZ"
 	var h uint64 = 14695981039346656037
 	for i := 0; i < len(id); i++ {

@@ -74,12 +74,18 @@ type Personality struct {
 	// default for machines of this personality.
 	Quirks []Quirk
 
-	// DellLCService: the Manager has Dell's Lifecycle Controller service
-	// (Links.Oem.Dell.DellLCService), and the machine's screenshot is its
-	// DellLCService.ExportServerScreenShot action, which Dell's scripts,
-	// badfish-style tooling and LISA call; without it the screenshot is
-	// vbmcd's own Manager action (Bmlab.ExportScreenShot).
-	DellLCService bool
+	// DellOEM: the BMC serves Dell's OEM resources and actions
+	// (internal/personality/dell): the Server Configuration Profile's
+	// import and export, the job queue and job service, the Lifecycle
+	// Controller's service (Links.Oem.Dell.DellLCService: its status, and
+	// the machine's screenshot as its DellLCService.ExportServerScreenShot
+	// action, which Dell's scripts, badfish-style tooling and LISA call;
+	// without it the screenshot is vbmcd's own Manager action,
+	// Bmlab.ExportScreenShot), the iDRAC card's reset.
+	DellOEM bool
+	// RIBCL: the BMC serves iLO's RIBCL XML interface at /ribcl
+	// (internal/personality/hpe), at a BMC of its own.
+	RIBCL bool
 
 	// Sources names the public material each fact above comes from.
 	Sources []string
@@ -115,8 +121,6 @@ var all = []*Personality{
 	},
 	{
 		Name: IDRAC9,
-		// Dell's Lifecycle Controller service, with its screenshot.
-		DellLCService: true,
 		// A 16th-generation PowerEdge with iDRAC 9 firmware 7.x.
 		Manufacturer: "Dell Inc.",
 		Model:        "PowerEdge R660",
@@ -131,17 +135,17 @@ var all = []*Personality{
 		// 4.x look.
 		Media:   []Slot{cdSlot("CD"), removableSlot("RemovableDisk")},
 		MediaAt: UnderManager,
+		DellOEM: true,
 		Sources: []string{
 			"Dell iDRAC9 Redfish API Guide: /redfish/v1/Managers/iDRAC.Embedded.1/VirtualMedia/CD and RemovableDisk, System.Embedded.1",
 			"dell/iDRAC-Redfish-Scripting issue 24 (InsertMedia at Managers/iDRAC.Embedded.1/VirtualMedia/CD)",
 			"Ironic 21.4 redfish/boot.py _validate_vendor: 'Dell' and BMC firmware >= 6.00.00.00",
+			"sushy-oem-idrac 5.0.0 resources/manager, Ironic 29 drivers/modules/drac: the Dell OEM actions and links (internal/personality/dell)",
 			dellScreenShotSource,
 		},
 	},
 	{
 		Name: IDRAC10,
-		// Dell's Lifecycle Controller service, with its screenshot.
-		DellLCService: true,
 		// A 17th-generation PowerEdge with iDRAC 10 firmware 1.x.
 		Manufacturer: "Dell Inc.",
 		Model:        "PowerEdge R770",
@@ -155,11 +159,13 @@ var all = []*Personality{
 		// and 2 (the DMTF layout of VirtualMedia under ComputerSystem).
 		Media:   []Slot{cdSlot("1"), removableSlot("2")},
 		MediaAt: UnderSystem,
-		Quirks:  []Quirk{PowerOnConflict, MediaSlotOne},
+		Quirks:  []Quirk{PowerOnConflict, MediaSlotOne, SCPTargetList},
+		DellOEM: true,
 		Sources: []string{
 			"Dell iDRAC10 Redfish API Guide: /redfish/v1/Systems/System.Embedded.1/VirtualMedia/1",
 			"karmab/kcli 5a465493 (iDRAC 9/10: no Inserted in InsertMedia, NFS fallback at the Manager)",
 			"Ironic bug 2162995 (iDRAC10: 409 to On for a while after a power-off)",
+			"quadsproject/badfish issue 578 (iDRAC 10 serves no /redfish/v1/Dell namespace); redhat-performance/jetlag PR 878 (SCP Target [\"ALL\"])",
 			dellScreenShotSource,
 		},
 	},
@@ -180,11 +186,13 @@ var all = []*Personality{
 		Media:   []Slot{removableSlot("1"), cdSlot("2")},
 		MediaAt: UnderManager,
 		Quirks:  []Quirk{RefuseInPost},
+		RIBCL:   true,
 		Sources: []string{
 			"HPE iLO 6 Redfish reference: /redfish/v1/Systems/1, /Managers/1/VirtualMedia/1 (Floppy, USBStick) and /2 (CD, DVD)",
 			"proliantutils 2.14 (Debian) redfish/resources/system/system.py: Oem.Hpe.PostState, Oem.Hpe.Bios; manager/virtual_media.py: Oem.Hpe.Actions #HpeiLOVirtualMedia.InsertVirtualMedia",
 			"Ironic bug 2136275 (iLO refuses changes while the server is in POST)",
 			"HPE iLO 5 adaptation guide (servermanagementportal.ext.hpe.com, ilo5_adaptation): /redfish/v1/x redirects to /redfish/v1/x/",
+			"proliantutils 2.16.3 ilo/client.py: a model without Gen10 is driven over RIBCL (internal/personality/hpe)",
 		},
 	},
 	{

@@ -32,6 +32,11 @@ const (
 	// longer than a client's 60 s read timeout before it answers (the
 	// project's own case, after a slow BIOS action on record).
 	SlowBIOSPatch Quirk = "slow-bios-patch"
+	// SCPTargetList: the Server Configuration Profile's
+	// ShareParameters.Target is a list (["ALL"]), a string is refused
+	// (iDRAC 10; off, the iDRAC takes a string and refuses a list, as
+	// iDRAC 9 does).
+	SCPTargetList Quirk = "scp-target-list"
 )
 
 // QuirkInfo is what docs/personalities.md tells of a quirk.
@@ -54,6 +59,7 @@ var Quirks = []QuirkInfo{
 	{MediaSlotOne, "Dell iDRAC 10", "karmab/kcli 5a465493", false},
 	{EjectNeedsPowerOff, "none named", "the project's own: no record found in Ironic's, sushy's, Metal3's or the vendors' public issues and code", true},
 	{SlowBIOSPatch, "none named", "the project's own, after ansible/ansible issue 52332 (a Lenovo ThinkSystem SR650's BIOS action answered in about 30 s, past the client's read timeout) and the 60 s read timeout Ironic's [redfish] connect_timeout help names", true},
+	{SCPTargetList, "Dell iDRAC 10", "redhat-performance/jetlag PR 878 (ShareParameters.Target [\"ALL\"] for iDRAC 10, \"ALL\" for iDRAC 9)", false},
 }
 
 // ParseQuirks reads a list of switches, "name" (on) or "-name" (off),

@@ -25,8 +25,14 @@
 // screenshot (Dell's DellLCService.ExportServerScreenShot on a Dell
 // personality, vbmcd's Bmlab.ExportScreenShot on the others), keys typed
 // (Bmlab.SendKeys, stopped at the next key when its caller loses the
-// right) and the serial output (Bmlab.ExportSerialData). System, Manager and Chassis keep the machine's id on this
-// listener.
+// right) and the serial output (Bmlab.ExportSerialData). System, Manager
+// and Chassis keep the machine's id on this listener. The vendors' own
+// interfaces, as their Ironic drivers drive them: Dell's OEM (oem_dell.go,
+// internal/personality/dell: the Server Configuration Profile's import and
+// export, each a job whose Task is its task monitor, the job queue and job
+// service, the Lifecycle Controller's status and screenshot, the iDRAC
+// card's reset) and HPE's RIBCL (oem_hpe.go, internal/personality/hpe:
+// POST /ribcl at an iLO's own BMC, with its own login).
 //
 // Resources are built by small pure functions from a machine snapshot
 // (resources.go); a rendered body is cached by (URI, machine Generation), so a

@@ -46,6 +46,7 @@ const (
 	MsgActionParameterUnknown          MessageID = "ActionParameterUnknown"
 	MsgActionParameterValueTypeError   MessageID = "ActionParameterValueTypeError"
 	MsgActionParameterValueNotInList   MessageID = "ActionParameterValueNotInList"
+	MsgActionParameterNotSupported     MessageID = "ActionParameterNotSupported"
 	MsgResourceNotFound                MessageID = "ResourceNotFound"
 	MsgResourceInUse                   MessageID = "ResourceInUse"
 	MsgResourceInStandby               MessageID = "ResourceInStandby"
@@ -165,6 +166,8 @@ var baseMessages = map[MessageID]message{
 		"Attempt to ensure that the URI is correct and that the service has the appropriate credentials.", 1},
 	MsgCreateLimitReachedForResource: {"The create operation failed because the resource has reached the limit of possible resources.", "Critical",
 		"Either delete resources and resubmit the request if the operation failed or do not resubmit the request.", 0},
+	MsgActionParameterNotSupported: {"The parameter %1 for the action %2 is not supported on the target resource.", "Warning",
+		"Remove the parameter supplied and resubmit the request if the operation failed.", 2},
 	MsgOperationFailed: {"An error occurred internal to the service as part of the overall request.  Partial results may have been returned.", "Warning",
 		"Resubmit the request.  If the problem persists, consider resetting the service or provider.", 0},
 }

@@ -53,7 +53,7 @@ var vendorViews = []vendorView{
 
 // allQuirksOff turns every quirk off: the layout tests read the vendors'
 // shape alone.
-const allQuirksOff = "-power-on-conflict,-refuse-in-post,-stale-inserted,-media-slot-one,-eject-needs-power-off,-slow-bios-patch"
+const allQuirksOff = "-power-on-conflict,-refuse-in-post,-stale-inserted,-media-slot-one,-eject-needs-power-off,-slow-bios-patch,-scp-target-list"
 
 // personalityFixture is a media fixture whose machine i has the
 // personality of vendorViews[i], recorded with the machine as vbmcd's

@@ -698,12 +698,16 @@ func manager(m *machine.Machine, id identity) obj {
 		if oem := p.ManagerOem(m); oem != nil {
 			o["Oem"] = oem
 		}
-		if p.DellLCService {
-			o["Links"].(obj)["Oem"] = dellManagerLinks(m)
+		if p.DellOEM {
+			dellManager(o, m)
 		}
 	}
 	if id.Screen {
-		o["Actions"].(obj)["Oem"] = managerOemActions(m, id.P)
+		acts := managerOemActions(m, id.P)
+		if dellActs, ok := o["Actions"].(obj)["Oem"].(obj); ok {
+			maps.Copy(acts, dellActs)
+		}
+		o["Actions"].(obj)["Oem"] = acts
 	}
 	return o
 }

@@ -46,6 +46,9 @@ type route struct {
 	// write is the privilege a PATCH, POST or DELETE needs (default
 	// ConfigureComponents); a GET needs Login.
 	write accounts.Privilege
+	// expand: the route's GET takes $expand, which the service otherwise
+	// refuses (501).
+	expand bool
 
 	allow    string
 	allowHdr []string
@@ -334,6 +337,7 @@ func (s *Server) table() []*route {
 	}
 	routes = append(routes, eventRoutes()...)
 	routes = append(routes, vendorRoutes()...)
+	routes = append(routes, dellRoutes()...)
 	routes = append(routes, screenRoutes()...)
 	routes = append(routes, mediaRoutes("Managers/*")...)
 	return append(routes, mediaRoutes("Systems/*")...)

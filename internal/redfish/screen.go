@@ -18,6 +18,7 @@ import (
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/personality"
+	"github.com/bmlab/bmlab/internal/personality/dell"
 )
 
 // The hands-free console: a machine's screen and keyboard, and its serial
@@ -85,21 +86,10 @@ func screenRoutes() []*route {
 	}
 }
 
-// dellOnly serves h for machines whose personality has Dell's Lifecycle
-// Controller service; others have no such resource.
-func dellOnly(h handlerFunc) handlerFunc {
-	return func(s *Server, c *call) *apiError {
-		if p, _ := s.personaOf(c.m); !p.DellLCService {
-			return newError(http.StatusNotFound, MsgResourceNotFound, "Resource", c.path)
-		}
-		return h(s, c)
-	}
-}
-
 // notDell serves h for machines whose screenshot is vbmcd's own action.
 func notDell(h handlerFunc) handlerFunc {
 	return func(s *Server, c *call) *apiError {
-		if p, _ := s.personaOf(c.m); p.DellLCService {
+		if p, _ := s.personaOf(c.m); p.DellOEM {
 			return newError(http.StatusNotFound, MsgResourceNotFound, "Action", c.path)
 		}
 		return h(s, c)
@@ -115,37 +105,26 @@ func managerOemActions(m *machine.Machine, p *personality.Personality) obj {
 		"#" + bmlabKeysAction: obj{"target": base + bmlabKeysAction},
 		"#" + bmlabSerial:     obj{"target": base + bmlabSerial},
 	}
-	if p == nil || !p.DellLCService {
+	if p == nil || !p.DellOEM {
 		o["#"+bmlabShotAction] = obj{"target": base + bmlabShotAction, "FileType@Redfish.AllowableValues": FileTypes}
 	}
 	return o
 }
 
-// dellManagerLinks is a Dell Manager's Links.Oem.
-func dellManagerLinks(m *machine.Machine) obj {
-	return obj{"Dell": obj{"DellLCService": ref{dellLCServiceURI(m.ID)}}}
-}
-
-// getDellLCService is Dell's Lifecycle Controller service, with the one
-// action vbmcd serves of it.
+// getDellLCService is Dell's Lifecycle Controller service, with the
+// actions vbmcd serves of it: the screenshot, and its status
+// (internal/personality/dell, which sushy-oem-idrac reads).
 func getDellLCService(s *Server, c *call) *apiError {
 	u := dellLCServiceURI(c.m.ID)
 	if strings.HasPrefix(c.path, rootURI+"/Dell/") {
 		u = rootURI + "/Dell/Managers/" + c.m.ID + "/DellLCService"
 	}
-	s.writeJSON(c, http.StatusOK, obj{
-		"@odata.id":   u,
-		"@odata.type": "#DellLCService.v1_5_0.DellLCService",
-		"Id":          "DellLCService",
-		"Name":        "DellLCService",
-		"Description": "The DellLCService resource provides some actions to support Lifecycle Controller functionality.",
-		"Actions": obj{
-			"#" + dellLCAction: obj{
-				"target":                           u + "/Actions/" + dellLCAction,
-				"FileType@Redfish.AllowableValues": FileTypes,
-			},
+	s.writeJSON(c, http.StatusOK, dell.LCService(u, obj{
+		"#" + dellLCAction: obj{
+			"target":                           u + "/Actions/" + dellLCAction,
+			"FileType@Redfish.AllowableValues": FileTypes,
 		},
-	})
+	}))
 	return nil
 }
 

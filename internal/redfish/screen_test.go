@@ -299,3 +299,44 @@ func TestScreenShotRateLimited(t *testing.T) {
 		t.Errorf("a second later: %d", w.Code)
 	}
 }
+
+// A Dell Manager with a screen names Dell's OEM actions (the SCP import and
+// export) beside vbmcd's own (keys, serial output), and its one
+// DellLCService names both its status and its screenshot, at the current
+// and at the older /redfish/v1/Dell/Managers path, each served there.
+func TestDellOEMBesideScreen(t *testing.T) {
+	f := newFixture(t, 1)
+	id := f.ids[0]
+	f.personality(t, id, "idrac9")
+	mgr := decode(t, f.do(req{path: managerURI(id)}))
+	oem := mgr["Actions"].(map[string]any)["Oem"].(map[string]any)
+	for _, a := range []string{
+		"OemManager.v1_4_0#OemManager.ImportSystemConfiguration",
+		"OemManager.v1_4_0#OemManager.ExportSystemConfiguration",
+		"#Bmlab.SendKeys", "#Bmlab.ExportSerialData",
+	} {
+		if _, ok := oem[a]; !ok {
+			t.Errorf("the Dell Manager's Actions.Oem lacks %s: %v", a, oem)
+		}
+	}
+	links := mgr["Links"].(map[string]any)["Oem"].(map[string]any)["Dell"].(map[string]any)
+	for _, l := range []string{"DellJobService", "DellLCService", "DelliDRACCardService", "Jobs"} {
+		if _, ok := links[l]; !ok {
+			t.Errorf("the Dell Manager's Links.Oem.Dell lacks %s: %v", l, links)
+		}
+	}
+	for _, base := range []string{managerURI(id) + "/Oem/Dell/DellLCService", "/redfish/v1/Dell/Managers/" + id + "/DellLCService"} {
+		lc := decode(t, f.do(req{path: base}))
+		acts := lc["Actions"].(map[string]any)
+		for _, a := range []string{"DellLCService.GetRemoteServicesAPIStatus", "DellLCService.ExportServerScreenShot"} {
+			act, _ := acts["#"+a].(map[string]any)
+			if act["target"] != base+"/Actions/"+a {
+				t.Errorf("%s: %s's target %v", base, a, act["target"])
+			}
+		}
+		w := f.do(req{method: "POST", path: base + "/Actions/DellLCService.GetRemoteServicesAPIStatus", body: `{}`})
+		if st := decode(t, w); w.Code != http.StatusOK || st["LCStatus"] != "Ready" {
+			t.Errorf("%s: GetRemoteServicesAPIStatus %d %v", base, w.Code, st)
+		}
+	}
+}

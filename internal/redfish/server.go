@@ -61,6 +61,7 @@ type Server struct {
 	quirkTimes  QuirkTimes
 	quirkStates sync.Map // machine id → *quirkState (quirks.go)
 
+	dell        dellJobs     // Dell's configuration jobs (oem_dell.go)
 	screenshots screenLimits // screenshots a second, per machine (screen.go)
 }
 
@@ -342,6 +343,9 @@ func (s *Server) serve(c *call) {
 		defer vw.finish()
 	}
 	c.path = p
+	if s.serveRIBCL(c) {
+		return
+	}
 	// DSP0266 §8.2 (request headers): this service speaks OData 4.0 only;
 	// a request that asks for another version is refused, not answered in
 	// a version the client did not ask for.
@@ -353,7 +357,7 @@ func (s *Server) serve(c *call) {
 	// DSP0266 §7.3 (query parameters): a $-parameter the service does not
 	// implement is answered 501; others are ignored.
 	if r.URL.RawQuery != "" {
-		if q := unsupportedQuery(r.URL.RawQuery); q != "" {
+		if q := unsupportedQuery(r.URL.RawQuery, s.expands(c)); q != "" {
 			s.fail(c, newError(http.StatusNotImplemented, MsgQueryParameterUnsupported, truncate(q, 32)))
 			return
 		}
@@ -462,9 +466,17 @@ func (s *Server) serve(c *call) {
 // (ProtocolFeaturesSupported in the service root says the same).
 var supportedQueries = map[string]bool{"$top": true, "$skip": true}
 
+// expands reports whether the route of c.path takes $expand (a vendor's
+// collection that its clients expand: Dell's job queue).
+func (s *Server) expands(c *call) bool {
+	probe := &call{path: c.path}
+	rt := s.match(probe)
+	return rt != nil && rt.expand
+}
+
 // unsupportedQuery returns the first $-parameter of a raw query string the
-// service does not implement, or "".
-func unsupportedQuery(raw string) string {
+// service does not implement, or "" ($expand is taken where expand says).
+func unsupportedQuery(raw string, expand bool) string {
 	for raw != "" {
 		var kv string
 		kv, raw, _ = strings.Cut(raw, "&")
@@ -472,7 +484,7 @@ func unsupportedQuery(raw string) string {
 		if uk, err := url.QueryUnescape(k); err == nil {
 			k = uk
 		}
-		if strings.HasPrefix(k, "$") && !supportedQueries[k] {
+		if strings.HasPrefix(k, "$") && !supportedQueries[k] && !(expand && k == "$expand") {
 			return k
 		}
 	}

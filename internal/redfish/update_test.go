@@ -13,6 +13,7 @@ import (
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/media"
 	"github.com/bmlab/bmlab/internal/sim"
+	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 // updateFixture is a fixture with an image cache and an image server on
@@ -45,7 +46,21 @@ func newUpdateFixture(t testing.TB) (*fixture, string) {
 			http.NotFound(w, r)
 		}
 	}))
-	t.Cleanup(func() { close(hold); images.Close() })
+	t.Cleanup(func() {
+		close(hold)
+		images.Close()
+		// Before the cache's directory goes (its RemoveAll runs after
+		// this): an update whose image is still being fetched writes
+		// into it, and RemoveAll then finds it not empty.
+		testenv.WaitFor(5*time.Second, func() bool {
+			for _, tk := range svc.Tasks() {
+				if st := tk.Status(); st.State == machine.TaskRunning && !st.Awaiting {
+					return false
+				}
+			}
+			return true
+		})
+	})
 	return f, images.URL
 }
 

@@ -56,6 +56,16 @@ func listenAtBMC(t *testing.T, h http.Handler, id string) *httptest.Server {
 	return ts
 }
 
+// writeServerCA writes the certificate of a TLS test server at path, for a
+// client to verify it with, and returns path.
+func writeServerCA(t *testing.T, path string, ts *httptest.Server) string {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // TestVendorIDsSushy: at a BMC of its own, python3-sushy (Ironic's client)
 // finds each vendor's System, Manager and Chassis under the vendor's ids,
 // reads no machine id in their bodies, powers the server on, sets a boot
@@ -70,10 +80,7 @@ func TestVendorIDsSushy(t *testing.T) {
 	for _, v := range views {
 		t.Run(v.Personality, func(t *testing.T) {
 			want, ts := wantIDs(v), listenAtBMC(t, f.h, v.UUID)
-			ca := filepath.Join(t.TempDir(), "ca.pem")
-			if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			ca := writeServerCA(t, filepath.Join(t.TempDir(), "ca.pem"), ts)
 			args := []string{"testdata/sushy_vendor_ids.py", ts.URL, ca, testUser, testPass, v.UUID,
 				want.system, want.manager, want.chassis, want.mediaAt, want.member, f.images.URL + "/small.iso"}
 			if v.Personality == "ilo6" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/personality"
+	"github.com/bmlab/bmlab/internal/personality/dell"
 )
 
 // Virtual media lives under the Manager (where sushy and Ironic look first)
@@ -613,6 +614,13 @@ func task(t *machine.Task) obj {
 		name = "Create volume " + t.Volume + " of " + t.MachineName
 		target = volumesURI(t.MachineID, storageID)
 		msgs = []messageObject{volumeTaskMessage(st)}
+	case machine.TaskConfiguration:
+		name = "Configuration job of " + t.MachineName
+		target = managerURI(t.MachineID)
+		msgs = []messageObject{newMessage(MsgSuccess)}
+		if st.State == machine.TaskRunning {
+			msgs[0].Message = "The settings take effect at the machine's next boot."
+		}
 	default:
 		msgs = []messageObject{insertTaskMessage(st)}
 	}
@@ -689,7 +697,11 @@ func getTasks(s *Server, c *call) *apiError {
 	var members []string
 	for _, t := range s.svc.Tasks() {
 		if m, err := s.svc.Get(t.MachineID); err == nil && c.who.canAccess(m) {
-			members = append(members, tasksURI+"/"+t.ID)
+			id := t.ID
+			if j := s.dell.get(dell.JobID(t.ID)); j != nil && j.Task == t {
+				id = j.ID // a Dell job is its Task under its job id
+			}
+			members = append(members, tasksURI+"/"+id)
 		}
 	}
 	s.writeJSON(c, http.StatusOK, collection(tasksURI, "TaskCollection", "Task Collection", members))
@@ -697,6 +709,9 @@ func getTasks(s *Server, c *call) *apiError {
 }
 
 func getTask(s *Server, c *call) *apiError {
+	if strings.HasPrefix(c.params[0], "JID_") {
+		return s.dellTask(c, c.params[0])
+	}
 	t, aerr := s.visibleTask(c, c.params[0])
 	if aerr != nil {
 		return aerr

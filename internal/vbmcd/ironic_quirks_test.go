@@ -13,6 +13,17 @@ import (
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
+// personalitySet gives machine id a personality (and switches) through
+// the daemon's admin socket, as `vbmcd personality set` does.
+func personalitySet(t *testing.T, state, id string, args ...string) {
+	t.Helper()
+	var o bytes.Buffer
+	argv := append([]string{"personality", "--state-dir", state, "set", id}, args...)
+	if err := Run(context.Background(), Streams{Out: &o, ErrOut: &o}, argv); err != nil {
+		t.Fatalf("personality set %s: %v %s", id, err, o.String())
+	}
+}
+
 // TestIronicQuirks: Debian's Ironic 21.4 meets the vendors' quirks through
 // BMCs of their own (each at its own address, with the vendor's ids:
 // Ironic is given no system id and finds System.Embedded.1 or /Systems/1),
@@ -46,17 +57,9 @@ func ironicQuirks(t *testing.T, release ironictest.Release) {
 	if !testenv.WaitFor(10*time.Second, func() bool { return strings.Contains(out.String(), "4 machine(s) have a BMC of their own") }) {
 		t.Fatalf("no BMCs of their own:\n%s", out)
 	}
-	set := func(node string, args ...string) {
-		t.Helper()
-		var o bytes.Buffer
-		argv := append([]string{"personality", "--state-dir", state, "set", sim.UUIDFor(node)}, args...)
-		if err := Run(context.Background(), Streams{Out: &o, ErrOut: &o}, argv); err != nil {
-			t.Fatalf("personality set %s: %v %s", node, err, o.String())
-		}
-	}
-	set("sim-0002", "idrac10", "--quirks", "-power-on-conflict")
-	set("sim-0003", "ilo6")
-	set("sim-0004", "ilo6", "--quirks", "-refuse-in-post")
+	personalitySet(t, state, sim.UUIDFor("sim-0002"), "idrac10", "--quirks", "-power-on-conflict")
+	personalitySet(t, state, sim.UUIDFor("sim-0003"), "ilo6")
+	personalitySet(t, state, sim.UUIDFor("sim-0004"), "ilo6", "--quirks", "-refuse-in-post")
 
 	const user, pass = "admin", "sim-pass-1"
 	ir := ironictest.Start(t, ironictest.Options{Release: release})

@@ -81,21 +81,34 @@ func forEachRelease(t *testing.T, f func(*testing.T, ironictest.Release)) {
 	}
 }
 
-func ironicSim(t *testing.T, release ironictest.Release) {
+// ironicSimDaemon starts vbmcd for Ironic: n simulated servers (500 ms to
+// act), each with a BMC of its own in addrs, certificates from a lab CA,
+// IPMI on, the loopback addresses of Ironic's HTTP server and of the
+// agent's event listener allowed; edit changes the rest. It waits for the
+// BMCs and returns the service's address, its state directory and the CA.
+func ironicSimDaemon(t *testing.T, n int, addrs string, edit func(*Config)) (mainAddr, state, caCert string) {
+	t.Helper()
 	caCert, caKey := labCA(t)
-	var state string
 	mainAddr, out := simDaemon(t, func(c *Config) {
-		c.SimNodes, c.SimDelay, c.InsecureHTTP, c.IPMI = 4, 500*time.Millisecond, false, true
-		c.BMCAddresses = []string{"127.34.3.1-127.34.3.9"}
+		c.SimNodes, c.SimDelay, c.InsecureHTTP, c.IPMI = n, 500*time.Millisecond, false, true
+		c.BMCAddresses = []string{addrs}
 		c.TLSCACert, c.TLSCAKey = caCert, caKey
 		c.MediaAllowLoopback = true  // Ironic's HTTP server is on loopback
 		c.EventsAllowLoopback = true // and the agent's event listener
-		c.BMCUpdateDowntime, c.BMCFlashTime = 2*time.Second, 500*time.Millisecond
+		edit(c)
 		state = c.StateDir
 	})
-	if !testenv.WaitFor(10*time.Second, func() bool { return strings.Contains(out.String(), "4 machine(s) have a BMC of their own") }) {
+	want := fmt.Sprintf("%d machine(s) have a BMC of their own", n)
+	if !testenv.WaitFor(10*time.Second, func() bool { return strings.Contains(out.String(), want) }) {
 		t.Fatalf("no BMCs of their own:\n%s", out)
 	}
+	return mainAddr, state, caCert
+}
+
+func ironicSim(t *testing.T, release ironictest.Release) {
+	mainAddr, state, caCert := ironicSimDaemon(t, 4, "127.34.3.1-127.34.3.9", func(c *Config) {
+		c.BMCUpdateDowntime, c.BMCFlashTime = 2*time.Second, 500*time.Millisecond
+	})
 	const user, pass = "admin", "sim-pass-1"
 	ir := ironictest.Start(t, ironictest.Options{Release: release})
 	if err := ir.Agent.WatchEvents(ironictest.Redfish{URL: "https://" + mainAddr, User: user, Password: pass, CAFile: filepath.Join(state, "redfish-tls.crt")}); err != nil {

@@ -1,6 +1,6 @@
 // Package webui is vbmcd's web console: a browser's view of the machines a
-// BMC serves, on the Redfish listener at / (Wrap sends /redfish to the
-// Redfish handler and the rest here).
+// BMC serves, on the Redfish listener at / (Wrap sends /redfish, and an
+// iLO's /ribcl, to the Redfish handler and the rest here).
 //
 // The page (assets/, embedded with go:embed: plain JavaScript, no build
 // step, no request to another origin) logs in with a Redfish session and

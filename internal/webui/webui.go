@@ -91,12 +91,12 @@ func New(rf *redfish.Server, svc *machine.Service, log *zap.Logger) *UI {
 // not wait for them: register it with RegisterOnShutdown).
 func (u *UI) Shutdown() { u.once.Do(func() { close(u.done) }) }
 
-// Wrap returns the handler of the whole listener: paths under /redfish go
-// to api untouched (one prefix comparison more per Redfish request), the
-// rest to the console.
+// Wrap returns the handler of the whole listener: the service's paths
+// (under /redfish, and an iLO's /ribcl: redfish.APIPath) go to api
+// untouched, the rest to the console.
 func (u *UI) Wrap(api http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/redfish") {
+		if redfish.APIPath(r.URL.Path) {
 			api.ServeHTTP(w, r)
 			return
 		}

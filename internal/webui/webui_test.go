@@ -304,3 +304,35 @@ func TestAssets(t *testing.T) {
 		}
 	}
 }
+
+// TestWrapSendsAPIPaths: the service's own paths (Redfish's, and an iLO's
+// RIBCL at /ribcl) reach the Redfish handler through Wrap, with the answer
+// it gives alone; the console keeps the rest.
+func TestWrapSendsAPIPaths(t *testing.T) {
+	f := newFixture(t, 1)
+	type answer struct {
+		Code        int
+		ContentType string
+		Body        string
+	}
+	do := func(h http.Handler, method, path string) answer {
+		r := httptest.NewRequest(method, path, strings.NewReader("<RIBCL/>"))
+		r.SetBasicAuth(user, pass)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return answer{w.Code, w.Header().Get("Content-Type"), w.Body.String()}
+	}
+	for _, tc := range []struct{ method, path string }{
+		{"POST", "/ribcl"},
+		{"POST", "/ribcl/"},
+		{"GET", "/ribcl"},
+		{"GET", "/redfish/v1/Systems"},
+	} {
+		if d := cmp.Diff(do(f.rf.Handler(), tc.method, tc.path), do(f.h, tc.method, tc.path)); d != "" {
+			t.Errorf("%s %s through Wrap (-Redfish's +got):\n%s", tc.method, tc.path, d)
+		}
+	}
+	if a := do(f.h, "GET", "/ribclx"); strings.Contains(a.Body, "@Message.ExtendedInfo") {
+		t.Errorf("GET /ribclx reached the Redfish handler: %+v", a)
+	}
+}
