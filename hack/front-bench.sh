@@ -1,23 +1,33 @@
 #!/usr/bin/env bash
 # What vbmcd's Redfish front costs against this machine's floor (issue 46),
-# loopback only. PAIRS rounds (default 7), each of two runs of DURATION
+# loopback only. ROUNDS (default 7), each of three runs of DURATION
 # (default 10s) after rfbench's 1 s warm-up:
 #   vbmcd  bin/vbmcd --backend sim over plain HTTP with every bound at its
 #          default (connections per source and in all, requests in flight,
 #          unauthenticated requests, body budget, timeouts), GET of one
 #          System, Basic auth, 8 keep-alive connections (bin/rfbench -url);
 #   floor  bin/rfbench -floor-bytes N: a bare Go net/http server answering
-#          every GET with N bytes, N the System's own size, same load.
-# The order alternates (vbmcd first in odd rounds, floor first in even
-# ones), so that a change of the machine's load over the run falls on both
-# alike. Each run is a fresh server. Prints each round's req/s, the
-# server's CPU per request and the ratio vbmcd/floor, then the median,
-# lowest and highest ratio, and the load average before and after.
+#          every GET with N bytes, N the System's own size, same load
+#          (Content-Type application/json, Content-Length, Date; no auth);
+#   copy   bin/rfbench -floor-copy FILE: a bare Go net/http server answering
+#          every GET with the System's response as vbmcd sent it (curl -si:
+#          the same status, headers and body byte for byte, net/http's own
+#          Date), after one comparison of the Authorization header with
+#          the expected Basic value; same load and the same request bytes
+#          (the System's path). What vbmcd's front adds to the very same
+#          answer.
+# The order rotates (vbmcd, floor, copy, then floor, copy, vbmcd, ...), so
+# that a change of the machine's load over the run falls on all alike.
+# Each run is a fresh server. Prints each round's req/s, the servers' CPU
+# per request and the ratios vbmcd/floor and vbmcd/copy, then the median,
+# lowest and highest ratios (and the same by CPU per request: the floor's
+# over vbmcd's, less swayed by other work than throughput), and the load
+# average before and after.
 # Run it holding the machine's lock when other work shares it:
-#   flock /var/lock/bmlab-e2e.lock bash hack/front-bench.sh 9 10s
+#   flock -o /var/lock/bmlab-e2e.lock bash hack/front-bench.sh 9 10s
 # Environment: VBMCD (a vbmcd binary other than bin/vbmcd's), BASE (a
 # second vbmcd, e.g. an older commit's build: each round then runs it too,
-# the three in a rotating order, and its ratio is printed beside),
+# the four in a rotating order, and its ratios are printed beside),
 # BUILD=0 (use bin/ as it is).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +67,7 @@ field() { awk '/^throughput/ {r=$2} /^server CPU/ {c=$5} END {print r, c}' "$1";
 startvbmcd
 sys=$(curl -sf -u admin:password "$url/redfish/v1/Systems" | grep -o '"/redfish/v1/Systems/[^"]*"' | head -1 | tr -d '"')
 bytes=$(curl -sf -u admin:password -o /dev/null -w '%{size_download}' "$url$sys")
+curl -sfi -u admin:password -o "$work/copy.http" "$url$sys"
 stopvbmcd
 
 runvbmcd() { # binary output
@@ -65,48 +76,62 @@ runvbmcd() { # binary output
   stopvbmcd
 }
 runfloor() { bin/rfbench -floor-bytes "$bytes" -c 8 -d "$dur" >"$work/f"; }
+runcopy() { bin/rfbench -floor-copy "$work/copy.http" -path "$sys" -c 8 -d "$dur" >"$work/c"; }
 
-echo "GET $sys ($bytes bytes), 8 connections, $dur per run, $pairs pairs; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "GET $sys ($bytes bytes), 8 connections, $dur per run, $pairs rounds; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ -z "$base" ] || echo "base: $base"
-printf '%-5s %-6s %12s %12s %14s %14s %7s' pair first "vbmcd req/s" "floor req/s" "vbmcd ms/req" "floor ms/req" ratio
-[ -z "$base" ] && echo || printf ' %12s %14s %10s\n' "base req/s" "base ms/req" "base ratio"
+runs=(vbmcd floor copy)
+[ -z "$base" ] || runs+=(base)
+printf '%-5s %-6s %11s %11s %11s %9s %9s %9s %7s %7s' round first "vbmcd req/s" "floor req/s" "copy req/s" "vbmcd µs" "floor µs" "copy µs" "v/floor" "v/copy"
+[ -z "$base" ] && echo || printf ' %11s %9s %7s %7s\n' "base req/s" "base µs" "b/floor" "b/copy"
 ratios=()
+cratios=()
 bratios=()
+bcratios=()
+cpu=()  # the floor's CPU per request over vbmcd's: the same ratio by CPU
+ccpu=() # the copy's over vbmcd's
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a/b}'; }
+us() { awk -v a="$1" 'BEGIN {printf "%.1f", a*1000}'; }
 for i in $(seq 1 "$pairs"); do
-  if [ -z "$base" ]; then
-    if [ $((i % 2)) = 1 ]; then order="vbmcd floor"; else order="floor vbmcd"; fi
-  else
-    case $((i % 3)) in
-    1) order="vbmcd floor base" ;;
-    2) order="floor base vbmcd" ;;
-    0) order="base vbmcd floor" ;;
-    esac
-  fi
-  for run in $order; do
+  order=()
+  for j in $(seq 0 $((${#runs[@]} - 1))); do order+=("${runs[$(((i - 1 + j) % ${#runs[@]}))]}"); done
+  for run in "${order[@]}"; do
     case $run in
     vbmcd) runvbmcd "$vbmcd" "$work/v" ;;
     base) runvbmcd "$base" "$work/b" ;;
     floor) runfloor ;;
+    copy) runcopy ;;
     esac
   done
   read -r vr vc < <(field "$work/v")
   read -r fr fc < <(field "$work/f")
-  ratio=$(awk -v a="$vr" -v b="$fr" 'BEGIN {printf "%.3f", a/b}')
-  ratios+=("$ratio")
-  printf '%-5s %-6s %12s %12s %14s %14s %7s' "$i" "${order%% *}" "$vr" "$fr" "$vc" "$fc" "$ratio"
+  read -r cr cc < <(field "$work/c")
+  r1=$(ratio "$vr" "$fr")
+  r2=$(ratio "$vr" "$cr")
+  ratios+=("$r1")
+  cratios+=("$r2")
+  cpu+=("$(ratio "$fc" "$vc")")
+  ccpu+=("$(ratio "$cc" "$vc")")
+  printf '%-5s %-6s %11s %11s %11s %9s %9s %9s %7s %7s' "$i" "${order[0]}" "$vr" "$fr" "$cr" "$(us "$vc")" "$(us "$fc")" "$(us "$cc")" "$r1" "$r2"
   if [ -n "$base" ]; then
     read -r br bc < <(field "$work/b")
-    bratio=$(awk -v a="$br" -v b="$fr" 'BEGIN {printf "%.3f", a/b}')
-    bratios+=("$bratio")
-    printf ' %12s %14s %10s' "$br" "$bc" "$bratio"
+    b1=$(ratio "$br" "$fr")
+    b2=$(ratio "$br" "$cr")
+    bratios+=("$b1")
+    bcratios+=("$b2")
+    printf ' %11s %9s %7s %7s' "$br" "$(us "$bc")" "$b1" "$b2"
   fi
   echo
 done
 summary() { # name ratios...
   local name=$1
   shift
-  printf '%s\n' "$@" | sort -n | awk -v n="$name" '{a[NR]=$1} END {m = NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; printf "ratio %s/floor: median %.3f, lowest %.3f, highest %.3f over %d pairs\n", n, m, a[1], a[NR], NR}'
+  printf '%s\n' "$@" | sort -n | awk -v n="$name" '{a[NR]=$1} END {m = NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; printf "ratio %s: median %.3f, lowest %.3f, highest %.3f over %d rounds\n", n, m, a[1], a[NR], NR}'
 }
-summary vbmcd "${ratios[@]}"
-[ -z "$base" ] || summary base "${bratios[@]}"
+summary vbmcd/floor "${ratios[@]}"
+summary vbmcd/copy "${cratios[@]}"
+summary "by CPU per request, floor/vbmcd" "${cpu[@]}"
+summary "by CPU per request, copy/vbmcd" "${ccpu[@]}"
+[ -z "$base" ] || summary base/floor "${bratios[@]}"
+[ -z "$base" ] || summary base/copy "${bcratios[@]}"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -6,6 +6,16 @@
 // Without -url it starts the server itself, as a child process over the sim
 // backend, so the server's CPU is measured apart from the client's.
 //
+// With -floor-bytes or -floor-copy it starts a bare net/http server
+// instead, this machine's floor for the same load: -floor-bytes answers N
+// bytes of JSON with Content-Type, Content-Length and Date alone and
+// checks no credentials; -floor-copy answers a response saved from vbmcd
+// (curl -si) byte for byte, its status, headers and body (net/http adds
+// its own Date), after comparing the Authorization header with the
+// expected Basic value (401 otherwise): what net/http and the machine cost
+// for vbmcd's very answer (hack/front-bench.sh alternates both with
+// vbmcd).
+//
 // With -attack it sends hostile requests of one kind and reports the
 // server's memory (attack.go); the HTTP/2 kinds (h2attack.go) write frames
 // themselves with golang.org/x/net/http2's Framer, from one or more

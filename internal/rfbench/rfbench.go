@@ -2,6 +2,7 @@ package rfbench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -44,7 +45,8 @@ type options struct {
 	attack    string
 	n         int
 	rate      int
-	floor     int // bytes the bare server answers with; 0: a Redfish server
+	floor     int    // bytes the bare server answers with; 0: a Redfish server
+	floorCopy string // a response the bare server replays byte for byte
 
 	// The HTTP/2 attacks'.
 	sources int
@@ -79,8 +81,23 @@ func Run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.n, "n", 10000, "requests to send with -attack")
 	fs.IntVar(&o.rate, "rate", 0, "at most this many requests a second over all connections, for soaks (default: as fast as the connections go)")
 	fs.IntVar(&o.floor, "floor-bytes", 0, "start a bare Go net/http server that answers every GET with this many bytes, and load it instead: this machine's floor for the same load")
+	fs.StringVar(&o.floorCopy, "floor-copy", "", "start a bare Go net/http server that answers every GET with the response in this file (as curl -i saves it: status line, headers, blank line, body), the same status, headers and body byte for byte (net/http adds its own Date), after comparing the request's Authorization header with -user and -password's (401 when it differs); load it instead: this machine's floor for the same answer")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if o.floorCopy != "" {
+		if o.floor != 0 {
+			return errors.New("-floor-copy and -floor-bytes: give one")
+		}
+		if _, err := readFloorCopy(o.floorCopy); err != nil {
+			return fmt.Errorf("-floor-copy: %w", err)
+		}
+		if o.url != "" || o.attack != "" {
+			return errors.New("-floor-copy starts its own server: leave out -url and -attack")
+		}
+		if o.path == "" {
+			o.path = "/floor"
+		}
 	}
 	if o.floor < 0 || o.floor > 1<<20 {
 		return errors.New("-floor-bytes must be between 0 (off) and 1048576")
@@ -157,13 +174,21 @@ func serveChild(ctx context.Context, args []string) error {
 	user := fs.String("user", "admin", "")
 	pass := fs.String("password", "password", "")
 	floor := fs.Int("floor-bytes", 0, "")
+	floorCopy := fs.String("floor-copy", "", "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	var h http.Handler
-	if *floor > 0 {
+	switch {
+	case *floorCopy != "":
+		fc, err := readFloorCopy(*floorCopy)
+		if err != nil {
+			return err
+		}
+		h = fc.handler(authHeaderValue(*user, *pass))
+	case *floor > 0:
 		h = floorHandler(*floor)
-	} else {
+	default:
 		svc := machine.NewService(sim.New(*n), nil)
 		h = redfish.New(svc, nil, redfish.WithCredentials(*user, *pass)).Handler()
 	}
@@ -200,12 +225,62 @@ func floorHandler(n int) http.Handler {
 	})
 }
 
+// floorCopy is a saved response: what -floor-copy's server answers.
+type floorCopy struct {
+	status int
+	header http.Header // canonical keys, as net/http writes them; no Date
+	body   []byte
+}
+
+// readFloorCopy reads a response as curl -i saves it.
+func readFloorCopy(file string) (*floorCopy, error) {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(raw)), nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if resp.ContentLength != int64(len(body)) {
+		return nil, fmt.Errorf("%s: Content-Length %d, body %d bytes: the floor answers with a Content-Length", file, resp.ContentLength, len(body))
+	}
+	resp.Header.Del("Date")
+	return &floorCopy{status: resp.StatusCode, header: resp.Header, body: body}, nil
+}
+
+// handler answers every request with the saved response, its header
+// values assigned (not copied) into the response's map, after one string
+// comparison of the Authorization header with auth (none when auth is
+// ""): no routing, no password hashing, no metrics, no limits. What
+// net/http and the machine cost for the very bytes vbmcd sends.
+func (f *floorCopy) handler(auth string) http.Handler {
+	unauth := []string{"Basic"}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		if a := r.Header["Authorization"]; auth != "" && (len(a) != 1 || a[0] != auth) {
+			h["Www-Authenticate"] = unauth
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		for k, v := range f.header {
+			h[k] = v
+		}
+		w.WriteHeader(f.status)
+		w.Write(f.body)
+	})
+}
+
 func startChild(o options) (base string, pid int, stop func(), err error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", 0, nil, err
 	}
-	cmd := exec.Command(self, "-systems", strconv.Itoa(o.systems), "-user", o.user, "-password", o.password, "-floor-bytes", strconv.Itoa(o.floor))
+	cmd := exec.Command(self, "-systems", strconv.Itoa(o.systems), "-user", o.user, "-password", o.password, "-floor-bytes", strconv.Itoa(o.floor), "-floor-copy", o.floorCopy)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -236,7 +311,16 @@ func authHeader(o options) string {
 	if o.user == "" {
 		return ""
 	}
-	return "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(o.user+":"+o.password)) + "\r\n"
+	return "Authorization: " + authHeaderValue(o.user, o.password) + "\r\n"
+}
+
+// authHeaderValue is the Authorization header's value rfbench sends; ""
+// without a user.
+func authHeaderValue(user, pass string) string {
+	if user == "" {
+		return ""
+	}
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
 }
 
 func dial(base *url.URL) (net.Conn, error) {

@@ -4,8 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"net/http/httptest"
+	neturl "net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -81,6 +86,76 @@ func TestFloor(t *testing.T) {
 	for _, args := range [][]string{{"-floor-bytes", "100", "-url", ts.URL}, {"-floor-bytes", "-1"}, {"-floor-bytes", "2000000"}} {
 		if err := Run(context.Background(), args, &out); err == nil || !strings.Contains(err.Error(), "-floor-bytes") {
 			t.Errorf("rfbench %v: %v, want an error about -floor-bytes", args, err)
+		}
+	}
+}
+
+// rawGet sends one GET on a connection of its own and returns the response
+// as it came off the wire, its Date line taken out.
+func rawGet(t *testing.T, url, path, auth string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n%sConnection: close\r\n\r\n", path, auth)
+	raw, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keep []string
+	for _, l := range strings.SplitAfter(string(raw), "\r\n") {
+		if !strings.HasPrefix(l, "Date: ") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "")
+}
+
+// -floor-copy's server answers a saved response of the Redfish service
+// byte for byte but for net/http's Date (status, headers in their order
+// and case, body), and 401 to other credentials.
+func TestFloorCopyIsByteIdentical(t *testing.T) {
+	url, stop := serveForTest(t)
+	defer stop()
+	o := options{user: "admin", password: "password"}
+	base, _ := neturl.Parse(url)
+	sys, err := firstSystem(base, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := rawGet(t, url, sys, authHeader(o))
+	if !strings.Contains(want, "Odata-Version: 4.0\r\n") || !strings.Contains(want, "Etag: ") {
+		t.Fatalf("the Redfish answer lacks its headers:\n%s", want)
+	}
+	file := filepath.Join(t.TempDir(), "resp")
+	if err := os.WriteFile(file, []byte(want), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fc, err := readFloorCopy(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(fc.handler(authHeaderValue(o.user, o.password)))
+	defer ts.Close()
+	if diff := cmp.Diff(want, rawGet(t, ts.URL, "/floor", authHeader(o))); diff != "" {
+		t.Errorf("the floor's answer differs from the service's (-service +floor):\n%s", diff)
+	}
+	bad := rawGet(t, ts.URL, "/floor", authHeader(options{user: "admin", password: "nope"}))
+	if !strings.HasPrefix(bad, "HTTP/1.1 401 ") {
+		t.Errorf("wrong password: %q, want a 401", bad)
+	}
+	var out bytes.Buffer
+	if err := Run(context.Background(), []string{"-url", ts.URL, "-path", "/floor", "-c", "2", "-d", "200ms", "-warmup", "20ms"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "(0 not 200)") {
+		t.Errorf("report of the floor-copy server:\n%s", out.String())
+	}
+	for _, args := range [][]string{{"-floor-copy", file, "-url", ts.URL}, {"-floor-copy", file, "-floor-bytes", "10"}, {"-floor-copy", file + ".none"}} {
+		if err := Run(context.Background(), args, &out); err == nil || !strings.Contains(err.Error(), "-floor-copy") {
+			t.Errorf("rfbench %v: %v, want an error about -floor-copy", args, err)
 		}
 	}
 }

@@ -239,32 +239,38 @@ func parseUUID(s string) (u [16]byte, ok bool) {
 	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return u, false
 	}
-	j := 0 // hex digits read
-	for i := range 36 {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			continue
-		}
-		v, ok := unhex(s[i])
-		if !ok {
-			return u, false
-		}
-		u[j/2] |= v << (4 * (1 - j%2))
-		j++
+	// Every Redfish request of a machine names it: a table, not a
+	// switch per digit (about 40 ns a lookup against 100 on this
+	// project's 2-core machine: BenchmarkParseUUID).
+	var bad byte
+	for j, i := range uuidDigits {
+		hi, lo := hexVal[s[i]], hexVal[s[i+1]]
+		bad |= hi | lo
+		u[j] = hi<<4 | lo&0xf
 	}
-	return u, true
+	return u, bad&0x80 == 0
 }
 
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
+// uuidDigits are where each byte's two hex digits start in a UUID's
+// 8-4-4-4-12 form.
+var uuidDigits = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
+
+// hexVal is a hex digit's value, 0x80 for any other byte.
+var hexVal = func() (t [256]byte) {
+	for c := range t {
+		switch {
+		case '0' <= c && c <= '9':
+			t[c] = byte(c - '0')
+		case 'a' <= c && c <= 'f':
+			t[c] = byte(c - 'a' + 10)
+		case 'A' <= c && c <= 'F':
+			t[c] = byte(c - 'A' + 10)
+		default:
+			t[c] = 0x80
+		}
 	}
-	return 0, false
-}
+	return t
+}()
 
 // List implements machine.Backend.
 func (b *Backend) List() []*machine.Machine {
