@@ -61,14 +61,15 @@ func waitState(t *testing.T, ir *ironictest.Ironic, name, state string, timeout 
 }
 
 // vendorDrivers is the configuration that enables the vendors' hardware
-// types beside redfish and ipmi: the ilo hardware type publishes its ISOs
-// on Ironic's web server as the redfish one does (not in Swift).
+// types beside redfish and ipmi (ilo5 is the one for iLO 5 and 6: ilo's
+// interfaces with the ilo5 management interface): the iLO types publish
+// their ISOs on Ironic's web server as the redfish one does (not in Swift).
 var vendorDrivers = map[string]map[string]string{
 	"DEFAULT": {
-		"enabled_hardware_types":        "redfish,ipmi,idrac,ilo",
+		"enabled_hardware_types":        "redfish,ipmi,idrac,ilo,ilo5",
 		"enabled_boot_interfaces":       "redfish-virtual-media,idrac-redfish-virtual-media,ilo-virtual-media,ipxe,pxe",
 		"enabled_inspect_interfaces":    "redfish,idrac-redfish,ilo,no-inspect",
-		"enabled_management_interfaces": "redfish,idrac-redfish,ilo,ipmitool",
+		"enabled_management_interfaces": "redfish,idrac-redfish,ilo,ilo5,ipmitool",
 		"enabled_power_interfaces":      "redfish,idrac-redfish,ilo,ipmitool",
 	},
 	"ilo": {"use_web_server_for_images": "true", "power_wait": "1"},
