@@ -320,18 +320,7 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 	bmcs := []string{nodes[0].vm.Name + "=127.34.6.1", nodes[1].vm.Name + "=127.34.6.2"}
 	_, _, state := agentVbmcd(t, net.NS, prefix, pass, caCert, caKey, bmcs...)
 
-	config := ironictest.AgentConfig(fastTrack)
-	if vendors {
-		// The vendors' hardware types, and the ilo5 one Metal3 enrolls
-		// iLO 5 and 6 with.
-		for section, kv := range vendorDrivers {
-			if config[section] == nil {
-				config[section] = map[string]string{}
-			}
-			maps.Copy(config[section], kv)
-		}
-	}
-	o := ironictest.Options{Release: release, Namespace: net.NS, Host: net.Host.String(), Config: config, VendorOverlay: vendors}
+	o := ironictest.Options{Release: release, Namespace: net.NS, Host: net.Host.String(), Config: ironictest.AgentConfig(fastTrack), Vendors: vendors, VendorOverlay: vendors}
 	if ipmi {
 		// The network boot of the ipmi node: dnsmasq as a proxyDHCP
 		// server beside libvirt's, and router advertisements that end

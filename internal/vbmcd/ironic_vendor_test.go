@@ -60,21 +60,6 @@ func waitState(t *testing.T, ir *ironictest.Ironic, name, state string, timeout 
 	return n
 }
 
-// vendorDrivers is the configuration that enables the vendors' hardware
-// types beside redfish and ipmi (ilo5 is the one for iLO 5 and 6: ilo's
-// interfaces with the ilo5 management interface): the iLO types publish
-// their ISOs on Ironic's web server as the redfish one does (not in Swift).
-var vendorDrivers = map[string]map[string]string{
-	"DEFAULT": {
-		"enabled_hardware_types":        "redfish,ipmi,idrac,ilo,ilo5",
-		"enabled_boot_interfaces":       "redfish-virtual-media,idrac-redfish-virtual-media,ilo-virtual-media,ipxe,pxe",
-		"enabled_inspect_interfaces":    "redfish,idrac-redfish,ilo,no-inspect",
-		"enabled_management_interfaces": "redfish,idrac-redfish,ilo,ilo5,ipmitool",
-		"enabled_power_interfaces":      "redfish,idrac-redfish,ilo,ipmitool",
-	},
-	"ilo": {"use_web_server_for_images": "true", "power_wait": "1"},
-}
-
 // TestIronicVendorDriversSim: Ironic drives simulated servers of vendor
 // personalities, each at a BMC of its own, with the vendors' hardware
 // types, on each release:
@@ -103,7 +88,7 @@ func ironicVendorDriversSim(t *testing.T, release ironictest.Release) {
 	})
 	personalitySet(t, state, sim.UUIDFor("sim-0002"), "idrac9")
 	const user, pass = "admin", "sim-pass-1"
-	ir := ironictest.Start(t, ironictest.Options{Release: release, Config: vendorDrivers, VendorOverlay: release == ironictest.Ironic29})
+	ir := ironictest.Start(t, ironictest.Options{Release: release, Vendors: true, VendorOverlay: release == ironictest.Ironic29})
 	if err := ir.Agent.WatchEvents(ironictest.Redfish{URL: "https://" + mainAddr, User: user, Password: pass, CAFile: filepath.Join(state, "redfish-tls.crt")}); err != nil {
 		t.Fatal(err)
 	}
