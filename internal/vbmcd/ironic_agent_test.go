@@ -355,6 +355,12 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 		nodes[1].spec = iloNode("", "127.34.6.2", user, pass, caCert, "", uefi)
 		nodes[1].spec.Driver = "ilo5"
 		nodes[1].spec.Interfaces["management_interface"] = "ilo5"
+		// The ilo management interface reads no MACs (Redfish's does: the
+		// agent inspection makes a port of each NIC before the boot, and
+		// the agent is found by them), so the agent of a node without
+		// ports is found by nothing but a BMC address, never a loopback
+		// one: the boot NIC's port, as Metal3 enrolls every host.
+		nodes[1].spec.MACs = nodes[1].macs[:1]
 		nodes[1].bmc = own(1, "1")
 	default:
 		nodes[0].spec = redfishNode("", "https://127.34.6.1", "", user, pass, caCert, "", uefi)
