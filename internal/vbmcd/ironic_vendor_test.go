@@ -83,10 +83,11 @@ func TestIronicVendorDriversSim(t *testing.T) {
 }
 
 func ironicVendorDriversSim(t *testing.T, release ironictest.Release) {
-	mainAddr, state, caCert := ironicSimDaemon(t, 2, "127.34.8.1-127.34.8.2", func(c *Config) {
+	mainAddr, state, caCert := ironicSimDaemon(t, 3, "127.34.8.1-127.34.8.3", func(c *Config) {
 		c.Personality, c.Quirks = "ilo6", "-refuse-in-post"
 	})
 	personalitySet(t, state, sim.UUIDFor("sim-0002"), "idrac9")
+	personalitySet(t, state, sim.UUIDFor("sim-0003"), "idrac10", "--quirks", "-power-on-conflict")
 	const user, pass = "admin", "sim-pass-1"
 	ir := ironictest.Start(t, ironictest.Options{Release: release, Vendors: true, VendorOverlay: release == ironictest.Ironic29})
 	if err := ir.Agent.WatchEvents(ironictest.Redfish{URL: "https://" + mainAddr, User: user, Password: pass, CAFile: filepath.Join(state, "redfish-tls.crt")}); err != nil {
@@ -99,6 +100,7 @@ func ironicVendorDriversSim(t *testing.T, release ironictest.Release) {
 	for _, s := range []ironictest.NodeSpec{
 		iloNode("hpe", "127.34.8.1", user, pass, caCert, iso, uefi),
 		idracNode("dell", "https://127.34.8.2", user, pass, caCert, iso, uefi),
+		idracNode("dell10", "https://127.34.8.3", user, pass, caCert, iso, uefi),
 	} {
 		// The image from enrollment on: see ironictest's Patch on Ironic 29.
 		s.InstanceInfo = ironictest.ImageInstanceInfo(t, image, disk)
@@ -106,7 +108,7 @@ func ironicVendorDriversSim(t *testing.T, release ironictest.Release) {
 			t.Fatal(err)
 		}
 	}
-	ir.Step(t, "manage", "manage", "manageable", 2*time.Minute, "hpe", "dell")
+	ir.Step(t, "manage", "manage", "manageable", 2*time.Minute, "hpe", "dell", "dell10")
 
 	ir.Step(t, "ilo inspection", "inspect", "manageable", 5*time.Minute, "hpe")
 	node, _ := ir.Node("hpe")
@@ -173,6 +175,7 @@ func ironicVendorDriversSim(t *testing.T, release ironictest.Release) {
 	if err := ir.Do("POST", "/v1/ports", map[string]any{"node_uuid": dell.UUID, "address": "52:54:00:00:00:02"}, nil); err != nil {
 		t.Fatal(err)
 	}
+	idrac10(t, ir, release)
 	if release == ironictest.Ironic21 {
 		if err := ir.Provision("dell", "provide", nil); err != nil {
 			t.Fatal(err)
@@ -225,4 +228,50 @@ func ironicVendorDriversSim(t *testing.T, release ironictest.Release) {
 		t.Errorf("dell: %d completed configuration jobs in the iDRAC's queue, want one per boot (2 or more): %+v", completed, jobs.Members)
 	}
 	ir.Step(t, "undeploy (cleaning)", "deleted", "available", 5*time.Minute, "dell")
+}
+
+// idrac10: the idrac hardware type's cleaning of an iDRAC 10 (the
+// scp-target-list quirk: ShareParameters.Target a list). Ironic 21.4 has no
+// sushy-oem-idrac and fails as on an iDRAC 9. Ironic 29's sushy-oem-idrac
+// 5.0 sends the string Target iDRAC 9 takes: the iDRAC 10 refuses each
+// attempt to set the virtual CD as the boot device, the package retries
+// (35 times, 15 s apart, RETRY_COUNT and RETRY_DELAY) before Ironic fails
+// the cleaning; the test reads the first refusal in Ironic's log and
+// leaves the node cleaning (Ironic is stopped with the test).
+func idrac10(t *testing.T, ir *ironictest.Ironic, release ironictest.Release) {
+	t.Helper()
+	n, _ := ir.Node("dell10")
+	if err := ir.Do("POST", "/v1/ports", map[string]any{"node_uuid": n.UUID, "address": "52:54:00:00:00:03"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ir.Provision("dell10", "provide", nil); err != nil {
+		t.Fatal(err)
+	}
+	if release == ironictest.Ironic21 {
+		n = waitState(t, ir, "dell10", "clean failed", 3*time.Minute)
+		if e := n.LastErr(); !strings.Contains(e, `No extensions found for "manager" under namespace "sushy.resources.manager.oems"`) {
+			t.Errorf("dell10's cleaning failed with %q, want sushy's word that no manager extension (sushy-oem-idrac) is installed", e)
+		} else {
+			t.Logf("Ironic 21.4, idrac-redfish-virtual-media on an iDRAC 10: %s", e)
+		}
+		return
+	}
+	const refused = "Dell OEM set boot device failed (attempts left 35)"
+	var line string
+	if !testenv.WaitFor(2*time.Minute, func() bool {
+		for l := range strings.Lines(ir.Log()) {
+			if strings.Contains(l, refused) {
+				line = l
+				return true
+			}
+		}
+		return false
+	}) {
+		n, _ = ir.Node("dell10")
+		t.Fatalf("dell10: Ironic's log never says %q: %s", refused, n)
+	}
+	if !strings.Contains(line, "ShareParameters/Target") || !strings.Contains(line, `takes Target as a list`) {
+		t.Errorf("dell10: sushy-oem-idrac's first refusal %q does not name ShareParameters/Target as a list", line)
+	}
+	t.Logf("Ironic 29, idrac-redfish-virtual-media on an iDRAC 10: %s", strings.TrimSpace(line[strings.Index(line, refused):]))
 }
