@@ -450,6 +450,13 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 	for i := range nodes {
 		ir.LogAgentTimes(t, names[i], nodes[i].vm.SerialLog, kernels[i]())
 	}
+	if vendors {
+		// Each of the Dell's virtual CD boots (inspection, cleaning) was set
+		// by an SCP import through Dell's OEM, a job its boot completed;
+		// without the import the machine boots its disk, which holds an OS
+		// from the start, and the agent never runs.
+		checkDellJobs(t, redfishIn(t, net.NS, caCert), nodes[0].bmc.base, user, pass, names[0], wantAgent)
+	}
 	if !undeploy {
 		t.Logf("Ironic %s, %d nodes, fast_track %v: enroll to active in %s", release, len(nodes), fastTrack, time.Since(start).Round(time.Second))
 		return

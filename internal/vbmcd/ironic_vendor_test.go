@@ -203,30 +203,7 @@ func ironicVendorDriversSim(t *testing.T, release ironictest.Release) {
 	}
 	// Each of those boots was set through Dell's OEM: the SCP imports are
 	// jobs in the iDRAC's queue, completed by the boots.
-	var jobs struct {
-		Members []struct{ Id, JobState, JobType, Message string }
-	}
-	req, _ := http.NewRequest(http.MethodGet, "https://127.34.8.2/redfish/v1/Managers/iDRAC.Embedded.1/Oem/Dell/Jobs?$expand=.($levels=1)", nil)
-	req.SetBasicAuth(user, pass)
-	if resp, err := hc.Do(req); err != nil {
-		t.Fatal(err)
-	} else {
-		err := json.NewDecoder(resp.Body).Decode(&jobs)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	completed := 0
-	for _, j := range jobs.Members {
-		if j.JobState == "Completed" {
-			completed++
-		}
-	}
-	t.Logf("the iDRAC's job queue after provide and deploy: %+v", jobs.Members)
-	if completed < 2 {
-		t.Errorf("dell: %d completed configuration jobs in the iDRAC's queue, want one per boot (2 or more): %+v", completed, jobs.Members)
-	}
+	checkDellJobs(t, hc, "https://127.34.8.2", user, pass, "dell", 2)
 	ir.Step(t, "undeploy (cleaning)", "deleted", "available", 5*time.Minute, "dell")
 }
 
@@ -274,4 +251,26 @@ func idrac10(t *testing.T, ir *ironictest.Ironic, release ironictest.Release) {
 		t.Errorf("dell10: sushy-oem-idrac's first refusal %q does not name ShareParameters/Target as a list", line)
 	}
 	t.Logf("Ironic 29, idrac-redfish-virtual-media on an iDRAC 10: %s", strings.TrimSpace(line[strings.Index(line, refused):]))
+}
+
+// checkDellJobs fails the test unless the iDRAC at base has at least want
+// completed configuration jobs in its queue (Dell's job service, as
+// sushy-oem-idrac reads it): each virtual CD boot the idrac hardware type
+// set is an SCP import, a job the boot completes.
+func checkDellJobs(t *testing.T, hc *http.Client, base, user, pass, name string, want int) {
+	t.Helper()
+	var jobs struct {
+		Members []struct{ Id, JobState, JobType, Message string }
+	}
+	getIn(t, hc, base+"/redfish/v1/Managers/iDRAC.Embedded.1/Oem/Dell/Jobs?$expand=.($levels=1)", user, pass, &jobs)
+	completed := 0
+	for _, j := range jobs.Members {
+		if j.JobState == "Completed" {
+			completed++
+		}
+	}
+	t.Logf("%s: the iDRAC's job queue: %+v", name, jobs.Members)
+	if completed < want {
+		t.Errorf("%s: %d completed configuration jobs in the iDRAC's queue, want one per boot (%d or more): %+v", name, completed, want, jobs.Members)
+	}
 }
