@@ -247,9 +247,14 @@ func (n agentNode) serialTail() string {
 //     is what Redfish's LLDPReceive says for that NIC; the inventory's
 //     bmc_address and bmc_mac are what the agent read in-band (ipmitool
 //     lan print through the KCS vbmcd wires at power-on): the own BMC's
-//     address, or the service's IPMI address. Two redfish nodes
-//     (one BMC of its own, one system behind the service listener) over
-//     virtual media.
+//     address. The vendors' drivers, each machine at a BMC of its own:
+//     an iDRAC 9 by the idrac hardware type as Metal3 enrolls
+//     idrac-virtualmedia:// (idrac-redfish-virtual-media sets each virtual
+//     CD boot by an SCP import through Dell's OEM, sushy-oem-idrac 5.0;
+//     the iDRAC's job queue holds those jobs completed), and an iLO 6 by
+//     ilo5 with ilo-virtual-media (proliantutils 2.16.3, RIBCL). The
+//     generic redfish driver with the real agent: the 21 subtest and
+//     TestUpBMCNetwork/lbn4 (internal/labctl/up).
 //   - 21: Ironic 21.4 without fast_track: the agent boots for cleaning, for
 //     the deploy and for the undeploy's cleaning, which erases the
 //     deployed disk. A redfish node over
@@ -422,9 +427,17 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 	// so when cleaning begins.
 	ir.Step(t, "provide (automated cleaning)", "provide", "available", 15*time.Minute, names...)
 	wantAgent++
+	// (Redfish's virtual media boot, idrac's too, logs it; the iLO's
+	// boots the agent again without a word: the boot counts show it.)
 	const noISO = "but no ISO is currently inserted! Proceeding with normal operation"
-	if fastTrack && inspect && strings.Count(ir.Log(), noISO) != len(nodes) {
-		t.Errorf("Ironic's log says %d times %q, want once a node (the inspection's ISO ejected before cleaning)", strings.Count(ir.Log(), noISO), noISO)
+	redfishBoots := 0
+	for _, n := range nodes {
+		if strings.HasSuffix(n.spec.Interfaces["boot_interface"], "redfish-virtual-media") {
+			redfishBoots++
+		}
+	}
+	if fastTrack && inspect && strings.Count(ir.Log(), noISO) != redfishBoots {
+		t.Errorf("Ironic's log says %d times %q, want once a node booted by Redfish's virtual media (%d: the inspection's ISO ejected before cleaning)", strings.Count(ir.Log(), noISO), noISO, redfishBoots)
 	}
 	for i, n := range nodes {
 		if err := ironictest.Erased(n.vm.Disk); err != nil {
