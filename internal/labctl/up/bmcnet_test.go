@@ -49,7 +49,11 @@ import (
 //     manageable and powers it on and off, as libvirt sees; inspects each
 //     Redfish host through its BMC (CPUs and memory as the lab made them);
 //     in the IPv4 Redfish lab Ironic is 29 (with fast_track, as the
-//     bootstrap's) and the first master goes through the real agent
+//     bootstrap's) and the first master, an iDRAC 9
+//     (masters.personalities; install-config's idrac-virtualmedia+https
+//     address, enrolled as Metal3's baremetal-operator maps it: the idrac
+//     hardware type, idrac-redfish-virtual-media, Dell's OEM through
+//     sushy-oem-idrac), goes through the real agent
 //     (ironic-python-agent 10.2.0 from Debian 13, by virtual media):
 //     inspection, automated cleaning, the deploy of an OS image, which the
 //     master then boots from its disk and which its disk holds (read from
