@@ -574,6 +574,15 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 		netBootsAgent(t, ir, hostNamed(ic, agentHost), p, common)
 	case agentHost != "":
 		agentDeploys(t, ir, agentHost, hostNamed(ic, agentHost), p)
+		if node, _ := ir.Node(agentHost); node.Driver == "idrac" {
+			// Each virtual CD boot (inspection, cleaning) was set through
+			// Dell's OEM: sushy-oem-idrac says so once the SCP import's
+			// job completed.
+			const oem = "Set boot device to VirtualMediaType.CD via Dell OEM magic spell"
+			if got := strings.Count(ir.Log(), oem); got < 2 {
+				t.Errorf("%s (idrac): Ironic's log says %q %d times, want once a boot of the agent (2)", agentHost, oem, got)
+			}
+		}
 	}
 }
 
