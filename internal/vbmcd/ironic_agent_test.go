@@ -253,8 +253,9 @@ func (n agentNode) serialTail() string {
 //     CD boot by an SCP import through Dell's OEM, sushy-oem-idrac 5.0;
 //     the iDRAC's job queue holds those jobs completed), and an iLO 6 by
 //     ilo5 with ilo-virtual-media (proliantutils 2.16.3, RIBCL). The
-//     generic redfish driver with the real agent: the 21 subtest and
-//     TestUpBMCNetwork/lbn4 (internal/labctl/up).
+//     generic redfish driver with the real agent: the 21 subtest (Ironic
+//     21.4); TestUpBMCNetwork/lbn4 (internal/labctl/up) deploys a labctl
+//     lab's iDRAC 9 by idrac.
 //   - 21: Ironic 21.4 without fast_track: the agent boots for cleaning, for
 //     the deploy and for the undeploy's cleaning, which erases the
 //     deployed disk. A redfish node over
