@@ -11,8 +11,11 @@ import (
 
 	"github.com/bmlab/bmlab/internal/agent"
 	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/lab/agentmode"
+	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/netaddr"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
@@ -45,12 +48,12 @@ func TestTopologiesGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ic, err := ipi.Generate(p.IPICluster(), p.IPINodes(), testenv.PullSecret, testenv.SSHKey)
+			ic, err := ipi.Generate(steps.IPICluster(p), steps.IPINodes(p), testenv.PullSecret, testenv.SSHKey)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if bm := ic.Platform.BareMetal; bm != nil {
-				bm.ProvisioningNetwork = ipi.ProvisioningDisabled
+				bm.ProvisioningNetwork = ocp.ProvisioningDisabled
 				for i := range bm.Hosts {
 					bm.Hosts[i].NetworkConfig = nil // agent-config's (agentmode.AgentConfigs)
 				}
@@ -62,7 +65,7 @@ func TestTopologiesGolden(t *testing.T) {
 			if errs := ipi.Validate(ic, ranges...); len(errs) > 0 {
 				t.Errorf("install-config fails the installer's rules: %v", errs)
 			}
-			ac := agent.Generate(p.AgentCluster())
+			ac := agent.Generate(agentmode.Cluster(p))
 			if errs := agent.Validate(ac, p.Cluster.MachineNetwork); len(errs) > 0 {
 				t.Errorf("agent-config fails the installer's rules: %v", errs)
 			}

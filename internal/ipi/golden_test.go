@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/plan"
@@ -47,7 +48,7 @@ func TestGenerateGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ic, err := ipi.Generate(p.IPICluster(), p.IPINodes(), testenv.PullSecret, testenv.SSHKey)
+			ic, err := ipi.Generate(steps.IPICluster(p), steps.IPINodes(p), testenv.PullSecret, testenv.SSHKey)
 			if err != nil {
 				t.Fatalf("Generate: %v", err)
 			}
@@ -57,6 +58,13 @@ func TestGenerateGolden(t *testing.T) {
 			}
 			if errs := ipi.Validate(ic, ranges...); len(errs) > 0 {
 				t.Errorf("Validate(Generate()) = %v", errs)
+			}
+			// Each host boots from the plan's boot MAC (its provisioning
+			// NIC's, when it has one).
+			for _, h := range ic.Platform.BareMetal.Hosts {
+				if n, _ := p.Node(h.Name); h.BootMACAddress != n.BootMAC {
+					t.Errorf("install-config's %s boots from %s, the plan's node from %s", h.Name, h.BootMACAddress, n.BootMAC)
+				}
 			}
 			got, err := ipi.Marshal(ic)
 			if err != nil {

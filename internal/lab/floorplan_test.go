@@ -111,21 +111,23 @@ func TestTheFloorPlan(t *testing.T) {
 			}
 		}
 	}
-	// labctl's packages: what cmd/labctl reaches.
-	reach := map[string]bool{}
-	var walk func(p string)
-	walk = func(p string) {
-		if reach[p] {
-			return
+	// The plan and the lab file are neutral: they speak the install
+	// vocabulary (internal/ocp) and reach no installer's generator; the
+	// adapters to those are the modes' and the installer step's.
+	for _, neutral := range []string{"internal/plan", "internal/labconfig"} {
+		if pkgs[module+neutral] == nil {
+			t.Fatalf("no package %s: the test no longer sees it", neutral)
 		}
-		reach[p] = true
-		for im := range pkgs[p] {
-			if strings.HasPrefix(im, module) {
-				walk(im)
+		for p := range reachable(pkgs, module+neutral) {
+			for _, installer := range []string{"internal/ipi", "internal/agent", "internal/upi"} {
+				if pkgs[p][module+installer] {
+					t.Errorf("%s reaches %s through %s: the plan and the lab file import no installer; put the words both need in internal/ocp and the adapter in the mode or the installer step", neutral, installer, p)
+				}
 			}
 		}
 	}
-	walk(module + "cmd/labctl")
+	// labctl's packages: what cmd/labctl reaches.
+	reach := reachable(pkgs, module+"cmd/labctl")
 	if !reach[provider] || !reach[engine] {
 		t.Fatalf("cmd/labctl reaches %d packages, not the engine and the provider: the test no longer sees labctl", len(reach))
 	}
@@ -144,4 +146,24 @@ func TestTheFloorPlan(t *testing.T) {
 			}
 		}
 	}
+}
+
+// reachable is the set of the repository's packages that from reaches
+// (from included), through pkgs' imports.
+func reachable(pkgs map[string]map[string]bool, from string) map[string]bool {
+	reach := map[string]bool{}
+	var walk func(p string)
+	walk = func(p string) {
+		if reach[p] {
+			return
+		}
+		reach[p] = true
+		for im := range pkgs[p] {
+			if strings.HasPrefix(im, module) {
+				walk(im)
+			}
+		}
+	}
+	walk(from)
+	return reach
 }

@@ -12,8 +12,11 @@
 // logs, kubeconfig, hosts file), the host resolver's drop-in (Resolver) and,
 // for a hybrid single node (Hybrid.SingleNode), its ISO and installation
 // disk, with the VIPs in the lab network's DNS made the node's address.
-// IPICluster and IPINodes hand the cluster
-// to install-config generation (internal/ipi).
+// The plan speaks OpenShift's words through internal/ocp (roles, BMC
+// kinds, provisioning profiles, the installers' file names) and imports no
+// installer: the adapters to install-config and agent-config generation
+// are the installer step's (steps.IPICluster, steps.IPINodes) and the
+// agent mode's (agentmode.Cluster); TestTheFloorPlan holds it.
 //
 // An IPI lab is wired as dev-scripts wires one (provisioning.go): with a
 // provisioning network each node's NICs are the provisioning one first

@@ -19,11 +19,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bmlab/bmlab/internal/agent"
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/personality"
 )
 
@@ -271,6 +270,13 @@ func (c Cluster) DHCPRanges() []netaddr.Range {
 	}
 	return out
 }
+
+// HasIPv4 and HasIPv6 say whether the machine network has the family
+// (both in a dual-stack lab).
+func (c Cluster) HasIPv4() bool { return c.IPFamily != labconfig.IPFamilyV6 }
+
+// HasIPv6: see HasIPv4.
+func (c Cluster) HasIPv6() bool { return c.IPFamily != labconfig.IPFamilyV4 }
 
 // SecondaryFamily is the second family, the zero Family for a single
 // stack (as install-config, agent-config and the static pods take it).
@@ -890,7 +896,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		p.BMC.Scheme = "https"
 		p.BMC.LabCA = k.BMC.UseLabCA()
 	}
-	if k.BMC.Kind == ipi.BMCIPMI && !k.BMC.Network.IsValid() {
+	if k.BMC.Kind == ocp.BMCIPMI && !k.BMC.Network.IsValid() {
 		p.BMC.IPMIPortBase = k.BMC.IPMIPortBase
 	}
 	if bn := k.BMC.Network; bn.IsValid() {
@@ -917,7 +923,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		}
 		if k.Masters.N() == 1 && k.Workers.N() == 0 {
 			p.Hybrid.SingleNode, p.Hybrid.InstallationDisk = true, InstallationDisk
-			p.Hybrid.BootISO = filepath.Join(p.Paths.IgnitionDir, cfg.Name+"-"+ipi.RoleMaster+"-0.iso")
+			p.Hybrid.BootISO = filepath.Join(p.Paths.IgnitionDir, cfg.Name+"-"+ocp.RoleMaster+"-0.iso")
 		}
 		p.Hybrid.APIRouterID, p.Hybrid.IngressRouterID = RouterIDs(k.Name)
 		if h.APIRouterID != 0 {
@@ -1016,10 +1022,10 @@ func resolvePaths(state, install, hostsFile, controlPlaneArch string) Paths {
 	return Paths{
 		State:             filepath.Join(state, "state.json"),
 		Logs:              filepath.Join(state, "logs"),
-		InstallConfig:     filepath.Join(install, ipi.FileName),
-		InstallConfigCopy: filepath.Join(state, ipi.FileName),
-		InstallerLog:      filepath.Join(install, ipi.InstallerLogName),
-		InstallerOutput:   filepath.Join(install, ipi.OutputLogName),
+		InstallConfig:     filepath.Join(install, ocp.InstallConfigFile),
+		InstallConfigCopy: filepath.Join(state, ocp.InstallConfigFile),
+		InstallerLog:      filepath.Join(install, ocp.InstallerLogName),
+		InstallerOutput:   filepath.Join(install, ocp.OutputLogName),
 		Kubeconfig:        filepath.Join(install, "auth", "kubeconfig"),
 		KubeadminPassword: filepath.Join(install, "auth", "kubeadmin-password"),
 		IgnitionDir:       filepath.Join(state, "ignition"),
@@ -1036,7 +1042,7 @@ func resolvePaths(state, install, hostsFile, controlPlaneArch string) Paths {
 		NodeImageDir:      filepath.Join(state, "node-image"),
 		AgentConfig:       filepath.Join(install, "agent-config.yaml"),
 		AgentConfigCopy:   filepath.Join(state, "agent-config.yaml"),
-		AgentISO:          filepath.Join(install, agent.ISOName(controlPlaneArch)),
+		AgentISO:          filepath.Join(install, ocp.AgentISOName(controlPlaneArch)),
 		MediaBooted:       filepath.Join(state, "media-booted"),
 	}
 }
@@ -1063,7 +1069,7 @@ func resolveCluster(cfg *labconfig.Config, o Options, n Network) Cluster {
 	if c.Arbiters > 0 {
 		c.Arch.Arbiter = k.Arbiter.Arch
 	}
-	if c.ProvisioningNetwork != ipi.ProvisioningDisabled {
+	if c.ProvisioningNetwork != ocp.ProvisioningDisabled {
 		c.ProvisioningNetworkCIDR = k.ProvisioningNetworkCIDR
 		c.ProvisioningBridge = provisioningBridge(cfg.Network, c.ExternalBridge)
 	}
@@ -1118,54 +1124,6 @@ func provisioningBridge(n labconfig.Network, external string) string {
 		}
 	}
 	return ""
-}
-
-// IPICluster is the cluster as install-config generation takes it.
-func (p *Plan) IPICluster() ipi.Cluster {
-	c := p.Cluster
-	return ipi.Cluster{
-		Name: c.Name, BaseDomain: c.BaseDomain, Family: c.Family, Masters: c.Masters, Workers: c.Workers,
-		ProvisioningNetwork: c.ProvisioningNetwork, ProvisioningNetworkCIDR: c.ProvisioningNetworkCIDR,
-		ExternalBridge: c.ExternalBridge, ProvisioningBridge: c.ProvisioningBridge,
-		ProvisioningNetworkInterface: c.ProvisioningNetworkInterface, ProvisioningDHCPRange: c.ProvisioningDHCPRange,
-		BootstrapProvisioningIP: c.BootstrapProvisioningIP, ClusterProvisioningIP: c.ClusterProvisioningIP,
-		BMCUsername: p.BMC.Username, BMCPassword: p.BMC.Password,
-		// vbmcd's certificate is self-signed.
-		BMCInsecure:      p.BMC.Kind != ipi.BMCIPMI && p.BMC.Scheme == "https" && !p.BMC.LabCA,
-		Arbiters:         c.Arbiters,
-		ControlPlaneArch: c.Arch.Masters, ComputeArch: c.Arch.Workers, ArbiterArch: c.Arch.Arbiter,
-		Fencing:      p.Agent != nil && p.Agent.Fencing,
-		PlatformNone: p.Agent != nil && p.Agent.Platform == "none",
-		Secondary:    c.SecondaryFamily(),
-	}
-}
-
-// AgentCluster is the cluster as agent-config generation takes it.
-func (p *Plan) AgentCluster() agent.Cluster {
-	c := agent.Cluster{Name: p.Cluster.Name, Family: p.Cluster.Family, Secondary: p.Cluster.SecondaryFamily()}
-	if a := p.Agent; a != nil {
-		c.RendezvousIP, c.StaticIPs = a.RendezvousIP, a.StaticIPs
-	}
-	for _, n := range p.Nodes {
-		if !n.Added {
-			h := agent.HostSpec{Name: n.Name, Role: n.Role, MAC: n.MAC, IP: n.IP, SecondaryIP: n.SecondaryIP, Bond: n.Bond}
-			h.NICs, h.MACs = n.BondPorts()
-			c.Hosts = append(c.Hosts, h)
-		}
-	}
-	return c
-}
-
-// IPINodes are the nodes with a BMC, as install-config lists them.
-func (p *Plan) IPINodes() []ipi.Node {
-	var out []ipi.Node
-	for _, n := range p.Nodes {
-		if !n.Added && (n.Role == ipi.RoleMaster || n.Role == ipi.RoleWorker || n.Role == ipi.RoleArbiter) {
-			out = append(out, ipi.Node{Name: n.Name, Role: n.Role, UUID: n.UUID, BootMAC: n.BootMAC, BMCAddress: n.BMC.Address,
-				BMCUsername: n.BMC.Username, BMCPassword: n.BMC.Password, NetworkConfig: p.BondConfig(n)})
-		}
-	}
-	return out
 }
 
 // checkTopology refuses the control planes a mode cannot install: one
@@ -1225,7 +1183,7 @@ func (p *Plan) resolveAgent(cfg *labconfig.Config) {
 	}
 	var first Node
 	for _, n := range p.Nodes {
-		if n.Role == ipi.RoleMaster {
+		if n.Role == ocp.RoleMaster {
 			first, a.RendezvousIP = n, n.IP
 			break
 		}
@@ -1355,10 +1313,10 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 		n     int
 		field string // the role's in the lab file
 	}
-	groups := []group{{ipi.RoleMaster, k.Masters, k.Masters.N(), "masters"}, {ipi.RoleArbiter, k.Arbiter, k.Arbiter.N(), "arbiter"}, {ipi.RoleWorker, k.Workers, k.Workers.N() + p.addedWorkers, "workers"}}
+	groups := []group{{ocp.RoleMaster, k.Masters, k.Masters.N(), "masters"}, {ocp.RoleArbiter, k.Arbiter, k.Arbiter.N(), "arbiter"}, {ocp.RoleWorker, k.Workers, k.Workers.N() + p.addedWorkers, "workers"}}
 	if p.Mode == ModeHybrid && !p.Hybrid.SingleNode {
 		// The bootstrap is sized like a master and first in line.
-		groups = append([]group{{ipi.RoleBootstrap, k.Masters, 1, "masters"}}, groups...)
+		groups = append([]group{{ocp.RoleBootstrap, k.Masters, 1, "masters"}}, groups...)
 	}
 	ip, ip6 := k.DHCPRange.Start, netip.Addr{}
 	if k.IPFamily == labconfig.IPFamilyDual {
@@ -1367,7 +1325,7 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 	for _, g := range groups {
 		for i := 0; i < g.n; i++ {
 			name := fmt.Sprintf("%s-%s-%d", cfg.Name, g.role, i)
-			if g.role == ipi.RoleBootstrap {
+			if g.role == ocp.RoleBootstrap {
 				name = cfg.Name + "-bootstrap"
 			}
 			if !ip.IsValid() || !k.DHCPRange.Contains(ip) {
@@ -1377,7 +1335,7 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 				return fmt.Errorf("cluster.dhcpRangeV6: %s has no room for %d nodes; widen it", k.DHCPRangeV6, len(p.Nodes)+1)
 			}
 			n := Node{
-				Added: g.role == ipi.RoleWorker && i >= k.Workers.N(),
+				Added: g.role == ocp.RoleWorker && i >= k.Workers.N(),
 				Name:  name, Role: g.role, MAC: MACFor(cfg.Name, name), UUID: UUIDFor(cfg.Name, name), IP: ip,
 				VCPUs: uint(g.spec.VCPUs), MemoryMiB: uint(g.spec.MemoryMiB), Arch: g.spec.Arch,
 				SerialLog: filepath.Join(p.Paths.Logs, name+".serial.log"), Bond: g.spec.Bond,
@@ -1415,7 +1373,7 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 				}
 				if k.BMC.UseNodeAccounts() {
 					n.BMC.Username, n.BMC.Password = n.Name, NodePassword(p.BMC.Password, p.Lab, n.Name)
-					if k.BMC.Kind == ipi.BMCIPMI || k.BMC.Network.IsValid() {
+					if k.BMC.Kind == ocp.BMCIPMI || k.BMC.Network.IsValid() {
 						// IPMI's longest password is 20 bytes (IPMI v2.0
 						// §22.30): ipmitool, and Ironic through it, refuse
 						// a longer one before they send anything. A BMC
@@ -1451,8 +1409,8 @@ func (p *Plan) endpoint(n *Node, i int, kind, persona string) error {
 	}
 	if persona != "" {
 		n.BMC.Personality, n.BMC.Vendor = persona, pers.Manufacturer
-		if pers.Manufacturer == "Dell Inc." && kind == ipi.BMCRedfishVirtualMedia {
-			kind = ipi.BMCIDRACVirtualMedia
+		if pers.Manufacturer == "Dell Inc." && kind == ocp.BMCRedfishVirtualMedia {
+			kind = ocp.BMCIDRACVirtualMedia
 		}
 	}
 	if p.BMC.Network.IsValid() {
@@ -1471,7 +1429,7 @@ func (p *Plan) endpoint(n *Node, i int, kind, persona string) error {
 		}
 		n.BMC.Addr = a
 		n.BMC.SystemURL = fmt.Sprintf("%s://%s/redfish/v1/Systems/%s", p.BMC.Scheme, hostForURL(a), system)
-		addr, err := ipi.BMCAddress(ipi.BMCEndpoint{Kind: kind, Host: a.String(), TLS: p.BMC.Scheme == "https", OwnAddress: true}, system, 0)
+		addr, err := ocp.BMCAddress(ocp.BMCEndpoint{Kind: kind, Host: a.String(), TLS: p.BMC.Scheme == "https", OwnAddress: true}, system, 0)
 		if err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
@@ -1480,10 +1438,10 @@ func (p *Plan) endpoint(n *Node, i int, kind, persona string) error {
 	}
 	host := net.JoinHostPort(p.BMC.Host, strconv.Itoa(p.BMC.RedfishPort))
 	n.BMC.SystemURL = fmt.Sprintf("%s://%s/redfish/v1/Systems/%s", p.BMC.Scheme, host, n.UUID)
-	if p.BMC.Kind == ipi.BMCIPMI {
+	if p.BMC.Kind == ocp.BMCIPMI {
 		n.BMC.IPMIPort = p.BMC.IPMIPortBase + i
 	}
-	addr, err := ipi.BMCAddress(ipi.BMCEndpoint{Kind: kind, Host: p.BMC.Host, RedfishPort: p.BMC.RedfishPort, TLS: p.BMC.Scheme == "https"}, n.UUID, n.BMC.IPMIPort)
+	addr, err := ocp.BMCAddress(ocp.BMCEndpoint{Kind: kind, Host: p.BMC.Host, RedfishPort: p.BMC.RedfishPort, TLS: p.BMC.Scheme == "https"}, n.UUID, n.BMC.IPMIPort)
 	if err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
@@ -1571,7 +1529,7 @@ func (p *Plan) vbmcd(path string, cpus int) Vbmcd {
 	if p.BMC.LabCA {
 		v.Args = append(v.Args, "--tls-cert", p.Paths.BMCCert, "--tls-key", p.Paths.BMCKey)
 	}
-	if p.BMC.Kind == ipi.BMCIPMI && listen != "" {
+	if p.BMC.Kind == ocp.BMCIPMI && listen != "" {
 		v.Args = append(v.Args, "--ipmi-addr", listen)
 	}
 	if p.BMC.Network.IsValid() {

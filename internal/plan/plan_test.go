@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labconfig"
+	"github.com/bmlab/bmlab/internal/ocp"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -329,12 +329,12 @@ func TestMultiHostPlacement(t *testing.T) {
 // workers keeps the bootstrap flow, as kcli without sno.
 func TestHybridSingleNode(t *testing.T) {
 	p := resolve(t, "name: s\ncluster: {image: /i.iso, masters: {count: 1}}\n", "tiny", ModeHybrid)
-	if !p.SingleNode() || len(p.Nodes) != 1 || p.Nodes[0].Role != ipi.RoleMaster || p.Nodes[0].Disks[0].Backing != "" ||
+	if !p.SingleNode() || len(p.Nodes) != 1 || p.Nodes[0].Role != ocp.RoleMaster || p.Nodes[0].Disks[0].Backing != "" ||
 		p.Network.NAT.APIVIP != p.Nodes[0].IP || p.Network.NAT.IngressVIP != p.Nodes[0].IP || p.Hybrid.InstallationDisk != "/dev/vda" {
 		t.Errorf("masters 1, no workers: single node %v, nodes %+v, NAT %+v", p.SingleNode(), p.Nodes, p.Network.NAT)
 	}
 	p = resolve(t, "name: s\ncluster: {image: /i.qcow2, masters: {count: 1}, workers: {count: 1}}\n", "tiny", ModeHybrid)
-	if p.SingleNode() || len(p.Nodes) != 3 || p.Nodes[0].Role != ipi.RoleBootstrap || p.Network.NAT.APIVIP == p.Nodes[1].IP {
+	if p.SingleNode() || len(p.Nodes) != 3 || p.Nodes[0].Role != ocp.RoleBootstrap || p.Network.NAT.APIVIP == p.Nodes[1].IP {
 		t.Errorf("masters 1 with a worker: single node %v, nodes %+v", p.SingleNode(), p.Nodes)
 	}
 }

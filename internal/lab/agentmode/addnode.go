@@ -123,7 +123,7 @@ func nodeImage(ctx context.Context, e *lab.Env, pending []plan.Node) (bool, erro
 		h.NICs, h.MACs = n.BondPorts()
 		host := agent.Host{Hostname: n.Name, Role: n.Role, Interfaces: h.Interfaces(),
 			RootDeviceHints: &ipi.RootDeviceHints{DeviceName: ipi.DefaultRootDevice}}
-		host.NetworkConfig = p.BondConfig(n) // the bond, its addresses from DHCP
+		host.NetworkConfig = steps.BondConfig(p, n) // the bond, its addresses from DHCP
 
 		nc.Hosts = append(nc.Hosts, host)
 	}

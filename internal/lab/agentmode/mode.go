@@ -11,6 +11,7 @@ import (
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/steps"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/personality"
 	"github.com/bmlab/bmlab/internal/plan"
 )
@@ -77,7 +78,7 @@ func AgentConfigs(e *lab.Env) (*ipi.InstallConfig, *agent.Config, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ic, err := ipi.Generate(steps.InstallCluster(p), p.IPINodes(), pull, key)
+	ic, err := ipi.Generate(steps.InstallCluster(p), steps.IPINodes(p), pull, key)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -85,7 +86,7 @@ func AgentConfigs(e *lab.Env) (*ipi.InstallConfig, *agent.Config, error) {
 	if bm != nil {
 		// The agent boots the hosts itself: no provisioning network, and
 		// Ironic only for day 2 (the BMCs stay in the hosts).
-		bm.ProvisioningNetwork = ipi.ProvisioningDisabled
+		bm.ProvisioningNetwork = ocp.ProvisioningDisabled
 		bm.ProvisioningBridge, bm.ProvisioningNetworkCIDR = "", ""
 		bm.ProvisioningNetworkInterface, bm.ProvisioningDHCPRange = "", ""
 		bm.BootstrapProvisioningIP, bm.ClusterProvisioningIP = "", ""
@@ -96,7 +97,7 @@ func AgentConfigs(e *lab.Env) (*ipi.InstallConfig, *agent.Config, error) {
 		}
 	}
 	errs := steps.ValidateInstallConfig(e, ic)
-	ac := agent.Generate(p.AgentCluster())
+	ac := agent.Generate(Cluster(p))
 	for _, fe := range agent.Validate(ac, p.Cluster.MachineNetwork) {
 		fe.Field = "agent-config " + fe.Field
 		errs = append(errs, fe)

@@ -10,11 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/labtest"
 	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labconfig"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -154,7 +154,7 @@ func TestUpLeavesShutOffNodesOff(t *testing.T) {
 	f := labtest.NewHost()
 	rec := &labtest.Recorder{}
 	e := &lab.Env{Plan: p, Host: f, Rep: rec}
-	workers := nodesOf(p, ipi.RoleWorker)
+	workers := nodesOf(p, ocp.RoleWorker)
 	if _, err := startNodes(context.Background(), e, "workers", workers); err != nil {
 		t.Fatal(err)
 	}

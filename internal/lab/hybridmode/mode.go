@@ -4,6 +4,7 @@ import (
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/steps"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/upi"
 )
@@ -42,8 +43,8 @@ func HybridInstallConfig(e *lab.Env) (*ipi.InstallConfig, error) {
 		Networking: ipi.ClusterNetworking(k.MachineNetwork, k.SecondaryFamily().MachineNetwork),
 		// UPI: the installer makes no machines; compute replicas are 0
 		// and the workers join by their CSRs.
-		Compute:      []ipi.MachinePool{{Name: ipi.RoleWorker, Replicas: 0, Architecture: ipi.Architecture(k.Arch.Workers)}},
-		ControlPlane: ipi.MachinePool{Name: ipi.RoleMaster, Replicas: k.Masters, Architecture: ipi.Architecture(k.Arch.Masters)},
+		Compute:      []ipi.MachinePool{{Name: ocp.RoleWorker, Replicas: 0, Architecture: ipi.Architecture(k.Arch.Workers)}},
+		ControlPlane: ipi.MachinePool{Name: ocp.RoleMaster, Replicas: k.Masters, Architecture: ipi.Architecture(k.Arch.Masters)},
 		Platform:     ipi.Platform{None: &ipi.None{}},
 		PullSecret:   pull,
 		SSHKey:       key,

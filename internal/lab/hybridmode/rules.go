@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/steps"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -52,7 +52,7 @@ func image(ctx context.Context, e *lab.Env) (bool, error) {
 
 // removed leaves out the bootstrap's disks once it is removed.
 func removed(p *plan.Plan, n plan.Node) bool {
-	return n.Role == ipi.RoleBootstrap && lab.Exists(p.Paths.BootstrapRemoved)
+	return n.Role == ocp.RoleBootstrap && lab.Exists(p.Paths.BootstrapRemoved)
 }
 
 // machines are the nodes' machines: with the mark's attributes other labs

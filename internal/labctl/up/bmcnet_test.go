@@ -24,6 +24,7 @@ import (
 	"github.com/bmlab/bmlab/internal/ironictest"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
@@ -434,7 +435,7 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 		o.Release = ironictest.Ironic29
 		o.Config = ironictest.AgentConfig(true)
 	}
-	netBoot := p.Cluster.ProvisioningNetwork != ipi.ProvisioningDisabled
+	netBoot := p.Cluster.ProvisioningNetwork != ocp.ProvisioningDisabled
 	if netBoot {
 		o.Config = ironictest.AgentConfig(false)
 		bootstrapServices(t, ns, p, &o)
@@ -571,7 +572,7 @@ func bootstrapServices(t *testing.T, ns string, p *plan.Plan, o *ironictest.Opti
 	netnstest.IP(t, "-n", ns, "addr", "add", "fd5e:b1ab:6600::fe/64", "dev", "eth1", "nodad")
 	o.Host = c.BootstrapProvisioningIP.String()
 	o.PXE = &ironictest.PXE{Interface: "eth1", Subnet: c.ProvisioningNetworkCIDR, RAPrefix: netip.MustParsePrefix("fd5e:b1ab:6600::/64")}
-	if c.ProvisioningNetwork == ipi.ProvisioningUnmanaged {
+	if c.ProvisioningNetwork == ocp.ProvisioningUnmanaged {
 		o.HTTPPort = plan.ProvisioningHTTPPort
 		o.PXE.TFTPOnly = true
 	} else {
@@ -619,7 +620,7 @@ func netBootsAgent(t *testing.T, ir *ironictest.Ironic, h ipi.Host, p *plan.Plan
 		return false
 	}
 	log, iface := ir.DnsmasqLog, "eth1"
-	if d := p.Network.ProvisioningDHCP; c.ProvisioningNetwork == ipi.ProvisioningUnmanaged {
+	if d := p.Network.ProvisioningDHCP; c.ProvisioningNetwork == ocp.ProvisioningUnmanaged {
 		if d == nil {
 			t.Fatal("an Unmanaged lab without its DHCP server")
 		}

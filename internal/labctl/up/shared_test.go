@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
@@ -203,11 +203,11 @@ func TestSharedNetworkThreeLabs(t *testing.T) {
 	// reservations and the VIPs, and it forwards to the network's dnsmasq.
 	p2 := plans["shh2"]
 	for _, n := range p2.Nodes {
-		if n.Role == ipi.RoleWorker {
+		if n.Role == ocp.RoleWorker {
 			continue
 		}
 		files := ignitionFiles(t, n.Ignition)
-		if n.Role == ipi.RoleMaster || n.Role == ipi.RoleBootstrap {
+		if n.Role == ocp.RoleMaster || n.Role == ocp.RoleBootstrap {
 			if k := files["/etc/kubernetes/static-pod-resources/bmlab/keepalived/keepalived.conf.tmpl"]; !strings.Contains(k, "unicast_src_ip "+n.IP.String()+"\n") {
 				t.Errorf("%s's keepalived lacks unicast_src_ip %s:\n%s", n.Name, n.IP, k)
 			}
