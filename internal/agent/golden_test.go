@@ -17,6 +17,7 @@ import (
 	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/plan/plantest"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
@@ -44,7 +45,7 @@ func TestTopologiesGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := plan.Resolve(cfg, plan.Options{Dir: "/labs/" + tt.name, Mode: plan.ModeAgent})
+			p, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: "/labs/" + tt.name, Mode: plan.ModeAgent})
 			if err != nil {
 				t.Fatal(err)
 			}

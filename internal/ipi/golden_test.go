@@ -13,6 +13,7 @@ import (
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/plan/plantest"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
@@ -44,7 +45,7 @@ func TestGenerateGolden(t *testing.T) {
 			if err := cfg.ApplyProfile(tt.profile); err != nil {
 				t.Fatal(err)
 			}
-			p, err := plan.Resolve(cfg, plan.Options{Dir: "/labs/" + tt.name, Profile: tt.profile})
+			p, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: "/labs/" + tt.name, Profile: tt.profile})
 			if err != nil {
 				t.Fatal(err)
 			}

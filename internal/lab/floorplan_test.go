@@ -1,6 +1,8 @@
 package lab_test
 
 import (
+	"fmt"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
@@ -126,6 +128,12 @@ func TestTheFloorPlan(t *testing.T) {
 			}
 		}
 	}
+	// The plan reads a mode's traits, never its name: no branch on
+	// ModeIPI, ModeHybrid or ModeAgent (a fourth mode resolves without an
+	// edit to the plan: internal/lab/modes' TestAFourthModeResolves).
+	for _, use := range modeNameUses(t, filepath.Join("..", "plan")) {
+		t.Errorf("%s: the plan branches on a mode's name; give the mode a trait (plan.Traits) and read that", use)
+	}
 	// labctl's packages: what cmd/labctl reaches.
 	reach := reachable(pkgs, module+"cmd/labctl")
 	if !reach[provider] || !reach[engine] {
@@ -166,4 +174,43 @@ func reachable(pkgs map[string]map[string]bool, from string) map[string]bool {
 	}
 	walk(from)
 	return reach
+}
+
+// modeNameUses are the places in dir's non-test files that name one of the
+// plan's mode names (ModeIPI, ModeHybrid, ModeAgent) other than where
+// they are declared.
+func modeNameUses(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Go files in %s: %v", dir, err)
+	}
+	names := map[string]bool{"ModeIPI": true, "ModeHybrid": true, "ModeAgent": true}
+	var out []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		fset := token.NewFileSet()
+		af, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		declared := map[*ast.Ident]bool{}
+		ast.Inspect(af, func(n ast.Node) bool {
+			if vs, ok := n.(*ast.ValueSpec); ok {
+				for _, id := range vs.Names {
+					declared[id] = true
+				}
+			}
+			return true
+		})
+		ast.Inspect(af, func(n ast.Node) bool {
+			if id, ok := n.(*ast.Ident); ok && names[id.Name] && !declared[id] {
+				out = append(out, fmt.Sprintf("%s: %s", fset.Position(id.Pos()), id.Name))
+			}
+			return true
+		})
+	}
+	return out
 }

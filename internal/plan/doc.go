@@ -12,6 +12,13 @@
 // logs, kubeconfig, hosts file), the host resolver's drop-in (Resolver) and,
 // for a hybrid single node (Hybrid.SingleNode), its ISO and installation
 // disk, with the VIPs in the lab network's DNS made the node's address.
+// The plan reads the mode's Traits (traits.go: nodes with BMCs, the
+// provisioning network, the topologies it installs, bonds, what its nodes
+// boot, the LLDP default), never its name: each mode declares its own
+// (lab.Mode.Traits) and labctl hands the plan the list (Options.Modes), so
+// a new mode resolves without an edit here (TestTheFloorPlan,
+// internal/lab/modes' TestAFourthModeResolves).
+//
 // The plan speaks OpenShift's words through internal/ocp (roles, BMC
 // kinds, provisioning profiles, the installers' file names) and imports no
 // installer: the adapters to install-config and agent-config generation

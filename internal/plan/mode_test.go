@@ -21,7 +21,7 @@ func TestModeInTheLabFile(t *testing.T) {
 		}
 	}
 	load := func(flag string) (*Plan, error) {
-		return Load(Options{ConfigPath: file, ConfigSet: true, Mode: flag})
+		return Load(Options{Modes: testModes, ConfigPath: file, ConfigSet: true, Mode: flag})
 	}
 	write("name: md\nmode: agent\n")
 	for _, tt := range []struct{ flag, mode, from string }{
@@ -103,7 +103,7 @@ func TestProfileOfTheLab(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		p, err := Load(Options{ConfigPath: file, ConfigSet: true, Profile: tt.flag})
+		p, err := Load(Options{Modes: testModes, ConfigPath: file, ConfigSet: true, Profile: tt.flag})
 		switch {
 		case tt.err != "":
 			if err == nil || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), "`labctl down` it first, or leave --profile out") {

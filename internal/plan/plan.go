@@ -50,8 +50,12 @@ type Options struct {
 	Profile string
 	// Mode is --mode: it overrides the lab file's mode:; "" takes the lab
 	// file's, else the mode of the lab that exists (Load reads its state),
-	// else ModeIPI. Load refuses one that disagrees with the existing lab.
-	Mode       string
+	// else the first of Modes. Load refuses one that disagrees with the
+	// existing lab.
+	Mode string
+	// Modes are the install modes labctl knows, each with its traits
+	// (internal/lab/modes: modes.All.Specs()), the default first.
+	Modes      []ModeSpec
 	Netns      string
 	LibvirtURI string
 	// Vbmcd is the vbmcd binary ("" when not found: only up needs it).
@@ -147,7 +151,10 @@ type Plan struct {
 	Mode string `json:"mode"`
 	// ModeFrom says where Mode comes from, for messages: --mode, the lab
 	// file's mode:, the lab's state, or the default.
-	ModeFrom   string `json:"-"`
+	ModeFrom string `json:"-"`
+	// Traits are the mode's (the zero Traits for a mode labctl does not
+	// know).
+	Traits     Traits `json:"-"`
 	Profile    string `json:"profile,omitempty"`
 	Dir        string `json:"dir"`
 	StateDir   string `json:"stateDir"`
@@ -340,7 +347,8 @@ type Paths struct {
 	MediaBooted     string `json:"mediaBooted"`
 }
 
-// Agent is what only the agent mode needs.
+// Agent is what only a mode with the AgentISO trait (the agent mode)
+// needs.
 type Agent struct {
 	// Topology is sno, compact, ha, two-node-fencing or two-node-arbiter.
 	Topology string `json:"topology"`
@@ -759,7 +767,8 @@ type Installer struct {
 	OC string `json:"oc,omitempty"`
 }
 
-// Hybrid is what only the hybrid mode needs.
+// Hybrid is what only a mode with the BootImage trait (the hybrid mode)
+// needs.
 type Hybrid struct {
 	// Image is the RHCOS qcow2 (path or URL) the nodes' disks clone;
 	// Backing is where the clones find it: the path itself, or the cache
@@ -863,10 +872,14 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		}
 	case cfg.Mode != "":
 		o.Mode, from = cfg.Mode, ModeFromFile
-	default:
-		o.Mode, from = ModeIPI, ModeFromDefault
+	case len(o.Modes) > 0:
+		o.Mode, from = o.Modes[0].Name, ModeFromDefault
 	}
-	if err := checkTopology(cfg, o.Mode); err != nil {
+	if len(o.Modes) == 0 {
+		return nil, errors.New("plan: no install modes to resolve the lab with (Options.Modes: modes.All.Specs())")
+	}
+	traits := traitsOf(o.Modes, o.Mode)
+	if err := checkTopology(cfg, o.Mode, traits, o.Modes); err != nil {
 		return nil, err
 	}
 	if o.LibvirtURI == "" {
@@ -878,7 +891,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	k := cfg.Cluster
 	state := filepath.Join(o.Dir, ".bmlab")
 	p := &Plan{
-		Lab: cfg.Name, Mode: o.Mode, ModeFrom: from, Profile: o.Profile, Dir: o.Dir, StateDir: state,
+		Lab: cfg.Name, Mode: o.Mode, ModeFrom: from, Traits: traits, Profile: o.Profile, Dir: o.Dir, StateDir: state,
 		LibvirtURI: o.LibvirtURI, Netns: o.Netns,
 		Storage:   Storage{Pool: cfg.Name + "-disks", Dir: filepath.Join(state, "disks")},
 		Installer: Installer{Binary: k.Installer, Dir: filepath.Join(o.Dir, "install"), OC: k.OC},
@@ -900,15 +913,15 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 		p.BMC.IPMIPortBase = k.BMC.IPMIPortBase
 	}
 	if bn := k.BMC.Network; bn.IsValid() {
-		if o.Mode == ModeHybrid {
-			return nil, fmt.Errorf("cluster.bmc.network: the %s mode's nodes have no BMC; drop cluster.bmc.network", ModeHybrid)
+		if !traits.BMCs {
+			return nil, fmt.Errorf("cluster.bmc.network: the %s mode's nodes have no BMC; drop cluster.bmc.network", o.Mode)
 		}
 		p.BMC.Network, p.BMC.Bridge, p.BMC.HostAddress = bn, bmcBridge(cfg.Name), bn.Addr().Next()
 		p.BMC.Routes = k.BMC.Routes
 	}
-	if o.Mode == ModeHybrid {
+	if traits.BootImage {
 		if k.Image == "" {
-			return nil, errors.New("cluster.image: the hybrid mode boots its nodes from an RHCOS qcow2; name it (a path or an http(s) URL) in the lab file")
+			return nil, fmt.Errorf("cluster.image: the %s mode boots its nodes from an RHCOS qcow2; name it (a path or an http(s) URL) in the lab file", o.Mode)
 		}
 		h := k.Hybrid
 		p.Hybrid = &Hybrid{
@@ -952,7 +965,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 	p.resolveHosts(cfg)
 	p.resolveInband()
 	p.provisioningAddress()
-	if o.Mode == ModeAgent {
+	if traits.AgentISO {
 		p.resolveAgent(cfg)
 	}
 	if p.Hybrid != nil && p.Hybrid.SingleNode {
@@ -970,11 +983,11 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 
 // lldp is the lab's LLDP sender: `vbmcd lldp` over the lab's nodes, in
 // the lab's namespace; nil when the lab file turns it off (network.lldp),
-// or in hybrid mode unless it turns it on. In a lab over several hosts it
+// or, in a mode without the LLDP trait (hybrid), unless it turns it on. In a lab over several hosts it
 // is the hub's, over the hub's nodes alone: a tap is a name on its own
 // host, and another host's vnet3 may be a local tap of another machine.
 func (p *Plan) lldp(on *bool, path string) *Vbmcd {
-	if on != nil && !*on || on == nil && p.Mode == ModeHybrid {
+	if on != nil && !*on || on == nil && !p.Traits.LLDP {
 		return nil
 	}
 	v := Vbmcd{Path: path, Env: []string{MarkEnv + "=" + p.Lab}, Log: filepath.Join(p.StateDir, "lldp.log")}
@@ -1126,35 +1139,36 @@ func provisioningBridge(n labconfig.Network, external string) string {
 	return ""
 }
 
-// checkTopology refuses the control planes a mode cannot install: one
-// node, two with fencing and two with an arbiter are the agent-based
-// installer's.
-func checkTopology(cfg *labconfig.Config, mode string) error {
+// checkTopology refuses what the mode's traits say it cannot install (one
+// node, two with fencing or an arbiter, bonds, a single node's workers),
+// naming the modes (of modes) that can.
+func checkTopology(cfg *labconfig.Config, mode string, t Traits, modes []ModeSpec) error {
 	k := cfg.Cluster
 	var errs []string
-	if mode == ModeIPI && k.Masters.N() == 1 {
-		errs = append(errs, fmt.Sprintf("cluster.masters.count: 1 (a single-node cluster) is installed by --mode %s (or %s); %s needs 3 masters", ModeAgent, ModeHybrid, mode))
+	if !t.SingleNode && k.Masters.N() == 1 {
+		errs = append(errs, fmt.Sprintf("cluster.masters.count: 1 (a single-node cluster) is installed by --mode %s; %s needs 3 masters", firstOr(modesWith(modes, func(t Traits) bool { return t.SingleNode })), mode))
 	}
-	if mode != ModeAgent {
+	if !t.TwoNode {
+		twoNode := firstOr(modesWith(modes, func(t Traits) bool { return t.TwoNode }))
 		switch {
 		case k.Fencing:
-			errs = append(errs, fmt.Sprintf("cluster.fencing: a two-node control plane with fencing is installed by --mode %s, not %s", ModeAgent, mode))
+			errs = append(errs, fmt.Sprintf("cluster.fencing: a two-node control plane with fencing is installed by --mode %s, not %s", twoNode, mode))
 		case k.Arbiter.N() > 0:
-			errs = append(errs, fmt.Sprintf("cluster.arbiter: a two-node control plane with an arbiter is installed by --mode %s, not %s", ModeAgent, mode))
+			errs = append(errs, fmt.Sprintf("cluster.arbiter: a two-node control plane with an arbiter is installed by --mode %s, not %s", twoNode, mode))
 		}
 	}
-	if mode == ModeAgent && k.IPFamily == labconfig.IPFamilyV6 && !k.Agent.StaticIPs {
+	if t.AgentISO && k.IPFamily == labconfig.IPFamilyV6 && !k.Agent.StaticIPs {
 		errs = append(errs, "cluster.agent.staticIPs: an IPv6-only agent lab needs static addresses: the hosts meet at the first master's planned address, and a DHCPv6 reservation holds only for a client that sends the DUID-LL of its MAC, which the agent image's NetworkManager is not known to do; set cluster.agent.staticIPs: true")
 	}
 	for _, r := range []struct {
 		field string
 		role  labconfig.Role
 	}{{"masters", k.Masters}, {"workers", k.Workers}, {"arbiter", k.Arbiter}} {
-		if r.role.Bond != "" && mode == ModeHybrid {
-			errs = append(errs, fmt.Sprintf("cluster.%s.bond: the %s mode writes its nodes' network through their ignition, which has no bond; bond the nodes with --mode %s or %s", r.field, ModeHybrid, ModeIPI, ModeAgent))
+		if r.role.Bond != "" && !t.Bonds {
+			errs = append(errs, fmt.Sprintf("cluster.%s.bond: the %s mode writes its nodes' network through their ignition, which has no bond; bond the nodes with --mode %s", r.field, mode, strings.Join(modesWith(modes, func(t Traits) bool { return t.Bonds }), " or ")))
 		}
 	}
-	if mode == ModeAgent && k.Masters.N() == 1 && k.Workers.N() > 0 {
+	if t.SingleNode && !t.SingleNodeWorkers && k.Masters.N() == 1 && k.Workers.N() > 0 {
 		errs = append(errs, "cluster.workers.count: a single-node cluster has no workers at install; add them afterwards (labctl add-node) or use 3 masters")
 	}
 	if len(errs) > 0 {
@@ -1303,7 +1317,7 @@ func hasBridge(n labconfig.Network, name string) bool {
 }
 
 // resolveNodes names the nodes <lab>-<role>-N (and <lab>-bootstrap in the
-// hybrid mode), derives MACs and UUIDs from the names, reserves the DHCP
+// modes with the BootImage trait), derives MACs and UUIDs from the names, reserves the DHCP
 // range's addresses in order and gives each its disks and BMC endpoint.
 func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 	k := cfg.Cluster
@@ -1314,7 +1328,7 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 		field string // the role's in the lab file
 	}
 	groups := []group{{ocp.RoleMaster, k.Masters, k.Masters.N(), "masters"}, {ocp.RoleArbiter, k.Arbiter, k.Arbiter.N(), "arbiter"}, {ocp.RoleWorker, k.Workers, k.Workers.N() + p.addedWorkers, "workers"}}
-	if p.Mode == ModeHybrid && !p.Hybrid.SingleNode {
+	if p.Traits.BootImage && !p.Hybrid.SingleNode {
 		// The bootstrap is sized like a master and first in line.
 		groups = append([]group{{ocp.RoleBootstrap, k.Masters, 1, "masters"}}, groups...)
 	}
@@ -1363,7 +1377,7 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 			for j := range n.Disks {
 				n.Disks[j].Path = filepath.Join(p.Storage.Dir, n.Disks[j].Volume)
 			}
-			if p.Mode == ModeIPI || p.Mode == ModeAgent {
+			if p.Traits.BMCs {
 				persona, field := g.spec.PersonalityOf(i)
 				if err := p.endpoint(&n, len(p.Nodes), k.BMC.Kind, persona); err != nil {
 					return err
@@ -1496,8 +1510,8 @@ const StartGap = 3 * time.Second
 // vbmcd is the lab's vbmcd invocation. It listens on the BMC address only
 // (when that is an IP), so labs on different machine networks share ports.
 func (p *Plan) vbmcd(path string, cpus int) Vbmcd {
-	if p.Mode == ModeHybrid {
-		return Vbmcd{} // the hybrid mode's nodes have no BMC
+	if !p.Traits.BMCs {
+		return Vbmcd{} // the mode's nodes have no BMC
 	}
 	// Starts are paced: an installer powers every master on at once on
 	// the host that runs them all. A booting machine keeps about four

@@ -27,7 +27,7 @@ func resolve(t *testing.T, lab, profile, mode string) *Plan {
 	if err := cfg.ApplyProfile(profile); err != nil {
 		t.Fatal(err)
 	}
-	p, err := Resolve(cfg, Options{Dir: "/labs/" + cfg.Name, Profile: profile, Mode: mode, Vbmcd: "/usr/local/bin/vbmcd", Netns: "labci"})
+	p, err := Resolve(cfg, Options{Modes: testModes, Dir: "/labs/" + cfg.Name, Profile: profile, Mode: mode, Vbmcd: "/usr/local/bin/vbmcd", Netns: "labci"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestBMCNetwork(t *testing.T) {
 	} {
 		cfg, err := labconfig.Parse([]byte(tt.lab))
 		if err == nil {
-			_, err = Resolve(cfg, Options{Dir: "/x", Mode: tt.mode})
+			_, err = Resolve(cfg, Options{Modes: testModes, Dir: "/x", Mode: tt.mode})
 		}
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q (%s) = %v, want %q", tt.lab, tt.mode, err, tt.want)
@@ -197,7 +197,7 @@ func TestPersonalitiesPerNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := Resolve(cfg, Options{Dir: "/labs/per", Mode: ModeIPI, AddedWorkers: 1})
+		p, err := Resolve(cfg, Options{Modes: testModes, Dir: "/labs/per", Mode: ModeIPI, AddedWorkers: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +257,7 @@ func TestBadInput(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Resolve(cfg, Options{Dir: "/x", Mode: tt.mode}); err == nil || err.Error() != tt.want {
+		if _, err := Resolve(cfg, Options{Modes: testModes, Dir: "/x", Mode: tt.mode}); err == nil || err.Error() != tt.want {
 			t.Errorf("Resolve(%q, %s) = %v, want %q", tt.lab, tt.mode, err, tt.want)
 		}
 	}
@@ -365,7 +365,7 @@ func TestHostResolver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Resolve(cfg, Options{Dir: "/labs/r", Mode: ModeHybrid}); err == nil || !strings.Contains(err.Error(), "network.hostResolver: dnsmasq sends the cluster's names to the lab network's DNS, but this lab borrows the libvirt network on br-other") {
+	if _, err := Resolve(cfg, Options{Modes: testModes, Dir: "/labs/r", Mode: ModeHybrid}); err == nil || !strings.Contains(err.Error(), "network.hostResolver: dnsmasq sends the cluster's names to the lab network's DNS, but this lab borrows the libvirt network on br-other") {
 		t.Errorf("a borrowed network: %v", err)
 	}
 }

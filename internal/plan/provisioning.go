@@ -66,11 +66,12 @@ type NIC struct {
 func NICName(i int) string { return fmt.Sprintf("enp%ds0", i+1) }
 
 // provisioningNICs says whether the plan's nodes have a NIC on the
-// provisioning network: IPI labs with one (the installer's Ironic boots
-// them there). The agent-based installer and the hybrid flow boot
-// through the machine network alone.
+// provisioning network: labs with one, of a mode with the
+// ProvisioningNetwork trait (IPI: the installer's Ironic boots them
+// there). The agent-based installer and the hybrid flow boot through the
+// machine network alone.
 func (p *Plan) provisioningNICs() bool {
-	return p.Mode == ModeIPI && p.Cluster.ProvisioningNetwork != ocp.ProvisioningDisabled && p.Cluster.ProvisioningBridge != ""
+	return p.Traits.ProvisioningNetwork && p.Cluster.ProvisioningNetwork != ocp.ProvisioningDisabled && p.Cluster.ProvisioningBridge != ""
 }
 
 // nodeNICs gives node n its NICs: on the provisioning network first
@@ -113,7 +114,7 @@ func (p *Plan) resolveProvisioning(cfg *labconfig.Config) {
 	k, c := cfg.Cluster, &p.Cluster
 	c.BootstrapProvisioningIP, c.ClusterProvisioningIP = k.BootstrapProvisioningIP, k.ClusterProvisioningIP
 	if c.ProvisioningNetwork == ocp.ProvisioningDisabled {
-		if p.Mode != ModeIPI {
+		if !p.Traits.ProvisioningNetwork {
 			c.BootstrapProvisioningIP, c.ClusterProvisioningIP = netip.Addr{}, netip.Addr{}
 			return
 		}

@@ -17,7 +17,13 @@ import (
 )
 
 // Mode is the agent mode.
-func Mode() lab.Mode { return lab.Mode{Name: plan.ModeAgent, Actions: Actions} }
+func Mode() lab.Mode { return lab.Mode{Name: plan.ModeAgent, Traits: Traits, Actions: Actions} }
+
+// Traits are the agent mode's: nodes with BMCs, booted from the agent ISO
+// through their virtual media over the machine network; a single node (its
+// workers added afterwards), a two-node control plane (fencing, arbiter)
+// and bonds; the LLDP sender on.
+var Traits = plan.Traits{BMCs: true, SingleNode: true, TwoNode: true, Bonds: true, AgentISO: true, LLDP: true}
 
 // Actions are OpenShift's agent-based installer on the lab: the nodes and
 // their BMCs as for IPI, then install-config and agent-config, the ISO

@@ -10,7 +10,12 @@ import (
 )
 
 // Mode is the hybrid mode.
-func Mode() lab.Mode { return lab.Mode{Name: plan.ModeHybrid, Actions: Actions} }
+func Mode() lab.Mode { return lab.Mode{Name: plan.ModeHybrid, Traits: Traits, Actions: Actions} }
+
+// Traits are the hybrid mode's: nodes without BMCs, booted from the lab's
+// RHCOS image with their ignition (which has no bond); a single node, with
+// workers or not; the LLDP sender only when the lab file turns it on.
+var Traits = plan.Traits{SingleNode: true, SingleNodeWorkers: true, BootImage: true}
 
 // Actions are the kcli-style UPI flow on the lab's host: the installer's
 // own ignition, merged with static pods for the cluster's VIPs

@@ -25,6 +25,7 @@ import (
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/plan/plantest"
 )
 
 // Host keeps objects in maps: kind → name → owner ("" for foreign).
@@ -434,7 +435,7 @@ func EnvFor(t *testing.T, f *Host, dir, labText string) (*lab.Env, *Recorder) {
 	cfg, err := labconfig.Parse([]byte(labText))
 	Must(t, err)
 	Must(t, cfg.ApplyProfile("tiny"))
-	p, err := plan.Resolve(cfg, plan.Options{Dir: dir, Profile: "tiny", Vbmcd: "/bin/vbmcd"})
+	p, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: dir, Profile: "tiny", Vbmcd: "/bin/vbmcd"})
 	Must(t, err)
 	rec := &Recorder{}
 	return &lab.Env{Plan: p, Host: f, Rep: rec, Log: zap.NewNop()}, rec

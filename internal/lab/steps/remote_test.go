@@ -16,6 +16,7 @@ import (
 	"github.com/bmlab/bmlab/internal/lab/labtest"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/plan/plantest"
 )
 
 // spokeFake is the fake host of a lab over several hosts: libvirt's view of
@@ -88,7 +89,7 @@ func multiEnv(t *testing.T, withExec bool) (*lab.Env, *labtest.Recorder, *fakeRu
 	cfg, err := labconfig.Parse(src)
 	labtest.Must(t, err)
 	labtest.Must(t, cfg.ApplyProfile("tiny"))
-	p, err := plan.Resolve(cfg, plan.Options{Dir: e.Plan.Dir, Profile: "tiny", Vbmcd: "/bin/vbmcd"})
+	p, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: e.Plan.Dir, Profile: "tiny", Vbmcd: "/bin/vbmcd"})
 	labtest.Must(t, err)
 	p.Source = src
 	s := &spokeFake{Host: e.Host.(*labtest.Host), views: map[string]lab.HostView{}}

@@ -22,6 +22,7 @@ import (
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
 	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/plan/plantest"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
@@ -323,7 +324,7 @@ func readFile(t *testing.T, path string) string {
 // lab's state records, so its nodes are the ones up made.
 func resolvePlan(t *testing.T, cfg, mode string) *plan.Plan {
 	t.Helper()
-	p, err := plan.Load(plan.Options{ConfigPath: cfg, ConfigSet: true, Mode: mode, Netns: "labci"})
+	p, err := plan.Load(plan.Options{Modes: plantest.Modes(), ConfigPath: cfg, ConfigSet: true, Mode: mode, Netns: "labci"})
 	if err != nil {
 		t.Fatal(err)
 	}
