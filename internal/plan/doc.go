@@ -44,6 +44,13 @@
 // address or a path, and internal/lab, internal/ipi and internal/upi never
 // read the lab file (TestOnlyThePlanReadsTheLabFile).
 //
+// The files go by concern: plan.go (Options, the Plan, Load and Resolve,
+// the paths), cluster.go (names, families, VIPs, topology, the agent and
+// hybrid sections), network.go (NAT or shared network, bridges, resolver,
+// LLDP), nodes.go (names, MACs, UUIDs, addresses, disks, BMC endpoints),
+// bmcs.go (the BMC network, vbmcd's invocation), hosts.go (a lab over
+// several hosts), provisioning.go and traits.go.
+//
 // Resolve is pure (it reads only its arguments), which is what the golden
 // files in testdata/ pin down. What it does not do: look at the host. Whether
 // the plan's objects exist, and whose they are, is the actions' business
