@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/bmlab/bmlab/internal/personality"
 )
 
 const module = "github.com/bmlab/bmlab/"
@@ -134,6 +136,11 @@ func TestTheFloorPlan(t *testing.T) {
 	for _, use := range modeNameUses(t, filepath.Join("..", "plan")) {
 		t.Errorf("%s: the plan branches on a mode's name; give the mode a trait (plan.Traits) and read that", use)
 	}
+	// What a vendor does differently is its personality's: no file
+	// outside internal/personality names a vendor's manufacturer.
+	for _, use := range vendorNameUses(t) {
+		t.Errorf("%s: a switch on a vendor's name outside internal/personality; give the personality a field (as VirtualMediaScheme) and read that", use)
+	}
 	// labctl's packages: what cmd/labctl reaches.
 	reach := reachable(pkgs, module+"cmd/labctl")
 	if !reach[provider] || !reach[engine] {
@@ -211,6 +218,52 @@ func modeNameUses(t *testing.T, dir string) []string {
 			}
 			return true
 		})
+	}
+	return out
+}
+
+// vendorNameUses are the string literals, in the repository's non-test Go
+// files outside internal/personality, that spell a vendor personality's
+// Manufacturer.
+func vendorNameUses(t *testing.T) []string {
+	t.Helper()
+	vendors := map[string]bool{}
+	for _, n := range personality.Names() {
+		if p, err := personality.Lookup(n); err == nil && !p.Generic() {
+			vendors[strconv.Quote(p.Manufacturer)] = true
+		}
+	}
+	if len(vendors) < 3 {
+		t.Fatalf("vendors %v: the test no longer sees the personalities", vendors)
+	}
+	root := filepath.Join("..", "..")
+	var out []string
+	for _, top := range []string{"cmd", "internal"} {
+		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d os.DirEntry, err error) error {
+			switch {
+			case err != nil:
+				return err
+			case d.IsDir() && (d.Name() == "testdata" || path == filepath.Join(root, "internal", "personality")):
+				return filepath.SkipDir
+			case d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go"):
+				return nil
+			}
+			fset := token.NewFileSet()
+			af, err := parser.ParseFile(fset, path, nil, 0)
+			if err != nil {
+				return err
+			}
+			ast.Inspect(af, func(n ast.Node) bool {
+				if l, ok := n.(*ast.BasicLit); ok && l.Kind == token.STRING && vendors[l.Value] {
+					out = append(out, fmt.Sprintf("%s: %s", fset.Position(l.Pos()), l.Value))
+				}
+				return true
+			})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	return out
 }

@@ -191,9 +191,10 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 }
 
 // endpoint gives node i its BMC address: the one place it is made. A node
-// whose BMC is a Dell's (personality) is reached as the installer reaches
-// an iDRAC, by the idrac-virtualmedia scheme, where the lab boots from
-// virtual media. At a BMC of its own (a BMC network) a vendor's BMC is
+// whose BMC's personality has a virtual media scheme of its own
+// (Personality.VirtualMediaScheme: a Dell's iDRAC) is reached as the
+// installer reaches that vendor's BMC, by that scheme (idrac-virtualmedia),
+// where the lab boots from virtual media. At a BMC of its own (a BMC network) a vendor's BMC is
 // named by the path the vendor serves, as a real rack's would be
 // (/redfish/v1/Systems/System.Embedded.1 for an iDRAC, /Systems/1 for an
 // iLO or a Supermicro: vbmcd serves the vendor's ids there); on the
@@ -207,8 +208,8 @@ func (p *Plan) endpoint(n *Node, i int, kind, persona string) error {
 	}
 	if persona != "" {
 		n.BMC.Personality, n.BMC.Vendor = persona, pers.Manufacturer
-		if pers.Manufacturer == "Dell Inc." && kind == ocp.BMCRedfishVirtualMedia {
-			kind = ocp.BMCIDRACVirtualMedia
+		if pers.VirtualMediaScheme != "" && kind == ocp.BMCRedfishVirtualMedia {
+			kind = pers.VirtualMediaScheme // the vendor's own driver (an iDRAC's)
 		}
 	}
 	if p.BMC.Network.IsValid() {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/ocp"
+	"github.com/bmlab/bmlab/internal/personality"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -367,5 +368,29 @@ func TestHostResolver(t *testing.T) {
 	}
 	if _, err := Resolve(cfg, Options{Modes: testModes, Dir: "/labs/r", Mode: ModeHybrid}); err == nil || !strings.Contains(err.Error(), "network.hostResolver: dnsmasq sends the cluster's names to the lab network's DNS, but this lab borrows the libvirt network on br-other") {
 		t.Errorf("a borrowed network: %v", err)
+	}
+}
+
+// TestVirtualMediaSchemes: a personality's own virtual media scheme
+// (Personality.VirtualMediaScheme, which endpoint gives its nodes) is a
+// BMC kind install-config's bmc.address is made for; the golden mixed
+// racks show the iDRACs' nodes reached by it.
+func TestVirtualMediaSchemes(t *testing.T) {
+	seen := 0
+	for _, name := range personality.Names() {
+		p, err := personality.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.VirtualMediaScheme == "" {
+			continue
+		}
+		seen++
+		if _, err := ocp.BMCAddress(ocp.BMCEndpoint{Kind: p.VirtualMediaScheme, Host: "192.0.2.1", RedfishPort: 8000, TLS: true}, "1", 0); err != nil {
+			t.Errorf("personality %s: virtual media scheme %q: %v", name, p.VirtualMediaScheme, err)
+		}
+	}
+	if seen == 0 {
+		t.Error("no personality has a virtual media scheme of its own: the iDRACs lost theirs")
 	}
 }
