@@ -61,6 +61,8 @@ else
 fi
 # One package at a time: the VM tests boot qemu under TCG and time real
 # protocol exchanges; on a 2-core machine, packages in parallel starve each
-# other. The whole run takes a few minutes.
+# other. -timeout is per package: internal/vbmcd alone took 1,408 s (23.5
+# min) in a warm CI run on a 2-core machine, so 45 min leaves a slower
+# machine its margin while a hung test still ends the run.
 phase "every test"
-exec go test -p 1 -count=1 -timeout 25m "$@" ./...
+exec go test -p 1 -count=1 -timeout 45m "$@" ./...

@@ -21,7 +21,9 @@
 // (daemon.go). Every object carries the lab's ownership mark (MarkXML, a
 // mark file in a pool's directory, a link's alias, vbmcd's environment),
 // and Marked finds what bears it. An aarch64 node is qemu's virt machine
-// on AAVMF, defined as kvm only where libvirt offers KVM for aarch64.
+// on AAVMF, defined as kvm only where libvirt offers KVM for aarch64; an
+// x86_64 node under TCG has qemu64 without CMPXCHG16B, which QEMU 7.2's TCG
+// gets wrong (DomainXML says how).
 //
 // Conn is a connection to one libvirtd (Dial, or Wrap of one made
 // elsewhere) with the few tasks the test fixtures and labctl demo use.

@@ -2,7 +2,9 @@ package redfish
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
+	"image"
 	"image/png"
 	"net/http"
 	"strings"
@@ -12,7 +14,18 @@ import (
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/sim"
+	"github.com/bmlab/bmlab/internal/testenv"
 )
+
+// simScreen is the simulated machine's screen as drawn now.
+func simScreen(t *testing.T, f *fixture, id string) []byte {
+	t.Helper()
+	img, err := f.be.Screenshot(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img.(*image.RGBA).Pix
+}
 
 // shot posts a screenshot action and decodes the PNG it answers.
 func shot(t *testing.T, f *fixture, q req) (w int, width, height int) {
@@ -249,6 +262,7 @@ func TestSendKeysRevoked(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			token, loc := f.login(t, "op", "op-password")
+			before := simScreen(t, f, id)
 			done := make(chan *struct {
 				code int
 				body string
@@ -260,7 +274,11 @@ func TestSendKeysRevoked(t *testing.T) {
 					body string
 				}{w.Code, w.Body.String()}
 			}()
-			time.Sleep(100 * time.Millisecond) // typing is under way (400 keys take 2 s)
+			// Typing is under way (400 keys take 2 s) once the screen
+			// shows a key more.
+			if !testenv.WaitFor(2*time.Second, func() bool { return !bytes.Equal(simScreen(t, f, id), before) }) {
+				t.Fatal("no key typed on the screen in 2 s")
+			}
 			tc.revoke(token, loc)
 			got := <-done
 			if got.code != tc.status || !strings.Contains(got.body, "of 400 keys were typed") {

@@ -265,6 +265,19 @@ func WaitFor(timeout time.Duration, cond func() bool) bool {
 	}
 }
 
+// countAcross counts text in what was read, b, after the carry of the read
+// before, and returns the carry for the next: the end of what was read that
+// could begin a text cut in two (shorter than text, after its last whole
+// occurrence).
+func countAcross(carry string, b []byte, text string) (int, string) {
+	chunk := carry + string(b)
+	c := strings.Count(chunk, text)
+	if c > 0 {
+		chunk = chunk[strings.LastIndex(chunk, text)+len(text):]
+	}
+	return c, chunk[max(0, len(chunk)-len(text)+1):]
+}
+
 // WatchLines follows the file at path (a serial log, say) until the test
 // ends, reading what was added every 100 ms, and records the time each
 // occurrence of text first showed: when was read, in order. A figure taken
@@ -287,17 +300,16 @@ func WatchLines(t testing.TB, path, text string) (seen func() []time.Time) {
 					b := make([]byte, st.Size()-off)
 					n, _ := f.ReadAt(b, off)
 					off += int64(n)
-					chunk := carry + string(b[:n])
-					if c := strings.Count(chunk, text); c > 0 {
+					var c int
+					c, carry = countAcross(carry, b[:n], text)
+					if c > 0 {
 						now := time.Now()
 						mu.Lock()
 						for range c {
 							times = append(times, now)
 						}
 						mu.Unlock()
-						chunk = chunk[strings.LastIndex(chunk, text)+len(text):]
 					}
-					carry = chunk[max(0, len(chunk)-len(text)+1):]
 				}
 				f.Close()
 			}
