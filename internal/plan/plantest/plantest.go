@@ -8,6 +8,9 @@ package plantest
 import (
 	_ "embed"
 	"encoding/json"
+	"fmt"
+
+	"github.com/bmlab/bmlab/internal/labconfig"
 
 	"github.com/bmlab/bmlab/internal/plan"
 )
@@ -24,4 +27,42 @@ func Modes() []plan.ModeSpec {
 		panic("plantest: modes.json: " + err.Error()) // the fixture is the repository's own
 	}
 	return out
+}
+
+// LabsJSON is labs.json: the labs whose plans internal/plan pins
+// (testdata/<name>.json) and whose provider's commands labvirt pins, each
+// as plan.Resolve takes it through Resolve.
+//
+//go:embed labs.json
+var LabsJSON []byte
+
+// Lab is a lab of labs.json: its lab file, profile and mode.
+type Lab struct {
+	Name    string `json:"name"`
+	Lab     string `json:"lab"`
+	Profile string `json:"profile"`
+	Mode    string `json:"mode"`
+}
+
+// Labs are labs.json's labs.
+func Labs() []Lab {
+	var out []Lab
+	if err := json.Unmarshal(LabsJSON, &out); err != nil {
+		panic("plantest: labs.json: " + err.Error()) // the fixture is the repository's own
+	}
+	return out
+}
+
+// Resolve resolves a lab of labs.json as internal/plan's golden plans
+// are: under /labs/<name>, vbmcd at /usr/local/bin/vbmcd, in the
+// namespace labci, with the modes of modes.json.
+func Resolve(l Lab) (*plan.Plan, error) {
+	cfg, err := labconfig.Parse([]byte(l.Lab))
+	if err != nil {
+		return nil, fmt.Errorf("lab %s: %w", l.Name, err)
+	}
+	if err := cfg.ApplyProfile(l.Profile); err != nil {
+		return nil, fmt.Errorf("lab %s: %w", l.Name, err)
+	}
+	return plan.Resolve(cfg, plan.Options{Modes: Modes(), Dir: "/labs/" + cfg.Name, Profile: l.Profile, Mode: l.Mode, Vbmcd: "/usr/local/bin/vbmcd", Netns: "labci"})
 }
