@@ -158,8 +158,10 @@ type LinkAddress struct {
 	Addr netip.Addr
 }
 
-// BMCDaemon is the lab's BMC daemon as the plan invokes it. Ensure starts
-// it unless it runs with the plan's arguments (Restart: its settings files
+// BMCDaemon is the lab's BMC daemon as the plan describes it
+// (plan.Vbmcd: what it serves, where it keeps its files; the provider
+// builds its command line). Ensure starts it unless it runs as the plan's
+// facts make it (Restart: its settings files
 // changed, it must read them again), then waits up to Wait until every
 // node's BMC answers with its UUID at the plan's address, telling Progress
 // (may be nil) how many answer.
@@ -172,12 +174,13 @@ type BMCDaemon struct {
 
 // LLDPSender is the lab's switches on the wire: a process that sends
 // every running node NIC's tap the LLDP frames of its port, in the lab's
-// namespace, as the plan invokes it. Ensure starts it unless it runs with
-// the plan's arguments; Differences says when none runs.
+// namespace, as the plan describes it (the provider builds its command
+// line). Ensure starts it unless it runs as the plan's facts make it;
+// Differences says when none runs.
 type LLDPSender struct {
 	Lab    string
 	Netns  string
-	Sender plan.Vbmcd
+	Sender plan.LLDPSender
 }
 
 // DHCPServer is the DHCP server the lab runs on an Unmanaged provisioning

@@ -580,7 +580,8 @@ var _ lab.Provider = (*Host)(nil)
 // nothing.
 const bmcWait = 30 * time.Second
 
-// ensureDaemon keeps the lab's vbmcd running with the plan's arguments
+// ensureDaemon keeps the lab's vbmcd running with the arguments the plan's
+// facts make (vbmcdProcess)
 // (restarting one that runs with others, or whose settings files changed),
 // then waits until every node's BMC answers.
 func ensureDaemon(ctx context.Context, o lab.BMCDaemon) ([]string, error) {
@@ -591,8 +592,9 @@ func ensureDaemon(ctx context.Context, o lab.BMCDaemon) ([]string, error) {
 	}
 	var done []string
 	ok := false
+	want := vbmcdProcess(p.Vbmcd)
 	for _, d := range running {
-		if slices.Equal(d.args, p.Vbmcd.Args) && !o.Restart {
+		if slices.Equal(d.args, want.Args) && !o.Restart {
 			ok = true
 			continue
 		}
@@ -602,7 +604,7 @@ func ensureDaemon(ctx context.Context, o lab.BMCDaemon) ([]string, error) {
 		}
 	}
 	if !ok {
-		pid, err := startDaemon(p.Vbmcd, p.Netns)
+		pid, err := startDaemon(want, p.Netns)
 		if err != nil {
 			return done, err
 		}
@@ -618,20 +620,21 @@ func ensureDaemon(ctx context.Context, o lab.BMCDaemon) ([]string, error) {
 // ensureSender keeps the lab's LLDP sender running with the plan's
 // arguments, restarting one that runs with others.
 func ensureSender(o lab.LLDPSender) ([]string, error) {
-	if o.Sender.Path == "" {
-		if running, err := senders(o.Lab); err != nil || !slices.ContainsFunc(running, func(d daemon) bool { return slices.Equal(d.args, o.Sender.Args) }) {
+	want := senderProcess(o.Sender)
+	if want.Path == "" {
+		if running, err := senders(o.Lab); err != nil || !slices.ContainsFunc(running, func(d daemon) bool { return slices.Equal(d.args, want.Args) }) {
 			// Checked before anything is stopped.
 			return nil, errors.Join(err, errors.New("LLDP sender: vbmcd not found next to labctl or on PATH: run `make build` (it puts both in bin/), pass --vbmcd, or set network.lldp: false"))
 		}
 	}
-	return ensureProcess(o.Lab, lab.KindLLDP, o.Sender, o.Netns, false)
+	return ensureProcess(o.Lab, lab.KindLLDP, want, o.Netns, false)
 }
 
 // ensureProcess keeps one process of the lab's of a kind running as want
 // invokes it: one with other arguments (or any, with restart) is stopped,
 // and when none is left one is started, and waited for until it reads
 // as its kind (`ip netns exec` execs it in place), or it died.
-func ensureProcess(labName string, kind lab.Kind, want plan.Vbmcd, netns string, restart bool) ([]string, error) {
+func ensureProcess(labName string, kind lab.Kind, want process, netns string, restart bool) ([]string, error) {
 	running, err := markedOf(labName, kind)
 	if err != nil {
 		return nil, err
@@ -691,7 +694,7 @@ func ensureDHCP(o lab.DHCPServer) ([]string, error) {
 			return nil, fmt.Errorf("%s: %w", lab.KindDHCP, err)
 		}
 	}
-	done, err := ensureProcess(o.Lab, lab.KindDHCP, s.Process(), o.Netns, changed)
+	done, err := ensureProcess(o.Lab, lab.KindDHCP, dhcpProcess(s), o.Netns, changed)
 	if changed {
 		done = append([]string{"wrote " + s.ConfigFile}, done...)
 	}
@@ -701,7 +704,7 @@ func ensureDHCP(o lab.DHCPServer) ([]string, error) {
 // dhcpDifferences says when the provisioning DHCP server does not run as
 // the plan invokes it, or its configuration file is not the plan's.
 func dhcpDifferences(o lab.DHCPServer) ([]lab.Difference, error) {
-	out, err := processDifferences(o.Lab, lab.KindDHCP, o.Server.Process())
+	out, err := processDifferences(o.Lab, lab.KindDHCP, dhcpProcess(o.Server))
 	if have, rerr := os.ReadFile(o.Server.ConfigFile); rerr != nil || string(have) != o.Server.Config {
 		out = append(out, lab.Difference{Got: "its configuration " + o.Server.ConfigFile + " is not the plan's"})
 	}
@@ -711,12 +714,12 @@ func dhcpDifferences(o lab.DHCPServer) ([]lab.Difference, error) {
 // senderDifferences says when the lab's LLDP sender does not run, or runs
 // with other arguments.
 func senderDifferences(o lab.LLDPSender) ([]lab.Difference, error) {
-	return processDifferences(o.Lab, lab.KindLLDP, o.Sender)
+	return processDifferences(o.Lab, lab.KindLLDP, senderProcess(o.Sender))
 }
 
 // processDifferences says when no process of the lab's of a kind runs as
 // want invokes it.
-func processDifferences(labName string, kind lab.Kind, want plan.Vbmcd) ([]lab.Difference, error) {
+func processDifferences(labName string, kind lab.Kind, want process) ([]lab.Difference, error) {
 	running, err := markedOf(labName, kind)
 	if err != nil {
 		return nil, err

@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/bmlab/bmlab/internal/labconfig"
@@ -95,10 +94,12 @@ func (p *Plan) bmcRules() []netplumb.Rule {
 	return append(rules, netplumb.Rule{Priority: first + n - 1, From: bn, Unreachable: true})
 }
 
-// Vbmcd is the lab's vbmcd invocation.
+// Vbmcd is the lab's BMC daemon as facts: what it serves and where it
+// keeps its files. The provider turns them into its command line
+// (labvirt: vbmcd's flags); the plan holds no flag. Zero when the mode's
+// nodes have no BMC (Serves).
 type Vbmcd struct {
-	Path string   `json:"path"`
-	Args []string `json:"args"`
+	Path string `json:"path"`
 	// Env marks the process as the lab's (MarkEnv=<lab>), so down finds
 	// it without the state file.
 	Env []string `json:"env"`
@@ -106,30 +107,82 @@ type Vbmcd struct {
 	// the command line, where every local user reads it.
 	CredentialsFile string `json:"credentialsFile"`
 	Log             string `json:"log"`
+	// Libvirt are the lab's hosts' libvirt URIs; Domains the nodes it
+	// serves, in the plan's order.
+	Libvirt []LibvirtURI `json:"libvirt,omitempty"`
+	Domains []string     `json:"domains,omitempty"`
+	// RedfishAddr is the Redfish listener (host:port; the host empty
+	// when the BMC host is a name: every address); IPMIAddr the IPMI
+	// listener's address ("" when the BMCs speak no IPMI there).
+	RedfishAddr  string `json:"redfishAddr,omitempty"`
+	IPMIAddr     string `json:"ipmiAddr,omitempty"`
+	InsecureHTTP bool   `json:"insecureHTTP,omitempty"`
+	StateDir     string `json:"stateDir,omitempty"`
+	MediaDir     string `json:"mediaDir,omitempty"`
+	// MaxStarting machines start at once, StartGap after the last start.
+	MaxStarting int           `json:"maxStarting,omitempty"`
+	StartGap    time.Duration `json:"startGap,omitempty"`
+	// TLSCert and TLSKey are the BMCs' certificate, issued by the lab's
+	// CA (BMC.LabCA); CACert and CAKey that CA, which issues the
+	// certificate of each BMC at an address of its own.
+	TLSCert string `json:"tlsCert,omitempty"`
+	TLSKey  string `json:"tlsKey,omitempty"`
+	CACert  string `json:"caCert,omitempty"`
+	CAKey   string `json:"caKey,omitempty"`
+	// BMCAddresses pin nodes' BMCs to their addresses on the BMC network.
+	BMCAddresses []NodeAddress `json:"bmcAddresses,omitempty"`
+}
+
+// Serves says whether the lab has a BMC daemon at all.
+func (v Vbmcd) Serves() bool { return v.RedfishAddr != "" }
+
+// LibvirtURI is a libvirt connection of the lab: Host names the lab's
+// host it reaches ("" in a lab on one host).
+type LibvirtURI struct {
+	Host string `json:"host,omitempty"`
+	URI  string `json:"uri"`
+}
+
+// NodeAddress is a node's address.
+type NodeAddress struct {
+	Node string     `json:"node"`
+	Addr netip.Addr `json:"addr"`
+}
+
+// LLDPSender is the lab's LLDP sender as facts (`vbmcd lldp`, marked as
+// the lab's as vbmcd is): the switches' frames on the taps of the nodes of
+// Domains, reached through Libvirt.
+type LLDPSender struct {
+	Path    string       `json:"path"`
+	Env     []string     `json:"env"`
+	Log     string       `json:"log"`
+	Libvirt []LibvirtURI `json:"libvirt"`
+	Domains []string     `json:"domains"`
 }
 
 // MarkEnv is the environment variable that marks a process as a lab's.
 const MarkEnv = "BMLAB_LAB"
 
-// libvirtURIs are vbmcd's --libvirt-uri flags for the lab's hosts.
-func (p *Plan) libvirtURIs() []string {
-	var uris []string
+// libvirtURIs are the lab's libvirt connections: one a host, else the
+// lab's own.
+func (p *Plan) libvirtURIs() []LibvirtURI {
+	var uris []LibvirtURI
 	for _, h := range p.Hosts {
-		uris = append(uris, "--libvirt-uri", h.Name+"="+h.LibvirtURI)
+		uris = append(uris, LibvirtURI{Host: h.Name, URI: h.LibvirtURI})
 	}
 	if len(uris) == 0 {
-		uris = []string{"--libvirt-uri", p.LibvirtURI}
+		uris = []LibvirtURI{{URI: p.LibvirtURI}}
 	}
 	return uris
 }
 
-// nodeNames are the nodes' names, comma-separated (vbmcd's --domains).
-func (p *Plan) nodeNames() string {
-	names := make([]string, len(p.Nodes))
-	for i, n := range p.Nodes {
+// nodeNames are the nodes' names.
+func nodeNames(nodes []Node) []string {
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
 		names[i] = n.Name
 	}
-	return strings.Join(names, ",")
+	return names
 }
 
 // ipmiMaxPassword and ipmiMaxName are IPMI's longest password and user
@@ -152,7 +205,7 @@ func NodePassword(labPassword, lab, node string) string {
 // finished before it starts the next.
 const StartGap = 3 * time.Second
 
-// vbmcd is the lab's vbmcd invocation. It listens on the BMC address only
+// vbmcd is the lab's BMC daemon. It listens on the BMC address only
 // (when that is an IP), so labs on different machine networks share ports.
 func (p *Plan) vbmcd(path string, cpus int) Vbmcd {
 	if !p.Traits.BMCs {
@@ -161,7 +214,6 @@ func (p *Plan) vbmcd(path string, cpus int) Vbmcd {
 	// Starts are paced: an installer powers every master on at once on
 	// the host that runs them all. A booting machine keeps about four
 	// CPUs busy; each start waits a few seconds after the last one.
-	maxStarting := max(1, cpus/4)
 	listen := ""
 	if a, err := netip.ParseAddr(p.BMC.Host); err == nil {
 		listen = a.String()
@@ -171,38 +223,32 @@ func (p *Plan) vbmcd(path string, cpus int) Vbmcd {
 		Env:             []string{MarkEnv + "=" + p.Lab},
 		CredentialsFile: filepath.Join(p.StateDir, "vbmcd", "credentials.yaml"),
 		Log:             filepath.Join(p.StateDir, "vbmcd.log"),
-	}
-	v.Args = append(p.libvirtURIs(),
-		"--domains", p.nodeNames(),
-		"--redfish-addr", net.JoinHostPort(listen, strconv.Itoa(p.BMC.RedfishPort)),
-		"--credentials-file", v.CredentialsFile,
-		"--state-dir", filepath.Join(p.StateDir, "vbmcd"),
-		"--media-dir", filepath.Join(p.StateDir, "media"),
-		"--log-format", "json",
-		"--max-starting", strconv.Itoa(maxStarting),
-		"--start-gap", StartGap.String(),
-	)
-	if p.BMC.Scheme == "http" {
-		v.Args = append(v.Args, "--insecure-http")
+		Libvirt:         p.libvirtURIs(),
+		Domains:         nodeNames(p.Nodes),
+		RedfishAddr:     net.JoinHostPort(listen, strconv.Itoa(p.BMC.RedfishPort)),
+		InsecureHTTP:    p.BMC.Scheme == "http",
+		StateDir:        filepath.Join(p.StateDir, "vbmcd"),
+		MediaDir:        filepath.Join(p.StateDir, "media"),
+		MaxStarting:     max(1, cpus/4),
+		StartGap:        StartGap,
 	}
 	if p.BMC.LabCA {
-		v.Args = append(v.Args, "--tls-cert", p.Paths.BMCCert, "--tls-key", p.Paths.BMCKey)
+		v.TLSCert, v.TLSKey = p.Paths.BMCCert, p.Paths.BMCKey
 	}
-	if p.BMC.Kind == ocp.BMCIPMI && listen != "" {
-		v.Args = append(v.Args, "--ipmi-addr", listen)
+	if p.BMC.Kind == ocp.BMCIPMI {
+		v.IPMIAddr = listen
 	}
 	if p.BMC.Network.IsValid() {
 		// Every node a BMC of its own, at its address on the BMC network;
 		// their certificates issued by the lab's CA.
-		var pins []string
+		v.BMCAddresses = []NodeAddress{}
 		for _, n := range p.Nodes {
 			if n.BMC.Addr.IsValid() {
-				pins = append(pins, n.Name+"="+n.BMC.Addr.String())
+				v.BMCAddresses = append(v.BMCAddresses, NodeAddress{Node: n.Name, Addr: n.BMC.Addr})
 			}
 		}
-		v.Args = append(v.Args, "--bmc-addresses", strings.Join(pins, ","))
 		if p.BMC.LabCA {
-			v.Args = append(v.Args, "--tls-ca-cert", p.Paths.CACert, "--tls-ca-key", p.Paths.CAKey)
+			v.CACert, v.CAKey = p.Paths.CACert, p.Paths.CAKey
 		}
 	}
 	return v

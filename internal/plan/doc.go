@@ -5,7 +5,8 @@
 // joins with the reservations and DNS records it adds there, the baremetal and
 // provisioning bridges, veths, MTU, VLANs, the bridge-named libvirt
 // networks), its storage pool, its BMC endpoints (scheme, address, port,
-// path, credentials), the vbmcd invocation, the installer directory, the
+// path, credentials), what vbmcd and the LLDP sender serve (Vbmcd,
+// LLDPSender: facts; the provider builds their command lines), the installer directory, the
 // cluster (its names api, api-int and *.apps in its domain, VIPs, machine
 // network, counts, bridges, input files) and every file labctl keeps (Paths:
 // state, logs, markers, ignition, install-config and its copy, installer
@@ -37,7 +38,7 @@
 // IPv4 lab has IPv4; a dual-stack lab has IPv4 there and its IPv6 family
 // in Cluster.Secondary, NAT.Secondary and each node's SecondaryIP (the same
 // place of the IPv6 range as IP of the IPv4 one). BMC URLs and vbmcd's
-// --redfish-addr bracket an IPv6 host (net.JoinHostPort).
+// RedfishAddr bracket an IPv6 host (net.JoinHostPort).
 //
 // `labctl up`, `down`, `status` and `net` all read the plan, so they cannot
 // disagree about a lab: nothing outside this package derives a name, an
@@ -48,7 +49,7 @@
 // the paths), cluster.go (names, families, VIPs, topology, the agent and
 // hybrid sections), network.go (NAT or shared network, bridges, resolver,
 // LLDP), nodes.go (names, MACs, UUIDs, addresses, disks, BMC endpoints),
-// bmcs.go (the BMC network, vbmcd's invocation), hosts.go (a lab over
+// bmcs.go (the BMC network, what vbmcd serves), hosts.go (a lab over
 // several hosts), provisioning.go and traits.go.
 //
 // Resolve is pure (it reads only its arguments), which is what the golden

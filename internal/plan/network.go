@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/netaddr"
@@ -45,10 +44,9 @@ type Network struct {
 	// mark: the plan's drop-in and the lab's name at both default places,
 	// so that down --lab, without the lab file, finds one the lab wrote.
 	ResolverDropIns []string `json:"resolverDropIns"`
-	// LLDP is the lab's LLDP sender (`vbmcd lldp`, marked as the lab's as
-	// vbmcd is): the switches' frames on every running node NIC's tap.
-	// Nil when network.lldp is off.
-	LLDP *Vbmcd `json:"lldp,omitempty"`
+	// LLDP is the lab's LLDP sender: the switches' frames on every
+	// running node NIC's tap. Nil when network.lldp is off.
+	LLDP *LLDPSender `json:"lldp,omitempty"`
 	// ProvisioningDHCP is the lab's DHCP server on an Unmanaged
 	// provisioning network (provisioning.go); nil on the others.
 	ProvisioningDHCP *DHCPServer `json:"provisioningDHCP,omitempty"`
@@ -222,26 +220,20 @@ func (p *Plan) resolveShared() {
 // or, in a mode without the LLDP trait (hybrid), unless it turns it on. In a lab over several hosts it
 // is the hub's, over the hub's nodes alone: a tap is a name on its own
 // host, and another host's vnet3 may be a local tap of another machine.
-func (p *Plan) lldp(on *bool, path string) *Vbmcd {
+func (p *Plan) lldp(on *bool, path string) *LLDPSender {
 	if on != nil && !*on || on == nil && !p.Traits.LLDP {
 		return nil
 	}
-	v := Vbmcd{Path: path, Env: []string{MarkEnv + "=" + p.Lab}, Log: filepath.Join(p.StateDir, "lldp.log")}
 	uris, nodes := p.libvirtURIs(), p.Nodes
 	for _, h := range p.Hosts {
 		if h.Hub {
-			uris, nodes = []string{"--libvirt-uri", h.Name + "=" + h.LibvirtURI}, p.LocalNodes(h.Name)
+			uris, nodes = []LibvirtURI{{Host: h.Name, URI: h.LibvirtURI}}, p.LocalNodes(h.Name)
 		}
 	}
 	if len(nodes) == 0 {
 		return nil // no node to announce to (an empty --domains is every domain)
 	}
-	names := make([]string, len(nodes))
-	for i, n := range nodes {
-		names[i] = n.Name
-	}
-	v.Args = append(append([]string{"lldp"}, uris...), "--domains", strings.Join(names, ","))
-	return &v
+	return &LLDPSender{Path: path, Env: []string{MarkEnv + "=" + p.Lab}, Log: filepath.Join(p.StateDir, "lldp.log"), Libvirt: uris, Domains: nodeNames(nodes)}
 }
 
 // externalBridge is the lab's baremetal bridge, else its first bridge.

@@ -186,9 +186,6 @@ type DHCPServer struct {
 	Config     string   `json:"config"`
 }
 
-// Process is the server as a process of the lab.
-func (d DHCPServer) Process() Vbmcd { return Vbmcd{Path: d.Path, Args: d.Args, Env: d.Env, Log: d.Log} }
-
 // provisioningDHCP is the DHCP server the lab runs on an Unmanaged
 // provisioning network, where the installer runs none and leaves DHCP to
 // the site (nil on the others): it hands out provisioningDHCPRange and

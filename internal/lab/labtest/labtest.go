@@ -35,7 +35,7 @@ type Host struct {
 	// Objs are the objects: kind → name → owner ("" for foreign).
 	Objs    map[lab.Kind]map[string]string
 	PoolDir map[string]string
-	Daemons map[int][]string // pid → args, all of the one lab
+	Daemons map[int]plan.Vbmcd // pid → what it serves, all of the one lab
 	NextPID int
 	// BMCs are the BMC settings recorded with each node (MachineBMC).
 	BMCs map[string]lab.MachineBMC
@@ -53,7 +53,7 @@ type Host struct {
 
 // NewHost is an empty fake provider.
 func NewHost() *Host {
-	return &Host{Objs: map[lab.Kind]map[string]string{}, PoolDir: map[string]string{}, Daemons: map[int][]string{}, NextPID: 100, Fail: map[string]error{}, IgnoreDelete: map[string]bool{}}
+	return &Host{Objs: map[lab.Kind]map[string]string{}, PoolDir: map[string]string{}, Daemons: map[int]plan.Vbmcd{}, NextPID: 100, Fail: map[string]error{}, IgnoreDelete: map[string]bool{}}
 }
 
 func (f *Host) Call(name string) error {
@@ -221,8 +221,8 @@ func (f *Host) Ensure(_ context.Context, o lab.Object) ([]string, error) {
 	case lab.BMCDaemon:
 		var done []string
 		ok := false
-		for pid, args := range f.Daemons {
-			if slices.Equal(args, o.Plan.Vbmcd.Args) && !o.Restart {
+		for pid, v := range f.Daemons {
+			if reflect.DeepEqual(v, o.Plan.Vbmcd) && !o.Restart {
 				ok = true
 				continue
 			}
@@ -237,7 +237,7 @@ func (f *Host) Ensure(_ context.Context, o lab.Object) ([]string, error) {
 				return done, err
 			}
 			f.NextPID++
-			f.Daemons[f.NextPID] = o.Plan.Vbmcd.Args
+			f.Daemons[f.NextPID] = o.Plan.Vbmcd
 			done = append(done, "started")
 		}
 		return done, f.Call("check bmcs")

@@ -61,8 +61,8 @@ func TestAFourthModeResolves(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a fourth mode with BMCs and a single node: %v", err)
 	}
-	if p.Mode != "four" || len(p.Nodes) != 1 || p.Nodes[0].BMC.Address == "" || len(p.Vbmcd.Args) == 0 || p.Agent != nil || p.Hybrid != nil || p.Network.LLDP != nil {
-		t.Errorf("the fourth mode's plan: mode %s, %d nodes, BMC %q, vbmcd %v, agent %v, hybrid %v, lldp %v", p.Mode, len(p.Nodes), p.Nodes[0].BMC.Address, p.Vbmcd.Args, p.Agent, p.Hybrid, p.Network.LLDP)
+	if p.Mode != "four" || len(p.Nodes) != 1 || p.Nodes[0].BMC.Address == "" || !p.Vbmcd.Serves() || p.Agent != nil || p.Hybrid != nil || p.Network.LLDP != nil {
+		t.Errorf("the fourth mode's plan: mode %s, %d nodes, BMC %q, vbmcd %v, agent %v, hybrid %v, lldp %v", p.Mode, len(p.Nodes), p.Nodes[0].BMC.Address, p.Vbmcd.Serves(), p.Agent, p.Hybrid, p.Network.LLDP)
 	}
 	for _, n := range p.Nodes[0].NICs {
 		if n.Provisioning {

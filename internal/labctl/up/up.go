@@ -182,7 +182,7 @@ func (r nodeRow) ips() string {
 // does not answer in time says nothing.
 func mediaFaults(ctx context.Context, e *lab.Env) map[string]string {
 	out := map[string]string{}
-	if pids, err := e.Host.Marked(ctx, lab.KindDaemon, e.Plan.Lab); err != nil || len(pids) == 0 || len(e.Plan.Vbmcd.Args) == 0 {
+	if pids, err := e.Host.Marked(ctx, lab.KindDaemon, e.Plan.Lab); err != nil || len(pids) == 0 || !e.Plan.Vbmcd.Serves() {
 		return out
 	}
 	c, err := bmcclient.New(e.Plan)
@@ -299,7 +299,7 @@ func printStatus(ctx context.Context, g *cli.Globals, e *lab.Env, output string)
 		phase = "not up"
 	}
 	vb := "stopped"
-	if len(e.Plan.Vbmcd.Args) == 0 {
+	if !e.Plan.Vbmcd.Serves() {
 		vb = "none (no BMCs in this mode)"
 	} else if pids, err := e.Host.Marked(ctx, lab.KindDaemon, e.Plan.Lab); err != nil {
 		return err
