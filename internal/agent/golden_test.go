@@ -45,7 +45,7 @@ func TestTopologiesGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: "/labs/" + tt.name, Mode: plan.ModeAgent})
+			p, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: "/labs/" + tt.name, Mode: plantest.Agent})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/bmlab/bmlab/internal/personality"
+	"github.com/bmlab/bmlab/internal/plan/plantest"
 )
 
 const module = "github.com/bmlab/bmlab/"
@@ -130,11 +131,12 @@ func TestTheFloorPlan(t *testing.T) {
 			}
 		}
 	}
-	// The plan reads a mode's traits, never its name: no branch on
-	// ModeIPI, ModeHybrid or ModeAgent (a fourth mode resolves without an
-	// edit to the plan: internal/lab/modes' TestAFourthModeResolves).
+	// The plan reads a mode's traits, never its name: it spells no
+	// mode's name (each mode declares its own, as ipimode.Name; a fourth
+	// mode resolves without an edit to the plan: internal/lab/modes'
+	// TestAFourthModeResolves).
 	for _, use := range modeNameUses(t, filepath.Join("..", "plan")) {
-		t.Errorf("%s: the plan branches on a mode's name; give the mode a trait (plan.Traits) and read that", use)
+		t.Errorf("%s: the plan names a mode; give the mode a trait (plan.Traits) and read that", use)
 	}
 	// What a vendor does differently is its personality's: no file
 	// outside internal/personality names a vendor's manufacturer.
@@ -183,16 +185,22 @@ func reachable(pkgs map[string]map[string]bool, from string) map[string]bool {
 	return reach
 }
 
-// modeNameUses are the places in dir's non-test files that name one of the
-// plan's mode names (ModeIPI, ModeHybrid, ModeAgent) other than where
-// they are declared.
+// modeNameUses are the string literals in dir's non-test files that spell
+// a mode's name (plantest/modes.json, which internal/lab/modes checks
+// against the modes).
 func modeNameUses(t *testing.T, dir string) []string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no Go files in %s: %v", dir, err)
 	}
-	names := map[string]bool{"ModeIPI": true, "ModeHybrid": true, "ModeAgent": true}
+	names := map[string]bool{}
+	for _, m := range plantest.Modes() {
+		names[m.Name] = true
+	}
+	if len(names) < 3 {
+		t.Fatalf("plantest names the modes %v: the test no longer sees them", names)
+	}
 	var out []string
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
@@ -203,18 +211,11 @@ func modeNameUses(t *testing.T, dir string) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		declared := map[*ast.Ident]bool{}
 		ast.Inspect(af, func(n ast.Node) bool {
-			if vs, ok := n.(*ast.ValueSpec); ok {
-				for _, id := range vs.Names {
-					declared[id] = true
+			if l, ok := n.(*ast.BasicLit); ok && l.Kind == token.STRING {
+				if v, err := strconv.Unquote(l.Value); err == nil && names[v] {
+					out = append(out, fmt.Sprintf("%s: %s", fset.Position(l.Pos()), l.Value))
 				}
-			}
-			return true
-		})
-		ast.Inspect(af, func(n ast.Node) bool {
-			if id, ok := n.(*ast.Ident); ok && names[id.Name] && !declared[id] {
-				out = append(out, fmt.Sprintf("%s: %s", fset.Position(id.Pos()), id.Name))
 			}
 			return true
 		})

@@ -20,3 +20,11 @@ var testModes = func() []ModeSpec {
 	}
 	return out
 }()
+
+// The modes' names as plantest/modes.json holds them (plantest's IPI,
+// Hybrid and Agent; the plan declares none: it reads traits).
+const (
+	modeIPI    = "ipi-baremetal"
+	modeHybrid = "hybrid"
+	modeAgent  = "agent"
+)

@@ -14,13 +14,6 @@ import (
 	"github.com/bmlab/bmlab/internal/ocp"
 )
 
-// Modes of `labctl up`.
-const (
-	ModeIPI    = "ipi-baremetal"
-	ModeHybrid = "hybrid"
-	ModeAgent  = "agent"
-)
-
 // Options are what, beside the lab file, selects and shapes a lab: the
 // flags every labctl command shares.
 type Options struct {

@@ -78,7 +78,7 @@ func TestGolden(t *testing.T) {
 // and vbmcd's listener agree on scheme, host and port, with TLS on or off.
 func TestOneAddress(t *testing.T) {
 	for _, tls := range []string{"true", "false"} {
-		p := resolve(t, "cluster: {bmc: {tls: "+tls+"}}\n", "", ModeIPI)
+		p := resolve(t, "cluster: {bmc: {tls: "+tls+"}}\n", "", modeIPI)
 		scheme := map[string]string{"true": "https", "false": "http"}[tls]
 		if (scheme == "http") != p.Vbmcd.InsecureHTTP || p.Vbmcd.RedfishAddr != "192.168.111.1:8000" {
 			t.Errorf("tls %s: vbmcd serves %s, insecure HTTP %v", tls, p.Vbmcd.RedfishAddr, p.Vbmcd.InsecureHTTP)
@@ -100,7 +100,7 @@ func TestOneAddress(t *testing.T) {
 // of a family the machine network lacks, or on the machine network is
 // refused with the field and the fix.
 func TestBMCNetwork(t *testing.T) {
-	p := resolve(t, "name: oob\ncluster: {bmc: {network: 192.168.125.0/24}}\n", "", ModeIPI)
+	p := resolve(t, "name: oob\ncluster: {bmc: {network: 192.168.125.0/24}}\n", "", modeIPI)
 	var br []string
 	for _, b := range p.Network.Topology.Bridges {
 		if b.Name == "bmbmc-oob" {
@@ -130,17 +130,17 @@ func TestBMCNetwork(t *testing.T) {
 	if p.Vbmcd.CACert != p.Paths.CACert || p.Vbmcd.CAKey != p.Paths.CAKey {
 		t.Errorf("vbmcd does not get the lab's CA for its BMCs' certificates: %q, %q", p.Vbmcd.CACert, p.Vbmcd.CAKey)
 	}
-	ipmi := resolve(t, "name: oob\nnetwork: {provisioningNetwork: Managed}\ncluster: {bmc: {kind: ipmi, network: 'fd00:125::/64'}, ipFamily: dual}\n", "", ModeIPI)
+	ipmi := resolve(t, "name: oob\nnetwork: {provisioningNetwork: Managed}\ncluster: {bmc: {kind: ipmi, network: 'fd00:125::/64'}, ipFamily: dual}\n", "", modeIPI)
 	if got := ipmi.Nodes[0].BMC.Address; got != "ipmi://[fd00:125::2]" {
 		t.Errorf("an IPMI BMC of its own: %s, want ipmi://[fd00:125::2]", got)
 	}
 
 	for _, tt := range []struct{ lab, mode, want string }{
-		{"cluster: {bmc: {network: 192.168.125.0/30}}\n", ModeIPI, "cluster.bmc.network: 192.168.125.0/30 has 2 host addresses; the lab host and 5 BMCs need 6: use a larger subnet"},
-		{"cluster: {bmc: {network: 'fd00:125::/64'}}\n", ModeIPI, "cluster.bmc.network: fd00:125::/64 is IPv6, but the machine network (ipFamily v4) has no address of that family: the nodes could not reach their BMCs; use a subnet of the machine network's family"},
-		{"cluster: {bmc: {network: 192.168.111.128/25}}\n", ModeIPI, "cluster.bmc.network: 192.168.111.128/25 overlaps the machine network 192.168.111.0/24; the BMC network is a subnet of its own (for example 192.168.125.0/24, or fd2e:6f44:5dd8:c957::/120)"},
-		{"cluster: {bmc: {network: 192.168.125.1/24}}\n", ModeIPI, "cluster.bmc.network: 192.168.125.1/24 has host bits set; use 192.168.125.0/24"},
-		{"cluster: {bmc: {network: 192.168.125.0/24}, image: /i.qcow2}\n", ModeHybrid, "cluster.bmc.network: the hybrid mode's nodes have no BMC; drop cluster.bmc.network"},
+		{"cluster: {bmc: {network: 192.168.125.0/30}}\n", modeIPI, "cluster.bmc.network: 192.168.125.0/30 has 2 host addresses; the lab host and 5 BMCs need 6: use a larger subnet"},
+		{"cluster: {bmc: {network: 'fd00:125::/64'}}\n", modeIPI, "cluster.bmc.network: fd00:125::/64 is IPv6, but the machine network (ipFamily v4) has no address of that family: the nodes could not reach their BMCs; use a subnet of the machine network's family"},
+		{"cluster: {bmc: {network: 192.168.111.128/25}}\n", modeIPI, "cluster.bmc.network: 192.168.111.128/25 overlaps the machine network 192.168.111.0/24; the BMC network is a subnet of its own (for example 192.168.125.0/24, or fd2e:6f44:5dd8:c957::/120)"},
+		{"cluster: {bmc: {network: 192.168.125.1/24}}\n", modeIPI, "cluster.bmc.network: 192.168.125.1/24 has host bits set; use 192.168.125.0/24"},
+		{"cluster: {bmc: {network: 192.168.125.0/24}, image: /i.qcow2}\n", modeHybrid, "cluster.bmc.network: the hybrid mode's nodes have no BMC; drop cluster.bmc.network"},
 	} {
 		cfg, err := labconfig.Parse([]byte(tt.lab))
 		if err == nil {
@@ -177,7 +177,7 @@ func TestPersonalitiesPerNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := Resolve(cfg, Options{Modes: testModes, Dir: "/labs/per", Mode: ModeIPI, AddedWorkers: 1})
+		p, err := Resolve(cfg, Options{Modes: testModes, Dir: "/labs/per", Mode: modeIPI, AddedWorkers: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +205,7 @@ func TestPersonalitiesPerNode(t *testing.T) {
 // which holds everything vbmcd's command line is made of (labvirt's
 // TestCommands checks the arguments themselves).
 func TestSecretsOffTheCommandLine(t *testing.T) {
-	p := resolve(t, "cluster: {bmc: {password: s3cret-pw}}\n", "", ModeIPI)
+	p := resolve(t, "cluster: {bmc: {password: s3cret-pw}}\n", "", modeIPI)
 	b, _ := json.Marshal(p)
 	if strings.Contains(string(b), "s3cret-pw") {
 		t.Errorf("the password leaks: %s", b)
@@ -227,12 +227,12 @@ func TestNATBridgeNames(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	for _, tt := range []struct{ lab, mode, want string }{
-		{"cluster: {masters: {count: 1}}\n", ModeIPI, "cluster.masters.count: 1 (a single-node cluster) is installed by --mode agent (or hybrid); ipi-baremetal needs 3 masters"},
-		{"cluster: {masters: {count: 2}, fencing: true, image: /i.qcow2}\n", ModeHybrid, "cluster.fencing: a two-node control plane with fencing is installed by --mode agent, not hybrid"},
-		{"cluster: {masters: {count: 2}, arbiter: {count: 1}}\n", ModeIPI, "cluster.arbiter: a two-node control plane with an arbiter is installed by --mode agent, not ipi-baremetal"},
-		{"cluster: {masters: {count: 1}, workers: {count: 2}}\n", ModeAgent, "cluster.workers.count: a single-node cluster has no workers at install; add them afterwards (labctl add-node) or use 3 masters"},
-		{"", ModeHybrid, "cluster.image: the hybrid mode boots its nodes from an RHCOS qcow2; name it (a path or an http(s) URL) in the lab file"},
-		{"cluster: {dhcpRange: {start: 192.168.111.20, end: 192.168.111.22}}\n", ModeIPI, "cluster.dhcpRange: 192.168.111.20-192.168.111.22 has no room for 4 nodes; widen it"},
+		{"cluster: {masters: {count: 1}}\n", modeIPI, "cluster.masters.count: 1 (a single-node cluster) is installed by --mode agent (or hybrid); ipi-baremetal needs 3 masters"},
+		{"cluster: {masters: {count: 2}, fencing: true, image: /i.qcow2}\n", modeHybrid, "cluster.fencing: a two-node control plane with fencing is installed by --mode agent, not hybrid"},
+		{"cluster: {masters: {count: 2}, arbiter: {count: 1}}\n", modeIPI, "cluster.arbiter: a two-node control plane with an arbiter is installed by --mode agent, not ipi-baremetal"},
+		{"cluster: {masters: {count: 1}, workers: {count: 2}}\n", modeAgent, "cluster.workers.count: a single-node cluster has no workers at install; add them afterwards (labctl add-node) or use 3 masters"},
+		{"", modeHybrid, "cluster.image: the hybrid mode boots its nodes from an RHCOS qcow2; name it (a path or an http(s) URL) in the lab file"},
+		{"cluster: {dhcpRange: {start: 192.168.111.20, end: 192.168.111.22}}\n", modeIPI, "cluster.dhcpRange: 192.168.111.20-192.168.111.22 has no room for 4 nodes; widen it"},
 	} {
 		cfg, err := labconfig.Parse([]byte(tt.lab))
 		if err != nil {
@@ -250,7 +250,7 @@ func TestBadInput(t *testing.T) {
 func TestMultiHostPlacement(t *testing.T) {
 	p := resolve(t, "hosts:\n- {name: a, libvirtURI: 'qemu:///system', underlay: 10.254.0.1}\n"+
 		"- {name: b, libvirtURI: 'qemu+ssh://root@b/system', underlay: 10.254.0.2}\n"+
-		"- {name: c, libvirtURI: 'qemu+tls://c/system', underlay: 10.254.0.3}\n", "", ModeIPI)
+		"- {name: c, libvirtURI: 'qemu+tls://c/system', underlay: 10.254.0.3}\n", "", modeIPI)
 	var got []string
 	for _, n := range p.Nodes {
 		got = append(got, n.Host)
@@ -288,7 +288,7 @@ func TestMultiHostPlacement(t *testing.T) {
 			t.Errorf("ForSpoke(%s) = nil error; want the hub and unknown hosts refused", h)
 		}
 	}
-	if one := resolve(t, "", "", ModeIPI); len(one.LocalNodes("anything")) != len(one.Nodes) {
+	if one := resolve(t, "", "", modeIPI); len(one.LocalNodes("anything")) != len(one.Nodes) {
 		t.Errorf("a lab on one host: not every node is local")
 	}
 	for _, bad := range []struct{ lab, want string }{
@@ -309,12 +309,12 @@ func TestMultiHostPlacement(t *testing.T) {
 // bootstrap, the VIPs are the node's in the lab network); one master with
 // workers keeps the bootstrap flow, as kcli without sno.
 func TestHybridSingleNode(t *testing.T) {
-	p := resolve(t, "name: s\ncluster: {image: /i.iso, masters: {count: 1}}\n", "tiny", ModeHybrid)
+	p := resolve(t, "name: s\ncluster: {image: /i.iso, masters: {count: 1}}\n", "tiny", modeHybrid)
 	if !p.SingleNode() || len(p.Nodes) != 1 || p.Nodes[0].Role != ocp.RoleMaster || p.Nodes[0].Disks[0].Backing != "" ||
 		p.Network.NAT.APIVIP != p.Nodes[0].IP || p.Network.NAT.IngressVIP != p.Nodes[0].IP || p.Hybrid.InstallationDisk != "/dev/vda" {
 		t.Errorf("masters 1, no workers: single node %v, nodes %+v, NAT %+v", p.SingleNode(), p.Nodes, p.Network.NAT)
 	}
-	p = resolve(t, "name: s\ncluster: {image: /i.qcow2, masters: {count: 1}, workers: {count: 1}}\n", "tiny", ModeHybrid)
+	p = resolve(t, "name: s\ncluster: {image: /i.qcow2, masters: {count: 1}, workers: {count: 1}}\n", "tiny", modeHybrid)
 	if p.SingleNode() || len(p.Nodes) != 3 || p.Nodes[0].Role != ocp.RoleBootstrap || p.Network.NAT.APIVIP == p.Nodes[1].IP {
 		t.Errorf("masters 1 with a worker: single node %v, nodes %+v", p.SingleNode(), p.Nodes)
 	}
@@ -326,7 +326,7 @@ func TestHybridSingleNode(t *testing.T) {
 // borrows a network without its records is refused; down's list holds the
 // drop-in and the lab's name at both default places.
 func TestHostResolver(t *testing.T) {
-	p := resolve(t, "name: r\nnetwork: {hostResolver: resolved}\ncluster: {image: /i.qcow2}\n", "tiny", ModeHybrid)
+	p := resolve(t, "name: r\nnetwork: {hostResolver: resolved}\ncluster: {image: /i.qcow2}\n", "tiny", modeHybrid)
 	want := &Resolver{Kind: "resolved", Path: "/etc/systemd/resolved.conf.d/bmlab-r.conf", Domain: "r." + labconfig.DefaultBaseDomain, DNS: p.Network.NAT.HostAddress}
 	if p.Network.Resolver == nil || *want != *p.Network.Resolver {
 		t.Errorf("resolved on a NAT network: %+v, want %+v", p.Network.Resolver, want)
@@ -335,18 +335,18 @@ func TestHostResolver(t *testing.T) {
 		t.Errorf("drop-ins down removes (-want +got):\n%s", d)
 	}
 	p = resolve(t, "name: r\nnetwork: {hostResolver: dnsmasq, hostResolverDir: /d, shared: default, bridges: [{name: bm-r}], veths: [{name: r-v0, master: bm-r, peer: r-v1, peerMaster: virbr0}]}\n"+
-		"cluster: {image: /i.qcow2, machineNetwork: 192.168.122.0/24, dhcpRange: {start: 192.168.122.150, end: 192.168.122.159}, apiVIP: 192.168.122.145, ingressVIP: 192.168.122.146}\n", "tiny", ModeHybrid)
+		"cluster: {image: /i.qcow2, machineNetwork: 192.168.122.0/24, dhcpRange: {start: 192.168.122.150, end: 192.168.122.159}, apiVIP: 192.168.122.145, ingressVIP: 192.168.122.146}\n", "tiny", modeHybrid)
 	if r := p.Network.Resolver; r == nil || r.Path != "/d/bmlab-r.conf" || r.DNS.String() != "192.168.122.1" || r.Apps.String() != "192.168.122.146" || p.Network.ResolverDropIns[0] != "/d/bmlab-r.conf" {
 		t.Errorf("dnsmasq on a shared network: %+v, %v", r, p.Network.ResolverDropIns)
 	}
-	if p := resolve(t, "name: r\ncluster: {image: /i.qcow2}\n", "tiny", ModeHybrid); p.Network.Resolver != nil || p.Network.HostResolver != ResolverHosts {
+	if p := resolve(t, "name: r\ncluster: {image: /i.qcow2}\n", "tiny", modeHybrid); p.Network.Resolver != nil || p.Network.HostResolver != ResolverHosts {
 		t.Errorf("the default: %q, %+v; want hosts and no drop-in", p.Network.HostResolver, p.Network.Resolver)
 	}
 	cfg, err := labconfig.Parse([]byte("name: r\nnetwork: {hostResolver: dnsmasq, libvirtBridge: br-other}\ncluster: {image: /i.qcow2}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Resolve(cfg, Options{Modes: testModes, Dir: "/labs/r", Mode: ModeHybrid}); err == nil || !strings.Contains(err.Error(), "network.hostResolver: dnsmasq sends the cluster's names to the lab network's DNS, but this lab borrows the libvirt network on br-other") {
+	if _, err := Resolve(cfg, Options{Modes: testModes, Dir: "/labs/r", Mode: modeHybrid}); err == nil || !strings.Contains(err.Error(), "network.hostResolver: dnsmasq sends the cluster's names to the lab network's DNS, but this lab borrows the libvirt network on br-other") {
 		t.Errorf("a borrowed network: %v", err)
 	}
 }

@@ -114,7 +114,7 @@ func TestMediaAfterAPartialFailure(t *testing.T) {
 	cfg, err := labconfig.Parse([]byte("name: am\ncluster: {workers: {count: 0}}\n"))
 	labtest.Must(t, err)
 	labtest.Must(t, cfg.ApplyProfile("tiny"))
-	p, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: dir, Profile: "tiny", Mode: plan.ModeAgent, AddedWorkers: 1})
+	p, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: dir, Profile: "tiny", Mode: Name, AddedWorkers: 1})
 	labtest.Must(t, err)
 	bmcs := &fakeBMCs{inserted: map[string]string{}, power: map[string]string{}, fail: map[string]bool{}}
 	// The fake's certificate is issued by the lab's CA, which the client

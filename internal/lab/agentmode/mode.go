@@ -16,8 +16,11 @@ import (
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
+// Name is the mode's name (--mode, the lab file's mode:).
+const Name = "agent"
+
 // Mode is the agent mode.
-func Mode() lab.Mode { return lab.Mode{Name: plan.ModeAgent, Traits: Traits, Actions: Actions} }
+func Mode() lab.Mode { return lab.Mode{Name: Name, Traits: Traits, Actions: Actions} }
 
 // Traits are the agent mode's: nodes with BMCs, booted from the agent ISO
 // through their virtual media over the machine network; a single node (its
@@ -172,7 +175,7 @@ func (agentConfigs) Ensure(_ context.Context, e *lab.Env) (bool, error) {
 func (agentConfigs) Delete(_ context.Context, e *lab.Env) error {
 	p := e.Plan
 	dir := ""
-	if p.Mode == plan.ModeAgent {
+	if p.Mode == Name {
 		dir = p.Installer.Dir
 	}
 	return errors.Join(lab.RemoveFiles([]string{p.Paths.AgentConfigCopy, p.Paths.AgentConfig, p.Paths.MediaBooted, p.Paths.AddedNodes}, dir),

@@ -30,7 +30,7 @@ func TestMediaPlaces(t *testing.T) {
 		cfg, err := labconfig.Parse([]byte("name: am\ncluster: {workers: {count: 0}, masters: {" + c.persona + "}}\n"))
 		labtest.Must(t, err)
 		labtest.Must(t, cfg.ApplyProfile("tiny"))
-		p, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: t.TempDir(), Profile: "tiny", Mode: plan.ModeAgent})
+		p, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: t.TempDir(), Profile: "tiny", Mode: Name})
 		labtest.Must(t, err)
 		err = mediaPlaces(&lab.Env{Plan: p})
 		switch {

@@ -9,8 +9,11 @@ import (
 	"github.com/bmlab/bmlab/internal/upi"
 )
 
+// Name is the mode's name (--mode, the lab file's mode:).
+const Name = "hybrid"
+
 // Mode is the hybrid mode.
-func Mode() lab.Mode { return lab.Mode{Name: plan.ModeHybrid, Traits: Traits, Actions: Actions} }
+func Mode() lab.Mode { return lab.Mode{Name: Name, Traits: Traits, Actions: Actions} }
 
 // Traits are the hybrid mode's: nodes without BMCs, booted from the lab's
 // RHCOS image with their ignition (which has no bond); a single node, with

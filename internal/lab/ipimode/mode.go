@@ -15,8 +15,11 @@ import (
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
+// Name is the mode's name (--mode, the lab file's mode:).
+const Name = "ipi-baremetal"
+
 // Mode is the ipi-baremetal mode.
-func Mode() lab.Mode { return lab.Mode{Name: plan.ModeIPI, Traits: Traits, Actions: Actions} }
+func Mode() lab.Mode { return lab.Mode{Name: Name, Traits: Traits, Actions: Actions} }
 
 // Traits are the IPI mode's: nodes with BMCs, on the provisioning network
 // when the lab has one (the installer's Ironic boots them there); three

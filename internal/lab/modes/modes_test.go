@@ -8,15 +8,17 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/lab/agentmode"
+	"github.com/bmlab/bmlab/internal/lab/hybridmode"
+	"github.com/bmlab/bmlab/internal/lab/ipimode"
 	"github.com/bmlab/bmlab/internal/lab/labtest"
-	"github.com/bmlab/bmlab/internal/plan"
 )
 
 // TestLookup: a mode is found by its name; any other name is refused with
 // the names there are (moved here from plan's TestBadInput: the modes'
 // list, not the plan, knows them).
 func TestLookup(t *testing.T) {
-	for _, name := range []string{plan.ModeIPI, plan.ModeHybrid, plan.ModeAgent} {
+	for _, name := range []string{ipimode.Name, hybridmode.Name, agentmode.Name} {
 		if m, err := All.Lookup(name); err != nil || m.Name != name {
 			t.Errorf("Lookup(%s) = %v, %v", name, m.Name, err)
 		}

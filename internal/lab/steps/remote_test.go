@@ -207,7 +207,7 @@ func TestHostsStepOnOneHost(t *testing.T) {
 // TestSpokeArgsAndQuoting: the words for ssh are quoted for the remote
 // shell; other exec: programs get them as they are.
 func TestSpokeArgsAndQuoting(t *testing.T) {
-	p := &plan.Plan{Dir: "/srv/my lab", Mode: plan.ModeIPI}
+	p := &plan.Plan{Dir: "/srv/my lab", Mode: plantest.IPI}
 	h := plan.Host{Name: "beta", Exec: []string{"ssh", "root@beta"}, Labctl: "labctl"}
 	got := SpokeArgs(p, h, "net", "check")
 	if d := cmp.Diff([]string{"net", "check", "--host", "beta", "-f", "-", "--dir", "/srv/my lab", "--mode", "ipi-baremetal"}, got); d != "" {

@@ -99,7 +99,7 @@ func (g *Globals) LoadPlanNamed(name string) (*plan.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return plan.Resolve(cfg, plan.Options{Dir: dir, Profile: g.Profile, Mode: plan.ModeIPI, Modes: modes.All.Specs(), Netns: g.Netns, LibvirtURI: g.LibvirtURI, HostCPUs: runtime.NumCPU()})
+	return plan.Resolve(cfg, plan.Options{Dir: dir, Profile: g.Profile, Mode: modes.All[0].Name, Modes: modes.All.Specs(), Netns: g.Netns, LibvirtURI: g.LibvirtURI, HostCPUs: runtime.NumCPU()})
 }
 
 // FindVbmcd returns the vbmcd binary: the one given, else next to labctl,

@@ -15,6 +15,15 @@ import (
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
+// The modes' names as modes.json holds them (internal/lab/modes'
+// TestTraitsFixture checks them against each mode's Name), for the tests
+// of packages the modes import.
+const (
+	IPI    = "ipi-baremetal"
+	Hybrid = "hybrid"
+	Agent  = "agent"
+)
+
 // JSON is modes.json: the modes' names and traits, the default first.
 //
 //go:embed modes.json
