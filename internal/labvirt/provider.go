@@ -18,7 +18,6 @@ import (
 
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/bmcclient"
-	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/virt"
@@ -493,7 +492,7 @@ func bridgeSpec(o lab.BridgeNetwork) NetworkSpec {
 func sharedSpec(o lab.SharedEntries) SharedSpec {
 	sh := o.Shared
 	spec := SharedSpec{Network: sh.Network, Bridge: sh.Bridge, CIDR: sh.CIDR, Entries: SharedEntries{
-		Lab: o.Lab, Block: sh.BlockStart.String() + "-" + sh.BlockEnd.String(),
+		Lab: o.Lab, Block: sh.Block(),
 	}}
 	for _, r := range sh.Reservations {
 		spec.Entries.Hosts = append(spec.Entries.Hosts, SharedHost{MAC: strings.ToLower(r.MAC), IP: r.IP.String(), Name: r.Name})
@@ -507,16 +506,10 @@ func sharedSpec(o lab.SharedEntries) SharedSpec {
 // surveyNetwork is a shared network in the steps' terms; an address that
 // does not parse stays invalid (it matches no lab's).
 func surveyNetwork(n SharedNetwork) lab.SharedNetwork {
-	out := lab.SharedNetwork{Name: n.Name, Owner: n.Owner, Bridge: n.Bridge, Active: n.Active, CIDRs: n.CIDRs,
+	out := lab.SharedNetwork{Name: n.Name, Owner: n.Owner, Bridge: n.Bridge, Active: n.Active, CIDRs: n.CIDRs, Ranges: n.Ranges,
 		Hosts: reservations(n.Hosts), Records: records(n.Records), Leases: reservations(n.Leases)}
-	for _, r := range n.Ranges {
-		if rg, ok := netaddr.ParseRange(r); ok {
-			out.Ranges = append(out.Ranges, rg)
-		}
-	}
 	for _, e := range n.Labs {
-		blk, _ := netaddr.ParseRange(e.Block)
-		out.Labs = append(out.Labs, lab.Entries{Lab: e.Lab, Block: blk, Hosts: reservations(e.Hosts), Records: records(e.Records)})
+		out.Labs = append(out.Labs, lab.Entries{Lab: e.Lab, Block: e.Block, Hosts: reservations(e.Hosts), Records: records(e.Records)})
 	}
 	return out
 }

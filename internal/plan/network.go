@@ -130,7 +130,8 @@ type Shared struct {
 	Gateway netip.Addr   `json:"gateway"`
 	// BlockStart and BlockEnd are the lab's own addresses on the network
 	// (cluster.dhcpRange): its nodes' reservations; no other lab's
-	// addresses may fall in it.
+	// addresses may fall in it. Block is the two as a range, the shape
+	// every reader takes (the two fields keep the golden plans' JSON).
 	BlockStart netip.Addr `json:"blockStart"`
 	BlockEnd   netip.Addr `json:"blockEnd"`
 	Domain     string     `json:"domain"`
@@ -143,6 +144,9 @@ type Shared struct {
 	// Records are the DNS records (several names per address).
 	Records []Record `json:"records"`
 }
+
+// Block is the lab's own range of addresses on the network.
+func (s Shared) Block() netaddr.Range { return netaddr.Range{Start: s.BlockStart, End: s.BlockEnd} }
 
 // Reservation is a DHCP reservation.
 type Reservation struct {

@@ -23,7 +23,6 @@ import (
 
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/labconfig"
-	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/plan/plantest"
 )
@@ -248,7 +247,7 @@ func (f *Host) Ensure(_ context.Context, o lab.Object) ([]string, error) {
 // entriesOf is what the lab adds to a shared network, as the fake keeps it.
 func entriesOf(o lab.SharedEntries) lab.Entries {
 	sh := o.Shared
-	e := lab.Entries{Lab: o.Lab, Block: netaddr.Range{Start: sh.BlockStart, End: sh.BlockEnd}}
+	e := lab.Entries{Lab: o.Lab, Block: sh.Block()}
 	for _, r := range sh.Reservations {
 		r.MAC = strings.ToLower(r.MAC)
 		e.Hosts = append(e.Hosts, r)

@@ -342,7 +342,7 @@ func sharedClashes(ctx context.Context, e *lab.Env) ([]string, error) {
 			names[strings.ToLower(nm)] = true
 		}
 	}
-	in := func(a, lo, hi netip.Addr) bool { return !a.Less(lo) && !hi.Less(a) }
+	own := sh.Block()
 	against := func(who string, hosts []plan.Reservation, records []plan.Record, blk netaddr.Range) {
 		seen := map[string]bool{}
 		add := func(m string) {
@@ -351,24 +351,24 @@ func sharedClashes(ctx context.Context, e *lab.Env) ([]string, error) {
 				msgs = append(msgs, m)
 			}
 		}
-		if lo, hi := blk.Start, blk.End; lo.IsValid() && hi.IsValid() {
-			if !(hi.Less(sh.BlockStart) || sh.BlockEnd.Less(lo)) {
-				add(fmt.Sprintf("cluster.dhcpRange: %s-%s overlaps %s's addresses %s-%s on the shared network %s; give this lab a range of its own", sh.BlockStart, sh.BlockEnd, who, lo, hi, sh.Network))
+		if blk.Start.IsValid() && blk.End.IsValid() {
+			if own.Overlaps(blk) {
+				add(fmt.Sprintf("cluster.dhcpRange: %s overlaps %s's addresses %s on the shared network %s; give this lab a range of its own", own, who, blk, sh.Network))
 			}
 			for _, f := range []struct {
 				ip    netip.Addr
 				field string
 			}{{sh.APIVIP, "cluster.apiVIP"}, {sh.IngressVIP, "cluster.ingressVIP"}} {
-				if f.ip.IsValid() && in(f.ip, lo, hi) {
-					add(fmt.Sprintf("%s: %s is inside %s's addresses %s-%s on the shared network %s; pick an address no lab on it uses", f.field, f.ip, who, lo, hi, sh.Network))
+				if f.ip.IsValid() && blk.Contains(f.ip) {
+					add(fmt.Sprintf("%s: %s is inside %s's addresses %s on the shared network %s; pick an address no lab on it uses", f.field, f.ip, who, blk, sh.Network))
 				}
 			}
 		}
 		for _, h := range hosts {
 			if f, ok := ipField[h.IP.String()]; ok {
 				add(fmt.Sprintf("%s: %s is %s's (%s) on the shared network %s; pick an address no lab on it uses", f, h.IP, who, h.Name, sh.Network))
-			} else if h.IP.IsValid() && in(h.IP, sh.BlockStart, sh.BlockEnd) {
-				add(fmt.Sprintf("cluster.dhcpRange: %s-%s holds %s, %s's (%s) on the shared network %s; give this lab a range of its own", sh.BlockStart, sh.BlockEnd, h.IP, who, h.Name, sh.Network))
+			} else if h.IP.IsValid() && own.Contains(h.IP) {
+				add(fmt.Sprintf("cluster.dhcpRange: %s holds %s, %s's (%s) on the shared network %s; give this lab a range of its own", own, h.IP, who, h.Name, sh.Network))
 			}
 			if node, ok := macs[strings.ToLower(h.MAC)]; ok {
 				add(fmt.Sprintf("name: node %s's MAC %s is %s's (%s) on the shared network %s; give this lab another name (MACs derive from it)", node, h.MAC, who, h.Name, sh.Network))
