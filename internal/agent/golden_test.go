@@ -60,7 +60,7 @@ func TestTopologiesGolden(t *testing.T) {
 				}
 			}
 			ranges := []netaddr.Range{p.Cluster.DHCPRange}
-			if f := p.Cluster.Secondary; f != nil {
+			if f := p.Cluster.Secondary; !f.IsZero() {
 				ranges = append(ranges, f.DHCPRange)
 			}
 			if errs := ipi.Validate(ic, ranges...); len(errs) > 0 {

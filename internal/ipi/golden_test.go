@@ -54,7 +54,7 @@ func TestGenerateGolden(t *testing.T) {
 				t.Fatalf("Generate: %v", err)
 			}
 			ranges := []netaddr.Range{p.Cluster.DHCPRange}
-			if f := p.Cluster.Secondary; f != nil {
+			if f := p.Cluster.Secondary; !f.IsZero() {
 				ranges = append(ranges, f.DHCPRange)
 			}
 			if errs := ipi.Validate(ic, ranges...); len(errs) > 0 {

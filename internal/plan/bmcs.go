@@ -78,7 +78,7 @@ func (p *Plan) bmcRules() []netplumb.Rule {
 		switch r {
 		case labconfig.RouteMachine:
 			to = append(to, p.Cluster.MachineNetwork)
-			if f := p.Cluster.Secondary; f != nil {
+			if f := p.Cluster.Secondary; !f.IsZero() {
 				to = append(to, f.MachineNetwork)
 			}
 		case labconfig.RouteProvisioning:

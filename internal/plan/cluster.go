@@ -40,13 +40,14 @@ type Cluster struct {
 	// nodes' range (DHCPRange) and the VIPs.
 	netaddr.Family
 	// IPFamily is v4, v6 or dual. For v6 the addresses above are IPv6;
-	// for dual they are IPv4 and Secondary is the IPv6 family (nil
-	// otherwise), as the installer orders them.
-	IPFamily  string          `json:"ipFamily"`
-	Secondary *netaddr.Family `json:"secondary,omitempty"`
-	Masters   int             `json:"masters"`
-	Arbiters  int             `json:"arbiters,omitempty"`
-	Workers   int             `json:"workers"`
+	// for dual they are IPv4 and Secondary is the IPv6 family (the zero
+	// Family otherwise: IsZero, as install-config, agent-config and the
+	// static pods take it), as the installer orders them.
+	IPFamily  string         `json:"ipFamily"`
+	Secondary netaddr.Family `json:"secondary,omitzero"`
+	Masters   int            `json:"masters"`
+	Arbiters  int            `json:"arbiters,omitempty"`
+	Workers   int            `json:"workers"`
 	// Arch is each pool's CPU architecture (x86_64, aarch64).
 	Arch Arches `json:"arch"`
 	// ProvisioningNetwork is Managed, Unmanaged or Disabled; the CIDR
@@ -98,7 +99,7 @@ func (a Arches) Mixed() bool { return a.Workers != a.Masters }
 // DHCPRanges are the cluster's DHCP ranges, one per address family.
 func (c Cluster) DHCPRanges() []netaddr.Range {
 	out := []netaddr.Range{c.DHCPRange}
-	if f := c.Secondary; f != nil {
+	if f := c.Secondary; !f.IsZero() {
 		out = append(out, f.DHCPRange)
 	}
 	return out
@@ -110,15 +111,6 @@ func (c Cluster) HasIPv4() bool { return c.IPFamily != labconfig.IPFamilyV6 }
 
 // HasIPv6: see HasIPv4.
 func (c Cluster) HasIPv6() bool { return c.IPFamily != labconfig.IPFamilyV4 }
-
-// SecondaryFamily is the second family, the zero Family for a single
-// stack (as install-config, agent-config and the static pods take it).
-func (c Cluster) SecondaryFamily() netaddr.Family {
-	if c.Secondary == nil {
-		return netaddr.Family{}
-	}
-	return *c.Secondary
-}
 
 // Agent is what only a mode with the AgentISO trait (the agent mode)
 // needs.
@@ -233,15 +225,15 @@ func resolveCluster(cfg *labconfig.Config, o Options, n Network) Cluster {
 }
 
 // families are the machine network's address families as the lab file
-// gives them: the first, and a dual-stack lab's IPv6 one (nil otherwise).
-// The lab host's address on each is its first.
-func families(k labconfig.Cluster) (netaddr.Family, *netaddr.Family) {
+// gives them: the first, and a dual-stack lab's IPv6 one (the zero Family
+// otherwise). The lab host's address on each is its first.
+func families(k labconfig.Cluster) (netaddr.Family, netaddr.Family) {
 	first := netaddr.Family{MachineNetwork: k.MachineNetwork, HostAddress: k.MachineNetwork.Masked().Addr().Next(),
 		DHCPRange: k.DHCPRange, APIVIP: k.APIVIP, IngressVIP: k.IngressVIP}
 	if k.IPFamily != labconfig.IPFamilyDual {
-		return first, nil
+		return first, netaddr.Family{}
 	}
-	return first, &netaddr.Family{MachineNetwork: k.MachineNetworkV6, HostAddress: k.MachineNetworkV6.Masked().Addr().Next(),
+	return first, netaddr.Family{MachineNetwork: k.MachineNetworkV6, HostAddress: k.MachineNetworkV6.Masked().Addr().Next(),
 		DHCPRange: k.DHCPRangeV6, APIVIP: k.APIVIPV6, IngressVIP: k.IngressVIPV6}
 }
 
@@ -322,7 +314,7 @@ func (p *Plan) nodeHoldsVIPs(n Node) {
 	ip := n.IP
 	if p.Network.NAT != nil {
 		p.Network.NAT.APIVIP, p.Network.NAT.IngressVIP = ip, ip
-		if f := p.Network.NAT.Secondary; f != nil {
+		if f := &p.Network.NAT.Secondary; !f.IsZero() {
 			f.APIVIP, f.IngressVIP = n.SecondaryIP, n.SecondaryIP
 		}
 	}

@@ -76,9 +76,9 @@ type NAT struct {
 	Name   string `json:"name"`
 	Bridge string `json:"bridge"`
 	netaddr.Family
-	MTU       int             `json:"mtu"`
-	Domain    string          `json:"domain"`
-	Secondary *netaddr.Family `json:"secondary,omitempty"`
+	MTU       int            `json:"mtu"`
+	Domain    string         `json:"domain"`
+	Secondary netaddr.Family `json:"secondary,omitzero"`
 }
 
 // MarshalJSON writes the NAT network in libvirt's words (cidr, gateway,
@@ -111,8 +111,8 @@ func (n NAT) MarshalJSON() ([]byte, error) {
 	}{Name: n.Name, Bridge: n.Bridge, MTU: n.MTU, Domain: n.Domain}
 	w := words(n.Family)
 	v.CIDR, v.Gateway, v.DHCPStart, v.DHCPEnd, v.APIVIP, v.IngressVIP = w.CIDR, w.Gateway, w.DHCPStart, w.DHCPEnd, w.APIVIP, w.IngressVIP
-	if n.Secondary != nil {
-		f := words(*n.Secondary)
+	if !n.Secondary.IsZero() {
+		f := words(n.Secondary)
 		v.Secondary = &f
 	}
 	return json.Marshal(v)

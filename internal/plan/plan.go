@@ -380,7 +380,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 			p.Hybrid.Upstream = []netip.Addr{p.Network.NAT.HostAddress}
 			p.Hybrid.Segment = p.Network.NAT.Bridge
 		}
-		if f := p.Cluster.Secondary; f != nil {
+		if f := p.Cluster.Secondary; !f.IsZero() {
 			p.Hybrid.Upstream = append(p.Hybrid.Upstream, f.HostAddress)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 
 // Cluster is the plan's cluster as agent-config generation takes it.
 func Cluster(p *plan.Plan) agent.Cluster {
-	c := agent.Cluster{Name: p.Cluster.Name, Family: p.Cluster.Family, Secondary: p.Cluster.SecondaryFamily()}
+	c := agent.Cluster{Name: p.Cluster.Name, Family: p.Cluster.Family, Secondary: p.Cluster.Secondary}
 	if a := p.Agent; a != nil {
 		c.RendezvousIP, c.StaticIPs = a.RendezvousIP, a.StaticIPs
 	}

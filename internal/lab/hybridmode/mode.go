@@ -48,7 +48,7 @@ func HybridInstallConfig(e *lab.Env) (*ipi.InstallConfig, error) {
 		APIVersion: "v1",
 		BaseDomain: k.BaseDomain,
 		Metadata:   ipi.Metadata{Name: k.Name},
-		Networking: ipi.ClusterNetworking(k.MachineNetwork, k.SecondaryFamily().MachineNetwork),
+		Networking: ipi.ClusterNetworking(k.MachineNetwork, k.Secondary.MachineNetwork),
 		// UPI: the installer makes no machines; compute replicas are 0
 		// and the workers join by their CSRs.
 		Compute:      []ipi.MachinePool{{Name: ocp.RoleWorker, Replicas: 0, Architecture: ipi.Architecture(k.Arch.Workers)}},
@@ -72,7 +72,7 @@ func Cluster(p *plan.Plan, sshKey string) upi.Cluster {
 	k := p.Cluster
 	h := p.Hybrid
 	c := upi.Cluster{
-		Name: k.Name, BaseDomain: k.BaseDomain, Family: k.Family, Secondary: k.SecondaryFamily(),
+		Name: k.Name, BaseDomain: k.BaseDomain, Family: k.Family, Secondary: k.Secondary,
 		APIRouterID: h.APIRouterID, IngressRouterID: h.IngressRouterID,
 		Upstream: h.Upstream, SSHKey: sshKey, SingleNode: h.SingleNode,
 		Images: upi.Images{Keepalived: h.KeepalivedImage, CoreDNS: h.CoreDNSImage, HAProxy: h.HAProxyImage},

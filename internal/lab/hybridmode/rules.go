@@ -92,7 +92,7 @@ func segmentClashes(ctx context.Context, e *lab.Env) ([]string, error) {
 		"apiRouterID": "cluster.hybrid.apiRouterID", "ingressRouterID": "cluster.hybrid.ingressRouterID",
 		"apiVIPV6": "cluster.apiVIPV6", "ingressVIPV6": "cluster.ingressVIPV6"}
 	keys := []string{"apiVIP", "ingressVIP", "apiRouterID", "ingressRouterID", "apiVIPV6", "ingressVIPV6"}
-	if f := k.Secondary; f != nil {
+	if f := k.Secondary; !f.IsZero() {
 		mine["apiVIPV6"], mine["ingressVIPV6"] = f.APIVIP.String(), f.IngressVIP.String()
 	}
 	seen := map[string]bool{}
@@ -155,7 +155,7 @@ func markAttrs(p *plan.Plan) []string {
 		"apiRouterID", strconv.Itoa(p.Hybrid.APIRouterID), "ingressRouterID", strconv.Itoa(p.Hybrid.IngressRouterID),
 		"hostsFile", p.Paths.HostsFile,
 	}
-	if f := k.Secondary; f != nil {
+	if f := k.Secondary; !f.IsZero() {
 		attrs = append(attrs, "apiVIPV6", f.APIVIP.String(), "ingressVIPV6", f.IngressVIP.String())
 	}
 	return attrs

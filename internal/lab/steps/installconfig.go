@@ -26,7 +26,7 @@ func IPICluster(p *plan.Plan) ipi.Cluster {
 		ControlPlaneArch: c.Arch.Masters, ComputeArch: c.Arch.Workers, ArbiterArch: c.Arch.Arbiter,
 		Fencing:      p.Agent != nil && p.Agent.Fencing,
 		PlatformNone: p.Agent != nil && p.Agent.Platform == "none",
-		Secondary:    c.SecondaryFamily(),
+		Secondary:    c.Secondary,
 	}
 }
 

@@ -189,7 +189,7 @@ func (pf Preflight) Clash(ctx context.Context, e *lab.Env) error {
 			cidr netip.Prefix
 			fix  string
 		}{{nat.MachineNetwork, "cluster.machineNetwork, with dhcpRange, apiVIP, ingressVIP and bmc.address"}}
-		if f := nat.Secondary; f != nil {
+		if f := nat.Secondary; !f.IsZero() {
 			families = append(families, struct {
 				cidr netip.Prefix
 				fix  string

@@ -120,7 +120,7 @@ func upIPv6(t *testing.T, name, mode, family string, port int, ipmi bool) {
 		}
 	}
 	p := resolvePlan(t, cfg, mode)
-	dual := p.Cluster.Secondary != nil
+	dual := !p.Cluster.Secondary.IsZero()
 	if len(p.Nodes) != 3 || dual != (name == "ldual") {
 		t.Fatalf("plan: %d nodes, secondary family %v", len(p.Nodes), p.Cluster.Secondary)
 	}
