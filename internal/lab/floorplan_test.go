@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"go/types"
 	"os"
 	"path/filepath"
 	"slices"
@@ -139,9 +140,12 @@ func TestTheFloorPlan(t *testing.T) {
 		t.Errorf("%s: the plan names a mode; give the mode a trait (plan.Traits) and read that", use)
 	}
 	// What a vendor does differently is its personality's: no file
-	// outside internal/personality names a vendor's manufacturer.
+	// outside internal/personality names a vendor's manufacturer or a
+	// vendor personality's Name constant (personality.ILO6), or compares
+	// with a personality's name as a string ("ilo6") in an ==, != or a
+	// switch's case.
 	for _, use := range vendorNameUses(t) {
-		t.Errorf("%s: a switch on a vendor's name outside internal/personality; give the personality a field (as VirtualMediaScheme) and read that", use)
+		t.Errorf("%s: a switch on a vendor's name outside internal/personality; give the personality a field (as VirtualMediaScheme, HPEOEM) and read that", use)
 	}
 	// labctl's packages: what cmd/labctl reaches.
 	reach := reachable(pkgs, module+"cmd/labctl")
@@ -223,19 +227,26 @@ func modeNameUses(t *testing.T, dir string) []string {
 	return out
 }
 
-// vendorNameUses are the string literals, in the repository's non-test Go
-// files outside internal/personality, that spell a vendor personality's
-// Manufacturer.
+// vendorNameUses are the places, in the repository's non-test Go files
+// outside internal/personality, that spell a vendor personality's
+// Manufacturer or name a vendor personality's Name constant, or compare
+// (==, !=, a case) with a personality's name as a string.
 func vendorNameUses(t *testing.T) []string {
 	t.Helper()
-	vendors := map[string]bool{}
+	vendors, names := map[string]bool{}, map[string]bool{}
 	for _, n := range personality.Names() {
+		names[strconv.Quote(n)] = true
 		if p, err := personality.Lookup(n); err == nil && !p.Generic() {
 			vendors[strconv.Quote(p.Manufacturer)] = true
 		}
 	}
-	if len(vendors) < 3 {
-		t.Fatalf("vendors %v: the test no longer sees the personalities", vendors)
+	consts := personalityNameConsts(t)
+	if len(vendors) < 3 || len(consts) < 4 {
+		t.Fatalf("vendors %v, name constants %v: the test no longer sees the personalities", vendors, consts)
+	}
+	isName := func(e ast.Expr) bool {
+		l, ok := e.(*ast.BasicLit)
+		return ok && l.Kind == token.STRING && names[l.Value]
 	}
 	root := filepath.Join("..", "..")
 	var out []string
@@ -255,8 +266,27 @@ func vendorNameUses(t *testing.T) []string {
 				return err
 			}
 			ast.Inspect(af, func(n ast.Node) bool {
-				if l, ok := n.(*ast.BasicLit); ok && l.Kind == token.STRING && vendors[l.Value] {
-					out = append(out, fmt.Sprintf("%s: %s", fset.Position(l.Pos()), l.Value))
+				var compared []ast.Expr
+				switch n := n.(type) {
+				case *ast.BasicLit:
+					if n.Kind == token.STRING && vendors[n.Value] {
+						out = append(out, fmt.Sprintf("%s: %s", fset.Position(n.Pos()), n.Value))
+					}
+				case *ast.SelectorExpr:
+					if pkg, ok := n.X.(*ast.Ident); ok && pkg.Name == "personality" && consts[n.Sel.Name] {
+						out = append(out, fmt.Sprintf("%s: names the vendor personality %s", fset.Position(n.Pos()), types.ExprString(n)))
+					}
+				case *ast.BinaryExpr:
+					if n.Op == token.EQL || n.Op == token.NEQ {
+						compared = []ast.Expr{n.X, n.Y}
+					}
+				case *ast.CaseClause:
+					compared = n.List
+				}
+				for _, e := range compared {
+					if isName(e) {
+						out = append(out, fmt.Sprintf("%s: compares with personality name %s", fset.Position(e.Pos()), types.ExprString(e)))
+					}
 				}
 				return true
 			})
@@ -265,6 +295,44 @@ func vendorNameUses(t *testing.T) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+	return out
+}
+
+// personalityNameConsts are the identifiers internal/personality declares
+// as constants of its Name type for a vendor (IDRAC9, ILO6, ...: not
+// Generic, which is no vendor's).
+func personalityNameConsts(t *testing.T) map[string]bool {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "personality", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(token.NewFileSet(), f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(af, func(n ast.Node) bool {
+			if vs, ok := n.(*ast.ValueSpec); ok {
+				if typ, ok := vs.Type.(*ast.Ident); ok && typ.Name == "Name" {
+					for i, id := range vs.Names {
+						if l, ok := vs.Values[i].(*ast.BasicLit); ok {
+							if v, err := strconv.Unquote(l.Value); err == nil {
+								if p, err := personality.Lookup(v); err == nil && !p.Generic() {
+									out[id.Name] = true
+								}
+							}
+						}
+					}
+				}
+			}
+			return true
+		})
 	}
 	return out
 }

@@ -92,6 +92,14 @@ type Personality struct {
 	// RIBCL: the BMC serves iLO's RIBCL XML interface at /ribcl
 	// (internal/personality/hpe), at a BMC of its own.
 	RIBCL bool
+	// HPEOEM: the BMC serves HPE's OEM (oem.go): the System's
+	// Oem.Hpe.PostState, which changes with time alone (InPost for a while
+	// after power-on), so the System is rendered afresh on every GET; the
+	// virtual media's Oem.Hpe InsertVirtualMedia and EjectVirtualMedia
+	// actions and the System's PowerButton, which proliantutils posts to
+	// (HPEInsertAction, HPEEjectAction, HPEPowerButton). Other
+	// personalities' BMCs have no such actions (404).
+	HPEOEM bool
 	// VirtualMediaScheme is the scheme of install-config's bmc.address
 	// for this vendor's BMC where the lab boots from virtual media (the
 	// baremetal-operator's driver for it; "": redfish-virtualmedia, the
@@ -209,6 +217,7 @@ var all = []*Personality{
 		MediaAt: UnderManager,
 		Quirks:  []Quirk{RefuseInPost},
 		RIBCL:   true,
+		HPEOEM:  true,
 		Sources: []string{
 			"HPE iLO 6 Redfish reference: /redfish/v1/Systems/1, /Managers/1/VirtualMedia/1 (Floppy, USBStick) and /2 (CD, DVD)",
 			"proliantutils 2.14 (Debian) redfish/resources/system/system.py: Oem.Hpe.PostState, Oem.Hpe.Bios; manager/virtual_media.py: Oem.Hpe.Actions #HpeiLOVirtualMedia.InsertVirtualMedia",

@@ -73,11 +73,11 @@ func (s *Server) idOf(m *machine.Machine) identity {
 	return id
 }
 
-// vendorOnly serves h for machines of personality name only; others have
-// no such resource.
-func vendorOnly(name personality.Name, h handlerFunc) handlerFunc {
+// hpeOnly serves h for machines whose personality serves HPE's OEM
+// (personality.HPEOEM) only; others have no such resource.
+func hpeOnly(h handlerFunc) handlerFunc {
 	return func(s *Server, c *call) *apiError {
-		if p, _ := s.personaOf(c.m); p.Name != name {
+		if p, _ := s.personaOf(c.m); !p.HPEOEM {
 			return newError(http.StatusNotFound, MsgResourceNotFound, "Action", c.path)
 		}
 		return h(s, c)
@@ -85,16 +85,16 @@ func vendorOnly(name personality.Name, h handlerFunc) handlerFunc {
 }
 
 // vendorRoutes are the vendors' own actions a personality's Oem blocks name:
-// iLO's InsertVirtualMedia and EjectVirtualMedia (the standard actions under
+// HPE's InsertVirtualMedia and EjectVirtualMedia (the standard actions under
 // another name, which proliantutils posts to) and its PowerButton.
 func vendorRoutes() []*route {
 	var rs []*route
 	for _, base := range []string{"Managers/*", "Systems/*"} {
 		rs = append(rs,
-			r(base+"/VirtualMedia/*/Actions/"+personality.HPEInsertAction, route{post: vendorOnly(personality.ILO6, postInsertMedia)}),
-			r(base+"/VirtualMedia/*/Actions/"+personality.HPEEjectAction, route{post: vendorOnly(personality.ILO6, postEjectMedia)}))
+			r(base+"/VirtualMedia/*/Actions/"+personality.HPEInsertAction, route{post: hpeOnly(postInsertMedia)}),
+			r(base+"/VirtualMedia/*/Actions/"+personality.HPEEjectAction, route{post: hpeOnly(postEjectMedia)}))
 	}
-	return append(rs, r("Systems/*/Actions/"+personality.HPEPowerButton, route{post: vendorOnly(personality.ILO6, postPowerButton)}))
+	return append(rs, r("Systems/*/Actions/"+personality.HPEPowerButton, route{post: hpeOnly(postPowerButton)}))
 }
 
 // postPowerButton is iLO's PowerButton: Press turns an off server on and
