@@ -73,15 +73,22 @@ func (s *Server) idOf(m *machine.Machine) identity {
 	return id
 }
 
-// hpeOnly serves h for machines whose personality serves HPE's OEM
-// (personality.HPEOEM) only; others have no such resource.
-func hpeOnly(h handlerFunc) handlerFunc {
+// oemOnly serves h for machines whose personality has the vendor's OEM
+// (has: personality.DellOEM, HPEOEM); others have no such resource (404,
+// ResourceNotFound of the kind what).
+func oemOnly(has func(*personality.Personality) bool, what string, h handlerFunc) handlerFunc {
 	return func(s *Server, c *call) *apiError {
-		if p, _ := s.personaOf(c.m); !p.HPEOEM {
-			return newError(http.StatusNotFound, MsgResourceNotFound, "Action", c.path)
+		if p, _ := s.personaOf(c.m); !has(p) {
+			return newError(http.StatusNotFound, MsgResourceNotFound, what, c.path)
 		}
 		return h(s, c)
 	}
+}
+
+// hpeOnly serves h for machines whose personality serves HPE's OEM
+// (personality.HPEOEM) only.
+func hpeOnly(h handlerFunc) handlerFunc {
+	return oemOnly(func(p *personality.Personality) bool { return p.HPEOEM }, "Action", h)
 }
 
 // vendorRoutes are the vendors' own actions a personality's Oem blocks name:

@@ -16,9 +16,6 @@ import (
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
-// Name is the mode's name (--mode, the lab file's mode:).
-const Name = "agent"
-
 // Mode is the agent mode.
 func Mode() lab.Mode { return lab.Mode{Name: Name, Traits: Traits, Actions: Actions} }
 
@@ -27,6 +24,9 @@ func Mode() lab.Mode { return lab.Mode{Name: Name, Traits: Traits, Actions: Acti
 // workers added afterwards), a two-node control plane (fencing, arbiter)
 // and bonds; the LLDP sender on.
 var Traits = plan.Traits{BMCs: true, SingleNode: true, TwoNode: true, Bonds: true, AgentISO: true, LLDP: true}
+
+// Name is the mode's name (--mode, the lab file's mode:).
+const Name = "agent"
 
 // Actions are OpenShift's agent-based installer on the lab: the nodes and
 // their BMCs as for IPI, then install-config and agent-config, the ISO

@@ -9,9 +9,6 @@ import (
 	"github.com/bmlab/bmlab/internal/upi"
 )
 
-// Name is the mode's name (--mode, the lab file's mode:).
-const Name = "hybrid"
-
 // Mode is the hybrid mode.
 func Mode() lab.Mode { return lab.Mode{Name: Name, Traits: Traits, Actions: Actions} }
 
@@ -19,6 +16,9 @@ func Mode() lab.Mode { return lab.Mode{Name: Name, Traits: Traits, Actions: Acti
 // RHCOS image with their ignition (which has no bond); a single node, with
 // workers or not; the LLDP sender only when the lab file turns it on.
 var Traits = plan.Traits{SingleNode: true, SingleNodeWorkers: true, BootImage: true}
+
+// Name is the mode's name (--mode, the lab file's mode:).
+const Name = "hybrid"
 
 // Actions are the kcli-style UPI flow on the lab's host: the installer's
 // own ignition, merged with static pods for the cluster's VIPs

@@ -15,9 +15,6 @@ import (
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
-// Name is the mode's name (--mode, the lab file's mode:).
-const Name = "ipi-baremetal"
-
 // Mode is the ipi-baremetal mode.
 func Mode() lab.Mode { return lab.Mode{Name: Name, Traits: Traits, Actions: Actions} }
 
@@ -25,6 +22,9 @@ func Mode() lab.Mode { return lab.Mode{Name: Name, Traits: Traits, Actions: Acti
 // when the lab has one (the installer's Ironic boots them there); three
 // masters at least; bonds; the LLDP sender on.
 var Traits = plan.Traits{BMCs: true, ProvisioningNetwork: true, Bonds: true, LLDP: true}
+
+// Name is the mode's name (--mode, the lab file's mode:).
+const Name = "ipi-baremetal"
 
 // Actions are its steps, in order.
 func Actions() []lab.Action {

@@ -12,7 +12,16 @@ import (
 	"github.com/bmlab/bmlab/internal/lab/hybridmode"
 	"github.com/bmlab/bmlab/internal/lab/ipimode"
 	"github.com/bmlab/bmlab/internal/lab/labtest"
+	"github.com/bmlab/bmlab/internal/plan/plantest"
 )
+
+// TestPlantestNames: the mode names that the tests of the packages the
+// modes import use (plantest.IPI, Hybrid, Agent) are the modes' Name.
+func TestPlantestNames(t *testing.T) {
+	if d := cmp.Diff([]string{ipimode.Name, hybridmode.Name, agentmode.Name}, []string{plantest.IPI, plantest.Hybrid, plantest.Agent}); d != "" {
+		t.Errorf("plantest's mode names are not the modes' (-modes +plantest):\n%s", d)
+	}
+}
 
 // TestLookup: a mode is found by its name; any other name is refused with
 // the names there are (moved here from plan's TestBadInput: the modes'
