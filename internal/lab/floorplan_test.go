@@ -109,6 +109,9 @@ func TestTheFloorPlan(t *testing.T) {
 		if isMode(im) || im == provider {
 			t.Errorf("the shared steps import %s: a mode asks for its rules through their hooks, and the platform is reached through the provider", im)
 		}
+		if im == "syscall" {
+			t.Errorf("the shared steps import syscall: what the host offers is the provider's answer (lab.Provider.Info)")
+		}
 	}
 	for _, m := range modes {
 		for im := range pkgs[m] {

@@ -49,6 +49,25 @@ type Provider interface {
 	// or none's: the parts of kinds (KindNetwork, KindDomain, KindPool;
 	// none: all).
 	Survey(ctx context.Context, kinds ...Kind) (*Survey, error)
+
+	// Info is what the lab's host offers (as kind asks its provider,
+	// `docker info`): KVM or not, its architecture, CPUs and memory, and
+	// the space free where the lab keeps its files (dir, which exists).
+	// The steps ask it; they read no /dev/kvm or /proc of their own.
+	Info(ctx context.Context, dir string) (HostInfo, error)
+}
+
+// HostInfo is what a lab's host offers. A figure the host does not tell
+// is zero (MemoryMiB, CPUs) or FreeKnown is false.
+type HostInfo struct {
+	KVM       bool
+	Arch      string // the host's architecture as Go names it: amd64, arm64
+	CPUs      int
+	MemoryMiB uint
+	// FreeGiB is the space free to an unprivileged user in dir's file
+	// system.
+	FreeGiB   uint64
+	FreeKnown bool
 }
 
 // Kind is a kind of object a lab owns on its platform.

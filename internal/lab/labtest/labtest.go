@@ -48,11 +48,23 @@ type Host struct {
 	// Shared are the libvirt networks other labs could share, with the
 	// entries labs added (Ensure of SharedEntries).
 	Shared []lab.SharedNetwork
+	// HostInfo is what Info answers (NewHost: a roomy KVM host); Info
+	// fails with Fail["info"].
+	HostInfo lab.HostInfo
 }
 
 // NewHost is an empty fake provider.
 func NewHost() *Host {
-	return &Host{Objs: map[lab.Kind]map[string]string{}, PoolDir: map[string]string{}, Daemons: map[int]plan.Vbmcd{}, NextPID: 100, Fail: map[string]error{}, IgnoreDelete: map[string]bool{}}
+	return &Host{Objs: map[lab.Kind]map[string]string{}, PoolDir: map[string]string{}, Daemons: map[int]plan.Vbmcd{}, NextPID: 100, Fail: map[string]error{}, IgnoreDelete: map[string]bool{},
+		HostInfo: lab.HostInfo{KVM: true, Arch: "amd64", CPUs: 64, MemoryMiB: 256 << 10, FreeGiB: 1 << 10, FreeKnown: true}}
+}
+
+// Info implements lab.Provider: f.HostInfo, recorded in no call list.
+func (f *Host) Info(context.Context, string) (lab.HostInfo, error) {
+	if err := f.Fail["info"]; err != nil {
+		return lab.HostInfo{}, err
+	}
+	return f.HostInfo, nil
 }
 
 func (f *Host) Call(name string) error {
