@@ -64,5 +64,10 @@ fi
 # other. -timeout is per package: internal/vbmcd alone took 1,408 s (23.5
 # min) in a warm CI run on a 2-core machine, so 45 min leaves a slower
 # machine its margin while a hung test still ends the run.
+# The run goes through hack/testtimes, which prints what plain go test would
+# and then the slowest tests, so every CI log says where its minutes went
+# (every test's time: _out/test-times.txt).
 phase "every test"
-exec go test -p 1 -count=1 -timeout 45m "$@" ./...
+mkdir -p _out
+go build -o _out/testtimes ./hack/testtimes
+go test -p 1 -count=1 -timeout 45m -json "$@" ./... | _out/testtimes -top 25 -out _out/test-times.txt

@@ -179,15 +179,7 @@ func (m *Manager) reconcileAll(ctx context.Context) {
 		seen[mc.ID] = true
 		m.ensure(ctx, mc)
 	}
-	m.mu.Lock()
-	var gone []string
-	for id := range m.bmcs {
-		if !seen[id] {
-			gone = append(gone, id)
-		}
-	}
-	m.mu.Unlock()
-	for _, id := range gone {
+	for _, id := range machine.Gone(&m.mu, m.bmcs, seen) {
 		m.stop(id)
 	}
 }

@@ -147,24 +147,7 @@ func (s *solSession) reader() {
 // waitChange waits until this machine changes or the retry interval
 // passes; false when the payload is deactivated.
 func (s *solSession) waitChange(events <-chan machine.Event) bool {
-	timer := time.NewTimer(solRetryEvery)
-	defer timer.Stop()
-	for {
-		select {
-		case <-s.quit:
-			return false
-		case <-timer.C:
-			return true
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			if ev.ID == s.b.id {
-				return true
-			}
-		}
-	}
+	return machine.WaitChange(context.Background(), s.quit, events, s.b.id, solRetryEvery)
 }
 
 // sender sends queued output, one unacknowledged packet at a time, and

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/virt"
+	"github.com/bmlab/bmlab/internal/virt/domain"
 )
 
 // Conn is a connection to one libvirtd with the lab-building tasks as
@@ -51,13 +52,13 @@ func (c *Conn) Close() error {
 func (c *Conn) URI() string { return c.uri }
 
 // DefineDomain defines a node's domain (shut off) and returns its UUID.
-func (c *Conn) DefineDomain(ctx context.Context, s DomainSpec) (string, error) {
-	return defineDomain(ctx, c.l, s, virt.DetectFirmware())
+func (c *Conn) DefineDomain(ctx context.Context, s domain.Spec) (string, error) {
+	return domain.Define(ctx, c.l, s, virt.DetectFirmware())
 }
 
 // DeleteDomain destroys and undefines a domain, with its NVRAM.
 func (c *Conn) DeleteDomain(ctx context.Context, name string) error {
-	return deleteDomain(ctx, c.l, name)
+	return domain.Delete(ctx, c.l, name)
 }
 
 // MarkedDomains lists the domains that bear lab's mark.
@@ -67,12 +68,12 @@ func (c *Conn) MarkedDomains(ctx context.Context, lab string) ([]string, error) 
 
 // StartDomain starts a domain (false when it runs already).
 func (c *Conn) StartDomain(ctx context.Context, name string) (bool, error) {
-	return startDomain(ctx, c.l, name)
+	return domain.Start(ctx, c.l, name)
 }
 
 // DomainPower is a domain's power state.
 func (c *Conn) DomainPower(ctx context.Context, name string) (string, error) {
-	return domainPower(ctx, c.l, name)
+	return domain.Power(ctx, c.l, name)
 }
 
 // MarkedNetworks lists the libvirt networks that bear lab's mark.

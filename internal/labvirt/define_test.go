@@ -4,186 +4,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/virt"
+	"github.com/bmlab/bmlab/internal/virt/domain"
 )
-
-// TestDomainXMLSecureBoot: SecureBoot swaps in the secure-boot build and
-// the enrolled variable store, marks the loader secure and turns SMM on;
-// without it the plain build has neither. Secure boot without UEFI, on an
-// i440fx machine or without the secure files is refused.
-func TestDomainXMLSecureBoot(t *testing.T) {
-	fw := virt.Firmware{UEFI: virt.UEFI{Code: "/fw/CODE.fd", Vars: "/fw/VARS.fd", SecureCode: "/fw/CODE.secboot.fd", SecureVars: "/fw/VARS.ms.fd"}}
-	parse := func(s DomainSpec) *libvirtxml.Domain {
-		t.Helper()
-		x, err := s.DomainXML(fw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var d libvirtxml.Domain
-		if err := d.Unmarshal(x); err != nil {
-			t.Fatal(err)
-		}
-		return &d
-	}
-	d := parse(DomainSpec{Name: "sb", UEFI: true, SecureBoot: true})
-	if l := d.OS.Loader; l == nil || l.Path != fw.SecureCode || l.Secure != "yes" || d.OS.NVRam == nil || d.OS.NVRam.Template != fw.SecureVars {
-		t.Errorf("secure boot loader %+v, nvram %+v; want %s secure, template %s", d.OS.Loader, d.OS.NVRam, fw.SecureCode, fw.SecureVars)
-	}
-	if d.Features.SMM == nil || d.Features.SMM.State != "on" {
-		t.Errorf("secure boot without SMM: %+v", d.Features.SMM)
-	}
-	d = parse(DomainSpec{Name: "efi", UEFI: true})
-	if l := d.OS.Loader; l == nil || l.Path != fw.Code || l.Secure != "no" || d.OS.NVRam.Template != fw.Vars || d.Features.SMM != nil {
-		t.Errorf("plain UEFI: loader %+v, nvram %+v, smm %+v", d.OS.Loader, d.OS.NVRam, d.Features.SMM)
-	}
-	for _, c := range []struct {
-		spec DomainSpec
-		fw   virt.Firmware
-		want string
-	}{
-		{DomainSpec{Name: "bios", SecureBoot: true}, fw, "needs UEFI"},
-		{DomainSpec{Name: "pc", Machine: "pc", UEFI: true, SecureBoot: true}, fw, "needs q35"},
-		{DomainSpec{Name: "nofw", UEFI: true, SecureBoot: true}, virt.Firmware{UEFI: virt.UEFI{Code: fw.Code, Vars: fw.Vars}}, "install the ovmf package"},
-	} {
-		if _, err := c.spec.DomainXML(c.fw); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want an error saying %q", c.spec.Name, err, c.want)
-		}
-	}
-}
-
-// TestDomainXMLAArch64: an aarch64 domain is qemu's virt machine on AAVMF
-// (the firmware's aarch64 half), a named core under TCG and the host's
-// under KVM, no APIC, its CD drive on a virtio-scsi controller (virt has
-// no SATA or IDE; libvirt's own pick, an LSI controller, AAVMF cannot
-// boot from), a USB controller for virtual media's stick; secure boot is
-// AAVMF's enrolled store without SMM. Legacy BIOS, a missing AAVMF and an
-// unknown architecture are refused.
-func TestDomainXMLAArch64(t *testing.T) {
-	fw := virt.Firmware{
-		UEFI:    virt.UEFI{Code: "/ovmf/CODE.fd", Vars: "/ovmf/VARS.fd"},
-		AArch64: virt.UEFI{Code: "/aavmf/CODE.fd", Vars: "/aavmf/VARS.fd", SecureCode: "/aavmf/CODE.fd", SecureVars: "/aavmf/VARS.ms.fd"},
-	}
-	parse := func(s DomainSpec) *libvirtxml.Domain {
-		t.Helper()
-		x, err := s.DomainXML(fw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var d libvirtxml.Domain
-		if err := d.Unmarshal(x); err != nil {
-			t.Fatal(err)
-		}
-		return &d
-	}
-	d := parse(DomainSpec{Name: "arm", Arch: "aarch64", UEFI: true, Disks: []DiskSpec{{Path: "/d.qcow2"}}, NICs: []NICSpec{{Bridge: "br0"}}})
-	if d.Type != "qemu" || d.OS.Type.Arch != "aarch64" || d.OS.Type.Machine != "virt" {
-		t.Errorf("type %q arch %q machine %q, want qemu aarch64 virt", d.Type, d.OS.Type.Arch, d.OS.Type.Machine)
-	}
-	if d.OS.Loader == nil || d.OS.Loader.Path != fw.AArch64.Code || d.OS.NVRam.Template != fw.AArch64.Vars {
-		t.Errorf("loader %+v nvram %+v, want AAVMF", d.OS.Loader, d.OS.NVRam)
-	}
-	if d.Features.APIC != nil || d.Features.ACPI == nil {
-		t.Errorf("features %+v: want ACPI, no APIC", d.Features)
-	}
-	if d.CPU == nil || d.CPU.Model == nil || d.CPU.Model.Value != "cortex-a57" {
-		t.Errorf("cpu %+v, want cortex-a57 under TCG", d.CPU)
-	}
-	var cd *libvirtxml.DomainDisk
-	for i, dk := range d.Devices.Disks {
-		if dk.Device == "cdrom" {
-			cd = &d.Devices.Disks[i]
-		}
-	}
-	if cd == nil || cd.Target.Bus != "scsi" || cd.Target.Dev != "sda" {
-		t.Fatalf("CD drive %+v, want scsi sda", cd)
-	}
-	var scsi, usb bool
-	for _, c := range d.Devices.Controllers {
-		scsi = scsi || (c.Type == "scsi" && c.Model == "virtio-scsi")
-		usb = usb || (c.Type == "usb" && c.Model == "qemu-xhci")
-	}
-	if !scsi || !usb {
-		t.Errorf("controllers %+v: want virtio-scsi and qemu-xhci", d.Devices.Controllers)
-	}
-	if d.Devices.Disks[0].Target.Bus != "virtio" {
-		t.Errorf("disk bus %q, want virtio", d.Devices.Disks[0].Target.Bus)
-	}
-	d = parse(DomainSpec{Name: "armkvm", Arch: "aarch64", Type: "kvm", UEFI: true})
-	if d.Type != "kvm" || d.CPU == nil || d.CPU.Mode != "host-passthrough" {
-		t.Errorf("kvm: type %q cpu %+v, want kvm host-passthrough", d.Type, d.CPU)
-	}
-	d = parse(DomainSpec{Name: "armsb", Arch: "aarch64", UEFI: true, SecureBoot: true})
-	if d.OS.NVRam.Template != fw.AArch64.SecureVars || d.OS.Loader.Secure != "no" || d.Features.SMM != nil {
-		t.Errorf("aarch64 secure boot: loader %+v nvram %+v smm %+v; want the enrolled store, no SMM", d.OS.Loader, d.OS.NVRam, d.Features.SMM)
-	}
-	for _, c := range []struct {
-		spec DomainSpec
-		fw   virt.Firmware
-		want string
-	}{
-		{DomainSpec{Name: "armbios", Arch: "aarch64"}, fw, "UEFI only"},
-		{DomainSpec{Name: "noaavmf", Arch: "aarch64", UEFI: true}, virt.Firmware{UEFI: fw.UEFI}, "install the qemu-efi-aarch64"},
-		{DomainSpec{Name: "riscv", Arch: "riscv64", UEFI: true}, fw, `architecture "riscv64"`},
-	} {
-		if _, err := c.spec.DomainXML(c.fw); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want an error saying %q", c.spec.Name, err, c.want)
-		}
-	}
-}
-
-// TestDomainType: an aarch64 node is kvm where libvirt lists KVM for
-// aarch64 (an arm64 host), else qemu; an x86_64 node stays qemu even where
-// KVM is listed (it may not run: the CI host lists it without hardware
-// virtualization).
-func TestDomainType(t *testing.T) {
-	caps := func(arches ...string) []byte {
-		x := "<capabilities><host><cpu><arch>x86_64</arch></cpu></host>"
-		for _, a := range arches {
-			name, kvm, _ := strings.Cut(a, "+")
-			x += "<guest><os_type>hvm</os_type><arch name='" + name + "'><domain type='qemu'/>"
-			if kvm == "kvm" {
-				x += "<domain type='kvm'/>"
-			}
-			x += "</arch></guest>"
-		}
-		return []byte(x + "</capabilities>")
-	}
-	for _, tt := range []struct {
-		caps       []byte
-		arch, want string
-	}{
-		{caps("x86_64+kvm", "aarch64"), "x86_64", "qemu"},
-		{caps("x86_64+kvm", "aarch64"), "aarch64", "qemu"},
-		{caps("aarch64+kvm"), "aarch64", "kvm"},
-		{[]byte("not xml"), "aarch64", "qemu"},
-	} {
-		if got := DomainType(tt.caps, tt.arch); got != tt.want {
-			t.Errorf("DomainType(%s, %s) = %s, want %s", tt.caps, tt.arch, got, tt.want)
-		}
-	}
-}
-
-// TestDomainXMLDisplay: every lab domain has the VNC display on a unix
-// socket that vbmcd's graphical console reads.
-func TestDomainXMLDisplay(t *testing.T) {
-	x, err := DomainSpec{Name: "d"}.DomainXML(virt.Firmware{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d libvirtxml.Domain
-	if err := d.Unmarshal(x); err != nil {
-		t.Fatal(err)
-	}
-	g := d.Devices.Graphics
-	if len(g) != 1 || g[0].VNC == nil || len(g[0].VNC.Listeners) != 1 || g[0].VNC.Listeners[0].Socket == nil || g[0].VNC.Port != 0 {
-		t.Errorf("graphics %+v, want one VNC display listening on a socket", g)
-	}
-}
 
 // TestDomainXMLKCS: a node whose in-band IPMI the plan wires has the KCS
 // in its <qemu:commandline>, at the socket vbmcd serves (read back as vbmcd
@@ -196,7 +23,7 @@ func TestDomainXMLKCS(t *testing.T) {
 	if spec.KCSSocket != want {
 		t.Fatalf("socket %q, want %q", spec.KCSSocket, want)
 	}
-	x, err := spec.DomainXML(virt.Firmware{UEFI: virt.UEFI{Code: "/c", Vars: "/v"}})
+	x, err := spec.XML(virt.Firmware{UEFI: virt.UEFI{Code: "/c", Vars: "/v"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,11 +35,11 @@ func TestDomainXMLKCS(t *testing.T) {
 		t.Errorf("no KCS at %s in\n%s", want, x)
 	}
 	n.BMC.Inband = false
-	x, err = domainSpec(lab.Machine{Lab: "l", Node: n, Network: "net"}).DomainXML(virt.Firmware{UEFI: virt.UEFI{Code: "/c", Vars: "/v"}})
+	x, err = domainSpec(lab.Machine{Lab: "l", Node: n, Network: "net"}).XML(virt.Firmware{UEFI: virt.UEFI{Code: "/c", Vars: "/v"}})
 	if err != nil || strings.Contains(x, "commandline") {
 		t.Errorf("without in-band IPMI: %v\n%s", err, x)
 	}
-	if _, err := (DomainSpec{Name: "arm", Arch: "aarch64", UEFI: true, KCSSocket: want}).DomainXML(virt.Firmware{AArch64: virt.UEFI{Code: "/a", Vars: "/av"}}); err == nil || !strings.Contains(err.Error(), "ISA") {
+	if _, err := (domain.Spec{Name: "arm", Arch: "aarch64", UEFI: true, KCSSocket: want}).XML(virt.Firmware{AArch64: virt.UEFI{Code: "/a", Vars: "/av"}}); err == nil || !strings.Contains(err.Error(), "ISA") {
 		t.Errorf("aarch64 with a KCS: %v", err)
 	}
 }
@@ -238,7 +65,7 @@ func TestDomainNICsAsThePlanWiresThem(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			n := plan.Node{Name: "n0", MAC: "52:54:00:00:00:09", NICs: tt.nics, Disks: []plan.Disk{{Path: "/d/n0.qcow2"}}}
-			x, err := domainSpec(lab.Machine{Lab: "l", Node: n, Network: "baremetal"}).DomainXML(fw)
+			x, err := domainSpec(lab.Machine{Lab: "l", Node: n, Network: "baremetal"}).XML(fw)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -268,60 +95,5 @@ func TestDomainNICsAsThePlanWiresThem(t *testing.T) {
 				t.Errorf("os/boot %v, want hd,network", boot)
 			}
 		})
-	}
-}
-
-// TestNICDrift: a domain's interfaces against the NICs wanted, in order.
-func TestNICDrift(t *testing.T) {
-	in := func(mac, network, bridge string) libvirtxml.DomainInterface {
-		i := libvirtxml.DomainInterface{MAC: &libvirtxml.DomainInterfaceMAC{Address: mac}, Source: &libvirtxml.DomainInterfaceSource{}}
-		if network != "" {
-			i.Source.Network = &libvirtxml.DomainInterfaceSourceNetwork{Network: network}
-		} else {
-			i.Source.Bridge = &libvirtxml.DomainInterfaceSourceBridge{Bridge: bridge}
-		}
-		return i
-	}
-	want := []NICSpec{{MAC: "52:54:00:00:00:01", Network: "provisioning"}, {MAC: "52:54:00:00:00:02", Network: "baremetal"}}
-	for _, tt := range []struct {
-		name string
-		got  []libvirtxml.DomainInterface
-		want []string
-	}{
-		{"as planned (MACs in any case)", []libvirtxml.DomainInterface{in("52:54:00:00:00:01", "provisioning", ""), in("52:54:00:00:00:02", "baremetal", "")}, nil},
-		{"defined before the provisioning NIC", []libvirtxml.DomainInterface{in("52:54:00:00:00:02", "baremetal", "")}, []string{
-			"NIC 1 is 52:54:00:00:00:02 on network baremetal, want 52:54:00:00:00:01 on network provisioning",
-			"NIC 2 (52:54:00:00:00:02 on network baremetal) missing"}},
-		{"on a bridge, an extra NIC", []libvirtxml.DomainInterface{in("52:54:00:00:00:01", "", "provisioning"), in("52:54:00:00:00:02", "baremetal", ""), in("52:54:00:00:00:03", "default", "")}, []string{
-			"NIC 1 is 52:54:00:00:00:01 on bridge provisioning, want 52:54:00:00:00:01 on network provisioning",
-			"NIC 3 is 52:54:00:00:00:03 on network default, which the lab does not have"}},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			if d := cmp.Diff(tt.want, NICDrift(want, tt.got)); d != "" {
-				t.Errorf("(-want +got):\n%s", d)
-			}
-		})
-	}
-}
-
-// TestDomainXMLTCGWithoutCX16: an x86 domain under TCG is qemu64 without
-// CMPXCHG16B (QEMU 7.2's TCG computes the flags after it wrongly: see
-// DomainXML); a KVM domain keeps libvirt's default CPU.
-func TestDomainXMLTCGWithoutCX16(t *testing.T) {
-	for _, typ := range []string{"", "qemu", "kvm"} {
-		x, err := DomainSpec{Name: "n", MemoryMiB: 128, Type: typ}.DomainXML(virt.Firmware{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var d libvirtxml.Domain
-		if err := d.Unmarshal(x); err != nil {
-			t.Fatal(err)
-		}
-		tcg := typ != "kvm"
-		has := d.CPU != nil && d.CPU.Model != nil && d.CPU.Model.Value == "qemu64" &&
-			len(d.CPU.Features) == 1 && d.CPU.Features[0] == libvirtxml.DomainCPUFeature{Policy: "disable", Name: "cx16"}
-		if has != tcg {
-			t.Errorf("type %q: cpu %+v, want qemu64 without cx16: %v", typ, d.CPU, tcg)
-		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
+
+	"github.com/bmlab/bmlab/internal/virt/domain"
 )
 
 // markedDomains lists the domains (running or not) that bear lab's mark.
@@ -44,7 +46,7 @@ func domainMarks(ctx context.Context, l *libvirt.Libvirt) (map[string]map[string
 	out := map[string]map[string]string{}
 	for _, d := range doms {
 		x, err := l.DomainGetXMLDesc(d, libvirt.DomainXMLInactive)
-		if isNoDomain(err) {
+		if domain.IsNoDomain(err) {
 			continue // gone meanwhile
 		}
 		if err != nil {
@@ -157,50 +159,6 @@ func deleteDanglingPool(ctx context.Context, l *libvirt.Libvirt, name string) (d
 	}
 	if err := l.StoragePoolUndefine(st.pool); err != nil && !isLibvirtError(err, libvirt.ErrNoStoragePool) {
 		return false, fmt.Errorf("undefine storage pool %q: %w", name, err)
-	}
-	return true, nil
-}
-
-// domainPower is a domain's state in words (running, shut off, ...), or
-// "absent".
-func domainPower(_ context.Context, l *libvirt.Libvirt, name string) (string, error) {
-	d, err := l.DomainLookupByName(name)
-	if isNoDomain(err) {
-		return "absent", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("look up domain %s: %w", name, err)
-	}
-	st, _, err := l.DomainGetState(d, 0)
-	if err != nil {
-		return "", fmt.Errorf("domain %s state: %w", name, err)
-	}
-	switch libvirt.DomainState(st) {
-	case libvirt.DomainRunning, libvirt.DomainBlocked:
-		return "On", nil
-	case libvirt.DomainPaused, libvirt.DomainPmsuspended:
-		return "Paused", nil
-	case libvirt.DomainShutdown:
-		return "PoweringOff", nil
-	default:
-		return "Off", nil
-	}
-}
-
-// startDomain starts a defined domain; one that runs already is no change.
-func startDomain(_ context.Context, l *libvirt.Libvirt, name string) (bool, error) {
-	d, err := l.DomainLookupByName(name)
-	if err != nil {
-		return false, fmt.Errorf("look up domain %s: %w", name, err)
-	}
-	if active, err := l.DomainIsActive(d); err == nil && active == 1 {
-		return false, nil
-	}
-	if err := l.DomainCreate(d); err != nil {
-		if isNotRunning(err) { // "domain is already running": a race with another starter
-			return false, nil
-		}
-		return false, fmt.Errorf("start domain %s: %w", name, err)
 	}
 	return true, nil
 }

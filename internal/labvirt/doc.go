@@ -9,12 +9,11 @@
 // dnsmasq; labnet.go), the bridge-named networks the IPI installer's bridge
 // check accepts, a lab's entries (reservations and DNS records, listed per
 // lab in the network's metadata) in a network it shares with other labs
-// (shared.go, one lab at a time through a lock), and the node domains (with
-// an empty CD-ROM, a serial log, fw_cfg ignition when asked, its NICs in
-// the plan's order: the provisioning one first where the lab has one,
-// whose NICs net check compares, NICDrift; and the in-band IPMI interface
-// wired to vbmcd's socket where the plan says so: virt.KCSArgs in
-// <qemu:commandline>); the lab's links and routing rules through netlink
+// (shared.go, one lab at a time through a lock), and the node domains
+// (internal/virt/domain's Spec from the plan's node: its NICs in the
+// plan's order, the provisioning one first where the lab has one, which
+// net check compares with domain.NICDrift; the in-band IPMI interface
+// where the plan says so); the lab's links and routing rules through netlink
 // (internal/netplumb) in the lab's namespace; and the lab's vbmcd, its
 // LLDP sender (`vbmcd lldp`) and an Unmanaged provisioning network's DHCP
 // server (dnsmasq, its configuration file written first) as processes
@@ -22,13 +21,10 @@
 // plan's facts (command.go; TestCommands pins them for the labs of
 // plantest/labs.json). Every object carries the lab's ownership mark (MarkXML, a
 // mark file in a pool's directory, a link's alias, vbmcd's environment),
-// and Marked finds what bears it. An aarch64 node is qemu's virt machine
-// on AAVMF, defined as kvm only where libvirt offers KVM for aarch64; an
-// x86_64 node under TCG has qemu64 without CMPXCHG16B, which QEMU 7.2's TCG
-// gets wrong (DomainXML says how).
+// and Marked finds what bears it.
 //
 // Conn is a connection to one libvirtd (Dial, or Wrap of one made
-// elsewhere) with the few tasks the test fixtures and labctl demo use.
+// elsewhere) with the few tasks labctl demo uses.
 // Outside this package and internal/virt nobody holds a go-libvirt client.
 //
 // What it does not do: serve BMCs or watch domains (that is internal/virt,

@@ -21,6 +21,7 @@ import (
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/virt"
+	"github.com/bmlab/bmlab/internal/virt/domain"
 )
 
 // Host is the libvirt provider on one host (lab.Provider): libvirt
@@ -195,7 +196,7 @@ func (r *Host) Delete(ctx context.Context, kind lab.Kind, name, labName string) 
 		if owner != labName {
 			return fmt.Errorf("domain %s bears the mark of %q: %w", name, owner, lab.ErrForeign)
 		}
-		return deleteDomain(ctx, c.l, name)
+		return domain.Delete(ctx, c.l, name)
 	case lab.KindNetwork:
 		found, owner, err := networkOwnerOf(ctx, c.l, name)
 		if err != nil || !found {
@@ -239,7 +240,7 @@ func Validate(o lab.Object) error {
 	case lab.Machine:
 		// The domain as it would be defined: an architecture's firmware
 		// (AAVMF for aarch64) must be on this host.
-		_, err := domainSpec(o).DomainXML(virt.DetectFirmware())
+		_, err := domainSpec(o).XML(virt.DetectFirmware())
 		return err
 	}
 	return nil
@@ -346,7 +347,7 @@ func (r *Host) Differences(ctx context.Context, o lab.Object) ([]lab.Difference,
 	case lab.SharedEntries:
 		problems, err = sharedProblems(ctx, c.l, sharedSpec(o))
 	case lab.Machine:
-		problems, err = nicProblems(c.l, domainSpec(o))
+		problems, err = domain.NICProblems(c.l, domainSpec(o))
 	default:
 		return nil, fmt.Errorf("differences of a %T: not supported", o)
 	}
@@ -436,9 +437,9 @@ func (r *Host) view(ctx context.Context, labName, pool string) (lab.HostView, er
 const addressWait = 30 * time.Second
 
 // domainSpec is a node's domain as libvirt defines it.
-func domainSpec(m lab.Machine) DomainSpec {
+func domainSpec(m lab.Machine) domain.Spec {
 	n := m.Node
-	spec := DomainSpec{
+	spec := domain.Spec{
 		Name: n.Name, UUID: n.UUID, MemoryMiB: n.MemoryMiB, VCPUs: n.VCPUs, UEFI: true, Arch: n.Arch,
 		SerialLog: n.SerialLog,
 		BootOrder: []string{"hd", "network"},
@@ -450,16 +451,16 @@ func domainSpec(m lab.Machine) DomainSpec {
 		spec.BootOrder = []string{"hd", "cdrom"}
 	}
 	for _, d := range n.Disks {
-		spec.Disks = append(spec.Disks, DiskSpec{Path: d.Path})
+		spec.Disks = append(spec.Disks, domain.Disk{Path: d.Path})
 	}
 	// The NICs in the plan's order: the first is the one os/boot's
 	// "network" boots from (libvirt gives it the bootindex), the
 	// provisioning NIC where the lab has one.
 	for _, nic := range n.NICs {
-		spec.NICs = append(spec.NICs, NICSpec{Network: nic.Network, Bridge: nic.Bridge, MAC: nic.MAC})
+		spec.NICs = append(spec.NICs, domain.NIC{Network: nic.Network, Bridge: nic.Bridge, MAC: nic.MAC})
 	}
 	if len(spec.NICs) == 0 {
-		spec.NICs = []NICSpec{{Network: m.Network, MAC: n.MAC}}
+		spec.NICs = []domain.NIC{{Network: m.Network, MAC: n.MAC}}
 	}
 	if n.BMC.Inband {
 		// The lab's vbmcd serves the socket the definition names, in its

@@ -7,7 +7,7 @@ package labvirt
 //	ensureVolume(ctx, l, VolumeSpec{Pool, Name, CapacityBytes, Format, Lab}) (path string, changed bool, err error)
 //	deleteVolume(ctx, l, pool, name, lab string) (deleted bool, err error)
 //
-// The path EnsureVolume returns goes into DomainSpec.Disks (format qcow2).
+// The path EnsureVolume returns goes into domain.Spec.Disks (format qcow2).
 //
 // Ownership. Storage pools and volumes have no <metadata> in libvirt 9.0
 // (a pool defined with one reads back without it), so the lab's mark is a

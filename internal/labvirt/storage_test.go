@@ -15,6 +15,7 @@ import (
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
 	"github.com/bmlab/bmlab/internal/testenv"
 	"github.com/bmlab/bmlab/internal/virt"
+	"github.com/bmlab/bmlab/internal/virt/domain"
 )
 
 // storageTestDir is a fresh directory under /tmp with the given mode,
@@ -189,8 +190,8 @@ func TestStorage(t *testing.T) {
 // waits until it runs.
 func storageTestStartVM(t *testing.T, l *libvirt.Libvirt, disk string) {
 	t.Helper()
-	spec := DomainSpec{Name: "lt-vm-" + netnstest.Rand(3), MemoryMiB: 128, VCPUs: 1, Disks: []DiskSpec{{Path: disk}}}
-	x, err := spec.DomainXML(virt.Firmware{})
+	spec := domain.Spec{Name: "lt-vm-" + netnstest.Rand(3), MemoryMiB: 128, VCPUs: 1, Disks: []domain.Disk{{Path: disk}}}
+	x, err := spec.XML(virt.Firmware{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,13 +62,14 @@ func TestOnlyThePlanReadsTheLabFile(t *testing.T) {
 }
 
 // TestOnlyTheBackendsTalkLibvirt: the go-libvirt client is held by the BMC
-// backend (internal/virt), lab building (internal/labvirt, whose Conn is
+// backend (internal/virt, and internal/virt/domain, which defines the
+// domains both the lab and the fixtures make), lab building (internal/labvirt, whose Conn is
 // everyone else's way in) and the test fixtures (internal/virttest, and
 // internal/kubevirt/kubevirttest, whose node plays virt-handler over a real
 // libvirt domain).
 func TestOnlyTheBackendsTalkLibvirt(t *testing.T) {
 	const golibvirt = "github.com/digitalocean/go-libvirt"
-	allowed := map[string]bool{"virt": true, "labvirt": true, "virttest": true, "kubevirt/kubevirttest": true}
+	allowed := map[string]bool{"virt": true, "virt/domain": true, "labvirt": true, "virttest": true, "kubevirt/kubevirttest": true}
 	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
 		if err != nil || !d.IsDir() || path == ".." {
 			return err
@@ -84,5 +85,29 @@ func TestOnlyTheBackendsTalkLibvirt(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTheBMCSideStandsBelowLabctl: vbmcd's side (its backends, protocols,
+// daemon and their test fixtures, tests included) never imports labctl's
+// libvirt provider: a domain both sides define is internal/virt/domain's.
+func TestTheBMCSideStandsBelowLabctl(t *testing.T) {
+	const labvirt = "github.com/bmlab/bmlab/internal/labvirt"
+	for _, dir := range []string{"virt", "virt/domain", "virttest", "kubevirt", "kubevirt/kubevirttest", "vbmcd", "redfish", "ipmi", "machine", "sim", "media", "webui"} {
+		files, err := filepath.Glob(filepath.Join("..", dir, "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no Go files in internal/%s: %v", dir, err)
+		}
+		for _, f := range files {
+			af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, im := range af.Imports {
+				if p, _ := strconv.Unquote(im.Path.Value); p == labvirt {
+					t.Errorf("%s imports internal/labvirt (labctl's provider): define domains with internal/virt/domain", strings.TrimPrefix(f, "../"))
+				}
+			}
+		}
 	}
 }

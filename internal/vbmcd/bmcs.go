@@ -223,15 +223,7 @@ func (b *bmcs) reconcile(ctx context.Context, ms []*machine.Machine) {
 		}
 		b.ensure(m)
 	}
-	b.mu.RLock()
-	var gone []string
-	for id := range b.running {
-		if !seen[id] {
-			gone = append(gone, id)
-		}
-	}
-	b.mu.RUnlock()
-	for _, id := range gone {
+	for _, id := range machine.Gone(b.mu.RLocker(), b.running, seen) {
 		b.close(id)
 	}
 }

@@ -20,10 +20,10 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bmlab/bmlab/internal/ironictest"
-	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
 	"github.com/bmlab/bmlab/internal/testenv"
+	"github.com/bmlab/bmlab/internal/virt/domain"
 	"github.com/bmlab/bmlab/internal/virttest"
 )
 
@@ -292,10 +292,10 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 	var nodes []agentNode
 	for i, name := range names {
 		macs := []string{fmt.Sprintf("52:54:00:26:%02x:%02x", third, 0x11+i)}
-		nics := []labvirt.NICSpec{{Network: net.Name, MAC: macs[0]}}
+		nics := []domain.NIC{{Network: net.Name, MAC: macs[0]}}
 		if i == 0 && second != "" {
 			macs = append(macs, fmt.Sprintf("52:54:00:26:%02x:21", third))
-			nics = append(nics, labvirt.NICSpec{Network: second, MAC: macs[1]})
+			nics = append(nics, domain.NIC{Network: second, MAC: macs[1]})
 		}
 		vm := lab.NewVM(t, name, virttest.VMOptions{UEFI: true, NoCD: true, MemoryMiB: memMiB, Disk: image, NICs: nics})
 		nodes = append(nodes, agentNode{vm: vm, macs: macs})

@@ -261,15 +261,7 @@ func (b *Backend) syncAll(l *libvirt.Libvirt) {
 		seen[uuidString(d.UUID)] = true
 		b.refresh(l, d)
 	}
-	b.mu.RLock()
-	var gone []string
-	for id := range b.doms {
-		if !seen[id] {
-			gone = append(gone, id)
-		}
-	}
-	b.mu.RUnlock()
-	for _, id := range gone {
+	for _, id := range machine.Gone(b.mu.RLocker(), b.doms, seen) {
 		b.remove(id, "absent from libvirt's domain list")
 	}
 }

@@ -16,10 +16,10 @@ import (
 	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
 
-	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
 	"github.com/bmlab/bmlab/internal/virt"
+	"github.com/bmlab/bmlab/internal/virt/domain"
 )
 
 // Lab is a connected backend and the model over it.
@@ -64,7 +64,7 @@ func NewAt(t testing.TB, uri, prefix string) *Lab {
 	}
 	for _, d := range doms {
 		if strings.HasPrefix(d.Name, prefix) {
-			_ = labvirt.Wrap(l).DeleteDomain(ctx, d.Name)
+			_ = domain.Delete(ctx, l, d.Name)
 		}
 	}
 	return lab
@@ -117,9 +117,9 @@ type VMOptions struct {
 	// QEMU's user-mode network, with its link down: no host interface, and
 	// nothing leaves the VM.
 	NICModels []string
-	// NICs are NICs on libvirt networks or bridges (labvirt.NICSpec),
+	// NICs are NICs on libvirt networks or bridges (domain.NIC),
 	// before NICModels' ones.
-	NICs []labvirt.NICSpec
+	NICs []domain.NIC
 	// Disk, when set, gives the VM a raw disk of DiskGiB (default 4, the
 	// least ironic-python-agent takes for a root device), sparse, whose
 	// start is a copy of this image (a whole-disk image with a partition
@@ -146,7 +146,7 @@ type VMOptions struct {
 func (lab *Lab) NewVM(t testing.TB, name string, o VMOptions) *VM {
 	t.Helper()
 	dir := testenv.QemuDir(t)
-	spec := labvirt.DomainSpec{
+	spec := domain.Spec{
 		Name:      lab.prefix + name,
 		MemoryMiB: 128,
 		VCPUs:     1,
@@ -183,16 +183,16 @@ func (lab *Lab) NewVM(t testing.TB, name string, o VMOptions) *VM {
 		}
 	}
 	if disk != "" {
-		spec.Disks = []labvirt.DiskSpec{{Path: disk, Format: "raw"}}
+		spec.Disks = []domain.Disk{{Path: disk, Format: "raw"}}
 	}
 	spec.NICs = o.NICs
 	ctx := context.Background()
-	id, err := labvirt.Wrap(lab.client(t)).DefineDomain(ctx, spec)
+	id, err := domain.Define(ctx, lab.client(t), spec, virt.DetectFirmware())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := labvirt.Wrap(lab.client(t)).DeleteDomain(context.Background(), spec.Name); err != nil {
+		if err := domain.Delete(context.Background(), lab.client(t), spec.Name); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})

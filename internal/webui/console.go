@@ -550,7 +550,7 @@ func (t *tap) read(ctx context.Context, done <-chan struct{}) {
 				detail = "The machine is off; the console connects when it starts."
 			}
 			t.setStatus(consoleMsg{Status: "waiting", Detail: detail})
-			if !waitChange(ctx, done, events, t.id) {
+			if !machine.WaitChange(ctx, done, events, t.id, reopenEvery) {
 				return
 			}
 			continue
@@ -607,7 +607,7 @@ func (t *tap) read(ctx context.Context, done <-chan struct{}) {
 			continue
 		}
 		t.setStatus(consoleMsg{Status: "waiting", Detail: "The console stream ended: the machine stopped."})
-		if !waitChange(ctx, done, events, t.id) {
+		if !machine.WaitChange(ctx, done, events, t.id, reopenEvery) {
 			return
 		}
 	}
@@ -635,31 +635,6 @@ func (t *tap) waitTakeBack(ctx context.Context, done <-chan struct{}, events <-c
 				continue
 			}
 			if ev.ID == t.id && ev.Machine != nil && ev.Machine.Power != machine.PowerOn {
-				return true
-			}
-		}
-	}
-}
-
-// waitChange waits for a change of machine id or reopenEvery; false when
-// ctx or done ends first.
-func waitChange(ctx context.Context, done <-chan struct{}, events <-chan machine.Event, id string) bool {
-	timer := time.NewTimer(reopenEvery)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-done:
-			return false
-		case <-timer.C:
-			return true
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			if ev.ID == id {
 				return true
 			}
 		}

@@ -29,8 +29,9 @@ import (
 
 	"github.com/bmlab/bmlab/internal/kubevirt"
 	"github.com/bmlab/bmlab/internal/kubevirt/kubetest"
-	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/virt"
+	virtdomain "github.com/bmlab/bmlab/internal/virt/domain"
 	"github.com/bmlab/bmlab/internal/virttest"
 )
 
@@ -167,7 +168,7 @@ func startNode(ctx context.Context, t testing.TB, f *Fixture) *node {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		for _, d := range n.doms {
-			_ = labvirt.Wrap(n.lab.Client).DeleteDomain(context.Background(), d.name)
+			_ = virtdomain.Delete(context.Background(), n.lab.Client, d.name)
 		}
 	})
 	return n
@@ -546,7 +547,7 @@ func (n *node) updateVMI(ctx context.Context, vmi *kubevirtv1.VirtualMachineInst
 }
 
 func (n *node) domainOff(d *domain) bool {
-	st, err := labvirt.Wrap(n.lab.Client).DomainPower(context.Background(), d.name)
+	st, err := virtdomain.Power(context.Background(), n.lab.Client, d.name)
 	return err == nil && (st == "Off" || st == "absent")
 }
 
@@ -578,7 +579,7 @@ func (n *node) stopDomain(d *domain, within time.Duration) error {
 }
 
 func (n *node) dropDomain(ctx context.Context, name string, d *domain) error {
-	if err := labvirt.Wrap(n.lab.Client).DeleteDomain(ctx, d.name); err != nil {
+	if err := virtdomain.Delete(ctx, n.lab.Client, d.name); err != nil {
 		return err
 	}
 	n.mu.Lock()
@@ -612,7 +613,7 @@ func (n *node) volumeFile(v kubevirtv1.Volume) (string, error) {
 // virt-launcher would: its disks and CD-ROM from the volumes, the boot
 // order from bootOrder, EFI or BIOS.
 func (n *node) runDomain(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (*domain, error) {
-	spec := labvirt.DomainSpec{
+	spec := virtdomain.Spec{
 		Name: n.f.prefix + vmi.Name, MemoryMiB: 128, VCPUs: 1,
 		SerialLog: n.f.SerialLog(vmi.Name),
 	}
@@ -645,7 +646,7 @@ func (n *node) runDomain(ctx context.Context, vmi *kubevirtv1.VirtualMachineInst
 			spec.CDROM = p
 			d.cd[disk.Name] = p
 		case disk.Disk != nil && p != "":
-			spec.Disks = append(spec.Disks, labvirt.DiskSpec{Path: p, Format: "raw"})
+			spec.Disks = append(spec.Disks, virtdomain.Disk{Path: p, Format: "raw"})
 		}
 		if disk.BootOrder != nil && (best == 0 || *disk.BootOrder < best) {
 			best, cdFirst = *disk.BootOrder, disk.CDRom != nil
@@ -655,13 +656,13 @@ func (n *node) runDomain(ctx context.Context, vmi *kubevirtv1.VirtualMachineInst
 	if cdFirst {
 		spec.BootOrder = []string{"cdrom", "hd"}
 	}
-	if _, err := labvirt.Wrap(n.lab.Client).DefineDomain(ctx, spec); err != nil {
+	if _, err := virtdomain.Define(ctx, n.lab.Client, spec, virt.DetectFirmware()); err != nil {
 		return nil, err
 	}
 	n.mu.Lock()
 	n.doms[vmi.Name] = d
 	n.mu.Unlock()
-	if _, err := labvirt.Wrap(n.lab.Client).StartDomain(ctx, spec.Name); err != nil {
+	if _, err := virtdomain.Start(ctx, n.lab.Client, spec.Name); err != nil {
 		return nil, err
 	}
 	return d, nil

@@ -27,6 +27,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/labctl/cli"
 	"github.com/bmlab/bmlab/internal/labvirt"
+	"github.com/bmlab/bmlab/internal/virt/domain"
 )
 
 type flags struct {
@@ -114,7 +115,7 @@ func run(ctx context.Context, g *cli.Globals, f *flags) error {
 	}
 	for i := 1; i <= f.nodes; i++ {
 		name := fmt.Sprintf("%s%d", f.prefix, i)
-		spec := labvirt.DomainSpec{
+		spec := domain.Spec{
 			Name: name, MemoryMiB: 128, VCPUs: 1, UEFI: f.uefi, CDROM: iso,
 			SerialLog: filepath.Join(f.dir, name+".serial.log"),
 		}

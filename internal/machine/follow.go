@@ -1,0 +1,50 @@
+package machine
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// WaitChange waits until machine id changes (an event for it arrives on
+// events) or every passes: true then, for the caller to look again (a
+// console to reopen, a session to retry). False when ctx or quit ends
+// first. A closed events channel leaves the timer to wake the caller.
+func WaitChange(ctx context.Context, quit <-chan struct{}, events <-chan Event, id string, every time.Duration) bool {
+	timer := time.NewTimer(every)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-quit:
+			return false
+		case <-timer.C:
+			return true
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			if ev.ID == id {
+				return true
+			}
+		}
+	}
+}
+
+// Gone returns the keys of have (per-machine things: a BMC, a listener, a
+// domain's record) that seen, the machines there now, lacks. It reads have
+// under mu (an RWMutex's RLocker will do) and returns before its caller
+// stops each, which may take that lock again.
+func Gone[V any](mu sync.Locker, have map[string]V, seen map[string]bool) []string {
+	mu.Lock()
+	defer mu.Unlock()
+	var gone []string
+	for id := range have {
+		if !seen[id] {
+			gone = append(gone, id)
+		}
+	}
+	return gone
+}

@@ -1,0 +1,53 @@
+package machine
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestWaitChange: an event for the machine wakes the waiter, another
+// machine's does not, the interval does; ctx or quit ending stops it.
+func TestWaitChange(t *testing.T) {
+	never := time.Hour
+	ctx := context.Background()
+	events := make(chan Event, 2)
+	events <- Event{ID: "other"}
+	events <- Event{ID: "m1"}
+	if !WaitChange(ctx, nil, events, "m1", never) {
+		t.Error("an event for m1 did not wake the waiter")
+	}
+	if len(events) != 0 {
+		t.Errorf("%d events left: the other machine's was not passed over", len(events))
+	}
+	closed := make(chan Event)
+	close(closed)
+	if !WaitChange(ctx, nil, closed, "m1", time.Nanosecond) {
+		t.Error("the interval did not wake the waiter (events closed)")
+	}
+	quit := make(chan struct{})
+	close(quit)
+	if WaitChange(ctx, quit, make(chan Event), "m1", never) {
+		t.Error("true after quit ended")
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if WaitChange(cancelled, nil, make(chan Event), "m1", never) {
+		t.Error("true after ctx ended")
+	}
+}
+
+func TestGone(t *testing.T) {
+	var mu sync.RWMutex
+	have := map[string]int{"a": 1, "b": 2, "c": 3}
+	got := Gone(mu.RLocker(), have, map[string]bool{"b": true, "z": true})
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"a", "c"}) {
+		t.Errorf("gone %v, want [a c]", got)
+	}
+	if got := Gone(&sync.Mutex{}, map[string]bool{}, nil); got != nil {
+		t.Errorf("gone from nothing: %v", got)
+	}
+}
