@@ -8,6 +8,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/netaddr"
+	"github.com/bmlab/bmlab/internal/ocp"
 )
 
 // FileName is the name the installer reads beside install-config.yaml.
@@ -81,7 +82,7 @@ type HostSpec struct {
 	// SecondaryIP is a dual-stack host's IPv6 address.
 	SecondaryIP netip.Addr
 	// Bond, when set, bonds the host's NICs (their names NICs, their
-	// MACs MACs, MAC first) in this mode (ipi.BondName).
+	// MACs MACs, MAC first) in this mode (ocp.BondName).
 	Bond       string
 	NICs, MACs []string
 }
@@ -126,7 +127,7 @@ func staticConfig(c Cluster, h HostSpec) *NetworkConfig {
 	nic := NMInterface{Name: NICName, Type: "ethernet", State: "up", Identifier: "mac-address", MACAddress: h.MAC}
 	via := NICName
 	if h.Bond != "" {
-		via = ipi.BondName
+		via = ocp.BondName
 	}
 	nc := &NetworkConfig{DNSResolver: &NMDNS{}, Routes: &NMRoutes{}}
 	add := func(ip netip.Addr, prefix netip.Prefix, gw netip.Addr) {
@@ -198,10 +199,10 @@ func Validate(ac *Config, machine netip.Prefix) ipi.ErrorList {
 			add(ipi.ErrorDuplicate, f+".hostname", h.Hostname, "")
 		}
 		names[h.Hostname] = true
-		if !slices.Contains([]string{ipi.RoleMaster, ipi.RoleArbiter, ipi.RoleWorker}, h.Role) {
+		if !slices.Contains([]string{ocp.RoleMaster, ocp.RoleArbiter, ocp.RoleWorker}, h.Role) {
 			add(ipi.ErrorUnsupported, f+".role", h.Role, `supported values: "master", "arbiter", "worker"`)
 		}
-		if h.Role == ipi.RoleMaster {
+		if h.Role == ocp.RoleMaster {
 			masters++
 		}
 		if len(h.Interfaces) == 0 {
@@ -220,7 +221,7 @@ func Validate(ac *Config, machine netip.Prefix) ipi.ErrorList {
 					addrs = append(addrs[:len(addrs):len(addrs)], nic.IPv6.Address...)
 				}
 				for _, a := range addrs {
-					if a.IP == ac.RendezvousIP && h.Role == ipi.RoleMaster {
+					if a.IP == ac.RendezvousIP && h.Role == ocp.RoleMaster {
 						rendezvousStatic = true
 					}
 				}
@@ -241,11 +242,6 @@ func Validate(ac *Config, machine netip.Prefix) ipi.ErrorList {
 
 // NodesConfigName is `oc adm node-image create`'s input in its directory.
 const NodesConfigName = "nodes-config.yaml"
-
-// ISOName is the agent ISO `agent create image` writes for the control
-// plane's architecture (x86_64, aarch64: InfraEnv's cpuArchitecture, as
-// the RPMs name it): agent.<arch>.iso.
-func ISOName(arch string) string { return "agent." + cmp.Or(arch, "x86_64") + ".iso" }
 
 // NodeISOName is the ISO `oc adm node-image create` writes for nodes of an
 // architecture: node.<arch>.iso.

@@ -11,9 +11,13 @@ import (
 
 	"github.com/bmlab/bmlab/internal/agent"
 	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/lab/agentmode"
+	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/netaddr"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/plan/plantest"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
@@ -41,28 +45,28 @@ func TestTopologiesGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := plan.Resolve(cfg, plan.Options{Dir: "/labs/" + tt.name, Mode: plan.ModeAgent})
+			p, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: "/labs/" + tt.name, Mode: plantest.Agent})
 			if err != nil {
 				t.Fatal(err)
 			}
-			ic, err := ipi.Generate(p.IPICluster(), p.IPINodes(), testenv.PullSecret, testenv.SSHKey)
+			ic, err := ipi.Generate(steps.IPICluster(p), steps.IPINodes(p), testenv.PullSecret, testenv.SSHKey)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if bm := ic.Platform.BareMetal; bm != nil {
-				bm.ProvisioningNetwork = ipi.ProvisioningDisabled
+				bm.ProvisioningNetwork = ocp.ProvisioningDisabled
 				for i := range bm.Hosts {
 					bm.Hosts[i].NetworkConfig = nil // agent-config's (agentmode.AgentConfigs)
 				}
 			}
 			ranges := []netaddr.Range{p.Cluster.DHCPRange}
-			if f := p.Cluster.Secondary; f != nil {
+			if f := p.Cluster.Secondary; !f.IsZero() {
 				ranges = append(ranges, f.DHCPRange)
 			}
 			if errs := ipi.Validate(ic, ranges...); len(errs) > 0 {
 				t.Errorf("install-config fails the installer's rules: %v", errs)
 			}
-			ac := agent.Generate(p.AgentCluster())
+			ac := agent.Generate(agentmode.Cluster(p))
 			if errs := agent.Validate(ac, p.Cluster.MachineNetwork); len(errs) > 0 {
 				t.Errorf("agent-config fails the installer's rules: %v", errs)
 			}

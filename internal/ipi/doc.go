@@ -9,7 +9,7 @@
 //   - Generate(cluster, nodes, pullSecret, sshKey) builds the InstallConfig
 //     from the plan's Cluster and nodes: one Node per domain with its name,
 //     role, UUID (the Redfish System id), the MAC of its NIC on the
-//     baremetal bridge and its bmc.address (BMCAddress, which the plan
+//     baremetal bridge and its bmc.address (ocp.BMCAddress, which the plan
 //     calls). labctl's preflight generates and validates it before any VM
 //     exists, with the plan's real MACs and UUIDs.
 //   - Validate(ic, dhcpRanges...) returns every problem, each worded as the

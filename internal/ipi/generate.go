@@ -2,14 +2,12 @@ package ipi
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
-	"net"
 	"net/netip"
-	"strconv"
 	"strings"
 
 	"github.com/bmlab/bmlab/internal/netaddr"
+	"github.com/bmlab/bmlab/internal/ocp"
 )
 
 // Networks every lab uses; the installer's defaults, written out so the
@@ -52,38 +50,12 @@ func ClusterNetworking(machine ...netip.Prefix) Networking {
 // node's disks unless told otherwise.
 const DefaultRootDevice = "/dev/vda"
 
-// BMC kinds, as the schemes of install-config's bmc.address spell them
-// (and the lab file's cluster.bmc.kind).
-const (
-	// BMCRedfishVirtualMedia boots the discovery and install images from
-	// virtual media; the only kind that works with a Disabled provisioning
-	// network.
-	BMCRedfishVirtualMedia = "redfish-virtualmedia"
-	// BMCRedfish is Redfish power and boot control with PXE on the
-	// provisioning network.
-	BMCRedfish = "redfish"
-	// BMCIPMI is IPMI lanplus, one UDP port per node, with PXE on the
-	// provisioning network.
-	BMCIPMI = "ipmi"
-	// BMCIDRACVirtualMedia is a Dell iDRAC's redfish-virtualmedia: the
-	// baremetal-operator's idrac driver (Ironic's idrac hardware type).
-	BMCIDRACVirtualMedia = "idrac-virtualmedia"
-)
-
-// Provisioning network modes, as platform.baremetal.provisioningNetwork
-// spells them (and the lab file's network.provisioningNetwork).
-const (
-	ProvisioningManaged   = "Managed"
-	ProvisioningUnmanaged = "Unmanaged"
-	ProvisioningDisabled  = "Disabled"
-)
-
 // Node is what the labctl pipeline knows about one VM once its domain is
 // defined.
 type Node struct {
 	// Name is the host's name in install-config (a DNS-1123 subdomain).
 	Name string
-	// Role is RoleMaster or RoleWorker.
+	// Role is ocp.RoleMaster or ocp.RoleWorker.
 	Role string
 	// UUID is the domain's UUID, the node's Redfish System id.
 	UUID string
@@ -93,7 +65,7 @@ type Node struct {
 	BootMAC string
 	// RootDevice is the OS disk as the node sees it (default /dev/vda).
 	RootDevice string
-	// BMCAddress is the node's bmc.address, made by BMCAddress where the
+	// BMCAddress is the node's bmc.address, made by ocp.BMCAddress where the
 	// lab plan resolves the node's endpoint; Generate never makes one.
 	BMCAddress string
 	// BMCUsername and BMCPassword are the node's own BMC user (empty: the
@@ -102,64 +74,6 @@ type Node struct {
 	// NetworkConfig is the host's nmstate state (nil: none), such as a
 	// bond of its NICs.
 	NetworkConfig *NetworkConfig
-}
-
-// BMCEndpoint is where the lab's BMCs answer.
-type BMCEndpoint struct {
-	Kind        string
-	Host        string
-	RedfishPort int
-	TLS         bool
-	// OwnAddress: Host is the node's BMC's own address (a BMC network),
-	// with Redfish and IPMI at their usual ports (443 or 80, 623), which
-	// the address leaves out.
-	OwnAddress bool
-}
-
-// BMCAddress is a node's bmc.address for the lab's BMC kind, its System
-// named system (the node's UUID, or at a BMC of its own the vendor's id,
-// such as an iDRAC's System.Embedded.1):
-//
-//	redfish-virtualmedia+https://HOST:PORT/redfish/v1/Systems/SYSTEM
-//	redfish+https://HOST:PORT/redfish/v1/Systems/SYSTEM
-//	idrac-virtualmedia+https://HOST:PORT/redfish/v1/Systems/SYSTEM
-//	ipmi://HOST:PORT
-//
-// (http instead of https when the lab's BMC has TLS off; without :PORT for
-// a BMC of its own, OwnAddress).
-func BMCAddress(b BMCEndpoint, system string, ipmiPort int) (string, error) {
-	switch b.Kind {
-	case BMCIPMI:
-		if b.OwnAddress {
-			return "ipmi://" + urlHost(b.Host), nil
-		}
-		if ipmiPort < 1 || ipmiPort > 65535 {
-			return "", fmt.Errorf("bmc address: IPMI port %d is not a port", ipmiPort)
-		}
-		return "ipmi://" + net.JoinHostPort(b.Host, strconv.Itoa(ipmiPort)), nil
-	case BMCRedfish, BMCRedfishVirtualMedia, BMCIDRACVirtualMedia:
-		if system == "" {
-			return "", errors.New("bmc address: a Redfish BMC needs the node's System id")
-		}
-		scheme := "http"
-		if b.TLS {
-			scheme = "https"
-		}
-		host := net.JoinHostPort(b.Host, strconv.Itoa(b.RedfishPort))
-		if b.OwnAddress {
-			host = urlHost(b.Host)
-		}
-		return fmt.Sprintf("%s+%s://%s/redfish/v1/Systems/%s", b.Kind, scheme, host, system), nil
-	}
-	return "", fmt.Errorf("bmc address: unknown BMC kind %q", b.Kind)
-}
-
-// urlHost is a host as a URL's: an IPv6 address in brackets.
-func urlHost(h string) string {
-	if strings.Contains(h, ":") {
-		return "[" + h + "]"
-	}
-	return h
 }
 
 // Cluster is what Generate needs of the lab's cluster: facts of the lab
@@ -230,13 +144,13 @@ func Generate(k Cluster, nodes []Node, pullSecret, sshKey string) (*InstallConfi
 		BMCVerifyCA:         k.BMCVerifyCA,
 		Hosts:               []Host{},
 	}
-	if k.ProvisioningNetwork != ProvisioningDisabled {
+	if k.ProvisioningNetwork != ocp.ProvisioningDisabled {
 		bm.ProvisioningBridge = k.ProvisioningBridge
 		if k.ProvisioningNetworkCIDR.IsValid() {
 			bm.ProvisioningNetworkCIDR = k.ProvisioningNetworkCIDR.String()
 		}
 		bm.ProvisioningNetworkInterface = k.ProvisioningNetworkInterface
-		if r := k.ProvisioningDHCPRange; r.Start.IsValid() && k.ProvisioningNetwork == ProvisioningManaged {
+		if r := k.ProvisioningDHCPRange; r.Start.IsValid() && k.ProvisioningNetwork == ocp.ProvisioningManaged {
 			bm.ProvisioningDHCPRange = r.Start.String() + "," + r.End.String()
 		}
 	}
@@ -251,8 +165,8 @@ func Generate(k Cluster, nodes []Node, pullSecret, sshKey string) (*InstallConfi
 		fencing = &Fencing{Credentials: []FencingCredential{}}
 	}
 	for _, n := range nodes {
-		if n.Role != RoleMaster && n.Role != RoleWorker && n.Role != RoleArbiter {
-			return nil, fmt.Errorf("node %q: role %q is not %s, %s or %s", n.Name, n.Role, RoleMaster, RoleArbiter, RoleWorker)
+		if n.Role != ocp.RoleMaster && n.Role != ocp.RoleWorker && n.Role != ocp.RoleArbiter {
+			return nil, fmt.Errorf("node %q: role %q is not %s, %s or %s", n.Name, n.Role, ocp.RoleMaster, ocp.RoleArbiter, ocp.RoleWorker)
 		}
 		addr := n.BMCAddress
 		if addr == "" {
@@ -266,7 +180,7 @@ func Generate(k Cluster, nodes []Node, pullSecret, sshKey string) (*InstallConfi
 		if n.BMCUsername != "" {
 			user, pass = n.BMCUsername, n.BMCPassword
 		}
-		if fencing != nil && n.Role == RoleMaster {
+		if fencing != nil && n.Role == ocp.RoleMaster {
 			verify := CertificateVerificationEnabled
 			if k.BMCInsecure {
 				verify = CertificateVerificationDisabled
@@ -296,14 +210,14 @@ func Generate(k Cluster, nodes []Node, pullSecret, sshKey string) (*InstallConfi
 		BaseDomain:   k.BaseDomain,
 		Metadata:     Metadata{Name: k.Name},
 		Networking:   ClusterNetworking(k.MachineNetwork, k.Secondary.MachineNetwork),
-		Compute:      []MachinePool{{Name: RoleWorker, Replicas: k.Workers, Architecture: Architecture(k.ComputeArch)}},
-		ControlPlane: MachinePool{Name: RoleMaster, Replicas: k.Masters, Fencing: fencing, Architecture: Architecture(k.ControlPlaneArch)},
+		Compute:      []MachinePool{{Name: ocp.RoleWorker, Replicas: k.Workers, Architecture: Architecture(k.ComputeArch)}},
+		ControlPlane: MachinePool{Name: ocp.RoleMaster, Replicas: k.Masters, Fencing: fencing, Architecture: Architecture(k.ControlPlaneArch)},
 		Platform:     Platform{BareMetal: bm},
 		PullSecret:   pullSecret,
 		SSHKey:       sshKey,
 	}
 	if k.Arbiters > 0 {
-		ic.Arbiter = &MachinePool{Name: RoleArbiter, Replicas: k.Arbiters, Architecture: Architecture(cmp.Or(k.ArbiterArch, k.ControlPlaneArch))}
+		ic.Arbiter = &MachinePool{Name: ocp.RoleArbiter, Replicas: k.Arbiters, Architecture: Architecture(cmp.Or(k.ArbiterArch, k.ControlPlaneArch))}
 	}
 	if k.PlatformNone {
 		ic.Platform = Platform{None: &None{}}
@@ -362,9 +276,9 @@ func vips(a ...netip.Addr) []string {
 // power control, whatever the kind Ironic uses (redfish-virtualmedia+https
 // becomes redfish+https).
 func FencingAddress(bmcAddress string) string {
-	for _, vm := range []string{BMCRedfishVirtualMedia, BMCIDRACVirtualMedia} {
+	for _, vm := range []string{ocp.BMCRedfishVirtualMedia, ocp.BMCIDRACVirtualMedia} {
 		if rest, ok := strings.CutPrefix(bmcAddress, vm+"+"); ok {
-			return BMCRedfish + "+" + rest
+			return ocp.BMCRedfish + "+" + rest
 		}
 	}
 	return bmcAddress

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bmlab/bmlab/internal/netaddr"
+	"github.com/bmlab/bmlab/internal/ocp"
 )
 
 // testPullSecret and testSSHKey are well-formed and worthless.
@@ -28,21 +29,21 @@ func seed() Cluster {
 			DHCPRange:      netaddr.Range{Start: netip.MustParseAddr("192.168.111.20"), End: netip.MustParseAddr("192.168.111.60")},
 			APIVIP:         netip.MustParseAddr("192.168.111.5"), IngressVIP: netip.MustParseAddr("192.168.111.4"),
 		},
-		Masters: 3, Workers: 2, ProvisioningNetwork: ProvisioningDisabled, ExternalBridge: "baremetal",
+		Masters: 3, Workers: 2, ProvisioningNetwork: ocp.ProvisioningDisabled, ExternalBridge: "baremetal",
 		BMCUsername: "admin", BMCPassword: "password", BMCInsecure: true,
 	}
 }
 
-var seedBMC = BMCEndpoint{Kind: BMCRedfishVirtualMedia, Host: "192.168.111.1", RedfishPort: 8000, TLS: true}
+var seedBMC = ocp.BMCEndpoint{Kind: ocp.BMCRedfishVirtualMedia, Host: "192.168.111.1", RedfishPort: 8000, TLS: true}
 
 // labNodes are what the pipeline would hand over: one per master, then one
 // per worker, with the UUIDs and MACs libvirt would have given them.
-func labNodes(k Cluster, b BMCEndpoint) []Node {
+func labNodes(k Cluster, b ocp.BMCEndpoint) []Node {
 	var nodes []Node
 	for _, r := range []struct {
 		role string
 		n    int
-	}{{RoleMaster, k.Masters}, {RoleWorker, k.Workers}} {
+	}{{ocp.RoleMaster, k.Masters}, {ocp.RoleWorker, k.Workers}} {
 		for i := range r.n {
 			j := len(nodes)
 			n := Node{
@@ -52,7 +53,7 @@ func labNodes(k Cluster, b BMCEndpoint) []Node {
 				BootMAC: fmt.Sprintf("52:54:00:6b:3c:%02x", 0x10+j),
 			}
 			var err error
-			if n.BMCAddress, err = BMCAddress(b, n.UUID, 6230+j); err != nil {
+			if n.BMCAddress, err = ocp.BMCAddress(b, n.UUID, 6230+j); err != nil {
 				panic(err)
 			}
 			nodes = append(nodes, n)
@@ -61,54 +62,11 @@ func labNodes(k Cluster, b BMCEndpoint) []Node {
 	return nodes
 }
 
-func TestBMCAddress(t *testing.T) {
-	const uuid = "7d2bd0a4-5a4e-4c9b-9d0e-000000000001"
-	tests := []struct {
-		bmc    BMCEndpoint
-		system string
-		port   int
-		want   string
-	}{
-		{BMCEndpoint{Kind: "redfish-virtualmedia", Host: "192.168.111.1", RedfishPort: 8000, TLS: true}, uuid, 0,
-			"redfish-virtualmedia+https://192.168.111.1:8000/redfish/v1/Systems/" + uuid},
-		{BMCEndpoint{Kind: "redfish", Host: "bmc.lab", RedfishPort: 8080}, uuid, 0,
-			"redfish+http://bmc.lab:8080/redfish/v1/Systems/" + uuid},
-		{BMCEndpoint{Kind: "redfish-virtualmedia", Host: "fd00::1", RedfishPort: 8000, TLS: true}, uuid, 0,
-			"redfish-virtualmedia+https://[fd00::1]:8000/redfish/v1/Systems/" + uuid},
-		{BMCEndpoint{Kind: "ipmi", Host: "192.168.111.1"}, uuid, 6231, "ipmi://192.168.111.1:6231"},
-		// A vendor's BMC of its own: the vendor's System id, no port.
-		{BMCEndpoint{Kind: "idrac-virtualmedia", Host: "10.1.1.3", TLS: true, OwnAddress: true}, "System.Embedded.1", 0,
-			"idrac-virtualmedia+https://10.1.1.3/redfish/v1/Systems/System.Embedded.1"},
-		{BMCEndpoint{Kind: "redfish-virtualmedia", Host: "fd00::3", TLS: true, OwnAddress: true}, "1", 0,
-			"redfish-virtualmedia+https://[fd00::3]/redfish/v1/Systems/1"},
-	}
-	for _, tt := range tests {
-		got, err := BMCAddress(tt.bmc, tt.system, tt.port)
-		if err != nil || got != tt.want {
-			t.Errorf("BMCAddress(%+v, %s, %d) = %q, %v; want %q", tt.bmc, tt.system, tt.port, got, err, tt.want)
-		}
-	}
-	for _, tt := range []struct {
-		bmc  BMCEndpoint
-		uuid string
-		port int
-		want string
-	}{
-		{BMCEndpoint{Kind: "redfish"}, "", 0, "needs the node's System id"},
-		{BMCEndpoint{Kind: "ipmi"}, uuid, 70000, "IPMI port 70000 is not a port"},
-		{BMCEndpoint{Kind: "idrac"}, uuid, 0, `unknown BMC kind "idrac"`},
-	} {
-		if _, err := BMCAddress(tt.bmc, tt.uuid, tt.port); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("BMCAddress(%+v) = %v, want an error containing %q", tt.bmc, err, tt.want)
-		}
-	}
-}
-
 func TestGenerateIPMIPortsAndOverrides(t *testing.T) {
 	k := seed()
-	k.ProvisioningNetwork, k.ProvisioningBridge, k.BMCInsecure = ProvisioningManaged, "provisioning", false
+	k.ProvisioningNetwork, k.ProvisioningBridge, k.BMCInsecure = ocp.ProvisioningManaged, "provisioning", false
 	k.ProvisioningNetworkCIDR = netip.MustParsePrefix("172.22.0.0/24")
-	nodes := labNodes(k, BMCEndpoint{Kind: BMCIPMI, Host: "192.168.111.1"})[:3]
+	nodes := labNodes(k, ocp.BMCEndpoint{Kind: ocp.BMCIPMI, Host: "192.168.111.1"})[:3]
 	nodes[1].BMCAddress = "ipmi://192.168.111.1:7000"
 	nodes[2].BMCAddress = "ipmi://10.0.0.9:623"
 	nodes[2].RootDevice = "/dev/sda"
@@ -134,7 +92,7 @@ func TestGenerateIPMIPortsAndOverrides(t *testing.T) {
 
 func TestWriteIsPrivate(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, FileName)
+	path := filepath.Join(dir, ocp.InstallConfigFile)
 	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +113,6 @@ func TestWriteIsPrivate(t *testing.T) {
 		t.Errorf("file is not Marshal(ic)")
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-		t.Errorf("dir holds %d entries, want only %s", len(entries), FileName)
+		t.Errorf("dir holds %d entries, want only %s", len(entries), ocp.InstallConfigFile)
 	}
 }

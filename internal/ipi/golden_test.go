@@ -9,9 +9,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/plan/plantest"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
@@ -43,20 +45,27 @@ func TestGenerateGolden(t *testing.T) {
 			if err := cfg.ApplyProfile(tt.profile); err != nil {
 				t.Fatal(err)
 			}
-			p, err := plan.Resolve(cfg, plan.Options{Dir: "/labs/" + tt.name, Profile: tt.profile})
+			p, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: "/labs/" + tt.name, Profile: tt.profile})
 			if err != nil {
 				t.Fatal(err)
 			}
-			ic, err := ipi.Generate(p.IPICluster(), p.IPINodes(), testenv.PullSecret, testenv.SSHKey)
+			ic, err := ipi.Generate(steps.IPICluster(p), steps.IPINodes(p), testenv.PullSecret, testenv.SSHKey)
 			if err != nil {
 				t.Fatalf("Generate: %v", err)
 			}
 			ranges := []netaddr.Range{p.Cluster.DHCPRange}
-			if f := p.Cluster.Secondary; f != nil {
+			if f := p.Cluster.Secondary; !f.IsZero() {
 				ranges = append(ranges, f.DHCPRange)
 			}
 			if errs := ipi.Validate(ic, ranges...); len(errs) > 0 {
 				t.Errorf("Validate(Generate()) = %v", errs)
+			}
+			// Each host boots from the plan's boot MAC (its provisioning
+			// NIC's, when it has one).
+			for _, h := range ic.Platform.BareMetal.Hosts {
+				if n, _ := p.Node(h.Name); h.BootMACAddress != n.BootMAC {
+					t.Errorf("install-config's %s boots from %s, the plan's node from %s", h.Name, h.BootMACAddress, n.BootMAC)
+				}
 			}
 			got, err := ipi.Marshal(ic)
 			if err != nil {

@@ -9,22 +9,12 @@ import (
 
 	yamlv3 "go.yaml.in/yaml/v3"
 
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/yamljson"
 )
 
-// FileName is the name the installer reads in its asset directory.
-const FileName = "install-config.yaml"
-
-// Machine roles, as install-config spells them (bootstrap: the
-// installer's temporary control plane, whose ignition is bootstrap.ign, in
-// no install-config), and boot modes. The lab file, the plan and the
-// hybrid flow speak of roles in these words.
+// Boot modes, as install-config spells them (the roles are ocp's).
 const (
-	RoleBootstrap = "bootstrap"
-	RoleMaster    = "master"
-	RoleWorker    = "worker"
-	RoleArbiter   = "arbiter"
-
 	BootModeUEFI           = "UEFI"
 	BootModeUEFISecureBoot = "UEFISecureBoot"
 	BootModeLegacy         = "legacy"
@@ -238,7 +228,7 @@ func Write(dir string, ic *InstallConfig) error {
 	if err != nil {
 		return err
 	}
-	return writeFile(filepath.Join(dir, FileName), data)
+	return writeFile(filepath.Join(dir, ocp.InstallConfigFile), data)
 }
 
 // WriteFile writes a private file (0600) atomically.

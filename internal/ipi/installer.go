@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/bmlab/bmlab/internal/ocp"
 )
 
 // Files in the installer's directory.
@@ -18,13 +20,7 @@ const (
 	InstallerName = "openshift-install"
 	// OrigFileName keeps the install-config.yaml the installer consumed
 	// (it deletes its input once read into its state).
-	OrigFileName = FileName + ".orig"
-	// InstallerLogName is the installer's own log (debug level), which it
-	// writes in its directory.
-	InstallerLogName = ".openshift_install.log"
-	// OutputLogName is our copy of what the installer printed, every run
-	// appended.
-	OutputLogName = "openshift-install.out"
+	OrigFileName = ocp.InstallConfigFile + ".orig"
 	// StateFileName is where the installer keeps its assets between runs.
 	StateFileName = ".openshift_install_state.json"
 )
@@ -49,7 +45,7 @@ func (e *InstallerNotFoundError) Error() string {
 		"(openshift-install-linux.tar.gz), or extract it from a release image with "+
 		"`oc adm release extract --command=%s --to=%s RELEASE_IMAGE`; "+
 		"put it in %s, on PATH, or name it in the lab file (cluster.installer), then run `labctl up` again: it resumes here.",
-		InstallerName, strings.Join(e.Looked, ", "), FileName, e.Dir, InstallerName, InstallerName, e.Dir, e.Dir)
+		InstallerName, strings.Join(e.Looked, ", "), ocp.InstallConfigFile, e.Dir, InstallerName, InstallerName, e.Dir, e.Dir)
 }
 
 // Is makes errors.Is(err, ErrInstallerNotFound) true.
@@ -69,7 +65,7 @@ func (e *InstallerError) Error() string {
 		cmd = strings.Join(e.Command, " ")
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s failed: %v; its log is %s", InstallerName, cmd, e.Err, filepath.Join(e.Dir, InstallerLogName))
+	fmt.Fprintf(&b, "%s %s failed: %v; its log is %s", InstallerName, cmd, e.Err, filepath.Join(e.Dir, ocp.InstallerLogName))
 	if len(e.Tail) > 0 {
 		b.WriteString("; last output:")
 		for _, l := range e.Tail {
@@ -196,11 +192,11 @@ func RunInstallerCommand(ctx context.Context, opts InstallerOptions, command []s
 }
 
 // runStreaming runs bin with args in dir: every output line (stdout and
-// stderr, in order) goes to onLine (may be nil) and to dir/OutputLogName;
+// stderr, in order) goes to onLine (may be nil) and to dir/openshift-install.out (ocp.OutputLogName);
 // it returns the last lines and the exit error. When ctx ends the program
 // gets an interrupt, then grace (default 30s) to exit.
 func runStreaming(ctx context.Context, bin string, args []string, dir string, env []string, grace time.Duration, onLine func(string)) ([]string, error) {
-	out, err := os.OpenFile(filepath.Join(dir, OutputLogName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	out, err := os.OpenFile(filepath.Join(dir, ocp.OutputLogName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("output log: %w", err)
 	}
@@ -268,7 +264,7 @@ func runStreaming(ctx context.Context, bin string, args []string, dir string, en
 // and keeps the original, or checks that a resumed run installs the same
 // one.
 func stageInstallConfig(opts InstallerOptions) error {
-	target := filepath.Join(opts.Dir, FileName)
+	target := filepath.Join(opts.Dir, ocp.InstallConfigFile)
 	src := filepath.Clean(opts.InstallConfig)
 	if opts.InstallConfig == "" {
 		src = target
@@ -296,7 +292,7 @@ func stageInstallConfig(opts InstallerOptions) error {
 		return nil
 	}
 	if !have {
-		return fmt.Errorf("no %s to install: %s does not exist", FileName, src)
+		return fmt.Errorf("no %s to install: %s does not exist", ocp.InstallConfigFile, src)
 	}
 	if err := writeFile(orig, data); err != nil {
 		return err

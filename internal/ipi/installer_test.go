@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmlab/bmlab/internal/ocp"
 )
 
 // fakeInstaller is a shell script standing in for openshift-install. These
@@ -79,7 +81,7 @@ func (c *collect) get() []string {
 
 func TestRunInstallerStreamsAndKeepsLogs(t *testing.T) {
 	dir, bin := installerLab(t)
-	want, _ := os.ReadFile(filepath.Join(dir, FileName))
+	want, _ := os.ReadFile(filepath.Join(dir, ocp.InstallConfigFile))
 	var got collect
 	if err := RunInstaller(context.Background(), InstallerOptions{Binary: bin, Dir: dir}, got.add); err != nil {
 		t.Fatalf("RunInstaller: %v", err)
@@ -99,11 +101,11 @@ func TestRunInstallerStreamsAndKeepsLogs(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(dir, OrigFileName)); err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("%s mode: %v %v, want 0600", OrigFileName, st, err)
 	}
-	out, _ := os.ReadFile(filepath.Join(dir, OutputLogName))
+	out, _ := os.ReadFile(filepath.Join(dir, ocp.OutputLogName))
 	if !strings.HasPrefix(string(out), "# ") || !strings.HasSuffix(string(out), strings.Join(lines, "\n")+"\n") {
-		t.Errorf("%s:\n%s\nwant a header line, then the streamed lines", OutputLogName, out)
+		t.Errorf("%s:\n%s\nwant a header line, then the streamed lines", ocp.OutputLogName, out)
 	}
-	if _, err := os.Stat(filepath.Join(dir, InstallerLogName)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, ocp.InstallerLogName)); err != nil {
 		t.Errorf("the installer's own log: %v", err)
 	}
 }
@@ -123,15 +125,15 @@ func TestRunInstallerFailureKeepsTheTail(t *testing.T) {
 			t.Errorf("error %q\nlacks %q", err, want)
 		}
 	}
-	out, _ := os.ReadFile(filepath.Join(dir, OutputLogName))
+	out, _ := os.ReadFile(filepath.Join(dir, ocp.OutputLogName))
 	if !strings.Contains(string(out), "noise 0\n") {
-		t.Errorf("%s lacks the lines before the tail", OutputLogName)
+		t.Errorf("%s lacks the lines before the tail", ocp.OutputLogName)
 	}
 
 	// Run again: the installer resumes from its state; an unchanged
 	// install-config.yaml rewritten by the pipeline does not restart it.
 	data, _ := os.ReadFile(filepath.Join(dir, OrigFileName))
-	if err := writeFile(filepath.Join(dir, FileName), data); err != nil {
+	if err := writeFile(filepath.Join(dir, ocp.InstallConfigFile), data); err != nil {
 		t.Fatal(err)
 	}
 	var got collect
@@ -143,7 +145,7 @@ func TestRunInstallerFailureKeepsTheTail(t *testing.T) {
 	}
 
 	// A changed one is refused before the installer runs.
-	if err := writeFile(filepath.Join(dir, FileName), append(data, "# changed\n"...)); err != nil {
+	if err := writeFile(filepath.Join(dir, ocp.InstallConfigFile), append(data, "# changed\n"...)); err != nil {
 		t.Fatal(err)
 	}
 	got = collect{}
@@ -161,14 +163,14 @@ func TestRunInstallerCopiesAnInstallConfigFromElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got collect
-	err := RunInstaller(context.Background(), InstallerOptions{Dir: dir, InstallConfig: filepath.Join(src, FileName)}, got.add)
+	err := RunInstaller(context.Background(), InstallerOptions{Dir: dir, InstallConfig: filepath.Join(src, ocp.InstallConfigFile)}, got.add)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l := got.get(); len(l) < 2 || l[1] != "consuming install-config: 5 hosts" {
 		t.Errorf("printed %q", l)
 	}
-	if _, err := os.Stat(filepath.Join(src, FileName)); err != nil {
+	if _, err := os.Stat(filepath.Join(src, ocp.InstallConfigFile)); err != nil {
 		t.Errorf("the source install-config is gone: %v", err)
 	}
 }
@@ -215,7 +217,7 @@ func TestRunInstallerAbsent(t *testing.T) {
 			t.Errorf("message lacks %q:\n%s", want, err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, FileName)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, ocp.InstallConfigFile)); err != nil {
 		t.Errorf("install-config.yaml must stay for the next run: %v", err)
 	}
 	err = RunInstaller(context.Background(), InstallerOptions{Binary: "/opt/ocp/openshift-install", Dir: dir}, nil)

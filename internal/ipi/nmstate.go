@@ -1,5 +1,7 @@
 package ipi
 
+import "github.com/bmlab/bmlab/internal/ocp"
+
 // nmstate's state (nmstate.io), as far as the lab writes it: a host's
 // networkConfig in install-config (platform.baremetal.hosts) and in
 // agent-config.
@@ -76,18 +78,9 @@ type NMRoute struct {
 	NextHopInterface string `json:"next-hop-interface"`
 }
 
-// BondName is the bond of a lab host whose NICs on the machine network
-// are bonded.
-const BondName = "bond0"
-
-// Bond modes a lab's bond may have (the kernel bonding driver's, as
-// dev-scripts' BOND_CONFIG offers them): the ones a Linux bridge, the
-// lab's switch, carries. 802.3ad needs a switch that speaks LACP.
-var BondModes = []string{"active-backup", "balance-rr", "balance-xor", "broadcast", "balance-tlb", "balance-alb"}
-
 // BondInterfaces are the nmstate interfaces of a host whose NICs (names,
 // macs: the first is the one its address is reserved for) are bonded in
-// mode: each NIC by its MAC, without an address, and BondName with them as
+// mode: each NIC by its MAC, without an address, and ocp.BondName with them as
 // its ports, its MAC the first NIC's (so the DHCP reservation of that MAC,
 // or the DUID-LL made of it, still names the host), with v4 and v6.
 func BondInterfaces(mode string, names, macs []string, v4 NMIPv4, v6 *NMIPv6) []NMInterface {
@@ -95,7 +88,7 @@ func BondInterfaces(mode string, names, macs []string, v4 NMIPv4, v6 *NMIPv6) []
 	for i := range names {
 		out = append(out, NMInterface{Name: names[i], Type: "ethernet", State: "up", Identifier: "mac-address", MACAddress: macs[i]})
 	}
-	return append(out, NMInterface{Name: BondName, Type: "bond", State: "up", MACAddress: macs[0],
+	return append(out, NMInterface{Name: ocp.BondName, Type: "bond", State: "up", MACAddress: macs[0],
 		LinkAggregation: &NMBond{Mode: mode, Port: names}, IPv4: v4, IPv6: v6})
 }
 

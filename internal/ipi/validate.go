@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/bmlab/bmlab/internal/netaddr"
+	"github.com/bmlab/bmlab/internal/ocp"
 )
 
 // The rules below restate the OpenShift installer's (openshift/installer,
@@ -413,10 +414,10 @@ func (c *checker) vips(bm *BareMetal, machine []netip.Prefix, dhcp []netaddr.Ran
 func (c *checker) platform(bm *BareMetal, ic *InstallConfig) {
 	const hosts = "platform.baremetal.hosts"
 	switch bm.ProvisioningNetwork {
-	case ProvisioningManaged, ProvisioningUnmanaged, ProvisioningDisabled:
+	case ocp.ProvisioningManaged, ocp.ProvisioningUnmanaged, ocp.ProvisioningDisabled:
 	default:
 		c.unsupported("platform.baremetal.provisioningNetwork", bm.ProvisioningNetwork,
-			ProvisioningDisabled, ProvisioningManaged, ProvisioningUnmanaged)
+			ocp.ProvisioningDisabled, ocp.ProvisioningManaged, ocp.ProvisioningUnmanaged)
 	}
 	if bm.Hosts == nil {
 		c.invalid(hosts, nil, "bare metal hosts are missing")
@@ -484,10 +485,10 @@ func (c *checker) hostsCount(hosts []Host, ic *InstallConfig) {
 	masters, workers, roleMasters := 0, 0, 0
 	for _, h := range hosts {
 		switch {
-		case h.Role == RoleMaster:
+		case h.Role == ocp.RoleMaster:
 			masters++
 			roleMasters++
-		case h.Role == RoleWorker:
+		case h.Role == ocp.RoleWorker:
 			workers++
 		case masters < wantMasters:
 			masters++
@@ -507,7 +508,7 @@ func (c *checker) hostsCount(hosts []Host, ic *InstallConfig) {
 	}
 	arbiters := 0
 	for _, h := range hosts {
-		if h.Role == RoleArbiter {
+		if h.Role == ocp.RoleArbiter {
 			arbiters++
 		}
 	}
@@ -530,7 +531,7 @@ func (c *checker) provisioning(bm *BareMetal, machine []netip.Prefix) {
 			// The installer reports this only with a Disabled provisioning
 			// network; the lab everywhere (Ironic would refuse it later).
 			c.invalid(f, h.BMC.Address, err.Error())
-		} else if err == nil && d.needsProvisioning && bm.ProvisioningNetwork == ProvisioningDisabled {
+		} else if err == nil && d.needsProvisioning && bm.ProvisioningNetwork == ocp.ProvisioningDisabled {
 			c.invalid(f, h.BMC.Address, fmt.Sprintf("driver %s requires provisioning network", d.driver))
 		}
 		unique(c, f+".address", "Address", h.BMC.Address, addrs)
@@ -541,7 +542,7 @@ func (c *checker) provisioning(bm *BareMetal, machine []netip.Prefix) {
 			c.required(f+".password", "missing Password")
 		}
 	}
-	if bm.ProvisioningNetwork != ProvisioningManaged && bm.ProvisioningNetwork != ProvisioningUnmanaged {
+	if bm.ProvisioningNetwork != ocp.ProvisioningManaged && bm.ProvisioningNetwork != ocp.ProvisioningUnmanaged {
 		return
 	}
 	// The installer defaults these two; the lab writes them out and
@@ -605,7 +606,7 @@ func (c *checker) provisioningIPs(bm *BareMetal, machine []netip.Prefix, dhcp []
 		}
 		ips[i].ip, ips[i].ok = a, true
 	}
-	if bm.ProvisioningNetwork == ProvisioningDisabled {
+	if bm.ProvisioningNetwork == ocp.ProvisioningDisabled {
 		for _, f := range ips {
 			switch {
 			case !f.ok:
@@ -619,7 +620,7 @@ func (c *checker) provisioningIPs(bm *BareMetal, machine []netip.Prefix, dhcp []
 		}
 		return
 	}
-	if bm.ProvisioningNetwork != ProvisioningManaged && bm.ProvisioningNetwork != ProvisioningUnmanaged {
+	if bm.ProvisioningNetwork != ocp.ProvisioningManaged && bm.ProvisioningNetwork != ocp.ProvisioningUnmanaged {
 		return
 	}
 	p, err := netip.ParsePrefix(bm.ProvisioningNetworkCIDR)
@@ -673,8 +674,8 @@ func (c *checker) provisioningIPs(bm *BareMetal, machine []netip.Prefix, dhcp []
 // pools: pkg/types/validation/installconfig.go (validateControlPlane,
 // validateCompute).
 func (c *checker) pools(ic *InstallConfig) {
-	if ic.ControlPlane.Name != RoleMaster {
-		c.unsupported("controlPlane.name", ic.ControlPlane.Name, RoleMaster)
+	if ic.ControlPlane.Name != ocp.RoleMaster {
+		c.unsupported("controlPlane.name", ic.ControlPlane.Name, ocp.RoleMaster)
 	}
 	if ic.ControlPlane.Replicas <= 0 {
 		c.invalid("controlPlane.replicas", ic.ControlPlane.Replicas, "number of control plane replicas must be positive")
@@ -692,8 +693,8 @@ func (c *checker) pools(ic *InstallConfig) {
 	seen := map[string]bool{}
 	for i, p := range ic.Compute {
 		f := fmt.Sprintf("compute[%d].name", i)
-		if p.Name != RoleWorker {
-			c.unsupported(f, p.Name, RoleWorker, "edge")
+		if p.Name != ocp.RoleWorker {
+			c.unsupported(f, p.Name, ocp.RoleWorker, "edge")
 		}
 		if seen[p.Name] {
 			c.add(ErrorDuplicate, f, p.Name, "")

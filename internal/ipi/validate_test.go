@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmlab/bmlab/internal/ocp"
 )
 
 // validLab is the seed lab's install-config, which passes every rule.
@@ -155,26 +157,26 @@ func TestValidateRules(t *testing.T) {
 		rule: "two control-plane nodes need fencing or an arbiter", src: "pkg/types/validation (two-node topologies, 4.19+)",
 		pass: func(ic *InstallConfig) {
 			ic.ControlPlane.Replicas = 2
-			hosts(ic)[2].Role = RoleArbiter
-			ic.Arbiter = &MachinePool{Name: RoleArbiter, Replicas: 1}
+			hosts(ic)[2].Role = ocp.RoleArbiter
+			ic.Arbiter = &MachinePool{Name: ocp.RoleArbiter, Replicas: 1}
 		},
 		fail: func(ic *InstallConfig) {
 			ic.ControlPlane.Replicas = 2
-			hosts(ic)[2].Role = RoleWorker
+			hosts(ic)[2].Role = ocp.RoleWorker
 		},
 		want: []string{`controlPlane.replicas: Invalid value: 2: 2 control plane replicas require fencing credentials (controlPlane.fencing) or an arbiter (arbiter)`},
 	}, {
 		rule: "a fencing credential per control-plane node, Redfish, with a user", src: "pkg/types/validation (two-node fencing)",
 		pass: func(ic *InstallConfig) {
 			ic.ControlPlane.Replicas = 2
-			hosts(ic)[2].Role = RoleWorker
+			hosts(ic)[2].Role = ocp.RoleWorker
 			ic.ControlPlane.Fencing = &Fencing{Credentials: []FencingCredential{
 				{HostName: "m0", Address: "redfish+https://10.0.0.1/redfish/v1/Systems/a", Username: "u", Password: "p", CertificateVerification: "Disabled"},
 				{HostName: "m1", Address: "redfish+https://10.0.0.1/redfish/v1/Systems/b", Username: "u", Password: "p"}}}
 		},
 		fail: func(ic *InstallConfig) {
 			ic.ControlPlane.Replicas = 2
-			hosts(ic)[2].Role = RoleWorker
+			hosts(ic)[2].Role = ocp.RoleWorker
 			ic.ControlPlane.Fencing = &Fencing{Credentials: []FencingCredential{
 				{HostName: "m0", Address: "ipmi://10.0.0.1:623", Username: "u", Password: "p", CertificateVerification: "Maybe"},
 				{HostName: "m0", Address: "redfish+https://10.0.0.1/redfish/v1/Systems/b"}}}
@@ -191,7 +193,7 @@ func TestValidateRules(t *testing.T) {
 		fail: func(ic *InstallConfig) {
 			ic.ControlPlane.Replicas = 0
 			for i := range 3 {
-				hosts(ic)[i].Role = RoleWorker
+				hosts(ic)[i].Role = ocp.RoleWorker
 			}
 			ic.Compute[0].Replicas = 5
 		},

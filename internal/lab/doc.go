@@ -8,8 +8,10 @@
 // The actions reach the platform through a Provider (provider.go): a few
 // calls over the objects the steps declare in labctl's own terms (a
 // node's machine, its disks, the lab's networks and links, its BMC
-// daemon), whatever the platform. The libvirt provider is
-// internal/labvirt; another platform is another package.
+// daemon), whatever the platform, and one about its host (Info: KVM,
+// CPUs, memory, free space), which the steps ask instead of reading the
+// machine. The libvirt provider is internal/labvirt; another platform is
+// another package.
 //
 // Ownership. Everything the lab creates bears its mark, and Delete finds
 // what bears it, whether or not the lab's state file or directory still

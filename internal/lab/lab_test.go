@@ -14,6 +14,7 @@ import (
 	"github.com/bmlab/bmlab/internal/lab/labtest"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/plan/plantest"
 )
 
 // stepStub is an action that records its run and applies to plans as told.
@@ -63,7 +64,7 @@ func TestStateRecordsProfile(t *testing.T) {
 	labtest.Must(t, lab.Up(context.Background(), e, []lab.Action{stepStub{"storage", true, &ran}}, ""))
 	file := filepath.Join(e.Plan.Dir, "lab.yaml")
 	labtest.Must(t, os.WriteFile(file, []byte("name: fk\ncluster: {sshKey: id.pub, installer: /nonexistent/openshift-install}\n"), 0o644))
-	p, err := plan.Load(plan.Options{ConfigPath: file, ConfigSet: true})
+	p, err := plan.Load(plan.Options{Modes: plantest.Modes(), ConfigPath: file, ConfigSet: true})
 	labtest.Must(t, err)
 	sizes := func(p *plan.Plan) (s []string) {
 		for _, n := range p.Nodes {
@@ -74,7 +75,7 @@ func TestStateRecordsProfile(t *testing.T) {
 	if d := cmp.Diff(sizes(e.Plan), sizes(p)); d != "" || p.Profile != labconfig.ProfileTiny {
 		t.Errorf("a tiny lab's plan without --profile: profile %q, nodes (-up +later):\n%s", p.Profile, d)
 	}
-	if _, err := plan.Load(plan.Options{ConfigPath: file, ConfigSet: true, Profile: labconfig.ProfileDefault}); err == nil ||
+	if _, err := plan.Load(plan.Options{Modes: plantest.Modes(), ConfigPath: file, ConfigSet: true, Profile: labconfig.ProfileDefault}); err == nil ||
 		!strings.Contains(err.Error(), `--profile default: lab "fk" exists with profile tiny`) {
 		t.Errorf("a tiny lab's plan with --profile default: %v", err)
 	}

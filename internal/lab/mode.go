@@ -5,15 +5,20 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/bmlab/bmlab/internal/plan"
 )
 
 // Mode is an install mode: a name (--mode, mode: in the lab file) and up's
 // actions in order. Each mode is a package of its own (internal/lab/*mode)
 // whose actions, input rules (its preflight's hooks), installer files and
 // plan adapters are its own; labctl knows the modes from one list
-// (internal/lab/modes).
+// (internal/lab/modes). Its Traits say what the plan makes of its labs
+// (nodes with BMCs, the topologies it takes, what its nodes boot, …): the
+// plan reads them, never the mode's name.
 type Mode struct {
 	Name    string
+	Traits  plan.Traits
 	Actions func() []Action
 }
 
@@ -26,6 +31,16 @@ func (ms Modes) Names() []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
 		out[i] = m.Name
+	}
+	return out
+}
+
+// Specs are the modes' names and traits, as the plan takes them
+// (plan.Options.Modes).
+func (ms Modes) Specs() []plan.ModeSpec {
+	out := make([]plan.ModeSpec, len(ms))
+	for i, m := range ms {
+		out[i] = plan.ModeSpec{Name: m.Name, Traits: m.Traits}
 	}
 	return out
 }

@@ -49,6 +49,25 @@ type Provider interface {
 	// or none's: the parts of kinds (KindNetwork, KindDomain, KindPool;
 	// none: all).
 	Survey(ctx context.Context, kinds ...Kind) (*Survey, error)
+
+	// Info is what the lab's host offers (as kind asks its provider,
+	// `docker info`): KVM or not, its architecture, CPUs and memory, and
+	// the space free where the lab keeps its files (dir, which exists).
+	// The steps ask it; they read no /dev/kvm or /proc of their own.
+	Info(ctx context.Context, dir string) (HostInfo, error)
+}
+
+// HostInfo is what a lab's host offers. A figure the host does not tell
+// is zero (MemoryMiB, CPUs) or FreeKnown is false.
+type HostInfo struct {
+	KVM       bool
+	Arch      string // the host's architecture as Go names it: amd64, arm64
+	CPUs      int
+	MemoryMiB uint
+	// FreeGiB is the space free to an unprivileged user in dir's file
+	// system.
+	FreeGiB   uint64
+	FreeKnown bool
 }
 
 // Kind is a kind of object a lab owns on its platform.
@@ -158,8 +177,10 @@ type LinkAddress struct {
 	Addr netip.Addr
 }
 
-// BMCDaemon is the lab's BMC daemon as the plan invokes it. Ensure starts
-// it unless it runs with the plan's arguments (Restart: its settings files
+// BMCDaemon is the lab's BMC daemon as the plan describes it
+// (plan.Vbmcd: what it serves, where it keeps its files; the provider
+// builds its command line). Ensure starts it unless it runs as the plan's
+// facts make it (Restart: its settings files
 // changed, it must read them again), then waits up to Wait until every
 // node's BMC answers with its UUID at the plan's address, telling Progress
 // (may be nil) how many answer.
@@ -172,12 +193,13 @@ type BMCDaemon struct {
 
 // LLDPSender is the lab's switches on the wire: a process that sends
 // every running node NIC's tap the LLDP frames of its port, in the lab's
-// namespace, as the plan invokes it. Ensure starts it unless it runs with
-// the plan's arguments; Differences says when none runs.
+// namespace, as the plan describes it (the provider builds its command
+// line). Ensure starts it unless it runs as the plan's facts make it;
+// Differences says when none runs.
 type LLDPSender struct {
 	Lab    string
 	Netns  string
-	Sender plan.Vbmcd
+	Sender plan.LLDPSender
 }
 
 // DHCPServer is the DHCP server the lab runs on an Unmanaged provisioning

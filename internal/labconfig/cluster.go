@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/netaddr"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/personality"
 )
 
@@ -219,7 +219,7 @@ type Role struct {
 	// labctl add-node), has the role's Personality.
 	Personalities []string `json:"personalities,omitempty"`
 	// Bond, when set, gives the role's nodes two NICs on the machine
-	// network, bonded (bond0) in this mode (ipi.BondModes: active-backup,
+	// network, bonded (bond0) in this mode (ocp.BondModes: active-backup,
 	// balance-rr …), as dev-scripts' BOND_PRIMARY_INTERFACE and
 	// BOND_CONFIG do: the bond is in install-config's hosts' networkConfig
 	// (ipi-baremetal) or agent-config's (agent).
@@ -365,7 +365,7 @@ func (c *Config) setClusterDefaults() {
 		defaultFamily(&k.MachineNetworkV6, &k.DHCPRangeV6, &k.APIVIPV6, &k.IngressVIPV6,
 			DefaultMachineNetworkV6, DefaultDHCPRangeV6, DefaultAPIVIPV6, DefaultIngressVIPV6)
 	}
-	if c.Network.ProvisioningNetwork != ipi.ProvisioningDisabled && !k.ProvisioningNetworkCIDR.IsValid() {
+	if c.Network.ProvisioningNetwork != ocp.ProvisioningDisabled && !k.ProvisioningNetworkCIDR.IsValid() {
 		k.ProvisioningNetworkCIDR = DefaultProvisioningNetworkCIDR
 		if k.IPFamily == IPFamilyV6 {
 			k.ProvisioningNetworkCIDR = DefaultProvisioningNetworkCIDRV6
@@ -377,7 +377,7 @@ func (c *Config) setClusterDefaults() {
 		b.Routes = []string{RouteMachine}
 	}
 	if b.Kind == "" {
-		b.Kind = ipi.BMCRedfishVirtualMedia
+		b.Kind = ocp.BMCRedfishVirtualMedia
 	}
 	if b.Address == "" && k.MachineNetwork.IsValid() {
 		b.Address = k.MachineNetwork.Masked().Addr().Next().String()
@@ -493,11 +493,11 @@ func (c *Config) validateCluster() []error {
 			}
 		}
 		switch m := r.role.Bond; {
-		case m == "" || slices.Contains(ipi.BondModes, m):
+		case m == "" || slices.Contains(ocp.BondModes, m):
 		case m == "802.3ad":
-			add("%s.bond: 802.3ad (LACP) needs a switch that speaks LACP, and the lab's is a Linux bridge; use one of %s", r.field, strings.Join(ipi.BondModes, ", "))
+			add("%s.bond: 802.3ad (LACP) needs a switch that speaks LACP, and the lab's is a Linux bridge; use one of %s", r.field, strings.Join(ocp.BondModes, ", "))
 		default:
-			add("%s.bond: %q is not a bond mode; use one of %s (as dev-scripts' BOND_CONFIG)", r.field, m, strings.Join(ipi.BondModes, ", "))
+			add("%s.bond: %q is not a bond mode; use one of %s (as dev-scripts' BOND_CONFIG)", r.field, m, strings.Join(ocp.BondModes, ", "))
 		}
 		if r.field == "arbiter" {
 			continue
@@ -540,7 +540,7 @@ func (c *Config) validateCluster() []error {
 	if k.IPFamily != IPFamilyV4 && c.Network.Shared != "" {
 		add("ipFamily: %s on a shared libvirt network (network.shared %s) is not supported: labctl adds IPv4 reservations and records to a shared network only; give the lab its own NAT network (drop network.shared) or use ipFamily: v4", k.IPFamily, c.Network.Shared)
 	}
-	if c.Network.ProvisioningNetwork == ipi.ProvisioningDisabled && k.ProvisioningNetworkCIDR.IsValid() {
+	if c.Network.ProvisioningNetwork == ocp.ProvisioningDisabled && k.ProvisioningNetworkCIDR.IsValid() {
 		add("provisioningNetworkCIDR: %s is set but network.provisioningNetwork is Disabled", k.ProvisioningNetworkCIDR)
 	}
 	if p := k.ProvisioningNetworkCIDR; p.IsValid() && mn.IsValid() && p.Overlaps(mn) {
@@ -573,9 +573,9 @@ func (c *Config) validateCluster() []error {
 		add("hybrid.ingressRouterID: %d is the API's too; the VIPs need distinct router IDs", id)
 	}
 	switch k.BMC.Kind {
-	case ipi.BMCRedfishVirtualMedia, ipi.BMCRedfish, ipi.BMCIPMI:
+	case ocp.BMCRedfishVirtualMedia, ocp.BMCRedfish, ocp.BMCIPMI:
 	default:
-		add("bmc.kind: %q is not one of %s, %s, %s", k.BMC.Kind, ipi.BMCRedfishVirtualMedia, ipi.BMCRedfish, ipi.BMCIPMI)
+		add("bmc.kind: %q is not one of %s, %s, %s", k.BMC.Kind, ocp.BMCRedfishVirtualMedia, ocp.BMCRedfish, ocp.BMCIPMI)
 	}
 	if k.BMC.Address == "" {
 		add("bmc.address: must be set")
@@ -593,7 +593,7 @@ func (c *Config) validateCluster() []error {
 	errs = append(errs, c.validateProvisioning()...)
 	errs = append(errs, c.validateBMCNetwork()...)
 	errs = append(errs, c.validateBMCRoutes()...)
-	if last := k.BMC.IPMIPortBase + k.Masters.N() + k.Workers.N() - 1; k.BMC.Kind == ipi.BMCIPMI && last > 65535 && !k.BMC.Network.IsValid() {
+	if last := k.BMC.IPMIPortBase + k.Masters.N() + k.Workers.N() - 1; k.BMC.Kind == ocp.BMCIPMI && last > 65535 && !k.BMC.Network.IsValid() {
 		add("bmc.ipmiPortBase: %d leaves no port for every node (the last would be %d)", k.BMC.IPMIPortBase, last)
 	}
 	return errs

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"regexp"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/yamljson"
 )
 
@@ -221,7 +221,7 @@ func (c *Config) SetDefaults() {
 	}
 	n := &c.Network
 	if n.ProvisioningNetwork == "" {
-		n.ProvisioningNetwork = ipi.ProvisioningDisabled
+		n.ProvisioningNetwork = ocp.ProvisioningDisabled
 	}
 	if n.MTU == 0 {
 		n.MTU = DefaultMTU
@@ -245,7 +245,7 @@ func (c *Config) SetDefaults() {
 	}
 	if n.Bridges == nil {
 		n.Bridges = []Bridge{{Name: BaremetalBridge}}
-		if n.ProvisioningNetwork != ipi.ProvisioningDisabled {
+		if n.ProvisioningNetwork != ocp.ProvisioningDisabled {
 			n.Bridges = append(n.Bridges, Bridge{Name: ProvisioningBridge})
 		}
 	}
@@ -291,7 +291,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("name: %q must be 1 to 48 lower-case letters, digits and inner dashes", c.Name))
 	}
 	switch c.Network.ProvisioningNetwork {
-	case ipi.ProvisioningManaged, ipi.ProvisioningUnmanaged, ipi.ProvisioningDisabled:
+	case ocp.ProvisioningManaged, ocp.ProvisioningUnmanaged, ocp.ProvisioningDisabled:
 	default:
 		errs = append(errs, fmt.Errorf("network.provisioningNetwork: %q is not one of Managed, Unmanaged, Disabled", c.Network.ProvisioningNetwork))
 	}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/ocp"
 )
 
 // prefixes compares netip.Prefix values, whose fields are unexported;
@@ -37,7 +37,7 @@ func TestDefaultIsTheSeedLab(t *testing.T) {
 	if d := cmp.Diff([]string{"baremetal"}, c.Network.LibvirtNetworks()); d != "" {
 		t.Errorf("LibvirtNetworks (-want +got):\n%s", d)
 	}
-	if c.Name != "seed" || c.Network.ProvisioningNetwork != ipi.ProvisioningDisabled {
+	if c.Name != "seed" || c.Network.ProvisioningNetwork != ocp.ProvisioningDisabled {
 		t.Errorf("name %q provisioningNetwork %q, want seed Disabled", c.Name, c.Network.ProvisioningNetwork)
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/netaddr"
+	"github.com/bmlab/bmlab/internal/ocp"
 )
 
 // The provisioning network's addresses, as the installer defaults them
@@ -75,7 +75,7 @@ func DefaultProvisioningDHCPRange(p netip.Prefix) netaddr.Range {
 func (c *Config) setProvisioningDefaults() {
 	k := &c.Cluster
 	p := k.ProvisioningNetworkCIDR
-	if c.Network.ProvisioningNetwork == ipi.ProvisioningDisabled || !p.IsValid() {
+	if c.Network.ProvisioningNetwork == ocp.ProvisioningDisabled || !p.IsValid() {
 		return
 	}
 	if !k.ProvisioningDHCPRange.Start.IsValid() && !k.ProvisioningDHCPRange.End.IsValid() {
@@ -109,7 +109,7 @@ func (c *Config) validateProvisioning() []error {
 	if k.BootstrapProvisioningIP.IsValid() && k.BootstrapProvisioningIP == k.ClusterProvisioningIP {
 		add("clusterProvisioningIP: %s is the bootstrapProvisioningIP too; the bootstrap's and the cluster's provisioning services need an address each", k.ClusterProvisioningIP)
 	}
-	if c.Network.ProvisioningNetwork == ipi.ProvisioningDisabled {
+	if c.Network.ProvisioningNetwork == ocp.ProvisioningDisabled {
 		if r.Start.IsValid() || r.End.IsValid() {
 			add("provisioningDHCPRange: %s is set but network.provisioningNetwork is Disabled, which has no provisioning network to hand addresses out on; drop it, or set provisioningNetwork: Managed", r)
 		}
@@ -176,7 +176,7 @@ func (c *Config) validateBMCRoutes() []error {
 		switch {
 		case seen[r]:
 			add("[%d] %q is listed twice", i, r)
-		case r == RouteProvisioning && c.Network.ProvisioningNetwork == ipi.ProvisioningDisabled:
+		case r == RouteProvisioning && c.Network.ProvisioningNetwork == ocp.ProvisioningDisabled:
 			add("[%d] %q: the lab has no provisioning network (network.provisioningNetwork is Disabled); drop it, or set provisioningNetwork: Managed", i, r)
 		case r != RouteMachine && r != RouteProvisioning:
 			add("[%d] %q is not one of %s, %s (the lab's networks a BMC network can be routed to)", i, r, RouteMachine, RouteProvisioning)

@@ -100,7 +100,7 @@ func zombie(stat []byte) bool {
 // startDaemon starts vbmcd (or its lldp subcommand, or another process of
 // the lab) in its own session, in the lab's namespace, with the lab's mark
 // in its environment, and returns its PID.
-func startDaemon(v plan.Vbmcd, netns string) (int, error) {
+func startDaemon(v process, netns string) (int, error) {
 	if v.Path == "" {
 		return 0, errors.New("vbmcd not found next to labctl or on PATH: run `make build` (it puts both in bin/) or pass --vbmcd")
 	}

@@ -100,9 +100,9 @@ type LabNetworkSpec struct {
 	NodeHoldsVIPs bool
 	Hosts         []LabHost
 	// Secondary is a dual-stack network's IPv6 family, its own <ip>
-	// element, DHCP range and VIPs (Family is then IPv4); nil for a single
-	// stack.
-	Secondary *netaddr.Family
+	// element, DHCP range and VIPs (Family is then IPv4); the zero
+	// Family for a single stack.
+	Secondary netaddr.Family
 }
 
 // LabHost is a DHCP reservation with its DNS name.
@@ -128,8 +128,8 @@ func (f family) gateway() netip.Addr { return f.MachineNetwork.Masked().Addr().N
 // families are the spec's families, the primary first.
 func (s LabNetworkSpec) families() []family {
 	out := []family{{Family: s.Family, ip: func(h LabHost) netip.Addr { return h.IP }}}
-	if f := s.Secondary; f != nil {
-		out = append(out, family{Family: *f, ip: func(h LabHost) netip.Addr { return h.SecondaryIP }, label: "IPv6 "})
+	if f := s.Secondary; !f.IsZero() {
+		out = append(out, family{Family: f, ip: func(h LabHost) netip.Addr { return h.SecondaryIP }, label: "IPv6 "})
 	}
 	return out
 }
@@ -157,7 +157,7 @@ func (s LabNetworkSpec) Validate() error {
 	if s.Bridge == "" || len(s.Bridge) > 15 {
 		bad("bridge %q: want 1 to 15 bytes", s.Bridge)
 	}
-	if f := s.Secondary; f != nil && (!s.MachineNetwork.Addr().Is4() || !f.MachineNetwork.Addr().Is6()) {
+	if f := s.Secondary; !f.IsZero() && (!s.MachineNetwork.Addr().Is4() || !f.MachineNetwork.Addr().Is6()) {
 		bad("secondary family %s: a dual-stack network is IPv4 (CIDR %s) and IPv6 (Secondary)", f.MachineNetwork, s.MachineNetwork)
 	}
 	for _, f := range s.families() {

@@ -63,7 +63,7 @@ func labNetTestSpecV6(name, bridge string) LabNetworkSpec {
 // labNetTestSpecV6 second.
 func labNetTestSpecDual(name, bridge string) LabNetworkSpec {
 	s, v6 := labNetTestSpec(name, bridge), labNetTestSpecV6(name, bridge)
-	s.Secondary = &v6.Family
+	s.Secondary = v6.Family
 	for i := range s.Hosts {
 		s.Hosts[i].SecondaryIP = v6.Hosts[i].IP
 	}
@@ -567,13 +567,13 @@ func TestEnsureLabNetworkDualStack(t *testing.T) {
 				"console-openshift-console.apps.ocp.lab.local": "fd00:77::6",
 			}
 			labNetResolveFamily(t, "fd00:77::1", "ip6", aaaa)
-			if spec.Secondary != nil {
+			if !spec.Secondary.IsZero() {
 				labNetResolveFamily(t, "10.198.77.1", "ip4", map[string]string{"master-0.ocp.lab.local": "10.198.77.10", "api.ocp.lab.local": "10.198.77.5"})
 			}
 
 			more := spec
 			w := LabHost{MAC: "52:54:00:77:00:20", IP: netip.MustParseAddr("fd00:77::20"), Hostname: "worker-0"}
-			if spec.Secondary != nil {
+			if !spec.Secondary.IsZero() {
 				w.IP, w.SecondaryIP = netip.MustParseAddr("10.198.77.20"), w.IP
 			}
 			more.Hosts = append(append([]LabHost{}, spec.Hosts...), w)

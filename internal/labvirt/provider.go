@@ -18,7 +18,6 @@ import (
 
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/bmcclient"
-	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/virt"
@@ -494,7 +493,7 @@ func bridgeSpec(o lab.BridgeNetwork) NetworkSpec {
 func sharedSpec(o lab.SharedEntries) SharedSpec {
 	sh := o.Shared
 	spec := SharedSpec{Network: sh.Network, Bridge: sh.Bridge, CIDR: sh.CIDR, Entries: SharedEntries{
-		Lab: o.Lab, Block: sh.BlockStart.String() + "-" + sh.BlockEnd.String(),
+		Lab: o.Lab, Block: sh.Block(),
 	}}
 	for _, r := range sh.Reservations {
 		spec.Entries.Hosts = append(spec.Entries.Hosts, SharedHost{MAC: strings.ToLower(r.MAC), IP: r.IP.String(), Name: r.Name})
@@ -508,16 +507,10 @@ func sharedSpec(o lab.SharedEntries) SharedSpec {
 // surveyNetwork is a shared network in the steps' terms; an address that
 // does not parse stays invalid (it matches no lab's).
 func surveyNetwork(n SharedNetwork) lab.SharedNetwork {
-	out := lab.SharedNetwork{Name: n.Name, Owner: n.Owner, Bridge: n.Bridge, Active: n.Active, CIDRs: n.CIDRs,
+	out := lab.SharedNetwork{Name: n.Name, Owner: n.Owner, Bridge: n.Bridge, Active: n.Active, CIDRs: n.CIDRs, Ranges: n.Ranges,
 		Hosts: reservations(n.Hosts), Records: records(n.Records), Leases: reservations(n.Leases)}
-	for _, r := range n.Ranges {
-		if rg, ok := netaddr.ParseRange(r); ok {
-			out.Ranges = append(out.Ranges, rg)
-		}
-	}
 	for _, e := range n.Labs {
-		blk, _ := netaddr.ParseRange(e.Block)
-		out.Labs = append(out.Labs, lab.Entries{Lab: e.Lab, Block: blk, Hosts: reservations(e.Hosts), Records: records(e.Records)})
+		out.Labs = append(out.Labs, lab.Entries{Lab: e.Lab, Block: e.Block, Hosts: reservations(e.Hosts), Records: records(e.Records)})
 	}
 	return out
 }
@@ -581,7 +574,8 @@ var _ lab.Provider = (*Host)(nil)
 // nothing.
 const bmcWait = 30 * time.Second
 
-// ensureDaemon keeps the lab's vbmcd running with the plan's arguments
+// ensureDaemon keeps the lab's vbmcd running with the arguments the plan's
+// facts make (vbmcdProcess)
 // (restarting one that runs with others, or whose settings files changed),
 // then waits until every node's BMC answers.
 func ensureDaemon(ctx context.Context, o lab.BMCDaemon) ([]string, error) {
@@ -592,8 +586,9 @@ func ensureDaemon(ctx context.Context, o lab.BMCDaemon) ([]string, error) {
 	}
 	var done []string
 	ok := false
+	want := vbmcdProcess(p.Vbmcd)
 	for _, d := range running {
-		if slices.Equal(d.args, p.Vbmcd.Args) && !o.Restart {
+		if slices.Equal(d.args, want.Args) && !o.Restart {
 			ok = true
 			continue
 		}
@@ -603,7 +598,7 @@ func ensureDaemon(ctx context.Context, o lab.BMCDaemon) ([]string, error) {
 		}
 	}
 	if !ok {
-		pid, err := startDaemon(p.Vbmcd, p.Netns)
+		pid, err := startDaemon(want, p.Netns)
 		if err != nil {
 			return done, err
 		}
@@ -619,20 +614,21 @@ func ensureDaemon(ctx context.Context, o lab.BMCDaemon) ([]string, error) {
 // ensureSender keeps the lab's LLDP sender running with the plan's
 // arguments, restarting one that runs with others.
 func ensureSender(o lab.LLDPSender) ([]string, error) {
-	if o.Sender.Path == "" {
-		if running, err := senders(o.Lab); err != nil || !slices.ContainsFunc(running, func(d daemon) bool { return slices.Equal(d.args, o.Sender.Args) }) {
+	want := senderProcess(o.Sender)
+	if want.Path == "" {
+		if running, err := senders(o.Lab); err != nil || !slices.ContainsFunc(running, func(d daemon) bool { return slices.Equal(d.args, want.Args) }) {
 			// Checked before anything is stopped.
 			return nil, errors.Join(err, errors.New("LLDP sender: vbmcd not found next to labctl or on PATH: run `make build` (it puts both in bin/), pass --vbmcd, or set network.lldp: false"))
 		}
 	}
-	return ensureProcess(o.Lab, lab.KindLLDP, o.Sender, o.Netns, false)
+	return ensureProcess(o.Lab, lab.KindLLDP, want, o.Netns, false)
 }
 
 // ensureProcess keeps one process of the lab's of a kind running as want
 // invokes it: one with other arguments (or any, with restart) is stopped,
 // and when none is left one is started, and waited for until it reads
 // as its kind (`ip netns exec` execs it in place), or it died.
-func ensureProcess(labName string, kind lab.Kind, want plan.Vbmcd, netns string, restart bool) ([]string, error) {
+func ensureProcess(labName string, kind lab.Kind, want process, netns string, restart bool) ([]string, error) {
 	running, err := markedOf(labName, kind)
 	if err != nil {
 		return nil, err
@@ -692,7 +688,7 @@ func ensureDHCP(o lab.DHCPServer) ([]string, error) {
 			return nil, fmt.Errorf("%s: %w", lab.KindDHCP, err)
 		}
 	}
-	done, err := ensureProcess(o.Lab, lab.KindDHCP, s.Process(), o.Netns, changed)
+	done, err := ensureProcess(o.Lab, lab.KindDHCP, dhcpProcess(s), o.Netns, changed)
 	if changed {
 		done = append([]string{"wrote " + s.ConfigFile}, done...)
 	}
@@ -702,7 +698,7 @@ func ensureDHCP(o lab.DHCPServer) ([]string, error) {
 // dhcpDifferences says when the provisioning DHCP server does not run as
 // the plan invokes it, or its configuration file is not the plan's.
 func dhcpDifferences(o lab.DHCPServer) ([]lab.Difference, error) {
-	out, err := processDifferences(o.Lab, lab.KindDHCP, o.Server.Process())
+	out, err := processDifferences(o.Lab, lab.KindDHCP, dhcpProcess(o.Server))
 	if have, rerr := os.ReadFile(o.Server.ConfigFile); rerr != nil || string(have) != o.Server.Config {
 		out = append(out, lab.Difference{Got: "its configuration " + o.Server.ConfigFile + " is not the plan's"})
 	}
@@ -712,12 +708,12 @@ func dhcpDifferences(o lab.DHCPServer) ([]lab.Difference, error) {
 // senderDifferences says when the lab's LLDP sender does not run, or runs
 // with other arguments.
 func senderDifferences(o lab.LLDPSender) ([]lab.Difference, error) {
-	return processDifferences(o.Lab, lab.KindLLDP, o.Sender)
+	return processDifferences(o.Lab, lab.KindLLDP, senderProcess(o.Sender))
 }
 
 // processDifferences says when no process of the lab's of a kind runs as
 // want invokes it.
-func processDifferences(labName string, kind lab.Kind, want plan.Vbmcd) ([]lab.Difference, error) {
+func processDifferences(labName string, kind lab.Kind, want process) ([]lab.Difference, error) {
 	running, err := markedOf(labName, kind)
 	if err != nil {
 		return nil, err

@@ -52,6 +52,8 @@ import (
 
 	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
+
+	"github.com/bmlab/bmlab/internal/netaddr"
 )
 
 // SharedNS is the XML namespace of the per-lab entries in a shared
@@ -73,8 +75,9 @@ type SharedSpec struct {
 // SharedEntries is what one lab added to a shared network.
 type SharedEntries struct {
 	Lab string `xml:"name,attr"`
-	// Block is the lab's own range of addresses, "start-end".
-	Block   string         `xml:"block,attr,omitempty"`
+	// Block is the lab's own range of addresses ("start-end" in the
+	// metadata; absent for none).
+	Block   netaddr.Range  `xml:"block,attr"`
 	Hosts   []SharedHost   `xml:"host"`
 	Records []SharedRecord `xml:"dns"`
 }
@@ -104,8 +107,9 @@ type SharedNetwork struct {
 	Bridge string
 	Active bool
 	CIDRs  []netip.Prefix
-	// Ranges are its dynamic DHCP ranges, "start-end".
-	Ranges []string
+	// Ranges are its dynamic DHCP ranges (one that does not parse is
+	// left out: it matches no lab's).
+	Ranges []netaddr.Range
 	// Labs are the entries of each lab that shares it.
 	Labs []SharedEntries
 	// Hosts and Records are its reservations and DNS records that no lab's
@@ -261,7 +265,9 @@ func viewShared(name string, st labNetState) (SharedNetwork, error) {
 			continue
 		}
 		for _, r := range ip.DHCP.Ranges {
-			sn.Ranges = append(sn.Ranges, r.Start+"-"+r.End)
+			if rg, ok := netaddr.ParseRange(r.Start + "-" + r.End); ok {
+				sn.Ranges = append(sn.Ranges, rg)
+			}
 		}
 		for _, h := range ip.DHCP.Hosts {
 			if !listed["h"+dhcpHostKey(h)] {

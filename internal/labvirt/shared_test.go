@@ -11,13 +11,14 @@ import (
 
 	"github.com/digitalocean/go-libvirt"
 
+	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
 )
 
 // sharedTestSpec is lab "lt-joiner"'s part of the network name (on bridge).
 func sharedTestSpec(name, bridge string) SharedSpec {
 	return SharedSpec{Network: name, Bridge: bridge, CIDR: netip.MustParsePrefix("10.198.77.0/24"), Entries: SharedEntries{
-		Lab: "lt-joiner", Block: "10.198.77.50-10.198.77.60",
+		Lab: "lt-joiner", Block: netaddr.Range{Start: netip.MustParseAddr("10.198.77.50"), End: netip.MustParseAddr("10.198.77.60")},
 		Hosts: []SharedHost{
 			{MAC: "52:54:00:77:01:50", IP: "10.198.77.50", Name: "lt-joiner-master-0"},
 			{MAC: "52:54:00:77:01:07", IP: "10.198.77.7", Name: "lt-joiner-api-vip"},
@@ -29,6 +30,11 @@ func sharedTestSpec(name, bridge string) SharedSpec {
 	}}
 }
 
+// TestSharedMetadataEdit: a lab's entries go into a network's metadata
+// and come back as they were, its block written "start-end" (the form
+// networks already carry); a lab without a block writes none, and a block
+// that does not parse reads as no range; removing the entries leaves the
+// owner's mark alone.
 func TestSharedMetadataEdit(t *testing.T) {
 	mark := MarkXML("owner")
 	e := sharedTestSpec("n", "b").Entries
@@ -38,6 +44,17 @@ func TestSharedMetadataEdit(t *testing.T) {
 	}
 	if MarkOf(inner) != "owner" {
 		t.Errorf("the owner's mark is lost: %s", inner)
+	}
+	if !strings.Contains(inner, `block="10.198.77.50-10.198.77.60"`) {
+		t.Errorf("the block is not written start-end: %s", inner)
+	}
+	none, err := withSharedLabs(mark, []SharedEntries{{Lab: "noblock"}})
+	if err != nil || strings.Contains(none, "block=") {
+		t.Errorf("a lab without a block: %s, %v", none, err)
+	}
+	bad, _, _, err := sharedLabs(strings.Replace(inner, "10.198.77.50-10.198.77.60", "10.198.77.50-", 1))
+	if err != nil || len(bad) != 1 || bad[0].Block != (netaddr.Range{}) || len(bad[0].Hosts) != 2 {
+		t.Errorf("a block that does not parse: %+v, %v", bad, err)
 	}
 	labs, _, _, err := sharedLabs(inner)
 	if err != nil || len(labs) != 1 || !sameEntries(labs[0], e) {

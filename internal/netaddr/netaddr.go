@@ -3,14 +3,17 @@
 // inclusive range of addresses (Range). The plan resolves them from the lab
 // file; install-config (internal/ipi), agent-config (internal/agent), the
 // hybrid nodes (internal/upi) and the lab's libvirt network
-// (internal/labvirt) take them as they are, so a second family is one more
-// value, not one more type per layer.
+// (internal/labvirt, whose shared networks' metadata writes a Range as
+// "start-end") take them as they are, so a second family is one more
+// value, not one more type per layer; vbmcd's --bmc-addresses ranges are
+// Ranges too.
 //
 // What it does not do: decide addresses (internal/plan) or check them
 // against anyone's rules (internal/labconfig, internal/ipi).
 package netaddr
 
 import (
+	"encoding/xml"
 	"net/netip"
 	"strings"
 )
@@ -60,4 +63,21 @@ func ParseRange(s string) (r Range, ok bool) {
 		return Range{}, false
 	}
 	return Range{Start: x, End: y}, true
+}
+
+// MarshalXMLAttr writes r as "start-end" (a lab's block in a shared
+// network's metadata); the zero range writes no attribute.
+func (r Range) MarshalXMLAttr(name xml.Name) (xml.Attr, error) {
+	if !r.Start.IsValid() {
+		return xml.Attr{}, nil
+	}
+	return xml.Attr{Name: name, Value: r.String()}, nil
+}
+
+// UnmarshalXMLAttr reads "start-end"; anything else is the zero range
+// (it holds no address), not an error: one lab's bad entry must not hide
+// the others'.
+func (r *Range) UnmarshalXMLAttr(a xml.Attr) error {
+	*r, _ = ParseRange(a.Value)
+	return nil
 }

@@ -16,10 +16,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netlink"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
@@ -30,7 +30,7 @@ const lab = "itest"
 // throwaway namespace.
 func seedTopology() netplumb.Topology {
 	c := labconfig.Default()
-	c.Network.ProvisioningNetwork = ipi.ProvisioningManaged
+	c.Network.ProvisioningNetwork = ocp.ProvisioningManaged
 	c.Network.Bridges = nil
 	c.SetDefaults()
 	c.Network.Bridges[0].Addresses = []netip.Prefix{netip.MustParsePrefix("10.77.0.1/24")}

@@ -92,6 +92,20 @@ type Personality struct {
 	// RIBCL: the BMC serves iLO's RIBCL XML interface at /ribcl
 	// (internal/personality/hpe), at a BMC of its own.
 	RIBCL bool
+	// HPEOEM: the BMC serves HPE's OEM (oem.go): the System's
+	// Oem.Hpe.PostState, which changes with time alone (InPost for a while
+	// after power-on), so the System is rendered afresh on every GET; the
+	// virtual media's Oem.Hpe InsertVirtualMedia and EjectVirtualMedia
+	// actions and the System's PowerButton, which proliantutils posts to
+	// (HPEInsertAction, HPEEjectAction, HPEPowerButton). Other
+	// personalities' BMCs have no such actions (404).
+	HPEOEM bool
+	// VirtualMediaScheme is the scheme of install-config's bmc.address
+	// for this vendor's BMC where the lab boots from virtual media (the
+	// baremetal-operator's driver for it; "": redfish-virtualmedia, the
+	// generic one): idrac-virtualmedia for an iDRAC, Ironic's idrac
+	// hardware type.
+	VirtualMediaScheme string
 
 	// Sources names the public material each fact above comes from.
 	Sources []string
@@ -112,6 +126,11 @@ const dellScreenShotSource = "dell/iDRAC-Redfish-Scripting 'Redfish Python/Expor
 	"(GET Managers/iDRAC.Embedded.1/Oem/Dell/DellLCService, then POST its DellLCService.ExportServerScreenShot with FileType; " +
 	"ServerScreenShotFile, base64 PNG, read from the POST's own 200 or 202 answer); microsoft/lisa's idrac.py and others call the older " +
 	"/redfish/v1/Dell/Managers/iDRAC.Embedded.1/DellLCService path; Manager Links.Oem.Dell.DellLCService as the dellemc.openmanage modules read it"
+
+// idracVirtualMedia is the baremetal-operator's bmc.address scheme for an
+// iDRAC booted from virtual media (pkg/hardwareutils/bmc/idrac_virtualmedia.go
+// registers "idrac-virtualmedia"; internal/ocp.BMCIDRACVirtualMedia).
+const idracVirtualMedia = "idrac-virtualmedia"
 
 // all lists every personality, generic first.
 var all = []*Personality{
@@ -140,9 +159,10 @@ var all = []*Personality{
 		// iDRAC 9 serves its members CD and RemovableDisk under the
 		// Manager, where Ironic's idrac-redfish-virtual-media and sushy
 		// 4.x look.
-		Media:   []Slot{cdSlot("CD"), removableSlot("RemovableDisk")},
-		MediaAt: UnderManager,
-		DellOEM: true,
+		Media:              []Slot{cdSlot("CD"), removableSlot("RemovableDisk")},
+		MediaAt:            UnderManager,
+		DellOEM:            true,
+		VirtualMediaScheme: idracVirtualMedia,
 		Sources: []string{
 			"Dell iDRAC9 Redfish API Guide: /redfish/v1/Managers/iDRAC.Embedded.1/VirtualMedia/CD and RemovableDisk, System.Embedded.1",
 			"dell/iDRAC-Redfish-Scripting issue 24 (InsertMedia at Managers/iDRAC.Embedded.1/VirtualMedia/CD)",
@@ -165,10 +185,11 @@ var all = []*Personality{
 		ChassisID:        "System.Embedded.1",
 		// iDRAC 10 serves virtual media under the System only, members 1
 		// and 2 (the DMTF layout of VirtualMedia under ComputerSystem).
-		Media:   []Slot{cdSlot("1"), removableSlot("2")},
-		MediaAt: UnderSystem,
-		Quirks:  []Quirk{PowerOnConflict, MediaSlotOne, SCPTargetList},
-		DellOEM: true,
+		Media:              []Slot{cdSlot("1"), removableSlot("2")},
+		MediaAt:            UnderSystem,
+		Quirks:             []Quirk{PowerOnConflict, MediaSlotOne, SCPTargetList},
+		DellOEM:            true,
+		VirtualMediaScheme: idracVirtualMedia,
 		Sources: []string{
 			"Dell iDRAC10 Redfish API Guide: /redfish/v1/Systems/System.Embedded.1/VirtualMedia/1",
 			"karmab/kcli 5a465493 (iDRAC 9/10: no Inserted in InsertMedia, NFS fallback at the Manager)",
@@ -196,6 +217,7 @@ var all = []*Personality{
 		MediaAt: UnderManager,
 		Quirks:  []Quirk{RefuseInPost},
 		RIBCL:   true,
+		HPEOEM:  true,
 		Sources: []string{
 			"HPE iLO 6 Redfish reference: /redfish/v1/Systems/1, /Managers/1/VirtualMedia/1 (Floppy, USBStick) and /2 (CD, DVD)",
 			"proliantutils 2.14 (Debian) redfish/resources/system/system.py: Oem.Hpe.PostState, Oem.Hpe.Bios; manager/virtual_media.py: Oem.Hpe.Actions #HpeiLOVirtualMedia.InsertVirtualMedia",

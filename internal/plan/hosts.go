@@ -8,9 +8,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/ocp"
 )
 
 // Host is one libvirt host of a lab spread over several (the lab file's
@@ -101,13 +101,13 @@ func (p *Plan) resolveHosts(cfg *labconfig.Config) {
 		n := &p.Nodes[i]
 		var placed []string
 		switch n.Role {
-		case ipi.RoleMaster:
+		case ocp.RoleMaster:
 			placed = cfg.Cluster.Masters.Placement
-		case ipi.RoleWorker:
+		case ocp.RoleWorker:
 			placed = cfg.Cluster.Workers.Placement
 		}
 		switch {
-		case n.Role == ipi.RoleBootstrap:
+		case n.Role == ocp.RoleBootstrap:
 			n.Host = hub.Name
 		case len(placed) > 0:
 			n.Host = placed[count[n.Role]]

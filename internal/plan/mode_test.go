@@ -21,12 +21,12 @@ func TestModeInTheLabFile(t *testing.T) {
 		}
 	}
 	load := func(flag string) (*Plan, error) {
-		return Load(Options{ConfigPath: file, ConfigSet: true, Mode: flag})
+		return Load(Options{Modes: testModes, ConfigPath: file, ConfigSet: true, Mode: flag})
 	}
 	write("name: md\nmode: agent\n")
 	for _, tt := range []struct{ flag, mode, from string }{
-		{"", ModeAgent, ModeFromFile},
-		{ModeIPI, ModeIPI, ModeFromFlag},
+		{"", modeAgent, ModeFromFile},
+		{modeIPI, modeIPI, ModeFromFlag},
 	} {
 		p, err := load(tt.flag)
 		if err != nil || p.Mode != tt.mode || p.ModeFrom != tt.from {
@@ -35,7 +35,7 @@ func TestModeInTheLabFile(t *testing.T) {
 		}
 	}
 	write("name: md\n")
-	if p, err := load(""); err != nil || p.Mode != ModeIPI || p.ModeFrom != ModeFromDefault {
+	if p, err := load(""); err != nil || p.Mode != modeIPI || p.ModeFrom != ModeFromDefault {
 		t.Errorf("no mode anywhere: %v, %+v", err, p)
 	}
 
@@ -47,13 +47,13 @@ func TestModeInTheLabFile(t *testing.T) {
 	if err := os.WriteFile(state, []byte(`{"lab": "md", "mode": "agent", "done": "bmcs"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if p, err := load(""); err != nil || p.Mode != ModeAgent || p.ModeFrom != ModeFromState {
+	if p, err := load(""); err != nil || p.Mode != modeAgent || p.ModeFrom != ModeFromState {
 		t.Errorf("an agent lab, no mode given: %v, %+v", err, p)
 	}
-	if p, err := load(ModeAgent); err != nil || p.Mode != ModeAgent {
+	if p, err := load(modeAgent); err != nil || p.Mode != modeAgent {
 		t.Errorf("an agent lab, --mode agent: %v, %+v", err, p)
 	}
-	if _, err := load(ModeHybrid); err == nil || !strings.Contains(err.Error(), `--mode hybrid: lab "md" exists in mode agent`) || !strings.Contains(err.Error(), "`labctl down` it first, or leave --mode out") {
+	if _, err := load(modeHybrid); err == nil || !strings.Contains(err.Error(), `--mode hybrid: lab "md" exists in mode agent`) || !strings.Contains(err.Error(), "`labctl down` it first, or leave --mode out") {
 		t.Errorf("an agent lab, --mode hybrid: %v", err)
 	}
 	write("name: md\nmode: ipi-baremetal\n")
@@ -62,7 +62,7 @@ func TestModeInTheLabFile(t *testing.T) {
 	}
 	// Another lab's state in the directory is not this lab.
 	write("name: other\nmode: hybrid\ncluster: {image: /i.qcow2}\n")
-	if p, err := load(""); err != nil || p.Mode != ModeHybrid {
+	if p, err := load(""); err != nil || p.Mode != modeHybrid {
 		t.Errorf("another lab's state: %v, %+v", err, p)
 	}
 }
@@ -103,7 +103,7 @@ func TestProfileOfTheLab(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		p, err := Load(Options{ConfigPath: file, ConfigSet: true, Profile: tt.flag})
+		p, err := Load(Options{Modes: testModes, ConfigPath: file, ConfigSet: true, Profile: tt.flag})
 		switch {
 		case tt.err != "":
 			if err == nil || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), "`labctl down` it first, or leave --profile out") {

@@ -12,8 +12,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labconfig"
+	"github.com/bmlab/bmlab/internal/ocp"
+	"github.com/bmlab/bmlab/internal/personality"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -27,55 +28,36 @@ func resolve(t *testing.T, lab, profile, mode string) *Plan {
 	if err := cfg.ApplyProfile(profile); err != nil {
 		t.Fatal(err)
 	}
-	p, err := Resolve(cfg, Options{Dir: "/labs/" + cfg.Name, Profile: profile, Mode: mode, Vbmcd: "/usr/local/bin/vbmcd", Netns: "labci"})
+	p, err := Resolve(cfg, Options{Modes: testModes, Dir: "/labs/" + cfg.Name, Profile: profile, Mode: mode, Vbmcd: "/usr/local/bin/vbmcd", Netns: "labci"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-// TestGolden pins the plans of the seed lab (provisioning network
+// TestGolden pins the plans of the labs of plantest/labs.json (labvirt
+// pins their provider's commands): the seed lab (provisioning network
 // Disabled), its tiny profile, a lab of each other provisioning profile
 // (Managed, Unmanaged), a lab with TLS off and IPMI BMCs, a hybrid lab (and one on libvirt's default
 // network, shared, and a single node installed in place), a lab of x86_64
 // masters and aarch64 workers, an aarch64 agent single node.
 func TestGolden(t *testing.T) {
-	for _, tt := range []struct{ name, lab, profile, mode string }{
-		{"seed", "", "", ModeIPI},
-		{"managed", "name: man\nnetwork: {provisioningNetwork: Managed}\ncluster: {workers: {count: 1}}\n", "tiny", ModeIPI},
-		{"bond", "name: bnd\nnetwork: {provisioningNetwork: Managed}\ncluster: {masters: {bond: active-backup}, workers: {count: 1, bond: balance-alb}}\n", "tiny", ModeIPI},
-		{"unmanaged", "name: unm\nnetwork: {provisioningNetwork: Unmanaged}\ncluster: {provisioningDHCPRange: {start: 172.22.0.100, end: 172.22.0.149}, workers: {count: 1}}\n", "tiny", ModeIPI},
-		{"tiny", "", "tiny", ModeIPI},
-		{"ipmi-http", "name: plain\nnetwork: {provisioningNetwork: Managed}\ncluster: {bmc: {kind: ipmi, tls: false}, workers: {count: 0}}\n", "tiny", ModeIPI},
-		{"hybrid", "name: hyb\ncluster: {image: /images/rhcos.qcow2, workers: {count: 1}}\n", "tiny", ModeHybrid},
-		{"hybrid-shared", "name: hsh\nnetwork: {shared: default, bridges: [{name: bm-hsh}], veths: [{name: hsh-v0, master: bm-hsh, peer: hsh-v1, peerMaster: virbr0}]}\n" +
-			"cluster: {image: /images/rhcos.qcow2, machineNetwork: 192.168.122.0/24, dhcpRange: {start: 192.168.122.150, end: 192.168.122.159}, apiVIP: 192.168.122.145, ingressVIP: 192.168.122.146, workers: {count: 1}}\n", "tiny", ModeHybrid},
-		{"hybrid-sno", "name: hsno\ncluster: {image: /images/rhcos-live.x86_64.iso, masters: {count: 1}}\n", "tiny", ModeHybrid},
-		{"agent-sno", "name: sno\ncluster: {masters: {count: 1}, agent: {staticIPs: true}}\n", "", ModeAgent},
-		{"v6-ipmi", "name: six\nnetwork: {provisioningNetwork: Managed}\ncluster: {ipFamily: v6, bmc: {kind: ipmi}, workers: {count: 1}}\n", "tiny", ModeIPI},
-		{"dual", "name: two\ncluster: {ipFamily: dual, workers: {count: 1}}\n", "tiny", ModeIPI},
-		{"hybrid-dual", "name: hyd\ncluster: {ipFamily: dual, image: /images/rhcos.qcow2, workers: {count: 0}}\n", "tiny", ModeHybrid},
-		{"agent-sno-dual", "name: snd\ncluster: {ipFamily: dual, masters: {count: 1}, agent: {staticIPs: true}}\n", "", ModeAgent},
-		{"agent-fencing", "name: tnf\ncluster: {masters: {count: 2}, fencing: true}\n", "tiny", ModeAgent},
-		{"agent-arbiter", "name: arb\ncluster: {masters: {count: 2}, arbiter: {count: 1}, workers: {count: 1}}\n", "tiny", ModeAgent},
-		{"bmc-network", "name: oob\ncluster: {bmc: {network: 192.168.125.0/24}, workers: {count: 1}}\n", "tiny", ModeIPI},
-		{"bmc-network-v6-fencing", "name: oob6\ncluster: {ipFamily: v6, bmc: {network: 'fd2e:6f44:5dd8:c957::/120'}, masters: {count: 2}, fencing: true, agent: {staticIPs: true}}\n", "tiny", ModeAgent},
-		{"mixed", "name: mix\ncluster: {workers: {count: 1, arch: aarch64}}\n", "tiny", ModeIPI},
-		{"agent-arm", "name: arm\ncluster: {masters: {count: 1, arch: aarch64}}\n", "tiny", ModeAgent},
-		{"mixed-rack", "name: mixed\ncluster: {masters: {personality: idrac9}, workers: {count: 2, personality: ilo6}}\n", "tiny", ModeIPI},
-		{"mixed-rack-bmc-network", "name: mrb\ncluster: {bmc: {network: 192.168.126.0/24}, masters: {personalities: [idrac9, ilo6]}, workers: {count: 2, personality: supermicro-x13, personalities: ['', idrac10]}}\n", "tiny", ModeIPI},
-		{"multihost", "name: spread\nnetwork: {provisioningNetwork: Managed}\n" +
-			"hosts:\n- {name: alpha, libvirtURI: 'qemu:///system', underlay: 10.254.0.1}\n" +
-			"- {name: beta, libvirtURI: 'qemu+tls://beta.lab.example/system', underlay: 10.254.0.2}\n" +
-			"cluster: {workers: {count: 2, placement: [beta, beta]}}\n", "tiny", ModeIPI},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := json.MarshalIndent(resolve(t, tt.lab, tt.profile, tt.mode), "", "  ")
+	b, err := os.ReadFile("plantest/labs.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labs []struct{ Name, Lab, Profile, Mode string }
+	if err := json.Unmarshal(b, &labs); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range labs {
+		t.Run(tt.Name, func(t *testing.T) {
+			got, err := json.MarshalIndent(resolve(t, tt.Lab, tt.Profile, tt.Mode), "", "  ")
 			if err != nil {
 				t.Fatal(err)
 			}
 			got = append(got, '\n')
-			path := filepath.Join("testdata", tt.name+".json")
+			path := filepath.Join("testdata", tt.Name+".json")
 			if *update {
 				if err := os.WriteFile(path, got, 0o644); err != nil {
 					t.Fatal(err)
@@ -96,11 +78,10 @@ func TestGolden(t *testing.T) {
 // and vbmcd's listener agree on scheme, host and port, with TLS on or off.
 func TestOneAddress(t *testing.T) {
 	for _, tls := range []string{"true", "false"} {
-		p := resolve(t, "cluster: {bmc: {tls: "+tls+"}}\n", "", ModeIPI)
+		p := resolve(t, "cluster: {bmc: {tls: "+tls+"}}\n", "", modeIPI)
 		scheme := map[string]string{"true": "https", "false": "http"}[tls]
-		args := strings.Join(p.Vbmcd.Args, " ")
-		if (scheme == "http") != strings.Contains(args, "--insecure-http") {
-			t.Errorf("tls %s: vbmcd args %q", tls, args)
+		if (scheme == "http") != p.Vbmcd.InsecureHTTP || p.Vbmcd.RedfishAddr != "192.168.111.1:8000" {
+			t.Errorf("tls %s: vbmcd serves %s, insecure HTTP %v", tls, p.Vbmcd.RedfishAddr, p.Vbmcd.InsecureHTTP)
 		}
 		for _, n := range p.Nodes {
 			if !strings.HasPrefix(n.BMC.Address, "redfish-virtualmedia+"+scheme+"://192.168.111.1:8000/") ||
@@ -119,8 +100,7 @@ func TestOneAddress(t *testing.T) {
 // of a family the machine network lacks, or on the machine network is
 // refused with the field and the fix.
 func TestBMCNetwork(t *testing.T) {
-	p := resolve(t, "name: oob\ncluster: {bmc: {network: 192.168.125.0/24}}\n", "", ModeIPI)
-	args := strings.Join(p.Vbmcd.Args, " ")
+	p := resolve(t, "name: oob\ncluster: {bmc: {network: 192.168.125.0/24}}\n", "", modeIPI)
 	var br []string
 	for _, b := range p.Network.Topology.Bridges {
 		if b.Name == "bmbmc-oob" {
@@ -140,31 +120,31 @@ func TestBMCNetwork(t *testing.T) {
 		if len(n.BMC.Password) != 20 {
 			t.Errorf("%s's BMC password is %d bytes; IPMI at its own address takes 20 at most", n.Name, len(n.BMC.Password))
 		}
-		if !strings.Contains(args, n.Name+"="+a) {
-			t.Errorf("vbmcd's arguments do not pin %s to %s: %s", n.Name, a, args)
+		if !slices.Contains(p.Vbmcd.BMCAddresses, NodeAddress{Node: n.Name, Addr: n.BMC.Addr}) {
+			t.Errorf("vbmcd does not pin %s to %s: %v", n.Name, a, p.Vbmcd.BMCAddresses)
 		}
 	}
 	if !slices.Equal(br, want) {
 		t.Errorf("the BMC bridge's addresses: %v, want %v", br, want)
 	}
-	if !strings.Contains(args, "--tls-ca-cert "+p.Paths.CACert+" --tls-ca-key "+p.Paths.CAKey) {
-		t.Errorf("vbmcd does not get the lab's CA for its BMCs' certificates: %s", args)
+	if p.Vbmcd.CACert != p.Paths.CACert || p.Vbmcd.CAKey != p.Paths.CAKey {
+		t.Errorf("vbmcd does not get the lab's CA for its BMCs' certificates: %q, %q", p.Vbmcd.CACert, p.Vbmcd.CAKey)
 	}
-	ipmi := resolve(t, "name: oob\nnetwork: {provisioningNetwork: Managed}\ncluster: {bmc: {kind: ipmi, network: 'fd00:125::/64'}, ipFamily: dual}\n", "", ModeIPI)
+	ipmi := resolve(t, "name: oob\nnetwork: {provisioningNetwork: Managed}\ncluster: {bmc: {kind: ipmi, network: 'fd00:125::/64'}, ipFamily: dual}\n", "", modeIPI)
 	if got := ipmi.Nodes[0].BMC.Address; got != "ipmi://[fd00:125::2]" {
 		t.Errorf("an IPMI BMC of its own: %s, want ipmi://[fd00:125::2]", got)
 	}
 
 	for _, tt := range []struct{ lab, mode, want string }{
-		{"cluster: {bmc: {network: 192.168.125.0/30}}\n", ModeIPI, "cluster.bmc.network: 192.168.125.0/30 has 2 host addresses; the lab host and 5 BMCs need 6: use a larger subnet"},
-		{"cluster: {bmc: {network: 'fd00:125::/64'}}\n", ModeIPI, "cluster.bmc.network: fd00:125::/64 is IPv6, but the machine network (ipFamily v4) has no address of that family: the nodes could not reach their BMCs; use a subnet of the machine network's family"},
-		{"cluster: {bmc: {network: 192.168.111.128/25}}\n", ModeIPI, "cluster.bmc.network: 192.168.111.128/25 overlaps the machine network 192.168.111.0/24; the BMC network is a subnet of its own (for example 192.168.125.0/24, or fd2e:6f44:5dd8:c957::/120)"},
-		{"cluster: {bmc: {network: 192.168.125.1/24}}\n", ModeIPI, "cluster.bmc.network: 192.168.125.1/24 has host bits set; use 192.168.125.0/24"},
-		{"cluster: {bmc: {network: 192.168.125.0/24}, image: /i.qcow2}\n", ModeHybrid, "cluster.bmc.network: the hybrid mode's nodes have no BMC; drop cluster.bmc.network"},
+		{"cluster: {bmc: {network: 192.168.125.0/30}}\n", modeIPI, "cluster.bmc.network: 192.168.125.0/30 has 2 host addresses; the lab host and 5 BMCs need 6: use a larger subnet"},
+		{"cluster: {bmc: {network: 'fd00:125::/64'}}\n", modeIPI, "cluster.bmc.network: fd00:125::/64 is IPv6, but the machine network (ipFamily v4) has no address of that family: the nodes could not reach their BMCs; use a subnet of the machine network's family"},
+		{"cluster: {bmc: {network: 192.168.111.128/25}}\n", modeIPI, "cluster.bmc.network: 192.168.111.128/25 overlaps the machine network 192.168.111.0/24; the BMC network is a subnet of its own (for example 192.168.125.0/24, or fd2e:6f44:5dd8:c957::/120)"},
+		{"cluster: {bmc: {network: 192.168.125.1/24}}\n", modeIPI, "cluster.bmc.network: 192.168.125.1/24 has host bits set; use 192.168.125.0/24"},
+		{"cluster: {bmc: {network: 192.168.125.0/24}, image: /i.qcow2}\n", modeHybrid, "cluster.bmc.network: the hybrid mode's nodes have no BMC; drop cluster.bmc.network"},
 	} {
 		cfg, err := labconfig.Parse([]byte(tt.lab))
 		if err == nil {
-			_, err = Resolve(cfg, Options{Dir: "/x", Mode: tt.mode})
+			_, err = Resolve(cfg, Options{Modes: testModes, Dir: "/x", Mode: tt.mode})
 		}
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q (%s) = %v, want %q", tt.lab, tt.mode, err, tt.want)
@@ -197,7 +177,7 @@ func TestPersonalitiesPerNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := Resolve(cfg, Options{Dir: "/labs/per", Mode: ModeIPI, AddedWorkers: 1})
+		p, err := Resolve(cfg, Options{Modes: testModes, Dir: "/labs/per", Mode: modeIPI, AddedWorkers: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,13 +201,14 @@ func TestPersonalitiesPerNode(t *testing.T) {
 	}
 }
 
-// TestSecretsOffTheCommandLine: the password is in no argument and not in
-// the plan's JSON.
+// TestSecretsOffTheCommandLine: the password is not in the plan's JSON,
+// which holds everything vbmcd's command line is made of (labvirt's
+// TestCommands checks the arguments themselves).
 func TestSecretsOffTheCommandLine(t *testing.T) {
-	p := resolve(t, "cluster: {bmc: {password: s3cret-pw}}\n", "", ModeIPI)
+	p := resolve(t, "cluster: {bmc: {password: s3cret-pw}}\n", "", modeIPI)
 	b, _ := json.Marshal(p)
-	if strings.Contains(strings.Join(p.Vbmcd.Args, " "), "s3cret-pw") || strings.Contains(string(b), "s3cret-pw") {
-		t.Errorf("the password leaks: args %q", p.Vbmcd.Args)
+	if strings.Contains(string(b), "s3cret-pw") {
+		t.Errorf("the password leaks: %s", b)
 	}
 	if p.BMC.Password != "s3cret-pw" {
 		t.Errorf("the plan lost the password")
@@ -246,18 +227,18 @@ func TestNATBridgeNames(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	for _, tt := range []struct{ lab, mode, want string }{
-		{"cluster: {masters: {count: 1}}\n", ModeIPI, "cluster.masters.count: 1 (a single-node cluster) is installed by --mode agent (or hybrid); ipi-baremetal needs 3 masters"},
-		{"cluster: {masters: {count: 2}, fencing: true, image: /i.qcow2}\n", ModeHybrid, "cluster.fencing: a two-node control plane with fencing is installed by --mode agent, not hybrid"},
-		{"cluster: {masters: {count: 2}, arbiter: {count: 1}}\n", ModeIPI, "cluster.arbiter: a two-node control plane with an arbiter is installed by --mode agent, not ipi-baremetal"},
-		{"cluster: {masters: {count: 1}, workers: {count: 2}}\n", ModeAgent, "cluster.workers.count: a single-node cluster has no workers at install; add them afterwards (labctl add-node) or use 3 masters"},
-		{"", ModeHybrid, "cluster.image: the hybrid mode boots its nodes from an RHCOS qcow2; name it (a path or an http(s) URL) in the lab file"},
-		{"cluster: {dhcpRange: {start: 192.168.111.20, end: 192.168.111.22}}\n", ModeIPI, "cluster.dhcpRange: 192.168.111.20-192.168.111.22 has no room for 4 nodes; widen it"},
+		{"cluster: {masters: {count: 1}}\n", modeIPI, "cluster.masters.count: 1 (a single-node cluster) is installed by --mode agent (or hybrid); ipi-baremetal needs 3 masters"},
+		{"cluster: {masters: {count: 2}, fencing: true, image: /i.qcow2}\n", modeHybrid, "cluster.fencing: a two-node control plane with fencing is installed by --mode agent, not hybrid"},
+		{"cluster: {masters: {count: 2}, arbiter: {count: 1}}\n", modeIPI, "cluster.arbiter: a two-node control plane with an arbiter is installed by --mode agent, not ipi-baremetal"},
+		{"cluster: {masters: {count: 1}, workers: {count: 2}}\n", modeAgent, "cluster.workers.count: a single-node cluster has no workers at install; add them afterwards (labctl add-node) or use 3 masters"},
+		{"", modeHybrid, "cluster.image: the hybrid mode boots its nodes from an RHCOS qcow2; name it (a path or an http(s) URL) in the lab file"},
+		{"cluster: {dhcpRange: {start: 192.168.111.20, end: 192.168.111.22}}\n", modeIPI, "cluster.dhcpRange: 192.168.111.20-192.168.111.22 has no room for 4 nodes; widen it"},
 	} {
 		cfg, err := labconfig.Parse([]byte(tt.lab))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Resolve(cfg, Options{Dir: "/x", Mode: tt.mode}); err == nil || err.Error() != tt.want {
+		if _, err := Resolve(cfg, Options{Modes: testModes, Dir: "/x", Mode: tt.mode}); err == nil || err.Error() != tt.want {
 			t.Errorf("Resolve(%q, %s) = %v, want %q", tt.lab, tt.mode, err, tt.want)
 		}
 	}
@@ -269,7 +250,7 @@ func TestBadInput(t *testing.T) {
 func TestMultiHostPlacement(t *testing.T) {
 	p := resolve(t, "hosts:\n- {name: a, libvirtURI: 'qemu:///system', underlay: 10.254.0.1}\n"+
 		"- {name: b, libvirtURI: 'qemu+ssh://root@b/system', underlay: 10.254.0.2}\n"+
-		"- {name: c, libvirtURI: 'qemu+tls://c/system', underlay: 10.254.0.3}\n", "", ModeIPI)
+		"- {name: c, libvirtURI: 'qemu+tls://c/system', underlay: 10.254.0.3}\n", "", modeIPI)
 	var got []string
 	for _, n := range p.Nodes {
 		got = append(got, n.Host)
@@ -307,7 +288,7 @@ func TestMultiHostPlacement(t *testing.T) {
 			t.Errorf("ForSpoke(%s) = nil error; want the hub and unknown hosts refused", h)
 		}
 	}
-	if one := resolve(t, "", "", ModeIPI); len(one.LocalNodes("anything")) != len(one.Nodes) {
+	if one := resolve(t, "", "", modeIPI); len(one.LocalNodes("anything")) != len(one.Nodes) {
 		t.Errorf("a lab on one host: not every node is local")
 	}
 	for _, bad := range []struct{ lab, want string }{
@@ -328,13 +309,13 @@ func TestMultiHostPlacement(t *testing.T) {
 // bootstrap, the VIPs are the node's in the lab network); one master with
 // workers keeps the bootstrap flow, as kcli without sno.
 func TestHybridSingleNode(t *testing.T) {
-	p := resolve(t, "name: s\ncluster: {image: /i.iso, masters: {count: 1}}\n", "tiny", ModeHybrid)
-	if !p.SingleNode() || len(p.Nodes) != 1 || p.Nodes[0].Role != ipi.RoleMaster || p.Nodes[0].Disks[0].Backing != "" ||
+	p := resolve(t, "name: s\ncluster: {image: /i.iso, masters: {count: 1}}\n", "tiny", modeHybrid)
+	if !p.SingleNode() || len(p.Nodes) != 1 || p.Nodes[0].Role != ocp.RoleMaster || p.Nodes[0].Disks[0].Backing != "" ||
 		p.Network.NAT.APIVIP != p.Nodes[0].IP || p.Network.NAT.IngressVIP != p.Nodes[0].IP || p.Hybrid.InstallationDisk != "/dev/vda" {
 		t.Errorf("masters 1, no workers: single node %v, nodes %+v, NAT %+v", p.SingleNode(), p.Nodes, p.Network.NAT)
 	}
-	p = resolve(t, "name: s\ncluster: {image: /i.qcow2, masters: {count: 1}, workers: {count: 1}}\n", "tiny", ModeHybrid)
-	if p.SingleNode() || len(p.Nodes) != 3 || p.Nodes[0].Role != ipi.RoleBootstrap || p.Network.NAT.APIVIP == p.Nodes[1].IP {
+	p = resolve(t, "name: s\ncluster: {image: /i.qcow2, masters: {count: 1}, workers: {count: 1}}\n", "tiny", modeHybrid)
+	if p.SingleNode() || len(p.Nodes) != 3 || p.Nodes[0].Role != ocp.RoleBootstrap || p.Network.NAT.APIVIP == p.Nodes[1].IP {
 		t.Errorf("masters 1 with a worker: single node %v, nodes %+v", p.SingleNode(), p.Nodes)
 	}
 }
@@ -345,7 +326,7 @@ func TestHybridSingleNode(t *testing.T) {
 // borrows a network without its records is refused; down's list holds the
 // drop-in and the lab's name at both default places.
 func TestHostResolver(t *testing.T) {
-	p := resolve(t, "name: r\nnetwork: {hostResolver: resolved}\ncluster: {image: /i.qcow2}\n", "tiny", ModeHybrid)
+	p := resolve(t, "name: r\nnetwork: {hostResolver: resolved}\ncluster: {image: /i.qcow2}\n", "tiny", modeHybrid)
 	want := &Resolver{Kind: "resolved", Path: "/etc/systemd/resolved.conf.d/bmlab-r.conf", Domain: "r." + labconfig.DefaultBaseDomain, DNS: p.Network.NAT.HostAddress}
 	if p.Network.Resolver == nil || *want != *p.Network.Resolver {
 		t.Errorf("resolved on a NAT network: %+v, want %+v", p.Network.Resolver, want)
@@ -354,18 +335,42 @@ func TestHostResolver(t *testing.T) {
 		t.Errorf("drop-ins down removes (-want +got):\n%s", d)
 	}
 	p = resolve(t, "name: r\nnetwork: {hostResolver: dnsmasq, hostResolverDir: /d, shared: default, bridges: [{name: bm-r}], veths: [{name: r-v0, master: bm-r, peer: r-v1, peerMaster: virbr0}]}\n"+
-		"cluster: {image: /i.qcow2, machineNetwork: 192.168.122.0/24, dhcpRange: {start: 192.168.122.150, end: 192.168.122.159}, apiVIP: 192.168.122.145, ingressVIP: 192.168.122.146}\n", "tiny", ModeHybrid)
+		"cluster: {image: /i.qcow2, machineNetwork: 192.168.122.0/24, dhcpRange: {start: 192.168.122.150, end: 192.168.122.159}, apiVIP: 192.168.122.145, ingressVIP: 192.168.122.146}\n", "tiny", modeHybrid)
 	if r := p.Network.Resolver; r == nil || r.Path != "/d/bmlab-r.conf" || r.DNS.String() != "192.168.122.1" || r.Apps.String() != "192.168.122.146" || p.Network.ResolverDropIns[0] != "/d/bmlab-r.conf" {
 		t.Errorf("dnsmasq on a shared network: %+v, %v", r, p.Network.ResolverDropIns)
 	}
-	if p := resolve(t, "name: r\ncluster: {image: /i.qcow2}\n", "tiny", ModeHybrid); p.Network.Resolver != nil || p.Network.HostResolver != ResolverHosts {
+	if p := resolve(t, "name: r\ncluster: {image: /i.qcow2}\n", "tiny", modeHybrid); p.Network.Resolver != nil || p.Network.HostResolver != ResolverHosts {
 		t.Errorf("the default: %q, %+v; want hosts and no drop-in", p.Network.HostResolver, p.Network.Resolver)
 	}
 	cfg, err := labconfig.Parse([]byte("name: r\nnetwork: {hostResolver: dnsmasq, libvirtBridge: br-other}\ncluster: {image: /i.qcow2}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Resolve(cfg, Options{Dir: "/labs/r", Mode: ModeHybrid}); err == nil || !strings.Contains(err.Error(), "network.hostResolver: dnsmasq sends the cluster's names to the lab network's DNS, but this lab borrows the libvirt network on br-other") {
+	if _, err := Resolve(cfg, Options{Modes: testModes, Dir: "/labs/r", Mode: modeHybrid}); err == nil || !strings.Contains(err.Error(), "network.hostResolver: dnsmasq sends the cluster's names to the lab network's DNS, but this lab borrows the libvirt network on br-other") {
 		t.Errorf("a borrowed network: %v", err)
+	}
+}
+
+// TestVirtualMediaSchemes: a personality's own virtual media scheme
+// (Personality.VirtualMediaScheme, which endpoint gives its nodes) is a
+// BMC kind install-config's bmc.address is made for; the golden mixed
+// racks show the iDRACs' nodes reached by it.
+func TestVirtualMediaSchemes(t *testing.T) {
+	seen := 0
+	for _, name := range personality.Names() {
+		p, err := personality.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.VirtualMediaScheme == "" {
+			continue
+		}
+		seen++
+		if _, err := ocp.BMCAddress(ocp.BMCEndpoint{Kind: p.VirtualMediaScheme, Host: "192.0.2.1", RedfishPort: 8000, TLS: true}, "1", 0); err != nil {
+			t.Errorf("personality %s: virtual media scheme %q: %v", name, p.VirtualMediaScheme, err)
+		}
+	}
+	if seen == 0 {
+		t.Error("no personality has a virtual media scheme of its own: the iDRACs lost theirs")
 	}
 }

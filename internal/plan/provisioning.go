@@ -8,10 +8,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/netplumb"
+	"github.com/bmlab/bmlab/internal/ocp"
 )
 
 // An IPI lab is wired as dev-scripts wires one (openshift-metal3/dev-scripts
@@ -58,7 +58,7 @@ type NIC struct {
 	Bridge  string `json:"bridge,omitempty"`
 	// Provisioning marks the NIC on the provisioning network.
 	Provisioning bool `json:"provisioning,omitempty"`
-	// Bond names the bond the NIC is a port of (ipi.BondName; "": none).
+	// Bond names the bond the NIC is a port of (ocp.BondName; "": none).
 	Bond string `json:"bond,omitempty"`
 }
 
@@ -66,11 +66,12 @@ type NIC struct {
 func NICName(i int) string { return fmt.Sprintf("enp%ds0", i+1) }
 
 // provisioningNICs says whether the plan's nodes have a NIC on the
-// provisioning network: IPI labs with one (the installer's Ironic boots
-// them there). The agent-based installer and the hybrid flow boot
-// through the machine network alone.
+// provisioning network: labs with one, of a mode with the
+// ProvisioningNetwork trait (IPI: the installer's Ironic boots them
+// there). The agent-based installer and the hybrid flow boot through the
+// machine network alone.
 func (p *Plan) provisioningNICs() bool {
-	return p.Mode == ModeIPI && p.Cluster.ProvisioningNetwork != ipi.ProvisioningDisabled && p.Cluster.ProvisioningBridge != ""
+	return p.Traits.ProvisioningNetwork && p.Cluster.ProvisioningNetwork != ocp.ProvisioningDisabled && p.Cluster.ProvisioningBridge != ""
 }
 
 // nodeNICs gives node n its NICs: on the provisioning network first
@@ -93,8 +94,8 @@ func (p *Plan) nodeNICs(n *Node, bridgeNetworks []string) {
 	}
 	nics = append(nics, NIC{MAC: n.MAC, Network: p.Network.NodeNetwork})
 	if n.Bond != "" {
-		nics[len(nics)-1].Bond = ipi.BondName
-		nics = append(nics, NIC{MAC: MACFor(p.Lab, n.Name+"/"+ipi.BondName), Network: p.Network.NodeNetwork, Bond: ipi.BondName})
+		nics[len(nics)-1].Bond = ocp.BondName
+		nics = append(nics, NIC{MAC: MACFor(p.Lab, n.Name+"/"+ocp.BondName), Network: p.Network.NodeNetwork, Bond: ocp.BondName})
 	}
 	for i := range nics {
 		nics[i].Name = NICName(i)
@@ -112,8 +113,8 @@ func (p *Plan) nodeNICs(n *Node, bridgeNetworks []string) {
 func (p *Plan) resolveProvisioning(cfg *labconfig.Config) {
 	k, c := cfg.Cluster, &p.Cluster
 	c.BootstrapProvisioningIP, c.ClusterProvisioningIP = k.BootstrapProvisioningIP, k.ClusterProvisioningIP
-	if c.ProvisioningNetwork == ipi.ProvisioningDisabled {
-		if p.Mode != ModeIPI {
+	if c.ProvisioningNetwork == ocp.ProvisioningDisabled {
+		if !p.Traits.ProvisioningNetwork {
 			c.BootstrapProvisioningIP, c.ClusterProvisioningIP = netip.Addr{}, netip.Addr{}
 			return
 		}
@@ -185,9 +186,6 @@ type DHCPServer struct {
 	Config     string   `json:"config"`
 }
 
-// Process is the server as a process of the lab.
-func (d DHCPServer) Process() Vbmcd { return Vbmcd{Path: d.Path, Args: d.Args, Env: d.Env, Log: d.Log} }
-
 // provisioningDHCP is the DHCP server the lab runs on an Unmanaged
 // provisioning network, where the installer runs none and leaves DHCP to
 // the site (nil on the others): it hands out provisioningDHCPRange and
@@ -201,7 +199,7 @@ func (d DHCPServer) Process() Vbmcd { return Vbmcd{Path: d.Path, Args: d.Args, E
 // provisioning services' HTTP server (ProvisioningHTTPPort).
 func (p *Plan) provisioningDHCP() *DHCPServer {
 	c := p.Cluster
-	if !p.provisioningNICs() || c.ProvisioningNetwork != ipi.ProvisioningUnmanaged || !c.ProvisioningDHCPRange.Start.IsValid() {
+	if !p.provisioningNICs() || c.ProvisioningNetwork != ocp.ProvisioningUnmanaged || !c.ProvisioningDHCPRange.Start.IsValid() {
 		return nil
 	}
 	d := &DHCPServer{
@@ -229,7 +227,7 @@ func (p *Plan) provisioningDHCP() *DHCPServer {
 	// The control plane boots from the bootstrap's provisioning services,
 	// the workers from the cluster's.
 	for _, n := range p.Nodes {
-		if n.Role == ipi.RoleMaster || n.Role == ipi.RoleArbiter {
+		if n.Role == ocp.RoleMaster || n.Role == ocp.RoleArbiter {
 			line("dhcp-host=%s,set:control-plane", n.BootMAC)
 		}
 	}
@@ -280,18 +278,4 @@ func (n Node) BondPorts() (names, macs []string) {
 		}
 	}
 	return names, macs
-}
-
-// BondConfig is a bonded node's nmstate state (install-config's hosts, a
-// day-2 node's nodes-config): its
-// NICs on the machine network bonded, the bond's addresses from the lab
-// network's DHCP (its reservation is the first NIC's MAC, the bond's);
-// nil without a bond.
-func (p *Plan) BondConfig(n Node) *ipi.NetworkConfig {
-	if n.Bond == "" {
-		return nil
-	}
-	names, macs := n.BondPorts()
-	v6 := p.Cluster.IPFamily != labconfig.IPFamilyV4
-	return ipi.DHCPBond(n.Bond, names, macs, p.Cluster.IPFamily != labconfig.IPFamilyV6, v6)
 }

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bmlab/bmlab/internal/machine"
-	"github.com/bmlab/bmlab/internal/personality"
 )
 
 // resolve finds the machine a scoped route names and checks that the caller
@@ -361,7 +360,7 @@ func getChassisCollection(s *Server, c *call) *apiError {
 
 func renderSystem(s *Server, c *call) any {
 	id := s.idOf(c.m)
-	if id.P.Name == personality.ILO6 {
+	if id.P.HPEOEM {
 		id.InPost = s.inPost(c.m)
 	}
 	return system(c.m, id)

@@ -82,12 +82,7 @@ func (d *dellJobs) remove(drop func(*dell.Job) bool) {
 
 // dellOnly serves h for machines whose personality has Dell's OEM.
 func dellOnly(h handlerFunc) handlerFunc {
-	return func(s *Server, c *call) *apiError {
-		if p, _ := s.personaOf(c.m); !p.DellOEM {
-			return newError(http.StatusNotFound, MsgResourceNotFound, "Resource", c.path)
-		}
-		return h(s, c)
-	}
+	return oemOnly(func(p *personality.Personality) bool { return p.DellOEM }, "Resource", h)
 }
 
 func dellRoutes() []*route {

@@ -73,28 +73,35 @@ func (s *Server) idOf(m *machine.Machine) identity {
 	return id
 }
 
-// vendorOnly serves h for machines of personality name only; others have
-// no such resource.
-func vendorOnly(name personality.Name, h handlerFunc) handlerFunc {
+// oemOnly serves h for machines whose personality has the vendor's OEM
+// (has: personality.DellOEM, HPEOEM); others have no such resource (404,
+// ResourceNotFound of the kind what).
+func oemOnly(has func(*personality.Personality) bool, what string, h handlerFunc) handlerFunc {
 	return func(s *Server, c *call) *apiError {
-		if p, _ := s.personaOf(c.m); p.Name != name {
-			return newError(http.StatusNotFound, MsgResourceNotFound, "Action", c.path)
+		if p, _ := s.personaOf(c.m); !has(p) {
+			return newError(http.StatusNotFound, MsgResourceNotFound, what, c.path)
 		}
 		return h(s, c)
 	}
 }
 
+// hpeOnly serves h for machines whose personality serves HPE's OEM
+// (personality.HPEOEM) only.
+func hpeOnly(h handlerFunc) handlerFunc {
+	return oemOnly(func(p *personality.Personality) bool { return p.HPEOEM }, "Action", h)
+}
+
 // vendorRoutes are the vendors' own actions a personality's Oem blocks name:
-// iLO's InsertVirtualMedia and EjectVirtualMedia (the standard actions under
+// HPE's InsertVirtualMedia and EjectVirtualMedia (the standard actions under
 // another name, which proliantutils posts to) and its PowerButton.
 func vendorRoutes() []*route {
 	var rs []*route
 	for _, base := range []string{"Managers/*", "Systems/*"} {
 		rs = append(rs,
-			r(base+"/VirtualMedia/*/Actions/"+personality.HPEInsertAction, route{post: vendorOnly(personality.ILO6, postInsertMedia)}),
-			r(base+"/VirtualMedia/*/Actions/"+personality.HPEEjectAction, route{post: vendorOnly(personality.ILO6, postEjectMedia)}))
+			r(base+"/VirtualMedia/*/Actions/"+personality.HPEInsertAction, route{post: hpeOnly(postInsertMedia)}),
+			r(base+"/VirtualMedia/*/Actions/"+personality.HPEEjectAction, route{post: hpeOnly(postEjectMedia)}))
 	}
-	return append(rs, r("Systems/*/Actions/"+personality.HPEPowerButton, route{post: vendorOnly(personality.ILO6, postPowerButton)}))
+	return append(rs, r("Systems/*/Actions/"+personality.HPEPowerButton, route{post: hpeOnly(postPowerButton)}))
 }
 
 // postPowerButton is iLO's PowerButton: Press turns an off server on and

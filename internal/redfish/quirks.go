@@ -146,13 +146,14 @@ func (s *Server) inPost(m *machine.Machine) bool {
 }
 
 // volatile reports whether the rendering of c's resource changes with time
-// alone (an iLO's PostState), so that it is not served from the cache.
+// alone (HPE's PostState: personality.HPEOEM), so that it is not served
+// from the cache.
 func (s *Server) volatile(c *call) bool {
 	if c.m == nil || c.rt.name != "/redfish/v1/Systems/*" {
 		return false
 	}
 	p, _ := s.personaOf(c.m)
-	return p.Name == personality.ILO6
+	return p.HPEOEM
 }
 
 // isPowerOn reports whether reset type rt turns an off machine on.

@@ -19,7 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bmlab/bmlab/internal/installertest"
-	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/ocp"
 )
 
 // reparse parses raw with the stable package of version and returns the
@@ -149,9 +149,9 @@ func TestMergeIgnitionEveryVersion(t *testing.T) {
 			file string
 			node Node
 		}{
-			{installertest.BootstrapIgn, nodeOf(c, ipi.RoleBootstrap)},
-			{installertest.MasterIgn, nodeOf(c, ipi.RoleMaster)},
-			{installertest.WorkerIgn, nodeOf(c, ipi.RoleWorker)},
+			{installertest.BootstrapIgn, nodeOf(c, ocp.RoleBootstrap)},
+			{installertest.MasterIgn, nodeOf(c, ocp.RoleMaster)},
+			{installertest.WorkerIgn, nodeOf(c, ocp.RoleWorker)},
 		} {
 			t.Run(version+"/"+tc.file, func(t *testing.T) {
 				out, err := MergeIgnition(tc.file, inst[tc.file], tc.node, c, extraFiles(tc.node))
@@ -203,7 +203,7 @@ func TestMergeIgnitionGolden(t *testing.T) {
 	c := testCluster(2)
 	for _, version := range []string{"3.2.0", "3.6.0"} {
 		inst := installerIgnition(t, version, 2)
-		for _, role := range []string{ipi.RoleBootstrap, ipi.RoleMaster, ipi.RoleWorker} {
+		for _, role := range []string{ocp.RoleBootstrap, ocp.RoleMaster, ocp.RoleWorker} {
 			t.Run(version+"/"+role, func(t *testing.T) {
 				n := nodeOf(c, role)
 				out, err := MergeIgnition(role+".ign", inst[role+".ign"], n, c, extraFiles(n))
@@ -229,7 +229,7 @@ func TestMergeIgnitionPointerConfig(t *testing.T) {
 	for _, version := range []string{"3.2.0", "3.6.0"} {
 		inst := installerIgnition(t, version, 0)
 		for _, role := range []string{"master", "worker"} {
-			out, err := MergeIgnition(role+".ign", inst[role+".ign"], nodeOf(c, ipi.RoleMaster), c, nil)
+			out, err := MergeIgnition(role+".ign", inst[role+".ign"], nodeOf(c, ocp.RoleMaster), c, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -263,7 +263,7 @@ func TestMergeIgnitionPointerConfig(t *testing.T) {
 // entries collide with the additions on every kind of path.
 func TestMergeIgnitionInstallerWins(t *testing.T) {
 	c := testCluster(0)
-	n := nodeOf(c, ipi.RoleMaster)
+	n := nodeOf(c, ocp.RoleMaster)
 	const installer = `{"ignition":{"version":"3.4.0"},
 "passwd":{"users":[{"name":"core","passwordHash":"$6$x","sshAuthorizedKeys":["` + testSSHKey + `","ssh-rsa AAAAother other@x"]},{"name":"other"}]},
 "storage":{
@@ -325,7 +325,7 @@ var sortStrings = cmp.Transformer("sort", func(in []string) []string {
 
 func TestMergeIgnitionErrors(t *testing.T) {
 	c := testCluster(0)
-	n := nodeOf(c, ipi.RoleMaster)
+	n := nodeOf(c, ocp.RoleMaster)
 	valid := installerIgnition(t, "3.2.0", 0)[installertest.MasterIgn]
 	for _, tc := range []struct {
 		name      string
@@ -443,7 +443,7 @@ func TestMergeIgnitionTwice(t *testing.T) {
 			if !strings.HasSuffix(file, ".ign") {
 				continue
 			}
-			n := nodeOf(c, ipi.RoleMaster)
+			n := nodeOf(c, ocp.RoleMaster)
 			once, err := MergeIgnition(file, raw, n, c, extraFiles(n))
 			if err != nil {
 				t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/installertest"
 	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/ocp"
 )
 
 // lines collects streamed output; OnLine runs on another goroutine.
@@ -101,7 +102,7 @@ func TestInstallerHybridSteps(t *testing.T) {
 			for _, tc := range []struct {
 				file string
 				role string
-			}{{"bootstrap.ign", ipi.RoleBootstrap}, {"master.ign", ipi.RoleMaster}, {"worker.ign", ipi.RoleWorker}} {
+			}{{"bootstrap.ign", ocp.RoleBootstrap}, {"master.ign", ocp.RoleMaster}, {"worker.ign", ocp.RoleWorker}} {
 				raw, err := os.ReadFile(filepath.Join(dir, tc.file))
 				if err != nil {
 					t.Fatal(err)
@@ -141,9 +142,9 @@ func TestInstallerHybridSteps(t *testing.T) {
 			if diff := cmp.Diff(calls, installertest.Calls(dir)); diff != "" {
 				t.Errorf("calls (-want +got):\n%s", diff)
 			}
-			log, _ := os.ReadFile(filepath.Join(dir, ipi.OutputLogName))
+			log, _ := os.ReadFile(filepath.Join(dir, ocp.OutputLogName))
 			if !strings.Contains(string(log), "Install complete!") {
-				t.Errorf("%s lacks the output", ipi.OutputLogName)
+				t.Errorf("%s lacks the output", ocp.OutputLogName)
 			}
 		})
 	}

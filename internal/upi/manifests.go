@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/yamljson"
 )
 
@@ -62,10 +62,10 @@ func manifestNodes(c Cluster, role string) []Node {
 // ingressRouterNodes are the nodes the ingress routers run on: the
 // workers, or the masters when there are none.
 func ingressRouterNodes(c Cluster) []Node {
-	if w := manifestNodes(c, ipi.RoleWorker); len(w) > 0 {
+	if w := manifestNodes(c, ocp.RoleWorker); len(w) > 0 {
 		return w
 	}
-	return manifestNodes(c, ipi.RoleMaster)
+	return manifestNodes(c, ocp.RoleMaster)
 }
 
 // EditManifests edits what `openshift-install create manifests` wrote in
@@ -115,7 +115,7 @@ func EditManifests(dir string, c Cluster, o ManifestOptions) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scheduler config: %w (run `openshift-install create manifests` first)", err)
 	}
-	edited, err := SetMastersSchedulable(data, len(manifestNodes(c, ipi.RoleWorker)) == 0)
+	edited, err := SetMastersSchedulable(data, len(manifestNodes(c, ocp.RoleWorker)) == 0)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", sp, err)
 	}
@@ -261,7 +261,7 @@ func IngressController(c Cluster) ([]byte, error) {
 		return nil, errors.New("the cluster has neither masters nor workers to run the routers")
 	}
 	placement := nodePlacement{NodeSelector: &labelSelector{MatchLabels: map[string]string{workerLabel: ""}}}
-	if len(manifestNodes(c, ipi.RoleWorker)) == 0 {
+	if len(manifestNodes(c, ocp.RoleWorker)) == 0 {
 		placement = nodePlacement{
 			NodeSelector: &labelSelector{MatchLabels: map[string]string{masterLabel: ""}},
 			Tolerations:  masterTolerations,
@@ -408,7 +408,7 @@ func AddedManifests(c Cluster, o ManifestOptions) ([]Manifest, error) {
 	}
 	var nodes []string
 	for _, n := range c.Nodes {
-		if n.Role != ipi.RoleBootstrap {
+		if n.Role != ocp.RoleBootstrap {
 			nodes = append(nodes, n.Name)
 		}
 	}

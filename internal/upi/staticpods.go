@@ -14,8 +14,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/netaddr"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/yamljson"
 )
 
@@ -43,7 +43,7 @@ const IngressHealthPort = 1937
 // IPv6 address).
 func IngressHealthURL(c Cluster) string {
 	port := RouterHealthPort
-	if len(nodesWith(c, ipi.RoleWorker)) > 0 {
+	if len(nodesWith(c, ocp.RoleWorker)) > 0 {
 		port = IngressHealthPort
 	}
 	return "http://" + netip.AddrPortFrom(loopback(c), uint16(port)).String() + "/healthz/ready"
@@ -81,7 +81,7 @@ func StaticPodFiles(c Cluster, n Node) ([]File, error) {
 		return nil, err
 	}
 	files = append(files, File{Path: ManifestsDir + "/coredns.yaml", Mode: 0o644, Contents: pod})
-	if n.Role == ipi.RoleBootstrap || n.Role == ipi.RoleMaster {
+	if n.Role == ocp.RoleBootstrap || n.Role == ocp.RoleMaster {
 		conf, err := KeepalivedConf(c, n)
 		if err != nil {
 			return nil, err
@@ -97,7 +97,7 @@ func StaticPodFiles(c Cluster, n Node) ([]File, error) {
 			File{Path: SysctlFile, Mode: 0o644, Contents: []byte("# bmlab: keepalived and haproxy bind the VIPs before they hold them\nnet.ipv4.ip_nonlocal_bind = 1\n")},
 		)
 	}
-	if n.Role == ipi.RoleMaster && len(nodesWith(c, ipi.RoleWorker)) > 0 {
+	if n.Role == ocp.RoleMaster && len(nodesWith(c, ocp.RoleWorker)) > 0 {
 		pod, err := podYAML(haproxyPod(c))
 		if err != nil {
 			return nil, err
@@ -277,7 +277,7 @@ func ingressVIP(c Cluster) netip.Addr { return stacks(c)[0].ingressVIP() }
 // check_unicast_src takes adverts only from the peers instead. IPv6 VIPs
 // are /128, IPv4 ones /32.
 func KeepalivedConf(c Cluster, n Node) (string, error) {
-	if n.Role != ipi.RoleBootstrap && n.Role != ipi.RoleMaster {
+	if n.Role != ocp.RoleBootstrap && n.Role != ocp.RoleMaster {
 		return "", fmt.Errorf("keepalived runs on the bootstrap and the masters, not on %s (%s)", n.Name, n.Role)
 	}
 	var b strings.Builder
@@ -286,10 +286,10 @@ func KeepalivedConf(c Cluster, n Node) (string, error) {
 	// init_fail: a node is no candidate before its first check passes.
 	fmt.Fprintf(&b, "vrrp_script chk_api {\n    script \"/usr/bin/curl -o /dev/null -kfs --max-time 1 %s\"\n    interval 1\n    fall 2\n    rise 2\n    init_fail\n}\n", ReadyzURL)
 	prio := MasterPriority
-	if n.Role == ipi.RoleBootstrap {
+	if n.Role == ocp.RoleBootstrap {
 		prio = BootstrapPriority
 	}
-	ingress := c.IngressVIP.IsValid() && n.Role == ipi.RoleMaster
+	ingress := c.IngressVIP.IsValid() && n.Role == ocp.RoleMaster
 	if ingress {
 		// The ingress VIP is tracked as the API VIP is: a master whose
 		// router (or, with workers, whose haproxy) is not ready lets go.
@@ -300,9 +300,9 @@ func KeepalivedConf(c Cluster, n Node) (string, error) {
 		if s.secondary {
 			suffix = "_v6"
 		}
-		instance(&b, c, n, s, "api"+suffix, s.APIVIP, c.APIRouterID, prio, nodesWith(c, ipi.RoleBootstrap, ipi.RoleMaster), "chk_api")
+		instance(&b, c, n, s, "api"+suffix, s.APIVIP, c.APIRouterID, prio, nodesWith(c, ocp.RoleBootstrap, ocp.RoleMaster), "chk_api")
 		if ingress {
-			instance(&b, c, n, s, "ingress"+suffix, s.IngressVIP, c.IngressRouterID, MasterPriority, nodesWith(c, ipi.RoleMaster), "chk_ingress")
+			instance(&b, c, n, s, "ingress"+suffix, s.IngressVIP, c.IngressRouterID, MasterPriority, nodesWith(c, ocp.RoleMaster), "chk_ingress")
 		}
 	}
 	return b.String(), nil
@@ -429,7 +429,7 @@ func HAProxyConf(c Cluster) string {
 		}
 		fmt.Fprintf(&b, "\nfrontend %s\n    bind %s\n    default_backend %s\n", name, bind, name)
 		fmt.Fprintf(&b, "\nbackend %s\n    balance roundrobin\n    option httpchk GET /healthz/ready\n", name)
-		for _, w := range nodesWith(c, ipi.RoleWorker) {
+		for _, w := range nodesWith(c, ocp.RoleWorker) {
 			fmt.Fprintf(&b, "    server %s %s check port %d inter 2s\n", w.Name, netip.AddrPortFrom(w.IP, uint16(port)), RouterHealthPort)
 		}
 	}

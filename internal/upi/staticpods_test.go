@@ -12,8 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/netaddr"
+	"github.com/bmlab/bmlab/internal/ocp"
 )
 
 // podCluster is a cluster of a bootstrap, three masters and n workers on
@@ -26,13 +26,13 @@ func podCluster(workers int) Cluster {
 		APIRouterID: 41, IngressRouterID: 42,
 		Upstream: []netip.Addr{a("10.0.0.1")}, SSHKey: "ssh-ed25519 AAAA test",
 		Images: Images{Keepalived: "example.invalid/keepalived:1", CoreDNS: "example.invalid/coredns:1", HAProxy: "example.invalid/haproxy:1"},
-		Nodes:  []Node{{Name: "ocp-bootstrap", Role: ipi.RoleBootstrap, IP: a("10.0.0.20")}},
+		Nodes:  []Node{{Name: "ocp-bootstrap", Role: ocp.RoleBootstrap, IP: a("10.0.0.20")}},
 	}
 	for i := range 3 {
-		c.Nodes = append(c.Nodes, Node{Name: fmt.Sprintf("ocp-master-%d", i), Role: ipi.RoleMaster, IP: a(fmt.Sprintf("10.0.0.%d", 21+i))})
+		c.Nodes = append(c.Nodes, Node{Name: fmt.Sprintf("ocp-master-%d", i), Role: ocp.RoleMaster, IP: a(fmt.Sprintf("10.0.0.%d", 21+i))})
 	}
 	for i := range workers {
-		c.Nodes = append(c.Nodes, Node{Name: fmt.Sprintf("ocp-worker-%d", i), Role: ipi.RoleWorker, IP: a(fmt.Sprintf("10.0.0.%d", 24+i))})
+		c.Nodes = append(c.Nodes, Node{Name: fmt.Sprintf("ocp-worker-%d", i), Role: ocp.RoleWorker, IP: a(fmt.Sprintf("10.0.0.%d", 24+i))})
 	}
 	return c
 }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/netaddr"
+	"github.com/bmlab/bmlab/internal/ocp"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -59,15 +59,15 @@ func testCluster(workers int) Cluster {
 		SSHKey:          testSSHKey + "\n",
 		Images:          Images{Keepalived: "quay.io/k:1", CoreDNS: "quay.io/c:1", HAProxy: "quay.io/h:1"},
 		Nodes: []Node{
-			{Name: "hyb-bootstrap", Role: ipi.RoleBootstrap, IP: netip.MustParseAddr("10.17.0.10"), MAC: "52:54:00:00:00:10"},
-			{Name: "hyb-master-0", Role: ipi.RoleMaster, IP: netip.MustParseAddr("10.17.0.11"), MAC: "52:54:00:00:00:11"},
-			{Name: "hyb-master-1", Role: ipi.RoleMaster, IP: netip.MustParseAddr("10.17.0.12"), MAC: "52:54:00:00:00:12"},
-			{Name: "hyb-master-2", Role: ipi.RoleMaster, IP: netip.MustParseAddr("10.17.0.13"), MAC: "52:54:00:00:00:13"},
+			{Name: "hyb-bootstrap", Role: ocp.RoleBootstrap, IP: netip.MustParseAddr("10.17.0.10"), MAC: "52:54:00:00:00:10"},
+			{Name: "hyb-master-0", Role: ocp.RoleMaster, IP: netip.MustParseAddr("10.17.0.11"), MAC: "52:54:00:00:00:11"},
+			{Name: "hyb-master-1", Role: ocp.RoleMaster, IP: netip.MustParseAddr("10.17.0.12"), MAC: "52:54:00:00:00:12"},
+			{Name: "hyb-master-2", Role: ocp.RoleMaster, IP: netip.MustParseAddr("10.17.0.13"), MAC: "52:54:00:00:00:13"},
 		},
 	}
 	for i := range workers {
 		a := netip.AddrFrom4([4]byte{10, 17, 0, byte(20 + i)})
-		c.Nodes = append(c.Nodes, Node{Name: fmt.Sprintf("hyb-worker-%d", i), Role: ipi.RoleWorker, IP: a, MAC: fmt.Sprintf("52:54:00:00:00:%d", 20+i)})
+		c.Nodes = append(c.Nodes, Node{Name: fmt.Sprintf("hyb-worker-%d", i), Role: ocp.RoleWorker, IP: a, MAC: fmt.Sprintf("52:54:00:00:00:%d", 20+i)})
 	}
 	return c
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/netaddr"
 )
 
 // bmcPool is --bmc-addresses: the addresses machines' own BMCs take. Items
@@ -16,11 +17,9 @@ import (
 // given, and keep it (it is recorded with the machine, as an IPMI port
 // from --ipmi-port-base is).
 type bmcPool struct {
-	ranges []addrRange
+	ranges []netaddr.Range // of one family each
 	pins   []pin
 }
-
-type addrRange struct{ first, last netip.Addr }
 
 type pin struct {
 	machine string // a name or a UUID, as given
@@ -30,10 +29,6 @@ type pin struct {
 // maxPoolRange bounds one range, so that a typo (10.0.0.1-10.255.0.1)
 // is an error rather than a walk over millions of addresses.
 const maxPoolRange = 1 << 16
-
-func (r addrRange) contains(a netip.Addr) bool {
-	return a.BitLen() == r.first.BitLen() && r.first.Compare(a) <= 0 && a.Compare(r.last) <= 0
-}
 
 // parseBMCPool reads --bmc-addresses.
 func parseBMCPool(items []string) (*bmcPool, error) {
@@ -95,7 +90,7 @@ func parseBMCPool(items []string) (*bmcPool, error) {
 				break
 			}
 		}
-		p.ranges = append(p.ranges, addrRange{first, last})
+		p.ranges = append(p.ranges, netaddr.Range{Start: first, End: last})
 	}
 	if len(p.ranges)+len(p.pins) == 0 {
 		return nil, nil
@@ -134,7 +129,7 @@ func rangeSize(first, last netip.Addr) int {
 func (p *bmcPool) size() int {
 	n := len(p.pins)
 	for _, r := range p.ranges {
-		n += rangeSize(r.first, r.last)
+		n += rangeSize(r.Start, r.End)
 	}
 	return n
 }
@@ -179,13 +174,13 @@ func (p *bmcPool) assign(ms []*machine.Machine) (want map[string]netip.Addr, sho
 	}
 	ri, next := 0, netip.Addr{}
 	if len(p.ranges) > 0 {
-		next = p.ranges[0].first
+		next = p.ranges[0].Start
 	}
 	for _, m := range fresh {
 		for ri < len(p.ranges) && used[next] {
-			if next == p.ranges[ri].last {
+			if next == p.ranges[ri].End {
 				if ri++; ri < len(p.ranges) {
-					next = p.ranges[ri].first
+					next = p.ranges[ri].Start
 				}
 				continue
 			}
@@ -212,7 +207,7 @@ func (p *bmcPool) pinned(a netip.Addr) bool {
 
 func (p *bmcPool) inRange(a netip.Addr) bool {
 	for _, r := range p.ranges {
-		if r.contains(a) {
+		if r.Contains(a) {
 			return true
 		}
 	}

@@ -44,7 +44,8 @@ func TestBMCAddressAssignment(t *testing.T) {
 	if len(short) != 2 || short[0].Name != "d" || short[1].Name != "e" {
 		t.Errorf("left without an address: %v, want d and e", short)
 	}
-	if pool.size() != 4 || !pool.inRange(netip.MustParseAddr("fd00::11")) || pool.inRange(netip.MustParseAddr("127.0.0.9")) {
+	if pool.size() != 4 || !pool.inRange(netip.MustParseAddr("fd00::11")) || pool.inRange(netip.MustParseAddr("127.0.0.9")) ||
+		pool.inRange(netip.MustParseAddr("::ffff:127.0.0.5")) { // a range holds addresses of its own family only
 		t.Errorf("size %d, ranges %v", pool.size(), pool.ranges)
 	}
 	if got := pool.unmatchedPins(ms[:3]); len(got) != 1 || got[0] != "pinned" {

@@ -353,7 +353,7 @@ func (c *Config) listeners() []listener {
 	}
 	if p, err := parseBMCPool(c.BMCAddresses); err == nil && p != nil {
 		for _, r := range p.ranges {
-			ls = append(ls, listener{"--bmc-addresses", r.first.String()}, listener{"--bmc-addresses", r.last.String()})
+			ls = append(ls, listener{"--bmc-addresses", r.Start.String()}, listener{"--bmc-addresses", r.End.String()})
 		}
 		for _, q := range p.pins {
 			ls = append(ls, listener{"--bmc-addresses", q.addr.String()})

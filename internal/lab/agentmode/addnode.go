@@ -28,7 +28,7 @@ import (
 func AddWorkers(ctx context.Context, e *lab.Env, count int, reload func() (*plan.Plan, error)) error {
 	p := e.Plan
 	switch {
-	case p.Mode != plan.ModeAgent:
+	case p.Mode != Name:
 		return fmt.Errorf("add-node: lab %q is a %s lab; adding nodes to a running cluster is the agent mode's (--mode agent)", p.Lab, p.Mode)
 	case len(p.Hosts) > 0:
 		return fmt.Errorf("add-node: lab %q is spread over hosts; add-node works on a lab on one host", p.Lab)
@@ -123,7 +123,7 @@ func nodeImage(ctx context.Context, e *lab.Env, pending []plan.Node) (bool, erro
 		h.NICs, h.MACs = n.BondPorts()
 		host := agent.Host{Hostname: n.Name, Role: n.Role, Interfaces: h.Interfaces(),
 			RootDeviceHints: &ipi.RootDeviceHints{DeviceName: ipi.DefaultRootDevice}}
-		host.NetworkConfig = p.BondConfig(n) // the bond, its addresses from DHCP
+		host.NetworkConfig = steps.BondConfig(p, n) // the bond, its addresses from DHCP
 
 		nc.Hosts = append(nc.Hosts, host)
 	}

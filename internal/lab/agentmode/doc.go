@@ -8,6 +8,8 @@
 // ISO ejected. add-node (AddWorkers) adds workers on day 2 the same way,
 // with the ISO the running cluster makes (`oc adm node-image`).
 //
+// Cluster is the adapter from the plan to agent-config generation.
+//
 // What it does not do: generate agent-config itself (internal/agent) or
 // speak Redfish itself (internal/lab/bmcclient).
 package agentmode

@@ -19,6 +19,7 @@ import (
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/pki"
 	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/plan/plantest"
 )
 
 // fakeBMCs answers, in Redfish's shape (what gofish reads), the calls the
@@ -113,7 +114,7 @@ func TestMediaAfterAPartialFailure(t *testing.T) {
 	cfg, err := labconfig.Parse([]byte("name: am\ncluster: {workers: {count: 0}}\n"))
 	labtest.Must(t, err)
 	labtest.Must(t, cfg.ApplyProfile("tiny"))
-	p, err := plan.Resolve(cfg, plan.Options{Dir: dir, Profile: "tiny", Mode: plan.ModeAgent, AddedWorkers: 1})
+	p, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: dir, Profile: "tiny", Mode: Name, AddedWorkers: 1})
 	labtest.Must(t, err)
 	bmcs := &fakeBMCs{inserted: map[string]string{}, power: map[string]string{}, fail: map[string]bool{}}
 	// The fake's certificate is issued by the lab's CA, which the client

@@ -11,12 +11,22 @@ import (
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/steps"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/personality"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
 // Mode is the agent mode.
-func Mode() lab.Mode { return lab.Mode{Name: plan.ModeAgent, Actions: Actions} }
+func Mode() lab.Mode { return lab.Mode{Name: Name, Traits: Traits, Actions: Actions} }
+
+// Traits are the agent mode's: nodes with BMCs, booted from the agent ISO
+// through their virtual media over the machine network; a single node (its
+// workers added afterwards), a two-node control plane (fencing, arbiter)
+// and bonds; the LLDP sender on.
+var Traits = plan.Traits{BMCs: true, SingleNode: true, TwoNode: true, Bonds: true, AgentISO: true, LLDP: true}
+
+// Name is the mode's name (--mode, the lab file's mode:).
+const Name = "agent"
 
 // Actions are OpenShift's agent-based installer on the lab: the nodes and
 // their BMCs as for IPI, then install-config and agent-config, the ISO
@@ -77,7 +87,7 @@ func AgentConfigs(e *lab.Env) (*ipi.InstallConfig, *agent.Config, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ic, err := ipi.Generate(steps.InstallCluster(p), p.IPINodes(), pull, key)
+	ic, err := ipi.Generate(steps.InstallCluster(p), steps.IPINodes(p), pull, key)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -85,7 +95,7 @@ func AgentConfigs(e *lab.Env) (*ipi.InstallConfig, *agent.Config, error) {
 	if bm != nil {
 		// The agent boots the hosts itself: no provisioning network, and
 		// Ironic only for day 2 (the BMCs stay in the hosts).
-		bm.ProvisioningNetwork = ipi.ProvisioningDisabled
+		bm.ProvisioningNetwork = ocp.ProvisioningDisabled
 		bm.ProvisioningBridge, bm.ProvisioningNetworkCIDR = "", ""
 		bm.ProvisioningNetworkInterface, bm.ProvisioningDHCPRange = "", ""
 		bm.BootstrapProvisioningIP, bm.ClusterProvisioningIP = "", ""
@@ -96,7 +106,7 @@ func AgentConfigs(e *lab.Env) (*ipi.InstallConfig, *agent.Config, error) {
 		}
 	}
 	errs := steps.ValidateInstallConfig(e, ic)
-	ac := agent.Generate(p.AgentCluster())
+	ac := agent.Generate(Cluster(p))
 	for _, fe := range agent.Validate(ac, p.Cluster.MachineNetwork) {
 		fe.Field = "agent-config " + fe.Field
 		errs = append(errs, fe)
@@ -165,7 +175,7 @@ func (agentConfigs) Ensure(_ context.Context, e *lab.Env) (bool, error) {
 func (agentConfigs) Delete(_ context.Context, e *lab.Env) error {
 	p := e.Plan
 	dir := ""
-	if p.Mode == plan.ModeAgent {
+	if p.Mode == Name {
 		dir = p.Installer.Dir
 	}
 	return errors.Join(lab.RemoveFiles([]string{p.Paths.AgentConfigCopy, p.Paths.AgentConfig, p.Paths.MediaBooted, p.Paths.AddedNodes}, dir),

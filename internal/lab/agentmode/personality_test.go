@@ -8,6 +8,7 @@ import (
 	"github.com/bmlab/bmlab/internal/lab/labtest"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/plan/plantest"
 )
 
 // TestMediaPlaces: the agent mode inserts its ISO through the System's
@@ -29,7 +30,7 @@ func TestMediaPlaces(t *testing.T) {
 		cfg, err := labconfig.Parse([]byte("name: am\ncluster: {workers: {count: 0}, masters: {" + c.persona + "}}\n"))
 		labtest.Must(t, err)
 		labtest.Must(t, cfg.ApplyProfile("tiny"))
-		p, err := plan.Resolve(cfg, plan.Options{Dir: t.TempDir(), Profile: "tiny", Mode: plan.ModeAgent})
+		p, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: t.TempDir(), Profile: "tiny", Mode: Name})
 		labtest.Must(t, err)
 		err = mediaPlaces(&lab.Env{Plan: p})
 		switch {

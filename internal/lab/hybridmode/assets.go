@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/steps"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/upi"
 )
 
@@ -78,7 +78,7 @@ func (ignition) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 		return changed, err
 	}
 	for _, n := range p.Nodes {
-		if n.Role == ipi.RoleBootstrap && lab.Exists(p.Paths.BootstrapRemoved) {
+		if n.Role == ocp.RoleBootstrap && lab.Exists(p.Paths.BootstrapRemoved) {
 			continue
 		}
 		file := n.Role + ".ign"

@@ -102,7 +102,7 @@ func hostsEntries(p *plan.Plan) []string {
 		return out
 	}
 	out := lines(k.APIVIP, k.IngressVIP)
-	if f := k.Secondary; f != nil {
+	if f := k.Secondary; !f.IsZero() {
 		out = append(out, lines(f.APIVIP, f.IngressVIP)...)
 	}
 	return out

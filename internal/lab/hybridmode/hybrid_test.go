@@ -10,19 +10,20 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/labtest"
 	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labconfig"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/plan/plantest"
 )
 
 func hybridPlan(t *testing.T, name, extra string) *plan.Plan {
 	t.Helper()
 	cfg, err := labconfig.Parse([]byte("name: " + name + "\ncluster: {image: /img/rhcos.qcow2" + extra + "}\n"))
 	labtest.Must(t, err)
-	p, err := plan.Resolve(cfg, plan.Options{Dir: "/labs/" + name, Mode: plan.ModeHybrid})
+	p, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: "/labs/" + name, Mode: Name})
 	labtest.Must(t, err)
 	return p
 }
@@ -125,7 +126,7 @@ func TestDownByNameCleansTheMarkedHostsFile(t *testing.T) {
 		}
 		return m
 	}
-	bare, err := plan.Resolve(mustParse(t, "name: hf\n"), plan.Options{Dir: dir, Mode: plan.ModeIPI})
+	bare, err := plan.Resolve(mustParse(t, "name: hf\n"), plan.Options{Modes: plantest.Modes(), Dir: dir, Mode: plantest.IPI})
 	labtest.Must(t, err)
 	bare.Paths.HostsFile = def // what /etc/hosts is to down --lab
 	e := &lab.Env{Plan: bare, Host: markedHost{labtest.NewHost(), map[string]map[string]string{"hf-master-0": attrs(p)}}}
@@ -145,7 +146,7 @@ func TestUpLeavesShutOffNodesOff(t *testing.T) {
 	dir := t.TempDir()
 	cfg, err := labconfig.Parse([]byte("name: so\ncluster: {image: /img/rhcos.qcow2, workers: {count: 1}}\n"))
 	labtest.Must(t, err)
-	p, err := plan.Resolve(cfg, plan.Options{Dir: dir, Mode: plan.ModeHybrid})
+	p, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: dir, Mode: Name})
 	labtest.Must(t, err)
 	for _, n := range p.Nodes {
 		labtest.Must(t, os.MkdirAll(filepath.Dir(n.Ignition), 0o755))
@@ -154,7 +155,7 @@ func TestUpLeavesShutOffNodesOff(t *testing.T) {
 	f := labtest.NewHost()
 	rec := &labtest.Recorder{}
 	e := &lab.Env{Plan: p, Host: f, Rep: rec}
-	workers := nodesOf(p, ipi.RoleWorker)
+	workers := nodesOf(p, ocp.RoleWorker)
 	if _, err := startNodes(context.Background(), e, "workers", workers); err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +261,7 @@ func TestHybridInstallConfigDualStack(t *testing.T) {
 	labtest.Must(t, os.WriteFile(filepath.Join(dir, "pull-secret.json"), []byte(`{"auths":{"registry.invalid":{"auth":"dXNlcjpwYXNz"}}}`), 0o600))
 	cfg, err := labconfig.Parse([]byte("name: hic\ncluster: {ipFamily: dual, image: /img/rhcos.qcow2}\n"))
 	labtest.Must(t, err)
-	p, err := plan.Resolve(cfg, plan.Options{Dir: dir, Mode: plan.ModeHybrid, SSHKey: "/dev/null"})
+	p, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: dir, Mode: Name, SSHKey: "/dev/null"})
 	labtest.Must(t, err)
 	ic, err := HybridInstallConfig(&lab.Env{Plan: p})
 	labtest.Must(t, err)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
-	"github.com/bmlab/bmlab/internal/plan"
 )
 
 // hybridInstallConfig writes install-config.yaml (platform none) into the
@@ -63,7 +62,7 @@ func (hybridInstallConfig) Ensure(_ context.Context, e *lab.Env) (bool, error) {
 // ignition configs, their certificates, auth/) belong to the cluster that
 // down removes, and a later up must not resume from them.
 func (hybridInstallConfig) Delete(_ context.Context, e *lab.Env) error {
-	if e.Plan.Mode != plan.ModeHybrid {
+	if e.Plan.Mode != Name {
 		return lab.RemoveFiles([]string{e.Plan.Paths.InstallConfigCopy}, "")
 	}
 	return lab.RemoveFiles([]string{e.Plan.Paths.InstallConfigCopy}, e.Plan.Installer.Dir)

@@ -4,12 +4,21 @@ import (
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/steps"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/upi"
 )
 
 // Mode is the hybrid mode.
-func Mode() lab.Mode { return lab.Mode{Name: plan.ModeHybrid, Actions: Actions} }
+func Mode() lab.Mode { return lab.Mode{Name: Name, Traits: Traits, Actions: Actions} }
+
+// Traits are the hybrid mode's: nodes without BMCs, booted from the lab's
+// RHCOS image with their ignition (which has no bond); a single node, with
+// workers or not; the LLDP sender only when the lab file turns it on.
+var Traits = plan.Traits{SingleNode: true, SingleNodeWorkers: true, BootImage: true}
+
+// Name is the mode's name (--mode, the lab file's mode:).
+const Name = "hybrid"
 
 // Actions are the kcli-style UPI flow on the lab's host: the installer's
 // own ignition, merged with static pods for the cluster's VIPs
@@ -39,11 +48,11 @@ func HybridInstallConfig(e *lab.Env) (*ipi.InstallConfig, error) {
 		APIVersion: "v1",
 		BaseDomain: k.BaseDomain,
 		Metadata:   ipi.Metadata{Name: k.Name},
-		Networking: ipi.ClusterNetworking(k.MachineNetwork, k.SecondaryFamily().MachineNetwork),
+		Networking: ipi.ClusterNetworking(k.MachineNetwork, k.Secondary.MachineNetwork),
 		// UPI: the installer makes no machines; compute replicas are 0
 		// and the workers join by their CSRs.
-		Compute:      []ipi.MachinePool{{Name: ipi.RoleWorker, Replicas: 0, Architecture: ipi.Architecture(k.Arch.Workers)}},
-		ControlPlane: ipi.MachinePool{Name: ipi.RoleMaster, Replicas: k.Masters, Architecture: ipi.Architecture(k.Arch.Masters)},
+		Compute:      []ipi.MachinePool{{Name: ocp.RoleWorker, Replicas: 0, Architecture: ipi.Architecture(k.Arch.Workers)}},
+		ControlPlane: ipi.MachinePool{Name: ocp.RoleMaster, Replicas: k.Masters, Architecture: ipi.Architecture(k.Arch.Masters)},
 		Platform:     ipi.Platform{None: &ipi.None{}},
 		PullSecret:   pull,
 		SSHKey:       key,
@@ -63,7 +72,7 @@ func Cluster(p *plan.Plan, sshKey string) upi.Cluster {
 	k := p.Cluster
 	h := p.Hybrid
 	c := upi.Cluster{
-		Name: k.Name, BaseDomain: k.BaseDomain, Family: k.Family, Secondary: k.SecondaryFamily(),
+		Name: k.Name, BaseDomain: k.BaseDomain, Family: k.Family, Secondary: k.Secondary,
 		APIRouterID: h.APIRouterID, IngressRouterID: h.IngressRouterID,
 		Upstream: h.Upstream, SSHKey: sshKey, SingleNode: h.SingleNode,
 		Images: upi.Images{Keepalived: h.KeepalivedImage, CoreDNS: h.CoreDNSImage, HAProxy: h.HAProxyImage},

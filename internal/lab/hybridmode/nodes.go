@@ -7,9 +7,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/steps"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/upi"
 )
@@ -21,9 +21,9 @@ type controlPlane struct{ multiNode }
 func (controlPlane) Name() string { return "control-plane" }
 
 func (controlPlane) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
-	roles := []string{ipi.RoleMaster}
+	roles := []string{ocp.RoleMaster}
 	if !lab.Exists(e.Plan.Paths.BootstrapRemoved) {
-		roles = append([]string{ipi.RoleBootstrap}, roles...)
+		roles = append([]string{ocp.RoleBootstrap}, roles...)
 	}
 	return startNodes(ctx, e, "control-plane", nodesOf(e.Plan, roles...))
 }
@@ -43,7 +43,7 @@ type workers struct{ multiNode }
 func (workers) Name() string { return "workers" }
 
 func (workers) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
-	return startNodes(ctx, e, "workers", nodesOf(e.Plan, ipi.RoleWorker))
+	return startNodes(ctx, e, "workers", nodesOf(e.Plan, ocp.RoleWorker))
 }
 
 func (workers) Delete(context.Context, *lab.Env) error { return nil }
@@ -119,9 +119,9 @@ func (bootstrapComplete) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 		var bootstrap string
 		for _, n := range p.Nodes {
 			switch n.Role {
-			case ipi.RoleMaster:
+			case ocp.RoleMaster:
 				masters = append(masters, "--master "+n.IP.String())
-			case ipi.RoleBootstrap:
+			case ocp.RoleBootstrap:
 				bootstrap = n.IP.String()
 			}
 		}
@@ -147,7 +147,7 @@ func (removeBootstrap) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 	if !lab.Exists(p.Paths.BootstrapComplete) {
 		return false, errors.New("the bootstrap has not completed; it stays")
 	}
-	b := nodesOf(p, ipi.RoleBootstrap)
+	b := nodesOf(p, ocp.RoleBootstrap)
 	if len(b) != 1 {
 		return false, errors.New("the plan has no bootstrap node")
 	}

@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/steps"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -52,7 +52,7 @@ func image(ctx context.Context, e *lab.Env) (bool, error) {
 
 // removed leaves out the bootstrap's disks once it is removed.
 func removed(p *plan.Plan, n plan.Node) bool {
-	return n.Role == ipi.RoleBootstrap && lab.Exists(p.Paths.BootstrapRemoved)
+	return n.Role == ocp.RoleBootstrap && lab.Exists(p.Paths.BootstrapRemoved)
 }
 
 // machines are the nodes' machines: with the mark's attributes other labs
@@ -92,7 +92,7 @@ func segmentClashes(ctx context.Context, e *lab.Env) ([]string, error) {
 		"apiRouterID": "cluster.hybrid.apiRouterID", "ingressRouterID": "cluster.hybrid.ingressRouterID",
 		"apiVIPV6": "cluster.apiVIPV6", "ingressVIPV6": "cluster.ingressVIPV6"}
 	keys := []string{"apiVIP", "ingressVIP", "apiRouterID", "ingressRouterID", "apiVIPV6", "ingressVIPV6"}
-	if f := k.Secondary; f != nil {
+	if f := k.Secondary; !f.IsZero() {
 		mine["apiVIPV6"], mine["ingressVIPV6"] = f.APIVIP.String(), f.IngressVIP.String()
 	}
 	seen := map[string]bool{}
@@ -155,7 +155,7 @@ func markAttrs(p *plan.Plan) []string {
 		"apiRouterID", strconv.Itoa(p.Hybrid.APIRouterID), "ingressRouterID", strconv.Itoa(p.Hybrid.IngressRouterID),
 		"hostsFile", p.Paths.HostsFile,
 	}
-	if f := k.Secondary; f != nil {
+	if f := k.Secondary; !f.IsZero() {
 		attrs = append(attrs, "apiVIPV6", f.APIVIP.String(), "ingressVIPV6", f.IngressVIP.String())
 	}
 	return attrs

@@ -52,7 +52,7 @@ func InstallConfig(e *lab.Env) (*ipi.InstallConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	ic, err := ipi.Generate(steps.InstallCluster(p), p.IPINodes(), pull, key)
+	ic, err := ipi.Generate(steps.InstallCluster(p), steps.IPINodes(p), pull, key)
 	if err != nil {
 		return nil, err
 	}

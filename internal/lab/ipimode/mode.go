@@ -16,7 +16,15 @@ import (
 )
 
 // Mode is the ipi-baremetal mode.
-func Mode() lab.Mode { return lab.Mode{Name: plan.ModeIPI, Actions: Actions} }
+func Mode() lab.Mode { return lab.Mode{Name: Name, Traits: Traits, Actions: Actions} }
+
+// Traits are the IPI mode's: nodes with BMCs, on the provisioning network
+// when the lab has one (the installer's Ironic boots them there); three
+// masters at least; bonds; the LLDP sender on.
+var Traits = plan.Traits{BMCs: true, ProvisioningNetwork: true, Bonds: true, LLDP: true}
+
+// Name is the mode's name (--mode, the lab file's mode:).
+const Name = "ipi-baremetal"
 
 // Actions are its steps, in order.
 func Actions() []lab.Action {

@@ -23,8 +23,8 @@ import (
 
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/labconfig"
-	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/plan/plantest"
 )
 
 // Host keeps objects in maps: kind → name → owner ("" for foreign).
@@ -34,7 +34,7 @@ type Host struct {
 	// Objs are the objects: kind → name → owner ("" for foreign).
 	Objs    map[lab.Kind]map[string]string
 	PoolDir map[string]string
-	Daemons map[int][]string // pid → args, all of the one lab
+	Daemons map[int]plan.Vbmcd // pid → what it serves, all of the one lab
 	NextPID int
 	// BMCs are the BMC settings recorded with each node (MachineBMC).
 	BMCs map[string]lab.MachineBMC
@@ -48,11 +48,23 @@ type Host struct {
 	// Shared are the libvirt networks other labs could share, with the
 	// entries labs added (Ensure of SharedEntries).
 	Shared []lab.SharedNetwork
+	// HostInfo is what Info answers (NewHost: a roomy KVM host); Info
+	// fails with Fail["info"].
+	HostInfo lab.HostInfo
 }
 
 // NewHost is an empty fake provider.
 func NewHost() *Host {
-	return &Host{Objs: map[lab.Kind]map[string]string{}, PoolDir: map[string]string{}, Daemons: map[int][]string{}, NextPID: 100, Fail: map[string]error{}, IgnoreDelete: map[string]bool{}}
+	return &Host{Objs: map[lab.Kind]map[string]string{}, PoolDir: map[string]string{}, Daemons: map[int]plan.Vbmcd{}, NextPID: 100, Fail: map[string]error{}, IgnoreDelete: map[string]bool{},
+		HostInfo: lab.HostInfo{KVM: true, Arch: "amd64", CPUs: 64, MemoryMiB: 256 << 10, FreeGiB: 1 << 10, FreeKnown: true}}
+}
+
+// Info implements lab.Provider: f.HostInfo, recorded in no call list.
+func (f *Host) Info(context.Context, string) (lab.HostInfo, error) {
+	if err := f.Fail["info"]; err != nil {
+		return lab.HostInfo{}, err
+	}
+	return f.HostInfo, nil
 }
 
 func (f *Host) Call(name string) error {
@@ -220,8 +232,8 @@ func (f *Host) Ensure(_ context.Context, o lab.Object) ([]string, error) {
 	case lab.BMCDaemon:
 		var done []string
 		ok := false
-		for pid, args := range f.Daemons {
-			if slices.Equal(args, o.Plan.Vbmcd.Args) && !o.Restart {
+		for pid, v := range f.Daemons {
+			if reflect.DeepEqual(v, o.Plan.Vbmcd) && !o.Restart {
 				ok = true
 				continue
 			}
@@ -236,7 +248,7 @@ func (f *Host) Ensure(_ context.Context, o lab.Object) ([]string, error) {
 				return done, err
 			}
 			f.NextPID++
-			f.Daemons[f.NextPID] = o.Plan.Vbmcd.Args
+			f.Daemons[f.NextPID] = o.Plan.Vbmcd
 			done = append(done, "started")
 		}
 		return done, f.Call("check bmcs")
@@ -247,7 +259,7 @@ func (f *Host) Ensure(_ context.Context, o lab.Object) ([]string, error) {
 // entriesOf is what the lab adds to a shared network, as the fake keeps it.
 func entriesOf(o lab.SharedEntries) lab.Entries {
 	sh := o.Shared
-	e := lab.Entries{Lab: o.Lab, Block: netaddr.Range{Start: sh.BlockStart, End: sh.BlockEnd}}
+	e := lab.Entries{Lab: o.Lab, Block: sh.Block()}
 	for _, r := range sh.Reservations {
 		r.MAC = strings.ToLower(r.MAC)
 		e.Hosts = append(e.Hosts, r)
@@ -434,7 +446,7 @@ func EnvFor(t *testing.T, f *Host, dir, labText string) (*lab.Env, *Recorder) {
 	cfg, err := labconfig.Parse([]byte(labText))
 	Must(t, err)
 	Must(t, cfg.ApplyProfile("tiny"))
-	p, err := plan.Resolve(cfg, plan.Options{Dir: dir, Profile: "tiny", Vbmcd: "/bin/vbmcd"})
+	p, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: dir, Profile: "tiny", Vbmcd: "/bin/vbmcd"})
 	Must(t, err)
 	rec := &Recorder{}
 	return &lab.Env{Plan: p, Host: f, Rep: rec, Log: zap.NewNop()}, rec

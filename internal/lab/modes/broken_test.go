@@ -26,7 +26,7 @@ func TestBrokenLabsRefusedBeforeAnything(t *testing.T) {
 				_ = os.Chmod(d, 0o755)
 			}
 			cfg := l.Write(t, dir)
-			p, err := plan.Load(plan.Options{ConfigPath: cfg, ConfigSet: true, Mode: l.Mode, Profile: "tiny"})
+			p, err := plan.Load(plan.Options{Modes: All.Specs(), ConfigPath: cfg, ConfigSet: true, Mode: l.Mode, Profile: "tiny"})
 			f := libvirtChecks{labtest.NewHost()}
 			if err == nil {
 				rec := &labtest.Recorder{}

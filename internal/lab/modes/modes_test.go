@@ -8,15 +8,26 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/lab/agentmode"
+	"github.com/bmlab/bmlab/internal/lab/hybridmode"
+	"github.com/bmlab/bmlab/internal/lab/ipimode"
 	"github.com/bmlab/bmlab/internal/lab/labtest"
-	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/plan/plantest"
 )
+
+// TestPlantestNames: the mode names that the tests of the packages the
+// modes import use (plantest.IPI, Hybrid, Agent) are the modes' Name.
+func TestPlantestNames(t *testing.T) {
+	if d := cmp.Diff([]string{ipimode.Name, hybridmode.Name, agentmode.Name}, []string{plantest.IPI, plantest.Hybrid, plantest.Agent}); d != "" {
+		t.Errorf("plantest's mode names are not the modes' (-modes +plantest):\n%s", d)
+	}
+}
 
 // TestLookup: a mode is found by its name; any other name is refused with
 // the names there are (moved here from plan's TestBadInput: the modes'
 // list, not the plan, knows them).
 func TestLookup(t *testing.T) {
-	for _, name := range []string{plan.ModeIPI, plan.ModeHybrid, plan.ModeAgent} {
+	for _, name := range []string{ipimode.Name, hybridmode.Name, agentmode.Name} {
 		if m, err := All.Lookup(name); err != nil || m.Name != name {
 			t.Errorf("Lookup(%s) = %v, %v", name, m.Name, err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -98,7 +99,7 @@ func labMessage(p *plan.Plan, fe *ipi.FieldError) string {
 	case f == "platform.baremetal.bootstrapProvisioningIP" || f == "platform.baremetal.clusterProvisioningIP":
 		field = "cluster." + strings.TrimPrefix(f, "platform.baremetal.")
 		fix = "set " + field + " to a free address of cluster.provisioningNetworkCIDR outside cluster.provisioningDHCPRange (the defaults are its .2 and .3)"
-		if p.Cluster.ProvisioningNetwork == ipi.ProvisioningDisabled {
+		if p.Cluster.ProvisioningNetwork == ocp.ProvisioningDisabled {
 			fix = "set " + field + " to a free address of cluster.machineNetwork outside cluster.dhcpRange and off the VIPs (the defaults are its 7th and 8th addresses, dev-scripts'), or move cluster.dhcpRange"
 		}
 	case f == "platform.baremetal.provisioningDHCPRange":

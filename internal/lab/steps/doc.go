@@ -6,8 +6,9 @@
 // exec:, checked through libvirt), network, storage (the pool, the nodes'
 // volumes, an image downloaded once), nodes, bmcs (the BMC credentials,
 // the lab's CA and its certificate for vbmcd, vbmcd itself), and what the
-// modes' own steps share: the installer's inputs, the cluster for
-// install-config with the lab's CA, and the lab's picture (Graph).
+// modes' own steps share: the installer's inputs, the adapter from the
+// plan to install-config generation (IPICluster, IPINodes, BondConfig;
+// InstallCluster adds the lab's CA), and the lab's picture (Graph).
 //
 // The network step is the one owner of the host network: CheckNetwork,
 // EnsureNetwork and RemoveNetwork are what `labctl net check|repair|down`

@@ -118,7 +118,7 @@ func GraphDOT(p *plan.Plan, diffs []lab.Difference, power map[string]string) str
 		w(`  %s [shape=ellipse, label=%s, fillcolor="#f4ecf7"];`, q("remote:"+x.Remote.String()), q("host "+x.Remote.String()))
 		w(`  %s -> %s [label=%s, style=dashed%s];`, q("br:"+x.Master), q("remote:"+x.Remote.String()), q(fmt.Sprintf("vxlan %s (VNI %d)", x.Name, x.ID)), style(x.Name))
 	}
-	if p.Vbmcd.Path != "" || len(p.Vbmcd.Args) > 0 {
+	if p.Vbmcd.Serves() {
 		w(`  vbmcd [shape=component, label=%s, fillcolor="#e8f8f5"];`, q(fmt.Sprintf("vbmcd\n%s://%s:%d", p.BMC.Scheme, p.BMC.Host, p.BMC.RedfishPort)))
 		if p.BMC.Network.IsValid() {
 			w(`  vbmcd -> %s [label="a listener per BMC address", color="#16a085"];`, q("br:"+p.BMC.Bridge))

@@ -12,6 +12,7 @@ import (
 	"github.com/bmlab/bmlab/internal/lab/labtest"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/plan/plantest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -36,13 +37,13 @@ func TestGraphDOT(t *testing.T) {
 	cfg, err := labconfig.Parse([]byte("name: fk\ncluster: {bmc: {network: 192.168.125.0/24}}\n"))
 	labtest.Must(t, err)
 	labtest.Must(t, cfg.ApplyProfile("tiny"))
-	oob, err := plan.Resolve(cfg, plan.Options{Dir: "/labs/fk", Profile: "tiny", Vbmcd: "/bin/vbmcd"})
+	oob, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: "/labs/fk", Profile: "tiny", Vbmcd: "/bin/vbmcd"})
 	labtest.Must(t, err)
 	// A lab with a Managed provisioning network: two NICs a node.
 	cfg, err = labconfig.Parse([]byte("name: fk\nnetwork: {provisioningNetwork: Managed}\ncluster: {workers: {count: 1}}\n"))
 	labtest.Must(t, err)
 	labtest.Must(t, cfg.ApplyProfile("tiny"))
-	managed, err := plan.Resolve(cfg, plan.Options{Dir: "/labs/fk", Profile: "tiny", Vbmcd: "/bin/vbmcd"})
+	managed, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: "/labs/fk", Profile: "tiny", Vbmcd: "/bin/vbmcd"})
 	labtest.Must(t, err)
 	for _, tt := range []struct {
 		name  string

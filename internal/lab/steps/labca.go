@@ -42,7 +42,7 @@ func ensureLabCA(p *plan.Plan, now time.Time) (bool, error) {
 // CA when it has one (before the bmcs step made it, none: the installer's
 // rules do not look at it).
 func InstallCluster(p *plan.Plan) ipi.Cluster {
-	k := p.IPICluster()
+	k := IPICluster(p)
 	if p.BMC.LabCA {
 		if pem, err := os.ReadFile(p.Paths.CACert); err == nil {
 			k.BMCVerifyCA = string(pem)

@@ -505,7 +505,7 @@ func join(s []string) string { return strings.Join(s, ", ") }
 // secondaryGateway is the NAT network's IPv6 address in a dual-stack lab
 // (invalid otherwise).
 func secondaryGateway(nat *plan.NAT) netip.Addr {
-	if nat.Secondary != nil {
+	if !nat.Secondary.IsZero() {
 		return nat.Secondary.HostAddress
 	}
 	return netip.Addr{}

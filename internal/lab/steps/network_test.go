@@ -218,6 +218,64 @@ func TestPreflightForeignResolverDropIn(t *testing.T) {
 	}
 }
 
+// TestPreflightAsksTheProvider: preflight weighs the lab against what the
+// provider says of its host (lab.Provider.Info), not against the machine
+// the test runs on: no KVM, an x86 host, fewer CPUs and less memory than
+// planned are notes; less than a GiB free stops it, as does a host that
+// cannot be asked, before anything is made.
+func TestPreflightAsksTheProvider(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		info   lab.HostInfo
+		fail   error
+		notes  []string
+		refuse string
+	}{
+		{name: "roomy KVM host", info: lab.HostInfo{KVM: true, Arch: "amd64", CPUs: 512, MemoryMiB: 1 << 22, FreeGiB: 100, FreeKnown: true},
+			notes: []string{"memory: ", "disk: "}},
+		{name: "small TCG host", info: lab.HostInfo{Arch: "amd64", CPUs: 1, MemoryMiB: 1024, FreeGiB: 7, FreeKnown: true},
+			notes: []string{"no /dev/kvm", "memory: 2048 MiB planned of 1024 MiB (200%): overcommitted", "CPU: 5 vCPUs planned on 1 host CPUs (overcommitted", "disk: 10 GiB of thin disks planned, 7 GiB free"}},
+		{name: "figures unknown", info: lab.HostInfo{KVM: true, Arch: "amd64"}},
+		{name: "full disk", info: lab.HostInfo{KVM: true, Arch: "amd64", CPUs: 512, MemoryMiB: 1 << 22, FreeKnown: true}, refuse: "less than 1 GiB free in "},
+		{name: "host not answering", fail: errors.New("libvirtd gone"), refuse: "the lab's host: libvirtd gone"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := labtest.NewHost()
+			f.HostInfo = tt.info
+			if tt.fail != nil {
+				f.Fail["info"] = tt.fail
+			}
+			e, rec := labtest.Env(t, f, "")
+			_, err := Preflight{}.Ensure(context.Background(), e)
+			if tt.refuse != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.refuse) {
+					t.Fatalf("preflight = %v, want %q", err, tt.refuse)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := strings.Join(rec.Lines, "\n")
+			for _, n := range tt.notes {
+				if !strings.Contains(all, n) {
+					t.Errorf("notes lack %q:\n%s", n, all)
+				}
+			}
+			for _, n := range []string{"no /dev/kvm", "overcommitted", "CPU: ", "memory: ", "disk: "} {
+				if !strings.Contains(strings.Join(tt.notes, "\n"), n) && strings.Contains(all, n) {
+					t.Errorf("a note %q the host gives no cause for:\n%s", n, all)
+				}
+			}
+			for kind, objs := range f.Objs {
+				if len(objs) > 0 {
+					t.Errorf("preflight made %ss: %v", kind, objs)
+				}
+			}
+		})
+	}
+}
+
 // TestLLDPNotOnASpoke: labctl on another host of the lab leaves the LLDP
 // sender alone (the hub's, and in the tests that host is this machine).
 func TestLLDPNotOnASpoke(t *testing.T) {

@@ -1,16 +1,12 @@
 package steps
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/netip"
 	"os"
-	"runtime"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/netaddr"
@@ -63,11 +59,18 @@ func (pf Preflight) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 			archs = append(archs, n.Arch)
 		}
 	}
-	if _, err := os.Stat("/dev/kvm"); err != nil {
+	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		return false, fmt.Errorf("lab directory: %w", err)
+	}
+	info, err := e.Host.Info(ctx, p.Dir)
+	if err != nil {
+		return false, fmt.Errorf("the lab's host: %w", err)
+	}
+	if !info.KVM {
 		e.Rep.Note("preflight", "no /dev/kvm: the VMs run under TCG (software emulation), much slower than KVM")
 	}
-	if slices.Contains(archs, plan.ArchAArch64) && runtime.GOARCH != "arm64" {
-		e.Rep.Note("preflight", "aarch64 nodes on this "+runtime.GOARCH+" host: qemu-system-aarch64 emulates them under TCG, many times slower than an x86_64 node (docs/performance.md)")
+	if slices.Contains(archs, plan.ArchAArch64) && info.Arch != "arm64" {
+		e.Rep.Note("preflight", "aarch64 nodes on this "+info.Arch+" host: qemu-system-aarch64 emulates them under TCG, many times slower than an x86_64 node (docs/performance.md)")
 	}
 	var mem, cpus, disk uint
 	for _, n := range p.Nodes {
@@ -77,7 +80,7 @@ func (pf Preflight) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 			disk += d.SizeGiB
 		}
 	}
-	if total := memTotalMiB(); total > 0 {
+	if total := info.MemoryMiB; total > 0 {
 		ratio := float64(mem) / float64(total)
 		msg := fmt.Sprintf("memory: %d MiB planned of %d MiB (%.0f%%)", mem, total, 100*ratio)
 		if ratio > 1 {
@@ -85,15 +88,11 @@ func (pf Preflight) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 		}
 		e.Rep.Note("preflight", msg)
 	}
-	if n := uint(runtime.NumCPU()); cpus > n {
+	if n := uint(info.CPUs); n > 0 && cpus > n {
 		e.Rep.Note("preflight", fmt.Sprintf("CPU: %d vCPUs planned on %d host CPUs (overcommitted %.1fx)", cpus, n, float64(cpus)/float64(n)))
 	}
-	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
-		return false, fmt.Errorf("lab directory: %w", err)
-	}
-	var fs syscall.Statfs_t
-	if err := syscall.Statfs(p.Dir, &fs); err == nil {
-		free := fs.Bavail * uint64(fs.Bsize) >> 30
+	if info.FreeKnown {
+		free := info.FreeGiB
 		e.Rep.Note("preflight", fmt.Sprintf("disk: %d GiB of thin disks planned, %d GiB free in %s (thin: space is used as the VMs write)", disk, free, p.Dir))
 		if free < 1 {
 			return false, fmt.Errorf("less than 1 GiB free in %s", p.Dir)
@@ -189,7 +188,7 @@ func (pf Preflight) Clash(ctx context.Context, e *lab.Env) error {
 			cidr netip.Prefix
 			fix  string
 		}{{nat.MachineNetwork, "cluster.machineNetwork, with dhcpRange, apiVIP, ingressVIP and bmc.address"}}
-		if f := nat.Secondary; f != nil {
+		if f := nat.Secondary; !f.IsZero() {
 			families = append(families, struct {
 				cidr netip.Prefix
 				fix  string
@@ -247,23 +246,6 @@ func firstErr(a, b error) error {
 		return a
 	}
 	return b
-}
-
-func memTotalMiB() uint {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "MemTotal:" {
-			kib, _ := strconv.ParseUint(fields[1], 10, 64)
-			return uint(kib / 1024)
-		}
-	}
-	return 0
 }
 
 // QemuCanReach checks that qemu, which runs as an unprivileged user
@@ -342,7 +324,7 @@ func sharedClashes(ctx context.Context, e *lab.Env) ([]string, error) {
 			names[strings.ToLower(nm)] = true
 		}
 	}
-	in := func(a, lo, hi netip.Addr) bool { return !a.Less(lo) && !hi.Less(a) }
+	own := sh.Block()
 	against := func(who string, hosts []plan.Reservation, records []plan.Record, blk netaddr.Range) {
 		seen := map[string]bool{}
 		add := func(m string) {
@@ -351,24 +333,24 @@ func sharedClashes(ctx context.Context, e *lab.Env) ([]string, error) {
 				msgs = append(msgs, m)
 			}
 		}
-		if lo, hi := blk.Start, blk.End; lo.IsValid() && hi.IsValid() {
-			if !(hi.Less(sh.BlockStart) || sh.BlockEnd.Less(lo)) {
-				add(fmt.Sprintf("cluster.dhcpRange: %s-%s overlaps %s's addresses %s-%s on the shared network %s; give this lab a range of its own", sh.BlockStart, sh.BlockEnd, who, lo, hi, sh.Network))
+		if blk.Start.IsValid() && blk.End.IsValid() {
+			if own.Overlaps(blk) {
+				add(fmt.Sprintf("cluster.dhcpRange: %s overlaps %s's addresses %s on the shared network %s; give this lab a range of its own", own, who, blk, sh.Network))
 			}
 			for _, f := range []struct {
 				ip    netip.Addr
 				field string
 			}{{sh.APIVIP, "cluster.apiVIP"}, {sh.IngressVIP, "cluster.ingressVIP"}} {
-				if f.ip.IsValid() && in(f.ip, lo, hi) {
-					add(fmt.Sprintf("%s: %s is inside %s's addresses %s-%s on the shared network %s; pick an address no lab on it uses", f.field, f.ip, who, lo, hi, sh.Network))
+				if f.ip.IsValid() && blk.Contains(f.ip) {
+					add(fmt.Sprintf("%s: %s is inside %s's addresses %s on the shared network %s; pick an address no lab on it uses", f.field, f.ip, who, blk, sh.Network))
 				}
 			}
 		}
 		for _, h := range hosts {
 			if f, ok := ipField[h.IP.String()]; ok {
 				add(fmt.Sprintf("%s: %s is %s's (%s) on the shared network %s; pick an address no lab on it uses", f, h.IP, who, h.Name, sh.Network))
-			} else if h.IP.IsValid() && in(h.IP, sh.BlockStart, sh.BlockEnd) {
-				add(fmt.Sprintf("cluster.dhcpRange: %s-%s holds %s, %s's (%s) on the shared network %s; give this lab a range of its own", sh.BlockStart, sh.BlockEnd, h.IP, who, h.Name, sh.Network))
+			} else if h.IP.IsValid() && own.Contains(h.IP) {
+				add(fmt.Sprintf("cluster.dhcpRange: %s holds %s, %s's (%s) on the shared network %s; give this lab a range of its own", own, h.IP, who, h.Name, sh.Network))
 			}
 			if node, ok := macs[strings.ToLower(h.MAC)]; ok {
 				add(fmt.Sprintf("name: node %s's MAC %s is %s's (%s) on the shared network %s; give this lab another name (MACs derive from it)", node, h.MAC, who, h.Name, sh.Network))

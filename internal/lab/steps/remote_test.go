@@ -16,6 +16,7 @@ import (
 	"github.com/bmlab/bmlab/internal/lab/labtest"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/plan/plantest"
 )
 
 // spokeFake is the fake host of a lab over several hosts: libvirt's view of
@@ -88,7 +89,7 @@ func multiEnv(t *testing.T, withExec bool) (*lab.Env, *labtest.Recorder, *fakeRu
 	cfg, err := labconfig.Parse(src)
 	labtest.Must(t, err)
 	labtest.Must(t, cfg.ApplyProfile("tiny"))
-	p, err := plan.Resolve(cfg, plan.Options{Dir: e.Plan.Dir, Profile: "tiny", Vbmcd: "/bin/vbmcd"})
+	p, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: e.Plan.Dir, Profile: "tiny", Vbmcd: "/bin/vbmcd"})
 	labtest.Must(t, err)
 	p.Source = src
 	s := &spokeFake{Host: e.Host.(*labtest.Host), views: map[string]lab.HostView{}}
@@ -206,7 +207,7 @@ func TestHostsStepOnOneHost(t *testing.T) {
 // TestSpokeArgsAndQuoting: the words for ssh are quoted for the remote
 // shell; other exec: programs get them as they are.
 func TestSpokeArgsAndQuoting(t *testing.T) {
-	p := &plan.Plan{Dir: "/srv/my lab", Mode: plan.ModeIPI}
+	p := &plan.Plan{Dir: "/srv/my lab", Mode: plantest.IPI}
 	h := plan.Host{Name: "beta", Exec: []string{"ssh", "root@beta"}, Labctl: "labctl"}
 	got := SpokeArgs(p, h, "net", "check")
 	if d := cmp.Diff([]string{"net", "check", "--host", "beta", "-f", "-", "--dir", "/srv/my lab", "--mode", "ipi-baremetal"}, got); d != "" {

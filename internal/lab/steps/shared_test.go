@@ -13,6 +13,7 @@ import (
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/plan/plantest"
 )
 
 // sharedPlan is a lab on the shared network "shnet" (10.198.90.0/24 on
@@ -24,7 +25,7 @@ func sharedPlan(t *testing.T, name, cluster string, start, api, ingress int) *pl
 		"cluster: {clusterName: " + cluster + ", baseDomain: lab.invalid, machineNetwork: 10.198.90.0/24, dhcpRange: {start: " + a(start) + ", end: " + a(start+9) + "}, apiVIP: " + a(api) + ", ingressVIP: " + a(ingress) + ", bmc: {address: " + a(ingress+100) + "}, " +
 		"bootstrapProvisioningIP: " + a(api+50) + ", clusterProvisioningIP: " + a(api+51) + "}\n"))
 	labtest.Must(t, err)
-	p, err := plan.Resolve(cfg, plan.Options{Dir: "/labs/" + name, Mode: plan.ModeIPI})
+	p, err := plan.Resolve(cfg, plan.Options{Modes: plantest.Modes(), Dir: "/labs/" + name, Mode: plantest.IPI})
 	labtest.Must(t, err)
 	if p.Network.NAT != nil || p.Network.Shared == nil {
 		t.Fatalf("lab %s: NAT %+v, shared %+v; want shared only", name, p.Network.NAT, p.Network.Shared)
@@ -151,7 +152,7 @@ func TestSharedClashes(t *testing.T) {
 	if _, err := EnsureNetwork(ctx, eb); err != nil {
 		t.Fatal(err)
 	}
-	bare, err := plan.Resolve(mustParse(t, "name: sha\n"), plan.Options{Dir: "/labs/sha", Mode: plan.ModeIPI})
+	bare, err := plan.Resolve(mustParse(t, "name: sha\n"), plan.Options{Modes: plantest.Modes(), Dir: "/labs/sha", Mode: plantest.IPI})
 	labtest.Must(t, err)
 	rm, err := RemoveNetwork(ctx, &lab.Env{Plan: bare, Host: f, Rep: e.Rep})
 	labtest.Must(t, err)

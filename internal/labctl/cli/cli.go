@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/bmlab/bmlab/internal/lab/modes"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/plan"
 )
@@ -59,7 +60,7 @@ func (g *Globals) Status() *Status { return NewStatus(g.Streams.Out, g.Progress)
 func (g *Globals) LoadPlan() (*plan.Plan, error) {
 	vb, _ := FindVbmcd(g.Vbmcd)
 	o := plan.Options{
-		ConfigPath: g.ConfigPath, ConfigSet: g.ConfigSet, Profile: g.Profile, Mode: g.Mode, Dir: g.Dir,
+		ConfigPath: g.ConfigPath, ConfigSet: g.ConfigSet, Profile: g.Profile, Mode: g.Mode, Modes: modes.All.Specs(), Dir: g.Dir,
 		Netns: g.Netns, LibvirtURI: g.LibvirtURI, Vbmcd: vb, HostCPUs: runtime.NumCPU(),
 	}
 	for _, f := range []struct{ in, out *string }{{&g.PullSecret, &o.PullSecret}, {&g.SSHKey, &o.SSHKey}} {
@@ -98,7 +99,7 @@ func (g *Globals) LoadPlanNamed(name string) (*plan.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return plan.Resolve(cfg, plan.Options{Dir: dir, Profile: g.Profile, Mode: plan.ModeIPI, Netns: g.Netns, LibvirtURI: g.LibvirtURI, HostCPUs: runtime.NumCPU()})
+	return plan.Resolve(cfg, plan.Options{Dir: dir, Profile: g.Profile, Mode: modes.All[0].Name, Modes: modes.All.Specs(), Netns: g.Netns, LibvirtURI: g.LibvirtURI, HostCPUs: runtime.NumCPU()})
 }
 
 // FindVbmcd returns the vbmcd binary: the one given, else next to labctl,

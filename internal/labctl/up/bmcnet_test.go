@@ -22,8 +22,11 @@ import (
 	"github.com/bmlab/bmlab/internal/installertest"
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/ironictest"
+	"github.com/bmlab/bmlab/internal/lab/agentmode"
+	"github.com/bmlab/bmlab/internal/lab/ipimode"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
@@ -85,26 +88,26 @@ func TestUpBMCNetwork(t *testing.T) {
 		ipmi, realAgent bool
 		unmanaged       bool
 	}{
-		{"lbn4", plan.ModeIPI, `  machineNetwork: 10.198.64.0/24
+		{"lbn4", ipimode.Name, `  machineNetwork: 10.198.64.0/24
   dhcpRange: {start: 10.198.64.20, end: 10.198.64.60}
   apiVIP: 10.198.64.5
   ingressVIP: 10.198.64.4
   masters: {personalities: [idrac9]}
   workers: {count: 0}
 `, 18764, "10.198.164.0/24", false, true, false},
-		{"lbni", plan.ModeIPI, `  machineNetwork: 10.198.66.0/24
+		{"lbni", ipimode.Name, `  machineNetwork: 10.198.66.0/24
   dhcpRange: {start: 10.198.66.20, end: 10.198.66.60}
   apiVIP: 10.198.66.5
   ingressVIP: 10.198.66.4
   workers: {count: 0}
 `, 18766, "10.198.166.0/24", true, false, false},
-		{"lbnu", plan.ModeIPI, `  machineNetwork: 10.198.67.0/24
+		{"lbnu", ipimode.Name, `  machineNetwork: 10.198.67.0/24
   dhcpRange: {start: 10.198.67.20, end: 10.198.67.60}
   apiVIP: 10.198.67.5
   ingressVIP: 10.198.67.4
   workers: {count: 0}
 `, 18767, "10.198.167.0/24", true, false, true},
-		{"lbn6", plan.ModeAgent, `  ipFamily: v6
+		{"lbn6", agentmode.Name, `  ipFamily: v6
   machineNetwork: fd2e:6f44:5dd8:c964::/120
   dhcpRange: {start: "fd2e:6f44:5dd8:c964::20", end: "fd2e:6f44:5dd8:c964::60"}
   apiVIP: "fd2e:6f44:5dd8:c964::5"
@@ -202,7 +205,7 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 		}
 		seen[host] = true
 	}
-	if fc := ic.ControlPlane.Fencing; mode == plan.ModeAgent {
+	if fc := ic.ControlPlane.Fencing; mode == agentmode.Name {
 		if fc == nil || len(fc.Credentials) != 2 {
 			t.Fatalf("install-config's fencing: %+v", fc)
 		}
@@ -258,7 +261,7 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 	// The fence agents of a two-node cluster, from the machine network,
 	// with the fencing credentials install-config carries (and the lab's
 	// CA): each master off and on, a wrong password refused.
-	if mode == plan.ModeAgent {
+	if mode == agentmode.Name {
 		fenceMasters(t, ns, p, ic.ControlPlane.Fencing.Credentials)
 	}
 
@@ -446,7 +449,7 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 		o.Config = ironictest.AgentConfig(true)
 		o.Vendors, o.VendorOverlay = true, true
 	}
-	netBoot := p.Cluster.ProvisioningNetwork != ipi.ProvisioningDisabled
+	netBoot := p.Cluster.ProvisioningNetwork != ocp.ProvisioningDisabled
 	if netBoot {
 		o.Config = ironictest.AgentConfig(false)
 		bootstrapServices(t, ns, p, &o)
@@ -602,7 +605,7 @@ func bootstrapServices(t *testing.T, ns string, p *plan.Plan, o *ironictest.Opti
 	netnstest.IP(t, "-n", ns, "addr", "add", "fd5e:b1ab:6600::fe/64", "dev", "eth1", "nodad")
 	o.Host = c.BootstrapProvisioningIP.String()
 	o.PXE = &ironictest.PXE{Interface: "eth1", Subnet: c.ProvisioningNetworkCIDR, RAPrefix: netip.MustParsePrefix("fd5e:b1ab:6600::/64")}
-	if c.ProvisioningNetwork == ipi.ProvisioningUnmanaged {
+	if c.ProvisioningNetwork == ocp.ProvisioningUnmanaged {
 		o.HTTPPort = plan.ProvisioningHTTPPort
 		o.PXE.TFTPOnly = true
 	} else {
@@ -650,7 +653,7 @@ func netBootsAgent(t *testing.T, ir *ironictest.Ironic, h ipi.Host, p *plan.Plan
 		return false
 	}
 	log, iface := ir.DnsmasqLog, "eth1"
-	if d := p.Network.ProvisioningDHCP; c.ProvisioningNetwork == ipi.ProvisioningUnmanaged {
+	if d := p.Network.ProvisioningDHCP; c.ProvisioningNetwork == ocp.ProvisioningUnmanaged {
 		if d == nil {
 			t.Fatal("an Unmanaged lab without its DHCP server")
 		}

@@ -25,10 +25,11 @@ import (
 	"github.com/bmlab/bmlab/internal/agent"
 	"github.com/bmlab/bmlab/internal/installertest"
 	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/lab/agentmode"
+	"github.com/bmlab/bmlab/internal/lab/ipimode"
 	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
-	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
@@ -56,13 +57,13 @@ func TestUpIPv6AndDualStack(t *testing.T) {
 		port            int
 		ipmi            bool
 	}{
-		{"v6", plan.ModeIPI, `  ipFamily: v6
+		{"v6", ipimode.Name, `  ipFamily: v6
   machineNetwork: fd2e:6f44:5dd8:c961::/120
   dhcpRange: {start: "fd2e:6f44:5dd8:c961::20", end: "fd2e:6f44:5dd8:c961::60"}
   apiVIP: "fd2e:6f44:5dd8:c961::5"
   ingressVIP: "fd2e:6f44:5dd8:c961::4"
 `, 18761, false},
-		{"dual", plan.ModeAgent, `  ipFamily: dual
+		{"dual", agentmode.Name, `  ipFamily: dual
   machineNetwork: 10.198.62.0/24
   dhcpRange: {start: 10.198.62.20, end: 10.198.62.60}
   apiVIP: 10.198.62.5
@@ -74,7 +75,7 @@ func TestUpIPv6AndDualStack(t *testing.T) {
   agent: {staticIPs: true}
   installer: INSTALLER
 `, 18762, false},
-		{"v6ipmi", plan.ModeIPI, `  ipFamily: v6
+		{"v6ipmi", ipimode.Name, `  ipFamily: v6
   machineNetwork: fd2e:6f44:5dd8:c963::/120
   dhcpRange: {start: "fd2e:6f44:5dd8:c963::20", end: "fd2e:6f44:5dd8:c963::60"}
   apiVIP: "fd2e:6f44:5dd8:c963::5"
@@ -119,7 +120,7 @@ func upIPv6(t *testing.T, name, mode, family string, port int, ipmi bool) {
 		}
 	}
 	p := resolvePlan(t, cfg, mode)
-	dual := p.Cluster.Secondary != nil
+	dual := !p.Cluster.Secondary.IsZero()
 	if len(p.Nodes) != 3 || dual != (name == "ldual") {
 		t.Fatalf("plan: %d nodes, secondary family %v", len(p.Nodes), p.Cluster.Secondary)
 	}

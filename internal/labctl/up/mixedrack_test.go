@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/lab/ipimode"
 	"github.com/bmlab/bmlab/internal/netplumb"
-	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
@@ -126,7 +126,7 @@ func TestMixedRackBMCNetwork(t *testing.T) {
 		t.Fatalf("up: %v", err)
 	}
 	t.Logf("up --until install-config took %s", time.Since(began).Round(time.Second))
-	p := resolvePlan(t, cfg, plan.ModeIPI)
+	p := resolvePlan(t, cfg, ipimode.Name)
 	var ic ipi.InstallConfig
 	if err := yaml.Unmarshal([]byte(readFile(t, filepath.Join(dir, "install", "install-config.yaml"))), &ic); err != nil {
 		t.Fatal(err)

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bmlab/bmlab/internal/lab/ipimode"
 	"github.com/bmlab/bmlab/internal/netplumb"
-	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
@@ -64,7 +64,7 @@ func TestBMCNetworkReachesOnlyItsRoutes(t *testing.T) {
 		}
 	}
 	up()
-	p := resolvePlan(t, cfg, plan.ModeIPI)
+	p := resolvePlan(t, cfg, ipimode.Name)
 	n := p.Nodes[0]
 	if got := p.BMC.Routes; len(got) != 1 || got[0] != "machine" {
 		t.Fatalf("the BMC network's routes: %v, want [machine]", got)

@@ -18,10 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/plan"
+	"github.com/bmlab/bmlab/internal/plan/plantest"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
@@ -203,11 +204,11 @@ func TestSharedNetworkThreeLabs(t *testing.T) {
 	// reservations and the VIPs, and it forwards to the network's dnsmasq.
 	p2 := plans["shh2"]
 	for _, n := range p2.Nodes {
-		if n.Role == ipi.RoleWorker {
+		if n.Role == ocp.RoleWorker {
 			continue
 		}
 		files := ignitionFiles(t, n.Ignition)
-		if n.Role == ipi.RoleMaster || n.Role == ipi.RoleBootstrap {
+		if n.Role == ocp.RoleMaster || n.Role == ocp.RoleBootstrap {
 			if k := files["/etc/kubernetes/static-pod-resources/bmlab/keepalived/keepalived.conf.tmpl"]; !strings.Contains(k, "unicast_src_ip "+n.IP.String()+"\n") {
 				t.Errorf("%s's keepalived lacks unicast_src_ip %s:\n%s", n.Name, n.IP, k)
 			}
@@ -323,7 +324,7 @@ func readFile(t *testing.T, path string) string {
 // lab's state records, so its nodes are the ones up made.
 func resolvePlan(t *testing.T, cfg, mode string) *plan.Plan {
 	t.Helper()
-	p, err := plan.Load(plan.Options{ConfigPath: cfg, ConfigSet: true, Mode: mode, Netns: "labci"})
+	p, err := plan.Load(plan.Options{Modes: plantest.Modes(), ConfigPath: cfg, ConfigSet: true, Mode: mode, Netns: "labci"})
 	if err != nil {
 		t.Fatal(err)
 	}

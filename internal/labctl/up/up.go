@@ -16,13 +16,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/agentmode"
 	"github.com/bmlab/bmlab/internal/lab/bmcclient"
 	"github.com/bmlab/bmlab/internal/lab/modes"
 	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labctl/cli"
+	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -118,7 +118,7 @@ recorded in the lab's state, so status, net and down see them. Run again
 after a failure, it carries on with the nodes that have not joined.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if role != ipi.RoleWorker {
+			if role != ocp.RoleWorker {
 				return fmt.Errorf("--role %q: add-node adds workers (--role worker)", role)
 			}
 			return withLab(cmd.Context(), g, f, nil, func(e *lab.Env, _ lab.Mode) error {
@@ -131,7 +131,7 @@ after a failure, it carries on with the nodes that have not joined.`,
 		},
 	}
 	addNode.Flags().IntVar(&count, "count", 1, "how many workers to add (0: only carry on with those not joined yet)")
-	addNode.Flags().StringVar(&role, "role", ipi.RoleWorker, "the nodes' role (worker)")
+	addNode.Flags().StringVar(&role, "role", ocp.RoleWorker, "the nodes' role (worker)")
 	down.Flags().StringVar(&f.host, "host", "", "for a lab over several hosts: remove this host's part (not the hub's), on that host")
 	return []*cobra.Command{up, status, down, addNode}
 }
@@ -182,7 +182,7 @@ func (r nodeRow) ips() string {
 // does not answer in time says nothing.
 func mediaFaults(ctx context.Context, e *lab.Env) map[string]string {
 	out := map[string]string{}
-	if pids, err := e.Host.Marked(ctx, lab.KindDaemon, e.Plan.Lab); err != nil || len(pids) == 0 || len(e.Plan.Vbmcd.Args) == 0 {
+	if pids, err := e.Host.Marked(ctx, lab.KindDaemon, e.Plan.Lab); err != nil || len(pids) == 0 || !e.Plan.Vbmcd.Serves() {
 		return out
 	}
 	c, err := bmcclient.New(e.Plan)
@@ -299,7 +299,7 @@ func printStatus(ctx context.Context, g *cli.Globals, e *lab.Env, output string)
 		phase = "not up"
 	}
 	vb := "stopped"
-	if len(e.Plan.Vbmcd.Args) == 0 {
+	if !e.Plan.Vbmcd.Serves() {
 		vb = "none (no BMCs in this mode)"
 	} else if pids, err := e.Host.Marked(ctx, lab.KindDaemon, e.Plan.Lab); err != nil {
 		return err

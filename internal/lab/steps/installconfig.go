@@ -1,0 +1,56 @@
+package steps
+
+import (
+	"github.com/bmlab/bmlab/internal/ipi"
+	"github.com/bmlab/bmlab/internal/ocp"
+	"github.com/bmlab/bmlab/internal/plan"
+)
+
+// The adapter from the plan's facts to install-config generation's
+// inputs (internal/ipi), which the ipi, hybrid and agent modes share: the
+// plan itself imports no installer.
+
+// IPICluster is the plan's cluster as install-config generation takes it.
+func IPICluster(p *plan.Plan) ipi.Cluster {
+	c := p.Cluster
+	return ipi.Cluster{
+		Name: c.Name, BaseDomain: c.BaseDomain, Family: c.Family, Masters: c.Masters, Workers: c.Workers,
+		ProvisioningNetwork: c.ProvisioningNetwork, ProvisioningNetworkCIDR: c.ProvisioningNetworkCIDR,
+		ExternalBridge: c.ExternalBridge, ProvisioningBridge: c.ProvisioningBridge,
+		ProvisioningNetworkInterface: c.ProvisioningNetworkInterface, ProvisioningDHCPRange: c.ProvisioningDHCPRange,
+		BootstrapProvisioningIP: c.BootstrapProvisioningIP, ClusterProvisioningIP: c.ClusterProvisioningIP,
+		BMCUsername: p.BMC.Username, BMCPassword: p.BMC.Password,
+		// vbmcd's certificate is self-signed.
+		BMCInsecure:      p.BMC.Kind != ocp.BMCIPMI && p.BMC.Scheme == "https" && !p.BMC.LabCA,
+		Arbiters:         c.Arbiters,
+		ControlPlaneArch: c.Arch.Masters, ComputeArch: c.Arch.Workers, ArbiterArch: c.Arch.Arbiter,
+		Fencing:      p.Agent != nil && p.Agent.Fencing,
+		PlatformNone: p.Agent != nil && p.Agent.Platform == "none",
+		Secondary:    c.Secondary,
+	}
+}
+
+// IPINodes are the nodes with a BMC, as install-config lists them.
+func IPINodes(p *plan.Plan) []ipi.Node {
+	var out []ipi.Node
+	for _, n := range p.Nodes {
+		if !n.Added && (n.Role == ocp.RoleMaster || n.Role == ocp.RoleWorker || n.Role == ocp.RoleArbiter) {
+			out = append(out, ipi.Node{Name: n.Name, Role: n.Role, UUID: n.UUID, BootMAC: n.BootMAC, BMCAddress: n.BMC.Address,
+				BMCUsername: n.BMC.Username, BMCPassword: n.BMC.Password, NetworkConfig: BondConfig(p, n)})
+		}
+	}
+	return out
+}
+
+// BondConfig is a bonded node's nmstate state (install-config's hosts, a
+// day-2 node's nodes-config): its
+// NICs on the machine network bonded, the bond's addresses from the lab
+// network's DHCP (its reservation is the first NIC's MAC, the bond's);
+// nil without a bond.
+func BondConfig(p *plan.Plan, n plan.Node) *ipi.NetworkConfig {
+	if n.Bond == "" {
+		return nil
+	}
+	names, macs := n.BondPorts()
+	return ipi.DHCPBond(n.Bond, names, macs, p.Cluster.HasIPv4(), p.Cluster.HasIPv6())
+}
