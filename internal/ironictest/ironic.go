@@ -51,6 +51,12 @@ type Options struct {
 	// (three empty modules it imports and does not ship), so the idrac
 	// hardware type reaches Dell's OEM through the package's own code.
 	VendorOverlay bool
+	// Vendors enables the vendors' hardware types beside redfish and ipmi
+	// (idrac, ilo and ilo5, the one for iLO 5 and 6: ilo's interfaces with
+	// the ilo5 management interface) and their interfaces; the iLO types
+	// publish their ISOs on Ironic's web server as the redfish one does
+	// (not in Swift).
+	Vendors bool
 }
 
 // Ironic is a running Ironic and what serves it: its API, the HTTP server
@@ -135,7 +141,7 @@ func Start(t testing.TB, o Options) *Ironic {
 	ir.URL = "http://" + net.JoinHostPort(o.Host, strconv.Itoa(apiPort))
 
 	conf := filepath.Join(dir, "ironic.conf")
-	if err := os.WriteFile(conf, []byte(config(o.Release, dir, httpRoot, o.Host, apiPort, ir.HTTPURL, o.Config)), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte(config(o.Release, dir, httpRoot, o.Host, apiPort, ir.HTTPURL, o.Vendors, o.Config)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := templateDB(in, filepath.Join(dir, "ironic.sqlite")); err != nil {
@@ -327,7 +333,7 @@ const kernelParams = "nofb nomodeset console=ttyS0,115200"
 // it copies instead, and the copy fails with "are the same file". Across
 // filesystems it always copies, as in Metal3's image, where http_root is a
 // volume of its own.
-func config(r Release, dir, httpRoot, host string, port int, httpURL string, extra map[string]map[string]string) string {
+func config(r Release, dir, httpRoot, host string, port int, httpURL string, vendors bool, extra map[string]map[string]string) string {
 	inspect := "redfish,no-inspect"
 	if r != Ironic21 {
 		// The agent's own inspection, built into Ironic since 2023.2.
@@ -385,6 +391,17 @@ func config(r Release, dir, httpRoot, host string, port int, httpURL string, ext
 	// on the serial port, where the tests read the machine's boots.
 	c["redfish"]["kernel_append_params"] = kernelParams
 	c["pxe"]["kernel_append_params"] = kernelParams
+	c["ilo"] = map[string]string{"kernel_append_params": kernelParams}
+	if vendors {
+		d := c["DEFAULT"]
+		d["enabled_hardware_types"] += ",idrac,ilo,ilo5"
+		d["enabled_boot_interfaces"] += ",idrac-redfish-virtual-media,ilo-virtual-media"
+		d["enabled_inspect_interfaces"] += ",idrac-redfish,ilo"
+		d["enabled_management_interfaces"] += ",idrac-redfish,ilo,ilo5"
+		d["enabled_power_interfaces"] += ",idrac-redfish,ilo"
+		c["ilo"]["use_web_server_for_images"] = "true"
+		c["ilo"]["power_wait"] = "1"
+	}
 	if r != Ironic21 {
 		// The agent inspect interface (Ironic's own, ironic-inspector's
 		// successor): Ironic boots the ramdisk, whose agent runs its

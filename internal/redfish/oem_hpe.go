@@ -180,6 +180,17 @@ func (r *ribclServer) Insert(ctx context.Context, slot machine.MediaSlot, url st
 	return nil
 }
 
+func (r *ribclServer) Media(m *machine.Machine, slot machine.MediaSlot) machine.Media {
+	if _, ms, err := r.s.svc.Media(m.ID); err == nil {
+		for _, md := range ms {
+			if md.Slot == slot {
+				return md
+			}
+		}
+	}
+	return machine.MediaOf(m, slot)
+}
+
 func (r *ribclServer) Eject(ctx context.Context, slot machine.MediaSlot) error {
 	md := machine.MediaOf(r.c.m, slot)
 	if err := r.s.svc.EjectMedia(ctx, r.c.m.ID, slot); err != nil {

@@ -83,7 +83,7 @@ func transientNetwork(t *testing.T, l *libvirt.Libvirt, def libvirtxml.Network) 
 // (bmcs: NAME=ADDRESS, on ns's loopback), certificates from the lab CA;
 // and vbmcd lldp in labci, where the taps are, one frame every 3 s. It
 // returns the service listener's URL and its certificate's file.
-func agentVbmcd(t *testing.T, ns, prefix, pass, caCert, caKey string, bmcs ...string) (url, cert string) {
+func agentVbmcd(t *testing.T, ns, prefix, pass, caCert, caKey string, bmcs ...string) (url, cert, stateDir string) {
 	t.Helper()
 	bin := testenv.Binary(t, "vbmcd")
 	state := t.TempDir()
@@ -122,7 +122,7 @@ func agentVbmcd(t *testing.T, ns, prefix, pass, caCert, caKey string, bmcs ...st
 		t.Fatalf("vbmcd did not start in %s:\n%s", ns, out)
 	}
 	run(&testenv.Buffer{}, "netns", "exec", "labci", bin, "lldp", "--libvirt-uri", "qemu:///system", "--domains", prefix+"*", "--interval", "3s")
-	return url, filepath.Join(state, "redfish-tls.crt")
+	return url, filepath.Join(state, "redfish-tls.crt"), state
 }
 
 func tailString(s string, n int) string {
@@ -198,6 +198,15 @@ type agentNode struct {
 	vm   *virttest.VM
 	macs []string
 	spec ironictest.NodeSpec
+	// bmc is where Redfish answers for the node: base URL, CA file,
+	// the system's (and chassis') id there and the BMC address the agent
+	// should find in-band.
+	bmc agentBMC
+}
+
+// agentBMC is a node's Redfish endpoint as checkInventory reads it.
+type agentBMC struct {
+	base, ca, system, addr string
 }
 
 // boots counts the deploy ramdisk's boots and the deployed OS's on the
@@ -238,9 +247,15 @@ func (n agentNode) serialTail() string {
 //     is what Redfish's LLDPReceive says for that NIC; the inventory's
 //     bmc_address and bmc_mac are what the agent read in-band (ipmitool
 //     lan print through the KCS vbmcd wires at power-on): the own BMC's
-//     address, or the service's IPMI address. Two redfish nodes
-//     (one BMC of its own, one system behind the service listener) over
-//     virtual media.
+//     address. The vendors' drivers, each machine at a BMC of its own:
+//     an iDRAC 9 by the idrac hardware type as Metal3 enrolls
+//     idrac-virtualmedia:// (idrac-redfish-virtual-media sets each virtual
+//     CD boot by an SCP import through Dell's OEM, sushy-oem-idrac 5.0;
+//     the iDRAC's job queue holds those jobs completed), and an iLO 6 by
+//     ilo5 with ilo-virtual-media (proliantutils 2.16.3, RIBCL). The
+//     generic redfish driver with the real agent: the 21 subtest (Ironic
+//     21.4); TestUpBMCNetwork/lbn4 (internal/labctl/up) deploys a labctl
+//     lab's iDRAC 9 by idrac.
 //   - 21: Ironic 21.4 without fast_track: the agent boots for cleaning, for
 //     the deploy and for the undeploy's cleaning, which erases the
 //     deployed disk. A redfish node over
@@ -249,24 +264,24 @@ func (n agentNode) serialTail() string {
 //     beside libvirt's DHCP, iPXE, Ironic's boot.ipxe).
 func TestE2EIronicAgent(t *testing.T) {
 	for _, c := range []struct {
-		release                   ironictest.Release
-		third                     int
-		fastTrack, ipmi, undeploy bool
+		release                            ironictest.Release
+		third                              int
+		fastTrack, vendors, ipmi, undeploy bool
 	}{
-		{ironictest.Ironic29, 40, true, false, false},
-		{ironictest.Ironic21, 41, false, true, true},
+		{ironictest.Ironic29, 40, true, true, false, false},
+		{ironictest.Ironic21, 41, false, false, true, true},
 	} {
 		t.Run(c.release.Short(), func(t *testing.T) {
 			// The two run at once: most of a node's time is its TCG
 			// boots, and each release's two VMs wait on Ironic between
 			// them.
 			t.Parallel()
-			ironicAgent(t, c.release, c.third, c.fastTrack, c.ipmi, c.undeploy)
+			ironicAgent(t, c.release, c.third, c.fastTrack, c.vendors, c.ipmi, c.undeploy)
 		})
 	}
 }
 
-func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack, ipmi, undeploy bool) {
+func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack, vendors, ipmi, undeploy bool) {
 	prefix := fmt.Sprintf("e2e-agent%d-", third)
 	lab := virttest.New(t, prefix)
 	rd := ironictest.DeployRamdisk(t)
@@ -289,6 +304,9 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 	// agent; qemu touches only what the guest uses.
 	const memMiB = 1536
 	names := []string{"own", "other"}
+	if vendors {
+		names = []string{"dell", "hpe"}
+	}
 	var nodes []agentNode
 	for i, name := range names {
 		macs := []string{fmt.Sprintf("52:54:00:26:%02x:%02x", third, 0x11+i)}
@@ -303,13 +321,12 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 
 	caCert, caKey := labCA(t)
 	const user, pass = "admin", "agent-pass"
-	bmcs := []string{nodes[0].vm.Name + "=127.34.6.1"}
-	if ipmi {
-		bmcs = append(bmcs, nodes[1].vm.Name+"=127.34.6.2")
-	}
-	url, serviceCert := agentVbmcd(t, net.NS, prefix, pass, caCert, caKey, bmcs...)
+	// Each node has a BMC of its own: the vendors' drivers reach a BMC
+	// by its address alone, as the ipmi one does.
+	bmcs := []string{nodes[0].vm.Name + "=127.34.6.1", nodes[1].vm.Name + "=127.34.6.2"}
+	_, _, state := agentVbmcd(t, net.NS, prefix, pass, caCert, caKey, bmcs...)
 
-	o := ironictest.Options{Release: release, Namespace: net.NS, Host: net.Host.String(), Config: ironictest.AgentConfig(fastTrack)}
+	o := ironictest.Options{Release: release, Namespace: net.NS, Host: net.Host.String(), Config: ironictest.AgentConfig(fastTrack), Vendors: vendors, VendorOverlay: vendors}
 	if ipmi {
 		// The network boot of the ipmi node: dnsmasq as a proxyDHCP
 		// server beside libvirt's, and router advertisements that end
@@ -327,33 +344,46 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 		inspectIface = "agent"
 	}
 	uefi := map[string]any{"capabilities": "boot_mode:uefi"}
-	redfish := func(addr, system, ca string) ironictest.NodeSpec {
-		info := map[string]any{"redfish_address": addr, "redfish_username": user, "redfish_password": pass, "redfish_verify_ca": ca}
-		if system != "" {
-			info["redfish_system_id"] = "/redfish/v1/Systems/" + system
-		}
-		for k, v := range ramdisk {
-			info[k] = v
-		}
-		return ironictest.NodeSpec{Driver: "redfish", DriverInfo: info, Properties: uefi, Interfaces: map[string]string{
-			"boot_interface": "redfish-virtual-media", "deploy_interface": "direct", "inspect_interface": inspectIface,
-			"management_interface": "redfish", "power_interface": "redfish", "raid_interface": "no-raid", "bios_interface": "no-bios"}}
+	own := func(i int, system string) agentBMC {
+		addr := fmt.Sprintf("127.34.6.%d", i+1)
+		return agentBMC{base: "https://" + addr, ca: caCert, system: system, addr: addr}
 	}
-	nodes[0].spec = redfish("https://127.34.6.1", "", caCert)
-	if ipmi {
+	switch {
+	case vendors:
+		// The iDRAC 9 as Metal3 enrolls idrac-virtualmedia:// (the idrac
+		// hardware type, Dell's OEM through sushy-oem-idrac), the iLO 6
+		// with the ilo5 hardware type and its virtual media boot
+		// (proliantutils).
+		personalitySet(t, state, nodes[0].vm.ID, "idrac9")
+		personalitySet(t, state, nodes[1].vm.ID, "ilo6")
+		nodes[0].spec = idracNode("", "https://127.34.6.1", user, pass, caCert, "", uefi)
+		nodes[0].bmc = own(0, "System.Embedded.1")
+		nodes[1].spec = iloNode("", "127.34.6.2", user, pass, caCert, "", uefi)
+		nodes[1].spec.Driver = "ilo5"
+		nodes[1].spec.Interfaces["management_interface"] = "ilo5"
+		// The ilo management interface reads no MACs (Redfish's does: the
+		// agent inspection makes a port of each NIC before the boot, and
+		// the agent is found by them), so the agent of a node without
+		// ports is found by nothing but a BMC address, never a loopback
+		// one: the boot NIC's port, as Metal3 enrolls every host.
+		nodes[1].spec.MACs = nodes[1].macs[:1]
+		nodes[1].bmc = own(1, "1")
+	default:
+		nodes[0].spec = redfishNode("", "https://127.34.6.1", "", user, pass, caCert, "", uefi)
+		nodes[0].bmc = own(0, nodes[0].vm.ID)
 		info := map[string]any{"ipmi_address": "127.34.6.2", "ipmi_port": 623, "ipmi_username": user, "ipmi_password": pass}
-		for k, v := range ramdisk {
-			info[k] = v
-		}
 		nodes[1].spec = ironictest.NodeSpec{Driver: "ipmi", DriverInfo: info, Properties: uefi, MACs: nodes[1].macs, Interfaces: map[string]string{
 			"boot_interface": "ipxe", "deploy_interface": "direct", "inspect_interface": "no-inspect",
 			"management_interface": "ipmitool", "power_interface": "ipmitool", "raid_interface": "no-raid"}}
-	} else {
-		nodes[1].spec = redfish(url, nodes[1].vm.ID, serviceCert)
+		nodes[1].bmc = own(1, nodes[1].vm.ID)
 	}
 	for i := range nodes {
 		nodes[i].spec.Name = names[i]
 		nodes[i].spec.InstanceInfo = imageInfo
+		delete(nodes[i].spec.DriverInfo, "deploy_iso") // the ramdisk's kernel and initramfs instead
+		maps.Copy(nodes[i].spec.DriverInfo, ramdisk)
+		nodes[i].spec.Interfaces["bios_interface"] = "no-bios"
+		nodes[i].spec.Interfaces["inspect_interface"] = inspectIface
 		if !inspect && nodes[i].spec.MACs == nil {
 			nodes[i].spec.MACs = nodes[i].macs // without inspection, the operator's ports
 		}
@@ -388,7 +418,7 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 		ir.Step(t, "inspection by the agent", "inspect", "manageable", 15*time.Minute, names...)
 		wantAgent++
 		for i, n := range nodes {
-			checkInventory(t, ir, names[i], n, memMiB, net.NS, url, serviceCert, user, pass)
+			checkInventory(t, ir, names[i], n, memMiB, net.NS, user, pass)
 		}
 	}
 	// Cleaning boots the agent again even with fast_track: Ironic tears
@@ -398,9 +428,17 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 	// so when cleaning begins.
 	ir.Step(t, "provide (automated cleaning)", "provide", "available", 15*time.Minute, names...)
 	wantAgent++
+	// (Redfish's virtual media boot, idrac's too, logs it; the iLO's
+	// boots the agent again without a word: the boot counts show it.)
 	const noISO = "but no ISO is currently inserted! Proceeding with normal operation"
-	if fastTrack && inspect && strings.Count(ir.Log(), noISO) != len(nodes) {
-		t.Errorf("Ironic's log says %d times %q, want once a node (the inspection's ISO ejected before cleaning)", strings.Count(ir.Log(), noISO), noISO)
+	redfishBoots := 0
+	for _, n := range nodes {
+		if strings.HasSuffix(n.spec.Interfaces["boot_interface"], "redfish-virtual-media") {
+			redfishBoots++
+		}
+	}
+	if fastTrack && inspect && strings.Count(ir.Log(), noISO) != redfishBoots {
+		t.Errorf("Ironic's log says %d times %q, want once a node booted by Redfish's virtual media (%d: the inspection's ISO ejected before cleaning)", strings.Count(ir.Log(), noISO), noISO, redfishBoots)
 	}
 	for i, n := range nodes {
 		if err := ironictest.Erased(n.vm.Disk); err != nil {
@@ -426,6 +464,13 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 	for i := range nodes {
 		ir.LogAgentTimes(t, names[i], nodes[i].vm.SerialLog, kernels[i]())
 	}
+	if vendors {
+		// Each of the Dell's virtual CD boots (inspection, cleaning) was set
+		// by an SCP import through Dell's OEM, a job its boot completed;
+		// without the import the machine boots its disk, which holds an OS
+		// from the start, and the agent never runs.
+		checkDellJobs(t, redfishIn(t, net.NS, caCert), nodes[0].bmc.base, user, pass, names[0], wantAgent)
+	}
 	if !undeploy {
 		t.Logf("Ironic %s, %d nodes, fast_track %v: enroll to active in %s", release, len(nodes), fastTrack, time.Since(start).Round(time.Second))
 		return
@@ -447,7 +492,7 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 // reported with what libvirt made (1 vCPU, memMiB, a 4 GiB disk, the
 // NICs' MACs) and each port's switch port with what Redfish's
 // LLDPReceive says for that NIC.
-func checkInventory(t *testing.T, ir *ironictest.Ironic, name string, n agentNode, memMiB int, ns, serviceURL, serviceCert, user, pass string) {
+func checkInventory(t *testing.T, ir *ironictest.Ironic, name string, n agentNode, memMiB int, ns, user, pass string) {
 	t.Helper()
 	inv, err := ir.Inventory(name)
 	if err != nil {
@@ -476,22 +521,14 @@ func checkInventory(t *testing.T, ir *ironictest.Ironic, name string, n agentNod
 	if err != nil {
 		t.Fatal(err)
 	}
-	var hc *http.Client
-	var base, bmc string
-	if n.spec.DriverInfo["redfish_system_id"] == nil {
-		hc, base = redfishIn(t, ns, n.spec.DriverInfo["redfish_verify_ca"].(string)), n.spec.DriverInfo["redfish_address"].(string)
-		bmc = strings.TrimPrefix(base, "https://") // the machine's own BMC address
-	} else {
-		hc, base = redfishIn(t, ns, serviceCert), serviceURL
-		bmc = "127.0.0.1" // the service's IPMI address: --redfish-addr's host
-	}
+	hc := redfishIn(t, ns, n.bmc.ca)
 	// The BMC the agent found in-band (ipmitool lan print through the KCS
 	// vbmcd wired into the domain at power-on).
-	wantBMC := wantInventoryBMC(n.vm.ID, bmc)
+	wantBMC := wantInventoryBMC(n.vm.ID, n.bmc.addr)
 	if got := map[string]string{"bmc_address": in.BMCAddress, "bmc_mac": in.BMCMAC}; !maps.Equal(got, wantBMC) {
 		t.Errorf("%s inspected: the agent's BMC %v, want %v", name, got, wantBMC)
 	}
-	lldp := redfishLLDP(t, hc, base, n.vm.ID, user, pass)
+	lldp := redfishLLDP(t, hc, n.bmc.base, n.bmc.system, user, pass)
 	if len(ports) != len(n.macs) {
 		t.Errorf("%s inspected: ports %+v, want one for each of %v", name, ports, n.macs)
 	}

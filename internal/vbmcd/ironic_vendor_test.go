@@ -60,20 +60,6 @@ func waitState(t *testing.T, ir *ironictest.Ironic, name, state string, timeout 
 	return n
 }
 
-// vendorDrivers is the configuration that enables the vendors' hardware
-// types beside redfish and ipmi: the ilo hardware type publishes its ISOs
-// on Ironic's web server as the redfish one does (not in Swift).
-var vendorDrivers = map[string]map[string]string{
-	"DEFAULT": {
-		"enabled_hardware_types":        "redfish,ipmi,idrac,ilo",
-		"enabled_boot_interfaces":       "redfish-virtual-media,idrac-redfish-virtual-media,ilo-virtual-media,ipxe,pxe",
-		"enabled_inspect_interfaces":    "redfish,idrac-redfish,ilo,no-inspect",
-		"enabled_management_interfaces": "redfish,idrac-redfish,ilo,ipmitool",
-		"enabled_power_interfaces":      "redfish,idrac-redfish,ilo,ipmitool",
-	},
-	"ilo": {"use_web_server_for_images": "true", "power_wait": "1"},
-}
-
 // TestIronicVendorDriversSim: Ironic drives simulated servers of vendor
 // personalities, each at a BMC of its own, with the vendors' hardware
 // types, on each release:
@@ -90,19 +76,22 @@ var vendorDrivers = map[string]map[string]string{
 //     "No extensions found for "manager""; on Ironic 29, with Debian 13's
 //     sushy-oem-idrac 5.0 (the vendor overlay), it sets it through Dell's
 //     OEM (an SCP import whose job completes at the boot): provide
-//     (automated cleaning with the stand-in agent), deploy and undeploy.
+//     (automated cleaning with the stand-in agent), deploy and undeploy;
+//   - an iDRAC 10 with the idrac hardware type, whose cleaning fails on
+//     each release (idrac10, below): not deployable by either.
 func TestIronicVendorDriversSim(t *testing.T) {
 	testenv.Integration(t)
 	forEachRelease(t, ironicVendorDriversSim)
 }
 
 func ironicVendorDriversSim(t *testing.T, release ironictest.Release) {
-	mainAddr, state, caCert := ironicSimDaemon(t, 2, "127.34.8.1-127.34.8.2", func(c *Config) {
+	mainAddr, state, caCert := ironicSimDaemon(t, 3, "127.34.8.1-127.34.8.3", func(c *Config) {
 		c.Personality, c.Quirks = "ilo6", "-refuse-in-post"
 	})
 	personalitySet(t, state, sim.UUIDFor("sim-0002"), "idrac9")
+	personalitySet(t, state, sim.UUIDFor("sim-0003"), "idrac10", "--quirks", "-power-on-conflict")
 	const user, pass = "admin", "sim-pass-1"
-	ir := ironictest.Start(t, ironictest.Options{Release: release, Config: vendorDrivers, VendorOverlay: release == ironictest.Ironic29})
+	ir := ironictest.Start(t, ironictest.Options{Release: release, Vendors: true, VendorOverlay: release == ironictest.Ironic29})
 	if err := ir.Agent.WatchEvents(ironictest.Redfish{URL: "https://" + mainAddr, User: user, Password: pass, CAFile: filepath.Join(state, "redfish-tls.crt")}); err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +102,7 @@ func ironicVendorDriversSim(t *testing.T, release ironictest.Release) {
 	for _, s := range []ironictest.NodeSpec{
 		iloNode("hpe", "127.34.8.1", user, pass, caCert, iso, uefi),
 		idracNode("dell", "https://127.34.8.2", user, pass, caCert, iso, uefi),
+		idracNode("dell10", "https://127.34.8.3", user, pass, caCert, iso, uefi),
 	} {
 		// The image from enrollment on: see ironictest's Patch on Ironic 29.
 		s.InstanceInfo = ironictest.ImageInstanceInfo(t, image, disk)
@@ -120,7 +110,7 @@ func ironicVendorDriversSim(t *testing.T, release ironictest.Release) {
 			t.Fatal(err)
 		}
 	}
-	ir.Step(t, "manage", "manage", "manageable", 2*time.Minute, "hpe", "dell")
+	ir.Step(t, "manage", "manage", "manageable", 2*time.Minute, "hpe", "dell", "dell10")
 
 	ir.Step(t, "ilo inspection", "inspect", "manageable", 5*time.Minute, "hpe")
 	node, _ := ir.Node("hpe")
@@ -187,6 +177,7 @@ func ironicVendorDriversSim(t *testing.T, release ironictest.Release) {
 	if err := ir.Do("POST", "/v1/ports", map[string]any{"node_uuid": dell.UUID, "address": "52:54:00:00:00:02"}, nil); err != nil {
 		t.Fatal(err)
 	}
+	idrac10(t, ir, release)
 	if release == ironictest.Ironic21 {
 		if err := ir.Provision("dell", "provide", nil); err != nil {
 			t.Fatal(err)
@@ -214,29 +205,76 @@ func ironicVendorDriversSim(t *testing.T, release ironictest.Release) {
 	}
 	// Each of those boots was set through Dell's OEM: the SCP imports are
 	// jobs in the iDRAC's queue, completed by the boots.
+	checkDellJobs(t, hc, "https://127.34.8.2", user, pass, "dell", 2)
+	ir.Step(t, "undeploy (cleaning)", "deleted", "available", 5*time.Minute, "dell")
+}
+
+// idrac10: the idrac hardware type's cleaning of an iDRAC 10 (virtual
+// media under the System; the scp-target-list quirk: ShareParameters.Target
+// a list). Ironic 21.4 (sushy 4.3.3) looks for virtual media under the
+// Manager only and fails the cleaning there. Ironic 29 inserts the ISO
+// under the System; its sushy-oem-idrac
+// 5.0 sends the string Target iDRAC 9 takes: the iDRAC 10 refuses each
+// attempt to set the virtual CD as the boot device, the package retries
+// (35 times, 15 s apart, RETRY_COUNT and RETRY_DELAY) before Ironic fails
+// the cleaning; the test reads the first refusal in Ironic's log and
+// leaves the node cleaning (Ironic is stopped with the test).
+func idrac10(t *testing.T, ir *ironictest.Ironic, release ironictest.Release) {
+	t.Helper()
+	n, _ := ir.Node("dell10")
+	if err := ir.Do("POST", "/v1/ports", map[string]any{"node_uuid": n.UUID, "address": "52:54:00:00:00:03"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ir.Provision("dell10", "provide", nil); err != nil {
+		t.Fatal(err)
+	}
+	if release == ironictest.Ironic21 {
+		n = waitState(t, ir, "dell10", "clean failed", 3*time.Minute)
+		if e := n.LastErr(); !strings.Contains(e, `The attribute VirtualMedia is missing from the resource /redfish/v1/Managers/iDRAC.Embedded.1`) {
+			t.Errorf("dell10's cleaning failed with %q, want sushy 4.3.3's word that the Manager has no VirtualMedia (iDRAC 10 has it under the System)", e)
+		} else {
+			t.Logf("Ironic 21.4, idrac-redfish-virtual-media on an iDRAC 10: %s", e)
+		}
+		return
+	}
+	const refused = "Dell OEM set boot device failed (attempts left 35)"
+	var line string
+	if !testenv.WaitFor(2*time.Minute, func() bool {
+		for l := range strings.Lines(ir.Log()) {
+			if strings.Contains(l, refused) {
+				line = l
+				return true
+			}
+		}
+		return false
+	}) {
+		n, _ = ir.Node("dell10")
+		t.Fatalf("dell10: Ironic's log never says %q: %s", refused, n)
+	}
+	if !strings.Contains(line, "ActionParameterValueTypeError") || !strings.Contains(line, "The value 'ALL' for the parameter ShareParameters/Target") {
+		t.Errorf("dell10: sushy-oem-idrac's first refusal %q is not the iDRAC 10's ActionParameterValueTypeError on ShareParameters/Target", line)
+	}
+	t.Logf("Ironic 29, idrac-redfish-virtual-media on an iDRAC 10: %s", strings.TrimSpace(line[strings.Index(line, refused):]))
+}
+
+// checkDellJobs fails the test unless the iDRAC at base has at least want
+// completed configuration jobs in its queue (Dell's job service, as
+// sushy-oem-idrac reads it): each virtual CD boot the idrac hardware type
+// set is an SCP import, a job the boot completes.
+func checkDellJobs(t *testing.T, hc *http.Client, base, user, pass, name string, want int) {
+	t.Helper()
 	var jobs struct {
 		Members []struct{ Id, JobState, JobType, Message string }
 	}
-	req, _ := http.NewRequest(http.MethodGet, "https://127.34.8.2/redfish/v1/Managers/iDRAC.Embedded.1/Oem/Dell/Jobs?$expand=.($levels=1)", nil)
-	req.SetBasicAuth(user, pass)
-	if resp, err := hc.Do(req); err != nil {
-		t.Fatal(err)
-	} else {
-		err := json.NewDecoder(resp.Body).Decode(&jobs)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	getIn(t, hc, base+"/redfish/v1/Managers/iDRAC.Embedded.1/Oem/Dell/Jobs?$expand=.($levels=1)", user, pass, &jobs)
 	completed := 0
 	for _, j := range jobs.Members {
 		if j.JobState == "Completed" {
 			completed++
 		}
 	}
-	t.Logf("the iDRAC's job queue after provide and deploy: %+v", jobs.Members)
-	if completed < 2 {
-		t.Errorf("dell: %d completed configuration jobs in the iDRAC's queue, want one per boot (2 or more): %+v", completed, jobs.Members)
+	t.Logf("%s: the iDRAC's job queue: %+v", name, jobs.Members)
+	if completed < want {
+		t.Errorf("%s: %d completed configuration jobs in the iDRAC's queue, want one per boot (%d or more): %+v", name, completed, want, jobs.Members)
 	}
-	ir.Step(t, "undeploy (cleaning)", "deleted", "available", 5*time.Minute, "dell")
 }

@@ -52,7 +52,11 @@ import (
 //     manageable and powers it on and off, as libvirt sees; inspects each
 //     Redfish host through its BMC (CPUs and memory as the lab made them);
 //     in the IPv4 Redfish lab Ironic is 29 (with fast_track, as the
-//     bootstrap's) and the first master goes through the real agent
+//     bootstrap's) and the first master, an iDRAC 9
+//     (masters.personalities; install-config's idrac-virtualmedia+https
+//     address, enrolled as Metal3's baremetal-operator maps it: the idrac
+//     hardware type, idrac-redfish-virtual-media, Dell's OEM through
+//     sushy-oem-idrac), goes through the real agent
 //     (ironic-python-agent 10.2.0 from Debian 13, by virtual media):
 //     inspection, automated cleaning, the deploy of an OS image, which the
 //     master then boots from its disk and which its disk holds (read from
@@ -88,6 +92,7 @@ func TestUpBMCNetwork(t *testing.T) {
   dhcpRange: {start: 10.198.64.20, end: 10.198.64.60}
   apiVIP: 10.198.64.5
   ingressVIP: 10.198.64.4
+  masters: {personalities: [idrac9]}
   workers: {count: 0}
 `, 18764, "10.198.164.0/24", false, true, false},
 		{"lbni", ipimode.Name, `  machineNetwork: 10.198.66.0/24
@@ -188,6 +193,10 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 			host = "[" + host + "]"
 		}
 		want := "redfish-virtualmedia+https://" + host + "/redfish/v1/Systems/" + n.UUID
+		if n.BMC.Personality == "idrac9" {
+			// A Dell's, as the installer names an iDRAC (lbn4's master-0).
+			want = "idrac-virtualmedia+https://" + host + "/redfish/v1/Systems/System.Embedded.1"
+		}
 		if ipmi {
 			want = "ipmi://" + host
 		}
@@ -230,7 +239,7 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 		if !testenv.WaitFor(20*time.Second, func() bool {
 			members, err = systems(hc, "https://"+host+"/redfish/v1/Systems", p.BMC.Username, p.BMC.Password)
 			return err == nil
-		}) || len(members) != 1 || members[0] != "/redfish/v1/Systems/"+n.UUID {
+		}) || len(members) != 1 || "https://"+host+members[0] != n.BMC.SystemURL {
 			t.Errorf("%s: https://%s/redfish/v1/Systems from the machine network: %v, %v; want its System alone", n.Name, host, members, err)
 		}
 		if ipmi {
@@ -434,8 +443,11 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 	t.Helper()
 	o := ironictest.Options{Namespace: ns, Host: addr.String()}
 	if realAgent {
+		// With the vendors' drivers: a Dell host is enrolled as Metal3's
+		// baremetal-operator enrolls idrac-virtualmedia://.
 		o.Release = ironictest.Ironic29
 		o.Config = ironictest.AgentConfig(true)
+		o.Vendors, o.VendorOverlay = true, true
 	}
 	netBoot := p.Cluster.ProvisioningNetwork != ocp.ProvisioningDisabled
 	if netBoot {
@@ -461,14 +473,21 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 			spec.Driver = "ipmi"
 			spec.DriverInfo = map[string]any{"ipmi_address": host, "ipmi_username": h.BMC.Username, "ipmi_password": h.BMC.Password}
 			spec.Interfaces = map[string]string{"management_interface": "ipmitool", "power_interface": "ipmitool"}
-		case strings.HasPrefix(a, "redfish-virtualmedia+https://"):
-			rest := strings.TrimPrefix(a, "redfish-virtualmedia+")
+		case strings.HasPrefix(a, "redfish-virtualmedia+https://"), strings.HasPrefix(a, "idrac-virtualmedia+https://"):
+			scheme, rest, _ := strings.Cut(a, "+")
 			i := strings.Index(rest, "/redfish/")
 			spec.Driver = "redfish"
 			spec.DriverInfo = map[string]any{"redfish_address": rest[:i], "redfish_system_id": rest[i:],
 				"redfish_username": h.BMC.Username, "redfish_password": h.BMC.Password, "redfish_verify_ca": ca}
 			spec.Interfaces = map[string]string{"boot_interface": "redfish-virtual-media", "deploy_interface": "direct",
 				"management_interface": "redfish", "power_interface": "redfish", "inspect_interface": "redfish"}
+			if scheme == "idrac-virtualmedia" {
+				// The baremetal-operator's idrac-virtualmedia: the idrac
+				// hardware type, Dell's OEM through sushy-oem-idrac.
+				spec.Driver = "idrac"
+				spec.Interfaces = map[string]string{"boot_interface": "idrac-redfish-virtual-media", "deploy_interface": "direct",
+					"management_interface": "idrac-redfish", "power_interface": "idrac-redfish", "inspect_interface": "idrac-redfish"}
+			}
 		default:
 			t.Fatalf("%s: BMC address %s", h.Name, a)
 		}
@@ -486,6 +505,9 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 			spec.InstanceInfo = ironictest.ImageInstanceInfo(t, ir.Serve("/images/os-disk.img", image), image)
 		case spec.Driver == "redfish":
 			inspect = append(inspect, h.Name)
+			spec.MACs = []string{h.BootMACAddress}
+		case spec.Driver == "idrac":
+			// Another Dell host than the agent's: managed and powered.
 			spec.MACs = []string{h.BootMACAddress}
 		case netBoot && i == 0:
 			// Booted through its provisioning NIC (netBootsAgent).
@@ -555,6 +577,15 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 		netBootsAgent(t, ir, hostNamed(ic, agentHost), p, common)
 	case agentHost != "":
 		agentDeploys(t, ir, agentHost, hostNamed(ic, agentHost), p)
+		if node, _ := ir.Node(agentHost); node.Driver == "idrac" {
+			// Each virtual CD boot (inspection, cleaning) was set through
+			// Dell's OEM: sushy-oem-idrac says so once the SCP import's
+			// job completed.
+			const oem = "Set boot device to VirtualMediaType.CD via Dell OEM magic spell"
+			if got := strings.Count(ir.Log(), oem); got < 2 {
+				t.Errorf("%s (idrac): Ironic's log says %q %d times, want once a boot of the agent (2)", agentHost, oem, got)
+			}
+		}
 	}
 }
 

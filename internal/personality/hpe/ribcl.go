@@ -178,6 +178,10 @@ type Server interface {
 	SetPendingBootMode(ctx context.Context, mode machine.BootMode) error
 	Insert(ctx context.Context, slot machine.MediaSlot, url string) error
 	Eject(ctx context.Context, slot machine.MediaSlot) error
+	// Media is a drive as the machine's media service shows it: an
+	// insert still fetching its image shows inserted, as an iLO's drive
+	// has its image from INSERT_VIRTUAL_MEDIA's answer on.
+	Media(m *machine.Machine, slot machine.MediaSlot) machine.Media
 }
 
 // element is an XML element of an answer.
@@ -355,7 +359,7 @@ func run(ctx context.Context, s Server, c Command) (data []element, msg string, 
 		if !ok {
 			return nil, "", false, ribclError(StatusVirtualMed, "An invalid Virtual Media option has been given")
 		}
-		return []element{vmStatus(m, strings.ToUpper(a("DEVICE")), slot)}, "", false, nil
+		return []element{vmStatus(m, s.Media(m, slot), strings.ToUpper(a("DEVICE")), slot)}, "", false, nil
 	case "GET_EMBEDDED_HEALTH":
 		return []element{embeddedHealth(m, s.ILO(), s.ROM())}, "", false, nil
 
@@ -426,7 +430,7 @@ func run(ctx context.Context, s Server, c Command) (data []element, msg string, 
 		if !ok {
 			return nil, "", true, ribclError(StatusVirtualMed, "An invalid Virtual Media option has been given")
 		}
-		if !machine.MediaOf(m, slot).Inserted {
+		if !s.Media(m, slot).Inserted {
 			return nil, "", true, ribclError(StatusNoImage, "No image present in the Virtual Media drive")
 		}
 		return nil, "", true, s.Eject(ctx, slot)
@@ -454,8 +458,7 @@ func modeName(m machine.BootMode) string {
 }
 
 // vmStatus is GET_VM_STATUS of a device.
-func vmStatus(m *machine.Machine, device string, slot machine.MediaSlot) element {
-	md := machine.MediaOf(m, slot)
+func vmStatus(m *machine.Machine, md machine.Media, device string, slot machine.MediaSlot) element {
 	inserted, url := "NO", ""
 	if md.Inserted {
 		inserted, url = "YES", md.Image
@@ -501,11 +504,11 @@ func setVMStatus(ctx context.Context, s Server, m *machine.Machine, device strin
 			var err error
 			switch v {
 			case "CONNECT":
-				if !machine.MediaOf(m, slot).Inserted {
+				if !s.Media(m, slot).Inserted {
 					err = ribclError(StatusNoImage, "No image present in the Virtual Media drive")
 				}
 			case "DISCONNECT":
-				if machine.MediaOf(m, slot).Inserted {
+				if s.Media(m, slot).Inserted {
 					err = s.Eject(ctx, slot)
 				}
 			case "BOOT_ONCE", "BOOT_ALWAYS":

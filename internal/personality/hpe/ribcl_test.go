@@ -45,6 +45,8 @@ func TestParseRequest(t *testing.T) {
 type fake struct {
 	svc *machine.Service
 	id  string
+	// loading is an image whose insert is still fetching it, by drive.
+	loading map[machine.MediaSlot]string
 }
 
 func (f *fake) Machine() (*machine.Machine, error) { return f.svc.Get(f.id) }
@@ -74,6 +76,13 @@ func (f *fake) Insert(context.Context, machine.MediaSlot, string) error {
 	return errors.New("no media here")
 }
 func (f *fake) Eject(context.Context, machine.MediaSlot) error { return nil }
+func (f *fake) Media(m *machine.Machine, slot machine.MediaSlot) machine.Media {
+	md := machine.MediaOf(m, slot)
+	if img, ok := f.loading[slot]; ok {
+		md.Inserted, md.Image = true, img
+	}
+	return md
+}
 
 func run1(t *testing.T, s Server, block, mode, cmd string) string {
 	t.Helper()
@@ -123,6 +132,31 @@ func TestPersistentBootBothModes(t *testing.T) {
 	}
 	if out := run1(t, f, "RIB_INFO", "write", `<INSERT_VIRTUAL_MEDIA DEVICE="CDROM" IMAGE_URL="http://x/y.iso"/>`); !strings.Contains(out, "no media here") {
 		t.Errorf("a failed insert is the command's answer:\n%s", out)
+	}
+}
+
+// TestVMStatusWhileLoading: an insert still fetching its image is in the
+// drive for RIBCL, as for Redfish: proliantutils' SET_VM_STATUS CONNECT
+// right after INSERT_VIRTUAL_MEDIA is taken (Ironic's attach_vmedia sends
+// both), GET_VM_STATUS shows the image, and the eject of an empty drive
+// is still refused.
+func TestVMStatusWhileLoading(t *testing.T) {
+	be := sim.New(1)
+	f := &fake{svc: machine.NewService(be, nil), id: be.List()[0].ID, loading: map[machine.MediaSlot]string{machine.SlotCD: "http://x/boot.iso"}}
+	connect := `<SET_VM_STATUS DEVICE="CDROM"><VM_BOOT_OPTION VALUE="CONNECT"/><VM_WRITE_PROTECT VALUE="YES"/></SET_VM_STATUS>`
+	const noImage = "No image present in the Virtual Media drive"
+	for _, c := range []struct {
+		block, mode, cmd string
+		want             bool
+		text             string
+	}{
+		{"RIB_INFO", "write", connect, false, noImage},
+		{"RIB_INFO", "read", `<GET_VM_STATUS DEVICE="CDROM"/>`, true, `IMAGE_INSERTED="YES" IMAGE_URL="http://x/boot.iso"`},
+		{"RIB_INFO", "write", `<EJECT_VIRTUAL_MEDIA DEVICE="FLOPPY"/>`, true, noImage},
+	} {
+		if out := run1(t, f, c.block, c.mode, c.cmd); strings.Contains(out, c.text) != c.want {
+			t.Errorf("%s: want %s in the answer %v:\n%s", c.cmd, c.text, c.want, out)
+		}
 	}
 }
 
