@@ -83,7 +83,27 @@ func TestSlowestFirstTopLevelOnly(t *testing.T) {
 	}
 	var rep bytes.Buffer
 	s.report(&rep, 2)
-	if !strings.Contains(rep.String(), "slowest 2 of 4 tests (15.5s") {
+	if !strings.Contains(rep.String(), "slowest 2 of 4 tests (15.5s summed") {
 		t.Errorf("report header: %q", rep.String())
+	}
+}
+
+// TestParallelSubtestsCountTheirWallTime: a test whose subtests run in
+// parallel reports 0s of its own; the summary takes the wall time from its
+// first event to its end.
+func TestParallelSubtestsCountTheirWallTime(t *testing.T) {
+	s, _ := run(t,
+		`{"Time":"2026-11-29T02:00:00Z","Action":"run",`+pkg+`,"Test":"TestAgent"}`,
+		`{"Time":"2026-11-29T02:00:00.1Z","Action":"run",`+pkg+`,"Test":"TestAgent/29"}`,
+		`{"Time":"2026-11-29T02:05:00Z","Action":"pass",`+pkg+`,"Test":"TestAgent/29","Elapsed":299.9}`,
+		`{"Time":"2026-11-29T02:07:00Z","Action":"pass",`+pkg+`,"Test":"TestAgent","Elapsed":0}`,
+		`{"Action":"pass",`+pkg+`,"Test":"TestNoTime","Elapsed":1.5}`,
+	)
+	var got []string
+	for _, t := range s.slowest(2) {
+		got = append(got, t.test+" "+seconds(t.elapsed))
+	}
+	if diff := cmp.Diff([]string{"TestAgent 7m0s", "TestNoTime 1.5s"}, got); diff != "" {
+		t.Errorf("slowest (-want +got):\n%s", diff)
 	}
 }
