@@ -73,7 +73,10 @@ func senderProcess(s plan.LLDPSender) process {
 	return process{Path: s.Path, Args: args, Env: s.Env, Log: s.Log}
 }
 
-// dhcpProcess is the provisioning network's DHCP server.
+// dhcpProcess is the provisioning network's DHCP server: dnsmasq in the
+// foreground (the provider supervises it), reading the lab's
+// configuration file, without a pid file, logging to the lab's log.
 func dhcpProcess(d plan.DHCPServer) process {
-	return process{Path: d.Path, Args: d.Args, Env: d.Env, Log: d.Log}
+	args := []string{"--keep-in-foreground", "--conf-file=" + d.ConfigFile, "--pid-file=", "--log-facility=" + d.Log}
+	return process{Path: d.Path, Args: args, Env: d.Env, Log: d.Log}
 }

@@ -20,13 +20,15 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 type commands struct {
 	Vbmcd []string `json:"vbmcd"`
 	LLDP  []string `json:"lldp"`
+	DHCP  []string `json:"dhcp,omitempty"`
 }
 
-// TestCommands pins vbmcd's and the LLDP sender's arguments for every lab
-// whose plan internal/plan pins (plantest/labs.json), built here from the
-// plan's facts: testdata/commands.json. It was written from the golden
-// plans' vbmcd.args and network.lldp.args as they stood before the plan
-// held facts instead of arguments, so a lab's vbmcd runs as it ran. No
+// TestCommands pins vbmcd's, the LLDP sender's and the provisioning DHCP
+// server's arguments for every lab whose plan internal/plan pins
+// (plantest/labs.json), built here from the plan's facts:
+// testdata/commands.json. It was written from the golden plans' vbmcd.args,
+// network.lldp.args and network.provisioningDHCP.args as they stood before
+// the plan held facts instead of arguments, so each runs as it ran. No
 // argument carries the BMC password.
 func TestCommands(t *testing.T) {
 	got := map[string]commands{}
@@ -44,6 +46,9 @@ func TestCommands(t *testing.T) {
 		}
 		if p.Network.LLDP != nil {
 			c.LLDP = senderProcess(*p.Network.LLDP).Args
+		}
+		if p.Network.ProvisioningDHCP != nil {
+			c.DHCP = dhcpProcess(*p.Network.ProvisioningDHCP).Args
 		}
 		got[l.Name] = c
 	}

@@ -17,8 +17,8 @@
 // (internal/netplumb) in the lab's namespace; and the lab's vbmcd, its
 // LLDP sender (`vbmcd lldp`) and an Unmanaged provisioning network's DHCP
 // server (dnsmasq, its configuration file written first) as processes
-// (daemon.go), vbmcd's and the sender's command lines built from the
-// plan's facts (command.go; TestCommands pins them for the labs of
+// (daemon.go), their command lines (vbmcd's, the sender's, dnsmasq's)
+// built from the plan's facts (command.go; TestCommands pins them for the labs of
 // plantest/labs.json). Every object carries the lab's ownership mark (MarkXML, a
 // mark file in a pool's directory, a link's alias, vbmcd's environment),
 // and Marked finds what bears it.

@@ -6,7 +6,8 @@
 // provisioning bridges, veths, MTU, VLANs, the bridge-named libvirt
 // networks), its storage pool, its BMC endpoints (scheme, address, port,
 // path, credentials), what vbmcd and the LLDP sender serve (Vbmcd,
-// LLDPSender: facts; the provider builds their command lines), the installer directory, the
+// LLDPSender, an Unmanaged network's DHCPServer: facts; the provider builds
+// their command lines), the installer directory, the
 // cluster (its names api, api-int and *.apps in its domain, VIPs, machine
 // network, counts, bridges, input files) and every file labctl keeps (Paths:
 // state, logs, markers, ignition, install-config and its copy, installer

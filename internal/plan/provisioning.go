@@ -176,10 +176,10 @@ const ProvisioningHTTPPort = 6180
 
 // DHCPServer is the lab's own DHCP server on an Unmanaged provisioning
 // network: dnsmasq, in the lab's namespace, marked as the lab's as vbmcd
-// is, reading ConfigFile, which holds Config.
+// is, reading ConfigFile, which holds Config, and logging to Log. Its
+// command line is the provider's (labvirt's dhcpProcess).
 type DHCPServer struct {
 	Path       string   `json:"path"`
-	Args       []string `json:"args"`
 	Env        []string `json:"env"`
 	Log        string   `json:"log"`
 	ConfigFile string   `json:"configFile"`
@@ -208,7 +208,6 @@ func (p *Plan) provisioningDHCP() *DHCPServer {
 		Log:        filepath.Join(p.StateDir, "provisioning-dhcp.log"),
 		ConfigFile: filepath.Join(p.StateDir, "provisioning-dhcp.conf"),
 	}
-	d.Args = []string{"--keep-in-foreground", "--conf-file=" + d.ConfigFile, "--pid-file=", "--log-facility=" + d.Log}
 	var b strings.Builder
 	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	host := func(a netip.Addr) string {
