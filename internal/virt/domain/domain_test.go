@@ -16,18 +16,7 @@ import (
 // i440fx machine or without the secure files is refused.
 func TestXMLSecureBoot(t *testing.T) {
 	fw := virt.Firmware{UEFI: virt.UEFI{Code: "/fw/CODE.fd", Vars: "/fw/VARS.fd", SecureCode: "/fw/CODE.secboot.fd", SecureVars: "/fw/VARS.ms.fd"}}
-	parse := func(s Spec) *libvirtxml.Domain {
-		t.Helper()
-		x, err := s.XML(fw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var d libvirtxml.Domain
-		if err := d.Unmarshal(x); err != nil {
-			t.Fatal(err)
-		}
-		return &d
-	}
+	parse := func(s Spec) *libvirtxml.Domain { t.Helper(); return parseXML(t, s, fw) }
 	d := parse(Spec{Name: "sb", UEFI: true, SecureBoot: true})
 	if l := d.OS.Loader; l == nil || l.Path != fw.SecureCode || l.Secure != "yes" || d.OS.NVRam == nil || d.OS.NVRam.Template != fw.SecureVars {
 		t.Errorf("secure boot loader %+v, nvram %+v; want %s secure, template %s", d.OS.Loader, d.OS.NVRam, fw.SecureCode, fw.SecureVars)
@@ -66,18 +55,7 @@ func TestXMLAArch64(t *testing.T) {
 		UEFI:    virt.UEFI{Code: "/ovmf/CODE.fd", Vars: "/ovmf/VARS.fd"},
 		AArch64: virt.UEFI{Code: "/aavmf/CODE.fd", Vars: "/aavmf/VARS.fd", SecureCode: "/aavmf/CODE.fd", SecureVars: "/aavmf/VARS.ms.fd"},
 	}
-	parse := func(s Spec) *libvirtxml.Domain {
-		t.Helper()
-		x, err := s.XML(fw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var d libvirtxml.Domain
-		if err := d.Unmarshal(x); err != nil {
-			t.Fatal(err)
-		}
-		return &d
-	}
+	parse := func(s Spec) *libvirtxml.Domain { t.Helper(); return parseXML(t, s, fw) }
 	d := parse(Spec{Name: "arm", Arch: "aarch64", UEFI: true, Disks: []Disk{{Path: "/d.qcow2"}}, NICs: []NIC{{Bridge: "br0"}}})
 	if d.Type != "qemu" || d.OS.Type.Arch != "aarch64" || d.OS.Type.Machine != "virt" {
 		t.Errorf("type %q arch %q machine %q, want qemu aarch64 virt", d.Type, d.OS.Type.Arch, d.OS.Type.Machine)
@@ -236,4 +214,18 @@ func TestXMLTCGWithoutCX16(t *testing.T) {
 			t.Errorf("type %q: cpu %+v, want qemu64 without cx16: %v", typ, d.CPU, tcg)
 		}
 	}
+}
+
+// parseXML is s's definition as libvirtxml reads it back.
+func parseXML(t *testing.T, s Spec, fw virt.Firmware) *libvirtxml.Domain {
+	t.Helper()
+	x, err := s.XML(fw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d libvirtxml.Domain
+	if err := d.Unmarshal(x); err != nil {
+		t.Fatal(err)
+	}
+	return &d
 }
