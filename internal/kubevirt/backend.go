@@ -25,6 +25,7 @@ import (
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/pace"
 )
 
 // Config says which cluster and which VirtualMachines the backend serves.
@@ -184,18 +185,10 @@ func (b *Backend) Run(ctx context.Context, within time.Duration) error {
 	}
 	b.readConfig(sctx)
 	go b.probe(ctx)
-	go func() {
-		t := time.NewTicker(b.cfg.ConfigEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				b.readConfig(ctx)
-			}
-		}
-	}()
+	go pace.Every(ctx, b.cfg.ConfigEvery, func() bool {
+		b.readConfig(ctx)
+		return true
+	})
 	return nil
 }
 
@@ -234,26 +227,20 @@ func (b *Backend) readConfig(ctx context.Context) {
 // makes every machine Unavailable, one that answers again makes them
 // available (the informers re-list on their own).
 func (b *Backend) probe(ctx context.Context) {
-	t := time.NewTicker(b.cfg.Probe)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	pace.Every(ctx, b.cfg.Probe, func() bool {
 		pctx, cancel := context.WithTimeout(ctx, 2*b.cfg.Probe+time.Second)
 		err := b.kv.Get().AbsPath("/readyz").Do(pctx).Error()
 		cancel()
 		if ctx.Err() != nil {
-			return
+			return false
 		}
 		if err != nil {
 			b.setDown("API server: " + err.Error())
 		} else {
 			b.setDown("")
 		}
-	}
+		return true
+	})
 }
 
 // setDown records whether the API server is reachable and re-makes every

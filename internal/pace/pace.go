@@ -1,5 +1,7 @@
-// Package pace spreads the requests of a load tool's clients evenly over
-// time at a given rate, for soaks and latency figures below saturation.
+// Package pace times repeated work: a Pacer spreads the requests of a load
+// tool's clients evenly over time at a given rate, for soaks and latency
+// figures below saturation; Every runs a periodic job (a probe, a resync,
+// a sampler) until its context ends.
 package pace
 
 import (
@@ -50,5 +52,21 @@ func (p *Pacer) Wait(ctx context.Context) bool {
 		return true
 	case <-ctx.Done():
 		return false
+	}
+}
+
+// Every calls f once every d, the first time d from now, until ctx ends or
+// f reports false. A call that overruns d delays the next one; missed
+// ticks are not made up (time.Ticker drops them).
+func Every(ctx context.Context, d time.Duration, f func() bool) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for more := true; more; {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			more = f()
+		}
 	}
 }

@@ -37,3 +37,22 @@ func TestNoBurstAfterAStall(t *testing.T) {
 		t.Errorf("after a stall the next turn is %v in the past", behind)
 	}
 }
+
+// Every calls its job on each tick until the job says stop, and not after
+// the context ends.
+func TestEvery(t *testing.T) {
+	var n int
+	Every(context.Background(), time.Millisecond, func() bool {
+		n++
+		return n < 3
+	})
+	if n != 3 {
+		t.Errorf("a job that stops at its third call ran %d times", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	Every(ctx, time.Hour, func() bool {
+		t.Errorf("a job ran after its context ended")
+		return true
+	})
+}

@@ -23,6 +23,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/bmlab/bmlab/internal/pace"
 )
 
 // The HTTP/2 attacks of issue 32. Each opens connections from one or more
@@ -208,17 +210,10 @@ func H2Attack(ctx context.Context, cfg H2Config) (*H2Result, error) {
 	sampled := make(chan struct{})
 	go func() {
 		defer close(sampled)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-actx.Done():
-				return
-			case <-tick.C:
-			}
+		pace.Every(actx, 50*time.Millisecond, func() bool {
 			m, err := rss(cfg.ServerPID)
 			if err != nil {
-				continue
+				return true
 			}
 			if m.rss > res.Peak {
 				res.Peak, res.PeakAt = m.rss, time.Since(start)
@@ -226,9 +221,10 @@ func H2Attack(ctx context.Context, cfg H2Config) (*H2Result, error) {
 			if cfg.MaxRSS > 0 && m.rss > cfg.MaxRSS {
 				res.Stopped, res.StoppedAt = true, time.Since(start)
 				stop()
-				return
+				return false
 			}
-		}
+			return true
+		})
 	}()
 
 	var (

@@ -30,6 +30,7 @@ import (
 	"github.com/bmlab/bmlab/internal/kubevirt"
 	"github.com/bmlab/bmlab/internal/kubevirt/kubetest"
 	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/pace"
 	"github.com/bmlab/bmlab/internal/virt"
 	virtdomain "github.com/bmlab/bmlab/internal/virt/domain"
 	"github.com/bmlab/bmlab/internal/virttest"
@@ -245,17 +246,11 @@ func heartbeatNow() string {
 // heartbeat refreshes the node's virt-handler heartbeat, as virt-handler
 // does, so virt-controller never takes the node for dead.
 func (n *node) heartbeat(ctx context.Context) {
-	t := time.NewTicker(30 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	pace.Every(ctx, 30*time.Second, func() bool {
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, kubevirtv1.VirtHandlerHeartbeat, heartbeatNow())
 		_, _ = n.cs.CoreV1().Nodes().Patch(ctx, n.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-	}
+		return true
+	})
 }
 
 // runningStatus is what the kubelet reports of a running pod.
