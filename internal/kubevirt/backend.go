@@ -708,14 +708,7 @@ func (b *Backend) Stop(ctx context.Context, id string, force bool) error {
 // Reboot implements machine.Backend: the instance's softreboot
 // subresource (virt-handler has the guest reboot by ACPI).
 func (b *Backend) Reboot(ctx context.Context, id string) error {
-	vm, _, m, err := b.current(id)
-	if err != nil {
-		return err
-	}
-	if m.Power != machine.PowerOn {
-		return fmt.Errorf("%w: %s is not on", machine.ErrConflict, m.Name)
-	}
-	return apiError("softreboot "+m.Name, b.subresource(ctx, vm, "virtualmachineinstances", "softreboot", struct{}{}))
+	return b.instanceAction(ctx, id, "softreboot")
 }
 
 // Reset implements machine.Backend: the instance's reset subresource, a
@@ -725,6 +718,12 @@ func (b *Backend) Reboot(ctx context.Context, id string) error {
 // Stale says it would boot with; else it stops and starts (a new
 // instance).
 func (b *Backend) Reset(ctx context.Context, id string) error {
+	return b.instanceAction(ctx, id, "reset")
+}
+
+// instanceAction calls the running instance's subresource (softreboot,
+// reset) of machine id; a machine that is not on is a conflict.
+func (b *Backend) instanceAction(ctx context.Context, id, subresource string) error {
 	vm, _, m, err := b.current(id)
 	if err != nil {
 		return err
@@ -732,7 +731,7 @@ func (b *Backend) Reset(ctx context.Context, id string) error {
 	if m.Power != machine.PowerOn {
 		return fmt.Errorf("%w: %s is not on", machine.ErrConflict, m.Name)
 	}
-	return apiError("reset "+m.Name, b.subresource(ctx, vm, "virtualmachineinstances", "reset", struct{}{}))
+	return apiError(subresource+" "+m.Name, b.subresource(ctx, vm, "virtualmachineinstances", subresource, struct{}{}))
 }
 
 // NMI implements machine.Backend; KubeVirt has no API for it.
