@@ -455,30 +455,30 @@ type MediaPreparer interface {
 func (s *Service) runInsert(ctx context.Context, t *Task, fr ImageRequest, rec MediaSettings) {
 	defer close(t.exited)
 	cancelled := func() { s.endTask(t, TaskCancelled, fmt.Errorf("ejected while loading")) }
-	img, release, err := s.tasks.fetcher.Fetch(ctx, fr)
-	if err != nil {
+	// failed ends the task on err: cancelled when the insert was.
+	failed := func(err error) {
 		if ctx.Err() != nil {
 			cancelled()
 			return
 		}
 		s.endTask(t, TaskException, err)
+	}
+	img, release, err := s.tasks.fetcher.Fetch(ctx, fr)
+	if err != nil {
+		failed(err)
 		return
 	}
 	defer release()
 	if mp, ok := s.be.(MediaPreparer); ok {
 		undo, err := mp.PrepareMedia(ctx, t.MachineID, t.Slot, img.Path)
 		if err != nil {
-			if ctx.Err() != nil {
-				cancelled()
-				return
-			}
-			s.endTask(t, TaskException, err)
+			failed(err)
 			return
 		}
 		defer undo()
 	}
 	if !s.holdStuckMedia(ctx, t.MachineID, t.MachineName) {
-		s.endTask(t, TaskCancelled, fmt.Errorf("ejected while loading"))
+		cancelled()
 		return
 	}
 	unlock := s.lock(t.MachineID)
