@@ -271,19 +271,29 @@ func (b *bmc) localPort() uint16 {
 	return 623
 }
 
+// checkSOLPayload checks the request data of Activate and Deactivate
+// Payload (IPMI v2.0 §24.1, §24.2: payload type, instance and four bytes
+// of auxiliary data) name SOL instance 1, from a session.
+func checkSOLPayload(s *sessRef, d []byte) wire.CompletionCode {
+	if len(d) != 6 {
+		return wire.CodeDataLengthInvalid
+	}
+	if d[0]&0x3f != payloadTypeSOL || d[1]&0x0f != 1 {
+		return wire.CodeInvalidDataField
+	}
+	if s == nil {
+		return wire.CodeInsufficientPriv
+	}
+	return wire.CodeOK
+}
+
 // activatePayload (IPMI v2.0 §24.1) starts SOL, instance 1, for the calling
 // session. An interactive console needs Operator or above (the command
 // table says so; a User session gets 0xD4, insufficient privilege), as SOL
 // configuration parameter 2 announces.
 func (b *bmc) activatePayload(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 6 {
-		return wire.CodeDataLengthInvalid, nil
-	}
-	if d[0]&0x3f != payloadTypeSOL || d[1]&0x0f != 1 {
-		return wire.CodeInvalidDataField, nil
-	}
-	if s == nil {
-		return wire.CodeInsufficientPriv, nil
+	if cc := checkSOLPayload(s, d); cc != wire.CodeOK {
+		return cc, nil
 	}
 	// The machine's shared console: a web console page on it keeps
 	// running beside this session.
@@ -314,14 +324,8 @@ func (b *bmc) activatePayload(s *sessRef, d []byte) (wire.CompletionCode, []byte
 // the payload (so `sol deactivate` frees one left by a dead console) or of
 // an Administrator; anyone else gets 0xD4, insufficient privilege.
 func (b *bmc) deactivatePayload(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 6 {
-		return wire.CodeDataLengthInvalid, nil
-	}
-	if d[0]&0x3f != payloadTypeSOL || d[1]&0x0f != 1 {
-		return wire.CodeInvalidDataField, nil
-	}
-	if s == nil {
-		return wire.CodeInsufficientPriv, nil
+	if cc := checkSOLPayload(s, d); cc != wire.CodeOK {
+		return cc, nil
 	}
 	b.mu.Lock()
 	sol, ss := b.sol, b.sessions[s.id]
