@@ -28,22 +28,33 @@ type CA struct {
 // NewCA makes a CA named cn, valid for a day.
 func NewCA(t testing.TB, cn string) *CA {
 	t.Helper()
+	der, key := certify(t, &x509.Certificate{
+		Subject: pkix.Name{CommonName: cn},
+		IsCA:    true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}, nil)
+	cert, _ := x509.ParseCertificate(der)
+	return &CA{PEM: pemBlock("CERTIFICATE", der), cert: cert, key: key}
+}
+
+// certify makes a P-256 key and a certificate for it from tmpl, valid
+// for a day (from an hour ago), signed by ca (by itself when ca is nil).
+func certify(t testing.TB, tmpl *x509.Certificate, ca *CA) ([]byte, *ecdsa.PrivateKey) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: cn},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	tmpl.SerialNumber, tmpl.NotBefore, tmpl.NotAfter = serial(), now.Add(-time.Hour), now.Add(24*time.Hour)
+	parent, signer := tmpl, key
+	if ca != nil {
+		parent, signer = ca.cert, ca.key
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, _ := x509.ParseCertificate(der)
-	return &CA{PEM: pemBlock("CERTIFICATE", der), cert: cert, key: key}
+	return der, key
 }
 
 // Leaf says what a certificate is for.
@@ -59,14 +70,8 @@ type Leaf struct {
 // Issue makes a key and a certificate for l signed by ca, as PEM.
 func (ca *CA) Issue(t testing.TB, l Leaf) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: l.CN, Organization: l.Groups},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		Subject:     pkix.Name{CommonName: l.CN, Organization: l.Groups},
 		IPAddresses: l.IPs, DNSNames: l.DNS, KeyUsage: x509.KeyUsageDigitalSignature,
 	}
 	if l.Server {
@@ -75,10 +80,7 @@ func (ca *CA) Issue(t testing.TB, l Leaf) (certPEM, keyPEM []byte) {
 	if l.Client {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	der, key := certify(t, tmpl, ca)
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
