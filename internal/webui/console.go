@@ -110,11 +110,7 @@ type consoleMsg struct {
 
 func (u *UI) serveConsole(w http.ResponseWriter, r *http.Request, id string) {
 	opener := u.svc.Consoles() // shared with IPMI SOL
-	if opener == nil {
-		apiError(w, http.StatusNotImplemented, "this backend's machines have no serial console")
-		return
-	}
-	s, ok := u.accept(w, r, id, "The serial console needs the Operator or Administrator role, as IPMI's SOL does.")
+	s, ok := u.accept(w, r, id, opener != nil, "serial console", "The serial console needs the Operator or Administrator role, as IPMI's SOL does.")
 	if !ok {
 		return
 	}
@@ -275,8 +271,14 @@ func (s *wsSession) close() {
 // valid session token whose caller may use machine id's consoles
 // (ConfigureComponents; need says so when it may not), and a slot is free.
 // A socket that is not admitted is closed with the reason as a text message
-// and a 1008 (1013 when no slot is free); false then.
-func (u *UI) accept(w http.ResponseWriter, r *http.Request, id, need string) (*wsSession, bool) {
+// and a 1008 (1013 when no slot is free); false then. A backend whose
+// machines lack the console (has false) gets a 501 naming it (what) before
+// any upgrade.
+func (u *UI) accept(w http.ResponseWriter, r *http.Request, id string, has bool, what, need string) (*wsSession, bool) {
+	if !has {
+		apiError(w, http.StatusNotImplemented, "this backend's machines have no "+what)
+		return nil, false
+	}
 	if !sameOrigin(r) {
 		u.refused(r, "websocket handshake from another origin, or without one")
 	}

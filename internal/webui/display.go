@@ -37,11 +37,7 @@ const displayRead = 64 << 10
 
 func (u *UI) serveDisplay(w http.ResponseWriter, r *http.Request, id string) {
 	opener, _ := u.svc.Backend().(machine.DisplayOpener)
-	if opener == nil {
-		apiError(w, http.StatusNotImplemented, "this backend's machines have no graphical console")
-		return
-	}
-	s, ok := u.accept(w, r, id, "The graphical console needs the Operator or Administrator role, as the serial console does.")
+	s, ok := u.accept(w, r, id, opener != nil, "graphical console", "The graphical console needs the Operator or Administrator role, as the serial console does.")
 	if !ok {
 		return
 	}
