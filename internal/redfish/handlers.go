@@ -205,6 +205,18 @@ func biosError(be *machine.BIOSError) *apiError {
 // power action that began is carried through.
 func ctx(c *call) context.Context { return context.WithoutCancel(c.r.Context()) }
 
+// changed answers an action or a DELETE the model carried out: 204 No
+// Content and the change logged (logChange) when err is nil, else the model's
+// error (modelError).
+func (s *Server) changed(c *call, err error, what string, fields ...zap.Field) *apiError {
+	if err != nil {
+		return s.modelError(c, err)
+	}
+	s.logChange(c, what, fields...)
+	c.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
 func (s *Server) logChange(c *call, what string, fields ...zap.Field) {
 	fs := append([]zap.Field{zap.String("user", c.who.user), zap.String("path", c.path)}, fields...)
 	if c.m != nil {
@@ -644,12 +656,7 @@ func postManagerReset(s *Server, c *call) *apiError {
 			return aerr
 		}
 	}
-	if err := s.svc.ResetBMC(c.m.ID); err != nil {
-		return s.modelError(c, err)
-	}
-	s.logChange(c, "BMC reset", zap.String("type", rt))
-	c.w.WriteHeader(http.StatusNoContent)
-	return nil
+	return s.changed(c, s.svc.ResetBMC(c.m.ID), "BMC reset", zap.String("type", rt))
 }
 
 func postReset(s *Server, c *call) *apiError {
@@ -682,12 +689,7 @@ func postResetBios(s *Server, c *call) *apiError {
 	if _, aerr := actionParams(c, "Bios.ResetBios"); aerr != nil {
 		return aerr
 	}
-	if err := s.svc.ResetBIOS(ctx(c), c.m.ID); err != nil {
-		return s.modelError(c, err)
-	}
-	s.logChange(c, "BIOS defaults staged")
-	c.w.WriteHeader(http.StatusNoContent)
-	return nil
+	return s.changed(c, s.svc.ResetBIOS(ctx(c), c.m.ID), "BIOS defaults staged")
 }
 
 // --- sessions and accounts ---

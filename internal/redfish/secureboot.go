@@ -273,12 +273,8 @@ func postResetKeys(s *Server, c *call) *apiError {
 	if aerr != nil {
 		return aerr
 	}
-	if _, err := s.svc.ResetKeys(ctx(c), c.m.ID, "", machine.KeyReset(kt)); err != nil {
-		return s.modelError(c, err)
-	}
-	s.logChange(c, "secure boot keys reset", zap.String("type", kt))
-	c.w.WriteHeader(http.StatusNoContent)
-	return nil
+	_, err := s.svc.ResetKeys(ctx(c), c.m.ID, "", machine.KeyReset(kt))
+	return s.changed(c, err, "secure boot keys reset", zap.String("type", kt))
 }
 
 // postDatabaseResetKeys resets or deletes one database's keys
@@ -301,10 +297,6 @@ func postDatabaseResetKeys(s *Server, c *call) *apiError {
 	if aerr != nil {
 		return aerr
 	}
-	if _, err := s.svc.ResetKeys(ctx(c), c.m.ID, machine.KeyDatabase(c.params[1]), machine.KeyReset(kt)); err != nil {
-		return s.modelError(c, err)
-	}
-	s.logChange(c, "secure boot database keys reset", zap.String("database", c.params[1]), zap.String("type", kt))
-	c.w.WriteHeader(http.StatusNoContent)
-	return nil
+	_, err := s.svc.ResetKeys(ctx(c), c.m.ID, machine.KeyDatabase(c.params[1]), machine.KeyReset(kt))
+	return s.changed(c, err, "secure boot database keys reset", zap.String("database", c.params[1]), zap.String("type", kt))
 }

@@ -142,10 +142,5 @@ func deleteVolume(s *Server, c *call) *apiError {
 	if c.params[1] != storageID {
 		return newError(http.StatusNotFound, MsgResourceNotFound, "Storage", c.params[1])
 	}
-	if err := s.svc.DeleteVolume(ctx(c), c.m.ID, c.params[2]); err != nil {
-		return s.modelError(c, err)
-	}
-	s.logChange(c, "volume deleted", zap.String("volume", c.params[2]))
-	c.w.WriteHeader(http.StatusNoContent)
-	return nil
+	return s.changed(c, s.svc.DeleteVolume(ctx(c), c.m.ID, c.params[2]), "volume deleted", zap.String("volume", c.params[2]))
 }
