@@ -774,30 +774,31 @@ func (b *Backend) Stop(_ context.Context, id string, force bool) error {
 
 // Reboot implements machine.Backend.
 func (b *Backend) Reboot(_ context.Context, id string) error {
-	l, e, err := b.op(id)
-	if err != nil {
-		return err
-	}
-	err = l.DomainReboot(e.dom, libvirt.DomainRebootAcpiPowerBtn)
-	return b.done(l, e, err, "reboot")
+	return b.domainCall(id, "reboot", func(l *libvirt.Libvirt, d libvirt.Domain) error {
+		return l.DomainReboot(d, libvirt.DomainRebootAcpiPowerBtn)
+	})
 }
 
 // Reset implements machine.Backend.
 func (b *Backend) Reset(_ context.Context, id string) error {
-	l, e, err := b.op(id)
-	if err != nil {
-		return err
-	}
-	err = l.DomainReset(e.dom, 0)
-	return b.done(l, e, err, "reset")
+	return b.domainCall(id, "reset", func(l *libvirt.Libvirt, d libvirt.Domain) error {
+		return l.DomainReset(d, 0)
+	})
 }
 
 // NMI implements machine.Backend.
 func (b *Backend) NMI(_ context.Context, id string) error {
+	return b.domainCall(id, "inject NMI into", func(l *libvirt.Libvirt, d libvirt.Domain) error {
+		return l.DomainInjectNmi(d, 0)
+	})
+}
+
+// domainCall makes one libvirt call on machine id's domain (op, then done:
+// the domain re-read, an error named by what).
+func (b *Backend) domainCall(id, what string, call func(*libvirt.Libvirt, libvirt.Domain) error) error {
 	l, e, err := b.op(id)
 	if err != nil {
 		return err
 	}
-	err = l.DomainInjectNmi(e.dom, 0)
-	return b.done(l, e, err, "inject NMI into")
+	return b.done(l, e, call(l, e.dom), what)
 }
