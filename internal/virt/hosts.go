@@ -197,12 +197,9 @@ func (h *Hosts) Stale(id string) bool {
 
 // SetIndicator implements machine.Backend.
 func (h *Hosts) SetIndicator(id string, on bool) error {
-	b, err := h.owner(id)
+	b, err := h.availableOwner(id)
 	if err != nil {
 		return err
-	}
-	if !b.Available() {
-		return b.unavailable(id)
 	}
 	return b.SetIndicator(id, on)
 }
@@ -210,68 +207,62 @@ func (h *Hosts) SetIndicator(id string, on bool) error {
 // Subscribe implements machine.Backend: the events of every host.
 func (h *Hosts) Subscribe() (<-chan machine.Event, func()) { return h.subs.Subscribe() }
 
-// Save implements machine.Backend.
-func (h *Hosts) Save(ctx context.Context, id string, s machine.Settings) error {
+// availableOwner is the backend of the host that has machine id, when
+// that host answers (else the machine is unavailable).
+func (h *Hosts) availableOwner(id string) (*Backend, error) {
+	b, err := h.owner(id)
+	if err != nil {
+		return nil, err
+	}
+	if !b.Available() {
+		return nil, b.unavailable(id)
+	}
+	return b, nil
+}
+
+// onOwner calls do with the backend of the host that has machine id.
+func (h *Hosts) onOwner(id string, do func(*Backend) error) error {
 	b, err := h.owner(id)
 	if err != nil {
 		return err
 	}
-	return b.Save(ctx, id, s)
+	return do(b)
+}
+
+// Save implements machine.Backend.
+func (h *Hosts) Save(ctx context.Context, id string, s machine.Settings) error {
+	return h.onOwner(id, func(b *Backend) error { return b.Save(ctx, id, s) })
 }
 
 // Start implements machine.Backend.
 func (h *Hosts) Start(ctx context.Context, id string) error {
-	b, err := h.owner(id)
-	if err != nil {
-		return err
-	}
-	return b.Start(ctx, id)
+	return h.onOwner(id, func(b *Backend) error { return b.Start(ctx, id) })
 }
 
 // Stop implements machine.Backend.
 func (h *Hosts) Stop(ctx context.Context, id string, force bool) error {
-	b, err := h.owner(id)
-	if err != nil {
-		return err
-	}
-	return b.Stop(ctx, id, force)
+	return h.onOwner(id, func(b *Backend) error { return b.Stop(ctx, id, force) })
 }
 
 // Reboot implements machine.Backend.
 func (h *Hosts) Reboot(ctx context.Context, id string) error {
-	b, err := h.owner(id)
-	if err != nil {
-		return err
-	}
-	return b.Reboot(ctx, id)
+	return h.onOwner(id, func(b *Backend) error { return b.Reboot(ctx, id) })
 }
 
 // Reset implements machine.Backend.
 func (h *Hosts) Reset(ctx context.Context, id string) error {
-	b, err := h.owner(id)
-	if err != nil {
-		return err
-	}
-	return b.Reset(ctx, id)
+	return h.onOwner(id, func(b *Backend) error { return b.Reset(ctx, id) })
 }
 
 // NMI implements machine.Backend.
 func (h *Hosts) NMI(ctx context.Context, id string) error {
-	b, err := h.owner(id)
-	if err != nil {
-		return err
-	}
-	return b.NMI(ctx, id)
+	return h.onOwner(id, func(b *Backend) error { return b.NMI(ctx, id) })
 }
 
 // SetMedia implements machine.Backend. The image path must exist on the
 // machine's host: vbmcd's media cache is local to vbmcd.
 func (h *Hosts) SetMedia(ctx context.Context, id string, slot machine.MediaSlot, src string) error {
-	b, err := h.owner(id)
-	if err != nil {
-		return err
-	}
-	return b.SetMedia(ctx, id, slot, src)
+	return h.onOwner(id, func(b *Backend) error { return b.SetMedia(ctx, id, slot, src) })
 }
 
 // FactoryKeys implements machine.KeyStorer for a machine on its host.
@@ -285,12 +276,9 @@ func (h *Hosts) FactoryKeys(id string) (machine.KeyStore, error) {
 
 // OpenConsole opens the serial console of a machine on its host.
 func (h *Hosts) OpenConsole(ctx context.Context, id string) (io.ReadWriteCloser, error) {
-	b, err := h.owner(id)
+	b, err := h.availableOwner(id)
 	if err != nil {
 		return nil, err
-	}
-	if !b.Available() {
-		return nil, b.unavailable(id)
 	}
 	return b.OpenConsole(ctx, id)
 }
@@ -298,12 +286,9 @@ func (h *Hosts) OpenConsole(ctx context.Context, id string) (io.ReadWriteCloser,
 // OpenDisplay opens the VNC display of a machine on its host (see
 // Backend.OpenDisplay).
 func (h *Hosts) OpenDisplay(ctx context.Context, id string) (io.ReadWriteCloser, error) {
-	b, err := h.owner(id)
+	b, err := h.availableOwner(id)
 	if err != nil {
 		return nil, err
-	}
-	if !b.Available() {
-		return nil, b.unavailable(id)
 	}
 	return b.OpenDisplay(ctx, id)
 }
