@@ -100,9 +100,6 @@ func bootFlags(bt machine.Boot) []byte {
 
 // getBootOptions (IPMI v2.0 §28.13).
 func (b *bmc) getBootOptions(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 3 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	param := d[0] & 0x7f
 	out := []byte{0x01, param} // parameter version 1, valid (unlocked)
 	b.mu.Lock()
@@ -134,9 +131,6 @@ func (b *bmc) getBootOptions(_ *sessRef, d []byte) (wire.CompletionCode, []byte)
 // form of parameter 5 carries only its first two data bytes; the rest are
 // taken as zero.
 func (b *bmc) setBootOptions(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) < 1 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	param, data := d[0]&0x7f, d[1:]
 	switch param {
 	case bootParamSetInProgress:

@@ -11,9 +11,6 @@ import (
 // Manager DateTime sets (machine/clock.go): seconds since 1970, little
 // endian, UTC.
 func (b *bmc) setSELTime(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 4 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	t := time.Unix(int64(binary.LittleEndian.Uint32(d)), 0).UTC()
 	if _, err := b.svc.SetClock(b.ctx, b.id, &t, nil, time.Now()); err != nil {
 		return codeFor(err), nil

@@ -80,6 +80,11 @@ type handler struct {
 	priv uint8 // minimum session privilege (IPMI v2.0 Appendix G)
 	fn   func(b *bmc, s *sessRef, d []byte) (wire.CompletionCode, []byte)
 	face face // the faces that take it; both when zero
+	// min and max bound the length of the request data (the command's
+	// table in IPMI v2.0; 0xffff: no bound above, a payload's length is 16
+	// bits): a request outside gets C7h before fn runs, which checks the
+	// rest (a length that depends on a parameter).
+	min, max int
 }
 
 // face says which of a BMC's faces take a command.
@@ -106,61 +111,61 @@ var handlers map[key]handler
 
 func init() {
 	handlers = map[key]handler{
-		{wire.NetFnApp, cmdGetDeviceID}:            {privUser, (*bmc).getDeviceID, bothFaces},
-		{wire.NetFnApp, cmdColdReset}:              {privAdmin, (*bmc).resetController, bothFaces},
-		{wire.NetFnApp, cmdWarmReset}:              {privAdmin, (*bmc).resetController, bothFaces},
-		{wire.NetFnApp, cmdGetACPIPowerState}:      {privUser, (*bmc).getACPIPowerState, bothFaces},
-		{wire.NetFnApp, cmdGetSystemGUID}:          {privUser, (*bmc).getSystemGUID, bothFaces},
-		{wire.NetFnApp, cmdGetChannelAuthCaps}:     {privCallback, (*bmc).getChannelAuthCaps, bothFaces},
-		{wire.NetFnApp, cmdSetSessionPrivilege}:    {privCallback, (*bmc).setSessionPrivilege, lanOnly},
-		{wire.NetFnApp, cmdCloseSession}:           {privCallback, (*bmc).closeSession, bothFaces},
-		{wire.NetFnApp, cmdGetChannelInfo}:         {privUser, (*bmc).getChannelInfo, bothFaces},
-		{wire.NetFnApp, cmdGetChannelAccess}:       {privUser, (*bmc).getChannelAccess, bothFaces},
-		{wire.NetFnApp, cmdGetSessionInfo}:         {privUser, (*bmc).getSessionInfo, bothFaces},
-		{wire.NetFnApp, cmdGetUserAccess}:          {privOperator, (*bmc).getUserAccess, bothFaces},
-		{wire.NetFnApp, cmdGetUserName}:            {privOperator, (*bmc).getUserName, bothFaces},
-		{wire.NetFnApp, cmdSetUserAccess}:          {privAdmin, (*bmc).setUserAccess, bothFaces},
-		{wire.NetFnApp, cmdSetUserName}:            {privAdmin, (*bmc).setUserName, bothFaces},
-		{wire.NetFnApp, cmdSetUserPassword}:        {privAdmin, (*bmc).setUserPassword, bothFaces},
-		{wire.NetFnApp, cmdActivatePayload}:        {privOperator, (*bmc).activatePayload, lanOnly},
-		{wire.NetFnApp, cmdDeactivatePayload}:      {privUser, (*bmc).deactivatePayload, lanOnly},
-		{wire.NetFnApp, cmdGetPayloadStatus}:       {privUser, (*bmc).getPayloadStatus, bothFaces},
-		{wire.NetFnApp, cmdGetChannelCipherSuites}: {privCallback, (*bmc).getChannelCipherSuites, bothFaces},
-		{wire.NetFnApp, cmdResetWatchdog}:          {privOperator, (*bmc).resetWatchdog, bothFaces},
-		{wire.NetFnApp, cmdSetWatchdog}:            {privOperator, (*bmc).setWatchdog, bothFaces},
-		{wire.NetFnApp, cmdGetWatchdog}:            {privUser, (*bmc).getWatchdog, bothFaces},
-		{wire.NetFnApp, cmdSetGlobalEnables}:       {privAdmin, (*bmc).setGlobalEnables, systemOnly},
-		{wire.NetFnApp, cmdGetGlobalEnables}:       {privUser, (*bmc).getGlobalEnables, bothFaces},
-		{wire.NetFnApp, cmdClearMessageFlags}:      {privAdmin, (*bmc).clearMessageFlags, systemOnly},
-		{wire.NetFnApp, cmdGetMessageFlags}:        {privAdmin, (*bmc).getMessageFlags, systemOnly},
-		{wire.NetFnApp, cmdGetMessage}:             {privAdmin, (*bmc).getMessage, systemOnly},
-		{wire.NetFnApp, cmdReadEventBuffer}:        {privAdmin, (*bmc).readEventBuffer, systemOnly},
+		{wire.NetFnApp, cmdGetDeviceID}:            {privUser, (*bmc).getDeviceID, bothFaces, 0, 0},
+		{wire.NetFnApp, cmdColdReset}:              {privAdmin, (*bmc).resetController, bothFaces, 0, 0},
+		{wire.NetFnApp, cmdWarmReset}:              {privAdmin, (*bmc).resetController, bothFaces, 0, 0},
+		{wire.NetFnApp, cmdGetACPIPowerState}:      {privUser, (*bmc).getACPIPowerState, bothFaces, 0, 0},
+		{wire.NetFnApp, cmdGetSystemGUID}:          {privUser, (*bmc).getSystemGUID, bothFaces, 0, 0},
+		{wire.NetFnApp, cmdGetChannelAuthCaps}:     {privCallback, (*bmc).getChannelAuthCaps, bothFaces, 2, 2},
+		{wire.NetFnApp, cmdSetSessionPrivilege}:    {privCallback, (*bmc).setSessionPrivilege, lanOnly, 1, 1},
+		{wire.NetFnApp, cmdCloseSession}:           {privCallback, (*bmc).closeSession, bothFaces, 4, 5},
+		{wire.NetFnApp, cmdGetChannelInfo}:         {privUser, (*bmc).getChannelInfo, bothFaces, 1, 1},
+		{wire.NetFnApp, cmdGetChannelAccess}:       {privUser, (*bmc).getChannelAccess, bothFaces, 2, 2},
+		{wire.NetFnApp, cmdGetSessionInfo}:         {privUser, (*bmc).getSessionInfo, bothFaces, 1, 0xffff},
+		{wire.NetFnApp, cmdGetUserAccess}:          {privOperator, (*bmc).getUserAccess, bothFaces, 2, 2},
+		{wire.NetFnApp, cmdGetUserName}:            {privOperator, (*bmc).getUserName, bothFaces, 1, 1},
+		{wire.NetFnApp, cmdSetUserAccess}:          {privAdmin, (*bmc).setUserAccess, bothFaces, 3, 4},
+		{wire.NetFnApp, cmdSetUserName}:            {privAdmin, (*bmc).setUserName, bothFaces, 17, 17},
+		{wire.NetFnApp, cmdSetUserPassword}:        {privAdmin, (*bmc).setUserPassword, bothFaces, 2, 0xffff},
+		{wire.NetFnApp, cmdActivatePayload}:        {privOperator, (*bmc).activatePayload, lanOnly, 6, 6},
+		{wire.NetFnApp, cmdDeactivatePayload}:      {privUser, (*bmc).deactivatePayload, lanOnly, 6, 6},
+		{wire.NetFnApp, cmdGetPayloadStatus}:       {privUser, (*bmc).getPayloadStatus, bothFaces, 1, 1},
+		{wire.NetFnApp, cmdGetChannelCipherSuites}: {privCallback, (*bmc).getChannelCipherSuites, bothFaces, 3, 3},
+		{wire.NetFnApp, cmdResetWatchdog}:          {privOperator, (*bmc).resetWatchdog, bothFaces, 0, 0},
+		{wire.NetFnApp, cmdSetWatchdog}:            {privOperator, (*bmc).setWatchdog, bothFaces, 6, 6},
+		{wire.NetFnApp, cmdGetWatchdog}:            {privUser, (*bmc).getWatchdog, bothFaces, 0, 0},
+		{wire.NetFnApp, cmdSetGlobalEnables}:       {privAdmin, (*bmc).setGlobalEnables, systemOnly, 1, 1},
+		{wire.NetFnApp, cmdGetGlobalEnables}:       {privUser, (*bmc).getGlobalEnables, bothFaces, 0, 0},
+		{wire.NetFnApp, cmdClearMessageFlags}:      {privAdmin, (*bmc).clearMessageFlags, systemOnly, 1, 1},
+		{wire.NetFnApp, cmdGetMessageFlags}:        {privAdmin, (*bmc).getMessageFlags, systemOnly, 0, 0},
+		{wire.NetFnApp, cmdGetMessage}:             {privAdmin, (*bmc).getMessage, systemOnly, 0, 0},
+		{wire.NetFnApp, cmdReadEventBuffer}:        {privAdmin, (*bmc).readEventBuffer, systemOnly, 0, 0},
 
-		{wire.NetFnChassis, cmdGetChassisStatus}: {privUser, (*bmc).getChassisStatus, bothFaces},
-		{wire.NetFnChassis, cmdChassisControl}:   {privOperator, (*bmc).chassisControl, bothFaces},
-		{wire.NetFnChassis, cmdChassisIdentify}:  {privOperator, (*bmc).chassisIdentify, bothFaces},
-		{wire.NetFnChassis, cmdSetBootOptions}:   {privOperator, (*bmc).setBootOptions, bothFaces},
-		{wire.NetFnChassis, cmdGetBootOptions}:   {privUser, (*bmc).getBootOptions, bothFaces},
+		{wire.NetFnChassis, cmdGetChassisStatus}: {privUser, (*bmc).getChassisStatus, bothFaces, 0, 0},
+		{wire.NetFnChassis, cmdChassisControl}:   {privOperator, (*bmc).chassisControl, bothFaces, 1, 1},
+		{wire.NetFnChassis, cmdChassisIdentify}:  {privOperator, (*bmc).chassisIdentify, bothFaces, 0, 2},
+		{wire.NetFnChassis, cmdSetBootOptions}:   {privOperator, (*bmc).setBootOptions, bothFaces, 1, 0xffff},
+		{wire.NetFnChassis, cmdGetBootOptions}:   {privUser, (*bmc).getBootOptions, bothFaces, 3, 3},
 
-		{wire.NetFnStorage, cmdGetSDRRepoInfo}: {privUser, (*bmc).getSDRRepoInfo, bothFaces},
-		{wire.NetFnStorage, cmdReserveSDRRepo}: {privUser, (*bmc).reserve, bothFaces},
-		{wire.NetFnStorage, cmdGetSDR}:         {privUser, (*bmc).getSDR, bothFaces},
-		{wire.NetFnStorage, cmdGetSELInfo}:     {privUser, (*bmc).getSELInfo, bothFaces},
-		{wire.NetFnStorage, cmdReserveSEL}:     {privUser, (*bmc).reserve, bothFaces},
-		{wire.NetFnStorage, cmdGetSELEntry}:    {privUser, (*bmc).getSELEntry, bothFaces},
-		{wire.NetFnStorage, cmdAddSELEntry}:    {privOperator, (*bmc).addSELEntry, bothFaces},
-		{wire.NetFnStorage, cmdClearSEL}:       {privOperator, (*bmc).clearSEL, bothFaces},
-		{wire.NetFnStorage, cmdGetSELTime}:     {privUser, (*bmc).getSELTime, bothFaces},
-		{wire.NetFnStorage, cmdSetSELTime}:     {privOperator, (*bmc).setSELTime, bothFaces},
+		{wire.NetFnStorage, cmdGetSDRRepoInfo}: {privUser, (*bmc).getSDRRepoInfo, bothFaces, 0, 0},
+		{wire.NetFnStorage, cmdReserveSDRRepo}: {privUser, (*bmc).reserve, bothFaces, 0, 0},
+		{wire.NetFnStorage, cmdGetSDR}:         {privUser, (*bmc).getSDR, bothFaces, 6, 6},
+		{wire.NetFnStorage, cmdGetSELInfo}:     {privUser, (*bmc).getSELInfo, bothFaces, 0, 0},
+		{wire.NetFnStorage, cmdReserveSEL}:     {privUser, (*bmc).reserve, bothFaces, 0, 0},
+		{wire.NetFnStorage, cmdGetSELEntry}:    {privUser, (*bmc).getSELEntry, bothFaces, 6, 6},
+		{wire.NetFnStorage, cmdAddSELEntry}:    {privOperator, (*bmc).addSELEntry, bothFaces, 16, 16},
+		{wire.NetFnStorage, cmdClearSEL}:       {privOperator, (*bmc).clearSEL, bothFaces, 6, 6},
+		{wire.NetFnStorage, cmdGetSELTime}:     {privUser, (*bmc).getSELTime, bothFaces, 0, 0},
+		{wire.NetFnStorage, cmdSetSELTime}:     {privOperator, (*bmc).setSELTime, bothFaces, 4, 4},
 
-		{wire.NetFnSensor, cmdPlatformEvent}:       {privOperator, (*bmc).platformEvent, bothFaces},
-		{wire.NetFnSensor, cmdGetSensorReading}:    {privUser, (*bmc).getSensorReading, bothFaces},
-		{wire.NetFnSensor, cmdGetSensorThresholds}: {privUser, (*bmc).getSensorThresholds, bothFaces},
+		{wire.NetFnSensor, cmdPlatformEvent}:       {privOperator, (*bmc).platformEvent, bothFaces, 5, 8},
+		{wire.NetFnSensor, cmdGetSensorReading}:    {privUser, (*bmc).getSensorReading, bothFaces, 1, 1},
+		{wire.NetFnSensor, cmdGetSensorThresholds}: {privUser, (*bmc).getSensorThresholds, bothFaces, 1, 1},
 
-		{wire.NetFnTransport, cmdSetLANConfig}: {privAdmin, (*bmc).setLANConfig, bothFaces},
-		{wire.NetFnTransport, cmdGetLANConfig}: {privOperator, (*bmc).getLANConfig, bothFaces},
-		{wire.NetFnTransport, cmdGetSOLConfig}: {privUser, (*bmc).getSOLConfig, bothFaces},
-		{wire.NetFnTransport, cmdSetSOLConfig}: {privAdmin, (*bmc).setSOLConfig, bothFaces},
+		{wire.NetFnTransport, cmdSetLANConfig}: {privAdmin, (*bmc).setLANConfig, bothFaces, 3, 0xffff},
+		{wire.NetFnTransport, cmdGetLANConfig}: {privOperator, (*bmc).getLANConfig, bothFaces, 4, 4},
+		{wire.NetFnTransport, cmdGetSOLConfig}: {privUser, (*bmc).getSOLConfig, bothFaces, 4, 4},
+		{wire.NetFnTransport, cmdSetSOLConfig}: {privAdmin, (*bmc).setSOLConfig, bothFaces, 2, 0xffff},
 	}
 }
 
@@ -193,6 +198,9 @@ func (b *bmc) command(s *sessRef, req wire.Request) (wire.CompletionCode, []byte
 		if priv < h.priv {
 			return wire.CodeInsufficientPriv, nil
 		}
+	}
+	if len(req.Data) < h.min || len(req.Data) > h.max {
+		return wire.CodeDataLengthInvalid, nil
 	}
 	return h.fn(b, s, req.Data)
 }
@@ -237,15 +245,11 @@ func isOn(m *machine.Machine) bool {
 	return m.Power == machine.PowerOn || m.Power == machine.PowerPoweringOff
 }
 
-// getDeviceID (IPMI v2.0 §20.1).
 // resetController answers Cold and Warm Reset (IPMI v2.0 §20.2, §20.3):
 // the answer goes out first, then the BMC starts over (machine.ResetBMC),
 // ending every session, this one included. Both resets are the same here:
 // the BMC keeps no state a warm reset would spare.
-func (b *bmc) resetController(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 0 {
-		return wire.CodeDataLengthInvalid, nil
-	}
+func (b *bmc) resetController(s *sessRef, _ []byte) (wire.CompletionCode, []byte) {
 	if s == nil {
 		return wire.CodeInsufficientPriv, nil
 	}
@@ -255,10 +259,8 @@ func (b *bmc) resetController(s *sessRef, d []byte) (wire.CompletionCode, []byte
 	return wire.CodeOK, nil
 }
 
-func (b *bmc) getDeviceID(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 0 {
-		return wire.CodeDataLengthInvalid, nil
-	}
+// getDeviceID (IPMI v2.0 §20.1).
+func (b *bmc) getDeviceID(_ *sessRef, _ []byte) (wire.CompletionCode, []byte) {
 	m, cc := b.machine()
 	if cc != wire.CodeOK {
 		return cc, nil
@@ -305,10 +307,7 @@ func firmwareRevision(v string) (major, minor byte, aux [4]byte) {
 var firmwareRe = regexp.MustCompile(`[0-9]+\.[0-9]+(\.[0-9]+)*`)
 
 // getACPIPowerState (IPMI v2.0 §20.7): S0/G0 working or S5/G2 soft-off.
-func (b *bmc) getACPIPowerState(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 0 {
-		return wire.CodeDataLengthInvalid, nil
-	}
+func (b *bmc) getACPIPowerState(_ *sessRef, _ []byte) (wire.CompletionCode, []byte) {
 	m, cc := b.machine()
 	if cc != wire.CodeOK {
 		return cc, nil
@@ -320,10 +319,7 @@ func (b *bmc) getACPIPowerState(_ *sessRef, d []byte) (wire.CompletionCode, []by
 }
 
 // getSystemGUID (IPMI v2.0 §22.14): the machine's UUID.
-func (b *bmc) getSystemGUID(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 0 {
-		return wire.CodeDataLengthInvalid, nil
-	}
+func (b *bmc) getSystemGUID(_ *sessRef, _ []byte) (wire.CompletionCode, []byte) {
 	g := b.guid
 	return wire.CodeOK, g[:]
 }
@@ -337,9 +333,6 @@ const systemChannel = 0x0f
 // getChannelAuthCaps (IPMI v2.0 §22.13). With bit 7 of the channel byte the
 // console asks for the v2.0 extended data: RMCP+ only, non-null user names.
 func (b *bmc) getChannelAuthCaps(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 2 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	if !validChannel(d[0]) || d[1]&0x0f == 0 || d[1]&0x0f > privOEM {
 		return wire.CodeInvalidDataField, nil
 	}
@@ -355,9 +348,6 @@ func (b *bmc) getChannelAuthCaps(_ *sessRef, d []byte) (wire.CompletionCode, []b
 // getChannelCipherSuites (IPMI v2.0 §22.15), answered outside sessions too:
 // ipmitool asks before it opens one. Records are returned 16 bytes at a time.
 func (b *bmc) getChannelCipherSuites(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 3 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	if !validChannel(d[0]) || d[1]&0x3f > 1 {
 		return wire.CodeInvalidDataField, nil
 	}
@@ -389,9 +379,6 @@ func (b *bmc) getChannelCipherSuites(_ *sessRef, d []byte) (wire.CompletionCode,
 
 // setSessionPrivilege (IPMI v2.0 §22.18).
 func (b *bmc) setSessionPrivilege(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 1 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	if s == nil {
 		return wire.CodeInsufficientPriv, nil
 	}
@@ -419,9 +406,6 @@ func (b *bmc) setSessionPrivilege(s *sessRef, d []byte) (wire.CompletionCode, []
 // closeSession (IPMI v2.0 §22.19): a session closes itself, or an
 // administrator closes another.
 func (b *bmc) closeSession(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 4 && len(d) != 5 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	id := binary.LittleEndian.Uint32(d[0:4])
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -447,9 +431,6 @@ func (b *bmc) closeSession(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
 // multi-session; the system interface (channel 0Fh, §6.3), a session-less
 // KCS. "This channel" (0Eh) is the one the request came on.
 func (b *bmc) getChannelInfo(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 1 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	c := d[0] & 0x0f
 	if c == currentChannel && s != nil && s.system || c == systemChannel {
 		return wire.CodeOK, []byte{
@@ -479,9 +460,6 @@ func (b *bmc) getChannelInfo(s *sessRef, d []byte) (wire.CompletionCode, []byte)
 // getChannelAccess (IPMI v2.0 §22.23): always available, alerting off,
 // administrator limit.
 func (b *bmc) getChannelAccess(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 2 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	if !validChannel(d[0]) || d[1]>>6 == 0 || d[1]>>6 == 3 {
 		return wire.CodeInvalidDataField, nil
 	}
@@ -491,9 +469,6 @@ func (b *bmc) getChannelAccess(_ *sessRef, d []byte) (wire.CompletionCode, []byt
 // getSessionInfo (IPMI v2.0 §22.20): the current session (index 0) or the
 // n-th active one.
 func (b *bmc) getSessionInfo(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) < 1 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var active []*sess
@@ -537,10 +512,7 @@ func (b *bmc) getSessionInfo(s *sessRef, d []byte) (wire.CompletionCode, []byte)
 }
 
 // getChassisStatus (IPMI v2.0 §28.2).
-func (b *bmc) getChassisStatus(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 0 {
-		return wire.CodeDataLengthInvalid, nil
-	}
+func (b *bmc) getChassisStatus(_ *sessRef, _ []byte) (wire.CompletionCode, []byte) {
 	m, cc := b.machine()
 	if cc != wire.CodeOK {
 		return cc, nil
@@ -578,9 +550,6 @@ func (b *bmc) getChassisStatus(_ *sessRef, d []byte) (wire.CompletionCode, []byt
 // in Get Chassis Status (§28.2, current power state bit 4), until the next
 // chassis control succeeds.
 func (b *bmc) chassisControl(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 1 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	var rt machine.ResetType
 	switch d[0] & 0x0f {
 	case 0x00:
@@ -645,9 +614,6 @@ func (b *bmc) chassisControl(_ *sessRef, d []byte) (wire.CompletionCode, []byte)
 // chassisIdentify (IPMI v2.0 §28.5): interval in seconds (default 15, 0
 // off), or on until told otherwise with "force on".
 func (b *bmc) chassisIdentify(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) > 2 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	interval := 15 * time.Second
 	if len(d) >= 1 {
 		interval = time.Duration(d[0]) * time.Second
@@ -679,10 +645,7 @@ func (b *bmc) chassisIdentify(_ *sessRef, d []byte) (wire.CompletionCode, []byte
 	return wire.CodeOK, nil
 }
 
-func (b *bmc) reserve(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 0 {
-		return wire.CodeDataLengthInvalid, nil
-	}
+func (b *bmc) reserve(_ *sessRef, _ []byte) (wire.CompletionCode, []byte) {
 	b.mu.Lock()
 	b.reservation++
 	if b.reservation == 0 {
@@ -693,10 +656,7 @@ func (b *bmc) reserve(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
 	return wire.CodeOK, binary.LittleEndian.AppendUint16(nil, r)
 }
 
-func (b *bmc) getSELTime(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 0 {
-		return wire.CodeDataLengthInvalid, nil
-	}
+func (b *bmc) getSELTime(_ *sessRef, _ []byte) (wire.CompletionCode, []byte) {
 	// The BMC's clock: the host's plus the skew Redfish's Manager
 	// DateTime set (machine/clock.go).
 	now := time.Now()

@@ -75,9 +75,6 @@ func lanChannelOf(s *sessRef, c byte) bool {
 // getLANConfig (IPMI v2.0 §23.2): channel (bit 7: the revision only),
 // parameter, set selector, block selector.
 func (b *bmc) getLANConfig(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 4 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	if !lanChannelOf(s, d[0]) {
 		return wire.CodeInvalidDataField, nil
 	}
@@ -197,9 +194,6 @@ func (b *bmc) getLANConfig(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
 // setLANConfig (IPMI v2.0 §23.1): the parameters are vbmcd's
 // configuration; only Set In Progress is taken (and kept "set complete").
 func (b *bmc) setLANConfig(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) < 3 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	if !lanChannelOf(s, d[0]) {
 		return wire.CodeInvalidDataField, nil
 	}

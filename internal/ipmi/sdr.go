@@ -170,10 +170,7 @@ func (s sensor) reading(m *machine.Machine) (raw byte, ok bool, status byte) {
 }
 
 // getSDRRepoInfo (IPMI v2.0 §33.9).
-func (b *bmc) getSDRRepoInfo(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 0 {
-		return wire.CodeDataLengthInvalid, nil
-	}
+func (b *bmc) getSDRRepoInfo(_ *sessRef, _ []byte) (wire.CompletionCode, []byte) {
 	out := []byte{0x51}
 	out = binary.LittleEndian.AppendUint16(out, uint16(len(sdrRecords)))
 	out = append(out, 0x00, 0x00) // free space: none, the repository is read-only
@@ -189,9 +186,6 @@ func (b *bmc) getSDRRepoInfo(_ *sessRef, d []byte) (wire.CompletionCode, []byte)
 // (offset > 0) needs the current reservation, as clients read a record in
 // pieces.
 func (b *bmc) getSDR(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 6 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	resv := binary.LittleEndian.Uint16(d[0:2])
 	id := binary.LittleEndian.Uint16(d[2:4])
 	off, n := int(d[4]), int(d[5])
@@ -240,9 +234,6 @@ func sensorByNumber(n byte) (sensor, bool) {
 
 // getSensorReading (IPMI v2.0 §35.14).
 func (b *bmc) getSensorReading(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 1 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	s, ok := sensorByNumber(d[0])
 	if !ok {
 		return wire.CodeNotPresent, nil
@@ -262,9 +253,6 @@ func (b *bmc) getSensorReading(_ *sessRef, d []byte) (wire.CompletionCode, []byt
 
 // getSensorThresholds (IPMI v2.0 §35.9).
 func (b *bmc) getSensorThresholds(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 1 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	s, ok := sensorByNumber(d[0])
 	if !ok {
 		return wire.CodeNotPresent, nil

@@ -143,10 +143,7 @@ func (b *bmc) machineEvent(ev machine.Event) {
 }
 
 // getSELInfo (IPMI v2.0 §31.2).
-func (b *bmc) getSELInfo(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 0 {
-		return wire.CodeDataLengthInvalid, nil
-	}
+func (b *bmc) getSELInfo(_ *sessRef, _ []byte) (wire.CompletionCode, []byte) {
 	b.mu.Lock()
 	l := &b.sel
 	n, added, erased, overflow := len(l.recs), l.added, l.erased, l.overflow
@@ -171,9 +168,6 @@ func (b *bmc) getSELInfo(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
 // first, FFFFh the last), offset, bytes to read (FFh: all). A partial read
 // needs the current reservation, as for the SDR.
 func (b *bmc) getSELEntry(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 6 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	resv := binary.LittleEndian.Uint16(d[0:2])
 	id := binary.LittleEndian.Uint16(d[2:4])
 	off, n := int(d[4]), int(d[5])
@@ -221,9 +215,6 @@ func (b *bmc) getSELEntry(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
 // addSELEntry (IPMI v2.0 §31.6): the record as given, with the BMC's ID
 // and, for a timestamped type, its time.
 func (b *bmc) addSELEntry(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 16 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	var r [16]byte
 	copy(r[:], d)
 	now := b.bmcTime()
@@ -259,9 +250,6 @@ func (b *bmc) platformEvent(s *sessRef, d []byte) (wire.CompletionCode, []byte) 
 // or 00h to ask how it went. The cleared log keeps one record: the
 // clearing itself (Event Logging Disabled, "log area reset/cleared").
 func (b *bmc) clearSEL(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 6 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	if d[2] != 'C' || d[3] != 'L' || d[4] != 'R' || (d[5] != 0x00 && d[5] != 0xaa) {
 		return wire.CodeInvalidDataField, nil
 	}

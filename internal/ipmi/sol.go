@@ -275,9 +275,6 @@ func (b *bmc) localPort() uint16 {
 // Payload (IPMI v2.0 §24.1, §24.2: payload type, instance and four bytes
 // of auxiliary data) name SOL instance 1, from a session.
 func checkSOLPayload(s *sessRef, d []byte) wire.CompletionCode {
-	if len(d) != 6 {
-		return wire.CodeDataLengthInvalid
-	}
 	if d[0]&0x3f != payloadTypeSOL || d[1]&0x0f != 1 {
 		return wire.CodeInvalidDataField
 	}
@@ -348,9 +345,6 @@ func (b *bmc) deactivatePayload(s *sessRef, d []byte) (wire.CompletionCode, []by
 
 // getPayloadStatus (IPMI v2.0 §24.4).
 func (b *bmc) getPayloadStatus(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 1 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	if d[0]&0x3f != payloadTypeSOL {
 		return wire.CodeInvalidDataField, nil
 	}
@@ -366,9 +360,6 @@ func (b *bmc) getPayloadStatus(_ *sessRef, d []byte) (wire.CompletionCode, []byt
 
 // SOL configuration parameters (IPMI v2.0 §26.3, Table 26-5).
 func (b *bmc) getSOLConfig(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 4 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	if !validChannel(d[0]) {
 		return wire.CodeInvalidDataField, nil
 	}
@@ -405,9 +396,6 @@ func (b *bmc) getSOLConfig(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
 }
 
 func (b *bmc) setSOLConfig(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) < 2 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	switch d[1] {
 	case 0:
 		return wire.CodeOK, nil

@@ -36,9 +36,6 @@ const codeNoData wire.CompletionCode = 0x80
 // KCS interface's interrupt on or off (qemu's VM protocol, enable-irq and
 // disable-irq), as OpenIPMI's BMC does.
 func (b *bmc) setGlobalEnables(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 1 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	if d[0]&^enablesSettable != 0 {
 		return wire.CodeInvalidDataField, nil
 	}
@@ -58,10 +55,7 @@ func (b *bmc) setGlobalEnables(_ *sessRef, d []byte) (wire.CompletionCode, []byt
 }
 
 // getGlobalEnables (IPMI v2.0 §22.2).
-func (b *bmc) getGlobalEnables(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 0 {
-		return wire.CodeDataLengthInvalid, nil
-	}
+func (b *bmc) getGlobalEnables(_ *sessRef, _ []byte) (wire.CompletionCode, []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return wire.CodeOK, []byte{b.enables}
@@ -71,9 +65,6 @@ func (b *bmc) getGlobalEnables(_ *sessRef, d []byte) (wire.CompletionCode, []byt
 // queue, bit 1 the event message buffer, bit 3 the watchdog pre-timeout
 // flag.
 func (b *bmc) clearMessageFlags(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 1 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	b.mu.Lock()
 	b.msgFlags &^= d[0] & (flagReceive | flagEventBuffer | flagWatchdogPre)
 	b.mu.Unlock()
@@ -82,10 +73,7 @@ func (b *bmc) clearMessageFlags(_ *sessRef, d []byte) (wire.CompletionCode, []by
 }
 
 // getMessageFlags (IPMI v2.0 §22.4).
-func (b *bmc) getMessageFlags(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 0 {
-		return wire.CodeDataLengthInvalid, nil
-	}
+func (b *bmc) getMessageFlags(_ *sessRef, _ []byte) (wire.CompletionCode, []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return wire.CodeOK, []byte{b.msgFlags}
@@ -94,19 +82,13 @@ func (b *bmc) getMessageFlags(_ *sessRef, d []byte) (wire.CompletionCode, []byte
 // getMessage (IPMI v2.0 §22.6): the receive message queue holds what other
 // channels send to system software (Send Message, §22.7), which this BMC
 // does not bridge: it is always empty.
-func (b *bmc) getMessage(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 0 {
-		return wire.CodeDataLengthInvalid, nil
-	}
+func (b *bmc) getMessage(_ *sessRef, _ []byte) (wire.CompletionCode, []byte) {
 	return codeNoData, nil
 }
 
 // readEventBuffer (IPMI v2.0 §22.8): the event the buffer holds, in SEL
 // record format, which empties it.
-func (b *bmc) readEventBuffer(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 0 {
-		return wire.CodeDataLengthInvalid, nil
-	}
+func (b *bmc) readEventBuffer(_ *sessRef, _ []byte) (wire.CompletionCode, []byte) {
 	b.mu.Lock()
 	if b.msgFlags&flagEventBuffer == 0 {
 		b.mu.Unlock()

@@ -49,9 +49,6 @@ func (b *bmc) userByID(id byte) (user, bool) {
 
 // getUserAccess (IPMI v2.0 §22.27).
 func (b *bmc) getUserAccess(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 2 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	uid := d[1] & 0x3f
 	if !validChannel(d[0]) || uid == 0 || uid > maxUsers {
 		return wire.CodeInvalidDataField, nil
@@ -80,9 +77,6 @@ func (b *bmc) getUserAccess(s *sessRef, d []byte) (wire.CompletionCode, []byte) 
 
 // getUserName (IPMI v2.0 §22.29). Passwords are never returned.
 func (b *bmc) getUserName(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 1 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	uid := d[0] & 0x3f
 	if uid == 0 || uid > maxUsers {
 		return wire.CodeInvalidDataField, nil
@@ -207,9 +201,6 @@ func (b *bmc) slotFor(uid byte) (user, bool, wire.CompletionCode) {
 // disabled account of this machine without a password (ReadOnly, as an
 // IPMI USER); renames an account; an all-NUL name deletes it.
 func (b *bmc) setUserName(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 17 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	u, exists, cc := b.slotFor(d[0] & 0x3f)
 	if cc != wire.CodeOK {
 		return cc, nil
@@ -233,9 +224,6 @@ func (b *bmc) setUserName(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
 
 // setUserPassword (IPMI v2.0 §22.30): disable, enable, set or test.
 func (b *bmc) setUserPassword(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) < 2 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	uid, op := d[0]&0x3f, d[1]&0x03
 	size := 16
 	if d[0]&0x80 != 0 {
@@ -282,9 +270,6 @@ func (b *bmc) setUserPassword(s *sessRef, d []byte) (wire.CompletionCode, []byte
 // USER → ReadOnly); NO ACCESS (Fh) disables it. Callback and OEM levels
 // have no role: invalid data field.
 func (b *bmc) setUserAccess(s *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 3 && len(d) != 4 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	if !validChannel(d[0] & 0x0f) {
 		return wire.CodeInvalidDataField, nil
 	}

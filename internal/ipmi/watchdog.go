@@ -62,9 +62,6 @@ type watchdog struct {
 // setWatchdog (IPMI v2.0 §27.6). SMI has no counterpart in a VM: CCh, as
 // for any reserved value.
 func (b *bmc) setWatchdog(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 6 {
-		return wire.CodeDataLengthInvalid, nil
-	}
 	use, act, pre := d[0]&0x07, d[1]&0x07, d[1]>>4&0x07
 	if use == 0 || use > 5 || act > wdActCycle || (pre != wdPreNone && pre != wdPreNMI && pre != wdPreMsg) {
 		return wire.CodeInvalidDataField, nil
@@ -87,10 +84,7 @@ func (b *bmc) setWatchdog(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
 
 // resetWatchdog (IPMI v2.0 §27.5) starts the countdown again from its
 // initial value.
-func (b *bmc) resetWatchdog(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 0 {
-		return wire.CodeDataLengthInvalid, nil
-	}
+func (b *bmc) resetWatchdog(_ *sessRef, _ []byte) (wire.CompletionCode, []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.wd.set {
@@ -101,10 +95,7 @@ func (b *bmc) resetWatchdog(_ *sessRef, d []byte) (wire.CompletionCode, []byte) 
 }
 
 // getWatchdog (IPMI v2.0 §27.7).
-func (b *bmc) getWatchdog(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	if len(d) != 0 {
-		return wire.CodeDataLengthInvalid, nil
-	}
+func (b *bmc) getWatchdog(_ *sessRef, _ []byte) (wire.CompletionCode, []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	w := &b.wd
