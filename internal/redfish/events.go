@@ -988,12 +988,9 @@ func postSubmitTestEvent(s *Server, c *call) *apiError {
 	if err != nil {
 		return err
 	}
-	eventType := "Alert"
-	if v, ok := body["EventType"]; ok {
-		if eventType, err = enumParam(body, action, "EventType", eventTypes); err != nil {
-			return err
-		}
-		_ = v
+	eventType, err := optionalEnum(body, action, "EventType", "Alert", eventTypes)
+	if err != nil {
+		return err
 	}
 	str := func(name, def string) string {
 		if v, ok := body[name].(string); ok {

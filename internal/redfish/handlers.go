@@ -640,6 +640,25 @@ func enumParam(body map[string]any, action, name string, values []string) (strin
 	return str, nil
 }
 
+// actionEnum reads the body of an action whose one parameter, name, is
+// required and one of values.
+func actionEnum(c *call, action, name string, values []string) (string, *apiError) {
+	body, aerr := actionParams(c, action, name)
+	if aerr != nil {
+		return "", aerr
+	}
+	return enumParam(body, action, name, values)
+}
+
+// optionalEnum is enumParam for a parameter the action may go without:
+// def when body does not name it.
+func optionalEnum(body map[string]any, action, name, def string, values []string) (string, *apiError) {
+	if _, ok := body[name]; !ok {
+		return def, nil
+	}
+	return enumParam(body, action, name, values)
+}
+
 // managerResetTypes are the BMC resets a Manager takes; both start the BMC
 // over (machine.ResetBMC), and the machine it manages keeps running.
 var managerResetTypes = []string{"GracefulRestart", "ForceRestart"}
@@ -650,22 +669,17 @@ func postManagerReset(s *Server, c *call) *apiError {
 	if aerr != nil {
 		return aerr
 	}
-	rt := managerResetTypes[0] // the schema lets a service choose when none is given
-	if _, ok := body["ResetType"]; ok {
-		if rt, aerr = enumParam(body, action, "ResetType", managerResetTypes); aerr != nil {
-			return aerr
-		}
+	// The schema lets a service choose when none is given.
+	rt, aerr := optionalEnum(body, action, "ResetType", managerResetTypes[0], managerResetTypes)
+	if aerr != nil {
+		return aerr
 	}
 	return s.changed(c, s.svc.ResetBMC(c.m.ID), "BMC reset", zap.String("type", rt))
 }
 
 func postReset(s *Server, c *call) *apiError {
 	const action = "ComputerSystem.Reset"
-	body, aerr := actionParams(c, action, "ResetType")
-	if aerr != nil {
-		return aerr
-	}
-	rt, aerr := enumParam(body, action, "ResetType", strs(machine.ResetTypes))
+	rt, aerr := actionEnum(c, action, "ResetType", strs(machine.ResetTypes))
 	if aerr != nil {
 		return aerr
 	}

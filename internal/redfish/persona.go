@@ -108,11 +108,7 @@ func vendorRoutes() []*route {
 // asks a running one to shut down; PressAndHold forces it off.
 func postPowerButton(s *Server, c *call) *apiError {
 	const action = "HpeComputerSystemExt.PowerButton"
-	body, aerr := actionParams(c, action, "PushType")
-	if aerr != nil {
-		return aerr
-	}
-	push, aerr := enumParam(body, action, "PushType", []string{"Press", "PressAndHold"})
+	push, aerr := actionEnum(c, action, "PushType", []string{"Press", "PressAndHold"})
 	if aerr != nil {
 		return aerr
 	}

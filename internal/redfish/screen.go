@@ -136,11 +136,9 @@ func postScreenShot(action string) handlerFunc {
 		if aerr != nil {
 			return aerr
 		}
-		ft := "ServerScreenShot"
-		if _, ok := body["FileType"]; ok {
-			if ft, aerr = enumParam(body, action, "FileType", FileTypes); aerr != nil {
-				return aerr
-			}
+		ft, aerr := optionalEnum(body, action, "FileType", "ServerScreenShot", FileTypes)
+		if aerr != nil {
+			return aerr
 		}
 		if ft == "LastCrashScreenShot" {
 			return newError(http.StatusNotFound, MsgResourceNotFound, "CrashScreenShot", ft).

@@ -265,11 +265,7 @@ func renderKeySignature(s *Server, c *call) any    { return s.keyMember(c, false
 // at the next start.
 func postResetKeys(s *Server, c *call) *apiError {
 	const action = "SecureBoot.ResetKeys"
-	body, aerr := actionParams(c, action, "ResetKeysType")
-	if aerr != nil {
-		return aerr
-	}
-	kt, aerr := enumParam(body, action, "ResetKeysType", secureBootKeyResets)
+	kt, aerr := actionEnum(c, action, "ResetKeysType", secureBootKeyResets)
 	if aerr != nil {
 		return aerr
 	}
@@ -289,11 +285,7 @@ func postDatabaseResetKeys(s *Server, c *call) *apiError {
 		return newError(http.StatusBadRequest, MsgActionNotSupported, action).
 			with("the " + c.params[1] + " database holds the factory keys and cannot change")
 	}
-	body, aerr := actionParams(c, action, "ResetKeysType")
-	if aerr != nil {
-		return aerr
-	}
-	kt, aerr := enumParam(body, action, "ResetKeysType", databaseKeyResets)
+	kt, aerr := actionEnum(c, action, "ResetKeysType", databaseKeyResets)
 	if aerr != nil {
 		return aerr
 	}
