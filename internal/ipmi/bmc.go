@@ -318,31 +318,29 @@ func (b *bmc) handleV15(p []byte) []byte {
 	if err != nil || h.AuthType != wire.AuthNone || h.SessionID != 0 {
 		return nil
 	}
-	req, err := wire.DecodeRequest(msg)
-	if err != nil {
+	resp := b.sessionless(msg)
+	if resp == nil {
 		return nil
 	}
-	code, data, ok := b.sessionless(req)
-	if !ok {
-		return nil
-	}
-	resp := wire.ResponseTo(req, code, data).Append(nil)
 	out := wire.RMCP{Sequence: wire.RMCPNoAck, Class: wire.ClassIPMI}.Append(nil)
 	return wire.AppendV15(out, wire.V15Header{AuthType: wire.AuthNone}, resp)
 }
 
 // sessionless runs the commands allowed outside a session (IPMI v2.0 §6.12.2
 // and Table G-1): authentication capabilities, cipher suites, system GUID.
-func (b *bmc) sessionless(req wire.Request) (wire.CompletionCode, []byte, bool) {
-	if req.NetFn != wire.NetFnApp {
-		return 0, nil, false
+// It returns the encoded response to the request msg, or nil for anything
+// else (dropped).
+func (b *bmc) sessionless(msg []byte) []byte {
+	req, err := wire.DecodeRequest(msg)
+	if err != nil || req.NetFn != wire.NetFnApp {
+		return nil
 	}
 	switch req.Cmd {
 	case cmdGetChannelAuthCaps, cmdGetChannelCipherSuites, cmdGetSystemGUID:
 		code, data := b.command(nil, req)
-		return code, data, true
+		return wire.ResponseTo(req, code, data).Append(nil)
 	}
-	return 0, nil, false
+	return nil
 }
 
 func (b *bmc) handleV2(p []byte, from net.Addr) []byte {
@@ -358,7 +356,9 @@ func (b *bmc) handleV2(p []byte, from net.Addr) []byte {
 		var out []byte
 		switch h.PayloadType {
 		case wire.PayloadIPMI:
-			out = b.sessionlessV2(pk.Payload)
+			if resp := b.sessionless(pk.Payload); resp != nil {
+				out = v2Plain(wire.PayloadIPMI, resp)
+			}
 		case wire.PayloadOpenSessionRequest:
 			out = b.openSession(pk.Payload, from)
 		case wire.PayloadRAKP1:
@@ -369,18 +369,6 @@ func (b *bmc) handleV2(p []byte, from net.Addr) []byte {
 		return out
 	}
 	return b.inSession(pk, from)
-}
-
-func (b *bmc) sessionlessV2(payload []byte) []byte {
-	req, err := wire.DecodeRequest(payload)
-	if err != nil {
-		return nil
-	}
-	code, data, ok := b.sessionless(req)
-	if !ok {
-		return nil
-	}
-	return v2Plain(wire.PayloadIPMI, wire.ResponseTo(req, code, data).Append(nil))
 }
 
 // v2Plain frames a session-less RMCP+ packet.
