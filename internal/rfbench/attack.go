@@ -60,11 +60,7 @@ var attacks = map[string]attack{
 		}},
 	"big-body": {"PATCH bodies of 2 MiB",
 		func(base *url.URL, o options, i int) (*http.Request, error) {
-			r, err := jsonRequest("PATCH", base.String()+"/redfish/v1/AccountService", `{"x": "`+strings.Repeat("x", 2<<20)+`"}`)
-			if err == nil {
-				r.SetBasicAuth(o.user, o.password)
-			}
-			return r, err
+			return o.patchAccountService(base, `{"x": "`+strings.Repeat("x", 2<<20)+`"}`)
 		}},
 	// Issue 25's: a login without credentials of 80,000 unknown keys was
 	// answered with a message per key (29 MB); 16 of them took vbmcd from
@@ -75,19 +71,11 @@ var attacks = map[string]attack{
 		}},
 	"unknown-keys-patch": {"PATCHes of AccountService, logged in, each a body of 80,000 unknown keys (859 KiB)",
 		func(base *url.URL, o options, i int) (*http.Request, error) {
-			r, err := jsonRequest("PATCH", base.String()+"/redfish/v1/AccountService", unknownKeysBody)
-			if err == nil {
-				r.SetBasicAuth(o.user, o.password)
-			}
-			return r, err
+			return o.patchAccountService(base, unknownKeysBody)
 		}},
 	"long-value": {"PATCHes of AccountService, logged in, with a 1,000,000-byte string where a number goes",
 		func(base *url.URL, o options, i int) (*http.Request, error) {
-			r, err := jsonRequest("PATCH", base.String()+"/redfish/v1/AccountService", `{"AccountLockoutThreshold": "`+strings.Repeat("x", 1_000_000)+`"}`)
-			if err == nil {
-				r.SetBasicAuth(o.user, o.password)
-			}
-			return r, err
+			return o.patchAccountService(base, `{"AccountLockoutThreshold": "`+strings.Repeat("x", 1_000_000)+`"}`)
 		}},
 	"long-path": {"GETs of distinct 16 KiB paths",
 		func(base *url.URL, o options, i int) (*http.Request, error) {
@@ -112,6 +100,16 @@ var unknownKeysBody = func() string {
 	b.WriteByte('}')
 	return b.String()
 }()
+
+// patchAccountService is a PATCH of the AccountService with body, logged
+// in as o's user.
+func (o options) patchAccountService(base *url.URL, body string) (*http.Request, error) {
+	r, err := jsonRequest("PATCH", base.String()+"/redfish/v1/AccountService", body)
+	if err == nil {
+		r.SetBasicAuth(o.user, o.password)
+	}
+	return r, err
+}
 
 func jsonRequest(method, u, body string) (*http.Request, error) {
 	r, err := http.NewRequest(method, u, strings.NewReader(body))
