@@ -401,9 +401,15 @@ func (s *Store) Get(id string) (Account, error) {
 
 // BySlot returns the account with IPMI user ID slot that reaches system.
 func (s *Store) BySlot(system string, slot uint8) (Account, bool) {
+	return s.lookup(func() *record { return s.bySlotLocked(system, slot) })
+}
+
+// lookup is the view of the record find returns under the store's lock;
+// false when it finds none.
+func (s *Store) lookup(find func() *record) (Account, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.bySlotLocked(system, slot)
+	r := find()
 	if r == nil {
 		return Account{}, false
 	}
@@ -868,11 +874,5 @@ func (s *Store) Succeeded(system, user, source string) {
 // ByName returns the account named user at a BMC of system ("" for the
 // service's listener, where a name several BMCs' accounts hold is none).
 func (s *Store) ByName(system, user string) (Account, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.byNameLocked(user, system)
-	if r == nil {
-		return Account{}, false
-	}
-	return s.viewLocked(r), true
+	return s.lookup(func() *record { return s.byNameLocked(user, system) })
 }
