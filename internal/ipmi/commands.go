@@ -542,6 +542,18 @@ func (b *bmc) getChassisStatus(_ *sessRef, _ []byte) (wire.CompletionCode, []byt
 	return wire.CodeOK, []byte{power, last, misc, 0x00}
 }
 
+// chassisControls are the model's resets for Chassis Control's data byte 1,
+// bits 3:0 (IPMI v2.0 §28.3): power down, power up, power cycle, hard
+// reset, pulse diagnostic interrupt (an NMI), soft shutdown by ACPI.
+var chassisControls = []machine.ResetType{
+	machine.ResetForceOff,
+	machine.ResetOn,
+	machine.ResetPowerCycle,
+	machine.ResetForceRestart,
+	machine.ResetNmi,
+	machine.ResetGracefulShutdown,
+}
+
 // chassisControl (IPMI v2.0 §28.3). The answer comes within
 // config.replyWithin; a slower backend keeps working after it. A failure
 // that comes back in time is the completion code; one that comes later (a
@@ -550,23 +562,11 @@ func (b *bmc) getChassisStatus(_ *sessRef, _ []byte) (wire.CompletionCode, []byt
 // in Get Chassis Status (§28.2, current power state bit 4), until the next
 // chassis control succeeds.
 func (b *bmc) chassisControl(_ *sessRef, d []byte) (wire.CompletionCode, []byte) {
-	var rt machine.ResetType
-	switch d[0] & 0x0f {
-	case 0x00:
-		rt = machine.ResetForceOff
-	case 0x01:
-		rt = machine.ResetOn
-	case 0x02:
-		rt = machine.ResetPowerCycle
-	case 0x03:
-		rt = machine.ResetForceRestart
-	case 0x04:
-		rt = machine.ResetNmi
-	case 0x05:
-		rt = machine.ResetGracefulShutdown
-	default:
+	c := int(d[0] & 0x0f)
+	if c >= len(chassisControls) {
 		return wire.CodeInvalidDataField, nil
 	}
+	rt := chassisControls[c]
 	m, cc := b.machine()
 	if cc != wire.CodeOK {
 		return cc, nil
