@@ -262,17 +262,13 @@ type RAKP3 struct {
 
 // DecodeRAKP3 decodes RAKP Message 3.
 func DecodeRAKP3(b []byte) (RAKP3, error) {
-	if len(b) < 8 {
-		return RAKP3{}, short("rakp message 3", 8, len(b))
-	}
-	return RAKP3{Tag: b[0], Status: Status(b[1]), BMCID: binary.LittleEndian.Uint32(b[4:8]), AuthCode: b[8:]}, nil
+	tag, st, id, code, err := decodeReply("rakp message 3", b)
+	return RAKP3{Tag: tag, Status: st, BMCID: id, AuthCode: code}, err
 }
 
 // Append appends the encoded message to b.
 func (r RAKP3) Append(b []byte) []byte {
-	b = append(b, r.Tag, byte(r.Status), 0, 0)
-	b = binary.LittleEndian.AppendUint32(b, r.BMCID)
-	return append(b, r.AuthCode...)
+	return appendReply(b, r.Tag, r.Status, r.BMCID, r.AuthCode)
 }
 
 // RAKP4 is RAKP Message 4 (IPMI v2.0 §13.23).
@@ -285,17 +281,30 @@ type RAKP4 struct {
 
 // DecodeRAKP4 decodes RAKP Message 4.
 func DecodeRAKP4(b []byte) (RAKP4, error) {
-	if len(b) < 8 {
-		return RAKP4{}, short("rakp message 4", 8, len(b))
-	}
-	return RAKP4{Tag: b[0], Status: Status(b[1]), ConsoleID: binary.LittleEndian.Uint32(b[4:8]), IntegrityCheck: b[8:]}, nil
+	tag, st, id, check, err := decodeReply("rakp message 4", b)
+	return RAKP4{Tag: tag, Status: st, ConsoleID: id, IntegrityCheck: check}, err
 }
 
 // Append appends the encoded message to b.
 func (r RAKP4) Append(b []byte) []byte {
-	b = append(b, r.Tag, byte(r.Status), 0, 0)
-	b = binary.LittleEndian.AppendUint32(b, r.ConsoleID)
-	return append(b, r.IntegrityCheck...)
+	return appendReply(b, r.Tag, r.Status, r.ConsoleID, r.IntegrityCheck)
+}
+
+// decodeReply decodes the layout RAKP Messages 3 and 4 share (IPMI v2.0
+// §13.22, §13.23): message tag, status code, two reserved bytes, a session
+// ID (the peer's) and a trailing code of the negotiated algorithm's length.
+func decodeReply(name string, b []byte) (tag uint8, st Status, id uint32, code []byte, err error) {
+	if len(b) < 8 {
+		return 0, 0, 0, nil, short(name, 8, len(b))
+	}
+	return b[0], Status(b[1]), binary.LittleEndian.Uint32(b[4:8]), b[8:], nil
+}
+
+// appendReply appends a message of decodeReply's layout to b.
+func appendReply(b []byte, tag uint8, st Status, id uint32, code []byte) []byte {
+	b = append(b, tag, byte(st), 0, 0)
+	b = binary.LittleEndian.AppendUint32(b, id)
+	return append(b, code...)
 }
 
 // SOL is a Serial-over-LAN payload (IPMI v2.0 §15.9, Table 15-2). Seq 0
