@@ -24,8 +24,9 @@
 // profile does: the override at once, BIOS attributes and the boot order
 // for the next boot, its task done when all of it took effect; deleting a
 // job queue cancels the jobs that wait and takes back what they staged.
-// Those who keep something per machine follow the model with two helpers
-// (follow.go): WaitChange waits for a machine's next change or an
+// Those who keep something per machine follow the model with three helpers
+// (follow.go): ForEach hands a subscription's events to a function until
+// its context ends, WaitChange waits for a machine's next change or an
 // interval, Gone names what they keep for machines no longer there.
 //
 // What it does not do: decode protocols, authenticate, or talk to libvirt.

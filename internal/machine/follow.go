@@ -33,6 +33,22 @@ func WaitChange(ctx context.Context, quit <-chan struct{}, events <-chan Event, 
 	}
 }
 
+// ForEach calls fn with each event from events, in order, until ctx ends
+// or events is closed (a subscription cancelled).
+func ForEach(ctx context.Context, events <-chan Event, fn func(Event)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			fn(ev)
+		}
+	}
+}
+
 // Gone returns the keys of have (per-machine things: a BMC, a listener, a
 // domain's record) that seen, the machines there now, lacks. It reads have
 // under mu (an RWMutex's RLocker will do) and returns before its caller

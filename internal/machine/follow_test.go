@@ -39,6 +39,23 @@ func TestWaitChange(t *testing.T) {
 	}
 }
 
+// TestForEach: the events reach fn in order until the channel is closed;
+// an ended ctx stops it.
+func TestForEach(t *testing.T) {
+	events := make(chan Event, 3)
+	events <- Event{ID: "m1"}
+	events <- Event{ID: "m2"}
+	close(events)
+	var got []string
+	ForEach(context.Background(), events, func(ev Event) { got = append(got, ev.ID) })
+	if !slices.Equal(got, []string{"m1", "m2"}) {
+		t.Errorf("ForEach handed %v, want [m1 m2]", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ForEach(ctx, make(chan Event), func(ev Event) { t.Errorf("an event after ctx ended: %v", ev) })
+}
+
 func TestGone(t *testing.T) {
 	var mu sync.RWMutex
 	have := map[string]int{"a": 1, "b": 2, "c": 3}

@@ -409,23 +409,15 @@ func (s *Service) Watch(ctx context.Context) {
 	events, cancel := s.be.Subscribe()
 	go func() {
 		defer cancel()
-		for {
-			select {
-			case <-ctx.Done():
+		ForEach(ctx, events, func(ev Event) {
+			if ev.Kind != EventReboot {
 				return
-			case ev, ok := <-events:
-				if !ok {
-					return
-				}
-				if ev.Kind != EventReboot {
-					continue
-				}
-				// A machine gone meanwhile (undefined, filtered out) needs nothing.
-				if err := s.HandleReboot(ctx, ev.ID); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrNotFound) {
-					s.log.Warn("applying pending changes at guest reboot failed", zap.String("machine", ev.ID), zap.Error(err))
-				}
 			}
-		}
+			// A machine gone meanwhile (undefined, filtered out) needs nothing.
+			if err := s.HandleReboot(ctx, ev.ID); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrNotFound) {
+				s.log.Warn("applying pending changes at guest reboot failed", zap.String("machine", ev.ID), zap.Error(err))
+			}
+		})
 	}()
 }
 

@@ -85,14 +85,7 @@ func (h *Hosts) Run(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			defer cancel()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case e := <-events:
-					h.subs.Send(e)
-				}
-			}
+			machine.ForEach(ctx, events, h.subs.Send)
 		}()
 	}
 	wg.Wait()

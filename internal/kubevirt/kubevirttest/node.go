@@ -152,16 +152,11 @@ func startNode(ctx context.Context, t testing.TB, f *Fixture) *node {
 	events, stop := n.lab.Backend.Subscribe()
 	go func() {
 		defer stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev := <-events:
-				if ev.Machine != nil && strings.HasPrefix(ev.Machine.Name, f.prefix) {
-					n.enqueue(strings.TrimPrefix(ev.Machine.Name, f.prefix))
-				}
+		machine.ForEach(ctx, events, func(ev machine.Event) {
+			if ev.Machine != nil && strings.HasPrefix(ev.Machine.Name, f.prefix) {
+				n.enqueue(strings.TrimPrefix(ev.Machine.Name, f.prefix))
 			}
-		}
+		})
 	}()
 	go n.work(ctx)
 	go n.heartbeat(ctx)
