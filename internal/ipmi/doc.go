@@ -4,7 +4,9 @@
 // port) and in-band, the system interface a machine's OS reaches through
 // its KCS (inband.go: qemu's ipmi-bmc-extern on a unix socket per machine,
 // OpenIPMI's VM protocol). Both run the same command handlers on the same
-// BMC, so what one face or Redfish changes the others report.
+// BMC, so what one face or Redfish changes the others report. The command
+// table (commands.go) gives each command its privilege, its faces and the
+// bounds of its request's length, checked before the handler runs.
 //
 // The layers follow gebn/bmc's shape: package wire encodes and decodes bytes
 // (RMCP+ and the VM protocol), package session holds the RMCP+ key
