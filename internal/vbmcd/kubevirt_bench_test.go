@@ -2,13 +2,10 @@ package vbmcd
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -26,13 +23,7 @@ import (
 // auth from 8 keep-alive clients, round-robin over ids, trusting the
 // daemon's certificate in ca, and reports reqs/s.
 func getLoad(b *testing.B, url, ca string, ids []string) {
-	pool := x509.NewCertPool()
-	pem, err := os.ReadFile(ca)
-	if err != nil || !pool.AppendCertsFromPEM(pem) {
-		b.Fatalf("read the daemon's certificate: %v", err)
-	}
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: 64}}
+	client := trustingClient(b, ca, 5*time.Second, 64)
 	var next atomic.Uint64
 	b.SetParallelism(4) // 8 clients on 2 CPUs
 	b.ResetTimer()
@@ -132,11 +123,7 @@ func BenchmarkKubeVirtSystems(b *testing.B) {
 	took := time.Since(start)
 	grown := float64(heap()) - float64(before)
 	ca := caFile
-	pool := x509.NewCertPool()
-	if pem, err := os.ReadFile(ca); err != nil || !pool.AppendCertsFromPEM(pem) {
-		b.Fatalf("read the daemon's certificate: %v", err)
-	}
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	hc := trustingClient(b, ca, 5*time.Second, 0)
 	memory := func(id string) float64 {
 		req, _ := http.NewRequest(http.MethodGet, url+"/redfish/v1/Systems/"+id, nil)
 		req.SetBasicAuth("admin", "e2e-pass")

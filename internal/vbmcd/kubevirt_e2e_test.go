@@ -63,12 +63,21 @@ func kubevirtVM(t testing.TB, ns, name string, labels map[string]string) *kubevi
 // redfishClient trusts the daemon's certificate.
 func redfishClient(t *testing.T) *http.Client {
 	t.Helper()
+	return trustingClient(t, caFile, 5*time.Second, 0)
+}
+
+// trustingClient trusts the certificate in the file ca only (the daemon's,
+// caFile), gives up on a request after timeout and keeps up to idle idle
+// connections per host (0: net/http's default).
+func trustingClient(tb testing.TB, ca string, timeout time.Duration, idle int) *http.Client {
+	tb.Helper()
 	pool := x509.NewCertPool()
-	ca, err := os.ReadFile(caFile)
-	if err != nil || !pool.AppendCertsFromPEM(ca) {
-		t.Fatalf("read the daemon's certificate: %v", err)
+	pem, err := os.ReadFile(ca)
+	if err != nil || !pool.AppendCertsFromPEM(pem) {
+		tb.Fatalf("read the daemon's certificate %s: %v", ca, err)
 	}
-	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: idle}}
 }
 
 func redfishGet(t *testing.T, hc *http.Client, url, path string) (int, map[string]any) {
