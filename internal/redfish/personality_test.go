@@ -85,22 +85,14 @@ func TestPersonalitiesSushy(t *testing.T) {
 	in, _ := json.Marshal(views)
 	cmd := exec.Command(py, "testdata/sushy_personality.py", f.listen(t), testUser, testPass, f.images.URL+"/small.iso")
 	cmd.Stdin = strings.NewReader(string(in))
-	out, err := cmd.CombinedOutput()
-	t.Logf("sushy:\n%s", out)
-	if err != nil || !strings.Contains(string(out), "DONE") {
-		t.Fatalf("sushy: %v", err)
-	}
+	runToDone(t, "sushy", cmd)
 }
 
 // TestPersonalitiesGofish: gofish reads the same.
 func TestPersonalitiesGofish(t *testing.T) {
 	testenv.Integration(t)
 	f, views := personalityFixture(t, allQuirksOff)
-	c, err := gofish.Connect(gofish.ClientConfig{Endpoint: f.listen(t), Username: testUser, Password: testPass, BasicAuth: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Logout()
+	c := gofishConnect(t, gofish.ClientConfig{Endpoint: f.listen(t), Username: testUser, Password: testPass, BasicAuth: true})
 	for _, w := range views {
 		t.Run(w.Personality, func(t *testing.T) {
 			sys, err := schemas.GetObject[schemas.ComputerSystem](c, systemURI(w.UUID))
