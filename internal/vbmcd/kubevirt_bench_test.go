@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	"github.com/bmlab/bmlab/internal/kubevirt"
 	"github.com/bmlab/bmlab/internal/kubevirt/kubevirttest"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
@@ -81,10 +80,7 @@ const benchMachines = 1000
 // BenchmarkKubeVirtPowerOn times a power-on through such a cluster.
 func BenchmarkKubeVirtSystems(b *testing.B) {
 	f := kubevirttest.Start(b, "lab", "kvb-sys-")
-	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
-	if err != nil {
-		b.Fatal(err)
-	}
+	kv := kubevirtREST(b, f, kubevirtv1.SchemeGroupVersion)
 	ctx := context.Background()
 	proto := kubevirtVM(b, f.Namespace, "proto", map[string]string{"bmlab.io/bmc": "yes"})
 	names := make([]string, benchMachines)
@@ -116,10 +112,7 @@ func BenchmarkKubeVirtSystems(b *testing.B) {
 	kubeconfig := f.VBMCDKubeconfig(b, nil)
 	before := heap()
 	start := time.Now()
-	url := daemon(b, "", func(c *Config) {
-		c.Backend, c.Kubeconfig = "kubevirt", kubeconfig
-		c.KubeNamespaces, c.KubeSelector = []string{f.Namespace}, "bmlab.io/bmc=yes"
-	})
+	url := kubevirtDaemon(b, f, kubeconfig)
 	took := time.Since(start)
 	grown := float64(heap()) - float64(before)
 	ca := caFile
@@ -186,24 +179,8 @@ func BenchmarkKubeVirtSystems(b *testing.B) {
 // power-on. Each iteration powers the VM off first (not timed). vbmcd
 // runs as its ServiceAccount; GET is polled every 20 ms.
 func BenchmarkKubeVirtPowerOn(b *testing.B) {
-	f := kubevirttest.Start(b, "lab", "kvb-on-")
-	vm := kubevirtVM(b, f.Namespace, "on-0", map[string]string{"bmlab.io/bmc": "yes"})
-	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := kv.Post().Namespace(vm.Namespace).Resource("virtualmachines").Body(vm).Do(context.Background()).Error(); err != nil {
-		b.Fatal(err)
-	}
-	got := &kubevirtv1.VirtualMachine{}
-	if err := kv.Get().Namespace(vm.Namespace).Resource("virtualmachines").Name(vm.Name).Do(context.Background()).Into(got); err != nil {
-		b.Fatal(err)
-	}
-	id := string(got.Spec.Template.Spec.Domain.Firmware.UUID)
-	url := daemon(b, "", func(c *Config) {
-		c.Backend, c.Kubeconfig = "kubevirt", f.VBMCDKubeconfig(b, nil)
-		c.KubeNamespaces, c.KubeSelector = []string{f.Namespace}, "bmlab.io/bmc=yes"
-	})
+	f, _, _, id := oneKubeVirtVM(b, "kvb-on-", "on-0")
+	url := kubevirtDaemon(b, f, f.VBMCDKubeconfig(b, nil))
 	sys := url + "/redfish/v1/Systems/" + id
 	power := func() string {
 		r, err := send("GET", sys, "admin", "e2e-pass", "")

@@ -62,14 +62,8 @@ func TestE2EKubeVirtMedia(t *testing.T) {
 	vm := kubevirtVM(t, f.Namespace, "media-0", map[string]string{"bmlab.io/bmc": "yes"})
 	s := &vm.Spec.Template.Spec
 	s.Domain.Devices.Disks, s.Volumes = s.Domain.Devices.Disks[:1], s.Volumes[:1] // the disk, no CD
-	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cdi, err := kubevirt.NewRESTClient(f.API.RestConfig(), cdiv1.SchemeGroupVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := kubevirtREST(t, f, kubevirtv1.SchemeGroupVersion)
+	cdi := kubevirtREST(t, f, cdiv1.SchemeGroupVersion)
 	createVMs(t, kv, vm)
 	vmUID := getVM(t, kv, f.Namespace, vm.Name).UID
 	id := vmUUID(t, kv, vm)
@@ -326,10 +320,7 @@ func TestE2EKubeVirtMediaHotplug(t *testing.T) {
 	s := &vm.Spec.Template.Spec
 	s.Domain.Devices.Disks, s.Volumes = s.Domain.Devices.Disks[:1], s.Volumes[:1] // the disk, no CD
 	uefiShellGuest(t, s)
-	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := kubevirtREST(t, f, kubevirtv1.SchemeGroupVersion)
 	createVMs(t, kv, vm)
 	id := vmUUID(t, kv, vm)
 	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil), func(c *Config) { c.KubeMediaAddr = "127.0.0.1:0" })
