@@ -582,38 +582,23 @@ func TestE2EKubeVirtAPIServerRestart(t *testing.T) {
 	var mu sync.Mutex
 	var reads, failed, offline int
 	var errs []string
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	// A failure below ends the test before the readers are stopped: they
-	// stop then too (and their goroutines with the test).
-	var stopOnce sync.Once
-	stopReaders := func() { stopOnce.Do(func() { close(stop) }); wg.Wait() }
-	defer stopReaders()
+	rs := newReaders(t)
 	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
+		rs.add(func() {
+			code, _, state := do(http.MethodGet, "")
+			mu.Lock()
+			reads++
+			if code != http.StatusOK {
+				failed++
+				if len(errs) < 5 {
+					errs = append(errs, fmt.Sprint(code, " ", state))
 				}
-				code, _, state := do(http.MethodGet, "")
-				mu.Lock()
-				reads++
-				if code != http.StatusOK {
-					failed++
-					if len(errs) < 5 {
-						errs = append(errs, fmt.Sprint(code, " ", state))
-					}
-				}
-				if state == "UnavailableOffline" {
-					offline++
-				}
-				mu.Unlock()
 			}
-		}()
+			if state == "UnavailableOffline" {
+				offline++
+			}
+			mu.Unlock()
+		})
 	}
 	f.API.KillAPIServer()
 	killed := time.Now()
@@ -635,7 +620,7 @@ func TestE2EKubeVirtAPIServerRestart(t *testing.T) {
 		t.Fatal("a PATCH is still refused 30 s after kube-apiserver came back")
 	}
 	t.Logf("whole again %v after kube-apiserver was ready", time.Since(back).Round(time.Millisecond))
-	stopReaders()
+	rs.stop()
 	if _, _, s := do(http.MethodGet, ""); s == "UnavailableOffline" {
 		t.Errorf("still UnavailableOffline after a PATCH went through")
 	}
