@@ -321,14 +321,7 @@ func TestE2EKubeVirt(t *testing.T) {
 	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil), func(c *Config) { c.IPMI, c.IPMIPortBase, c.WebConsole = true, port, true })
 	const user, pass = "admin", "e2e-pass"
 	serial := f.SerialLog(vm.Name)
-	waitMarker := func(marker string, before int) int {
-		t.Helper()
-		var n int
-		if !testenv.WaitFor(bootTimeout, func() bool { n = testenv.Count(serial, marker); return n > before }) {
-			t.Fatalf("marker %q did not appear within %s (count %d)", marker, bootTimeout, n)
-		}
-		return n
-	}
+	waitMarker := func(marker string, before int) int { t.Helper(); return waitSerial(t, serial, marker, before) }
 	show := func() sushyState { t.Helper(); return sushy(t, url, user, pass, id, "show") }
 	waitRedfishPower := func(want string) {
 		t.Helper()
