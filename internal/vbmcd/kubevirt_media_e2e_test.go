@@ -46,9 +46,7 @@ func markerISOServer(t *testing.T) *httptest.Server {
 // against system id as the daemon's admin and returns what it read.
 func mediaStep(t *testing.T, url, id string, step ...string) sushyMedia {
 	t.Helper()
-	var m sushyMedia
-	runSushy(t, "sushy_vmedia.py", url, "admin", "e2e-pass", id, step, &m)
-	return m
+	return adminStep[sushyMedia](t, "sushy_vmedia.py", url, id, step...)
 }
 
 // waitSerial waits up to bootTimeout for marker to stand in the serial

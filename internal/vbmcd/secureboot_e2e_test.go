@@ -40,9 +40,7 @@ type sushySB struct {
 // sushySecureBoot runs one step of testdata/sushy_secureboot.py.
 func sushySecureBoot(t *testing.T, url, id string, step ...string) sushySB {
 	t.Helper()
-	var st sushySB
-	runSushy(t, "sushy_secureboot.py", url, "admin", "e2e-pass", id, step, &st)
-	return st
+	return adminStep[sushySB](t, "sushy_secureboot.py", url, id, step...)
 }
 
 // commonNames lists the subjects of a database's certificates.

@@ -45,9 +45,7 @@ func (s sushyUpdate) ids() []string {
 // python3-sushy's update service API.
 func sushyFirmware(t *testing.T, url, id string, step ...string) sushyUpdate {
 	t.Helper()
-	var st sushyUpdate
-	runSushy(t, "sushy_update.py", url, "admin", "e2e-pass", id, step, &st)
-	return st
+	return adminStep[sushyUpdate](t, "sushy_update.py", url, id, step...)
 }
 
 // firmwareServer serves firmware images on loopback, as Ironic's
