@@ -88,11 +88,18 @@ func TestPersonalitiesSushy(t *testing.T) {
 	runToDone(t, "sushy", cmd)
 }
 
-// TestPersonalitiesGofish: gofish reads the same.
-func TestPersonalitiesGofish(t *testing.T) {
+// personalitiesGofish is the personalities' fixture (quirks off) and its
+// views, and gofish logged in to its shared listener (integration tests).
+func personalitiesGofish(t *testing.T) (*mediaFixture, []vendorView, *gofish.APIClient) {
+	t.Helper()
 	testenv.Integration(t)
 	f, views := personalityFixture(t, allQuirksOff)
-	c := gofishConnect(t, gofish.ClientConfig{Endpoint: f.listen(t), Username: testUser, Password: testPass, BasicAuth: true})
+	return f, views, gofishConnect(t, gofish.ClientConfig{Endpoint: f.listen(t), Username: testUser, Password: testPass, BasicAuth: true})
+}
+
+// TestPersonalitiesGofish: gofish reads the same.
+func TestPersonalitiesGofish(t *testing.T) {
+	f, views, c := personalitiesGofish(t)
 	for _, w := range views {
 		t.Run(w.Personality, func(t *testing.T) {
 			sys, err := schemas.GetObject[schemas.ComputerSystem](c, systemURI(w.UUID))

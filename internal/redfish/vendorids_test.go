@@ -98,9 +98,7 @@ func TestVendorIDsSushy(t *testing.T) {
 // TestVendorIDsGofish: gofish reads the same at each BMC, and the shared
 // listener keeps naming the same machines by their ids.
 func TestVendorIDsGofish(t *testing.T) {
-	testenv.Integration(t)
-	f, views := personalityFixture(t, allQuirksOff)
-	shared := gofishConnect(t, gofish.ClientConfig{Endpoint: f.listen(t), Username: testUser, Password: testPass, BasicAuth: true})
+	f, views, shared := personalitiesGofish(t)
 	for _, v := range views {
 		t.Run(v.Personality, func(t *testing.T) {
 			want, ts := wantIDs(v), listenAtBMC(t, f.h, v.UUID)
