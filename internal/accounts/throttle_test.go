@@ -69,7 +69,7 @@ func TestThrottleBounded(t *testing.T) {
 	th.now = func() time.Time { return now }
 	th.Failed("198.51.100.1:1")
 	th.Failed("198.51.100.1:1")
-	failEach(th, &now, maxSources + 500)
+	failEach(th, &now, maxSources+500)
 	if n := th.Sources(); n > maxSources {
 		t.Errorf("%d sources tracked, want at most %d", n, maxSources)
 	}
@@ -88,7 +88,7 @@ func TestThrottleKeepsSourceUnderAttack(t *testing.T) {
 	if th.Wait(attacker) == 0 {
 		t.Fatal("the attacker is not blocked after its burst")
 	}
-	failEach(th, &now, maxSources + 4200)
+	failEach(th, &now, maxSources+4200)
 	if n := th.Sources(); n > maxSources {
 		t.Errorf("%d sources tracked, want at most %d", n, maxSources)
 	}
