@@ -1,6 +1,7 @@
 package labconfig
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -210,31 +211,15 @@ func Parse(data []byte) (*Config, error) {
 // SetDefaults fills in what the file leaves out, so that an empty file
 // describes the seed lab.
 func (c *Config) SetDefaults() {
-	if c.APIVersion == "" {
-		c.APIVersion = APIVersion
-	}
-	if c.Kind == "" {
-		c.Kind = Kind
-	}
-	if c.Name == "" {
-		c.Name = DefaultName
-	}
+	c.APIVersion = cmp.Or(c.APIVersion, APIVersion)
+	c.Kind = cmp.Or(c.Kind, Kind)
+	c.Name = cmp.Or(c.Name, DefaultName)
 	n := &c.Network
-	if n.ProvisioningNetwork == "" {
-		n.ProvisioningNetwork = ocp.ProvisioningDisabled
-	}
-	if n.MTU == 0 {
-		n.MTU = DefaultMTU
-	}
-	if n.LibvirtBridge == "" {
-		n.LibvirtBridge = DefaultLibvirtBridge
-	}
-	if n.NetworkManagerConfDir == "" {
-		n.NetworkManagerConfDir = DefaultNMConfDir
-	}
-	if n.HostResolver == "" {
-		n.HostResolver = ResolverHosts
-	}
+	n.ProvisioningNetwork = cmp.Or(n.ProvisioningNetwork, ocp.ProvisioningDisabled)
+	n.MTU = cmp.Or(n.MTU, DefaultMTU)
+	n.LibvirtBridge = cmp.Or(n.LibvirtBridge, DefaultLibvirtBridge)
+	n.NetworkManagerConfDir = cmp.Or(n.NetworkManagerConfDir, DefaultNMConfDir)
+	n.HostResolver = cmp.Or(n.HostResolver, ResolverHosts)
 	if n.HostResolverDir == "" {
 		switch n.HostResolver {
 		case ResolverDnsmasq:
