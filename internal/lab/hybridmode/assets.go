@@ -26,12 +26,9 @@ func (manifests) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 	if lab.Exists(filepath.Join(dir, "bootstrap.ign")) {
 		return false, nil // the ignition configs consumed the manifests
 	}
-	changed := false
-	if !lab.Exists(filepath.Join(dir, "manifests")) {
-		if err := installerFor(e, "manifests").CreateManifests(ctx); err != nil {
-			return false, steps.StopIfMissing(err)
-		}
-		changed = true
+	changed, err := createOnce(ctx, e, "manifests", filepath.Join(dir, "manifests"), (*upi.Installer).CreateManifests)
+	if err != nil {
+		return false, err
 	}
 	_, key, err := steps.Inputs(e)
 	if err != nil {
@@ -62,12 +59,9 @@ func (ignition) Name() string { return "ignition" }
 func (ignition) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 	p := e.Plan
 	dir := p.Installer.Dir
-	changed := false
-	if !lab.Exists(filepath.Join(dir, "bootstrap.ign")) {
-		if err := installerFor(e, "ignition").CreateIgnitionConfigs(ctx); err != nil {
-			return false, steps.StopIfMissing(err)
-		}
-		changed = true
+	changed, err := createOnce(ctx, e, "ignition", filepath.Join(dir, "bootstrap.ign"), (*upi.Installer).CreateIgnitionConfigs)
+	if err != nil {
+		return false, err
 	}
 	_, key, err := steps.Inputs(e)
 	if err != nil {

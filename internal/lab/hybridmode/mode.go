@@ -1,6 +1,7 @@
 package hybridmode
 
 import (
+	"context"
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/steps"
@@ -90,6 +91,18 @@ func installerFor(e *lab.Env, step string) *upi.Installer {
 		Options: ipi.InstallerOptions{Binary: e.Plan.Installer.Binary, Dir: e.Plan.Installer.Dir},
 		OnLine:  func(line string) { e.Rep.Note(step, line) },
 	}
+}
+
+// createOnce runs an openshift-install create command (create) for the
+// step unless what it writes (made) is there; changed: it ran.
+func createOnce(ctx context.Context, e *lab.Env, step, made string, create func(*upi.Installer, context.Context) error) (changed bool, err error) {
+	if lab.Exists(made) {
+		return false, nil
+	}
+	if err := create(installerFor(e, step), ctx); err != nil {
+		return false, steps.StopIfMissing(err)
+	}
+	return true, nil
 }
 
 // nodesOf returns the plan's nodes with one of the roles.
