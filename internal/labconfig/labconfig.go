@@ -128,24 +128,12 @@ type Bridge struct {
 	LibvirtNetwork *bool `json:"libvirtNetwork,omitempty"`
 }
 
-// Veth is a veth pair the lab owns.
-type Veth struct {
-	Name       string `json:"name"`
-	Master     string `json:"master,omitempty"`
-	Peer       string `json:"peer"`
-	PeerMaster string `json:"peerMaster,omitempty"`
-	MTU        int    `json:"mtu,omitempty"`
-}
+// Veth is a veth pair the lab owns, as netplumb makes it (the lab file's
+// network.veths are netplumb's records, word for word).
+type Veth = netplumb.Veth
 
-// VLAN is an 802.1Q sub-interface the lab owns.
-type VLAN struct {
-	Name      string         `json:"name"`
-	Parent    string         `json:"parent"`
-	ID        int            `json:"id"`
-	Master    string         `json:"master,omitempty"`
-	MTU       int            `json:"mtu,omitempty"`
-	Addresses []netip.Prefix `json:"addresses,omitempty"`
-}
+// VLAN is an 802.1Q sub-interface the lab owns, as netplumb makes it.
+type VLAN = netplumb.VLAN
 
 // Default returns the seed lab's configuration.
 func Default() *Config {
@@ -340,12 +328,8 @@ func (n Network) Topology() netplumb.Topology {
 	for _, b := range n.Bridges {
 		t.Bridges = append(t.Bridges, netplumb.Bridge{Name: b.Name, MTU: b.MTU, Addresses: b.Addresses})
 	}
-	for _, v := range n.Veths {
-		t.Veths = append(t.Veths, netplumb.Veth(v))
-	}
-	for _, v := range n.VLANs {
-		t.VLANs = append(t.VLANs, netplumb.VLAN(v))
-	}
+	t.Veths = append(t.Veths, n.Veths...)
+	t.VLANs = append(t.VLANs, n.VLANs...)
 	return t
 }
 
