@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/bmlab/bmlab/internal/lab"
-	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/upi"
 )
@@ -30,11 +29,11 @@ func (manifests) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	_, key, err := steps.Inputs(e)
+	c, err := clusterOf(e)
 	if err != nil {
 		return changed, err
 	}
-	edited, err := upi.EditManifests(dir, Cluster(e.Plan, key), upi.ManifestOptions{ApproverImage: e.Plan.Hybrid.ApproverImage})
+	edited, err := upi.EditManifests(dir, c, upi.ManifestOptions{ApproverImage: e.Plan.Hybrid.ApproverImage})
 	if err != nil {
 		return changed, err
 	}
@@ -63,11 +62,10 @@ func (ignition) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	_, key, err := steps.Inputs(e)
+	c, err := clusterOf(e)
 	if err != nil {
 		return changed, err
 	}
-	c := Cluster(p, key)
 	if err := os.MkdirAll(p.Paths.IgnitionDir, 0o755); err != nil {
 		return changed, err
 	}

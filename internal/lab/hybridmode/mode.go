@@ -84,6 +84,15 @@ func Cluster(p *plan.Plan, sshKey string) upi.Cluster {
 	return c
 }
 
+// clusterOf is Cluster with the lab's SSH key (steps.Inputs).
+func clusterOf(e *lab.Env) (upi.Cluster, error) {
+	_, key, err := steps.Inputs(e)
+	if err != nil {
+		return upi.Cluster{}, err
+	}
+	return Cluster(e.Plan, key), nil
+}
+
 // installerFor runs openshift-install in the plan's installer directory,
 // its lines under the action's status line.
 func installerFor(e *lab.Env, step string) *upi.Installer {

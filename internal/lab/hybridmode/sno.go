@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/bmlab/bmlab/internal/lab"
-	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/upi"
 )
@@ -55,11 +54,10 @@ func (snoIgnition) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 	if err != nil {
 		return changed, err
 	}
-	_, key, err := steps.Inputs(e)
+	c, err := clusterOf(e)
 	if err != nil {
 		return changed, err
 	}
-	c := Cluster(p, key)
 	n := p.Nodes[0]
 	merged, err := upi.MergeIgnition(upi.BootstrapInPlaceIgnition, raw, c.Nodes[0], c, nil)
 	if err != nil {
