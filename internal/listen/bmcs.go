@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -127,22 +128,11 @@ func (b *BMCs) Start(ctx context.Context) error {
 }
 
 func errPins(names []string) error {
-	return errors.New("--bmc-addresses pins machines this vbmcd does not serve: " + joinNames(names) +
+	return errors.New("--bmc-addresses pins machines this vbmcd does not serve: " + strings.Join(names, ", ") +
 		" (name a served machine or its UUID; vbmcd ipmi list shows them)")
 }
 
-func joinNames(ns []string) string {
-	s := ""
-	for i, n := range ns {
-		if i > 0 {
-			s += ", "
-		}
-		s += n
-	}
-	return s
-}
-
-// reconcileEvery is how often Run re-reads every machine (events may be
+// bmcReconcileEvery is how often Run re-reads every machine (events may be
 // lost by a slow reader) and retries addresses that would not bind.
 const bmcReconcileEvery = 5 * time.Second
 
