@@ -54,13 +54,18 @@ type bmcListener struct {
 // NewBMCs keeps a Redfish listener per machine of svc at its address of
 // pool (recorded with the machine), on port, served by srv through serve
 // (a Front's Serve); ca, when not nil, issues each address its
-// certificate (Certificate). It sets srv's ConnContext. Nothing listens
-// until Start.
+// certificate. It sets srv's ConnContext and, over TLS, how srv picks a
+// certificate (certificate). Nothing listens until Start.
 func NewBMCs(svc *machine.Service, pool *Pool, srv *http.Server, serve func(*http.Server, net.Listener) error, port int, ca *pki.CA, log *zap.Logger) *BMCs {
 	b := &BMCs{svc: svc, pool: pool, log: log, srv: srv, serve: serve, port: port, ca: ca,
 		running: map[string]*bmcListener{}, byAddr: map[netip.AddrPort]string{},
 		failed: map[string]netip.Addr{}, certs: map[netip.Addr]*tls.Certificate{}}
 	srv.ConnContext = b.connContext
+	if ca != nil && srv.TLSConfig != nil && len(srv.TLSConfig.Certificates) > 0 {
+		main := srv.TLSConfig.Certificates[0]
+		srv.TLSConfig.Certificates = nil // else a client that sends no SNI (one that dials an address) never reaches GetCertificate
+		srv.TLSConfig.GetCertificate = b.certificate(&main)
+	}
 	return b
 }
 
@@ -85,9 +90,9 @@ func (b *BMCs) machineAt(a net.Addr) string {
 	return b.byAddr[ap]
 }
 
-// Certificate serves each machine's listener a certificate for its address
+// certificate serves each machine's listener a certificate for its address
 // (issued once, kept in memory) and the service's own everywhere else.
-func (b *BMCs) Certificate(main *tls.Certificate) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+func (b *BMCs) certificate(main *tls.Certificate) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
 		if h.Conn == nil || b.machineAt(h.Conn.LocalAddr()) == "" {
 			return main, nil

@@ -405,11 +405,6 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		}
 		serveOn := func(s *http.Server, l net.Listener) error { return fr.Serve(s, l, tc != nil) }
 		own = listen.NewBMCs(svc, pool, srv, serveOn, cfg.bmcRedfishPort(), ca, log.Named("bmcs"))
-		if srv.TLSConfig != nil {
-			main := srv.TLSConfig.Certificates[0]
-			srv.TLSConfig.Certificates = nil // else a client that sends no SNI (one that dials an address) never reaches GetCertificate
-			srv.TLSConfig.GetCertificate = own.Certificate(&main)
-		}
 		if err := own.Start(ctx); err != nil {
 			return err
 		}
