@@ -73,61 +73,75 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 	})()
 	m.reconcileAll(ctx)
-	tick := time.NewTicker(reconcileEvery)
-	defer tick.Stop()
-	var changed <-chan struct{} // the account store's next change
-	if m.cfg.accounts != nil {
-		changed = m.cfg.accounts.Changed()
+	accountsDone := m.followAccounts(ctx)
+	machine.Follow(ctx, events, reconcileEvery, m.resync, m.event)
+	m.shutdown()
+	<-accountsDone
+	return nil
+}
+
+// followAccounts ends or lowers sessions, until ctx ends, as soon as an
+// account is deleted, disabled or changes role, not at their next
+// command. The channel closes when it returns.
+func (m *Manager) followAccounts(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	if m.cfg.accounts == nil {
+		close(done)
+		return done
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			m.shutdown()
-			return nil
-		case <-changed:
-			// An account was deleted, disabled or changed role: its
-			// sessions end or are lowered now, not at their next
-			// command.
-			changed = m.cfg.accounts.Changed()
+	changed := m.cfg.accounts.Changed() // the store's next change
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
+			changed = m.cfg.accounts.Changed() // before the recheck: a change during it is the next one
 			m.mu.Lock()
 			for _, b := range m.bmcs {
 				b.recheckAll()
 			}
 			m.mu.Unlock()
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				continue
+		}
+	}()
+	return done
+}
+
+// event follows one event of the model: a machine's BMC started, rebound
+// or stopped, and the SEL's power events (sel.go).
+func (m *Manager) event(ctx context.Context, ev machine.Event) {
+	switch ev.Kind {
+	case machine.EventRemoved:
+		m.stop(ev.ID)
+		return
+	case machine.EventChanged:
+		if ev.Machine != nil {
+			if m.cfg.portBase > 0 && ev.Machine.Settings.IPMI == nil {
+				m.assignPorts(ctx)
+			} else {
+				m.ensure(ctx, ev.Machine)
 			}
-			switch ev.Kind {
-			case machine.EventRemoved:
-				m.stop(ev.ID)
-				continue
-			case machine.EventChanged:
-				if ev.Machine != nil {
-					if m.cfg.portBase > 0 && ev.Machine.Settings.IPMI == nil {
-						m.assignPorts(ctx)
-					} else {
-						m.ensure(ctx, ev.Machine)
-					}
-				}
-			}
-			// The SEL's power events (sel.go).
-			m.mu.Lock()
-			b := m.bmcs[ev.ID]
-			m.mu.Unlock()
-			if b != nil {
-				b.machineEvent(ev)
-			}
-		case now := <-tick.C:
-			m.reconcileAll(ctx)
-			m.mu.Lock()
-			for _, b := range m.bmcs {
-				b.sweep(now)
-			}
-			m.mu.Unlock()
 		}
 	}
+	m.mu.Lock()
+	b := m.bmcs[ev.ID]
+	m.mu.Unlock()
+	if b != nil {
+		b.machineEvent(ev)
+	}
+}
+
+// resync re-reads every machine and ends the sessions that timed out.
+func (m *Manager) resync(ctx context.Context) {
+	m.reconcileAll(ctx)
+	now := time.Now()
+	m.mu.Lock()
+	for _, b := range m.bmcs {
+		b.sweep(now)
+	}
+	m.mu.Unlock()
 }
 
 // Sessions counts the IPMI sessions of every BMC, set-up ones included.
@@ -174,14 +188,7 @@ func (m *Manager) reconcileAll(ctx context.Context) {
 	if m.cfg.portBase > 0 {
 		m.assignPorts(ctx)
 	}
-	seen := map[string]bool{}
-	for _, mc := range m.svc.List() {
-		seen[mc.ID] = true
-		m.ensure(ctx, mc)
-	}
-	for _, id := range machine.Gone(&m.mu, m.bmcs, seen) {
-		m.stop(id)
-	}
+	machine.Sync(m.svc.List(), &m.mu, m.bmcs, func(mc *machine.Machine) { m.ensure(ctx, mc) }, m.stop)
 }
 
 // assignPorts records the lowest free port at or above the base for every

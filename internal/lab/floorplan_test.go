@@ -79,8 +79,9 @@ func packages(t *testing.T, dirs ...string) map[string]map[string]bool {
 // shared steps import no mode and no provider; a mode imports no other
 // mode and no provider; of labctl's packages only the libvirt provider
 // (internal/labvirt) talks libvirt (go-libvirt, or internal/virt, the BMC
-// backend it shares libvirt's connection code with); and labctl links no
-// BMC daemon (internal/vbmcd) and no Kubernetes package.
+// backend it shares libvirt's connection code with); labctl links no
+// BMC daemon (internal/vbmcd) and no Kubernetes package; and vbmcd's
+// listeners (internal/listen) stand below vbmcd, clear of labctl.
 func TestTheFloorPlan(t *testing.T) {
 	pkgs := packages(t, "cmd/labctl", "internal")
 	const (
@@ -149,6 +150,21 @@ func TestTheFloorPlan(t *testing.T) {
 	// switch's case.
 	for _, use := range vendorNameUses(t) {
 		t.Errorf("%s: a switch on a vendor's name outside internal/personality; give the personality a field (as VirtualMediaScheme, HPEOEM) and read that", use)
+	}
+	// vbmcd's listeners (internal/listen: the HTTP front, connection
+	// limits, a BMC per address) stand below the command, which only
+	// wires them, and above the faces; nothing of labctl's is in their
+	// reach.
+	const listen, vbmcd = module + "internal/listen", module + "internal/vbmcd"
+	if !pkgs[vbmcd][listen] {
+		t.Errorf("internal/vbmcd does not import internal/listen: the test no longer sees vbmcd's listeners")
+	}
+	for p := range reachable(pkgs, listen) {
+		for _, up := range []string{vbmcd, engine, provider, module + "internal/plan", module + "internal/labconfig", module + "internal/labctl"} {
+			if p == up || strings.HasPrefix(p, up+"/") {
+				t.Errorf("internal/listen reaches %s: vbmcd's listeners import nothing above them and nothing of labctl's", p)
+			}
+		}
 	}
 	// labctl's packages: what cmd/labctl reaches.
 	reach := reachable(pkgs, module+"cmd/labctl")

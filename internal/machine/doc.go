@@ -24,10 +24,14 @@
 // profile does: the override at once, BIOS attributes and the boot order
 // for the next boot, its task done when all of it took effect; deleting a
 // job queue cancels the jobs that wait and takes back what they staged.
-// Those who keep something per machine follow the model with three helpers
-// (follow.go): ForEach hands a subscription's events to a function until
-// its context ends, WaitChange waits for a machine's next change or an
-// interval, Gone names what they keep for machines no longer there.
+// Those who keep something per machine follow the model with the helpers
+// of follow.go: Follow is their loop (events, and a resync on a tick),
+// Sync makes what they keep follow the machines there now, Gone names what
+// they keep for machines no longer there, WaitChange waits for a machine's
+// next change or an interval, and ForEach hands a subscription's events to
+// a function until its context ends. The IPMI manager's BMCs and vbmcd's
+// per-address listeners (internal/listen) follow the model with Follow
+// and Sync.
 //
 // What it does not do: decode protocols, authenticate, or talk to libvirt.
 // Faces import this package; this package imports no backend.

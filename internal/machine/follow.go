@@ -64,3 +64,42 @@ func Gone[V any](mu sync.Locker, have map[string]V, seen map[string]bool) []stri
 	}
 	return gone
 }
+
+// Follow is the loop of whoever keeps something per machine (a BMC, a
+// listener): until ctx ends it calls resync every every (events may be
+// lost by a slow reader, and what would not start is retried) and on for
+// each event of events (a Backend's Subscribe). A closed events channel
+// leaves the ticks. The caller resyncs once before (what it keeps is right
+// from the start) and stops what it keeps once Follow returns.
+func Follow(ctx context.Context, events <-chan Event, every time.Duration, resync func(context.Context), on func(context.Context, Event)) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case ev, ok := <-events:
+			if ok {
+				on(ctx, ev)
+			} else {
+				events = nil // closed: the ticks go on
+			}
+		case <-tick.C:
+			resync(ctx)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Sync makes what a follower keeps (have, by machine ID, read under mu)
+// follow ms, the machines there now: ensure for each of ms, in its order,
+// then stop for each ID of have that ms lacks (Gone).
+func Sync[V any](ms []*Machine, mu sync.Locker, have map[string]V, ensure func(*Machine), stop func(id string)) {
+	seen := make(map[string]bool, len(ms))
+	for _, m := range ms {
+		seen[m.ID] = true
+		ensure(m)
+	}
+	for _, id := range Gone(mu, have, seen) {
+		stop(id)
+	}
+}

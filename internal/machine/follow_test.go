@@ -2,10 +2,15 @@ package machine
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 // TestWaitChange: an event for the machine wakes the waiter, another
@@ -66,5 +71,125 @@ func TestGone(t *testing.T) {
 	}
 	if got := Gone(&sync.Mutex{}, map[string]bool{}, nil); got != nil {
 		t.Errorf("gone from nothing: %v", got)
+	}
+}
+
+// fakeFollower keeps a name per machine, as a face keeps a BMC per
+// machine, over a fake store of machines.
+type fakeFollower struct {
+	mu    sync.Mutex
+	store []*Machine        // the machines there now
+	have  map[string]string // what it keeps: ID → the name it was started with
+	log   []string          // ensure/stop calls, in order
+}
+
+func (f *fakeFollower) list() []*Machine {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.store)
+}
+
+func (f *fakeFollower) ensure(m *Machine) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.have[m.ID] != m.Name {
+		f.have[m.ID] = m.Name
+		f.log = append(f.log, "ensure "+m.ID+"="+m.Name)
+	}
+}
+
+func (f *fakeFollower) stop(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.have[id]; ok {
+		delete(f.have, id)
+		f.log = append(f.log, "stop "+id)
+	}
+}
+
+func (f *fakeFollower) resync(context.Context) { Sync(f.list(), &f.mu, f.have, f.ensure, f.stop) }
+
+func (f *fakeFollower) on(_ context.Context, ev Event) {
+	switch {
+	case ev.Kind == EventRemoved:
+		f.stop(ev.ID)
+	case ev.Machine != nil:
+		f.ensure(ev.Machine)
+	}
+}
+
+// kept waits until what f keeps is want.
+func (f *fakeFollower) kept(t *testing.T, what string, want map[string]string) {
+	t.Helper()
+	same := func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return maps.Equal(f.have, want)
+	}
+	if !testenv.WaitFor(5*time.Second, same) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		t.Fatalf("%s: keeps %v, want %v (calls %v)", what, f.have, want, f.log)
+	}
+}
+
+// TestFollow: what a follower keeps follows the machines as they appear,
+// change and vanish, by their events and, for what no event told, by the
+// resync on the tick (also once the events channel is closed); Follow
+// returns when ctx ends.
+func TestFollow(t *testing.T) {
+	a := &Machine{ID: "a", Name: "alpha"}
+	f := &fakeFollower{store: []*Machine{a}, have: map[string]string{"stale": "x"}}
+	// The caller's first resync: a started, what no machine has stopped.
+	f.resync(context.Background())
+	f.kept(t, "first resync", map[string]string{"a": "alpha"})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	events := make(chan Event)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Follow(ctx, events, 20*time.Millisecond, f.resync, f.on)
+	}()
+	// A machine appears: its event starts it.
+	b := &Machine{ID: "b", Name: "bravo"}
+	f.mu.Lock()
+	f.store = append(f.store, b)
+	f.mu.Unlock()
+	events <- Event{Kind: EventChanged, ID: "b", Machine: b}
+	f.kept(t, "b appeared", map[string]string{"a": "alpha", "b": "bravo"})
+	// A machine changes: its event carries it.
+	a2 := &Machine{ID: "a", Name: "alpha-2"}
+	f.mu.Lock()
+	f.store[0] = a2
+	f.mu.Unlock()
+	events <- Event{Kind: EventChanged, ID: "a", Machine: a2}
+	f.kept(t, "a changed", map[string]string{"a": "alpha-2", "b": "bravo"})
+	// A machine vanishes with an event.
+	f.mu.Lock()
+	f.store = []*Machine{b}
+	f.mu.Unlock()
+	events <- Event{Kind: EventRemoved, ID: "a"}
+	f.kept(t, "a removed", map[string]string{"b": "bravo"})
+	// The events end; a machine that vanishes and one that appears
+	// unannounced are found by the tick.
+	close(events)
+	c := &Machine{ID: "c", Name: "charlie"}
+	f.mu.Lock()
+	f.store = []*Machine{c}
+	f.mu.Unlock()
+	f.kept(t, "the tick after the events ended", map[string]string{"c": "charlie"})
+	// ctx ends: Follow returns (the caller then stops what it keeps).
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Follow did not return after ctx ended")
+	}
+	// Each change once, in order, whether its event or a tick saw it first.
+	if diff := cmp.Diff([]string{
+		"ensure a=alpha", "stop stale", "ensure b=bravo", "ensure a=alpha-2", "stop a", "ensure c=charlie", "stop b",
+	}, f.log); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 }

@@ -93,7 +93,7 @@ func TestOnlyTheBackendsTalkLibvirt(t *testing.T) {
 // libvirt provider: a domain both sides define is internal/virt/domain's.
 func TestTheBMCSideStandsBelowLabctl(t *testing.T) {
 	const labvirt = "github.com/bmlab/bmlab/internal/labvirt"
-	for _, dir := range []string{"virt", "virt/domain", "virttest", "kubevirt", "kubevirt/kubevirttest", "vbmcd", "redfish", "ipmi", "machine", "sim", "media", "webui"} {
+	for _, dir := range []string{"virt", "virt/domain", "virttest", "kubevirt", "kubevirt/kubevirttest", "vbmcd", "listen", "redfish", "ipmi", "machine", "sim", "media", "webui"} {
 		files, err := filepath.Glob(filepath.Join("..", dir, "*.go"))
 		if err != nil || len(files) == 0 {
 			t.Fatalf("no Go files in internal/%s: %v", dir, err)

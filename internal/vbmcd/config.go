@@ -17,8 +17,10 @@ import (
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
+	"github.com/bmlab/bmlab/internal/listen"
 	"github.com/bmlab/bmlab/internal/media"
 	"github.com/bmlab/bmlab/internal/personality"
+	"github.com/bmlab/bmlab/internal/pki"
 	"github.com/bmlab/bmlab/internal/redfish"
 	"github.com/bmlab/bmlab/internal/sim"
 	"github.com/bmlab/bmlab/internal/virt"
@@ -63,7 +65,7 @@ type Config struct {
 	MaxConnsPerSource int
 	MaxConns          int
 
-	// BMCAddresses gives every machine a BMC of its own (bmcaddr.go);
+	// BMCAddresses gives every machine a BMC of its own (internal/listen);
 	// BMCRedfishPort and BMCIPMIPort are where those BMCs answer, and
 	// TLSCACert and TLSCAKey the CA that issues their certificates.
 	BMCAddresses   []string
@@ -149,8 +151,8 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&c.BMCIPMIPort, "bmc-ipmi-port", 623, "UDP port of each machine's own IPMI BMC, on its --bmc-addresses address (0: no IPMI there)")
 	fs.StringVar(&c.TLSCACert, "tls-ca-cert", "", "CA certificate that issues each --bmc-addresses BMC a certificate for its address, e.g. a lab's CA (default: a CA vbmcd makes once and keeps in --state-dir as bmc-ca.crt)")
 	fs.StringVar(&c.TLSCAKey, "tls-ca-key", "", "the key of --tls-ca-cert (0600)")
-	fs.IntVar(&c.MaxConnsPerSource, "redfish-max-conns-per-source", defaultMaxConnsPerSource, "connections one source address (IPv6: its /64) may hold open on the Redfish listeners (every --bmc-addresses BMC's included), and requests (HTTP/2 streams included) it may have in flight; over it the source's oldest idle keep-alive is closed, or else the new connection, and a request over it is answered 503 (0: no limit)")
-	fs.IntVar(&c.MaxConns, "redfish-max-conns", defaultMaxConns, "connections all sources together may hold open on the Redfish listeners (every --bmc-addresses BMC's included); at it the source holding the most gives one up to a source holding fewer, or else the new connection is closed (0: no limit)")
+	fs.IntVar(&c.MaxConnsPerSource, "redfish-max-conns-per-source", listen.DefaultMaxConnsPerSource, "connections one source address (IPv6: its /64) may hold open on the Redfish listeners (every --bmc-addresses BMC's included), and requests (HTTP/2 streams included) it may have in flight; over it the source's oldest idle keep-alive is closed, or else the new connection, and a request over it is answered 503 (0: no limit)")
+	fs.IntVar(&c.MaxConns, "redfish-max-conns", listen.DefaultMaxConns, "connections all sources together may hold open on the Redfish listeners (every --bmc-addresses BMC's included); at it the source holding the most gives one up to a source holding fewer, or else the new connection is closed (0: no limit)")
 	fs.StringVar(&c.Username, "username", "admin", "the service-wide BMC user (Redfish and IPMI)")
 	fs.StringVar(&c.Password, "password", DefaultPassword, "the service-wide BMC password (visible to every local user in the process list: prefer --credentials-file or VBMCD_PASSWORD)")
 	fs.StringVar(&c.CredentialsFile, "credentials-file", "", "YAML file with username: and password: (instead of --username/--password)")
@@ -351,12 +353,9 @@ func (c *Config) listeners() []listener {
 	if c.IPMI {
 		ls = append(ls, listener{"--ipmi-addr", c.ipmiAddr()})
 	}
-	if p, err := parseBMCPool(c.BMCAddresses); err == nil && p != nil {
-		for _, r := range p.ranges {
-			ls = append(ls, listener{"--bmc-addresses", r.Start.String()}, listener{"--bmc-addresses", r.End.String()})
-		}
-		for _, q := range p.pins {
-			ls = append(ls, listener{"--bmc-addresses", q.addr.String()})
+	if p, err := listen.ParsePool(c.BMCAddresses); err == nil && p != nil {
+		for _, a := range p.Addrs() {
+			ls = append(ls, listener{"--bmc-addresses", a.String()})
 		}
 	}
 	return ls
@@ -518,7 +517,7 @@ func (c *Config) validate() error {
 
 // validateBMCs checks --bmc-addresses and the flags that go with it.
 func (c *Config) validateBMCs() error {
-	pool, err := parseBMCPool(c.BMCAddresses)
+	pool, err := listen.ParsePool(c.BMCAddresses)
 	if err != nil {
 		return err
 	}
@@ -541,7 +540,7 @@ func (c *Config) validateBMCs() error {
 		return fmt.Errorf("--ipmi-port-base and --bmc-addresses both place IPMI BMCs; with --bmc-addresses each machine's IPMI BMC is on its own address at --bmc-ipmi-port (%d), so drop --ipmi-port-base", c.BMCIPMIPort)
 	}
 	if host, port, err := net.SplitHostPort(c.RedfishAddr); err == nil && port == strconv.Itoa(c.bmcRedfishPort()) {
-		if a, err := netip.ParseAddr(host); host == "" || (err == nil && (a.IsUnspecified() || pool.inRange(a.Unmap()) || pool.pinned(a.Unmap()))) {
+		if a, err := netip.ParseAddr(host); host == "" || (err == nil && (a.IsUnspecified() || pool.InRange(a.Unmap()) || pool.Pinned(a.Unmap()))) {
 			return fmt.Errorf("--redfish-addr %q and the BMCs' port %d collide; give the service listener another port or address, or choose --bmc-redfish-port", c.RedfishAddr, c.bmcRedfishPort())
 		}
 	}
@@ -549,8 +548,8 @@ func (c *Config) validateBMCs() error {
 }
 
 // bmcPool is --bmc-addresses, nil when not given (checked by validate).
-func (c *Config) bmcPool() *bmcPool {
-	p, _ := parseBMCPool(c.BMCAddresses)
+func (c *Config) bmcPool() *listen.Pool {
+	p, _ := listen.ParsePool(c.BMCAddresses)
 	return p
 }
 
@@ -583,4 +582,27 @@ func (c *Config) mediaPolicy() (media.Policy, error) {
 		}
 	}
 	return p, nil
+}
+
+// Names of the BMC CA vbmcd makes when none is given.
+const (
+	bmcCACert = "bmc-ca.crt"
+	bmcCAKey  = "bmc-ca.key"
+)
+
+// bmcCA is the CA that issues machines' own BMCs their certificates:
+// --tls-ca-cert and --tls-ca-key, else one made once in --state-dir.
+func (c *Config) bmcCA() (*pki.CA, error) {
+	if c.TLSCACert != "" {
+		ca, err := pki.LoadCA(c.TLSCACert, c.TLSCAKey)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca-cert: %w", err)
+		}
+		return ca, nil
+	}
+	ca, err := pki.EnsureCA(filepath.Join(c.StateDir, bmcCACert), filepath.Join(c.StateDir, bmcCAKey), "vbmcd BMC CA", time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("the BMCs' CA in --state-dir: %w", err)
+	}
+	return ca, nil
 }

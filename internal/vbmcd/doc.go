@@ -22,19 +22,17 @@
 // and its --media-allow-loopback opens loopback images, not loopback event
 // destinations (--events-allow-loopback). With --sim-systems the sim backend's servers come
 // from a systems file (simbackend.go; internal/simfile, internal/simnotify).
-// Every Redfish listener is built from one front (httpserver.go), which all
-// share: header, body and idle timeouts, HTTP/2 streams, frames and windows,
-// connections per source and in total (connlimit.go), and the request
-// budgets of internal/admission (requests in flight, unauthenticated ones,
-// body bytes), whose sweeper keeps the HTTP/1 write deadlines through the
-// front's ConnState hook. While the live heap is small the daemon keeps the
-// garbage collector's headroom at 8 MB (gcfloor.go). With --bmc-addresses
-// every machine also gets a BMC of its
-// own (bmcaddr.go assigns and records the addresses, bmcs.go runs a Redfish
-// listener per address, served through the same front, with a certificate
-// per address from the BMC CA, and the IPMI manager binds port 623 there).
+// Every Redfish listener is built from one front (internal/listen), which
+// all share: timeouts, HTTP/2 settings, connections per source and in
+// total, and the request budgets of internal/admission. While the live
+// heap is small the daemon keeps the garbage collector's headroom at 8 MB
+// (gcfloor.go). With --bmc-addresses every machine also gets a BMC of its
+// own (internal/listen assigns and records the addresses and runs a
+// Redfish listener per address, served through the same front, with a
+// certificate per address from the BMC CA vbmcd loads or makes; the IPMI
+// manager binds port 623 there).
 //
-// What it does not do: any protocol or backend work; that lives in
-// internal/redfish, internal/ipmi, internal/webui, internal/virt,
-// internal/kubevirt and internal/sim.
+// What it does not do: any protocol, listener or backend work; that lives
+// in internal/redfish, internal/ipmi, internal/listen, internal/webui,
+// internal/virt, internal/kubevirt and internal/sim.
 package vbmcd

@@ -90,21 +90,15 @@ func adminHandler(svc *machine.Service) http.Handler {
 	})
 	set := func(w http.ResponseWriter, id string, f machine.Fault) {
 		m, err := svc.SetFault(id, f)
-		switch {
-		case errors.Is(err, machine.ErrNotFound):
-			writeAdmin(w, http.StatusNotFound, map[string]string{"error": "no machine " + id})
-		case err != nil:
-			writeAdmin(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-		default:
-			writeAdmin(w, http.StatusOK, faultView{Machine: m.ID, Name: m.Name, Fault: f})
+		var v faultView
+		if err == nil {
+			v = faultView{Machine: m.ID, Name: m.Name, Fault: f}
 		}
+		answerAdmin(w, id, v, err)
 	}
 	mux.HandleFunc("PUT /faults/{machine}", func(w http.ResponseWriter, r *http.Request) {
 		var spec faultSpec
-		dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&spec); err != nil {
-			writeAdmin(w, http.StatusBadRequest, map[string]string{"error": "not a fault: " + err.Error()})
+		if !readAdmin(w, r, "a fault", &spec) {
 			return
 		}
 		if spec.Machine != "" && spec.Machine != r.PathValue("machine") {
@@ -122,6 +116,32 @@ func adminHandler(svc *machine.Service) http.Handler {
 		set(w, r.PathValue("machine"), machine.Fault{})
 	})
 	return mux
+}
+
+// readAdmin decodes an admin request's JSON body (at most 64 KiB, no
+// unknown field) into v; else it answers 400, saying the body is not what
+// (a fault, a personality), and returns false.
+func readAdmin(w http.ResponseWriter, r *http.Request, what string, v any) bool {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeAdmin(w, http.StatusBadRequest, map[string]string{"error": "not " + what + ": " + err.Error()})
+		return false
+	}
+	return true
+}
+
+// answerAdmin answers a change to machine id: 404 when there is no such
+// machine, 400 for another error, else 200 with v.
+func answerAdmin(w http.ResponseWriter, id string, v any, err error) {
+	switch {
+	case errors.Is(err, machine.ErrNotFound):
+		writeAdmin(w, http.StatusNotFound, map[string]string{"error": "no machine " + id})
+	case err != nil:
+		writeAdmin(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+	default:
+		writeAdmin(w, http.StatusOK, v)
+	}
 }
 
 func writeAdmin(w http.ResponseWriter, status int, v any) {

@@ -3,7 +3,6 @@ package vbmcd
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -63,21 +62,11 @@ func personalityRoutes(mux *http.ServeMux, svc *machine.Service) {
 	})
 	mux.HandleFunc("PUT /personalities/{machine}", func(w http.ResponseWriter, r *http.Request) {
 		var v personalityView
-		dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&v); err != nil {
-			writeAdmin(w, http.StatusBadRequest, map[string]string{"error": "not a personality: " + err.Error()})
+		if !readAdmin(w, r, "a personality", &v) {
 			return
 		}
 		got, err := setPersonality(r.Context(), svc, r.PathValue("machine"), v)
-		switch {
-		case errors.Is(err, machine.ErrNotFound):
-			writeAdmin(w, http.StatusNotFound, map[string]string{"error": "no machine " + r.PathValue("machine")})
-		case err != nil:
-			writeAdmin(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-		default:
-			writeAdmin(w, http.StatusOK, got)
-		}
+		answerAdmin(w, r.PathValue("machine"), got, err)
 	})
 }
 

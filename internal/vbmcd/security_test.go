@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/bmlab/bmlab/internal/listen"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
@@ -53,7 +54,7 @@ func simDaemon(t *testing.T, edit func(*Config)) (string, *testenv.Buffer) {
 // The Redfish listener bounds headers and holds no connection forever
 // (issue 15: no ReadTimeout, IdleTimeout or MaxHeaderBytes).
 func TestHTTPServerLimits(t *testing.T) {
-	srv := newHTTPServer(http.NotFoundHandler(), testenv.Logger(t), defaultHTTPLimits)
+	srv := listen.NewServer(http.NotFoundHandler(), testenv.Logger(t), listen.DefaultLimits)
 	for name, d := range map[string]time.Duration{
 		"ReadHeaderTimeout": srv.ReadHeaderTimeout, "ReadTimeout": srv.ReadTimeout,
 		"WriteTimeout": srv.WriteTimeout, "IdleTimeout": srv.IdleTimeout,
@@ -86,13 +87,13 @@ func TestHTTPServerLimits(t *testing.T) {
 // the test need not wait the defaults out; each connection is given ten
 // times its limit before the test gives up.
 func TestSlowClientsDisconnected(t *testing.T) {
-	l := httpLimits{readHeader: 300 * time.Millisecond, read: 600 * time.Millisecond, write: time.Second, idle: 300 * time.Millisecond, maxHeader: 4 << 10}
+	l := listen.Limits{ReadHeader: 300 * time.Millisecond, Read: 600 * time.Millisecond, Write: time.Second, Idle: 300 * time.Millisecond, MaxHeader: 4 << 10}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.Copy(io.Discard, r.Body); err != nil {
 			http.Error(w, err.Error(), http.StatusRequestTimeout)
 		}
 	})
-	srv := newHTTPServer(h, testenv.Logger(t), l)
+	srv := listen.NewServer(h, testenv.Logger(t), l)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -137,14 +138,14 @@ func TestSlowClientsDisconnected(t *testing.T) {
 
 	conn := dial()
 	fmt.Fprintf(conn, "POST /redfish/v1/SessionService/Sessions HTTP/1.1\r\nHost: %s\r\nX-Slow: ", addr)
-	if !closed(conn, 10*l.readHeader, "x") {
-		t.Errorf("a header dripped a byte per 50 ms: connection still open after %v (ReadHeaderTimeout %v)", 10*l.readHeader, l.readHeader)
+	if !closed(conn, 10*l.ReadHeader, "x") {
+		t.Errorf("a header dripped a byte per 50 ms: connection still open after %v (ReadHeaderTimeout %v)", 10*l.ReadHeader, l.ReadHeader)
 	}
 
 	conn = dial()
 	fmt.Fprintf(conn, "POST /redfish/v1/SessionService/Sessions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n", addr)
-	if !closed(conn, 10*l.read, `{"UserName":"admin",`) {
-		t.Errorf("a body dripped a byte per 50 ms: connection still open after %v (ReadTimeout %v)", 10*l.read, l.read)
+	if !closed(conn, 10*l.Read, `{"UserName":"admin",`) {
+		t.Errorf("a body dripped a byte per 50 ms: connection still open after %v (ReadTimeout %v)", 10*l.Read, l.Read)
 	}
 
 	conn = dial()
@@ -154,8 +155,8 @@ func TestSlowClientsDisconnected(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if !closed(conn, 10*l.idle, "") {
-		t.Errorf("an idle kept-alive connection still open after %v (IdleTimeout %v)", 10*l.idle, l.idle)
+	if !closed(conn, 10*l.Idle, "") {
+		t.Errorf("an idle kept-alive connection still open after %v (IdleTimeout %v)", 10*l.Idle, l.Idle)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/ipmi"
 	"github.com/bmlab/bmlab/internal/kubevirt"
+	"github.com/bmlab/bmlab/internal/listen"
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/media"
 	"github.com/bmlab/bmlab/internal/pki"
@@ -285,9 +286,9 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	}
 	// A machine's own BMC (--bmc-addresses, below) fetches its images from
 	// its address, so it reaches only what that network routes to.
-	var own *bmcs
+	var own *listen.BMCs
 	svc := machine.NewService(be, log.Named("machine"), machine.WithImageFetcher(fetcher), machine.WithMediaWait(cfg.MediaWait),
-		machine.WithMediaSource(func(id string) netip.Addr { return own.addrOf(id) }),
+		machine.WithMediaSource(func(id string) netip.Addr { return own.AddrOf(id) }),
 		machine.WithBMCUpdateDowntime(cfg.BMCUpdateDowntime),
 		machine.WithBMCFlashTime(cfg.BMCFlashTime),
 		machine.WithPowerObserver(func(rt machine.ResetType, err error, took time.Duration) {
@@ -386,8 +387,8 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	}
 	// Every Redfish listener is built from one front, and shares its
 	// budgets.
-	fr := newFront(ctx, cfg, log.Named("redfish"), redfish.Busy, reg)
-	srv := fr.server(handler, tc)
+	fr := listen.NewFront(ctx, listen.Conns{PerSource: cfg.MaxConnsPerSource, Total: cfg.MaxConns}, log.Named("redfish"), redfish.Busy, reg)
+	srv := fr.Server(handler, tc)
 	if ui != nil {
 		srv.RegisterOnShutdown(ui.Shutdown)
 	}
@@ -402,22 +403,17 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 				return err
 			}
 		}
-		serveOn := func(s *http.Server, l net.Listener) error { return fr.serve(s, l, tc != nil) }
-		own = newBMCs(svc, pool, srv, serveOn, cfg.bmcRedfishPort(), ca, log.Named("bmcs"))
-		if srv.TLSConfig != nil {
-			main := srv.TLSConfig.Certificates[0]
-			srv.TLSConfig.Certificates = nil // else a client that sends no SNI (one that dials an address) never reaches GetCertificate
-			srv.TLSConfig.GetCertificate = own.certificate(&main)
-		}
-		if err := own.start(ctx); err != nil {
+		serveOn := func(s *http.Server, l net.Listener) error { return fr.Serve(s, l, tc != nil) }
+		own = listen.NewBMCs(svc, pool, srv, serveOn, cfg.bmcRedfishPort(), ca, log.Named("bmcs"))
+		if err := own.Start(ctx); err != nil {
 			return err
 		}
-		reg.Gauge("vbmcd_bmc_listeners", "Machines' own Redfish listeners running (--bmc-addresses).", func() float64 { return float64(own.listening()) })
+		reg.Gauge("vbmcd_bmc_listeners", "Machines' own Redfish listeners running (--bmc-addresses).", func() float64 { return float64(own.Listening()) })
 	}
 
 	errc := make(chan error, 2)
 	go func() {
-		if err := fr.serve(srv, ln, tc != nil); !errors.Is(err, http.ErrServerClosed) {
+		if err := fr.Serve(srv, ln, tc != nil); !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("redfish server: %w", err)
 		}
 	}()
@@ -475,7 +471,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", reg.Handler())
-		msrv = newHTTPServer(mux, log, defaultHTTPLimits)
+		msrv = listen.NewServer(mux, log, listen.DefaultLimits)
 		go func() {
 			if err := msrv.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("metrics server: %w", err)
@@ -496,7 +492,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer, pass
 	fmt.Fprintf(out, "vbmcd: serving %d %s machine(s); Redfish at %s://%s/redfish/v1 (%s); metrics at %s\n", n, cfg.Backend, scheme, displayAddr(addr), who, metricsURL)
 	if own != nil {
 		fmt.Fprintf(out, "vbmcd: %d machine(s) have a BMC of their own: Redfish on %s://ADDRESS:%d/redfish/v1, IPMI on port %d of the same address\n",
-			own.listening(), scheme, cfg.bmcRedfishPort(), cfg.BMCIPMIPort)
+			own.Listening(), scheme, cfg.bmcRedfishPort(), cfg.BMCIPMIPort)
 	}
 	log.Info("vbmcd started", zap.Int("machines", n), zap.String("redfish", scheme+"://"+addr), zap.Bool("ipmi", cfg.IPMI))
 

@@ -1,4 +1,4 @@
-package vbmcd
+package listen
 
 import (
 	"fmt"
@@ -9,14 +9,14 @@ import (
 	"github.com/bmlab/bmlab/internal/netaddr"
 )
 
-// bmcPool is --bmc-addresses: the addresses machines' own BMCs take. Items
+// Pool is --bmc-addresses: the addresses machines' own BMCs take. Items
 // are an address (10.0.0.5, fd00::5), a range of one family
 // (127.0.0.10-127.0.0.99, fd00::10-fd00::ff) or a machine's pinned address
 // (master-0=10.0.0.5, by name or UUID). Pinned machines take their pin;
 // the others take the lowest free address of the ranges, in the order
 // given, and keep it (it is recorded with the machine, as an IPMI port
 // from --ipmi-port-base is).
-type bmcPool struct {
+type Pool struct {
 	ranges []netaddr.Range // of one family each
 	pins   []pin
 }
@@ -30,9 +30,9 @@ type pin struct {
 // is an error rather than a walk over millions of addresses.
 const maxPoolRange = 1 << 16
 
-// parseBMCPool reads --bmc-addresses.
-func parseBMCPool(items []string) (*bmcPool, error) {
-	p := &bmcPool{}
+// ParsePool reads --bmc-addresses; nil when items name no address.
+func ParsePool(items []string) (*Pool, error) {
+	p := &Pool{}
 	seen := map[netip.Addr]string{}
 	taken := func(a netip.Addr, item string) error {
 		if prev, ok := seen[a]; ok {
@@ -126,7 +126,7 @@ func rangeSize(first, last netip.Addr) int {
 }
 
 // size is how many addresses the pool holds.
-func (p *bmcPool) size() int {
+func (p *Pool) size() int {
 	n := len(p.pins)
 	for _, r := range p.ranges {
 		n += rangeSize(r.Start, r.End)
@@ -135,7 +135,7 @@ func (p *bmcPool) size() int {
 }
 
 // pinFor returns the pin naming m, by name or UUID.
-func (p *bmcPool) pinFor(m *machine.Machine) (netip.Addr, bool) {
+func (p *Pool) pinFor(m *machine.Machine) (netip.Addr, bool) {
 	for _, q := range p.pins {
 		if strings.EqualFold(q.machine, m.ID) || q.machine == m.Name {
 			return q.addr, true
@@ -149,7 +149,7 @@ func (p *bmcPool) pinFor(m *machine.Machine) (netip.Addr, bool) {
 // else the lowest free address of the ranges. Machines are taken in ms's
 // (stable) order; a machine left without one when the ranges are used up
 // is in short.
-func (p *bmcPool) assign(ms []*machine.Machine) (want map[string]netip.Addr, short []*machine.Machine) {
+func (p *Pool) assign(ms []*machine.Machine) (want map[string]netip.Addr, short []*machine.Machine) {
 	want = make(map[string]netip.Addr, len(ms))
 	used := make(map[netip.Addr]bool, len(ms)+len(p.pins))
 	for _, q := range p.pins {
@@ -166,7 +166,7 @@ func (p *bmcPool) assign(ms []*machine.Machine) (want map[string]netip.Addr, sho
 	var fresh []*machine.Machine
 	for _, m := range rest {
 		a, err := netip.ParseAddr(m.Settings.BMCAddress)
-		if err == nil && !used[a] && p.inRange(a) {
+		if err == nil && !used[a] && p.InRange(a) {
 			want[m.ID], used[a] = a, true
 			continue
 		}
@@ -195,8 +195,21 @@ func (p *bmcPool) assign(ms []*machine.Machine) (want map[string]netip.Addr, sho
 	return want, short
 }
 
-// pinned reports whether a is some machine's pinned address.
-func (p *bmcPool) pinned(a netip.Addr) bool {
+// Addrs are the addresses that bound the pool: each range's first and
+// last, then each pin's.
+func (p *Pool) Addrs() []netip.Addr {
+	var out []netip.Addr
+	for _, r := range p.ranges {
+		out = append(out, r.Start, r.End)
+	}
+	for _, q := range p.pins {
+		out = append(out, q.addr)
+	}
+	return out
+}
+
+// Pinned reports whether a is some machine's pinned address.
+func (p *Pool) Pinned(a netip.Addr) bool {
 	for _, q := range p.pins {
 		if q.addr == a {
 			return true
@@ -205,7 +218,8 @@ func (p *bmcPool) pinned(a netip.Addr) bool {
 	return false
 }
 
-func (p *bmcPool) inRange(a netip.Addr) bool {
+// InRange reports whether a is an address of the pool's ranges.
+func (p *Pool) InRange(a netip.Addr) bool {
 	for _, r := range p.ranges {
 		if r.Contains(a) {
 			return true
@@ -215,7 +229,7 @@ func (p *bmcPool) inRange(a netip.Addr) bool {
 }
 
 // unmatchedPins returns the pins that name none of ms.
-func (p *bmcPool) unmatchedPins(ms []*machine.Machine) []string {
+func (p *Pool) unmatchedPins(ms []*machine.Machine) []string {
 	var out []string
 	for _, q := range p.pins {
 		found := false

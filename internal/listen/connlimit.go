@@ -1,4 +1,4 @@
-package vbmcd
+package listen
 
 import (
 	"net"
@@ -13,18 +13,18 @@ import (
 	"github.com/bmlab/bmlab/internal/admission"
 )
 
-// defaultMaxConnsPerSource is --redfish-max-conns-per-source's default. One
+// DefaultMaxConnsPerSource is --redfish-max-conns-per-source's default. One
 // client may talk to many BMCs through one vbmcd (Ironic's conductor holds
 // a connection or two per node), so idle keep-alives give way to new
 // connections; what the cap bounds is connections in use or not yet sending
 // a request: 5,000 half-open ones from one source took 29 MB and slowed
 // every other client's answer to 943 ms (issue 25).
-const defaultMaxConnsPerSource = 128
+const DefaultMaxConnsPerSource = 128
 
-// defaultMaxConns is --redfish-max-conns's default: the connections of
+// DefaultMaxConns is --redfish-max-conns's default: the connections of
 // every source together. 40 sources at their cap held 5,120 (issue 32),
 // bounded only by the file descriptor limit.
-const defaultMaxConns = 1024
+const DefaultMaxConns = 1024
 
 // connLimiter caps the connections one source holds open on the daemon's
 // Redfish listeners, and all sources together. A source is an address, an
@@ -295,7 +295,7 @@ func limitedOf(c net.Conn) *limitedConn {
 }
 
 // connState is a server's ConnState hook for the limiter alone (the
-// front's also tells the gate: front.connState).
+// front's also tells the gate: Front.connState).
 func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
 	if lc := limitedOf(c); lc != nil {
 		l.mark(lc, st)

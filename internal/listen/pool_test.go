@@ -1,4 +1,4 @@
-package vbmcd
+package listen
 
 import (
 	"net/netip"
@@ -14,7 +14,7 @@ import (
 // a recorded address outside the ranges, or another machine's pin, is
 // replaced; a machine past the last address gets none.
 func TestBMCAddressAssignment(t *testing.T) {
-	pool, err := parseBMCPool([]string{"fd00::10-fd00::11", "127.0.0.5", "pinned=127.0.0.9"})
+	pool, err := ParsePool([]string{"fd00::10-fd00::11", "127.0.0.5", "pinned=127.0.0.9"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,15 +44,15 @@ func TestBMCAddressAssignment(t *testing.T) {
 	if len(short) != 2 || short[0].Name != "d" || short[1].Name != "e" {
 		t.Errorf("left without an address: %v, want d and e", short)
 	}
-	if pool.size() != 4 || !pool.inRange(netip.MustParseAddr("fd00::11")) || pool.inRange(netip.MustParseAddr("127.0.0.9")) ||
-		pool.inRange(netip.MustParseAddr("::ffff:127.0.0.5")) { // a range holds addresses of its own family only
+	if pool.size() != 4 || !pool.InRange(netip.MustParseAddr("fd00::11")) || pool.InRange(netip.MustParseAddr("127.0.0.9")) ||
+		pool.InRange(netip.MustParseAddr("::ffff:127.0.0.5")) { // a range holds addresses of its own family only
 		t.Errorf("size %d, ranges %v", pool.size(), pool.ranges)
 	}
 	if got := pool.unmatchedPins(ms[:3]); len(got) != 1 || got[0] != "pinned" {
 		t.Errorf("unmatched pins: %v", got)
 	}
 	// A pin by UUID, in any case.
-	byID, _ := parseBMCPool([]string{"UUID-A=127.0.0.7"})
+	byID, _ := ParsePool([]string{"UUID-A=127.0.0.7"})
 	if a, ok := byID.pinFor(ms[0]); !ok || a.String() != "127.0.0.7" {
 		t.Errorf("pin by UUID: %v %v", a, ok)
 	}

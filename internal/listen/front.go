@@ -1,4 +1,4 @@
-package vbmcd
+package listen
 
 import (
 	"context"
@@ -15,26 +15,27 @@ import (
 	"github.com/bmlab/bmlab/internal/metrics"
 )
 
-// httpLimits bound what one client of the Redfish listener may hold:
+// Limits bound what one client of a Redfish listener may hold:
 // Redfish requests are small JSON bodies (the service reads at most 1 MiB of
 // one) and short headers; a client that sends them slower than this, or
 // keeps an idle connection longer, is holding a connection it does not use.
-type httpLimits struct {
-	readHeader time.Duration // request line and headers
-	read       time.Duration // headers and body
-	anonRead   time.Duration // the same, for a request not yet authenticated
-	write      time.Duration // from the end of the headers to the end of the response
-	idle       time.Duration // between requests on a kept-alive connection
-	maxHeader  int           // bytes of request line and headers
+type Limits struct {
+	ReadHeader time.Duration // request line and headers
+	Read       time.Duration // headers and body
+	AnonRead   time.Duration // the same, for a request not yet authenticated
+	Write      time.Duration // from the end of the headers to the end of the response
+	Idle       time.Duration // between requests on a kept-alive connection
+	MaxHeader  int           // bytes of request line and headers
 }
 
-var defaultHTTPLimits = httpLimits{
-	readHeader: 10 * time.Second,
-	read:       30 * time.Second,
-	anonRead:   5 * time.Second,
-	write:      60 * time.Second,
-	idle:       60 * time.Second,
-	maxHeader:  32 << 10,
+// DefaultLimits are the limits of vbmcd's listeners.
+var DefaultLimits = Limits{
+	ReadHeader: 10 * time.Second,
+	Read:       30 * time.Second,
+	AnonRead:   5 * time.Second,
+	Write:      60 * time.Second,
+	Idle:       60 * time.Second,
+	MaxHeader:  32 << 10,
 }
 
 // HTTP/2 settings of the Redfish listeners. A BMC's clients (Ironic's
@@ -62,47 +63,54 @@ const (
 	refusedRetryAfter = time.Second
 )
 
-// newHTTPServer is a server with limits l (the metrics listener's; the
-// Redfish listeners are built by front).
-func newHTTPServer(h http.Handler, log *zap.Logger, l httpLimits) *http.Server {
+// NewServer is a server with limits l (the metrics listener's; the
+// Redfish listeners are built by a Front).
+func NewServer(h http.Handler, log *zap.Logger, l Limits) *http.Server {
 	return &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: l.readHeader,
-		ReadTimeout:       l.read,
-		WriteTimeout:      l.write,
-		IdleTimeout:       l.idle,
-		MaxHeaderBytes:    l.maxHeader,
+		ReadHeaderTimeout: l.ReadHeader,
+		ReadTimeout:       l.Read,
+		WriteTimeout:      l.Write,
+		IdleTimeout:       l.Idle,
+		MaxHeaderBytes:    l.MaxHeader,
 		ErrorLog:          zap.NewStdLog(log.Named("http")),
 	}
 }
 
-// front is what every Redfish listener of the daemon is built from and
+// Front is what every Redfish listener of the daemon is built from and
 // shares: the limits of one connection and one request, the HTTP/2
 // settings, and the budgets of each source and of all sources together
 // (connections, requests in flight, requests not yet authenticated,
-// request bodies). Listeners made from one front (serve) count against the
+// request bodies). Listeners made from one Front (Serve) count against the
 // same budgets, so several listeners (one per machine, say) do not
 // multiply them.
-type front struct {
-	limits httpLimits
+type Front struct {
+	limits Limits
 	conns  *connLimiter
 	gate   *admission.Gate
 	log    *zap.Logger
 }
 
-// newFront builds the front of a daemon configured by cfg; refuse answers
+// Conns bounds the connections a Front's listeners hold: one source's
+// (--redfish-max-conns-per-source, also its requests in flight) and all
+// sources' together (--redfish-max-conns); 0 is no bound.
+type Conns struct {
+	PerSource, Total int
+}
+
+// NewFront builds the front of a daemon whose connections c bounds; refuse answers
 // a request refused for room (a Redfish error body); reg, when not nil,
 // gets the front's counters. Until ctx ends it gives memory back to the
 // system after a burst (relieve).
-func newFront(ctx context.Context, cfg Config, log *zap.Logger, refuse admission.Refuser, reg *metrics.Registry) *front {
-	l := defaultHTTPLimits
-	f := &front{
+func NewFront(ctx context.Context, c Conns, log *zap.Logger, refuse admission.Refuser, reg *metrics.Registry) *Front {
+	l := DefaultLimits
+	f := &Front{
 		limits: l,
-		conns:  newConnLimiter(cfg.MaxConnsPerSource, cfg.MaxConns, l.idle, log),
+		conns:  newConnLimiter(c.PerSource, c.Total, l.Idle, log),
 		gate: admission.New(admission.Budgets{
-			PerSource: cfg.MaxConnsPerSource, Total: inFlightTotal,
+			PerSource: c.PerSource, Total: inFlightTotal,
 			AnonPerSource: anonPerSource, AnonTotal: anonTotal,
-			AnonRead: l.anonRead, Read: l.read, Write: l.write,
+			AnonRead: l.AnonRead, Read: l.Read, Write: l.Write,
 			BodyPerSource: bodyPerSource, BodyTotal: bodyTotal,
 			RetryAfter: refusedRetryAfter,
 		}, log, refuse),
@@ -143,7 +151,7 @@ const (
 	reliefEvery        = time.Second
 )
 
-func (f *front) relieve(ctx context.Context) {
+func (f *Front) relieve(ctx context.Context) {
 	tick := time.NewTicker(reliefEvery)
 	defer tick.Stop()
 	var burst bool
@@ -171,7 +179,7 @@ func (f *front) relieve(ctx context.Context) {
 }
 
 // giveBack collects and returns the free memory to the system.
-func (f *front) giveBack(reqs, conns int) {
+func (f *Front) giveBack(reqs, conns int) {
 	// Two collections: the first moves what sync.Pools hold (net/http's
 	// and HTTP/2's buffers, thousands after a burst) to their victim
 	// caches, the second frees them; FreeOSMemory's own collection then
@@ -181,10 +189,10 @@ func (f *front) giveBack(reqs, conns int) {
 	f.log.Info("a burst of requests is over: memory given back to the system", zap.Int("in flight", reqs), zap.Int("connections", conns))
 }
 
-// server returns the http.Server of one Redfish listener serving h over
+// Server returns the http.Server of one Redfish listener serving h over
 // TLS config tc (nil: plain HTTP, which has no HTTP/2).
-func (f *front) server(h http.Handler, tc *tls.Config) *http.Server {
-	srv := newHTTPServer(f.gate.Wrap(h), f.log, f.limits)
+func (f *Front) Server(h http.Handler, tc *tls.Config) *http.Server {
+	srv := NewServer(f.gate.Wrap(h), f.log, f.limits)
 	// The gate sets each admitted request's read and write deadlines;
 	// the server's own would arm two timers on every HTTP/2 stream, the
 	// refused ones too, each keeping its connection's buffers in memory
@@ -213,7 +221,7 @@ func (f *front) server(h http.Handler, tc *tls.Config) *http.Server {
 // connContext gives a connection its admission slot; one the limiter
 // counts (all of them, unless the limiter is off) keeps its slot's handle,
 // for connState.
-func (f *front) connContext(ctx context.Context, c net.Conn) context.Context {
+func (f *Front) connContext(ctx context.Context, c net.Conn) context.Context {
 	lc := limitedOf(c)
 	if lc == nil {
 		return f.gate.ConnContext(ctx, c)
@@ -223,7 +231,7 @@ func (f *front) connContext(ctx context.Context, c net.Conn) context.Context {
 }
 
 // connState tells the limiter and the gate how a connection stands.
-func (f *front) connState(c net.Conn, st http.ConnState) {
+func (f *Front) connState(c net.Conn, st http.ConnState) {
 	lc := limitedOf(c)
 	if lc == nil {
 		return
@@ -234,13 +242,13 @@ func (f *front) connState(c net.Conn, st http.ConnState) {
 	}
 }
 
-// serve serves srv on ln, counting ln's connections against the front's
+// Serve serves srv on ln, counting ln's connections against the front's
 // budgets, until srv is shut down; overTLS says whether srv was built
 // with a TLS config. (Not read from srv: net/http gives a server that
 // serves plain HTTP with HTTP/2 settings a TLSConfig of its own, so a
 // second listener of the same server, a machine's own BMC, would take it
 // for a TLS server.)
-func (f *front) serve(srv *http.Server, ln net.Listener, overTLS bool) error {
+func (f *Front) Serve(srv *http.Server, ln net.Listener, overTLS bool) error {
 	ln = f.conns.wrap(ln)
 	if overTLS {
 		return srv.ServeTLS(ln, "", "")

@@ -1,14 +1,13 @@
-package vbmcd
+package listen
 
 import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
-	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,19 +18,19 @@ import (
 	"github.com/bmlab/bmlab/internal/redfish"
 )
 
-// bmcs runs one Redfish listener per machine on the machine's own address
+// BMCs runs one Redfish listener per machine on the machine's own address
 // (--bmc-addresses), as a real server's BMC has an address of its own. The
 // listeners are served by the daemon's one http.Server, through the same
-// front (httpserver.go), so every bound and budget of the Redfish listener
+// Front (front.go), so every bound and budget of the Redfish listener
 // holds on them too, shared with it; the server's ConnContext tells the Redfish face which
 // machine's BMC a connection reached (redfish.AtBMC), and TLS serves each
 // address a certificate of its own, issued on first use by the BMC CA.
-type bmcs struct {
+type BMCs struct {
 	svc   *machine.Service
-	pool  *bmcPool
+	pool  *Pool
 	log   *zap.Logger
 	srv   *http.Server
-	serve func(*http.Server, net.Listener) error // serves srv on a listener through the daemon's front (front.serve)
+	serve func(*http.Server, net.Listener) error // serves srv on a listener through the daemon's front (Front.Serve)
 	port  int
 	ca    *pki.CA // nil: plain HTTP
 
@@ -52,16 +51,26 @@ type bmcListener struct {
 	ln   net.Listener
 }
 
-func newBMCs(svc *machine.Service, pool *bmcPool, srv *http.Server, serve func(*http.Server, net.Listener) error, port int, ca *pki.CA, log *zap.Logger) *bmcs {
-	b := &bmcs{svc: svc, pool: pool, log: log, srv: srv, serve: serve, port: port, ca: ca,
+// NewBMCs keeps a Redfish listener per machine of svc at its address of
+// pool (recorded with the machine), on port, served by srv through serve
+// (a Front's Serve); ca, when not nil, issues each address its
+// certificate. It sets srv's ConnContext and, over TLS, how srv picks a
+// certificate (certificate). Nothing listens until Start.
+func NewBMCs(svc *machine.Service, pool *Pool, srv *http.Server, serve func(*http.Server, net.Listener) error, port int, ca *pki.CA, log *zap.Logger) *BMCs {
+	b := &BMCs{svc: svc, pool: pool, log: log, srv: srv, serve: serve, port: port, ca: ca,
 		running: map[string]*bmcListener{}, byAddr: map[netip.AddrPort]string{},
 		failed: map[string]netip.Addr{}, certs: map[netip.Addr]*tls.Certificate{}}
 	srv.ConnContext = b.connContext
+	if ca != nil && srv.TLSConfig != nil && len(srv.TLSConfig.Certificates) > 0 {
+		main := srv.TLSConfig.Certificates[0]
+		srv.TLSConfig.Certificates = nil // else a client that sends no SNI (one that dials an address) never reaches GetCertificate
+		srv.TLSConfig.GetCertificate = b.certificate(&main)
+	}
 	return b
 }
 
 // connContext marks a connection that reached a machine's own listener.
-func (b *bmcs) connContext(ctx context.Context, c net.Conn) context.Context {
+func (b *BMCs) connContext(ctx context.Context, c net.Conn) context.Context {
 	if id := b.machineAt(c.LocalAddr()); id != "" {
 		return redfish.AtBMC(ctx, id)
 	}
@@ -69,7 +78,7 @@ func (b *bmcs) connContext(ctx context.Context, c net.Conn) context.Context {
 }
 
 // machineAt is the machine whose listener a local address is, "" for none.
-func (b *bmcs) machineAt(a net.Addr) string {
+func (b *BMCs) machineAt(a net.Addr) string {
 	ta, ok := a.(*net.TCPAddr)
 	if !ok {
 		return ""
@@ -83,7 +92,7 @@ func (b *bmcs) machineAt(a net.Addr) string {
 
 // certificate serves each machine's listener a certificate for its address
 // (issued once, kept in memory) and the service's own everywhere else.
-func (b *bmcs) certificate(main *tls.Certificate) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+func (b *BMCs) certificate(main *tls.Certificate) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
 		if h.Conn == nil || b.machineAt(h.Conn.LocalAddr()) == "" {
 			return main, nil
@@ -111,10 +120,10 @@ func (b *bmcs) certificate(main *tls.Certificate) func(*tls.ClientHelloInfo) (*t
 	}
 }
 
-// start assigns every machine its address, records the new ones and
+// Start assigns every machine its address, records the new ones and
 // starts their listeners; it fails when a pin names no machine. Run then
 // keeps the listeners equal to the model.
-func (b *bmcs) start(ctx context.Context) error {
+func (b *BMCs) Start(ctx context.Context) error {
 	ms := b.svc.List()
 	if names := b.pool.unmatchedPins(ms); len(names) > 0 {
 		return errPins(names)
@@ -124,60 +133,40 @@ func (b *bmcs) start(ctx context.Context) error {
 }
 
 func errPins(names []string) error {
-	return errors.New("--bmc-addresses pins machines this vbmcd does not serve: " + joinNames(names) +
+	return errors.New("--bmc-addresses pins machines this vbmcd does not serve: " + strings.Join(names, ", ") +
 		" (name a served machine or its UUID; vbmcd ipmi list shows them)")
 }
 
-func joinNames(ns []string) string {
-	s := ""
-	for i, n := range ns {
-		if i > 0 {
-			s += ", "
-		}
-		s += n
-	}
-	return s
-}
-
-// reconcileEvery is how often Run re-reads every machine (events may be
+// bmcReconcileEvery is how often Run re-reads every machine (events may be
 // lost by a slow reader) and retries addresses that would not bind.
 const bmcReconcileEvery = 5 * time.Second
 
-// Run keeps the listeners equal to the model until ctx ends.
-func (b *bmcs) Run(ctx context.Context) {
+// Run keeps the listeners equal to the model until ctx ends, then stops
+// them.
+func (b *BMCs) Run(ctx context.Context) {
 	events, cancel := b.svc.Backend().Subscribe()
 	defer cancel()
-	tick := time.NewTicker(bmcReconcileEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			b.stop()
-			return
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			switch {
-			case ev.Kind == machine.EventRemoved:
-				b.close(ev.ID)
-			case ev.Machine != nil && b.settled(ev.Machine):
-				b.ensure(ev.Machine)
-			case ev.Machine != nil && b.short[ev.ID]:
-				// Still no address for it; the tick tries again.
-			case ev.Machine != nil:
-				b.reconcile(ctx, b.svc.List()) // a new machine, or a pin's machine moved
-			}
-		case <-tick.C:
-			b.reconcile(ctx, b.svc.List())
-		}
+	machine.Follow(ctx, events, bmcReconcileEvery, func(ctx context.Context) { b.reconcile(ctx, b.svc.List()) }, b.event)
+	b.stop()
+}
+
+// event follows one event of the model.
+func (b *BMCs) event(ctx context.Context, ev machine.Event) {
+	switch {
+	case ev.Kind == machine.EventRemoved:
+		b.close(ev.ID)
+	case ev.Machine != nil && b.settled(ev.Machine):
+		b.ensure(ev.Machine)
+	case ev.Machine != nil && b.short[ev.ID]:
+		// Still no address for it; the tick tries again.
+	case ev.Machine != nil:
+		b.reconcile(ctx, b.svc.List()) // a new machine, or a pin's machine moved
 	}
 }
 
 // settled reports whether m's recorded address is the one it keeps: its
 // pin, or an address of the ranges.
-func (b *bmcs) settled(m *machine.Machine) bool {
+func (b *BMCs) settled(m *machine.Machine) bool {
 	a, err := netip.ParseAddr(m.Settings.BMCAddress)
 	if err != nil {
 		return false
@@ -185,12 +174,12 @@ func (b *bmcs) settled(m *machine.Machine) bool {
 	if p, ok := b.pool.pinFor(m); ok {
 		return p == a
 	}
-	return b.pool.inRange(a)
+	return b.pool.InRange(a)
 }
 
 // reconcile records every machine's address where it changed, then makes
 // the listeners follow.
-func (b *bmcs) reconcile(ctx context.Context, ms []*machine.Machine) {
+func (b *BMCs) reconcile(ctx context.Context, ms []*machine.Machine) {
 	want, short := b.pool.assign(ms)
 	if len(short) > 0 && len(short) != len(b.short) {
 		b.log.Error("--bmc-addresses has no address left for some machines; they get no BMC of their own",
@@ -200,9 +189,7 @@ func (b *bmcs) reconcile(ctx context.Context, ms []*machine.Machine) {
 	for _, m := range short {
 		b.short[m.ID] = true
 	}
-	seen := make(map[string]bool, len(ms))
-	for _, m := range ms {
-		seen[m.ID] = true
+	machine.Sync(ms, b.mu.RLocker(), b.running, func(m *machine.Machine) {
 		a, ok := want[m.ID]
 		if ok && m.Settings.BMCAddress != a.String() {
 			addr := a.String()
@@ -212,24 +199,21 @@ func (b *bmcs) reconcile(ctx context.Context, ms []*machine.Machine) {
 			})
 			if err != nil {
 				b.log.Warn("recording a BMC address failed", zap.String("machine", m.Name), zap.String("addr", addr), zap.Error(err))
-				continue
+				return
 			}
 			b.log.Info("assigned BMC address", zap.String("machine", m.Name), zap.String("addr", addr))
 			m = nm
 		}
 		if !ok {
 			b.close(m.ID)
-			continue
+			return
 		}
 		b.ensure(m)
-	}
-	for _, id := range machine.Gone(b.mu.RLocker(), b.running, seen) {
-		b.close(id)
-	}
+	}, b.close)
 }
 
 // ensure starts, moves or keeps m's listener at its recorded address.
-func (b *bmcs) ensure(m *machine.Machine) {
+func (b *BMCs) ensure(m *machine.Machine) {
 	a, err := netip.ParseAddr(m.Settings.BMCAddress)
 	if err != nil {
 		return
@@ -275,7 +259,7 @@ func (b *bmcs) ensure(m *machine.Machine) {
 
 // close stops machine id's listener; its open connections end with the
 // server (or their idle timeout).
-func (b *bmcs) close(id string) {
+func (b *BMCs) close(id string) {
 	b.mu.Lock()
 	l := b.running[id]
 	delete(b.running, id)
@@ -289,7 +273,7 @@ func (b *bmcs) close(id string) {
 	}
 }
 
-func (b *bmcs) stop() {
+func (b *BMCs) stop() {
 	b.mu.Lock()
 	b.stopped = true
 	ids := make([]string, 0, len(b.running))
@@ -302,11 +286,10 @@ func (b *bmcs) stop() {
 	}
 }
 
-// listening counts the machines whose listener runs.
-// addrOf is the address machine id's own BMC listens on (invalid: none
+// AddrOf is the address machine id's own BMC listens on (invalid: none
 // yet): the address it fetches images from, as a real BMC fetches from its
 // management address (machine.WithMediaSource).
-func (b *bmcs) addrOf(id string) netip.Addr {
+func (b *BMCs) AddrOf(id string) netip.Addr {
 	if b == nil {
 		return netip.Addr{}
 	}
@@ -318,31 +301,9 @@ func (b *bmcs) addrOf(id string) netip.Addr {
 	return netip.Addr{}
 }
 
-func (b *bmcs) listening() int {
+// Listening counts the machines whose listener runs.
+func (b *BMCs) Listening() int {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	return len(b.running)
-}
-
-// Names of the BMC CA vbmcd makes when none is given.
-const (
-	bmcCACert = "bmc-ca.crt"
-	bmcCAKey  = "bmc-ca.key"
-)
-
-// bmcCA is the CA that issues machines' own BMCs their certificates:
-// --tls-ca-cert and --tls-ca-key, else one made once in --state-dir.
-func (c *Config) bmcCA() (*pki.CA, error) {
-	if c.TLSCACert != "" {
-		ca, err := pki.LoadCA(c.TLSCACert, c.TLSCAKey)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-ca-cert: %w", err)
-		}
-		return ca, nil
-	}
-	ca, err := pki.EnsureCA(filepath.Join(c.StateDir, bmcCACert), filepath.Join(c.StateDir, bmcCAKey), "vbmcd BMC CA", time.Now())
-	if err != nil {
-		return nil, fmt.Errorf("the BMCs' CA in --state-dir: %w", err)
-	}
-	return ca, nil
 }
