@@ -33,17 +33,19 @@ import (
 
 // TestUpBMCNetwork brings up, on the real libvirtd (in labci), a lab whose
 // BMCs are on a network of their own (cluster.bmc.network), up to its
-// installer's files: an IPv4 IPI lab with Redfish BMCs, one with IPMI BMCs,
-// and an IPv6 agent lab of two masters with fencing (Redfish), one after
-// the other (all use the baremetal bridge). For each:
+// installer's files: an IPv4 IPI lab with Redfish BMCs booted from virtual
+// media, one booted from a Managed provisioning network by Redfish (its
+// first master an iLO 6), one with IPMI BMCs on an Unmanaged one, and an
+// IPv6 agent lab of two masters with fencing (Redfish), one after the
+// other (all use the baremetal bridge). For each:
 //   - install-config names one address per BMC on the BMC network, without
 //     a port, and install-config's fencing credentials the same addresses
 //     (redfish+https);
 //   - from a namespace plugged into the machine network as a node is (an
 //     address there, its default route the lab host), every BMC answers:
 //     https://ADDR/redfish/v1/Systems lists that node alone, with a
-//     certificate for ADDR the lab's CA issued (curl verifies it), and
-//     ipmitool at ADDR (port 623) reaches the same node;
+//     certificate for ADDR the lab's CA issued (curl verifies it), and in
+//     the IPMI lab ipmitool at ADDR (port 623) reaches the same node;
 //   - net check is clean; an address taken off the BMC bridge is reported,
 //     net repair puts it back and net check is clean again;
 //   - Ironic, started in that namespace as in the bootstrap VM, takes
@@ -60,14 +62,20 @@ import (
 //     (ironic-python-agent 10.2.0 from Debian 13, by virtual media):
 //     inspection, automated cleaning, the deploy of an OS image, which the
 //     master then boots from its disk and which its disk holds (read from
-//     the lab host); the other labs run Ironic 21.4;
-//   - the IPMI labs are booted as the bootstrap VM boots them: the
-//     namespace also joins the provisioning bridge at
+//     the lab host); so is the Managed lab's (Ironic 29, fast_track), whose
+//     first master, an iLO 6 (install-config's ilo5://ADDR, enrolled as
+//     the baremetal-operator maps it: the ilo5 hardware type, ilo-ipxe,
+//     proliantutils' RIBCL, which Ironic's log shows posted to its BMC),
+//     boots the agent through its provisioning NIC; the other labs run
+//     Ironic 21.4;
+//   - the labs with a provisioning network are booted as the bootstrap VM
+//     boots them: the namespace also joins the provisioning bridge at
 //     bootstrapProvisioningIP, where Ironic runs, and the first master
 //     boots the real agent through its provisioning NIC (the ipxe boot
-//     interface: the NIC's iPXE ROM, Ironic's boot.ipxe, the deploy kernel
-//     and ramdisk) for automated cleaning, its serial console showing the
-//     ramdisk's init once, and its boot MAC leased an address of
+//     interface, or the iLO's ilo-ipxe: the NIC's iPXE ROM, Ironic's
+//     boot.ipxe, the deploy kernel and ramdisk) for automated cleaning (in
+//     the Unmanaged lab its serial console showing the ramdisk's init
+//     once), and its boot MAC leased an address of
 //     provisioningDHCPRange: on a Managed network by Debian's dnsmasq with
 //     the configuration Metal3's ironic-image writes (the DHCP server of
 //     that range, TFTP of iPXE), on an Unmanaged one by the lab's own DHCP
@@ -601,11 +609,17 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 	}()
 	switch {
 	case agentHost != "" && netBoot && realAgent:
-		// Inspected, cleaned and deployed through its provisioning NIC
-		// (fast_track: the agent stays up from inspection through the
-		// deploy), then booted from its disk.
+		// Inspected, cleaned and deployed through its provisioning NIC,
+		// then booted from its disk.
 		h := hostNamed(ic, agentHost)
 		agentDeploys(t, ir, agentHost, h, p)
+		// Twice: for inspection, and again for cleaning (the iLO's
+		// ilo-ipxe powers the node off as it prepares the ramdisk for
+		// cleaning, prepare_node_for_deploy, fast_track or not); the
+		// agent then stays up through the deploy (fast_track).
+		if got := testenv.Count(filepath.Join(p.Paths.Logs, agentHost+".serial.log"), ironictest.AgentBootLine); got != 2 {
+			t.Errorf("%s: the agent booted %d times through its provisioning NIC, want 2 (inspection, cleaning)", agentHost, got)
+		}
 		provisioningLease(t, ir, h, p, common)
 		if node, _ := ir.Node(agentHost); node.Driver == "ilo5" {
 			iloDrove(t, ir, agentHost, h)
@@ -722,7 +736,7 @@ func provisioningLease(t *testing.T, ir *ironictest.Ironic, h ipi.Host, p *plan.
 func iloDrove(t *testing.T, ir *ironictest.Ironic, name string, h ipi.Host) {
 	t.Helper()
 	host := strings.TrimPrefix(h.BMC.Address, "ilo5://")
-	posts := regexp.MustCompile(`POST https://` + regexp.QuoteMeta(host) + `(:443)?/ribcl with request data: .*`).FindAllString(ir.Log(), -1)
+	posts := regexp.MustCompile(`POST https://`+regexp.QuoteMeta(host)+`(:443)?/ribcl with request data: .*`).FindAllString(ir.Log(), -1)
 	boots := 0
 	for _, p := range posts {
 		if strings.Contains(p, "SET_ONE_TIME_BOOT") || strings.Contains(p, "SET_PERSISTENT_BOOT") {
