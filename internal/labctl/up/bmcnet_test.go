@@ -732,7 +732,8 @@ func provisioningLease(t *testing.T, ir *ironictest.Ironic, h ipi.Host, p *plan.
 // iloDrove: the iLO's own driver drove host name (enrolled from h's
 // ilo5:// address): proliantutils posted RIBCL to the host's BMC, among it
 // the boot device settings of its network boots and of its boot from disk
-// (a node driven by the generic redfish driver posts none).
+// (a node driven by the generic redfish driver posts none), and the BMC
+// refused none of it.
 func iloDrove(t *testing.T, ir *ironictest.Ironic, name string, h ipi.Host) {
 	t.Helper()
 	host := strings.TrimPrefix(h.BMC.Address, "ilo5://")
@@ -745,6 +746,11 @@ func iloDrove(t *testing.T, ir *ironictest.Ironic, name string, h ipi.Host) {
 	}
 	if len(posts) == 0 || boots < 2 {
 		t.Errorf("%s (ilo5): Ironic's log has %d RIBCL posts to https://%s/ribcl, %d of them setting the boot device; want the iLO driver's (2 or more boot settings: the network boot, the disk)", name, len(posts), host, boots)
+	}
+	// Every RIBCL command the driver sent was carried out: proliantutils
+	// logs each answer whose STATUS is not 0 so (ribcl.py, _parse_output).
+	if refused := regexp.MustCompile(`Got invalid response with message: .*`).FindAllString(ir.Log(), -1); len(refused) > 0 {
+		t.Errorf("%s (ilo5): the BMC refused %d RIBCL commands the iLO driver sent:\n%s", name, len(refused), strings.Join(refused, "\n"))
 	}
 }
 
