@@ -449,6 +449,30 @@ func (r *Role) setDefaults(count, vcpus, memMiB int) {
 	}
 }
 
+// networkBootRefusal says why a node of personality p cannot be in this
+// lab ("" when it can): with bmc.kind redfish, a personality with a
+// network boot scheme of its own (an iLO 6: ilo5://ADDR, the
+// baremetal-operator's ilo5 driver, network boot by ilo-ipxe) is named by
+// it, and that driver boots the node from the provisioning network, reaches
+// the BMC by its address alone (RIBCL and the iLO's Redfish ids, served at a
+// BMC of its own) and over HTTPS only.
+func (c *Config) networkBootRefusal(p *personality.Personality) string {
+	b := c.Cluster.BMC
+	if p.NetworkBootScheme == "" || b.Kind != ocp.BMCRedfish {
+		return ""
+	}
+	what := fmt.Sprintf("%s with bmc.kind %s is enrolled as %s://ADDR (the vendor's network boot driver)", p.Name, b.Kind, p.NetworkBootScheme)
+	switch {
+	case c.Network.ProvisioningNetwork == ocp.ProvisioningDisabled:
+		return what + ", which boots the node from the provisioning network, and network.provisioningNetwork is Disabled; set network.provisioningNetwork: Managed (or Unmanaged), or use bmc.kind: " + ocp.BMCRedfishVirtualMedia + " (virtual media, no provisioning network)"
+	case !b.Network.IsValid():
+		return what + ", which reaches the BMC at an address of its own, and the lab has no BMC network; set cluster.bmc.network (e.g. 192.168.125.0/24), or use bmc.kind: " + ocp.BMCRedfishVirtualMedia
+	case !b.UseTLS():
+		return what + ", which speaks HTTPS only, and cluster.bmc.tls is false; drop tls: false"
+	}
+	return ""
+}
+
 // validateCluster checks the cluster section's shape. The rules the
 // OpenShift installer applies (VIPs in the machine network, DNS names, BMC
 // schemes) are internal/ipi's, which words them as the installer does.
@@ -478,8 +502,10 @@ func (c *Config) validateCluster() []error {
 		default:
 			add("%s.arch: %q is not one of %s (default), %s", r.field, a, ArchX86_64, ArchAArch64)
 		}
-		if _, err := personality.Lookup(r.role.Personality); err != nil {
+		if pers, err := personality.Lookup(r.role.Personality); err != nil {
 			add("%s.personality: %v", r.field, err)
+		} else if msg := c.networkBootRefusal(pers); msg != "" {
+			add("%s.personality: %s", r.field, msg)
 		}
 		if len(r.role.Personalities) > r.role.N() {
 			add("%s.personalities: %d personalities for %d nodes; give one per node at most (an empty entry, or a node past the list, takes %s.personality)", r.field, len(r.role.Personalities), r.role.N(), r.field)
@@ -488,8 +514,10 @@ func (c *Config) validateCluster() []error {
 			if name == "" {
 				continue
 			}
-			if _, err := personality.Lookup(name); err != nil {
+			if pers, err := personality.Lookup(name); err != nil {
 				add("%s.personalities[%d]: %v", r.field, i, err)
+			} else if msg := c.networkBootRefusal(pers); msg != "" {
+				add("%s.personalities[%d]: %s", r.field, i, msg)
 			}
 		}
 		switch m := r.role.Bond; {

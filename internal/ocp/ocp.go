@@ -36,6 +36,10 @@ const (
 	// BMCIDRACVirtualMedia is a Dell iDRAC's redfish-virtualmedia: the
 	// baremetal-operator's idrac driver (Ironic's idrac hardware type).
 	BMCIDRACVirtualMedia = "idrac-virtualmedia"
+	// BMCILO5 is an HPE iLO 5 or 6 booted from the provisioning network:
+	// the baremetal-operator's ilo5 driver (Ironic's ilo5 hardware type,
+	// ilo-ipxe), HTTPS only, its address the BMC's host alone.
+	BMCILO5 = "ilo5"
 )
 
 // Provisioning network modes, as platform.baremetal.provisioningNetwork
@@ -93,9 +97,12 @@ type BMCEndpoint struct {
 //	redfish+https://HOST:PORT/redfish/v1/Systems/SYSTEM
 //	idrac-virtualmedia+https://HOST:PORT/redfish/v1/Systems/SYSTEM
 //	ipmi://HOST:PORT
+//	ilo5://HOST:PORT
 //
 // (http instead of https when the lab's BMC has TLS off; without :PORT for
-// a BMC of its own, OwnAddress).
+// a BMC of its own, OwnAddress). ilo5 takes HTTPS only (the
+// baremetal-operator registers it so) and names no System: the iLO's
+// driver finds its one System itself.
 func BMCAddress(b BMCEndpoint, system string, ipmiPort int) (string, error) {
 	switch b.Kind {
 	case BMCIPMI:
@@ -106,6 +113,14 @@ func BMCAddress(b BMCEndpoint, system string, ipmiPort int) (string, error) {
 			return "", fmt.Errorf("bmc address: IPMI port %d is not a port", ipmiPort)
 		}
 		return "ipmi://" + net.JoinHostPort(b.Host, strconv.Itoa(ipmiPort)), nil
+	case BMCILO5:
+		if !b.TLS {
+			return "", errors.New("bmc address: ilo5 is HTTPS only; the lab's BMC has TLS off")
+		}
+		if b.OwnAddress {
+			return "ilo5://" + urlHost(b.Host), nil
+		}
+		return "ilo5://" + net.JoinHostPort(b.Host, strconv.Itoa(b.RedfishPort)), nil
 	case BMCRedfish, BMCRedfishVirtualMedia, BMCIDRACVirtualMedia:
 		if system == "" {
 			return "", errors.New("bmc address: a Redfish BMC needs the node's System id")

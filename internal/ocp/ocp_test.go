@@ -27,6 +27,9 @@ func TestBMCAddress(t *testing.T) {
 			"idrac-virtualmedia+https://10.1.1.3/redfish/v1/Systems/System.Embedded.1"},
 		{BMCEndpoint{Kind: "redfish-virtualmedia", Host: "fd00::3", TLS: true, OwnAddress: true}, "1", 0,
 			"redfish-virtualmedia+https://[fd00::3]/redfish/v1/Systems/1"},
+		{BMCEndpoint{Kind: "ilo5", Host: "10.1.1.4", TLS: true, OwnAddress: true}, "1", 0, "ilo5://10.1.1.4"},
+		{BMCEndpoint{Kind: "ilo5", Host: "fd00::4", TLS: true, OwnAddress: true}, "1", 0, "ilo5://[fd00::4]"},
+		{BMCEndpoint{Kind: "ilo5", Host: "10.1.1.1", RedfishPort: 8000, TLS: true}, "", 0, "ilo5://10.1.1.1:8000"},
 	}
 	for _, tt := range tests {
 		got, err := BMCAddress(tt.bmc, tt.system, tt.port)
@@ -43,6 +46,7 @@ func TestBMCAddress(t *testing.T) {
 		{BMCEndpoint{Kind: "redfish"}, "", 0, "needs the node's System id"},
 		{BMCEndpoint{Kind: "ipmi"}, uuid, 70000, "IPMI port 70000 is not a port"},
 		{BMCEndpoint{Kind: "idrac"}, uuid, 0, `unknown BMC kind "idrac"`},
+		{BMCEndpoint{Kind: "ilo5", Host: "10.1.1.4", OwnAddress: true}, "", 0, "ilo5 is HTTPS only"},
 	} {
 		if _, err := BMCAddress(tt.bmc, tt.uuid, tt.port); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("BMCAddress(%+v) = %v, want an error containing %q", tt.bmc, err, tt.want)

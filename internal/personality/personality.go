@@ -106,6 +106,14 @@ type Personality struct {
 	// generic one): idrac-virtualmedia for an iDRAC, Ironic's idrac
 	// hardware type.
 	VirtualMediaScheme string
+	// NetworkBootScheme is the scheme of install-config's bmc.address for
+	// this vendor's BMC where the lab boots its nodes from the
+	// provisioning network by Redfish (bmc.kind redfish; "": redfish, the
+	// generic one): ilo5 for an iLO 6, the baremetal-operator's ilo5
+	// driver (Ironic's ilo5 hardware type, network boot by ilo-ipxe).
+	// Its address names the BMC alone (ilo5://ADDR), so it is offered at
+	// a BMC of its own only (a BMC network), and over HTTPS only.
+	NetworkBootScheme string
 
 	// Sources names the public material each fact above comes from.
 	Sources []string
@@ -131,6 +139,13 @@ const dellScreenShotSource = "dell/iDRAC-Redfish-Scripting 'Redfish Python/Expor
 // iDRAC booted from virtual media (pkg/hardwareutils/bmc/idrac_virtualmedia.go
 // registers "idrac-virtualmedia"; internal/ocp.BMCIDRACVirtualMedia).
 const idracVirtualMedia = "idrac-virtualmedia"
+
+// iloNetworkBoot is the baremetal-operator's bmc.address scheme for an
+// iLO 5 or 6 booted from the provisioning network
+// (pkg/hardwareutils/bmc/ilo5.go registers "ilo5", https only: hardware
+// type ilo5, boot interface ilo-ipxe, RAID interface ilo5, the rest the
+// type's defaults, RequiresProvisioningNetwork; internal/ocp.BMCILO5).
+const iloNetworkBoot = "ilo5"
 
 // all lists every personality, generic first.
 var all = []*Personality{
@@ -213,17 +228,19 @@ var all = []*Personality{
 		SlashedCollections: true,
 		// iLO: member 1 is the floppy / USB stick, member 2 the CD/DVD,
 		// under the Manager.
-		Media:   []Slot{removableSlot("1"), cdSlot("2")},
-		MediaAt: UnderManager,
-		Quirks:  []Quirk{RefuseInPost},
-		RIBCL:   true,
-		HPEOEM:  true,
+		Media:             []Slot{removableSlot("1"), cdSlot("2")},
+		MediaAt:           UnderManager,
+		Quirks:            []Quirk{RefuseInPost},
+		RIBCL:             true,
+		HPEOEM:            true,
+		NetworkBootScheme: iloNetworkBoot,
 		Sources: []string{
 			"HPE iLO 6 Redfish reference: /redfish/v1/Systems/1, /Managers/1/VirtualMedia/1 (Floppy, USBStick) and /2 (CD, DVD)",
 			"proliantutils 2.14 (Debian) redfish/resources/system/system.py: Oem.Hpe.PostState, Oem.Hpe.Bios; manager/virtual_media.py: Oem.Hpe.Actions #HpeiLOVirtualMedia.InsertVirtualMedia",
 			"Ironic bug 2136275 (iLO refuses changes while the server is in POST)",
 			"HPE iLO 5 adaptation guide (servermanagementportal.ext.hpe.com, ilo5_adaptation): /redfish/v1/x redirects to /redfish/v1/x/",
 			"proliantutils 2.16.3 ilo/client.py: a model without Gen10 is driven over RIBCL (internal/personality/hpe)",
+			"metal3-io/baremetal-operator pkg/hardwareutils/bmc/ilo5.go: ilo5://HOST[:PORT] (https), driver ilo5, boot ilo-ipxe, raid ilo5, needs a provisioning network",
 		},
 	},
 	{

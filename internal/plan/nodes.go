@@ -194,7 +194,11 @@ func (p *Plan) resolveNodes(cfg *labconfig.Config) error {
 // whose BMC's personality has a virtual media scheme of its own
 // (Personality.VirtualMediaScheme: a Dell's iDRAC) is reached as the
 // installer reaches that vendor's BMC, by that scheme (idrac-virtualmedia),
-// where the lab boots from virtual media. At a BMC of its own (a BMC network) a vendor's BMC is
+// where the lab boots from virtual media; one with a network boot scheme
+// (Personality.NetworkBootScheme: an iLO 6) by that scheme (ilo5://ADDR)
+// where the lab boots from its provisioning network by Redfish (bmc.kind
+// redfish; labconfig refuses it without a provisioning network or a BMC
+// network). At a BMC of its own (a BMC network) a vendor's BMC is
 // named by the path the vendor serves, as a real rack's would be
 // (/redfish/v1/Systems/System.Embedded.1 for an iDRAC, /Systems/1 for an
 // iLO or a Supermicro: vbmcd serves the vendor's ids there); on the
@@ -210,6 +214,9 @@ func (p *Plan) endpoint(n *Node, i int, kind, persona string) error {
 		n.BMC.Personality, n.BMC.Vendor = persona, pers.Manufacturer
 		if pers.VirtualMediaScheme != "" && kind == ocp.BMCRedfishVirtualMedia {
 			kind = pers.VirtualMediaScheme // the vendor's own driver (an iDRAC's)
+		}
+		if pers.NetworkBootScheme != "" && kind == ocp.BMCRedfish {
+			kind = pers.NetworkBootScheme // the vendor's own network boot (an iLO's)
 		}
 	}
 	if p.BMC.Network.IsValid() {

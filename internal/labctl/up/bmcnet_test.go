@@ -33,17 +33,19 @@ import (
 
 // TestUpBMCNetwork brings up, on the real libvirtd (in labci), a lab whose
 // BMCs are on a network of their own (cluster.bmc.network), up to its
-// installer's files: an IPv4 IPI lab with Redfish BMCs, one with IPMI BMCs,
-// and an IPv6 agent lab of two masters with fencing (Redfish), one after
-// the other (all use the baremetal bridge). For each:
+// installer's files: an IPv4 IPI lab with Redfish BMCs booted from virtual
+// media, one booted from a Managed provisioning network by Redfish (its
+// first master an iLO 6), one with IPMI BMCs on an Unmanaged one, and an
+// IPv6 agent lab of two masters with fencing (Redfish), one after the
+// other (all use the baremetal bridge). For each:
 //   - install-config names one address per BMC on the BMC network, without
 //     a port, and install-config's fencing credentials the same addresses
 //     (redfish+https);
 //   - from a namespace plugged into the machine network as a node is (an
 //     address there, its default route the lab host), every BMC answers:
 //     https://ADDR/redfish/v1/Systems lists that node alone, with a
-//     certificate for ADDR the lab's CA issued (curl verifies it), and
-//     ipmitool at ADDR (port 623) reaches the same node;
+//     certificate for ADDR the lab's CA issued (curl verifies it), and in
+//     the IPMI lab ipmitool at ADDR (port 623) reaches the same node;
 //   - net check is clean; an address taken off the BMC bridge is reported,
 //     net repair puts it back and net check is clean again;
 //   - Ironic, started in that namespace as in the bootstrap VM, takes
@@ -60,14 +62,20 @@ import (
 //     (ironic-python-agent 10.2.0 from Debian 13, by virtual media):
 //     inspection, automated cleaning, the deploy of an OS image, which the
 //     master then boots from its disk and which its disk holds (read from
-//     the lab host); the other labs run Ironic 21.4;
-//   - the IPMI labs are booted as the bootstrap VM boots them: the
-//     namespace also joins the provisioning bridge at
+//     the lab host); so is the Managed lab's (Ironic 29, fast_track), whose
+//     first master, an iLO 6 (install-config's ilo5://ADDR, enrolled as
+//     the baremetal-operator maps it: the ilo5 hardware type, ilo-ipxe,
+//     proliantutils' RIBCL, which Ironic's log shows posted to its BMC),
+//     boots the agent through its provisioning NIC; the other labs run
+//     Ironic 21.4;
+//   - the labs with a provisioning network are booted as the bootstrap VM
+//     boots them: the namespace also joins the provisioning bridge at
 //     bootstrapProvisioningIP, where Ironic runs, and the first master
 //     boots the real agent through its provisioning NIC (the ipxe boot
-//     interface: the NIC's iPXE ROM, Ironic's boot.ipxe, the deploy kernel
-//     and ramdisk) for automated cleaning, its serial console showing the
-//     ramdisk's init once, and its boot MAC leased an address of
+//     interface, or the iLO's ilo-ipxe: the NIC's iPXE ROM, Ironic's
+//     boot.ipxe, the deploy kernel and ramdisk) for automated cleaning (in
+//     the Unmanaged lab its serial console showing the ramdisk's init
+//     once), and its boot MAC leased an address of
 //     provisioningDHCPRange: on a Managed network by Debian's dnsmasq with
 //     the configuration Metal3's ironic-image writes (the DHCP server of
 //     that range, TFTP of iPXE), on an Unmanaged one by the lab's own DHCP
@@ -85,8 +93,8 @@ func TestUpBMCNetwork(t *testing.T) {
 		name, mode, lab string
 		port            int
 		bmcNet          string
-		ipmi, realAgent bool
-		unmanaged       bool
+		kind, prov      string // bmc.kind and network.provisioningNetwork ("": the defaults)
+		realAgent       bool
 	}{
 		{"lbn4", ipimode.Name, `  machineNetwork: 10.198.64.0/24
   dhcpRange: {start: 10.198.64.20, end: 10.198.64.60}
@@ -94,19 +102,20 @@ func TestUpBMCNetwork(t *testing.T) {
   ingressVIP: 10.198.64.4
   masters: {personalities: [idrac9]}
   workers: {count: 0}
-`, 18764, "10.198.164.0/24", false, true, false},
+`, 18764, "10.198.164.0/24", "", "", true},
 		{"lbni", ipimode.Name, `  machineNetwork: 10.198.66.0/24
   dhcpRange: {start: 10.198.66.20, end: 10.198.66.60}
   apiVIP: 10.198.66.5
   ingressVIP: 10.198.66.4
+  masters: {personalities: [ilo6]}
   workers: {count: 0}
-`, 18766, "10.198.166.0/24", true, false, false},
+`, 18766, "10.198.166.0/24", ocp.BMCRedfish, ocp.ProvisioningManaged, true},
 		{"lbnu", ipimode.Name, `  machineNetwork: 10.198.67.0/24
   dhcpRange: {start: 10.198.67.20, end: 10.198.67.60}
   apiVIP: 10.198.67.5
   ingressVIP: 10.198.67.4
   workers: {count: 0}
-`, 18767, "10.198.167.0/24", true, false, true},
+`, 18767, "10.198.167.0/24", ocp.BMCIPMI, ocp.ProvisioningUnmanaged, false},
 		{"lbn6", agentmode.Name, `  ipFamily: v6
   machineNetwork: fd2e:6f44:5dd8:c964::/120
   dhcpRange: {start: "fd2e:6f44:5dd8:c964::20", end: "fd2e:6f44:5dd8:c964::60"}
@@ -117,15 +126,15 @@ func TestUpBMCNetwork(t *testing.T) {
   fencing: true
   agent: {staticIPs: true}
   installer: INSTALLER
-`, 18765, "fd2e:6f44:5dd8:c965::/120", false, false, false},
+`, 18765, "fd2e:6f44:5dd8:c965::/120", "", "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			upBMCNetwork(t, tc.name, tc.mode, tc.lab, tc.port, tc.bmcNet, tc.ipmi, tc.realAgent, tc.unmanaged)
+			upBMCNetwork(t, tc.name, tc.mode, tc.lab, tc.port, tc.bmcNet, tc.kind, tc.prov, tc.realAgent)
 		})
 	}
 }
 
-func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet string, ipmi, realAgent, unmanaged bool) {
+func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet, kind, prov string, realAgent bool) {
 	dir := testenv.QemuDir(t)
 	cfg := labFile(t, dir, name, port)
 	b, err := os.ReadFile(cfg)
@@ -146,14 +155,13 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 	} else {
 		lab = strings.Replace(lab, "  workers: {", "  masters: {"+size+"}\n  workers: {", 1)
 	}
-	if ipmi {
-		prov := "Managed"
-		if unmanaged {
-			prov = "Unmanaged"
-		}
+	if prov != "" {
 		lab = strings.Replace(lab, "cluster:\n", "network: {provisioningNetwork: "+prov+"}\ncluster:\n", 1)
-		lab = strings.Replace(lab, "  bmc: {", "  bmc: {kind: ipmi, ", 1)
 	}
+	if kind != "" {
+		lab = strings.Replace(lab, "  bmc: {", "  bmc: {kind: "+kind+", ", 1)
+	}
+	ipmi := kind == ocp.BMCIPMI
 	if err := os.WriteFile(cfg, []byte(lab), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -193,11 +201,17 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 			host = "[" + host + "]"
 		}
 		want := "redfish-virtualmedia+https://" + host + "/redfish/v1/Systems/" + n.UUID
-		if n.BMC.Personality == "idrac9" {
+		switch {
+		case n.BMC.Personality == "idrac9":
 			// A Dell's, as the installer names an iDRAC (lbn4's master-0).
 			want = "idrac-virtualmedia+https://" + host + "/redfish/v1/Systems/System.Embedded.1"
-		}
-		if ipmi {
+		case n.BMC.Personality == "ilo6" && kind == ocp.BMCRedfish:
+			// An HPE's on the provisioning network: the iLO's own
+			// driver (lbni's master-0).
+			want = "ilo5://" + host
+		case kind == ocp.BMCRedfish:
+			want = "redfish+https://" + host + "/redfish/v1/Systems/" + n.UUID
+		case ipmi:
 			want = "ipmi://" + host
 		}
 		if !bn.Contains(n.BMC.Addr) || n.BMC.Addr == p.BMC.HostAddress || seen[host] || h.BMC.Address != want {
@@ -253,7 +267,7 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet str
 
 	// Ironic, on the machine network as in the bootstrap VM, drives every
 	// node through the BMC install-config names for it.
-	if ipmi {
+	if prov != "" {
 		managedNICs(t, common, p)
 	}
 	ironicDrives(t, ns, probeAddr, ic, p, realAgent, common)
@@ -442,16 +456,18 @@ func fenceMasters(t *testing.T, ns string, p *plan.Plan, creds []ipi.FencingCred
 func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig, p *plan.Plan, realAgent bool, common []string) {
 	t.Helper()
 	o := ironictest.Options{Namespace: ns, Host: addr.String()}
+	netBoot := p.Cluster.ProvisioningNetwork != ocp.ProvisioningDisabled
 	if realAgent {
 		// With the vendors' drivers: a Dell host is enrolled as Metal3's
-		// baremetal-operator enrolls idrac-virtualmedia://.
+		// baremetal-operator enrolls idrac-virtualmedia://, an HPE host
+		// as it enrolls ilo5://.
 		o.Release = ironictest.Ironic29
 		o.Config = ironictest.AgentConfig(true)
 		o.Vendors, o.VendorOverlay = true, true
-	}
-	netBoot := p.Cluster.ProvisioningNetwork != ocp.ProvisioningDisabled
-	if netBoot {
+	} else if netBoot {
 		o.Config = ironictest.AgentConfig(false)
+	}
+	if netBoot {
 		bootstrapServices(t, ns, p, &o)
 	}
 	ir := ironictest.Start(t, o)
@@ -473,7 +489,17 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 			spec.Driver = "ipmi"
 			spec.DriverInfo = map[string]any{"ipmi_address": host, "ipmi_username": h.BMC.Username, "ipmi_password": h.BMC.Password}
 			spec.Interfaces = map[string]string{"management_interface": "ipmitool", "power_interface": "ipmitool"}
-		case strings.HasPrefix(a, "redfish-virtualmedia+https://"), strings.HasPrefix(a, "idrac-virtualmedia+https://"):
+		case strings.HasPrefix(a, "ilo5://"):
+			// The baremetal-operator's ilo5 (pkg/hardwareutils/bmc/ilo5.go):
+			// the ilo5 hardware type, network boot by ilo-ipxe, the ilo5
+			// RAID interface, the type's defaults for the rest (ilo5
+			// management, ilo power: proliantutils); bmcVerifyCA as the
+			// installer gives its Ironic the CA.
+			spec.Driver = "ilo5"
+			spec.DriverInfo = map[string]any{"ilo_address": strings.Trim(strings.TrimPrefix(a, "ilo5://"), "[]"),
+				"ilo_username": h.BMC.Username, "ilo_password": h.BMC.Password, "ilo_verify_ca": ca}
+			spec.Interfaces = map[string]string{"boot_interface": "ilo-ipxe", "raid_interface": "ilo5", "deploy_interface": "direct"}
+		case strings.HasPrefix(a, "redfish-virtualmedia+https://"), strings.HasPrefix(a, "idrac-virtualmedia+https://"), strings.HasPrefix(a, "redfish+https://"):
 			scheme, rest, _ := strings.Cut(a, "+")
 			i := strings.Index(rest, "/redfish/")
 			spec.Driver = "redfish"
@@ -481,6 +507,10 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 				"redfish_username": h.BMC.Username, "redfish_password": h.BMC.Password, "redfish_verify_ca": ca}
 			spec.Interfaces = map[string]string{"boot_interface": "redfish-virtual-media", "deploy_interface": "direct",
 				"management_interface": "redfish", "power_interface": "redfish", "inspect_interface": "redfish"}
+			if scheme == ocp.BMCRedfish {
+				// The baremetal-operator's redfish://: network boot.
+				spec.Interfaces["boot_interface"] = "ipxe"
+			}
 			if scheme == "idrac-virtualmedia" {
 				// The baremetal-operator's idrac-virtualmedia: the idrac
 				// hardware type, Dell's OEM through sushy-oem-idrac.
@@ -496,6 +526,11 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 		case realAgent && i == 0:
 			agentHost = h.Name
 			spec.Interfaces["inspect_interface"] = "agent"
+			if netBoot {
+				// Booted through its provisioning NIC: iPXE finds its
+				// configuration by the boot NIC's port from the start.
+				spec.MACs = []string{h.BootMACAddress}
+			}
 			for k, v := range ramdisk {
 				spec.DriverInfo[k] = v
 			}
@@ -573,6 +608,22 @@ func ironicDrives(t *testing.T, ns string, addr netip.Addr, ic ipi.InstallConfig
 		}
 	}()
 	switch {
+	case agentHost != "" && netBoot && realAgent:
+		// Inspected, cleaned and deployed through its provisioning NIC,
+		// then booted from its disk.
+		h := hostNamed(ic, agentHost)
+		agentDeploys(t, ir, agentHost, h, p)
+		// Twice: for inspection, and again for cleaning (the iLO's
+		// ilo-ipxe powers the node off as it prepares the ramdisk for
+		// cleaning, prepare_node_for_deploy, fast_track or not); the
+		// agent then stays up through the deploy (fast_track).
+		if got := testenv.Count(filepath.Join(p.Paths.Logs, agentHost+".serial.log"), ironictest.AgentBootLine); got != 2 {
+			t.Errorf("%s: the agent booted %d times through its provisioning NIC, want 2 (inspection, cleaning)", agentHost, got)
+		}
+		provisioningLease(t, ir, h, p, common)
+		if node, _ := ir.Node(agentHost); node.Driver == "ilo5" {
+			iloDrove(t, ir, agentHost, h)
+		}
 	case agentHost != "" && netBoot:
 		netBootsAgent(t, ir, hostNamed(ic, agentHost), p, common)
 	case agentHost != "":
@@ -633,9 +684,7 @@ func bootstrapOnProvisioning(t *testing.T, ns string, p *plan.Plan) {
 // netBootsAgent: Ironic provides host h (automated cleaning), which boots
 // the real agent through its provisioning NIC: the ramdisk's init shows on
 // its serial console once, and its boot MAC got an address of
-// provisioningDHCPRange from the network's DHCP server: the bootstrap's
-// dnsmasq on a Managed network; on an Unmanaged one the lab's own (which
-// status says runs), the bootstrap's answering no DHCP.
+// provisioningDHCPRange (provisioningLease).
 func netBootsAgent(t *testing.T, ir *ironictest.Ironic, h ipi.Host, p *plan.Plan, common []string) {
 	t.Helper()
 	c := p.Cluster
@@ -644,6 +693,16 @@ func netBootsAgent(t *testing.T, ir *ironictest.Ironic, h ipi.Host, p *plan.Plan
 	if got := testenv.Count(serial, ironictest.AgentBootLine); got != 1 {
 		t.Errorf("%s: the agent booted %d times for cleaning, want 1", h.Name, got)
 	}
+	provisioningLease(t, ir, h, p, common)
+}
+
+// provisioningLease: host h's boot MAC got an address of
+// provisioningDHCPRange from the network's DHCP server: the bootstrap's
+// dnsmasq on a Managed network; on an Unmanaged one the lab's own (which
+// status says runs), the bootstrap's answering no DHCP.
+func provisioningLease(t *testing.T, ir *ironictest.Ironic, h ipi.Host, p *plan.Plan, common []string) {
+	t.Helper()
+	c := p.Cluster
 	leased := func(log, iface string) bool {
 		for _, a := range regexp.MustCompile(`DHCPACK\(`+regexp.QuoteMeta(iface)+`\) (\S+) (\S+)`).FindAllStringSubmatch(readFile(t, log), -1) {
 			if ip, err := netip.ParseAddr(a[1]); err == nil && strings.EqualFold(a[2], h.BootMACAddress) && c.ProvisioningDHCPRange.Contains(ip) {
@@ -667,6 +726,31 @@ func netBootsAgent(t *testing.T, ir *ironictest.Ironic, h ipi.Host, p *plan.Plan
 	}
 	if !leased(log, iface) {
 		t.Errorf("%s (boot MAC %s) got no lease of %s on the provisioning network; %s:\n%s", h.Name, h.BootMACAddress, c.ProvisioningDHCPRange, log, readFile(t, log))
+	}
+}
+
+// iloDrove: the iLO's own driver drove host name (enrolled from h's
+// ilo5:// address): proliantutils posted RIBCL to the host's BMC, among it
+// the boot device settings of its network boots and of its boot from disk
+// (a node driven by the generic redfish driver posts none), and the BMC
+// refused none of it.
+func iloDrove(t *testing.T, ir *ironictest.Ironic, name string, h ipi.Host) {
+	t.Helper()
+	host := strings.TrimPrefix(h.BMC.Address, "ilo5://")
+	posts := regexp.MustCompile(`POST https://`+regexp.QuoteMeta(host)+`(:443)?/ribcl with request data: .*`).FindAllString(ir.Log(), -1)
+	boots := 0
+	for _, p := range posts {
+		if strings.Contains(p, "SET_ONE_TIME_BOOT") || strings.Contains(p, "SET_PERSISTENT_BOOT") {
+			boots++
+		}
+	}
+	if len(posts) == 0 || boots < 2 {
+		t.Errorf("%s (ilo5): Ironic's log has %d RIBCL posts to https://%s/ribcl, %d of them setting the boot device; want the iLO driver's (2 or more boot settings: the network boot, the disk)", name, len(posts), host, boots)
+	}
+	// Every RIBCL command the driver sent was carried out: proliantutils
+	// logs each answer whose STATUS is not 0 so (ribcl.py, _parse_output).
+	if refused := regexp.MustCompile(`Got invalid response with message: .*`).FindAllString(ir.Log(), -1); len(refused) > 0 {
+		t.Errorf("%s (ilo5): the BMC refused %d RIBCL commands the iLO driver sent:\n%s", name, len(refused), strings.Join(refused, "\n"))
 	}
 }
 
