@@ -375,3 +375,57 @@ func TestProvisioningDHCPServer(t *testing.T) {
 		t.Errorf("down: %+v, left %v", rm, f.Objs[lab.KindDHCP])
 	}
 }
+
+// TestNetworkManagerSnippet: where NetworkManager is (its directory holds
+// the lab's conf.d), the network's check reports the unmanaged-devices
+// snippet missing, ensure writes it with these bytes and says so, and
+// remove takes it; where it is not, nothing is written.
+func TestNetworkManagerSnippet(t *testing.T) {
+	f := labtest.NewHost()
+	e, rec := labtest.Env(t, f, "")
+	ctx := context.Background()
+	root := t.TempDir()
+	e.Plan.Network.NMConfDir = filepath.Join(root, "NetworkManager", "conf.d")
+	path := filepath.Join(e.Plan.Network.NMConfDir, "90-bmlab-fk.conf")
+	if _, err := EnsureNetwork(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(e.Plan.Network.NMConfDir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("without NetworkManager, ensure made %s (%v)", e.Plan.Network.NMConfDir, err)
+	}
+	labtest.Must(t, os.Mkdir(filepath.Dir(e.Plan.Network.NMConfDir), 0o755))
+	diffs, err := CheckNetwork(ctx, e)
+	labtest.Must(t, err)
+	want := lab.Difference{Object: "NetworkManager", Kind: "unmanaged-missing", Want: path, Fix: "write the unmanaged-devices snippet for the lab's links"}
+	if d := cmp.Diff([]lab.Difference{want}, diffs); d != "" {
+		t.Errorf("check (-want +got):\n%s", d)
+	}
+	_, err = Network{}.Ensure(ctx, e)
+	labtest.Must(t, err)
+	wantNote := "network: NetworkManager found: wrote " + path + " so it leaves the lab's links alone; `nmcli general reload conf` applies it now"
+	if !slices.Contains(rec.Lines, wantNote) {
+		t.Errorf("notes = %q, want %q", rec.Lines, wantNote)
+	}
+	wantBytes := "# Written by bmlab (labctl net) for the lab \"fk\": NetworkManager must leave\n" +
+		"# the lab's links alone. `labctl net down` removes this file.\n" +
+		"[keyfile]\n" +
+		"unmanaged-devices+=interface-name:baremetal;interface-name:bmlab-veth0;interface-name:bmlab-veth1\n"
+	if got, err := os.ReadFile(path); err != nil || string(got) != wantBytes {
+		t.Errorf("snippet = %q, %v; want %q", got, err, wantBytes)
+	}
+	if diffs, err = CheckNetwork(ctx, e); err != nil || len(diffs) != 0 {
+		t.Errorf("check after ensure = %v, %v; want none", objects(diffs), err)
+	}
+	labtest.Must(t, os.WriteFile(path, []byte("[keyfile]\n"), 0o644))
+	if diffs, err = CheckNetwork(ctx, e); err != nil || !slices.Contains(objects(diffs), "NetworkManager unmanaged-missing") {
+		t.Errorf("check of a changed snippet = %v, %v; want it named", objects(diffs), err)
+	}
+	rm, err := RemoveNetwork(ctx, e)
+	labtest.Must(t, err)
+	if rm.Snippet != path {
+		t.Errorf("remove took snippet %q, want %s", rm.Snippet, path)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("snippet left after remove: %v", err)
+	}
+}
