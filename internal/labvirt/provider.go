@@ -91,6 +91,9 @@ func (r *Host) plumber(lab string) *netplumb.Plumber {
 // Owner implements lab.Provider. On a links-only host, no libvirt object
 // exists.
 func (r *Host) Owner(ctx context.Context, kind lab.Kind, name string) (bool, string, error) {
+	if kind == lab.KindUnmanaged || kind == lab.KindResolver {
+		return fileOwner(kind, name)
+	}
 	if kind == lab.KindLink {
 		l, err := r.h.LinkByName(name)
 		if err != nil {
@@ -153,6 +156,8 @@ func (r *Host) Marked(ctx context.Context, kind lab.Kind, labName string) ([]str
 // Delete implements lab.Provider.
 func (r *Host) Delete(ctx context.Context, kind lab.Kind, name, labName string) error {
 	switch kind {
+	case lab.KindUnmanaged, lab.KindResolver:
+		return deleteFile(kind, name, labName)
 	case lab.KindLink:
 		res, err := r.plumber(labName).Down(ctx, netplumb.Topology{VLANs: []netplumb.VLAN{{Name: name}}})
 		if err == nil && len(res.Foreign) > 0 {
@@ -248,6 +253,9 @@ func Validate(o lab.Object) error {
 
 // Ensure implements lab.Provider.
 func (r *Host) Ensure(ctx context.Context, o lab.Object) ([]string, error) {
+	if wrote, ok, err := ensureFile(o); ok {
+		return wrote, err
+	}
 	if o, ok := o.(lab.Links); ok {
 		p, err := r.plumber(o.Lab).Apply(ctx, o.Topology)
 		if err != nil {
@@ -314,6 +322,9 @@ func (r *Host) Ensure(ctx context.Context, o lab.Object) ([]string, error) {
 
 // Differences implements lab.Provider.
 func (r *Host) Differences(ctx context.Context, o lab.Object) ([]lab.Difference, error) {
+	if out, ok, err := fileDifferences(o); ok {
+		return out, err
+	}
 	if o, ok := o.(lab.Links); ok {
 		p, err := r.plumber(o.Lab).Plan(o.Topology)
 		if err != nil {
