@@ -193,36 +193,23 @@ func hostReaches(t *testing.T, dir string) []string {
 	fileFuncs := map[string]bool{"NetworkManagerPresent": true, "WriteUnmanagedSnippet": true, "UnmanagedSnippetCurrent": true,
 		"RemoveUnmanagedSnippet": true, "UnmanagedSnippetOwner": true, "RemoveResolverDropIn": true, "ResolverDropInOwner": true}
 	var out []string
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		fset := token.NewFileSet()
-		af, err := parser.ParseFile(fset, f, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ast.Inspect(af, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.SelectorExpr:
-				x, ok := n.X.(*ast.Ident)
-				if !ok {
-					return true
-				}
-				switch {
-				case x.Name == "exec" && strings.HasPrefix(n.Sel.Name, "Command") && filepath.Base(f) != "remote.go":
-					out = append(out, fmt.Sprintf("%s: exec.%s", fset.Position(n.Pos()), n.Sel.Name))
-				case x.Name == "netplumb" && fileFuncs[n.Sel.Name]:
-					out = append(out, fmt.Sprintf("%s: netplumb.%s", fset.Position(n.Pos()), n.Sel.Name))
-				}
-			case *ast.BasicLit:
-				if v, err := strconv.Unquote(n.Value); n.Kind == token.STRING && err == nil && (strings.Contains(v, "/etc/NetworkManager") || strings.Contains(v, "/etc/systemd")) {
-					out = append(out, fmt.Sprintf("%s: %q", fset.Position(n.Pos()), v))
-				}
+	inspectSources(t, files, func(fset *token.FileSet, f string, n ast.Node) {
+		switch n := n.(type) {
+		case *ast.SelectorExpr:
+			x, ok := n.X.(*ast.Ident)
+			switch {
+			case !ok:
+			case x.Name == "exec" && strings.HasPrefix(n.Sel.Name, "Command") && filepath.Base(f) != "remote.go":
+				out = append(out, fmt.Sprintf("%s: exec.%s", fset.Position(n.Pos()), n.Sel.Name))
+			case x.Name == "netplumb" && fileFuncs[n.Sel.Name]:
+				out = append(out, fmt.Sprintf("%s: netplumb.%s", fset.Position(n.Pos()), n.Sel.Name))
 			}
-			return true
-		})
-	}
+		case *ast.BasicLit:
+			if v, err := strconv.Unquote(n.Value); n.Kind == token.STRING && err == nil && (strings.Contains(v, "/etc/NetworkManager") || strings.Contains(v, "/etc/systemd")) {
+				out = append(out, fmt.Sprintf("%s: %q", fset.Position(n.Pos()), v))
+			}
+		}
+	})
 	return out
 }
 
@@ -263,6 +250,20 @@ func modeNameUses(t *testing.T, dir string) []string {
 		t.Fatalf("plantest names the modes %v: the test no longer sees them", names)
 	}
 	var out []string
+	inspectSources(t, files, func(fset *token.FileSet, _ string, n ast.Node) {
+		if l, ok := n.(*ast.BasicLit); ok && l.Kind == token.STRING {
+			if v, err := strconv.Unquote(l.Value); err == nil && names[v] {
+				out = append(out, fmt.Sprintf("%s: %s", fset.Position(l.Pos()), l.Value))
+			}
+		}
+	})
+	return out
+}
+
+// inspectSources parses the non-test files among files and calls visit
+// with each node of each.
+func inspectSources(t *testing.T, files []string, visit func(fset *token.FileSet, file string, n ast.Node)) {
+	t.Helper()
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
@@ -273,15 +274,10 @@ func modeNameUses(t *testing.T, dir string) []string {
 			t.Fatal(err)
 		}
 		ast.Inspect(af, func(n ast.Node) bool {
-			if l, ok := n.(*ast.BasicLit); ok && l.Kind == token.STRING {
-				if v, err := strconv.Unquote(l.Value); err == nil && names[v] {
-					out = append(out, fmt.Sprintf("%s: %s", fset.Position(l.Pos()), l.Value))
-				}
-			}
+			visit(fset, f, n)
 			return true
 		})
 	}
-	return out
 }
 
 // vendorNameUses are the places, in the repository's non-test Go files
