@@ -404,7 +404,7 @@ func (r *Host) Survey(ctx context.Context, kinds ...lab.Kind) (*lab.Survey, erro
 			return nil, err
 		}
 		for _, n := range nets {
-			s.Networks = append(s.Networks, surveyNetwork(n))
+			s.Networks = append(s.Networks, n)
 		}
 	}
 	if want(lab.KindDomain) {
@@ -515,33 +515,36 @@ func sharedSpec(o lab.SharedEntries) SharedSpec {
 	return spec
 }
 
-// surveyNetwork is a shared network in the steps' terms; an address that
-// does not parse stays invalid (it matches no lab's).
-func surveyNetwork(n SharedNetwork) lab.SharedNetwork {
-	out := lab.SharedNetwork{Name: n.Name, Owner: n.Owner, Bridge: n.Bridge, Active: n.Active, CIDRs: n.CIDRs, Ranges: n.Ranges,
-		Hosts: reservations(n.Hosts), Records: records(n.Records), Leases: reservations(n.Leases)}
-	for _, e := range n.Labs {
-		out.Labs = append(out.Labs, lab.Entries{Lab: e.Lab, Block: e.Block, Hosts: reservations(e.Hosts), Records: records(e.Records)})
-	}
-	return out
+// labEntries are a lab's entries in a shared network in the steps' terms;
+// an address that does not parse stays invalid (it matches no lab's).
+func labEntries(e SharedEntries) lab.Entries {
+	return lab.Entries{Lab: e.Lab, Block: e.Block, Hosts: reservations(e.Hosts), Records: records(e.Records)}
 }
 
 func reservations(hs []SharedHost) []plan.Reservation {
 	var out []plan.Reservation
 	for _, h := range hs {
-		ip, _ := netip.ParseAddr(h.IP)
-		out = append(out, plan.Reservation{MAC: h.MAC, IP: ip, Name: h.Name})
+		out = append(out, reservation(h))
 	}
 	return out
+}
+
+func reservation(h SharedHost) plan.Reservation {
+	ip, _ := netip.ParseAddr(h.IP)
+	return plan.Reservation{MAC: h.MAC, IP: ip, Name: h.Name}
 }
 
 func records(rs []SharedRecord) []plan.Record {
 	var out []plan.Record
 	for _, r := range rs {
-		ip, _ := netip.ParseAddr(r.IP)
-		out = append(out, plan.Record{IP: ip, Names: r.Names})
+		out = append(out, record(r))
 	}
 	return out
+}
+
+func record(r SharedRecord) plan.Record {
+	ip, _ := netip.ParseAddr(r.IP)
+	return plan.Record{IP: ip, Names: r.Names}
 }
 
 // SharedLockDir holds one lock file per shared network: labctl processes
