@@ -399,12 +399,8 @@ func (r *Host) Survey(ctx context.Context, kinds ...lab.Kind) (*lab.Survey, erro
 		if s.Addresses, err = networkCIDRs(ctx, r.c.l); err != nil {
 			return nil, err
 		}
-		nets, err := sharedNetworks(ctx, r.c.l)
-		if err != nil {
+		if s.Networks, err = sharedNetworks(ctx, r.c.l); err != nil {
 			return nil, err
-		}
-		for _, n := range nets {
-			s.Networks = append(s.Networks, n)
 		}
 	}
 	if want(lab.KindDomain) {

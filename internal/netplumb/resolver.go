@@ -158,9 +158,9 @@ func ResolverDropInOwner(path string) (found bool, lab string, err error) {
 		return false, "", fmt.Errorf("host resolver drop-in: %w", err)
 	}
 	first, _, _ := strings.Cut(string(data), "\n")
-	rest, ok := strings.CutPrefix(first, "# bmlab lab ")
-	if lab, _, ok = strings.Cut(rest, ": "); !ok || !strings.HasPrefix(first, resolverMark(lab)+" ") {
-		return true, "", nil
+	rest, _ := strings.CutPrefix(first, "# bmlab lab ")
+	if lab, _, ok := strings.Cut(rest, ": "); ok && strings.HasPrefix(first, resolverMark(lab)+" ") {
+		return true, lab, nil
 	}
-	return true, lab, nil
+	return true, "", nil
 }
