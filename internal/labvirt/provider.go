@@ -517,10 +517,15 @@ func labEntries(e SharedEntries) lab.Entries {
 	return lab.Entries{Lab: e.Lab, Block: e.Block, Hosts: reservations(e.Hosts), Records: records(e.Records)}
 }
 
-func reservations(hs []SharedHost) []plan.Reservation {
-	var out []plan.Reservation
-	for _, h := range hs {
-		out = append(out, reservation(h))
+func reservations(hs []SharedHost) []plan.Reservation { return mapped(hs, reservation) }
+
+func records(rs []SharedRecord) []plan.Record { return mapped(rs, record) }
+
+// mapped is f of each of xs (nil for none).
+func mapped[T, U any](xs []T, f func(T) U) []U {
+	var out []U
+	for _, x := range xs {
+		out = append(out, f(x))
 	}
 	return out
 }
@@ -528,14 +533,6 @@ func reservations(hs []SharedHost) []plan.Reservation {
 func reservation(h SharedHost) plan.Reservation {
 	ip, _ := netip.ParseAddr(h.IP)
 	return plan.Reservation{MAC: h.MAC, IP: ip, Name: h.Name}
-}
-
-func records(rs []SharedRecord) []plan.Record {
-	var out []plan.Record
-	for _, r := range rs {
-		out = append(out, record(r))
-	}
-	return out
 }
 
 func record(r SharedRecord) plan.Record {
