@@ -87,19 +87,30 @@ func TestStoreRefusesBadValues(t *testing.T) {
 	}
 }
 
+// eveLocks is a store on a clock read from *now (its second result) whose
+// lockout policy locks after threshold failures for a minute, holding one
+// enabled administrator, eve (password right-pass).
+func eveLocks(t *testing.T, threshold int) (*Store, *time.Time, Account) {
+	t.Helper()
+	now := new(time.Time)
+	*now = time.Unix(1000, 0)
+	s := open(t, t.TempDir(), WithClock(func() time.Time { return *now }))
+	if err := s.SetPolicy(Policy{Threshold: threshold, Duration: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.Create(New{UserName: "eve", Password: "right-pass", Role: Administrator, Enabled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, now, a
+}
+
 // Threshold failures from one source lock the name for that source only:
 // another source logs in, and what is logged in stays (issue 32: one
 // source without credentials kept about 60 accounts locked for everyone).
 // Unknown names lock alike, so a lock tells nothing of which names exist.
 func TestStoreLocksPerSource(t *testing.T) {
-	now := time.Unix(1000, 0)
-	s := open(t, t.TempDir(), WithClock(func() time.Time { return now }))
-	if err := s.SetPolicy(Policy{Threshold: 3, Duration: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Create(New{UserName: "eve", Password: "right-pass", Role: Administrator, Enabled: true}); err != nil {
-		t.Fatal(err)
-	}
+	s, now, _ := eveLocks(t, 3)
 	const attacker, owner = "192.0.2.66:4000", "198.51.100.7:5000"
 	gen := s.Generation()
 	for i := 0; i < 3; i++ {
@@ -138,7 +149,7 @@ func TestStoreLocksPerSource(t *testing.T) {
 	if _, _, _, err := s.Key("", "eve", owner); err != nil {
 		t.Errorf("IPMI key for another source: %v", err)
 	}
-	now = now.Add(time.Minute + time.Second)
+	*now = now.Add(time.Minute + time.Second)
 	if _, _, err := s.Verify("", "eve", "right-pass", attacker); err != nil {
 		t.Errorf("after the lock duration: %v", err)
 	}
@@ -151,15 +162,7 @@ func TestStoreLocksPerSource(t *testing.T) {
 // spread over addresses), the name is locked for every source; the
 // administrator's Unlock ends every lock.
 func TestStoreLocksEverywhereFromManySources(t *testing.T) {
-	now := time.Unix(1000, 0)
-	s := open(t, t.TempDir(), WithClock(func() time.Time { return now }))
-	if err := s.SetPolicy(Policy{Threshold: 2, Duration: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	a, err := s.Create(New{UserName: "eve", Password: "right-pass", Role: Administrator, Enabled: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _, a := eveLocks(t, 2)
 	const owner = "198.51.100.7:5000"
 	for i := range lockGlobalSources {
 		src := fmt.Sprintf("192.0.2.%d:4000", 10+i)

@@ -52,6 +52,15 @@ func TestThrottle(t *testing.T) {
 	}
 }
 
+// failEach has n distinct sources (10.x.y.z) fail once each, a microsecond
+// apart on the clock *now.
+func failEach(th *Throttle, now *time.Time, n int) {
+	for i := range n {
+		*now = now.Add(time.Microsecond)
+		th.Failed(fmt.Sprintf("10.%d.%d.%d:1", i>>16&255, i>>8&255, i&255))
+	}
+}
+
 // The table stays bounded whatever sources fail; the ones forgotten first
 // are those whose budget is whole again.
 func TestThrottleBounded(t *testing.T) {
@@ -60,10 +69,7 @@ func TestThrottleBounded(t *testing.T) {
 	th.now = func() time.Time { return now }
 	th.Failed("198.51.100.1:1")
 	th.Failed("198.51.100.1:1")
-	for i := range maxSources + 500 {
-		now = now.Add(time.Microsecond)
-		th.Failed(fmt.Sprintf("10.%d.%d.%d:1", i>>16&255, i>>8&255, i&255))
-	}
+	failEach(th, &now, maxSources+500)
 	if n := th.Sources(); n > maxSources {
 		t.Errorf("%d sources tracked, want at most %d", n, maxSources)
 	}
@@ -82,10 +88,7 @@ func TestThrottleKeepsSourceUnderAttack(t *testing.T) {
 	if th.Wait(attacker) == 0 {
 		t.Fatal("the attacker is not blocked after its burst")
 	}
-	for i := range maxSources + 4200 {
-		now = now.Add(time.Microsecond)
-		th.Failed(fmt.Sprintf("10.%d.%d.%d:1", i>>16&255, i>>8&255, i&255))
-	}
+	failEach(th, &now, maxSources+4200)
 	if n := th.Sources(); n > maxSources {
 		t.Errorf("%d sources tracked, want at most %d", n, maxSources)
 	}
@@ -96,10 +99,7 @@ func TestThrottleKeepsSourceUnderAttack(t *testing.T) {
 	// whose wait ends first goes.
 	th2 := NewThrottle(1, time.Minute)
 	th2.now = th.now
-	for i := range maxSources {
-		now = now.Add(time.Microsecond)
-		th2.Failed(fmt.Sprintf("10.%d.%d.%d:1", i>>16&255, i>>8&255, i&255))
-	}
+	failEach(th2, &now, maxSources)
 	th2.Failed(attacker)
 	if th2.Wait(attacker) == 0 || th2.Sources() != maxSources {
 		t.Errorf("a table full of blocked sources: the new one waits %v, %d tracked", th2.Wait(attacker), th2.Sources())

@@ -1,13 +1,9 @@
 package agent_test
 
 import (
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/bmlab/bmlab/internal/agent"
 	"github.com/bmlab/bmlab/internal/ipi"
@@ -20,8 +16,6 @@ import (
 	"github.com/bmlab/bmlab/internal/plan/plantest"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // TestTopologiesGolden renders install-config and agent-config of each
 // topology the agent mode installs, as the plan resolves the lab file,
@@ -80,18 +74,7 @@ func TestTopologiesGolden(t *testing.T) {
 			}
 			got := "# install-config.yaml\n" + string(icData) + "---\n# agent-config.yaml\n" + string(acData)
 			golden := filepath.Join("testdata", tt.name+".yaml")
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if d := cmp.Diff(string(want), got); d != "" {
-				t.Errorf("%s (-want +got):\n%s", golden, d)
-			}
+			testenv.Golden(t, golden, []byte(got))
 		})
 	}
 }

@@ -1,8 +1,6 @@
 package ipi_test
 
 import (
-	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -16,8 +14,6 @@ import (
 	"github.com/bmlab/bmlab/internal/plan/plantest"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // TestGenerateGolden renders the install-config of a few lab files, as the
 // plan resolves them, checks that it passes Validate and compares it with
@@ -72,18 +68,7 @@ func TestGenerateGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			golden := filepath.Join("testdata", tt.name+".yaml")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if d := cmp.Diff(string(want), string(got)); d != "" {
-				t.Errorf("%s (-want +got):\n%s", golden, d)
-			}
+			testenv.Golden(t, golden, got)
 			back, err := ipi.Parse(got)
 			if err != nil {
 				t.Fatalf("Parse(Marshal()) = %v", err)

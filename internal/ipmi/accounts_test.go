@@ -14,6 +14,17 @@ import (
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
+// accountStore is an empty account store in the test's directory, quick to
+// hash (bcrypt's least cost), with the built-in user's name reserved.
+func accountStore(t *testing.T) *accounts.Store {
+	t.Helper()
+	st, err := accounts.Open(t.TempDir(), accounts.WithCost(bcrypt.MinCost), accounts.WithReserved(testUser))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // TestAccountsAcrossFaces: one account store behind both faces. A user made
 // over Redfish (gofish) logs in over IPMI (ipmitool) with its role's
 // privilege limit; a user made with ipmitool's user commands logs in over

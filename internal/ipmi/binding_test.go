@@ -11,7 +11,6 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/ipmi/client"
@@ -48,10 +47,7 @@ func testPassword(t *testing.T, c *client.Client, uid uint8, pass string) wire.C
 // refused as locked), and after the source's budget (20) the test answers
 // C0h (node busy) before comparing anything.
 func TestIPMIPasswordTestIsALogin(t *testing.T) {
-	st, err := accounts.Open(t.TempDir(), accounts.WithCost(bcrypt.MinCost), accounts.WithReserved(testUser))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := accountStore(t)
 	core, logs := observer.New(zap.InfoLevel)
 	throttle := accounts.NewThrottle(20, time.Hour)
 	l := newLabLog(t, zap.New(core), 1, "127.0.0.1", nil, WithAccounts(st), WithThrottle(throttle))
@@ -128,10 +124,7 @@ func TestIPMIPasswordTestIsALogin(t *testing.T) {
 func TestIPMIMachineUserBoundToItsMachine(t *testing.T) {
 	testenv.Integration(t)
 	testenv.Command(t, "ipmitool")
-	st, err := accounts.Open(t.TempDir(), accounts.WithCost(bcrypt.MinCost), accounts.WithReserved(testUser))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := accountStore(t)
 	l := newLab(t, 2, "127.0.0.1", nil, WithAccounts(st))
 	const ownUser, ownPass = "m0-bmc", "m0-bmc-pass"
 	if _, err := l.svc.UpdateSettings(context.Background(), l.ids[0], func(s *machine.Settings) error {

@@ -70,11 +70,7 @@ func TestForgedOpenSessionsCannotFillTheTable(t *testing.T) {
 	l := newLab(t, 1, "127.0.0.1", nil)
 	ctx := context.Background()
 	cfg := client.Config{Username: testUser, Password: testPass}
-	est, err := client.Dial(ctx, l.addrs[0], cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer est.Close()
+	est := dial(t, l.addrs[0], cfg)
 	for i := range 40 {
 		for _, r := range openFrom(t, l.addrs[0], fmt.Sprintf("127.0.1.%d", i+1), 1) {
 			if r.Status != wire.StatusOK {

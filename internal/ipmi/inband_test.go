@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/ipmi/client"
@@ -153,10 +152,7 @@ func TestInbandReachesOnlyItsMachine(t *testing.T) {
 // and cannot test their passwords.
 func TestInbandUsers(t *testing.T) {
 	testenv.Integration(t)
-	st, err := accounts.Open(t.TempDir(), accounts.WithCost(bcrypt.MinCost), accounts.WithReserved(testUser))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := accountStore(t)
 	if _, err := st.Create(accounts.New{UserName: "global", Password: "global-password", Role: accounts.Administrator, Enabled: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -230,10 +226,7 @@ func TestInbandUsers(t *testing.T) {
 // bound to its machine since issue 46) is a fixed user: its OS neither sees
 // it, tests its password, nor changes it.
 func TestInbandMachineUserHidden(t *testing.T) {
-	st, err := accounts.Open(t.TempDir(), accounts.WithCost(bcrypt.MinCost), accounts.WithReserved(testUser))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := accountStore(t)
 	l := newKCSLab(t, 1, WithAccounts(st))
 	if _, err := l.svc.UpdateSettings(context.Background(), l.ids[0], func(s *machine.Settings) error {
 		s.Credentials = []machine.Credential{{Username: "m0-bmc", Password: "m0-bmc-pass"}}

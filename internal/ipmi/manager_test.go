@@ -190,23 +190,27 @@ func TestBMCAddress(t *testing.T) {
 	}
 }
 
+// dial opens an IPMI session at addr as cfg says, closed when the test
+// ends.
+func dial(t *testing.T, addr string, cfg client.Config) *client.Client {
+	t.Helper()
+	c, err := client.Dial(context.Background(), addr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // TestSessionLimitAndTimeout: beyond the limit Open Session says
 // "insufficient resources"; idle sessions expire.
 func TestSessionLimitAndTimeout(t *testing.T) {
 	l := newLab(t, 1, "127.0.0.1", nil, WithSessionLimit(2), WithSessionTimeout(300*time.Millisecond))
 	ctx := context.Background()
 	cfg := client.Config{Username: testUser, Password: testPass}
-	c1, err := client.Dial(ctx, l.addrs[0], cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c1.Close()
-	c2, err := client.Dial(ctx, l.addrs[0], cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	_, err = client.Dial(ctx, l.addrs[0], cfg)
+	dial(t, l.addrs[0], cfg)
+	dial(t, l.addrs[0], cfg)
+	_, err := client.Dial(ctx, l.addrs[0], cfg)
 	var se *client.StatusError
 	if !errors.As(err, &se) || se.Status != wire.StatusNoResources {
 		t.Fatalf("third session: %v, want insufficient resources", err)

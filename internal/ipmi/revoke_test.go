@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/ipmi/client"
 	"github.com/bmlab/bmlab/internal/ipmi/wire"
@@ -86,10 +84,7 @@ func TestIPMISessionsFollowTheirAccount(t *testing.T) {
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st, err := accounts.Open(t.TempDir(), accounts.WithCost(bcrypt.MinCost), accounts.WithReserved(testUser))
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := accountStore(t)
 			be := &consoleSim{Backend: sim.New(1)}
 			l := newLab(t, 1, "127.0.0.1", be, WithAccounts(st))
 			a, err := st.Create(accounts.New{UserName: "op", Password: "op-password", Role: accounts.Operator, Enabled: true})
@@ -147,10 +142,7 @@ func TestIPMISessionsFollowTheirAccount(t *testing.T) {
 func TestIPMIKeepsASessionForTheAdministrator(t *testing.T) {
 	testenv.Integration(t)
 	testenv.Command(t, "ipmitool")
-	st, err := accounts.Open(t.TempDir(), accounts.WithCost(bcrypt.MinCost), accounts.WithReserved(testUser))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := accountStore(t)
 	const limit = 4
 	l := newLab(t, 1, "127.0.0.1", nil, WithAccounts(st), WithSessionLimit(limit))
 	if _, err := st.Create(accounts.New{UserName: "viewer", Password: "viewer-pass", Role: accounts.ReadOnly, Enabled: true}); err != nil {

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/sim"
 	"github.com/bmlab/bmlab/internal/testenv"
@@ -20,10 +18,7 @@ import (
 func TestSOLNeedsOperatorAndOwner(t *testing.T) {
 	testenv.Integration(t)
 	testenv.Command(t, "ipmitool")
-	st, err := accounts.Open(t.TempDir(), accounts.WithCost(bcrypt.MinCost), accounts.WithReserved(testUser))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := accountStore(t)
 	be := &consoleSim{Backend: sim.New(1)}
 	l := newLab(t, 1, "127.0.0.1", be, WithAccounts(st))
 	for _, n := range []accounts.New{

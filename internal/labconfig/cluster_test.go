@@ -168,12 +168,7 @@ func TestParseClusterErrorsNameTheField(t *testing.T) {
 		{"cluster:\n  bmc: {network: 192.168.125.0/24, routes: [machine, internet]}\n", "cluster.bmc.routes: [1] \"internet\" is not one of machine, provisioning"},
 		{"cluster:\n  bmc: {network: 192.168.125.0/24, routes: [machine, machine]}\n", "cluster.bmc.routes: [1] \"machine\" is listed twice"},
 	}
-	for _, tt := range tests {
-		_, err := Parse([]byte(tt.yaml))
-		if err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("Parse(%q) = %v, want an error containing %q", tt.yaml, err, tt.want)
-		}
-	}
+	parseRefuses(t, tests)
 }
 
 func TestApplyProfile(t *testing.T) {

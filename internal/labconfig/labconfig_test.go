@@ -114,6 +114,13 @@ func TestParseErrorsNameTheField(t *testing.T) {
 		{"network:\n  vlans: [{name: v, parent: eth0, id: 5000}]\n", "id 5000 is not in 1..4094"},
 		{"network:\n  bridges: [{name: bm, addresses: [10.0.0.1]}]\n", "10.0.0.1"},
 	}
+	parseRefuses(t, tests)
+}
+
+// parseRefuses checks that Parse refuses each case's lab file with an
+// error that contains the case's want.
+func parseRefuses(t *testing.T, tests []struct{ yaml, want string }) {
+	t.Helper()
 	for _, tt := range tests {
 		_, err := Parse([]byte(tt.yaml))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -2,7 +2,6 @@ package labvirt
 
 import (
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,9 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bmlab/bmlab/internal/plan/plantest"
+	"github.com/bmlab/bmlab/internal/testenv"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // commands are a lab's processes' arguments as this provider starts them
 // (nil: the lab runs none).
@@ -53,7 +51,7 @@ func TestCommands(t *testing.T) {
 		got[l.Name] = c
 	}
 	path := filepath.Join("testdata", "commands.json")
-	if *update {
+	if *testenv.Update {
 		b, err := json.MarshalIndent(got, "", "  ")
 		if err != nil {
 			t.Fatal(err)

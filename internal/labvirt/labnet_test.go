@@ -353,19 +353,8 @@ func TestEnsureLabNetwork(t *testing.T) {
 		t.Errorf("live network differs (-want +got):\n%s", d)
 	}
 	// libvirt's dnsmasq gets them as dnsmasq options and files.
-	conf := labNetReadFile(t, "/var/lib/libvirt/dnsmasq/"+spec.Name+".conf")
-	for _, want := range []string{"address=/apps.ocp.lab.local/10.198.77.6", "local=/ocp.lab.local/", "domain=ocp.lab.local",
-		"interface=" + spec.Bridge, "dhcp-range=10.198.77.100,10.198.77.199"} {
-		if !strings.Contains(conf, want) {
-			t.Errorf("dnsmasq conf lacks %q:\n%s", want, conf)
-		}
-	}
-	hostsfile := labNetReadFile(t, "/var/lib/libvirt/dnsmasq/"+spec.Name+".hostsfile")
-	for _, want := range []string{"52:54:00:77:00:10,10.198.77.10,master-0", "52:54:00:77:00:11,10.198.77.11,master-1"} {
-		if !strings.Contains(hostsfile, want) {
-			t.Errorf("dnsmasq hostsfile lacks %q:\n%s", want, hostsfile)
-		}
-	}
+	dnsmasqHas(t, spec.Name, "conf", []string{"address=/apps.ocp.lab.local/10.198.77.6", "local=/ocp.lab.local/", "domain=ocp.lab.local", "interface=" + spec.Bridge, "dhcp-range=10.198.77.100,10.198.77.199"})
+	dnsmasqHas(t, spec.Name, "hostsfile", []string{"52:54:00:77:00:10,10.198.77.10,master-0", "52:54:00:77:00:11,10.198.77.11,master-1"})
 
 	// dnsmasq answers for hosts, the API and any name under apps.
 	labNetResolve(t, "10.198.77.1", map[string]string{
@@ -491,6 +480,18 @@ func labNetReadFile(t *testing.T, path string) string {
 	return string(b)
 }
 
+// dnsmasqHas checks that the file libvirt writes for network's dnsmasq
+// (ext: conf, hostsfile) holds each of wants.
+func dnsmasqHas(t *testing.T, network, ext string, wants []string) {
+	t.Helper()
+	f := labNetReadFile(t, "/var/lib/libvirt/dnsmasq/"+network+"."+ext)
+	for _, want := range wants {
+		if !strings.Contains(f, want) {
+			t.Errorf("dnsmasq %s lacks %q:\n%s", ext, want, f)
+		}
+	}
+}
+
 // labNetResolve asks the dnsmasq at server (inside labci) for the A record
 // of each name, from a socket made in labci.
 func labNetResolve(t *testing.T, server string, want map[string]string) {
@@ -549,18 +550,8 @@ func TestEnsureLabNetworkDualStack(t *testing.T) {
 				t.Errorf("live network differs (-want +got):\n%s", d)
 			}
 			labNetCarrier(t, spec.Bridge, "lt-d6-"+id)
-			conf := labNetReadFile(t, "/var/lib/libvirt/dnsmasq/"+spec.Name+".conf")
-			for _, want := range []string{"dhcp-range=fd00:77::64,fd00:77::c7,120", "enable-ra", "address=/apps.ocp.lab.local/fd00:77::6"} {
-				if !strings.Contains(conf, want) {
-					t.Errorf("dnsmasq conf lacks %q:\n%s", want, conf)
-				}
-			}
-			hostsfile := labNetReadFile(t, "/var/lib/libvirt/dnsmasq/"+spec.Name+".hostsfile")
-			for _, want := range []string{"id:00:03:00:01:52:54:00:77:00:10,master-0,[fd00:77::10]", "id:00:03:00:01:52:54:00:77:00:11,master-1,[fd00:77::11]"} {
-				if !strings.Contains(hostsfile, want) {
-					t.Errorf("dnsmasq hostsfile lacks %q:\n%s", want, hostsfile)
-				}
-			}
+			dnsmasqHas(t, spec.Name, "conf", []string{"dhcp-range=fd00:77::64,fd00:77::c7,120", "enable-ra", "address=/apps.ocp.lab.local/fd00:77::6"})
+			dnsmasqHas(t, spec.Name, "hostsfile", []string{"id:00:03:00:01:52:54:00:77:00:10,master-0,[fd00:77::10]", "id:00:03:00:01:52:54:00:77:00:11,master-1,[fd00:77::11]"})
 			aaaa := map[string]string{
 				"master-0.ocp.lab.local": "fd00:77::10", "master-1.ocp.lab.local": "fd00:77::11",
 				"api.ocp.lab.local": "fd00:77::5", "api-int.ocp.lab.local": "fd00:77::5",

@@ -18,21 +18,6 @@ import (
 	"github.com/bmlab/bmlab/internal/virt/domain"
 )
 
-// storageTestDir is a fresh directory under /tmp with the given mode,
-// removed when the test ends.
-func storageTestDir(t *testing.T, mode os.FileMode) string {
-	t.Helper()
-	d, err := os.MkdirTemp("", "lt-pool-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	if err := os.Chmod(d, mode); err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 // storageTestConn is ltConn, after removing lt- pools of the test lab that
 // an earlier run left.
 func storageTestConn(t *testing.T) *libvirt.Libvirt {
@@ -54,7 +39,7 @@ func TestStorage(t *testing.T) {
 	l := storageTestConn(t)
 	ctx := context.Background()
 	lab := labNetTestLab
-	dir := filepath.Join(storageTestDir(t, 0o755), "lab", "pool")
+	dir := filepath.Join(testenv.TmpDir(t, "lt-pool-", 0o755), "lab", "pool")
 	pool := PoolSpec{Name: "lt-pool-" + netnstest.Rand(3), Dir: dir, Lab: lab}
 	t.Cleanup(func() {
 		if _, err := deletePool(context.Background(), l, pool.Name, lab); err != nil {
@@ -220,7 +205,7 @@ func TestEnsurePoolRefusesForeignAndUntraversable(t *testing.T) {
 
 	// Someone else's pool with the lab's pool name, on a directory without
 	// the lab's mark.
-	theirs := storageTestDir(t, 0o755)
+	theirs := testenv.TmpDir(t, "lt-pool-", 0o755)
 	x, err := (&libvirtxml.StoragePool{Type: "dir", Name: name, Target: &libvirtxml.StoragePoolTarget{Path: theirs}}).Marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +215,7 @@ func TestEnsurePoolRefusesForeignAndUntraversable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.StoragePoolUndefine(p) })
-	mine := filepath.Join(storageTestDir(t, 0o755), "pool")
+	mine := filepath.Join(testenv.TmpDir(t, "lt-pool-", 0o755), "pool")
 	if _, err := ensurePool(ctx, l, PoolSpec{Name: name, Dir: mine, Lab: lab}); !errors.Is(err, ErrPoolForeign) || !strings.Contains(err.Error(), "virsh pool-undefine "+name) {
 		t.Errorf("EnsurePool over a foreign pool = %v, want ErrPoolForeign with a fix", err)
 	}
@@ -254,7 +239,7 @@ func TestEnsurePoolRefusesForeignAndUntraversable(t *testing.T) {
 	}
 
 	// A directory with files and no mark is not adopted.
-	full := storageTestDir(t, 0o755)
+	full := testenv.TmpDir(t, "lt-pool-", 0o755)
 	if err := os.WriteFile(filepath.Join(full, "disk.img"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +248,7 @@ func TestEnsurePoolRefusesForeignAndUntraversable(t *testing.T) {
 	}
 
 	// A pool under a 0700 directory: qemu could not reach its disks.
-	closed := storageTestDir(t, 0o700)
+	closed := testenv.TmpDir(t, "lt-pool-", 0o700)
 	under := filepath.Join(closed, "pool")
 	_, err = ensurePool(ctx, l, PoolSpec{Name: name + "-4", Dir: under, Lab: lab})
 	if !errors.Is(err, ErrNotTraversable) || !strings.Contains(err.Error(), closed+" (mode 0700") || !strings.Contains(err.Error(), "Permission denied") {

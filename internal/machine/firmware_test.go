@@ -16,6 +16,22 @@ import (
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
+// checkParsed checks what a firmware parse (of what) gave against what it
+// should: the component and version, or, when wantErr is not empty, an
+// error that says wantErr.
+func checkParsed(t *testing.T, what string, c machine.FirmwareComponent, v string, err error, wantC machine.FirmwareComponent, wantV, wantErr string) {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("%s: error %v, want one that says %q", what, err, wantErr)
+		}
+		return
+	}
+	if err != nil || c != wantC || v != wantV {
+		t.Errorf("%s: %q %q %v, want %q %q", what, c, v, err, wantC, wantV)
+	}
+}
+
 func TestParseFirmwareName(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -36,15 +52,7 @@ func TestParseFirmwareName(t *testing.T) {
 		{"bios-.bin", "", "", "has no version"},
 	} {
 		c, v, err := machine.ParseFirmwareName(tc.name)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%s: error %v, want one that says %q", tc.name, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || c != tc.component || v != tc.version {
-			t.Errorf("%s: %q %q %v, want %q %q", tc.name, c, v, err, tc.component, tc.version)
-		}
+		checkParsed(t, tc.name, c, v, err, tc.component, tc.version, tc.err)
 	}
 }
 
@@ -71,15 +79,7 @@ func TestParseFirmwareImageManifestWinsOverName(t *testing.T) {
 		{"unknown field", "bios-1.bin", manifest(`{"Component":"BIOS","Version":"2","Signed":true}`), "", "", "is not one line of JSON"},
 	} {
 		c, v, err := machine.ParseFirmwareImage(tc.name, tc.head)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%s: error %v, want one that says %q", tc.what, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || c != tc.component || v != tc.version {
-			t.Errorf("%s: %q %q %v, want %q %q", tc.what, c, v, err, tc.component, tc.version)
-		}
+		checkParsed(t, tc.what, c, v, err, tc.component, tc.version, tc.err)
 	}
 	if _, _, err := machine.ParseFirmwareImage("x", manifest(`{"Component":"RAID","Version":"1"}`)); !errors.Is(err, machine.ErrUnknownComponent) {
 		t.Errorf("an unknown component is %v, want ErrUnknownComponent", err)

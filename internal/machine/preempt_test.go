@@ -55,15 +55,19 @@ func TestForcedActionPreemptsPendingStart(t *testing.T) {
 
 	// ForceOff preempts: off at once, not a minute later, and the start
 	// never comes.
-	if err := svc.Reset(ctx, b, machine.ResetForceOff); err != nil {
-		t.Fatalf("ForceOff during a pending start: %v, want accepted", err)
+	forceOffWins := func(what string) {
+		t.Helper()
+		if err := svc.Reset(ctx, b, machine.ResetForceOff); err != nil {
+			t.Fatalf("ForceOff during %s: %v, want accepted", what, err)
+		}
+		if !testenv.WaitFor(5*time.Second, func() bool { return svc.PowerQueue().Pending == 0 }) {
+			t.Fatalf("%s is still under way after a ForceOff: %+v", what, svc.PowerQueue())
+		}
+		if p := power(b); p != machine.PowerOff {
+			t.Errorf("after ForceOff during %s: %s, want Off", what, p)
+		}
 	}
-	if !testenv.WaitFor(5*time.Second, func() bool { return svc.PowerQueue().Pending == 0 }) {
-		t.Fatalf("the preempted start is still under way: %+v", svc.PowerQueue())
-	}
-	if p := power(b); p != machine.PowerOff {
-		t.Errorf("after ForceOff preempted the start: %s, want Off", p)
-	}
+	forceOffWins("a pending start")
 	if m, _ := svc.Get(b); m.PowerFault != "" {
 		t.Errorf("a preempted start left a fault: %q", m.PowerFault)
 	}
@@ -82,15 +86,7 @@ func TestForcedActionPreemptsPendingStart(t *testing.T) {
 		t.Errorf("a second ForceRestart: %v, want accepted", err)
 	}
 	// And ForceOff still wins over it.
-	if err := svc.Reset(ctx, b, machine.ResetForceOff); err != nil {
-		t.Fatalf("ForceOff during ForceRestart: %v", err)
-	}
-	if !testenv.WaitFor(5*time.Second, func() bool { return svc.PowerQueue().Pending == 0 }) {
-		t.Fatalf("still under way: %+v", svc.PowerQueue())
-	}
-	if p := power(b); p != machine.PowerOff {
-		t.Errorf("after ForceOff: %s, want Off", p)
-	}
+	forceOffWins("ForceRestart")
 }
 
 // A ForceOff while the backend itself is powering the machine on (the sim

@@ -58,11 +58,28 @@ func waitPower(t *testing.T, svc *machine.Service, id string, want machine.Power
 	}
 }
 
-// onAfterSettling sends On while the action under way is held by release:
-// the On must wait for that action to end (release is closed as it starts
-// waiting) and then be accepted.
-func onAfterSettling(t *testing.T, svc *machine.Service, id string, release chan struct{}, what string) {
+// runningMachine is a service over be whose one machine has been switched
+// On and reads On.
+func runningMachine(t *testing.T, be machine.Backend) (*machine.Service, string) {
 	t.Helper()
+	svc := machine.NewService(be, nil)
+	id := be.List()[0].ID
+	if err := svc.Reset(context.Background(), id, machine.ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	waitPower(t, svc, id, machine.PowerOn)
+	return svc, id
+}
+
+// onAfterSettling checks that the backend reads Off while the action under
+// way (what) is held by release, then sends On: the On must wait for that
+// action to end (release is closed as it starts waiting), be accepted and
+// switch the machine on.
+func onAfterSettling(t *testing.T, svc *machine.Service, be machine.Backend, id string, release chan struct{}, what string) {
+	t.Helper()
+	if m, _ := be.Get(id); m.Power != machine.PowerOff {
+		t.Fatalf("the backend reads %s during %s action, want Off", m.Power, what)
+	}
 	waited := false
 	machine.SetOnSettleWait(func() { waited = true; close(release) })
 	defer machine.SetOnSettleWait(nil)
@@ -72,6 +89,7 @@ func onAfterSettling(t *testing.T, svc *machine.Service, id string, release chan
 	if !waited {
 		t.Fatalf("the On did not wait for %s action to end", what)
 	}
+	waitPower(t, svc, id, machine.PowerOn)
 }
 
 // TestOnRightAfterOffReads: a client that reads Off after its ForceOff and
@@ -80,22 +98,13 @@ func onAfterSettling(t *testing.T, svc *machine.Service, id string, release chan
 // runs once it has.
 func TestOnRightAfterOffReads(t *testing.T) {
 	be := &slowEnd{Backend: sim.New(1)}
-	svc := machine.NewService(be, nil)
+	svc, id := runningMachine(t, be)
 	ctx := context.Background()
-	id := be.List()[0].ID
-	if err := svc.Reset(ctx, id, machine.ResetOn); err != nil {
-		t.Fatal(err)
-	}
-	waitPower(t, svc, id, machine.PowerOn)
 	be.release = make(chan struct{})
 	if err := svc.Reset(ctx, id, machine.ResetForceOff); err != nil {
 		t.Fatal(err)
 	}
-	if m, _ := be.Get(id); m.Power != machine.PowerOff {
-		t.Fatalf("the backend reads %s after the forced stop, want Off", m.Power)
-	}
-	onAfterSettling(t, svc, id, be.release, "the ForceOff's")
-	waitPower(t, svc, id, machine.PowerOn)
+	onAfterSettling(t, svc, be, id, be.release, "the ForceOff's")
 }
 
 // TestForceRestartOfAGuestThatJustHalted: the guest powered itself off as
@@ -104,13 +113,8 @@ func TestOnRightAfterOffReads(t *testing.T) {
 // of a 409 (TestE2EBootOrder under load).
 func TestForceRestartOfAGuestThatJustHalted(t *testing.T) {
 	be := &slowEnd{Backend: sim.New(1)}
-	svc := machine.NewService(be, nil)
+	svc, id := runningMachine(t, be)
 	ctx := context.Background()
-	id := be.List()[0].ID
-	if err := svc.Reset(ctx, id, machine.ResetOn); err != nil {
-		t.Fatal(err)
-	}
-	waitPower(t, svc, id, machine.PowerOn)
 	be.halted = true
 	if err := svc.Reset(ctx, id, machine.ResetForceRestart); err != nil {
 		t.Fatalf("ForceRestart of a guest that just halted: %v, want accepted", err)
@@ -162,11 +166,7 @@ func TestOnAfterAGuestHaltedDuringItsStart(t *testing.T) {
 	if err := svc.Reset(ctx, id, machine.ResetOn); err != nil {
 		t.Fatal(err)
 	}
-	if m, _ := be.Get(id); m.Power != machine.PowerOff {
-		t.Fatalf("the guest reads %s after halting, want Off", m.Power)
-	}
-	onAfterSettling(t, svc, id, be.hold, "the first start's")
-	waitPower(t, svc, id, machine.PowerOn)
+	onAfterSettling(t, svc, be, id, be.hold, "the first start's")
 	if n := be.starts.Load(); n != 2 {
 		t.Fatalf("%d starts, want 2", n)
 	}
@@ -208,13 +208,8 @@ func (b *shuttingDown) halt(ctx context.Context, id string) error {
 // waits for the guest to be off and starts it.
 func TestOnWhileTheGuestShutsDown(t *testing.T) {
 	be := &shuttingDown{Backend: sim.New(1)}
-	svc := machine.NewService(be, nil)
+	svc, id := runningMachine(t, be)
 	ctx := context.Background()
-	id := be.List()[0].ID
-	if err := svc.Reset(ctx, id, machine.ResetOn); err != nil {
-		t.Fatal(err)
-	}
-	waitPower(t, svc, id, machine.PowerOn)
 	be.down.Store(true)
 	if err := svc.Reset(ctx, id, machine.ResetOn); err != nil {
 		t.Fatalf("On while the guest shuts down: %v, want accepted", err)

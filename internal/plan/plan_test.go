@@ -2,7 +2,6 @@ package plan
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,9 +14,8 @@ import (
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/personality"
+	"github.com/bmlab/bmlab/internal/testenv"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 func resolve(t *testing.T, lab, profile, mode string) *Plan {
 	t.Helper()
@@ -58,18 +56,7 @@ func TestGolden(t *testing.T) {
 			}
 			got = append(got, '\n')
 			path := filepath.Join("testdata", tt.Name+".json")
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(string(want), string(got)); d != "" {
-				t.Errorf("plan differs from %s (-want +got; -update rewrites it):\n%s", path, d)
-			}
+			testenv.Golden(t, path, got)
 		})
 	}
 }

@@ -10,24 +10,9 @@ import (
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
-// testDir is a fresh directory under /tmp with the given mode, removed when
-// the test ends.
-func testDir(t *testing.T, mode os.FileMode) string {
-	t.Helper()
-	d, err := os.MkdirTemp("", "qa-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	if err := os.Chmod(d, mode); err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 func TestQemuCanTraverse(t *testing.T) {
 	testenv.Root(t) // chown
-	base := testDir(t, 0o755)
+	base := testenv.TmpDir(t, "qa-", 0o755)
 	q := User{Name: "lt-qemu", UID: 64999, GIDs: []uint32{64998}}
 	mk := func(rel string, mode os.FileMode, uid, gid int) string {
 		p := filepath.Join(base, rel)

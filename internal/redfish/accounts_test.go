@@ -145,14 +145,7 @@ func BenchmarkGetSystemStoredAccount(b *testing.B) {
 	}
 	r := httptest.NewRequest("GET", f.sys(0), nil)
 	r.SetBasicAuth("op", "op-password")
-	w := &discard{h: http.Header{}}
-	f.h.ServeHTTP(w, r)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		clear(w.h)
-		f.h.ServeHTTP(w, r)
-	}
+	serveLoop(b, f.h, r)
 }
 
 // TestServiceWideSettingsNeedGlobalAccount: an Administrator bound to one

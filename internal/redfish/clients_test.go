@@ -31,11 +31,7 @@ func TestGofish(t *testing.T) {
 		name := map[bool]string{true: "basic", false: "session"}[basic]
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, 3)
-			c, err := gofish.Connect(gofish.ClientConfig{Endpoint: f.listen(t), Username: testUser, Password: testPass, BasicAuth: basic})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Logout()
+			c := gofishConnect(t, gofish.ClientConfig{Endpoint: f.listen(t), Username: testUser, Password: testPass, BasicAuth: basic})
 			systems, err := c.Service.Systems()
 			if err != nil || len(systems) != 3 {
 				t.Fatalf("systems: %d, %v", len(systems), err)
@@ -131,11 +127,7 @@ func TestSushy(t *testing.T) {
 	testenv.Integration(t)
 	py := testenv.Python(t, "sushy")
 	f := newFixture(t, 2)
-	out, err := exec.Command(py, "testdata/sushy_client.py", f.listen(t), testUser, testPass, f.ids[0], "sim-0001").CombinedOutput()
-	t.Logf("sushy:\n%s", out)
-	if err != nil || !strings.Contains(string(out), "DONE") {
-		t.Fatalf("sushy client failed: %v", err)
-	}
+	runToDone(t, "sushy", exec.Command(py, "testdata/sushy_client.py", f.listen(t), testUser, testPass, f.ids[0], "sim-0001"))
 }
 
 // TestSushyEvents: Ironic's subscription calls through sushy, and a test
@@ -282,11 +274,7 @@ func TestSushyEveryAction(t *testing.T) {
 	rec := &recorded{h: f.h}
 	ts := httptest.NewServer(rec)
 	t.Cleanup(ts.Close)
-	out, err := exec.Command(py, "testdata/sushy_actions.py", ts.URL, testUser, testPass, f.ids[0]).CombinedOutput()
-	t.Logf("sushy:\n%s", out)
-	if err != nil || !strings.Contains(string(out), "DONE") {
-		t.Fatalf("sushy: %v", err)
-	}
+	runToDone(t, "sushy", exec.Command(py, "testdata/sushy_actions.py", ts.URL, testUser, testPass, f.ids[0]))
 	changes := rec.changes()
 	t.Logf("what sushy sent:\n%s", strings.Join(changes, "\n"))
 	refused := map[string]bool{}

@@ -23,11 +23,7 @@ func TestBMCClock(t *testing.T) {
 	f := eventFixture(t, WithClock(func() time.Time { return now }))
 	l := newListener(t)
 	f.subscribe(t, `{"Destination":"`+l.URL+`","Context":"clock"}`)
-	c, err := gofish.Connect(gofish.ClientConfig{Endpoint: f.listen(t), Username: testUser, Password: testPass, BasicAuth: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Logout()
+	c := gofishConnect(t, gofish.ClientConfig{Endpoint: f.listen(t), Username: testUser, Password: testPass, BasicAuth: true})
 	mgr, err := schemas.GetManager(c, "/redfish/v1/Managers/"+f.ids[0])
 	if err != nil {
 		t.Fatal(err)

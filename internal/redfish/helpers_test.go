@@ -8,8 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/stmcginnis/gofish"
 
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/sim"
@@ -147,5 +152,30 @@ func testKeys(t testing.TB) machine.KeyStore {
 		machine.KeyKEK: cert,
 		machine.KeyDB:  cert,
 		machine.KeyDBX: {{Type: "EFI_CERT_SHA256_GUID", Owner: owner, Data: hash[:]}},
+	}
+}
+
+// gofishConnect connects gofish as cfg says; the client logs out when the
+// test ends.
+func gofishConnect(t *testing.T, cfg gofish.ClientConfig) *gofish.APIClient {
+	t.Helper()
+	c, err := gofish.Connect(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Logout)
+	return c
+}
+
+// runToDone runs a client's script (name: the client), logs what it printed
+// and how long it took, and fails the test unless it exits 0 having
+// printed DONE, as each script under testdata does at its end.
+func runToDone(t *testing.T, name string, cmd *exec.Cmd) {
+	t.Helper()
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s (%.1f s):\n%s", name, time.Since(start).Seconds(), out)
+	if err != nil || !strings.Contains(string(out), "DONE") {
+		t.Fatalf("%s: %v", name, err)
 	}
 }

@@ -36,11 +36,7 @@ func TestDellOEMSushyOEMIdrac(t *testing.T) {
 		ca := writeServerCA(t, filepath.Join(py.Dir(), "ca-"+id+".pem"), ts)
 		cmd := py.Command(script, ts.URL, ca, testUser, testPass, mode, f.images.URL+"/small.iso")
 		cmd.Env = append(cmd.Env, "REQUESTS_CA_BUNDLE="+ca)
-		out, err := cmd.CombinedOutput()
-		t.Logf("sushy-oem-idrac:\n%s", out)
-		if err != nil || !strings.Contains(string(out), "DONE") {
-			t.Fatalf("sushy-oem-idrac: %v", err)
-		}
+		runToDone(t, "sushy-oem-idrac", cmd)
 	}
 	setQuirks := func(t *testing.T, id, q string) {
 		t.Helper()

@@ -39,11 +39,7 @@ func TestRIBCLProliantutils(t *testing.T) {
 	cmd.WaitDelay = time.Second
 	timer := time.AfterFunc(2*time.Minute, func() { _ = cmd.Process.Kill() })
 	defer timer.Stop()
-	out, err := cmd.CombinedOutput()
-	t.Logf("proliantutils:\n%s", out)
-	if err != nil || !strings.Contains(string(out), "DONE") {
-		t.Fatalf("proliantutils: %v", err)
-	}
+	runToDone(t, "proliantutils", cmd)
 }
 
 // TestRIBCLRefusals: what RIBCL refuses, with iLO's status and message in

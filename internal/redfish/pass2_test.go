@@ -339,11 +339,7 @@ func TestLLDPVLANOverRedfish(t *testing.T) {
 	srv := New(svc, nil, WithCredentials(testUser, testPass))
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
-	c, err := gofish.Connect(gofish.ClientConfig{Endpoint: ts.URL, Username: testUser, Password: testPass, BasicAuth: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Logout()
+	c := gofishConnect(t, gofish.ClientConfig{Endpoint: ts.URL, Username: testUser, Password: testPass, BasicAuth: true})
 	ch, err := schemas.GetChassis(c, chassisOf(be.List()[0].ID))
 	if err != nil {
 		t.Fatal(err)

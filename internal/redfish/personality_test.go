@@ -85,22 +85,21 @@ func TestPersonalitiesSushy(t *testing.T) {
 	in, _ := json.Marshal(views)
 	cmd := exec.Command(py, "testdata/sushy_personality.py", f.listen(t), testUser, testPass, f.images.URL+"/small.iso")
 	cmd.Stdin = strings.NewReader(string(in))
-	out, err := cmd.CombinedOutput()
-	t.Logf("sushy:\n%s", out)
-	if err != nil || !strings.Contains(string(out), "DONE") {
-		t.Fatalf("sushy: %v", err)
-	}
+	runToDone(t, "sushy", cmd)
+}
+
+// personalitiesGofish is the personalities' fixture (quirks off) and its
+// views, and gofish logged in to its shared listener (integration tests).
+func personalitiesGofish(t *testing.T) (*mediaFixture, []vendorView, *gofish.APIClient) {
+	t.Helper()
+	testenv.Integration(t)
+	f, views := personalityFixture(t, allQuirksOff)
+	return f, views, gofishConnect(t, gofish.ClientConfig{Endpoint: f.listen(t), Username: testUser, Password: testPass, BasicAuth: true})
 }
 
 // TestPersonalitiesGofish: gofish reads the same.
 func TestPersonalitiesGofish(t *testing.T) {
-	testenv.Integration(t)
-	f, views := personalityFixture(t, allQuirksOff)
-	c, err := gofish.Connect(gofish.ClientConfig{Endpoint: f.listen(t), Username: testUser, Password: testPass, BasicAuth: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Logout()
+	f, views, c := personalitiesGofish(t)
 	for _, w := range views {
 		t.Run(w.Personality, func(t *testing.T) {
 			sys, err := schemas.GetObject[schemas.ComputerSystem](c, systemURI(w.UUID))

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -71,12 +70,7 @@ func TestQuirksSushy(t *testing.T) {
 						argv = append(argv, tc.member)
 					}
 				}
-				start := time.Now()
-				out, err := exec.Command(py, argv...).CombinedOutput()
-				t.Logf("sushy (%.1f s):\n%s", time.Since(start).Seconds(), out)
-				if err != nil || !strings.Contains(string(out), "DONE") {
-					t.Fatalf("sushy: %v", err)
-				}
+				runToDone(t, "sushy", exec.Command(py, argv...))
 			})
 		}
 	}

@@ -90,11 +90,7 @@ func TestVendorIDsSushy(t *testing.T) {
 			// requests prefers REQUESTS_CA_BUNDLE to a session's own
 			// verify: name the test's CA there too.
 			cmd.Env = append(os.Environ(), "REQUESTS_CA_BUNDLE="+ca)
-			out, err := cmd.CombinedOutput()
-			t.Logf("sushy:\n%s", out)
-			if err != nil || !strings.Contains(string(out), "DONE") {
-				t.Fatalf("sushy: %v", err)
-			}
+			runToDone(t, "sushy", cmd)
 		})
 	}
 }
@@ -102,21 +98,11 @@ func TestVendorIDsSushy(t *testing.T) {
 // TestVendorIDsGofish: gofish reads the same at each BMC, and the shared
 // listener keeps naming the same machines by their ids.
 func TestVendorIDsGofish(t *testing.T) {
-	testenv.Integration(t)
-	f, views := personalityFixture(t, allQuirksOff)
-	shared, err := gofish.Connect(gofish.ClientConfig{Endpoint: f.listen(t), Username: testUser, Password: testPass, BasicAuth: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer shared.Logout()
+	f, views, shared := personalitiesGofish(t)
 	for _, v := range views {
 		t.Run(v.Personality, func(t *testing.T) {
 			want, ts := wantIDs(v), listenAtBMC(t, f.h, v.UUID)
-			c, err := gofish.Connect(gofish.ClientConfig{Endpoint: ts.URL, Username: testUser, Password: testPass, BasicAuth: true, Insecure: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Logout()
+			c := gofishConnect(t, gofish.ClientConfig{Endpoint: ts.URL, Username: testUser, Password: testPass, BasicAuth: true, Insecure: true})
 			systems, err := c.Service.Systems()
 			if err != nil || len(systems) != 1 {
 				t.Fatalf("systems: %d %v", len(systems), err)

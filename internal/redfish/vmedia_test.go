@@ -317,11 +317,7 @@ func TestSushyVirtualMedia(t *testing.T) {
 	py := testenv.Python(t, "sushy")
 	f := newMediaFixture(t)
 	img := f.images.URL + "/small.iso"
-	out, err := exec.Command(py, "testdata/sushy_vmedia.py", f.listen(t), testUser, testPass, f.ids[0], img).CombinedOutput()
-	t.Logf("sushy:\n%s", out)
-	if err != nil || !strings.Contains(string(out), "DONE") {
-		t.Fatalf("sushy flow failed: %v", err)
-	}
+	runToDone(t, "sushy", exec.Command(py, "testdata/sushy_vmedia.py", f.listen(t), testUser, testPass, f.ids[0], img))
 	m, _ := f.svc.Get(f.ids[0])
 	if m.Power != machine.PowerOn || !machine.MediaOf(m, machine.SlotCD).Inserted {
 		t.Fatalf("after sushy: power %s media %+v", m.Power, machine.MediaOf(m, machine.SlotCD))

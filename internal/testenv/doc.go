@@ -8,6 +8,11 @@
 // python3-sushy-oem-idrac 5.0.0-2 importable (VendorOverlay: three empty
 // modules the package imports and does not ship).
 //
+// golden.go holds the tests' one -update flag (Update) and Golden, the
+// compare-or-rewrite of a golden file under testdata that the packages
+// with goldens (redfish, upi, ipi, agent, plan, lab/steps) share; a test
+// package defines no -update flag of its own.
+//
 // It is imported only from _test.go files and from the helper packages that
 // only tests import (virttest, netplumb/netnstest, installertest).
 package testenv

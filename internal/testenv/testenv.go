@@ -201,14 +201,22 @@ const OSRelease = "BMLAB-OS-RELEASE "
 // unprivileged user) can traverse and write, removed when the test ends.
 func QemuDir(t testing.TB) string {
 	t.Helper()
-	d, err := os.MkdirTemp("", "bmlab-qemu-")
+	return TmpDir(t, "bmlab-qemu-", 0o777)
+}
+
+// TmpDir is a fresh directory directly under /tmp (named prefix and a
+// random tail) with the given mode, removed when the test ends: unlike
+// t.TempDir's, its parents let other users (qemu) reach it.
+func TmpDir(t testing.TB, prefix string, mode os.FileMode) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(d, 0o777); err != nil {
+	t.Cleanup(func() { os.RemoveAll(d) })
+	if err := os.Chmod(d, mode); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(d) })
 	return d
 }
 

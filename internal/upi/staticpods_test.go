@@ -3,7 +3,6 @@ package upi
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -93,19 +92,7 @@ func TestStaticPodsGolden(t *testing.T) {
 					}
 				}
 			}
-			path := filepath.Join("testdata", "staticpods-"+tt.name+".txt")
-			if *update {
-				if err := os.WriteFile(path, []byte(got.String()), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(string(want), got.String()); d != "" {
-				t.Errorf("static pods differ from %s (-want +got; -update rewrites):\n%s", path, d)
-			}
+			golden(t, "staticpods-"+tt.name+".txt", []byte(got.String()))
 		})
 	}
 }

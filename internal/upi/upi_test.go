@@ -1,43 +1,21 @@
 package upi
 
 import (
-	"bytes"
-	"flag"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/ocp"
+	"github.com/bmlab/bmlab/internal/testenv"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
-// golden compares got with testdata/name, or writes it there under -update.
+// golden compares got with testdata/name, or rewrites it under -update.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run the tests with -update to write it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (-want +got; -update rewrites it):\n%s", p, cmp.Diff(string(want), string(got)))
-	}
+	testenv.Golden(t, filepath.Join("testdata", name), got)
 }
 
 const testSSHKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBmlabTestKeyForTheHybridFlowOnly lab@bmlab"

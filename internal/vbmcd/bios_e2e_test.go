@@ -30,9 +30,7 @@ type sushyBIOS struct {
 // sushyBios runs one step of the BIOS flow through python3-sushy's bios API.
 func sushyBios(t *testing.T, url, id string, step ...string) sushyBIOS {
 	t.Helper()
-	var st sushyBIOS
-	runSushy(t, "sushy_bios.py", url, "admin", "e2e-pass", id, step, &st)
-	return st
+	return adminStep[sushyBIOS](t, "sushy_bios.py", url, id, step...)
 }
 
 // TestE2EBIOSSettings drives Ironic's BIOS flow with sushy against a legacy

@@ -96,6 +96,15 @@ func sushy(t *testing.T, url, user, pass, id string, step ...string) sushyState 
 	return st
 }
 
+// adminStep runs one step of testdata/script (runSushy) as the daemon's
+// admin on system id and returns the object it printed last as a T.
+func adminStep[T any](t *testing.T, script, url, id string, step ...string) T {
+	t.Helper()
+	var v T
+	runSushy(t, script, url, "admin", "e2e-pass", id, step, &v)
+	return v
+}
+
 // runSushy runs testdata/script (a python3-sushy flow, made as Ironic makes
 // it) for one step and decodes the JSON object it prints last into v.
 func runSushy(t *testing.T, script, url, user, pass, id string, step []string, v any) {

@@ -4,12 +4,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strings"
 	"testing"
 
-	"github.com/digitalocean/go-libvirt"
-
-	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
 	"github.com/bmlab/bmlab/internal/virt"
 	"github.com/bmlab/bmlab/internal/virttest"
@@ -54,46 +50,13 @@ func TestE2EUefiHttpBootEFI(t *testing.T) {
 	if st = sushySecureBoot(t, url, vm.ID, "http-boot", images.URL+"/readme.txt", "Once"); st.Refused != nil {
 		t.Fatalf("UefiHttp override: %+v", st.Refused)
 	}
-	if st = sushySecureBoot(t, url, vm.ID, "reset", "On"); st.Refused != nil {
-		if st.Refused.Status != http.StatusBadRequest || !slices.Contains(st.Refused.Messages, "PropertyValueFormatError") {
-			t.Errorf("On with a text file as the boot image: %+v, want 400 PropertyValueFormatError", st.Refused)
-		}
-	} else if !testenv.WaitFor(bootTimeout, func() bool {
-		v := getJSON(t, url, "/redfish/v1/Systems/"+vm.ID)
-		s, _ := v["Status"].(map[string]any)
-		return s["Health"] == "Critical" && strings.Contains(string(mustJSON(t, v["Status"])), "and not a UEFI application")
-	}) {
-		t.Errorf("On with a text file as the boot image was accepted and the system never said why")
-	}
-	if s := lab.DomainState(t, vm.Name); s != libvirt.DomainShutoff {
-		t.Errorf("the VM started although its UefiHttp image is no boot image (state %d)", s)
-	}
+	onRefused(t, url, lab, vm, "PropertyValueFormatError", "and not a UEFI application", "a text file as the boot image")
 
-	if st = sushySecureBoot(t, url, vm.ID, "http-boot", app, "Once"); st.Refused != nil || st.Boot["HttpBootUri"] != app || st.Boot["BootSourceOverrideTarget"] != "UefiHttp" {
-		t.Fatalf("UefiHttp override: %+v", st)
-	}
-	sushy(t, url, "admin", "e2e-pass", vm.ID, "reset", "On")
-	vm.WaitMarker(t, testenv.EFIMarker, 0, 2*bootTimeout)
-	if _, d := vm.Markers(); d != 0 {
-		t.Errorf("the disk booted although the override said UefiHttp")
-	}
-	cd := getJSON(t, url, "/redfish/v1/Managers/"+vm.ID+"/VirtualMedia/Cd")
-	if cd["Inserted"] != true || cd["Image"] != app {
-		t.Errorf("Cd during the UefiHttp boot: Inserted %v, Image %v; want true, %s", cd["Inserted"], cd["Image"], app)
-	}
-	lab.WaitPower(t, vm.ID, machine.PowerOff, bootTimeout) // the marker application halts
-
+	httpBootOnce(t, url, lab, vm, app, testenv.EFIMarker)
 	// The override was Once: the next boot is the disk's, and takes the
 	// image out.
-	if st = sushySecureBoot(t, url, vm.ID, "show"); st.Boot["BootSourceOverrideEnabled"] != "Disabled" {
-		t.Errorf("the Once override stayed: %v", st.Boot)
-	}
-	sushy(t, url, "admin", "e2e-pass", vm.ID, "reset", "On")
-	vm.WaitMarker(t, testenv.DiskMarker, 0, 2*bootTimeout)
+	onceSpent(t, url, vm)
 	if n := testenv.Count(vm.SerialLog, testenv.EFIMarker); n != 1 {
 		t.Errorf("the marker application printed %d times; want once, for the one UefiHttp boot", n)
-	}
-	if cd := getJSON(t, url, "/redfish/v1/Managers/"+vm.ID+"/VirtualMedia/Cd"); cd["Inserted"] != false {
-		t.Errorf("Cd after a boot without the override: Inserted %v, Image %v", cd["Inserted"], cd["Image"])
 	}
 }

@@ -2,7 +2,6 @@ package vbmcd
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os/exec"
@@ -32,16 +31,12 @@ func TestListenIPv6Loopback(t *testing.T) {
 			if !strings.HasPrefix(addr, "[::1]:") {
 				t.Fatalf("vbmcd serves Redfish at %s, not on [::1]:\n%s", addr, out)
 			}
-			req, _ := http.NewRequest("GET", "http://"+addr+"/redfish/v1/Systems", nil)
-			req.SetBasicAuth("admin", "sim-pass-1")
-			resp, err := http.DefaultClient.Do(req)
+			r, err := send("GET", "http://"+addr+"/redfish/v1/Systems", "admin", "sim-pass-1", "")
 			if err != nil {
 				t.Fatal(err)
 			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"Members@odata.count":1`) {
-				t.Fatalf("GET Systems on [::1]: %d %s", resp.StatusCode, body)
+			if r.Code != http.StatusOK || !strings.Contains(string(r.Body), `"Members@odata.count":1`) {
+				t.Fatalf("GET Systems on [::1]: %d %s", r.Code, r.Body)
 			}
 			var got []byte
 			if !testenv.WaitFor(10*time.Second, func() bool {

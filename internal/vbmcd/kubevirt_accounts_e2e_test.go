@@ -31,17 +31,10 @@ func TestE2EKubeVirtAccounts(t *testing.T) {
 	ipmitool := testenv.Command(t, "ipmitool")
 	f := kubevirttest.Start(t, "lab", "e2e-kva-")
 	ctx := context.Background()
-	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := kubevirtREST(t, f, kubevirtv1.SchemeGroupVersion)
 	sel := map[string]string{"bmlab.io/bmc": "yes"}
 	vms := []*kubevirtv1.VirtualMachine{kubevirtVM(t, f.Namespace, "acct-0", sel), kubevirtVM(t, f.Namespace, "acct-1", sel)}
-	for _, vm := range vms {
-		if err := kv.Post().Namespace(f.Namespace).Resource("virtualmachines").Body(vm).Do(ctx).Error(); err != nil {
-			t.Fatalf("create VirtualMachine %s: %v", vm.Name, err)
-		}
-	}
+	createVMs(t, kv, vms...)
 	id0, id1 := vmUUID(t, kv, vms[0]), vmUUID(t, kv, vms[1])
 	kubeconfig := f.VBMCDKubeconfig(t, nil)
 	url := kubevirtDaemon(t, f, kubeconfig, func(c *Config) { c.IPMI, c.IPMIPortBase = true, freeUDPPort(t) })

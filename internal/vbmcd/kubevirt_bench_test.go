@@ -2,13 +2,10 @@ package vbmcd
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -17,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	"github.com/bmlab/bmlab/internal/kubevirt"
 	"github.com/bmlab/bmlab/internal/kubevirt/kubevirttest"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
@@ -26,13 +22,7 @@ import (
 // auth from 8 keep-alive clients, round-robin over ids, trusting the
 // daemon's certificate in ca, and reports reqs/s.
 func getLoad(b *testing.B, url, ca string, ids []string) {
-	pool := x509.NewCertPool()
-	pem, err := os.ReadFile(ca)
-	if err != nil || !pool.AppendCertsFromPEM(pem) {
-		b.Fatalf("read the daemon's certificate: %v", err)
-	}
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: 64}}
+	client := trustingClient(b, ca, 5*time.Second, 64)
 	var next atomic.Uint64
 	b.SetParallelism(4) // 8 clients on 2 CPUs
 	b.ResetTimer()
@@ -90,10 +80,7 @@ const benchMachines = 1000
 // BenchmarkKubeVirtPowerOn times a power-on through such a cluster.
 func BenchmarkKubeVirtSystems(b *testing.B) {
 	f := kubevirttest.Start(b, "lab", "kvb-sys-")
-	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
-	if err != nil {
-		b.Fatal(err)
-	}
+	kv := kubevirtREST(b, f, kubevirtv1.SchemeGroupVersion)
 	ctx := context.Background()
 	proto := kubevirtVM(b, f.Namespace, "proto", map[string]string{"bmlab.io/bmc": "yes"})
 	names := make([]string, benchMachines)
@@ -125,18 +112,11 @@ func BenchmarkKubeVirtSystems(b *testing.B) {
 	kubeconfig := f.VBMCDKubeconfig(b, nil)
 	before := heap()
 	start := time.Now()
-	url := daemon(b, "", func(c *Config) {
-		c.Backend, c.Kubeconfig = "kubevirt", kubeconfig
-		c.KubeNamespaces, c.KubeSelector = []string{f.Namespace}, "bmlab.io/bmc=yes"
-	})
+	url := kubevirtDaemon(b, f, kubeconfig)
 	took := time.Since(start)
 	grown := float64(heap()) - float64(before)
 	ca := caFile
-	pool := x509.NewCertPool()
-	if pem, err := os.ReadFile(ca); err != nil || !pool.AppendCertsFromPEM(pem) {
-		b.Fatalf("read the daemon's certificate: %v", err)
-	}
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	hc := trustingClient(b, ca, 5*time.Second, 0)
 	memory := func(id string) float64 {
 		req, _ := http.NewRequest(http.MethodGet, url+"/redfish/v1/Systems/"+id, nil)
 		req.SetBasicAuth("admin", "e2e-pass")
@@ -199,24 +179,8 @@ func BenchmarkKubeVirtSystems(b *testing.B) {
 // power-on. Each iteration powers the VM off first (not timed). vbmcd
 // runs as its ServiceAccount; GET is polled every 20 ms.
 func BenchmarkKubeVirtPowerOn(b *testing.B) {
-	f := kubevirttest.Start(b, "lab", "kvb-on-")
-	vm := kubevirtVM(b, f.Namespace, "on-0", map[string]string{"bmlab.io/bmc": "yes"})
-	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := kv.Post().Namespace(vm.Namespace).Resource("virtualmachines").Body(vm).Do(context.Background()).Error(); err != nil {
-		b.Fatal(err)
-	}
-	got := &kubevirtv1.VirtualMachine{}
-	if err := kv.Get().Namespace(vm.Namespace).Resource("virtualmachines").Name(vm.Name).Do(context.Background()).Into(got); err != nil {
-		b.Fatal(err)
-	}
-	id := string(got.Spec.Template.Spec.Domain.Firmware.UUID)
-	url := daemon(b, "", func(c *Config) {
-		c.Backend, c.Kubeconfig = "kubevirt", f.VBMCDKubeconfig(b, nil)
-		c.KubeNamespaces, c.KubeSelector = []string{f.Namespace}, "bmlab.io/bmc=yes"
-	})
+	f, _, _, id := oneKubeVirtVM(b, "kvb-on-", "on-0")
+	url := kubevirtDaemon(b, f, f.VBMCDKubeconfig(b, nil))
 	sys := url + "/redfish/v1/Systems/" + id
 	power := func() string {
 		r, err := send("GET", sys, "admin", "e2e-pass", "")

@@ -1,7 +1,6 @@
 package vbmcd
 
 import (
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"testing"
@@ -23,18 +22,10 @@ import (
 // subresource.
 func TestE2EKubeVirtOneBMCPerAddress(t *testing.T) {
 	f := kubevirttest.Start(t, "lab", "e2e-kvb-")
-	ctx := context.Background()
-	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := kubevirtREST(t, f, kubevirtv1.SchemeGroupVersion)
 	sel := map[string]string{"bmlab.io/bmc": "yes"}
 	vms := []*kubevirtv1.VirtualMachine{kubevirtVM(t, f.Namespace, "own-0", sel), kubevirtVM(t, f.Namespace, "own-1", sel)}
-	for _, vm := range vms {
-		if err := kv.Post().Namespace(f.Namespace).Resource("virtualmachines").Body(vm).Do(ctx).Error(); err != nil {
-			t.Fatalf("create VirtualMachine %s: %v", vm.Name, err)
-		}
-	}
+	createVMs(t, kv, vms...)
 	state := t.TempDir()
 	daemon(t, "", func(c *Config) {
 		c.Backend, c.Kubeconfig = "kubevirt", f.VBMCDKubeconfig(t, nil)

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -63,12 +64,21 @@ func kubevirtVM(t testing.TB, ns, name string, labels map[string]string) *kubevi
 // redfishClient trusts the daemon's certificate.
 func redfishClient(t *testing.T) *http.Client {
 	t.Helper()
+	return trustingClient(t, caFile, 5*time.Second, 0)
+}
+
+// trustingClient trusts the certificate in the file ca only (the daemon's,
+// caFile), gives up on a request after timeout and keeps up to idle idle
+// connections per host (0: net/http's default).
+func trustingClient(tb testing.TB, ca string, timeout time.Duration, idle int) *http.Client {
+	tb.Helper()
 	pool := x509.NewCertPool()
-	ca, err := os.ReadFile(caFile)
-	if err != nil || !pool.AppendCertsFromPEM(ca) {
-		t.Fatalf("read the daemon's certificate: %v", err)
+	pem, err := os.ReadFile(ca)
+	if err != nil || !pool.AppendCertsFromPEM(pem) {
+		tb.Fatalf("read the daemon's certificate %s: %v", ca, err)
 	}
-	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: idle}}
 }
 
 func redfishGet(t *testing.T, hc *http.Client, url, path string) (int, map[string]any) {
@@ -140,7 +150,7 @@ func getVMI(t *testing.T, kv *rest.RESTClient, ns, name string) *kubevirtv1.Virt
 	return vmi
 }
 
-func getVM(t *testing.T, kv *rest.RESTClient, ns, name string) *kubevirtv1.VirtualMachine {
+func getVM(t testing.TB, kv *rest.RESTClient, ns, name string) *kubevirtv1.VirtualMachine {
 	t.Helper()
 	vm := &kubevirtv1.VirtualMachine{}
 	if err := kv.Get().Namespace(ns).Resource("virtualmachines").Name(name).Do(context.Background()).Into(vm); err != nil {
@@ -153,7 +163,7 @@ func getVM(t *testing.T, kv *rest.RESTClient, ns, name string) *kubevirtv1.Virtu
 // (VirtualMachines labelled bmlab.io/bmc=yes) with kubeconfig, which
 // VBMCDKubeconfig gives: vbmcd's ServiceAccount with
 // contrib/kubevirt/vbmcd.yaml's roles.
-func kubevirtDaemon(t *testing.T, f *kubevirttest.Fixture, kubeconfig string, mods ...func(*Config)) string {
+func kubevirtDaemon(t testing.TB, f *kubevirttest.Fixture, kubeconfig string, mods ...func(*Config)) string {
 	t.Helper()
 	return daemon(t, "", append([]func(*Config){func(c *Config) {
 		c.Backend, c.Kubeconfig = "kubevirt", kubeconfig
@@ -161,8 +171,47 @@ func kubevirtDaemon(t *testing.T, f *kubevirttest.Fixture, kubeconfig string, mo
 	}}, mods...)...)
 }
 
+// kubevirtREST is a REST client for gv's resources as the fixture
+// cluster's admin.
+func kubevirtREST(t testing.TB, f *kubevirttest.Fixture, gv schema.GroupVersion) *rest.RESTClient {
+	t.Helper()
+	c, err := kubevirt.NewRESTClient(f.API.RestConfig(), gv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// instanceXML waits up to 30 s for the libvirt domain of vm's instance
+// and returns its XML (virsh dumpxml).
+func instanceXML(t *testing.T, f *kubevirttest.Fixture, vm *kubevirtv1.VirtualMachine) string {
+	t.Helper()
+	var x []byte
+	var err error
+	if !testenv.WaitFor(30*time.Second, func() bool {
+		x, err = exec.Command("virsh", "-c", "qemu:///system", "dumpxml", f.DomainName(vm.Name)).CombinedOutput()
+		return err == nil
+	}) {
+		t.Fatalf("no domain for the instance: %v %s", err, x)
+	}
+	return string(x)
+}
+
+// oneKubeVirtVM starts a cluster (kubevirttest.Start with prefix) and
+// creates in it, as its admin, one VirtualMachine named name that carries
+// vbmcd's label; it returns the fixture, the admin's client, the VM and
+// the firmware UUID KubeVirt gave it.
+func oneKubeVirtVM(t testing.TB, prefix, name string) (*kubevirttest.Fixture, *rest.RESTClient, *kubevirtv1.VirtualMachine, string) {
+	t.Helper()
+	f := kubevirttest.Start(t, "lab", prefix)
+	vm := kubevirtVM(t, f.Namespace, name, map[string]string{"bmlab.io/bmc": "yes"})
+	kv := kubevirtREST(t, f, kubevirtv1.SchemeGroupVersion)
+	createVMs(t, kv, vm)
+	return f, kv, vm, vmUUID(t, kv, vm)
+}
+
 // createVMs creates VirtualMachines as the cluster's admin (their owner).
-func createVMs(t *testing.T, kv *rest.RESTClient, vms ...*kubevirtv1.VirtualMachine) {
+func createVMs(t testing.TB, kv *rest.RESTClient, vms ...*kubevirtv1.VirtualMachine) {
 	t.Helper()
 	for _, vm := range vms {
 		if err := kv.Post().Namespace(vm.Namespace).Resource("virtualmachines").Body(vm).Do(context.Background()).Error(); err != nil {
@@ -174,7 +223,7 @@ func createVMs(t *testing.T, kv *rest.RESTClient, vms ...*kubevirtv1.VirtualMach
 // vmUUID is the firmware UUID of a VM created with createVMs: the one
 // KubeVirt's VM webhook gave it (a new VM gets a random one), by which
 // vbmcd serves it.
-func vmUUID(t *testing.T, kv *rest.RESTClient, vm *kubevirtv1.VirtualMachine) string {
+func vmUUID(t testing.TB, kv *rest.RESTClient, vm *kubevirtv1.VirtualMachine) string {
 	t.Helper()
 	fw := getVM(t, kv, vm.Namespace, vm.Name).Spec.Template.Spec.Domain.Firmware
 	if fw == nil || fw.UUID == "" {
@@ -265,24 +314,14 @@ func TestE2EKubeVirt(t *testing.T) {
 	f := kubevirttest.Start(t, "lab", "e2e-kv-")
 	vm := kubevirtVM(t, f.Namespace, "node-0", map[string]string{"bmlab.io/bmc": "yes"})
 	other := kubevirtVM(t, f.Namespace, "not-mine", nil)
-	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := kubevirtREST(t, f, kubevirtv1.SchemeGroupVersion)
 	createVMs(t, kv, vm, other)
 	id := vmUUID(t, kv, vm)
 	port := freeUDPPort(t)
 	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil), func(c *Config) { c.IPMI, c.IPMIPortBase, c.WebConsole = true, port, true })
 	const user, pass = "admin", "e2e-pass"
 	serial := f.SerialLog(vm.Name)
-	waitMarker := func(marker string, before int) int {
-		t.Helper()
-		var n int
-		if !testenv.WaitFor(bootTimeout, func() bool { n = testenv.Count(serial, marker); return n > before }) {
-			t.Fatalf("marker %q did not appear within %s (count %d)", marker, bootTimeout, n)
-		}
-		return n
-	}
+	waitMarker := func(marker string, before int) int { t.Helper(); return waitSerial(t, serial, marker, before) }
 	show := func() sushyState { t.Helper(); return sushy(t, url, user, pass, id, "show") }
 	waitRedfishPower := func(want string) {
 		t.Helper()
@@ -436,14 +475,8 @@ func TestE2EKubeVirtStartRefused(t *testing.T) {
 	noACPI.Spec.Template.Spec.Domain.Features = &kubevirtv1.Features{ACPI: kubevirtv1.FeatureState{Enabled: &off}}
 	grace := int64(3)
 	noACPI.Spec.Template.Spec.TerminationGracePeriodSeconds = &grace
-	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SubresourceGroupVersions[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := kubevirtREST(t, f, kubevirtv1.SchemeGroupVersion)
+	sub := kubevirtREST(t, f, kubevirtv1.SubresourceGroupVersions[0])
 	createVMs(t, kv, vm, noACPI)
 	id := vmUUID(t, kv, vm)
 	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil))
@@ -464,7 +497,7 @@ func TestE2EKubeVirtStartRefused(t *testing.T) {
 	sushy(t, url, user, pass, id, "reset", "ForceOff")
 	waitPower(id, "Off")
 	// KubeVirt's own answer to a start now.
-	err = sub.Put().Namespace(f.Namespace).Resource("virtualmachines").Name(vm.Name).SubResource("start").
+	err := sub.Put().Namespace(f.Namespace).Resource("virtualmachines").Name(vm.Name).SubResource("start").
 		Body([]byte("{}")).SetHeader("Content-Type", "application/json").Do(context.Background()).Error()
 	if err == nil || !strings.Contains(err.Error(), "already underway") {
 		t.Fatalf("KubeVirt's start while the stop is under way: %v, want it refused (stop/start already underway)", err)
@@ -522,16 +555,7 @@ func TestE2EKubeVirtStartRefused(t *testing.T) {
 // Retry-After; once the API server is back the service is whole (a boot
 // override PATCH goes through and lands in the VM's annotation).
 func TestE2EKubeVirtAPIServerRestart(t *testing.T) {
-	f := kubevirttest.Start(t, "lab", "e2e-kvr-")
-	vm := kubevirtVM(t, f.Namespace, "node-0", map[string]string{"bmlab.io/bmc": "yes"})
-	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kv.Post().Namespace(f.Namespace).Resource("virtualmachines").Body(vm).Do(context.Background()).Error(); err != nil {
-		t.Fatal(err)
-	}
-	id := vmUUID(t, kv, vm)
+	f, kv, vm, id := oneKubeVirtVM(t, "e2e-kvr-", "node-0")
 	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil))
 	hc := redfishClient(t)
 	do := func(method, body string) (int, string, string) {
@@ -551,38 +575,23 @@ func TestE2EKubeVirtAPIServerRestart(t *testing.T) {
 	var mu sync.Mutex
 	var reads, failed, offline int
 	var errs []string
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	// A failure below ends the test before the readers are stopped: they
-	// stop then too (and their goroutines with the test).
-	var stopOnce sync.Once
-	stopReaders := func() { stopOnce.Do(func() { close(stop) }); wg.Wait() }
-	defer stopReaders()
+	rs := newReaders(t)
 	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
+		rs.add(func() {
+			code, _, state := do(http.MethodGet, "")
+			mu.Lock()
+			reads++
+			if code != http.StatusOK {
+				failed++
+				if len(errs) < 5 {
+					errs = append(errs, fmt.Sprint(code, " ", state))
 				}
-				code, _, state := do(http.MethodGet, "")
-				mu.Lock()
-				reads++
-				if code != http.StatusOK {
-					failed++
-					if len(errs) < 5 {
-						errs = append(errs, fmt.Sprint(code, " ", state))
-					}
-				}
-				if state == "UnavailableOffline" {
-					offline++
-				}
-				mu.Unlock()
 			}
-		}()
+			if state == "UnavailableOffline" {
+				offline++
+			}
+			mu.Unlock()
+		})
 	}
 	f.API.KillAPIServer()
 	killed := time.Now()
@@ -604,7 +613,7 @@ func TestE2EKubeVirtAPIServerRestart(t *testing.T) {
 		t.Fatal("a PATCH is still refused 30 s after kube-apiserver came back")
 	}
 	t.Logf("whole again %v after kube-apiserver was ready", time.Since(back).Round(time.Millisecond))
-	stopReaders()
+	rs.stop()
 	if _, _, s := do(http.MethodGet, ""); s == "UnavailableOffline" {
 		t.Errorf("still UnavailableOffline after a PATCH went through")
 	}
@@ -622,16 +631,7 @@ func TestE2EKubeVirtAPIServerRestart(t *testing.T) {
 // says BIOS: the VM's firmware becomes EFI (secure boot off), the instance
 // boots the CD under OVMF (the marker), and the override is spent.
 func TestE2EKubeVirtUEFI(t *testing.T) {
-	f := kubevirttest.Start(t, "lab", "e2e-kvu-")
-	vm := kubevirtVM(t, f.Namespace, "node-0", map[string]string{"bmlab.io/bmc": "yes"})
-	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kv.Post().Namespace(f.Namespace).Resource("virtualmachines").Body(vm).Do(context.Background()).Error(); err != nil {
-		t.Fatal(err)
-	}
-	id := vmUUID(t, kv, vm)
+	f, kv, vm, id := oneKubeVirtVM(t, "e2e-kvu-", "node-0")
 	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil))
 	const user, pass = "admin", "e2e-pass"
 	if st := sushy(t, url, user, pass, id, "show"); st.Mode != "Legacy" {
@@ -651,14 +651,8 @@ func TestE2EKubeVirtUEFI(t *testing.T) {
 	}
 	// The instance's domain (or, once the ISO powered off, the next one's:
 	// the firmware stays UEFI) boots OVMF.
-	var x []byte
-	if !testenv.WaitFor(30*time.Second, func() bool {
-		x, err = exec.Command("virsh", "-c", "qemu:///system", "dumpxml", f.DomainName(vm.Name)).CombinedOutput()
-		return err == nil
-	}) {
-		t.Fatalf("no domain for the instance: %v %s", err, x)
-	}
-	if !strings.Contains(string(x), "<loader") {
+	x := instanceXML(t, f, vm)
+	if !strings.Contains(x, "<loader") {
 		t.Errorf("the instance's domain has no UEFI loader:\n%s", x)
 	}
 	if st := sushy(t, url, user, pass, id, "show"); st.Enabled != "Disabled" || st.Mode != "UEFI" {
@@ -674,14 +668,7 @@ func TestE2EKubeVirtUEFI(t *testing.T) {
 // needed, and RBAC is enforced on vbmcd.
 func TestE2EKubeVirtRBACConsole(t *testing.T) {
 	ipmitool := testenv.Command(t, "ipmitool")
-	f := kubevirttest.Start(t, "lab", "e2e-kvc-")
-	vm := kubevirtVM(t, f.Namespace, "rbac-0", map[string]string{"bmlab.io/bmc": "yes"})
-	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
-	createVMs(t, kv, vm)
-	id := vmUUID(t, kv, vm)
+	f, _, vm, id := oneKubeVirtVM(t, "e2e-kvc-", "rbac-0")
 	port := freeUDPPort(t)
 	kc := f.VBMCDKubeconfig(t, kubevirttest.WithoutVerb(t, "virtualmachineinstances/console", "get"))
 	url := kubevirtDaemon(t, f, kc, func(c *Config) { c.IPMI, c.IPMIPortBase, c.WebConsole = true, port, true })

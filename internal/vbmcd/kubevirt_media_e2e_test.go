@@ -32,6 +32,34 @@ type sushyMedia struct {
 	Status       struct{ State, Health string }
 }
 
+// markerISOServer serves the marker ISO at every path on loopback, until
+// the test ends.
+func markerISOServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	iso := testenv.MarkerISO(t)
+	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, iso) }))
+	t.Cleanup(img.Close)
+	return img
+}
+
+// mediaStep runs one step of testdata/sushy_vmedia.py (python3-sushy)
+// against system id as the daemon's admin and returns what it read.
+func mediaStep(t *testing.T, url, id string, step ...string) sushyMedia {
+	t.Helper()
+	return adminStep[sushyMedia](t, "sushy_vmedia.py", url, id, step...)
+}
+
+// waitSerial waits up to bootTimeout for marker to stand in the serial
+// log more than before times and returns how many times it does.
+func waitSerial(t *testing.T, serial, marker string, before int) int {
+	t.Helper()
+	var n int
+	if !testenv.WaitFor(bootTimeout, func() bool { n = testenv.Count(serial, marker); return n > before }) {
+		t.Fatalf("marker %q did not appear within %s (count %d)", marker, bootTimeout, n)
+	}
+	return n
+}
+
 // TestE2EKubeVirtMedia: virtual media over KubeVirt with sushy, as
 // Ironic's redfish-virtual-media boot does it, KubeVirt without
 // DeclarativeHotplugVolumes. A VM without a CD drive shows the BMC's empty
@@ -62,28 +90,15 @@ func TestE2EKubeVirtMedia(t *testing.T) {
 	vm := kubevirtVM(t, f.Namespace, "media-0", map[string]string{"bmlab.io/bmc": "yes"})
 	s := &vm.Spec.Template.Spec
 	s.Domain.Devices.Disks, s.Volumes = s.Domain.Devices.Disks[:1], s.Volumes[:1] // the disk, no CD
-	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cdi, err := kubevirt.NewRESTClient(f.API.RestConfig(), cdiv1.SchemeGroupVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := kubevirtREST(t, f, kubevirtv1.SchemeGroupVersion)
+	cdi := kubevirtREST(t, f, cdiv1.SchemeGroupVersion)
 	createVMs(t, kv, vm)
 	vmUID := getVM(t, kv, f.Namespace, vm.Name).UID
 	id := vmUUID(t, kv, vm)
 	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil), func(c *Config) { c.KubeMediaAddr = "127.0.0.1:0" })
-	iso := testenv.MarkerISO(t)
-	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, iso) }))
-	defer img.Close()
+	img := markerISOServer(t)
 	const user, pass = "admin", "e2e-pass"
-	media := func(step ...string) sushyMedia {
-		t.Helper()
-		var m sushyMedia
-		runSushy(t, "sushy_vmedia.py", url, user, pass, id, step, &m)
-		return m
-	}
+	media := func(step ...string) sushyMedia { t.Helper(); return mediaStep(t, url, id, step...) }
 	waitMedia := func(what string, ok func(sushyMedia) bool) sushyMedia {
 		t.Helper()
 		var m sushyMedia
@@ -93,14 +108,7 @@ func TestE2EKubeVirtMedia(t *testing.T) {
 		return m
 	}
 	serial := f.SerialLog(vm.Name)
-	waitMarker := func(marker string, before int) int {
-		t.Helper()
-		var n int
-		if !testenv.WaitFor(bootTimeout, func() bool { n = testenv.Count(serial, marker); return n > before }) {
-			t.Fatalf("marker %q did not appear within %s (count %d)", marker, bootTimeout, n)
-		}
-		return n
-	}
+	waitMarker := func(marker string, before int) int { t.Helper(); return waitSerial(t, serial, marker, before) }
 	ours := func() []cdiv1.DataVolume {
 		t.Helper()
 		l := &cdiv1.DataVolumeList{}
@@ -326,23 +334,13 @@ func TestE2EKubeVirtMediaHotplug(t *testing.T) {
 	s := &vm.Spec.Template.Spec
 	s.Domain.Devices.Disks, s.Volumes = s.Domain.Devices.Disks[:1], s.Volumes[:1] // the disk, no CD
 	uefiShellGuest(t, s)
-	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := kubevirtREST(t, f, kubevirtv1.SchemeGroupVersion)
 	createVMs(t, kv, vm)
 	id := vmUUID(t, kv, vm)
 	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil), func(c *Config) { c.KubeMediaAddr = "127.0.0.1:0" })
-	iso := testenv.MarkerISO(t)
-	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, iso) }))
-	defer img.Close()
+	img := markerISOServer(t)
 	const user, pass = "admin", "e2e-pass"
-	media := func(step ...string) sushyMedia {
-		t.Helper()
-		var m sushyMedia
-		runSushy(t, "sushy_vmedia.py", url, user, pass, id, step, &m)
-		return m
-	}
+	media := func(step ...string) sushyMedia { t.Helper(); return mediaStep(t, url, id, step...) }
 	serial := f.SerialLog(vm.Name)
 
 	// vbmcd gives the VM the BMC's empty CD drive before it starts it, so

@@ -1,17 +1,10 @@
 package vbmcd
 
 import (
-	"context"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
-	kubevirtv1 "kubevirt.io/api/core/v1"
-
-	"github.com/bmlab/bmlab/internal/kubevirt"
-	"github.com/bmlab/bmlab/internal/kubevirt/kubevirttest"
 	"github.com/bmlab/bmlab/internal/testenv"
 	"github.com/bmlab/bmlab/internal/virt"
 )
@@ -26,16 +19,7 @@ import (
 func TestE2EKubeVirtSecureBoot(t *testing.T) {
 	fw := virt.DetectFirmware()
 	testenv.Require(t, fw.Code != "" && fw.Vars != "" && fw.SecureCode != "" && fw.SecureVars != "", "OVMF with secure boot and both variable templates (package ovmf)")
-	f := kubevirttest.Start(t, "lab", "e2e-kvsb-")
-	vm := kubevirtVM(t, f.Namespace, "kvsb-0", map[string]string{"bmlab.io/bmc": "yes"})
-	kv, err := kubevirt.NewRESTClient(f.API.RestConfig(), kubevirtv1.SchemeGroupVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kv.Post().Namespace(f.Namespace).Resource("virtualmachines").Body(vm).Do(context.Background()).Error(); err != nil {
-		t.Fatal(err)
-	}
-	id := vmUUID(t, kv, vm)
+	f, kv, vm, id := oneKubeVirtVM(t, "e2e-kvsb-", "kvsb-0")
 	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil))
 	const user, pass = "admin", "e2e-pass"
 	serial := f.SerialLog(vm.Name)
@@ -46,17 +30,6 @@ func TestE2EKubeVirtSecureBoot(t *testing.T) {
 			b, _ := os.ReadFile(serial)
 			t.Fatalf("%q did not appear on the serial console within %s (count stays %d); it ends:\n%q", what, 2*bootTimeout, before, b[max(0, len(b)-600):])
 		}
-	}
-	domainXML := func() string {
-		t.Helper()
-		var x []byte
-		if !testenv.WaitFor(30*time.Second, func() bool {
-			x, err = exec.Command("virsh", "-c", "qemu:///system", "dumpxml", f.DomainName(vm.Name)).CombinedOutput()
-			return err == nil
-		}) {
-			t.Fatalf("no domain for the instance: %v %s", err, x)
-		}
-		return string(x)
 	}
 
 	// UEFI first (Once Cd), then set_secure_boot_state(True), as Ironic
@@ -87,7 +60,7 @@ func TestE2EKubeVirtSecureBoot(t *testing.T) {
 	if n := count(testenv.Marker); n != 0 {
 		t.Errorf("the unsigned ISO booted under secure boot (%d markers)", n)
 	}
-	x := domainXML()
+	x := instanceXML(t, f, vm)
 	if !strings.Contains(x, fw.SecureCode) || !strings.Contains(x, "secure='yes'") || !strings.Contains(x, "<smm state='on'") {
 		t.Errorf("the instance's domain does not boot the secure-boot firmware with SMM (%s):\n%s", fw.SecureCode, x)
 	}

@@ -2,7 +2,6 @@ package vbmcd
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"os/exec"
 	"regexp"
@@ -36,15 +35,11 @@ func TestMetrics(t *testing.T) {
 		}
 		return r.Code
 	}
-	r, _ := http.NewRequest("GET", base+"/Systems?$top=1", nil)
-	r.SetBasicAuth("admin", "sim-pass-1")
-	resp, err := http.DefaultClient.Do(r)
+	list, err := send("GET", base+"/Systems?$top=1", "admin", "sim-pass-1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	sys := regexp.MustCompile(`/redfish/v1/Systems/([0-9a-f-]{36})`).FindStringSubmatch(string(body))[1]
+	sys := regexp.MustCompile(`/redfish/v1/Systems/([0-9a-f-]{36})`).FindStringSubmatch(string(list.Body))[1]
 	for range 3 {
 		if c := do("GET", "/Systems/"+sys, "admin", "sim-pass-1", ""); c != 200 {
 			t.Fatalf("GET system: %d", c)
@@ -64,7 +59,7 @@ func TestMetrics(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", metrics, nil)
-	resp, err = http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

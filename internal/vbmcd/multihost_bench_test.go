@@ -1,14 +1,9 @@
 package vbmcd
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,35 +32,7 @@ func BenchmarkMultiHostGetSystem(b *testing.B) {
 				ids = append(ids, labs[i%n].NewVM(b, fmt.Sprint(i), virttest.VMOptions{NoCD: true}).ID)
 			}
 			url := daemon(b, prefix, func(c *Config) { c.Libvirt, c.IPMI = hosts, false })
-			pool := x509.NewCertPool()
-			pem, err := os.ReadFile(caFile)
-			if err != nil || !pool.AppendCertsFromPEM(pem) {
-				b.Fatalf("read the daemon's certificate: %v", err)
-			}
-			client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-				TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: 64}}
-			var next atomic.Uint64
-			b.SetParallelism(4) // 8 clients on 2 CPUs
-			b.ResetTimer()
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					req, _ := http.NewRequest(http.MethodGet, url+"/redfish/v1/Systems/"+ids[next.Add(1)%2], nil)
-					req.SetBasicAuth("admin", "e2e-pass")
-					resp, err := client.Do(req)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						b.Errorf("GET: %d", resp.StatusCode)
-						return
-					}
-				}
-			})
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "reqs/s")
+			getLoad(b, url, caFile, ids)
 		})
 	}
 }
@@ -85,12 +52,7 @@ func BenchmarkMultiHostReconnect(b *testing.B) {
 	url := daemon(b, prefix, func(c *Config) {
 		c.Libvirt, c.IPMI = []virt.Host{{Name: ua.Name, URI: ua.URI}, {Name: ub.Name, URI: ub.URI}}, false
 	})
-	pool := x509.NewCertPool()
-	pem, err := os.ReadFile(caFile)
-	if err != nil || !pool.AppendCertsFromPEM(pem) {
-		b.Fatalf("read the daemon's certificate: %v", err)
-	}
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	client := trustingClient(b, caFile, 5*time.Second, 0)
 	unavailable := func() bool {
 		req, _ := http.NewRequest(http.MethodGet, url+"/redfish/v1/Systems/"+vm.ID, nil)
 		req.SetBasicAuth("admin", "e2e-pass")

@@ -2,13 +2,10 @@ package vbmcd
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -60,12 +57,7 @@ func newMultiHost(t *testing.T, prefix string) *multiHost {
 		c.Libvirt = []virt.Host{{Name: "alpha", URI: mh.hosts[0].URI}, {Name: "beta", URI: mh.hosts[1].URI}}
 		c.IPMI = true
 	})
-	pool := x509.NewCertPool()
-	pem, err := os.ReadFile(caFile)
-	if err != nil || !pool.AppendCertsFromPEM(pem) {
-		t.Fatalf("read the daemon's certificate %s: %v", caFile, err)
-	}
-	mh.client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	mh.client = trustingClient(t, caFile, 5*time.Second, 0)
 	return mh
 }
 

@@ -181,6 +181,42 @@ func TestE2ESIGKILLMidChange(t *testing.T) {
 	}
 }
 
+// readers are goroutines that each call their read over and over until
+// stop, which waits for them to end; they stop when the test ends too,
+// should a failure end it first.
+type readers struct {
+	done chan struct{}
+	once sync.Once
+	wg   sync.WaitGroup
+}
+
+func newReaders(t testing.TB) *readers {
+	r := &readers{done: make(chan struct{})}
+	t.Cleanup(r.stop)
+	return r
+}
+
+// add starts a goroutine that calls read until stop.
+func (r *readers) add(read func()) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		for {
+			select {
+			case <-r.done:
+				return
+			default:
+				read()
+			}
+		}
+	}()
+}
+
+func (r *readers) stop() {
+	r.once.Do(func() { close(r.done) })
+	r.wg.Wait()
+}
+
 // TestE2ELibvirtdRestartUnderLoad: a host's libvirtd crashes (SIGKILL) and
 // comes back while clients read over Redfish and IPMI. Every read is
 // answered, from the last known state during the outage; changes answer
@@ -243,26 +279,10 @@ func TestE2ELibvirtdRestartUnderLoad(t *testing.T) {
 		}
 		tl.slowest = max(tl.slowest, took)
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	// reader calls read until stop, in a goroutine of its own.
-	reader := func(read func()) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-					read()
-				}
-			}
-		}()
-	}
+	rs := newReaders(t)
 	for i := range 4 {
 		id := []string{run.ID, off.ID}[i%2]
-		reader(func() {
+		rs.add(func() {
 			start := time.Now()
 			req, _ := http.NewRequest(http.MethodGet, mh.url+sysPath(id), nil)
 			req.SetBasicAuth("admin", "e2e-pass")
@@ -287,7 +307,7 @@ func TestE2ELibvirtdRestartUnderLoad(t *testing.T) {
 		code, _, err := c.Do(wire.NetFnChassis, cmd, data...)
 		return code, err
 	}
-	reader(func() {
+	rs.add(func() {
 		start := time.Now()
 		code, err := ipmiDo(0x01) // Get Chassis Status
 		note(&ipmiReads, err == nil && code == wire.CodeOK, false, time.Since(start), fmt.Sprint(code, err))
@@ -339,8 +359,7 @@ func TestE2ELibvirtdRestartUnderLoad(t *testing.T) {
 		t.Errorf("%s in state %d after the Reset that was accepted", off.Name, got)
 	}
 	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	rs.stop()
 
 	_, _, b := mh.get(t, off.ID)
 	if boot, _ := b["Boot"].(map[string]any); boot["BootSourceOverrideTarget"] != "Pxe" || boot["BootSourceOverrideEnabled"] != "Continuous" {

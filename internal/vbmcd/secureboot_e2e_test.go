@@ -40,9 +40,7 @@ type sushySB struct {
 // sushySecureBoot runs one step of testdata/sushy_secureboot.py.
 func sushySecureBoot(t *testing.T, url, id string, step ...string) sushySB {
 	t.Helper()
-	var st sushySB
-	runSushy(t, "sushy_secureboot.py", url, "admin", "e2e-pass", id, step, &st)
-	return st
+	return adminStep[sushySB](t, "sushy_secureboot.py", url, id, step...)
 }
 
 // commonNames lists the subjects of a database's certificates.
@@ -183,28 +181,47 @@ func TestE2EUefiHttpBoot(t *testing.T) {
 	if st = sushySecureBoot(t, url, vm.ID, "http-boot", missing, "Once"); st.Refused != nil {
 		t.Fatalf("UefiHttp override: %+v", st.Refused)
 	}
-	st = sushySecureBoot(t, url, vm.ID, "reset", "On")
-	if st.Refused != nil {
-		if st.Refused.Status != http.StatusBadRequest || !slices.Contains(st.Refused.Messages, "ResourceMissingAtURI") {
-			t.Errorf("On with a missing image: %+v, want 400 ResourceMissingAtURI", st.Refused)
+	onRefused(t, url, lab, vm, "ResourceMissingAtURI", "missing.iso", "a missing image")
+
+	img := images.URL + "/marker.iso"
+	httpBootOnce(t, url, lab, vm, img, testenv.Marker)
+	// The override was Once: the next boot is the disk's, and takes the
+	// image out.
+	onceSpent(t, url, vm)
+}
+
+// onRefused powers vm on with a UefiHttp override whose image cannot
+// boot: the On is refused (400 with message msg), or accepted and the
+// system's health turns Critical with a Status that contains why; either
+// way the VM stays off. what names the image in failures.
+func onRefused(t *testing.T, url string, lab *virttest.Lab, vm *virttest.VM, msg, why, what string) {
+	t.Helper()
+	if st := sushySecureBoot(t, url, vm.ID, "reset", "On"); st.Refused != nil {
+		if st.Refused.Status != http.StatusBadRequest || !slices.Contains(st.Refused.Messages, msg) {
+			t.Errorf("On with %s: %+v, want 400 %s", what, st.Refused, msg)
 		}
 	} else if !testenv.WaitFor(bootTimeout, func() bool {
 		v := getJSON(t, url, "/redfish/v1/Systems/"+vm.ID)
 		s, _ := v["Status"].(map[string]any)
-		return s["Health"] == "Critical" && strings.Contains(string(mustJSON(t, v["Status"])), "missing.iso")
+		return s["Health"] == "Critical" && strings.Contains(string(mustJSON(t, v["Status"])), why)
 	}) {
-		t.Errorf("On with a missing image was accepted and the system never said why")
+		t.Errorf("On with %s was accepted and the system never said why", what)
 	}
 	if s := lab.DomainState(t, vm.Name); s != libvirt.DomainShutoff {
-		t.Errorf("the VM started although its UefiHttp image could not be fetched (state %d)", s)
+		t.Errorf("the VM started after On with %s (state %d)", what, s)
 	}
+}
 
-	img := images.URL + "/marker.iso"
-	if st = sushySecureBoot(t, url, vm.ID, "http-boot", img, "Once"); st.Refused != nil || st.Boot["HttpBootUri"] != img || st.Boot["BootSourceOverrideTarget"] != "UefiHttp" {
+// httpBootOnce sets a Once UefiHttp override to img and powers vm on: it
+// boots img (its serial console shows marker), not its disk, with img in
+// the Cd meanwhile, and powers itself off (the marker images halt).
+func httpBootOnce(t *testing.T, url string, lab *virttest.Lab, vm *virttest.VM, img, marker string) {
+	t.Helper()
+	if st := sushySecureBoot(t, url, vm.ID, "http-boot", img, "Once"); st.Refused != nil || st.Boot["HttpBootUri"] != img || st.Boot["BootSourceOverrideTarget"] != "UefiHttp" {
 		t.Fatalf("UefiHttp override: %+v", st)
 	}
 	sushy(t, url, "admin", "e2e-pass", vm.ID, "reset", "On")
-	vm.WaitMarker(t, testenv.Marker, 0, 2*bootTimeout)
+	vm.WaitMarker(t, marker, 0, 2*bootTimeout)
 	if _, d := vm.Markers(); d != 0 {
 		t.Errorf("the disk booted although the override said UefiHttp")
 	}
@@ -212,12 +229,14 @@ func TestE2EUefiHttpBoot(t *testing.T) {
 	if cd["Inserted"] != true || cd["Image"] != img {
 		t.Errorf("Cd during the UefiHttp boot: Inserted %v, Image %v; want true, %s", cd["Inserted"], cd["Image"], img)
 	}
-	lab.WaitPower(t, vm.ID, machine.PowerOff, bootTimeout) // the marker ISO halts
+	lab.WaitPower(t, vm.ID, machine.PowerOff, bootTimeout)
+}
 
-	// The override was Once: the next boot is the disk's, and takes the
-	// image out.
-	st = sushySecureBoot(t, url, vm.ID, "show")
-	if st.Boot["BootSourceOverrideEnabled"] != "Disabled" {
+// onceSpent: after a Once override's boot the override reads Disabled,
+// and the next On boots vm's disk with the Cd empty.
+func onceSpent(t *testing.T, url string, vm *virttest.VM) {
+	t.Helper()
+	if st := sushySecureBoot(t, url, vm.ID, "show"); st.Boot["BootSourceOverrideEnabled"] != "Disabled" {
 		t.Errorf("the Once override stayed: %v", st.Boot)
 	}
 	sushy(t, url, "admin", "e2e-pass", vm.ID, "reset", "On")

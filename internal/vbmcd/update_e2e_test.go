@@ -2,13 +2,10 @@ package vbmcd
 
 import (
 	"bytes"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -48,9 +45,7 @@ func (s sushyUpdate) ids() []string {
 // python3-sushy's update service API.
 func sushyFirmware(t *testing.T, url, id string, step ...string) sushyUpdate {
 	t.Helper()
-	var st sushyUpdate
-	runSushy(t, "sushy_update.py", url, "admin", "e2e-pass", id, step, &st)
-	return st
+	return adminStep[sushyUpdate](t, "sushy_update.py", url, id, step...)
 }
 
 // firmwareServer serves firmware images on loopback, as Ironic's
@@ -169,12 +164,7 @@ func TestE2EFirmwareUpdate(t *testing.T) {
 	// A BMC update: the BMC reboots; a client polling its Manager from
 	// before the update on gets no answer for the window, then the new
 	// version.
-	pool := x509.NewCertPool()
-	pem, err := os.ReadFile(caFile)
-	if err != nil || !pool.AppendCertsFromPEM(pem) {
-		t.Fatalf("the daemon's certificate: %v", err)
-	}
-	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	hc := trustingClient(t, caFile, 2*time.Second, 0)
 	type seen struct {
 		firstFail, back time.Time
 		version         string

@@ -337,6 +337,27 @@ func endsWithin(t *testing.T, lines <-chan string, within time.Duration) time.Du
 	}
 }
 
+// waitRow waits up to within for a line of the stream that begins with
+// prefix and holds id; ended and missing say what failed when the stream
+// ends first or no such line comes.
+func waitRow(t *testing.T, lines <-chan string, prefix, id string, within time.Duration, ended, missing string) {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal(ended)
+			}
+			if strings.HasPrefix(l, prefix) && strings.Contains(l, id) {
+				return
+			}
+		case <-deadline:
+			t.Fatal(missing)
+		}
+	}
+}
+
 // A live stream ends within a second of its session ending: logout, the
 // session deleted, the account deleted or disabled (it checked only at its
 // 25 s ping). A lowered role keeps it: ReadOnly may watch.
@@ -379,20 +400,7 @@ func TestLiveRevokedAtOnce(t *testing.T) {
 			if err := s.svc.Reset(context.Background(), id, machine.ResetForceOff); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.After(10 * time.Second)
-			for {
-				select {
-				case l, ok := <-lines:
-					if !ok {
-						t.Fatal("the stream of an account lowered to ReadOnly ended")
-					}
-					if strings.Contains(l, id) {
-						return
-					}
-				case <-deadline:
-					t.Fatal("no row after the role change")
-				}
-			}
+			waitRow(t, lines, "", id, 10*time.Second, "the stream of an account lowered to ReadOnly ended", "no row after the role change")
 		})
 	}
 }

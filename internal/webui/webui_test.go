@@ -262,20 +262,7 @@ func TestLiveOutlivesTimeouts(t *testing.T) {
 	if err := f.svc.Reset(ctx, id, machine.ResetOn); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.After(20 * time.Second)
-	for {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatal("the stream ended")
-			}
-			if strings.HasPrefix(l, "data: ") && strings.Contains(l, id) {
-				return
-			}
-		case <-deadline:
-			t.Fatal("no row for the machine powered on")
-		}
-	}
+	waitRow(t, lines, "data: ", id, 20*time.Second, "the stream ended", "no row for the machine powered on")
 }
 
 // TestAssets checks the assets are served with their type and an ETag a

@@ -58,84 +58,56 @@ func TestV15AuthCapsCapture(t *testing.T) {
 	}
 }
 
+// roundTrip is a TestRoundTrips case: bytes (hex) decode to want, and
+// want encodes to the same bytes.
+type roundTrip struct {
+	name   string
+	bytes  string
+	decode func([]byte) (any, error)
+	encode func(any) []byte
+	want   any
+}
+
+// rt is the roundTrip case of a message of type T, decoded by decode.
+func rt[T interface{ Append([]byte) []byte }](name, bytes string, decode func([]byte) (T, error), want T) roundTrip {
+	return roundTrip{name, bytes,
+		func(b []byte) (any, error) { return decode(b) },
+		func(v any) []byte { return v.(T).Append(nil) },
+		want}
+}
+
 func TestRoundTrips(t *testing.T) {
-	tests := []struct {
-		name   string
-		bytes  string
-		decode func([]byte) (any, error)
-		encode func(any) []byte
-		want   any
-	}{
-		{
-			"open session request, suite 17",
+	tests := []roundTrip{
+		rt("open session request, suite 17",
 			"01 04 0000 78563412 00000008 03000000 01000008 04000000 02000008 01000000",
-			func(b []byte) (any, error) { return DecodeOpenSessionRequest(b) },
-			func(v any) []byte { return v.(OpenSessionRequest).Append(nil) },
-			OpenSessionRequest{Tag: 1, MaxPrivilege: 4, ConsoleID: 0x12345678, Algorithms: Algorithms{3, 4, 1}},
-		},
-		{
-			"open session response, suite 3",
+			DecodeOpenSessionRequest, OpenSessionRequest{Tag: 1, MaxPrivilege: 4, ConsoleID: 0x12345678, Algorithms: Algorithms{3, 4, 1}}),
+		rt("open session response, suite 3",
 			"07 00 04 00 78563412 efbeadde 00000008 01000000 01000008 01000000 02000008 01000000",
-			func(b []byte) (any, error) { return DecodeOpenSessionResponse(b) },
-			func(v any) []byte { return v.(OpenSessionResponse).Append(nil) },
-			OpenSessionResponse{Tag: 7, MaxPrivilege: 4, ConsoleID: 0x12345678, BMCID: 0xdeadbeef, Algorithms: Algorithms{1, 1, 1}},
-		},
-		{
-			"open session refused",
+			DecodeOpenSessionResponse, OpenSessionResponse{Tag: 7, MaxPrivilege: 4, ConsoleID: 0x12345678, BMCID: 0xdeadbeef, Algorithms: Algorithms{1, 1, 1}}),
+		rt("open session refused",
 			"07 11 00 00 78563412",
-			func(b []byte) (any, error) { return DecodeOpenSessionResponse(b) },
-			func(v any) []byte { return v.(OpenSessionResponse).Append(nil) },
-			OpenSessionResponse{Tag: 7, Status: StatusNoCipherSuiteMatch, ConsoleID: 0x12345678},
-		},
-		{
-			"rakp 1",
+			DecodeOpenSessionResponse, OpenSessionResponse{Tag: 7, Status: StatusNoCipherSuiteMatch, ConsoleID: 0x12345678}),
+		rt("rakp 1",
 			"02 000000 efbeadde 000102030405060708090a0b0c0d0e0f 14 0000 05 61646d696e",
-			func(b []byte) (any, error) { return DecodeRAKP1(b) },
-			func(v any) []byte { return v.(RAKP1).Append(nil) },
-			RAKP1{Tag: 2, BMCID: 0xdeadbeef, ConsoleRandom: [16]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, Role: 0x14, Username: []byte("admin")},
-		},
-		{
-			"rakp 2 refused: unauthorized name",
+			DecodeRAKP1, RAKP1{Tag: 2, BMCID: 0xdeadbeef, ConsoleRandom: [16]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, Role: 0x14, Username: []byte("admin")}),
+		rt("rakp 2 refused: unauthorized name",
 			"02 0d 0000 78563412",
-			func(b []byte) (any, error) { return DecodeRAKP2(b) },
-			func(v any) []byte { return v.(RAKP2).Append(nil) },
-			RAKP2{Tag: 2, Status: StatusUnauthorizedName, ConsoleID: 0x12345678},
-		},
-		{
-			"rakp 3",
+			DecodeRAKP2, RAKP2{Tag: 2, Status: StatusUnauthorizedName, ConsoleID: 0x12345678}),
+		rt("rakp 3",
 			"03 00 0000 efbeadde aabbcc",
-			func(b []byte) (any, error) { return DecodeRAKP3(b) },
-			func(v any) []byte { return v.(RAKP3).Append(nil) },
-			RAKP3{Tag: 3, BMCID: 0xdeadbeef, AuthCode: []byte{0xaa, 0xbb, 0xcc}},
-		},
-		{
-			"rakp 4 refused: integrity",
+			DecodeRAKP3, RAKP3{Tag: 3, BMCID: 0xdeadbeef, AuthCode: []byte{0xaa, 0xbb, 0xcc}}),
+		rt("rakp 4 refused: integrity",
 			"03 0f 0000 78563412",
-			func(b []byte) (any, error) { return DecodeRAKP4(b) },
-			func(v any) []byte { return v.(RAKP4).Append(nil) },
-			RAKP4{Tag: 3, Status: StatusInvalidIntegrityValue, ConsoleID: 0x12345678, IntegrityCheck: []byte{}},
-		},
-		{
-			"chassis control response",
+			DecodeRAKP4, RAKP4{Tag: 3, Status: StatusInvalidIntegrityValue, ConsoleID: 0x12345678, IntegrityCheck: []byte{}}),
+		rt("chassis control response",
 			"81 04 7b 20 04 02 00 da",
-			func(b []byte) (any, error) { return DecodeResponse(b) },
-			func(v any) []byte { return v.(Response).Append(nil) },
-			Response{RqAddr: 0x81, NetFn: NetFnChassis | 1, RsAddr: 0x20, RqSeq: 1, Cmd: 0x02, Code: CodeOK, Data: []byte{}},
-		},
-		{
-			"sol data",
+			DecodeResponse, Response{RqAddr: 0x81, NetFn: NetFnChassis | 1, RsAddr: 0x20, RqSeq: 1, Cmd: 0x02, Code: CodeOK, Data: []byte{}}),
+		rt("sol data",
 			"03 00 00 00 6869",
-			func(b []byte) (any, error) { return DecodeSOL(b) },
-			func(v any) []byte { return v.(SOL).Append(nil) },
-			SOL{Seq: 3, Data: []byte("hi")},
-		},
-		{
-			"asf presence ping",
+			DecodeSOL, SOL{Seq: 3, Data: []byte("hi")}),
+		rt("asf presence ping",
 			"000011be 80 2a 00 00",
-			func(b []byte) (any, error) { return DecodeASF(b) },
-			func(v any) []byte { return v.(ASF).Append(nil) },
-			ASF{Type: ASFPresencePing, Tag: 0x2a, Data: []byte{}},
-		},
+			DecodeASF, ASF{Type: ASFPresencePing, Tag: 0x2a, Data: []byte{}}),
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

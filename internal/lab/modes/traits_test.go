@@ -2,7 +2,6 @@ package modes
 
 import (
 	"encoding/json"
-	"flag"
 	"os"
 	"slices"
 	"strings"
@@ -14,9 +13,8 @@ import (
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/plan/plantest"
+	"github.com/bmlab/bmlab/internal/testenv"
 )
-
-var update = flag.Bool("update", false, "rewrite internal/plan/plantest/modes.json")
 
 // TestTraitsFixture: the modes' names and traits that the plan's and the
 // shared steps' tests resolve with (internal/plan/plantest/modes.json) are
@@ -28,7 +26,7 @@ func TestTraitsFixture(t *testing.T) {
 	}
 	got = append(got, '\n')
 	const file = "../../plan/plantest/modes.json"
-	if *update {
+	if *testenv.Update {
 		if err := os.WriteFile(file, got, 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -1,21 +1,16 @@
 package steps
 
 import (
-	"flag"
-	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/labtest"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/plan/plantest"
+	"github.com/bmlab/bmlab/internal/testenv"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // TestGraphDOT pins the drawing of the fake host's lab: in sync, then with
 // a veth missing and a domain absent, and a lab with a BMC network (its
@@ -58,14 +53,6 @@ func TestGraphDOT(t *testing.T) {
 	} {
 		got := GraphDOT(tt.p, tt.diffs, tt.power)
 		golden := filepath.Join("testdata", tt.name+".dot")
-		if *update {
-			labtest.Must(t, os.MkdirAll("testdata", 0o755))
-			labtest.Must(t, os.WriteFile(golden, []byte(got), 0o644))
-		}
-		want, err := os.ReadFile(golden)
-		labtest.Must(t, err)
-		if d := cmp.Diff(string(want), got); d != "" {
-			t.Errorf("%s (-want +got):\n%s", golden, d)
-		}
+		testenv.Golden(t, golden, []byte(got))
 	}
 }

@@ -30,6 +30,28 @@ func objects(d []lab.Difference) []string {
 	return out
 }
 
+// networkUp is a lab's Env on a fake host f on which EnsureNetwork has made
+// the lab's network.
+func networkUp(t *testing.T) (*labtest.Host, *lab.Env) {
+	t.Helper()
+	f := labtest.NewHost()
+	e, _ := labtest.Env(t, f, "")
+	_, err := EnsureNetwork(context.Background(), e)
+	labtest.Must(t, err)
+	return f, e
+}
+
+// noObjects fails for each kind of object f holds, saying what (a format
+// taking the kind and the objects).
+func noObjects(t *testing.T, f *labtest.Host, what string) {
+	t.Helper()
+	for kind, objs := range f.Objs {
+		if len(objs) > 0 {
+			t.Errorf(what, kind, objs)
+		}
+	}
+}
+
 // TestNetworkPath: check, ensure and remove are one path, the one `labctl
 // net` prints and the network action runs. A fresh host differs in every
 // object, in repair order (the LLDP sender after the networks it sends
@@ -61,21 +83,14 @@ func TestNetworkPath(t *testing.T) {
 	if d := cmp.Diff(NetworkRemoval{Shared: []string{}, Networks: []string{"baremetal", "fk-machine"}, Links: []string{"baremetal", "bmlab-veth0", "bmlab-veth1", "bmnat-fk"}, LLDPSenders: []string{"lldp-fk"}, Foreign: []string{}, ResolverDropIns: []string{}}, rm); d != "" {
 		t.Errorf("remove (-want +got):\n%s", d)
 	}
-	for kind, objs := range f.Objs {
-		if len(objs) > 0 {
-			t.Errorf("%ss left: %v", kind, objs)
-		}
-	}
+	noObjects(t, f, "%ss left: %v")
 }
 
 // TestLLDPOff: with network.lldp off, a sender the lab left running is a
 // difference, and repair stops it.
 func TestLLDPOff(t *testing.T) {
-	f := labtest.NewHost()
-	e, _ := labtest.Env(t, f, "")
+	_, e := networkUp(t)
 	ctx := context.Background()
-	_, err := EnsureNetwork(ctx, e)
-	labtest.Must(t, err)
 	e.Plan.Network.LLDP = nil
 	diffs, err := CheckNetwork(ctx, e)
 	labtest.Must(t, err)
@@ -212,11 +227,7 @@ func TestPreflightForeignResolverDropIn(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "preflight: ") || !strings.Contains(err.Error(), "file "+path+" has no lab's mark") {
 		t.Fatalf("up = %v, want preflight to name the file", err)
 	}
-	for kind, objs := range f.Objs {
-		if len(objs) > 0 {
-			t.Errorf("%ss made though preflight refused: %v", kind, objs)
-		}
-	}
+	noObjects(t, f, "%ss made though preflight refused: %v")
 }
 
 // TestPreflightAsksTheProvider: preflight weighs the lab against what the
@@ -268,11 +279,7 @@ func TestPreflightAsksTheProvider(t *testing.T) {
 					t.Errorf("a note %q the host gives no cause for:\n%s", n, all)
 				}
 			}
-			for kind, objs := range f.Objs {
-				if len(objs) > 0 {
-					t.Errorf("preflight made %ss: %v", kind, objs)
-				}
-			}
+			noObjects(t, f, "preflight made %ss: %v")
 		})
 	}
 }
@@ -280,11 +287,8 @@ func TestPreflightAsksTheProvider(t *testing.T) {
 // TestLLDPNotOnASpoke: labctl on another host of the lab leaves the LLDP
 // sender alone (the hub's, and in the tests that host is this machine).
 func TestLLDPNotOnASpoke(t *testing.T) {
-	f := labtest.NewHost()
-	e, _ := labtest.Env(t, f, "")
+	f, e := networkUp(t)
 	ctx := context.Background()
-	_, err := EnsureNetwork(ctx, e)
-	labtest.Must(t, err)
 	e.Plan.Spoke, e.Plan.Network.LLDP = "beta", nil
 	if diffs, err := CheckNetwork(ctx, e); err != nil || len(diffs) != 0 {
 		t.Errorf("check on a spoke = %v, %v; want none", objects(diffs), err)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 // TestProgressPlain: without a terminal, progress is a plain line at most
@@ -32,7 +34,7 @@ func TestProgressPlain(t *testing.T) {
 
 // TestProgressTTY: on a terminal the progress rides on the spinner line.
 func TestProgressTTY(t *testing.T) {
-	var out syncBuffer
+	var out testenv.Buffer
 	s := NewStatus(&out, ProgressTTY)
 	s.Start("bmcs")
 	s.Progress("bmcs", "2 of 5 BMCs answer")

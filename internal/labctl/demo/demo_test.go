@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,24 +15,6 @@ import (
 	"github.com/bmlab/bmlab/internal/labctl"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
-
-// syncBuffer is the demo's output, read while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestDemoRunsVbmcdAsAProcess: `labctl demo` defines its VM on the real
 // libvirtd, starts vbmcd as a process of its own (labctl links no BMC
@@ -47,7 +28,7 @@ func TestDemoRunsVbmcdAsAProcess(t *testing.T) {
 	prefix := "bmlab-demotest-"
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &syncBuffer{}
+	out := &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- labctl.Run(ctx, zap.NewNop(), labctl.Streams{In: strings.NewReader(""), Out: out, ErrOut: out}, []string{
