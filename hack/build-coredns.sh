@@ -6,8 +6,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . hack/toolcache.sh
-VERSION=v1.15.0
-build_coredns() {
-  GOBIN="$1" GOFLAGS=-mod=mod nice -n 10 go install "github.com/coredns/coredns@$VERSION"
-}
-tool_cached coredns $VERSION build_coredns
+tool_go_install coredns v1.15.0 github.com/coredns/coredns

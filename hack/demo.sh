@@ -11,13 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ "$(id -u)" != 0 ]; then
-  echo "make demo needs root (it installs packages, starts libvirtd, makes bridges): run it as root, or: sudo make demo" >&2
-  exit 1
-fi
-# sudo's secure_path leaves out go.dev's install location.
-[ -x /usr/local/go/bin/go ] && export PATH=$PATH:/usr/local/go/bin
-command -v go >/dev/null || { echo "Go is not on PATH: install Go 1.26 (https://go.dev/dl) and retry" >&2; exit 1; }
+. hack/prereq.sh
+need_root_and_go "make demo needs root (it installs packages, starts libvirtd, makes bridges): run it as root, or: sudo make demo"
 bash hack/install-deps.sh
 bash hack/start-libvirtd.sh
 go build -o bin/ ./cmd/...

@@ -5,9 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . hack/toolcache.sh
-VERSION=v0.8.2
-build_staticcheck() {
-  GOBIN="$1" GOFLAGS=-mod=mod nice -n 10 go install "honnef.co/go/tools/cmd/staticcheck@$VERSION"
-}
-tool_cached staticcheck $VERSION build_staticcheck >&2
+tool_go_install staticcheck v0.8.2 honnef.co/go/tools/cmd/staticcheck >&2
 exec _out/tools/staticcheck "$@" ./...

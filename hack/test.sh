@@ -9,13 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ "$(id -u)" != 0 ]; then
-  echo "make test needs root: the integration tests make network namespaces and talk to the system libvirtd (run it as root, or: sudo make test)" >&2
-  exit 1
-fi
-# sudo's secure_path leaves out go.dev's install location.
-[ -x /usr/local/go/bin/go ] && export PATH=$PATH:/usr/local/go/bin
-command -v go >/dev/null || { echo "Go is not on PATH: install Go 1.26 (https://go.dev/dl) and retry" >&2; exit 1; }
+. hack/prereq.sh
+need_root_and_go "make test needs root: the integration tests make network namespaces and talk to the system libvirtd (run it as root, or: sudo make test)"
 
 # Each phase's start, with the seconds since the run began (CI's log shows
 # where its time goes).

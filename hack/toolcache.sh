@@ -61,3 +61,15 @@ go_build() {
   shift 3
   (cd "$mod" && GOFLAGS=-mod=mod CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "$ldflags" -o "$dest/" "$@")
 }
+
+# tool_go_install NAME VERSION PACKAGE: tool_cached NAME VERSION, built by
+# `go install PACKAGE@VERSION` under nice.
+tool_go_install() {
+  local name=$1 version=$2 pkg=$3
+  tool_cached "$name" "$version" _go_install
+}
+
+# _go_install DIR: tool_go_install's build (pkg and version are its caller's).
+_go_install() {
+  GOBIN="$1" GOFLAGS=-mod=mod nice -n 10 go install "$pkg@$version"
+}

@@ -230,20 +230,33 @@ func buildISO(out, cfg, arch string) error {
 	return os.Chmod(out, 0o644)
 }
 
-// playAgent does, for EnvAgentNodes, what the agent does on each node
-// once it booted the ISO: write the installed OS on the disk, then boot it.
-func (r *run) playAgent() error {
-	raw := os.Getenv(EnvAgentNodes)
+// agentNodes are the nodes the variable env lists (JSON; none when it is
+// unset), and how long each may take (EnvAgentTimeout, default 3 minutes).
+func agentNodes(env string) ([]AgentNode, time.Duration, error) {
+	raw := os.Getenv(env)
 	if raw == "" {
-		return nil
+		return nil, 0, nil
 	}
 	var nodes []AgentNode
 	if err := json.Unmarshal([]byte(raw), &nodes); err != nil {
-		return fmt.Errorf("%s: %w", EnvAgentNodes, err)
+		return nil, 0, fmt.Errorf("%s: %w", env, err)
+	}
+	if nodes == nil {
+		nodes = []AgentNode{} // null: set, with no node
 	}
 	timeout := 3 * time.Minute
 	if d, err := time.ParseDuration(os.Getenv(EnvAgentTimeout)); err == nil && d > 0 {
 		timeout = d
+	}
+	return nodes, timeout, nil
+}
+
+// playAgent does, for EnvAgentNodes, what the agent does on each node
+// once it booted the ISO: write the installed OS on the disk, then boot it.
+func (r *run) playAgent() error {
+	nodes, timeout, err := agentNodes(EnvAgentNodes)
+	if err != nil || nodes == nil {
+		return err
 	}
 	if err := os.MkdirAll(filepath.Join(r.dir, AgentInputs), 0o700); err != nil {
 		return err

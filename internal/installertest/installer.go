@@ -1,6 +1,7 @@
 package installertest
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -227,24 +228,32 @@ func (r *run) createIgnition() int {
 	if !ok {
 		return ExitInstallConfigError
 	}
-	manifests, err := r.consumeManifests()
+	files, err := r.ignitionConfigs(ic)
 	if err != nil {
 		r.log("fatal", err.Error())
 		return 1
 	}
-	if manifests == nil {
-		manifests = Manifests(ic) // none on disk: generated, as the installer would
-	}
-	version := os.Getenv(EnvIgnitionVersion)
-	if version == "" {
-		version = "3.2.0"
-	}
-	if err := writeAll(r.dir, IgnitionConfigs(ic, version, manifests)); err != nil {
+	if err := writeAll(r.dir, files); err != nil {
 		r.log("fatal", err.Error())
 		return 1
 	}
 	r.log("info", "Ignition-Configs created in: "+r.dir+" and "+filepath.Join(r.dir, "auth"))
 	return 0
+}
+
+// ignitionConfigs are the ignition configs the installer makes of ic and
+// the manifests on disk, which it consumes (none on disk: generated, as
+// the installer would), in the spec version EnvIgnitionVersion names
+// (default 3.2.0).
+func (r *run) ignitionConfigs(ic InstallConfig) (map[string][]byte, error) {
+	manifests, err := r.consumeManifests()
+	if err != nil {
+		return nil, err
+	}
+	if manifests == nil {
+		manifests = Manifests(ic)
+	}
+	return IgnitionConfigs(ic, cmp.Or(os.Getenv(EnvIgnitionVersion), "3.2.0"), manifests), nil
 }
 
 // consumeManifests reads manifests/ and openshift/ (nil when neither

@@ -74,19 +74,11 @@ func (r *run) createSingleNode() int {
 		r.log("fatal", "failed to fetch Single Node Bootstrap In Place Ignition Config: failed to load asset \"Install Config\": invalid install-config configuration: "+strings.Join(bad, ", "))
 		return ExitInstallConfigError
 	}
-	manifests, err := r.consumeManifests()
+	files, err := r.ignitionConfigs(ic)
 	if err != nil {
 		r.log("fatal", err.Error())
 		return 1
 	}
-	if manifests == nil {
-		manifests = Manifests(ic)
-	}
-	version := os.Getenv(EnvIgnitionVersion)
-	if version == "" {
-		version = "3.2.0"
-	}
-	files := IgnitionConfigs(ic, version, manifests)
 	delete(files, MasterIgn)
 	boot := files[BootstrapIgn]
 	delete(files, BootstrapIgn)
@@ -135,22 +127,14 @@ func bootstrapInPlace(boot []byte, disk string) ([]byte, error) {
 // (its install-to-disk script naming the installation disk) and powered
 // off, write the installed OS on that disk and boot it.
 func (r *run) playLive(ic InstallConfig) error {
-	raw := os.Getenv(EnvLiveNodes)
-	if raw == "" {
-		return nil
-	}
-	var nodes []AgentNode
-	if err := json.Unmarshal([]byte(raw), &nodes); err != nil {
-		return fmt.Errorf("%s: %w", EnvLiveNodes, err)
+	nodes, timeout, err := agentNodes(EnvLiveNodes)
+	if err != nil || nodes == nil {
+		return err
 	}
 	if ic.BootstrapInPlace == nil {
 		return fmt.Errorf("%s set but the install-config has no bootstrapInPlace", EnvLiveNodes)
 	}
 	disk := ic.BootstrapInPlace.InstallationDisk
-	timeout := 3 * time.Minute
-	if d, err := time.ParseDuration(os.Getenv(EnvAgentTimeout)); err == nil && d > 0 {
-		timeout = d
-	}
 	for _, n := range nodes {
 		done := filepath.Join(r.dir, ".fake-live-installed-"+n.Domain)
 		if _, err := os.Stat(done); err == nil {

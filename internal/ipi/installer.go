@@ -66,13 +66,19 @@ func (e *InstallerError) Error() string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s failed: %v; its log is %s", InstallerName, cmd, e.Err, filepath.Join(e.Dir, ocp.InstallerLogName))
-	if len(e.Tail) > 0 {
+	writeTail(&b, e.Tail)
+	return b.String()
+}
+
+// writeTail adds a failed command's last output lines to its error's
+// message, one an indented line.
+func writeTail(b *strings.Builder, tail []string) {
+	if len(tail) > 0 {
 		b.WriteString("; last output:")
-		for _, l := range e.Tail {
+		for _, l := range tail {
 			b.WriteString("\n  " + l)
 		}
 	}
-	return b.String()
 }
 
 func (e *InstallerError) Unwrap() error { return e.Err }

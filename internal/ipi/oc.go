@@ -69,12 +69,7 @@ type OCError struct {
 func (e *OCError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "oc %s failed: %v", strings.Join(e.Args, " "), e.Err)
-	if len(e.Tail) > 0 {
-		b.WriteString("; last output:")
-		for _, l := range e.Tail {
-			b.WriteString("\n  " + l)
-		}
-	}
+	writeTail(&b, e.Tail)
 	return b.String()
 }
 

@@ -205,11 +205,10 @@ func (c *checker) networking(n Networking) {
 	var machine []netip.Prefix
 	for i, m := range n.MachineNetwork {
 		f := fmt.Sprintf("networking.machineNetwork[%d]", i)
-		p, ok := c.subnet(f, m.CIDR)
+		p, ok := c.networkSubnet(f, m.CIDR, n.NetworkType)
 		if !ok {
 			continue
 		}
-		c.notOVN(f, p, n.NetworkType)
 		for j, o := range machine {
 			if p.Overlaps(o) {
 				c.invalid(f, m.CIDR, fmt.Sprintf("machine network must not overlap with machine network %d", j))
@@ -226,11 +225,10 @@ func (c *checker) networking(n Networking) {
 	var service []netip.Prefix
 	for i, s := range n.ServiceNetwork {
 		f := fmt.Sprintf("networking.serviceNetwork[%d]", i)
-		p, ok := c.subnet(f, s)
+		p, ok := c.networkSubnet(f, s, n.NetworkType)
 		if !ok {
 			continue
 		}
-		c.notOVN(f, p, n.NetworkType)
 		if overlapsMachine(p) {
 			c.invalid(f, s, "service network must not overlap with any of the machine networks")
 		}
@@ -242,11 +240,10 @@ func (c *checker) networking(n Networking) {
 	c.dualStack(n)
 	for i, cn := range n.ClusterNetwork {
 		f := fmt.Sprintf("networking.clusterNetwork[%d].cidr", i)
-		p, ok := c.subnet(f, cn.CIDR)
+		p, ok := c.networkSubnet(f, cn.CIDR, n.NetworkType)
 		if !ok {
 			continue
 		}
-		c.notOVN(f, p, n.NetworkType)
 		if overlapsMachine(p) {
 			c.invalid(f, cn.CIDR, "cluster network must not overlap with any of the machine networks")
 		}
@@ -340,6 +337,16 @@ func (c *checker) subnet(field, s string) (netip.Prefix, bool) {
 		return p, false
 	}
 	return p, true
+}
+
+// networkSubnet is subnet for an entry of networking's lists, which must
+// not overlap OVNKubernetes' own subnets either (notOVN).
+func (c *checker) networkSubnet(field, s, networkType string) (netip.Prefix, bool) {
+	p, ok := c.subnet(field, s)
+	if ok {
+		c.notOVN(field, p, networkType)
+	}
+	return p, ok
 }
 
 func (c *checker) notOVN(field string, p netip.Prefix, networkType string) {

@@ -1,6 +1,7 @@
 package labconfig
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -127,24 +128,12 @@ type Bridge struct {
 	LibvirtNetwork *bool `json:"libvirtNetwork,omitempty"`
 }
 
-// Veth is a veth pair the lab owns.
-type Veth struct {
-	Name       string `json:"name"`
-	Master     string `json:"master,omitempty"`
-	Peer       string `json:"peer"`
-	PeerMaster string `json:"peerMaster,omitempty"`
-	MTU        int    `json:"mtu,omitempty"`
-}
+// Veth is a veth pair the lab owns, as netplumb makes it (the lab file's
+// network.veths are netplumb's records, word for word).
+type Veth = netplumb.Veth
 
-// VLAN is an 802.1Q sub-interface the lab owns.
-type VLAN struct {
-	Name      string         `json:"name"`
-	Parent    string         `json:"parent"`
-	ID        int            `json:"id"`
-	Master    string         `json:"master,omitempty"`
-	MTU       int            `json:"mtu,omitempty"`
-	Addresses []netip.Prefix `json:"addresses,omitempty"`
-}
+// VLAN is an 802.1Q sub-interface the lab owns, as netplumb makes it.
+type VLAN = netplumb.VLAN
 
 // Default returns the seed lab's configuration.
 func Default() *Config {
@@ -210,31 +199,15 @@ func Parse(data []byte) (*Config, error) {
 // SetDefaults fills in what the file leaves out, so that an empty file
 // describes the seed lab.
 func (c *Config) SetDefaults() {
-	if c.APIVersion == "" {
-		c.APIVersion = APIVersion
-	}
-	if c.Kind == "" {
-		c.Kind = Kind
-	}
-	if c.Name == "" {
-		c.Name = DefaultName
-	}
+	c.APIVersion = cmp.Or(c.APIVersion, APIVersion)
+	c.Kind = cmp.Or(c.Kind, Kind)
+	c.Name = cmp.Or(c.Name, DefaultName)
 	n := &c.Network
-	if n.ProvisioningNetwork == "" {
-		n.ProvisioningNetwork = ocp.ProvisioningDisabled
-	}
-	if n.MTU == 0 {
-		n.MTU = DefaultMTU
-	}
-	if n.LibvirtBridge == "" {
-		n.LibvirtBridge = DefaultLibvirtBridge
-	}
-	if n.NetworkManagerConfDir == "" {
-		n.NetworkManagerConfDir = DefaultNMConfDir
-	}
-	if n.HostResolver == "" {
-		n.HostResolver = ResolverHosts
-	}
+	n.ProvisioningNetwork = cmp.Or(n.ProvisioningNetwork, ocp.ProvisioningDisabled)
+	n.MTU = cmp.Or(n.MTU, DefaultMTU)
+	n.LibvirtBridge = cmp.Or(n.LibvirtBridge, DefaultLibvirtBridge)
+	n.NetworkManagerConfDir = cmp.Or(n.NetworkManagerConfDir, DefaultNMConfDir)
+	n.HostResolver = cmp.Or(n.HostResolver, ResolverHosts)
 	if n.HostResolverDir == "" {
 		switch n.HostResolver {
 		case ResolverDnsmasq:
@@ -355,12 +328,8 @@ func (n Network) Topology() netplumb.Topology {
 	for _, b := range n.Bridges {
 		t.Bridges = append(t.Bridges, netplumb.Bridge{Name: b.Name, MTU: b.MTU, Addresses: b.Addresses})
 	}
-	for _, v := range n.Veths {
-		t.Veths = append(t.Veths, netplumb.Veth(v))
-	}
-	for _, v := range n.VLANs {
-		t.VLANs = append(t.VLANs, netplumb.VLAN(v))
-	}
+	t.Veths = append(t.Veths, n.Veths...)
+	t.VLANs = append(t.VLANs, n.VLANs...)
 	return t
 }
 

@@ -153,15 +153,11 @@ func nodeImage(ctx context.Context, e *lab.Env, pending []plan.Node) (bool, erro
 func bootPending(ctx context.Context, e *lab.Env, pending []plan.Node) (bool, error) {
 	p := e.Plan
 	iso := filepath.Join(p.Paths.NodeImageDir, agent.NodeISOName(p.Cluster.Arch.Workers))
-	stop, err := serveISO(p.Netns, iso, p.Agent.MediaAddr)
+	c, stop, err := serveISO(p, iso)
 	if err != nil {
 		return false, err
 	}
 	defer stop()
-	c, err := bmcclient.New(p)
-	if err != nil {
-		return false, err
-	}
 	url := "http://" + p.Agent.MediaAddr + "/" + filepath.Base(iso)
 	for _, n := range pending {
 		if _, err := c.BootFromISO(ctx, n.BMC.SystemURL, url); err != nil {

@@ -34,15 +34,11 @@ func (agentMedia) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 	if all {
 		return false, nil
 	}
-	stop, err := serveISO(p.Netns, p.Paths.AgentISO, p.Agent.MediaAddr)
+	c, stop, err := serveISO(p, p.Paths.AgentISO)
 	if err != nil {
 		return false, err
 	}
 	defer stop()
-	c, err := bmcclient.New(p)
-	if err != nil {
-		return false, err
-	}
 	changed := false
 	for i, n := range p.Nodes {
 		if booted[n.Name] || n.Added {
@@ -88,15 +84,17 @@ func (agentMedia) Delete(_ context.Context, e *lab.Env) error {
 	return lab.RemoveFiles([]string{e.Plan.Paths.MediaBooted}, "")
 }
 
-// serveISO serves iso at http://addr/<its name>, from the network
-// namespace netns, until stop.
-func serveISO(netns, iso, addr string) (stop func(), err error) {
+// serveISO serves iso at http://<the plan's Agent.MediaAddr>/<its name>,
+// from the lab's network namespace, until stop, and returns the client of
+// the BMCs that fetch it.
+func serveISO(p *plan.Plan, iso string) (c *bmcclient.Client, stop func(), err error) {
 	if _, err := os.Stat(iso); err != nil {
-		return nil, fmt.Errorf("the ISO: %w", err)
+		return nil, nil, fmt.Errorf("the ISO: %w", err)
 	}
-	l, err := netplumb.ListenIn(netns, "tcp", addr)
+	addr := p.Agent.MediaAddr
+	l, err := netplumb.ListenIn(p.Netns, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("serve %s on %s: %w (cluster.agent.mediaPort sets the port)", filepath.Base(iso), addr, err)
+		return nil, nil, fmt.Errorf("serve %s on %s: %w (cluster.agent.mediaPort sets the port)", filepath.Base(iso), addr, err)
 	}
 	name := "/" + filepath.Base(iso)
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -107,11 +105,16 @@ func serveISO(netns, iso, addr string) (stop func(), err error) {
 		http.ServeFile(w, r, iso) // ranges and HEAD included
 	})}
 	go func() { _ = srv.Serve(l) }()
-	return func() {
+	stop = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
-	}, nil
+	}
+	if c, err = bmcclient.New(p); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return c, stop, nil
 }
 
 // ejectAll ejects the virtual CD of every node.

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/bmlab/bmlab/internal/lab"
-	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/upi"
 )
@@ -26,18 +25,15 @@ func (manifests) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 	if lab.Exists(filepath.Join(dir, "bootstrap.ign")) {
 		return false, nil // the ignition configs consumed the manifests
 	}
-	changed := false
-	if !lab.Exists(filepath.Join(dir, "manifests")) {
-		if err := installerFor(e, "manifests").CreateManifests(ctx); err != nil {
-			return false, steps.StopIfMissing(err)
-		}
-		changed = true
+	changed, err := createOnce(ctx, e, "manifests", filepath.Join(dir, "manifests"), (*upi.Installer).CreateManifests)
+	if err != nil {
+		return false, err
 	}
-	_, key, err := steps.Inputs(e)
+	c, err := clusterOf(e)
 	if err != nil {
 		return changed, err
 	}
-	edited, err := upi.EditManifests(dir, Cluster(e.Plan, key), upi.ManifestOptions{ApproverImage: e.Plan.Hybrid.ApproverImage})
+	edited, err := upi.EditManifests(dir, c, upi.ManifestOptions{ApproverImage: e.Plan.Hybrid.ApproverImage})
 	if err != nil {
 		return changed, err
 	}
@@ -62,18 +58,14 @@ func (ignition) Name() string { return "ignition" }
 func (ignition) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 	p := e.Plan
 	dir := p.Installer.Dir
-	changed := false
-	if !lab.Exists(filepath.Join(dir, "bootstrap.ign")) {
-		if err := installerFor(e, "ignition").CreateIgnitionConfigs(ctx); err != nil {
-			return false, steps.StopIfMissing(err)
-		}
-		changed = true
+	changed, err := createOnce(ctx, e, "ignition", filepath.Join(dir, "bootstrap.ign"), (*upi.Installer).CreateIgnitionConfigs)
+	if err != nil {
+		return false, err
 	}
-	_, key, err := steps.Inputs(e)
+	c, err := clusterOf(e)
 	if err != nil {
 		return changed, err
 	}
-	c := Cluster(p, key)
 	if err := os.MkdirAll(p.Paths.IgnitionDir, 0o755); err != nil {
 		return changed, err
 	}

@@ -1,6 +1,7 @@
 package hybridmode
 
 import (
+	"context"
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/steps"
@@ -83,6 +84,15 @@ func Cluster(p *plan.Plan, sshKey string) upi.Cluster {
 	return c
 }
 
+// clusterOf is Cluster with the lab's SSH key (steps.Inputs).
+func clusterOf(e *lab.Env) (upi.Cluster, error) {
+	_, key, err := steps.Inputs(e)
+	if err != nil {
+		return upi.Cluster{}, err
+	}
+	return Cluster(e.Plan, key), nil
+}
+
 // installerFor runs openshift-install in the plan's installer directory,
 // its lines under the action's status line.
 func installerFor(e *lab.Env, step string) *upi.Installer {
@@ -90,6 +100,18 @@ func installerFor(e *lab.Env, step string) *upi.Installer {
 		Options: ipi.InstallerOptions{Binary: e.Plan.Installer.Binary, Dir: e.Plan.Installer.Dir},
 		OnLine:  func(line string) { e.Rep.Note(step, line) },
 	}
+}
+
+// createOnce runs an openshift-install create command (create) for the
+// step unless what it writes (made) is there; changed: it ran.
+func createOnce(ctx context.Context, e *lab.Env, step, made string, create func(*upi.Installer, context.Context) error) (changed bool, err error) {
+	if lab.Exists(made) {
+		return false, nil
+	}
+	if err := create(installerFor(e, step), ctx); err != nil {
+		return false, steps.StopIfMissing(err)
+	}
+	return true, nil
 }
 
 // nodesOf returns the plan's nodes with one of the roles.

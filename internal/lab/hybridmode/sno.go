@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/bmlab/bmlab/internal/lab"
-	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/upi"
 )
@@ -44,25 +43,21 @@ func (snoIgnition) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 	p := e.Plan
 	h := p.Hybrid
 	src := filepath.Join(p.Installer.Dir, upi.BootstrapInPlaceIgnition)
-	changed := false
-	if !lab.Exists(src) {
-		if err := installerFor(e, "ignition").CreateSingleNodeIgnitionConfig(ctx); err != nil {
-			return false, steps.StopIfMissing(err)
-		}
-		if !lab.Exists(src) {
-			return true, fmt.Errorf("openshift-install create single-node-ignition-config finished but wrote no %s", src)
-		}
-		changed = true
+	changed, err := createOnce(ctx, e, "ignition", src, (*upi.Installer).CreateSingleNodeIgnitionConfig)
+	if err != nil {
+		return false, err
+	}
+	if changed && !lab.Exists(src) {
+		return true, fmt.Errorf("openshift-install create single-node-ignition-config finished but wrote no %s", src)
 	}
 	raw, err := os.ReadFile(src)
 	if err != nil {
 		return changed, err
 	}
-	_, key, err := steps.Inputs(e)
+	c, err := clusterOf(e)
 	if err != nil {
 		return changed, err
 	}
-	c := Cluster(p, key)
 	n := p.Nodes[0]
 	merged, err := upi.MergeIgnition(upi.BootstrapInPlaceIgnition, raw, c.Nodes[0], c, nil)
 	if err != nil {
