@@ -114,6 +114,14 @@ func TestTheFloorPlan(t *testing.T) {
 			t.Errorf("the shared steps import syscall: what the host offers is the provider's answer (lab.Provider.Info)")
 		}
 	}
+	// The provider answers for the host: the shared steps run no program
+	// on it (qemu-img is lab.Provider.Image; remote.go runs labctl on the
+	// lab's other hosts, the Runner) and write none of its files
+	// (NetworkManager's snippet, the resolver drop-in: lab.Unmanaged,
+	// lab.ResolverDropIn).
+	for _, use := range hostReaches(t, "steps") {
+		t.Errorf("%s: the shared steps reach the host around the provider; declare an object (or ask lab.Provider) and let the provider do it", use)
+	}
 	for _, m := range modes {
 		for im := range pkgs[m] {
 			if (isMode(im) && im != m) || im == provider {
@@ -188,6 +196,39 @@ func TestTheFloorPlan(t *testing.T) {
 	}
 }
 
+// hostReaches are the places in dir's non-test files that run a program
+// (exec.Command, but in remote.go), call netplumb's functions that read or
+// write the host's files, or name a directory of the host's network
+// configuration.
+func hostReaches(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileFuncs := map[string]bool{"NetworkManagerPresent": true, "WriteUnmanagedSnippet": true, "UnmanagedSnippetCurrent": true,
+		"RemoveUnmanagedSnippet": true, "UnmanagedSnippetOwner": true, "RemoveResolverDropIn": true, "ResolverDropInOwner": true}
+	var out []string
+	inspectSources(t, files, func(fset *token.FileSet, f string, n ast.Node) {
+		switch n := n.(type) {
+		case *ast.SelectorExpr:
+			x, ok := n.X.(*ast.Ident)
+			switch {
+			case !ok:
+			case x.Name == "exec" && strings.HasPrefix(n.Sel.Name, "Command") && filepath.Base(f) != "remote.go":
+				out = append(out, fmt.Sprintf("%s: exec.%s", fset.Position(n.Pos()), n.Sel.Name))
+			case x.Name == "netplumb" && fileFuncs[n.Sel.Name]:
+				out = append(out, fmt.Sprintf("%s: netplumb.%s", fset.Position(n.Pos()), n.Sel.Name))
+			}
+		case *ast.BasicLit:
+			if v, err := strconv.Unquote(n.Value); n.Kind == token.STRING && err == nil && (strings.Contains(v, "/etc/NetworkManager") || strings.Contains(v, "/etc/systemd")) {
+				out = append(out, fmt.Sprintf("%s: %q", fset.Position(n.Pos()), v))
+			}
+		}
+	})
+	return out
+}
+
 // reachable is the set of the repository's packages that from reaches
 // (from included), through pkgs' imports.
 func reachable(pkgs map[string]map[string]bool, from string) map[string]bool {
@@ -225,6 +266,20 @@ func modeNameUses(t *testing.T, dir string) []string {
 		t.Fatalf("plantest names the modes %v: the test no longer sees them", names)
 	}
 	var out []string
+	inspectSources(t, files, func(fset *token.FileSet, _ string, n ast.Node) {
+		if l, ok := n.(*ast.BasicLit); ok && l.Kind == token.STRING {
+			if v, err := strconv.Unquote(l.Value); err == nil && names[v] {
+				out = append(out, fmt.Sprintf("%s: %s", fset.Position(l.Pos()), l.Value))
+			}
+		}
+	})
+	return out
+}
+
+// inspectSources parses the non-test files among files and calls visit
+// with each node of each.
+func inspectSources(t *testing.T, files []string, visit func(fset *token.FileSet, file string, n ast.Node)) {
+	t.Helper()
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
@@ -235,15 +290,10 @@ func modeNameUses(t *testing.T, dir string) []string {
 			t.Fatal(err)
 		}
 		ast.Inspect(af, func(n ast.Node) bool {
-			if l, ok := n.(*ast.BasicLit); ok && l.Kind == token.STRING {
-				if v, err := strconv.Unquote(l.Value); err == nil && names[v] {
-					out = append(out, fmt.Sprintf("%s: %s", fset.Position(l.Pos()), l.Value))
-				}
-			}
+			visit(fset, f, n)
 			return true
 		})
 	}
-	return out
 }
 
 // vendorNameUses are the places, in the repository's non-test Go files

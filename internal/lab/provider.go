@@ -55,6 +55,16 @@ type Provider interface {
 	// the space free where the lab keeps its files (dir, which exists).
 	// The steps ask it; they read no /dev/kvm or /proc of their own.
 	Info(ctx context.Context, dir string) (HostInfo, error)
+
+	// Image is what a disk image the nodes' volumes are cloned from is
+	// (qemu-img info, for the libvirt one): its format and virtual size.
+	Image(ctx context.Context, path string) (ImageInfo, error)
+}
+
+// ImageInfo is a disk image as its provider reads it.
+type ImageInfo struct {
+	Format      string // qcow2, raw, ...
+	VirtualSize uint64 // bytes
 }
 
 // HostInfo is what a lab's host offers. A figure the host does not tell
@@ -99,6 +109,12 @@ const (
 	// mark in it: Delete undefines it once the caller has proven it the
 	// lab's (by its name and its directory's layout).
 	KindDanglingPool Kind = "storage pool without its directory"
+	// KindUnmanaged is NetworkManager's unmanaged-devices snippet of a
+	// lab (Unmanaged), named by its path; its name is its mark.
+	KindUnmanaged Kind = "NetworkManager snippet"
+	// KindResolver is a host resolver drop-in (ResolverDropIn), named by
+	// its path; its first line is its mark.
+	KindResolver Kind = "host resolver drop-in"
 )
 
 // ErrForeign means an object with a lab name does not bear the lab's mark.
@@ -214,7 +230,24 @@ type DHCPServer struct {
 	Server plan.DHCPServer
 }
 
-func (DHCPServer) object() {}
+// Unmanaged is NetworkManager's unmanaged-devices snippet that keeps it
+// off the lab's links, on the host that holds them. Ensure writes it where
+// NetworkManager is and says its path when it wrote; Differences gives one
+// (Object: its path) when NetworkManager is there and the snippet is not,
+// or differs.
+type Unmanaged struct{ netplumb.Unmanaged }
+
+// ResolverDropIn is the host resolver's drop-in that sends the cluster's
+// domain to the lab's DNS. Ensure writes it unless it is there (a file
+// without the lab's mark stops it: netplumb.ErrNotLabs) and says its path
+// when it wrote; Differences gives one (Object: its path, Got: what is
+// wrong, Blocking: a file without the lab's mark) unless it is as
+// declared.
+type ResolverDropIn struct{ netplumb.ResolverDropIn }
+
+func (DHCPServer) object()     {}
+func (Unmanaged) object()      {}
+func (ResolverDropIn) object() {}
 
 func (Pool) object()          {}
 func (Volume) object()        {}

@@ -176,20 +176,11 @@ type RemotePool struct {
 // when it is active so that its volumes are what is in the directory.
 func remotePoolState(ctx context.Context, l *libvirt.Libvirt, name string) (RemotePool, error) {
 	var rp RemotePool
-	if err := ctx.Err(); err != nil {
+	st, err := lookupPool(ctx, l, name)
+	if err != nil || !st.exists {
 		return rp, err
 	}
-	p, err := l.StoragePoolLookupByName(name)
-	if isLibvirtError(err, libvirt.ErrNoStoragePool) {
-		return rp, nil
-	}
-	if err != nil {
-		return rp, fmt.Errorf("look up storage pool %q: %w", name, err)
-	}
-	st := poolState{pool: p, exists: true}
-	if err := st.read(l); err != nil {
-		return rp, err
-	}
+	p := st.pool
 	rp.Found, rp.Dir, rp.Active = true, st.dir, st.active
 	if !rp.Active {
 		return rp, nil

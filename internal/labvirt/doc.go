@@ -19,9 +19,14 @@
 // server (dnsmasq, its configuration file written first) as processes
 // (daemon.go), their command lines (vbmcd's, the sender's, dnsmasq's)
 // built from the plan's facts (command.go; TestCommands pins them for the labs of
-// plantest/labs.json). Every object carries the lab's ownership mark (MarkXML, a
-// mark file in a pool's directory, a link's alias, vbmcd's environment),
-// and Marked finds what bears it.
+// plantest/labs.json). It answers for the machine labctl runs on
+// (hostinfo.go, hostfiles.go): what it offers (Info), what a disk image is
+// (Image, with qemu-img), and the host's files the network step declares,
+// NetworkManager's unmanaged-devices snippet and the resolver drop-in
+// (written by internal/netplumb). Every object carries the lab's ownership
+// mark (MarkXML, a mark file in a pool's directory, a link's alias,
+// vbmcd's environment, a snippet's name, a drop-in's first line), and
+// Marked finds what bears it.
 //
 // Conn is a connection to one libvirtd (Dial, or Wrap of one made
 // elsewhere) with the few tasks labctl demo uses.

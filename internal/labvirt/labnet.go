@@ -540,19 +540,26 @@ func getLabNetState(ctx context.Context, l *libvirt.Libvirt, name string) (labNe
 	if st.def, err = networkDef(l, net, libvirt.NetworkXMLInactive); err != nil {
 		return st, err
 	}
-	active, err := l.NetworkIsActive(net)
-	if err != nil {
-		return st, fmt.Errorf("libvirt network %q: %w", name, err)
+	if st.active, st.autostart, err = runState(l, net); err != nil {
+		return st, err
 	}
-	auto, err := l.NetworkGetAutostart(net)
-	if err != nil {
-		return st, fmt.Errorf("libvirt network %q: %w", name, err)
-	}
-	st.active, st.autostart = active == 1, auto == 1
 	if st.active {
 		st.live, err = networkDef(l, net, 0)
 	}
 	return st, err
+}
+
+// runState says whether a network runs and starts with libvirtd.
+func runState(l *libvirt.Libvirt, net libvirt.Network) (active, autostart bool, err error) {
+	a, err := l.NetworkIsActive(net)
+	if err != nil {
+		return false, false, fmt.Errorf("libvirt network %q: %w", net.Name, err)
+	}
+	auto, err := l.NetworkGetAutostart(net)
+	if err != nil {
+		return false, false, fmt.Errorf("libvirt network %q: %w", net.Name, err)
+	}
+	return a == 1, auto == 1, nil
 }
 
 // networkDef reads and parses a network's XML.

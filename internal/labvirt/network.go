@@ -138,16 +138,8 @@ func getNetworkState(ctx context.Context, l *libvirt.Libvirt, name string) (Netw
 	if n.Bridge != nil {
 		st.Bridge = n.Bridge.Name
 	}
-	active, err := l.NetworkIsActive(net)
-	if err != nil {
-		return st, fmt.Errorf("libvirt network %q: %w", name, err)
-	}
-	auto, err := l.NetworkGetAutostart(net)
-	if err != nil {
-		return st, fmt.Errorf("libvirt network %q: %w", name, err)
-	}
-	st.Active, st.Autostart = active == 1, auto == 1
-	return st, nil
+	st.Active, st.Autostart, err = runState(l, net)
+	return st, err
 }
 
 // ensureNetwork defines, starts and autostarts the network, or corrects the

@@ -91,6 +91,9 @@ func (r *Host) plumber(lab string) *netplumb.Plumber {
 // Owner implements lab.Provider. On a links-only host, no libvirt object
 // exists.
 func (r *Host) Owner(ctx context.Context, kind lab.Kind, name string) (bool, string, error) {
+	if kind == lab.KindUnmanaged || kind == lab.KindResolver {
+		return fileOwner(kind, name)
+	}
 	if kind == lab.KindLink {
 		l, err := r.h.LinkByName(name)
 		if err != nil {
@@ -153,6 +156,8 @@ func (r *Host) Marked(ctx context.Context, kind lab.Kind, labName string) ([]str
 // Delete implements lab.Provider.
 func (r *Host) Delete(ctx context.Context, kind lab.Kind, name, labName string) error {
 	switch kind {
+	case lab.KindUnmanaged, lab.KindResolver:
+		return deleteFile(kind, name, labName)
 	case lab.KindLink:
 		res, err := r.plumber(labName).Down(ctx, netplumb.Topology{VLANs: []netplumb.VLAN{{Name: name}}})
 		if err == nil && len(res.Foreign) > 0 {
@@ -248,6 +253,9 @@ func Validate(o lab.Object) error {
 
 // Ensure implements lab.Provider.
 func (r *Host) Ensure(ctx context.Context, o lab.Object) ([]string, error) {
+	if wrote, ok, err := ensureFile(o); ok {
+		return wrote, err
+	}
 	if o, ok := o.(lab.Links); ok {
 		p, err := r.plumber(o.Lab).Apply(ctx, o.Topology)
 		if err != nil {
@@ -314,6 +322,9 @@ func (r *Host) Ensure(ctx context.Context, o lab.Object) ([]string, error) {
 
 // Differences implements lab.Provider.
 func (r *Host) Differences(ctx context.Context, o lab.Object) ([]lab.Difference, error) {
+	if out, ok, err := fileDifferences(o); ok {
+		return out, err
+	}
 	if o, ok := o.(lab.Links); ok {
 		p, err := r.plumber(o.Lab).Plan(o.Topology)
 		if err != nil {
@@ -388,12 +399,8 @@ func (r *Host) Survey(ctx context.Context, kinds ...lab.Kind) (*lab.Survey, erro
 		if s.Addresses, err = networkCIDRs(ctx, r.c.l); err != nil {
 			return nil, err
 		}
-		nets, err := sharedNetworks(ctx, r.c.l)
-		if err != nil {
+		if s.Networks, err = sharedNetworks(ctx, r.c.l); err != nil {
 			return nil, err
-		}
-		for _, n := range nets {
-			s.Networks = append(s.Networks, surveyNetwork(n))
 		}
 	}
 	if want(lab.KindDomain) {
@@ -504,33 +511,33 @@ func sharedSpec(o lab.SharedEntries) SharedSpec {
 	return spec
 }
 
-// surveyNetwork is a shared network in the steps' terms; an address that
-// does not parse stays invalid (it matches no lab's).
-func surveyNetwork(n SharedNetwork) lab.SharedNetwork {
-	out := lab.SharedNetwork{Name: n.Name, Owner: n.Owner, Bridge: n.Bridge, Active: n.Active, CIDRs: n.CIDRs, Ranges: n.Ranges,
-		Hosts: reservations(n.Hosts), Records: records(n.Records), Leases: reservations(n.Leases)}
-	for _, e := range n.Labs {
-		out.Labs = append(out.Labs, lab.Entries{Lab: e.Lab, Block: e.Block, Hosts: reservations(e.Hosts), Records: records(e.Records)})
+// labEntries are a lab's entries in a shared network in the steps' terms;
+// an address that does not parse stays invalid (it matches no lab's).
+func labEntries(e SharedEntries) lab.Entries {
+	return lab.Entries{Lab: e.Lab, Block: e.Block, Hosts: reservations(e.Hosts), Records: records(e.Records)}
+}
+
+func reservations(hs []SharedHost) []plan.Reservation { return mapped(hs, reservation) }
+
+func records(rs []SharedRecord) []plan.Record { return mapped(rs, record) }
+
+// mapped is f of each of xs (nil for none).
+func mapped[T, U any](xs []T, f func(T) U) []U {
+	var out []U
+	for _, x := range xs {
+		out = append(out, f(x))
 	}
 	return out
 }
 
-func reservations(hs []SharedHost) []plan.Reservation {
-	var out []plan.Reservation
-	for _, h := range hs {
-		ip, _ := netip.ParseAddr(h.IP)
-		out = append(out, plan.Reservation{MAC: h.MAC, IP: ip, Name: h.Name})
-	}
-	return out
+func reservation(h SharedHost) plan.Reservation {
+	ip, _ := netip.ParseAddr(h.IP)
+	return plan.Reservation{MAC: h.MAC, IP: ip, Name: h.Name}
 }
 
-func records(rs []SharedRecord) []plan.Record {
-	var out []plan.Record
-	for _, r := range rs {
-		ip, _ := netip.ParseAddr(r.IP)
-		out = append(out, plan.Record{IP: ip, Names: r.Names})
-	}
-	return out
+func record(r SharedRecord) plan.Record {
+	ip, _ := netip.ParseAddr(r.IP)
+	return plan.Record{IP: ip, Names: r.Names}
 }
 
 // SharedLockDir holds one lock file per shared network: labctl processes

@@ -7,7 +7,7 @@ package labvirt
 //	ensureShared(ctx, l, SharedSpec) (done []string, err error)
 //	sharedProblems(ctx, l, SharedSpec) ([]string, error)
 //	removeShared(ctx, l, network, lab) (removed bool, err error)
-//	sharedNetworks(ctx, l) ([]SharedNetwork, error)
+//	sharedNetworks(ctx, l) ([]lab.SharedNetwork, error)
 //
 // A lab's entries are DHCP reservations (<ip><dhcp><host>) and DNS records
 // (<dns><host>), added and removed with NetworkUpdate, live and to the
@@ -53,6 +53,7 @@ import (
 	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
 
+	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/netaddr"
 )
 
@@ -98,27 +99,6 @@ type SharedRecord struct {
 type sharedMeta struct {
 	XMLName xml.Name        `xml:"http://bmlab.dev/xmlns/shared/1 shared"`
 	Labs    []SharedEntries `xml:"lab"`
-}
-
-// SharedNetwork is a libvirt network as a lab that would join it sees it.
-type SharedNetwork struct {
-	Name   string
-	Owner  string // the lab whose mark it bears, "" for none
-	Bridge string
-	Active bool
-	CIDRs  []netip.Prefix
-	// Ranges are its dynamic DHCP ranges (one that does not parse is
-	// left out: it matches no lab's).
-	Ranges []netaddr.Range
-	// Labs are the entries of each lab that shares it.
-	Labs []SharedEntries
-	// Hosts and Records are its reservations and DNS records that no lab's
-	// list names: the owner's (its NAT network's nodes) or the user's.
-	Hosts   []SharedHost
-	Records []SharedRecord
-	// Leases are the addresses its dnsmasq has leased (running networks):
-	// a machine may hold one that no reservation names.
-	Leases []SharedHost
 }
 
 func (h SharedHost) xml() libvirtxml.NetworkDHCPHost {
@@ -188,13 +168,15 @@ func metadataOf(n *libvirtxml.Network) string {
 	return n.Metadata.XML
 }
 
-// sharedNetworks lists every libvirt network with its shared entries.
-func sharedNetworks(ctx context.Context, l *libvirt.Libvirt) ([]SharedNetwork, error) {
+// sharedNetworks lists every libvirt network with its shared entries, as
+// a lab that would join it sees it (lab.SharedNetwork; an address that
+// does not parse stays invalid: it matches no lab's).
+func sharedNetworks(ctx context.Context, l *libvirt.Libvirt) ([]lab.SharedNetwork, error) {
 	nets, _, err := l.ConnectListAllNetworks(1, 0)
 	if err != nil {
 		return nil, fmt.Errorf("list libvirt networks: %w", err)
 	}
-	var out []SharedNetwork
+	var out []lab.SharedNetwork
 	for _, n := range nets {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -226,7 +208,7 @@ func sharedNetworks(ctx context.Context, l *libvirt.Libvirt) ([]SharedNetwork, e
 				if len(le.Hostname) > 0 {
 					h.Name = le.Hostname[0]
 				}
-				sn.Leases = append(sn.Leases, h)
+				sn.Leases = append(sn.Leases, reservation(h))
 			}
 		}
 		out = append(out, sn)
@@ -234,9 +216,9 @@ func sharedNetworks(ctx context.Context, l *libvirt.Libvirt) ([]SharedNetwork, e
 	return out, nil
 }
 
-func viewShared(name string, st labNetState) (SharedNetwork, error) {
+func viewShared(name string, st labNetState) (lab.SharedNetwork, error) {
 	def := st.def
-	sn := SharedNetwork{Name: name, Owner: networkOwner(def), Active: st.active}
+	sn := lab.SharedNetwork{Name: name, Owner: networkOwner(def), Active: st.active}
 	if def.Bridge != nil {
 		sn.Bridge = def.Bridge.Name
 	}
@@ -244,9 +226,9 @@ func viewShared(name string, st labNetState) (SharedNetwork, error) {
 	if err != nil {
 		return sn, fmt.Errorf("libvirt network %q: %w", name, err)
 	}
-	sn.Labs = labs
 	listed := map[string]bool{}
 	for _, e := range labs {
+		sn.Labs = append(sn.Labs, labEntries(e))
 		for _, h := range e.Hosts {
 			listed["h"+dhcpHostKey(h.xml())] = true
 		}
@@ -271,7 +253,7 @@ func viewShared(name string, st labNetState) (SharedNetwork, error) {
 		}
 		for _, h := range ip.DHCP.Hosts {
 			if !listed["h"+dhcpHostKey(h)] {
-				sn.Hosts = append(sn.Hosts, SharedHost{MAC: strings.ToLower(h.MAC), IP: h.IP, Name: h.Name})
+				sn.Hosts = append(sn.Hosts, reservation(SharedHost{MAC: strings.ToLower(h.MAC), IP: h.IP, Name: h.Name}))
 			}
 		}
 	}
@@ -284,7 +266,7 @@ func viewShared(name string, st labNetState) (SharedNetwork, error) {
 			for _, n := range h.Hostnames {
 				r.Names = append(r.Names, n.Hostname)
 			}
-			sn.Records = append(sn.Records, r)
+			sn.Records = append(sn.Records, record(r))
 		}
 	}
 	return sn, nil

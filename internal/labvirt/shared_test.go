@@ -5,12 +5,14 @@ import (
 	"encoding/xml"
 	"errors"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/digitalocean/go-libvirt"
 
+	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
 )
@@ -121,8 +123,8 @@ func TestSharedNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := slices.IndexFunc(nets, func(n SharedNetwork) bool { return n.Name == owner.Name })
-	if i < 0 || nets[i].Owner != owner.Lab || len(nets[i].Labs) != 1 || !sameEntries(nets[i].Labs[0], spec.Entries) ||
+	i := slices.IndexFunc(nets, func(n lab.SharedNetwork) bool { return n.Name == owner.Name })
+	if i < 0 || nets[i].Owner != owner.Lab || len(nets[i].Labs) != 1 || !reflect.DeepEqual(nets[i].Labs[0], labEntries(spec.Entries)) ||
 		len(nets[i].Hosts) != 2 || nets[i].Bridge != owner.Bridge || len(nets[i].Ranges) != 1 {
 		t.Errorf("sharedNetworks: %+v", nets)
 	}

@@ -187,6 +187,21 @@ type poolState struct {
 }
 
 func getPoolState(ctx context.Context, l *libvirt.Libvirt, name string) (poolState, error) {
+	st, err := lookupPool(ctx, l, name)
+	if err != nil || !st.exists {
+		return st, err
+	}
+	if st.typ == "dir" && st.dir != "" {
+		if st.mark, err = readPoolMark(st.dir); err != nil {
+			return st, fmt.Errorf("storage pool %q: %w", name, err)
+		}
+	}
+	return st, nil
+}
+
+// lookupPool is a pool as libvirt alone says it (type, directory, active,
+// autostart; exists false when there is none). It reads no file.
+func lookupPool(ctx context.Context, l *libvirt.Libvirt, name string) (poolState, error) {
 	var st poolState
 	if err := ctx.Err(); err != nil {
 		return st, err
@@ -199,15 +214,7 @@ func getPoolState(ctx context.Context, l *libvirt.Libvirt, name string) (poolSta
 		return st, fmt.Errorf("look up storage pool %q: %w", name, err)
 	}
 	st.pool, st.exists = p, true
-	if err := st.read(l); err != nil {
-		return st, err
-	}
-	if st.typ == "dir" && st.dir != "" {
-		if st.mark, err = readPoolMark(st.dir); err != nil {
-			return st, fmt.Errorf("storage pool %q: %w", name, err)
-		}
-	}
-	return st, nil
+	return st, st.read(l)
 }
 
 // read fills in what libvirt says of st.pool: type, directory, active,

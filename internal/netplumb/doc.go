@@ -48,14 +48,17 @@
 //
 // NetworkManager: UnmanagedSnippet and WriteUnmanagedSnippet write a
 // conf.d file that keeps NetworkManager's hands off the lab's links;
-// RemoveUnmanagedSnippet takes it away.
+// RemoveUnmanagedSnippet takes it away; Unmanaged is the same as one value
+// (written only where NetworkManager is), as the provider keeps it, and
+// UnmanagedSnippetOwner reads the lab from the file's name.
 //
 // Host resolver: a ResolverDropIn is the file that makes NetworkManager's
 // dnsmasq plugin (dnsmasq.d, server=/DOMAIN/IP) or systemd-resolved
 // (resolved.conf.d, DNS= with Domains=~DOMAIN) send a cluster's domain to
 // the lab network's DNS. Its first line is the lab's mark: Write never
 // writes over a file without it (ErrNotLabs), RemoveResolverDropIn never
-// removes one. Telling the resolver to reload is the user's (ApplyHint).
+// removes one; ResolverDropInOwner reads whose mark a file bears. Telling
+// the resolver to reload is the user's (ApplyHint).
 //
 // What it does not do: libvirt networks (the lab's NAT network is
 // internal/labvirt's), firewalling, routes of its own (its rules use the

@@ -50,25 +50,7 @@ func WriteUnmanagedSnippet(confDir, lab string, links []string) (path string, ch
 	if got, err := os.ReadFile(path); err == nil && bytes.Equal(got, want) {
 		return path, false, nil
 	}
-	if err := os.MkdirAll(confDir, 0o755); err != nil {
-		return path, false, fmt.Errorf("NetworkManager snippet: %w", err)
-	}
-	tmp, err := os.CreateTemp(confDir, ".bmlab-*.tmp")
-	if err != nil {
-		return path, false, fmt.Errorf("NetworkManager snippet: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(want); err != nil {
-		tmp.Close()
-		return path, false, fmt.Errorf("NetworkManager snippet: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return path, false, fmt.Errorf("NetworkManager snippet: %w", err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return path, false, fmt.Errorf("NetworkManager snippet: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := writeFile(path, want); err != nil {
 		return path, false, fmt.Errorf("NetworkManager snippet: %w", err)
 	}
 	return path, true, nil
@@ -93,4 +75,66 @@ func RemoveUnmanagedSnippet(confDir, lab string) (path string, removed bool, err
 		return path, false, fmt.Errorf("NetworkManager snippet: %w", err)
 	}
 	return path, true, nil
+}
+
+// Unmanaged is the lab's unmanaged-devices snippet for its links in
+// ConfDir, as a provider keeps it on the lab's host.
+type Unmanaged struct {
+	ConfDir, Lab string
+	Links        []string
+}
+
+// Path is where the snippet lives.
+func (u Unmanaged) Path() string { return UnmanagedSnippetPath(u.ConfDir, u.Lab) }
+
+// Ensure writes the snippet where NetworkManager is, unless it is there
+// already; changed says whether it wrote.
+func (u Unmanaged) Ensure() (changed bool, err error) {
+	if !NetworkManagerPresent(u.ConfDir) {
+		return false, nil
+	}
+	_, changed, err = WriteUnmanagedSnippet(u.ConfDir, u.Lab, u.Links)
+	return changed, err
+}
+
+// Stale says NetworkManager is there and the snippet is not, or differs.
+func (u Unmanaged) Stale() bool {
+	return NetworkManagerPresent(u.ConfDir) && !UnmanagedSnippetCurrent(u.ConfDir, u.Lab, u.Links)
+}
+
+// UnmanagedSnippetOwner says whether the snippet at path exists and the
+// lab it is for: its name (UnmanagedSnippetPath) is its mark.
+func UnmanagedSnippetOwner(path string) (found bool, lab string, err error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return false, "", nil
+	} else if err != nil {
+		return false, "", fmt.Errorf("NetworkManager snippet: %w", err)
+	}
+	lab, _ = strings.CutPrefix(filepath.Base(path), "90-bmlab-")
+	return true, strings.TrimSuffix(lab, ".conf"), nil
+}
+
+// writeFile puts data at path whole (a temporary file renamed), mode 0644,
+// making its directory.
+func writeFile(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".bmlab-*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }

@@ -125,26 +125,7 @@ func (d ResolverDropIn) Write() (changed bool, err error) {
 	case exists && bytes.Equal(data, want):
 		return false, nil
 	}
-	dir := filepath.Dir(d.Path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return false, fmt.Errorf("host resolver drop-in: %w", err)
-	}
-	tmp, err := os.CreateTemp(dir, ".bmlab-*.tmp")
-	if err != nil {
-		return false, fmt.Errorf("host resolver drop-in: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(want); err != nil {
-		tmp.Close()
-		return false, fmt.Errorf("host resolver drop-in: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return false, fmt.Errorf("host resolver drop-in: %w", err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return false, fmt.Errorf("host resolver drop-in: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), d.Path); err != nil {
+	if err := writeFile(d.Path, want); err != nil {
 		return false, fmt.Errorf("host resolver drop-in: %w", err)
 	}
 	return true, nil
@@ -164,4 +145,22 @@ func RemoveResolverDropIn(path, lab string) (removed, foreign bool, err error) {
 		return false, false, fmt.Errorf("host resolver drop-in: %w", err)
 	}
 	return true, false, nil
+}
+
+// ResolverDropInOwner says whether a drop-in exists at path and the lab
+// whose mark its first line bears ("" for none).
+func ResolverDropInOwner(path string) (found bool, lab string, err error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("host resolver drop-in: %w", err)
+	}
+	first, _, _ := strings.Cut(string(data), "\n")
+	rest, _ := strings.CutPrefix(first, "# bmlab lab ")
+	if lab, _, ok := strings.Cut(rest, ": "); ok && strings.HasPrefix(first, resolverMark(lab)+" ") {
+		return true, lab, nil
+	}
+	return true, "", nil
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/labconfig"
+	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/plan/plantest"
 )
@@ -51,6 +52,8 @@ type Host struct {
 	// HostInfo is what Info answers (NewHost: a roomy KVM host); Info
 	// fails with Fail["info"].
 	HostInfo lab.HostInfo
+	// Images are what Image answers, by path.
+	Images map[string]lab.ImageInfo
 }
 
 // NewHost is an empty fake provider.
@@ -65,6 +68,19 @@ func (f *Host) Info(context.Context, string) (lab.HostInfo, error) {
 		return lab.HostInfo{}, err
 	}
 	return f.HostInfo, nil
+}
+
+// Image implements lab.Provider: Images[path], recorded as "image PATH";
+// an image not listed is an error, as qemu-img's for a missing file.
+func (f *Host) Image(_ context.Context, path string) (lab.ImageInfo, error) {
+	if err := f.Call("image " + path); err != nil {
+		return lab.ImageInfo{}, err
+	}
+	info, ok := f.Images[path]
+	if !ok {
+		return lab.ImageInfo{}, fmt.Errorf("qemu-img info %s: %w", path, os.ErrNotExist)
+	}
+	return info, nil
 }
 
 func (f *Host) Call(name string) error {
@@ -90,6 +106,12 @@ func (f *Host) Put(kind lab.Kind, name, owner string) bool {
 }
 
 func (f *Host) Owner(_ context.Context, kind lab.Kind, name string) (bool, string, error) {
+	switch kind {
+	case lab.KindUnmanaged:
+		return netplumb.UnmanagedSnippetOwner(name)
+	case lab.KindResolver:
+		return netplumb.ResolverDropInOwner(name)
+	}
 	o, ok := f.Objs[kind][name]
 	return ok, o, nil
 }
@@ -124,6 +146,12 @@ func (f *Host) Delete(_ context.Context, kind lab.Kind, name, labName string) er
 			n.Labs = slices.DeleteFunc(n.Labs, func(e lab.Entries) bool { return e.Lab == labName })
 		}
 		return f.Call("unshare " + name)
+	case lab.KindUnmanaged:
+		_, _, err := netplumb.RemoveUnmanagedSnippet(filepath.Dir(name), labName)
+		return errors.Join(err, f.Call("remove "+name))
+	case lab.KindResolver:
+		_, _, err := netplumb.RemoveResolverDropIn(name, labName)
+		return errors.Join(err, f.Call("remove "+name))
 	case lab.KindDanglingPool:
 		delete(f.Objs[lab.KindPool], name)
 		f.dropVolumes(name) // they were files in the directory
@@ -173,6 +201,13 @@ func (f *Host) Ensure(_ context.Context, o lab.Object) ([]string, error) {
 		return changed(f.Put(lab.KindNetwork, o.NAT.Name, o.Lab), nil, "nat")
 	case lab.LinkAddress:
 		return nil, nil
+	case lab.Unmanaged:
+		// The host's files are real files, in the test's directories.
+		c, err := o.Ensure()
+		return changed(c, err, o.Path())
+	case lab.ResolverDropIn:
+		c, err := o.Write()
+		return changed(c, err, o.Path)
 	case lab.BridgeNetwork:
 		return changed(f.Put(lab.KindNetwork, o.Name, o.Lab), f.Call("network "+o.Name), "network")
 	case lab.Links:
@@ -282,6 +317,17 @@ func (f *Host) Differences(_ context.Context, o lab.Object) ([]lab.Difference, e
 		return gone(o.NAT.Name, o.Lab), nil
 	case lab.BridgeNetwork:
 		return gone(o.Name, o.Lab), nil
+	case lab.Unmanaged:
+		if o.Stale() {
+			return []lab.Difference{{Object: o.Path(), Got: "stale"}}, nil
+		}
+		return nil, nil
+	case lab.ResolverDropIn:
+		problem, foreign, err := o.State()
+		if problem == "" {
+			return nil, err
+		}
+		return []lab.Difference{{Object: o.Path, Got: problem, Blocking: foreign}}, err
 	case lab.Links:
 		// A link of the topology that is missing, or another's
 		// (blocking), as netplumb reports them.

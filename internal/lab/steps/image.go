@@ -2,12 +2,10 @@ package steps
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 
 	"github.com/bmlab/bmlab/internal/lab"
@@ -61,18 +59,12 @@ func EnsureImage(ctx context.Context, e *lab.Env, step, image, path string) (boo
 	return true, os.Rename(part, path)
 }
 
-// virtualSize is a disk image's virtual size (qemu-img info).
-func virtualSize(ctx context.Context, path string) (uint64, error) {
-	out, err := exec.CommandContext(ctx, "qemu-img", "info", "-U", "--output=json", path).Output()
+// virtualSize is a disk image's virtual size, as the provider reads it;
+// the image must be qcow2.
+func virtualSize(ctx context.Context, e *lab.Env, path string) (uint64, error) {
+	info, err := e.Host.Image(ctx, path)
 	if err != nil {
-		return 0, fmt.Errorf("qemu-img info %s: %w", path, err)
-	}
-	var info struct {
-		VirtualSize uint64 `json:"virtual-size"`
-		Format      string `json:"format"`
-	}
-	if err := json.Unmarshal(out, &info); err != nil {
-		return 0, fmt.Errorf("qemu-img info %s: %w", path, err)
+		return 0, err
 	}
 	if info.Format != "qcow2" {
 		return 0, fmt.Errorf("cluster.image %s is %s, not qcow2 (RHCOS's qemu image is qcow2; convert with qemu-img convert -O qcow2)", path, info.Format)

@@ -113,20 +113,23 @@ func CheckNetwork(ctx context.Context, e *lab.Env) ([]lab.Difference, error) {
 		return nil, err
 	}
 	out = append(out, procs...)
-	if netplumb.NetworkManagerPresent(p.Network.NMConfDir) && !netplumb.UnmanagedSnippetCurrent(p.Network.NMConfDir, p.Lab, p.HubTopology().Names()) {
-		out = append(out, lab.Difference{Object: "NetworkManager", Kind: "unmanaged-missing",
-			Want: netplumb.UnmanagedSnippetPath(p.Network.NMConfDir, p.Lab),
-			Fix:  "write the unmanaged-devices snippet for the lab's links"})
+	nm, err := e.Host.Differences(ctx, unmanaged(p))
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range nm {
+		out = append(out, lab.Difference{Object: "NetworkManager", Kind: "unmanaged-missing", Want: d.Object,
+			Fix: "write the unmanaged-devices snippet for the lab's links"})
 	}
 	if d := resolverDropIn(p); d != nil {
-		problem, foreign, err := d.State()
+		problems, err := e.Host.Differences(ctx, *d)
 		if err != nil {
 			return nil, err
 		}
-		if problem != "" {
-			diff := lab.Difference{Object: d.Path, Kind: "host-resolver", Want: "the " + d.Kind + " drop-in sending " + d.Domain + " to " + d.DNS.String(), Got: problem,
+		for _, pr := range problems {
+			diff := lab.Difference{Object: d.Path, Kind: "host-resolver", Want: "the " + d.Kind + " drop-in sending " + d.Domain + " to " + d.DNS.String(), Got: pr.Got,
 				Fix: "write it again: labctl net repair (" + d.ApplyHint() + ")"}
-			if foreign {
+			if pr.Blocking {
 				diff.Blocking, diff.Fix = true, "the lab never changes a file without its mark: move it away, or set network.hostResolver: hosts"
 			}
 			out = append(out, diff)
@@ -165,12 +168,17 @@ func checkNICs(ctx context.Context, e *lab.Env) ([]lab.Difference, error) {
 }
 
 // resolverDropIn is the plan's host resolver drop-in, nil for hosts or none.
-func resolverDropIn(p *plan.Plan) *netplumb.ResolverDropIn {
+func resolverDropIn(p *plan.Plan) *lab.ResolverDropIn {
 	r := p.Network.Resolver
 	if r == nil {
 		return nil
 	}
-	return &netplumb.ResolverDropIn{Kind: r.Kind, Path: r.Path, Lab: p.Lab, Domain: r.Domain, DNS: r.DNS, Apps: r.Apps}
+	return &lab.ResolverDropIn{ResolverDropIn: netplumb.ResolverDropIn{Kind: r.Kind, Path: r.Path, Lab: p.Lab, Domain: r.Domain, DNS: r.DNS, Apps: r.Apps}}
+}
+
+// unmanaged is the plan's NetworkManager snippet for the hub's links.
+func unmanaged(p *plan.Plan) lab.Unmanaged {
+	return lab.Unmanaged{Unmanaged: netplumb.Unmanaged{ConfDir: p.Network.NMConfDir, Lab: p.Lab, Links: p.HubTopology().Names()}}
 }
 
 // EnsureNetwork makes what is missing and corrects what differs, and says
@@ -225,22 +233,20 @@ func EnsureNetwork(ctx context.Context, e *lab.Env) ([]string, error) {
 	if err != nil {
 		return done, err
 	}
-	if netplumb.NetworkManagerPresent(p.Network.NMConfDir) {
-		path, c, err := netplumb.WriteUnmanagedSnippet(p.Network.NMConfDir, p.Lab, p.HubTopology().Names())
-		if err != nil {
-			return done, err
-		}
-		if c {
-			done = append(done, "NetworkManager found: wrote "+path+" so it leaves the lab's links alone; `nmcli general reload conf` applies it now")
-		}
+	wrote, err := e.Host.Ensure(ctx, unmanaged(p))
+	if err != nil {
+		return done, err
+	}
+	for _, path := range wrote {
+		done = append(done, "NetworkManager found: wrote "+path+" so it leaves the lab's links alone; `nmcli general reload conf` applies it now")
 	}
 	if d := resolverDropIn(p); d != nil {
-		c, err := d.Write()
+		wrote, err := e.Host.Ensure(ctx, *d)
 		if err != nil {
 			return done, err
 		}
-		if c {
-			done = append(done, fmt.Sprintf("host resolver: wrote %s, %s and every name under it to %s; %s", d.Path, d.Domain, d.DNS, d.ApplyHint()))
+		for _, path := range wrote {
+			done = append(done, fmt.Sprintf("host resolver: wrote %s, %s and every name under it to %s; %s", path, d.Domain, d.DNS, d.ApplyHint()))
 		}
 	}
 	return done, nil
@@ -356,20 +362,29 @@ func RemoveNetwork(ctx context.Context, e *lab.Env) (NetworkRemoval, error) {
 			rm.Rules = append(rm.Rules, r)
 		}
 	}
-	if path, removed, err := netplumb.RemoveUnmanagedSnippet(p.Network.NMConfDir, p.Lab); err != nil {
-		errs = append(errs, err)
-	} else if removed {
-		rm.Snippet = path
+	// The host's files: the NetworkManager snippet (its name is the
+	// lab's), the resolver drop-ins that bear the lab's mark.
+	var snippet []string
+	remove(lab.KindUnmanaged, unmanaged(p).Path(), &snippet)
+	if len(snippet) > 0 {
+		rm.Snippet = snippet[0]
 	}
 	for _, path := range p.Network.ResolverDropIns {
-		switch removed, foreign, err := netplumb.RemoveResolverDropIn(path, p.Lab); {
+		switch found, owner, err := objs.Owner(ctx, lab.KindResolver, path); {
 		case err != nil:
 			errs = append(errs, err)
-		case removed:
-			rm.ResolverDropIns = append(rm.ResolverDropIns, path)
-		case foreign && p.Network.Resolver != nil && path == p.Network.Resolver.Path:
-			rm.Foreign = append(rm.Foreign, "file "+path)
-			e.Rep.Note("remove network", "left "+path+" alone: it is not the lab's")
+		case !found:
+		case owner != p.Lab:
+			if p.Network.Resolver != nil && path == p.Network.Resolver.Path {
+				rm.Foreign = append(rm.Foreign, "file "+path)
+				e.Rep.Note("remove network", "left "+path+" alone: it is not the lab's")
+			}
+		default:
+			if err := objs.Delete(ctx, lab.KindResolver, path, p.Lab); err != nil {
+				errs = append(errs, err)
+			} else {
+				rm.ResolverDropIns = append(rm.ResolverDropIns, path)
+			}
 		}
 	}
 	if len(errs) > 0 {

@@ -46,7 +46,7 @@ func (s Storage) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 			if d.Backing != "" {
 				size, ok := imageBytes[d.Backing]
 				if !ok {
-					if size, err = virtualSize(ctx, d.Backing); err != nil {
+					if size, err = virtualSize(ctx, e, d.Backing); err != nil {
 						return changed, err
 					}
 					imageBytes[d.Backing] = size
