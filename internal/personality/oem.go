@@ -21,12 +21,51 @@ func PostState(m *machine.Machine, inPost bool) string {
 	return "FinishedPost"
 }
 
+// OEM is what a vendor's BMC adds to the standard resources: the Oem blocks
+// its clients read, each written by the vendor's own function (nil: the
+// resource has none). It is a field of the vendor's entry, so a vendor's
+// blocks are found under its personality, never by a switch on its name.
+type OEM struct {
+	// System writes the System's block; powerButton is the target of
+	// HPE's PowerButton action, inPost says the machine is in POST.
+	System func(p *Personality, m *machine.Machine, powerButton string, inPost bool) map[string]any
+	// Manager writes the Manager's block.
+	Manager func(p *Personality, m *machine.Machine) map[string]any
+	// Media writes a virtual media member's block; insert and eject are
+	// the targets of the vendor's own actions, which the Redfish face
+	// serves as InsertMedia and EjectMedia (HPEOEM).
+	Media func(insert, eject string) map[string]any
+}
+
 // SystemOem is the System's Oem block; nil for none. powerButton is the
 // target of HPE's PowerButton action; inPost says the machine is in POST.
 func (p *Personality) SystemOem(m *machine.Machine, powerButton string, inPost bool) obj {
-	switch p.Name {
-	case IDRAC9, IDRAC10:
-		// Dell's DellOem resources: the system's generation and service tag.
+	if p.Oem.System == nil {
+		return nil
+	}
+	return p.Oem.System(p, m, powerButton, inPost)
+}
+
+// ManagerOem is the Manager's Oem block; nil for none.
+func (p *Personality) ManagerOem(m *machine.Machine) obj {
+	if p.Oem.Manager == nil {
+		return nil
+	}
+	return p.Oem.Manager(p, m)
+}
+
+// MediaOem is a virtual media member's Oem block; nil for none.
+func (p *Personality) MediaOem(insert, eject string) obj {
+	if p.Oem.Media == nil {
+		return nil
+	}
+	return p.Oem.Media(insert, eject)
+}
+
+// dellOEM is an iDRAC's: Dell's DellOem resources (the system's generation
+// and service tag, the iDRAC card).
+var dellOEM = OEM{
+	System: func(p *Personality, m *machine.Machine, _ string, _ bool) obj {
 		return obj{"Dell": obj{
 			"@odata.type": "#DellOem.v1_3_0.DellOemResources",
 			"DellSystem": obj{
@@ -37,9 +76,25 @@ func (p *Personality) SystemOem(m *machine.Machine, powerButton string, inPost b
 				"BIOSReleaseDate":   "01/01/2026",
 			},
 		}}
-	case ILO6:
-		// proliantutils reads Oem.Hpe.PostState, Oem.Hpe.Bios.Current
-		// and Oem.Hpe.Bios.UefiClass, and requires Oem.Hpe.Actions.
+	},
+	Manager: func(*Personality, *machine.Machine) obj {
+		return obj{"Dell": obj{
+			"@odata.type": "#DellOem.v1_3_0.DellOemResources",
+			"DelliDRACCard": obj{
+				"@odata.type":             "#DelliDRACCard.v1_1_0.DelliDRACCard",
+				"IPMIVersion":             "2.0",
+				"LastSystemInventoryTime": "2026-01-01T00:00:00+00:00",
+				"LastUpdateTime":          "2026-01-01T00:00:00+00:00",
+			},
+		}}
+	},
+}
+
+// hpeOEM is an iLO's.
+var hpeOEM = OEM{
+	// proliantutils reads Oem.Hpe.PostState, Oem.Hpe.Bios.Current and
+	// Oem.Hpe.Bios.UefiClass, and requires Oem.Hpe.Actions.
+	System: func(p *Personality, m *machine.Machine, powerButton string, inPost bool) obj {
 		return obj{"Hpe": obj{
 			"@odata.type": "#HpeComputerSystemExt.v2_11_0.HpeComputerSystemExt",
 			"PostState":   PostState(m, inPost),
@@ -54,31 +109,10 @@ func (p *Personality) SystemOem(m *machine.Machine, powerButton string, inPost b
 				},
 			},
 		}}
-	case X13:
-		return obj{"Supermicro": obj{
-			"@odata.type": "#SmcSystemExtensions.v1_0_0.System",
-			"NodeManager": obj{"Version": "5.0"},
-		}}
-	}
-	return nil
-}
-
-// ManagerOem is the Manager's Oem block; nil for none.
-func (p *Personality) ManagerOem(m *machine.Machine) obj {
-	switch p.Name {
-	case IDRAC9, IDRAC10:
-		return obj{"Dell": obj{
-			"@odata.type": "#DellOem.v1_3_0.DellOemResources",
-			"DelliDRACCard": obj{
-				"@odata.type":             "#DelliDRACCard.v1_1_0.DelliDRACCard",
-				"IPMIVersion":             "2.0",
-				"LastSystemInventoryTime": "2026-01-01T00:00:00+00:00",
-				"LastUpdateTime":          "2026-01-01T00:00:00+00:00",
-			},
-		}}
-	case ILO6:
-		// proliantutils reads Oem.Hpe.RequiredLoginForiLORBSU and
-		// RequireHostAuthentication.
+	},
+	// proliantutils reads Oem.Hpe.RequiredLoginForiLORBSU and
+	// RequireHostAuthentication.
+	Manager: func(p *Personality, _ *machine.Machine) obj {
 		return obj{"Hpe": obj{
 			"@odata.type":               "#HpeiLO.v2_9_0.HpeiLO",
 			"RequiredLoginForiLORBSU":   false,
@@ -87,24 +121,28 @@ func (p *Personality) ManagerOem(m *machine.Machine) obj {
 				"VersionString": p.BMCFirmware,
 			}},
 		}}
-	}
-	return nil
+	},
+	// The targets of iLO's own insert and eject actions (proliantutils
+	// requires them).
+	Media: func(insert, eject string) obj {
+		return obj{"Hpe": obj{
+			"@odata.type": "#HpeiLOVirtualMedia.v2_2_0.HpeiLOVirtualMedia",
+			"Actions": obj{
+				"#HpeiLOVirtualMedia.InsertVirtualMedia": obj{"target": insert},
+				"#HpeiLOVirtualMedia.EjectVirtualMedia":  obj{"target": eject},
+			},
+		}}
+	},
 }
 
-// MediaOem is a virtual media member's Oem block: for iLO, the targets of
-// its own insert and eject actions (proliantutils requires them), which the
-// Redfish face serves as InsertMedia and EjectMedia.
-func (p *Personality) MediaOem(insert, eject string) obj {
-	if p.Name != ILO6 {
-		return nil
-	}
-	return obj{"Hpe": obj{
-		"@odata.type": "#HpeiLOVirtualMedia.v2_2_0.HpeiLOVirtualMedia",
-		"Actions": obj{
-			"#HpeiLOVirtualMedia.InsertVirtualMedia": obj{"target": insert},
-			"#HpeiLOVirtualMedia.EjectVirtualMedia":  obj{"target": eject},
-		},
-	}}
+// supermicroOEM is a Supermicro's.
+var supermicroOEM = OEM{
+	System: func(*Personality, *machine.Machine, string, bool) obj {
+		return obj{"Supermicro": obj{
+			"@odata.type": "#SmcSystemExtensions.v1_0_0.System",
+			"NodeManager": obj{"Version": "5.0"},
+		}}
+	},
 }
 
 // HPE's own virtual media action names, served as aliases of the standard

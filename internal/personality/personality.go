@@ -2,8 +2,10 @@ package personality
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/bmlab/bmlab/internal/machine"
 )
@@ -80,6 +82,9 @@ type Personality struct {
 	// default for machines of this personality.
 	Quirks []Quirk
 
+	// Oem writes the vendor's Oem blocks (oem.go); the zero value: none.
+	Oem OEM
+
 	// DellOEM: the BMC serves Dell's OEM resources and actions
 	// (internal/personality/dell): the Server Configuration Profile's
 	// import and export, the job queue and job service, the Lifecycle
@@ -147,7 +152,8 @@ const idracVirtualMedia = "idrac-virtualmedia"
 // type's defaults, RequiresProvisioningNetwork; internal/ocp.BMCILO5).
 const iloNetworkBoot = "ilo5"
 
-// all lists every personality, generic first.
+// all lists every personality, generic first: the package's own, then
+// those Register adds.
 var all = []*Personality{
 	{
 		Name:         Generic,
@@ -176,6 +182,7 @@ var all = []*Personality{
 		// 4.x look.
 		Media:              []Slot{cdSlot("CD"), removableSlot("RemovableDisk")},
 		MediaAt:            UnderManager,
+		Oem:                dellOEM,
 		DellOEM:            true,
 		VirtualMediaScheme: idracVirtualMedia,
 		Sources: []string{
@@ -203,6 +210,7 @@ var all = []*Personality{
 		Media:              []Slot{cdSlot("1"), removableSlot("2")},
 		MediaAt:            UnderSystem,
 		Quirks:             []Quirk{PowerOnConflict, MediaSlotOne, SCPTargetList},
+		Oem:                dellOEM,
 		DellOEM:            true,
 		VirtualMediaScheme: idracVirtualMedia,
 		Sources: []string{
@@ -231,6 +239,7 @@ var all = []*Personality{
 		Media:             []Slot{removableSlot("1"), cdSlot("2")},
 		MediaAt:           UnderManager,
 		Quirks:            []Quirk{RefuseInPost},
+		Oem:               hpeOEM,
 		RIBCL:             true,
 		HPEOEM:            true,
 		NetworkBootScheme: iloNetworkBoot,
@@ -258,6 +267,7 @@ var all = []*Personality{
 		Media:   []Slot{cdSlot("CD1")},
 		MediaAt: UnderManager,
 		Quirks:  []Quirk{StaleInserted},
+		Oem:     supermicroOEM,
 		Sources: []string{
 			"Supermicro Redfish User Guide 4.0, Virtual Media Management: /redfish/v1/Managers/1/VirtualMedia/CD1",
 			"quadsproject/badfish PR 126 (a Supermicro's member CD1)",
@@ -267,8 +277,67 @@ var all = []*Personality{
 	},
 }
 
+// mu guards all: Register adds to it while the faces look names up.
+var mu sync.RWMutex
+
+// validName is what a personality's name may be: it is typed in lab files
+// and on vbmcd's command line.
+var validName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+
+// Register adds p to the personalities every face and check reads
+// (Lookup, Names), after the package's own: a vendor declared outside this
+// file (a test's, or one a build adds in an init function). It refuses a
+// personality that is not whole (whole), a name that is taken or is not
+// lower-case letters, digits and dashes, and a name Lookup would not find
+// again. Register it before a face serves it; the list only grows.
+func Register(p *Personality) error {
+	if p == nil {
+		return fmt.Errorf("register a personality: nil")
+	}
+	if !validName.MatchString(string(p.Name)) {
+		return fmt.Errorf("register personality %q: a name is 1 to 32 lower-case letters, digits and dashes, starting with a letter", p.Name)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if slices.ContainsFunc(all, func(q *Personality) bool { return q.Name == p.Name }) {
+		return fmt.Errorf("register personality %q: the name is taken", p.Name)
+	}
+	if err := p.whole(); err != nil {
+		return fmt.Errorf("register personality %q: %w", p.Name, err)
+	}
+	all = append(all, p)
+	return nil
+}
+
+// whole reports what a vendor's personality lacks: its vendor's strings,
+// where its media hangs, a member behind the model's CD drive, its own
+// ids (generic's are the machine's), its sources, known quirks.
+func (p *Personality) whole() error {
+	switch {
+	case p.Manufacturer == "" || p.Model == "" || p.BMCModel == "" || p.BMCFirmware == "" || p.BIOSVersion == "":
+		return fmt.Errorf("a vendor's strings are missing: Manufacturer, Model, BMCModel, BMCFirmware and BIOSVersion are all needed")
+	case p.MediaAt == 0:
+		return fmt.Errorf("no media placement: MediaAt is UnderManager, UnderSystem or both")
+	case (p.SystemID == "" || p.ManagerID == "" || p.ChassisID == "") != p.Generic():
+		return fmt.Errorf("ids %q %q %q: SystemID, ManagerID and ChassisID are a vendor's own (generic has none)", p.SystemID, p.ManagerID, p.ChassisID)
+	case !p.Generic() && len(p.Sources) == 0:
+		return fmt.Errorf("no sources: Sources names the public material its facts come from")
+	}
+	if _, ok := p.MemberOf(machine.SlotCD); !ok {
+		return fmt.Errorf("no virtual media member behind the CD drive (Media)")
+	}
+	for _, q := range p.Quirks {
+		if _, err := ParseQuirks(string(q)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Names lists the personalities' names, generic first.
 func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
 	out := make([]string, len(all))
 	for i, p := range all {
 		out[i] = string(p.Name)
@@ -279,18 +348,27 @@ func Names() []string {
 // Lookup returns the personality named name ("" is generic).
 func Lookup(name string) (*Personality, error) {
 	if name == "" {
-		return all[0], nil
+		return Default(), nil
 	}
-	for _, p := range all {
-		if string(p.Name) == name {
-			return p, nil
-		}
+	mu.RLock()
+	i := slices.IndexFunc(all, func(p *Personality) bool { return string(p.Name) == name })
+	var p *Personality
+	if i >= 0 {
+		p = all[i]
 	}
-	return nil, fmt.Errorf("personality %q: want one of %s", name, strings.Join(Names(), ", "))
+	mu.RUnlock()
+	if p == nil {
+		return nil, fmt.Errorf("personality %q: want one of %s", name, strings.Join(Names(), ", "))
+	}
+	return p, nil
 }
 
-// Default is the generic personality.
-func Default() *Personality { return all[0] }
+// Default is the generic personality, always the list's first.
+func Default() *Personality {
+	mu.RLock()
+	defer mu.RUnlock()
+	return all[0]
+}
 
 // MediaUnder reports whether members hang under the Manager (manager true)
 // or the System.
