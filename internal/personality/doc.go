@@ -5,7 +5,21 @@
 // members by the vendor's ids and where they hang) plus the Oem blocks the
 // vendors' clients read (oem.go); quirks.go lists the vendors' misbehaviours
 // with their public records, each a switch a personality turns on by
-// default.
+// default. What a vendor adds to the standard resources is in its entry
+// too: its Oem blocks are its own functions (Personality.Oem, oem.go), so
+// nothing here or in the faces switches on a vendor's name.
+//
+// The package's list (personality.go) is the default and holds every
+// vendor vbmcd ships. Register adds one declared elsewhere, after them, to
+// the same list every face and check already reads by name (Lookup,
+// Names): a test's vendor (TestAPersonalityOfItsOwn), or one a build adds
+// in an init function. It is a hook on the package's one list rather than
+// a list passed to each face because the lab file's checks, vbmcd's flags,
+// the plan and the Redfish and IPMI faces all look personalities up by the
+// name a machine records; a list of their own would be one more option on
+// each of them and one more way for two of them to disagree. Register
+// refuses a taken name, a name a lab file could not spell and an entry
+// that is not whole, and never removes one.
 //
 // A machine records its personality and its quirk switches with its other
 // settings (machine.Settings.Personality and Quirks); the Redfish face reads

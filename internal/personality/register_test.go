@@ -71,6 +71,7 @@ func TestRegisterRefuses(t *testing.T) {
 		edit(&p)
 		return &p
 	}
+	before := personality.Names()
 	for _, tc := range []struct {
 		name string
 		p    *personality.Personality
@@ -94,7 +95,7 @@ func TestRegisterRefuses(t *testing.T) {
 			}
 		})
 	}
-	if diff := cmp.Diff([]string{"generic", "idrac9", "idrac10", "ilo6", "supermicro-x13"}, personality.Names()); diff != "" {
+	if diff := cmp.Diff(before, personality.Names()); diff != "" {
 		t.Errorf("a refused personality is on the list (-want +got):\n%s", diff)
 	}
 }
