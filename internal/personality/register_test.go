@@ -1,11 +1,7 @@
 package personality_test
 
 import (
-	"context"
 	"encoding/json"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -13,13 +9,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/schemas"
-	"go.uber.org/zap"
 
 	"github.com/bmlab/bmlab/internal/machine"
-	"github.com/bmlab/bmlab/internal/media"
 	"github.com/bmlab/bmlab/internal/personality"
-	"github.com/bmlab/bmlab/internal/redfish"
-	"github.com/bmlab/bmlab/internal/sim"
 )
 
 // acme is a vendor of the test's own, declared here and nowhere else: Acme's
@@ -120,26 +112,8 @@ func TestAPersonalityOfItsOwn(t *testing.T) {
 		t.Fatalf("Lookup = %v, %v", p, err)
 	}
 
-	cache, err := media.New(media.Config{Dir: t.TempDir(), Policy: media.Policy{AllowLoopback: true}}) // the image server is on loopback
-	if err != nil {
-		t.Fatal(err)
-	}
-	iso := make([]byte, 64<<10)
-	copy(iso[32769:], "CD001") // an ISO 9660 volume descriptor
-	images := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.ServeContent(w, r, "acme.iso", time.Now().Add(-time.Hour), strings.NewReader(string(iso)))
-	}))
-	t.Cleanup(images.Close)
-	be := sim.New(1)
-	svc := machine.NewService(be, zap.NewNop(), machine.WithImageFetcher(cache), machine.WithMediaWait(5*time.Second))
-	srv := redfish.New(svc, zap.NewNop(), redfish.WithCredentials("admin", "acme-password"), redfish.WithPersonality(string(acme.Name), ""))
-	id := be.List()[0].ID
-	ts := httptest.NewUnstartedServer(srv.Handler())
-	ts.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context { return redfish.AtBMC(ctx, id) }
-	ts.StartTLS()
-	t.Cleanup(ts.Close)
-
-	c, err := gofish.Connect(gofish.ClientConfig{Endpoint: ts.URL, Username: "admin", Password: "acme-password", BasicAuth: true, Insecure: true})
+	url, id, images := serveAtItsBMC(t, string(acme.Name), "admin", "acme-password")
+	c, err := gofish.Connect(gofish.ClientConfig{Endpoint: url, Username: "admin", Password: "acme-password", BasicAuth: true, Insecure: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +164,7 @@ func TestAPersonalityOfItsOwn(t *testing.T) {
 	if err != nil || len(vms) != 1 || vms[0].ODataID != "/redfish/v1/Managers/BMC.1/VirtualMedia/Disc" {
 		t.Fatalf("virtual media %v %v, want the member Disc under the Manager", vms, err)
 	}
-	if _, err := vms[0].InsertMedia(&schemas.VirtualMediaInsertMediaParameters{Image: images.URL + "/acme.iso"}); err != nil {
+	if _, err := vms[0].InsertMedia(&schemas.VirtualMediaInsertMediaParameters{Image: images + "/acme.iso"}); err != nil {
 		t.Fatalf("insert at Disc: %v", err)
 	}
 
