@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/bmlab/bmlab/internal/machine"
 )
@@ -152,8 +153,8 @@ const idracVirtualMedia = "idrac-virtualmedia"
 // type's defaults, RequiresProvisioningNetwork; internal/ocp.BMCILO5).
 const iloNetworkBoot = "ilo5"
 
-// all lists every personality, generic first: the package's own, then
-// those Register adds.
+// all lists the package's own personalities, generic first; Register adds
+// others after them (list).
 var all = []*Personality{
 	{
 		Name:         Generic,
@@ -277,8 +278,21 @@ var all = []*Personality{
 	},
 }
 
-// mu guards all: Register adds to it while the faces look names up.
-var mu sync.RWMutex
+// The list as the faces read it: all, then those Register added. Register
+// writes a new list (copy on write, one writer at a time), so a lookup on
+// every request takes no lock.
+var (
+	registerMu sync.Mutex
+	current    atomic.Pointer[[]*Personality]
+)
+
+// list is the list as it is now.
+func list() []*Personality {
+	if l := current.Load(); l != nil {
+		return *l
+	}
+	return all
+}
 
 // validName is what a personality's name may be: it is typed in lab files
 // and on vbmcd's command line.
@@ -286,10 +300,11 @@ var validName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 
 // Register adds p to the personalities every face and check reads
 // (Lookup, Names), after the package's own: a vendor declared outside this
-// file (a test's, or one a build adds in an init function). It refuses a
-// personality that is not whole (whole), a name that is taken or is not
-// lower-case letters, digits and dashes, and a name Lookup would not find
-// again. Register it before a face serves it; the list only grows.
+// file (a test's, or one a build adds in an init function). It refuses
+// nil, a name that is taken or that a lab file could not spell (1 to 32
+// lower-case letters, digits and dashes, a letter first), and a
+// personality that is not whole (whole). Register it before a face serves
+// it; it is safe beside Lookup and Names.
 func Register(p *Personality) error {
 	if p == nil {
 		return fmt.Errorf("register a personality: nil")
@@ -297,15 +312,17 @@ func Register(p *Personality) error {
 	if !validName.MatchString(string(p.Name)) {
 		return fmt.Errorf("register personality %q: a name is 1 to 32 lower-case letters, digits and dashes, starting with a letter", p.Name)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if slices.ContainsFunc(all, func(q *Personality) bool { return q.Name == p.Name }) {
+	registerMu.Lock()
+	defer registerMu.Unlock()
+	l := list()
+	if slices.ContainsFunc(l, func(q *Personality) bool { return q.Name == p.Name }) {
 		return fmt.Errorf("register personality %q: the name is taken", p.Name)
 	}
 	if err := p.whole(); err != nil {
 		return fmt.Errorf("register personality %q: %w", p.Name, err)
 	}
-	all = append(all, p)
+	l = append(slices.Clip(l), p)
+	current.Store(&l)
 	return nil
 }
 
@@ -336,10 +353,9 @@ func (p *Personality) whole() error {
 
 // Names lists the personalities' names, generic first.
 func Names() []string {
-	mu.RLock()
-	defer mu.RUnlock()
-	out := make([]string, len(all))
-	for i, p := range all {
+	l := list()
+	out := make([]string, len(l))
+	for i, p := range l {
 		out[i] = string(p.Name)
 	}
 	return out
@@ -350,25 +366,16 @@ func Lookup(name string) (*Personality, error) {
 	if name == "" {
 		return Default(), nil
 	}
-	mu.RLock()
-	i := slices.IndexFunc(all, func(p *Personality) bool { return string(p.Name) == name })
-	var p *Personality
-	if i >= 0 {
-		p = all[i]
-	}
-	mu.RUnlock()
-	if p == nil {
+	l := list()
+	i := slices.IndexFunc(l, func(p *Personality) bool { return string(p.Name) == name })
+	if i < 0 {
 		return nil, fmt.Errorf("personality %q: want one of %s", name, strings.Join(Names(), ", "))
 	}
-	return p, nil
+	return l[i], nil
 }
 
 // Default is the generic personality, always the list's first.
-func Default() *Personality {
-	mu.RLock()
-	defer mu.RUnlock()
-	return all[0]
-}
+func Default() *Personality { return all[0] }
 
 // MediaUnder reports whether members hang under the Manager (manager true)
 // or the System.

@@ -3,6 +3,7 @@ package personality_test
 import (
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,6 +90,49 @@ func TestRegisterRefuses(t *testing.T) {
 	}
 	if diff := cmp.Diff(before, personality.Names()); diff != "" {
 		t.Errorf("a refused personality is on the list (-want +got):\n%s", diff)
+	}
+}
+
+// TestRegisterBesideLookups: faces look personalities up on every request
+// while Register adds one; under -race, a read of the list that is not
+// safe beside the write fails the run.
+func TestRegisterBesideLookups(t *testing.T) {
+	other := *acme
+	other.Name = "acme-bmc3"
+	t.Cleanup(func() { personality.Unregister(other.Name) })
+	var wg, ready sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Add(1)
+		ready.Add(1)
+		go func() {
+			defer wg.Done()
+			personality.Names()
+			ready.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := personality.Lookup("idrac9"); err != nil {
+					t.Error(err)
+					return
+				}
+				personality.Lookup("acme-bmc3") // found or not, as the Register is done or not
+				personality.Names()
+			}
+		}()
+	}
+	ready.Wait() // every reader is reading
+	err := personality.Register(&other)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := personality.Lookup("acme-bmc3"); err != nil || p.Name != "acme-bmc3" {
+		t.Errorf("Lookup after Register = %v, %v", p, err)
 	}
 }
 
