@@ -34,27 +34,24 @@ const iloSecureBootWarning = "AttributeError: module 'proliantutils.exception' h
 
 // TestIronicVendorBIOSAndILO5Sim: what the vendors' BIOS interfaces and
 // Ironic 21.4's ilo5 type do against simulated servers of the vendor
-// personalities, each at a BMC of its own.
-//
-// Ironic 29.0.5 (proliantutils 2.16.3, sushy-oem-idrac 5.0.0):
-//   - an iLO 6 with the ilo5 type and the ilo BIOS interface: manage;
-//     Ironic caches no BIOS setting, proliantutils saying "The specified
-//     operation is not supported on current platform." (it drives a Gen11
-//     over RIBCL, which has no BIOS settings in proliantutils: the refusal
-//     is the library's own, vbmcd never hears the call); apply_configuration
-//     as an out-of-band manual clean step (disable_ramdisk) is refused by
-//     Ironic: the step requires the ramdisk; the BIOS is unchanged. Ironic
+// personalities, each at a BMC of its own, on each release:
+//   - an iLO 6 with the ilo5 type and the ilo BIOS interface: validate,
+//     manage; Ironic caches no BIOS setting, proliantutils saying "The
+//     specified operation is not supported on current platform." (it
+//     drives a Gen11 over RIBCL, for which it has no BIOS settings: the
+//     refusal is the library's own, vbmcd never hears the call); Ironic
 //     logs the secure boot AttributeError (iloSecureBootWarning) and so
-//     records no boot mode;
+//     records no boot mode. On 21.4, Ironic powers it on and off and sets a
+//     one-time boot device over RIBCL, read back over Redfish; on 29,
+//     apply_configuration as an out-of-band manual clean step
+//     (disable_ramdisk) is refused by Ironic, the step requiring the
+//     ramdisk, and the BIOS is unchanged;
 //   - an iDRAC 9 with the idrac type and the idrac-redfish BIOS interface:
 //     manage caches the BIOS settings (read over the standard Bios
-//     resource); apply_configuration as a manual clean step (the stand-in
-//     agent booted through Dell's OEM) changes ProcTurboMode, which the
-//     iDRAC shows at /Bios and Ironic in its cache.
-//
-// Ironic 21.4 (proliantutils 2.14): an iLO 6 with the ilo5 type: validate,
-// manage, power on and off and a one-time boot device over RIBCL, shown
-// over Redfish; the same secure boot AttributeError at manage.
+//     resource). On 21.4 Ironic powers it and sets a one-time boot device
+//     (standard Redfish); on 29, apply_configuration as a manual clean step
+//     (the stand-in agent booted through Dell's OEM) changes ProcTurboMode,
+//     which the iDRAC shows at /Bios and Ironic in its cache.
 func TestIronicVendorBIOSAndILO5Sim(t *testing.T) {
 	testenv.Integration(t)
 	forEachRelease(t, ironicVendorBIOSAndILO5Sim)
@@ -73,11 +70,7 @@ func ironicVendorBIOSAndILO5Sim(t *testing.T, release ironictest.Release) {
 	iso := ir.Serve("/images/deploy.iso", testenv.MarkerISO(t))
 	const hpeBMC, dellBMC = "https://127.34.10.1", "https://127.34.10.2"
 
-	bios := "ilo"
-	if release == ironictest.Ironic21 {
-		bios = "no-bios"
-	}
-	hpe, err := ir.Enroll(ilo5Node("hpe", "127.34.10.1", user, pass, caCert, iso, bios))
+	hpe, err := ir.Enroll(ilo5Node("hpe", "127.34.10.1", user, pass, caCert, iso, "ilo"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,9 +83,6 @@ func ironicVendorBIOSAndILO5Sim(t *testing.T, release ironictest.Release) {
 	}
 	for _, i := range []string{"power", "management", "bios"} {
 		if r := valid[i]; r.Result == nil || !*r.Result {
-			if i == "bios" && bios == "no-bios" {
-				continue
-			}
 			t.Errorf("hpe (ilo5): Ironic's validation of the %s interface: %+v", i, r)
 		}
 	}
@@ -106,16 +96,35 @@ func ironicVendorBIOSAndILO5Sim(t *testing.T, release ironictest.Release) {
 		t.Errorf("hpe (ilo5): boot_mode %v, secure_boot %v; want neither recorded (Ironic gives up caching both at the secure boot error)", raw["boot_mode"], raw["secure_boot"])
 	}
 
-	if release == ironictest.Ironic21 {
-		ilo5PowerAndBoot(t, ir, hpeBMC, user, pass, caCert)
-		return
-	}
-
-	// Ironic 29, the ilo BIOS interface.
+	// The ilo BIOS interface: proliantutils reads no BIOS of a Gen11.
 	pinLog(t, ir, "hpe (ilo BIOS) at manage", "Caching BIOS settings failed on node "+hpe.UUID+" with error: The specified operation is not supported on current platform.")
 	if s := biosSettings(t, ir, "hpe"); len(s) != 0 {
 		t.Errorf("hpe (ilo BIOS): Ironic cached %v, want nothing (proliantutils reads no BIOS from a Gen11)", s)
 	}
+	if release == ironictest.Ironic21 {
+		powerAndBoot(t, ir, "hpe", hpeBMC+"/redfish/v1/Systems/1", user, pass, caCert)
+	}
+
+	// Dell's idrac-redfish BIOS interface.
+	d := idracNode("dell", dellBMC, user, pass, caCert, iso, map[string]any{"capabilities": "boot_mode:uefi"})
+	d.Interfaces["bios_interface"] = "idrac-redfish"
+	d.MACs = []string{"52:54:00:00:00:02"}
+	if _, err := ir.Enroll(d); err != nil {
+		t.Fatal(err)
+	}
+	ir.Step(t, "manage (idrac)", "manage", "manageable", 2*time.Minute, "dell")
+	if s := biosSettings(t, ir, "dell"); s["ProcTurboMode"] != "Enabled" || s["BootMode"] != "Uefi" {
+		t.Errorf("dell (idrac-redfish BIOS): Ironic's cache after manage %v, want the iDRAC's settings (ProcTurboMode Enabled, BootMode Uefi)", s)
+	}
+	if release == ironictest.Ironic21 {
+		// Power and the boot device are standard Redfish in 21.4's idrac
+		// type; only the virtual CD's boot needs Dell's OEM
+		// (TestIronicVendorDriversSim/21), and with it every BIOS step.
+		powerAndBoot(t, ir, "dell", dellBMC+"/redfish/v1/Systems/System.Embedded.1", user, pass, caCert)
+		return
+	}
+
+	// Ironic 29: the ilo BIOS step out of band.
 	turbo := map[string]any{"interface": "bios", "step": "apply_configuration",
 		"args": map[string]any{"settings": []any{map[string]any{"name": "ProcTurboMode", "value": "Disabled"}}}}
 	if err := ir.Provision("hpe", "clean", map[string]any{"clean_steps": []any{turbo}, "disable_ramdisk": true}); err != nil {
@@ -131,17 +140,7 @@ func ironicVendorBIOSAndILO5Sim(t *testing.T, release ironictest.Release) {
 		t.Errorf("hpe: ProcTurboMode %v after the refused step, want Enabled", a["ProcTurboMode"])
 	}
 
-	// Ironic 29, Dell's idrac-redfish BIOS interface.
-	d := idracNode("dell", dellBMC, user, pass, caCert, iso, map[string]any{"capabilities": "boot_mode:uefi"})
-	d.Interfaces["bios_interface"] = "idrac-redfish"
-	d.MACs = []string{"52:54:00:00:00:02"}
-	if _, err := ir.Enroll(d); err != nil {
-		t.Fatal(err)
-	}
-	ir.Step(t, "manage (idrac)", "manage", "manageable", 2*time.Minute, "dell")
-	if s := biosSettings(t, ir, "dell"); s["ProcTurboMode"] != "Enabled" || s["BootMode"] != "Uefi" {
-		t.Errorf("dell (idrac-redfish BIOS): Ironic's cache after manage %v, want the iDRAC's settings (ProcTurboMode Enabled, BootMode Uefi)", s)
-	}
+	// Ironic 29: Dell's BIOS step, with the stand-in agent.
 	start := time.Now()
 	if err := ir.Provision("dell", "clean", map[string]any{"clean_steps": []any{turbo}}); err != nil {
 		t.Fatal(err)
@@ -158,36 +157,37 @@ func ironicVendorBIOSAndILO5Sim(t *testing.T, release ironictest.Release) {
 	}
 }
 
-// ilo5PowerAndBoot: Ironic powers an ilo5 node on and off and sets a
-// one-time boot device (RIBCL SET_HOST_POWER, HOLD_PWR_BTN,
-// SET_ONE_TIME_BOOT), each read back over the iLO's Redfish.
-func ilo5PowerAndBoot(t *testing.T, ir *ironictest.Ironic, bmc, user, pass, ca string) {
+// powerAndBoot: Ironic powers a node on and off and sets a one-time boot
+// device (for an ilo5 node RIBCL's SET_HOST_POWER, HOLD_PWR_BTN and
+// SET_ONE_TIME_BOOT), each read back over the BMC's Redfish System at
+// system (a URL).
+func powerAndBoot(t *testing.T, ir *ironictest.Ironic, node, system, user, pass, ca string) {
 	t.Helper()
-	sys := func() map[string]any { return getWith(t, bmc, "/redfish/v1/Systems/1", user, pass, ca) }
+	sys := func() map[string]any { return getWith(t, system, "", user, pass, ca) }
 	for _, p := range []struct{ target, redfish string }{{"power on", "On"}, {"power off", "Off"}} {
-		if err := ir.Power("hpe", p.target); err != nil {
+		if err := ir.Power(node, p.target); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ir.WaitPower(p.target+" (ilo)", "hpe", p.target, time.Minute); err != nil {
+		if _, err := ir.WaitPower(p.target, node, p.target, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		if s := sys(); s["PowerState"] != p.redfish {
-			t.Errorf("hpe: Ironic says %q; the iLO's Redfish PowerState %v", p.target, s["PowerState"])
+			t.Errorf("%s: Ironic says %q; the BMC's Redfish PowerState %v", node, p.target, s["PowerState"])
 		}
 	}
-	if err := ir.Do("PUT", "/v1/nodes/hpe/management/boot_device", map[string]any{"boot_device": "pxe", "persistent": false}, nil); err != nil {
+	if err := ir.Do("PUT", "/v1/nodes/"+node+"/management/boot_device", map[string]any{"boot_device": "pxe", "persistent": false}, nil); err != nil {
 		t.Fatal(err)
 	}
 	var bd struct {
 		BootDevice string `json:"boot_device"`
 		Persistent *bool  `json:"persistent"`
 	}
-	if err := ir.Do("GET", "/v1/nodes/hpe/management/boot_device", nil, &bd); err != nil {
+	if err := ir.Do("GET", "/v1/nodes/"+node+"/management/boot_device", nil, &bd); err != nil {
 		t.Fatal(err)
 	}
 	boot, _ := sys()["Boot"].(map[string]any)
 	if bd.BootDevice != "pxe" || boot["BootSourceOverrideTarget"] != "Pxe" || boot["BootSourceOverrideEnabled"] != "Once" {
-		t.Errorf("hpe: Ironic set pxe once; Ironic reads %+v, the iLO's Redfish %v", bd, boot)
+		t.Errorf("%s: Ironic set pxe once; Ironic reads %+v, the BMC's Redfish %v", node, bd, boot)
 	}
 }
 
