@@ -360,6 +360,12 @@ func TestInbandSEL(t *testing.T) {
 		var out [][]byte
 		for id := uint16(0); id != 0xffff; {
 			code, d, err := do(wire.NetFnStorage, cmdGetSELEntry, 0, 0, byte(id), byte(id>>8), 0, 0xff)
+			if err == nil && code == wire.CodeNotPresent && id == 0 {
+				// An empty SEL (IPMI v2.0 §31.5: CBh): the manager
+				// logs a power change when the model's event reaches
+				// it, which may be after waitPower has seen the state.
+				return out
+			}
 			if err != nil || code != wire.CodeOK {
 				t.Fatalf("Get SEL Entry %d: %v %v", id, code, err)
 			}
