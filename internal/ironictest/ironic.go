@@ -54,7 +54,8 @@ type Options struct {
 	// Vendors enables the vendors' hardware types beside redfish and ipmi
 	// (idrac, ilo and ilo5, the one for iLO 5 and 6: ilo's interfaces with
 	// the ilo5 management and RAID interfaces) and their interfaces (the
-	// iLO's network boot, ilo-ipxe, among them); the iLO types
+	// iLO's network boot, ilo-ipxe, and the BIOS interfaces ilo and
+	// idrac-redfish among them); the iLO types
 	// publish their ISOs on Ironic's web server as the redfish one does
 	// (not in Swift).
 	Vendors bool
@@ -398,6 +399,7 @@ func config(r Release, dir, httpRoot, host string, port int, httpURL string, ven
 		d["enabled_hardware_types"] += ",idrac,ilo,ilo5"
 		d["enabled_boot_interfaces"] += ",idrac-redfish-virtual-media,ilo-virtual-media,ilo-ipxe"
 		d["enabled_raid_interfaces"] += ",ilo5"
+		d["enabled_bios_interfaces"] += ",ilo,idrac-redfish"
 		d["enabled_inspect_interfaces"] += ",idrac-redfish,ilo"
 		d["enabled_management_interfaces"] += ",idrac-redfish,ilo,ilo5"
 		d["enabled_power_interfaces"] += ",idrac-redfish,ilo"
