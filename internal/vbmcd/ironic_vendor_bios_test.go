@@ -1,13 +1,11 @@
 package vbmcd
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/bmlab/bmlab/internal/ironictest"
-	"github.com/bmlab/bmlab/internal/sim"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
@@ -58,16 +56,8 @@ func TestIronicVendorBIOSAndILO5Sim(t *testing.T) {
 }
 
 func ironicVendorBIOSAndILO5Sim(t *testing.T, release ironictest.Release) {
-	mainAddr, state, caCert := ironicSimDaemon(t, 2, "127.34.10.1-127.34.10.2", func(c *Config) {
-		c.Personality, c.Quirks = "ilo6", "-refuse-in-post"
-	})
-	personalitySet(t, state, sim.UUIDFor("sim-0002"), "idrac9")
-	const user, pass = "admin", "sim-pass-1"
-	ir := ironictest.Start(t, ironictest.Options{Release: release, Vendors: true, VendorOverlay: release == ironictest.Ironic29})
-	if err := ir.Agent.WatchEvents(ironictest.Redfish{URL: "https://" + mainAddr, User: user, Password: pass, CAFile: filepath.Join(state, "redfish-tls.crt")}); err != nil {
-		t.Fatal(err)
-	}
-	iso := ir.Serve("/images/deploy.iso", testenv.MarkerISO(t))
+	const user, pass = vendorUser, vendorPass
+	ir, caCert, iso := vendorIronic(t, release, 2, "127.34.10.1-127.34.10.2", nil)
 	const hpeBMC, dellBMC = "https://127.34.10.1", "https://127.34.10.2"
 
 	hpe, err := ir.Enroll(ilo5Node("hpe", "127.34.10.1", user, pass, caCert, iso, "ilo"))

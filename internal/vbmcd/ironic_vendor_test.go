@@ -84,18 +84,36 @@ func TestIronicVendorDriversSim(t *testing.T) {
 	forEachRelease(t, ironicVendorDriversSim)
 }
 
-func ironicVendorDriversSim(t *testing.T, release ironictest.Release) {
-	mainAddr, state, caCert := ironicSimDaemon(t, 3, "127.34.8.1-127.34.8.3", func(c *Config) {
+// The simulated vendors' BMCs' account (ironicSimDaemon's).
+const vendorUser, vendorPass = "admin", "sim-pass-1"
+
+// vendorIronic starts n simulated machines at BMCs of their own in addrs
+// (sim-0001 an iLO 6 that does not refuse in POST, sim-0002 an iDRAC 9;
+// more sets the rest on the daemon's state directory) and an Ironic with
+// the vendors' drivers (29 with sushy-oem-idrac's overlay) that follows
+// the daemon's events; it returns Ironic, the BMCs' CA and the deploy
+// ISO's URL.
+func vendorIronic(t *testing.T, release ironictest.Release, n int, addrs string, more func(state string)) (*ironictest.Ironic, string, string) {
+	t.Helper()
+	mainAddr, state, caCert := ironicSimDaemon(t, n, addrs, func(c *Config) {
 		c.Personality, c.Quirks = "ilo6", "-refuse-in-post"
 	})
 	personalitySet(t, state, sim.UUIDFor("sim-0002"), "idrac9")
-	personalitySet(t, state, sim.UUIDFor("sim-0003"), "idrac10", "--quirks", "-power-on-conflict")
-	const user, pass = "admin", "sim-pass-1"
+	if more != nil {
+		more(state)
+	}
 	ir := ironictest.Start(t, ironictest.Options{Release: release, Vendors: true, VendorOverlay: release == ironictest.Ironic29})
-	if err := ir.Agent.WatchEvents(ironictest.Redfish{URL: "https://" + mainAddr, User: user, Password: pass, CAFile: filepath.Join(state, "redfish-tls.crt")}); err != nil {
+	if err := ir.Agent.WatchEvents(ironictest.Redfish{URL: "https://" + mainAddr, User: vendorUser, Password: vendorPass, CAFile: filepath.Join(state, "redfish-tls.crt")}); err != nil {
 		t.Fatal(err)
 	}
-	iso := ir.Serve("/images/deploy.iso", testenv.MarkerISO(t))
+	return ir, caCert, ir.Serve("/images/deploy.iso", testenv.MarkerISO(t))
+}
+
+func ironicVendorDriversSim(t *testing.T, release ironictest.Release) {
+	const user, pass = vendorUser, vendorPass
+	ir, caCert, iso := vendorIronic(t, release, 3, "127.34.8.1-127.34.8.3", func(state string) {
+		personalitySet(t, state, sim.UUIDFor("sim-0003"), "idrac10", "--quirks", "-power-on-conflict")
+	})
 	disk := testenv.MarkerDisk(t)
 	image := ir.Serve("/images/disk.img", disk)
 	uefi := map[string]any{"capabilities": "boot_mode:uefi"}
