@@ -85,11 +85,7 @@ func TestUpIPv6AndDualStack(t *testing.T) {
 func upIPv6(t *testing.T, name, mode, family string, port int, ipmi bool) {
 	dir := testenv.QemuDir(t)
 	cfg := labFile(t, dir, name, port)
-	b, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lab := string(b)
+	lab := readFile(t, cfg)
 	start := strings.Index(lab, "  machineNetwork:")
 	end := strings.Index(lab, "  bmc:")
 	family = strings.ReplaceAll(family, "INSTALLER", installertest.Installer(t))
