@@ -236,6 +236,32 @@ func labNetTestConn(t *testing.T) *libvirt.Libvirt {
 	return l
 }
 
+// deleteAtEnd deletes the lab network spec at the test's end; a failed
+// delete fails the test.
+func deleteAtEnd(t *testing.T, l *libvirt.Libvirt, spec LabNetworkSpec) {
+	t.Cleanup(func() {
+		if _, err := deleteLabNetwork(context.Background(), l, spec.Name, spec.Lab); err != nil {
+			t.Errorf("clean up %s: %v", spec.Name, err)
+		}
+	})
+}
+
+// defineForeign defines someone else's network (no lab mark), never
+// started, and undefines it at the test's end.
+func defineForeign(t *testing.T, l *libvirt.Libvirt, d *libvirtxml.Network) libvirt.Network {
+	t.Helper()
+	x, err := d.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := l.NetworkDefineXML(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.NetworkUndefine(n) })
+	return n
+}
+
 // ltConn connects to libvirtd after checking that it runs in the network
 // namespace labci: the lab network carries an address, which must never
 // appear in the host's namespace.
@@ -321,11 +347,7 @@ func TestEnsureLabNetwork(t *testing.T) {
 	ctx := context.Background()
 	id := netnstest.Rand(3)
 	spec := labNetTestSpec("lt-net-"+id, "lt-br-"+id)
-	t.Cleanup(func() {
-		if _, err := deleteLabNetwork(context.Background(), l, spec.Name, spec.Lab); err != nil {
-			t.Errorf("clean up: %v", err)
-		}
-	})
+	deleteAtEnd(t, l, spec)
 	h, bridgeIndex := labciBridge(t, spec.Bridge)
 
 	start := time.Now()
@@ -425,15 +447,7 @@ func TestEnsureLabNetworkLeavesForeignAlone(t *testing.T) {
 	// Someone else's networks: one with the lab's name, one on the lab's
 	// bridge. Defined, never started, no lab mark, no address.
 	foreign := func(name, bridge string) (libvirt.Network, string) {
-		x, err := (&libvirtxml.Network{Name: name, Bridge: &libvirtxml.NetworkBridge{Name: bridge}}).Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := l.NetworkDefineXML(x)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.NetworkUndefine(n) })
+		n := defineForeign(t, l, &libvirtxml.Network{Name: name, Bridge: &libvirtxml.NetworkBridge{Name: bridge}})
 		before, err := l.NetworkGetXMLDesc(n, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -531,11 +545,7 @@ func TestEnsureLabNetworkDualStack(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			id := netnstest.Rand(3)
 			spec := tc.spec("lt-net6-"+id, "lt-br6-"+id)
-			t.Cleanup(func() {
-				if _, err := deleteLabNetwork(context.Background(), l, spec.Name, spec.Lab); err != nil {
-					t.Errorf("clean up: %v", err)
-				}
-			})
+			deleteAtEnd(t, l, spec)
 			if changed, err := ensureLabNetwork(ctx, l, spec); err != nil || !changed {
 				t.Fatalf("first EnsureLabNetwork = %v, %v; want changed", changed, err)
 			}

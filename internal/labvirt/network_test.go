@@ -188,18 +188,10 @@ func TestEnsureNetworkLeavesForeignNetworkAlone(t *testing.T) {
 	name := "np-fx-" + netnstest.Rand(3)
 	// Someone else's network with a lab name: defined, never started (its
 	// bridge does not exist), no lab mark.
-	x, err := (&libvirtxml.Network{Name: name, Forward: &libvirtxml.NetworkForward{Mode: "bridge"},
-		Bridge: &libvirtxml.NetworkBridge{Name: name}}).Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	net, err := l.NetworkDefineXML(x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.NetworkUndefine(net) })
+	net := defineForeign(t, l, &libvirtxml.Network{Name: name, Forward: &libvirtxml.NetworkForward{Mode: "bridge"},
+		Bridge: &libvirtxml.NetworkBridge{Name: name}})
 
-	_, err = ensureNetwork(ctx, l, NetworkSpec{Name: name, Bridge: name, Lab: lab})
+	_, err := ensureNetwork(ctx, l, NetworkSpec{Name: name, Bridge: name, Lab: lab})
 	if !errors.Is(err, ErrNetworkForeign) || !strings.Contains(err.Error(), "virsh net-undefine "+name) {
 		t.Errorf("EnsureNetwork on a foreign network = %v, want ErrNetworkForeign with a fix", err)
 	}

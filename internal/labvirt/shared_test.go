@@ -78,12 +78,8 @@ func TestSharedNetwork(t *testing.T) {
 	ctx := context.Background()
 	id := netnstest.Rand(3)
 	owner := labNetTestSpec("lt-sh-"+id, "lt-shbr-"+id)
-	t.Cleanup(func() {
-		_, _ = removeShared(context.Background(), l, owner.Name, "lt-joiner")
-		if _, err := deleteLabNetwork(context.Background(), l, owner.Name, owner.Lab); err != nil {
-			t.Errorf("clean up: %v", err)
-		}
-	})
+	deleteAtEnd(t, l, owner)
+	t.Cleanup(func() { _, _ = removeShared(context.Background(), l, owner.Name, "lt-joiner") }) // before the delete
 	if _, err := ensureLabNetwork(ctx, l, owner); err != nil {
 		t.Fatal(err)
 	}
