@@ -402,7 +402,7 @@ func TestEnsureLabNetwork(t *testing.T) {
 	if d, err := labNetworkDrift(ctx, l, more); err != nil || len(d) != 0 {
 		t.Fatalf("drift after adding a host: %v, %v", d, err)
 	}
-	if !strings.Contains(labNetReadFile(t, "/var/lib/libvirt/dnsmasq/"+spec.Name+".hostsfile"), "52:54:00:77:00:20,10.198.77.20,worker-0") {
+	if !strings.Contains(testenv.ReadFile(t, "/var/lib/libvirt/dnsmasq/"+spec.Name+".hostsfile"), "52:54:00:77:00:20,10.198.77.20,worker-0") {
 		t.Error("the added host is not in dnsmasq's hostsfile")
 	}
 	labNetResolve(t, "10.198.77.1", map[string]string{"worker-0.ocp.lab.local": "10.198.77.20"})
@@ -485,20 +485,11 @@ func TestEnsureLabNetworkLeavesForeignAlone(t *testing.T) {
 	}
 }
 
-func labNetReadFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // dnsmasqHas checks that the file libvirt writes for network's dnsmasq
 // (ext: conf, hostsfile) holds each of wants.
 func dnsmasqHas(t *testing.T, network, ext string, wants []string) {
 	t.Helper()
-	f := labNetReadFile(t, "/var/lib/libvirt/dnsmasq/"+network+"."+ext)
+	f := testenv.ReadFile(t, "/var/lib/libvirt/dnsmasq/"+network+"."+ext)
 	for _, want := range wants {
 		if !strings.Contains(f, want) {
 			t.Errorf("dnsmasq %s lacks %q:\n%s", ext, want, f)
@@ -584,7 +575,7 @@ func TestEnsureLabNetworkDualStack(t *testing.T) {
 			if d, err := labNetworkDrift(ctx, l, more); err != nil || len(d) != 0 {
 				t.Fatalf("drift after adding a host: %v, %v", d, err)
 			}
-			if !strings.Contains(labNetReadFile(t, "/var/lib/libvirt/dnsmasq/"+spec.Name+".hostsfile"), "id:00:03:00:01:52:54:00:77:00:20,worker-0,[fd00:77::20]") {
+			if !strings.Contains(testenv.ReadFile(t, "/var/lib/libvirt/dnsmasq/"+spec.Name+".hostsfile"), "id:00:03:00:01:52:54:00:77:00:20,worker-0,[fd00:77::20]") {
 				t.Error("the added host's IPv6 reservation is not in dnsmasq's hostsfile")
 			}
 			labNetResolveFamily(t, "fd00:77::1", "ip6", map[string]string{"worker-0.ocp.lab.local": "fd00:77::20"})

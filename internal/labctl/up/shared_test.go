@@ -310,14 +310,8 @@ func TestSharedNetworkThreeLabs(t *testing.T) {
 	}
 }
 
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
+// readFile is the file at path; one that cannot be read fails the test.
+var readFile = testenv.ReadFile
 
 // resolvePlan is the lab's plan as a later labctl command makes it from the
 // lab file and mode, with no --profile: the plan takes the profile the
