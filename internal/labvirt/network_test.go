@@ -124,14 +124,7 @@ func TestNetworkBootsVMOnLabBridge(t *testing.T) {
 		t.Fatalf("network state %+v, %v: want active, autostarted, name == bridge", st, err)
 	}
 
-	logDir, err := os.MkdirTemp("", "np-vm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(logDir) })
-	if err := os.Chmod(logDir, 0o777); err != nil {
-		t.Fatal(err)
-	}
+	logDir := testenv.TmpDir(t, "np-vm-", 0o777)
 	serial := filepath.Join(logDir, "serial.log")
 	name := "np-vm-" + netnstest.Rand(3)
 	start := time.Now()
