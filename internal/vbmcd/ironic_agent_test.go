@@ -258,10 +258,14 @@ func (n agentNode) serialTail() string {
 //     lab's iDRAC 9 by idrac.
 //   - 21: Ironic 21.4 without fast_track: the agent boots for cleaning, for
 //     the deploy and for the undeploy's cleaning, which erases the
-//     deployed disk. A redfish node over
-//     virtual media and an ipmi node booting the same ramdisk over the
-//     network (the ipxe boot interface: OVMF's PXE, dnsmasq as proxyDHCP
-//     beside libvirt's DHCP, iPXE, Ironic's boot.ipxe).
+//     deployed disk. A redfish node over virtual media, an ipmi node
+//     booting the same ramdisk over the network (the ipxe boot interface:
+//     OVMF's PXE, dnsmasq as proxyDHCP beside libvirt's DHCP, iPXE,
+//     Ironic's boot.ipxe), and an iLO 6 by 21.4's ilo5 hardware type with
+//     ilo-virtual-media (Debian 12's proliantutils 2.14, RIBCL; the ISO
+//     Ironic builds from the ramdisk's kernel and initramfs, as for
+//     redfish), its boot NIC's port given at enrollment as in the 29
+//     subtest.
 func TestE2EIronicAgent(t *testing.T) {
 	for _, c := range []struct {
 		release             ironictest.Release
