@@ -105,23 +105,12 @@ func TestSlowClientsDisconnected(t *testing.T) {
 	// closed waits for the server to end conn while drip keeps writing to
 	// it; false when conn is still open after wait.
 	closed := func(conn net.Conn, wait time.Duration, drip string) bool {
-		stop := make(chan struct{})
-		defer close(stop)
-		go func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				case <-time.After(50 * time.Millisecond):
-				}
-				if drip == "" {
-					continue
-				}
-				if _, err := conn.Write([]byte{drip[i%len(drip)]}); err != nil {
-					return
-				}
-			}
-		}()
+		if drip != "" {
+			defer testenv.Every(50*time.Millisecond, func(i int) bool {
+				_, err := conn.Write([]byte{drip[i%len(drip)]})
+				return err == nil
+			})()
+		}
 		conn.SetReadDeadline(time.Now().Add(wait))
 		_, err := io.Copy(io.Discard, conn)
 		var ne net.Error
