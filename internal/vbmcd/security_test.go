@@ -38,17 +38,7 @@ func simDaemon(t *testing.T, edit func(*Config)) (string, *testenv.Buffer) {
 		edit(&cfg)
 	}
 	out := start(t, cfg)
-	re := regexp.MustCompile(`Redfish at https?://([0-9a-f.:\[\]]+)/redfish/v1`)
-	var addr string
-	if !testenv.WaitFor(10*time.Second, func() bool {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			addr = m[1]
-		}
-		return addr != ""
-	}) {
-		t.Fatalf("vbmcd did not start; output:\n%s", out.String())
-	}
-	return addr, out
+	return startedAt(t, out, regexp.MustCompile(`Redfish at https?://([0-9a-f.:\[\]]+)/redfish/v1`), 10*time.Second), out
 }
 
 // The Redfish listener bounds headers and holds no connection forever
