@@ -3,7 +3,6 @@ package vbmcd
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -80,11 +79,7 @@ func TestSushyEmulatorRefusals(t *testing.T) {
 	n := 0
 	conf := func(body string) string {
 		n++
-		p := filepath.Join(dir, fmt.Sprintf("c%d.py", n))
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return testenv.WriteFile(t, dir, fmt.Sprintf("c%d.py", n), []byte(body))
 	}
 	for _, tc := range []struct {
 		args []string
@@ -127,10 +122,8 @@ func TestSushyEmulatorRefusals(t *testing.T) {
 // exists, every address unless the file names one.
 func TestSushyEmulatorAsMetal3Image(t *testing.T) {
 	dir := t.TempDir()
-	withIP := filepath.Join(dir, "ip.py")
-	withoutIP := filepath.Join(dir, "noip.py")
-	os.WriteFile(withIP, []byte("SUSHY_EMULATOR_LISTEN_IP = '192.168.111.1'\nSUSHY_EMULATOR_FAKE_DRIVER = True\n"), 0o644)
-	os.WriteFile(withoutIP, []byte("SUSHY_EMULATOR_LISTEN_PORT = 8001\n"), 0o644)
+	withIP := testenv.WriteFile(t, dir, "ip.py", []byte("SUSHY_EMULATOR_LISTEN_IP = '192.168.111.1'\nSUSHY_EMULATOR_FAKE_DRIVER = True\n"))
+	withoutIP := testenv.WriteFile(t, dir, "noip.py", []byte("SUSHY_EMULATOR_LISTEN_PORT = 8001\n"))
 	for _, tc := range []struct{ env, wantArgs, wantAddr string }{
 		{withIP, "--config " + withIP, "192.168.111.1:8000"},
 		{withoutIP, "--config " + withoutIP + " --interface ::", "[::]:8001"},
