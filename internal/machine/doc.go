@@ -28,7 +28,8 @@
 // of follow.go: Follow is their loop (events, and a resync on a tick),
 // Sync makes what they keep follow the machines there now, Gone names what
 // they keep for machines no longer there, WaitChange waits for a machine's
-// next change or an interval, and ForEach hands a subscription's events to
+// next change or an interval (WaitEvent for an event of one's choosing or
+// a channel), and ForEach hands a subscription's events to
 // a function until its context ends. The IPMI manager's BMCs and vbmcd's
 // per-address listeners (internal/listen) follow the model with Follow
 // and Sync.
