@@ -3,7 +3,9 @@
 // Ensure creating what is missing and verifying what is there, and records
 // the last one done (State) so that up again resumes; Down runs every
 // Delete backwards, past failures, and needs no state. Actions report to a
-// Reporter; labctl draws the spinner and the ticks.
+// Reporter; labctl draws the spinner and the ticks. A mode's own step that
+// keeps no settings is a Step: its name and its Ensure and Delete
+// functions, listed in place.
 //
 // The actions reach the platform through a Provider (provider.go): a few
 // calls over the objects the steps declare in labctl's own terms (a

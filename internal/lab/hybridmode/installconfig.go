@@ -11,14 +11,10 @@ import (
 	"github.com/bmlab/bmlab/internal/lab"
 )
 
-// hybridInstallConfig writes install-config.yaml (platform none) into the
+// ensureInstallConfig writes install-config.yaml (platform none) into the
 // installer's directory, and a copy in the lab's state directory: the
 // installer consumes the file, the copy says what it consumed.
-type hybridInstallConfig struct{}
-
-func (hybridInstallConfig) Name() string { return "install-config" }
-
-func (hybridInstallConfig) Ensure(_ context.Context, e *lab.Env) (bool, error) {
+func ensureInstallConfig(_ context.Context, e *lab.Env) (bool, error) {
 	ic, err := HybridInstallConfig(e)
 	if err != nil {
 		return false, err
@@ -58,10 +54,10 @@ func (hybridInstallConfig) Ensure(_ context.Context, e *lab.Env) (bool, error) {
 	return true, nil
 }
 
-// Delete removes the installer's directory with the copy: its assets (the
+// deleteInstallConfig removes the installer's directory with the copy: its assets (the
 // ignition configs, their certificates, auth/) belong to the cluster that
 // down removes, and a later up must not resume from them.
-func (hybridInstallConfig) Delete(_ context.Context, e *lab.Env) error {
+func deleteInstallConfig(_ context.Context, e *lab.Env) error {
 	if e.Plan.Mode != Name {
 		return lab.RemoveFiles([]string{e.Plan.Paths.InstallConfigCopy}, "")
 	}

@@ -9,13 +9,9 @@ import (
 	"github.com/bmlab/bmlab/internal/lab/steps"
 )
 
-// installConfig writes install-config.yaml for platform baremetal, checked
+// ensureInstallConfig writes install-config.yaml for platform baremetal, checked
 // against the installer's rules first.
-type installConfig struct{}
-
-func (installConfig) Name() string { return "install-config" }
-
-func (installConfig) Ensure(_ context.Context, e *lab.Env) (bool, error) {
+func ensureInstallConfig(_ context.Context, e *lab.Env) (bool, error) {
 	ic, err := InstallConfig(e)
 	if err != nil {
 		return false, err
@@ -38,9 +34,9 @@ func (installConfig) Ensure(_ context.Context, e *lab.Env) (bool, error) {
 	return true, nil
 }
 
-// Delete removes install-config.yaml; the installer's own files in the
+// deleteInstallConfig removes install-config.yaml; the installer's own files in the
 // directory (logs, auth) stay for the user to read.
-func (installConfig) Delete(_ context.Context, e *lab.Env) error {
+func deleteInstallConfig(_ context.Context, e *lab.Env) error {
 	return lab.RemoveFiles([]string{e.Plan.Paths.InstallConfig}, "")
 }
 
