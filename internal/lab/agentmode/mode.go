@@ -151,21 +151,14 @@ func ensureConfigs(_ context.Context, e *lab.Env) (bool, error) {
 			}
 			continue
 		}
-		cur, cerr := os.ReadFile(f.file)
-		have, herr := os.ReadFile(f.copy)
-		if cerr == nil && herr == nil && string(cur) == string(want) && string(have) == string(want) {
-			continue
+		wrote, err := steps.WriteFiles(want, f.file, f.copy)
+		if err != nil {
+			return changed, err
 		}
-		for _, path := range []string{f.file, f.copy} {
-			if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-				return changed, err
-			}
-			if err := ipi.WriteFile(path, want); err != nil {
-				return changed, err
-			}
+		if wrote {
+			e.Rep.Note("install-config", "wrote "+f.file)
+			changed = true
 		}
-		e.Rep.Note("install-config", "wrote "+f.file)
-		changed = true
 	}
 	return changed, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/lab/steps"
 )
 
 // ensureInstallConfig writes install-config.yaml (platform none) into the
@@ -34,24 +35,14 @@ func ensureInstallConfig(_ context.Context, e *lab.Env) (bool, error) {
 	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return false, err
 	}
-	dir := e.Plan.Installer.Dir
-	if cur, err := os.ReadFile(e.Plan.Paths.InstallConfig); err == nil && string(cur) == string(want) && string(have) == string(want) {
-		return false, nil
-	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return false, err
-	}
 	if err := os.MkdirAll(e.Plan.StateDir, 0o755); err != nil {
 		return false, err
 	}
-	if err := ipi.Write(dir, ic); err != nil {
-		return false, err
+	wrote, err := steps.WriteFiles(want, e.Plan.Paths.InstallConfig, copyPath)
+	if wrote {
+		e.Rep.Note("install-config", "wrote "+e.Plan.Paths.InstallConfig+" (platform none)")
 	}
-	if err := os.WriteFile(copyPath, want, 0o600); err != nil {
-		return false, err
-	}
-	e.Rep.Note("install-config", "wrote "+e.Plan.Paths.InstallConfig+" (platform none)")
-	return true, nil
+	return wrote, err
 }
 
 // deleteInstallConfig removes the installer's directory with the copy: its assets (the

@@ -2,7 +2,6 @@ package ipimode
 
 import (
 	"context"
-	"os"
 
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
@@ -20,18 +19,11 @@ func ensureInstallConfig(_ context.Context, e *lab.Env) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	dir := e.Plan.Installer.Dir
-	if have, err := os.ReadFile(e.Plan.Paths.InstallConfig); err == nil && string(have) == string(want) {
-		return false, nil
+	wrote, err := steps.WriteFiles(want, e.Plan.Paths.InstallConfig)
+	if wrote {
+		e.Rep.Note("install-config", "wrote "+e.Plan.Paths.InstallConfig)
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return false, err
-	}
-	if err := ipi.Write(dir, ic); err != nil {
-		return false, err
-	}
-	e.Rep.Note("install-config", "wrote "+e.Plan.Paths.InstallConfig)
-	return true, nil
+	return wrote, err
 }
 
 // deleteInstallConfig removes install-config.yaml; the installer's own files in the

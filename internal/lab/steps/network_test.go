@@ -578,3 +578,36 @@ func TestAProviderOfItsOwn(t *testing.T) {
 		t.Errorf("storage over a raw image = %v, want it refused", err)
 	}
 }
+
+// TestWriteFiles: an installer file and the lab's copy are written (0600,
+// their directories made) when either differs, and left alone when both
+// hold the data.
+func TestWriteFiles(t *testing.T) {
+	dir := t.TempDir()
+	file, copyFile := filepath.Join(dir, "install", "install-config.yaml"), filepath.Join(dir, "state", "install-config.yaml")
+	for i, c := range []struct {
+		data  string
+		wrote bool
+	}{{"a: 1\n", true}, {"a: 1\n", false}, {"a: 2\n", true}} {
+		wrote, err := WriteFiles([]byte(c.data), file, copyFile)
+		if err != nil || wrote != c.wrote {
+			t.Fatalf("write %d: wrote %v, %v; want %v", i, wrote, err, c.wrote)
+		}
+		for _, p := range []string{file, copyFile} {
+			if got, err := os.ReadFile(p); err != nil || string(got) != c.data {
+				t.Errorf("write %d: %s holds %q (%v), want %q", i, p, got, err, c.data)
+			}
+		}
+	}
+	if err := os.WriteFile(copyFile, []byte("edited"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if wrote, err := WriteFiles([]byte("a: 2\n"), file, copyFile); err != nil || !wrote {
+		t.Errorf("a changed copy: wrote %v, %v; want it written again", wrote, err)
+	}
+	if st, err := os.Stat(copyFile); err != nil {
+		t.Error(err)
+	} else if st.Mode().Perm() != 0o600 {
+		t.Errorf("the copy's mode is %v, want 0600", st.Mode().Perm())
+	}
+}
