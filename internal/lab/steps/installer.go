@@ -1,12 +1,9 @@
 package steps
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
@@ -47,29 +44,4 @@ func ValidateInstallConfig(e *lab.Env, ic *ipi.InstallConfig) ipi.ErrorList {
 		return errs
 	}
 	return append(errs, ipi.ValidateRelease(ic, arch)...)
-}
-
-// WriteFiles writes an installer file's data to each path (0600,
-// atomically, its directory made 0750 when missing) unless every one holds
-// it already: the file the installer reads and the lab's copy of what it
-// read. It says whether it wrote.
-func WriteFiles(data []byte, paths ...string) (bool, error) {
-	same := true
-	for _, p := range paths {
-		if have, err := os.ReadFile(p); err != nil || !bytes.Equal(have, data) {
-			same = false
-		}
-	}
-	if same {
-		return false, nil
-	}
-	for _, p := range paths {
-		if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
-			return false, err
-		}
-		if err := ipi.WriteFile(p, data); err != nil {
-			return false, err
-		}
-	}
-	return true, nil
 }
