@@ -11,7 +11,7 @@
 // calls over the objects the steps declare in labctl's own terms (a
 // node's machine, its disks, the lab's networks and links, its BMC
 // daemon), whatever the platform, and one about its host (Info: KVM,
-// CPUs, memory, free space), which the steps ask instead of reading the
+// CPUs, memory, free space, whether its VMs can read the lab's files), which the steps ask instead of reading the
 // machine. The libvirt provider is internal/labvirt; another platform is
 // another package.
 //

@@ -52,7 +52,8 @@ type Provider interface {
 
 	// Info is what the lab's host offers (as kind asks its provider,
 	// `docker info`): KVM or not, its architecture, CPUs and memory, and
-	// the space free where the lab keeps its files (dir, which exists).
+	// the space free where the lab keeps its files (dir, which exists) and
+	// whether its VMs can read them there.
 	// The steps ask it; they read no /dev/kvm or /proc of their own.
 	Info(ctx context.Context, dir string) (HostInfo, error)
 
@@ -78,6 +79,10 @@ type HostInfo struct {
 	// system.
 	FreeGiB   uint64
 	FreeKnown bool
+	// Unreachable says why the platform's VMs cannot read files in dir
+	// (for libvirt: qemu, which runs as an unprivileged user, cannot enter
+	// every directory down to it); nil when they can.
+	Unreachable error
 }
 
 // Kind is a kind of object a lab owns on its platform.

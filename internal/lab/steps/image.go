@@ -15,13 +15,18 @@ import (
 // EnsureImage makes an image (cluster.image) available at path, where the
 // nodes' volumes or drives find it: a URL is downloaded once into the
 // lab's image cache (a partial download is never used), its progress told
-// under step; a path must exist and be reachable by qemu.
+// under step; a path must exist where the provider's VMs can read it
+// (lab.HostInfo.Unreachable).
 func EnsureImage(ctx context.Context, e *lab.Env, step, image, path string) (bool, error) {
 	if !plan.IsURL(image) {
 		if _, err := os.Stat(path); err != nil {
 			return false, fmt.Errorf("cluster.image: %w", err)
 		}
-		return false, QemuCanReach(filepath.Dir(path))
+		info, err := e.Host.Info(ctx, filepath.Dir(path))
+		if err != nil {
+			return false, fmt.Errorf("the lab's host: %w", err)
+		}
+		return false, info.Unreachable
 	}
 	if lab.Exists(path) {
 		return false, nil

@@ -233,8 +233,9 @@ func TestPreflightForeignResolverDropIn(t *testing.T) {
 // TestPreflightAsksTheProvider: preflight weighs the lab against what the
 // provider says of its host (lab.Provider.Info), not against the machine
 // the test runs on: no KVM, an x86 host, fewer CPUs and less memory than
-// planned are notes; less than a GiB free stops it, as does a host that
-// cannot be asked, before anything is made.
+// planned are notes; less than a GiB free stops it, as do a host that
+// cannot be asked and a lab directory its VMs cannot read, before anything
+// is made.
 func TestPreflightAsksTheProvider(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
@@ -250,6 +251,8 @@ func TestPreflightAsksTheProvider(t *testing.T) {
 		{name: "figures unknown", info: lab.HostInfo{KVM: true, Arch: "amd64"}},
 		{name: "full disk", info: lab.HostInfo{KVM: true, Arch: "amd64", CPUs: 512, MemoryMiB: 1 << 22, FreeKnown: true}, refuse: "less than 1 GiB free in "},
 		{name: "host not answering", fail: errors.New("libvirtd gone"), refuse: "the lab's host: libvirtd gone"},
+		{name: "lab's files out of the VMs' reach", info: lab.HostInfo{KVM: true, Arch: "amd64", CPUs: 512, MemoryMiB: 1 << 22, FreeGiB: 100, FreeKnown: true,
+			Unreachable: errors.New("directory not traversable by qemu")}, refuse: "directory not traversable by qemu"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := labtest.NewHost()
