@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"errors"
+	"io"
 	"net/netip"
 	"time"
 
@@ -60,6 +61,12 @@ type Provider interface {
 	// Image is what a disk image the nodes' volumes are cloned from is
 	// (qemu-img info, for the libvirt one): its format and virtual size.
 	Image(ctx context.Context, path string) (ImageInfo, error)
+	// Fetch downloads an image (cluster.image's URL) to path, where the
+	// nodes' volumes and drives find it, once: a path that is there is
+	// kept (false), and a partial download is never left at path. watch
+	// wraps the download's body (its size, -1 when unknown), so that the
+	// caller can tell how far it has come.
+	Fetch(ctx context.Context, url, path string, watch func(body io.Reader, size int64) io.Reader) (bool, error)
 }
 
 // ImageInfo is a disk image as its provider reads it.

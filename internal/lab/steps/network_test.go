@@ -614,3 +614,25 @@ func TestWriteFiles(t *testing.T) {
 		t.Errorf("the copy's mode is %v, want 0600", st.Mode().Perm())
 	}
 }
+
+// TestEnsureImageAsksTheProvider: an image given by URL is the provider's
+// to download (lab.Provider.Fetch), once, its progress told under the
+// step; a path needs no download.
+func TestEnsureImageAsksTheProvider(t *testing.T) {
+	ctx := context.Background()
+	f := labtest.NewHost()
+	e, rec := labtest.Env(t, f, "")
+	const url = "http://images.invalid/rhcos.qcow2"
+	path := filepath.Join(t.TempDir(), "images", "rhcos.qcow2")
+	for i, want := range []bool{true, false} {
+		if changed, err := EnsureImage(ctx, e, "storage", url, path); err != nil || changed != want {
+			t.Fatalf("EnsureImage %d = %v, %v; want %v", i, changed, err, want)
+		}
+	}
+	if d := cmp.Diff([]string{"fetch " + url}, f.Calls); d != "" {
+		t.Errorf("provider calls (-want +got):\n%s", d)
+	}
+	if len(rec.Progressed) == 0 || !strings.HasPrefix(rec.Progressed[len(rec.Progressed)-1], "storage: downloading "+url+": ") {
+		t.Errorf("progress = %q, want the download's under storage", rec.Progressed)
+	}
+}
