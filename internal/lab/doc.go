@@ -3,13 +3,15 @@
 // Ensure creating what is missing and verifying what is there, and records
 // the last one done (State) so that up again resumes; Down runs every
 // Delete backwards, past failures, and needs no state. Actions report to a
-// Reporter; labctl draws the spinner and the ticks.
+// Reporter; labctl draws the spinner and the ticks. A mode's own step that
+// keeps no settings is a Step: its name and its Ensure and Delete
+// functions, listed in place.
 //
 // The actions reach the platform through a Provider (provider.go): a few
 // calls over the objects the steps declare in labctl's own terms (a
 // node's machine, its disks, the lab's networks and links, its BMC
 // daemon), whatever the platform, and one about its host (Info: KVM,
-// CPUs, memory, free space), which the steps ask instead of reading the
+// CPUs, memory, free space, whether its VMs can read the lab's files), which the steps ask instead of reading the
 // machine. The libvirt provider is internal/labvirt; another platform is
 // another package.
 //

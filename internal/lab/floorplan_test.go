@@ -110,8 +110,11 @@ func TestTheFloorPlan(t *testing.T) {
 		if isMode(im) || im == provider {
 			t.Errorf("the shared steps import %s: a mode asks for its rules through their hooks, and the platform is reached through the provider", im)
 		}
-		if im == "syscall" {
-			t.Errorf("the shared steps import syscall: what the host offers is the provider's answer (lab.Provider.Info)")
+		if im == "syscall" || im == module+"internal/qemuaccess" {
+			t.Errorf("the shared steps import %s: what the host offers is the provider's answer (lab.Provider.Info)", im)
+		}
+		if im == "net/http" {
+			t.Errorf("the shared steps import net/http: an image is downloaded by the provider (lab.Provider.Fetch)")
 		}
 	}
 	// The provider answers for the host: the shared steps run no program

@@ -80,3 +80,41 @@ func TestStateRecordsProfile(t *testing.T) {
 		t.Errorf("a tiny lab's plan with --profile default: %v", err)
 	}
 }
+
+// TestStepUpAndDown: a lab.Step runs its EnsureFunc in Up and its
+// DeleteFunc in Down; one without DeleteFunc creates nothing, so Down
+// leaves it out. Two modes' Steps of one name are both in Teardown (each
+// is its mode's own), while a type of action shared by modes is there once.
+func TestStepUpAndDown(t *testing.T) {
+	e, rec := labtest.Env(t, labtest.NewHost(), "")
+	var ran []string
+	step := func(name string, deletes bool) *lab.Step {
+		s := &lab.Step{StepName: name, EnsureFunc: func(context.Context, *lab.Env) (bool, error) {
+			ran = append(ran, "ensure "+name)
+			return true, nil
+		}}
+		if deletes {
+			s.DeleteFunc = func(context.Context, *lab.Env) error { ran = append(ran, "delete "+name); return nil }
+		}
+		return s
+	}
+	actions := []lab.Action{step("install-config", true), step("installer", false)}
+	labtest.Must(t, lab.Up(context.Background(), e, actions, ""))
+	labtest.Must(t, lab.Down(context.Background(), e, actions))
+	if d := cmp.Diff([]string{"ensure install-config", "ensure installer", "delete install-config"}, ran); d != "" {
+		t.Errorf("Up then Down ran (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"✓ install-config", "✓ installer", "✓ remove install-config"}, rec.Ticks()); d != "" {
+		t.Errorf("ticks (-want +got):\n%s", d)
+	}
+
+	var sharedRan []string
+	shared := stepStub{"network", true, &sharedRan}
+	modes := lab.Modes{
+		{Name: "a", Actions: func() []lab.Action { return []lab.Action{shared, step("install-complete", true)} }},
+		{Name: "b", Actions: func() []lab.Action { return []lab.Action{shared, step("install-complete", true)} }},
+	}
+	if d := cmp.Diff([]string{"network", "install-complete", "install-complete"}, lab.Names(modes.Teardown())); d != "" {
+		t.Errorf("Teardown (-want +got):\n%s", d)
+	}
+}

@@ -60,11 +60,17 @@ func (ms Modes) Lookup(name string) (Mode, error) {
 // every mode shares.
 func (ms Modes) Teardown() []Action {
 	var out []Action
-	seen := map[reflect.Type]bool{}
+	// An action is the same as another of its type (steps.Network{} in
+	// every mode); a Step is its mode's own.
+	seen := map[any]bool{}
 	for _, m := range ms {
 		for _, a := range m.Actions() {
-			if t := reflect.TypeOf(a); !seen[t] {
-				seen[t] = true
+			key := any(reflect.TypeOf(a))
+			if s, ok := a.(*Step); ok {
+				key = s
+			}
+			if !seen[key] {
+				seen[key] = true
 				out = append(out, a)
 			}
 		}

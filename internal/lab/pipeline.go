@@ -133,7 +133,7 @@ func Up(ctx context.Context, e *Env, actions []Action, until string) error {
 func Down(ctx context.Context, e *Env, actions []Action) error {
 	var errs []error
 	for _, a := range slices.Backward(actions) {
-		if _, ok := a.(NothingToDelete); ok || skipped(a, e.Plan) {
+		if createsNothing(a) || skipped(a, e.Plan) {
 			continue
 		}
 		name := "remove " + a.Name()

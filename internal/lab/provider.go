@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"errors"
+	"io"
 	"net/netip"
 	"time"
 
@@ -52,13 +53,20 @@ type Provider interface {
 
 	// Info is what the lab's host offers (as kind asks its provider,
 	// `docker info`): KVM or not, its architecture, CPUs and memory, and
-	// the space free where the lab keeps its files (dir, which exists).
+	// the space free where the lab keeps its files (dir, which exists) and
+	// whether its VMs can read them there.
 	// The steps ask it; they read no /dev/kvm or /proc of their own.
 	Info(ctx context.Context, dir string) (HostInfo, error)
 
 	// Image is what a disk image the nodes' volumes are cloned from is
 	// (qemu-img info, for the libvirt one): its format and virtual size.
 	Image(ctx context.Context, path string) (ImageInfo, error)
+	// Fetch downloads an image (cluster.image's URL) to path, where the
+	// nodes' volumes and drives find it, once: a path that is there is
+	// kept (false), and a partial download is never left at path. watch
+	// wraps the download's body (its size, -1 when unknown), so that the
+	// caller can tell how far it has come.
+	Fetch(ctx context.Context, url, path string, watch func(body io.Reader, size int64) io.Reader) (bool, error)
 }
 
 // ImageInfo is a disk image as its provider reads it.
@@ -78,6 +86,10 @@ type HostInfo struct {
 	// system.
 	FreeGiB   uint64
 	FreeKnown bool
+	// Unreachable says why the platform's VMs cannot read files in dir
+	// (for libvirt: qemu, which runs as an unprivileged user, cannot enter
+	// every directory down to it); nil when they can.
+	Unreachable error
 }
 
 // Kind is a kind of object a lab owns on its platform.

@@ -166,20 +166,33 @@ const (
 
 // Hybrid are the settings of `labctl up --mode hybrid`.
 type Hybrid struct {
-	// APIRouterID and IngressRouterID are keepalived's virtual_router_id
-	// for the VIPs (default: derived from the cluster's name). Set them
+	// RouterIDs default to ones derived from the cluster's name. Set them
 	// when another cluster on the same network has the same ones.
+	RouterIDs
+	// HybridImages default to the OKD images of the same names.
+	HybridImages
+	// HostsFile receives the api and console/oauth entries for the lab
+	// host (default /etc/hosts).
+	HostsFile string `json:"hostsFile,omitempty"`
+}
+
+// RouterIDs are keepalived's virtual_router_id for the hybrid mode's VIPs,
+// as the lab file sets them (0: derived) and as the plan resolves them
+// (plan.Hybrid embeds them).
+type RouterIDs struct {
 	APIRouterID     int `json:"apiRouterID,omitempty"`
 	IngressRouterID int `json:"ingressRouterID,omitempty"`
-	// The static pods' images (default: the OKD images of the same names).
+}
+
+// HybridImages are the images of the hybrid mode's static pods and its CSR
+// auto-approver, as the lab file sets them and the plan takes them
+// (plan.Hybrid embeds them).
+type HybridImages struct {
 	KeepalivedImage string `json:"keepalivedImage,omitempty"`
 	CoreDNSImage    string `json:"corednsImage,omitempty"`
 	HAProxyImage    string `json:"haproxyImage,omitempty"`
 	// ApproverImage runs the CSR auto-approver (needs oc).
 	ApproverImage string `json:"approverImage,omitempty"`
-	// HostsFile receives the api and console/oauth entries for the lab
-	// host (default /etc/hosts).
-	HostsFile string `json:"hostsFile,omitempty"`
 }
 
 // Default images of the hybrid mode's static pods: OKD's, by tag. A lab

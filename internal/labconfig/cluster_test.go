@@ -27,8 +27,8 @@ func TestClusterDefaultsAreTheSeed(t *testing.T) {
 		BMC: BMC{Kind: "redfish-virtualmedia", Address: "192.168.111.1", RedfishPort: 8000, IPMIPortBase: 6230,
 			Username: "admin", Password: "password", TLS: &yes},
 		PullSecret: "pull-secret.json",
-		Hybrid: Hybrid{KeepalivedImage: DefaultKeepalivedImage, CoreDNSImage: DefaultCoreDNSImage, HAProxyImage: DefaultHAProxyImage,
-			ApproverImage: DefaultApproverImage, HostsFile: "/etc/hosts"},
+		Hybrid: Hybrid{HybridImages: HybridImages{KeepalivedImage: DefaultKeepalivedImage, CoreDNSImage: DefaultCoreDNSImage, HAProxyImage: DefaultHAProxyImage,
+			ApproverImage: DefaultApproverImage}, HostsFile: "/etc/hosts"},
 		Agent: Agent{MediaPort: DefaultMediaPort},
 	}
 	if d := cmp.Diff(want, Default().Cluster, netips); d != "" {

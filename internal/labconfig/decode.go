@@ -174,10 +174,11 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-// fieldByKey finds the field a key of the file sets (its json tag).
+// fieldByKey finds the field a key of the file sets (its json tag),
+// among the fields of the struct's embedded structs too, as encoding/json
+// promotes them (a record the lab file shares with the plan).
 func fieldByKey(t reflect.Type, key string) (reflect.StructField, bool) {
-	for i := range t.NumField() {
-		f := t.Field(i)
+	for _, f := range reflect.VisibleFields(t) {
 		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name == key && f.IsExported() {
 			return f, true
 		}
@@ -185,11 +186,12 @@ func fieldByKey(t reflect.Type, key string) (reflect.StructField, bool) {
 	return reflect.StructField{}, false
 }
 
-// keys are the keys a struct takes, in its order.
+// keys are the keys a struct takes, in its order, an embedded struct's in
+// its place.
 func keys(t reflect.Type) []string {
 	var out []string
-	for i := range t.NumField() {
-		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+	for _, f := range reflect.VisibleFields(t) {
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" && !f.Anonymous {
 			out = append(out, name)
 		}
 	}

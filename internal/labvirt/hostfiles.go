@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 
@@ -14,7 +17,8 @@ import (
 // The lab's files on the machine labctl runs on, which the steps declare
 // and this provider writes: NetworkManager's unmanaged-devices snippet,
 // the host resolver's drop-in (netplumb writes both); and the disk images
-// the nodes' volumes are cloned from, read with qemu-img.
+// the nodes' volumes are cloned from, downloaded once and read with
+// qemu-img.
 
 // Image implements lab.Provider: qemu-img info of an image on this
 // machine (-U: a running domain's backing file is read too).
@@ -36,6 +40,48 @@ func (r *Host) Image(ctx context.Context, path string) (lab.ImageInfo, error) {
 // Image implements lab.Provider: the hub's, where the lab's images are.
 func (m *MultiHost) Image(ctx context.Context, path string) (lab.ImageInfo, error) {
 	return m.hub.Image(ctx, path)
+}
+
+// Fetch implements lab.Provider: an HTTP(S) GET into path+".part", renamed
+// to path once whole; a failed download removes the part.
+func (r *Host) Fetch(ctx context.Context, url, path string, watch func(io.Reader, int64) io.Reader) (bool, error) {
+	if _, err := os.Stat(path); err == nil {
+		return false, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return false, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false, fmt.Errorf("download %s: %w", url, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("download %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("download %s: %s", url, resp.Status)
+	}
+	part := path + ".part"
+	f, err := os.OpenFile(part, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return false, err
+	}
+	if _, err := io.Copy(f, watch(resp.Body, resp.ContentLength)); err != nil {
+		f.Close()
+		os.Remove(part)
+		return false, fmt.Errorf("download %s: %w", url, err)
+	}
+	if err := f.Close(); err != nil {
+		return false, err
+	}
+	return true, os.Rename(part, path)
+}
+
+// Fetch implements lab.Provider: the hub's, where the lab's images are.
+func (m *MultiHost) Fetch(ctx context.Context, url, path string, watch func(io.Reader, int64) io.Reader) (bool, error) {
+	return m.hub.Fetch(ctx, url, path, watch)
 }
 
 // ensureFile writes a host file the lab declares; ok is false for another

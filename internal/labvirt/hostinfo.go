@@ -10,11 +10,13 @@ import (
 	"syscall"
 
 	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/qemuaccess"
 )
 
 // Info implements lab.Provider: the machine labctl runs on, which is the
-// lab's hub (its libvirtd is local): /dev/kvm, /proc/meminfo, its CPUs
-// and the space free in dir's file system.
+// lab's hub (its libvirtd is local): /dev/kvm, /proc/meminfo, its CPUs,
+// the space free in dir's file system and whether qemu's user can enter
+// every directory down to dir.
 func (r *Host) Info(_ context.Context, dir string) (lab.HostInfo, error) {
 	return localInfo(dir), nil
 }
@@ -33,7 +35,20 @@ func localInfo(dir string) lab.HostInfo {
 	if err := syscall.Statfs(dir, &fs); err == nil {
 		info.FreeGiB, info.FreeKnown = fs.Bavail*uint64(fs.Bsize)>>30, true
 	}
+	info.Unreachable = qemuCanReach(dir)
 	return info
+}
+
+// qemuCanReach checks that qemu, which runs as an unprivileged user
+// (libvirt-qemu on Debian, or qemu.conf's), can enter every directory down
+// to dir: the classic "permission denied" when disks live in a home
+// directory. One check for labctl and vbmcd: internal/qemuaccess.
+func qemuCanReach(dir string) error {
+	u, err := qemuaccess.Lookup("")
+	if err != nil {
+		return err
+	}
+	return u.CanTraverse(dir)
 }
 
 // memTotalMiB is /proc/meminfo's MemTotal (0: unknown).

@@ -611,15 +611,22 @@ func labNetworkForeign(l *libvirt.Libvirt, spec LabNetworkSpec, st labNetState) 
 // labNetworkDrift says how the network falls short of the spec, in words
 // for people; none means EnsureLabNetwork would change nothing.
 func labNetworkDrift(ctx context.Context, l *libvirt.Libvirt, spec LabNetworkSpec) ([]string, error) {
-	want, err := labNetwork(spec)
-	if err != nil {
-		return nil, err
-	}
-	st, err := getLabNetState(ctx, l, spec.Name)
+	want, st, err := labNetworkNow(ctx, l, spec)
 	if err != nil {
 		return nil, err
 	}
 	return labNetProblems(want, st), nil
+}
+
+// labNetworkNow is the network the spec wants (checked first: an invalid
+// spec asks libvirt nothing) and what libvirt has of that name.
+func labNetworkNow(ctx context.Context, l *libvirt.Libvirt, spec LabNetworkSpec) (*libvirtxml.Network, labNetState, error) {
+	want, err := labNetwork(spec)
+	if err != nil {
+		return nil, labNetState{}, err
+	}
+	st, err := getLabNetState(ctx, l, spec.Name)
+	return want, st, err
 }
 
 func labNetProblems(want *libvirtxml.Network, st labNetState) []string {
@@ -647,11 +654,7 @@ func labNetProblems(want *libvirtxml.Network, st labNetState) []string {
 // the spec's name or bridge stops it with ErrNetworkForeign; an invalid spec
 // stops it before it asks libvirt anything.
 func ensureLabNetwork(ctx context.Context, l *libvirt.Libvirt, spec LabNetworkSpec) (changed bool, err error) {
-	want, err := labNetwork(spec)
-	if err != nil {
-		return false, err
-	}
-	st, err := getLabNetState(ctx, l, spec.Name)
+	want, st, err := labNetworkNow(ctx, l, spec)
 	if err != nil {
 		return false, err
 	}

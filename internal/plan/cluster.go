@@ -153,18 +153,15 @@ type Hybrid struct {
 	// file a URL is downloaded to once.
 	Image   string `json:"image"`
 	Backing string `json:"backing"`
-	// APIRouterID and IngressRouterID are keepalived's virtual_router_id
-	// for the VIPs.
-	APIRouterID     int `json:"apiRouterID"`
-	IngressRouterID int `json:"ingressRouterID"`
+	// RouterIDs are keepalived's virtual_router_id for the VIPs: the lab
+	// file's, else derived from the cluster's name (never 0).
+	labconfig.RouterIDs
 	// Upstream is where the nodes' coredns forwards other names: the lab
 	// network's own DNS (libvirt's dnsmasq on the NAT bridge).
 	Upstream []netip.Addr `json:"upstream"`
-	// Images of the static pods and the CSR approver.
-	KeepalivedImage string `json:"keepalivedImage"`
-	CoreDNSImage    string `json:"corednsImage"`
-	HAProxyImage    string `json:"haproxyImage"`
-	ApproverImage   string `json:"approverImage"`
+	// HybridImages are the images of the static pods and the CSR approver
+	// (the lab file's, defaults filled in: never empty).
+	labconfig.HybridImages
 	// Segment names the layer-2 network the nodes are on (the bridge their
 	// baremetal bridge is joined to): clusters on one segment must not
 	// share VIPs or keepalived router IDs.

@@ -350,11 +350,7 @@ func Resolve(cfg *labconfig.Config, o Options) (*Plan, error) {
 			return nil, fmt.Errorf("cluster.image: the %s mode boots its nodes from an RHCOS qcow2; name it (a path or an http(s) URL) in the lab file", o.Mode)
 		}
 		h := k.Hybrid
-		p.Hybrid = &Hybrid{
-			Image: k.Image, Backing: k.Image,
-			KeepalivedImage: h.KeepalivedImage, CoreDNSImage: h.CoreDNSImage, HAProxyImage: h.HAProxyImage,
-			ApproverImage: h.ApproverImage,
-		}
+		p.Hybrid = &Hybrid{Image: k.Image, Backing: k.Image, HybridImages: h.HybridImages}
 		if IsURL(k.Image) {
 			p.Hybrid.Backing = filepath.Join(state, "images", path.Base(k.Image))
 		} else if !filepath.IsAbs(k.Image) {

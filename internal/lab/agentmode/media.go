@@ -17,18 +17,14 @@ import (
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
-// agentMedia boots every node from the agent ISO through its BMC, as on
+// ensureMedia boots every node from the agent ISO through its BMC, as on
 // real servers: labctl serves the ISO on the lab network (the lab host's
 // address, plan.Agent.MediaAddr) while each BMC fetches it, then for each
 // node InsertMedia, a Once boot override to the CD, and On. vbmcd copies
 // an inserted image into its cache, as a real BMC streams it, so nothing
 // is left serving once every insert has completed. It never edits a
 // domain: everything goes through the BMC's Redfish.
-type agentMedia struct{}
-
-func (agentMedia) Name() string { return "media" }
-
-func (agentMedia) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
+func ensureMedia(ctx context.Context, e *lab.Env) (bool, error) {
 	p := e.Plan
 	booted, all := mediaBooted(p)
 	if all {
@@ -79,8 +75,8 @@ func mediaBooted(p *plan.Plan) (map[string]bool, bool) {
 	return booted, true
 }
 
-// Delete forgets which nodes were booted (down removes them anyway).
-func (agentMedia) Delete(_ context.Context, e *lab.Env) error {
+// deleteMedia forgets which nodes were booted (down removes them anyway).
+func deleteMedia(_ context.Context, e *lab.Env) error {
 	return lab.RemoveFiles([]string{e.Plan.Paths.MediaBooted}, "")
 }
 
@@ -132,14 +128,10 @@ func ejectAll(ctx context.Context, e *lab.Env) error {
 	return errors.Join(errs...)
 }
 
-// agentBootstrap waits for `openshift-install agent wait-for
+// ensureBootstrap waits for `openshift-install agent wait-for
 // bootstrap-complete`; a failure keeps every node and says where the logs
 // are and how to gather the rendezvous host's.
-type agentBootstrap struct{}
-
-func (agentBootstrap) Name() string { return "bootstrap-complete" }
-
-func (agentBootstrap) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
+func ensureBootstrap(ctx context.Context, e *lab.Env) (bool, error) {
 	p := e.Plan
 	if lab.Exists(p.Paths.BootstrapComplete) {
 		return false, nil
@@ -154,18 +146,14 @@ func (agentBootstrap) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 	return true, os.WriteFile(p.Paths.BootstrapComplete, nil, 0o644)
 }
 
-func (agentBootstrap) Delete(_ context.Context, e *lab.Env) error {
+func deleteBootstrap(_ context.Context, e *lab.Env) error {
 	return lab.RemoveFiles([]string{e.Plan.Paths.BootstrapComplete}, "")
 }
 
-// agentComplete waits for `openshift-install agent wait-for
+// ensureInstallComplete waits for `openshift-install agent wait-for
 // install-complete`, then ejects the ISO from every node and says where
 // the kubeconfig and kubeadmin password are.
-type agentComplete struct{}
-
-func (agentComplete) Name() string { return "install-complete" }
-
-func (agentComplete) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
+func ensureInstallComplete(ctx context.Context, e *lab.Env) (bool, error) {
 	p := e.Plan
 	changed := false
 	if !lab.Exists(p.Paths.InstallComplete) {
@@ -188,6 +176,6 @@ func (agentComplete) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 	return changed, nil
 }
 
-func (agentComplete) Delete(_ context.Context, e *lab.Env) error {
+func deleteInstallComplete(_ context.Context, e *lab.Env) error {
 	return lab.RemoveFiles([]string{e.Plan.Paths.InstallComplete}, "")
 }

@@ -154,7 +154,7 @@ func TestMediaAfterAPartialFailure(t *testing.T) {
 	}
 
 	bmcs.fail[systems[1]] = true
-	if _, err := (agentMedia{}).Ensure(ctx, e); err == nil || !strings.Contains(err.Error(), "node am-master-1") {
+	if _, err := ensureMedia(ctx, e); err == nil || !strings.Contains(err.Error(), "node am-master-1") {
 		t.Fatalf("the first up = %v, want master-1's failure", err)
 	}
 	if got := bmcs.took(systems[0]); !slices.Equal(got, want(systems[0])) {
@@ -162,7 +162,7 @@ func TestMediaAfterAPartialFailure(t *testing.T) {
 	}
 
 	bmcs.calls = nil
-	changed, err := (agentMedia{}).Ensure(ctx, e)
+	changed, err := ensureMedia(ctx, e)
 	labtest.Must(t, err)
 	if !changed {
 		t.Errorf("the second up booted master-1 and master-2 but says nothing changed")
@@ -180,7 +180,7 @@ func TestMediaAfterAPartialFailure(t *testing.T) {
 	}
 
 	bmcs.calls = nil
-	if changed, err := (agentMedia{}).Ensure(ctx, e); err != nil || changed || len(bmcs.calls) != 0 {
+	if changed, err := ensureMedia(ctx, e); err != nil || changed || len(bmcs.calls) != 0 {
 		t.Errorf("a third up = %v, %v, sent %v; want nothing", changed, err, bmcs.calls)
 	}
 }

@@ -36,7 +36,11 @@ func Actions() []lab.Action {
 	return []lab.Action{
 		steps.Preflight{Check: check, Inputs: func(e *lab.Env) error { _, _, err := AgentConfigs(e); return err }},
 		steps.Hosts{}, steps.Network{}, steps.Storage{}, steps.Nodes{}, steps.BMCs{},
-		agentConfigs{}, agentImage{}, agentMedia{}, agentBootstrap{}, agentComplete{},
+		&lab.Step{StepName: "install-config", EnsureFunc: ensureConfigs, DeleteFunc: deleteConfigs},
+		&lab.Step{StepName: "image", EnsureFunc: ensureImage},
+		&lab.Step{StepName: "media", EnsureFunc: ensureMedia, DeleteFunc: deleteMedia},
+		&lab.Step{StepName: "bootstrap-complete", EnsureFunc: ensureBootstrap, DeleteFunc: deleteBootstrap},
+		&lab.Step{StepName: "install-complete", EnsureFunc: ensureInstallComplete, DeleteFunc: deleteInstallComplete},
 	}
 }
 
@@ -117,14 +121,10 @@ func AgentConfigs(e *lab.Env) (*ipi.InstallConfig, *agent.Config, error) {
 	return ic, ac, nil
 }
 
-// agentConfigs writes install-config.yaml and agent-config.yaml into the
+// ensureConfigs writes install-config.yaml and agent-config.yaml into the
 // installer's directory, and copies in the lab's state directory: the
 // installer consumes both, the copies say what it consumed.
-type agentConfigs struct{}
-
-func (agentConfigs) Name() string { return "install-config" }
-
-func (agentConfigs) Ensure(_ context.Context, e *lab.Env) (bool, error) {
+func ensureConfigs(_ context.Context, e *lab.Env) (bool, error) {
 	p := e.Plan
 	ic, ac, err := AgentConfigs(e)
 	if err != nil {
@@ -151,28 +151,21 @@ func (agentConfigs) Ensure(_ context.Context, e *lab.Env) (bool, error) {
 			}
 			continue
 		}
-		cur, cerr := os.ReadFile(f.file)
-		have, herr := os.ReadFile(f.copy)
-		if cerr == nil && herr == nil && string(cur) == string(want) && string(have) == string(want) {
-			continue
+		wrote, err := steps.WriteFiles(want, f.file, f.copy)
+		if err != nil {
+			return changed, err
 		}
-		for _, path := range []string{f.file, f.copy} {
-			if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-				return changed, err
-			}
-			if err := ipi.WriteFile(path, want); err != nil {
-				return changed, err
-			}
+		if wrote {
+			e.Rep.Note("install-config", "wrote "+f.file)
+			changed = true
 		}
-		e.Rep.Note("install-config", "wrote "+f.file)
-		changed = true
 	}
 	return changed, nil
 }
 
-// Delete removes the installer's directory (its image, auth/ and state
+// deleteConfigs removes the installer's directory (its image, auth/ and state
 // belong to the cluster down removes) and the copies.
-func (agentConfigs) Delete(_ context.Context, e *lab.Env) error {
+func deleteConfigs(_ context.Context, e *lab.Env) error {
 	p := e.Plan
 	dir := ""
 	if p.Mode == Name {
@@ -182,13 +175,9 @@ func (agentConfigs) Delete(_ context.Context, e *lab.Env) error {
 		lab.RemoveFiles(nil, p.Paths.NodeImageDir))
 }
 
-// agentImage runs `openshift-install agent create image` once: the ISO
+// ensureImage runs `openshift-install agent create image` once: the ISO
 // every node boots.
-type agentImage struct{}
-
-func (agentImage) Name() string { return "image" }
-
-func (agentImage) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
+func ensureImage(ctx context.Context, e *lab.Env) (bool, error) {
 	if lab.Exists(e.Plan.Paths.AgentISO) {
 		return false, nil
 	}
@@ -201,9 +190,6 @@ func (agentImage) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 	e.Rep.Note("image", "wrote "+e.Plan.Paths.AgentISO)
 	return true, nil
 }
-
-func (agentImage) Delete(context.Context, *lab.Env) error { return nil }
-func (agentImage) CreatesNothing()                        {}
 
 func agentInstaller(e *lab.Env, step string) *agent.Installer {
 	return &agent.Installer{

@@ -15,16 +15,12 @@ import (
 	"github.com/bmlab/bmlab/internal/upi"
 )
 
-// installComplete waits for `openshift-install wait-for install-complete`,
+// ensureInstallComplete waits for `openshift-install wait-for install-complete`,
 // writes the lab host's entries for api and the console and oauth hosts
 // (network.hostResolver hosts; a drop-in, written with the network, covers
 // every name),
 // and says where the kubeconfig and kubeadmin password are.
-type installComplete struct{}
-
-func (installComplete) Name() string { return "install-complete" }
-
-func (installComplete) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
+func ensureInstallComplete(ctx context.Context, e *lab.Env) (bool, error) {
 	p := e.Plan
 	changed := false
 	if !lab.Exists(p.Paths.InstallComplete) {
@@ -53,11 +49,11 @@ func (installComplete) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 	return changed || c, nil
 }
 
-// Delete removes the lab's entries from the hosts file: the plan's, and
+// deleteInstallComplete removes the lab's entries from the hosts file: the plan's, and
 // the one the lab's domains name in their mark (down --lab without the lab
 // file knows only the default, /etc/hosts). It runs before the nodes'
 // delete, while the marks are there.
-func (installComplete) Delete(ctx context.Context, e *lab.Env) error {
+func deleteInstallComplete(ctx context.Context, e *lab.Env) error {
 	if err := lab.RemoveFiles([]string{e.Plan.Paths.InstallComplete}, ""); err != nil {
 		return err
 	}

@@ -123,7 +123,7 @@ func TestDownByNameCleansTheMarkedHostsFile(t *testing.T) {
 	labtest.Must(t, err)
 	bare.Paths.HostsFile = def // what /etc/hosts is to down --lab
 	e := &lab.Env{Plan: bare, Host: markedHost(map[string]map[string]string{"hf-master-0": attrs(p)})}
-	if err := (installComplete{}).Delete(context.Background(), e); err != nil {
+	if err := deleteInstallComplete(context.Background(), e); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(custom)

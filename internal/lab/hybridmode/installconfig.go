@@ -9,16 +9,13 @@ import (
 
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
+	"github.com/bmlab/bmlab/internal/lab/steps"
 )
 
-// hybridInstallConfig writes install-config.yaml (platform none) into the
+// ensureInstallConfig writes install-config.yaml (platform none) into the
 // installer's directory, and a copy in the lab's state directory: the
 // installer consumes the file, the copy says what it consumed.
-type hybridInstallConfig struct{}
-
-func (hybridInstallConfig) Name() string { return "install-config" }
-
-func (hybridInstallConfig) Ensure(_ context.Context, e *lab.Env) (bool, error) {
+func ensureInstallConfig(_ context.Context, e *lab.Env) (bool, error) {
 	ic, err := HybridInstallConfig(e)
 	if err != nil {
 		return false, err
@@ -38,30 +35,20 @@ func (hybridInstallConfig) Ensure(_ context.Context, e *lab.Env) (bool, error) {
 	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return false, err
 	}
-	dir := e.Plan.Installer.Dir
-	if cur, err := os.ReadFile(e.Plan.Paths.InstallConfig); err == nil && string(cur) == string(want) && string(have) == string(want) {
-		return false, nil
-	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return false, err
-	}
 	if err := os.MkdirAll(e.Plan.StateDir, 0o755); err != nil {
 		return false, err
 	}
-	if err := ipi.Write(dir, ic); err != nil {
-		return false, err
+	wrote, err := steps.WriteFiles(want, e.Plan.Paths.InstallConfig, copyPath)
+	if wrote {
+		e.Rep.Note("install-config", "wrote "+e.Plan.Paths.InstallConfig+" (platform none)")
 	}
-	if err := os.WriteFile(copyPath, want, 0o600); err != nil {
-		return false, err
-	}
-	e.Rep.Note("install-config", "wrote "+e.Plan.Paths.InstallConfig+" (platform none)")
-	return true, nil
+	return wrote, err
 }
 
-// Delete removes the installer's directory with the copy: its assets (the
+// deleteInstallConfig removes the installer's directory with the copy: its assets (the
 // ignition configs, their certificates, auth/) belong to the cluster that
 // down removes, and a later up must not resume from them.
-func (hybridInstallConfig) Delete(_ context.Context, e *lab.Env) error {
+func deleteInstallConfig(_ context.Context, e *lab.Env) error {
 	if e.Plan.Mode != Name {
 		return lab.RemoveFiles([]string{e.Plan.Paths.InstallConfigCopy}, "")
 	}

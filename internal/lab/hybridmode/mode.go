@@ -30,9 +30,11 @@ const Name = "hybrid"
 func Actions() []lab.Action {
 	return []lab.Action{
 		steps.Preflight{Check: check, Inputs: inputs, Clashes: clashes, Strict: true},
-		hybridInstallConfig{}, steps.Network{}, steps.Storage{Image: image, Skip: removed},
+		&lab.Step{StepName: "install-config", EnsureFunc: ensureInstallConfig, DeleteFunc: deleteInstallConfig},
+		steps.Network{}, steps.Storage{Image: image, Skip: removed},
 		manifests{}, ignition{}, snoIgnition{}, controlPlane{}, snoNode{}, bootstrapComplete{},
-		removeBootstrap{}, workers{}, installComplete{},
+		removeBootstrap{}, workers{},
+		&lab.Step{StepName: "install-complete", EnsureFunc: ensureInstallComplete, DeleteFunc: deleteInstallComplete},
 	}
 }
 

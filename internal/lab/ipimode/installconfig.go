@@ -2,20 +2,15 @@ package ipimode
 
 import (
 	"context"
-	"os"
 
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/steps"
 )
 
-// installConfig writes install-config.yaml for platform baremetal, checked
+// ensureInstallConfig writes install-config.yaml for platform baremetal, checked
 // against the installer's rules first.
-type installConfig struct{}
-
-func (installConfig) Name() string { return "install-config" }
-
-func (installConfig) Ensure(_ context.Context, e *lab.Env) (bool, error) {
+func ensureInstallConfig(_ context.Context, e *lab.Env) (bool, error) {
 	ic, err := InstallConfig(e)
 	if err != nil {
 		return false, err
@@ -24,23 +19,16 @@ func (installConfig) Ensure(_ context.Context, e *lab.Env) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	dir := e.Plan.Installer.Dir
-	if have, err := os.ReadFile(e.Plan.Paths.InstallConfig); err == nil && string(have) == string(want) {
-		return false, nil
+	wrote, err := steps.WriteFiles(want, e.Plan.Paths.InstallConfig)
+	if wrote {
+		e.Rep.Note("install-config", "wrote "+e.Plan.Paths.InstallConfig)
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return false, err
-	}
-	if err := ipi.Write(dir, ic); err != nil {
-		return false, err
-	}
-	e.Rep.Note("install-config", "wrote "+e.Plan.Paths.InstallConfig)
-	return true, nil
+	return wrote, err
 }
 
-// Delete removes install-config.yaml; the installer's own files in the
+// deleteInstallConfig removes install-config.yaml; the installer's own files in the
 // directory (logs, auth) stay for the user to read.
-func (installConfig) Delete(_ context.Context, e *lab.Env) error {
+func deleteInstallConfig(_ context.Context, e *lab.Env) error {
 	return lab.RemoveFiles([]string{e.Plan.Paths.InstallConfig}, "")
 }
 

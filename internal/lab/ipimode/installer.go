@@ -9,14 +9,10 @@ import (
 	"github.com/bmlab/bmlab/internal/lab"
 )
 
-// installer runs `openshift-install create cluster` in the installer
+// ensureInstaller runs `openshift-install create cluster` in the installer
 // directory, streaming its lines. When openshift-install is not there, up
 // stops with a message that says where to get it (ErrStop).
-type installer struct{}
-
-func (installer) Name() string { return "installer" }
-
-func (installer) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
+func ensureInstaller(ctx context.Context, e *lab.Env) (bool, error) {
 	dir := e.Plan.Installer.Dir
 	err := ipi.RunInstaller(ctx, ipi.InstallerOptions{
 		Binary: e.Plan.Installer.Binary, Dir: dir,
@@ -27,7 +23,3 @@ func (installer) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 	}
 	return err == nil, err
 }
-
-func (installer) Delete(context.Context, *lab.Env) error { return nil }
-
-func (installer) CreatesNothing() {}

@@ -31,6 +31,7 @@ func Actions() []lab.Action {
 	return []lab.Action{
 		steps.Preflight{Inputs: func(e *lab.Env) error { _, err := InstallConfig(e); return err }},
 		steps.Hosts{}, steps.Network{}, steps.Storage{}, steps.Nodes{}, steps.BMCs{},
-		installConfig{}, installer{},
+		&lab.Step{StepName: "install-config", EnsureFunc: ensureInstallConfig, DeleteFunc: deleteInstallConfig},
+		&lab.Step{StepName: "installer", EnsureFunc: ensureInstaller},
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 
@@ -13,50 +12,28 @@ import (
 )
 
 // EnsureImage makes an image (cluster.image) available at path, where the
-// nodes' volumes or drives find it: a URL is downloaded once into the
-// lab's image cache (a partial download is never used), its progress told
-// under step; a path must exist and be reachable by qemu.
+// nodes' volumes or drives find it: the provider downloads a URL once into
+// the lab's image cache (lab.Provider.Fetch), its progress told under
+// step; a path must exist where the provider's VMs can read it
+// (lab.HostInfo.Unreachable).
 func EnsureImage(ctx context.Context, e *lab.Env, step, image, path string) (bool, error) {
 	if !plan.IsURL(image) {
 		if _, err := os.Stat(path); err != nil {
 			return false, fmt.Errorf("cluster.image: %w", err)
 		}
-		return false, QemuCanReach(filepath.Dir(path))
+		info, err := e.Host.Info(ctx, filepath.Dir(path))
+		if err != nil {
+			return false, fmt.Errorf("the lab's host: %w", err)
+		}
+		return false, info.Unreachable
 	}
 	if lab.Exists(path) {
 		return false, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return false, err
-	}
 	e.Rep.Note(step, "downloading "+image)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, image, nil)
-	if err != nil {
-		return false, fmt.Errorf("cluster.image: %w", err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false, fmt.Errorf("download %s: %w", image, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return false, fmt.Errorf("download %s: %s", image, resp.Status)
-	}
-	part := path + ".part"
-	f, err := os.OpenFile(part, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return false, err
-	}
-	body := newProgressReader(resp.Body, resp.ContentLength, func(msg string) { e.Rep.Progress(step, "downloading "+image+": "+msg) })
-	if _, err := io.Copy(f, body); err != nil {
-		f.Close()
-		os.Remove(part)
-		return false, fmt.Errorf("download %s: %w", image, err)
-	}
-	if err := f.Close(); err != nil {
-		return false, err
-	}
-	return true, os.Rename(part, path)
+	return e.Host.Fetch(ctx, image, path, func(body io.Reader, size int64) io.Reader {
+		return newProgressReader(body, size, func(msg string) { e.Rep.Progress(step, "downloading "+image+": "+msg) })
+	})
 }
 
 // virtualSize is a disk image's virtual size, as the provider reads it;

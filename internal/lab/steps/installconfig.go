@@ -1,14 +1,19 @@
 package steps
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
+
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
 // The adapter from the plan's facts to install-config generation's
-// inputs (internal/ipi), which the ipi, hybrid and agent modes share: the
-// plan itself imports no installer.
+// inputs (internal/ipi), and the writing of the files the installer reads,
+// which the ipi, hybrid and agent modes share: the plan itself imports no
+// installer.
 
 // IPICluster is the plan's cluster as install-config generation takes it.
 func IPICluster(p *plan.Plan) ipi.Cluster {
@@ -53,4 +58,29 @@ func BondConfig(p *plan.Plan, n plan.Node) *ipi.NetworkConfig {
 	}
 	names, macs := n.BondPorts()
 	return ipi.DHCPBond(n.Bond, names, macs, p.Cluster.HasIPv4(), p.Cluster.HasIPv6())
+}
+
+// WriteFiles writes an installer file's data to each path (0600,
+// atomically, its directory made 0750 when missing) unless every one holds
+// it already: the file the installer reads and the lab's copy of what it
+// read. It says whether it wrote.
+func WriteFiles(data []byte, paths ...string) (bool, error) {
+	same := true
+	for _, p := range paths {
+		if have, err := os.ReadFile(p); err != nil || !bytes.Equal(have, data) {
+			same = false
+		}
+	}
+	if same {
+		return false, nil
+	}
+	for _, p := range paths {
+		if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+			return false, err
+		}
+		if err := ipi.WriteFile(p, data); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }

@@ -233,8 +233,9 @@ func TestPreflightForeignResolverDropIn(t *testing.T) {
 // TestPreflightAsksTheProvider: preflight weighs the lab against what the
 // provider says of its host (lab.Provider.Info), not against the machine
 // the test runs on: no KVM, an x86 host, fewer CPUs and less memory than
-// planned are notes; less than a GiB free stops it, as does a host that
-// cannot be asked, before anything is made.
+// planned are notes; less than a GiB free stops it, as do a host that
+// cannot be asked and a lab directory its VMs cannot read, before anything
+// is made.
 func TestPreflightAsksTheProvider(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
@@ -250,6 +251,8 @@ func TestPreflightAsksTheProvider(t *testing.T) {
 		{name: "figures unknown", info: lab.HostInfo{KVM: true, Arch: "amd64"}},
 		{name: "full disk", info: lab.HostInfo{KVM: true, Arch: "amd64", CPUs: 512, MemoryMiB: 1 << 22, FreeKnown: true}, refuse: "less than 1 GiB free in "},
 		{name: "host not answering", fail: errors.New("libvirtd gone"), refuse: "the lab's host: libvirtd gone"},
+		{name: "lab's files out of the VMs' reach", info: lab.HostInfo{KVM: true, Arch: "amd64", CPUs: 512, MemoryMiB: 1 << 22, FreeGiB: 100, FreeKnown: true,
+			Unreachable: errors.New("directory not traversable by qemu")}, refuse: "directory not traversable by qemu"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := labtest.NewHost()
@@ -576,5 +579,60 @@ func TestAProviderOfItsOwn(t *testing.T) {
 	_, err = Storage{}.Ensure(ctx, e)
 	if err == nil || !strings.Contains(err.Error(), "cluster.image "+image+" is raw, not qcow2") {
 		t.Errorf("storage over a raw image = %v, want it refused", err)
+	}
+}
+
+// TestWriteFiles: an installer file and the lab's copy are written (0600,
+// their directories made) when either differs, and left alone when both
+// hold the data.
+func TestWriteFiles(t *testing.T) {
+	dir := t.TempDir()
+	file, copyFile := filepath.Join(dir, "install", "install-config.yaml"), filepath.Join(dir, "state", "install-config.yaml")
+	for i, c := range []struct {
+		data  string
+		wrote bool
+	}{{"a: 1\n", true}, {"a: 1\n", false}, {"a: 2\n", true}} {
+		wrote, err := WriteFiles([]byte(c.data), file, copyFile)
+		if err != nil || wrote != c.wrote {
+			t.Fatalf("write %d: wrote %v, %v; want %v", i, wrote, err, c.wrote)
+		}
+		for _, p := range []string{file, copyFile} {
+			if got, err := os.ReadFile(p); err != nil || string(got) != c.data {
+				t.Errorf("write %d: %s holds %q (%v), want %q", i, p, got, err, c.data)
+			}
+		}
+	}
+	if err := os.WriteFile(copyFile, []byte("edited"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if wrote, err := WriteFiles([]byte("a: 2\n"), file, copyFile); err != nil || !wrote {
+		t.Errorf("a changed copy: wrote %v, %v; want it written again", wrote, err)
+	}
+	if st, err := os.Stat(copyFile); err != nil {
+		t.Error(err)
+	} else if st.Mode().Perm() != 0o600 {
+		t.Errorf("the copy's mode is %v, want 0600", st.Mode().Perm())
+	}
+}
+
+// TestEnsureImageAsksTheProvider: an image given by URL is the provider's
+// to download (lab.Provider.Fetch), once, its progress told under the
+// step; a path needs no download.
+func TestEnsureImageAsksTheProvider(t *testing.T) {
+	ctx := context.Background()
+	f := labtest.NewHost()
+	e, rec := labtest.Env(t, f, "")
+	const url = "http://images.invalid/rhcos.qcow2"
+	path := filepath.Join(t.TempDir(), "images", "rhcos.qcow2")
+	for i, want := range []bool{true, false} {
+		if changed, err := EnsureImage(ctx, e, "storage", url, path); err != nil || changed != want {
+			t.Fatalf("EnsureImage %d = %v, %v; want %v", i, changed, err, want)
+		}
+	}
+	if d := cmp.Diff([]string{"fetch " + url}, f.Calls); d != "" {
+		t.Errorf("provider calls (-want +got):\n%s", d)
+	}
+	if len(rec.Progressed) == 0 || !strings.HasPrefix(rec.Progressed[len(rec.Progressed)-1], "storage: downloading "+url+": ") {
+		t.Errorf("progress = %q, want the download's under storage", rec.Progressed)
 	}
 }

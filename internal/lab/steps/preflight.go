@@ -11,7 +11,6 @@ import (
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/plan"
-	"github.com/bmlab/bmlab/internal/qemuaccess"
 )
 
 // Preflight checks the whole lab before anything is made: that the host can
@@ -98,8 +97,8 @@ func (pf Preflight) Ensure(ctx context.Context, e *lab.Env) (bool, error) {
 			return false, fmt.Errorf("less than 1 GiB free in %s", p.Dir)
 		}
 	}
-	if err := QemuCanReach(p.Dir); err != nil {
-		return false, err
+	if info.Unreachable != nil {
+		return false, info.Unreachable
 	}
 	return false, pf.Clash(ctx, e)
 }
@@ -246,18 +245,6 @@ func firstErr(a, b error) error {
 		return a
 	}
 	return b
-}
-
-// QemuCanReach checks that qemu, which runs as an unprivileged user
-// (libvirt-qemu on Debian, or qemu.conf's), can enter every directory down
-// to dir: the classic "permission denied" when disks live in a home
-// directory. One check for labctl and vbmcd: internal/qemuaccess.
-func QemuCanReach(dir string) error {
-	u, err := qemuaccess.Lookup("")
-	if err != nil {
-		return err
-	}
-	return u.CanTraverse(dir)
 }
 
 // sharedClashes: a lab joining a shared network finds it as the lab file

@@ -1,22 +1,17 @@
 package netcmd
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
-	"github.com/spf13/cobra"
-
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/steps"
-	"github.com/bmlab/bmlab/internal/labctl/cli"
 )
 
-func newCheckCommand(g *cli.Globals, f *flags) *cobra.Command {
-	return subcommand(g, f, "check", "List every difference between the host network and the lab's configuration; exit 1 if any", (*session).check)
-}
-
-func (s *session) check(cmd *cobra.Command) error {
-	ctx := cmd.Context()
+// check lists every difference of the host network (and the other hosts'
+// through their exec:) from the plan; it fails while there is one.
+func (s *session) check(ctx context.Context) error {
 	p := s.env.Plan
 	rows, err := steps.CheckNetwork(ctx, s.env)
 	if err != nil {

@@ -1,13 +1,11 @@
 package netcmd
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
-	"github.com/spf13/cobra"
-
 	"github.com/bmlab/bmlab/internal/lab/steps"
-	"github.com/bmlab/bmlab/internal/labctl/cli"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -18,13 +16,8 @@ type downReport struct {
 	Hosts []string `json:"hosts,omitempty"`
 }
 
-func newDownCommand(g *cli.Globals, f *flags) *cobra.Command {
-	return subcommand(g, f, "down", "Remove the LLDP sender, links, libvirt networks and NetworkManager snippet the lab owns, nothing else", (*session).down)
-}
-
 // down is the network action's Delete (what `labctl down` runs), printed.
-func (s *session) down(cmd *cobra.Command) error {
-	ctx := cmd.Context()
+func (s *session) down(ctx context.Context) error {
 	p := s.env.Plan
 	rm, err := steps.RemoveNetwork(ctx, s.env)
 	rep := downReport{Lab: p.Lab, NetworkRemoval: rm}

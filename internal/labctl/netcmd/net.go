@@ -59,13 +59,17 @@ command stops and says how to clear it.`,
 	pf.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	pf.BoolVar(&f.noLibvirt, "no-libvirt", false, "leave libvirt out: its networks (the lab's NAT network and the bridge-named ones) and the LLDP sender, which reads the nodes over libvirt")
 	pf.StringVar(&f.host, "host", "", "for a lab spread over hosts: the host (of the lab file's hosts:) whose network to work on; run it on that host")
-	cmd.AddCommand(newCheckCommand(g, f), newRepairCommand(g, f), newDownCommand(g, f))
+	cmd.AddCommand(
+		subcommand(g, f, "check", "List every difference between the host network and the lab's configuration; exit 1 if any", (*session).check),
+		subcommand(g, f, "repair", "Print the differences, then change only what differs and check again (idempotent)", (*session).repair),
+		subcommand(g, f, "down", "Remove the LLDP sender, links, libvirt networks and NetworkManager snippet the lab owns, nothing else", (*session).down),
+	)
 	return cmd
 }
 
 // subcommand is one of check, repair and down: it opens the session, runs,
 // and closes it.
-func subcommand(g *cli.Globals, f *flags, use, short string, run func(*session, *cobra.Command) error) *cobra.Command {
+func subcommand(g *cli.Globals, f *flags, use, short string, run func(*session, context.Context) error) *cobra.Command {
 	return &cobra.Command{
 		Use: use, Short: short, Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -74,7 +78,7 @@ func subcommand(g *cli.Globals, f *flags, use, short string, run func(*session, 
 				return err
 			}
 			defer s.close()
-			return run(s, cmd)
+			return run(s, cmd.Context())
 		},
 	}
 }

@@ -1,13 +1,11 @@
 package netcmd
 
 import (
+	"context"
 	"fmt"
-
-	"github.com/spf13/cobra"
 
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/lab/steps"
-	"github.com/bmlab/bmlab/internal/labctl/cli"
 	"github.com/bmlab/bmlab/internal/plan"
 )
 
@@ -22,14 +20,9 @@ type repairReport struct {
 	Hosts []string `json:"hosts,omitempty"`
 }
 
-func newRepairCommand(g *cli.Globals, f *flags) *cobra.Command {
-	return subcommand(g, f, "repair", "Print the differences, then change only what differs and check again (idempotent)", (*session).repair)
-}
-
 // repair is the network action's Ensure, between two checks: a change is
 // printed with ✓ only when the check after it finds nothing left.
-func (s *session) repair(cmd *cobra.Command) error {
-	ctx := cmd.Context()
+func (s *session) repair(ctx context.Context) error {
 	p := s.env.Plan
 	rows, err := steps.CheckNetwork(ctx, s.env)
 	if err != nil {
