@@ -100,10 +100,7 @@ func TestWriteISOReadByRealTools(t *testing.T) {
 	if err := WriteISO(&again, bytes.NewReader(app), int64(len(app)), "x86_64"); err != nil || !bytes.Equal(iso.Bytes(), again.Bytes()) {
 		t.Errorf("two images of one application differ (err %v)", err)
 	}
-	isoPath := filepath.Join(dir, "boot.iso")
-	if err := os.WriteFile(isoPath, iso.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	isoPath := testenv.WriteFile(t, dir, "boot.iso", iso.Bytes())
 	out, err := exec.Command("xorriso", "-indev", isoPath, "-report_el_torito", "plain", "-ls", "/").CombinedOutput()
 	if err != nil {
 		t.Fatalf("xorriso: %v\n%s", err, out)

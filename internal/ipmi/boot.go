@@ -142,20 +142,14 @@ func (b *bmc) setBootOptions(_ *sessRef, d []byte) (wire.CompletionCode, []byte)
 		}
 		// "Set in progress" is a courtesy lock; it is kept and read back but
 		// not enforced, so a client that died mid-way locks nobody out.
-		b.mu.Lock()
-		b.setInProgress = data[0] & 0x03
-		b.mu.Unlock()
-		return wire.CodeOK, nil
+		return b.keep(func() { b.setInProgress = data[0] & 0x03 }), nil
 	case bootParamValidClearing:
 		if len(data) != 1 {
 			return wire.CodeDataLengthInvalid, nil
 		}
 		// Kept and read back. The model decides when an override is spent
 		// (a Once override at the next boot), which these bits cannot move.
-		b.mu.Lock()
-		b.validClearing = data[0] & 0x1f
-		b.mu.Unlock()
-		return wire.CodeOK, nil
+		return b.keep(func() { b.validClearing = data[0] & 0x1f }), nil
 	case bootParamAck:
 		if len(data) != 2 {
 			return wire.CodeDataLengthInvalid, nil
@@ -164,10 +158,7 @@ func (b *bmc) setBootOptions(_ *sessRef, d []byte) (wire.CompletionCode, []byte)
 		// 4:0 are defined (IPMI v2.0 §28.13, parameter 4), so reserved bits a
 		// client sets (FreeIPMI writes FFh FFh) are not kept.
 		mask := data[0] & 0x1f
-		b.mu.Lock()
-		b.bootAck = b.bootAck&^mask | data[1]&mask
-		b.mu.Unlock()
-		return wire.CodeOK, nil
+		return b.keep(func() { b.bootAck = b.bootAck&^mask | data[1]&mask }), nil
 	case bootParamFlags:
 		if len(data) < 1 || len(data) > 5 {
 			return wire.CodeDataLengthInvalid, nil
@@ -177,6 +168,15 @@ func (b *bmc) setBootOptions(_ *sessRef, d []byte) (wire.CompletionCode, []byte)
 		return b.setBootFlags(flags), nil
 	}
 	return codeParamUnsupported, nil
+}
+
+// keep stores, under b.mu, a boot parameter the BMC keeps and reads back
+// without acting on it.
+func (b *bmc) keep(store func()) wire.CompletionCode {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	store()
+	return wire.CodeOK
 }
 
 func (b *bmc) setBootFlags(f [5]byte) wire.CompletionCode {

@@ -3,13 +3,13 @@ package ironictest
 import (
 	"bytes"
 	"encoding/binary"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf16"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 // gptDisk is a raw disk of size bytes with a protective MBR and a GPT
@@ -97,15 +97,8 @@ func TestReadLabel(t *testing.T) {
 // one.
 func TestSameImageAndErased(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name string, b []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	image := write("image", gptDisk(256*sector, testPart1, testPart2))
-	deployed := write("deployed", gptDisk(1024*sector, testPart1, testPart2))
+	image := testenv.WriteFile(t, dir, "image", gptDisk(256*sector, testPart1, testPart2))
+	deployed := testenv.WriteFile(t, dir, "deployed", gptDisk(1024*sector, testPart1, testPart2))
 	if err := SameImage(deployed, image); err != nil {
 		t.Errorf("a disk holding the image: %v", err)
 	}
@@ -117,17 +110,17 @@ func TestSameImageAndErased(t *testing.T) {
 		"no partition table":   make([]byte, 1024*sector),
 		"another partition id": gptDisk(1024*sector, testPart1, testPart{typ: linuxFS, id: [16]byte{3}, first: 128, last: 191, name: "bmlab-root", fill: 0x42}),
 	} {
-		if err := SameImage(write(strings.ReplaceAll(name, " ", "-"), disk), image); err == nil {
+		if err := SameImage(testenv.WriteFile(t, dir, strings.ReplaceAll(name, " ", "-"), disk), image); err == nil {
 			t.Errorf("%s: SameImage found the image", name)
 		}
 	}
 	if err := Erased(deployed); err == nil || !strings.Contains(err.Error(), "not erased") {
 		t.Errorf("Erased on a disk with a partition table: %v", err)
 	}
-	if err := Erased(write("zero", make([]byte, 1024*sector))); err != nil {
+	if err := Erased(testenv.WriteFile(t, dir, "zero", make([]byte, 1024*sector))); err != nil {
 		t.Errorf("Erased on a zeroed disk: %v", err)
 	}
-	if err := HasTable(write("zero2", make([]byte, 1024*sector))); err == nil {
+	if err := HasTable(testenv.WriteFile(t, dir, "zero2", make([]byte, 1024*sector))); err == nil {
 		t.Error("HasTable found a table on a zeroed disk")
 	}
 }

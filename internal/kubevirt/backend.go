@@ -381,13 +381,7 @@ func (b *Backend) find(id string) (*entry, error) {
 
 // Get implements machine.Backend.
 func (b *Backend) Get(id string) (*machine.Machine, error) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	e, err := b.find(id)
-	if err != nil {
-		return nil, err
-	}
-	return e.m, nil
+	return machine.Read(&b.mu, b.find, id, func(e *entry) (*machine.Machine, error) { return e.m, nil })
 }
 
 // current returns a machine's VM and instance for an action; an
@@ -651,8 +645,8 @@ func (b *Backend) Start(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if m.Power == machine.PowerOn || m.Power == machine.PowerPoweringOn {
-		return fmt.Errorf("%w: %s is already on", machine.ErrConflict, m.Name)
+	if err := m.CheckOff(); err != nil {
+		return err
 	}
 	if err := b.prepareStart(ctx, vm, true); err != nil {
 		return err
@@ -728,8 +722,8 @@ func (b *Backend) instanceAction(ctx context.Context, id, subresource string) er
 	if err != nil {
 		return err
 	}
-	if m.Power != machine.PowerOn {
-		return fmt.Errorf("%w: %s is not on", machine.ErrConflict, m.Name)
+	if err := m.CheckOn(); err != nil {
+		return err
 	}
 	return apiError(subresource+" "+m.Name, b.subresource(ctx, vm, "virtualmachineinstances", subresource, struct{}{}))
 }
@@ -741,27 +735,18 @@ func (b *Backend) NMI(context.Context, string) error {
 
 // SetIndicator implements machine.Backend (in memory).
 func (b *Backend) SetIndicator(id string, on bool) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	e, err := b.find(id)
-	if err != nil {
-		return err
-	}
-	e.indicator = on
-	b.refresh(e)
-	return nil
+	return machine.Change(&b.mu, b.find, id, func(e *entry) error {
+		e.indicator = on
+		b.refresh(e)
+		return nil
+	})
 }
 
 // Stale implements machine.Backend: the instance runs with another boot
 // order or firmware than its VM's spec now says.
 func (b *Backend) Stale(id string) bool {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	e, err := b.find(id)
-	if err != nil {
-		return false
-	}
-	return stale(e.vm, e.vmi)
+	s, _ := machine.Read(&b.mu, b.find, id, func(e *entry) (bool, error) { return stale(e.vm, e.vmi), nil })
+	return s
 }
 
 // Subscribe implements machine.Backend.

@@ -4,10 +4,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 // TestImageServer: a registered file is served (GET, ranges) at the URL
@@ -15,10 +15,7 @@ import (
 // (two machines inserting the same cached image); a guessed token,
 // another method and a stopped file are refused.
 func TestImageServer(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "boot.iso")
-	if err := os.WriteFile(p, []byte("0123456789"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	p := testenv.WriteFile(t, t.TempDir(), "boot.iso", []byte("0123456789"))
 	s := NewImageServer("http://vbmcd.lab.svc:8081/")
 	u := s.Serve(p)
 	if !strings.HasPrefix(u, "http://vbmcd.lab.svc:8081/") || !strings.HasSuffix(u, "/boot.iso") || len(u) < len("http://vbmcd.lab.svc:8081/")+32 {

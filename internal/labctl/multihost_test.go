@@ -2,7 +2,6 @@ package labctl_test
 
 import (
 	"encoding/json"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -10,7 +9,6 @@ import (
 
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
-	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 // TestMultiHostLabVXLAN: a lab spread over two hosts, alpha (the hub) and
@@ -21,20 +19,13 @@ import (
 // the ping fails, `net repair` recreates it and the ping works again;
 // `net down` leaves no link of the lab on either host.
 func TestMultiHostLabVXLAN(t *testing.T) {
-	ip := testenv.Command(t, "ip")
-	sh := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(ip, args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
 	nsA, hA := netnstest.New(t)
 	nsB, hB := netnstest.New(t)
-	sh("-n", nsA, "link", "add", "ul0", "type", "veth", "peer", "name", "ul0", "netns", nsB)
-	sh("-n", nsA, "addr", "add", "10.254.0.1/24", "dev", "ul0")
-	sh("-n", nsB, "addr", "add", "10.254.0.2/24", "dev", "ul0")
-	sh("-n", nsA, "link", "set", "ul0", "up")
-	sh("-n", nsB, "link", "set", "ul0", "up")
+	netnstest.IP(t, "-n", nsA, "link", "add", "ul0", "type", "veth", "peer", "name", "ul0", "netns", nsB)
+	netnstest.IP(t, "-n", nsA, "addr", "add", "10.254.0.1/24", "dev", "ul0")
+	netnstest.IP(t, "-n", nsB, "addr", "add", "10.254.0.2/24", "dev", "ul0")
+	netnstest.IP(t, "-n", nsA, "link", "set", "ul0", "up")
+	netnstest.IP(t, "-n", nsB, "link", "set", "ul0", "up")
 	netnstest.Bridge(t, hA, "lvbr0") // the hub's libvirt NAT bridge
 
 	// Each host has its own copy of the lab file (and its own
@@ -69,7 +60,7 @@ func TestMultiHostLabVXLAN(t *testing.T) {
 		t.Fatalf("a node on alpha's baremetal does not reach one on beta's: %v", err)
 	}
 
-	sh("-n", nsA, "link", "del", "vxb-beta")
+	netnstest.IP(t, "-n", nsA, "link", "del", "vxb-beta")
 	out, err := net("check", "alpha", nsA, "-o", "json")
 	var rep checkJSON
 	if jerr := json.Unmarshal([]byte(out), &rep); err == nil || jerr != nil || len(rep.Differences) != 1 ||
@@ -86,8 +77,8 @@ func TestMultiHostLabVXLAN(t *testing.T) {
 		t.Fatalf("after the repair: %v", err)
 	}
 
-	sh("-n", nsA, "link", "del", "nodea")
-	sh("-n", nsB, "link", "del", "nodeb")
+	netnstest.IP(t, "-n", nsA, "link", "del", "nodea")
+	netnstest.IP(t, "-n", nsB, "link", "del", "nodeb")
 	for _, h := range []struct{ name, ns string }{{"alpha", nsA}, {"beta", nsB}} {
 		if out, err := net("down", h.name, h.ns); err != nil {
 			t.Fatalf("down --host %s: %v\n%s", h.name, err, out)

@@ -236,6 +236,32 @@ func labNetTestConn(t *testing.T) *libvirt.Libvirt {
 	return l
 }
 
+// deleteAtEnd deletes the lab network spec at the test's end; a failed
+// delete fails the test.
+func deleteAtEnd(t *testing.T, l *libvirt.Libvirt, spec LabNetworkSpec) {
+	t.Cleanup(func() {
+		if _, err := deleteLabNetwork(context.Background(), l, spec.Name, spec.Lab); err != nil {
+			t.Errorf("clean up %s: %v", spec.Name, err)
+		}
+	})
+}
+
+// defineForeign defines someone else's network (no lab mark), never
+// started, and undefines it at the test's end.
+func defineForeign(t *testing.T, l *libvirt.Libvirt, d *libvirtxml.Network) libvirt.Network {
+	t.Helper()
+	x, err := d.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := l.NetworkDefineXML(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.NetworkUndefine(n) })
+	return n
+}
+
 // ltConn connects to libvirtd after checking that it runs in the network
 // namespace labci: the lab network carries an address, which must never
 // appear in the host's namespace.
@@ -321,11 +347,7 @@ func TestEnsureLabNetwork(t *testing.T) {
 	ctx := context.Background()
 	id := netnstest.Rand(3)
 	spec := labNetTestSpec("lt-net-"+id, "lt-br-"+id)
-	t.Cleanup(func() {
-		if _, err := deleteLabNetwork(context.Background(), l, spec.Name, spec.Lab); err != nil {
-			t.Errorf("clean up: %v", err)
-		}
-	})
+	deleteAtEnd(t, l, spec)
 	h, bridgeIndex := labciBridge(t, spec.Bridge)
 
 	start := time.Now()
@@ -380,7 +402,7 @@ func TestEnsureLabNetwork(t *testing.T) {
 	if d, err := labNetworkDrift(ctx, l, more); err != nil || len(d) != 0 {
 		t.Fatalf("drift after adding a host: %v, %v", d, err)
 	}
-	if !strings.Contains(labNetReadFile(t, "/var/lib/libvirt/dnsmasq/"+spec.Name+".hostsfile"), "52:54:00:77:00:20,10.198.77.20,worker-0") {
+	if !strings.Contains(testenv.ReadFile(t, "/var/lib/libvirt/dnsmasq/"+spec.Name+".hostsfile"), "52:54:00:77:00:20,10.198.77.20,worker-0") {
 		t.Error("the added host is not in dnsmasq's hostsfile")
 	}
 	labNetResolve(t, "10.198.77.1", map[string]string{"worker-0.ocp.lab.local": "10.198.77.20"})
@@ -425,15 +447,7 @@ func TestEnsureLabNetworkLeavesForeignAlone(t *testing.T) {
 	// Someone else's networks: one with the lab's name, one on the lab's
 	// bridge. Defined, never started, no lab mark, no address.
 	foreign := func(name, bridge string) (libvirt.Network, string) {
-		x, err := (&libvirtxml.Network{Name: name, Bridge: &libvirtxml.NetworkBridge{Name: bridge}}).Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := l.NetworkDefineXML(x)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.NetworkUndefine(n) })
+		n := defineForeign(t, l, &libvirtxml.Network{Name: name, Bridge: &libvirtxml.NetworkBridge{Name: bridge}})
 		before, err := l.NetworkGetXMLDesc(n, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -471,20 +485,11 @@ func TestEnsureLabNetworkLeavesForeignAlone(t *testing.T) {
 	}
 }
 
-func labNetReadFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // dnsmasqHas checks that the file libvirt writes for network's dnsmasq
 // (ext: conf, hostsfile) holds each of wants.
 func dnsmasqHas(t *testing.T, network, ext string, wants []string) {
 	t.Helper()
-	f := labNetReadFile(t, "/var/lib/libvirt/dnsmasq/"+network+"."+ext)
+	f := testenv.ReadFile(t, "/var/lib/libvirt/dnsmasq/"+network+"."+ext)
 	for _, want := range wants {
 		if !strings.Contains(f, want) {
 			t.Errorf("dnsmasq %s lacks %q:\n%s", ext, want, f)
@@ -531,11 +536,7 @@ func TestEnsureLabNetworkDualStack(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			id := netnstest.Rand(3)
 			spec := tc.spec("lt-net6-"+id, "lt-br6-"+id)
-			t.Cleanup(func() {
-				if _, err := deleteLabNetwork(context.Background(), l, spec.Name, spec.Lab); err != nil {
-					t.Errorf("clean up: %v", err)
-				}
-			})
+			deleteAtEnd(t, l, spec)
 			if changed, err := ensureLabNetwork(ctx, l, spec); err != nil || !changed {
 				t.Fatalf("first EnsureLabNetwork = %v, %v; want changed", changed, err)
 			}
@@ -574,7 +575,7 @@ func TestEnsureLabNetworkDualStack(t *testing.T) {
 			if d, err := labNetworkDrift(ctx, l, more); err != nil || len(d) != 0 {
 				t.Fatalf("drift after adding a host: %v, %v", d, err)
 			}
-			if !strings.Contains(labNetReadFile(t, "/var/lib/libvirt/dnsmasq/"+spec.Name+".hostsfile"), "id:00:03:00:01:52:54:00:77:00:20,worker-0,[fd00:77::20]") {
+			if !strings.Contains(testenv.ReadFile(t, "/var/lib/libvirt/dnsmasq/"+spec.Name+".hostsfile"), "id:00:03:00:01:52:54:00:77:00:20,worker-0,[fd00:77::20]") {
 				t.Error("the added host's IPv6 reservation is not in dnsmasq's hostsfile")
 			}
 			labNetResolveFamily(t, "fd00:77::1", "ip6", map[string]string{"worker-0.ocp.lab.local": "fd00:77::20"})

@@ -124,14 +124,7 @@ func TestNetworkBootsVMOnLabBridge(t *testing.T) {
 		t.Fatalf("network state %+v, %v: want active, autostarted, name == bridge", st, err)
 	}
 
-	logDir, err := os.MkdirTemp("", "np-vm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(logDir) })
-	if err := os.Chmod(logDir, 0o777); err != nil {
-		t.Fatal(err)
-	}
+	logDir := testenv.TmpDir(t, "np-vm-", 0o777)
 	serial := filepath.Join(logDir, "serial.log")
 	name := "np-vm-" + netnstest.Rand(3)
 	start := time.Now()
@@ -188,18 +181,10 @@ func TestEnsureNetworkLeavesForeignNetworkAlone(t *testing.T) {
 	name := "np-fx-" + netnstest.Rand(3)
 	// Someone else's network with a lab name: defined, never started (its
 	// bridge does not exist), no lab mark.
-	x, err := (&libvirtxml.Network{Name: name, Forward: &libvirtxml.NetworkForward{Mode: "bridge"},
-		Bridge: &libvirtxml.NetworkBridge{Name: name}}).Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	net, err := l.NetworkDefineXML(x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.NetworkUndefine(net) })
+	net := defineForeign(t, l, &libvirtxml.Network{Name: name, Forward: &libvirtxml.NetworkForward{Mode: "bridge"},
+		Bridge: &libvirtxml.NetworkBridge{Name: name}})
 
-	_, err = ensureNetwork(ctx, l, NetworkSpec{Name: name, Bridge: name, Lab: lab})
+	_, err := ensureNetwork(ctx, l, NetworkSpec{Name: name, Bridge: name, Lab: lab})
 	if !errors.Is(err, ErrNetworkForeign) || !strings.Contains(err.Error(), "virsh net-undefine "+name) {
 		t.Errorf("EnsureNetwork on a foreign network = %v, want ErrNetworkForeign with a fix", err)
 	}

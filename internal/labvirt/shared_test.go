@@ -15,6 +15,7 @@ import (
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/netaddr"
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
+	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 // sharedTestSpec is lab "lt-joiner"'s part of the network name (on bridge).
@@ -78,12 +79,8 @@ func TestSharedNetwork(t *testing.T) {
 	ctx := context.Background()
 	id := netnstest.Rand(3)
 	owner := labNetTestSpec("lt-sh-"+id, "lt-shbr-"+id)
-	t.Cleanup(func() {
-		_, _ = removeShared(context.Background(), l, owner.Name, "lt-joiner")
-		if _, err := deleteLabNetwork(context.Background(), l, owner.Name, owner.Lab); err != nil {
-			t.Errorf("clean up: %v", err)
-		}
-	})
+	deleteAtEnd(t, l, owner)
+	t.Cleanup(func() { _, _ = removeShared(context.Background(), l, owner.Name, "lt-joiner") }) // before the delete
 	if _, err := ensureLabNetwork(ctx, l, owner); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +106,7 @@ func TestSharedNetwork(t *testing.T) {
 	if got := bridgeIndex(); got != index {
 		t.Errorf("joining restarted the network: bridge index %d, was %d", got, index)
 	}
-	if !strings.Contains(labNetReadFile(t, "/var/lib/libvirt/dnsmasq/"+owner.Name+".hostsfile"), "52:54:00:77:01:50,10.198.77.50,lt-joiner-master-0") {
+	if !strings.Contains(testenv.ReadFile(t, "/var/lib/libvirt/dnsmasq/"+owner.Name+".hostsfile"), "52:54:00:77:01:50,10.198.77.50,lt-joiner-master-0") {
 		t.Error("the joiner's reservation is not in dnsmasq's hostsfile")
 	}
 	labNetResolve(t, "10.198.77.1", map[string]string{
@@ -171,7 +168,7 @@ func TestSharedNetwork(t *testing.T) {
 	if removed, err := removeShared(ctx, l, owner.Name, "lt-joiner"); err != nil || removed {
 		t.Errorf("removeShared again = %v, %v; want nothing", removed, err)
 	}
-	if hf := labNetReadFile(t, "/var/lib/libvirt/dnsmasq/"+owner.Name+".hostsfile"); strings.Contains(hf, "lt-joiner") || !strings.Contains(hf, "master-0") {
+	if hf := testenv.ReadFile(t, "/var/lib/libvirt/dnsmasq/"+owner.Name+".hostsfile"); strings.Contains(hf, "lt-joiner") || !strings.Contains(hf, "master-0") {
 		t.Errorf("dnsmasq hostsfile after the joiner left:\n%s", hf)
 	}
 	if d, err := labNetworkDrift(ctx, l, mtu); err != nil || len(d) != 0 {

@@ -3,9 +3,7 @@ package lldp
 import (
 	"encoding/binary"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -76,10 +74,7 @@ func decode(t *testing.T, tcpdump string, frame []byte) string {
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(frame)))
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(frame)))
 	b = append(b, frame...)
-	p := filepath.Join(t.TempDir(), "lldp.pcap")
-	if err := os.WriteFile(p, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p := testenv.WriteFile(t, t.TempDir(), "lldp.pcap", b)
 	out, err := exec.Command(tcpdump, "-r", p, "-e", "-nn", "-vv").CombinedOutput()
 	if err != nil {
 		t.Fatalf("tcpdump: %v\n%s", err, out)

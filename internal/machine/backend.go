@@ -2,7 +2,9 @@ package machine
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"sync"
 )
 
 // Backend carries out what the Service decides, on real VMs (libvirt) or in
@@ -130,4 +132,49 @@ type DisplayOpener interface {
 // boot, before the console connects after a start).
 type ConsoleLogger interface {
 	ConsoleLog(id string) (path string, err error)
+}
+
+// Read returns what read makes of the entry find resolves id to, holding mu
+// for reading across both: the lock-and-lookup of a backend's accessors. An
+// error of find (ErrNotFound) is returned as it is.
+func Read[E, T any](mu *sync.RWMutex, find func(id string) (E, error), id string, read func(E) (T, error)) (T, error) {
+	mu.RLock()
+	defer mu.RUnlock()
+	e, err := find(id)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return read(e)
+}
+
+// Change calls change with the entry find resolves id to, holding mu for
+// writing across both: the lock-and-lookup of a backend's actions. An error
+// of find (ErrNotFound) is returned as it is.
+func Change[E any](mu *sync.RWMutex, find func(id string) (E, error), id string, change func(E) error) error {
+	mu.Lock()
+	defer mu.Unlock()
+	e, err := find(id)
+	if err != nil {
+		return err
+	}
+	return change(e)
+}
+
+// CheckOn is the ErrConflict of an action that needs a running machine (a
+// reset, an NMI) when m is not on; nil when it is.
+func (m *Machine) CheckOn() error {
+	if m.Power != PowerOn {
+		return fmt.Errorf("%w: %s is not on", ErrConflict, m.Name)
+	}
+	return nil
+}
+
+// CheckOff is the ErrConflict of a start when m is on or powering on; nil
+// when it is not.
+func (m *Machine) CheckOff() error {
+	if m.Power == PowerOn || m.Power == PowerPoweringOn {
+		return fmt.Errorf("%w: %s is already on", ErrConflict, m.Name)
+	}
+	return nil
 }

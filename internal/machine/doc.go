@@ -3,7 +3,9 @@
 // a Service; the Service carries a real BMC's semantics (a Once boot override
 // applies to the next boot and then reverts, pending BIOS settings apply at
 // the next reset, a reset that restarts the machine applies pending firmware
-// changes) and a Backend (libvirt, KubeVirt, sim) carries them out. It also holds
+// changes) and a Backend (libvirt, KubeVirt, sim) carries them out; the
+// backends share their lock-and-lookup (Read, Change) and their power
+// conflicts (Machine.CheckOn, CheckOff) from backend.go. It also holds
 // the machine's boot options and persistent boot order (bootorder.go), the
 // BMC's clock (clock.go) and what the switch each NIC is plugged into
 // announces over LLDP (lldp.go, filled in by the backend), and the UEFI
@@ -28,7 +30,8 @@
 // of follow.go: Follow is their loop (events, and a resync on a tick),
 // Sync makes what they keep follow the machines there now, Gone names what
 // they keep for machines no longer there, WaitChange waits for a machine's
-// next change or an interval, and ForEach hands a subscription's events to
+// next change or an interval (WaitEvent for an event of one's choosing or
+// a channel), and ForEach hands a subscription's events to
 // a function until its context ends. The IPMI manager's BMCs and vbmcd's
 // per-address listeners (internal/listen) follow the model with Follow
 // and Sync.

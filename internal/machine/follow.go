@@ -13,20 +13,27 @@ import (
 func WaitChange(ctx context.Context, quit <-chan struct{}, events <-chan Event, id string, every time.Duration) bool {
 	timer := time.NewTimer(every)
 	defer timer.Stop()
+	return WaitEvent(ctx, quit, events, timer.C, func(ev Event) bool { return ev.ID == id })
+}
+
+// WaitEvent waits until an event of events matches or wake delivers: true
+// then. False when ctx or quit ends first. A closed events channel leaves
+// wake to wake the caller.
+func WaitEvent[T any](ctx context.Context, quit <-chan struct{}, events <-chan Event, wake <-chan T, match func(Event) bool) bool {
 	for {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-quit:
 			return false
-		case <-timer.C:
+		case <-wake:
 			return true
 		case ev, ok := <-events:
 			if !ok {
 				events = nil
 				continue
 			}
-			if ev.ID == id {
+			if match(ev) {
 				return true
 			}
 		}

@@ -2,14 +2,13 @@ package machine_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/sim"
+	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 // isoFetcher hands out one local file for any image.
@@ -78,10 +77,7 @@ func insertPreparing(t *testing.T) (*machine.Service, *preparing, string, *machi
 
 func newPreparing(t *testing.T) (*machine.Service, *preparing, string) {
 	t.Helper()
-	iso := filepath.Join(t.TempDir(), "boot.iso")
-	if err := os.WriteFile(iso, make([]byte, 2048), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	iso := testenv.WriteFile(t, t.TempDir(), "boot.iso", make([]byte, 2048))
 	be := &preparing{Backend: sim.New(1), started: make(chan struct{}), release: make(chan struct{})}
 	svc := machine.NewService(be, nil, machine.WithImageFetcher(isoFetcher{iso}))
 	return svc, be, be.List()[0].ID

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/bmlab/bmlab/internal/machine"
+	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 // fakeISO returns n bytes (n > 32774) that pass the ISO check, marked with tag.
@@ -359,9 +360,8 @@ func TestSameContentOneCopyAndSafeNames(t *testing.T) {
 func TestLocalImagesOnlyInsideTheAllowedDirectory(t *testing.T) {
 	allowed := t.TempDir()
 	outside := t.TempDir()
-	iso := filepath.Join(allowed, "a.iso")
-	os.WriteFile(iso, fakeISO(40<<10, "a"), 0o644)
-	os.WriteFile(filepath.Join(outside, "b.iso"), fakeISO(40<<10, "b"), 0o644)
+	iso := testenv.WriteFile(t, allowed, "a.iso", fakeISO(40<<10, "a"))
+	testenv.WriteFile(t, outside, "b.iso", fakeISO(40<<10, "b"))
 	os.Symlink(filepath.Join(outside, "b.iso"), filepath.Join(allowed, "link.iso"))
 	c := newCache(t, Config{LocalDir: allowed})
 	if img := mustFetch(t, c, machine.ImageRequest{Image: "file://" + iso, ISO: true}); img.Path != iso {

@@ -17,6 +17,17 @@ import (
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
+// resolveErr parses and resolves a lab that is to be refused and returns
+// the error, the parser's or Resolve's.
+func resolveErr(lab, mode string) error {
+	cfg, err := labconfig.Parse([]byte(lab))
+	if err != nil {
+		return err
+	}
+	_, err = Resolve(cfg, Options{Modes: testModes, Dir: "/x", Mode: mode})
+	return err
+}
+
 func resolve(t *testing.T, lab, profile, mode string) *Plan {
 	t.Helper()
 	cfg, err := labconfig.Parse([]byte(lab))
@@ -129,11 +140,7 @@ func TestBMCNetwork(t *testing.T) {
 		{"cluster: {bmc: {network: 192.168.125.1/24}}\n", modeIPI, "cluster.bmc.network: 192.168.125.1/24 has host bits set; use 192.168.125.0/24"},
 		{"cluster: {bmc: {network: 192.168.125.0/24}, image: /i.qcow2}\n", modeHybrid, "cluster.bmc.network: the hybrid mode's nodes have no BMC; drop cluster.bmc.network"},
 	} {
-		cfg, err := labconfig.Parse([]byte(tt.lab))
-		if err == nil {
-			_, err = Resolve(cfg, Options{Modes: testModes, Dir: "/x", Mode: tt.mode})
-		}
-		if err == nil || !strings.Contains(err.Error(), tt.want) {
+		if err := resolveErr(tt.lab, tt.mode); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q (%s) = %v, want %q", tt.lab, tt.mode, err, tt.want)
 		}
 	}
@@ -221,11 +228,7 @@ func TestBadInput(t *testing.T) {
 		{"", modeHybrid, "cluster.image: the hybrid mode boots its nodes from an RHCOS qcow2; name it (a path or an http(s) URL) in the lab file"},
 		{"cluster: {dhcpRange: {start: 192.168.111.20, end: 192.168.111.22}}\n", modeIPI, "cluster.dhcpRange: 192.168.111.20-192.168.111.22 has no room for 4 nodes; widen it"},
 	} {
-		cfg, err := labconfig.Parse([]byte(tt.lab))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := Resolve(cfg, Options{Modes: testModes, Dir: "/x", Mode: tt.mode}); err == nil || err.Error() != tt.want {
+		if err := resolveErr(tt.lab, tt.mode); err == nil || err.Error() != tt.want {
 			t.Errorf("Resolve(%q, %s) = %v, want %q", tt.lab, tt.mode, err, tt.want)
 		}
 	}
@@ -329,11 +332,7 @@ func TestHostResolver(t *testing.T) {
 	if p := resolve(t, "name: r\ncluster: {image: /i.qcow2}\n", "tiny", modeHybrid); p.Network.Resolver != nil || p.Network.HostResolver != ResolverHosts {
 		t.Errorf("the default: %q, %+v; want hosts and no drop-in", p.Network.HostResolver, p.Network.Resolver)
 	}
-	cfg, err := labconfig.Parse([]byte("name: r\nnetwork: {hostResolver: dnsmasq, libvirtBridge: br-other}\ncluster: {image: /i.qcow2}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Resolve(cfg, Options{Modes: testModes, Dir: "/labs/r", Mode: modeHybrid}); err == nil || !strings.Contains(err.Error(), "network.hostResolver: dnsmasq sends the cluster's names to the lab network's DNS, but this lab borrows the libvirt network on br-other") {
+	if err := resolveErr("name: r\nnetwork: {hostResolver: dnsmasq, libvirtBridge: br-other}\ncluster: {image: /i.qcow2}\n", modeHybrid); err == nil || !strings.Contains(err.Error(), "network.hostResolver: dnsmasq sends the cluster's names to the lab network's DNS, but this lab borrows the libvirt network on br-other") {
 		t.Errorf("a borrowed network: %v", err)
 	}
 }

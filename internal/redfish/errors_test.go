@@ -23,6 +23,12 @@ func (f *fixture) giveCredentials(id, user, pass string) {
 	}
 }
 
+// onSys is a case's request to the first system's resource at sub (the
+// system itself for ""), with body.
+func onSys(method, sub, body string) func(f *fixture) req {
+	return func(f *fixture) req { return req{method: method, path: f.sys(0) + sub, body: body} }
+}
+
 func TestErrorResponses(t *testing.T) {
 	type outcome struct {
 		Status int
@@ -37,79 +43,61 @@ func TestErrorResponses(t *testing.T) {
 		want   outcome
 	}{
 		{name: "bad JSON",
-			req:  func(f *fixture) req { return req{method: "PATCH", path: f.sys(0), body: `{"Boot": `} },
+			req:  onSys("PATCH", "", `{"Boot": `),
 			want: outcome{Status: 400, IDs: []string{"MalformedJSON"}}},
 		{name: "body not an object",
-			req:  func(f *fixture) req { return req{method: "PATCH", path: f.sys(0), body: `["Boot"]`} },
+			req:  onSys("PATCH", "", `["Boot"]`),
 			want: outcome{Status: 400, IDs: []string{"UnrecognizedRequestBody"}}},
 		{name: "empty object",
-			req:  func(f *fixture) req { return req{method: "PATCH", path: f.sys(0), body: `{}`} },
+			req:  onSys("PATCH", "", `{}`),
 			want: outcome{Status: 400, IDs: []string{"EmptyJSON"}}},
 		{name: "unknown property",
-			req:  func(f *fixture) req { return req{method: "PATCH", path: f.sys(0), body: `{"Frobnicate": true}`} },
+			req:  onSys("PATCH", "", `{"Frobnicate": true}`),
 			want: outcome{Status: 400, IDs: []string{"PropertyUnknown"}}},
 		{name: "unknown nested property",
-			req: func(f *fixture) req {
-				return req{method: "PATCH", path: f.sys(0), body: `{"Boot": {"BootWithoutAName": "0001"}}`}
-			},
+			req:  onSys("PATCH", "", `{"Boot": {"BootWithoutAName": "0001"}}`),
 			want: outcome{Status: 400, IDs: []string{"PropertyUnknown"}}},
 		{name: "read-only property",
-			req:  func(f *fixture) req { return req{method: "PATCH", path: f.sys(0), body: `{"PowerState": "On"}`} },
+			req:  onSys("PATCH", "", `{"PowerState": "On"}`),
 			want: outcome{Status: 400, IDs: []string{"PropertyNotWritable"}}},
 		{name: "wrong type",
-			req: func(f *fixture) req {
-				return req{method: "PATCH", path: f.sys(0), body: `{"Boot": {"BootSourceOverrideTarget": 3}}`}
-			},
+			req:  onSys("PATCH", "", `{"Boot": {"BootSourceOverrideTarget": 3}}`),
 			want: outcome{Status: 400, IDs: []string{"PropertyValueTypeError"}}},
 		{name: "object expected",
-			req:  func(f *fixture) req { return req{method: "PATCH", path: f.sys(0), body: `{"Boot": "Pxe"}`} },
+			req:  onSys("PATCH", "", `{"Boot": "Pxe"}`),
 			want: outcome{Status: 400, IDs: []string{"PropertyValueTypeError"}}},
 		{name: "bad enum",
-			req: func(f *fixture) req {
-				return req{method: "PATCH", path: f.sys(0), body: `{"Boot": {"BootSourceOverrideTarget": "Floppy"}}`}
-			},
+			req:  onSys("PATCH", "", `{"Boot": {"BootSourceOverrideTarget": "Floppy"}}`),
 			want: outcome{Status: 400, IDs: []string{"PropertyValueNotInList"}}},
 		{name: "every mistake reported",
-			req: func(f *fixture) req {
-				return req{method: "PATCH", path: f.sys(0), body: `{"Boot": {"BootSourceOverrideMode": "BIOS", "BootSourceOverrideEnabled": 1}, "Zap": 1}`}
-			},
+			req:  onSys("PATCH", "", `{"Boot": {"BootSourceOverrideMode": "BIOS", "BootSourceOverrideEnabled": 1}, "Zap": 1}`),
 			want: outcome{Status: 400, IDs: []string{"PropertyValueTypeError", "PropertyValueNotInList", "PropertyUnknown"}}},
 		{name: "unknown ResetType",
-			req: func(f *fixture) req {
-				return req{method: "POST", path: f.sys(0) + "/Actions/ComputerSystem.Reset", body: `{"ResetType": "Explode"}`}
-			},
+			req:  onSys("POST", "/Actions/ComputerSystem.Reset", `{"ResetType": "Explode"}`),
 			want: outcome{Status: 400, IDs: []string{"ActionParameterValueNotInList"}}},
 		{name: "missing ResetType",
-			req: func(f *fixture) req {
-				return req{method: "POST", path: f.sys(0) + "/Actions/ComputerSystem.Reset", body: `{}`}
-			},
+			req:  onSys("POST", "/Actions/ComputerSystem.Reset", `{}`),
 			want: outcome{Status: 400, IDs: []string{"ActionParameterMissing"}}},
 		{name: "reset without a body",
-			req:  func(f *fixture) req { return req{method: "POST", path: f.sys(0) + "/Actions/ComputerSystem.Reset"} },
+			req:  onSys("POST", "/Actions/ComputerSystem.Reset", ""),
 			want: outcome{Status: 400, IDs: []string{"ActionParameterMissing"}}},
 		{name: "ResetType of the wrong type",
-			req: func(f *fixture) req {
-				return req{method: "POST", path: f.sys(0) + "/Actions/ComputerSystem.Reset", body: `{"ResetType": true}`}
-			},
+			req:  onSys("POST", "/Actions/ComputerSystem.Reset", `{"ResetType": true}`),
 			want: outcome{Status: 400, IDs: []string{"ActionParameterValueTypeError"}}},
 		{name: "unknown action parameter",
-			req: func(f *fixture) req {
-				return req{method: "POST", path: f.sys(0) + "/Actions/ComputerSystem.Reset", body: `{"ResetType": "On", "Force": 1}`}
-			},
+			req:  onSys("POST", "/Actions/ComputerSystem.Reset", `{"ResetType": "On", "Force": 1}`),
 			want: outcome{Status: 400, IDs: []string{"ActionParameterUnknown"}}},
 		{name: "Nmi on a machine that is off",
-			req: func(f *fixture) req {
-				return req{method: "POST", path: f.sys(0) + "/Actions/ComputerSystem.Reset", body: `{"ResetType": "Nmi"}`}
-			},
+			req:  onSys("POST", "/Actions/ComputerSystem.Reset", `{"ResetType": "Nmi"}`),
 			want: outcome{Status: 409, IDs: []string{"ResourceInUse"}}},
 		{name: "wrong method on a member", header: "Allow",
-			req:  func(f *fixture) req { return req{method: "DELETE", path: f.sys(0)} },
+			req:  onSys("DELETE", "", ""),
 			want: outcome{Status: 405, IDs: []string{"OperationNotAllowed"}, Header: "GET, HEAD, PATCH"}},
 		{name: "wrong method on a collection", header: "Allow",
 			req:  func(f *fixture) req { return req{method: "POST", path: "/redfish/v1/Systems", body: `{}`} },
 			want: outcome{Status: 405, IDs: []string{"OperationNotAllowed"}, Header: "GET, HEAD"}},
 		{name: "GET on an action", header: "Allow",
-			req:  func(f *fixture) req { return req{path: f.sys(0) + "/Actions/ComputerSystem.Reset"} },
+			req:  onSys("GET", "/Actions/ComputerSystem.Reset", ""),
 			want: outcome{Status: 405, IDs: []string{"OperationNotAllowed"}, Header: "POST"}},
 		{name: "PATCH on the read-only TaskService", header: "Allow",
 			req: func(f *fixture) req {
@@ -174,7 +162,7 @@ func TestErrorResponses(t *testing.T) {
 			req:  func(f *fixture) req { return req{path: "/redfish/v1/Systems/no-such-node"} },
 			want: outcome{Status: 404, IDs: []string{"ResourceNotFound"}}},
 		{name: "unknown sub-resource",
-			req:  func(f *fixture) req { return req{path: f.sys(0) + "/Processors/CPU9"} },
+			req:  onSys("GET", "/Processors/CPU9", ""),
 			want: outcome{Status: 404, IDs: []string{"ResourceNotFound"}}},
 		{name: "unknown PCIe device",
 			req:  func(f *fixture) req { return req{path: chassisOf(f.ids[0]) + "/PCIeDevices/0000-09-00/PCIeFunctions"} },
@@ -201,70 +189,44 @@ func TestErrorResponses(t *testing.T) {
 			want: outcome{Status: 404, IDs: []string{"ResourceNotFound"}}},
 		{name: "secure boot on while Legacy",
 			setup: func(f *fixture) { f.patchOK(f.sys(0), `{"Boot": {"BootSourceOverrideMode": "Legacy"}}`) },
-			req: func(f *fixture) req {
-				return req{method: "PATCH", path: f.sys(0) + "/SecureBoot", body: `{"SecureBootEnable": true}`}
-			},
-			want: outcome{Status: 409, IDs: []string{"PropertyValueConflict"}}},
+			req:   onSys("PATCH", "/SecureBoot", `{"SecureBootEnable": true}`),
+			want:  outcome{Status: 409, IDs: []string{"PropertyValueConflict"}}},
 		{name: "Legacy while secure boot is on",
 			setup: func(f *fixture) { f.patchOK(f.sys(0)+"/SecureBoot", `{"SecureBootEnable": true}`) },
-			req: func(f *fixture) req {
-				return req{method: "PATCH", path: f.sys(0), body: `{"Boot": {"BootSourceOverrideMode": "Legacy"}}`}
-			},
-			want: outcome{Status: 409, IDs: []string{"PropertyValueConflict"}}},
+			req:   onSys("PATCH", "", `{"Boot": {"BootSourceOverrideMode": "Legacy"}}`),
+			want:  outcome{Status: 409, IDs: []string{"PropertyValueConflict"}}},
 		{name: "SecureBootEnable of the wrong type",
-			req: func(f *fixture) req {
-				return req{method: "PATCH", path: f.sys(0) + "/SecureBoot", body: `{"SecureBootEnable": "yes"}`}
-			},
+			req:  onSys("PATCH", "/SecureBoot", `{"SecureBootEnable": "yes"}`),
 			want: outcome{Status: 400, IDs: []string{"PropertyValueTypeError"}}},
 		{name: "SecureBootCurrentBoot is read-only",
-			req: func(f *fixture) req {
-				return req{method: "PATCH", path: f.sys(0) + "/SecureBoot", body: `{"SecureBootCurrentBoot": "Enabled"}`}
-			},
+			req:  onSys("PATCH", "/SecureBoot", `{"SecureBootCurrentBoot": "Enabled"}`),
 			want: outcome{Status: 400, IDs: []string{"PropertyNotWritable"}}},
 		{name: "unknown BIOS attribute",
-			req: func(f *fixture) req {
-				return req{method: "PATCH", path: f.sys(0) + "/Bios/Settings", body: `{"Attributes": {"WarpDrive": "Enabled"}}`}
-			},
+			req:  onSys("PATCH", "/Bios/Settings", `{"Attributes": {"WarpDrive": "Enabled"}}`),
 			want: outcome{Status: 400, IDs: []string{"PropertyUnknown"}}},
 		{name: "BIOS attribute of the wrong type",
-			req: func(f *fixture) req {
-				return req{method: "PATCH", path: f.sys(0) + "/Bios/Settings", body: `{"Attributes": {"QuietBoot": "yes"}}`}
-			},
+			req:  onSys("PATCH", "/Bios/Settings", `{"Attributes": {"QuietBoot": "yes"}}`),
 			want: outcome{Status: 400, IDs: []string{"PropertyValueTypeError"}}},
 		{name: "BIOS attribute not in its list",
-			req: func(f *fixture) req {
-				return req{method: "PATCH", path: f.sys(0) + "/Bios/Settings", body: `{"Attributes": {"ProcTurboMode": "Sometimes"}}`}
-			},
+			req:  onSys("PATCH", "/Bios/Settings", `{"Attributes": {"ProcTurboMode": "Sometimes"}}`),
 			want: outcome{Status: 400, IDs: []string{"PropertyValueNotInList"}}},
 		{name: "BIOS attribute out of range",
-			req: func(f *fixture) req {
-				return req{method: "PATCH", path: f.sys(0) + "/Bios/Settings", body: `{"Attributes": {"PxeRetryCount": 99}}`}
-			},
+			req:  onSys("PATCH", "/Bios/Settings", `{"Attributes": {"PxeRetryCount": 99}}`),
 			want: outcome{Status: 400, IDs: []string{"PropertyValueOutOfRange"}}},
 		{name: "read-only BIOS attribute",
-			req: func(f *fixture) req {
-				return req{method: "PATCH", path: f.sys(0) + "/Bios/Settings", body: `{"Attributes": {"TpmSecurity": "Off"}}`}
-			},
+			req:  onSys("PATCH", "/Bios/Settings", `{"Attributes": {"TpmSecurity": "Off"}}`),
 			want: outcome{Status: 400, IDs: []string{"PropertyNotWritable"}}},
 		{name: "BIOS secure boot on legacy firmware",
-			req: func(f *fixture) req {
-				return req{method: "PATCH", path: f.sys(0) + "/Bios/Settings", body: `{"Attributes": {"BootMode": "Bios", "SecureBoot": "Enabled"}}`}
-			},
+			req:  onSys("PATCH", "/Bios/Settings", `{"Attributes": {"BootMode": "Bios", "SecureBoot": "Enabled"}}`),
 			want: outcome{Status: 400, IDs: []string{"PropertyValueConflict"}}},
 		{name: "BIOS boot mode not in its list",
-			req: func(f *fixture) req {
-				return req{method: "PATCH", path: f.sys(0) + "/Bios/Settings", body: `{"Attributes": {"BootMode": "UEFI"}}`}
-			},
+			req:  onSys("PATCH", "/Bios/Settings", `{"Attributes": {"BootMode": "UEFI"}}`),
 			want: outcome{Status: 400, IDs: []string{"PropertyValueNotInList"}}},
 		{name: "BIOS apply time other than OnReset",
-			req: func(f *fixture) req {
-				return req{method: "PATCH", path: f.sys(0) + "/Bios/Settings", body: `{"Attributes": {"QuietBoot": true}, "@Redfish.SettingsApplyTime": {"ApplyTime": "Immediate"}}`}
-			},
+			req:  onSys("PATCH", "/Bios/Settings", `{"Attributes": {"QuietBoot": true}, "@Redfish.SettingsApplyTime": {"ApplyTime": "Immediate"}}`),
 			want: outcome{Status: 400, IDs: []string{"PropertyValueNotInList"}}},
 		{name: "current BIOS attributes are not patched directly", header: "Allow",
-			req: func(f *fixture) req {
-				return req{method: "PATCH", path: f.sys(0) + "/Bios", body: `{"Attributes": {"QuietBoot": true}}`}
-			},
+			req:  onSys("PATCH", "/Bios", `{"Attributes": {"QuietBoot": true}}`),
 			want: outcome{Status: 405, IDs: []string{"OperationNotAllowed"}, Header: "GET, HEAD"}},
 		{name: "body too large",
 			req: func(f *fixture) req {

@@ -10,11 +10,12 @@ import (
 	"net/http/httptest"
 	neturl "net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 func TestReadResponse(t *testing.T) {
@@ -129,10 +130,7 @@ func TestFloorCopyIsByteIdentical(t *testing.T) {
 	if !strings.Contains(want, "Odata-Version: 4.0\r\n") || !strings.Contains(want, "Etag: ") {
 		t.Fatalf("the Redfish answer lacks its headers:\n%s", want)
 	}
-	file := filepath.Join(t.TempDir(), "resp")
-	if err := os.WriteFile(file, []byte(want), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := testenv.WriteFile(t, t.TempDir(), "resp", []byte(want))
 	fc, err := readFloorCopy(file)
 	if err != nil {
 		t.Fatal(err)

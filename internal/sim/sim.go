@@ -361,10 +361,20 @@ func (b *Backend) findOn(id string) (int32, *machine.Machine, error) {
 		return 0, nil, err
 	}
 	m := b.snapshot(k)
-	if m.Power != machine.PowerOn {
-		return 0, nil, fmt.Errorf("%w: %s is not on", machine.ErrConflict, m.Name)
+	if err := m.CheckOn(); err != nil {
+		return 0, nil, err
 	}
 	return k, m, nil
+}
+
+// mutableOn finds a machine that is on to change. Callers hold b.mu for
+// writing.
+func (b *Backend) mutableOn(id string) (*node, error) {
+	k, _, err := b.findOn(id)
+	if err != nil {
+		return nil, err
+	}
+	return b.node(k), nil
 }
 
 // mutable finds a machine to change. Callers hold b.mu for writing.
@@ -378,13 +388,7 @@ func (b *Backend) mutable(id string) (*node, error) {
 
 // Get implements machine.Backend.
 func (b *Backend) Get(id string) (*machine.Machine, error) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	k, err := b.find(id)
-	if err != nil {
-		return nil, err
-	}
-	return b.snapshot(k), nil
+	return machine.Read(&b.mu, b.find, id, func(k int32) (*machine.Machine, error) { return b.snapshot(k), nil })
 }
 
 // update replaces a node's snapshot with a changed copy and announces it.
@@ -402,19 +406,15 @@ func (b *Backend) update(n *node, fn func(m *machine.Machine)) {
 
 // Save implements machine.Backend.
 func (b *Backend) Save(_ context.Context, id string, s machine.Settings) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n, err := b.mutable(id)
-	if err != nil {
-		return err
-	}
-	b.update(n, func(m *machine.Machine) {
-		m.Settings = s.Clone()
-		if m.Power == machine.PowerOff {
-			m.Mode, m.SecureBootActive = s.Boot.Mode, s.SecureBoot
-		}
+	return machine.Change(&b.mu, b.mutable, id, func(n *node) error {
+		b.update(n, func(m *machine.Machine) {
+			m.Settings = s.Clone()
+			if m.Power == machine.PowerOff {
+				m.Mode, m.SecureBootActive = s.Boot.Mode, s.SecureBoot
+			}
+		})
+		return nil
 	})
-	return nil
 }
 
 // transition moves n to state mid now and to final after the delay.
@@ -445,86 +445,68 @@ func (b *Backend) transition(n *node, mid, final machine.PowerState, then func(*
 
 // Start implements machine.Backend.
 func (b *Backend) Start(_ context.Context, id string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n, err := b.mutable(id)
-	if err != nil {
-		return err
-	}
-	if n.m.Power == machine.PowerOn || n.m.Power == machine.PowerPoweringOn {
-		return fmt.Errorf("%w: %s is already on", machine.ErrConflict, n.m.Name)
-	}
-	n.running = configOf(n.m.Settings)
-	n.typed = nil // a new boot's screen
-	mode, secure := n.m.Settings.Boot.Mode, n.m.Settings.SecureBoot
-	b.transition(n, machine.PowerPoweringOn, machine.PowerOn, func(m *machine.Machine) {
-		m.Mode, m.SecureBootActive = mode, secure
+	return machine.Change(&b.mu, b.mutable, id, func(n *node) error {
+		if err := n.m.CheckOff(); err != nil {
+			return err
+		}
+		n.running = configOf(n.m.Settings)
+		n.typed = nil // a new boot's screen
+		mode, secure := n.m.Settings.Boot.Mode, n.m.Settings.SecureBoot
+		b.transition(n, machine.PowerPoweringOn, machine.PowerOn, func(m *machine.Machine) {
+			m.Mode, m.SecureBootActive = mode, secure
+		})
+		return nil
 	})
-	return nil
 }
 
 // Stop implements machine.Backend.
 func (b *Backend) Stop(_ context.Context, id string, force bool) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	k, err := b.find(id)
-	if err != nil {
-		return err
-	}
-	if b.snapshot(k).Power == machine.PowerOff {
-		return nil
-	}
-	n := b.node(k)
-	if force {
-		if n.timer != nil {
-			n.timer.Stop()
-			n.timer = nil
+	return machine.Change(&b.mu, b.find, id, func(k int32) error {
+		if b.snapshot(k).Power == machine.PowerOff {
+			return nil
 		}
-		b.pending(n, string(machine.PowerOff), 0)
-		n.fake.pending = nil
-		b.update(n, func(m *machine.Machine) { m.Power = machine.PowerOff })
+		n := b.node(k)
+		if force {
+			if n.timer != nil {
+				n.timer.Stop()
+				n.timer = nil
+			}
+			b.pending(n, string(machine.PowerOff), 0)
+			n.fake.pending = nil
+			b.update(n, func(m *machine.Machine) { m.Power = machine.PowerOff })
+			return nil
+		}
+		b.transition(n, machine.PowerPoweringOff, machine.PowerOff, func(*machine.Machine) {})
 		return nil
-	}
-	b.transition(n, machine.PowerPoweringOff, machine.PowerOff, func(*machine.Machine) {})
-	return nil
+	})
 }
 
 // Reboot implements machine.Backend: the guest reboots after the delay.
 func (b *Backend) Reboot(_ context.Context, id string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	k, m, err := b.findOn(id)
-	if err != nil {
-		return err
-	}
-	mid := m.ID
-	n := b.node(k)
-	b.pending(n, string(machine.ResetGracefulRestart), b.delay)
-	time.AfterFunc(b.delay, func() {
-		b.mu.Lock()
-		if n.fake.pending != nil {
-			n.fake.pending = nil
-			b.announce(n)
-		}
-		b.mu.Unlock()
-		b.subs.Send(machine.Event{Kind: machine.EventReboot, ID: mid})
+	return machine.Change(&b.mu, b.mutableOn, id, func(n *node) error {
+		mid := n.m.ID
+		b.pending(n, string(machine.ResetGracefulRestart), b.delay)
+		time.AfterFunc(b.delay, func() {
+			b.mu.Lock()
+			if n.fake.pending != nil {
+				n.fake.pending = nil
+				b.announce(n)
+			}
+			b.mu.Unlock()
+			b.subs.Send(machine.Event{Kind: machine.EventReboot, ID: mid})
+		})
+		return nil
 	})
-	return nil
 }
 
 // Reset implements machine.Backend.
 func (b *Backend) Reset(_ context.Context, id string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	k, _, err := b.findOn(id)
-	if err != nil {
-		return err
-	}
-	n := b.node(k)
-	b.pending(n, string(machine.ResetForceRestart), 0)
-	n.fake.pending = nil
-	b.update(n, func(*machine.Machine) {})
-	return nil
+	return machine.Change(&b.mu, b.mutableOn, id, func(n *node) error {
+		b.pending(n, string(machine.ResetForceRestart), 0)
+		n.fake.pending = nil
+		b.update(n, func(*machine.Machine) {})
+		return nil
+	})
 }
 
 // NMI implements machine.Backend.
@@ -537,31 +519,21 @@ func (b *Backend) NMI(_ context.Context, id string) error {
 
 // SetIndicator implements machine.Backend.
 func (b *Backend) SetIndicator(id string, on bool) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	k, err := b.find(id)
-	if err != nil {
-		return err
-	}
-	if b.snapshot(k).IndicatorLED != on {
-		b.update(b.node(k), func(m *machine.Machine) { m.IndicatorLED = on })
-	}
-	return nil
+	return machine.Change(&b.mu, b.find, id, func(k int32) error {
+		if b.snapshot(k).IndicatorLED != on {
+			b.update(b.node(k), func(m *machine.Machine) { m.IndicatorLED = on })
+		}
+		return nil
+	})
 }
 
 // Stale implements machine.Backend.
 func (b *Backend) Stale(id string) bool {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	k, err := b.find(id)
-	if err != nil {
-		return false
-	}
-	n := b.changed[k] // a machine never changed was never started
-	if n == nil || n.m.Power == machine.PowerOff {
-		return false
-	}
-	return n.running != configOf(n.m.Settings)
+	s, _ := machine.Read(&b.mu, b.find, id, func(k int32) (bool, error) {
+		n := b.changed[k] // a machine never changed was never started
+		return n != nil && n.m.Power != machine.PowerOff && n.running != configOf(n.m.Settings), nil
+	})
+	return s
 }
 
 // FactoryKeys implements machine.KeyStorer.
@@ -578,46 +550,42 @@ func (b *Backend) Subscribe() (<-chan machine.Event, func()) { return b.subs.Sub
 // SetMedia implements machine.Backend: the CD drive's source changes; the
 // removable medium is a USB disk that appears and disappears with it.
 func (b *Backend) SetMedia(_ context.Context, id string, slot machine.MediaSlot, src string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n, err := b.mutable(id)
-	if err != nil {
-		return err
-	}
-	disks := slices.Clone(n.m.Disks)
-	removable := "sdy"
-	if b.specs != nil {
-		removable = b.specs[n.k].removable
-	}
-	switch slot {
-	case machine.SlotCD:
-		i := slices.IndexFunc(disks, func(d machine.Disk) bool { return d.Device == machine.DeviceCDROM })
-		if i < 0 {
-			return fmt.Errorf("%w: %s has no CD-ROM drive", machine.ErrUnsupported, n.m.Name)
+	return machine.Change(&b.mu, b.mutable, id, func(n *node) error {
+		disks := slices.Clone(n.m.Disks)
+		removable := "sdy"
+		if b.specs != nil {
+			removable = b.specs[n.k].removable
 		}
-		if disks[i].Source == src {
-			return nil
-		}
-		disks[i].Source = src
-	case machine.SlotRemovable:
-		i := slices.IndexFunc(disks, func(d machine.Disk) bool { return d.Bus == "usb" })
-		switch {
-		case i >= 0 && src == "":
-			disks = slices.Delete(disks, i, i+1)
-		case i >= 0:
+		switch slot {
+		case machine.SlotCD:
+			i := slices.IndexFunc(disks, func(d machine.Disk) bool { return d.Device == machine.DeviceCDROM })
+			if i < 0 {
+				return fmt.Errorf("%w: %s has no CD-ROM drive", machine.ErrUnsupported, n.m.Name)
+			}
 			if disks[i].Source == src {
 				return nil
 			}
 			disks[i].Source = src
-		case src != "":
-			disks = append(disks, machine.Disk{ID: removable, Device: machine.DeviceDisk, Bus: "usb", Source: src, ReadOnly: true})
+		case machine.SlotRemovable:
+			i := slices.IndexFunc(disks, func(d machine.Disk) bool { return d.Bus == "usb" })
+			switch {
+			case i >= 0 && src == "":
+				disks = slices.Delete(disks, i, i+1)
+			case i >= 0:
+				if disks[i].Source == src {
+					return nil
+				}
+				disks[i].Source = src
+			case src != "":
+				disks = append(disks, machine.Disk{ID: removable, Device: machine.DeviceDisk, Bus: "usb", Source: src, ReadOnly: true})
+			default:
+				return nil
+			}
 		default:
-			return nil
+			return fmt.Errorf("%w: no virtual media %q", machine.ErrNotFound, slot)
 		}
-	default:
-		return fmt.Errorf("%w: no virtual media %q", machine.ErrNotFound, slot)
-	}
-	n.fake.media = true
-	b.update(n, func(m *machine.Machine) { m.Disks = disks })
-	return nil
+		n.fake.media = true
+		b.update(n, func(m *machine.Machine) { m.Disks = disks })
+		return nil
+	})
 }

@@ -563,16 +563,11 @@ func sushy(name, form string, values map[string]any, others []string) (*File, er
 // boot_mode and secure_boot may give the state at the start. Other keys are
 // kept, and sent back in the announcements as the fake driver does.
 func fakeSystem(c *checker, seen unique, i int, e any) (sim.System, bool) {
-	where := fmt.Sprintf("%s entry %d", keySystems, i+1)
-	m, ok := e.(map[string]any)
+	o, ok := entry(c, fmt.Sprintf("%s entry %d", keySystems, i+1), e, "a dict with uuid, name, power_state and nics")
 	if !ok {
-		c.add("%s is %s; want a dict with uuid, name, power_state and nics", where, kind(e))
 		return sim.System{}, false
 	}
-	if n, isStr := m["name"].(string); isStr {
-		where += fmt.Sprintf(" (%s)", short(n))
-	}
-	o := obj{c: c, where: where, m: m}
+	where, m := o.where, o.m
 	before := len(c.problems) + c.more
 	s := sim.System{Fake: m}
 	if id, ok := o.str("uuid", true); ok {
@@ -718,19 +713,29 @@ func vbmcdForm(name string, top map[string]any) (*File, error) {
 	return f, c.err(name, FormVbmcd)
 }
 
-// system reads one entry of vbmcd's form.
-func system(c *checker, seen unique, i int, e any) (sim.System, bool) {
-	where := fmt.Sprintf("systems[%d]", i)
+// entry is a systems list's entry e, at where, as an object whose place
+// names it by its name when it has one; an entry that is not an object is a
+// problem, saying what was wanted.
+func entry(c *checker, where string, e any, want string) (obj, bool) {
 	m, ok := e.(map[string]any)
 	if !ok {
-		c.add("%s is %s; want a mapping with name: and the machine's settings", where, kind(e))
-		return sim.System{}, false
+		c.add("%s is %s; want %s", where, kind(e), want)
+		return obj{}, false
 	}
 	if n, isStr := m["name"].(string); isStr {
 		where += fmt.Sprintf(" (%s)", short(n))
 	}
+	return obj{c: c, where: where, m: m}, true
+}
+
+// system reads one entry of vbmcd's form.
+func system(c *checker, seen unique, i int, e any) (sim.System, bool) {
+	o, ok := entry(c, fmt.Sprintf("systems[%d]", i), e, "a mapping with name: and the machine's settings")
+	if !ok {
+		return sim.System{}, false
+	}
+	where, m := o.where, o.m
 	before := len(c.problems) + c.more
-	o := obj{c: c, where: where, m: m}
 	o.only("name", "uuid", "power", "cpus", "memory", "bootMode", "secureBoot", "bootDevice", "nics", "disks", "bios", "firmware", "notify", "media")
 	var s sim.System
 	if n, ok := o.name(seen); ok {

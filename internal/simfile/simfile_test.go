@@ -2,8 +2,6 @@ package simfile
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/sim"
+	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 // A Metal3 job's sushy-tools configuration is read as it is: the Python
@@ -267,13 +266,6 @@ func allocated(f func()) uint64 {
 // costs at most twice what the same list costs in the JSON form.
 func TestPythonConfigMemoryBounded(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	n := 4 << 20
 	if testing.Short() {
 		n = 1 << 20 // the unit tests run under -race, ten times slower
@@ -284,13 +276,13 @@ func TestPythonConfigMemoryBounded(t *testing.T) {
 		"commas":           "X = [" + strings.Repeat(",", n) + "]\n",
 		"expression lines": "A = 1\n" + strings.Repeat("a\n", n/2),
 	} {
-		p := write("c.py", body)
+		p := testenv.WriteFile(t, dir, "c.py", []byte(body))
 		if got := allocated(func() { _, _ = SushySettings(p, "SUSHY_EMULATOR_LISTEN_PORT") }); got > 8*uint64(len(body)) {
 			t.Errorf("%s (%d bytes): %d MB allocated, more than 8 times the file", name, len(body), got>>20)
 		}
 	}
 	list := "[" + strings.Repeat("1,", n/2) + "1]"
-	py, js := write("list.py", "SUSHY_EMULATOR_LISTEN_PORT = "+list+"\n"), write("list.json", `{"SUSHY_EMULATOR_LISTEN_PORT": `+list+"}\n")
+	py, js := testenv.WriteFile(t, dir, "list.py", []byte("SUSHY_EMULATOR_LISTEN_PORT = "+list+"\n")), testenv.WriteFile(t, dir, "list.json", []byte(`{"SUSHY_EMULATOR_LISTEN_PORT": `+list+"}\n"))
 	var pyErr, jsErr error
 	fromPy := allocated(func() { _, pyErr = SushySettings(py, "SUSHY_EMULATOR_LISTEN_PORT") })
 	fromJSON := allocated(func() { _, jsErr = SushySettings(js, "SUSHY_EMULATOR_LISTEN_PORT") })

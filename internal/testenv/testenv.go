@@ -220,14 +220,21 @@ func TmpDir(t testing.TB, prefix string, mode os.FileMode) string {
 	return d
 }
 
-// CopyFile copies src to dst (mode 0666 so qemu may write it).
-func CopyFile(t testing.TB, src, dst string) {
+// ReadFile is the file at path as a string; a file that cannot be read
+// fails the test.
+func ReadFile(t testing.TB, path string) string {
 	t.Helper()
-	b, err := os.ReadFile(src)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(dst, b, 0o666); err != nil {
+	return string(b)
+}
+
+// CopyFile copies src to dst (mode 0666 so qemu may write it).
+func CopyFile(t testing.TB, src, dst string) {
+	t.Helper()
+	if err := os.WriteFile(dst, []byte(ReadFile(t, src)), 0o666); err != nil {
 		t.Fatal(err)
 	}
 }

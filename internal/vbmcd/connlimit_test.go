@@ -43,26 +43,12 @@ func get(c *http.Client, base string) (int, error) {
 // is held.
 func TestPerSourceConnectionCap(t *testing.T) {
 	const limit = 8
-	addr, out := simDaemon(t, func(c *Config) {
-		c.MaxConnsPerSource = limit
-		c.MetricsAddr = "127.0.0.1:0"
-	})
-	base := "http://" + addr
-	metrics := metricsURL(t, out)
+	addr, base, metrics := capDaemon(t, func(c *Config) { c.MaxConnsPerSource = limit })
 
 	// Three times the cap, half-open: connected, nothing sent.
 	var held []net.Conn
-	t.Cleanup(func() {
-		for _, c := range held {
-			c.Close()
-		}
-	})
 	for range 3 * limit {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, c)
+		held = append(held, halfOpen(t, "127.0.0.1", addr))
 	}
 	// The server closes those over the cap; the others wait for headers.
 	var open atomic.Int32
@@ -139,19 +125,9 @@ func TestIdleConnectionsGiveWay(t *testing.T) {
 	}
 	// With no limit nothing is refused.
 	addr, _ := simDaemon(t, func(c *Config) { c.MaxConnsPerSource = 0 })
-	var held []net.Conn
 	for range 50 {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, c)
+		halfOpen(t, "127.0.0.1", addr)
 	}
-	defer func() {
-		for _, c := range held {
-			c.Close()
-		}
-	}()
 	if code, err := get(clientFrom("127.0.0.1"), "http://"+addr); err != nil || code != http.StatusOK {
 		t.Errorf("with --redfish-max-conns-per-source 0, after 50 half-open connections: %d %v, want 200", code, err)
 	}
@@ -163,30 +139,15 @@ func TestIdleConnectionsGiveWay(t *testing.T) {
 // file descriptor limit).
 func TestTotalConnectionCap(t *testing.T) {
 	const perSource, total = 6, 8
-	addr, out := simDaemon(t, func(c *Config) {
-		c.MaxConnsPerSource, c.MaxConns = perSource, total
-		c.MetricsAddr = "127.0.0.1:0"
-	})
-	base := "http://" + addr
-	metrics := metricsURL(t, out)
+	addr, base, metrics := capDaemon(t, func(c *Config) { c.MaxConnsPerSource, c.MaxConns = perSource, total })
 	// 127.0.0.1 holds 6 (its cap), 127.0.0.2 2: the total, all half-open.
 	var held []net.Conn
-	t.Cleanup(func() {
-		for _, c := range held {
-			c.Close()
-		}
-	})
 	for i := range total {
 		src := "127.0.0.1"
 		if i >= perSource {
 			src = "127.0.0.2"
 		}
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
-		c, err := d.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, c)
+		held = append(held, halfOpen(t, src, addr))
 	}
 	// The server has them all before the probe.
 	if !testenv.WaitFor(5*time.Second, func() bool { return scrape(t, metrics, "vbmcd_redfish_connections") == total }) {
@@ -210,6 +171,31 @@ func TestTotalConnectionCap(t *testing.T) {
 	if closed < 1 {
 		t.Errorf("none of the biggest source's connections was closed for the new source")
 	}
+}
+
+// capDaemon runs a simulated vbmcd with the connection caps edit sets and a
+// metrics listener; it returns vbmcd's Redfish address, its base URL and
+// its metrics URL.
+func capDaemon(t *testing.T, edit func(*Config)) (addr, base, metrics string) {
+	t.Helper()
+	addr, out := simDaemon(t, func(c *Config) {
+		edit(c)
+		c.MetricsAddr = "127.0.0.1:0"
+	})
+	return addr, "http://" + addr, metricsURL(t, out)
+}
+
+// halfOpen connects from src to addr and sends nothing; the connection is
+// closed when the test ends, if not before.
+func halfOpen(t *testing.T, src, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // metricsURL is the metrics URL a daemon's banner in out names.

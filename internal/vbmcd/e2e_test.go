@@ -46,20 +46,28 @@ func daemon(t testing.TB, prefix string, mods ...func(*Config)) string {
 	for _, mod := range mods {
 		mod(&cfg)
 	}
-	out := start(t, cfg)
-	re := regexp.MustCompile(`Redfish at (https://[0-9.:]+)/redfish/v1`)
-	var url string
-	if !testenv.WaitFor(30*time.Second, func() bool {
-		m := re.FindStringSubmatch(out.String())
-		if m != nil {
-			url = m[1]
+	url := startedAt(t, start(t, cfg), redfishURL, 30*time.Second)
+	caFile = filepath.Join(cfg.StateDir, "redfish-tls.crt")
+	return url
+}
+
+// redfishURL finds the Redfish URL in vbmcd's banner.
+var redfishURL = regexp.MustCompile(`Redfish at (https://[0-9.:]+)/redfish/v1`)
+
+// startedAt waits up to wait for vbmcd's banner in out and returns what
+// re's first group matches in it (the Redfish URL or address).
+func startedAt(t testing.TB, out *testenv.Buffer, re *regexp.Regexp, wait time.Duration) string {
+	t.Helper()
+	var at string
+	if !testenv.WaitFor(wait, func() bool {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			at = m[1]
 		}
-		return url != ""
+		return at != ""
 	}) {
 		t.Fatalf("vbmcd did not start; output:\n%s", out.String())
 	}
-	caFile = filepath.Join(cfg.StateDir, "redfish-tls.crt")
-	return url
+	return at
 }
 
 // start runs serve with cfg until the test ends and returns its output.

@@ -192,24 +192,9 @@ and a BMC reboot window during which nothing answers. They last until cleared (c
 used up) and are gone when vbmcd restarts.`,
 	}
 	do := func(method, path string, body any) error {
-		b, err := adminCall(stateDir, method, path, body)
-		if err != nil {
-			return err
-		}
-		if method != http.MethodGet {
-			var v faultView
-			_ = json.Unmarshal(b, &v)
-			fmt.Fprintf(out, "%s (%s): %s\n", v.Name, v.Machine, describe(v.Fault))
-			return nil
-		}
-		var vs []faultView
-		_ = json.Unmarshal(b, &vs)
-		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "MACHINE\tUUID\tFAULTS")
-		for _, v := range vs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", v.Name, v.Machine, describe(v.Fault))
-		}
-		return tw.Flush()
+		return adminPrint(stateDir, out, method, path, body, "MACHINE\tUUID\tFAULTS", func(v faultView) []string {
+			return []string{v.Name, v.Machine, describe(v.Fault)}
+		})
 	}
 	var spec faultSpec
 	set := &cobra.Command{
@@ -277,6 +262,32 @@ func adminCall(stateDir func() (string, error), method, path string, body any) (
 	return b, nil
 }
 
+// adminPrint makes one admin call (adminCall) and prints its answer: for
+// a GET a table of the views under header, a row each; else the one view
+// the call changed, as "NAME (UUID): the rest". row gives a view's columns,
+// its name and UUID first.
+func adminPrint[V any](stateDir func() (string, error), out io.Writer, method, path string, body any, header string, row func(V) []string) error {
+	b, err := adminCall(stateDir, method, path, body)
+	if err != nil {
+		return err
+	}
+	if method != http.MethodGet {
+		var v V
+		_ = json.Unmarshal(b, &v)
+		r := row(v)
+		fmt.Fprintf(out, "%s (%s): %s\n", r[0], r[1], strings.Join(r[2:], " "))
+		return nil
+	}
+	var vs []V
+	_ = json.Unmarshal(b, &vs)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, v := range vs {
+		fmt.Fprintln(tw, strings.Join(row(v), "\t"))
+	}
+	return tw.Flush()
+}
+
 // describe says what a Fault does, briefly.
 func describe(f machine.Fault) string {
 	var parts []string
@@ -312,9 +323,7 @@ func (l *faultList) String() string { return "" }
 func (l *faultList) Type() string   { return "json" }
 func (l *faultList) Set(v string) error {
 	var spec faultSpec
-	dec := json.NewDecoder(strings.NewReader(v))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&spec); err != nil {
+	if err := decodeStrict(v, &spec); err != nil {
 		return fmt.Errorf("%s: want a JSON object such as {\"machine\":\"node-0\",\"latency\":\"300ms\"}: %w", v, err)
 	}
 	if spec.Machine == "" {

@@ -69,9 +69,7 @@ func (v hostValue) Set(s string) error {
 		URI     string   `json:"uri"`
 		Domains []string `json:"domains"`
 	}
-	d := json.NewDecoder(strings.NewReader(s))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&e); err != nil {
+	if err := decodeStrict(s, &e); err != nil {
 		return fmt.Errorf("libvirt host %s: %w (want name:, uri: and optional domains:)", s, err)
 	}
 	if e.URI == "" {
@@ -82,6 +80,14 @@ func (v hostValue) Set(s string) error {
 	}
 	v.add(virt.Host{Name: e.Name, URI: e.URI, Domains: e.Domains})
 	return nil
+}
+
+// decodeStrict decodes the JSON object s (a flag's value, a config file's
+// entry) into v, refusing a key v has no field for.
+func decodeStrict(s string, v any) error {
+	d := json.NewDecoder(strings.NewReader(s))
+	d.DisallowUnknownFields()
+	return d.Decode(v)
 }
 
 // libvirtHosts returns the hosts to serve, named: a host given without a

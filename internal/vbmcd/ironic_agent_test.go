@@ -258,30 +258,38 @@ func (n agentNode) serialTail() string {
 //     lab's iDRAC 9 by idrac.
 //   - 21: Ironic 21.4 without fast_track: the agent boots for cleaning, for
 //     the deploy and for the undeploy's cleaning, which erases the
-//     deployed disk. A redfish node over
-//     virtual media and an ipmi node booting the same ramdisk over the
-//     network (the ipxe boot interface: OVMF's PXE, dnsmasq as proxyDHCP
-//     beside libvirt's DHCP, iPXE, Ironic's boot.ipxe).
+//     deployed disk. A redfish node over virtual media, an ipmi node
+//     booting the same ramdisk over the network (the ipxe boot interface:
+//     OVMF's PXE, dnsmasq as proxyDHCP beside libvirt's DHCP, iPXE,
+//     Ironic's boot.ipxe), and an iLO 6 by 21.4's ilo5 hardware type with
+//     ilo-virtual-media (Debian 12's proliantutils 2.14, RIBCL; the ISO
+//     Ironic builds from the ramdisk's kernel and initramfs, as for
+//     redfish), its boot NIC's port given at enrollment as in the 29
+//     subtest.
 func TestE2EIronicAgent(t *testing.T) {
 	for _, c := range []struct {
-		release                            ironictest.Release
-		third                              int
-		fastTrack, vendors, ipmi, undeploy bool
+		release             ironictest.Release
+		third               int
+		fastTrack, undeploy bool
+		// The nodes, by kind: dell (idrac), hpe (ilo5), own (redfish),
+		// other (ipmi, iPXE).
+		names []string
 	}{
-		{ironictest.Ironic29, 40, true, true, false, false},
-		{ironictest.Ironic21, 41, false, false, true, true},
+		{ironictest.Ironic29, 40, true, false, []string{"dell", "hpe"}},
+		{ironictest.Ironic21, 41, false, true, []string{"own", "other", "hpe"}},
 	} {
 		t.Run(c.release.Short(), func(t *testing.T) {
 			// The two run at once: most of a node's time is its TCG
-			// boots, and each release's two VMs wait on Ironic between
+			// boots, and each release's VMs wait on Ironic between
 			// them.
 			t.Parallel()
-			ironicAgent(t, c.release, c.third, c.fastTrack, c.vendors, c.ipmi, c.undeploy)
+			ironicAgent(t, c.release, c.third, c.fastTrack, c.undeploy, c.names)
 		})
 	}
 }
 
-func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack, vendors, ipmi, undeploy bool) {
+func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack, undeploy bool, names []string) {
+	dell, hpe, ipmi := slices.Contains(names, "dell"), slices.Contains(names, "hpe"), slices.Contains(names, "other")
 	prefix := fmt.Sprintf("e2e-agent%d-", third)
 	lab := virttest.New(t, prefix)
 	rd := ironictest.DeployRamdisk(t)
@@ -303,10 +311,6 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 	// 1.5 GiB: the ramdisk's root (240 MB, unpacked in memory) and the
 	// agent; qemu touches only what the guest uses.
 	const memMiB = 1536
-	names := []string{"own", "other"}
-	if vendors {
-		names = []string{"dell", "hpe"}
-	}
 	var nodes []agentNode
 	for i, name := range names {
 		macs := []string{fmt.Sprintf("52:54:00:26:%02x:%02x", third, 0x11+i)}
@@ -323,10 +327,13 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 	const user, pass = "admin", "agent-pass"
 	// Each node has a BMC of its own: the vendors' drivers reach a BMC
 	// by its address alone, as the ipmi one does.
-	bmcs := []string{nodes[0].vm.Name + "=127.34.6.1", nodes[1].vm.Name + "=127.34.6.2"}
+	var bmcs []string
+	for i, n := range nodes {
+		bmcs = append(bmcs, fmt.Sprintf("%s=127.34.6.%d", n.vm.Name, i+1))
+	}
 	_, _, state := agentVbmcd(t, net.NS, prefix, pass, caCert, caKey, bmcs...)
 
-	o := ironictest.Options{Release: release, Namespace: net.NS, Host: net.Host.String(), Config: ironictest.AgentConfig(fastTrack), Vendors: vendors, VendorOverlay: vendors}
+	o := ironictest.Options{Release: release, Namespace: net.NS, Host: net.Host.String(), Config: ironictest.AgentConfig(fastTrack), Vendors: dell || hpe, VendorOverlay: dell}
 	if ipmi {
 		// The network boot of the ipmi node: dnsmasq as a proxyDHCP
 		// server beside libvirt's, and router advertisements that end
@@ -344,38 +351,39 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 		inspectIface = "agent"
 	}
 	uefi := map[string]any{"capabilities": "boot_mode:uefi"}
-	own := func(i int, system string) agentBMC {
+	for i, name := range names {
 		addr := fmt.Sprintf("127.34.6.%d", i+1)
-		return agentBMC{base: "https://" + addr, ca: caCert, system: system, addr: addr}
-	}
-	switch {
-	case vendors:
-		// The iDRAC 9 as Metal3 enrolls idrac-virtualmedia:// (the idrac
-		// hardware type, Dell's OEM through sushy-oem-idrac), the iLO 6
-		// with the ilo5 hardware type and its virtual media boot
-		// (proliantutils).
-		personalitySet(t, state, nodes[0].vm.ID, "idrac9")
-		personalitySet(t, state, nodes[1].vm.ID, "ilo6")
-		nodes[0].spec = idracNode("", "https://127.34.6.1", user, pass, caCert, "", uefi)
-		nodes[0].bmc = own(0, "System.Embedded.1")
-		nodes[1].spec = iloNode("", "127.34.6.2", user, pass, caCert, "", uefi)
-		nodes[1].spec.Driver = "ilo5"
-		nodes[1].spec.Interfaces["management_interface"] = "ilo5"
-		// The ilo management interface reads no MACs (Redfish's does: the
-		// agent inspection makes a port of each NIC before the boot, and
-		// the agent is found by them), so the agent of a node without
-		// ports is found by nothing but a BMC address, never a loopback
-		// one: the boot NIC's port, as Metal3 enrolls every host.
-		nodes[1].spec.MACs = nodes[1].macs[:1]
-		nodes[1].bmc = own(1, "1")
-	default:
-		nodes[0].spec = redfishNode("", "https://127.34.6.1", "", user, pass, caCert, "", uefi)
-		nodes[0].bmc = own(0, nodes[0].vm.ID)
-		info := map[string]any{"ipmi_address": "127.34.6.2", "ipmi_port": 623, "ipmi_username": user, "ipmi_password": pass}
-		nodes[1].spec = ironictest.NodeSpec{Driver: "ipmi", DriverInfo: info, Properties: uefi, MACs: nodes[1].macs, Interfaces: map[string]string{
-			"boot_interface": "ipxe", "deploy_interface": "direct", "inspect_interface": "no-inspect",
-			"management_interface": "ipmitool", "power_interface": "ipmitool", "raid_interface": "no-raid"}}
-		nodes[1].bmc = own(1, nodes[1].vm.ID)
+		nodes[i].bmc = agentBMC{base: "https://" + addr, ca: caCert, system: nodes[i].vm.ID, addr: addr}
+		switch name {
+		case "dell":
+			// The iDRAC 9 as Metal3 enrolls idrac-virtualmedia:// (the
+			// idrac hardware type, Dell's OEM through sushy-oem-idrac).
+			personalitySet(t, state, nodes[i].vm.ID, "idrac9")
+			nodes[i].spec = idracNode("", "https://"+addr, user, pass, caCert, "", uefi)
+			nodes[i].bmc.system = "System.Embedded.1"
+		case "hpe":
+			// The iLO 6 with the ilo5 hardware type and its virtual media
+			// boot (proliantutils).
+			personalitySet(t, state, nodes[i].vm.ID, "ilo6")
+			nodes[i].spec = ilo5Node("", addr, user, pass, caCert, "", "no-bios")
+			// The ilo management interface reads no MACs (Redfish's
+			// does: the agent inspection makes a port of each NIC before
+			// the boot, and the agent is found by them), so the agent of
+			// a node without ports is found by nothing but a BMC
+			// address, never a loopback one: the boot NIC's port, as
+			// Metal3 enrolls every host.
+			nodes[i].spec.MACs = nodes[i].macs[:1]
+			nodes[i].bmc.system = "1"
+		case "own":
+			nodes[i].spec = redfishNode("", "https://"+addr, "", user, pass, caCert, "", uefi)
+		case "other":
+			info := map[string]any{"ipmi_address": addr, "ipmi_port": 623, "ipmi_username": user, "ipmi_password": pass}
+			nodes[i].spec = ironictest.NodeSpec{Driver: "ipmi", DriverInfo: info, Properties: uefi, MACs: nodes[i].macs, Interfaces: map[string]string{
+				"boot_interface": "ipxe", "deploy_interface": "direct", "inspect_interface": "no-inspect",
+				"management_interface": "ipmitool", "power_interface": "ipmitool", "raid_interface": "no-raid"}}
+		default:
+			t.Fatalf("node %q: no such kind", name)
+		}
 	}
 	for i := range nodes {
 		nodes[i].spec.Name = names[i]
@@ -464,12 +472,13 @@ func ironicAgent(t *testing.T, release ironictest.Release, third int, fastTrack,
 	for i := range nodes {
 		ir.LogAgentTimes(t, names[i], nodes[i].vm.SerialLog, kernels[i]())
 	}
-	if vendors {
+	if dell {
 		// Each of the Dell's virtual CD boots (inspection, cleaning) was set
 		// by an SCP import through Dell's OEM, a job its boot completed;
 		// without the import the machine boots its disk, which holds an OS
 		// from the start, and the agent never runs.
-		checkDellJobs(t, redfishIn(t, net.NS, caCert), nodes[0].bmc.base, user, pass, names[0], wantAgent)
+		d := slices.Index(names, "dell")
+		checkDellJobs(t, redfishIn(t, net.NS, caCert), nodes[d].bmc.base, user, pass, names[d], wantAgent)
 	}
 	if !undeploy {
 		t.Logf("Ironic %s, %d nodes, fast_track %v: enroll to active in %s", release, len(nodes), fastTrack, time.Since(start).Round(time.Second))

@@ -2,12 +2,9 @@ package vbmcd
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -81,8 +78,10 @@ vendor's known misbehaviours. It is recorded with the machine (it survives a res
 and set over the running daemon's admin socket (--state-dir/admin.sock). Personalities: ` +
 			strings.Join(personality.Names(), ", ") + `. Quirks and their public sources: docs/personalities.md.`,
 	}
-	call := func(method, path string, body any) ([]byte, error) {
-		return adminCall(stateDir, method, path, body)
+	do := func(method, path string, body any) error {
+		return adminPrint(stateDir, out, method, path, body, "MACHINE\tUUID\tPERSONALITY\tQUIRKS", func(v personalityView) []string {
+			return []string{v.Name, v.Machine, orDefault(v.Personality), v.Quirks}
+		})
 	}
 	var quirks string
 	set := &cobra.Command{
@@ -90,14 +89,7 @@ and set over the running daemon's admin socket (--state-dir/admin.sock). Persona
 		Short: "Set a machine's personality (generic, idrac9, ...; \"\" for the daemon's --personality) and quirk switches",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := call(http.MethodPut, "/personalities/"+args[0], personalityView{Personality: args[1], Quirks: quirks})
-			if err != nil {
-				return err
-			}
-			var v personalityView
-			_ = json.Unmarshal(b, &v)
-			fmt.Fprintf(out, "%s (%s): %s %s\n", v.Name, v.Machine, orDefault(v.Personality), v.Quirks)
-			return nil
+			return do(http.MethodPut, "/personalities/"+args[0], personalityView{Personality: args[1], Quirks: quirks})
 		},
 	}
 	set.Flags().StringVar(&quirks, "quirks", "", "quirk switches, comma-separated: NAME on, -NAME off (the personality's own are on)")
@@ -106,18 +98,7 @@ and set over the running daemon's admin socket (--state-dir/admin.sock). Persona
 		Short: "List the machines' personalities",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := call(http.MethodGet, "/personalities", nil)
-			if err != nil {
-				return err
-			}
-			var vs []personalityView
-			_ = json.Unmarshal(b, &vs)
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "MACHINE\tUUID\tPERSONALITY\tQUIRKS")
-			for _, v := range vs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Name, v.Machine, orDefault(v.Personality), v.Quirks)
-			}
-			return tw.Flush()
+			return do(http.MethodGet, "/personalities", nil)
 		},
 	}
 	c.AddCommand(set, list)

@@ -38,17 +38,7 @@ func simDaemon(t *testing.T, edit func(*Config)) (string, *testenv.Buffer) {
 		edit(&cfg)
 	}
 	out := start(t, cfg)
-	re := regexp.MustCompile(`Redfish at https?://([0-9a-f.:\[\]]+)/redfish/v1`)
-	var addr string
-	if !testenv.WaitFor(10*time.Second, func() bool {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			addr = m[1]
-		}
-		return addr != ""
-	}) {
-		t.Fatalf("vbmcd did not start; output:\n%s", out.String())
-	}
-	return addr, out
+	return startedAt(t, out, regexp.MustCompile(`Redfish at https?://([0-9a-f.:\[\]]+)/redfish/v1`), 10*time.Second), out
 }
 
 // The Redfish listener bounds headers and holds no connection forever
@@ -105,23 +95,12 @@ func TestSlowClientsDisconnected(t *testing.T) {
 	// closed waits for the server to end conn while drip keeps writing to
 	// it; false when conn is still open after wait.
 	closed := func(conn net.Conn, wait time.Duration, drip string) bool {
-		stop := make(chan struct{})
-		defer close(stop)
-		go func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				case <-time.After(50 * time.Millisecond):
-				}
-				if drip == "" {
-					continue
-				}
-				if _, err := conn.Write([]byte{drip[i%len(drip)]}); err != nil {
-					return
-				}
-			}
-		}()
+		if drip != "" {
+			defer testenv.Every(50*time.Millisecond, func(i int) bool {
+				_, err := conn.Write([]byte{drip[i%len(drip)]})
+				return err == nil
+			})()
+		}
 		conn.SetReadDeadline(time.Now().Add(wait))
 		_, err := io.Copy(io.Discard, conn)
 		var ne net.Error

@@ -203,10 +203,7 @@ func TestNotifierDown(t *testing.T) {
 	testenv.Integration(t)
 	// A port held for this test that nothing listens on.
 	dead := fmt.Sprintf("http://127.0.0.1:%d", testenv.Port(t, "127.0.0.1"))
-	file := filepath.Join(t.TempDir(), "systems.yaml")
-	if err := os.WriteFile(file, []byte("notifier: {url: 'http://127.0.0.1:1'}\nsystems:\n- {name: n0, notify: true}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := testenv.WriteFile(t, t.TempDir(), "systems.yaml", []byte("notifier: {url: 'http://127.0.0.1:1'}\nsystems:\n- {name: n0, notify: true}\n"))
 	addr, out := simDaemon(t, func(c *Config) {
 		c.SimSystems, c.SimNotifyURL, c.SimDelay = file, dead, 0
 		c.MetricsAddr = "127.0.0.1:0"

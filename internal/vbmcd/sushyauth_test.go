@@ -51,10 +51,7 @@ func TestSushyModeAuthFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	htpasswd := filepath.Join(t.TempDir(), "htpasswd")
-	if err := os.WriteFile(htpasswd, []byte("ironic:$2y$"+string(hash[4:])+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	htpasswd := testenv.WriteFile(t, t.TempDir(), "htpasswd", []byte("ironic:$2y$"+string(hash[4:])+"\n"))
 	url := startSushyMode(t, "SUSHY_EMULATOR_AUTH_FILE = \""+htpasswd+"\"\n")
 
 	out, err := exec.Command(py, "-c", sushyAuthScript, url, "ironic", "sushy-secret").CombinedOutput()
@@ -110,14 +107,11 @@ func startSushyMode(t *testing.T, extra string) string {
 	t.Helper()
 	dir := t.TempDir()
 	port := testenv.Port(t, "127.0.0.1")
-	conf := filepath.Join(dir, "conf.py")
-	if err := os.WriteFile(conf, []byte(`SUSHY_EMULATOR_LISTEN_IP = "127.0.0.1"
+	conf := testenv.WriteFile(t, dir, "conf.py", []byte(`SUSHY_EMULATOR_LISTEN_IP = "127.0.0.1"
 SUSHY_EMULATOR_LISTEN_PORT = `+strconv.Itoa(port)+`
 SUSHY_EMULATOR_FAKE_DRIVER = True
 SUSHY_EMULATOR_FAKE_SYSTEMS = [{"uuid": "27946b59-9e44-4fa7-8e91-f3527a1ef094", "name": "fake", "power_state": "Off", "nics": [{"mac": "00:5c:52:31:3a:9c"}]}]
-`+extra), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`+extra))
 	cmd := exec.Command(testenv.Binary(t, "vbmcd"), "sushy-emulator", "--config", conf)
 	cmd.Env = append(os.Environ(), "VBMCD_STATE_DIR="+filepath.Join(dir, "state"), "VBMCD_MEDIA_DIR="+filepath.Join(dir, "media"),
 		"VBMCD_IPMI=false", "VBMCD_METRICS_ADDR=")

@@ -3,37 +3,31 @@ package vbmcd
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
+
+	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 // sushy-emulator's flags and configuration map onto vbmcd's flags, a flag
 // winning over the file as in sushy-emulator.
 func TestSushyEmulatorArgs(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	fakeConf := write("fake.conf", `SUSHY_EMULATOR_LISTEN_IP = u'192.168.222.1'
+	fakeConf := testenv.WriteFile(t, dir, "fake.conf", []byte(`SUSHY_EMULATOR_LISTEN_IP = u'192.168.222.1'
 SUSHY_EMULATOR_LISTEN_PORT = 8001
 SUSHY_EMULATOR_FAKE_DRIVER = True
 SUSHY_EMULATOR_AUTH_FILE = '/root/sushy/htpasswd'
 SUSHY_EMULATOR_FAKE_SYSTEMS = [{'uuid': '27946b59-9e44-4fa7-8e91-f3527a1ef094', 'name': 'f', 'power_state': 'Off', 'nics': []}]
-`)
-	libvirtConf := write("libvirt.conf", `SUSHY_EMULATOR_LIBVIRT_URI = "qemu+ssh://root@192.168.111.1/system"
+`))
+	libvirtConf := testenv.WriteFile(t, dir, "libvirt.conf", []byte(`SUSHY_EMULATOR_LIBVIRT_URI = "qemu+ssh://root@192.168.111.1/system"
 SUSHY_EMULATOR_SSL_CERT = '/c.pem'
 SUSHY_EMULATOR_SSL_KEY = '/k.pem'
 SUSHY_EMULATOR_VMEDIA_VERIFY_SSL = True
-`)
+`))
 	for _, tc := range []struct {
 		name  string
 		args  []string
@@ -85,11 +79,7 @@ func TestSushyEmulatorRefusals(t *testing.T) {
 	n := 0
 	conf := func(body string) string {
 		n++
-		p := filepath.Join(dir, fmt.Sprintf("c%d.py", n))
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return testenv.WriteFile(t, dir, fmt.Sprintf("c%d.py", n), []byte(body))
 	}
 	for _, tc := range []struct {
 		args []string
@@ -132,10 +122,8 @@ func TestSushyEmulatorRefusals(t *testing.T) {
 // exists, every address unless the file names one.
 func TestSushyEmulatorAsMetal3Image(t *testing.T) {
 	dir := t.TempDir()
-	withIP := filepath.Join(dir, "ip.py")
-	withoutIP := filepath.Join(dir, "noip.py")
-	os.WriteFile(withIP, []byte("SUSHY_EMULATOR_LISTEN_IP = '192.168.111.1'\nSUSHY_EMULATOR_FAKE_DRIVER = True\n"), 0o644)
-	os.WriteFile(withoutIP, []byte("SUSHY_EMULATOR_LISTEN_PORT = 8001\n"), 0o644)
+	withIP := testenv.WriteFile(t, dir, "ip.py", []byte("SUSHY_EMULATOR_LISTEN_IP = '192.168.111.1'\nSUSHY_EMULATOR_FAKE_DRIVER = True\n"))
+	withoutIP := testenv.WriteFile(t, dir, "noip.py", []byte("SUSHY_EMULATOR_LISTEN_PORT = 8001\n"))
 	for _, tc := range []struct{ env, wantArgs, wantAddr string }{
 		{withIP, "--config " + withIP, "192.168.111.1:8000"},
 		{withoutIP, "--config " + withoutIP + " --interface ::", "[::]:8001"},

@@ -29,8 +29,7 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	// verify checks that ExecStart's binary exists: point it at the one
 	// just built, nothing else changes.
-	p := filepath.Join(t.TempDir(), "vbmcd.service")
-	os.WriteFile(p, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/vbmcd", bin)), 0o644)
+	p := testenv.WriteFile(t, t.TempDir(), "vbmcd.service", []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/vbmcd", bin)))
 	out, err := exec.Command(analyze, "verify", p).CombinedOutput()
 	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)

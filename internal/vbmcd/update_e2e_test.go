@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -230,7 +231,7 @@ func TestE2EFirmwareUpdate(t *testing.T) {
 	for _, it := range items {
 		got[it.SoftwareID] = it.Version
 	}
-	if want := map[string]string{"BIOS": "2.3.1", "BMC": "5.1.0", "NIC": machine.FactoryFirmware}; !mapsEqual(got, want) {
+	if want := map[string]string{"BIOS": "2.3.1", "BMC": "5.1.0", "NIC": machine.FactoryFirmware}; !maps.Equal(got, want) {
 		t.Errorf("gofish reads the inventory %v, want %v", got, want)
 	}
 
@@ -240,16 +241,4 @@ func TestE2EFirmwareUpdate(t *testing.T) {
 	if inv = sushyFirmware(t, url2, vm.ID, "inventory"); inv.BIOS != "2.3.1" || inv.BMC != "5.1.0" {
 		t.Errorf("a restarted vbmcd shows BIOS %q BMC %q, want 2.3.1 and 5.1.0", inv.BIOS, inv.BMC)
 	}
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }

@@ -504,39 +504,28 @@ func (b *Backend) unavailable(name string) error {
 // changes to it, and readers see both. Its generation is the known
 // snapshot's with the top bit set, so faces' caches tell the two apart.
 func (b *Backend) Get(id string) (*machine.Machine, error) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	e, err := b.find(id)
-	if err != nil {
-		return nil, err
-	}
-	if !b.Available() {
-		c := *e.m
-		c.Unavailable = b.unavailable(e.m.Name).Error()
-		c.Generation |= 1 << 63
-		return &c, nil
-	}
-	return e.m, nil
+	return machine.Read(&b.mu, b.find, id, func(e *entry) (*machine.Machine, error) {
+		if !b.Available() {
+			c := *e.m
+			c.Unavailable = b.unavailable(e.m.Name).Error()
+			c.Generation |= 1 << 63
+			return &c, nil
+		}
+		return e.m, nil
+	})
 }
 
 // Has reports whether the view holds the machine (UUID or name), whether or
 // not the host is reachable now.
 func (b *Backend) Has(id string) bool {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	_, err := b.find(id)
+	_, err := machine.Read(&b.mu, b.find, id, func(e *entry) (*entry, error) { return e, nil })
 	return err == nil
 }
 
 // Stale implements machine.Backend.
 func (b *Backend) Stale(id string) bool {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	e, err := b.find(id)
-	if err != nil || e.live == "" {
-		return false
-	}
-	return e.live != e.next
+	s, _ := machine.Read(&b.mu, b.find, id, func(e *entry) (bool, error) { return e.live != "" && e.live != e.next, nil })
+	return s
 }
 
 // SetIndicator implements machine.Backend.

@@ -68,40 +68,21 @@ func DialerFor(uri string) (socket.Dialer, libvirt.ConnectURI, error) {
 		}
 		return dialers.NewLocal(dialers.WithSocket(sock), dialers.WithLocalTimeout(5*time.Second)), target, nil
 	case "qemu+tcp":
-		opts := []dialers.RemoteOption{dialers.WithRemoteTimeout(5 * time.Second)}
-		if port != "" {
-			opts = append(opts, dialers.UsePort(port))
-		}
+		opts := ifSet([]dialers.RemoteOption{dialers.WithRemoteTimeout(5 * time.Second)}, port, dialers.UsePort)
 		return dialers.NewRemote(host, opts...), target, nil
 	case "qemu+tls":
-		var opts []dialers.TLSOption
-		if port != "" {
-			opts = append(opts, dialers.UseTLSPort(port))
-		}
-		if p := q.Get("pkipath"); p != "" {
-			opts = append(opts, dialers.UsePKIPath(p))
-		}
+		opts := ifSet(nil, port, dialers.UseTLSPort)
+		opts = ifSet(opts, q.Get("pkipath"), dialers.UsePKIPath)
 		if q.Get("no_verify") == "1" {
 			opts = append(opts, dialers.WithInsecureNoVerify())
 		}
 		return dialers.NewTLS(host, opts...), target, nil
 	case "qemu+ssh":
-		var opts []dialers.SSHOption
-		if name := u.User.Username(); name != "" {
-			opts = append(opts, dialers.UseSSHUsername(name))
-		}
-		if port != "" {
-			opts = append(opts, dialers.UseSSHPort(port))
-		}
-		if p := q.Get("keyfile"); p != "" {
-			opts = append(opts, dialers.UseKeyFile(p))
-		}
-		if p := q.Get("known_hosts"); p != "" {
-			opts = append(opts, dialers.UseKnownHostsFile(p))
-		}
-		if p := q.Get("socket"); p != "" {
-			opts = append(opts, dialers.WithRemoteSocket(p))
-		}
+		opts := ifSet(nil, u.User.Username(), dialers.UseSSHUsername)
+		opts = ifSet(opts, port, dialers.UseSSHPort)
+		opts = ifSet(opts, q.Get("keyfile"), dialers.UseKeyFile)
+		opts = ifSet(opts, q.Get("known_hosts"), dialers.UseKnownHostsFile)
+		opts = ifSet(opts, q.Get("socket"), dialers.WithRemoteSocket)
 		if q.Get("no_verify") == "1" {
 			opts = append(opts, dialers.WithInsecureIgnoreHostKey())
 		}
@@ -109,6 +90,15 @@ func DialerFor(uri string) (socket.Dialer, libvirt.ConnectURI, error) {
 	default:
 		return nil, "", fmt.Errorf("libvirt URI %q: scheme %q is not supported (use qemu:///system, qemu+unix:///system?socket=PATH, qemu+tcp://HOST/system, qemu+tls://HOST/system or qemu+ssh://USER@HOST/system)", uri, u.Scheme)
 	}
+}
+
+// ifSet appends the option option makes of v to opts when the URI sets v
+// (a port, a query parameter).
+func ifSet[O any](opts []O, v string, option func(string) O) []O {
+	if v != "" {
+		opts = append(opts, option(v))
+	}
+	return opts
 }
 
 // NewConn returns a connection to uri; call Run to connect and keep it up.

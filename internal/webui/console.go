@@ -623,24 +623,9 @@ func (t *tap) waitTakeBack(ctx context.Context, done <-chan struct{}, events <-c
 	case <-t.take: // a request made before the stream ended is stale
 	default:
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-done:
-			return false
-		case <-t.take:
-			return true
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			if ev.ID == t.id && ev.Machine != nil && ev.Machine.Power != machine.PowerOn {
-				return true
-			}
-		}
-	}
+	return machine.WaitEvent(ctx, done, events, t.take, func(ev machine.Event) bool {
+		return ev.ID == t.id && ev.Machine != nil && ev.Machine.Power != machine.PowerOn
+	})
 }
 
 // The serial log's scroll-back. libvirt gives a console that connects

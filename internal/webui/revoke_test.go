@@ -418,22 +418,14 @@ func TestStreamsDoNotKeepSessionsAlive(t *testing.T) {
 		t.Fatalf("live: %d", resp.StatusCode)
 	}
 	// Rows flow meanwhile: checks happen, and must not count as use.
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			rt := machine.ResetForceOff
-			if i%2 == 1 {
-				rt = machine.ResetOn
-			}
-			_ = s.svc.Reset(context.Background(), s.svc.List()[1].ID, rt)
+	defer testenv.Every(100*time.Millisecond, func(i int) bool {
+		rt := machine.ResetForceOff
+		if i%2 == 1 {
+			rt = machine.ResetOn
 		}
-	}()
+		_ = s.svc.Reset(context.Background(), s.svc.List()[1].ID, rt)
+		return true
+	})()
 	took := endsWithin(t, lines, ttl+2*time.Second)
 	t.Logf("the stream ended %v after it opened (session timeout %v)", took, ttl)
 	if took < ttl-200*time.Millisecond {

@@ -110,6 +110,27 @@ func typ(t wire.PayloadType) func(wire.V2Packet) bool {
 	return func(p wire.V2Packet) bool { return p.Header.PayloadType == t }
 }
 
+// exchange is one step of opening a session (IPMI v2.0 §13.17 to §13.23):
+// it sends msg, a payload of type send, waits for the answer of type want
+// and decodes it. An answer that does not come is an error named after what
+// was sent; a status other than OK in the answer is a StatusError named
+// after the answer.
+func exchange[R any](c *Client, sent string, send wire.PayloadType, msg []byte, answer string, want wire.PayloadType, decode func([]byte) (R, error), status func(R) wire.Status) (R, error) {
+	var zero R
+	p, err := c.roundTrip(plain(send, msg), typ(want))
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", sent, err)
+	}
+	r, err := decode(p.Payload)
+	if err != nil {
+		return zero, err
+	}
+	if st := status(r); st != wire.StatusOK {
+		return zero, &StatusError{answer, st}
+	}
+	return r, nil
+}
+
 func (c *Client) handshake() error {
 	id := uint8(c.cfg.Suite)
 	if c.cfg.Suite == Suite0 {
@@ -123,16 +144,11 @@ func (c *Client) handshake() error {
 	_, _ = rand.Read(r[:])
 	consoleID := binary.LittleEndian.Uint32(r[:]) | 1
 	osr := wire.OpenSessionRequest{Tag: 1, MaxPrivilege: c.cfg.Privilege, ConsoleID: consoleID, Algorithms: suite.Algorithms}
-	p, err := c.roundTrip(plain(wire.PayloadOpenSessionRequest, osr.Append(nil)), typ(wire.PayloadOpenSessionResponse))
-	if err != nil {
-		return fmt.Errorf("open session: %w", err)
-	}
-	os, err := wire.DecodeOpenSessionResponse(p.Payload)
+	os, err := exchange(c, "open session", wire.PayloadOpenSessionRequest, osr.Append(nil),
+		"open session", wire.PayloadOpenSessionResponse, wire.DecodeOpenSessionResponse,
+		func(r wire.OpenSessionResponse) wire.Status { return r.Status })
 	if err != nil {
 		return err
-	}
-	if os.Status != wire.StatusOK {
-		return &StatusError{"open session", os.Status}
 	}
 	if os.MaxPrivilege != c.cfg.Privilege {
 		return fmt.Errorf("open session: privilege %d echoed as %d", c.cfg.Privilege, os.MaxPrivilege)
@@ -140,16 +156,11 @@ func (c *Client) handshake() error {
 	ex := session.Exchange{Auth: suite.Auth, ConsoleID: consoleID, BMCID: os.BMCID, Role: 0x10 | c.cfg.Privilege, Username: []byte(c.cfg.Username)}
 	_, _ = rand.Read(ex.ConsoleRandom[:])
 	r1 := wire.RAKP1{Tag: 2, BMCID: os.BMCID, ConsoleRandom: ex.ConsoleRandom, Role: ex.Role, Username: ex.Username}
-	p, err = c.roundTrip(plain(wire.PayloadRAKP1, r1.Append(nil)), typ(wire.PayloadRAKP2))
-	if err != nil {
-		return fmt.Errorf("rakp 1: %w", err)
-	}
-	r2, err := wire.DecodeRAKP2(p.Payload)
+	r2, err := exchange(c, "rakp 1", wire.PayloadRAKP1, r1.Append(nil),
+		"rakp 2", wire.PayloadRAKP2, wire.DecodeRAKP2,
+		func(r wire.RAKP2) wire.Status { return r.Status })
 	if err != nil {
 		return err
-	}
-	if r2.Status != wire.StatusOK {
-		return &StatusError{"rakp 2", r2.Status}
 	}
 	ex.BMCRandom, ex.GUID = r2.BMCRandom, r2.BMCGUID
 	kuid := []byte(c.cfg.Password)
@@ -161,16 +172,11 @@ func (c *Client) handshake() error {
 		return &StatusError{"rakp 2 (wrong password)", wire.StatusInvalidIntegrityValue}
 	}
 	r3 := wire.RAKP3{Tag: 3, BMCID: os.BMCID, AuthCode: ex.RAKP3Code(kuid)}
-	p, err = c.roundTrip(plain(wire.PayloadRAKP3, r3.Append(nil)), typ(wire.PayloadRAKP4))
-	if err != nil {
-		return fmt.Errorf("rakp 3: %w", err)
-	}
-	r4, err := wire.DecodeRAKP4(p.Payload)
+	r4, err := exchange(c, "rakp 3", wire.PayloadRAKP3, r3.Append(nil),
+		"rakp 4", wire.PayloadRAKP4, wire.DecodeRAKP4,
+		func(r wire.RAKP4) wire.Status { return r.Status })
 	if err != nil {
 		return err
-	}
-	if r4.Status != wire.StatusOK {
-		return &StatusError{"rakp 4", r4.Status}
 	}
 	sik := ex.SIK(kuid)
 	if !session.Equal(ex.RAKP4Code(sik), r4.IntegrityCheck) {

@@ -60,7 +60,24 @@ func checksum(b []byte) byte {
 	return -s
 }
 
-func decodeMsg(what string, b []byte, min int) error {
+// msgHeader is the part of a message requests and responses share (IPMI
+// v2.0 §13.8, Tables 13-4 and 13-5), by place: the first address with the
+// netFn and its LUN, the header checksum, the second address with the
+// sequence number and its LUN, the command. A request's first address and
+// LUN are the responder's, a response's the requester's.
+type msgHeader struct {
+	addr1 *uint8
+	netFn *NetFn
+	lun1  *uint8
+	addr2 *uint8
+	seq   *uint8
+	lun2  *uint8
+	cmd   *uint8
+}
+
+// decode checks b's length and both checksums, and fills h's fields from
+// b's first six bytes.
+func (h msgHeader) decode(what string, b []byte, min int) error {
 	if len(b) < min {
 		return short(what, min, len(b))
 	}
@@ -70,64 +87,61 @@ func decodeMsg(what string, b []byte, min int) error {
 	if checksum(b[3:len(b)-1]) != b[len(b)-1] {
 		return ErrChecksum
 	}
+	*h.addr1, *h.netFn, *h.lun1 = b[0], NetFn(b[1]>>2), b[1]&3
+	*h.addr2, *h.seq, *h.lun2, *h.cmd = b[3], b[4]>>2, b[4]&3, b[5]
 	return nil
+}
+
+// append appends the message with h's fields and body, and both checksums,
+// to b.
+func (h msgHeader) append(b []byte, body ...[]byte) []byte {
+	start := len(b)
+	b = append(b, *h.addr1, byte(*h.netFn)<<2|*h.lun1&3)
+	b = append(b, checksum(b[start:]))
+	mid := len(b)
+	b = append(b, *h.addr2, *h.seq<<2|*h.lun2&3, *h.cmd)
+	for _, p := range body {
+		b = append(b, p...)
+	}
+	return append(b, checksum(b[mid:]))
+}
+
+func (r *Request) header() msgHeader {
+	return msgHeader{&r.RsAddr, &r.NetFn, &r.RsLUN, &r.RqAddr, &r.RqSeq, &r.RqLUN, &r.Cmd}
+}
+
+func (r *Response) header() msgHeader {
+	return msgHeader{&r.RqAddr, &r.NetFn, &r.RqLUN, &r.RsAddr, &r.RqSeq, &r.RsLUN, &r.Cmd}
 }
 
 // DecodeRequest decodes an IPMI request message and checks both checksums.
 func DecodeRequest(b []byte) (Request, error) {
-	if err := decodeMsg("ipmi request", b, msgMinLen); err != nil {
+	var r Request
+	if err := r.header().decode("ipmi request", b, msgMinLen); err != nil {
 		return Request{}, err
 	}
-	return Request{
-		RsAddr: b[0],
-		NetFn:  NetFn(b[1] >> 2),
-		RsLUN:  b[1] & 3,
-		RqAddr: b[3],
-		RqSeq:  b[4] >> 2,
-		RqLUN:  b[4] & 3,
-		Cmd:    b[5],
-		Data:   b[6 : len(b)-1],
-	}, nil
+	r.Data = b[6 : len(b)-1]
+	return r, nil
 }
 
 // Append appends the encoded request to b.
 func (r Request) Append(b []byte) []byte {
-	start := len(b)
-	b = append(b, r.RsAddr, byte(r.NetFn)<<2|r.RsLUN&3)
-	b = append(b, checksum(b[start:]))
-	mid := len(b)
-	b = append(b, r.RqAddr, r.RqSeq<<2|r.RqLUN&3, r.Cmd)
-	b = append(b, r.Data...)
-	return append(b, checksum(b[mid:]))
+	return r.header().append(b, r.Data)
 }
 
 // DecodeResponse decodes an IPMI response message and checks both checksums.
 func DecodeResponse(b []byte) (Response, error) {
-	if err := decodeMsg("ipmi response", b, msgMinLen+1); err != nil {
+	var r Response
+	if err := r.header().decode("ipmi response", b, msgMinLen+1); err != nil {
 		return Response{}, err
 	}
-	return Response{
-		RqAddr: b[0],
-		NetFn:  NetFn(b[1] >> 2),
-		RqLUN:  b[1] & 3,
-		RsAddr: b[3],
-		RqSeq:  b[4] >> 2,
-		RsLUN:  b[4] & 3,
-		Cmd:    b[5],
-		Code:   CompletionCode(b[6]),
-		Data:   b[7 : len(b)-1],
-	}, nil
+	r.Code, r.Data = CompletionCode(b[6]), b[7:len(b)-1]
+	return r, nil
 }
 
 // Append appends the encoded response to b.
 func (r Response) Append(b []byte) []byte {
-	start := len(b)
-	b = append(b, r.RqAddr, byte(r.NetFn)<<2|r.RqLUN&3)
-	b = append(b, checksum(b[start:]))
-	mid := len(b)
-	b = append(b, r.RsAddr, r.RqSeq<<2|r.RsLUN&3, r.Cmd, byte(r.Code))
-	b = append(b, r.Data...)
-	return append(b, checksum(b[mid:]))
+	return r.header().append(b, []byte{byte(r.Code)}, r.Data)
 }
 
 // ResponseTo returns the response skeleton for req: addresses swapped,

@@ -1,9 +1,7 @@
 package kubevirttest
 
 import (
-	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 
 	"github.com/bmlab/bmlab/internal/kubevirt/kubetest"
 	"github.com/bmlab/bmlab/internal/testenv"
@@ -27,33 +24,22 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 // established.
 func InstallCRDs(t testing.TB, api *kubetest.Server) {
 	t.Helper()
-	var raw []byte
-	for _, f := range []string{"kubevirt-crds.yaml", "cdi-crds.yaml"} {
-		b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "internal", "kubevirt", "testdata", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw = append(append(raw, b...), "\n---\n"...)
-	}
 	dc, err := dynamic.NewForConfig(api.RestConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	var names []string
-	for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
-		var obj map[string]any
-		if err := yaml.Unmarshal(doc, &obj); err != nil {
-			t.Fatal(err)
+	for _, f := range []string{"kubevirt-crds.yaml", "cdi-crds.yaml"} {
+		for _, u := range manifestObjects(t, filepath.Join(testenv.RepoRoot(), "internal", "kubevirt", "testdata", f)) {
+			if u.GetKind() != "CustomResourceDefinition" {
+				continue
+			}
+			if _, err := dc.Resource(crdGVR).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("create CRD %s: %v", u.GetName(), err)
+			}
+			names = append(names, u.GetName())
 		}
-		if obj["kind"] != "CustomResourceDefinition" {
-			continue
-		}
-		u := &unstructured.Unstructured{Object: obj}
-		if _, err := dc.Resource(crdGVR).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("create CRD %s: %v", u.GetName(), err)
-		}
-		names = append(names, u.GetName())
 	}
 	for _, name := range names {
 		ok := testenv.WaitFor(30*time.Second, func() bool {

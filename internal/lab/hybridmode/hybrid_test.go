@@ -29,17 +29,10 @@ func hybridPlan(t *testing.T, name, extra string) *plan.Plan {
 }
 
 // markedHost is a fake host whose domains carry other labs' cluster marks.
-type markedHost struct {
-	*labtest.Host
-	marks map[string]map[string]string
-}
-
-func (m markedHost) Survey(ctx context.Context, kinds ...lab.Kind) (*lab.Survey, error) {
-	s, err := m.Host.Survey(ctx, kinds...)
-	if s != nil {
-		s.Marks = m.marks
-	}
-	return s, err
+func markedHost(marks map[string]map[string]string) *labtest.Host {
+	h := labtest.NewHost()
+	h.Marks = marks
+	return h
 }
 
 func TestSegmentClashes(t *testing.T) {
@@ -55,19 +48,19 @@ func TestSegmentClashes(t *testing.T) {
 	}
 	e := &lab.Env{Plan: p}
 	// Another lab on another segment: no clash whatever it holds.
-	e.Host = markedHost{labtest.NewHost(), map[string]map[string]string{"x-master-0": mark(p, "elsewhere")}}
+	e.Host = markedHost(map[string]map[string]string{"x-master-0": mark(p, "elsewhere")})
 	if msgs, err := segmentClashes(context.Background(), e); err != nil || len(msgs) != 0 {
 		t.Errorf("other segment: %v %v", msgs, err)
 	}
 	// Same segment, distinct VIPs and IDs: no clash.
-	e.Host = markedHost{labtest.NewHost(), map[string]map[string]string{"two-master-0": mark(other, p.Hybrid.Segment)}}
+	e.Host = markedHost(map[string]map[string]string{"two-master-0": mark(other, p.Hybrid.Segment)})
 	if msgs, err := segmentClashes(context.Background(), e); err != nil || len(msgs) != 0 {
 		t.Errorf("distinct: %v %v", msgs, err)
 	}
 	// Same segment, same VIPs and router IDs: every one named.
 	same := mark(p, p.Hybrid.Segment)
 	same["name"] = "three"
-	e.Host = markedHost{labtest.NewHost(), map[string]map[string]string{"three-master-0": same, "three-master-1": same}}
+	e.Host = markedHost(map[string]map[string]string{"three-master-0": same, "three-master-1": same})
 	msgs, err := segmentClashes(context.Background(), e)
 	labtest.Must(t, err)
 	if len(msgs) != 4 || !strings.Contains(strings.Join(msgs, "\n"), `lab "three" on the same network bmnat-one holds apiVIP 192.168.111.5: give this lab another (cluster.apiVIP)`) ||
@@ -129,7 +122,7 @@ func TestDownByNameCleansTheMarkedHostsFile(t *testing.T) {
 	bare, err := plan.Resolve(mustParse(t, "name: hf\n"), plan.Options{Modes: plantest.Modes(), Dir: dir, Mode: plantest.IPI})
 	labtest.Must(t, err)
 	bare.Paths.HostsFile = def // what /etc/hosts is to down --lab
-	e := &lab.Env{Plan: bare, Host: markedHost{labtest.NewHost(), map[string]map[string]string{"hf-master-0": attrs(p)}}}
+	e := &lab.Env{Plan: bare, Host: markedHost(map[string]map[string]string{"hf-master-0": attrs(p)})}
 	if err := (installComplete{}).Delete(context.Background(), e); err != nil {
 		t.Fatal(err)
 	}
@@ -212,28 +205,16 @@ func TestHybridClusterFamilies(t *testing.T) {
 	}
 }
 
-// cidrHost is a fake host with other libvirt networks' addresses.
-type cidrHost struct {
-	*labtest.Host
-	cidrs map[string][]netip.Prefix
-}
-
-func (c cidrHost) Survey(ctx context.Context, kinds ...lab.Kind) (*lab.Survey, error) {
-	s, err := c.Host.Survey(ctx, kinds...)
-	if s != nil {
-		s.Addresses = c.cidrs
-	}
-	return s, err
-}
-
 // TestDualStackClashes: preflight compares a dual-stack lab's IPv6 family
 // too: another libvirt network on its IPv6 machine network (two dual-stack
 // labs with the default fd2e:6f44:5dd8:c956::/120), and another hybrid
 // cluster on its segment holding its IPv6 VIPs.
 func TestDualStackClashes(t *testing.T) {
 	p := hybridPlan(t, "dd", ", ipFamily: dual")
-	e := &lab.Env{Plan: p, Host: cidrHost{labtest.NewHost(), map[string][]netip.Prefix{
-		"other-machine": {netip.MustParsePrefix("10.198.1.0/24"), netip.MustParsePrefix("fd2e:6f44:5dd8:c956::/120")}}}}
+	h := labtest.NewHost() // another libvirt network's addresses
+	h.Addresses = map[string][]netip.Prefix{
+		"other-machine": {netip.MustParsePrefix("10.198.1.0/24"), netip.MustParsePrefix("fd2e:6f44:5dd8:c956::/120")}}
+	e := &lab.Env{Plan: p, Host: h}
 	err := steps.Clashes(context.Background(), e)
 	if err == nil || !strings.Contains(err.Error(), "libvirt network other-machine has fd2e:6f44:5dd8:c956::/120, which overlaps the machine network fd2e:6f44:5dd8:c956::/120: give this lab another (cluster.machineNetworkV6") {
 		t.Errorf("IPv6 network clash: %v", err)
@@ -245,7 +226,7 @@ func TestDualStackClashes(t *testing.T) {
 		m[attrs[i]] = attrs[i+1]
 	}
 	m["segment"] = p.Hybrid.Segment // both labs on one segment
-	e.Host = markedHost{labtest.NewHost(), map[string]map[string]string{"de-master-0": m}}
+	e.Host = markedHost(map[string]map[string]string{"de-master-0": m})
 	msgs, err := segmentClashes(context.Background(), e)
 	labtest.Must(t, err)
 	if got := strings.Join(msgs, "\n"); len(msgs) != 2 || !strings.Contains(got, `holds apiVIPV6 fd2e:6f44:5dd8:c956::5: give this lab another (cluster.apiVIPV6)`) {

@@ -54,6 +54,12 @@ type Host struct {
 	HostInfo lab.HostInfo
 	// Images are what Image answers, by path.
 	Images map[string]lab.ImageInfo
+	// Marks, when set, are the cluster marks Survey answers (domain →
+	// mark) in place of those of the domains in Objs: other labs' domains.
+	Marks map[string]map[string]string
+	// Addresses, when set, are the libvirt networks' addresses Survey
+	// answers (network → prefixes) in place of the default network's.
+	Addresses map[string][]netip.Prefix
 }
 
 // NewHost is an empty fake provider.
@@ -394,6 +400,12 @@ func (f *Host) Survey(_ context.Context, kinds ...lab.Kind) (*lab.Survey, error)
 		if owner != "" {
 			s.Marks[name] = map[string]string{"name": owner}
 		}
+	}
+	if f.Marks != nil {
+		s.Marks = f.Marks
+	}
+	if f.Addresses != nil {
+		s.Addresses = f.Addresses
 	}
 	for name, dir := range f.PoolDir {
 		if len(kinds) > 0 && !slices.Contains(kinds, lab.KindPool) {

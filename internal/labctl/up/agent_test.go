@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/bmlab/bmlab/internal/installertest"
-	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
@@ -40,19 +39,12 @@ func agentLab(t *testing.T, dir, name, subnet string, port int, cluster string) 
 // nodes reach their BMCs.
 func bmcGet(t *testing.T, url string, out any) int {
 	t.Helper()
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: netplumb.DialContextIn("labci"), TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	req.SetBasicAuth("admin", "lab-pass")
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
+	hc := labClient("labci", 10*time.Second, &tls.Config{InsecureSkipVerify: true})
+	code, body := redfishSend(t, hc, http.MethodGet, url, "admin", "lab-pass", "")
 	if out != nil {
-		_ = json.NewDecoder(resp.Body).Decode(out)
+		_ = json.Unmarshal(body, out)
 	}
-	return resp.StatusCode
+	return code
 }
 
 type agentNode struct {
@@ -61,16 +53,10 @@ type agentNode struct {
 
 func agentNodes(t *testing.T, common []string) []agentNode {
 	t.Helper()
-	out, err := labctlRun(t, append([]string{"status", "-o", "json"}, common...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var st struct {
 		Nodes []struct{ Name, Role, BootMAC, IP, UUID, BMC string }
 	}
-	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &st); err != nil {
-		t.Fatal(err)
-	}
+	statusJSON(t, &st, common...)
 	var nodes []agentNode
 	for _, n := range st.Nodes {
 		nodes = append(nodes, agentNode{n.Name, n.Role, n.BootMAC, n.IP, n.UUID, n.BMC})
@@ -394,25 +380,15 @@ func TestAgentTwoNodeFencing(t *testing.T) {
 	if !roots.AppendCertsFromPEM([]byte(ic.Platform.BareMetal.BMCVerifyCA)) {
 		t.Fatalf("install-config has no bmcVerifyCA:\n%s", b)
 	}
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: netplumb.DialContextIn("labci"), TLSClientConfig: &tls.Config{RootCAs: roots}}}
-	stranger := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: netplumb.DialContextIn("labci"), TLSClientConfig: &tls.Config{RootCAs: x509.NewCertPool()}}}
+	hc := labClient("labci", 10*time.Second, &tls.Config{RootCAs: roots})
+	stranger := labClient("labci", 10*time.Second, &tls.Config{RootCAs: x509.NewCertPool()})
 	if _, err := stranger.Get(strings.TrimPrefix(creds[0].Address, "redfish+")); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("a client that does not know the lab's CA: %v, want a certificate error", err)
 	}
 	send := func(method, url, body, user, pass string) int {
-		req, _ := http.NewRequest(method, url, strings.NewReader(body))
-		req.SetBasicAuth(user, pass)
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, url, err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		t.Helper()
+		code, _ := redfishSend(t, hc, method, url, user, pass, body)
+		return code
 	}
 	for _, c := range creds {
 		if !strings.HasPrefix(c.Address, "redfish+https://10.198.67.1:18797/redfish/v1/Systems/") || c.CertificateVerification != "Enabled" {

@@ -239,10 +239,7 @@ func TestTwoHybridLabsOneNetwork(t *testing.T) {
 	dirA, dirB := testenv.QemuDir(t), testenv.QemuDir(t)
 	cfgA, _ := hybridLab(t, dirA, "hya", "10.198.68")
 	commonA := []string{"--mode", "hybrid", "--profile", "tiny", "-f", cfgA, "--netns", "labci"}
-	t.Cleanup(func() { _, _ = labctlRun(t, append([]string{"down"}, commonA...)...) })
-	if out, err := labctlRun(t, append([]string{"up", "--until", "control-plane"}, commonA...)...); err != nil {
-		t.Fatalf("up A: %v\n%s", err, out)
-	}
+	labUp(t, "control-plane", commonA...)
 	cfgB, _ := hybridLab(t, dirB, "hyb2", "10.198.68")
 	joinA := "network:\n  libvirtBridge: bmnat-hya\n  bridges: [{name: bm-hyb2}]\n  veths: [{name: hyb2-veth0, master: bm-hyb2, peer: hyb2-veth1, peerMaster: bmnat-hya}]\n"
 	b, err := os.ReadFile(cfgB)

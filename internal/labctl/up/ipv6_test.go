@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -29,7 +27,6 @@ import (
 	"github.com/bmlab/bmlab/internal/lab/ipimode"
 	"github.com/bmlab/bmlab/internal/labvirt"
 	"github.com/bmlab/bmlab/internal/netplumb"
-	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
@@ -52,17 +49,21 @@ import (
 //     nothing.
 func TestUpIPv6AndDualStack(t *testing.T) {
 	testenv.Libvirt(t)
+	// v6only is an IPv6-only cluster's network in the /120 of prefix.
+	v6only := func(prefix string) string {
+		return strings.ReplaceAll(`  ipFamily: v6
+  machineNetwork: PREFIX::/120
+  dhcpRange: {start: "PREFIX::20", end: "PREFIX::60"}
+  apiVIP: "PREFIX::5"
+  ingressVIP: "PREFIX::4"
+`, "PREFIX", prefix)
+	}
 	for _, tc := range []struct {
 		name, mode, lab string
 		port            int
 		ipmi            bool
 	}{
-		{"v6", ipimode.Name, `  ipFamily: v6
-  machineNetwork: fd2e:6f44:5dd8:c961::/120
-  dhcpRange: {start: "fd2e:6f44:5dd8:c961::20", end: "fd2e:6f44:5dd8:c961::60"}
-  apiVIP: "fd2e:6f44:5dd8:c961::5"
-  ingressVIP: "fd2e:6f44:5dd8:c961::4"
-`, 18761, false},
+		{"v6", ipimode.Name, v6only("fd2e:6f44:5dd8:c961"), 18761, false},
 		{"dual", agentmode.Name, `  ipFamily: dual
   machineNetwork: 10.198.62.0/24
   dhcpRange: {start: 10.198.62.20, end: 10.198.62.60}
@@ -75,12 +76,7 @@ func TestUpIPv6AndDualStack(t *testing.T) {
   agent: {staticIPs: true}
   installer: INSTALLER
 `, 18762, false},
-		{"v6ipmi", ipimode.Name, `  ipFamily: v6
-  machineNetwork: fd2e:6f44:5dd8:c963::/120
-  dhcpRange: {start: "fd2e:6f44:5dd8:c963::20", end: "fd2e:6f44:5dd8:c963::60"}
-  apiVIP: "fd2e:6f44:5dd8:c963::5"
-  ingressVIP: "fd2e:6f44:5dd8:c963::4"
-`, 18763, true},
+		{"v6ipmi", ipimode.Name, v6only("fd2e:6f44:5dd8:c963"), 18763, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) { upIPv6(t, "l"+tc.name, tc.mode, tc.lab, tc.port, tc.ipmi) })
 	}
@@ -89,11 +85,7 @@ func TestUpIPv6AndDualStack(t *testing.T) {
 func upIPv6(t *testing.T, name, mode, family string, port int, ipmi bool) {
 	dir := testenv.QemuDir(t)
 	cfg := labFile(t, dir, name, port)
-	b, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lab := string(b)
+	lab := readFile(t, cfg)
 	start := strings.Index(lab, "  machineNetwork:")
 	end := strings.Index(lab, "  bmc:")
 	family = strings.ReplaceAll(family, "INSTALLER", installertest.Installer(t))
@@ -107,12 +99,8 @@ func upIPv6(t *testing.T, name, mode, family string, port int, ipmi bool) {
 	}
 	common := []string{"-f", cfg, "--netns", "labci", "--vbmcd", testenv.Binary(t, "vbmcd"), "--mode", mode, "--profile", "tiny"}
 	up := append([]string{"up", "--until", "install-config"}, common...)
-	t.Cleanup(func() { _, _ = labctlRun(t, append([]string{"down"}, common...)...) })
 	began := time.Now()
-	out, err := labctlRun(t, up...)
-	if err != nil {
-		t.Fatalf("up: %v", err)
-	}
+	out := labUp(t, "install-config", common...)
 	t.Logf("up --until install-config took %s", time.Since(began).Round(time.Second))
 	for _, want := range []string{"✓ preflight", "✓ network", "✓ storage", "✓ nodes", "✓ bmcs", "✓ install-config"} {
 		if !strings.Contains(out, want) {
@@ -211,10 +199,7 @@ func upIPv6(t *testing.T, name, mode, family string, port int, ipmi bool) {
 	}
 
 	// install-config (and agent-config): the installer's shape.
-	var ic ipi.InstallConfig
-	if err := yaml.Unmarshal([]byte(readFile(t, filepath.Join(dir, "install", "install-config.yaml"))), &ic); err != nil {
-		t.Fatal(err)
-	}
+	ic := installConfig(t, dir)
 	nw := ic.Networking
 	want := []string{p.Cluster.MachineNetwork.String(), "fd01::/48", "fd02::/112", api6.String()}
 	got := []string{nw.MachineNetwork[0].CIDR, nw.ClusterNetwork[0].CIDR, nw.ServiceNetwork[0], ic.Platform.BareMetal.APIVIPs[0]}
@@ -243,12 +228,7 @@ func upIPv6(t *testing.T, name, mode, family string, port int, ipmi bool) {
 	// Every BMC answers at its install-config address, from inside labci,
 	// over IPv6 when the lab's BMC address is IPv6, with the lab CA's
 	// certificate for it.
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM([]byte(readFile(t, p.Paths.CACert))) {
-		t.Fatal("lab CA unreadable")
-	}
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: netplumb.DialContextIn("labci"), TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	hc := labClient("labci", 10*time.Second, &tls.Config{RootCAs: labCA(t, p.Paths.CACert)})
 	bmcHost := p.Cluster.HostAddress // the default bmc.address: the first of machineNetwork
 	if len(ic.Platform.BareMetal.Hosts) != 3 {
 		t.Fatalf("install-config has %d hosts", len(ic.Platform.BareMetal.Hosts))
@@ -272,17 +252,11 @@ func upIPv6(t *testing.T, name, mode, family string, port int, ipmi bool) {
 			t.Errorf("%s: BMC address %s, want %s...", h.Name, h.BMC.Address, prefix)
 		}
 		uuid := h.BMC.Address[strings.LastIndex(h.BMC.Address, "/")+1:]
-		req, _ := http.NewRequest("GET", strings.TrimPrefix(h.BMC.Address, "redfish-virtualmedia+"), nil)
-		req.SetBasicAuth(h.BMC.Username, h.BMC.Password)
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatalf("%s: %v", h.Name, err)
-		}
+		code, body := redfishSend(t, hc, http.MethodGet, strings.TrimPrefix(h.BMC.Address, "redfish-virtualmedia+"), h.BMC.Username, h.BMC.Password, "")
 		var sys struct{ UUID string }
-		_ = json.NewDecoder(resp.Body).Decode(&sys)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || !strings.EqualFold(sys.UUID, uuid) {
-			t.Errorf("%s: BMC answered %d with UUID %q, want %s", h.Name, resp.StatusCode, sys.UUID, uuid)
+		_ = json.Unmarshal(body, &sys)
+		if code != 200 || !strings.EqualFold(sys.UUID, uuid) {
+			t.Errorf("%s: BMC answered %d with UUID %q, want %s", h.Name, code, sys.UUID, uuid)
 		}
 	}
 	if !dual && !strings.Contains(h0(ic), "["+bmcHost.String()+"]") {
@@ -290,15 +264,11 @@ func upIPv6(t *testing.T, name, mode, family string, port int, ipmi bool) {
 	}
 
 	// status shows a dual-stack node's two addresses.
-	sout, err := labctlRun(t, append([]string{"status", "-o", "json"}, common...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var st struct {
 		Nodes []struct{ Name, IP, SecondaryIP string }
 	}
-	if err := json.Unmarshal([]byte(sout[strings.Index(sout, "{"):]), &st); err != nil || len(st.Nodes) != 3 {
-		t.Fatalf("status json: %v: %s", err, sout)
+	if statusJSON(t, &st, common...); len(st.Nodes) != 3 {
+		t.Fatalf("status -o json: %d nodes, want 3", len(st.Nodes))
 	}
 	if n := st.Nodes[0]; n.IP != p.Nodes[0].IP.String() || dual != (n.SecondaryIP == p.Nodes[0].SecondaryIP.String() && n.SecondaryIP != "") {
 		t.Errorf("status of %s: ip %q secondaryIP %q", n.Name, n.IP, n.SecondaryIP)
@@ -356,17 +326,7 @@ func resolveFamilyIn(t *testing.T, server, network string, want map[string]strin
 // comes from the router advertisements on the bridge.
 func dhcp6Probe(t *testing.T, bridge string) (func(duid []byte) (netip.Addr, error), string) {
 	t.Helper()
-	ns, _ := netnstest.New(t)
-	port := "l6p" + netnstest.Rand(3)
-	netnstest.IP(t, "-n", "labci", "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "-n", "labci", "link", "del", port).Run() })
-	// No duplicate address detection on the probe's side: its link-local
-	// address is usable at once.
-	if out, err := exec.Command("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.eth0.accept_dad=0").CombinedOutput(); err != nil {
-		t.Fatalf("sysctl: %v: %s", err, out)
-	}
-	netnstest.IP(t, "-n", "labci", "link", "set", port, "master", bridge, "up")
-	netnstest.IP(t, "-n", ns, "link", "set", "eth0", "up")
+	ns := probeNamespace(t, bridge, "l6p", true)
 	return func(duid []byte) (netip.Addr, error) {
 		conn, err := dhcpSocket(ns, "udp6", "[::]:546")
 		if err != nil {
@@ -388,43 +348,37 @@ func dhcp6Probe(t *testing.T, bridge string) (func(duid []byte) (netip.Addr, err
 			return netip.Addr{}, err
 		}
 		to := &net.UDPAddr{IP: net.ParseIP("ff02::1:2"), Port: 547, Zone: ifi}
-		deadline := time.Now().Add(15 * time.Second)
-		for time.Now().Before(deadline) {
-			if _, err := conn.WriteTo(pkt, to); err != nil {
-				return netip.Addr{}, fmt.Errorf("send: %w", err)
+		var a netip.Addr
+		err = dhcpExchange(conn, pkt, to, 15*time.Second, func(buf []byte) (bool, error) {
+			n := len(buf)
+			if n < 4 || buf[0] != 2 || !bytes.Equal(buf[1:4], xid) { // ADVERTISE
+				return false, nil
 			}
-			_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-			buf := make([]byte, 1500)
-			for {
-				n, _, err := conn.ReadFrom(buf)
-				if err != nil {
-					break // resend
-				}
-				if n < 4 || buf[0] != 2 || !bytes.Equal(buf[1:4], xid) { // ADVERTISE
+			for i := 4; i+4 <= n; {
+				code, l := binary.BigEndian.Uint16(buf[i:]), int(binary.BigEndian.Uint16(buf[i+2:]))
+				body := buf[i+4 : min(n, i+4+l)]
+				i += 4 + l
+				if code != 3 || len(body) < 12 { // IA_NA
 					continue
 				}
-				for i := 4; i+4 <= n; {
-					code, l := binary.BigEndian.Uint16(buf[i:]), int(binary.BigEndian.Uint16(buf[i+2:]))
-					body := buf[i+4 : min(n, i+4+l)]
-					i += 4 + l
-					if code != 3 || len(body) < 12 { // IA_NA
-						continue
+				for j := 12; j+4 <= len(body); {
+					sc, sl := binary.BigEndian.Uint16(body[j:]), int(binary.BigEndian.Uint16(body[j+2:]))
+					if sc == 5 && sl >= 24 && j+4+16 <= len(body) { // IA Address
+						a, _ = netip.AddrFromSlice(body[j+4 : j+20])
+						return true, nil
 					}
-					for j := 12; j+4 <= len(body); {
-						sc, sl := binary.BigEndian.Uint16(body[j:]), int(binary.BigEndian.Uint16(body[j+2:]))
-						if sc == 5 && sl >= 24 && j+4+16 <= len(body) { // IA Address
-							a, _ := netip.AddrFromSlice(body[j+4 : j+20])
-							return a, nil
-						}
-						if sc == 13 { // Status Code
-							return netip.Addr{}, fmt.Errorf("DHCPv6 status %q", body[min(len(body), j+6):min(len(body), j+4+sl)])
-						}
-						j += 4 + sl
+					if sc == 13 { // Status Code
+						return true, fmt.Errorf("DHCPv6 status %q", body[min(len(body), j+6):min(len(body), j+4+sl)])
 					}
+					j += 4 + sl
 				}
 			}
+			return false, nil
+		})
+		if err != nil {
+			return netip.Addr{}, fmt.Errorf("DHCPv6 ADVERTISE: %w", err)
 		}
-		return netip.Addr{}, errors.New("no DHCPv6 ADVERTISE in 15 s")
+		return a, nil
 	}, ns
 }
 

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
@@ -48,35 +46,19 @@ func TestLLDPOnTheWire(t *testing.T) {
 	port := testenv.Port(t, "127.0.0.1")
 	cfg := labFile(t, dir, "llldp", port, "10.198.61.=10.198.65.", "  sshKey: id.pub=  sshKey: id.pub\n  masters: {bond: active-backup}")
 	common := []string{"-f", cfg, "--netns", "labci", "--vbmcd", testenv.Binary(t, "vbmcd"), "--profile", "tiny"}
-	t.Cleanup(func() { _, _ = labctlRun(t, append([]string{"down"}, common...)...) })
-	if out, err := labctlRun(t, append([]string{"up", "--until", "bmcs"}, common...)...); err != nil {
-		t.Fatalf("up: %v\n%s", err, out)
-	}
+	labUp(t, "bmcs", common...)
 
 	var st struct {
 		Nodes []struct{ Name, BMC string }
 	}
-	sout, err := labctlRun(t, append([]string{"status", "-o", "json"}, common...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal([]byte(sout[strings.Index(sout, "{"):]), &st); err != nil || len(st.Nodes) == 0 {
-		t.Fatalf("status json: %v", err)
+	if statusJSON(t, &st, common...); len(st.Nodes) == 0 {
+		t.Fatal("status -o json: no nodes")
 	}
 	node := st.Nodes[0]
 	sysURL := strings.TrimPrefix(node.BMC, "redfish-virtualmedia+")
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: netplumb.DialContextIn("labci"), TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	req, _ := http.NewRequest(http.MethodPost, sysURL+"/Actions/ComputerSystem.Reset", strings.NewReader(`{"ResetType":"On"}`))
-	req.SetBasicAuth("admin", "lab-pass")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		t.Fatalf("power on %s: %s", node.Name, resp.Status)
+	hc := labClient("labci", 10*time.Second, &tls.Config{InsecureSkipVerify: true})
+	if code, body := redfishSend(t, hc, http.MethodPost, sysURL+"/Actions/ComputerSystem.Reset", "admin", "lab-pass", `{"ResetType":"On"}`); code >= 300 {
+		t.Fatalf("power on %s: %d %s", node.Name, code, body)
 	}
 	t.Cleanup(func() { _ = exec.Command("virsh", "-c", "qemu:///system", "destroy", node.Name).Run() })
 

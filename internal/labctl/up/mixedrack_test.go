@@ -2,23 +2,17 @@ package up_test
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/lab/ipimode"
-	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
@@ -33,39 +27,11 @@ func TestMixedRackUp(t *testing.T) {
 	dir := testenv.QemuDir(t)
 	cfg := labFile(t, dir, "lmix", 18714, "10.198.61.=10.198.75.",
 		"  sshKey: id.pub\n=  sshKey: id.pub\n  masters: {personality: idrac9}\n  workers: {personality: ilo6}\n")
-	common := []string{"-f", cfg, "--netns", "labci", "--vbmcd", testenv.Binary(t, "vbmcd")}
-	t.Cleanup(func() { _, _ = labctlRun(t, append([]string{"down", "--profile", "tiny"}, common...)...) })
-	if _, err := labctlRun(t, append([]string{"up", "--profile", "tiny", "--until", "install-config"}, common...)...); err != nil {
-		t.Fatalf("up: %v", err)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "install", "install-config.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ic ipi.InstallConfig
-	if err := yaml.Unmarshal(b, &ic); err != nil {
-		t.Fatal(err)
-	}
-	hc := &http.Client{Transport: &http.Transport{
-		DialContext:     netplumb.DialContextIn("labci"),
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
-	}}
-	get := func(url string) map[string]any {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, url, nil)
-		req.SetBasicAuth("admin", "lab-pass")
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		var o map[string]any
-		if resp.StatusCode != 200 || json.Unmarshal(body, &o) != nil {
-			t.Fatalf("GET %s: %d %s", url, resp.StatusCode, body)
-		}
-		return o
-	}
+	common := []string{"-f", cfg, "--netns", "labci", "--vbmcd", testenv.Binary(t, "vbmcd"), "--profile", "tiny"}
+	labUp(t, "install-config", common...)
+	ic := installConfig(t, dir)
+	hc := labClient("labci", 0, &tls.Config{InsecureSkipVerify: true})
+	get := func(url string) map[string]any { return getObject(t, hc, url, "admin", "lab-pass") }
 	if len(ic.Platform.BareMetal.Hosts) != 5 {
 		t.Fatalf("%d hosts, want tiny's 3 masters and 2 workers", len(ic.Platform.BareMetal.Hosts))
 	}
@@ -88,7 +54,7 @@ func TestMixedRackUp(t *testing.T) {
 			t.Errorf("%s: the Manager's virtual media %s, want the member %s", h.Name, members, media)
 		}
 	}
-	out, err := labctlRun(t, append([]string{"status", "--profile", "tiny"}, common...)...)
+	out, err := labctlRun(t, append([]string{"status"}, common...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,58 +86,28 @@ func TestMixedRackBMCNetwork(t *testing.T) {
 		"  bmc: {=  bmc: {network: 10.198.179.0/24, ",
 		"  sshKey: id.pub\n=  sshKey: id.pub\n  masters: {personalities: [idrac9, ilo6, '']}\n  workers: {count: 0}\n")
 	common := []string{"-f", cfg, "--netns", "labci", "--vbmcd", testenv.Binary(t, "vbmcd"), "--profile", "tiny"}
-	t.Cleanup(func() { _, _ = labctlRun(t, append([]string{"down"}, common...)...) })
 	began := time.Now()
-	if _, err := labctlRun(t, append([]string{"up", "--until", "install-config"}, common...)...); err != nil {
-		t.Fatalf("up: %v", err)
-	}
+	labUp(t, "install-config", common...)
 	t.Logf("up --until install-config took %s", time.Since(began).Round(time.Second))
 	p := resolvePlan(t, cfg, ipimode.Name)
-	var ic ipi.InstallConfig
-	if err := yaml.Unmarshal([]byte(readFile(t, filepath.Join(dir, "install", "install-config.yaml"))), &ic); err != nil {
-		t.Fatal(err)
-	}
+	ic := installConfig(t, dir)
 	hosts := ic.Platform.BareMetal.Hosts
 	if len(hosts) != 3 {
 		t.Fatalf("%d hosts, want 3 masters", len(hosts))
 	}
-	out, err := labctlRun(t, append([]string{"status", "-o", "json"}, common...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var st struct {
 		Nodes []struct{ Name, BMC, Vendor string }
 	}
-	if err := json.Unmarshal([]byte(out[max(strings.Index(out, "{"), 0):]), &st); err != nil || len(st.Nodes) != 3 {
-		t.Fatalf("status -o json: %v, %d nodes", err, len(st.Nodes))
+	if statusJSON(t, &st, common...); len(st.Nodes) != 3 {
+		t.Fatalf("status -o json: %d nodes, want 3", len(st.Nodes))
 	}
 	status := map[string][2]string{}
 	for _, n := range st.Nodes {
 		status[n.Name] = [2]string{n.BMC, n.Vendor}
 	}
 
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM([]byte(readFile(t, p.Paths.CACert))) {
-		t.Fatal("lab CA unreadable")
-	}
-	hc := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
-		DialContext: netplumb.DialContextIn("labci"), TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	get := func(u, user, pass string) map[string]any {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, u, nil)
-		req.SetBasicAuth(user, pass)
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatalf("GET %s: %v", u, err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		var o map[string]any
-		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &o) != nil {
-			t.Fatalf("GET %s: %d %s", u, resp.StatusCode, body)
-		}
-		return o
-	}
+	hc := labClient("labci", 20*time.Second, &tls.Config{RootCAs: labCA(t, p.Paths.CACert)})
+	get := func(u, user, pass string) map[string]any { return getObject(t, hc, u, user, pass) }
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "REQUESTS_CA_BUNDLE=") && !strings.HasPrefix(kv, "CURL_CA_BUNDLE=") && !strings.HasPrefix(kv, "SSL_CERT_") {

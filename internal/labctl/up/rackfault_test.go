@@ -1,11 +1,8 @@
 package up_test
 
 import (
-	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -53,12 +50,9 @@ func TestBMCNetworkReachesOnlyItsRoutes(t *testing.T) {
 	}
 	write(lab)
 	common := []string{"-f", cfg, "--netns", "labci", "--vbmcd", testenv.Binary(t, "vbmcd"), "--profile", "tiny"}
-	t.Cleanup(func() { _, _ = labctlRun(t, append([]string{"down"}, common...)...) })
 	up := func() {
 		t.Helper()
-		if out, err := labctlRun(t, append([]string{"up", "--until", "install-config"}, common...)...); err != nil {
-			t.Fatalf("up: %v\n%s", err, out)
-		}
+		labUp(t, "install-config", common...)
 		if out, err := labctlRun(t, append([]string{"net", "check"}, common...)...); err != nil {
 			t.Errorf("net check after up = %v:\n%s", err, out)
 		}
@@ -92,21 +86,11 @@ func TestBMCNetworkReachesOnlyItsRoutes(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 	image := "http://" + net.JoinHostPort(p.Cluster.BootstrapProvisioningIP.String(), "6180") + "/agent.iso"
 
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM([]byte(readFile(t, p.Paths.CACert)))
-	hc := &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{DialContext: netplumb.DialContextIn(ns), TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	hc := labClient(ns, 90*time.Second, &tls.Config{RootCAs: labCA(t, p.Paths.CACert)})
 	bmc := func(method, path, body string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(context.Background(), method, n.BMC.SystemURL+path, strings.NewReader(body))
-		req.SetBasicAuth(p.BMC.Username, p.BMC.Password)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		code, b := redfishSend(t, hc, method, n.BMC.SystemURL+path, p.BMC.Username, p.BMC.Password, body)
+		return code, string(b)
 	}
 	insert := func() (int, string) {
 		return bmc(http.MethodPost, "/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia", `{"Image":"`+image+`"}`)

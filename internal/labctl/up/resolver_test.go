@@ -33,11 +33,7 @@ func TestHostResolverDnsmasq(t *testing.T) {
 		t.Fatal(err)
 	}
 	common := []string{"--mode", "hybrid", "--profile", "tiny", "-f", cfg, "--netns", "labci"}
-	t.Cleanup(func() { _, _ = labctlRun(t, append([]string{"down"}, common...)...) })
-	out, err := labctlRun(t, append([]string{"up", "--until", "network"}, common...)...)
-	if err != nil {
-		t.Fatalf("up: %v\n%s", err, out)
-	}
+	out := labUp(t, "network", common...)
 	dropIn := filepath.Join(dropDir, "bmlab-hres.conf")
 	want := "# bmlab lab hres: the names of cluster hres.lab.invalid for this host. labctl writes this\n" +
 		"# file (`labctl up`, `labctl net repair`) and removes it (`labctl down`).\n" +

@@ -310,14 +310,8 @@ func TestSharedNetworkThreeLabs(t *testing.T) {
 	}
 }
 
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
+// readFile is the file at path; one that cannot be read fails the test.
+var readFile = testenv.ReadFile
 
 // resolvePlan is the lab's plan as a later labctl command makes it from the
 // lab file and mode, with no --profile: the plan takes the profile the
@@ -389,12 +383,7 @@ func ignitionFiles(t *testing.T, path string) map[string]string {
 // client hardware address (chaddr), so one port asks for every node.
 func dhcpProbe(t *testing.T, bridge string) func(mac string, lease bool) (netip.Addr, error) {
 	t.Helper()
-	ns, _ := netnstest.New(t)
-	port := "shp" + netnstest.Rand(3)
-	netnstest.IP(t, "-n", "labci", "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "-n", "labci", "link", "del", port).Run() })
-	netnstest.IP(t, "-n", "labci", "link", "set", port, "master", bridge, "up")
-	netnstest.IP(t, "-n", ns, "link", "set", "eth0", "up")
+	ns := probeNamespace(t, bridge, "shp", false)
 	return func(mac string, lease bool) (netip.Addr, error) {
 		hw, err := net.ParseMAC(mac)
 		if err != nil {
@@ -420,43 +409,35 @@ func dhcpProbe(t *testing.T, bridge string) func(mac string, lease bool) (netip.
 		}
 		// exchange sends pkt until a reply of type want comes, and returns
 		// the address in it (yiaddr) and its options.
-		exchange := func(pkt []byte, want byte) (netip.Addr, map[byte][]byte, error) {
-			deadline := time.Now().Add(10 * time.Second)
-			for time.Now().Before(deadline) {
-				if _, err := conn.WriteTo(pkt, &net.UDPAddr{IP: net.IPv4bcast, Port: 67}); err != nil {
-					return netip.Addr{}, nil, fmt.Errorf("send: %w", err)
+		exchange := func(pkt []byte, want byte) (ip netip.Addr, opts map[byte][]byte, err error) {
+			err = dhcpExchange(conn, pkt, &net.UDPAddr{IP: net.IPv4bcast, Port: 67}, 10*time.Second, func(buf []byte) (bool, error) {
+				n := len(buf)
+				if n < 240 || buf[0] != 2 || binary.BigEndian.Uint32(buf[4:]) != xid {
+					return false, nil
 				}
-				_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-				buf := make([]byte, 1500)
-				for {
-					n, _, err := conn.ReadFrom(buf)
-					if err != nil {
-						break // resend
-					}
-					if n < 240 || buf[0] != 2 || binary.BigEndian.Uint32(buf[4:]) != xid {
+				opts = map[byte][]byte{}
+				for i := 240; i+1 < n && buf[i] != 255; {
+					if buf[i] == 0 { // pad
+						i++
 						continue
 					}
-					opts := map[byte][]byte{}
-					for i := 240; i+1 < n && buf[i] != 255; {
-						if buf[i] == 0 { // pad
-							i++
-							continue
-						}
-						end := i + 2 + int(buf[i+1])
-						if end > n {
-							break
-						}
-						opts[buf[i]] = buf[i+2 : end]
-						i = end
+					end := i + 2 + int(buf[i+1])
+					if end > n {
+						break
 					}
-					if len(opts[53]) != 1 || opts[53][0] != want {
-						continue
-					}
-					ip, _ := netip.AddrFromSlice(buf[16:20])
-					return ip, opts, nil
+					opts[buf[i]] = buf[i+2 : end]
+					i = end
 				}
+				if len(opts[53]) != 1 || opts[53][0] != want {
+					return false, nil
+				}
+				ip, _ = netip.AddrFromSlice(buf[16:20])
+				return true, nil
+			})
+			if err != nil {
+				return netip.Addr{}, nil, fmt.Errorf("DHCP reply of type %d: %w", want, err)
 			}
-			return netip.Addr{}, nil, fmt.Errorf("no DHCP reply of type %d in 10 s", want)
+			return ip, opts, nil
 		}
 		offered, opts, err := exchange(request(1), 2) // DISCOVER, OFFER
 		if err != nil || !lease {
@@ -469,6 +450,51 @@ func dhcpProbe(t *testing.T, bridge string) func(mac string, lease bool) (netip.
 		acked, _, err := exchange(request(3, req...), 5) // REQUEST, ACK
 		return acked, err
 	}
+}
+
+// probeNamespace makes a throwaway namespace whose eth0 is a port of bridge
+// (in labci), the port named prefix and three random letters; with noDAD,
+// eth0 does no duplicate address detection, so that its IPv6 link-local
+// address is usable at once.
+func probeNamespace(t *testing.T, bridge, prefix string, noDAD bool) string {
+	t.Helper()
+	ns, _ := netnstest.New(t)
+	port := prefix + netnstest.Rand(3)
+	netnstest.IP(t, "-n", "labci", "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "-n", "labci", "link", "del", port).Run() })
+	if noDAD {
+		if out, err := exec.Command("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.eth0.accept_dad=0").CombinedOutput(); err != nil {
+			t.Fatalf("sysctl: %v: %s", err, out)
+		}
+	}
+	netnstest.IP(t, "-n", "labci", "link", "set", port, "master", bridge, "up")
+	netnstest.IP(t, "-n", ns, "link", "set", "eth0", "up")
+	return ns
+}
+
+// dhcpExchange is a DHCP client's retransmission (RFC 2131 §4.1, RFC 8415
+// §15): it sends pkt to `to` and hands each datagram that comes back to
+// reply, sending again after 2 s of silence, until reply says it was the
+// answer (done, or an error) or timeout has passed.
+func dhcpExchange(conn net.PacketConn, pkt []byte, to net.Addr, timeout time.Duration, reply func(b []byte) (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	buf := make([]byte, 1500)
+	for time.Now().Before(deadline) {
+		if _, err := conn.WriteTo(pkt, to); err != nil {
+			return fmt.Errorf("send: %w", err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		for {
+			n, _, err := conn.ReadFrom(buf)
+			if err != nil {
+				break // resend
+			}
+			if done, err := reply(buf[:n]); done || err != nil {
+				return err
+			}
+		}
+	}
+	return fmt.Errorf("no answer in %s", timeout)
 }
 
 // dhcpSocket is a DHCP client's socket in netns ns: listening on addr of

@@ -22,9 +22,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
-	"sigs.k8s.io/yaml"
 
-	"github.com/bmlab/bmlab/internal/ipi"
 	"github.com/bmlab/bmlab/internal/labctl"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/testenv"
@@ -79,15 +77,11 @@ func TestUpUntilInstallConfig(t *testing.T) {
 	testenv.Libvirt(t)
 	dir := testenv.QemuDir(t)
 	cfg := labFile(t, dir, "lup", 18710)
-	common := []string{"-f", cfg, "--netns", "labci", "--vbmcd", testenv.Binary(t, "vbmcd")}
-	up := append([]string{"up", "--profile", "tiny", "--until", "install-config"}, common...)
-	t.Cleanup(func() { _, _ = labctlRun(t, append([]string{"down", "--profile", "tiny"}, common...)...) })
+	common := []string{"-f", cfg, "--netns", "labci", "--vbmcd", testenv.Binary(t, "vbmcd"), "--profile", "tiny"}
+	up := append([]string{"up", "--until", "install-config"}, common...)
 
 	start := time.Now()
-	out, err := labctlRun(t, up...)
-	if err != nil {
-		t.Fatalf("up: %v", err)
-	}
+	out := labUp(t, "install-config", common...)
 	t.Logf("up --until install-config took %s", time.Since(start))
 	for _, want := range []string{"✓ preflight", "✓ network", "✓ storage", "✓ nodes", "✓ bmcs", "✓ install-config"} {
 		if !strings.Contains(out, want) {
@@ -97,14 +91,7 @@ func TestUpUntilInstallConfig(t *testing.T) {
 
 	// Every host of install-config has a BMC that answers at its address
 	// with the UUID of the domain whose NIC has that bootMACAddress.
-	b, err := os.ReadFile(filepath.Join(dir, "install", "install-config.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ic ipi.InstallConfig
-	if err := yaml.Unmarshal(b, &ic); err != nil {
-		t.Fatal(err)
-	}
+	ic := installConfig(t, dir)
 	hosts := ic.Platform.BareMetal.Hosts
 	if len(hosts) != 5 {
 		t.Fatalf("install-config has %d hosts, want 5 (tiny: 3 masters, 2 workers)", len(hosts))
@@ -112,40 +99,20 @@ func TestUpUntilInstallConfig(t *testing.T) {
 	var st struct {
 		Nodes []struct{ Name, BootMAC, UUID, Power, BMC string }
 	}
-	sout, err := labctlRun(t, append([]string{"status", "--profile", "tiny", "-o", "json"}, common...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal([]byte(sout[strings.Index(sout, "{"):]), &st); err != nil {
-		t.Fatalf("status json: %v", err)
-	}
+	statusJSON(t, &st, common...)
 	// The BMCs are reached where the nodes reach them: at the address in
 	// install-config, from the lab's namespace.
-	hc := &http.Client{Transport: &http.Transport{
-		DialContext:     netplumb.DialContextIn("labci"),
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
-	}}
+	hc := labClient("labci", 0, &tls.Config{InsecureSkipVerify: true})
 	for _, h := range hosts {
 		uuid := h.BMC.Address[strings.LastIndex(h.BMC.Address, "/")+1:]
 		if !strings.HasPrefix(h.BMC.Address, "redfish-virtualmedia+https://10.198.61.1:18710/redfish/v1/Systems/") {
 			t.Errorf("%s: BMC address %s", h.Name, h.BMC.Address)
 		}
-		req, _ := http.NewRequest("GET", strings.TrimPrefix(h.BMC.Address, "redfish-virtualmedia+"), nil)
-		req.SetBasicAuth("admin", "lab-pass")
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var sys struct {
-			UUID               string
-			EthernetInterfaces struct {
-				ODataID string `json:"@odata.id"`
-			}
-		}
-		json.NewDecoder(resp.Body).Decode(&sys)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || !strings.EqualFold(sys.UUID, uuid) {
-			t.Errorf("%s: BMC answered %d with UUID %q, want %s", h.Name, resp.StatusCode, sys.UUID, uuid)
+		code, body := redfishSend(t, hc, http.MethodGet, strings.TrimPrefix(h.BMC.Address, "redfish-virtualmedia+"), "admin", "lab-pass", "")
+		var sys struct{ UUID string }
+		_ = json.Unmarshal(body, &sys)
+		if code != 200 || !strings.EqualFold(sys.UUID, uuid) {
+			t.Errorf("%s: BMC answered %d with UUID %q, want %s", h.Name, code, sys.UUID, uuid)
 		}
 		found := false
 		for _, n := range st.Nodes {
@@ -162,7 +129,7 @@ func TestUpUntilInstallConfig(t *testing.T) {
 	}
 
 	// up again changes nothing.
-	out, err = labctlRun(t, up...)
+	out, err := labctlRun(t, up...)
 	if err != nil {
 		t.Fatalf("second up: %v", err)
 	}
@@ -171,7 +138,7 @@ func TestUpUntilInstallConfig(t *testing.T) {
 	}
 
 	// labctl net agrees with up: right after up, check finds nothing.
-	netArgs := func(sub string) []string { return append([]string{"net", sub, "--profile", "tiny"}, common...) }
+	netArgs := func(sub string) []string { return append([]string{"net", sub}, common...) }
 	if out, err := labctlRun(t, netArgs("check")...); err != nil {
 		t.Fatalf("net check right after up = %v:\n%s", err, out)
 	}
@@ -186,7 +153,7 @@ func TestUpUntilInstallConfig(t *testing.T) {
 	// labctl graph draws what net check says: the deleted veth dashed in
 	// red, every node with its power; an SVG through Graphviz's dot.
 	svg := filepath.Join(dir, "lab.svg")
-	if out, err := labctlRun(t, append([]string{"graph", "--profile", "tiny", "-o", svg}, common...)...); err != nil {
+	if out, err := labctlRun(t, append([]string{"graph", "-o", svg}, common...)...); err != nil {
 		t.Fatalf("graph: %v\n%s", err, out)
 	}
 	raw, err := os.ReadFile(svg)
@@ -236,21 +203,13 @@ func TestUpUntilInstallConfig(t *testing.T) {
 		{"PATCH", "/Systems/" + uuid, `{"Boot":{"BootSourceOverrideTarget":"Cd","BootSourceOverrideEnabled":"Once"}}`},
 		{"POST", "/Systems/" + uuid + "/Actions/ComputerSystem.Reset", `{"ResetType":"On"}`},
 	} {
-		req, _ := http.NewRequest(c.method, base+c.path, strings.NewReader(c.body))
-		req.SetBasicAuth("admin", "lab-pass")
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			t.Fatalf("%s %s: %d", c.method, c.path, resp.StatusCode)
+		if code, body := redfishSend(t, hc, c.method, base+c.path, "admin", "lab-pass", c.body); code/100 != 2 {
+			t.Fatalf("%s %s: %d %s", c.method, c.path, code, body)
 		}
 	}
 	console := func(args ...string) (string, error) {
 		t.Helper()
-		return labctlRun(t, append(append([]string{"console"}, args...), append([]string{"--profile", "tiny"}, common...)...)...)
+		return labctlRun(t, append(append([]string{"console"}, args...), common...)...)
 	}
 	start = time.Now()
 	if out, err := console(h.Name, "wait-for", testenv.DiskMarker, "--on", "serial", "--timeout", "3m"); err != nil || !strings.Contains(out, "serial output") {
@@ -296,7 +255,7 @@ func TestUpUntilInstallConfig(t *testing.T) {
 
 	// down leaves nothing of the lab behind.
 	start = time.Now()
-	if _, err := labctlRun(t, append([]string{"down", "--profile", "tiny"}, common...)...); err != nil {
+	if _, err := labctlRun(t, append([]string{"down"}, common...)...); err != nil {
 		t.Fatalf("down: %v", err)
 	}
 	t.Logf("down took %s", time.Since(start))
@@ -442,33 +401,19 @@ func TestTwoLabs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("up B beside A: %v\n%s", err, out)
 	}
-	b, err := os.ReadFile(filepath.Join(dirB, "install", "install-config.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ic ipi.InstallConfig
-	if err := yaml.Unmarshal(b, &ic); err != nil {
-		t.Fatal(err)
-	}
+	ic := installConfig(t, dirB)
 	if ic.Platform.BareMetal.ExternalBridge != "bm-labb" {
 		t.Errorf("B's install-config externalBridge = %q, want bm-labb", ic.Platform.BareMetal.ExternalBridge)
 	}
-	hc := &http.Client{Transport: &http.Transport{DialContext: netplumb.DialContextIn("labci")}}
+	hc := labClient("labci", 0, nil)
 	for _, h := range ic.Platform.BareMetal.Hosts {
 		url := strings.TrimPrefix(h.BMC.Address, "redfish-virtualmedia+")
 		if !strings.HasPrefix(url, "http://10.198.64.1:18712/") || h.BMC.DisableCertificateVerification {
 			t.Errorf("%s: address %s (tls: false wants http, no certificate setting)", h.Name, h.BMC.Address)
 			continue
 		}
-		req, _ := http.NewRequest("GET", url, nil)
-		req.SetBasicAuth("admin", "lab-pass")
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatalf("%s: %v", h.Name, err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Errorf("%s: GET %s = %d", h.Name, url, resp.StatusCode)
+		if code, _ := redfishSend(t, hc, http.MethodGet, url, "admin", "lab-pass", ""); code != 200 {
+			t.Errorf("%s: GET %s = %d", h.Name, url, code)
 		}
 	}
 	// A is untouched and still answers.

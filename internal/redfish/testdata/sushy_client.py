@@ -8,14 +8,9 @@ import sys
 import requests
 import sushy
 
+from checks import check
+
 url, user, password, uuid, name = sys.argv[1:6]
-
-
-def check(what, got, want):
-    if got != want:
-        print(f"FAIL {what}: got {got!r}, want {want!r}")
-        sys.exit(1)
-    print(f"ok {what}")
 
 
 for label, auth in (("basic", sushy.auth.BasicAuth(user, password)),

@@ -11,6 +11,8 @@ import threading
 
 import sushy
 
+from checks import check
+
 url, user, password = sys.argv[1:4]
 received = []
 got = threading.Event()
@@ -31,13 +33,6 @@ class Listener(http.server.BaseHTTPRequestHandler):
 srv = http.server.HTTPServer(("127.0.0.1", 0), Listener)
 threading.Thread(target=srv.serve_forever, daemon=True).start()
 dest = "http://127.0.0.1:%d/events" % srv.server_port
-
-
-def check(what, got_value, want):
-    if got_value != want:
-        print(f"FAIL {what}: got {got_value!r}, want {want!r}")
-        sys.exit(1)
-    print(f"ok {what}")
 
 
 root = sushy.Sushy(url + "/redfish/v1", auth=sushy.auth.SessionAuth(user, password))

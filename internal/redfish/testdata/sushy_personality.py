@@ -14,15 +14,10 @@ import sushy
 from sushy import exceptions
 from sushy.resources.manager import virtual_media
 
+from checks import check
+
 url, user, password, image = sys.argv[1:5]
 want = json.load(sys.stdin)
-
-
-def check(what, got, exp):
-    if got != exp:
-        print(f"FAIL {what}: got {got!r}, want {exp!r}")
-        sys.exit(1)
-    print(f"ok {what}")
 
 
 root = sushy.Sushy(url + "/redfish/v1",

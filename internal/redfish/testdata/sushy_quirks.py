@@ -12,19 +12,14 @@ import sushy
 from sushy import exceptions
 from sushy.resources.manager import virtual_media
 
+from checks import check
+
 url, user, password, quirk, on, sysid = sys.argv[1:7]
 image = sys.argv[7] if len(sys.argv) > 7 else None
 on = on == "ON"
 root = sushy.Sushy(url + "/redfish/v1",
                    auth=sushy.auth.SessionOrBasicAuth(user, password))
 system = root.get_system("/redfish/v1/Systems/" + sysid)
-
-
-def check(what, got, exp):
-    if got != exp:
-        print(f"FAIL {what}: got {got!r}, want {exp!r}")
-        sys.exit(1)
-    print(f"ok {what}")
 
 
 def attempt(what, fn):

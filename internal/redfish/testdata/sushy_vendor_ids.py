@@ -15,15 +15,10 @@ import sushy
 from sushy.resources.chassis import chassis as sushy_chassis
 from sushy.resources.manager import virtual_media
 
+from checks import check
+
 url, ca, user, password, uuid, sys_id, mgr_id, ch_id, media_at, member, image = sys.argv[1:12]
 hpe = len(sys.argv) > 12 and sys.argv[12] == "proliantutils"
-
-
-def check(what, got, exp):
-    if got != exp:
-        print(f"FAIL {what}: got {got!r}, want {exp!r}")
-        sys.exit(1)
-    print(f"ok {what}")
 
 
 def no_machine_id(what, body):

@@ -12,7 +12,6 @@ Prints one JSON object; exits non-zero on failure.
 """
 import json
 import sys
-import time
 
 import sushy
 from sushy import taskmonitor
@@ -60,11 +59,7 @@ if step == "create":
     print(json.dumps({"apply_time": str(at), "volumes": ids, "monitor": monitor,
                       "raid_types": [str(t) for t in storage.storage_controllers[0].raid_types]}))
 elif step == "monitor":
-    monitor = root.get_task_monitor(args[0])
-    if len(args) > 1 and args[1] == "wait":
-        deadline = time.time() + 120
-        while monitor.check_is_processing and time.time() < deadline:
-            time.sleep(float(monitor.sleep_for))
+    monitor = sushy_common.task_monitor(root, args)
     task = monitor.get_task() if not monitor.is_processing else monitor.task
     print(json.dumps({"processing": monitor.is_processing,
                       "state": str(getattr(task.task_state, "value", task.task_state)) if task else ""}))

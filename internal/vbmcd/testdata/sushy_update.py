@@ -57,11 +57,7 @@ if step == "update":
         out["status_code"] = e.status_code
         out["messages"] = [{"id": m.get("MessageId", "")} for m in info]
 elif step == "monitor":
-    monitor = root.get_task_monitor(args[0])
-    if len(args) > 1 and args[1] == "wait":
-        deadline = time.time() + 120
-        while monitor.check_is_processing and time.time() < deadline:
-            time.sleep(float(monitor.sleep_for))
+    monitor = sushy_common.task_monitor(root, args)
     describe(monitor)
 elif step == "inventory":
     inv = root.get_update_service().firmware_inventory
