@@ -59,10 +59,14 @@ fi
 # other. -timeout is per package: internal/vbmcd alone took 1,408 s (23.5
 # min) in a warm CI run on a 2-core machine, so 45 min leaves a slower
 # machine its margin while a hung test still ends the run.
+# -parallel 4: a test's parallel subtests run up to four at once (go
+# test's default is GOMAXPROCS, 2 here): TestUpBMCNetwork's four labs took
+# 293 s at once, 374 s two at a time, 550 s one after another
+# (docs/tests.md).
 # The run goes through hack/testtimes, which prints what plain go test would
 # and then the slowest tests, so every CI log says where its minutes went
 # (every test's time: _out/test-times.txt).
 phase "every test"
 mkdir -p _out
 go build -o _out/testtimes ./hack/testtimes
-go test -p 1 -count=1 -timeout 45m -json "$@" ./... | _out/testtimes -top 25 -out _out/test-times.txt
+go test -p 1 -parallel 4 -count=1 -timeout 45m -json "$@" ./... | _out/testtimes -top 25 -out _out/test-times.txt

@@ -24,6 +24,7 @@ import (
 	"github.com/bmlab/bmlab/internal/ironictest"
 	"github.com/bmlab/bmlab/internal/lab/agentmode"
 	"github.com/bmlab/bmlab/internal/lab/ipimode"
+	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/netplumb"
 	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
 	"github.com/bmlab/bmlab/internal/ocp"
@@ -36,8 +37,10 @@ import (
 // installer's files: an IPv4 IPI lab with Redfish BMCs booted from virtual
 // media, one booted from a Managed provisioning network by Redfish (its
 // first master an iLO 6), one with IPMI BMCs on an Unmanaged one, and an
-// IPv6 agent lab of two masters with fencing (Redfish), one after the
-// other (all use the baremetal bridge). For each:
+// IPv6 agent lab of two masters with fencing (Redfish), all four at once
+// (the Managed lab on the default bridges, baremetal and provisioning, and
+// 172.22.0.0/24; the others on bridges and a veth pair of their own, the
+// Unmanaged one's provisioning network 172.23.0.0/24). For each:
 //   - install-config names one address per BMC on the BMC network, without
 //     a port, and install-config's fencing credentials the same addresses
 //     (redfish+https);
@@ -94,7 +97,11 @@ func TestUpBMCNetwork(t *testing.T) {
 		port            int
 		bmcNet          string
 		kind, prov      string // bmc.kind and network.provisioningNetwork ("": the defaults)
-		realAgent       bool
+		// links: the lab's own bridges and veth pair (ownLinks; lbni
+		// keeps the defaults: baremetal, provisioning, bmlab-veth0), so
+		// no two labs share a link in labci.
+		links     string
+		realAgent bool
 	}{
 		{"lbn4", ipimode.Name, `  machineNetwork: 10.198.64.0/24
   dhcpRange: {start: 10.198.64.20, end: 10.198.64.60}
@@ -102,20 +109,21 @@ func TestUpBMCNetwork(t *testing.T) {
   ingressVIP: 10.198.64.4
   masters: {personalities: [idrac9]}
   workers: {count: 0}
-`, 18764, "10.198.164.0/24", "", "", true},
+`, 18764, "10.198.164.0/24", "", "", ownLinks("lbn4", false), true},
 		{"lbni", ipimode.Name, `  machineNetwork: 10.198.66.0/24
   dhcpRange: {start: 10.198.66.20, end: 10.198.66.60}
   apiVIP: 10.198.66.5
   ingressVIP: 10.198.66.4
   masters: {personalities: [ilo6]}
   workers: {count: 0}
-`, 18766, "10.198.166.0/24", ocp.BMCRedfish, ocp.ProvisioningManaged, true},
+`, 18766, "10.198.166.0/24", ocp.BMCRedfish, ocp.ProvisioningManaged, "", true},
 		{"lbnu", ipimode.Name, `  machineNetwork: 10.198.67.0/24
   dhcpRange: {start: 10.198.67.20, end: 10.198.67.60}
   apiVIP: 10.198.67.5
   ingressVIP: 10.198.67.4
+  provisioningNetworkCIDR: 172.23.0.0/24
   workers: {count: 0}
-`, 18767, "10.198.167.0/24", ocp.BMCIPMI, ocp.ProvisioningUnmanaged, false},
+`, 18767, "10.198.167.0/24", ocp.BMCIPMI, ocp.ProvisioningUnmanaged, ownLinks("lbnu", true), false},
 		{"lbn6", agentmode.Name, `  ipFamily: v6
   machineNetwork: fd2e:6f44:5dd8:c964::/120
   dhcpRange: {start: "fd2e:6f44:5dd8:c964::20", end: "fd2e:6f44:5dd8:c964::60"}
@@ -126,15 +134,21 @@ func TestUpBMCNetwork(t *testing.T) {
   fencing: true
   agent: {staticIPs: true}
   installer: INSTALLER
-`, 18765, "fd2e:6f44:5dd8:c965::/120", "", "", false},
+`, 18765, "fd2e:6f44:5dd8:c965::/120", "", "", ownLinks("lbn6", false), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			upBMCNetwork(t, tc.name, tc.mode, tc.lab, tc.port, tc.bmcNet, tc.kind, tc.prov, tc.realAgent)
+			// The four labs run at once: each has its own name, machine,
+			// BMC and provisioning networks, Redfish port, bridges and
+			// veth pair in labci, its own Ironic in namespaces of its own,
+			// and its own files (at once 293 s, one after another 550 s:
+			// docs/tests.md; CI's -parallel 4 lets all four run).
+			t.Parallel()
+			upBMCNetwork(t, tc.name, tc.mode, tc.lab, tc.port, tc.bmcNet, tc.kind, tc.prov, tc.links, tc.realAgent)
 		})
 	}
 }
 
-func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet, kind, prov string, realAgent bool) {
+func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet, kind, prov, links string, realAgent bool) {
 	dir := testenv.QemuDir(t)
 	cfg := labFile(t, dir, name, port)
 	b, err := os.ReadFile(cfg)
@@ -155,8 +169,15 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet, ki
 	} else {
 		lab = strings.Replace(lab, "  workers: {", "  masters: {"+size+"}\n  workers: {", 1)
 	}
+	var network []string
 	if prov != "" {
-		lab = strings.Replace(lab, "cluster:\n", "network: {provisioningNetwork: "+prov+"}\ncluster:\n", 1)
+		network = append(network, "provisioningNetwork: "+prov)
+	}
+	if links != "" {
+		network = append(network, links)
+	}
+	if len(network) > 0 {
+		lab = strings.Replace(lab, "cluster:\n", "network: {"+strings.Join(network, ", ")+"}\ncluster:\n", 1)
 	}
 	if kind != "" {
 		lab = strings.Replace(lab, "  bmc: {", "  bmc: {kind: "+kind+", ", 1)
@@ -179,6 +200,14 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet, ki
 		}
 	}
 	p := resolvePlan(t, cfg, mode)
+	// The lab's bridges: its own (ownLinks) or the defaults.
+	node, provBridge := labconfig.BaremetalBridge, labconfig.ProvisioningBridge
+	if links != "" {
+		node, provBridge = "bm-"+name, "pr-"+name
+	}
+	if p.Network.NodeNetwork != node || (prov != "" && p.Cluster.ProvisioningBridge != provBridge) {
+		t.Fatalf("plan: node network %q, provisioning bridge %q; want %s and %s", p.Network.NodeNetwork, p.Cluster.ProvisioningBridge, node, provBridge)
+	}
 	bn := netip.MustParsePrefix(bmcNet)
 	if p.BMC.Network != bn || p.BMC.Bridge == "" {
 		t.Fatalf("plan: BMC network %s on %q", p.BMC.Network, p.BMC.Bridge)
@@ -306,6 +335,19 @@ func upBMCNetwork(t *testing.T, name, mode, cluster string, port int, bmcNet, ki
 	if out, err := exec.Command("ip", "-n", "labci", "link", "show", p.BMC.Bridge).CombinedOutput(); err == nil {
 		t.Errorf("down left the BMC bridge:\n%s", out)
 	}
+}
+
+// ownLinks is a lab file's network entries that give lab bridges and a
+// veth pair of its own (bm-LAB, with prov pr-LAB for its provisioning
+// network, and LAB-veth0 to its NAT bridge) instead of the defaults
+// (baremetal, provisioning, bmlab-veth0), which two labs up at once in one
+// namespace cannot share (up refuses a link of another lab's).
+func ownLinks(lab string, prov bool) string {
+	bridges := "{name: bm-" + lab + "}"
+	if prov {
+		bridges += ", {name: pr-" + lab + "}"
+	}
+	return fmt.Sprintf("bridges: [%s], veths: [{name: %s-veth0, master: bm-%s, peer: %s-veth1, peerMaster: virbr0}]", bridges, lab, lab, lab)
 }
 
 // systems lists a Redfish service's Systems members.
@@ -776,7 +818,8 @@ func managedNICs(t *testing.T, common []string, p *plan.Plan) {
 		}
 	}
 	out, err := labctlRun(t, append([]string{"status"}, common...)...)
-	if err != nil || !strings.Contains(out, "NICS") || !strings.Contains(out, "enp1s0=provisioning,enp2s0=baremetal") || !strings.Contains(out, p.Nodes[0].BootMAC) {
+	nics := "enp1s0=" + p.Cluster.ProvisioningBridge + ",enp2s0=" + p.Network.NodeNetwork
+	if err != nil || !strings.Contains(out, "NICS") || !strings.Contains(out, nics) || !strings.Contains(out, p.Nodes[0].BootMAC) {
 		t.Errorf("status = %v, want each node's NICs and its boot MAC:\n%s", err, out)
 	}
 }
