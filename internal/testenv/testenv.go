@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -231,10 +232,24 @@ func ReadFile(t testing.TB, path string) string {
 	return string(b)
 }
 
-// CopyFile copies src to dst (mode 0666 so qemu may write it).
+// CopyFile copies src to dst (mode 0666 so qemu may write it), streaming:
+// the files are disk images and ramdisks of hundreds of MB.
 func CopyFile(t testing.TB, src, dst string) {
 	t.Helper()
-	if err := os.WriteFile(dst, []byte(ReadFile(t, src)), 0o666); err != nil {
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
 		t.Fatal(err)
 	}
 }
