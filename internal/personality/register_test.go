@@ -13,6 +13,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/personality"
+	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 // acme is a vendor of the test's own, declared here and nowhere else: Acme's
@@ -217,19 +218,16 @@ func TestAPersonalityOfItsOwn(t *testing.T) {
 		if _, err := sys.Reset(rt); err != nil {
 			t.Fatalf("Reset %s: %v", rt, err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		var last schemas.PowerState
+		if !testenv.WaitFor(10*time.Second, func() bool {
 			now, err := schemas.GetObject[schemas.ComputerSystem](c, sys.ODataID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if now.PowerState == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("after Reset %s: PowerState %s, want %s", rt, now.PowerState, want)
-			}
-			time.Sleep(20 * time.Millisecond)
+			last = now.PowerState
+			return last == want
+		}) {
+			t.Fatalf("after Reset %s: PowerState %s, want %s", rt, last, want)
 		}
 	}
 	power(schemas.OnResetType, schemas.OnPowerState)
