@@ -236,6 +236,16 @@ func labNetTestConn(t *testing.T) *libvirt.Libvirt {
 	return l
 }
 
+// freshLabNet is labNetTestSpec with names of its own (name and bridge,
+// each with the same random tail), deleted at the test's end.
+func freshLabNet(t *testing.T, l *libvirt.Libvirt, name, bridge string) LabNetworkSpec {
+	t.Helper()
+	id := netnstest.Rand(3)
+	spec := labNetTestSpec(name+id, bridge+id)
+	deleteAtEnd(t, l, spec)
+	return spec
+}
+
 // deleteAtEnd deletes the lab network spec at the test's end; a failed
 // delete fails the test.
 func deleteAtEnd(t *testing.T, l *libvirt.Libvirt, spec LabNetworkSpec) {
@@ -345,9 +355,7 @@ func labNetLive(t *testing.T, l *libvirt.Libvirt, name string) *libvirtxml.Netwo
 func TestEnsureLabNetwork(t *testing.T) {
 	l := labNetTestConn(t)
 	ctx := context.Background()
-	id := netnstest.Rand(3)
-	spec := labNetTestSpec("lt-net-"+id, "lt-br-"+id)
-	deleteAtEnd(t, l, spec)
+	spec := freshLabNet(t, l, "lt-net-", "lt-br-")
 	h, bridgeIndex := labciBridge(t, spec.Bridge)
 
 	start := time.Now()

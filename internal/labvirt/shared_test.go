@@ -14,7 +14,6 @@ import (
 
 	"github.com/bmlab/bmlab/internal/lab"
 	"github.com/bmlab/bmlab/internal/netaddr"
-	"github.com/bmlab/bmlab/internal/netplumb/netnstest"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
@@ -77,9 +76,7 @@ func TestSharedMetadataEdit(t *testing.T) {
 func TestSharedNetwork(t *testing.T) {
 	l := labNetTestConn(t)
 	ctx := context.Background()
-	id := netnstest.Rand(3)
-	owner := labNetTestSpec("lt-sh-"+id, "lt-shbr-"+id)
-	deleteAtEnd(t, l, owner)
+	owner := freshLabNet(t, l, "lt-sh-", "lt-shbr-")
 	t.Cleanup(func() { _, _ = removeShared(context.Background(), l, owner.Name, "lt-joiner") }) // before the delete
 	if _, err := ensureLabNetwork(ctx, l, owner); err != nil {
 		t.Fatal(err)
