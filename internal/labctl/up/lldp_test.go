@@ -40,12 +40,9 @@ type lldpReceive struct {
 // once it is killed, `net repair` starts it again, and after `down` no
 // process of the lab is left.
 func TestLLDPOnTheWire(t *testing.T) {
-	testenv.Libvirt(t)
 	tcpdump := testenv.Command(t, "tcpdump")
-	dir := testenv.QemuDir(t)
 	port := testenv.Port(t, "127.0.0.1")
-	cfg := labFile(t, dir, "llldp", port, "10.198.61.=10.198.65.", "  sshKey: id.pub=  sshKey: id.pub\n  masters: {bond: active-backup}")
-	common := []string{"-f", cfg, "--netns", "labci", "--vbmcd", testenv.Binary(t, "vbmcd"), "--profile", "tiny"}
+	_, _, common := tinyLab(t, "llldp", port, "10.198.61.=10.198.65.", "  sshKey: id.pub=  sshKey: id.pub\n  masters: {bond: active-backup}")
 	labUp(t, "bmcs", common...)
 
 	var st struct {

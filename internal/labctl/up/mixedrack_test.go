@@ -23,11 +23,8 @@ import (
 // vendor's Manufacturer and virtual media layout (the personality recorded
 // with its domain), and `labctl status` shows the vendor.
 func TestMixedRackUp(t *testing.T) {
-	testenv.Libvirt(t)
-	dir := testenv.QemuDir(t)
-	cfg := labFile(t, dir, "lmix", 18714, "10.198.61.=10.198.75.",
+	dir, _, common := tinyLab(t, "lmix", 18714, "10.198.61.=10.198.75.",
 		"  sshKey: id.pub\n=  sshKey: id.pub\n  masters: {personality: idrac9}\n  workers: {personality: ilo6}\n")
-	common := []string{"-f", cfg, "--netns", "labci", "--vbmcd", testenv.Binary(t, "vbmcd"), "--profile", "tiny"}
 	labUp(t, "install-config", common...)
 	ic := installConfig(t, dir)
 	hc := labClient("labci", 0, &tls.Config{InsecureSkipVerify: true})
@@ -79,13 +76,10 @@ func TestMixedRackUp(t *testing.T) {
 // install-config's rules make of it (ipi.FencingAddress) as its systems
 // URI, reads the node's power there.
 func TestMixedRackBMCNetwork(t *testing.T) {
-	testenv.Libvirt(t)
 	fenceRedfish := testenv.Command(t, "fence_redfish")
-	dir := testenv.QemuDir(t)
-	cfg := labFile(t, dir, "lmxb", 18715, "10.198.61.=10.198.79.",
+	dir, cfg, common := tinyLab(t, "lmxb", 18715, "10.198.61.=10.198.79.",
 		"  bmc: {=  bmc: {network: 10.198.179.0/24, ",
 		"  sshKey: id.pub\n=  sshKey: id.pub\n  masters: {personalities: [idrac9, ilo6, '']}\n  workers: {count: 0}\n")
-	common := []string{"-f", cfg, "--netns", "labci", "--vbmcd", testenv.Binary(t, "vbmcd"), "--profile", "tiny"}
 	began := time.Now()
 	labUp(t, "install-config", common...)
 	t.Logf("up --until install-config took %s", time.Since(began).Round(time.Second))

@@ -35,9 +35,7 @@ import (
 //     address, and status says nothing;
 //   - net check is clean after each up; down leaves no rule of the lab.
 func TestBMCNetworkReachesOnlyItsRoutes(t *testing.T) {
-	testenv.Libvirt(t)
-	dir := testenv.QemuDir(t)
-	cfg := labFile(t, dir, "lrf", 18768)
+	_, cfg, common := tinyLab(t, "lrf", 18768)
 	lab := strings.NewReplacer(
 		"10.198.61.", "10.198.68.",
 		"cluster:\n", "network: {provisioningNetwork: Managed}\ncluster:\n  workers: {count: 0}\n",
@@ -49,7 +47,6 @@ func TestBMCNetworkReachesOnlyItsRoutes(t *testing.T) {
 		}
 	}
 	write(lab)
-	common := []string{"-f", cfg, "--netns", "labci", "--vbmcd", testenv.Binary(t, "vbmcd"), "--profile", "tiny"}
 	up := func() {
 		t.Helper()
 		labUp(t, "install-config", common...)

@@ -65,6 +65,19 @@ cluster:
 	return p
 }
 
+// tinyLab writes labFile's lab (name, port and extra as labFile takes
+// them) into a fresh directory qemu can write, once the real libvirtd is
+// there, and returns the directory, the lab file and the flags each labctl
+// command of the test takes: the file, labci, the real vbmcd, profile
+// tiny.
+func tinyLab(t *testing.T, name string, port int, extra ...string) (dir, cfg string, common []string) {
+	t.Helper()
+	testenv.Libvirt(t)
+	dir = testenv.QemuDir(t)
+	cfg = labFile(t, dir, name, port, extra...)
+	return dir, cfg, []string{"-f", cfg, "--netns", "labci", "--vbmcd", testenv.Binary(t, "vbmcd"), "--profile", "tiny"}
+}
+
 func labctlRun(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
@@ -74,10 +87,7 @@ func labctlRun(t *testing.T, args ...string) (string, error) {
 }
 
 func TestUpUntilInstallConfig(t *testing.T) {
-	testenv.Libvirt(t)
-	dir := testenv.QemuDir(t)
-	cfg := labFile(t, dir, "lup", 18710)
-	common := []string{"-f", cfg, "--netns", "labci", "--vbmcd", testenv.Binary(t, "vbmcd"), "--profile", "tiny"}
+	dir, _, common := tinyLab(t, "lup", 18710)
 	up := append([]string{"up", "--until", "install-config"}, common...)
 
 	start := time.Now()
