@@ -219,18 +219,24 @@ func TestLabNetDiff(t *testing.T) {
 	}
 }
 
-// labNetTestConn is ltConn, after removing lt- networks of the test lab
-// that an earlier run left.
-func labNetTestConn(t *testing.T) *libvirt.Libvirt {
+// ltCleanConn is ltConn, after removing what of the test lab an earlier
+// run left: its lt- networks and pools.
+func ltCleanConn(t *testing.T) *libvirt.Libvirt {
 	t.Helper()
 	l := ltConn(t)
 	nets, _, err := l.ConnectListAllNetworks(1, 0)
-	if err != nil {
+	pools, _, perr := l.ConnectListAllStoragePools(1, 0)
+	if err := errors.Join(err, perr); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range nets {
 		if strings.HasPrefix(n.Name, "lt-") {
 			_, _ = deleteLabNetwork(context.Background(), l, n.Name, labNetTestLab)
+		}
+	}
+	for _, p := range pools {
+		if strings.HasPrefix(p.Name, "lt-") {
+			_, _ = deletePool(context.Background(), l, p.Name, labNetTestLab)
 		}
 	}
 	return l
@@ -353,7 +359,7 @@ func labNetLive(t *testing.T, l *libvirt.Libvirt, name string) *libvirtxml.Netwo
 }
 
 func TestEnsureLabNetwork(t *testing.T) {
-	l := labNetTestConn(t)
+	l := ltCleanConn(t)
 	ctx := context.Background()
 	spec := freshLabNet(t, l, "lt-net-", "lt-br-")
 	h, bridgeIndex := labciBridge(t, spec.Bridge)
@@ -447,7 +453,7 @@ func TestEnsureLabNetwork(t *testing.T) {
 }
 
 func TestEnsureLabNetworkLeavesForeignAlone(t *testing.T) {
-	l := labNetTestConn(t)
+	l := ltCleanConn(t)
 	ctx := context.Background()
 	id := netnstest.Rand(3)
 	spec := labNetTestSpec("lt-fx-"+id, "lt-fxb-"+id)
@@ -535,7 +541,7 @@ func labNetResolve(t *testing.T, server string, want map[string]string) {
 // (asked from inside labci over IPv6), and a host more goes in live into
 // the IPv6 <ip> without a restart.
 func TestEnsureLabNetworkDualStack(t *testing.T) {
-	l := labNetTestConn(t)
+	l := ltCleanConn(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string

@@ -74,7 +74,7 @@ func TestSharedMetadataEdit(t *testing.T) {
 // and restored; the owner's delete is refused while the joiner is on; the
 // joiner's removal takes exactly its entries and its list.
 func TestSharedNetwork(t *testing.T) {
-	l := labNetTestConn(t)
+	l := ltCleanConn(t)
 	ctx := context.Background()
 	owner := freshLabNet(t, l, "lt-sh-", "lt-shbr-")
 	t.Cleanup(func() { _, _ = removeShared(context.Background(), l, owner.Name, "lt-joiner") }) // before the delete

@@ -18,25 +18,8 @@ import (
 	"github.com/bmlab/bmlab/internal/virt/domain"
 )
 
-// storageTestConn is ltConn, after removing lt- pools of the test lab that
-// an earlier run left.
-func storageTestConn(t *testing.T) *libvirt.Libvirt {
-	t.Helper()
-	l := ltConn(t)
-	pools, _, err := l.ConnectListAllStoragePools(1, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pools {
-		if strings.HasPrefix(p.Name, "lt-") {
-			_, _ = deletePool(context.Background(), l, p.Name, labNetTestLab)
-		}
-	}
-	return l
-}
-
 func TestStorage(t *testing.T) {
-	l := storageTestConn(t)
+	l := ltCleanConn(t)
 	ctx := context.Background()
 	lab := labNetTestLab
 	dir := filepath.Join(testenv.TmpDir(t, "lt-pool-", 0o755), "lab", "pool")
@@ -198,7 +181,7 @@ func storageTestStartVM(t *testing.T, l *libvirt.Libvirt, disk string) {
 }
 
 func TestEnsurePoolRefusesForeignAndUntraversable(t *testing.T) {
-	l := storageTestConn(t)
+	l := ltCleanConn(t)
 	ctx := context.Background()
 	lab := labNetTestLab
 	name := "lt-fpool-" + netnstest.Rand(3)
