@@ -69,6 +69,16 @@ type Provider interface {
 	Fetch(ctx context.Context, url, path string, watch func(body io.Reader, size int64) io.Reader) (bool, error)
 }
 
+// Changed is what a Provider's Ensure returns for an object it made in one
+// step: what, when ok says it changed something (none otherwise), with
+// err as it is.
+func Changed(ok bool, err error, what string) ([]string, error) {
+	if ok {
+		return []string{what}, err
+	}
+	return nil, err
+}
+
 // ImageInfo is a disk image as its provider reads it.
 type ImageInfo struct {
 	Format      string // qcow2, raw, ...

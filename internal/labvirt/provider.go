@@ -283,32 +283,26 @@ func (r *Host) Ensure(ctx context.Context, o lab.Object) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	changed := func(ok bool, err error, what string) ([]string, error) {
-		if ok {
-			return []string{what}, err
-		}
-		return nil, err
-	}
 	switch o := o.(type) {
 	case lab.Pool:
 		ok, err := ensurePool(ctx, c.l, PoolSpec{Name: o.Name, Dir: o.Dir, Lab: o.Lab})
-		return changed(ok, err, "storage pool "+o.Name)
+		return lab.Changed(ok, err, "storage pool "+o.Name)
 	case lab.Volume:
 		_, ok, err := ensureVolume(ctx, c.l, VolumeSpec{Pool: o.Pool, Name: o.Disk.Volume, CapacityBytes: o.Capacity,
 			Format: "qcow2", Lab: o.Lab, Backing: o.Disk.Backing})
-		return changed(ok, err, "volume "+o.Pool+"/"+o.Disk.Volume)
+		return lab.Changed(ok, err, "volume "+o.Pool+"/"+o.Disk.Volume)
 	case lab.Machine:
 		_, err := c.DefineDomain(ctx, domainSpec(o))
-		return changed(err == nil, err, "domain "+o.Node.Name)
+		return lab.Changed(err == nil, err, "domain "+o.Node.Name)
 	case lab.MachineBMC:
 		ok, err := setNodeBMC(c.l, o)
-		return changed(ok, err, "the BMC settings of "+o.Node)
+		return lab.Changed(ok, err, "the BMC settings of "+o.Node)
 	case lab.NATNetwork:
 		ok, err := ensureLabNetwork(ctx, c.l, natSpec(o))
-		return changed(ok, err, "libvirt network "+o.NAT.Name)
+		return lab.Changed(ok, err, "libvirt network "+o.NAT.Name)
 	case lab.BridgeNetwork:
 		ok, err := ensureNetwork(ctx, c.l, bridgeSpec(o))
-		return changed(ok, err, "libvirt network "+o.Name)
+		return lab.Changed(ok, err, "libvirt network "+o.Name)
 	case lab.SharedEntries:
 		unlock, err := lockShared(ctx, o.Shared.Network)
 		if err != nil {

@@ -213,30 +213,24 @@ func (f *Host) dropVolumes(pool string) {
 func (f *Host) Validate(lab.Object) error { return nil }
 
 func (f *Host) Ensure(_ context.Context, o lab.Object) ([]string, error) {
-	changed := func(c bool, err error, what string) ([]string, error) {
-		if c {
-			return []string{what}, err
-		}
-		return nil, err
-	}
 	switch o := o.(type) {
 	case lab.NATNetwork:
 		if err := f.Call("nat " + o.NAT.Name); err != nil {
 			return nil, err
 		}
 		f.Put(lab.KindLink, o.NAT.Bridge, o.Lab)
-		return changed(f.Put(lab.KindNetwork, o.NAT.Name, o.Lab), nil, "nat")
+		return lab.Changed(f.Put(lab.KindNetwork, o.NAT.Name, o.Lab), nil, "nat")
 	case lab.LinkAddress:
 		return nil, nil
 	case lab.Unmanaged:
 		// The host's files are real files, in the test's directories.
 		c, err := o.Ensure()
-		return changed(c, err, o.Path())
+		return lab.Changed(c, err, o.Path())
 	case lab.ResolverDropIn:
 		c, err := o.Write()
-		return changed(c, err, o.Path)
+		return lab.Changed(c, err, o.Path)
 	case lab.BridgeNetwork:
-		return changed(f.Put(lab.KindNetwork, o.Name, o.Lab), f.Call("network "+o.Name), "network")
+		return lab.Changed(f.Put(lab.KindNetwork, o.Name, o.Lab), f.Call("network "+o.Name), "network")
 	case lab.Links:
 		var steps []string
 		for _, n := range o.Topology.Names() {
@@ -268,12 +262,12 @@ func (f *Host) Ensure(_ context.Context, o lab.Object) ([]string, error) {
 			return nil, err
 		}
 		f.PoolDir[o.Name] = o.Dir
-		return changed(f.Put(lab.KindPool, o.Name, o.Lab), f.Call("pool "+o.Name), "pool")
+		return lab.Changed(f.Put(lab.KindPool, o.Name, o.Lab), f.Call("pool "+o.Name), "pool")
 	case lab.Volume:
 		if err := f.Call("volume " + o.Disk.Volume); err != nil {
 			return nil, err
 		}
-		return changed(f.Put(lab.KindVolume, o.Pool+"/"+o.Disk.Volume, o.Lab), nil, "volume")
+		return lab.Changed(f.Put(lab.KindVolume, o.Pool+"/"+o.Disk.Volume, o.Lab), nil, "volume")
 	case lab.Machine:
 		if err := f.Call("define " + o.Node.Name); err != nil {
 			return nil, err
@@ -288,9 +282,9 @@ func (f *Host) Ensure(_ context.Context, o lab.Object) ([]string, error) {
 		return nil, nil
 	case lab.LLDPSender:
 		// One sender a lab, named as a process is.
-		return changed(f.Put(lab.KindLLDP, "lldp-"+o.Lab, o.Lab), f.Call("lldp"), "LLDP sender")
+		return lab.Changed(f.Put(lab.KindLLDP, "lldp-"+o.Lab, o.Lab), f.Call("lldp"), "LLDP sender")
 	case lab.DHCPServer:
-		return changed(f.Put(lab.KindDHCP, "dhcp-"+o.Lab, o.Lab), f.Call("dhcp"), "provisioning DHCP server")
+		return lab.Changed(f.Put(lab.KindDHCP, "dhcp-"+o.Lab, o.Lab), f.Call("dhcp"), "provisioning DHCP server")
 	case lab.BMCDaemon:
 		var done []string
 		ok := false
