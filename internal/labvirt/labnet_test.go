@@ -347,15 +347,11 @@ func labNetLive(t *testing.T, l *libvirt.Libvirt, name string) *libvirtxml.Netwo
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := l.NetworkGetXMLDesc(n, 0)
+	d, err := networkDef(l, n, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d libvirtxml.Network
-	if err := d.Unmarshal(x); err != nil {
-		t.Fatal(err)
-	}
-	return &d
+	return d
 }
 
 func TestEnsureLabNetwork(t *testing.T) {

@@ -123,15 +123,11 @@ func getNetworkState(ctx context.Context, l *libvirt.Libvirt, name string) (Netw
 		return st, err
 	}
 	st.Exists = true
-	x, err := l.NetworkGetXMLDesc(net, 0)
+	n, err := networkDef(l, net, 0)
 	if err != nil {
-		return st, fmt.Errorf("libvirt network %q XML: %w", name, err)
+		return st, err
 	}
-	var n libvirtxml.Network
-	if err := n.Unmarshal(x); err != nil {
-		return st, fmt.Errorf("libvirt network %q XML: %w", name, err)
-	}
-	st.Owner = networkOwner(&n)
+	st.Owner = networkOwner(n)
 	if n.Forward != nil {
 		st.Forward = n.Forward.Mode
 	}
@@ -266,13 +262,9 @@ func networkCIDRs(_ context.Context, l *libvirt.Libvirt) (map[string][]netip.Pre
 	}
 	out := map[string][]netip.Prefix{}
 	for _, n := range nets {
-		x, err := l.NetworkGetXMLDesc(n, 0)
+		def, err := networkDef(l, n, 0)
 		if err != nil {
 			continue // gone meanwhile
-		}
-		var def libvirtxml.Network
-		if def.Unmarshal(x) != nil {
-			continue
 		}
 		for _, ip := range def.IPs {
 			a, err := netip.ParseAddr(ip.Address)
