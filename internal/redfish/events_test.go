@@ -25,10 +25,15 @@ type listener struct {
 	mu      sync.Mutex
 	events  []map[string]any
 	headers []http.Header
+	paths   []string // the URL path each event was POSTed to
 	got     chan struct{}
 }
 
-func newListener(t *testing.T) *listener {
+func newListener(t *testing.T) *listener { return newListenerAnswering(t, http.StatusOK) }
+
+// newListenerAnswering is a listener that answers every delivery with
+// status (a failure makes the service retry).
+func newListenerAnswering(t *testing.T, status int) *listener {
 	l := &listener{got: make(chan struct{}, 100)}
 	l.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var ev map[string]any
@@ -39,7 +44,9 @@ func newListener(t *testing.T) *listener {
 		l.mu.Lock()
 		l.events = append(l.events, ev)
 		l.headers = append(l.headers, r.Header.Clone())
+		l.paths = append(l.paths, r.URL.Path)
 		l.mu.Unlock()
+		w.WriteHeader(status)
 		// A wake-up for waitFor, which scans every event it wakes to: a
 		// full buffer already holds one. Blocking here instead hung the
 		// test's cleanup (Close waits for this handler) once a listener
@@ -53,7 +60,8 @@ func newListener(t *testing.T) *listener {
 	return l
 }
 
-// waitFor waits for an event record whose Message contains text.
+// waitFor waits for an event record whose Message contains text (any
+// record for "").
 func (l *listener) waitFor(t *testing.T, text string, within time.Duration) map[string]any {
 	t.Helper()
 	deadline := time.After(within)
