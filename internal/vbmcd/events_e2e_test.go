@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 // TestE2EEvents: a subscriber on 127.0.0.1 gets an event when a VM is
@@ -20,11 +19,8 @@ import (
 // through the same machine's IPMI face, and one each when virtual media is
 // inserted into and ejected from the running VM.
 func TestE2EEvents(t *testing.T) {
-	ipmitool := testenv.Command(t, "ipmitool")
-	lab := virttest.New(t, "e2e-events-")
-	vm := lab.NewVM(t, "a", virttest.VMOptions{NoCD: true, DiskMarker: true})
-	port := freeUDPPort(t)
-	url := daemon(t, "e2e-events-", func(c *Config) { c.IPMI, c.IPMIPortBase = true, port })
+	ipmi := newIPMITool(t, "e2e-pass")
+	_, vm, url := markerLab(t, "e2e-events-", ipmi.ipmiOn)
 	var mu sync.Mutex
 	var got []string
 	ls := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -69,10 +65,7 @@ func TestE2EEvents(t *testing.T) {
 	mu.Lock()
 	got = nil
 	mu.Unlock()
-	ipmi := exec.Command(ipmitool, lanplus(port, "e2e-pass", "chassis", "power", "on")...)
-	if out, err := ipmi.CombinedOutput(); err != nil {
-		t.Fatalf("ipmitool power on: %v\n%s", err, out)
-	}
+	ipmi.must(t, "chassis", "power", "on")
 	if !testenv.WaitFor(30*time.Second, func() bool { return seen("changed from Off to On") }) {
 		t.Fatalf("no power-on event for ipmitool's power on; got %v", got)
 	}
@@ -104,4 +97,47 @@ func TestE2EEvents(t *testing.T) {
 func freeUDPPort(t testing.TB) int {
 	t.Helper()
 	return testenv.Port(t, "127.0.0.1")
+}
+
+// ipmiTool is ipmitool, the real client, over lanplus at the test BMC on
+// 127.0.0.1:port, as admin with pass.
+type ipmiTool struct {
+	path string
+	port int
+	pass string
+}
+
+// newIPMITool finds ipmitool (testenv.Command: under CI a missing one fails
+// the test) and reserves a free port (freeUDPPort) for the BMC it talks to;
+// ipmiOn gives a daemon that BMC.
+func newIPMITool(t testing.TB, pass string) ipmiTool {
+	t.Helper()
+	return ipmiTool{path: testenv.Command(t, "ipmitool"), port: freeUDPPort(t), pass: pass}
+}
+
+// ipmiOn turns IPMI on in c with i's port as the port base: the daemon's
+// first machine answers ipmitool at that port.
+func (i ipmiTool) ipmiOn(c *Config) { c.IPMI, c.IPMIPortBase = true, i.port }
+
+// at is the same ipmitool for the BMC at another port (another machine's).
+func (i ipmiTool) at(port int) ipmiTool {
+	i.port = port
+	return i
+}
+
+// run runs ipmitool with args and returns what it printed (stdout and
+// stderr) and how it ended.
+func (i ipmiTool) run(args ...string) (string, error) {
+	out, err := exec.Command(i.path, lanplus(i.port, i.pass, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// must runs ipmitool with args and fails the test when ipmitool fails.
+func (i ipmiTool) must(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := i.run(args...)
+	if err != nil {
+		t.Fatalf("ipmitool %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
 }
