@@ -95,52 +95,6 @@ func redfishGet(t *testing.T, hc *http.Client, url, path string) (int, map[strin
 	return resp.StatusCode, v
 }
 
-// solProbe runs `ipmitool sol activate` against the BMC on port (under
-// script(1), which gives it the terminal it wants) and has grub, at its
-// prompt on the disk marker, print a word that only its answer holds (the
-// typed line holds "${x}PROBE"); then leaves with ~. It returns what went
-// wrong, if anything; a prompt must come within the given time.
-func solProbe(t *testing.T, ipmitool string, port int, pass string, within time.Duration) error {
-	t.Helper()
-	scr := testenv.Command(t, "script")
-	line := strings.Join(append([]string{"exec", ipmitool}, lanplus(port, pass, "sol", "activate")...), " ")
-	cmd := exec.Command(scr, "-q", "-e", "-c", line, "/dev/null")
-	cmd.Env = append(os.Environ(), "SHELL=/bin/sh")
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return err
-	}
-	out := &testenv.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	if !testenv.WaitFor(20*time.Second, func() bool { return strings.Contains(out.String(), "SOL Session operational") }) {
-		return fmt.Errorf("ipmitool sol activate did not start: %q", out.String())
-	}
-	// The guest may still be booting (what is typed before grub reads
-	// its prompt is lost): ask for a prompt until one comes, then type.
-	prompt := func() bool {
-		from := len(out.String())
-		if _, err := in.Write([]byte("\r")); err != nil {
-			return false
-		}
-		return testenv.WaitFor(2*time.Second, func() bool { return strings.Contains(out.String()[from:], "grub>") })
-	}
-	if !testenv.WaitFor(within, prompt) {
-		return fmt.Errorf("no grub prompt over SOL; got %q", out.String())
-	}
-	if _, err := in.Write([]byte("set x=SOL\recho ${x}PROBE\r")); err != nil {
-		return err
-	}
-	if !testenv.WaitFor(30*time.Second, func() bool { return strings.Contains(out.String(), "SOLPROBE") }) {
-		return fmt.Errorf("grub's answer did not come back over SOL; got %q", out.String())
-	}
-	_, _ = in.Write([]byte("\r~."))
-	return nil
-}
-
 func getVMI(t *testing.T, kv *rest.RESTClient, ns, name string) *kubevirtv1.VirtualMachineInstance {
 	t.Helper()
 	vmi := &kubevirtv1.VirtualMachineInstance{}
