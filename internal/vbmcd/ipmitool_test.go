@@ -82,14 +82,14 @@ func (i ipmiTool) must(t testing.TB, args ...string) string {
 	return out
 }
 
-// solProbe runs `ipmitool sol activate` against the BMC on port (under
-// script(1), which gives it the terminal it wants) and has grub, at its
-// prompt on the disk marker, print a word that only its answer holds (the
-// typed line holds "${x}PROBE"); then leaves with ~. It returns what went
-// wrong, if anything; a prompt must come within the given time.
-func solProbe(t *testing.T, ipmitool string, port int, pass string, within time.Duration) error {
+// solProbe runs `ipmitool sol activate` against ipmi's BMC (startSOL: under
+// script(1)) and has grub, at its prompt on the disk marker, print a word
+// that only its answer holds (the typed line holds "${x}PROBE"); then leaves
+// with ~. It returns what went wrong, if anything; a prompt must come within
+// the given time.
+func solProbe(t *testing.T, ipmi ipmiTool, within time.Duration) error {
 	t.Helper()
-	cmd, in, out, err := ipmiTool{path: ipmitool, port: port, pass: pass}.startSOL(t)
+	cmd, in, out, err := ipmi.startSOL(t)
 	if err != nil {
 		return err
 	}
