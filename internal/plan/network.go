@@ -85,32 +85,38 @@ type NAT struct {
 // dhcpStart, dhcpEnd), as `virsh net-dumpxml` shows it, which is what
 // the plan's JSON shows people and its golden files pin.
 func (n NAT) MarshalJSON() ([]byte, error) {
+	// A family in libvirt's words: its addresses, then its VIPs, which
+	// the network's own (first) family writes after mtu and domain.
+	type addresses struct {
+		CIDR      netip.Prefix `json:"cidr"`
+		Gateway   netip.Addr   `json:"gateway"`
+		DHCPStart netip.Addr   `json:"dhcpStart"`
+		DHCPEnd   netip.Addr   `json:"dhcpEnd"`
+	}
+	type vips struct {
+		APIVIP     netip.Addr `json:"apiVIP"`
+		IngressVIP netip.Addr `json:"ingressVIP"`
+	}
 	type family struct {
-		CIDR       netip.Prefix `json:"cidr"`
-		Gateway    netip.Addr   `json:"gateway"`
-		DHCPStart  netip.Addr   `json:"dhcpStart"`
-		DHCPEnd    netip.Addr   `json:"dhcpEnd"`
-		APIVIP     netip.Addr   `json:"apiVIP"`
-		IngressVIP netip.Addr   `json:"ingressVIP"`
+		addresses
+		vips
 	}
 	words := func(f netaddr.Family) family {
-		return family{f.MachineNetwork, f.HostAddress, f.DHCPRange.Start, f.DHCPRange.End, f.APIVIP, f.IngressVIP}
+		return family{
+			addresses{f.MachineNetwork, f.HostAddress, f.DHCPRange.Start, f.DHCPRange.End},
+			vips{f.APIVIP, f.IngressVIP},
+		}
 	}
+	first := words(n.Family)
 	v := struct {
-		Name       string       `json:"name"`
-		Bridge     string       `json:"bridge"`
-		CIDR       netip.Prefix `json:"cidr"`
-		Gateway    netip.Addr   `json:"gateway"`
-		DHCPStart  netip.Addr   `json:"dhcpStart"`
-		DHCPEnd    netip.Addr   `json:"dhcpEnd"`
-		MTU        int          `json:"mtu"`
-		Domain     string       `json:"domain"`
-		APIVIP     netip.Addr   `json:"apiVIP"`
-		IngressVIP netip.Addr   `json:"ingressVIP"`
-		Secondary  *family      `json:"secondary,omitempty"`
-	}{Name: n.Name, Bridge: n.Bridge, MTU: n.MTU, Domain: n.Domain}
-	w := words(n.Family)
-	v.CIDR, v.Gateway, v.DHCPStart, v.DHCPEnd, v.APIVIP, v.IngressVIP = w.CIDR, w.Gateway, w.DHCPStart, w.DHCPEnd, w.APIVIP, w.IngressVIP
+		Name   string `json:"name"`
+		Bridge string `json:"bridge"`
+		addresses
+		MTU    int    `json:"mtu"`
+		Domain string `json:"domain"`
+		vips
+		Secondary *family `json:"secondary,omitempty"`
+	}{Name: n.Name, Bridge: n.Bridge, addresses: first.addresses, MTU: n.MTU, Domain: n.Domain, vips: first.vips}
 	if !n.Secondary.IsZero() {
 		f := words(n.Secondary)
 		v.Secondary = &f

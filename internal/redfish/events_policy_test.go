@@ -180,12 +180,7 @@ func TestEventDestinationCredentialsRedacted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := f.srv.WatchEvents(ctx)
 	t.Cleanup(func() { cancel(); <-done })
-	auth := make(chan string, 10)
-	ls := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auth <- r.Header.Get("Authorization")
-		w.WriteHeader(http.StatusInternalServerError) // and a failure, to be logged
-	}))
-	t.Cleanup(ls.Close)
+	ls := newListenerAnswering(t, http.StatusInternalServerError) // a failure, to be logged
 	dest := strings.Replace(ls.URL, "http://", "http://ironic:hunter2-secret@", 1) + "/events"
 	loc := f.subscribe(t, `{"Destination":"`+dest+`","DeliveryRetryPolicy":"TerminateAfterRetries"}`)
 	body := f.do(req{path: loc}).Body.String()
@@ -193,14 +188,12 @@ func TestEventDestinationCredentialsRedacted(t *testing.T) {
 		t.Errorf("GET shows the destination's password: %s", body)
 	}
 	f.do(req{method: "POST", path: "/redfish/v1/EventService/Actions/EventService.SubmitTestEvent", body: `{}`})
-	select {
-	case a := <-auth:
-		if a != "Basic aXJvbmljOmh1bnRlcjItc2VjcmV0" {
-			t.Errorf("the listener got Authorization %q, want the destination's credentials", a)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no delivery")
+	ls.waitFor(t, "", 10*time.Second)
+	ls.mu.Lock()
+	if a := ls.headers[0].Get("Authorization"); a != "Basic aXJvbmljOmh1bnRlcjItc2VjcmV0" {
+		t.Errorf("the listener got Authorization %q, want the destination's credentials", a)
 	}
+	ls.mu.Unlock()
 	if !testenv.WaitFor(10*time.Second, func() bool { return f.do(req{path: loc}).Code == http.StatusNotFound }) {
 		t.Fatal("the TerminateAfterRetries subscription outlived its retries")
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/bmlab/bmlab/internal/accounts"
 	"github.com/bmlab/bmlab/internal/netpolicy"
+	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 // listener is an event receiver on 127.0.0.1 that records what it gets.
@@ -25,10 +26,15 @@ type listener struct {
 	mu      sync.Mutex
 	events  []map[string]any
 	headers []http.Header
+	paths   []string // the URL path each event was POSTed to
 	got     chan struct{}
 }
 
-func newListener(t *testing.T) *listener {
+func newListener(t *testing.T) *listener { return newListenerAnswering(t, http.StatusOK) }
+
+// newListenerAnswering is a listener that answers every delivery with
+// status (a failure makes the service retry).
+func newListenerAnswering(t *testing.T, status int) *listener {
 	l := &listener{got: make(chan struct{}, 100)}
 	l.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var ev map[string]any
@@ -39,7 +45,9 @@ func newListener(t *testing.T) *listener {
 		l.mu.Lock()
 		l.events = append(l.events, ev)
 		l.headers = append(l.headers, r.Header.Clone())
+		l.paths = append(l.paths, r.URL.Path)
 		l.mu.Unlock()
+		w.WriteHeader(status)
 		// A wake-up for waitFor, which scans every event it wakes to: a
 		// full buffer already holds one. Blocking here instead hung the
 		// test's cleanup (Close waits for this handler) once a listener
@@ -53,7 +61,8 @@ func newListener(t *testing.T) *listener {
 	return l
 }
 
-// waitFor waits for an event record whose Message contains text.
+// waitFor waits for an event record whose Message contains text (any
+// record for "").
 func (l *listener) waitFor(t *testing.T, text string, within time.Duration) map[string]any {
 	t.Helper()
 	deadline := time.After(within)
@@ -266,33 +275,24 @@ func BenchmarkEventFanOut(b *testing.B) {
 // counts the failure and goes on.
 func TestEventRetryPolicies(t *testing.T) {
 	f := eventFixture(t, WithEventRetry(2, 10*time.Millisecond))
-	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(500) }))
-	t.Cleanup(broken.Close)
+	broken := newListenerAnswering(t, http.StatusInternalServerError)
 	term := f.subscribe(t, `{"Destination":"`+broken.URL+`","DeliveryRetryPolicy":"TerminateAfterRetries"}`)
 	forever := f.subscribe(t, `{"Destination":"`+broken.URL+`","DeliveryRetryPolicy":"RetryForever"}`)
 	if v := decode(t, f.do(req{path: term})); v["DeliveryRetryPolicy"] != "TerminateAfterRetries" {
 		t.Errorf("policy: %v", v["DeliveryRetryPolicy"])
 	}
 	f.do(req{method: "POST", path: "/redfish/v1/EventService/Actions/EventService.SubmitTestEvent", body: `{}`})
-	gone := func() bool { return f.do(req{path: term}).Code == http.StatusNotFound }
-	deadline := time.Now().Add(5 * time.Second)
-	for !gone() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !gone() {
+	if !testenv.WaitFor(5*time.Second, func() bool { return f.do(req{path: term}).Code == http.StatusNotFound }) {
 		t.Fatal("the TerminateAfterRetries subscription outlived its retries")
 	}
 	// The two subscriptions' senders retry on the same schedule but each on
 	// its own: the other may count its failure a moment later.
 	var failed any
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	if !testenv.WaitFor(5*time.Second, func() bool {
 		v := decode(t, f.do(req{path: forever}))
 		failed = v["Oem"].(map[string]any)["Bmlab"].(map[string]any)["Failed"]
-		if failed == 1.0 || time.Now().After(deadline) {
-			break
-		}
-	}
-	if failed != 1.0 {
+		return failed == 1.0
+	}) {
 		t.Errorf("RetryForever subscription: failed %v, want 1 (and still there)", failed)
 	}
 	// PATCH of the writable properties; the others are refused.

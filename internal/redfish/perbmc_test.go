@@ -1,8 +1,6 @@
 package redfish
 
 import (
-	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -81,37 +79,15 @@ func TestBMCsKeepTheirOwnNamesAndCounts(t *testing.T) {
 	}
 
 	// Subscriptions and their EventIds.
-	type delivery struct{ id, origin string }
-	listen := func() (*httptest.Server, chan delivery) {
-		got := make(chan delivery, 16)
-		ls := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			var ev struct {
-				Events []struct {
-					EventID           string `json:"EventId"`
-					OriginOfCondition struct {
-						ID string `json:"@odata.id"`
-					}
-				}
-			}
-			body, _ := io.ReadAll(r.Body)
-			if json.Unmarshal(body, &ev) == nil {
-				for _, e := range ev.Events {
-					got <- delivery{e.EventID, e.OriginOfCondition.ID}
-				}
-			}
-		}))
-		t.Cleanup(ls.Close)
-		return ls, got
-	}
 	var subs []string
-	var gots []chan delivery
+	var listeners []*listener
 	for _, bmc := range []string{a, b} {
-		ls, got := listen()
+		ls := newListener(t)
 		w := f.do(req{method: "POST", path: "/redfish/v1/EventService/Subscriptions", bmc: bmc, body: `{"Destination":"` + ls.URL + `"}`})
 		if w.Code != http.StatusCreated {
 			t.Fatalf("subscribe at %s's BMC: %d %s", bmc, w.Code, w.Body)
 		}
-		subs, gots = append(subs, w.Header().Get("Location")), append(gots, got)
+		subs, listeners = append(subs, w.Header().Get("Location")), append(listeners, ls)
 	}
 	for _, s := range subs {
 		if id := s[strings.LastIndex(s, "/")+1:]; len(id) != 16 {
@@ -122,13 +98,9 @@ func TestBMCsKeepTheirOwnNamesAndCounts(t *testing.T) {
 		if w := f.do(req{method: "POST", path: systemURI(bmc) + "/Actions/ComputerSystem.Reset", bmc: bmc, body: `{"ResetType":"On"}`}); w.Code >= 300 {
 			t.Fatalf("power on %s: %d %s", bmc, w.Code, w.Body)
 		}
-		select {
-		case d := <-gots[i]:
-			if d.id != "1" {
-				t.Errorf("the first event of %s's subscriber has EventId %s, want 1", bmc, d.id)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no event for %s's subscriber", bmc)
+		ev := listeners[i].waitFor(t, "", 10*time.Second)
+		if id := ev["Events"].([]any)[0].(map[string]any)["EventId"]; id != "1" {
+			t.Errorf("the first event of %s's subscriber has EventId %v, want 1", bmc, id)
 		}
 	}
 }

@@ -139,15 +139,10 @@ func TestVendorBMCLeavesUserDataAlone(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	hooks := make(chan string, 8)
-	listener := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hooks <- r.URL.Path
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer listener.Close()
+	hook := newListenerAnswering(t, http.StatusNoContent)
 
 	// An event Destination.
-	dest := listener.URL + "/hook/redfish/v1/Systems/1/"
+	dest := hook.URL + "/hook/redfish/v1/Systems/1/"
 	w := f.do(req{method: http.MethodPost, path: "/redfish/v1/EventService/Subscriptions", bmc: id,
 		body: `{"Destination":"` + dest + `","Protocol":"Redfish","Context":"/redfish/v1/Systems/1"}`})
 	if w.Code != http.StatusCreated {
@@ -160,14 +155,12 @@ func TestVendorBMCLeavesUserDataAlone(t *testing.T) {
 	if w := f.do(req{method: http.MethodPost, path: "/redfish/v1/EventService/Actions/EventService.SubmitTestEvent", bmc: id, body: `{}`}); w.Code >= 300 {
 		t.Fatalf("SubmitTestEvent: %d %s", w.Code, w.Body)
 	}
-	select {
-	case p := <-hooks:
-		if p != "/hook/redfish/v1/Systems/1/" {
-			t.Errorf("the event was POSTed to %s, want /hook/redfish/v1/Systems/1/", p)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no event delivered")
+	hook.waitFor(t, "", 5*time.Second)
+	hook.mu.Lock()
+	if p := hook.paths[0]; p != "/hook/redfish/v1/Systems/1/" {
+		t.Errorf("the event was POSTed to %s, want /hook/redfish/v1/Systems/1/", p)
 	}
+	hook.mu.Unlock()
 
 	// An image URL, and a reference in the same body.
 	iso := isoBytes(64 << 10)

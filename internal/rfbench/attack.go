@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -35,8 +33,7 @@ var attacks = map[string]attack{
 		func(base *url.URL, o options, i int) (*http.Request, error) {
 			r, err := http.NewRequest("GET", base.String()+"/redfish/v1/Systems", nil)
 			if err == nil {
-				cred := base64.StdEncoding.EncodeToString([]byte(o.user + ":" + o.password))
-				r.Header.Set("Authorization", "Basic "+strings.Repeat(" ", 1+i%480)+cred)
+				r.Header.Set("Authorization", "Basic "+strings.Repeat(" ", 1+i%480)+basicCredentials(o.user, o.password))
 			}
 			return r, err
 		}},
@@ -142,10 +139,8 @@ func runAttack(ctx context.Context, base *url.URL, o options, out io.Writer) err
 	if err != nil {
 		return err
 	}
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		MaxIdleConnsPerHost: o.conns,
-		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback benchmark
-	}}
+	client := insecureClient(nil, 30*time.Second)
+	client.Transport.(*http.Transport).MaxIdleConnsPerHost = o.conns
 	defer client.CloseIdleConnections()
 	var mu sync.Mutex
 	statuses := map[string]int{}
@@ -176,14 +171,7 @@ func runAttack(ctx context.Context, base *url.URL, o options, out io.Writer) err
 	}
 	fmt.Fprintf(out, "attack %s: %s\n", o.attack, a.about)
 	fmt.Fprintf(out, "requests: %d in %v over %d connections\n", o.n, elapsed.Round(time.Millisecond), o.conns)
-	var keys []string
-	for k := range statuses {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(out, "  %-40s %d\n", k, statuses[k])
-	}
+	writeTally(out, 40, statuses)
 	fmt.Fprintf(out, "server VmRSS: %.1f MB before, %.1f MB after (%+.1f MB); VmHWM %.1f MB\n",
 		mb(before.rss), mb(after.rss), mb(after.rss-before.rss), mb(after.hwm))
 	return nil
@@ -239,9 +227,7 @@ func runHalfOpen(ctx context.Context, base *url.URL, o options, out io.Writer) e
 	}
 	wg.Wait()
 	probe := func(local net.IP) string {
-		pd := &net.Dialer{LocalAddr: &net.TCPAddr{IP: local}, Timeout: 5 * time.Second}
-		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: pd.DialContext,
-			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback benchmark
+		c := insecureClient(local, 10*time.Second)
 		defer c.CloseIdleConnections()
 		start := time.Now()
 		resp, err := c.Get(base.String() + "/redfish/v1/")

@@ -3,8 +3,6 @@ package rfbench
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
-	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
@@ -50,28 +48,20 @@ func init() {
 // called once the TLS handshake is over (or failed).
 func h1Request(ctx context.Context, kind h2Kind, t *h2Target, src net.IP, conns *atomic.Int64, count func(string), ready func()) error {
 	defer ready()
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 10 * time.Second}
-	raw, err := d.DialContext(ctx, "tcp", t.base.Host)
-	if err != nil {
-		return err
-	}
-	tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}, ServerName: t.base.Hostname()}) //nolint:gosec // loopback attack tool
-	defer tc.Close()
-	stop := context.AfterFunc(ctx, func() { tc.Close() })
-	defer stop()
-	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err = tc.HandshakeContext(hctx)
-	cancel()
+	tc, err := tlsFrom(ctx, t.base, src, "http/1.1")
 	ready()
 	if err != nil {
 		return err
 	}
+	defer tc.Close()
+	stop := context.AfterFunc(ctx, func() { tc.Close() })
+	defer stop()
 	conns.Add(1)
 	var h strings.Builder
 	fmt.Fprintf(&h, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nOData-Version: 4.0\r\nTransfer-Encoding: chunked\r\n",
 		kind.method, kind.path(t), t.base.Host)
 	if kind.auth {
-		fmt.Fprintf(&h, "Authorization: Basic %s\r\n", base64.StdEncoding.EncodeToString([]byte(t.user+":"+t.pass)))
+		fmt.Fprintf(&h, "Authorization: Basic %s\r\n", basicCredentials(t.user, t.pass))
 	}
 	h.WriteString("\r\n")
 	// The answer, whenever it comes: the server's refusal, or its close.

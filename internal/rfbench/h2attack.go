@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/tls"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -352,14 +350,7 @@ func (r *H2Result) Report(out io.Writer) {
 		fmt.Fprintf(out, "connections: %d with the server's SETTINGS, %d refused; streams opened: %d in %v\n",
 			r.Conns, r.ConnsFailed, r.Streams, r.Elapsed.Round(time.Millisecond))
 	}
-	var keys []string
-	for k := range r.Outcomes {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(out, "  %-60s %d\n", k, r.Outcomes[k])
-	}
+	writeTally(out, 60, r.Outcomes)
 	if r.ProbeGET != "" {
 		fmt.Fprintf(out, "during the attack, from 127.0.0.254: GET as the administrator %s; session login %s\n", r.ProbeGET, r.ProbeLogin)
 	}
@@ -405,16 +396,8 @@ type h2Conn struct {
 // dialH2 connects from src, over TLS with ALPN h2, sends the preface and
 // reads the server's SETTINGS.
 func dialH2(ctx context.Context, base *url.URL, src net.IP) (*h2Conn, error) {
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 10 * time.Second}
-	raw, err := d.DialContext(ctx, "tcp", base.Host)
+	tc, err := tlsFrom(ctx, base, src, "h2")
 	if err != nil {
-		return nil, err
-	}
-	tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}, ServerName: base.Hostname()}) //nolint:gosec // loopback attack tool
-	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := tc.HandshakeContext(hctx); err != nil {
-		raw.Close()
 		return nil, err
 	}
 	if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
@@ -519,7 +502,7 @@ func (c *h2Conn) headers(kind h2Kind, t *h2Target) [][2]string {
 		{"odata-version", "4.0"},
 	}
 	if kind.auth {
-		h = append(h, [2]string{"authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte(t.user+":"+t.pass))})
+		h = append(h, [2]string{"authorization", "Basic " + basicCredentials(t.user, t.pass)})
 	}
 	if kind.method != "GET" {
 		h = append(h, [2]string{"content-type", "application/json"})
@@ -610,11 +593,7 @@ func (c *h2Conn) read(count func(string)) {
 }
 
 // adminClient is an HTTPS client from src, over HTTP/1.1.
-func adminClient(src net.IP) *http.Client {
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 5 * time.Second}
-	return &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{DialContext: d.DialContext,
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback attack tool
-}
+func adminClient(src net.IP) *http.Client { return insecureClient(src, 15*time.Second) }
 
 // makeReadOnly makes a ReadOnly account with the administrator's
 // credentials and points t at it; cleanup deletes it.

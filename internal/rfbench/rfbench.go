@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -320,7 +321,51 @@ func authHeaderValue(user, pass string) string {
 	if user == "" {
 		return ""
 	}
-	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
+	return "Basic " + basicCredentials(user, pass)
+}
+
+// writeTally prints how many times each outcome came, one a line in the
+// order of their names, the name padded to width.
+func writeTally(out io.Writer, width int, tally map[string]int) {
+	for _, k := range slices.Sorted(maps.Keys(tally)) {
+		fmt.Fprintf(out, "  %-*s %d\n", width, k, tally[k])
+	}
+}
+
+// basicCredentials is what follows "Basic " in an Authorization header
+// (RFC 7617 §2).
+func basicCredentials(user, pass string) string {
+	return base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
+}
+
+// insecureClient is an HTTPS client from src (any address when nil) that
+// does not check the server's certificate: the tools aim at loopback.
+func insecureClient(src net.IP, timeout time.Duration) *http.Client {
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	if src != nil {
+		d.LocalAddr = &net.TCPAddr{IP: src}
+	}
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{DialContext: d.DialContext,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback tool
+}
+
+// tlsFrom connects to base from src over TLS, offering the one ALPN
+// protocol proto, and shakes hands within 10 s; it does not check the
+// server's certificate (loopback attack tool).
+func tlsFrom(ctx context.Context, base *url.URL, src net.IP, proto string) (*tls.Conn, error) {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 10 * time.Second}
+	raw, err := d.DialContext(ctx, "tcp", base.Host)
+	if err != nil {
+		return nil, err
+	}
+	tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{proto}, ServerName: base.Hostname()}) //nolint:gosec // loopback attack tool
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := tc.HandshakeContext(hctx); err != nil {
+		raw.Close()
+		return nil, err
+	}
+	return tc, nil
 }
 
 func dial(base *url.URL) (net.Conn, error) {

@@ -247,86 +247,13 @@ func keepalived(t *testing.T, c Cluster, n Node, ns string) *daemon {
 // TestKeepalivedMovesTheAPIVIP: the API VIP lands on the bootstrap; when
 // the bootstrap dies it moves within seconds to the master whose API is
 // ready, never to the one whose readyz fails (although that one would win
-// on address), and it goes to that one as soon as its API is ready.
+// on address), and it goes to that one as soon as its API is ready
+// (keepalivedMovesVIPs, which TestKeepalivedMovesIPv6VIPs runs for IPv6).
 func TestKeepalivedMovesTheAPIVIP(t *testing.T) {
 	testenv.Integration(t)
 	testenv.Command(t, "keepalived")
 	testenv.Command(t, "curl")
-	s := newSegment(t)
-	c := podCluster(0)
-	c.Nodes = c.Nodes[:3] // bootstrap .20, master-0 .21, master-1 .22
-	ns := map[string]string{}
-	for _, n := range c.Nodes {
-		ns[n.Name] = s.node(n.Name, n.IP.String())
-	}
-	boot, m0, m1 := ns["ocp-bootstrap"], ns["ocp-master-0"], ns["ocp-master-1"]
-	readyz(t, boot)
-	stopM0 := readyz(t, m0)
-	// master-1's API is not ready: nothing listens on its 6443. Both
-	// masters' routers are ready (the ingress VIP's check).
-	var routersReady atomic.Bool
-	routersReady.Store(true)
-	routerHealth(t, c, m0, &routersReady)
-	routerHealth(t, c, m1, &routersReady)
-	keepalived(t, c, c.Nodes[0], boot)
-	kaM0 := keepalived(t, c, c.Nodes[1], m0)
-	keepalived(t, c, c.Nodes[2], m1)
-
-	api := c.APIVIP.String()
-	if !testenv.WaitFor(15*time.Second, func() bool { return holds(boot, api) }) {
-		t.Fatal("the API VIP never landed on the bootstrap")
-	}
-	// master-0 leaves FAULT (init_fail) for BACKUP once its check has
-	// passed twice; from then on it would take the VIP if it stopped hearing
-	// the bootstrap's adverts for Master_Down_Interval, 3 advert_int plus
-	// a skew under 1 s (RFC 5798 §6.1): watch that long.
-	apiBackup := "_api) Entering BACKUP STATE"
-	if !testenv.WaitFor(15*time.Second, func() bool { return kaM0.said(apiBackup) }) {
-		t.Fatalf("master-0's API instance never entered BACKUP (want %q in its log)", apiBackup)
-	}
-	if testenv.WaitFor(4*time.Second, func() bool { return holds(m0, api) || holds(m1, api) }) {
-		t.Fatal("a master holds the API VIP beside the bootstrap")
-	}
-	if !testenv.WaitFor(10*time.Second, func() bool { return holds(m0, c.IngressVIP.String()) || holds(m1, c.IngressVIP.String()) }) || holds(boot, c.IngressVIP.String()) {
-		t.Error("the ingress VIP is not on a master (or is on the bootstrap)")
-	}
-
-	// The bootstrap goes away as a destroyed VM does: silent, no goodbye
-	// advert (keepalived stopping would send one).
-	s.ip("-n", boot, "link", "set", "eth0", "down")
-	gone := time.Now()
-	var m1Held bool
-	moved := testenv.WaitFor(15*time.Second, func() bool {
-		m1Held = m1Held || holds(m1, api)
-		return holds(m0, api)
-	})
-	if !moved {
-		t.Fatal("the API VIP did not move to the ready master")
-	}
-	t.Logf("API VIP moved to the ready master %s after the bootstrap died", time.Since(gone).Round(100*time.Millisecond))
-	if m1Held {
-		t.Error("the master whose readyz fails held the API VIP")
-	}
-
-	// master-0's API goes unready: it gives the VIP up, and the unready
-	// master-1 still never takes it.
-	stopM0()
-	if !testenv.WaitFor(10*time.Second, func() bool { return !holds(m0, api) }) {
-		t.Fatal("master-0 kept the API VIP with its readyz failing")
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if holds(m1, api) {
-			t.Fatal("the unready master-1 took the API VIP")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	// master-1's API becomes ready: it takes the VIP, so its check, and
-	// nothing else, kept it out.
-	readyz(t, m1)
-	if !testenv.WaitFor(15*time.Second, func() bool { return holds(m1, api) }) {
-		t.Error("master-1 did not take the API VIP once its API was ready")
-	}
+	keepalivedMovesVIPs(t, podCluster(0))
 }
 
 // TestKeepalivedMovesTheIngressVIP: the ingress VIP is tracked as the API
@@ -377,11 +304,8 @@ func TestKeepalivedMovesTheIngressVIP(t *testing.T) {
 
 // TestKeepalivedMovesIPv6VIPs: an IPv6-only cluster's API VIP, and both
 // API VIPs of a dual-stack cluster (IPv4 and IPv6 instances with the same
-// router IDs on one interface), land on the bootstrap and move as
-// TestKeepalivedMovesTheAPIVIP's does: to the master whose API is ready
-// when the bootstrap dies, away from it when its check fails, to the
-// other master once that one's API is ready, and back when that one's
-// keepalived stops. The ingress VIPs are on a master meanwhile.
+// router IDs on one interface), move as TestKeepalivedMovesTheAPIVIP's
+// does (keepalivedMovesVIPs).
 func TestKeepalivedMovesIPv6VIPs(t *testing.T) {
 	testenv.Integration(t)
 	testenv.Command(t, "keepalived")
@@ -390,18 +314,30 @@ func TestKeepalivedMovesIPv6VIPs(t *testing.T) {
 	t.Run("dual", func(t *testing.T) { keepalivedMovesVIPs(t, podClusterDual(0)) })
 }
 
+// keepalivedMovesVIPs: the cluster's API VIPs (one per family) land on
+// the bootstrap, and the masters stay out while it is there; they move
+// to the master whose API is ready when the bootstrap dies silently,
+// away from it when its check fails (the unready master never takes
+// them), to the other master once that one's API is ready, and back when
+// that one's keepalived stops. The ingress VIPs are on a master
+// meanwhile.
 func keepalivedMovesVIPs(t *testing.T, c Cluster) {
 	s := newSegment(t)
-	c.Nodes = c.Nodes[:3] // bootstrap, master-0, master-1
+	c.Nodes = c.Nodes[:3] // bootstrap .20, master-0 .21, master-1 .22
 	ns := map[string]string{}
 	for _, n := range c.Nodes {
 		ns[n.Name] = s.node(n.Name, addrs(n)...)
 	}
 	boot, m0, m1 := ns["ocp-bootstrap"], ns["ocp-master-0"], ns["ocp-master-1"]
-	var api, ingress []string
+	var api, ingress, apiBackup []string
 	for _, st := range stacks(c) {
 		api = append(api, st.APIVIP.String())
 		ingress = append(ingress, st.IngressVIP.String())
+		instance := "_api"
+		if st.secondary {
+			instance += "_v6"
+		}
+		apiBackup = append(apiBackup, instance+") Entering BACKUP STATE")
 	}
 	all := func(ns string, vips []string) bool {
 		for _, v := range vips {
@@ -421,16 +357,28 @@ func keepalivedMovesVIPs(t *testing.T, c Cluster) {
 	}
 	readyz(t, boot)
 	stopM0 := readyz(t, m0)
+	// master-1's API is not ready: nothing listens on its 6443. Both
+	// masters' routers are ready (the ingress VIP's check).
 	var routersReady atomic.Bool
 	routersReady.Store(true)
 	routerHealth(t, c, m0, &routersReady)
 	routerHealth(t, c, m1, &routersReady)
 	keepalived(t, c, c.Nodes[0], boot)
-	keepalived(t, c, c.Nodes[1], m0)
+	kaM0 := keepalived(t, c, c.Nodes[1], m0)
 	kaM1 := keepalived(t, c, c.Nodes[2], m1)
 
 	if !testenv.WaitFor(20*time.Second, func() bool { return all(boot, api) }) {
 		t.Fatalf("the API VIPs %v never all landed on the bootstrap", api)
+	}
+	// master-0 leaves FAULT (init_fail) for BACKUP once its check has
+	// passed twice; from then on it would take a VIP if it stopped hearing
+	// the bootstrap's adverts for Master_Down_Interval, 3 advert_int plus
+	// a skew under 1 s (RFC 5798 §6.1): watch that long.
+	if !testenv.WaitFor(15*time.Second, func() bool { return kaM0.said(apiBackup...) }) {
+		t.Fatalf("master-0's API instances never all entered BACKUP (want %q in its log)", apiBackup)
+	}
+	if testenv.WaitFor(4*time.Second, func() bool { return anyOf(m0, api) || anyOf(m1, api) }) {
+		t.Fatal("a master holds an API VIP beside the bootstrap")
 	}
 	if !testenv.WaitFor(20*time.Second, func() bool {
 		for _, v := range ingress {
@@ -464,7 +412,7 @@ func keepalivedMovesVIPs(t *testing.T, c Cluster) {
 	if !testenv.WaitFor(10*time.Second, func() bool { return !anyOf(m0, api) }) {
 		t.Fatal("master-0 kept an API VIP with its readyz failing")
 	}
-	if anyOf(m1, api) {
+	if testenv.WaitFor(5*time.Second, func() bool { return anyOf(m1, api) }) {
 		t.Fatal("the unready master-1 took an API VIP")
 	}
 	// master-1's API becomes ready: it takes them.
@@ -653,6 +601,30 @@ func coredns(t *testing.T) string {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
+// corednsWithUpstream runs coredns with c's generated Corefile in the
+// namespace of c's node 1 (master-0, on a segment of its own), and its
+// upstream (c.Upstream[0], standing for the lab network's DNS): another
+// coredns that knows only only-upstream.example.test (10.9.9.9 and
+// fd00:9::9). It returns the node and its namespace.
+func corednsWithUpstream(t *testing.T, bin string, c Cluster) (Node, string) {
+	t.Helper()
+	s := newSegment(t)
+	up := s.node("upstream", c.Upstream[0].String())
+	upConf := filepath.Join(t.TempDir(), "Corefile")
+	if err := os.WriteFile(upConf, []byte(".:53 {\n    hosts {\n        10.9.9.9 only-upstream.example.test\n        fd00:9::9 only-upstream.example.test\n    }\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, up, bin, "-conf", upConf)
+	node := c.Nodes[1]
+	nns := s.node(node.Name, addrs(node)...)
+	conf := filepath.Join(t.TempDir(), "Corefile")
+	if err := os.WriteFile(conf, []byte(Corefile(c)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, nns, bin, "-conf", conf)
+	return node, nns
+}
+
 // TestCorednsAnswers: the generated Corefile, in coredns v1.15.0, answers
 // api, api-int, *.apps and the node names, and forwards the rest to the
 // upstream (another coredns standing for the lab network's DNS).
@@ -660,21 +632,8 @@ func TestCorednsAnswers(t *testing.T) {
 	testenv.Integration(t)
 	bin := coredns(t)
 	dig := testenv.Command(t, "dig")
-	s := newSegment(t)
 	c := podCluster(1)
-	up := s.node("upstream", c.Upstream[0].String())
-	upConf := filepath.Join(t.TempDir(), "Corefile")
-	if err := os.WriteFile(upConf, []byte(".:53 {\n    hosts {\n        10.9.9.9 only-upstream.example.test\n    }\n}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	run(t, up, bin, "-conf", upConf)
-	node := c.Nodes[1]
-	nns := s.node(node.Name, node.IP.String())
-	conf := filepath.Join(t.TempDir(), "Corefile")
-	if err := os.WriteFile(conf, []byte(Corefile(c)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	run(t, nns, bin, "-conf", conf)
+	node, nns := corednsWithUpstream(t, bin, c)
 	query := func(name string) string {
 		out, _ := exec.CommandContext(context.Background(), "ip", "netns", "exec", nns, dig, "+short", "+time=1", "+tries=1", "@"+node.IP.String(), name, "A").Output()
 		return strings.TrimSpace(string(out))
@@ -713,20 +672,7 @@ func TestCorednsAnswersIPv6(t *testing.T) {
 	}{{"v6", podCluster6(1)}, {"dual", podClusterDual(1)}} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := tt.c
-			s := newSegment(t)
-			up := s.node("upstream", c.Upstream[0].String())
-			upConf := filepath.Join(t.TempDir(), "Corefile")
-			if err := os.WriteFile(upConf, []byte(".:53 {\n    hosts {\n        10.9.9.9 only-upstream.example.test\n        fd00:9::9 only-upstream.example.test\n    }\n}\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			run(t, up, bin, "-conf", upConf)
-			node := c.Nodes[1]
-			nns := s.node(node.Name, addrs(node)...)
-			conf := filepath.Join(t.TempDir(), "Corefile")
-			if err := os.WriteFile(conf, []byte(Corefile(c)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			run(t, nns, bin, "-conf", conf)
+			node, nns := corednsWithUpstream(t, bin, c)
 			// query asks server for name's records of type rr: the
 			// answer's addresses and the response's status.
 			query := func(server, name, rr string) (string, string) {

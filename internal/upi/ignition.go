@@ -261,12 +261,7 @@ func installerPaths(raw []byte) (map[string]bool, []string, error) {
 				} `json:"dropins"`
 			} `json:"units"`
 		} `json:"systemd"`
-		Passwd struct {
-			Users []struct {
-				Name string   `json:"name"`
-				Keys []string `json:"sshAuthorizedKeys"`
-			} `json:"users"`
-		} `json:"passwd"`
+		Passwd passwd `json:"passwd"`
 	}
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return nil, nil, fmt.Errorf("read the installer's entries: %w", err)
@@ -292,13 +287,27 @@ func installerPaths(raw []byte) (map[string]bool, []string, error) {
 			}
 		}
 	}
-	var core []string
-	for _, u := range cfg.Passwd.Users {
+	return owned, cfg.Passwd.coreKeys(), nil
+}
+
+// passwd is an ignition config's passwd section as far as the merge reads
+// it: its users' names and SSH keys (the same shape in every 3.x spec).
+type passwd struct {
+	Users []struct {
+		Name string   `json:"name"`
+		Keys []string `json:"sshAuthorizedKeys"`
+	} `json:"users"`
+}
+
+// coreKeys are user core's SSH keys, in order.
+func (p passwd) coreKeys() []string {
+	var keys []string
+	for _, u := range p.Users {
 		if u.Name == "core" {
-			core = append(core, u.Keys...)
+			keys = append(keys, u.Keys...)
 		}
 	}
-	return owned, core, nil
+	return keys
 }
 
 // added is what MergeIgnition adds to an installer config: files and

@@ -86,12 +86,7 @@ func decode(t *testing.T, raw []byte) entries {
 		Systemd struct {
 			Units []json.RawMessage `json:"units"`
 		} `json:"systemd"`
-		Passwd struct {
-			Users []struct {
-				Name string   `json:"name"`
-				Keys []string `json:"sshAuthorizedKeys"`
-			} `json:"users"`
-		} `json:"passwd"`
+		Passwd passwd `json:"passwd"`
 	}
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		t.Fatal(err)
@@ -117,11 +112,7 @@ func decode(t *testing.T, raw []byte) entries {
 		json.Unmarshal(r, &k)
 		e.units[k.Name] = compact(t, r)
 	}
-	for _, u := range cfg.Passwd.Users {
-		if u.Name == "core" {
-			e.core = append(e.core, u.Keys...)
-		}
-	}
+	e.core = cfg.Passwd.coreKeys()
 	return e
 }
 

@@ -3,7 +3,6 @@ package vbmcd
 import (
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -34,13 +33,12 @@ const armBootTimeout = 3 * time.Minute
 //
 // It logs each boot's time under TCG: docs/performance.md quotes them.
 func TestE2EAArch64(t *testing.T) {
-	ipmitool := testenv.Command(t, "ipmitool")
+	const user, pass = "admin", "e2e-pass"
+	ipmi := newIPMITool(t, pass)
 	lab := virttest.New(t, "e2e-arm-")
 	vm := lab.NewVM(t, "a", virttest.VMOptions{Arch: machine.ArchAArch64, NoCD: true, DiskMarker: true})
 	lab.RemoveCD(t, vm)
-	port := freeUDPPort(t)
-	url := daemon(t, "e2e-arm-", func(c *Config) { c.IPMI, c.IPMIPortBase = true, port })
-	const user, pass = "admin", "e2e-pass"
+	url := daemon(t, "e2e-arm-", ipmi.ipmiOn)
 	iso := testenv.MarkerISOArm64(t)
 	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, iso) }))
 	defer img.Close()
@@ -88,25 +86,17 @@ func TestE2EAArch64(t *testing.T) {
 		t.Fatalf("the CD booted again after a spent Once override")
 	}
 	// The disk marker stays at grub's prompt: SOL reaches it.
-	if err := solProbe(t, ipmitool, port, pass, time.Minute); err != nil {
+	if err := solProbe(t, ipmi, time.Minute); err != nil {
 		t.Errorf("SOL on the aarch64 machine: %v", err)
 	}
 
-	ipmi := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(ipmitool, lanplus(port, pass, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("ipmitool %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
-	ipmi("chassis", "power", "off")
+	ipmi.must(t, "chassis", "power", "off")
 	lab.WaitPower(t, vm.ID, machine.PowerOff, time.Minute)
-	ipmi("chassis", "bootdev", "cdrom")
+	ipmi.must(t, "chassis", "bootdev", "cdrom")
 	if st := sushy(t, url, user, pass, vm.ID, "show"); st.Target != "Cd" || st.Enabled != "Once" || st.Mode != "UEFI" {
 		t.Fatalf("after ipmitool chassis bootdev cdrom: %+v, want Cd Once UEFI (an aarch64 machine boots UEFI whatever the legacy bit says)", st)
 	}
-	ipmi("chassis", "power", "on")
+	ipmi.must(t, "chassis", "power", "on")
 	vm.WaitMarker(t, testenv.Marker, cd, armBootTimeout)
 	lab.WaitPower(t, vm.ID, machine.PowerOff, armBootTimeout)
 

@@ -10,7 +10,6 @@ import (
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
 	"github.com/bmlab/bmlab/internal/virt"
-	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 type sushyBIOS struct {
@@ -41,9 +40,7 @@ func sushyBios(t *testing.T, url, id string, step ...string) sushyBIOS {
 func TestE2EBIOSSettings(t *testing.T) {
 	fw := virt.DetectFirmware()
 	testenv.Require(t, fw.Code != "", "OVMF (package ovmf)")
-	lab := virttest.New(t, "e2e-biosset-")
-	vm := lab.NewVM(t, "a", virttest.VMOptions{DiskMarker: true, NoCD: true})
-	url := daemon(t, "e2e-biosset-")
+	lab, vm, url := markerLab(t, "e2e-biosset-")
 
 	sushy(t, url, "admin", "e2e-pass", vm.ID, "reset", "On")
 	n := vm.WaitMarker(t, testenv.DiskMarker, 0, bootTimeout)

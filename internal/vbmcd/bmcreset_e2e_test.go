@@ -3,7 +3,6 @@ package vbmcd
 import (
 	"context"
 	"net"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,35 +13,22 @@ import (
 	"github.com/bmlab/bmlab/internal/ipmi/client"
 	"github.com/bmlab/bmlab/internal/ipmi/wire"
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 // TestE2EManagerReset: a BMC reset, over Redfish (gofish's Manager.Reset) or
 // IPMI (ipmitool mc reset cold), ends that BMC's IPMI sessions while the VM
 // it manages keeps running, and the BMC answers new sessions at once.
 func TestE2EManagerReset(t *testing.T) {
-	ipmitool := testenv.Command(t, "ipmitool")
-	lab := virttest.New(t, "e2e-mreset-")
-	vm := lab.NewVM(t, "a", virttest.VMOptions{NoCD: true, DiskMarker: true})
-	port := freeUDPPort(t)
-	url := daemon(t, "e2e-mreset-", func(c *Config) { c.IPMI, c.IPMIPortBase = true, port })
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	tool := func(args ...string) string {
-		t.Helper()
-		argv := lanplus(port, "e2e-pass", args...)
-		out, err := exec.Command(ipmitool, argv...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("ipmitool %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	tool("chassis", "power", "on")
+	ipmi := newIPMITool(t, "e2e-pass")
+	_, vm, url := markerLab(t, "e2e-mreset-", ipmi.ipmiOn)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ipmi.port))
+	ipmi.must(t, "chassis", "power", "on")
 	// The power-on is answered at once and runs after (issue 14): the
 	// machine reads off (PoweringOn) until libvirt has started it, which
 	// on a loaded host takes longer than the answer. The reset must find
 	// it on, or the check below proves nothing.
-	if !testenv.WaitFor(30*time.Second, func() bool { return strings.Contains(tool("power", "status"), "is on") }) {
-		t.Fatalf("the VM did not power on: %q", tool("power", "status"))
+	if !testenv.WaitFor(30*time.Second, func() bool { return strings.Contains(ipmi.must(t, "power", "status"), "is on") }) {
+		t.Fatalf("the VM did not power on: %q", ipmi.must(t, "power", "status"))
 	}
 	held := func() *client.Client {
 		t.Helper()
@@ -61,7 +47,7 @@ func TestE2EManagerReset(t *testing.T) {
 		if !testenv.WaitFor(3*time.Second, func() bool { _, _, err := c.Do(wire.NetFnApp, 0x01); return err != nil }) {
 			t.Errorf("after %s, the held IPMI session still answers", by)
 		}
-		if out := tool("power", "status"); !strings.Contains(out, "is on") {
+		if out := ipmi.must(t, "power", "status"); !strings.Contains(out, "is on") {
 			t.Errorf("after %s, the VM: %q, want on (a BMC reset leaves the machine alone)", by, out)
 		}
 	}
@@ -87,6 +73,6 @@ func TestE2EManagerReset(t *testing.T) {
 	ended(c, "Redfish Manager.Reset")
 
 	c = held()
-	tool("mc", "reset", "cold")
+	ipmi.must(t, "mc", "reset", "cold")
 	ended(c, "ipmitool mc reset cold")
 }

@@ -1,7 +1,6 @@
 package vbmcd
 
 import (
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -20,11 +19,10 @@ import (
 // BootNext names once, shows over IPMI as that kind of device, and is then
 // spent while the BootOrder stays.
 func TestE2EBootOrder(t *testing.T) {
-	ipmitool := testenv.Command(t, "ipmitool")
+	ipmi := newIPMITool(t, "e2e-pass")
 	lab := virttest.New(t, "e2e-bootord-")
 	vm := lab.NewVM(t, "a", virttest.VMOptions{DiskMarker: true})
-	port := freeUDPPort(t)
-	url := daemon(t, "e2e-bootord-", func(c *Config) { c.IPMI, c.IPMIPortBase = true, port })
+	url := daemon(t, "e2e-bootord-", ipmi.ipmiOn)
 	c := gofishClient(t, url, "admin", "e2e-pass", false)
 	defer c.Logout()
 	sysURI := "/redfish/v1/Systems/" + vm.ID
@@ -89,8 +87,8 @@ func TestE2EBootOrder(t *testing.T) {
 
 	// UefiBootNext: the CD once, seen over IPMI as a CD boot.
 	patch(map[string]any{"BootSourceOverrideTarget": "UefiBootNext", "BootSourceOverrideEnabled": "Once", "BootNext": cd})
-	out, err := exec.Command(ipmitool, lanplus(port, "e2e-pass", "chassis", "bootparam", "get", "5")...).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "CD/DVD") {
+	out, err := ipmi.run("chassis", "bootparam", "get", "5")
+	if err != nil || !strings.Contains(out, "CD/DVD") {
 		t.Errorf("ipmitool bootparam get 5 with BootNext %s: %v\n%s", cd, err, out)
 	}
 	reset(schemas.ForceRestartResetType)

@@ -51,6 +51,17 @@ func daemon(t testing.TB, prefix string, mods ...func(*Config)) string {
 	return url
 }
 
+// markerLab makes a lab (virttest) whose domains' names start with prefix,
+// with one machine, "a", that boots its marker disk and has no CD drive,
+// and starts vbmcd (daemon) over those domains with mods. It returns the
+// lab, the machine and vbmcd's Redfish URL.
+func markerLab(t *testing.T, prefix string, mods ...func(*Config)) (*virttest.Lab, *virttest.VM, string) {
+	t.Helper()
+	lab := virttest.New(t, prefix)
+	vm := lab.NewVM(t, "a", virttest.VMOptions{NoCD: true, DiskMarker: true})
+	return lab, vm, daemon(t, prefix, mods...)
+}
+
 // redfishURL finds the Redfish URL in vbmcd's banner.
 var redfishURL = regexp.MustCompile(`Redfish at (https://[0-9.:]+)/redfish/v1`)
 

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 // TestE2EEvents: a subscriber on 127.0.0.1 gets an event when a VM is
@@ -20,11 +19,8 @@ import (
 // through the same machine's IPMI face, and one each when virtual media is
 // inserted into and ejected from the running VM.
 func TestE2EEvents(t *testing.T) {
-	ipmitool := testenv.Command(t, "ipmitool")
-	lab := virttest.New(t, "e2e-events-")
-	vm := lab.NewVM(t, "a", virttest.VMOptions{NoCD: true, DiskMarker: true})
-	port := freeUDPPort(t)
-	url := daemon(t, "e2e-events-", func(c *Config) { c.IPMI, c.IPMIPortBase = true, port })
+	ipmi := newIPMITool(t, "e2e-pass")
+	_, vm, url := markerLab(t, "e2e-events-", ipmi.ipmiOn)
 	var mu sync.Mutex
 	var got []string
 	ls := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -69,10 +65,7 @@ func TestE2EEvents(t *testing.T) {
 	mu.Lock()
 	got = nil
 	mu.Unlock()
-	ipmi := exec.Command(ipmitool, lanplus(port, "e2e-pass", "chassis", "power", "on")...)
-	if out, err := ipmi.CombinedOutput(); err != nil {
-		t.Fatalf("ipmitool power on: %v\n%s", err, out)
-	}
+	ipmi.must(t, "chassis", "power", "on")
 	if !testenv.WaitFor(30*time.Second, func() bool { return seen("changed from Off to On") }) {
 		t.Fatalf("no power-on event for ipmitool's power on; got %v", got)
 	}
@@ -95,13 +88,4 @@ func TestE2EEvents(t *testing.T) {
 	if !testenv.WaitFor(30*time.Second, func() bool { return seen("Virtual media Removable of system " + vm.ID + " was ejected") }) {
 		t.Fatalf("no media eject event; got %v", got)
 	}
-}
-
-// freeUDPPort returns a port on 127.0.0.1, free for UDP and TCP and
-// reserved for the test (testenv.Port: below the kernel's ephemeral range,
-// so no client socket takes it between the pick and vbmcd's bind), for an
-// IPMI listener or an IPMI port base.
-func freeUDPPort(t testing.TB) int {
-	t.Helper()
-	return testenv.Port(t, "127.0.0.1")
 }

@@ -191,20 +191,13 @@ IPMI packets dropped, power-ons refused (accepted, then the machine stays off an
 and a BMC reboot window during which nothing answers. They last until cleared (counts until
 used up) and are gone when vbmcd restarts.`,
 	}
-	do := func(method, path string, body any) error {
-		return adminPrint(stateDir, out, method, path, body, "MACHINE\tUUID\tFAULTS", func(v faultView) []string {
-			return []string{v.Name, v.Machine, describe(v.Fault)}
-		})
+	faults := adminResource[faultView]{
+		stateDir: stateDir, out: out, path: "/faults", header: "MACHINE\tUUID\tFAULTS",
+		row: func(v faultView) []string { return []string{v.Name, v.Machine, describe(v.Fault)} },
 	}
 	var spec faultSpec
-	set := &cobra.Command{
-		Use:   "set MACHINE [--latency D] [--http-errors N [--http-status 503|409]] [--ipmi-drop N] [--refuse-power-on] [--media-stuck] [--down D]",
-		Short: "Set (replace) a machine's faults",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(http.MethodPut, "/faults/"+args[0], spec)
-		},
-	}
+	set := faults.command("set MACHINE [--latency D] [--http-errors N [--http-status 503|409]] [--ipmi-drop N] [--refuse-power-on] [--media-stuck] [--down D]",
+		"Set (replace) a machine's faults", cobra.ExactArgs(1), http.MethodPut, func([]string) any { return spec })
 	f := set.Flags()
 	f.StringVar(&spec.Latency, "latency", "", "delay every Redfish request and IPMI packet of the machine (e.g. 500ms)")
 	f.IntVar(&spec.HTTPErrors, "http-errors", 0, "answer the machine's next N Redfish requests with --http-status")
@@ -213,22 +206,8 @@ used up) and are gone when vbmcd restarts.`,
 	f.BoolVar(&spec.RefusePowerOn, "refuse-power-on", false, "power-ons are accepted, and the machine stays off (Status.Health Critical, IPMI power fault)")
 	f.BoolVar(&spec.MediaStuck, "media-stuck", false, "virtual-media inserts stay Running with nothing attached until the fault is cleared (they then go on) or the media ejected")
 	f.StringVar(&spec.Down, "down", "", "a BMC reboot window: nothing answers for the machine for this long (e.g. 30s)")
-	clear := &cobra.Command{
-		Use:   "clear MACHINE",
-		Short: "Clear a machine's faults",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(http.MethodDelete, "/faults/"+args[0], nil)
-		},
-	}
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List the faults in force",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return do(http.MethodGet, "/faults", nil)
-		},
-	}
+	clear := faults.command("clear MACHINE", "Clear a machine's faults", cobra.ExactArgs(1), http.MethodDelete, nil)
+	list := faults.command("list", "List the faults in force", cobra.NoArgs, http.MethodGet, nil)
 	c.AddCommand(set, clear, list)
 	return c
 }
@@ -262,28 +241,56 @@ func adminCall(stateDir func() (string, error), method, path string, body any) (
 	return b, nil
 }
 
-// adminPrint makes one admin call (adminCall) and prints its answer: for
-// a GET a table of the views under header, a row each; else the one view
-// the call changed, as "NAME (UUID): the rest". row gives a view's columns,
-// its name and UUID first.
-func adminPrint[V any](stateDir func() (string, error), out io.Writer, method, path string, body any, header string, row func(V) []string) error {
-	b, err := adminCall(stateDir, method, path, body)
+// adminResource is a collection on the admin socket that a command group
+// of vbmcd edits (fault: /faults, personality: /personalities), each entry
+// a machine's, shown as a view V.
+type adminResource[V any] struct {
+	stateDir func() (string, error)
+	out      io.Writer
+	path     string           // the collection's path
+	header   string           // the list's header
+	row      func(V) []string // a view's columns, its name and UUID first
+}
+
+// command is a subcommand that makes one admin call (adminCall) with
+// method: on the collection when it takes no arguments, else on the entry
+// of the machine its first argument names, with body(args) as the request
+// (none when body is nil). It prints the answer: for a GET a table of the
+// views under the header, a row each; else the one view the call changed,
+// as "NAME (UUID): the rest".
+func (r adminResource[V]) command(use, short string, args cobra.PositionalArgs, method string, body func(args []string) any) *cobra.Command {
+	return &cobra.Command{Use: use, Short: short, Args: args, RunE: func(_ *cobra.Command, args []string) error {
+		path := r.path
+		if len(args) > 0 {
+			path += "/" + args[0]
+		}
+		var req any
+		if body != nil {
+			req = body(args)
+		}
+		return r.print(method, path, req)
+	}}
+}
+
+// print makes the call and prints its answer (see command).
+func (r adminResource[V]) print(method, path string, body any) error {
+	b, err := adminCall(r.stateDir, method, path, body)
 	if err != nil {
 		return err
 	}
 	if method != http.MethodGet {
 		var v V
 		_ = json.Unmarshal(b, &v)
-		r := row(v)
-		fmt.Fprintf(out, "%s (%s): %s\n", r[0], r[1], strings.Join(r[2:], " "))
+		cols := r.row(v)
+		fmt.Fprintf(r.out, "%s (%s): %s\n", cols[0], cols[1], strings.Join(cols[2:], " "))
 		return nil
 	}
 	var vs []V
 	_ = json.Unmarshal(b, &vs)
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, header)
+	tw := tabwriter.NewWriter(r.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, r.header)
 	for _, v := range vs {
-		fmt.Fprintln(tw, strings.Join(row(v), "\t"))
+		fmt.Fprintln(tw, strings.Join(r.row(v), "\t"))
 	}
 	return tw.Flush()
 }

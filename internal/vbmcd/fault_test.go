@@ -7,8 +7,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -22,11 +20,10 @@ import (
 // a client sees, on the face it concerns, until it is used up or cleared;
 // the client then recovers.
 func TestFaults(t *testing.T) {
-	ipmitool := testenv.Command(t, "ipmitool")
-	port := freeUDPPort(t)
+	ipmi := newIPMITool(t, "sim-pass-1")
 	var stateDir string
 	addr, _ := simDaemon(t, func(c *Config) {
-		c.IPMI, c.IPMIPortBase = true, port
+		ipmi.ipmiOn(c)
 		stateDir = c.StateDir
 	})
 	base := "http://" + addr + "/redfish/v1"
@@ -34,11 +31,7 @@ func TestFaults(t *testing.T) {
 		r, err := send("GET", base+path, "admin", "sim-pass-1", "")
 		return r.Code, r.Header, string(r.Body), err
 	}
-	_, _, body, err := get("/Systems?$top=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sys := regexp.MustCompile(`/Systems/([0-9a-f-]{36})`).FindStringSubmatch(body)[1]
+	sys := firstSimSystem(t, addr)
 	fault := func(args ...string) string {
 		t.Helper()
 		var out bytes.Buffer
@@ -47,11 +40,7 @@ func TestFaults(t *testing.T) {
 		}
 		return out.String()
 	}
-	tool := func(args ...string) (string, error) {
-		argv := lanplus(port, "sim-pass-1", args...)
-		out, err := exec.Command(ipmitool, argv...).CombinedOutput()
-		return string(out), err
-	}
+	tool := ipmi.run
 
 	// Two Redfish requests answered 503 with Retry-After, then served.
 	fault("set", sys, "--http-errors", "2")

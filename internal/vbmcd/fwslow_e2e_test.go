@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 // TestE2EPowerOnDoesNotWaitForFirmware: SimpleUpdate of a BIOS image from a
@@ -19,9 +18,7 @@ import (
 // Before issue 25's fix the start waited on the firmware task for the whole
 // --media-wait (the system read PoweringOn) and was then refused.
 func TestE2EPowerOnDoesNotWaitForFirmware(t *testing.T) {
-	lab := virttest.New(t, "e2e-fwslow-")
-	vm := lab.NewVM(t, "a", virttest.VMOptions{DiskMarker: true, NoCD: true})
-	url := daemon(t, "e2e-fwslow-")
+	_, vm, url := markerLab(t, "e2e-fwslow-")
 	sys := "/redfish/v1/Systems/" + vm.ID
 
 	// The server sends half the image, then holds the rest until released

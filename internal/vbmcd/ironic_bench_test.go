@@ -121,9 +121,7 @@ func ironicRun(b *testing.B, n int, every time.Duration) {
 		"conductor": {"max_concurrent_deploy": limit, "max_concurrent_clean": limit,
 			"deploy_callback_timeout": "3600", "clean_callback_timeout": "3600"},
 	}})
-	ipa.mu.Lock()
-	ipa.boot, ipa.shutdown = ir.Agent.Booted, ir.Agent.PoweredOff
-	ipa.mu.Unlock()
+	ipa.drive(ir.Agent)
 	iso := ir.Serve("/images/deploy.iso", testenv.MarkerISO(b))
 	disk := testenv.MarkerDisk(b)
 	image := ir.Serve("/images/disk.img", disk)

@@ -40,9 +40,7 @@ func ironicFakeSystems(t *testing.T, release ironictest.Release) {
 		c.MetricsAddr = "127.0.0.1:0"
 	})
 	ir := ironictest.Start(t, ironictest.Options{Release: release, Config: map[string]map[string]string{"conductor": {"automated_clean": "false"}}})
-	ipa.mu.Lock()
-	ipa.boot, ipa.shutdown = ir.Agent.Booted, ir.Agent.PoweredOff
-	ipa.mu.Unlock()
+	ipa.drive(ir.Agent)
 	iso := ir.Serve("/images/deploy.iso", testenv.MarkerISO(t))
 	disk := testenv.MarkerDisk(t)
 	image := ir.Serve("/images/disk.img", disk)

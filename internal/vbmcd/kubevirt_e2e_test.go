@@ -95,52 +95,6 @@ func redfishGet(t *testing.T, hc *http.Client, url, path string) (int, map[strin
 	return resp.StatusCode, v
 }
 
-// solProbe runs `ipmitool sol activate` against the BMC on port (under
-// script(1), which gives it the terminal it wants) and has grub, at its
-// prompt on the disk marker, print a word that only its answer holds (the
-// typed line holds "${x}PROBE"); then leaves with ~. It returns what went
-// wrong, if anything; a prompt must come within the given time.
-func solProbe(t *testing.T, ipmitool string, port int, pass string, within time.Duration) error {
-	t.Helper()
-	scr := testenv.Command(t, "script")
-	line := strings.Join(append([]string{"exec", ipmitool}, lanplus(port, pass, "sol", "activate")...), " ")
-	cmd := exec.Command(scr, "-q", "-e", "-c", line, "/dev/null")
-	cmd.Env = append(os.Environ(), "SHELL=/bin/sh")
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return err
-	}
-	out := &testenv.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	if !testenv.WaitFor(20*time.Second, func() bool { return strings.Contains(out.String(), "SOL Session operational") }) {
-		return fmt.Errorf("ipmitool sol activate did not start: %q", out.String())
-	}
-	// The guest may still be booting (what is typed before grub reads
-	// its prompt is lost): ask for a prompt until one comes, then type.
-	prompt := func() bool {
-		from := len(out.String())
-		if _, err := in.Write([]byte("\r")); err != nil {
-			return false
-		}
-		return testenv.WaitFor(2*time.Second, func() bool { return strings.Contains(out.String()[from:], "grub>") })
-	}
-	if !testenv.WaitFor(within, prompt) {
-		return fmt.Errorf("no grub prompt over SOL; got %q", out.String())
-	}
-	if _, err := in.Write([]byte("set x=SOL\recho ${x}PROBE\r")); err != nil {
-		return err
-	}
-	if !testenv.WaitFor(30*time.Second, func() bool { return strings.Contains(out.String(), "SOLPROBE") }) {
-		return fmt.Errorf("grub's answer did not come back over SOL; got %q", out.String())
-	}
-	_, _ = in.Write([]byte("\r~."))
-	return nil
-}
-
 func getVMI(t *testing.T, kv *rest.RESTClient, ns, name string) *kubevirtv1.VirtualMachineInstance {
 	t.Helper()
 	vmi := &kubevirtv1.VirtualMachineInstance{}
@@ -310,15 +264,14 @@ func webConsoleProbe(t *testing.T, url, user, pass, id string, within time.Durat
 //   - ForceOff: the instance is killed, the system Off, the domain gone;
 //     ipmitool powers it on again.
 func TestE2EKubeVirt(t *testing.T) {
-	ipmitool := testenv.Command(t, "ipmitool")
+	ipmi := newIPMITool(t, "e2e-pass")
 	f := kubevirttest.Start(t, "lab", "e2e-kv-")
 	vm := kubevirtVM(t, f.Namespace, "node-0", map[string]string{"bmlab.io/bmc": "yes"})
 	other := kubevirtVM(t, f.Namespace, "not-mine", nil)
 	kv := kubevirtREST(t, f, kubevirtv1.SchemeGroupVersion)
 	createVMs(t, kv, vm, other)
 	id := vmUUID(t, kv, vm)
-	port := freeUDPPort(t)
-	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil), func(c *Config) { c.IPMI, c.IPMIPortBase, c.WebConsole = true, port, true })
+	url := kubevirtDaemon(t, f, f.VBMCDKubeconfig(t, nil), ipmi.ipmiOn, func(c *Config) { c.WebConsole = true })
 	const user, pass = "admin", "e2e-pass"
 	serial := f.SerialLog(vm.Name)
 	waitMarker := func(marker string, before int) int { t.Helper(); return waitSerial(t, serial, marker, before) }
@@ -388,22 +341,14 @@ func TestE2EKubeVirt(t *testing.T) {
 		t.Fatalf("the CD booted again after a spent Once override")
 	}
 	waitRedfishPower("On")
-	tool := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(ipmitool, lanplus(port, pass, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("ipmitool %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	if out := tool("power", "status"); !strings.Contains(out, "is on") {
+	if out := ipmi.must(t, "power", "status"); !strings.Contains(out, "is on") {
 		t.Fatalf("ipmitool power status: %q", out)
 	}
 
 	// The serial console: ipmitool's SOL and the web console over
 	// KubeVirt's console subresource (aggregated by kube-apiserver,
 	// authorized by virt-api, streamed from the node's virt-handler).
-	if err := solProbe(t, ipmitool, port, pass, time.Minute); err != nil {
+	if err := solProbe(t, ipmi, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if err := webConsoleProbe(t, url, user, pass, id, time.Minute); err != nil {
@@ -432,7 +377,7 @@ func TestE2EKubeVirt(t *testing.T) {
 	// ForceOff: the stop subresource with a zero grace period.
 	sushy(t, url, user, pass, id, "reset", "ForceOff")
 	waitRedfishPower("Off")
-	if out := tool("power", "status"); !strings.Contains(out, "is off") {
+	if out := ipmi.must(t, "power", "status"); !strings.Contains(out, "is off") {
 		t.Fatalf("ipmitool power status: %q", out)
 	}
 	got = getVM(t, kv, f.Namespace, vm.Name)
@@ -451,7 +396,7 @@ func TestE2EKubeVirt(t *testing.T) {
 
 	// ipmitool powers it on again: the disk boots.
 	disk = testenv.Count(serial, testenv.DiskMarker)
-	tool("chassis", "power", "on")
+	ipmi.must(t, "chassis", "power", "on")
 	waitMarker(testenv.DiskMarker, disk)
 	waitRedfishPower("On")
 }
@@ -667,18 +612,17 @@ func TestE2EKubeVirtUEFI(t *testing.T) {
 // With the Role as shipped both work (TestE2EKubeVirt): the console verb is
 // needed, and RBAC is enforced on vbmcd.
 func TestE2EKubeVirtRBACConsole(t *testing.T) {
-	ipmitool := testenv.Command(t, "ipmitool")
+	ipmi := newIPMITool(t, "e2e-pass")
 	f, _, vm, id := oneKubeVirtVM(t, "e2e-kvc-", "rbac-0")
-	port := freeUDPPort(t)
 	kc := f.VBMCDKubeconfig(t, kubevirttest.WithoutVerb(t, "virtualmachineinstances/console", "get"))
-	url := kubevirtDaemon(t, f, kc, func(c *Config) { c.IPMI, c.IPMIPortBase, c.WebConsole = true, port, true })
+	url := kubevirtDaemon(t, f, kc, ipmi.ipmiOn, func(c *Config) { c.WebConsole = true })
 	sushy(t, url, "admin", "e2e-pass", id, "reset", "On")
 	if !testenv.WaitFor(bootTimeout, func() bool { return testenv.Count(f.SerialLog(vm.Name), testenv.DiskMarker) > 0 }) {
 		t.Fatal("the disk did not boot: power does not work under the Role")
 	}
 	// With the verb grub's prompt answers within a few seconds
 	// (TestE2EKubeVirt); 20 s without it is the window.
-	if err := solProbe(t, ipmitool, port, "e2e-pass", 20*time.Second); err == nil {
+	if err := solProbe(t, ipmi, 20*time.Second); err == nil {
 		t.Error("IPMI SOL reached grub's prompt without get on virtualmachineinstances/console")
 	} else {
 		t.Logf("SOL without the console verb: %v", err)

@@ -98,12 +98,8 @@ func TestE2ELLDP(t *testing.T) {
 	}
 	lab.WaitPower(t, vm.ID, machine.PowerOn, bootTimeout)
 	tap := func() string {
-		live, err := l.DomainGetXMLDesc(dom, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var d libvirtxml.Domain
-		if err := d.Unmarshal(live); err != nil {
+		if err := d.Unmarshal(lab.LiveXML(t, vm.Name, 0)); err != nil {
 			t.Fatal(err)
 		}
 		for _, in := range d.Devices.Interfaces {

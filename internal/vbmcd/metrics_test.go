@@ -3,27 +3,22 @@ package vbmcd
 import (
 	"context"
 	"net/http"
-	"os/exec"
-	"regexp"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-
-	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 // TestMetrics: after Redfish reads, a power action, a refused login and an
 // ipmitool command, the /metrics listener shows each of them with the
 // labels a dashboard would use, in Prometheus' text format.
 func TestMetrics(t *testing.T) {
-	ipmitool := testenv.Command(t, "ipmitool")
-	port := freeUDPPort(t)
+	ipmi := newIPMITool(t, "sim-pass-1")
 	addr, out := simDaemon(t, func(c *Config) {
 		c.MetricsAddr = "127.0.0.1:0"
-		c.IPMI, c.IPMIPortBase = true, port
+		ipmi.ipmiOn(c)
 	})
 	metrics := metricsURL(t, out)
 	base := "http://" + addr + "/redfish/v1"
@@ -35,11 +30,7 @@ func TestMetrics(t *testing.T) {
 		}
 		return r.Code
 	}
-	list, err := send("GET", base+"/Systems?$top=1", "admin", "sim-pass-1", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sys := regexp.MustCompile(`/redfish/v1/Systems/([0-9a-f-]{36})`).FindStringSubmatch(string(list.Body))[1]
+	sys := firstSimSystem(t, addr)
 	for range 3 {
 		if c := do("GET", "/Systems/"+sys, "admin", "sim-pass-1", ""); c != 200 {
 			t.Fatalf("GET system: %d", c)
@@ -51,10 +42,7 @@ func TestMetrics(t *testing.T) {
 	if c := do("GET", "/Systems/"+sys, "admin", "wrong", ""); c != 401 {
 		t.Fatalf("wrong password: %d", c)
 	}
-	cmd := exec.Command(ipmitool, lanplus(port, "sim-pass-1", "chassis", "status")...)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("ipmitool chassis status: %v\n%s", err, b)
-	}
+	ipmi.must(t, "chassis", "status")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

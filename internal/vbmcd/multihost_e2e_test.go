@@ -79,37 +79,42 @@ func (mh *multiHost) get(t *testing.T, id string) (int, string, map[string]any) 
 // getPath GETs a path of the service.
 func (mh *multiHost) getPath(t *testing.T, path string) (int, string, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, mh.url+path, nil)
-	req.SetBasicAuth("admin", "e2e-pass")
-	resp, err := mh.client.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	code, retry, b := mh.do(t, http.MethodGet, path, "")
 	var body map[string]any
 	if err := json.Unmarshal(b, &body); err != nil {
-		t.Fatalf("GET %s: %d, not JSON: %q", path, resp.StatusCode, b)
+		t.Fatalf("GET %s: %d, not JSON: %q", path, code, b)
 	}
-	return resp.StatusCode, resp.Header.Get("Retry-After"), body
+	return code, retry, body
 }
 
 // post POSTs a JSON body and returns the status, the Retry-After header and
 // the body.
 func (mh *multiHost) post(t *testing.T, path, body string) (int, string, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, mh.url+path, strings.NewReader(body))
+	code, retry, b := mh.do(t, http.MethodPost, path, body)
+	var out map[string]any
+	_ = json.Unmarshal(b, &out) // 204s have no body
+	return code, retry, out
+}
+
+// do sends one request as admin through mh's client (which trusts the
+// service's certificate alone), with body as JSON when it is not "", and
+// returns the status, the Retry-After header and the body; a request that
+// gets no answer fails the test.
+func (mh *multiHost) do(t *testing.T, method, path, body string) (int, string, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, mh.url+path, strings.NewReader(body))
 	req.SetBasicAuth("admin", "e2e-pass")
-	req.Header.Set("Content-Type", "application/json")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := mh.client.Do(req)
 	if err != nil {
-		t.Fatalf("POST %s: %v", path, err)
+		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	_ = json.Unmarshal(b, &out) // 204s have no body
-	return resp.StatusCode, resp.Header.Get("Retry-After"), out
+	return resp.StatusCode, resp.Header.Get("Retry-After"), b
 }
 
 // ipmitool runs ipmitool against VM i's BMC.

@@ -78,29 +78,18 @@ vendor's known misbehaviours. It is recorded with the machine (it survives a res
 and set over the running daemon's admin socket (--state-dir/admin.sock). Personalities: ` +
 			strings.Join(personality.Names(), ", ") + `. Quirks and their public sources: docs/personalities.md.`,
 	}
-	do := func(method, path string, body any) error {
-		return adminPrint(stateDir, out, method, path, body, "MACHINE\tUUID\tPERSONALITY\tQUIRKS", func(v personalityView) []string {
+	personalities := adminResource[personalityView]{
+		stateDir: stateDir, out: out, path: "/personalities", header: "MACHINE\tUUID\tPERSONALITY\tQUIRKS",
+		row: func(v personalityView) []string {
 			return []string{v.Name, v.Machine, orDefault(v.Personality), v.Quirks}
-		})
+		},
 	}
 	var quirks string
-	set := &cobra.Command{
-		Use:   "set MACHINE NAME [--quirks Q]",
-		Short: "Set a machine's personality (generic, idrac9, ...; \"\" for the daemon's --personality) and quirk switches",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(http.MethodPut, "/personalities/"+args[0], personalityView{Personality: args[1], Quirks: quirks})
-		},
-	}
+	set := personalities.command("set MACHINE NAME [--quirks Q]",
+		"Set a machine's personality (generic, idrac9, ...; \"\" for the daemon's --personality) and quirk switches", cobra.ExactArgs(2), http.MethodPut,
+		func(args []string) any { return personalityView{Personality: args[1], Quirks: quirks} })
 	set.Flags().StringVar(&quirks, "quirks", "", "quirk switches, comma-separated: NAME on, -NAME off (the personality's own are on)")
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List the machines' personalities",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return do(http.MethodGet, "/personalities", nil)
-		},
-	}
+	list := personalities.command("list", "List the machines' personalities", cobra.NoArgs, http.MethodGet, nil)
 	c.AddCommand(set, list)
 	return c
 }

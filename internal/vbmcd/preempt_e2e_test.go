@@ -2,7 +2,6 @@ package vbmcd
 
 import (
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -20,16 +19,12 @@ import (
 // Retry-After (Redfish) or C0h node busy (IPMI); ForceRestart preempts too
 // and the machine then starts.
 func TestE2EForceOffPreemptsStart(t *testing.T) {
-	ipmitool := testenv.Command(t, "ipmitool")
+	ipmi := newIPMITool(t, "e2e-pass")
 	lab := virttest.New(t, "e2e-preempt-")
 	a := lab.NewVM(t, "a", virttest.VMOptions{NoCD: true, DiskMarker: true})
 	b := lab.NewVM(t, "b", virttest.VMOptions{NoCD: true, DiskMarker: true})
 	const gap = 15 * time.Second
-	port := freeUDPPort(t)
-	url := daemon(t, "e2e-preempt-", func(c *Config) {
-		c.MaxStarting, c.StartGap = 1, gap
-		c.IPMI, c.IPMIPortBase = true, port
-	})
+	url := daemon(t, "e2e-preempt-", ipmi.ipmiOn, func(c *Config) { c.MaxStarting, c.StartGap = 1, gap })
 	reset := func(id, rt string) { sushy(t, url, "admin", "e2e-pass", id, "reset", rt) }
 	power := func(id string) string {
 		r, err := send("GET", url+"/redfish/v1/Systems/"+id, "admin", "e2e-pass", "")
@@ -49,10 +44,7 @@ func TestE2EForceOffPreemptsStart(t *testing.T) {
 	}) {
 		t.Fatal("b got no IPMI port")
 	}
-	tool := func(args ...string) (string, error) {
-		out, err := exec.Command(ipmitool, lanplus(bPort, "e2e-pass", args...)...).CombinedOutput()
-		return string(out), err
-	}
+	tool := ipmi.at(bPort).run
 
 	reset(a.ID, "On")
 	lab.WaitPower(t, a.ID, machine.PowerOn, bootTimeout)

@@ -41,6 +41,21 @@ func simDaemon(t *testing.T, edit func(*Config)) (string, *testenv.Buffer) {
 	return startedAt(t, out, regexp.MustCompile(`Redfish at https?://([0-9a-f.:\[\]]+)/redfish/v1`), 10*time.Second), out
 }
 
+// firstSimSystem is the ID of the first system the sim daemon at addr
+// (simDaemon's answer) lists.
+func firstSimSystem(t *testing.T, addr string) string {
+	t.Helper()
+	r, err := send("GET", "http://"+addr+"/redfish/v1/Systems?$top=1", "admin", "sim-pass-1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`/redfish/v1/Systems/([0-9a-f-]{36})`).FindStringSubmatch(string(r.Body))
+	if m == nil {
+		t.Fatalf("no system in the sim daemon's list: %d %s", r.Code, r.Body)
+	}
+	return m[1]
+}
+
 // The Redfish listener bounds headers and holds no connection forever
 // (issue 15: no ReadTimeout, IdleTimeout or MaxHeaderBytes).
 func TestHTTPServerLimits(t *testing.T) {

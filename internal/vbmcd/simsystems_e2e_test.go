@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bmlab/bmlab/internal/ironictest"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
@@ -43,6 +44,14 @@ func newFakeIPA(t testing.TB) (*fakeIPA, string) {
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
 	return f, srv.URL
+}
+
+// drive makes the decisions act on Ironic's stand-in agent a: a boot boots
+// it on the system's NICs, a shutdown powers it off.
+func (f *fakeIPA) drive(a *ironictest.Agent) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.boot, f.shutdown = a.Booted, a.PoweredOff
 }
 
 func (f *fakeIPA) ServeHTTP(w http.ResponseWriter, r *http.Request) {

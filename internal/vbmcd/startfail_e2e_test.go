@@ -3,7 +3,6 @@ package vbmcd
 import (
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	"github.com/digitalocean/go-libvirt"
 
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 // TestE2EStartWithMissingFile: a VM whose disk file is gone cannot start.
@@ -21,11 +19,8 @@ import (
 // the power action's answer, accepted and then shown: Health Critical with
 // the file in the status. With the file back, the same power-on boots.
 func TestE2EStartWithMissingFile(t *testing.T) {
-	lab := virttest.New(t, "e2e-nofile-")
-	vm := lab.NewVM(t, "a", virttest.VMOptions{NoCD: true, DiskMarker: true})
-	ipmitool := testenv.Command(t, "ipmitool")
-	port := freeUDPPort(t)
-	url := daemon(t, "e2e-nofile-", func(c *Config) { c.IPMI, c.IPMIPortBase = true, port })
+	ipmi := newIPMITool(t, "e2e-pass")
+	lab, vm, url := markerLab(t, "e2e-nofile-", ipmi.ipmiOn)
 	disk := filepath.Join(filepath.Dir(vm.SerialLog), "disk.img")
 	kept := disk + ".kept"
 	if err := os.Rename(disk, kept); err != nil {
@@ -51,18 +46,13 @@ func TestE2EStartWithMissingFile(t *testing.T) {
 	}
 	// IPMI: D5h (not in present state), or accepted and then a power
 	// control fault in the chassis status.
-	tool := func(args ...string) (string, error) {
-		argv := lanplus(port, "e2e-pass", args...)
-		out, err := exec.Command(ipmitool, argv...).CombinedOutput()
-		return string(out), err
-	}
-	if out, err := tool("chassis", "power", "on"); err != nil {
+	if out, err := ipmi.run("chassis", "power", "on"); err != nil {
 		t.Logf("ipmitool chassis power on: %s", strings.TrimSpace(out))
 		if !strings.Contains(out, "present state") {
 			t.Errorf("ipmitool power on with the disk file gone: %v %s, want D5h (not in present state)", err, out)
 		}
 	} else if !testenv.WaitFor(30*time.Second, func() bool {
-		out, _ := tool("chassis", "status")
+		out, _ := ipmi.run("chassis", "status")
 		return strings.Contains(out, "Power Control Fault  : true") // §28.2 bit 4
 	}) {
 		t.Errorf("ipmitool power on with the disk file gone was accepted and the chassis never showed a power fault")

@@ -14,7 +14,6 @@ import (
 
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 type sushyUpdate struct {
@@ -83,9 +82,7 @@ func firmwareServer(t *testing.T) string {
 // versions.
 func TestE2EFirmwareUpdate(t *testing.T) {
 	const downtime = 3 * time.Second
-	lab := virttest.New(t, "e2e-fwupd-")
-	vm := lab.NewVM(t, "a", virttest.VMOptions{DiskMarker: true, NoCD: true})
-	url := daemon(t, "e2e-fwupd-", func(c *Config) { c.BMCUpdateDowntime = downtime })
+	_, vm, url := markerLab(t, "e2e-fwupd-", func(c *Config) { c.BMCUpdateDowntime = downtime })
 	images := firmwareServer(t)
 	sys := "/redfish/v1/Systems/" + vm.ID
 

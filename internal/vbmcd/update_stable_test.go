@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -29,11 +28,7 @@ func TestSushyResourcesStableAfterBMCUpdate(t *testing.T) {
 		c.MediaAllowLoopback = true
 	})
 	url := "http://" + addr
-	r, err := send("GET", url+"/redfish/v1/Systems?$top=1", "admin", "sim-pass-1", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := regexp.MustCompile(`/Systems/([0-9a-f-]{36})`).FindStringSubmatch(string(r.Body))[1]
+	id := firstSimSystem(t, addr)
 	images := firmwareServer(t)
 	step := func(args ...string) sushyUpdate {
 		t.Helper()

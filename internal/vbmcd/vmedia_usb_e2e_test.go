@@ -8,7 +8,6 @@ import (
 
 	"github.com/bmlab/bmlab/internal/machine"
 	"github.com/bmlab/bmlab/internal/testenv"
-	"github.com/bmlab/bmlab/internal/virttest"
 )
 
 // TestE2EUsbMediaAndEjectAfterSoftOff, on a real VM with the marker disk:
@@ -19,9 +18,7 @@ import (
 // EjectMedia at once, a hard power-off after: the ejection holds, and the
 // next boot with a Cd override finds no medium and boots the disk.
 func TestE2EUsbMediaAndEjectAfterSoftOff(t *testing.T) {
-	lab := virttest.New(t, "e2e-usbmedia-")
-	vm := lab.NewVM(t, "a", virttest.VMOptions{NoCD: true, DiskMarker: true})
-	url := daemon(t, "e2e-usbmedia-")
+	lab, vm, url := markerLab(t, "e2e-usbmedia-")
 	iso := testenv.MarkerISO(t)
 	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, iso) }))
 	defer img.Close()

@@ -754,12 +754,10 @@ func TestE2EWebUIConsole(t *testing.T) {
 // and neither takes the console from the other (before the shared stream,
 // the SOL session took it and the page said "taken").
 func TestE2EWebUIConsoleBesideSOL(t *testing.T) {
-	ipmitool := testenv.Command(t, "ipmitool")
-	scr := testenv.Command(t, "script")
+	ipmi := newIPMITool(t, "e2e-pass")
 	lab := virttest.New(t, "e2e-websol-")
 	vm := lab.NewVM(t, "a", virttest.VMOptions{DiskMarker: true})
-	port := freeUDPPort(t)
-	base := daemon(t, "e2e-websol-", func(c *Config) { c.WebConsole = true; c.IPMI, c.IPMIPortBase = true, port })
+	base := daemon(t, "e2e-websol-", ipmi.ipmiOn, func(c *Config) { c.WebConsole = true })
 	// Powered on before any page looks: libvirt gives a console that
 	// connects now nothing of the boot so far; the page's scroll-back has
 	// it from the domain's serial log.
@@ -776,16 +774,8 @@ func TestE2EWebUIConsoleBesideSOL(t *testing.T) {
 	b.run(t, "the boot's first line from the serial log", 10*time.Second,
 		waitJS(fmt.Sprintf(`document.querySelector('#terminal').dataset.text.includes(%q)`, testenv.DiskMarker)))
 
-	line := strings.Join(append([]string{"exec", ipmitool}, lanplus(port, "e2e-pass", "sol", "activate")...), " ")
-	cmd := exec.Command(scr, "-q", "-e", "-c", line, "/dev/null")
-	cmd.Env = append(os.Environ(), "SHELL=/bin/sh")
-	in, err := cmd.StdinPipe()
+	cmd, in, sol, err := ipmi.startSOL(t)
 	if err != nil {
-		t.Fatal(err)
-	}
-	sol := &testenv.Buffer{}
-	cmd.Stdout, cmd.Stderr = sol, sol
-	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	// One Wait, here; the rest of the test reads its outcome.

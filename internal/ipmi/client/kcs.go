@@ -85,7 +85,7 @@ func (k *KCS) read() {
 // Do sends one request and waits for its answer, at most 4 s as qemu does.
 func (k *KCS) Do(netFn wire.NetFn, cmd uint8, data ...byte) (wire.CompletionCode, []byte, error) {
 	k.seq++
-	req := wire.VMRequest{Seq: k.seq, NetFn: netFn, Cmd: cmd, Data: data}
+	req := wire.VMRequest{VMHeader: wire.VMHeader{Seq: k.seq, NetFn: netFn, Cmd: cmd}, Data: data}
 	if _, err := k.conn.Write(req.AppendRequest(nil)); err != nil {
 		return 0, nil, err
 	}

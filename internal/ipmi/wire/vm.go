@@ -142,13 +142,23 @@ func vmAdd(b []byte, c byte) []byte {
 	return append(b, c)
 }
 
-// VMRequest is a request as qemu sends it.
-type VMRequest struct {
+// VMHeader is what starts a message frame either way: seq, netFn/LUN and
+// cmd.
+type VMHeader struct {
 	Seq   uint8
 	NetFn NetFn
 	LUN   uint8
 	Cmd   uint8
-	Data  []byte
+}
+
+func decodeVMHeader(f []byte) VMHeader {
+	return VMHeader{Seq: f[0], NetFn: NetFn(f[1] >> 2), LUN: f[1] & 3, Cmd: f[2]}
+}
+
+// VMRequest is a request as qemu sends it.
+type VMRequest struct {
+	VMHeader
+	Data []byte
 }
 
 // DecodeVMRequest decodes a message frame: at least seq, netFn/LUN, cmd and
@@ -157,7 +167,7 @@ func DecodeVMRequest(f []byte) (VMRequest, error) {
 	if err := checkVM("vm request", f, 4); err != nil {
 		return VMRequest{}, err
 	}
-	return VMRequest{Seq: f[0], NetFn: NetFn(f[1] >> 2), LUN: f[1] & 3, Cmd: f[2], Data: f[3 : len(f)-1]}, nil
+	return VMRequest{VMHeader: decodeVMHeader(f), Data: f[3 : len(f)-1]}, nil
 }
 
 // checkVM checks a message frame's length and that its bytes sum to zero.
@@ -192,14 +202,12 @@ func appendVMMessage(b, head, data []byte) []byte {
 	return append(vmAdd(b, checksum(head)+checksum(data)), VMMsgChar)
 }
 
-// VMResponse is a response as the BMC sends it.
+// VMResponse is a response as the BMC sends it: the request's header with
+// netFn + 1, then the completion code.
 type VMResponse struct {
-	Seq   uint8
-	NetFn NetFn
-	LUN   uint8
-	Cmd   uint8
-	Code  CompletionCode
-	Data  []byte
+	VMHeader
+	Code CompletionCode
+	Data []byte
 }
 
 // DecodeVMResponse decodes a response frame (what a client on qemu's side
@@ -208,7 +216,7 @@ func DecodeVMResponse(f []byte) (VMResponse, error) {
 	if err := checkVM("vm response", f, 5); err != nil {
 		return VMResponse{}, err
 	}
-	return VMResponse{Seq: f[0], NetFn: NetFn(f[1] >> 2), LUN: f[1] & 3, Cmd: f[2], Code: CompletionCode(f[3]), Data: f[4 : len(f)-1]}, nil
+	return VMResponse{VMHeader: decodeVMHeader(f), Code: CompletionCode(f[3]), Data: f[4 : len(f)-1]}, nil
 }
 
 // AppendVMCommand appends a framed command with its arguments to b.

@@ -53,11 +53,11 @@ func TestVMMessages(t *testing.T) {
 		req  VMRequest
 	}{
 		// Get Device ID, seq 0: 00 18 01, checksum -(0x19) = e7.
-		{"get device id", "00 18 01 e7 a0", VMRequest{Seq: 0, NetFn: NetFnApp, Cmd: 0x01}},
+		{"get device id", "00 18 01 e7 a0", VMRequest{VMHeader: VMHeader{Seq: 0, NetFn: NetFnApp, Cmd: 0x01}}},
 		// Set System Boot Options, parameter 5, Force PXE: 03 00 08 05 80 04 00 00 00 + checksum.
-		{"boot flags", "03 00 08 05 80 04 00 00 00 6c a0", VMRequest{Seq: 3, NetFn: NetFnChassis, Cmd: 0x08, Data: []byte{5, 0x80, 4, 0, 0, 0}}},
+		{"boot flags", "03 00 08 05 80 04 00 00 00 6c a0", VMRequest{VMHeader: VMHeader{Seq: 3, NetFn: NetFnChassis, Cmd: 0x08}, Data: []byte{5, 0x80, 4, 0, 0, 0}}},
 		// seq 0xa0, command 0xa1, a data byte 0xaa and the checksum 0xa0 travel escaped.
-		{"escaped", "aa b0 18 aa b1 aa ba 5d aa b0 a0", VMRequest{Seq: 0xa0, NetFn: NetFnApp, Cmd: 0xa1, Data: []byte{0xaa, 0x5d}}},
+		{"escaped", "aa b0 18 aa b1 aa ba 5d aa b0 a0", VMRequest{VMHeader: VMHeader{Seq: 0xa0, NetFn: NetFnApp, Cmd: 0xa1}, Data: []byte{0xaa, 0x5d}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := unhex(t, tc.wire)
@@ -84,7 +84,7 @@ func TestVMMessages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := VMResponse{Seq: tc.req.Seq, NetFn: tc.req.NetFn | 1, Cmd: tc.req.Cmd, Data: []byte{0x20, 0xa0}}
+			want := VMResponse{VMHeader: VMHeader{Seq: tc.req.Seq, NetFn: tc.req.NetFn | 1, Cmd: tc.req.Cmd}, Data: []byte{0x20, 0xa0}}
 			if diff := cmp.Diff(want, r); diff != "" {
 				t.Errorf("response (-want +got):\n%s", diff)
 			}
@@ -96,7 +96,7 @@ func TestVMMessages(t *testing.T) {
 // one too long, one ending in an escape; the stream is in step again after
 // each.
 func TestVMBadFrames(t *testing.T) {
-	good := VMRequest{Seq: 1, NetFn: NetFnApp, Cmd: 0x01}.AppendRequest(nil)
+	good := VMRequest{VMHeader: VMHeader{Seq: 1, NetFn: NetFnApp, Cmd: 0x01}}.AppendRequest(nil)
 	long := append(bytes.Repeat([]byte{0x11}, VMMaxFrame+1), VMMsgChar)
 	stream := bytes.Join([][]byte{long, {0x01, 0xaa, VMMsgChar}, good, {VMMsgChar, VMMsgChar}, good}, nil)
 	fs, errs := frames(t, stream)
