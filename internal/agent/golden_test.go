@@ -11,14 +11,14 @@ import (
 	"github.com/bmlab/bmlab/internal/lab/steps"
 	"github.com/bmlab/bmlab/internal/labconfig"
 	"github.com/bmlab/bmlab/internal/netaddr"
-	"github.com/bmlab/bmlab/internal/ocp"
 	"github.com/bmlab/bmlab/internal/plan"
 	"github.com/bmlab/bmlab/internal/plan/plantest"
 	"github.com/bmlab/bmlab/internal/testenv"
 )
 
 // TestTopologiesGolden renders install-config and agent-config of each
-// topology the agent mode installs, as the plan resolves the lab file,
+// topology the agent mode installs, as the plan resolves the lab file and
+// the agent mode writes them (agentmode.Configs),
 // checks that both pass the installer's rules, and compares them with
 // testdata/<topology>.yaml (-update rewrites them).
 func TestTopologiesGolden(t *testing.T) {
@@ -43,24 +43,13 @@ func TestTopologiesGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ic, err := ipi.Generate(steps.IPICluster(p), steps.IPINodes(p), testenv.PullSecret, testenv.SSHKey)
+			ic, ac, err := agentmode.Configs(p, steps.IPICluster(p), testenv.PullSecret, testenv.SSHKey)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if bm := ic.Platform.BareMetal; bm != nil {
-				bm.ProvisioningNetwork = ocp.ProvisioningDisabled
-				for i := range bm.Hosts {
-					bm.Hosts[i].NetworkConfig = nil // agent-config's (agentmode.AgentConfigs)
-				}
-			}
-			ranges := []netaddr.Range{p.Cluster.DHCPRange}
-			if f := p.Cluster.Secondary; !f.IsZero() {
-				ranges = append(ranges, f.DHCPRange)
-			}
-			if errs := ipi.Validate(ic, ranges...); len(errs) > 0 {
+			if errs := ipi.Validate(ic, p.Cluster.DHCPRanges()...); len(errs) > 0 {
 				t.Errorf("install-config fails the installer's rules: %v", errs)
 			}
-			ac := agent.Generate(agentmode.Cluster(p))
 			if errs := agent.Validate(ac, p.Cluster.MachineNetwork); len(errs) > 0 {
 				t.Errorf("agent-config fails the installer's rules: %v", errs)
 			}

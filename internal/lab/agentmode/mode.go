@@ -84,19 +84,39 @@ func mediaPlaces(e *lab.Env) error {
 }
 
 // AgentConfigs builds and validates the agent mode's install-config and
-// agent-config from the plan.
+// agent-config from the plan (Configs, with the lab's inputs and CA).
 func AgentConfigs(e *lab.Env) (*ipi.InstallConfig, *agent.Config, error) {
 	p := e.Plan
 	pull, key, err := steps.Inputs(e)
 	if err != nil {
 		return nil, nil, err
 	}
-	ic, err := ipi.Generate(steps.InstallCluster(p), steps.IPINodes(p), pull, key)
+	ic, ac, err := Configs(p, steps.InstallCluster(p), pull, key)
 	if err != nil {
 		return nil, nil, err
 	}
-	bm := ic.Platform.BareMetal
-	if bm != nil {
+	errs := steps.ValidateInstallConfig(e, ic)
+	for _, fe := range agent.Validate(ac, p.Cluster.MachineNetwork) {
+		fe.Field = "agent-config " + fe.Field
+		errs = append(errs, fe)
+	}
+	if len(errs) > 0 {
+		return nil, nil, errs
+	}
+	return ic, ac, nil
+}
+
+// Configs are the install-config and agent-config the agent mode writes
+// for the plan, unvalidated: install-config for the installer's cluster k
+// (steps.InstallCluster, or steps.IPICluster without the lab CA's file)
+// with no provisioning network and no host network, which agent-config
+// carries. The golden files of internal/agent pin its output.
+func Configs(p *plan.Plan, k ipi.Cluster, pull, key string) (*ipi.InstallConfig, *agent.Config, error) {
+	ic, err := ipi.Generate(k, steps.IPINodes(p), pull, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if bm := ic.Platform.BareMetal; bm != nil {
 		// The agent boots the hosts itself: no provisioning network, and
 		// Ironic only for day 2 (the BMCs stay in the hosts).
 		bm.ProvisioningNetwork = ocp.ProvisioningDisabled
@@ -109,16 +129,7 @@ func AgentConfigs(e *lab.Env) (*ipi.InstallConfig, *agent.Config, error) {
 			bm.Hosts[i].NetworkConfig = nil
 		}
 	}
-	errs := steps.ValidateInstallConfig(e, ic)
-	ac := agent.Generate(Cluster(p))
-	for _, fe := range agent.Validate(ac, p.Cluster.MachineNetwork) {
-		fe.Field = "agent-config " + fe.Field
-		errs = append(errs, fe)
-	}
-	if len(errs) > 0 {
-		return nil, nil, errs
-	}
-	return ic, ac, nil
+	return ic, agent.Generate(Cluster(p)), nil
 }
 
 // ensureConfigs writes install-config.yaml and agent-config.yaml into the
